@@ -1,0 +1,1 @@
+"""Framework backends: build a loader from a LoaderConfig and check a dataset."""

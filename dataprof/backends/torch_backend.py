@@ -1,0 +1,125 @@
+"""PyTorch: check that a dataset can be batched, and build its DataLoader."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from itertools import islice
+from typing import Any
+
+from dataprof.config import LoaderConfig
+from dataprof.errors import TargetError
+from dataprof.target import describe_exception
+
+
+def dataset_kind(dataset: Any) -> str:
+    """``iterable`` for IterableDataset or objects with only ``__iter__``; else ``map``."""
+    from torch.utils.data import IterableDataset
+
+    if isinstance(dataset, IterableDataset):
+        return "iterable"
+    cls = type(dataset)
+    return "map" if hasattr(cls, "__getitem__") and hasattr(cls, "__len__") else "iterable"
+
+
+def dataset_length(dataset: Any) -> int | None:
+    try:
+        return len(dataset)
+    except Exception:
+        return None
+
+
+def describe_sample(sample: Any, depth: int = 0) -> str:
+    """Structure of a sample: ``(Tensor[3,32,32] float32, int)``."""
+    if depth > 3:
+        return "…"
+    shape = getattr(sample, "shape", None)
+    dtype = getattr(sample, "dtype", None)
+    if shape is not None and dtype is not None:
+        return f"{type(sample).__name__}[{','.join(str(s) for s in shape)}] {str(dtype).replace('torch.', '')}"
+    if isinstance(sample, dict):
+        inner = ", ".join(f"{k!r}: {describe_sample(v, depth + 1)}" for k, v in list(sample.items())[:6])
+        return "{" + inner + "}"
+    if isinstance(sample, (list, tuple)):
+        inner = ", ".join(describe_sample(v, depth + 1) for v in sample[:6])
+        return ("(" + inner + ")") if isinstance(sample, tuple) else ("[" + inner + "]")
+    return type(sample).__name__
+
+
+def first_samples(dataset: Any, count: int) -> list[Any]:
+    """Fetch the first ``count`` samples; a failing index becomes a TargetError."""
+    if dataset_kind(dataset) == "iterable":
+        try:
+            return list(islice(iter(dataset), count))
+        except Exception as exc:
+            raise TargetError(f"iterating the dataset raised {describe_exception(exc)}") from exc
+    samples = []
+    for index in range(min(count, dataset_length(dataset) or 0)):
+        try:
+            samples.append(dataset[index])
+        except Exception as exc:
+            raise TargetError(f"dataset[{index}] raised {describe_exception(exc)}") from exc
+    return samples
+
+
+def check_batchable(dataset: Any, collate_fn: Callable[[list[Any]], Any] | None, batch_size: int) -> str:
+    """Collate the first batch; return the sample's structure, or raise TargetError."""
+    from torch.utils.data import default_collate
+
+    if dataset_kind(dataset) == "map" and not dataset_length(dataset):
+        raise TargetError("the dataset is empty (len() is 0): nothing to load")
+    samples = first_samples(dataset, batch_size)
+    if not samples:
+        raise TargetError("the dataset is empty: iterating it yields no sample")
+    collate = collate_fn or default_collate
+    try:
+        collate(samples)
+    except Exception as exc:
+        shapes = sorted({describe_sample(s) for s in samples})
+        detail = f"; samples differ: {' vs '.join(shapes[:3])}" if len(shapes) > 1 else ""
+        name = getattr(collate, "__name__", "collate_fn")
+        raise TargetError(
+            f"samples cannot be batched by {name}: {describe_exception(exc)}{detail} "
+            "(make samples the same shape/type, or pass --collate-fn)"
+        ) from exc
+    return describe_sample(samples[0])
+
+
+class RecordingBatchSampler:
+    """Wraps a batch sampler and remembers the indices of the last batch handed out.
+
+    With ``num_workers == 0`` the batch that raised is the last one handed out,
+    so a failure can be traced to the exact index.
+    """
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.last: list[int] = []
+
+    def __iter__(self) -> Iterator[list[int]]:
+        for batch in self.inner:
+            self.last = list(batch)
+            yield batch
+
+    def __len__(self) -> int:
+        return len(self.inner)
+
+
+def build_loader(
+    dataset: Any,
+    config: LoaderConfig,
+    batch_size: int,
+    collate_fn: Callable[[list[Any]], Any] | None,
+    shuffle: bool,
+    drop_last: bool,
+) -> tuple[Any, RecordingBatchSampler | None]:
+    """A real ``torch.utils.data.DataLoader`` for this config."""
+    from torch.utils.data import BatchSampler, DataLoader, RandomSampler, SequentialSampler
+
+    kwargs = config.dataloader_kwargs()
+    if collate_fn is not None:
+        kwargs["collate_fn"] = collate_fn
+    if dataset_kind(dataset) == "iterable":
+        return DataLoader(dataset, batch_size=batch_size, drop_last=drop_last, **kwargs), None
+    sampler = RandomSampler(dataset) if shuffle else SequentialSampler(dataset)
+    recording = RecordingBatchSampler(BatchSampler(sampler, batch_size, drop_last))
+    return DataLoader(dataset, batch_sampler=recording, **kwargs), recording

@@ -1,0 +1,172 @@
+"""Command line: parse → settings → sweep → render → exit code. No logic of its own."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from dataprof import __version__
+from dataprof.errors import DataprofError, ExitCode, UsageError
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write via a temp file and rename, so readers never see half a document."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def fail(exc: DataprofError, debug: bool) -> None:
+    """One line on stderr (the traceback too with --debug), then exit with the error's code."""
+    if debug:
+        traceback.print_exception(exc, file=sys.stderr)
+        if exc.detail:
+            click.echo(exc.detail, err=True)
+    click.echo(f"error: {exc}", err=True)
+    sys.exit(int(exc.exit_code))
+
+
+def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn DataprofError into one line on stderr and its exit code."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        debug = bool(kwargs.get("debug"))
+        try:
+            return fn(*args, **kwargs)
+        except DataprofError as exc:
+            fail(exc, debug)
+
+    return wrapper
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="dataprof")
+def main() -> None:
+    """Find the DataLoader settings that feed your model fastest, measured on this machine."""
+
+
+@main.command()
+@click.argument("target")
+@click.option("--arg", "args", multiple=True, metavar="KEY=VALUE",
+              help="Keyword argument for a Dataset class or factory (Python literal, else string). Repeatable.")
+@click.option("--batch-size", type=click.IntRange(min=1), default=64, show_default=True,
+              help="Batch size, as in training.")
+@click.option("--workers", default="auto", show_default=True,
+              help="num_workers values: 'auto' (0,1,2,4,… up to 2× usable CPUs) or a list like 0,2,4,8.")
+@click.option("--prefetch-factor", default="2,4", show_default=True,
+              help="prefetch_factor values (configs with workers only).")
+@click.option("--pin-memory", default="on,off", show_default=True,
+              help="pin_memory values; swept only when a GPU is used.")
+@click.option("--persistent-workers", default="on", show_default=True,
+              help="persistent_workers values, e.g. on,off (configs with workers only).")
+@click.option("--step-ms", type=click.FloatRange(min=0), default=0.0, show_default=True,
+              help="Model step time to simulate per batch; 0 measures the loader's ceiling.")
+@click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
+@click.option("--strategy", type=click.Choice(["grid"]), default="grid", show_default=True,
+              help="How configs are chosen.")
+@click.option("--trial-seconds", type=click.FloatRange(min=0.1), default=3.0, show_default=True,
+              help="Length of each trial's steady-state window.")
+@click.option("--trial-timeout", type=click.FloatRange(min=1), default=60.0, show_default=True,
+              help="Kill a trial that delivers no batch for this many seconds.")
+@click.option("--memory-limit", default="80%", show_default=True,
+              help="Kill a trial whose processes' PSS passes this: bytes, 3GB, 512MiB or % of available RAM.")
+@click.option("--collate-fn", default=None, metavar="MOD:ATTR", help="Collate function to use.")
+@click.option("--shuffle/--no-shuffle", default=False, show_default=True, help="Shuffle indices, as in training.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the result document here (updated after every trial).")
+@click.option("--debug", is_flag=True, help="Show tracebacks.")
+@guarded
+def sweep(target: str, args: tuple[str, ...], batch_size: int, workers: str, prefetch_factor: str,
+          pin_memory: str, persistent_workers: str, step_ms: float, device: str, strategy: str,
+          trial_seconds: float, trial_timeout: float, memory_limit: str, collate_fn: str | None,
+          shuffle: bool, json_path: Path | None, debug: bool) -> None:
+    """Measure DataLoader configs over TARGET (pkg.mod:Attr or path/file.py:Attr)."""
+    from dataprof.options import build_settings
+    from dataprof.progress import make_observer
+    from dataprof.render import console as console_render
+    from dataprof.render import json as json_render
+    from dataprof.sweep import SweepInterrupted, SweepTargetError, run_sweep
+
+    settings = build_settings(
+        target=target, args=args, batch_size=batch_size, workers=workers, prefetch_factor=prefetch_factor,
+        pin_memory=pin_memory, persistent_workers=persistent_workers, step_ms=step_ms, device=device,
+        strategy=strategy, trial_seconds=trial_seconds, trial_timeout=trial_timeout,
+        memory_limit=memory_limit, collate_fn=collate_fn, shuffle=shuffle)
+
+    def save(report: Any) -> None:
+        if json_path is not None:
+            write_atomic(json_path, json_render.render(report))
+
+    out = _console()
+    observer, finish = make_observer(out)
+    try:
+        report = run_sweep(settings, list(args), observer=observer, on_update=save)
+    except SweepInterrupted as exc:
+        finish()
+        save(exc.report)
+        out.print(console_render.render_renderable(exc.report))
+        click.echo("interrupted: partial results kept" + (f" in {json_path}" if json_path else ""), err=True)
+        sys.exit(int(ExitCode.INTERRUPTED))
+    except SweepTargetError as exc:
+        finish()
+        save(exc.report)
+        raise
+    finally:
+        finish()
+    out.print(console_render.render_renderable(report))
+    if json_path is not None:
+        click.echo(f"wrote {json_path}", err=True)
+
+
+def _console() -> Any:
+    """The console the report is printed on (stdout)."""
+    from rich.console import Console
+
+    return Console()
+
+
+@main.command()
+@click.argument("run", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the re-diagnosed document here.")
+@click.option("--debug", is_flag=True, help="Show tracebacks.")
+@guarded
+def diagnose(run: Path, json_path: Path | None, debug: bool) -> None:
+    """Re-read a saved --json result, decide again and render it."""
+    from dataprof.model import SCHEMA_VERSION, Report
+    from dataprof.render import console as console_render
+    from dataprof.render import json as json_render
+    from dataprof.sweep import redecide
+
+    try:
+        data = json.loads(run.read_text())
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{run}: cannot read a JSON result ({exc})") from exc
+    if not isinstance(data, dict) or data.get("tool", {}).get("name") != "dataprof":
+        raise UsageError(f"{run}: not a dataprof result (no tool.name = dataprof)")
+    if data.get("schema_version") != SCHEMA_VERSION:
+        raise UsageError(f"{run}: schema_version {data.get('schema_version')!r} is not supported "
+                         f"(this dataprof reads {SCHEMA_VERSION})")
+    try:
+        report = redecide(Report.from_dict(data))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise UsageError(f"{run}: malformed dataprof result ({type(exc).__name__}: {exc})") from exc
+    _console().print(console_render.render_renderable(report))
+    if json_path is not None:
+        write_atomic(json_path, json_render.render(report))

@@ -1,0 +1,252 @@
+"""Frozen settings: one DataLoader configuration, the sweep's settings, the grid.
+
+Pure data and pure functions; nothing here starts a process or imports torch.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dataprof.errors import UsageError
+
+
+@dataclass(frozen=True, order=True)
+class LoaderConfig:
+    """The DataLoader settings one trial measures."""
+
+    num_workers: int
+    """Worker processes; 0 loads in the main process (PyTorch's default)."""
+    pin_memory: bool = False
+    """Page-locked host batches; only meaningful with an accelerator."""
+    prefetch_factor: int | None = None
+    """Batches buffered per worker; None when ``num_workers == 0``."""
+    persistent_workers: bool = False
+    """Keep workers alive across epochs; False when ``num_workers == 0``."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LoaderConfig:
+        return cls(
+            num_workers=int(data["num_workers"]),
+            pin_memory=bool(data.get("pin_memory", False)),
+            prefetch_factor=data.get("prefetch_factor"),
+            persistent_workers=bool(data.get("persistent_workers", False)),
+        )
+
+    def label(self) -> str:
+        """Short human label, e.g. ``w4 pf2 persist pin``."""
+        parts = [f"w{self.num_workers}"]
+        if self.num_workers > 0:
+            parts.append(f"pf{self.prefetch_factor}")
+            parts.append("persist" if self.persistent_workers else "respawn")
+        if self.pin_memory:
+            parts.append("pin")
+        return " ".join(parts)
+
+    def dataloader_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for ``torch.utils.data.DataLoader``."""
+        kwargs: dict[str, Any] = {"num_workers": self.num_workers, "pin_memory": self.pin_memory}
+        if self.num_workers > 0:
+            kwargs["prefetch_factor"] = self.prefetch_factor
+            kwargs["persistent_workers"] = self.persistent_workers
+        return kwargs
+
+
+BASELINE = LoaderConfig(num_workers=0)
+"""PyTorch's default loader: always measured so speedups have a reference."""
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    """The values each knob may take; expanded by :func:`grid_configs`."""
+
+    workers: tuple[int, ...]
+    prefetch_factors: tuple[int, ...] = (2,)
+    pin_memory: tuple[bool, ...] = (False,)
+    persistent_workers: tuple[bool, ...] = (True,)
+    workers_reason: str = "given on the command line"
+    """Why this worker range (shown in the report)."""
+
+
+@dataclass(frozen=True)
+class SweepSettings:
+    """Everything a sweep needs besides the target itself."""
+
+    target: str
+    """Import path ``pkg.mod:attr`` or ``path/file.py:attr``."""
+    space: SearchSpace
+    batch_size: int = 64
+    target_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments for a class or factory target (``--arg``)."""
+    collate_fn: str | None = None
+    """Import path of a collate function, or None for the default."""
+    step_ms: float = 0.0
+    """Model step time the dummy consumer is calibrated to; 0 = loader ceiling."""
+    device: str = "cpu"
+    """Resolved device: ``cpu`` (simulated) or ``cuda:N``."""
+    strategy: str = "grid"
+    trial_seconds: float = 3.0
+    """Length of each trial's timed (steady-state) window."""
+    trial_timeout_s: float = 60.0
+    """A trial that delivers no batch for this long is killed."""
+    memory_limit_bytes: int | None = None
+    """A trial whose process tree's PSS passes this is killed (status ``oom``)."""
+    shuffle: bool = False
+    drop_last: bool = False
+    cwd: str = field(default_factory=os.getcwd)
+    """Directory put first on ``sys.path`` when the target is imported."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "batch_size": self.batch_size,
+            "step_ms": self.step_ms,
+            "strategy": self.strategy,
+            "device": self.device,
+            "trial_seconds": self.trial_seconds,
+            "trial_timeout_s": self.trial_timeout_s,
+            "memory_limit_bytes": self.memory_limit_bytes,
+            "shuffle": self.shuffle,
+            "drop_last": self.drop_last,
+            "collate_fn": self.collate_fn,
+            "target_kwargs": {k: repr(v) for k, v in self.target_kwargs.items()},
+            "workers": list(self.space.workers),
+            "workers_reason": self.space.workers_reason,
+            "prefetch_factors": list(self.space.prefetch_factors),
+            "pin_memory": list(self.space.pin_memory),
+            "persistent_workers": list(self.space.persistent_workers),
+        }
+
+
+def grid_configs(space: SearchSpace) -> list[LoaderConfig]:
+    """Every configuration of the space, baseline first, without duplicates.
+
+    ``prefetch_factor`` and ``persistent_workers`` only exist with workers, so
+    ``num_workers=0`` runs once per ``pin_memory`` value. The baseline
+    (``num_workers=0``, no pinning) is always included.
+    """
+    configs: list[LoaderConfig] = [BASELINE]
+    for workers in sorted(set(space.workers)):
+        for pin in space.pin_memory:
+            if workers == 0:
+                configs.append(LoaderConfig(0, pin_memory=pin))
+                continue
+            for prefetch in space.prefetch_factors:
+                for persistent in space.persistent_workers:
+                    configs.append(LoaderConfig(workers, pin, prefetch, persistent))
+    return list(dict.fromkeys(configs))
+
+
+def cgroup_cpu_limit(root: Path = Path("/sys/fs/cgroup")) -> float | None:
+    """CPUs allowed by the cgroup CPU quota (v2 ``cpu.max`` or v1 CFS), or None."""
+    v2 = root / "cpu.max"
+    try:
+        if v2.exists():
+            quota, period = v2.read_text().split()[:2]
+            return None if quota == "max" else int(quota) / int(period)
+        quota_v1 = int((root / "cpu" / "cpu.cfs_quota_us").read_text())
+        period_v1 = int((root / "cpu" / "cpu.cfs_period_us").read_text())
+    except (OSError, ValueError):
+        return None
+    return quota_v1 / period_v1 if quota_v1 > 0 and period_v1 > 0 else None
+
+
+@dataclass(frozen=True)
+class CpuBudget:
+    """How many CPUs this process may really use, and why."""
+
+    usable: int
+    affinity: int
+    quota: float | None
+    cpu_count: int
+
+    def explain(self) -> str:
+        quota = "no cgroup CPU quota" if self.quota is None else f"cgroup quota {self.quota:g} CPUs"
+        return f"{self.usable} usable CPUs (affinity {self.affinity} of {self.cpu_count}, {quota})"
+
+
+def cpu_budget(cgroup_root: Path = Path("/sys/fs/cgroup")) -> CpuBudget:
+    """Usable CPUs from affinity and cgroup quota, never ``os.cpu_count()`` alone."""
+    count = os.cpu_count() or 1
+    try:
+        affinity = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        affinity = count
+    quota = cgroup_cpu_limit(cgroup_root)
+    usable = affinity if quota is None else max(1, min(affinity, math.ceil(quota)))
+    return CpuBudget(usable=usable, affinity=affinity, quota=quota, cpu_count=count)
+
+
+def auto_workers(usable_cpus: int) -> tuple[int, ...]:
+    """0, 1, 2, 4, … up to 2× the usable CPUs, plus the CPU count itself.
+
+    Latency-bound loaders keep scaling past the core count, CPU-bound ones
+    stop at it; this range shows both shapes without a huge grid.
+    """
+    top = 2 * max(1, usable_cpus)
+    values = {0, usable_cpus, top}
+    power = 1
+    while power <= top:
+        values.add(power)
+        power *= 2
+    return tuple(sorted(values))
+
+
+def parse_int_list(text: str, name: str, minimum: int) -> tuple[int, ...]:
+    """Parse ``"0,2,4"``; raise UsageError naming the option on bad input."""
+    items = [item.strip() for item in text.split(",")]
+    values: list[int] = []
+    for item in items:
+        try:
+            value = int(item)
+        except ValueError:
+            raise UsageError(
+                f"{name}: {item!r} is not an integer (expected a comma-separated list like 2,4)"
+            ) from None
+        if value < minimum:
+            raise UsageError(f"{name}: {value} is below the minimum of {minimum}")
+        values.append(value)
+    return tuple(dict.fromkeys(values))
+
+
+_ON = {"on": True, "true": True, "yes": True, "1": True, "off": False, "false": False, "no": False, "0": False}
+
+
+def parse_onoff_list(text: str, name: str) -> tuple[bool, ...]:
+    """Parse ``"on,off"`` into booleans; raise UsageError on anything else."""
+    values: list[bool] = []
+    for item in (part.strip().lower() for part in text.split(",")):
+        if item not in _ON:
+            raise UsageError(f"{name}: {item!r} is not on or off (expected e.g. on,off)")
+        values.append(_ON[item])
+    return tuple(dict.fromkeys(values))
+
+
+_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
+          "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
+
+
+def parse_size(text: str, available_bytes: int, name: str = "--memory-limit") -> int:
+    """Parse ``3GB``, ``512MiB``, ``1e9`` or ``80%`` (of available RAM) into bytes."""
+    raw = text.strip().upper().replace(" ", "")
+    try:
+        if raw.endswith("%"):
+            percent = float(raw[:-1])
+            if not 0 < percent <= 100:
+                raise ValueError
+            return int(available_bytes * percent / 100)
+        number = raw.rstrip("KMGTIB")
+        unit = raw[len(number):]
+        value = float(number) * _UNITS[unit]
+    except (ValueError, KeyError):
+        raise UsageError(
+            f"{name}: {text!r} is not a size (use bytes, 3GB, 512MiB or a percentage like 80%)"
+        ) from None
+    if value <= 0:
+        raise UsageError(f"{name}: {text!r} must be positive")
+    return int(value)

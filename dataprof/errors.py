@@ -1,0 +1,42 @@
+"""Errors a user can act on, and the exit codes the CLI maps them to."""
+
+from __future__ import annotations
+
+import enum
+
+
+class ExitCode(enum.IntEnum):
+    """Process exit codes; part of the CI contract (docs/exit-codes.md)."""
+
+    OK = 0
+    GATE_FAILED = 1
+    USAGE = 2
+    TARGET = 3
+    INTERRUPTED = 130
+
+
+class DataprofError(Exception):
+    """An error whose message tells the user what was wrong and what to do."""
+
+    exit_code: ExitCode = ExitCode.USAGE
+
+    def __init__(self, message: str, detail: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.detail = detail
+        """Longer context (a traceback from the user's code), shown with --debug."""
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class UsageError(DataprofError):
+    """The command line or a setting is invalid (exit 2)."""
+
+    exit_code = ExitCode.USAGE
+
+
+class TargetError(DataprofError):
+    """The dataset cannot be loaded, built, indexed or batched (exit 3)."""
+
+    exit_code = ExitCode.TARGET

@@ -1,0 +1,1 @@
+"""Measurement: the trial runner (parent), the trial (child), sampling, probes."""

@@ -1,0 +1,183 @@
+"""The trial: runs in its own process, builds one DataLoader and times it.
+
+It reports through ``emit`` (JSON events relayed to the parent): ``ready``,
+``first_batch``, ``window_start``, ``progress`` heartbeats, and finally
+``result`` or ``error``. Resource sampling is not done here: the parent
+samples this process tree from outside so the measurement does not compete
+for this process's GIL.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from dataprof.backends.torch_backend import build_loader
+from dataprof.config import LoaderConfig
+from dataprof.measure.consumer import CudaConsumer, SimulatedDevice
+from dataprof.measure.timing import BatchLog, summarize, warmup_batches, window_done
+from dataprof.target import describe_exception
+
+Emit = Callable[[dict[str, Any]], None]
+
+HEARTBEAT_S = 0.5
+
+
+def batch_size_of(batch: Any) -> int:
+    """Samples in a collated batch: the leading dimension of its first tensor."""
+    if hasattr(batch, "shape") and len(batch.shape) > 0:
+        return int(batch.shape[0])
+    if isinstance(batch, dict) and batch:
+        return batch_size_of(next(iter(batch.values())))
+    if isinstance(batch, (list, tuple)) and batch:
+        return batch_size_of(batch[0]) if not isinstance(batch[0], (int, float, str)) else len(batch)
+    return 1
+
+
+_SIGNAL_RE = re.compile(r"killed by signal: (?P<name>[\w ]+)")
+_HINTS = {
+    "SIGBUS": "a bus error in a worker usually means /dev/shm is too small for the batches in flight "
+    "(in Docker: --shm-size); fewer workers or a lower prefetch_factor need less",
+    "SIGKILL": "SIGKILL usually comes from the kernel's OOM killer: fewer workers, or less memory per worker",
+    "SIGSEGV": "a segmentation fault in native code (a C extension, OpenCV/OpenMP after fork)",
+}
+
+
+def signal_hint(signame: str) -> str:
+    return _HINTS.get(signame, "")
+
+
+def classify_loader_error(exc: BaseException) -> tuple[str, str]:
+    """(status, one-line reason) for an exception that ended the loop."""
+    text = str(exc)
+    match = _SIGNAL_RE.search(text)
+    if match:
+        name = match.group("name").strip()
+        signame = {"Segmentation fault": "SIGSEGV", "Bus error": "SIGBUS", "Killed": "SIGKILL",
+                   "Aborted": "SIGABRT"}.get(name, name)
+        hint = signal_hint(signame)
+        return "crashed", f"a DataLoader worker died by {signame}" + (f": {hint}" if hint else "")
+    if "exited unexpectedly" in text:
+        return "crashed", "a DataLoader worker exited unexpectedly"
+    if "Original Traceback" in text:
+        return "failed", worker_error_line(type(exc).__name__, text)
+    return "failed", describe_exception(exc)
+
+
+_FRAME_RE = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
+
+
+def worker_error_line(type_name: str, text: str) -> str:
+    """Summarise torch's re-raised worker error from its 'Original Traceback' text."""
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    last = lines[-1].strip() if lines else type_name
+    frames = [m for m in _FRAME_RE.finditer(text)
+              if "/torch/" not in m.group("file") and "/dataprof/measure" not in m.group("file")]
+    where = f" (at {frames[-1].group('file')}:{frames[-1].group('line')})" if frames else ""
+    worker = re.search(r"worker process (\d+)", text)
+    prefix = f"in worker {worker.group(1)}: " if worker else ""
+    return f"{prefix}{last}{where}"
+
+
+def locate_failure(dataset: Any, indices: list[int]) -> str | None:
+    """Re-fetch the last batch's indices one by one; describe the first that raises."""
+    for index in indices:
+        try:
+            dataset[index]
+        except Exception as exc:
+            return f"dataset[{index}] raised {describe_exception(exc)}"
+    return None
+
+
+def run_trial(
+    dataset: Any,
+    collate_fn: Callable[[list[Any]], Any] | None,
+    config: LoaderConfig,
+    settings: dict[str, Any],
+    emit: Emit,
+    clock: Callable[[], float] = time.perf_counter,
+) -> None:
+    """Measure one config and emit its result (or error). Never raises."""
+    # The trial runs in its own process group; Ctrl-C is the parent's to handle.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        device = settings["device"]
+        step_ms = float(settings["step_ms"])
+        consumer: Any
+        ids: dict[str, Any] = {}
+        if device.startswith("cuda"):
+            consumer = CudaConsumer(device, step_ms)
+            ids = consumer.device_ids()
+        else:
+            consumer = SimulatedDevice(step_ms)
+        emit({"ev": "ready", **ids})
+        loader, recorder = build_loader(
+            dataset, config, int(settings["batch_size"]), collate_fn,
+            bool(settings["shuffle"]), bool(settings["drop_last"]),
+        )
+    except Exception as exc:
+        emit({"ev": "error", "status": "failed", "message": describe_exception(exc),
+              "traceback": traceback.format_exc()})
+        return
+    try:
+        figures = _timed_loop(loader, config, float(settings["trial_seconds"]), emit, consumer, clock)
+    except Exception as exc:
+        status, message = classify_loader_error(exc)
+        if recorder is not None and config.num_workers == 0:
+            message = locate_failure(dataset, recorder.last) or message
+        emit({"ev": "error", "status": status, "message": message, "traceback": traceback.format_exc()})
+        return
+    emit({"ev": "result", **figures})
+
+
+def _timed_loop(loader: Any, config: LoaderConfig, trial_s: float, emit: Emit,
+                consumer: Any, clock: Callable[[], float]) -> dict[str, Any]:
+    log = BatchLog()
+    warmup = warmup_batches(config.num_workers, config.prefetch_factor)
+    created = clock()
+    iterator = iter(loader)
+    epochs = 1
+    first_batch_s: float | None = None
+    window_first: int | None = None
+    last_beat = created
+    end = created
+    while True:
+        start = end
+        try:
+            batch = next(iterator)
+        except StopIteration:
+            if len(log) == 0:
+                raise RuntimeError("the loader yielded no batch (dataset smaller than one batch with drop_last?)")
+            iterator = iter(loader)
+            epochs += 1
+            batch = next(iterator)
+        arrived = clock()
+        if first_batch_s is None:
+            first_batch_s = arrived - created
+            emit({"ev": "first_batch", "first_batch_s": first_batch_s})
+        on_device = consumer.to_device(batch)
+        copied = clock()
+        consumer.step(on_device)
+        end = clock()
+        log.add(arrived - start, copied - arrived, end - copied, end, batch_size_of(batch))
+        if window_first is None and len(log) >= warmup:
+            window_first = len(log) - 1
+            emit({"ev": "window_start"})
+        if end - last_beat >= HEARTBEAT_S:
+            last_beat = end
+            emit({"ev": "progress", "batches": len(log)})
+        if window_first is not None and window_done(
+            len(log) - 1 - window_first, end - log.end_t[window_first], trial_s, config.num_workers
+        ):
+            break
+    emit({"ev": "window_end"})
+    shutdown = getattr(iterator, "_shutdown_workers", None)
+    if shutdown is not None:
+        shutdown()
+    figures = summarize(log, window_first, config.num_workers)
+    figures.update(first_batch_s=first_batch_s, epochs_started=epochs)
+    return figures

@@ -1,0 +1,77 @@
+"""Facts about the machine: usable CPUs, RAM, /dev/shm, the device to use."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import platform
+import shutil
+import sys
+
+from dataprof.config import CpuBudget, cpu_budget
+from dataprof.errors import UsageError
+from dataprof.model import Environment
+
+
+def _cuda_devices() -> int:
+    """Visible CUDA devices; 0 without a driver (checked before importing torch)."""
+    if sys.platform.startswith("linux") and not os.path.exists("/dev/nvidiactl"):
+        return 0
+    try:
+        import torch
+    except ImportError:
+        return 0
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def resolve_device(requested: str, count_devices=_cuda_devices) -> str:  # type: ignore[no-untyped-def]
+    """``auto`` → ``cuda:0`` or ``cpu``; validate ``cuda``/``cuda:N``."""
+    text = requested.strip().lower()
+    if text == "cpu":
+        return "cpu"
+    if text == "auto":
+        return "cuda:0" if count_devices() > 0 else "cpu"
+    if text == "cuda" or text.startswith("cuda:"):
+        index_text = text.partition(":")[2] or "0"
+        if not index_text.isdigit():
+            raise UsageError(f"--device {requested}: expected cuda or cuda:N with N a number")
+        count = count_devices()
+        if count == 0:
+            raise UsageError(f"--device {requested}: no CUDA device is visible (use --device cpu or auto)")
+        if int(index_text) >= count:
+            raise UsageError(f"--device {requested}: only {count} CUDA device(s) visible (cuda:0..cuda:{count - 1})")
+        return f"cuda:{int(index_text)}"
+    raise UsageError(f"--device {requested}: expected auto, cpu, cuda or cuda:N")
+
+
+def _version(name: str) -> str | None:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def probe_environment(device: str, budget: CpuBudget | None = None, gpu_name: str | None = None,
+                      start_method: str | None = None) -> Environment:
+    import psutil
+
+    budget = budget or cpu_budget()
+    memory = psutil.virtual_memory()
+    try:
+        shm_free: int | None = shutil.disk_usage("/dev/shm").free
+    except OSError:
+        shm_free = None
+    return Environment(
+        cpu_count=budget.cpu_count,
+        usable_cpus=budget.usable,
+        cpu_reason=budget.explain(),
+        ram_bytes=memory.total,
+        available_ram_bytes=memory.available,
+        python=platform.python_version(),
+        torch=_version("torch"),
+        device=device,
+        gpu_name=gpu_name,
+        platform=platform.platform(terse=True),
+        start_method=start_method,
+        shm_free_bytes=shm_free,
+    )

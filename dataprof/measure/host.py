@@ -1,0 +1,214 @@
+"""The host process: builds the dataset once per sweep, forks one trial per config.
+
+Started by the runner as ``python -m dataprof.measure.host CMD_FD EVT_FD``.
+Commands arrive as JSON lines on CMD_FD; events leave as JSON lines on EVT_FD,
+so whatever the user's code prints cannot corrupt the protocol. Forking the
+trial from a process that already holds the dataset means construction is paid
+once, and workers see the dataset exactly as they would in training (built in
+the main process, then forked).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import select
+import signal
+import sys
+import time
+import traceback
+from typing import Any
+
+from dataprof.errors import DataprofError
+
+
+def _prctl(option: int, value: int) -> None:
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass  # not Linux: the parent still kills the trial's process group
+
+
+PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+
+_running_trial: int | None = None
+"""Process group of the trial in flight, killed if the host is told to stop."""
+
+
+def _stop(signum: int, frame: Any) -> None:
+    if _running_trial is not None:
+        _kill_group(_running_trial)
+    os._exit(128 + signum)
+
+
+class Channel:
+    """JSON lines over a pipe file descriptor."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def send(self, event: dict[str, Any]) -> None:
+        data = (json.dumps(event, default=str) + "\n").encode()
+        while data:
+            written = os.write(self.fd, data)
+            data = data[written:]
+
+
+def _read_lines(fd: int, buffer: bytearray) -> list[bytes] | None:
+    """Complete lines available on ``fd`` (None at EOF)."""
+    chunk = os.read(fd, 65536)
+    if not chunk:
+        return None
+    buffer.extend(chunk)
+    *lines, rest = bytes(buffer).split(b"\n")
+    buffer[:] = rest
+    return lines
+
+
+def load(request: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
+    """Build and check the dataset; return it, the collate function and its description."""
+    from dataprof.backends.torch_backend import check_batchable, dataset_kind, dataset_length
+    from dataprof.target import build_dataset, load_collate, load_object, parse_kwarg
+
+    start = time.perf_counter()
+    cwd = request["cwd"]
+    kwargs = dict(parse_kwarg(item) for item in request["args"])
+    obj = load_object(request["target"], cwd)
+    dataset = build_dataset(obj, kwargs, request["target"])
+    init_s = time.perf_counter() - start
+    collate = load_collate(request.get("collate_fn"), cwd)
+    sample = check_batchable(dataset, collate, int(request["batch_size"]))
+    import multiprocessing
+
+    import torch
+
+    info = {
+        "kind": dataset_kind(dataset),
+        "type_name": type(dataset).__name__,
+        "length": dataset_length(dataset),
+        "init_s": init_s,
+        "sample": sample,
+        "start_method": multiprocessing.get_start_method(),
+        "torch": torch.__version__,
+    }
+    return dataset, collate, info
+
+
+def run_trial_process(dataset: Any, collate: Any, request: dict[str, Any], events: Channel) -> None:
+    """Fork the trial, relay its events, reap it and its whole process group."""
+    from dataprof.config import LoaderConfig
+    from dataprof.measure.child import run_trial
+
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the trial
+        code = 0
+        try:
+            os.setpgid(0, 0)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+            os.close(read_fd)
+            os.close(events.fd)
+            trial_channel = Channel(write_fd)
+            run_trial(dataset, collate, LoaderConfig.from_dict(request["config"]),
+                      request["settings"], trial_channel.send)
+        except BaseException:
+            code = 1
+        finally:
+            os._exit(code)
+    try:
+        os.setpgid(pid, pid)
+    except OSError:
+        pass  # the child already did it, or already exited
+    global _running_trial
+    _running_trial = pid
+    os.close(write_fd)
+    events.send({"ev": "trial_started", "pid": pid})
+    buffer = bytearray()
+    while True:
+        ready, _, _ = select.select([read_fd], [], [], 0.2)
+        if ready:
+            lines = _read_lines(read_fd, buffer)
+            for line in lines or []:
+                if line.strip():
+                    events.send(json.loads(line))
+            if lines is not None:
+                continue
+        if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+            break
+    while select.select([read_fd], [], [], 0)[0]:
+        lines = _read_lines(read_fd, buffer)
+        if lines is None:
+            break
+        for line in lines:
+            if line.strip():
+                events.send(json.loads(line))
+    os.close(read_fd)
+    _kill_group(pid)
+    _, status = os.waitpid(pid, 0)
+    _running_trial = None
+    _reap_orphans()
+    sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
+    events.send({"ev": "trial_exit", "returncode": os.waitstatus_to_exitcode(status),
+                 "signal": None if sig is None else signal.Signals(sig).name})
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _reap_orphans() -> None:
+    """As child subreaper, orphaned workers land here: collect them."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def serve(cmd_fd: int, evt_fd: int) -> int:
+    """Answer commands until ``exit`` or until the parent goes away."""
+    events = Channel(evt_fd)
+    buffer = bytearray()
+    dataset: Any = None
+    collate: Any = None
+    while True:
+        lines = _read_lines(cmd_fd, buffer)
+        if lines is None:
+            return 0  # parent closed the pipe: nothing left to do
+        for line in lines:
+            request = json.loads(line)
+            if request["cmd"] == "exit":
+                return 0
+            if request["cmd"] == "load":
+                try:
+                    dataset, collate, info = load(request)
+                except DataprofError as exc:
+                    events.send({"ev": "host_error", "message": str(exc), "traceback": traceback.format_exc()})
+                    return 3
+                except Exception as exc:
+                    events.send({"ev": "host_error", "message": f"{type(exc).__name__}: {exc}",
+                                 "traceback": traceback.format_exc()})
+                    return 3
+                events.send({"ev": "host_ready", **info})
+            elif request["cmd"] == "trial":
+                run_trial_process(dataset, collate, request, events)
+
+
+def main(argv: list[str]) -> int:
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    return serve(int(argv[0]), int(argv[1]))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

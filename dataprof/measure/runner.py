@@ -1,0 +1,289 @@
+"""Parent side of a trial: start the host, run one config, sample, guard, collect.
+
+The runner owns every process it starts: a trial that hangs, crashes or
+grows past the memory limit is killed with its whole process group, and the
+sweep goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+from dataprof.config import LoaderConfig, SweepSettings
+from dataprof.errors import TargetError
+from dataprof.measure.probes import NullGpuProbe, NvmlProbe, ProcessTreeProbe, SystemProbe
+from dataprof.measure.sampler import Sampler, summarize
+from dataprof.model import DatasetInfo, TrialResult, WaitStats
+
+Observer = Callable[[str, dict[str, Any]], None]
+
+
+def _fmt_bytes(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if abs(n) < 1000:
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} TB"
+
+
+class HostDied(Exception):
+    """The host process ended while we waited for it."""
+
+
+class Host:
+    """The long-lived process that holds the dataset and forks trials."""
+
+    def __init__(self, settings: SweepSettings, args: list[str]) -> None:
+        self.settings = settings
+        self.args = args
+        cmd_read, self.cmd_fd = os.pipe()
+        self.evt_fd, evt_write = os.pipe()
+        self.log = tempfile.TemporaryFile(prefix="dataprof-host-")
+        env = dict(os.environ)
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "dataprof.measure.host", str(cmd_read), str(evt_write)],
+            pass_fds=(cmd_read, evt_write), stdin=subprocess.DEVNULL, stdout=self.log,
+            stderr=subprocess.STDOUT, start_new_session=True, env=env, cwd=settings.cwd,
+        )
+        os.close(cmd_read)
+        os.close(evt_write)
+        self._buffer = bytearray()
+        self._pending: list[dict[str, Any]] = []
+
+    def send(self, request: dict[str, Any]) -> None:
+        os.write(self.cmd_fd, (json.dumps(request) + "\n").encode())
+
+    def next_event(self, timeout_s: float) -> dict[str, Any] | None:
+        """The next event, None on timeout; raise HostDied at EOF."""
+        if self._pending:
+            return self._pending.pop(0)
+        ready, _, _ = select.select([self.evt_fd], [], [], timeout_s)
+        if not ready:
+            return None
+        chunk = os.read(self.evt_fd, 65536)
+        if not chunk:
+            raise HostDied(self.log_tail())
+        self._buffer.extend(chunk)
+        *lines, rest = bytes(self._buffer).split(b"\n")
+        self._buffer[:] = rest
+        self._pending.extend(json.loads(line) for line in lines if line.strip())
+        return self._pending.pop(0) if self._pending else None
+
+    def log_tail(self, lines: int = 20) -> str:
+        self.log.seek(0)
+        text = self.log.read().decode(errors="replace")
+        return "\n".join(text.splitlines()[-lines:])
+
+    def load(self) -> dict[str, Any]:
+        s = self.settings
+        self.send({"cmd": "load", "target": s.target, "args": self.args, "cwd": s.cwd,
+                   "collate_fn": s.collate_fn, "batch_size": s.batch_size})
+        while True:
+            try:
+                event = self.next_event(1.0)
+            except HostDied as exc:
+                raise TargetError(
+                    f"the process loading {s.target} died ({self._exit_reason()})", ) from exc
+            if event is None:
+                continue
+            if event["ev"] == "host_error":
+                raise TargetError(event["message"], event.get("traceback", ""))
+            if event["ev"] == "host_ready":
+                return event
+
+    def _exit_reason(self) -> str:
+        code = self.proc.wait(timeout=5)
+        if code < 0:
+            return f"killed by {signal.Signals(-code).name}"
+        tail = self.log_tail(3)
+        return f"exit code {code}" + (f": {tail}" if tail else "")
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                self.send({"cmd": "exit"})
+            except OSError:
+                pass
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.terminate()
+                self.proc.wait()
+        for fd in (self.cmd_fd, self.evt_fd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.log.close()
+
+
+class TrialRunner:
+    """Runs configs one at a time in fresh processes forked by the host."""
+
+    def __init__(self, settings: SweepSettings, args: list[str], observer: Observer | None = None,
+                 sample_interval_s: float = 0.25) -> None:
+        self.settings = settings
+        self.args = args
+        self.observer = observer or (lambda event, data: None)
+        self.sample_interval_s = sample_interval_s
+        self.host: Host | None = None
+        self.dataset_info: DatasetInfo | None = None
+        self.host_info: dict[str, Any] = {}
+        self.gpu_reason: str | None = None
+        self.gpu_name: str | None = None
+        self._current_pid: int | None = None
+
+    def start(self) -> DatasetInfo:
+        """Start the host and build the dataset once; TargetError if that fails."""
+        self.host = Host(self.settings, self.args)
+        try:
+            info = self.host.load()
+        except BaseException:
+            self.host.close()
+            self.host = None
+            raise
+        self.host_info = info
+        self.dataset_info = DatasetInfo(kind=info["kind"], type_name=info["type_name"],
+                                        length=info["length"], init_s=info["init_s"])
+        return self.dataset_info
+
+    def kill_current(self) -> None:
+        """Kill the running trial's whole process group (Ctrl-C, timeouts, limits)."""
+        if self._current_pid is not None:
+            try:
+                os.killpg(self._current_pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def close(self) -> None:
+        self.kill_current()
+        if self.host is not None:
+            self.host.close()
+            self.host = None
+
+    def run(self, config: LoaderConfig) -> TrialResult:
+        if self.host is None or self.host.proc.poll() is not None:
+            if self.host is not None:
+                self.host.close()
+            self.start()
+        assert self.host is not None
+        started = time.monotonic()
+        s = self.settings
+        self.host.send({"cmd": "trial", "config": config.to_dict(), "settings": {
+            "device": s.device, "step_ms": s.step_ms, "batch_size": s.batch_size,
+            "shuffle": s.shuffle, "drop_last": s.drop_last, "trial_seconds": s.trial_seconds}})
+        try:
+            outcome = self._follow(config)
+        except HostDied as exc:
+            outcome = {"status": "crashed", "error": f"the trial's host process died: {exc}".strip()}
+        finally:
+            self._current_pid = None
+        outcome["duration_s"] = time.monotonic() - started
+        return _trial_result(config, outcome)
+
+    def _follow(self, config: LoaderConfig) -> dict[str, Any]:
+        assert self.host is not None
+        host = self.host
+        killed_for: dict[str, str] = {}
+        limit = self.settings.memory_limit_bytes
+
+        def guard_memory(sample: Any) -> None:
+            if limit is not None and sample.pss_bytes is not None and sample.pss_bytes > limit \
+                    and not killed_for:
+                killed_for["oom"] = (
+                    f"the trial's {sample.processes} processes reached {_fmt_bytes(sample.pss_bytes)} PSS, "
+                    f"over the {_fmt_bytes(limit)} memory limit: killed before the OOM killer acts")
+                self.kill_current()
+
+        sampler: Sampler | None = None
+        gpu_probe: Any = NullGpuProbe()
+        result: dict[str, Any] = {}
+        last_progress = time.monotonic()
+        try:
+            while True:
+                event = host.next_event(0.25)
+                now = time.monotonic()
+                if event is None:
+                    if now - last_progress > self.settings.trial_timeout_s and not killed_for:
+                        killed_for["timeout"] = (
+                            f"no batch for {self.settings.trial_timeout_s:g} s: the loader hung; "
+                            "killed the trial and its workers")
+                        self.kill_current()
+                    continue
+                kind = event["ev"]
+                if kind == "trial_started":
+                    self._current_pid = event["pid"]
+                    sampler = self._start_sampler(event["pid"], gpu_probe, guard_memory)
+                elif kind == "ready":
+                    if event.get("uuid") or event.get("pci_bus_id"):
+                        gpu_probe = NvmlProbe.open(event.get("uuid"), event.get("pci_bus_id"))
+                        self.gpu_reason = getattr(gpu_probe, "reason", None) or None
+                        self.gpu_name = event.get("name")
+                        if sampler is not None:
+                            sampler.gpu_probe = gpu_probe
+                    last_progress = now
+                elif kind in ("first_batch", "progress"):
+                    last_progress = now
+                    self.observer(kind, {"config": config, **event})
+                elif kind == "window_start" and sampler is not None:
+                    sampler.mark_window_start()
+                    self.observer(kind, {"config": config})
+                elif kind == "window_end" and sampler is not None:
+                    sampler.mark_window_end()
+                elif kind in ("result", "error"):
+                    result = event
+                elif kind == "trial_exit":
+                    return self._outcome(result, event, killed_for, sampler)
+        finally:
+            if sampler is not None:
+                sampler.stop()
+            gpu_probe.close()
+
+    def _start_sampler(self, pid: int, gpu_probe: Any, on_sample: Callable[[Any], None]) -> Sampler | None:
+        try:
+            tree = ProcessTreeProbe(pid)
+        except Exception:
+            return None  # the trial already exited
+        return Sampler(tree, SystemProbe(), gpu_probe, self.sample_interval_s,
+                       on_sample=on_sample).start()
+
+    @staticmethod
+    def _outcome(result: dict[str, Any], exit_event: dict[str, Any], killed_for: dict[str, str],
+                 sampler: Sampler | None) -> dict[str, Any]:
+        resources = summarize(sampler.samples) if sampler is not None else {}
+        if killed_for:
+            status, error = next(iter(killed_for.items()))
+            return {"status": status, "error": error, **resources}
+        if result.get("ev") == "result":
+            figures = {k: v for k, v in result.items() if k != "ev"}
+            return {"status": "ok", **figures, **resources}
+        if result.get("ev") == "error":
+            return {"status": result["status"], "error": result["message"],
+                    "traceback": result.get("traceback"), **resources}
+        sig = exit_event.get("signal")
+        if sig:
+            from dataprof.measure.child import signal_hint
+
+            hint = signal_hint(sig)
+            return {"status": "crashed", "error": f"the trial process died by {sig}" + (f": {hint}" if hint else ""),
+                    **resources}
+        return {"status": "failed", "error": f"the trial exited with code {exit_event.get('returncode')} "
+                "without a result", **resources}
+
+
+def _trial_result(config: LoaderConfig, outcome: dict[str, Any]) -> TrialResult:
+    wait = outcome.get("wait_ms")
+    fields = {k: v for k, v in outcome.items() if k in TrialResult.__dataclass_fields__}
+    fields["wait_ms"] = None if wait is None else WaitStats(**wait)
+    return TrialResult(config=config, **fields)

@@ -1,0 +1,123 @@
+"""Background sampling of the trial's process tree, from the parent process.
+
+A thread in the parent (never in the measured process) reads the probes
+every ``interval_s``; ``summarize`` turns the readings into window figures and
+is a pure function, tested on hand-made samples.
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from dataprof.measure.probes import GpuSample, SystemSample, TreeSample
+
+
+@dataclass
+class Samples:
+    tree: list[TreeSample] = field(default_factory=list)
+    system: list[SystemSample] = field(default_factory=list)
+    gpu: list[GpuSample] = field(default_factory=list)
+    window_start: float | None = None
+    window_end: float | None = None
+
+
+class Sampler:
+    """Reads tree, system and GPU probes on a thread until stopped."""
+
+    def __init__(
+        self,
+        tree_probe: Any,
+        system_probe: Any,
+        gpu_probe: Any,
+        interval_s: float = 0.25,
+        clock: Callable[[], float] = time.monotonic,
+        on_sample: Callable[[TreeSample], None] | None = None,
+    ) -> None:
+        self.tree_probe = tree_probe
+        self.system_probe = system_probe
+        self.gpu_probe = gpu_probe
+        self.interval_s = interval_s
+        self.clock = clock
+        self.on_sample = on_sample
+        self.samples = Samples()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="dataprof-sampler", daemon=True)
+
+    def start(self) -> Sampler:
+        self.sample_now()
+        self._thread.start()
+        return self
+
+    def sample_now(self) -> None:
+        with self._lock:
+            now = self.clock()
+            tree = self.tree_probe.sample(now)
+            if tree is not None:
+                self.samples.tree.append(tree)
+            self.samples.system.append(self.system_probe.sample(now))
+            gpu = self.gpu_probe.sample(now)
+            if gpu is not None:
+                self.samples.gpu.append(gpu)
+        if tree is not None and self.on_sample is not None:
+            self.on_sample(tree)
+
+    def mark_window_start(self) -> None:
+        self.sample_now()
+        self.samples.window_start = self.samples.tree[-1].t if self.samples.tree else self.clock()
+
+    def mark_window_end(self) -> None:
+        self.sample_now()
+        self.samples.window_end = self.samples.tree[-1].t if self.samples.tree else self.clock()
+
+    def stop(self) -> Samples:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        return self.samples
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.sample_now()
+
+
+def _in_window(items: list[Any], start: float | None, end: float | None) -> list[Any]:
+    if start is None:
+        return []
+    stop = end if end is not None else float("inf")
+    return [s for s in items if start <= s.t <= stop]
+
+
+def summarize(samples: Samples) -> dict[str, Any]:
+    """Window figures for a TrialResult (None where nothing was measured)."""
+    tree = _in_window(samples.tree, samples.window_start, samples.window_end)
+    system = _in_window(samples.system, samples.window_start, samples.window_end)
+    gpu = _in_window(samples.gpu, samples.window_start, samples.window_end)
+    out: dict[str, Any] = {
+        "cpu_percent": None, "cpu_percent_system": None, "iowait_percent": None,
+        "workers_uss_start_bytes": None, "workers_uss_end_bytes": None, "main_uss_bytes": None,
+        "gpu_util_percent": None, "gpu_memory_bytes": None,
+    }
+    if len(tree) >= 2 and tree[-1].t > tree[0].t:
+        out["cpu_percent"] = 100.0 * (tree[-1].cpu_s - tree[0].cpu_s) / (tree[-1].t - tree[0].t)
+        out["workers_uss_start_bytes"] = tree[0].workers_uss_bytes
+        out["workers_uss_end_bytes"] = tree[-1].workers_uss_bytes
+        out["main_uss_bytes"] = tree[-1].main_uss_bytes
+    if len(system) >= 2 and system[-1].total_s > system[0].total_s:
+        total = system[-1].total_s - system[0].total_s
+        out["cpu_percent_system"] = 100.0 * (system[-1].busy_s - system[0].busy_s) / total
+        out["iowait_percent"] = 100.0 * (system[-1].iowait_s - system[0].iowait_s) / total
+    peaks = [s.pss_bytes for s in samples.tree if s.pss_bytes is not None]
+    out["peak_memory_bytes"] = max(peaks) if peaks else None
+    out["available_memory_min_bytes"] = min((s.available_bytes for s in samples.system), default=None)
+    util = [v for s in gpu for v in s.util_percent]
+    if util:
+        out["gpu_util_percent"] = statistics.fmean(util)
+    used = [s.memory_used_bytes for s in gpu if s.memory_used_bytes is not None]
+    out["gpu_memory_bytes"] = max(used) if used else None
+    return out

@@ -1,0 +1,110 @@
+"""Turn per-batch timings into steady-state figures. Pure functions.
+
+Each iteration of the training loop is ``wait`` (blocked in ``next()``) +
+``copy`` (host to device) + ``step`` (model). The window runs from the end of
+the last warm-up iteration to the end of the last timed one, so window time is
+exactly the sum of its iterations and nothing is double counted.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class BatchLog:
+    """Per-iteration records kept by the trial (seconds, samples)."""
+
+    wait_s: list[float] = field(default_factory=list)
+    copy_s: list[float] = field(default_factory=list)
+    step_s: list[float] = field(default_factory=list)
+    end_t: list[float] = field(default_factory=list)
+    size: list[int] = field(default_factory=list)
+
+    def add(self, wait_s: float, copy_s: float, step_s: float, end_t: float, size: int) -> None:
+        self.wait_s.append(wait_s)
+        self.copy_s.append(copy_s)
+        self.step_s.append(step_s)
+        self.end_t.append(end_t)
+        self.size.append(size)
+
+    def __len__(self) -> int:
+        return len(self.end_t)
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Linear-interpolated percentile, ``q`` in [0, 100]."""
+    ordered = sorted(values)
+    if not ordered:
+        return math.nan
+    pos = (len(ordered) - 1) * q / 100.0
+    low = math.floor(pos)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+
+
+def warmup_batches(num_workers: int, prefetch_factor: int | None) -> int:
+    """Iterations to drain before the window opens.
+
+    Workers pre-buffer ``num_workers × prefetch_factor`` batches; draining them
+    plus one more round of every worker means the window sees the pipeline's
+    production rate, not its buffer.
+    """
+    if num_workers == 0:
+        return 2
+    return num_workers * (prefetch_factor or 2) + num_workers
+
+
+def window_done(batches_in_window: int, elapsed_s: float, target_s: float, num_workers: int) -> bool:
+    """End the window after ``target_s`` on a whole number of worker rounds.
+
+    The DataLoader hands out batches round-robin, so batch ``i`` and
+    ``i + k·W`` come from the same worker: a window of whole rounds counts
+    exactly the batches produced in its time, whatever the burst phase.
+    """
+    rounds = max(1, num_workers)
+    minimum = 3 * rounds
+    return elapsed_s >= target_s and batches_in_window >= minimum and batches_in_window % rounds == 0
+
+
+def summarize(log: BatchLog, first: int, num_workers: int) -> dict[str, Any]:
+    """Steady-state figures for iterations ``first+1 .. end`` (``first`` = last warm-up)."""
+    window = range(first + 1, len(log))
+    if len(window) == 0:
+        raise ValueError("empty window")
+    window_s = log.end_t[-1] - log.end_t[first]
+    samples = sum(log.size[i] for i in window)
+    waits = [log.wait_s[i] for i in window]
+    wait_ms = [w * 1000.0 for w in waits]
+    return {
+        "samples_per_s": samples / window_s if window_s > 0 else math.inf,
+        "samples_per_s_spread": rate_spread(log, first, max(1, num_workers)),
+        "wait_fraction": sum(waits) / window_s if window_s > 0 else 0.0,
+        "wait_ms": {"p50": percentile(wait_ms, 50), "p95": percentile(wait_ms, 95), "max": max(wait_ms)},
+        "copy_ms_mean": 1000.0 * statistics.fmean(log.copy_s[i] for i in window),
+        "step_ms_mean": 1000.0 * statistics.fmean(log.step_s[i] for i in window),
+        "batches": len(window),
+        "samples": samples,
+        "window_s": window_s,
+    }
+
+
+def rate_spread(log: BatchLog, first: int, rounds: int, chunks: int = 5) -> float | None:
+    """Relative standard error of the rate over up to ``chunks`` sub-windows of whole rounds."""
+    total = len(log) - 1 - first
+    per_chunk = (total // chunks // rounds) * rounds
+    if per_chunk == 0:
+        per_chunk = rounds
+    edges = list(range(first, len(log), per_chunk))
+    rates = []
+    for start, end in zip(edges, edges[1:]):
+        span = log.end_t[end] - log.end_t[start]
+        if span > 0:
+            rates.append(sum(log.size[start + 1 : end + 1]) / span)
+    if len(rates) < 2:
+        return None
+    mean = statistics.fmean(rates)
+    return statistics.stdev(rates) / mean / math.sqrt(len(rates)) if mean > 0 else None

@@ -1,0 +1,230 @@
+"""Result data: what a sweep measured, as frozen dataclasses with a JSON form.
+
+Stdlib only. ``Report.to_dict()`` is the documented ``--json`` document
+(docs/json.md); ``Report.from_dict()`` reads it back for ``dataprof diagnose``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from dataprof.config import LoaderConfig
+
+SCHEMA_VERSION = 1
+
+STATUSES = ("ok", "failed", "timeout", "oom", "crashed", "skipped")
+
+
+@dataclass(frozen=True)
+class WaitStats:
+    """Time the training loop spent blocked in ``next(loader)``, per batch (ms)."""
+
+    p50: float
+    p95: float
+    max: float
+
+
+@dataclass(frozen=True)
+class TrialResult:
+    """One configuration, measured in its own process."""
+
+    config: LoaderConfig
+    status: str
+    """One of :data:`STATUSES`."""
+    error: str | None = None
+    """One-line reason when status is not ``ok``."""
+    samples_per_s: float | None = None
+    """Samples delivered in the steady-state window / window wall time."""
+    samples_per_s_spread: float | None = None
+    """Relative standard error of the rate across sub-windows (0.02 = ±2%)."""
+    first_batch_s: float | None = None
+    """Loader creation to first batch: worker start-up, reported apart."""
+    wait_fraction: float | None = None
+    """Share of the window the loop was blocked waiting for data."""
+    wait_ms: WaitStats | None = None
+    copy_ms_mean: float | None = None
+    """Host-to-device copy per batch (0 on the simulated device)."""
+    step_ms_mean: float | None = None
+    """Dummy model step per batch."""
+    batches: int | None = None
+    """Batches in the timed window."""
+    samples: int | None = None
+    """Samples in the timed window."""
+    window_s: float | None = None
+    epochs_started: int | None = None
+    """Epochs begun from loader creation to the end of the window."""
+    cpu_percent: float | None = None
+    """CPU of the trial's process tree in the window; 100 = one core busy."""
+    cpu_percent_system: float | None = None
+    """Whole-machine CPU in the window, % of all CPUs."""
+    iowait_percent: float | None = None
+    peak_memory_bytes: int | None = None
+    """Peak PSS of main process + workers (shared pages counted once)."""
+    main_uss_bytes: int | None = None
+    workers_uss_start_bytes: int | None = None
+    """Sum of worker USS at the first sample of the window."""
+    workers_uss_end_bytes: int | None = None
+    """Sum of worker USS at the last sample: growth means copy-on-read."""
+    available_memory_min_bytes: int | None = None
+    gpu_util_percent: float | None = None
+    """NVML utilisation over the window; None without an NVIDIA GPU."""
+    gpu_memory_bytes: int | None = None
+    duration_s: float | None = None
+    """Whole trial, process start to exit."""
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["config"] = self.config.to_dict()
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrialResult:
+        known = {f.name for f in dataclasses.fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        values["config"] = LoaderConfig.from_dict(data["config"])
+        if values.get("wait_ms") is not None:
+            values["wait_ms"] = WaitStats(**values["wait_ms"])
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class Environment:
+    """The machine the numbers were measured on."""
+
+    cpu_count: int
+    usable_cpus: int
+    cpu_reason: str
+    ram_bytes: int
+    available_ram_bytes: int
+    python: str
+    torch: str | None
+    device: str
+    """``cpu`` (simulated device) or ``cuda:N``."""
+    gpu_name: str | None = None
+    platform: str = ""
+    start_method: str | None = None
+    """multiprocessing start method the DataLoader workers use."""
+    shm_free_bytes: int | None = None
+
+    @property
+    def simulated_device(self) -> bool:
+        return not self.device.startswith("cuda")
+
+
+@dataclass(frozen=True)
+class DatasetInfo:
+    """What the target turned out to be."""
+
+    kind: str
+    """``map`` or ``iterable``."""
+    type_name: str
+    length: int | None
+    init_s: float
+    """Time to import and construct the dataset (paid once per sweep)."""
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """The config to use, and why it was chosen over the fastest one."""
+
+    config: LoaderConfig
+    samples_per_s: float
+    speedup_vs_baseline: float | None
+    fastest: LoaderConfig
+    fastest_samples_per_s: float
+    reason: str
+
+
+@dataclass(frozen=True)
+class Finding:
+    id: str
+    severity: str
+    """``info`` | ``warning`` | ``critical``."""
+    evidence: str
+    recommendation: str
+
+
+@dataclass(frozen=True)
+class Report:
+    """A whole sweep: the session object every renderer reads."""
+
+    target: str
+    tool_version: str
+    environment: Environment
+    settings: dict[str, Any]
+    trials: tuple[TrialResult, ...]
+    dataset: DatasetInfo | None = None
+    recommendation: Recommendation | None = None
+    primary: str | None = None
+    findings: tuple[Finding, ...] = ()
+    wall_s: float = 0.0
+    complete: bool = True
+    """False while a sweep is running or after it was interrupted."""
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def baseline(self) -> TrialResult | None:
+        for trial in self.trials:
+            if trial.config.num_workers == 0 and not trial.config.pin_memory and trial.status == "ok":
+                return trial
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        baseline = self.baseline
+        best = self.recommendation
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "tool": {"name": "dataprof", "version": self.tool_version},
+            "target": self.target,
+            "complete": self.complete,
+            "environment": dataclasses.asdict(self.environment),
+            "dataset": None if self.dataset is None else dataclasses.asdict(self.dataset),
+            "settings": dict(self.settings),
+            "trials": [t.to_dict() for t in self.trials],
+            "baseline": None if baseline is None else {
+                "config": baseline.config.to_dict(), "samples_per_s": baseline.samples_per_s},
+            "best": None if best is None else {
+                "config": best.config.to_dict(),
+                "samples_per_s": best.samples_per_s,
+                "speedup_vs_baseline": best.speedup_vs_baseline,
+                "fastest": {"config": best.fastest.to_dict(), "samples_per_s": best.fastest_samples_per_s},
+                "reason": best.reason,
+            },
+            "diagnosis": {"primary": self.primary, "findings": [dataclasses.asdict(f) for f in self.findings]},
+            "search": {"strategy": self.settings.get("strategy"), "trials_run": len(self.trials),
+                       "wall_s": self.wall_s},
+            "notes": list(self.notes),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Report:
+        env_fields = {f.name for f in dataclasses.fields(Environment)}
+        best = data.get("best")
+        recommendation = None
+        if best is not None:
+            recommendation = Recommendation(
+                config=LoaderConfig.from_dict(best["config"]),
+                samples_per_s=best["samples_per_s"],
+                speedup_vs_baseline=best.get("speedup_vs_baseline"),
+                fastest=LoaderConfig.from_dict(best.get("fastest", best)["config"]),
+                fastest_samples_per_s=best.get("fastest", best)["samples_per_s"],
+                reason=best.get("reason", ""),
+            )
+        diagnosis = data.get("diagnosis") or {}
+        dataset = data.get("dataset")
+        return cls(
+            target=data["target"],
+            tool_version=data.get("tool", {}).get("version", "?"),
+            environment=Environment(**{k: v for k, v in data["environment"].items() if k in env_fields}),
+            settings=dict(data.get("settings", {})),
+            trials=tuple(TrialResult.from_dict(t) for t in data.get("trials", [])),
+            dataset=None if dataset is None else DatasetInfo(**dataset),
+            recommendation=recommendation,
+            primary=diagnosis.get("primary"),
+            findings=tuple(Finding(**f) for f in diagnosis.get("findings", [])),
+            wall_s=data.get("search", {}).get("wall_s", 0.0),
+            complete=data.get("complete", True),
+            notes=tuple(data.get("notes", [])),
+        )

@@ -1,0 +1,61 @@
+"""Progress while sweeping: a rich bar on a terminal, plain lines otherwise.
+
+The only place, besides the renderers, that touches rich; the sweep just
+calls the observer.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from typing import Any, TextIO
+
+Observer = Callable[[str, dict[str, Any]], None]
+
+
+def plain_observer(stream: TextIO) -> Observer:
+    state: dict[str, Any] = {"total": None}
+
+    def observe(event: str, data: dict[str, Any]) -> None:
+        if event == "loading":
+            print(f"loading {data['target']} …", file=stream, flush=True)
+        elif event == "planned":
+            state["total"] = data["total"]
+        elif event == "trial_done":
+            result = data["result"]
+            total = f"/{state['total']}" if state["total"] else ""
+            figure = f"{result.samples_per_s:,.1f} samples/s" if result.samples_per_s else result.error
+            print(f"[{data['index'] + 1}{total}] {result.config.label()}: {result.status} · {figure}",
+                  file=stream, flush=True)
+
+    return observe
+
+
+def make_observer(console: Any, stream: TextIO | None = None) -> tuple[Observer, Callable[[], None]]:
+    """(observer, finish): a live progress bar on a TTY unless NO_COLOR is set."""
+    stream = stream or sys.stderr
+    if not stream.isatty() or os.environ.get("NO_COLOR"):
+        return plain_observer(stream), lambda: None
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                        TimeElapsedColumn(), console=Console(file=stream), transient=True)
+    task = progress.add_task("loading the dataset", total=None)
+    progress.start()
+
+    def observe(event: str, data: dict[str, Any]) -> None:
+        if event == "planned":
+            progress.update(task, total=data["total"], description="sweeping")
+        elif event == "trial_start":
+            progress.update(task, description=f"{data['config'].label()}: starting workers")
+        elif event == "window_start":
+            progress.update(task, description=f"{data['config'].label()}: measuring")
+        elif event == "trial_done":
+            result = data["result"]
+            progress.advance(task)
+            figure = f"{result.samples_per_s:,.1f} samples/s" if result.samples_per_s else result.status
+            progress.console.print(f"  {result.config.label()}: {figure}")
+
+    return observe, progress.stop

@@ -1,0 +1,68 @@
+"""Pick the config to recommend: the cheapest one within noise of the fastest.
+
+Pure function of the trials, so ``dataprof diagnose run.json`` reproduces it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from dataprof.model import Recommendation, TrialResult
+
+MIN_NOISE = 0.03
+"""Differences under 3% are never called real, however quiet the trials were."""
+
+
+def noise_between(a: TrialResult, b: TrialResult) -> float:
+    """Relative difference two trials need before it counts (2 combined standard errors)."""
+    spread_a = a.samples_per_s_spread or 0.0
+    spread_b = b.samples_per_s_spread or 0.0
+    return max(MIN_NOISE, 2.0 * math.hypot(spread_a, spread_b))
+
+
+def _cost(trial: TrialResult) -> tuple[int, int, int, bool]:
+    c = trial.config
+    return (c.num_workers, c.prefetch_factor or 0, trial.peak_memory_bytes or 0, c.pin_memory)
+
+
+def recommend(trials: Sequence[TrialResult]) -> Recommendation | None:
+    ok = [t for t in trials if t.status == "ok" and t.samples_per_s]
+    if not ok:
+        return None
+    fastest = max(ok, key=lambda t: t.samples_per_s or 0.0)
+    top = fastest.samples_per_s or 0.0
+    within = [t for t in ok if (top - (t.samples_per_s or 0.0)) / top <= noise_between(t, fastest)]
+    chosen = min(within, key=_cost)
+    baseline = next((t for t in ok if t.config.num_workers == 0 and not t.config.pin_memory), None)
+    speedup = None
+    if baseline is not None and baseline.samples_per_s:
+        speedup = (chosen.samples_per_s or 0.0) / baseline.samples_per_s
+    return Recommendation(
+        config=chosen.config,
+        samples_per_s=chosen.samples_per_s or 0.0,
+        speedup_vs_baseline=speedup,
+        fastest=fastest.config,
+        fastest_samples_per_s=top,
+        reason=_reason(chosen, fastest, ok),
+    )
+
+
+def _reason(chosen: TrialResult, fastest: TrialResult, ok: Sequence[TrialResult]) -> str:
+    if chosen is fastest:
+        others = [t for t in ok if t is not fastest]
+        if not others:
+            return "the only configuration that completed"
+        runner_up = max(others, key=lambda t: t.samples_per_s or 0.0)
+        gap = 1 - (runner_up.samples_per_s or 0.0) / (fastest.samples_per_s or 1.0)
+        noise = noise_between(runner_up, fastest)
+        if gap <= noise:
+            return (f"fastest, and the cheapest within noise (next: {runner_up.config.label()} "
+                    f"−{100 * gap:.1f}%, noise ±{100 * noise:.1f}%)")
+        return (f"fastest measured; the next best ({runner_up.config.label()}) is "
+                f"{100 * gap:.1f}% slower, beyond the ±{100 * noise:.1f}% noise")
+    gap = 1 - (chosen.samples_per_s or 0.0) / (fastest.samples_per_s or 1.0)
+    saved = fastest.config.num_workers - chosen.config.num_workers
+    cheaper = f"{saved} fewer worker{'s' if saved != 1 else ''}" if saved > 0 else "less memory or buffering"
+    return (f"within noise of the fastest ({fastest.config.label()}: −{100 * gap:.1f}%, noise "
+            f"±{100 * noise_between(chosen, fastest):.1f}%) and uses {cheaper}")

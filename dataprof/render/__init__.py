@@ -1,0 +1,1 @@
+"""Renderers: a Report in, text out. Only the CLI writes it anywhere."""

@@ -1,0 +1,140 @@
+"""The rich console report: every trial, the winner, a ready-to-paste DataLoader."""
+
+from __future__ import annotations
+
+import io
+
+from rich import box
+from rich.console import Console, Group, RenderableType
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from dataprof.config import LoaderConfig
+from dataprof.model import Report, TrialResult
+
+
+def fmt_bytes(n: float | None) -> str:
+    """Compact decimal size: ``950KB``, ``1.2GB``, ``203MB``."""
+    if n is None:
+        return "–"
+    for unit in ("B", "KB", "MB", "GB"):
+        if abs(n) < 1000:
+            return f"{n:.0f}{unit}" if unit == "B" or abs(n) >= 100 else f"{n:.1f}{unit}"
+        n /= 1000
+    return f"{n:.1f}TB"
+
+
+def _num(value: float | None, fmt: str) -> str:
+    return "–" if value is None else format(value, fmt)
+
+
+def dataloader_line(config: LoaderConfig, batch_size: int, shuffle: bool, collate_fn: str | None) -> str:
+    """``DataLoader(dataset, batch_size=64, …)`` for the recommended config."""
+    parts = ["dataset", f"batch_size={batch_size}"]
+    if shuffle:
+        parts.append("shuffle=True")
+    parts.append(f"num_workers={config.num_workers}")
+    if config.num_workers > 0:
+        parts.append(f"prefetch_factor={config.prefetch_factor}")
+        parts.append(f"persistent_workers={config.persistent_workers}")
+    parts.append(f"pin_memory={config.pin_memory}")
+    if collate_fn:
+        parts.append(f"collate_fn={collate_fn.rpartition(':')[2]}")
+    return f"DataLoader({', '.join(parts)})"
+
+
+def _sorted(trials: tuple[TrialResult, ...]) -> list[TrialResult]:
+    return sorted(trials, key=lambda t: (t.status != "ok", -(t.samples_per_s or 0.0)))
+
+
+def trials_table(report: Report) -> Table:
+    """Every trial, fastest first; failures last with their status."""
+    baseline = report.baseline
+    chosen = report.recommendation.config if report.recommendation else None
+    show_gpu = not report.environment.simulated_device
+    show_status = any(t.status != "ok" for t in report.trials)
+    table = Table(box=box.SIMPLE_HEAD, title="Trials (steady state, fastest first)", title_justify="left",
+                  pad_edge=False, padding=(0, 1, 0, 0))
+    columns = ["config", "samples/s", "±%", "×w0", "wait%", "1st s", "p95 ms", "CPU%", "PSS"]
+    columns += ["GPU%"] * show_gpu + ["status"] * show_status
+    for name in columns:
+        table.add_column(name, justify="left" if name in ("config", "status") else "right", no_wrap=True)
+    for trial in _sorted(report.trials):
+        mark = "★ " if trial.config == chosen else "  "
+        spread = None if trial.samples_per_s_spread is None else 100 * trial.samples_per_s_spread
+        speedup = "–"
+        if baseline is not None and trial.samples_per_s and baseline.samples_per_s:
+            speedup = f"{trial.samples_per_s / baseline.samples_per_s:.2f}"
+        wait = None if trial.wait_fraction is None else 100 * trial.wait_fraction
+        cells = [
+            mark + trial.config.label(), _num(trial.samples_per_s, ",.1f"), _num(spread, ".0f"), speedup,
+            _num(wait, ".0f"), _num(trial.first_batch_s, ".2f"),
+            _num(trial.wait_ms.p95 if trial.wait_ms else None, ".1f"),
+            _num(trial.cpu_percent, ".0f"), fmt_bytes(trial.peak_memory_bytes),
+        ]
+        cells += [_num(trial.gpu_util_percent, ".0f")] * show_gpu + [trial.status] * show_status
+        table.add_row(
+            *cells,
+            style="bold" if trial.config == chosen else ("red" if trial.status != "ok" else None),
+        )
+    return table
+
+
+def failures(report: Report) -> list[Text]:
+    """One line per trial that did not finish: what happened, in a sentence."""
+    return [Text(f"{t.config.label()}: {t.status}: {t.error}", style="red")
+            for t in report.trials if t.status != "ok"]
+
+
+def header(report: Report) -> Text:
+    env = report.environment
+    device = "simulated device (no GPU)" if env.simulated_device else f"{env.device} {env.gpu_name or ''}".strip()
+    ds = report.dataset
+    dataset = "" if ds is None else (
+        f"{ds.type_name} ({ds.kind}, {ds.length if ds.length is not None else '?'} samples, "
+        f"loaded in {ds.init_s:.2f} s)")
+    step = report.settings.get("step_ms", 0)
+    model = f"model step {step:g} ms" if step else "no model step (loader ceiling)"
+    lines = [
+        f"dataprof {report.tool_version} · {report.target} {dataset}",
+        f"batch size {report.settings.get('batch_size')} · {model} · {device} · {env.cpu_reason}",
+    ]
+    return Text("\n".join(lines))
+
+
+def recommendation_panel(report: Report) -> RenderableType:
+    rec = report.recommendation
+    if rec is None:
+        return Text("No configuration completed: see the status column for why.", style="red")
+    speed = f" ({rec.speedup_vs_baseline:.2f}× num_workers=0)" if rec.speedup_vs_baseline else ""
+    line = dataloader_line(rec.config, report.settings.get("batch_size", 0),
+                           bool(report.settings.get("shuffle")), report.settings.get("collate_fn"))
+    body = Group(
+        Text(f"{rec.config.label()}: {rec.samples_per_s:,.1f} samples/s{speed}"),
+        Text(f"why: {rec.reason}"),
+        Text(""),
+        Text(line, style="bold green"),
+    )
+    return Panel(body, title="Recommended", title_align="left", box=box.ROUNDED)
+
+
+def render_renderable(report: Report) -> RenderableType:
+    parts: list[RenderableType] = [header(report), trials_table(report), *failures(report),
+                                   recommendation_panel(report)]
+    if report.findings:
+        parts.append(Text("Diagnosis: " + (report.primary or "")))
+        for finding in report.findings:
+            parts.append(Text(f"[{finding.severity}] {finding.id}: {finding.evidence} → {finding.recommendation}"))
+    if not report.complete:
+        parts.append(Text("Partial result: the sweep did not finish.", style="yellow"))
+    for note in report.notes:
+        parts.append(Text(f"note: {note}", style="dim"))
+    return Group(*parts)
+
+
+def render(report: Report, width: int = 120) -> str:
+    """Plain text of the report (no colour), as a test or a log would see it."""
+    buffer = io.StringIO()
+    Console(width=width, file=buffer, color_system=None).print(render_renderable(report))
+    return buffer.getvalue()

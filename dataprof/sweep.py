@@ -1,0 +1,121 @@
+"""Run a sweep: strategy proposes, runner measures, a Report comes out.
+
+Knows nothing of the CLI or of output formats. Progress and incremental saves
+reach the caller through ``observer`` and ``on_update``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from typing import Any
+
+from dataprof import __version__
+from dataprof.config import SweepSettings
+from dataprof.errors import TargetError
+from dataprof.measure.environment import probe_environment
+from dataprof.measure.runner import Observer, TrialRunner
+from dataprof.model import DatasetInfo, Environment, Report, TrialResult
+from dataprof.recommend import recommend
+from dataprof.search import STRATEGIES
+
+
+class SweepInterrupted(Exception):
+    """Ctrl-C during a sweep; carries the partial report."""
+
+    def __init__(self, report: Report) -> None:
+        super().__init__("interrupted")
+        self.report = report
+
+
+class SweepTargetError(TargetError):
+    """The target failed in a way every config would repeat; carries what was measured."""
+
+    def __init__(self, message: str, detail: str | None, report: Report) -> None:
+        super().__init__(message, detail)
+        self.report = report
+
+
+def build_report(settings: SweepSettings, environment: Environment, dataset: DatasetInfo | None,
+                 trials: list[TrialResult], wall_s: float, complete: bool,
+                 notes: tuple[str, ...] = ()) -> Report:
+    """Assemble the Report and its decisions (pure)."""
+    return Report(
+        target=settings.target,
+        tool_version=__version__,
+        environment=environment,
+        settings=settings.to_dict(),
+        trials=tuple(trials),
+        dataset=dataset,
+        recommendation=recommend(trials),
+        wall_s=wall_s,
+        complete=complete,
+        notes=notes,
+    )
+
+
+def sweep_notes(settings: SweepSettings, environment: Environment) -> tuple[str, ...]:
+    notes = [f"workers {','.join(map(str, settings.space.workers))}: {settings.space.workers_reason}"]
+    if environment.simulated_device:
+        notes.append("simulated device: no GPU here, so each model step sleeps --step-ms and "
+                     "pin_memory is not swept; GPU columns are empty")
+    return tuple(notes)
+
+
+def run_sweep(
+    settings: SweepSettings,
+    args: list[str],
+    observer: Observer | None = None,
+    on_update: Callable[[Report], None] | None = None,
+    runner_factory: Callable[..., Any] = TrialRunner,
+) -> Report:
+    """Measure every config the strategy proposes. Raises TargetError, SweepInterrupted."""
+    started = time.monotonic()
+    runner = runner_factory(settings, args, observer)
+    strategy = STRATEGIES[settings.strategy](settings.space)
+    trials: list[TrialResult] = []
+    environment = probe_environment(settings.device)
+    dataset: DatasetInfo | None = None
+
+    def report(complete: bool) -> Report:
+        env = dataclasses.replace(environment, gpu_name=runner.gpu_name,
+                                  start_method=runner.host_info.get("start_method"))
+        notes = sweep_notes(settings, env)
+        if runner.gpu_reason:
+            notes += (f"GPU utilisation not measured: {runner.gpu_reason}",)
+        return build_report(settings, env, dataset, trials, time.monotonic() - started, complete, notes)
+
+    try:
+        if observer is not None:
+            observer("loading", {"target": settings.target})
+        dataset = runner.start()
+        if observer is not None:
+            observer("planned", {"total": getattr(strategy, "total", lambda: None)()})
+        while (config := strategy.propose(trials)) is not None:
+            if observer is not None:
+                observer("trial_start", {"config": config, "index": len(trials)})
+            result = runner.run(config)
+            trials.append(result)
+            if observer is not None:
+                observer("trial_done", {"result": result, "index": len(trials) - 1})
+            if len(trials) == 1 and result.status == "failed":
+                raise SweepTargetError(
+                    f"the first trial ({config.label()}) failed, so every config would: {result.error}",
+                    None, report(False))
+            if on_update is not None:
+                on_update(report(False))
+    except KeyboardInterrupt:
+        runner.kill_current()
+        raise SweepInterrupted(report(False)) from None
+    finally:
+        runner.close()
+    final = report(True)
+    if on_update is not None:
+        on_update(final)
+    return final
+
+
+def redecide(report: Report) -> Report:
+    """Re-run the decisions on a saved report's measurements (``dataprof diagnose``)."""
+    return dataclasses.replace(report, recommendation=recommend(report.trials))

@@ -1,0 +1,164 @@
+"""Resolve ``pkg.mod:attr`` or ``path/file.py:attr`` into a Dataset.
+
+Every failure is a :class:`TargetError` whose message names what was wrong
+(module, attribute, the user's exception and its file:line) and what to do.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import importlib.util
+import inspect
+import sys
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from dataprof.errors import TargetError, UsageError
+
+
+def parse_kwarg(text: str) -> tuple[str, Any]:
+    """``KEY=VALUE`` with VALUE a Python literal (``3``, ``[1,2]``, ``None``) or else a string."""
+    key, sep, raw = text.partition("=")
+    key = key.strip()
+    if not sep or not key.isidentifier():
+        raise UsageError(f"--arg {text!r}: expected KEY=VALUE with KEY a Python identifier")
+    try:
+        value = ast.literal_eval(raw)
+    except (ValueError, SyntaxError):
+        value = raw
+    return key, value
+
+
+def split_target(text: str) -> tuple[str, str]:
+    """Split ``module_or_file:attr``; raise UsageError when malformed."""
+    where, sep, attr = text.rpartition(":")
+    if not sep or not where or not attr:
+        raise UsageError(
+            f"target {text!r}: expected MODULE:ATTR or path/to/file.py:ATTR, e.g. mypkg.data:MyDataset"
+        )
+    return where, attr
+
+
+def user_frame(exc: BaseException) -> str | None:
+    """``file:line`` of the innermost frame outside dataprof and torch, if any."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    for frame in reversed(frames):
+        path = frame.filename.replace("\\", "/")
+        if "/dataprof/" in path and "/examples/" not in path:
+            continue
+        if "/torch/" in path or "/importlib/" in path or path.startswith("<frozen"):
+            continue
+        return f"{frame.filename}:{frame.lineno}"
+    return None
+
+
+def describe_exception(exc: BaseException) -> str:
+    """``ValueError: bad thing (at data.py:12)``."""
+    where = user_frame(exc)
+    message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    text = type(exc).__name__ + (f": {message}" if message else "")
+    return text + (f" (at {where})" if where else "")
+
+
+def _import_file(path: Path) -> Any:
+    if not path.is_file():
+        raise TargetError(f"target file not found: {path}")
+    name = path.stem
+    parent = str(path.resolve().parent)
+    if parent not in sys.path:
+        sys.path.insert(0, parent)
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise TargetError(f"cannot import {path}: not a Python source file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        sys.modules.pop(name, None)
+        raise TargetError(f"importing {path} raised {describe_exception(exc)}") from exc
+    return module
+
+
+def _import_module(name: str) -> Any:
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and (name == exc.name or name.startswith(exc.name + ".")):
+            raise TargetError(
+                f"module {name!r} not found (is it installed, or are you in the directory that holds it?)"
+            ) from exc
+        raise TargetError(f"importing {name} raised {describe_exception(exc)}") from exc
+    except Exception as exc:
+        raise TargetError(f"importing {name} raised {describe_exception(exc)}") from exc
+
+
+def load_object(text: str, cwd: str | None = None) -> Any:
+    """Import the module or file and return the named attribute (dots allowed)."""
+    where, attr = split_target(text)
+    if cwd is not None and cwd not in sys.path:
+        sys.path.insert(0, cwd)
+    if where.endswith(".py") or "/" in where or "\\" in where:
+        path = Path(where)
+        if cwd is not None and not path.is_absolute():
+            path = Path(cwd) / path
+        module = _import_file(path)
+    else:
+        module = _import_module(where)
+    obj = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            names = sorted(n for n in dir(module) if not n.startswith("_"))
+            hint = f"; it defines: {', '.join(names[:12])}" if names else ""
+            raise TargetError(f"{where} has no attribute {attr!r}{hint}")
+        obj = getattr(obj, part)
+    return obj
+
+
+def is_dataset(obj: Any) -> bool:
+    """Map-style (``__getitem__`` + ``__len__``) or iterable (``__iter__``) instance."""
+    if isinstance(obj, type) or callable(obj) and inspect.isroutine(obj):
+        return False
+    cls = type(obj)
+    return (hasattr(cls, "__getitem__") and hasattr(cls, "__len__")) or hasattr(cls, "__iter__")
+
+
+def build_dataset(obj: Any, kwargs: dict[str, Any], name: str) -> Any:
+    """Use an instance as is; call a class or factory with ``kwargs``."""
+    if is_dataset(obj) and not isinstance(obj, type):
+        if kwargs:
+            raise TargetError(f"{name} is a ready dataset instance; it takes no --arg")
+        return obj
+    if not callable(obj):
+        raise TargetError(
+            f"{name} is a {type(obj).__name__}, not a Dataset, a Dataset class or a factory"
+        )
+    try:
+        inspect.signature(obj).bind(**kwargs)
+    except TypeError as exc:
+        raise TargetError(f"{name} does not accept these --arg values: {exc}") from exc
+    except ValueError:
+        pass  # builtins without a signature: let the call decide
+    try:
+        dataset = obj(**kwargs)
+    except Exception as exc:
+        raise TargetError(f"{name}(...) raised {describe_exception(exc)}") from exc
+    if not is_dataset(dataset):
+        raise TargetError(
+            f"{name} returned a {type(dataset).__name__}, which is not a Dataset "
+            "(it needs __getitem__ and __len__, or __iter__)"
+        )
+    return dataset
+
+
+def load_collate(text: str | None, cwd: str | None) -> Callable[[list[Any]], Any] | None:
+    """Resolve ``--collate-fn MOD:ATTR``; None means the DataLoader default."""
+    if text is None:
+        return None
+    fn = load_object(text, cwd)
+    if not callable(fn):
+        raise TargetError(f"--collate-fn {text}: {type(fn).__name__} is not callable")
+    return fn  # type: ignore[no-any-return]
