@@ -51,8 +51,25 @@ def signal_hint(signame: str) -> str:
     return _HINTS.get(signame, "")
 
 
-def classify_loader_error(exc: BaseException) -> tuple[str, str]:
+def worker_signals(iterator: Any) -> list[str]:
+    """Names of the signals that killed this iterator's worker processes, if any."""
+    names = []
+    for worker in getattr(iterator, "_workers", None) or []:
+        code = getattr(worker, "exitcode", None)
+        if code is not None and code < 0:
+            try:
+                names.append(signal.Signals(-code).name)
+            except ValueError:
+                names.append(f"signal {-code}")
+    return names
+
+
+def classify_loader_error(exc: BaseException, killed_by: list[str] | None = None) -> tuple[str, str]:
     """(status, one-line reason) for an exception that ended the loop."""
+    if killed_by:
+        signame = killed_by[0]
+        hint = signal_hint(signame)
+        return "crashed", f"a DataLoader worker died by {signame}" + (f": {hint}" if hint else "")
     text = str(exc)
     match = _SIGNAL_RE.search(text)
     if match:
@@ -123,10 +140,11 @@ def run_trial(
         emit({"ev": "error", "status": "failed", "message": describe_exception(exc),
               "traceback": traceback.format_exc()})
         return
+    live: dict[str, Any] = {}
     try:
-        figures = _timed_loop(loader, config, float(settings["trial_seconds"]), emit, consumer, clock)
+        figures = _timed_loop(loader, config, float(settings["trial_seconds"]), emit, consumer, clock, live)
     except Exception as exc:
-        status, message = classify_loader_error(exc)
+        status, message = classify_loader_error(exc, worker_signals(live.get("iterator")))
         if recorder is not None and config.num_workers == 0:
             message = locate_failure(dataset, recorder.last) or message
         emit({"ev": "error", "status": status, "message": message, "traceback": traceback.format_exc()})
@@ -135,11 +153,12 @@ def run_trial(
 
 
 def _timed_loop(loader: Any, config: LoaderConfig, trial_s: float, emit: Emit,
-                consumer: Any, clock: Callable[[], float]) -> dict[str, Any]:
+                consumer: Any, clock: Callable[[], float], live: dict[str, Any]) -> dict[str, Any]:
+    """Run warm-up then the window; ``live["iterator"]`` lets the caller inspect workers on failure."""
     log = BatchLog()
     warmup = warmup_batches(config.num_workers, config.prefetch_factor)
     created = clock()
-    iterator = iter(loader)
+    iterator = live["iterator"] = iter(loader)
     epochs = 1
     first_batch_s: float | None = None
     window_first: int | None = None
@@ -152,7 +171,7 @@ def _timed_loop(loader: Any, config: LoaderConfig, trial_s: float, emit: Emit,
         except StopIteration:
             if len(log) == 0:
                 raise RuntimeError("the loader yielded no batch (dataset smaller than one batch with drop_last?)")
-            iterator = iter(loader)
+            iterator = live["iterator"] = iter(loader)
             epochs += 1
             batch = next(iterator)
         arrived = clock()

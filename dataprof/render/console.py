@@ -59,7 +59,8 @@ def trials_table(report: Report) -> Table:
     columns = ["config", "samples/s", "±%", "×w0", "wait%", "1st s", "p95 ms", "CPU%", "PSS"]
     columns += ["GPU%"] * show_gpu + ["status"] * show_status
     for name in columns:
-        table.add_column(name, justify="left" if name in ("config", "status") else "right", no_wrap=True)
+        table.add_column(name, justify="left" if name in ("config", "status") else "right", no_wrap=True,
+                         min_width=7 if name == "status" else None)
     for trial in _sorted(report.trials):
         mark = "★ " if trial.config == chosen else "  "
         spread = None if trial.samples_per_s_spread is None else 100 * trial.samples_per_s_spread
