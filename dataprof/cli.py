@@ -120,7 +120,7 @@ def sweep(target: str, args: tuple[str, ...], batch_size: int, workers: str, pre
     except SweepInterrupted as exc:
         finish()
         save(exc.report)
-        out.print(console_render.render_renderable(exc.report))
+        console_render.print_report(out, exc.report)
         click.echo("interrupted: partial results kept" + (f" in {json_path}" if json_path else ""), err=True)
         sys.exit(int(ExitCode.INTERRUPTED))
     except SweepTargetError as exc:
@@ -129,7 +129,7 @@ def sweep(target: str, args: tuple[str, ...], batch_size: int, workers: str, pre
         raise
     finally:
         finish()
-    out.print(console_render.render_renderable(report))
+    console_render.print_report(out, report)
     if json_path is not None:
         click.echo(f"wrote {json_path}", err=True)
 
@@ -167,6 +167,6 @@ def diagnose(run: Path, json_path: Path | None, debug: bool) -> None:
         report = redecide(Report.from_dict(data))
     except (KeyError, TypeError, ValueError) as exc:
         raise UsageError(f"{run}: malformed dataprof result ({type(exc).__name__}: {exc})") from exc
-    _console().print(console_render.render_renderable(report))
+    console_render.print_report(_console(), report)
     if json_path is not None:
         write_atomic(json_path, json_render.render(report))

@@ -6,7 +6,7 @@ import io
 
 from rich import box
 from rich.console import Console, Group, RenderableType
-from rich.panel import Panel
+from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 
@@ -104,38 +104,45 @@ def header(report: Report) -> Text:
     return Text("\n".join(lines))
 
 
-def recommendation_panel(report: Report) -> RenderableType:
+def recommendation(report: Report) -> tuple[RenderableType, str | None]:
+    """The recommendation block, and the DataLoader line (printed unwrapped, to copy as is)."""
     rec = report.recommendation
     if rec is None:
-        return Text("No configuration completed: see the status column for why.", style="red")
+        return Text("No configuration completed: see the reasons above.", style="red"), None
     speed = f" ({rec.speedup_vs_baseline:.2f}× num_workers=0)" if rec.speedup_vs_baseline else ""
     line = dataloader_line(rec.config, report.settings.get("batch_size", 0),
                            bool(report.settings.get("shuffle")), report.settings.get("collate_fn"))
-    body = Group(
+    block = Group(
+        Rule("Recommended", align="left"),
         Text(f"{rec.config.label()}: {rec.samples_per_s:,.1f} samples/s{speed}"),
         Text(f"why: {rec.reason}"),
-        Text(""),
-        Text(line, style="bold green"),
     )
-    return Panel(body, title="Recommended", title_align="left", box=box.ROUNDED)
+    return block, line
 
 
-def render_renderable(report: Report) -> RenderableType:
-    parts: list[RenderableType] = [header(report), trials_table(report), *failures(report),
-                                   recommendation_panel(report)]
+def print_report(console: Console, report: Report) -> None:
+    """Print the whole report on ``console``."""
+    console.print(header(report))
+    console.print(trials_table(report))
+    for line in failures(report):
+        console.print(line)
+    block, loader_line = recommendation(report)
+    console.print(block)
+    if loader_line is not None:
+        console.print(loader_line, style="bold green", soft_wrap=True, markup=False, highlight=False)
     if report.findings:
-        parts.append(Text("Diagnosis: " + (report.primary or "")))
+        console.print("Diagnosis: " + (report.primary or ""), markup=False)
         for finding in report.findings:
-            parts.append(Text(f"[{finding.severity}] {finding.id}: {finding.evidence} → {finding.recommendation}"))
+            console.print(f"[{finding.severity}] {finding.id}: {finding.evidence} → {finding.recommendation}",
+                          markup=False)
     if not report.complete:
-        parts.append(Text("Partial result: the sweep did not finish.", style="yellow"))
+        console.print("Partial result: the sweep did not finish.", style="yellow")
     for note in report.notes:
-        parts.append(Text(f"note: {note}", style="dim"))
-    return Group(*parts)
+        console.print(f"note: {note}", style="dim", markup=False)
 
 
 def render(report: Report, width: int = 120) -> str:
     """Plain text of the report (no colour), as a test or a log would see it."""
     buffer = io.StringIO()
-    Console(width=width, file=buffer, color_system=None).print(render_renderable(report))
+    print_report(Console(width=width, file=buffer, color_system=None), report)
     return buffer.getvalue()

@@ -1,0 +1,132 @@
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from dataprof.measure.probes import GpuSample, NullGpuProbe, NvmlProbe, SystemSample, TreeSample
+from dataprof.measure.sampler import Samples, Sampler, summarize
+
+
+def tree(t: float, cpu_s: float, pss: int, workers_uss: int = 0) -> TreeSample:
+    return TreeSample(t=t, cpu_s=cpu_s, pss_bytes=pss, main_uss_bytes=100, workers_uss_bytes=workers_uss,
+                      processes=3)
+
+
+def system(t: float, busy: float, total: float, iowait: float = 0.0, available: int = 10**9) -> SystemSample:
+    return SystemSample(t=t, busy_s=busy, total_s=total, iowait_s=iowait, available_bytes=available)
+
+
+def test_summary_uses_the_window_only() -> None:
+    samples = Samples(
+        tree=[tree(0, 0.0, 500), tree(1, 5.0, 900, 10), tree(3, 8.0, 700, 30), tree(4, 20.0, 600)],
+        system=[system(0, 0, 0), system(1, 1.0, 2.0, 0.2, 800), system(3, 4.0, 6.0, 0.6, 700), system(4, 9, 9)],
+        window_start=1.0, window_end=3.0,
+    )
+    out = summarize(samples)
+    assert out["cpu_percent"] == pytest.approx(150.0)  # 3 CPU-seconds over 2 s
+    assert out["cpu_percent_system"] == pytest.approx(75.0)
+    assert out["iowait_percent"] == pytest.approx(10.0)
+    assert out["peak_memory_bytes"] == 900  # peak over the whole trial
+    assert (out["workers_uss_start_bytes"], out["workers_uss_end_bytes"]) == (10, 30)
+    assert out["available_memory_min_bytes"] == 700
+    assert out["gpu_util_percent"] is None
+
+
+def test_gpu_utilisation_is_averaged_over_window_samples() -> None:
+    samples = Samples(tree=[tree(1, 0, 1), tree(2, 1, 1)], system=[system(1, 0, 1), system(2, 1, 2)],
+                      gpu=[GpuSample(0.5, [0.0], 1), GpuSample(1.5, [80.0, 100.0], 5), GpuSample(2, [90.0], 7)],
+                      window_start=1, window_end=2)
+    out = summarize(samples)
+    assert out["gpu_util_percent"] == pytest.approx(90.0)
+    assert out["gpu_memory_bytes"] == 7
+
+
+class FakeNvml:
+    NVML_GPU_UTILIZATION_SAMPLES = 1
+
+    def __init__(self, uuids: list[str], fail_init: bool = False, samples_fail: bool = False) -> None:
+        self.uuids = uuids
+        self.fail_init = fail_init
+        self.samples_fail = samples_fail
+        self.shutdown = 0
+        self.asked: list[int] = []
+
+    def nvmlInit(self) -> None:
+        if self.fail_init:
+            raise OSError("libnvidia-ml.so.1: cannot open shared object file")
+
+    def nvmlShutdown(self) -> None:
+        self.shutdown += 1
+
+    def nvmlDeviceGetHandleByUUID(self, uuid: str) -> str:
+        if uuid not in self.uuids:
+            raise RuntimeError("NVML_ERROR_NOT_FOUND")
+        return uuid
+
+    def nvmlDeviceGetHandleByPciBusId(self, bus: str) -> str:
+        raise RuntimeError("NVML_ERROR_NOT_FOUND")
+
+    def nvmlDeviceGetSamples(self, handle: str, kind: int, since: int) -> tuple[int, list[Any]]:
+        if self.samples_fail:
+            raise RuntimeError("NVML_ERROR_NOT_SUPPORTED")
+        self.asked.append(since)
+        values = [(since + 1, 40), (since + 2, 60)]
+        return 1, [SimpleNamespace(timeStamp=ts, sampleValue=SimpleNamespace(uiVal=v)) for ts, v in values]
+
+    def nvmlDeviceGetUtilizationRates(self, handle: str) -> Any:
+        return SimpleNamespace(gpu=33)
+
+    def nvmlDeviceGetMemoryInfo(self, handle: str) -> Any:
+        return SimpleNamespace(used=123)
+
+
+def test_nvml_matches_the_torch_device_by_uuid() -> None:
+    nvml = FakeNvml(["GPU-abc"])
+    probe = NvmlProbe.open("abc", None, nvml=nvml)
+    assert isinstance(probe, NvmlProbe)
+    first = probe.sample(0.0)
+    assert first is not None and first.util_percent == [40.0, 60.0] and first.memory_used_bytes == 123
+    probe.sample(1.0)
+    assert nvml.asked[1] == nvml.asked[0] + 2  # only samples newer than the last one seen
+
+
+def test_nvml_falls_back_to_instant_utilisation() -> None:
+    probe = NvmlProbe.open("GPU-abc", None, nvml=FakeNvml(["GPU-abc"], samples_fail=True))
+    sample = probe.sample(0.0)
+    assert sample is not None and sample.util_percent == [33.0]
+
+
+def test_missing_nvml_or_device_is_data_not_an_exception() -> None:
+    no_lib = NvmlProbe.open("abc", None, nvml=FakeNvml([], fail_init=True))
+    assert isinstance(no_lib, NullGpuProbe) and "NVML unavailable" in no_lib.reason
+    nvml = FakeNvml(["GPU-other"])
+    unmatched = NvmlProbe.open("abc", None, nvml=nvml)
+    assert isinstance(unmatched, NullGpuProbe) and "could not match" in unmatched.reason
+    assert nvml.shutdown == 1
+    assert unmatched.sample(0.0) is None
+
+
+class CountingProbe:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def sample(self, now: float) -> TreeSample:
+        self.calls += 1
+        return tree(now, float(self.calls), 10 * self.calls)
+
+
+def test_sampler_marks_window_and_reports_to_the_guard() -> None:
+    seen: list[int] = []
+    clock = iter(range(100)).__next__
+    sampler = Sampler(CountingProbe(), SimpleNamespace(sample=lambda now: system(now, now, 2 * now)),
+                      NullGpuProbe(), interval_s=3600, clock=lambda: float(clock()),
+                      on_sample=lambda s: seen.append(s.pss_bytes or 0))
+    sampler.start()
+    sampler.mark_window_start()
+    sampler.mark_window_end()
+    samples = sampler.stop()
+    assert samples.window_start == 1.0 and samples.window_end == 2.0
+    assert seen == [10, 20, 30]
+    assert summarize(samples)["cpu_percent"] == pytest.approx(100.0)

@@ -1,0 +1,105 @@
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from dataprof.backends.torch_backend import check_batchable, dataset_kind
+from dataprof.errors import TargetError, UsageError
+from dataprof.target import build_dataset, load_object, parse_kwarg, split_target
+
+FIXTURES = Path(__file__).parent / "fixtures" / "datasets.py"
+
+
+def load(attr: str, **kwargs: object) -> object:
+    name = f"{FIXTURES}:{attr}"
+    return build_dataset(load_object(name), kwargs, name)
+
+
+def test_kwarg_values_are_literals_or_strings() -> None:
+    assert parse_kwarg("n=3") == ("n", 3)
+    assert parse_kwarg("sizes=[1, 2]") == ("sizes", [1, 2])
+    assert parse_kwarg("root=/data/train") == ("root", "/data/train")
+    assert parse_kwarg("flag=None") == ("flag", None)
+    with pytest.raises(UsageError, match="KEY=VALUE"):
+        parse_kwarg("novalue")
+
+
+def test_split_target_needs_a_colon() -> None:
+    assert split_target("a.b:C") == ("a.b", "C")
+    with pytest.raises(UsageError, match="MODULE:ATTR"):
+        split_target("a.b.C")
+
+
+def test_class_factory_and_instance() -> None:
+    assert len(load("Tiny", length=10)) == 10  # type: ignore[arg-type]
+    made = load("make_tiny", length=7, scale=2.0)
+    assert len(made) == 7 and made.scale == 2.0  # type: ignore[arg-type, attr-defined]
+    assert len(load("tiny_instance")) == 128  # type: ignore[arg-type]
+
+
+def test_module_path_uses_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pkg = tmp_path / "mypkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "data.py").write_text("class DS:\n    def __len__(self): return 3\n    def __getitem__(self, i): return i\n")
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    obj = load_object("mypkg.data:DS", cwd=str(tmp_path))
+    assert len(build_dataset(obj, {}, "mypkg.data:DS")) == 3
+
+
+def test_iterable_is_recognised() -> None:
+    assert dataset_kind(load("Stream")) == "iterable"
+    assert dataset_kind(load("Tiny")) == "map"
+
+
+@pytest.mark.parametrize("target,message", [
+    ("no_such_module_xyz:DS", "module 'no_such_module_xyz' not found"),
+    ("/nonexistent/file.py:DS", "target file not found"),
+    (f"{FIXTURES}:Missing", "has no attribute 'Missing'; it defines: BadInit"),
+])
+def test_load_errors_name_the_problem(target: str, message: str) -> None:
+    with pytest.raises(TargetError, match=message):
+        load_object(target)
+
+
+def test_import_error_inside_user_module_is_not_called_missing(tmp_path: Path) -> None:
+    (tmp_path / "needs_dep.py").write_text("import no_such_dependency_abc\n")
+    with pytest.raises(TargetError, match=r"importing .*needs_dep.py raised ModuleNotFoundError"):
+        load_object(f"{tmp_path / 'needs_dep.py'}:X")
+
+
+def test_constructor_error_shows_user_exception_and_line() -> None:
+    with pytest.raises(TargetError, match=r"BadInit\(\.\.\.\) raised FileNotFoundError: no such directory: "
+                                          r"/nonexistent/data \(at .*datasets.py:\d+\)"):
+        load("BadInit")
+
+
+def test_not_a_dataset() -> None:
+    with pytest.raises(TargetError, match="is a int, not a Dataset"):
+        load("NOT_A_DATASET")
+
+
+def test_bad_kwargs_are_reported() -> None:
+    with pytest.raises(TargetError, match="does not accept these --arg values"):
+        load("Tiny", colour="red")
+
+
+def test_empty_dataset() -> None:
+    with pytest.raises(TargetError, match="the dataset is empty"):
+        check_batchable(load("Empty"), None, 8)
+
+
+def test_unbatchable_samples_say_which_shapes() -> None:
+    with pytest.raises(TargetError, match=r"cannot be batched.*Tensor\[3\] float32 vs Tensor\[4\] float32"):
+        check_batchable(load("Ragged"), None, 8)
+
+
+def test_getitem_error_names_the_index() -> None:
+    with pytest.raises(TargetError, match=r"dataset\[3\] raised ValueError: corrupt record 3 \(at .*datasets.py"):
+        check_batchable(load("RaisesAt", bad_index=3), None, 8)
+
+
+def test_custom_collate_makes_ragged_batchable() -> None:
+    assert check_batchable(load("Ragged"), lambda samples: samples, 8).startswith("Tensor[")

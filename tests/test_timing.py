@@ -1,0 +1,69 @@
+from __future__ import annotations
+
+import pytest
+
+from dataprof.measure.timing import BatchLog, percentile, summarize, warmup_batches, window_done
+
+
+def steady_log(batches: int, wait: float, copy: float, step: float, size: int) -> BatchLog:
+    log = BatchLog()
+    t = 0.0
+    for _ in range(batches):
+        t += wait + copy + step
+        log.add(wait, copy, step, t, size)
+    return log
+
+
+def test_summarize_steady_pipeline_exactly() -> None:
+    log = steady_log(30, wait=0.03, copy=0.0, step=0.01, size=8)
+    figures = summarize(log, first=9, num_workers=0)
+    assert figures["batches"] == 20
+    assert figures["samples"] == 160
+    assert figures["window_s"] == pytest.approx(20 * 0.04)
+    assert figures["samples_per_s"] == pytest.approx(8 / 0.04)
+    assert figures["wait_fraction"] == pytest.approx(0.75)
+    assert figures["wait_ms"]["p50"] == pytest.approx(30.0)
+    assert figures["step_ms_mean"] == pytest.approx(10.0)
+    assert figures["samples_per_s_spread"] == pytest.approx(0.0, abs=1e-9)
+
+
+def test_warmup_excludes_the_prefetch_buffer() -> None:
+    # The first 12 batches come from a full buffer (no wait), then the real rate shows.
+    log = BatchLog()
+    t = 0.0
+    for i in range(40):
+        wait = 0.0 if i < 12 else 0.1
+        t += wait + 0.001
+        log.add(wait, 0.0, 0.001, t, 4)
+    first = warmup_batches(num_workers=4, prefetch_factor=2) - 1
+    assert first >= 11
+    assert summarize(log, first, 4)["samples_per_s"] == pytest.approx(4 / 0.101)
+
+
+def test_whole_rounds_remove_burst_phase_bias() -> None:
+    # 4 workers deliver in bursts: 4 batches at once, then 0.4 s of nothing.
+    log = BatchLog()
+    t = 0.0
+    for i in range(64):
+        wait = 0.4 if i % 4 == 0 else 0.0
+        t += wait
+        log.add(wait, 0.0, 0.0, t, 10)
+    true_rate = 40 / 0.4
+    for first in range(8, 12):  # any phase of the burst
+        end = first + 4 * 10
+        trimmed = BatchLog(log.wait_s[: end + 1], log.copy_s[: end + 1], log.step_s[: end + 1],
+                           log.end_t[: end + 1], log.size[: end + 1])
+        assert summarize(trimmed, first, 4)["samples_per_s"] == pytest.approx(true_rate)
+
+
+def test_window_ends_on_whole_rounds_after_the_target_time() -> None:
+    assert not window_done(12, 2.9, 3.0, 4)
+    assert not window_done(13, 3.1, 3.0, 4)
+    assert window_done(16, 3.1, 3.0, 4)
+    assert not window_done(2, 5.0, 3.0, 0)
+    assert window_done(3, 5.0, 3.0, 0)
+
+
+def test_percentile() -> None:
+    assert percentile([1, 2, 3, 4], 50) == 2.5
+    assert percentile([5.0], 95) == 5.0
