@@ -1,0 +1,188 @@
+"""Real sweeps on tiny datasets: the runner, faults, the CLI and its exit codes.
+
+Each test starts real processes (host, trials, DataLoader workers); figures are
+checked for consistency, never against a stopwatch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from click.testing import CliRunner
+
+from dataprof.cli import main
+
+FIX = str(Path(__file__).parent / "fixtures" / "datasets.py")
+QUICK = ["--trial-seconds", "0.3", "--prefetch-factor", "2"]
+
+
+def leftover_processes() -> list[psutil.Process]:
+    """Any host, trial or worker process still alive (they all run dataprof.measure.host)."""
+    found = []
+    for proc in psutil.process_iter(["cmdline", "status"]):
+        cmdline = proc.info["cmdline"] or []
+        if any("dataprof.measure.host" in part for part in cmdline) and proc.info["status"] != "zombie":
+            found.append(proc)
+    return found
+
+
+def sweep(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(main, ["sweep", *args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_sweep_measures_every_config_and_writes_json(tmp_path: Path) -> None:
+    out = tmp_path / "run.json"
+    code, stdout, stderr = sweep(f"{FIX}:Sleepy", "--arg", "sleep_ms=2", "--batch-size", "8",
+                                 "--workers", "1,2", *QUICK, "--json", str(out))
+    assert code == 0, stderr
+    data = json.loads(out.read_text())
+    configs = [(t["config"]["num_workers"], t["status"]) for t in data["trials"]]
+    assert configs == [(0, "ok"), (1, "ok"), (2, "ok")]  # baseline added although not asked for
+    for trial in data["trials"]:
+        assert trial["samples"] == trial["batches"] * 8
+        assert trial["samples_per_s"] == pytest.approx(trial["samples"] / trial["window_s"])
+        assert 0 <= trial["wait_fraction"] <= 1
+        assert trial["first_batch_s"] > 0 and trial["peak_memory_bytes"] > 0
+        assert trial["gpu_util_percent"] is None
+    assert data["best"]["config"]["num_workers"] >= 1
+    assert data["environment"]["device"] == "cpu" and data["complete"] is True
+    assert "DataLoader(dataset, batch_size=8, num_workers=" in stdout
+    assert not leftover_processes()
+
+
+def test_iterable_dataset_and_factory_args(tmp_path: Path) -> None:
+    out = tmp_path / "run.json"
+    code, _, stderr = sweep(f"{FIX}:Stream", "--arg", "length=100000", "--workers", "0,2", *QUICK,
+                            "--json", str(out))
+    assert code == 0, stderr
+    data = json.loads(out.read_text())
+    assert data["dataset"]["kind"] == "iterable"
+    assert all(t["status"] == "ok" for t in data["trials"])
+
+
+def test_step_ms_makes_the_model_the_bottleneck(tmp_path: Path) -> None:
+    out = tmp_path / "run.json"
+    code, _, stderr = sweep(f"{FIX}:Tiny", "--arg", "length=100000", "--step-ms", "20", "--workers", "0",
+                            "--batch-size", "4", *QUICK, "--json", str(out))
+    assert code == 0, stderr
+    trial = json.loads(out.read_text())["trials"][0]
+    assert trial["step_ms_mean"] >= 20.0
+    assert trial["wait_fraction"] < 0.2
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--workers", "-1"], "--workers: -1 is below the minimum of 0"),
+    (["--workers", "2,x"], "'x' is not an integer"),
+    (["--prefetch-factor", "0"], "--prefetch-factor: 0 is below the minimum of 1"),
+    (["--persistent-workers", "sometimes"], "is not on or off"),
+    (["--memory-limit", "lots"], "is not a size"),
+    (["--device", "tpu"], "expected auto, cpu, cuda or cuda:N"),
+    (["--arg", "oops"], "expected KEY=VALUE"),
+])
+def test_usage_errors_exit_2_with_one_line(args: list[str], message: str) -> None:
+    code, stdout, stderr = sweep(f"{FIX}:Tiny", *args)
+    assert code == 2
+    assert message in stderr
+    assert "Traceback" not in stderr + stdout
+
+
+@pytest.mark.parametrize("attr,message", [
+    ("Missing", "has no attribute 'Missing'"),
+    ("BadInit", "raised FileNotFoundError: no such directory"),
+    ("Empty", "the dataset is empty"),
+    ("Ragged", "cannot be batched"),
+    ("RaisesAt", "dataset[37] raised ValueError: corrupt record 37"),
+    ("NOT_A_DATASET", "not a Dataset"),
+])
+def test_target_errors_exit_3_with_one_line(attr: str, message: str) -> None:
+    code, stdout, stderr = sweep(f"{FIX}:{attr}", "--workers", "0,2", *QUICK)
+    assert code == 3, stderr
+    assert message in stderr
+    assert "Traceback" not in stderr + stdout
+    assert not leftover_processes()
+
+
+def test_error_past_the_first_batch_is_a_target_error_found_once(tmp_path: Path) -> None:
+    out = tmp_path / "run.json"
+    code, _, stderr = sweep(f"{FIX}:RaisesAt", "--arg", "bad_index=300", "--batch-size", "8",
+                            "--workers", "0,2,4", *QUICK, "--json", str(out))
+    assert code == 3
+    assert "dataset[300] raised ValueError: corrupt record 300" in stderr
+    assert len(json.loads(out.read_text())["trials"]) == 1
+
+
+def test_debug_shows_the_traceback() -> None:
+    code, _, stderr = sweep(f"{FIX}:BadInit", "--debug")
+    assert code == 3 and "Traceback" in stderr
+
+
+def test_worker_faults_mark_the_trial_and_the_sweep_goes_on(tmp_path: Path) -> None:
+    for attr, status, words in [("SegfaultInWorker", "crashed", "SIGSEGV"),
+                                ("HangInWorker", "timeout", "no batch for 3 s")]:
+        out = tmp_path / f"{attr}.json"
+        code, _, stderr = sweep(f"{FIX}:{attr}", "--batch-size", "4", "--workers", "0,2", *QUICK,
+                                "--trial-timeout", "3", "--json", str(out))
+        assert code == 0, stderr
+        trials = json.loads(out.read_text())["trials"]
+        assert trials[0]["status"] == "ok"
+        assert trials[1]["status"] == status and words in trials[1]["error"]
+        assert not leftover_processes()
+
+
+def test_memory_limit_kills_a_leaking_trial(tmp_path: Path) -> None:
+    out = tmp_path / "run.json"
+    code, _, stderr = sweep(f"{FIX}:LeakInWorker", "--batch-size", "4", "--workers", "0,2",
+                            "--trial-seconds", "5", "--memory-limit", "700MB", "--json", str(out))
+    assert code == 0, stderr
+    trials = json.loads(out.read_text())["trials"]
+    assert trials[1]["status"] == "oom" and "memory limit" in trials[1]["error"]
+    assert not leftover_processes()
+
+
+def test_ctrl_c_keeps_partial_results_and_leaves_nothing_behind(tmp_path: Path) -> None:
+    out = tmp_path / "run.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dataprof", "sweep", f"{FIX}:Sleepy", "--batch-size", "4", "--workers", "0,1,2,3",
+         "--trial-seconds", "2", "--json", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "NO_COLOR": "1"})
+    deadline = time.monotonic() + 60
+    while not out.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 130, stderr
+    data = json.loads(out.read_text())
+    assert data["complete"] is False and len(data["trials"]) >= 1
+    assert "interrupted" in stderr and "Partial result" in stdout
+    assert not leftover_processes()
+
+
+def test_diagnose_rerenders_a_saved_run() -> None:
+    recorded = Path(__file__).parent / "data" / "latency-run.json"
+    result = CliRunner().invoke(main, ["diagnose", str(recorded)])
+    assert result.exit_code == 0
+    assert "★ w4 pf2 persist" in result.stdout
+
+
+def test_diagnose_rejects_foreign_files(tmp_path: Path) -> None:
+    bad = tmp_path / "x.json"
+    bad.write_text(json.dumps({"hello": 1}))
+    result = CliRunner().invoke(main, ["diagnose", str(bad)])
+    assert result.exit_code == 2 and "not a dataprof result" in result.stderr
+    bad.write_text(json.dumps({"tool": {"name": "dataprof"}, "schema_version": 99}))
+    result = CliRunner().invoke(main, ["diagnose", str(bad)])
+    assert result.exit_code == 2 and "schema_version 99" in result.stderr
+
+
+def test_version() -> None:
+    result = CliRunner().invoke(main, ["--version"])
+    assert result.exit_code == 0 and "dataprof, version" in result.stdout
