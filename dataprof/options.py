@@ -5,8 +5,15 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from dataprof.config import SearchSpace, SweepSettings, auto_workers, cpu_budget, parse_int_list, \
-    parse_onoff_list, parse_size
+from dataprof.config import (
+    SearchSpace,
+    SweepSettings,
+    auto_workers,
+    cpu_budget,
+    parse_int_list,
+    parse_onoff_list,
+    parse_size,
+)
 from dataprof.errors import UsageError
 from dataprof.measure.environment import resolve_device
 from dataprof.target import parse_kwarg, split_target

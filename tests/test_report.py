@@ -9,7 +9,8 @@ from pathlib import Path
 from dataprof.config import LoaderConfig
 from dataprof.model import Report, TrialResult
 from dataprof.recommend import recommend
-from dataprof.render import console, json as json_render
+from dataprof.render import console
+from dataprof.render import json as json_render
 
 RECORDED = Path(__file__).parent / "data" / "latency-run.json"
 

@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 
 from dataprof.measure.probes import GpuSample, NullGpuProbe, NvmlProbe, SystemSample, TreeSample
-from dataprof.measure.sampler import Samples, Sampler, summarize
+from dataprof.measure.sampler import Sampler, Samples, summarize
 
 
 def tree(t: float, cpu_s: float, pss: int, workers_uss: int = 0) -> TreeSample:

@@ -170,7 +170,8 @@ def _timed_loop(loader: Any, config: LoaderConfig, trial_s: float, emit: Emit,
             batch = next(iterator)
         except StopIteration:
             if len(log) == 0:
-                raise RuntimeError("the loader yielded no batch (dataset smaller than one batch with drop_last?)")
+                raise RuntimeError(
+                    "the loader yielded no batch (dataset smaller than one batch with drop_last?)") from None
             iterator = live["iterator"] = iter(loader)
             epochs += 1
             batch = next(iterator)

@@ -137,7 +137,9 @@ class NvmlProbe:
         """Open NVML and find the device; a NullGpuProbe (with a reason) on any failure."""
         try:
             if nvml is None:
-                import pynvml as nvml
+                import pynvml
+
+                nvml = pynvml
             nvml.nvmlInit()
         except Exception as exc:  # ImportError, NVMLError_LibraryNotFound, driver missing
             null = NullGpuProbe()

@@ -47,7 +47,7 @@ class Host:
         self.args = args
         cmd_read, self.cmd_fd = os.pipe()
         self.evt_fd, evt_write = os.pipe()
-        self.log = tempfile.TemporaryFile(prefix="dataprof-host-")
+        self.log = tempfile.TemporaryFile(prefix="dataprof-host-")  # noqa: SIM115 (closed in close())
         env = dict(os.environ)
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)

@@ -100,7 +100,7 @@ def rate_spread(log: BatchLog, first: int, rounds: int, chunks: int = 5) -> floa
         per_chunk = rounds
     edges = list(range(first, len(log), per_chunk))
     rates = []
-    for start, end in zip(edges, edges[1:]):
+    for start, end in zip(edges, edges[1:], strict=False):
         span = log.end_t[end] - log.end_t[start]
         if span > 0:
             rates.append(sum(log.size[start + 1 : end + 1]) / span)
