@@ -1,0 +1,85 @@
+"""The reference: a bare ``for batch in DataLoader(...)`` loop, timed the same way.
+
+Warm-up drains the prefetch buffer (as dataprof does), then a fixed whole
+number of worker rounds is timed with nothing else in the loop. It runs in a
+fresh interpreter, as dataprof's trials do, so neither side inherits the
+other's state.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from torch.utils.data import DataLoader
+
+from dataprof.config import LoaderConfig, SearchSpace, SweepSettings
+from dataprof.sweep import run_sweep
+
+
+def bare_rate(dataset: Any, config: LoaderConfig, batch_size: int, seconds: float) -> float:
+    """Samples/s of a plain loop over a fresh DataLoader, steady state."""
+    loader = DataLoader(dataset, batch_size=batch_size, **config.dataloader_kwargs())
+    rounds = max(1, config.num_workers)
+    warmup = 2 if config.num_workers == 0 else config.num_workers * (config.prefetch_factor or 2) + rounds
+    iterator = iter(loader)
+    for _ in range(warmup):
+        try:
+            next(iterator)
+        except StopIteration:
+            iterator = iter(loader)
+    start = time.perf_counter()
+    samples = batches = 0
+    while True:
+        try:
+            batch = next(iterator)
+        except StopIteration:  # cross epochs, as training (and dataprof) does
+            iterator = iter(loader)
+            batch = next(iterator)
+        first = batch[0] if isinstance(batch, (list, tuple)) else batch
+        samples += len(first)
+        batches += 1
+        elapsed = time.perf_counter() - start
+        if elapsed >= seconds and batches % rounds == 0 and batches >= 3 * rounds:
+            break
+    del iterator
+    return samples / elapsed
+
+
+def bare_rate_fresh(target: str, args: dict[str, Any], config: LoaderConfig, batch_size: int,
+                    seconds: float) -> float:
+    """:func:`bare_rate` in a new Python process."""
+    root = Path(__file__).resolve().parent.parent
+    spec = json.dumps({"target": target, "args": args, "config": config.to_dict(), "batch_size": batch_size,
+                       "seconds": seconds})
+    out = subprocess.run([sys.executable, __file__, spec], check=True, capture_output=True, text=True, cwd=root)
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def dataprof_rates(target: str, args: dict[str, Any], configs: list[LoaderConfig], batch_size: int,
+                   seconds: float) -> dict[LoaderConfig, float]:
+    """dataprof's samples/s for each config, from a real sweep."""
+    settings = SweepSettings(
+        target=target,
+        space=SearchSpace(workers=tuple(c.num_workers for c in configs),
+                          prefetch_factors=(configs[-1].prefetch_factor or 2,), persistent_workers=(True,)),
+        batch_size=batch_size, target_kwargs=args, trial_seconds=seconds,
+    )
+    report = run_sweep(settings, [f"{k}={v!r}" for k, v in args.items()])
+    return {t.config: t.samples_per_s or 0.0 for t in report.trials if t.status == "ok"}
+
+
+if __name__ == "__main__":
+    import warnings
+
+    from dataprof.target import build_dataset, load_object
+
+    warnings.filterwarnings("ignore", message="This DataLoader will create")
+    request = json.loads(sys.argv[1])
+    sys.path.insert(0, ".")
+    dataset = build_dataset(load_object(request["target"], "."), request["args"], request["target"])
+    print(bare_rate(dataset, LoaderConfig.from_dict(request["config"]), request["batch_size"], request["seconds"]))

@@ -1,0 +1,58 @@
+"""Overhead: dataprof's number vs a bare loop on a CPU-bound loader with every core busy.
+
+The JPEG decode + augmentation example keeps all usable CPUs busy, so any CPU
+dataprof takes for itself (sampling, bookkeeping) would show as lost
+throughput. Each config runs dataprof and the bare loop in turn, twice, and
+the ratio of the medians is printed.
+
+    python benchmarks/overhead.py [--seconds 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import warnings
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _bare import bare_rate_fresh, dataprof_rates  # noqa: E402
+
+from dataprof.config import LoaderConfig, cpu_budget  # noqa: E402
+from examples.images import JpegDataset  # noqa: E402
+
+TARGET = "examples/images.py:JpegDataset"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--seconds", type=float, default=4.0)
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--repeats", type=int, default=2)
+    opts = parser.parse_args()
+    warnings.filterwarnings("ignore", message="This DataLoader will create")
+    usable = cpu_budget().usable
+    args = {"count": 128, "size": 256, "out_size": 160}
+    JpegDataset(**args)  # writes the JPEG cache before anything is timed
+    print(f"CPU-bound JPEG pipeline, {usable} usable CPUs")
+    print(f"{'config':<16}{'bare loop':>11}{'dataprof':>10}{'dataprof/bare':>15}")
+    worst = float("inf")
+    for workers in (usable, 2 * usable):
+        config = LoaderConfig(workers, False, 2, True)
+        ours, bare = [], []
+        for _ in range(opts.repeats):
+            ours.append(dataprof_rates(TARGET, args, [config], opts.batch_size,
+                                       opts.seconds)[config])
+            bare.append(bare_rate_fresh(TARGET, args, config, opts.batch_size, opts.seconds))
+        ratio = statistics.median(ours) / statistics.median(bare)
+        worst = min(worst, ratio)
+        print(f"{config.label():<16}{statistics.median(bare):>11.1f}{statistics.median(ours):>10.1f}{ratio:>15.3f}")
+    print(f"lowest dataprof/bare = {worst:.3f} (target: at least 0.95)")
+    return 0 if worst >= 0.95 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
