@@ -55,6 +55,26 @@ def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+def read_result(path: Path) -> Any:
+    """Load a saved --json result as a Report; UsageError if it is not one. Never evaluates the file."""
+    from dataprof.model import SCHEMA_VERSION, Report
+
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{path}: cannot read a JSON result ({exc})") from exc
+    if not isinstance(data, dict) or not isinstance(data.get("tool"), dict) \
+            or data["tool"].get("name") != "dataprof":
+        raise UsageError(f"{path}: not a dataprof result (no tool.name = dataprof)")
+    if data.get("schema_version") != SCHEMA_VERSION:
+        raise UsageError(f"{path}: schema_version {data.get('schema_version')!r} is not supported "
+                         f"(this dataprof reads {SCHEMA_VERSION})")
+    try:
+        return Report.from_dict(data)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise UsageError(f"{path}: malformed dataprof result ({type(exc).__name__}: {exc})") from exc
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="dataprof")
 def main() -> None:
@@ -90,24 +110,31 @@ def main() -> None:
 @click.option("--shuffle/--no-shuffle", default=False, show_default=True, help="Shuffle indices, as in training.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the result document here (updated after every trial).")
+@click.option("--resume", "resume_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Continue the sweep saved in this --json file, skipping configs already measured.")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 @guarded
 def sweep(target: str, args: tuple[str, ...], batch_size: int, workers: str, prefetch_factor: str,
           pin_memory: str, persistent_workers: str, step_ms: float, device: str, strategy: str,
           trial_seconds: float, trial_timeout: float, memory_limit: str, collate_fn: str | None,
-          shuffle: bool, json_path: Path | None, debug: bool) -> None:
+          shuffle: bool, json_path: Path | None, resume_path: Path | None, debug: bool) -> None:
     """Measure DataLoader configs over TARGET (pkg.mod:Attr or path/file.py:Attr)."""
     from dataprof.options import build_settings
     from dataprof.progress import make_observer
     from dataprof.render import console as console_render
     from dataprof.render import json as json_render
-    from dataprof.sweep import SweepInterrupted, SweepTargetError, run_sweep
+    from dataprof.sweep import SweepInterrupted, SweepTargetError, resumable_trials, run_sweep
 
     settings = build_settings(
         target=target, args=args, batch_size=batch_size, workers=workers, prefetch_factor=prefetch_factor,
         pin_memory=pin_memory, persistent_workers=persistent_workers, step_ms=step_ms, device=device,
         strategy=strategy, trial_seconds=trial_seconds, trial_timeout=trial_timeout,
         memory_limit=memory_limit, collate_fn=collate_fn, shuffle=shuffle)
+
+    previous: tuple[Any, ...] = ()
+    if resume_path is not None:
+        previous = resumable_trials(read_result(resume_path), settings)
+        json_path = json_path or resume_path
 
     def save(report: Any) -> None:
         if json_path is not None:
@@ -116,7 +143,7 @@ def sweep(target: str, args: tuple[str, ...], batch_size: int, workers: str, pre
     out = _console()
     observer, finish = make_observer(out)
     try:
-        report = run_sweep(settings, list(args), observer=observer, on_update=save)
+        report = run_sweep(settings, list(args), observer=observer, on_update=save, previous=previous)
     except SweepInterrupted as exc:
         finish()
         save(exc.report)
@@ -149,24 +176,11 @@ def _console() -> Any:
 @guarded
 def diagnose(run: Path, json_path: Path | None, debug: bool) -> None:
     """Re-read a saved --json result, decide again and render it."""
-    from dataprof.model import SCHEMA_VERSION, Report
     from dataprof.render import console as console_render
     from dataprof.render import json as json_render
     from dataprof.sweep import redecide
 
-    try:
-        data = json.loads(run.read_text())
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"{run}: cannot read a JSON result ({exc})") from exc
-    if not isinstance(data, dict) or data.get("tool", {}).get("name") != "dataprof":
-        raise UsageError(f"{run}: not a dataprof result (no tool.name = dataprof)")
-    if data.get("schema_version") != SCHEMA_VERSION:
-        raise UsageError(f"{run}: schema_version {data.get('schema_version')!r} is not supported "
-                         f"(this dataprof reads {SCHEMA_VERSION})")
-    try:
-        report = redecide(Report.from_dict(data))
-    except (KeyError, TypeError, ValueError) as exc:
-        raise UsageError(f"{run}: malformed dataprof result ({type(exc).__name__}: {exc})") from exc
+    report = redecide(read_result(run))
     console_render.print_report(_console(), report)
     if json_path is not None:
         write_atomic(json_path, json_render.render(report))

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from dataprof import __version__
 from dataprof.config import SweepSettings
-from dataprof.errors import TargetError
+from dataprof.errors import TargetError, UsageError
 from dataprof.measure.environment import probe_environment
 from dataprof.measure.runner import Observer, TrialRunner
 from dataprof.model import DatasetInfo, Environment, Report, TrialResult
@@ -69,12 +69,16 @@ def run_sweep(
     observer: Observer | None = None,
     on_update: Callable[[Report], None] | None = None,
     runner_factory: Callable[..., Any] = TrialRunner,
+    previous: Sequence[TrialResult] = (),
 ) -> Report:
-    """Measure every config the strategy proposes. Raises TargetError, SweepInterrupted."""
+    """Measure every config the strategy proposes. Raises TargetError, SweepInterrupted.
+
+    ``previous`` trials (from ``--resume``) count as measured and are not run again.
+    """
     started = time.monotonic()
     runner = runner_factory(settings, args, observer)
     strategy = STRATEGIES[settings.strategy](settings.space)
-    trials: list[TrialResult] = []
+    trials: list[TrialResult] = list(previous)
     environment = probe_environment(settings.device)
     dataset: DatasetInfo | None = None
 
@@ -99,7 +103,7 @@ def run_sweep(
             trials.append(result)
             if observer is not None:
                 observer("trial_done", {"result": result, "index": len(trials) - 1})
-            if len(trials) == 1 and result.status == "failed":
+            if len(trials) == 1 and not previous and result.status == "failed":
                 raise SweepTargetError(
                     f"the first trial ({config.label()}) failed, so every config would: {result.error}",
                     None, report(False))
@@ -119,3 +123,20 @@ def run_sweep(
 def redecide(report: Report) -> Report:
     """Re-run the decisions on a saved report's measurements (``dataprof diagnose``)."""
     return dataclasses.replace(report, recommendation=recommend(report.trials))
+
+
+RESUME_KEYS = ("batch_size", "step_ms", "device", "trial_seconds", "shuffle", "drop_last", "collate_fn",
+               "target_kwargs")
+"""Settings that change what a trial measures: a resumed sweep must match them."""
+
+
+def resumable_trials(previous: Report, settings: SweepSettings) -> tuple[TrialResult, ...]:
+    """The saved trials, if they were measured with the same target and settings."""
+    if previous.target != settings.target:
+        raise UsageError(f"--resume: the saved run profiled {previous.target}, not {settings.target}")
+    current = settings.to_dict()
+    for key in RESUME_KEYS:
+        if previous.settings.get(key) != current[key]:
+            raise UsageError(f"--resume: the saved run used {key}={previous.settings.get(key)!r}, "
+                             f"this one {current[key]!r}; start a new sweep or match it")
+    return previous.trials

@@ -186,3 +186,17 @@ def test_diagnose_rejects_foreign_files(tmp_path: Path) -> None:
 def test_version() -> None:
     result = CliRunner().invoke(main, ["--version"])
     assert result.exit_code == 0 and "dataprof, version" in result.stdout
+
+
+def test_resume_skips_configs_already_measured(tmp_path: Path) -> None:
+    out = tmp_path / "run.json"
+    code, _, stderr = sweep(f"{FIX}:Tiny", "--workers", "0,1", *QUICK, "--json", str(out))
+    assert code == 0, stderr
+    first = json.loads(out.read_text())["trials"]
+    code, _, stderr = sweep(f"{FIX}:Tiny", "--workers", "0,1,2", *QUICK, "--resume", str(out))
+    assert code == 0, stderr
+    trials = json.loads(out.read_text())["trials"]
+    assert [t["config"]["num_workers"] for t in trials] == [0, 1, 2]
+    assert trials[:2] == first  # kept as measured, not re-run
+    code, _, stderr = sweep(f"{FIX}:Tiny", "--batch-size", "8", *QUICK, "--resume", str(out))
+    assert code == 2 and "the saved run used batch_size=64" in stderr
