@@ -127,6 +127,8 @@ def test_debug_shows_the_traceback() -> None:
 
 def test_worker_faults_mark_the_trial_and_the_sweep_goes_on(tmp_path: Path) -> None:
     for attr, status, words in [("SegfaultInWorker", "crashed", "SIGSEGV"),
+                                ("BusErrorInWorker", "crashed", "SIGBUS: a bus error in a worker usually means "
+                                                                "/dev/shm is too small"),
                                 ("HangInWorker", "timeout", "no batch for 3 s")]:
         out = tmp_path / f"{attr}.json"
         code, _, stderr = sweep(f"{FIX}:{attr}", "--batch-size", "4", "--workers", "0,2", *QUICK,
@@ -150,6 +152,7 @@ def test_memory_limit_kills_a_leaking_trial(tmp_path: Path) -> None:
 
 def test_ctrl_c_keeps_partial_results_and_leaves_nothing_behind(tmp_path: Path) -> None:
     out = tmp_path / "run.json"
+    shm_before = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
     proc = subprocess.Popen(
         [sys.executable, "-m", "dataprof", "sweep", f"{FIX}:Sleepy", "--batch-size", "4", "--workers", "0,1,2,3",
          "--trial-seconds", "2", "--json", str(out)],
@@ -164,6 +167,8 @@ def test_ctrl_c_keeps_partial_results_and_leaves_nothing_behind(tmp_path: Path) 
     assert data["complete"] is False and len(data["trials"]) >= 1
     assert "interrupted" in stderr and "Partial result" in stdout
     assert not leftover_processes()
+    shm_after = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+    assert shm_after <= shm_before  # no shared-memory files left behind
 
 
 def test_diagnose_rerenders_a_saved_run() -> None:
