@@ -22,8 +22,6 @@ class Consumer(Protocol):
 class SimulatedDevice:
     """CPU-only machines: no copy, and a step that sleeps ``step_ms``."""
 
-    name = "simulated"
-
     def __init__(self, step_ms: float, sleep: Any = time.sleep) -> None:
         self.step_s = step_ms / 1000.0
         self._sleep = sleep
@@ -51,8 +49,6 @@ def _map_tensors(batch: Any, fn: Any) -> Any:
 
 class CudaConsumer:
     """Real kernels on a CUDA device, calibrated so one step takes ``step_ms``."""
-
-    name = "cuda"
 
     def __init__(self, device: str, step_ms: float, matrix_size: int = 2048) -> None:
         import torch

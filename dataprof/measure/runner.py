@@ -23,16 +23,9 @@ from dataprof.errors import TargetError
 from dataprof.measure.probes import NullGpuProbe, NvmlProbe, ProcessTreeProbe, SystemProbe
 from dataprof.measure.sampler import Sampler, summarize
 from dataprof.model import DatasetInfo, TrialResult, WaitStats
+from dataprof.units import fmt_bytes
 
 Observer = Callable[[str, dict[str, Any]], None]
-
-
-def _fmt_bytes(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if abs(n) < 1000:
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n:.1f} TB"
 
 
 class HostDied(Exception):
@@ -202,8 +195,8 @@ class TrialRunner:
             if limit is not None and sample.pss_bytes is not None and sample.pss_bytes > limit \
                     and not killed_for:
                 killed_for["oom"] = (
-                    f"the trial's {sample.processes} processes reached {_fmt_bytes(sample.pss_bytes)} PSS, "
-                    f"over the {_fmt_bytes(limit)} memory limit: killed before the OOM killer acts")
+                    f"the trial's {sample.processes} processes reached {fmt_bytes(sample.pss_bytes)} PSS, "
+                    f"over the {fmt_bytes(limit)} memory limit: killed before the OOM killer acts")
                 self.kill_current()
 
         sampler: Sampler | None = None

@@ -12,17 +12,7 @@ from rich.text import Text
 
 from dataprof.config import LoaderConfig
 from dataprof.model import Report, TrialResult
-
-
-def fmt_bytes(n: float | None) -> str:
-    """Compact decimal size: ``950KB``, ``1.2GB``, ``203MB``."""
-    if n is None:
-        return "–"
-    for unit in ("B", "KB", "MB", "GB"):
-        if abs(n) < 1000:
-            return f"{n:.0f}{unit}" if unit == "B" or abs(n) >= 100 else f"{n:.1f}{unit}"
-        n /= 1000
-    return f"{n:.1f}TB"
+from dataprof.units import fmt_bytes
 
 
 def _num(value: float | None, fmt: str) -> str:
