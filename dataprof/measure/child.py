@@ -47,8 +47,10 @@ _HINTS = {
 }
 
 
-def signal_hint(signame: str) -> str:
-    return _HINTS.get(signame, "")
+def died_by(who: str, signame: str) -> str:
+    """``a DataLoader worker died by SIGBUS: <what it usually means>``."""
+    hint = _HINTS.get(signame, "")
+    return f"{who} died by {signame}" + (f": {hint}" if hint else "")
 
 
 def worker_signals(iterator: Any) -> list[str]:
@@ -67,17 +69,14 @@ def worker_signals(iterator: Any) -> list[str]:
 def classify_loader_error(exc: BaseException, killed_by: list[str] | None = None) -> tuple[str, str]:
     """(status, one-line reason) for an exception that ended the loop."""
     if killed_by:
-        signame = killed_by[0]
-        hint = signal_hint(signame)
-        return "crashed", f"a DataLoader worker died by {signame}" + (f": {hint}" if hint else "")
+        return "crashed", died_by("a DataLoader worker", killed_by[0])
     text = str(exc)
     match = _SIGNAL_RE.search(text)
     if match:
         name = match.group("name").strip()
         signame = {"Segmentation fault": "SIGSEGV", "Bus error": "SIGBUS", "Killed": "SIGKILL",
                    "Aborted": "SIGABRT"}.get(name, name)
-        hint = signal_hint(signame)
-        return "crashed", f"a DataLoader worker died by {signame}" + (f": {hint}" if hint else "")
+        return "crashed", died_by("a DataLoader worker", signame)
     if "exited unexpectedly" in text:
         return "crashed", "a DataLoader worker exited unexpectedly"
     if "Original Traceback" in text:

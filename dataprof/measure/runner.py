@@ -266,11 +266,9 @@ class TrialRunner:
                     "traceback": result.get("traceback"), **resources}
         sig = exit_event.get("signal")
         if sig:
-            from dataprof.measure.child import signal_hint
+            from dataprof.measure.child import died_by
 
-            hint = signal_hint(sig)
-            return {"status": "crashed", "error": f"the trial process died by {sig}" + (f": {hint}" if hint else ""),
-                    **resources}
+            return {"status": "crashed", "error": died_by("the trial process", sig), **resources}
         return {"status": "failed", "error": f"the trial exited with code {exit_event.get('returncode')} "
                 "without a result", **resources}
 
