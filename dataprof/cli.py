@@ -178,9 +178,9 @@ def diagnose(run: Path, json_path: Path | None, debug: bool) -> None:
     """Re-read a saved --json result, decide again and render it."""
     from dataprof.render import console as console_render
     from dataprof.render import json as json_render
-    from dataprof.sweep import redecide
+    from dataprof.sweep import decide
 
-    report = redecide(read_result(run))
+    report = decide(read_result(run))
     console_render.print_report(_console(), report)
     if json_path is not None:
         write_atomic(json_path, json_render.render(report))

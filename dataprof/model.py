@@ -24,6 +24,8 @@ class WaitStats:
     p50: float
     p95: float
     max: float
+    p99: float | None = None
+    mean: float | None = None
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,13 @@ class TrialResult:
     wait_fraction: float | None = None
     """Share of the window the loop was blocked waiting for data."""
     wait_ms: WaitStats | None = None
+    wait_cpu_ms_mean: float | None = None
+    """Main-thread CPU inside ``next()`` per batch: receiving and unpickling a
+    worker's batch, or the whole load when ``num_workers=0``."""
+    receive_ms_mean: float | None = None
+    """Main-process time per batch unpickling it from a worker (rebuilding its tensors and objects)."""
+    sampler_ms_mean: float | None = None
+    """Time in the batch sampler per batch (it runs in the main process)."""
     copy_ms_mean: float | None = None
     """Host-to-device copy per batch (0 on the simulated device)."""
     step_ms_mean: float | None = None
@@ -55,8 +64,16 @@ class TrialResult:
     window_s: float | None = None
     epochs_started: int | None = None
     """Epochs begun from loader creation to the end of the window."""
+    epoch_samples: int | None = None
+    """Samples the first epoch yielded, when it ended within the trial."""
+    repeat_fraction: float | None = None
+    """IterableDataset only: share of batches identical to an earlier batch of the same epoch."""
     cpu_percent: float | None = None
     """CPU of the trial's process tree in the window; 100 = one core busy."""
+    main_cpu_percent: float | None = None
+    """CPU of the main process alone (all its threads, e.g. pin_memory's)."""
+    main_thread_cpu_percent: float | None = None
+    """CPU of the main process's main thread (the training loop)."""
     cpu_percent_system: float | None = None
     """Whole-machine CPU in the window, % of all CPUs."""
     iowait_percent: float | None = None
@@ -123,6 +140,15 @@ class DatasetInfo:
     length: int | None
     init_s: float
     """Time to import and construct the dataset (paid once per sweep)."""
+    sample: str | None = None
+    """Structure of one sample, e.g. ``(Tensor[3,32,32] float32, int)``."""
+    batch_samples: int | None = None
+    """Samples in the first batch (the batch size, unless the dataset is smaller)."""
+    batch_bytes: int | None = None
+    """Array payload of one batch: what sits in shared memory while in flight."""
+    batch_tensors: int | None = None
+    batch_objects: int | None = None
+    """Python objects other than arrays in one batch, each pickled on its own."""
 
 
 @dataclass(frozen=True)

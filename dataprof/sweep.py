@@ -13,6 +13,7 @@ from typing import Any
 
 from dataprof import __version__
 from dataprof.config import SweepSettings
+from dataprof.diagnose import diagnose
 from dataprof.errors import TargetError, UsageError
 from dataprof.measure.environment import probe_environment
 from dataprof.measure.runner import Observer, TrialRunner
@@ -41,26 +42,21 @@ def build_report(settings: SweepSettings, environment: Environment, dataset: Dat
                  trials: list[TrialResult], wall_s: float, complete: bool,
                  notes: tuple[str, ...] = ()) -> Report:
     """Assemble the Report and its decisions (pure)."""
-    return Report(
+    return decide(Report(
         target=settings.target,
         tool_version=__version__,
         environment=environment,
         settings=settings.to_dict(),
         trials=tuple(trials),
         dataset=dataset,
-        recommendation=recommend(trials),
         wall_s=wall_s,
         complete=complete,
         notes=notes,
-    )
+    ))
 
 
-def sweep_notes(settings: SweepSettings, environment: Environment) -> tuple[str, ...]:
-    notes = [f"workers {','.join(map(str, settings.space.workers))}: {settings.space.workers_reason}"]
-    if environment.simulated_device:
-        notes.append("simulated device: no GPU here, so each model step sleeps --step-ms and "
-                     "pin_memory is not swept; GPU columns are empty")
-    return tuple(notes)
+def sweep_notes(settings: SweepSettings) -> tuple[str, ...]:
+    return (f"workers {','.join(map(str, settings.space.workers))}: {settings.space.workers_reason}",)
 
 
 def run_sweep(
@@ -85,7 +81,7 @@ def run_sweep(
     def report(complete: bool) -> Report:
         env = dataclasses.replace(environment, gpu_name=runner.gpu_name,
                                   start_method=runner.host_info.get("start_method"))
-        notes = sweep_notes(settings, env)
+        notes = sweep_notes(settings)
         if runner.gpu_reason:
             notes += (f"GPU utilisation not measured: {runner.gpu_reason}",)
         return build_report(settings, env, dataset, trials, time.monotonic() - started, complete, notes)
@@ -120,9 +116,11 @@ def run_sweep(
     return final
 
 
-def redecide(report: Report) -> Report:
-    """Re-run the decisions on a saved report's measurements (``dataprof diagnose``)."""
-    return dataclasses.replace(report, recommendation=recommend(report.trials))
+def decide(report: Report) -> Report:
+    """Recommend and diagnose from the measurements alone; ``dataprof diagnose`` re-runs this on saved runs."""
+    recommended = dataclasses.replace(report, recommendation=recommend(report.trials))
+    primary, findings = diagnose(recommended)
+    return dataclasses.replace(recommended, primary=primary, findings=findings)
 
 
 RESUME_KEYS = ("batch_size", "step_ms", "device", "trial_seconds", "shuffle", "drop_last", "collate_fn",

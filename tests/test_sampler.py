@@ -10,8 +10,8 @@ from dataprof.measure.sampler import Sampler, Samples, summarize
 
 
 def tree(t: float, cpu_s: float, pss: int, workers_uss: int = 0) -> TreeSample:
-    return TreeSample(t=t, cpu_s=cpu_s, pss_bytes=pss, main_uss_bytes=100, workers_uss_bytes=workers_uss,
-                      processes=3)
+    return TreeSample(t=t, cpu_s=cpu_s, main_cpu_s=cpu_s / 2, main_thread_cpu_s=cpu_s / 4, pss_bytes=pss,
+                      main_uss_bytes=100, workers_uss_bytes=workers_uss, processes=3)
 
 
 def system(t: float, busy: float, total: float, iowait: float = 0.0, available: int = 10**9) -> SystemSample:
@@ -26,12 +26,30 @@ def test_summary_uses_the_window_only() -> None:
     )
     out = summarize(samples)
     assert out["cpu_percent"] == pytest.approx(150.0)  # 3 CPU-seconds over 2 s
+    assert out["main_cpu_percent"] == pytest.approx(75.0)
+    assert out["main_thread_cpu_percent"] == pytest.approx(37.5)
     assert out["cpu_percent_system"] == pytest.approx(75.0)
     assert out["iowait_percent"] == pytest.approx(10.0)
     assert out["peak_memory_bytes"] == 900  # peak over the whole trial
     assert (out["workers_uss_start_bytes"], out["workers_uss_end_bytes"]) == (10, 30)
     assert out["available_memory_min_bytes"] == 700
     assert out["gpu_util_percent"] is None
+
+
+def test_window_ends_on_a_complete_process_tree() -> None:
+    # The last reading caught the workers exiting (1 process instead of 3): their CPU would vanish.
+    exiting = TreeSample(t=3, cpu_s=2.5, main_cpu_s=1.0, main_thread_cpu_s=0.5, pss_bytes=10,
+                         main_uss_bytes=100, workers_uss_bytes=0, processes=1)
+    samples = Samples(tree=[tree(0, 0.0, 1), tree(1, 1.0, 1), tree(2, 3.0, 1), exiting],
+                      system=[system(0, 0, 1), system(3, 1, 2)], window_start=0, window_end=3)
+    assert summarize(samples)["cpu_percent"] == pytest.approx(150.0)
+
+
+def test_transient_worker_memory_is_not_growth() -> None:
+    readings = [tree(t, t, 1, uss) for t, uss in enumerate([50, 90, 52, 51, 95, 53])]
+    samples = Samples(tree=readings, system=[system(0, 0, 1), system(5, 1, 2)], window_start=0, window_end=5)
+    out = summarize(samples)
+    assert (out["workers_uss_start_bytes"], out["workers_uss_end_bytes"]) == (50, 53)
 
 
 def test_gpu_utilisation_is_averaged_over_window_samples() -> None:

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from dataprof.backends.torch_backend import check_batchable, dataset_kind
+from dataprof.backends.torch_backend import check_batchable, dataset_kind, footprint
 from dataprof.errors import TargetError, UsageError
 from dataprof.target import build_dataset, load_object, parse_kwarg, split_target
 
@@ -102,4 +102,17 @@ def test_getitem_error_names_the_index() -> None:
 
 
 def test_custom_collate_makes_ragged_batchable() -> None:
-    assert check_batchable(load("Ragged"), lambda samples: samples, 8).startswith("Tensor[")
+    batch = check_batchable(load("Ragged"), lambda samples: samples, 8)
+    assert batch["sample"].startswith("Tensor[")
+    # A list of 8 tensors: 8 shared-memory handles and the list itself.
+    assert (batch["batch_samples"], batch["batch_tensors"], batch["batch_objects"]) == (8, 8, 1)
+
+
+def test_batch_footprint_counts_arrays_and_python_objects() -> None:
+    import numpy as np
+    import torch
+
+    weight = footprint({"image": torch.zeros(4, 3, dtype=torch.uint8), "ids": [1, 2, 3], "raw": np.zeros(5),
+                        "name": "abcd"})
+    assert weight == {"bytes": 12 + 40 + 4 + len("image") + len("ids") + len("raw") + len("name"),
+                      "tensors": 2, "objects": 1 + 4 + 1 + 3 + 1}

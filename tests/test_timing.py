@@ -10,7 +10,7 @@ def steady_log(batches: int, wait: float, copy: float, step: float, size: int) -
     t = 0.0
     for _ in range(batches):
         t += wait + copy + step
-        log.add(wait, copy, step, t, size)
+        log.add(wait, wait / 2, copy, step, t, size)
     return log
 
 
@@ -24,6 +24,8 @@ def test_summarize_steady_pipeline_exactly() -> None:
     assert figures["wait_fraction"] == pytest.approx(0.75)
     assert figures["wait_ms"]["p50"] == pytest.approx(30.0)
     assert figures["step_ms_mean"] == pytest.approx(10.0)
+    assert figures["wait_cpu_ms_mean"] == pytest.approx(15.0)
+    assert figures["wait_ms"]["mean"] == pytest.approx(30.0)
     assert figures["samples_per_s_spread"] == pytest.approx(0.0, abs=1e-9)
 
 
@@ -34,7 +36,7 @@ def test_warmup_excludes_the_prefetch_buffer() -> None:
     for i in range(40):
         wait = 0.0 if i < 12 else 0.1
         t += wait + 0.001
-        log.add(wait, 0.0, 0.001, t, 4)
+        log.add(wait, 0.0, 0.0, 0.001, t, 4)
     first = warmup_batches(num_workers=4, prefetch_factor=2) - 1
     assert first >= 11
     assert summarize(log, first, 4)["samples_per_s"] == pytest.approx(4 / 0.101)
@@ -47,12 +49,13 @@ def test_whole_rounds_remove_burst_phase_bias() -> None:
     for i in range(64):
         wait = 0.4 if i % 4 == 0 else 0.0
         t += wait
-        log.add(wait, 0.0, 0.0, t, 10)
+        log.add(wait, 0.0, 0.0, 0.0, t, 10)
     true_rate = 40 / 0.4
     for first in range(8, 12):  # any phase of the burst
         end = first + 4 * 10
-        trimmed = BatchLog(log.wait_s[: end + 1], log.copy_s[: end + 1], log.step_s[: end + 1],
-                           log.end_t[: end + 1], log.size[: end + 1])
+        keep = slice(0, end + 1)
+        trimmed = BatchLog(log.wait_s[keep], log.wait_cpu_s[keep], log.copy_s[keep], log.step_s[keep],
+                           log.end_t[keep], log.size[keep])
         assert summarize(trimmed, first, 4)["samples_per_s"] == pytest.approx(true_rate)
 
 

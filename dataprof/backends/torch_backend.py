@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from itertools import islice
 from typing import Any
@@ -61,8 +62,42 @@ def first_samples(dataset: Any, count: int) -> list[Any]:
     return samples
 
 
-def check_batchable(dataset: Any, collate_fn: Callable[[list[Any]], Any] | None, batch_size: int) -> str:
-    """Collate the first batch; return the sample's structure, or raise TargetError."""
+def footprint(obj: Any, depth: int = 0) -> dict[str, int]:
+    """What a batch weighs when it crosses from a worker to the main process.
+
+    ``bytes``: array payload (tensors, numpy arrays, bytes, str); ``tensors``:
+    arrays, each a shared-memory handle to rebuild; ``objects``: every other
+    Python object, each pickled and unpickled on its own.
+    """
+    total = {"bytes": 0, "tensors": 0, "objects": 0}
+    nbytes = getattr(obj, "nbytes", None)
+    if isinstance(nbytes, int) and hasattr(obj, "shape"):
+        total["bytes"] += nbytes
+        total["tensors"] += 1
+        return total
+    if hasattr(obj, "element_size") and hasattr(obj, "nelement"):
+        total["bytes"] += int(obj.element_size() * obj.nelement())
+        total["tensors"] += 1
+        return total
+    total["objects"] += 1
+    if isinstance(obj, (bytes, bytearray, str)):
+        total["bytes"] += len(obj)
+    elif depth < 64 and isinstance(obj, dict):
+        for key, value in obj.items():
+            for part in (footprint(key, depth + 1), footprint(value, depth + 1)):
+                for name in total:
+                    total[name] += part[name]
+    elif depth < 64 and isinstance(obj, (list, tuple, set, frozenset)):
+        for value in obj:
+            part = footprint(value, depth + 1)
+            for name in total:
+                total[name] += part[name]
+    return total
+
+
+def check_batchable(dataset: Any, collate_fn: Callable[[list[Any]], Any] | None,
+                    batch_size: int) -> dict[str, Any]:
+    """Collate the first batch; describe the sample and the batch's footprint, or raise TargetError."""
     from torch.utils.data import default_collate
 
     if dataset_kind(dataset) == "map" and not dataset_length(dataset):
@@ -72,7 +107,7 @@ def check_batchable(dataset: Any, collate_fn: Callable[[list[Any]], Any] | None,
         raise TargetError("the dataset is empty: iterating it yields no sample")
     collate = collate_fn or default_collate
     try:
-        collate(samples)
+        batch = collate(samples)
     except Exception as exc:
         shapes = sorted({describe_sample(s) for s in samples})
         detail = f"; samples differ: {' vs '.join(shapes[:3])}" if len(shapes) > 1 else ""
@@ -81,22 +116,35 @@ def check_batchable(dataset: Any, collate_fn: Callable[[list[Any]], Any] | None,
             f"samples cannot be batched by {name}: {describe_exception(exc)}{detail} "
             "(make samples the same shape/type, or pass --collate-fn)"
         ) from exc
-    return describe_sample(samples[0])
+    weight = footprint(batch)
+    return {"sample": describe_sample(samples[0]), "batch_samples": len(samples),
+            "batch_bytes": weight["bytes"], "batch_tensors": weight["tensors"], "batch_objects": weight["objects"]}
 
 
 class RecordingBatchSampler:
     """Wraps a batch sampler and remembers the indices of the last batch handed out.
 
     With ``num_workers == 0`` the batch that raised is the last one handed out,
-    so a failure can be traced to the exact index.
+    so a failure can be traced to the exact index. It also times the sampler:
+    a slow one holds up the main process whatever the worker count.
     """
 
-    def __init__(self, inner: Any) -> None:
+    def __init__(self, inner: Any, clock: Callable[[], float] = time.perf_counter) -> None:
         self.inner = inner
+        self.clock = clock
         self.last: list[int] = []
+        self.busy_s = 0.0
+        """Time spent inside the wrapped sampler (it runs in the main process)."""
 
     def __iter__(self) -> Iterator[list[int]]:
-        for batch in self.inner:
+        batches = iter(self.inner)
+        while True:
+            start = self.clock()
+            try:
+                batch = next(batches)
+            except StopIteration:
+                return
+            self.busy_s += self.clock() - start
             self.last = list(batch)
             yield batch
 

@@ -13,10 +13,11 @@ import re
 import signal
 import time
 import traceback
+import zlib
 from collections.abc import Callable
 from typing import Any
 
-from dataprof.backends.torch_backend import build_loader
+from dataprof.backends.torch_backend import build_loader, dataset_kind
 from dataprof.config import LoaderConfig
 from dataprof.measure.consumer import CudaConsumer, SimulatedDevice
 from dataprof.measure.timing import BatchLog, summarize, warmup_batches, window_done
@@ -28,13 +29,19 @@ HEARTBEAT_S = 0.5
 
 
 def batch_size_of(batch: Any) -> int:
-    """Samples in a collated batch: the leading dimension of its first tensor."""
+    """Samples in a batch: the leading dimension of its first collated field, else its length.
+
+    ``default_collate`` gives tensors (or tuples/dicts of them) whose first
+    dimension is the batch; a custom collate may return a plain list of samples.
+    """
     if hasattr(batch, "shape") and len(batch.shape) > 0:
         return int(batch.shape[0])
     if isinstance(batch, dict) and batch:
         return batch_size_of(next(iter(batch.values())))
     if isinstance(batch, (list, tuple)) and batch:
-        return batch_size_of(batch[0]) if not isinstance(batch[0], (int, float, str)) else len(batch)
+        first = batch[0]
+        collated_field = (hasattr(first, "shape") and len(first.shape) > 0) or isinstance(first, dict)
+        return batch_size_of(first) if collated_field else len(batch)
     return 1
 
 
@@ -141,7 +148,8 @@ def run_trial(
         return
     live: dict[str, Any] = {}
     try:
-        figures = _timed_loop(loader, config, float(settings["trial_seconds"]), emit, consumer, clock, live)
+        figures = _timed_loop(loader, config, float(settings["trial_seconds"]), emit, consumer, clock, live,
+                              recorder, ReceiveTimer.install(), dataset_kind(dataset) == "iterable")
     except Exception as exc:
         status, message = classify_loader_error(exc, worker_signals(live.get("iterator")))
         if recorder is not None and config.num_workers == 0:
@@ -151,29 +159,96 @@ def run_trial(
     emit({"ev": "result", **figures})
 
 
-def _timed_loop(loader: Any, config: LoaderConfig, trial_s: float, emit: Emit,
-                consumer: Any, clock: Callable[[], float], live: dict[str, Any]) -> dict[str, Any]:
+class ReceiveTimer:
+    """Times the main process's unpickling of worker results (``multiprocessing.queues`` loads).
+
+    Rebuilding a batch's tensors (a file descriptor fetched from the worker
+    for each) and its Python objects happens there, in the main process,
+    whatever the number of workers: a serial cost that can cap throughput.
+    """
+
+    def __init__(self, inner: Any, clock: Callable[[], float] = time.perf_counter) -> None:
+        self.inner = inner
+        self.clock = clock
+        self.busy_s = 0.0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def loads(self, data: Any, *args: Any, **kwargs: Any) -> Any:
+        start = self.clock()
+        try:
+            return self.inner.loads(data, *args, **kwargs)
+        finally:
+            self.busy_s += self.clock() - start
+
+    @classmethod
+    def install(cls) -> ReceiveTimer:
+        """Wrap the pickler the DataLoader's result queue uses (in this trial process only)."""
+        import multiprocessing.queues
+
+        timer = cls(multiprocessing.queues._ForkingPickler)  # type: ignore[attr-defined]
+        multiprocessing.queues._ForkingPickler = timer  # type: ignore[attr-defined]
+        return timer
+
+
+def fingerprint(batch: Any) -> int:
+    """A cheap identity for a batch: shapes and the leading bytes of its arrays."""
+    parts: list[bytes] = []
+
+    def walk(obj: Any, depth: int) -> None:
+        if len(parts) >= 16 or depth > 8:
+            return
+        if hasattr(obj, "reshape") and hasattr(obj, "shape"):
+            flat = obj.reshape(-1)[:64]
+            flat = flat.numpy() if hasattr(flat, "numpy") else flat
+            parts.append(repr(tuple(obj.shape)).encode() + bytes(memoryview(flat.tobytes())))
+        elif isinstance(obj, dict):
+            for value in obj.values():
+                walk(value, depth + 1)
+        elif isinstance(obj, (list, tuple)):
+            for value in obj[:16]:
+                walk(value, depth + 1)
+        else:
+            parts.append(repr(obj)[:256].encode())
+
+    walk(batch, 0)
+    return zlib.crc32(b"\0".join(parts))
+
+
+def _timed_loop(loader: Any, config: LoaderConfig, trial_s: float, emit: Emit, consumer: Any,
+                clock: Callable[[], float], live: dict[str, Any], recorder: Any, receiver: ReceiveTimer,
+                iterable: bool) -> dict[str, Any]:
     """Run warm-up then the window; ``live["iterator"]`` lets the caller inspect workers on failure."""
     log = BatchLog()
     warmup = warmup_batches(config.num_workers, config.prefetch_factor)
     created = clock()
     iterator = live["iterator"] = iter(loader)
     epochs = 1
+    epoch_samples: int | None = None
+    seen: set[int] = set()
+    repeats = fingerprinted = 0
+    sampler_s = [0.0, 0.0]
+    receive_s = [0.0, 0.0]
     first_batch_s: float | None = None
     window_first: int | None = None
     last_beat = created
     end = created
     while True:
         start = end
+        cpu_start = time.thread_time()
         try:
             batch = next(iterator)
         except StopIteration:
             if len(log) == 0:
                 raise RuntimeError(
                     "the loader yielded no batch (dataset smaller than one batch with drop_last?)") from None
+            if epoch_samples is None:
+                epoch_samples = sum(log.size)
             iterator = live["iterator"] = iter(loader)
             epochs += 1
             batch = next(iterator)
+        wait_cpu = time.thread_time() - cpu_start
         arrived = clock()
         if first_batch_s is None:
             first_batch_s = arrived - created
@@ -182,9 +257,16 @@ def _timed_loop(loader: Any, config: LoaderConfig, trial_s: float, emit: Emit,
         copied = clock()
         consumer.step(on_device)
         end = clock()
-        log.add(arrived - start, copied - arrived, end - copied, end, batch_size_of(batch))
+        log.add(arrived - start, wait_cpu, copied - arrived, end - copied, end, batch_size_of(batch))
+        if iterable and epoch_samples is None:
+            mark = fingerprint(batch)
+            repeats += mark in seen
+            fingerprinted += 1
+            seen.add(mark)
         if window_first is None and len(log) >= warmup:
             window_first = len(log) - 1
+            sampler_s[0] = recorder.busy_s if recorder is not None else 0.0
+            receive_s[0] = receiver.busy_s
             emit({"ev": "window_start"})
         if end - last_beat >= HEARTBEAT_S:
             last_beat = end
@@ -193,10 +275,19 @@ def _timed_loop(loader: Any, config: LoaderConfig, trial_s: float, emit: Emit,
             len(log) - 1 - window_first, end - log.end_t[window_first], trial_s, config.num_workers
         ):
             break
+    sampler_s[1] = recorder.busy_s if recorder is not None else 0.0
+    receive_s[1] = receiver.busy_s
     emit({"ev": "window_end"})
     shutdown = getattr(iterator, "_shutdown_workers", None)
     if shutdown is not None:
         shutdown()
     figures = summarize(log, window_first, config.num_workers)
-    figures.update(first_batch_s=first_batch_s, epochs_started=epochs)
+    figures.update(
+        first_batch_s=first_batch_s,
+        epochs_started=epochs,
+        epoch_samples=epoch_samples,
+        repeat_fraction=repeats / fingerprinted if fingerprinted else None,
+        sampler_ms_mean=1000.0 * (sampler_s[1] - sampler_s[0]) / figures["batches"] if recorder is not None else None,
+        receive_ms_mean=1000.0 * (receive_s[1] - receive_s[0]) / figures["batches"] if config.num_workers else None,
+    )
     return figures

@@ -69,9 +69,16 @@ def _read_lines(fd: int, buffer: bytearray) -> list[bytes] | None:
 
 def load(request: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
     """Build and check the dataset; return it, the collate function and its description."""
+    import torch
+
     from dataprof.backends.torch_backend import check_batchable, dataset_kind, dataset_length
     from dataprof.target import build_dataset, load_collate, load_object, parse_kwarg
 
+    # The host forks every trial. A thread pool (OpenMP) started here would be
+    # unusable in the forked trial, which hangs at its first parallel torch op;
+    # so the host stays single-threaded and each trial restores the default.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
     start = time.perf_counter()
     cwd = request["cwd"]
     kwargs = dict(parse_kwarg(item) for item in request["args"])
@@ -79,25 +86,27 @@ def load(request: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
     dataset = build_dataset(obj, kwargs, request["target"])
     init_s = time.perf_counter() - start
     collate = load_collate(request.get("collate_fn"), cwd)
-    sample = check_batchable(dataset, collate, int(request["batch_size"]))
+    batch = check_batchable(dataset, collate, int(request["batch_size"]))
     import multiprocessing
-
-    import torch
 
     info = {
         "kind": dataset_kind(dataset),
         "type_name": type(dataset).__name__,
         "length": dataset_length(dataset),
         "init_s": init_s,
-        "sample": sample,
+        **batch,
         "start_method": multiprocessing.get_start_method(),
         "torch": torch.__version__,
+        "intra_op_threads": threads,
     }
     return dataset, collate, info
 
 
-def run_trial_process(dataset: Any, collate: Any, request: dict[str, Any], events: Channel) -> None:
-    """Fork the trial, relay its events, reap it and its whole process group."""
+def run_trial_process(dataset: Any, collate: Any, request: dict[str, Any], events: Channel, threads: int) -> None:
+    """Fork the trial, relay its events, reap it and its whole process group.
+
+    ``threads``: torch's intra-op thread count for the trial (the host runs single-threaded).
+    """
     from dataprof.config import LoaderConfig
     from dataprof.measure.child import run_trial
 
@@ -112,6 +121,9 @@ def run_trial_process(dataset: Any, collate: Any, request: dict[str, Any], event
             os.close(read_fd)
             os.close(events.fd)
             trial_channel = Channel(write_fd)
+            import torch
+
+            torch.set_num_threads(threads)
             run_trial(dataset, collate, LoaderConfig.from_dict(request["config"]),
                       request["settings"], trial_channel.send)
         except BaseException:
@@ -179,6 +191,7 @@ def serve(cmd_fd: int, evt_fd: int) -> int:
     buffer = bytearray()
     dataset: Any = None
     collate: Any = None
+    info: dict[str, Any] = {}
     while True:
         lines = _read_lines(cmd_fd, buffer)
         if lines is None:
@@ -199,7 +212,7 @@ def serve(cmd_fd: int, evt_fd: int) -> int:
                     return 3
                 events.send({"ev": "host_ready", **info})
             elif request["cmd"] == "trial":
-                run_trial_process(dataset, collate, request, events)
+                run_trial_process(dataset, collate, request, events, info["intra_op_threads"])
 
 
 def main(argv: list[str]) -> int:

@@ -18,6 +18,10 @@ class TreeSample:
     t: float
     cpu_s: float
     """CPU seconds used so far by the tree, exited workers included."""
+    main_cpu_s: float | None
+    """CPU seconds of the root process's own threads."""
+    main_thread_cpu_s: float | None
+    """CPU seconds of the root process's main thread."""
     pss_bytes: int | None
     """Proportional set size of the tree: shared pages counted once."""
     main_uss_bytes: int | None
@@ -42,6 +46,8 @@ class ProcessTreeProbe:
         except (psutil.NoSuchProcess, psutil.ZombieProcess):
             return None
         cpu_s = 0.0
+        main_cpu: float | None = None
+        main_thread: float | None = None
         pss = main_uss = workers_uss = 0
         memory_ok = self.with_memory
         for proc in procs:
@@ -49,6 +55,10 @@ class ProcessTreeProbe:
                 times = proc.cpu_times()
                 # children_* holds workers already exited and reaped (respawned per epoch).
                 cpu_s += times.user + times.system + times.children_user + times.children_system
+                if proc is self.root:
+                    main_cpu = times.user + times.system
+                    main_thread = next((t.user_time + t.system_time for t in proc.threads() if t.id == proc.pid),
+                                       None)
                 if memory_ok:
                     info = proc.memory_full_info()
                     pss += getattr(info, "pss", info.uss)
@@ -63,6 +73,8 @@ class ProcessTreeProbe:
         return TreeSample(
             t=now,
             cpu_s=cpu_s,
+            main_cpu_s=main_cpu,
+            main_thread_cpu_s=main_thread,
             pss_bytes=pss if memory_ok else None,
             main_uss_bytes=main_uss if memory_ok else None,
             workers_uss_bytes=workers_uss if memory_ok else None,

@@ -147,8 +147,8 @@ class TrialRunner:
             self.host = None
             raise
         self.host_info = info
-        self.dataset_info = DatasetInfo(kind=info["kind"], type_name=info["type_name"],
-                                        length=info["length"], init_s=info["init_s"])
+        known = DatasetInfo.__dataclass_fields__
+        self.dataset_info = DatasetInfo(**{k: v for k, v in info.items() if k in known})
         return self.dataset_info
 
     def kill_current(self) -> None:

@@ -93,20 +93,42 @@ def _in_window(items: list[Any], start: float | None, end: float | None) -> list
     return [s for s in items if start <= s.t <= stop]
 
 
+def _settled_uss(tree: list[TreeSample]) -> tuple[int | None, int | None]:
+    """Workers' USS at the start and end of the window, ignoring transient peaks.
+
+    A batch in flight or a temporary buffer lifts one reading; the least of the
+    first and of the last third of the readings is what the workers keep.
+    """
+    values = [s.workers_uss_bytes for s in tree if s.workers_uss_bytes is not None]
+    if not values:
+        return None, None
+    third = max(1, len(values) // 3)
+    return min(values[:third]), min(values[-third:])
+
+
 def summarize(samples: Samples) -> dict[str, Any]:
     """Window figures for a TrialResult (None where nothing was measured)."""
     tree = _in_window(samples.tree, samples.window_start, samples.window_end)
+    # The trial shuts its workers down right after the window: a last reading
+    # taken while they exit misses their CPU time, so end on a complete tree.
+    while len(tree) > 2 and tree[-1].processes < tree[0].processes:
+        tree.pop()
     system = _in_window(samples.system, samples.window_start, samples.window_end)
     gpu = _in_window(samples.gpu, samples.window_start, samples.window_end)
     out: dict[str, Any] = {
-        "cpu_percent": None, "cpu_percent_system": None, "iowait_percent": None,
+        "cpu_percent": None, "main_cpu_percent": None, "main_thread_cpu_percent": None,
+        "cpu_percent_system": None, "iowait_percent": None,
         "workers_uss_start_bytes": None, "workers_uss_end_bytes": None, "main_uss_bytes": None,
         "gpu_util_percent": None, "gpu_memory_bytes": None,
     }
     if len(tree) >= 2 and tree[-1].t > tree[0].t:
-        out["cpu_percent"] = 100.0 * (tree[-1].cpu_s - tree[0].cpu_s) / (tree[-1].t - tree[0].t)
-        out["workers_uss_start_bytes"] = tree[0].workers_uss_bytes
-        out["workers_uss_end_bytes"] = tree[-1].workers_uss_bytes
+        span = tree[-1].t - tree[0].t
+        out["cpu_percent"] = 100.0 * (tree[-1].cpu_s - tree[0].cpu_s) / span
+        if tree[0].main_cpu_s is not None and tree[-1].main_cpu_s is not None:
+            out["main_cpu_percent"] = 100.0 * (tree[-1].main_cpu_s - tree[0].main_cpu_s) / span
+        if tree[0].main_thread_cpu_s is not None and tree[-1].main_thread_cpu_s is not None:
+            out["main_thread_cpu_percent"] = 100.0 * (tree[-1].main_thread_cpu_s - tree[0].main_thread_cpu_s) / span
+        out["workers_uss_start_bytes"], out["workers_uss_end_bytes"] = _settled_uss(tree)
         out["main_uss_bytes"] = tree[-1].main_uss_bytes
     if len(system) >= 2 and system[-1].total_s > system[0].total_s:
         total = system[-1].total_s - system[0].total_s

@@ -19,13 +19,17 @@ class BatchLog:
     """Per-iteration records kept by the trial (seconds, samples)."""
 
     wait_s: list[float] = field(default_factory=list)
+    wait_cpu_s: list[float] = field(default_factory=list)
+    """Main-thread CPU time inside ``next()``: receiving/unpickling, or loading when num_workers=0."""
     copy_s: list[float] = field(default_factory=list)
     step_s: list[float] = field(default_factory=list)
     end_t: list[float] = field(default_factory=list)
     size: list[int] = field(default_factory=list)
 
-    def add(self, wait_s: float, copy_s: float, step_s: float, end_t: float, size: int) -> None:
+    def add(self, wait_s: float, wait_cpu_s: float, copy_s: float, step_s: float, end_t: float,
+            size: int) -> None:
         self.wait_s.append(wait_s)
+        self.wait_cpu_s.append(wait_cpu_s)
         self.copy_s.append(copy_s)
         self.step_s.append(step_s)
         self.end_t.append(end_t)
@@ -83,7 +87,9 @@ def summarize(log: BatchLog, first: int, num_workers: int) -> dict[str, Any]:
         "samples_per_s": samples / window_s if window_s > 0 else math.inf,
         "samples_per_s_spread": rate_spread(log, first, max(1, num_workers)),
         "wait_fraction": sum(waits) / window_s if window_s > 0 else 0.0,
-        "wait_ms": {"p50": percentile(wait_ms, 50), "p95": percentile(wait_ms, 95), "max": max(wait_ms)},
+        "wait_ms": {"p50": percentile(wait_ms, 50), "p95": percentile(wait_ms, 95), "p99": percentile(wait_ms, 99),
+                    "max": max(wait_ms), "mean": statistics.fmean(wait_ms)},
+        "wait_cpu_ms_mean": 1000.0 * statistics.fmean(log.wait_cpu_s[i] for i in window),
         "copy_ms_mean": 1000.0 * statistics.fmean(log.copy_s[i] for i in window),
         "step_ms_mean": 1000.0 * statistics.fmean(log.step_s[i] for i in window),
         "batches": len(window),

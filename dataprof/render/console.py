@@ -6,11 +6,13 @@ import io
 
 from rich import box
 from rich.console import Console, Group, RenderableType
+from rich.padding import Padding
 from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 
 from dataprof.config import LoaderConfig
+from dataprof.diagnose import TITLES
 from dataprof.model import Report, TrialResult
 from dataprof.units import fmt_bytes
 
@@ -110,21 +112,54 @@ def recommendation(report: Report) -> tuple[RenderableType, str | None]:
     return block, line
 
 
+_SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
+
+
+def verdict(report: Report) -> RenderableType | None:
+    """The primary bottleneck: what limits the recommended config, the numbers, what to change."""
+    if not report.findings or report.primary is None:
+        return None
+    primary = report.findings[0]
+    style = _SEVERITY_STYLE.get(primary.severity, "")
+    title = TITLES.get(primary.id, primary.id)
+    return Group(
+        Rule(Text(f"Bottleneck: {title} ({primary.severity})", style=style), align="left"),
+        Text(primary.evidence),
+        Text("→ " + primary.recommendation, style="bold"),
+    )
+
+
+def other_findings(report: Report) -> RenderableType | None:
+    """Findings besides the primary verdict, most severe first."""
+    rest = report.findings[1:] if report.primary is not None else report.findings
+    if not rest:
+        return None
+    lines: list[RenderableType] = [Rule("Also found", align="left")]
+    for finding in rest:
+        head = Text(f"{finding.severity}: {TITLES.get(finding.id, finding.id)} ", style=_SEVERITY_STYLE.get(
+            finding.severity, ""))
+        head.append(f"[{finding.id}]", style="dim")
+        lines += [head, Padding(Text(finding.evidence), (0, 0, 0, 2)),
+                  Padding(Text("→ " + finding.recommendation), (0, 0, 0, 2))]
+    return Group(*lines)
+
+
 def print_report(console: Console, report: Report) -> None:
-    """Print the whole report on ``console``."""
+    """Print the whole report on ``console``: the answer first, then the evidence."""
     console.print(header(report))
-    console.print(trials_table(report))
-    for line in failures(report):
-        console.print(line)
     block, loader_line = recommendation(report)
     console.print(block)
     if loader_line is not None:
         console.print(loader_line, style="bold green", soft_wrap=True, markup=False, highlight=False)
-    if report.findings:
-        console.print("Diagnosis: " + (report.primary or ""), markup=False)
-        for finding in report.findings:
-            console.print(f"[{finding.severity}] {finding.id}: {finding.evidence} → {finding.recommendation}",
-                          markup=False)
+    verdict_block = verdict(report)
+    if verdict_block is not None:
+        console.print(verdict_block)
+    console.print(trials_table(report))
+    for line in failures(report):
+        console.print(line)
+    rest = other_findings(report)
+    if rest is not None:
+        console.print(rest)
     if not report.complete:
         console.print("Partial result: the sweep did not finish.", style="yellow")
     for note in report.notes:

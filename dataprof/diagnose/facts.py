@@ -1,0 +1,180 @@
+"""Figures the rules share, derived from a Report. Pure functions, no I/O."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from dataprof.model import Report, TrialResult
+from dataprof.recommend import noise_between
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Where each rule draws its line; documented in docs/diagnosis.md."""
+
+    model_bound_wait: float = 0.05
+    """Wait share under which the loader keeps up (TF profiler: < 5% is not input-bound)."""
+    critical_wait: float = 0.20
+    """Wait share from which a verdict is critical."""
+    transfer_share: float = 0.20
+    """Host-to-device copy share of the iteration that makes a run transfer-bound."""
+    main_busy: float = 0.5
+    """Share of the time in ``next()`` the main thread spends on CPU: above, it is the one working."""
+    receive_cpu_share: float = 0.33
+    """Share of the receiving time the main thread must spend on CPU for receiving to be its load."""
+    pin_thread_cores: float = 0.8
+    """CPU of the main process's other threads (the pin-memory thread) that saturates it."""
+    sampler_share: float = 0.3
+    """Share of the iteration spent in the sampler that makes it the main process's load."""
+    cpu_saturated: float = 0.75
+    """Share of the usable CPUs the process tree uses when CPU-bound."""
+    worker_busy: float = 0.7
+    """CPU per worker (share of a core) from which workers compute rather than wait."""
+    growth_per_worker_bytes: int = 8 * 1024 * 1024
+    """Worker USS growth over the window that counts as copy-on-read."""
+    startup_share: float = 0.10
+    """Worker start-up as a share of one epoch that is worth a finding."""
+    straggler_ratio: float = 3.0
+    """p99 / p50 batch load time at num_workers=0 that makes a heavy tail."""
+    straggler_min_ms: float = 2.0
+    """…and the excess of p99 over p50 must be at least this (ignores scheduler jitter)."""
+    duplicate_ratio: float = 1.5
+    """Epoch length with workers / without that betrays an unsharded IterableDataset."""
+    repeat_fraction: float = 0.25
+    """Share of repeated batches with workers (and none without) that does too."""
+    ipc_share: float = 0.5
+    """Main-thread CPU to receive a batch, as a share of loading it at num_workers=0, that makes workers lose."""
+    shm_warning: float = 0.5
+    """Share of free /dev/shm the batches in flight may take before a warning."""
+
+
+def ok_trials(report: Report) -> list[TrialResult]:
+    return [t for t in report.trials if t.status == "ok" and t.samples_per_s]
+
+
+def recommended_trial(report: Report) -> TrialResult | None:
+    if report.recommendation is None:
+        return None
+    return next((t for t in ok_trials(report) if t.config == report.recommendation.config), None)
+
+
+def batch_size(report: Report) -> int:
+    return int(report.settings.get("batch_size") or (report.dataset.batch_samples if report.dataset else 1) or 1)
+
+
+def rate(trial: TrialResult) -> float:
+    return trial.samples_per_s or 0.0
+
+
+def iteration_ms(trial: TrialResult, batch: int) -> float:
+    """Mean time per training iteration (wait + copy + step)."""
+    if trial.window_s and trial.batches:
+        return 1000.0 * trial.window_s / trial.batches
+    return 1000.0 * batch / rate(trial) if rate(trial) else math.nan
+
+
+def wait_share(trial: TrialResult) -> float:
+    return trial.wait_fraction or 0.0
+
+
+def copy_share(trial: TrialResult, batch: int) -> float:
+    iteration = iteration_ms(trial, batch)
+    return (trial.copy_ms_mean or 0.0) / iteration if iteration > 0 else 0.0
+
+
+def severity_for(share: float, thresholds: Thresholds, report: Report) -> str:
+    """By the share of each iteration spent waiting; without a model step there is nothing to wait against."""
+    if share < thresholds.model_bound_wait or not report.settings.get("step_ms"):
+        return "info"
+    return "critical" if share >= thresholds.critical_wait else "warning"
+
+
+def cores(percent: float | None) -> float | None:
+    return None if percent is None else percent / 100.0
+
+
+def worker_cores(trial: TrialResult) -> float | None:
+    """CPU of the worker processes alone (tree minus main process), in cores."""
+    if trial.cpu_percent is None or trial.main_cpu_percent is None:
+        return None
+    return max(0.0, (trial.cpu_percent - trial.main_cpu_percent) / 100.0)
+
+
+def side_thread_cores(trial: TrialResult) -> float | None:
+    """CPU of the main process's threads other than the training loop (pin_memory's thread)."""
+    if trial.main_cpu_percent is None or trial.main_thread_cpu_percent is None:
+        return None
+    return max(0.0, (trial.main_cpu_percent - trial.main_thread_cpu_percent) / 100.0)
+
+
+def cpu_s_per_sample(trial: TrialResult, batch: int) -> float | None:
+    """CPU seconds the loading costs per sample: workers + pinning + the main loop's share in ``next()``."""
+    if not rate(trial) or trial.wait_cpu_ms_mean is None:
+        return None
+    workers = worker_cores(trial) or 0.0
+    side = side_thread_cores(trial) or 0.0
+    return (workers + side) / rate(trial) + trial.wait_cpu_ms_mean / 1000.0 / batch
+
+
+def cpu_ceiling(trial: TrialResult, batch: int, usable_cpus: int) -> float | None:
+    """Samples/s the usable CPUs could load at this trial's CPU cost per sample."""
+    cost = cpu_s_per_sample(trial, batch)
+    return usable_cpus / cost if cost else None
+
+
+def break_even_ms(trial: TrialResult, batch: int) -> float:
+    """Shortest model step (ms) this loader feeds without making it wait."""
+    return max(0.0, 1000.0 * batch / rate(trial) - (trial.copy_ms_mean or 0.0))
+
+
+def best_by_workers(trials: Sequence[TrialResult]) -> list[TrialResult]:
+    """The fastest trial at each worker count, in worker order."""
+    best: dict[int, TrialResult] = {}
+    for trial in trials:
+        w = trial.config.num_workers
+        if w not in best or rate(trial) > rate(best[w]):
+            best[w] = trial
+    return [best[w] for w in sorted(best)]
+
+
+def faster(a: TrialResult, b: TrialResult) -> bool:
+    """``a`` beats ``b`` by more than the measurement noise."""
+    return rate(b) > 0 and (rate(a) - rate(b)) / rate(b) > noise_between(a, b)
+
+
+def memory_fit(trials: Sequence[TrialResult]) -> tuple[float, float] | None:
+    """Least-squares ``peak PSS = base + per_worker × num_workers`` over the trials."""
+    points = [(t.config.num_workers, t.peak_memory_bytes) for t in trials if t.peak_memory_bytes]
+    if len({w for w, _ in points}) < 2:
+        return None
+    n = len(points)
+    mean_w = sum(w for w, _ in points) / n
+    mean_m = sum(m for _, m in points) / n
+    var = sum((w - mean_w) ** 2 for w, _ in points)
+    slope = sum((w - mean_w) * (m - mean_m) for w, m in points) / var
+    return mean_m - slope * mean_w, slope
+
+
+def memory_budget(report: Report) -> tuple[int, str] | None:
+    """Bytes the trial's process tree may use, and where that number comes from."""
+    limit = report.settings.get("memory_limit_bytes")
+    if limit:
+        return int(limit), "the --memory-limit"
+    if report.environment.available_ram_bytes:
+        return report.environment.available_ram_bytes, "available RAM"
+    return None
+
+
+def ms(value: float) -> str:
+    """Milliseconds with the precision the size deserves: ``120``, ``4.2``, ``0.35``."""
+    return f"{value:.0f}" if value >= 100 else f"{value:.1f}" if value >= 1 else f"{value:.2f}"
+
+
+def pct(value: float) -> str:
+    return f"{100 * value:.0f}%"
+
+
+def rate_text(value: float) -> str:
+    return f"{value:,.0f} samples/s"

@@ -1,0 +1,257 @@
+"""Findings beside the primary verdict: each rule returns a Finding or None."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from dataprof.diagnose.facts import (
+    Thresholds,
+    batch_size,
+    faster,
+    ms,
+    ok_trials,
+    pct,
+    rate,
+    rate_text,
+    recommended_trial,
+    wait_share,
+)
+from dataprof.model import Finding, Report, TrialResult
+from dataprof.units import fmt_bytes
+
+
+def copy_on_read(report: Report, th: Thresholds) -> Finding | None:
+    growth: list[tuple[float, TrialResult]] = []
+    for trial in ok_trials(report):
+        workers = trial.config.num_workers
+        start, end = trial.workers_uss_start_bytes, trial.workers_uss_end_bytes
+        respawned = not trial.config.persistent_workers and (trial.epochs_started or 1) > 1
+        if workers == 0 or start is None or end is None or respawned:
+            continue
+        growth.append(((end - start) / workers, trial))
+    if not growth:
+        return None
+    per_worker, trial = max(growth, key=lambda item: item[0])
+    if per_worker < th.growth_per_worker_bytes:
+        return None
+    workers = trial.config.num_workers
+    window = trial.window_s or 0.0
+    speed = f" (+{fmt_bytes(per_worker / window)}/s each)" if window > 0 else ""
+    before = fmt_bytes((trial.workers_uss_start_bytes or 0) / workers)
+    return Finding(
+        id="copy_on_read",
+        severity="warning",
+        evidence=(f"{trial.config.label()}: each worker's private memory (USS) grew by {fmt_bytes(per_worker)} "
+                  f"in the {window:.1f} s window{speed}, from {before} "
+                  f"to {fmt_bytes((trial.workers_uss_end_bytes or 0) / workers)}: reading Python objects writes "
+                  "their reference counts, so the pages they sit on are copied into every worker"),
+        recommendation=("Hold the dataset's records in numpy/arrow arrays or one bytes buffer (with offsets) instead "
+                        "of lists/dicts of Python objects; over an epoch each worker would otherwise copy all of it."),
+    )
+
+
+def worker_startup(report: Report, th: Thresholds) -> Finding | None:
+    ok = ok_trials(report)
+    gains: list[tuple[float, TrialResult, TrialResult]] = []
+    for on in ok:
+        if not on.config.persistent_workers or on.config.num_workers == 0:
+            continue
+        off = next((t for t in ok if t.config.num_workers == on.config.num_workers and not t.config.persistent_workers
+                    and t.config.prefetch_factor == on.config.prefetch_factor
+                    and t.config.pin_memory == on.config.pin_memory), None)
+        if off is not None and faster(on, off):
+            gains.append((rate(on) / rate(off) - 1, on, off))
+    rec = recommended_trial(report)
+    if gains:
+        gain, on, off = max(gains, key=lambda item: item[0])
+        using = rec is not None and rec.config.persistent_workers
+        return Finding(
+            id="worker_startup",
+            severity="info" if using else "warning",
+            evidence=(f"re-starting {on.config.num_workers} workers every epoch costs {100 * gain:.0f}% of the "
+                      f"throughput: {off.config.label()} {rate_text(rate(off))} vs {on.config.label()} "
+                      f"{rate_text(rate(on))} (first batch after {off.first_batch_s or 0:.2f} s)"),
+            recommendation=("Keep persistent_workers=True (the recommendation does)" if using else
+                            "Set persistent_workers=True") + ": workers start once, not every epoch.",
+        )
+    length = report.dataset.length if report.dataset else None
+    if rec is None or rec.config.num_workers == 0 or not length or not rec.first_batch_s:
+        return None
+    epoch_s = length / rate(rec)
+    share = rec.first_batch_s / epoch_s
+    if share < th.startup_share:
+        return None
+    method = report.environment.start_method or "fork"
+    slow_start = "" if method == "fork" else f" ({method} pickles the dataset into each worker)"
+    return Finding(
+        id="worker_startup",
+        severity="info" if rec.config.persistent_workers else "warning",
+        evidence=(f"starting {rec.config.num_workers} workers takes {rec.first_batch_s:.2f} s before the first "
+                  f"batch{slow_start}, {pct(share)} of a {epoch_s:.1f} s epoch of {length:,} samples"),
+        recommendation=("persistent_workers=True pays this once per run rather than once per epoch"
+                        + (" (the recommendation has it)" if rec.config.persistent_workers else "")
+                        + "; a smaller dataset object or the fork start method starts workers faster."),
+    )
+
+
+def stragglers(report: Report, th: Thresholds) -> Finding | None:
+    serial = [t for t in ok_trials(report) if t.config.num_workers == 0 and t.wait_ms is not None
+              and t.wait_ms.p99 is not None]
+    if not serial:
+        return None
+    trial = serial[0]
+    waits = trial.wait_ms
+    assert waits is not None and waits.p99 is not None
+    if waits.p99 < th.straggler_ratio * waits.p50 or waits.p99 - waits.p50 < th.straggler_min_ms:
+        return None
+    rec = recommended_trial(report)
+    felt = rec is not None and wait_share(rec) >= th.model_bound_wait
+    prefetch = rec.config.prefetch_factor if rec is not None else None
+    more = f"prefetch_factor above {prefetch}" if prefetch else "a larger prefetch_factor"
+    return Finding(
+        id="stragglers",
+        severity="warning" if felt else "info",
+        evidence=(f"at num_workers=0 a batch of {batch_size(report)} loads in {waits.p50:.1f} ms at the median but "
+                  f"{waits.p99:.1f} ms at p99 (max {ms(waits.max)} ms): some samples are far slower than the rest"
+                  + ("" if felt else "; the recommended config hides them")),
+        recommendation=(f"{more.capitalize()} buffers through slow samples; find them with "
+                        "`dataprof inspect` (slowest indices) and fix or pre-process them."),
+    )
+
+
+def iterable_duplicates(report: Report, th: Thresholds) -> Finding | None:
+    if report.dataset is None or report.dataset.kind != "iterable":
+        return None
+    ok = ok_trials(report)
+    serial = next((t for t in ok if t.config.num_workers == 0), None)
+    if serial is None:
+        return None
+    for trial in ok:
+        workers = trial.config.num_workers
+        if workers < 2:
+            continue
+        if serial.epoch_samples and trial.epoch_samples and \
+                trial.epoch_samples >= th.duplicate_ratio * serial.epoch_samples:
+            evidence = (f"one epoch yields {serial.epoch_samples:,} samples with num_workers=0 but "
+                        f"{trial.epoch_samples:,} with {workers} workers "
+                        f"({trial.epoch_samples / serial.epoch_samples:.1f}×)")
+        elif (trial.repeat_fraction or 0.0) >= th.repeat_fraction and (serial.repeat_fraction or 0.0) < 0.05:
+            evidence = (f"with {workers} workers {pct(trial.repeat_fraction or 0.0)} of the batches repeat an earlier "
+                        f"batch of the same epoch; with num_workers=0, {pct(serial.repeat_fraction or 0.0)}")
+        else:
+            continue
+        return Finding(
+            id="iterable_duplicates",
+            severity="critical",
+            evidence=evidence + ": every worker yields the whole stream, and the throughputs above count the "
+                     "duplicates",
+            recommendation=("Shard the stream in __iter__: read torch.utils.data.get_worker_info() and yield only "
+                            "every num_workers-th item (or file) starting at its id."),
+        )
+    return None
+
+
+def shm_risk(report: Report, th: Thresholds) -> Finding | None:
+    free = report.environment.shm_free_bytes
+    size = report.dataset.batch_bytes if report.dataset else None
+    if not free or not size:
+        return None
+    bus_errors = [t for t in report.trials if t.status == "crashed" and "SIGBUS" in (t.error or "")]
+    rec = recommended_trial(report)
+    candidates = [t for t in ([rec] if rec else []) + bus_errors if t.config.num_workers > 0]
+    if not candidates:
+        return None
+    trial = max(candidates, key=lambda t: t.config.num_workers * (t.config.prefetch_factor or 2))
+    in_flight = size * trial.config.num_workers * (trial.config.prefetch_factor or 2)
+    if in_flight < th.shm_warning * free and not bus_errors:
+        return None
+    crashed = f"; {bus_errors[0].config.label()} died by SIGBUS" if bus_errors else ""
+    return Finding(
+        id="shm_risk",
+        severity="critical" if bus_errors or in_flight >= free else "warning",
+        evidence=(f"{trial.config.label()} keeps about {fmt_bytes(in_flight)} of batches in shared memory "
+                  f"({fmt_bytes(size)} per batch × {trial.config.num_workers} workers × prefetch "
+                  f"{trial.config.prefetch_factor or 2}); /dev/shm has {fmt_bytes(free)} free{crashed}"),
+        recommendation=("Give the container more shared memory (docker run --shm-size=8g, or a memory-backed "
+                        "emptyDir on Kubernetes), or keep fewer batches in flight (lower prefetch_factor or fewer "
+                        "workers)."),
+    )
+
+
+def oversubscribed(report: Report, th: Thresholds) -> Finding | None:
+    usable = report.environment.usable_cpus
+    ok = ok_trials(report)
+    worst: tuple[float, TrialResult, TrialResult] | None = None
+    for over in ok:
+        if over.config.num_workers <= usable:
+            continue
+        peers = [t for t in ok if 0 < t.config.num_workers <= usable
+                 and (t.config.prefetch_factor, t.config.pin_memory, t.config.persistent_workers)
+                 == (over.config.prefetch_factor, over.config.pin_memory, over.config.persistent_workers)]
+        if not peers:
+            continue
+        best = max(peers, key=rate)
+        if faster(best, over):
+            loss = 1 - rate(over) / rate(best)
+            if worst is None or loss > worst[0]:
+                worst = (loss, over, best)
+    if worst is None:
+        return None
+    loss, over, best = worst
+    rec = recommended_trial(report)
+    return Finding(
+        id="oversubscribed",
+        severity="warning" if rec is not None and rec.config.num_workers > usable else "info",
+        evidence=(f"{over.config.label()} on {usable} usable CPUs loads {rate_text(rate(over))}, {100 * loss:.0f}% "
+                  f"less than {best.config.label()} ({rate_text(rate(best))}): more workers than CPUs "
+                  "compete for them"),
+        recommendation=(f"Keep num_workers ≤ {usable} for this dataset; if each worker runs threads (OpenCV, "
+                        "OpenMP, numpy BLAS), limit them to one (cv2.setNumThreads(0), OMP_NUM_THREADS=1)."),
+    )
+
+
+def ipc_overhead(report: Report, th: Thresholds) -> Finding | None:
+    """num_workers=0 wins because moving a batch between processes costs about as much as loading it."""
+    ok = ok_trials(report)
+    serial = next((t for t in ok if t.config.num_workers == 0 and not t.config.pin_memory), None)
+    parallel = [t for t in ok if t.config.num_workers > 0
+                and (t.receive_ms_mean is not None or t.wait_cpu_ms_mean is not None)]
+    if serial is None or not parallel or wait_share(serial) < th.model_bound_wait or serial.wait_ms is None:
+        return None
+    best = max(parallel, key=rate)
+    work = serial.wait_ms.mean
+    smallest = min(parallel, key=lambda t: (t.config.num_workers, -rate(t)))
+    transfer = smallest.receive_ms_mean if smallest.receive_ms_mean is not None else smallest.wait_cpu_ms_mean or 0.0
+    if faster(best, serial) or work is None or transfer < th.ipc_share * work:
+        return None
+    rec = recommended_trial(report)
+    return Finding(
+        id="ipc_overhead",
+        severity="info" if rec is None or wait_share(rec) < th.model_bound_wait else "warning",
+        evidence=(f"num_workers=0 loads {rate_text(rate(serial))}, the best with workers ({best.config.label()}) "
+                  f"{rate_text(rate(best))}: loading a batch in the main process takes {ms(work)} ms, and receiving "
+                  f"one from a worker costs the main process {ms(transfer)} ms ({smallest.config.label()}), "
+                  "so worker processes cost about as much as they save"),
+        recommendation=(f"Use num_workers=0, or a larger batch_size than {batch_size(report)} so each transfer "
+                        "carries more work; fewer Python objects per batch (arrays instead of lists) cut the "
+                        "transfer cost."),
+    )
+
+
+def no_gpu(report: Report, th: Thresholds) -> Finding | None:
+    if not report.environment.simulated_device:
+        return None
+    step = report.settings.get("step_ms")
+    return Finding(
+        id="no_gpu",
+        severity="info",
+        evidence=(f"no CUDA device: each model step slept {step} ms on a simulated device, so there was no "
+                  "host-to-device copy to time, pin_memory was not swept and GPU columns are empty"),
+        recommendation=("Loader throughput, CPU and memory figures hold for a GPU machine with the same CPUs; "
+                        "re-run on the GPU machine (--device cuda) to measure copies and pin_memory."),
+    )
+
+
+FINDING_RULES: tuple[Callable[[Report, Thresholds], Finding | None], ...] = (
+    iterable_duplicates, shm_risk, copy_on_read, worker_startup, stragglers, oversubscribed, ipc_overhead, no_gpu,
+)

@@ -1,0 +1,296 @@
+"""The primary bottleneck: exactly one verdict for the recommended config.
+
+Rules run in :data:`PRIMARY_RULES` order and the first that fires wins; the
+last (``io_bound``) fires whenever the loader is the limit and nothing more
+specific explains it. Each is a pure function of the Report.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from dataprof.diagnose.facts import (
+    Thresholds,
+    batch_size,
+    best_by_workers,
+    break_even_ms,
+    copy_share,
+    cores,
+    cpu_ceiling,
+    cpu_s_per_sample,
+    faster,
+    iteration_ms,
+    memory_budget,
+    memory_fit,
+    ms,
+    ok_trials,
+    pct,
+    rate,
+    rate_text,
+    recommended_trial,
+    severity_for,
+    side_thread_cores,
+    wait_share,
+    worker_cores,
+)
+from dataprof.model import Finding, Report, TrialResult
+from dataprof.units import fmt_bytes
+
+
+def _wait_ms(trial: TrialResult, batch: int) -> float:
+    if trial.wait_ms is not None and trial.wait_ms.mean is not None:
+        return trial.wait_ms.mean
+    return wait_share(trial) * iteration_ms(trial, batch)
+
+
+def _sustains(trial: TrialResult, batch: int) -> str:
+    return (f"This loader sustains any model whose step takes ≥ {ms(break_even_ms(trial, batch))} ms "
+            f"at batch size {batch}.")
+
+
+def _lead(trial: TrialResult, report: Report) -> str:
+    """How much the recommended config waits; without a model step, that it can only wait."""
+    if not report.settings.get("step_ms"):
+        return (f"no model step was given (--step-ms 0), so {trial.config.label()} measures the loader's ceiling: "
+                f"{rate_text(rate(trial))}")
+    return f"{trial.config.label()} waits {pct(wait_share(trial))} of each iteration"
+
+
+def _growth(report: Report) -> str:
+    """How throughput moves over the last worker counts tried, e.g. ``w4 → w8: +38%``."""
+    curve = best_by_workers(ok_trials(report))
+    if len(curve) < 2:
+        return ""
+    a, b = curve[-2], curve[-1]
+    change = rate(b) / rate(a) - 1 if rate(a) else math.nan
+    return f"w{a.config.num_workers} → w{b.config.num_workers}: {100 * change:+.0f}%"
+
+
+def _still_rising(report: Report) -> bool:
+    curve = best_by_workers(ok_trials(report))
+    return len(curve) >= 2 and faster(curve[-1], curve[-2])
+
+
+def model_bound(report: Report, th: Thresholds) -> Finding | None:
+    rec = recommended_trial(report)
+    if rec is None or wait_share(rec) >= th.model_bound_wait:
+        return None
+    batch = batch_size(report)
+    step = rec.step_ms_mean or 0.0
+    return Finding(
+        id="model_bound",
+        severity="info",
+        evidence=(f"{rec.config.label()} waits {pct(wait_share(rec))} of each iteration for data "
+                  f"({ms(_wait_ms(rec, batch))} ms of {ms(iteration_ms(rec, batch))} ms) at {rate_text(rate(rec))}. "
+                  f"It keeps up with the {ms(step)} ms step: this loader sustains any model whose step takes "
+                  f"≥ {ms(step)} ms at batch size {batch} (its own limit is higher; a smaller --step-ms finds it)."),
+        recommendation=("The loader is not your bottleneck: use the recommended DataLoader(...) and spend your "
+                        "effort on the model step."),
+    )
+
+
+def transfer_bound(report: Report, th: Thresholds) -> Finding | None:
+    rec = recommended_trial(report)
+    if rec is None or report.environment.simulated_device:
+        return None
+    batch = batch_size(report)
+    share = copy_share(rec, batch)
+    copy = rec.copy_ms_mean or 0.0
+    if share < th.transfer_share or copy < _wait_ms(rec, batch):
+        return None
+    size = report.dataset.batch_bytes if report.dataset else None
+    speed = f", {fmt_bytes(size)} per batch at {fmt_bytes(size / (copy / 1000))}/s" if size and copy else ""
+    changes = []
+    if not rec.config.pin_memory:
+        changes.append("pin_memory=True with .to(device, non_blocking=True) so copies overlap the step")
+    changes.append("send fewer bytes: uint8 images (or float16) and convert and normalise on the GPU, "
+                   "crop before the copy")
+    return Finding(
+        id="transfer_bound",
+        severity=severity_for(wait_share(rec) + share, th, report),
+        evidence=(f"copying each batch to {report.environment.device} takes {ms(copy)} ms, {pct(share)} of the "
+                  f"{ms(iteration_ms(rec, batch))} ms iteration{speed}; waiting for the loader takes "
+                  f"{ms(_wait_ms(rec, batch))} ms. {_sustains(rec, batch)}"),
+        recommendation="; ".join(changes) + ".",
+    )
+
+
+def main_process_bound(report: Report, th: Thresholds) -> Finding | None:
+    rec = recommended_trial(report)
+    if rec is None or wait_share(rec) < th.model_bound_wait:
+        return None
+    batch = batch_size(report)
+    wait = _wait_ms(rec, batch)
+    busy = rec.wait_cpu_ms_mean
+    iteration = iteration_ms(rec, batch)
+    workers = rec.config.num_workers
+    causes: list[str] = []
+    changes: list[str] = []
+    receive = rec.receive_ms_mean
+    # Receiving must dominate the wait and be work, not a main thread starved of CPU by busy workers.
+    working = busy is not None and receive is not None and busy >= th.receive_cpu_share * receive
+    if workers > 0 and receive is not None and wait > 0 and receive >= th.main_busy * wait and working:
+        dataset = report.dataset
+        weight = ""
+        if dataset is not None and dataset.batch_objects is not None:
+            plural = "s" if dataset.batch_objects != 1 else ""
+            weight = (f"; each batch holds {dataset.batch_tensors or 0:,} tensors (a file descriptor fetched from "
+                      f"the worker for each) and {dataset.batch_objects:,} other Python object{plural}")
+        cpu = f" ({ms(busy)} ms of it on CPU)" if busy is not None else ""
+        causes.append(f"it spends {ms(receive)} ms per batch unpickling batches from the workers{cpu}, "
+                      f"{pct(receive / wait)} of the {ms(wait)} ms it waits{weight}")
+        changes.append("send fewer, larger objects: one tensor per field (concatenate small tensors, use arrays "
+                       "instead of lists of Python numbers or strings), a larger batch_size to amortise the "
+                       "per-batch cost")
+    side = side_thread_cores(rec)
+    if rec.config.pin_memory and side is not None and side >= th.pin_thread_cores:
+        causes.append(f"the pin-memory thread uses {pct(side)} of a core")
+        changes.append("pin_memory=False, or fewer bytes per batch (uint8, crop before batching)")
+    sampler = rec.sampler_ms_mean
+    if sampler is not None and iteration > 0 and sampler >= th.sampler_share * iteration:
+        causes.append(f"the sampler takes {ms(sampler)} ms per batch, {pct(sampler / iteration)} of the iteration")
+        changes.append("make the sampler cheaper: precompute the index order once per epoch")
+    tried_workers = any(t.config.num_workers > 0 for t in ok_trials(report))
+    if workers == 0 and tried_workers and busy is not None and wait > 0 and busy >= th.main_busy * wait:
+        causes.append(f"num_workers=0 was fastest: the main thread loads and collates each batch itself "
+                      f"({ms(busy)} ms of CPU per batch) and worker processes cost more than they save")
+        changes.append("keep num_workers=0 and make __getitem__ and collate cheaper, or load whole batches at "
+                       "once (a batch sampler with __getitems__)")
+    if not causes:
+        return None
+    return Finding(
+        id="main_process_bound",
+        severity=severity_for(wait_share(rec), th, report),
+        evidence=(f"{_lead(rec, report)}, and the main process is the limit: {'; '.join(causes)}. "
+                  f"{_sustains(rec, batch)}"),
+        recommendation="; ".join(changes) + ".",
+    )
+
+
+def memory_bound(report: Report, th: Thresholds) -> Finding | None:
+    rec = recommended_trial(report)
+    if rec is None or wait_share(rec) < th.model_bound_wait:
+        return None
+    batch = batch_size(report)
+    ok = ok_trials(report)
+    top = max(t.config.num_workers for t in ok)
+    stopped = [t for t in report.trials if t.config.num_workers > top and (
+        t.status == "oom" or (t.status == "crashed" and "SIGKILL" in (t.error or "")))]
+    fit = memory_fit(ok)
+    budget = memory_budget(report)
+    fits: int | None = None
+    if fit is not None and budget is not None and fit[1] > 0:
+        fits = max(0, math.floor((budget[0] - fit[0]) / fit[1]))
+    if stopped:
+        first_stopped = min(t.config.num_workers for t in stopped)
+        fits = first_stopped - 1 if fits is None else min(fits, first_stopped - 1)
+    blocked = _still_rising(report) and fits is not None and fits < top + max(1, top // 2)
+    if not stopped and not blocked:
+        return None
+    parts = []
+    if _still_rising(report):
+        parts.append(f"throughput still rises with workers ({_growth(report)})")
+    if fit is not None and budget is not None:
+        parts.append(f"memory grows {fmt_bytes(fit[1])} per worker (PSS fitted over {len(ok)} trials: "
+                     f"{fmt_bytes(fit[0])} + {fmt_bytes(fit[1])} × workers) against {budget[1]} of "
+                     f"{fmt_bytes(budget[0])}: at most {fits} workers fit")
+    if stopped:
+        trial = min(stopped, key=lambda t: t.config.num_workers)
+        parts.append(f"{trial.config.label()} ran out: {trial.error}")
+    return Finding(
+        id="memory_bound",
+        severity=severity_for(wait_share(rec), th, report),
+        evidence=(f"{_lead(rec, report)}; {'; '.join(parts)}. {_sustains(rec, batch)}"),
+        recommendation=("Cut memory per worker so more workers fit: keep the dataset in numpy/arrow arrays or a "
+                        "memory-mapped file rather than Python objects, do not cache decoded samples in each "
+                        "worker, open files lazily in the worker; or give the job more RAM."),
+    )
+
+
+def cpu_bound(report: Report, th: Thresholds) -> Finding | None:
+    rec = recommended_trial(report)
+    if rec is None or wait_share(rec) < th.model_bound_wait:
+        return None
+    batch = batch_size(report)
+    usable = report.environment.usable_cpus
+    tree = cores(rec.cpu_percent)
+    workers = rec.config.num_workers
+    per_worker = None
+    if workers > 0 and worker_cores(rec) is not None:
+        per_worker = (worker_cores(rec) or 0.0) / workers
+    elif workers == 0 and rec.wait_cpu_ms_mean is not None and _wait_ms(rec, batch) > 0:
+        per_worker = rec.wait_cpu_ms_mean / _wait_ms(rec, batch)
+    saturated = tree is not None and tree >= th.cpu_saturated * usable
+    computing = per_worker is not None and per_worker >= th.worker_busy
+    if not saturated and not computing:
+        return None
+    parts = []
+    if tree is not None:
+        parts.append(f"the loader's processes use {tree:.1f} of {usable} usable CPUs ({pct(tree / usable)})")
+    if per_worker is not None:
+        who = "each worker" if workers > 0 else "the main thread"
+        parts.append(f"{who} computes {pct(per_worker)} of the time")
+    cost = cpu_s_per_sample(rec, batch)
+    ceiling = cpu_ceiling(rec, batch, usable)
+    if cost and ceiling:
+        parts.append(f"loading costs {1000 * cost:.2f} ms of CPU per sample, so {usable} CPUs can load at most "
+                     f"{rate_text(ceiling)}; {rec.config.label()} reaches {rate_text(rate(rec))}, "
+                     f"{pct(rate(rec) / ceiling)} of that ceiling")
+    if _growth(report) and not _still_rising(report):
+        parts.append(f"more workers stop helping ({_growth(report)})")
+    change = ("Make each sample cheaper: find the costly transform (dataprof inspect), move augmentation to the "
+              "GPU, cache decoded or resized data, use a faster decoder; or get more CPUs.")
+    if not saturated and workers < usable:
+        change += f" CPUs are left: try num_workers up to {usable}."
+    else:
+        change += " More workers will not help."
+    return Finding(
+        id="cpu_bound",
+        severity=severity_for(wait_share(rec), th, report),
+        evidence=(f"{_lead(rec, report)}; {'; '.join(parts)}. "
+                  f"{_sustains(rec, batch)}"),
+        recommendation=change,
+    )
+
+
+def io_bound(report: Report, th: Thresholds) -> Finding | None:
+    rec = recommended_trial(report)
+    if rec is None or wait_share(rec) < th.model_bound_wait:
+        return None
+    batch = batch_size(report)
+    usable = report.environment.usable_cpus
+    tree = cores(rec.cpu_percent)
+    workers = rec.config.num_workers
+    parts = []
+    if workers > 0 and worker_cores(rec) is not None:
+        parts.append(f"each worker computes only {pct((worker_cores(rec) or 0.0) / workers)} of the time")
+    elif rec.wait_cpu_ms_mean is not None and _wait_ms(rec, batch) > 0:
+        parts.append(f"the main thread computes only {pct(rec.wait_cpu_ms_mean / _wait_ms(rec, batch))} of the "
+                     f"time it loads")
+    if tree is not None:
+        parts.append(f"the loader's processes use {tree:.1f} of {usable} usable CPUs")
+    parts.append("samples wait on something other than CPU (storage, network, sleeps, locks)")
+    top = max(t.config.num_workers for t in ok_trials(report))
+    if _still_rising(report):
+        parts.append(f"throughput still rises at the most workers tried ({_growth(report)})")
+        change = (f"Try more workers than {top} (--workers {top},{2 * max(1, top)},{4 * max(1, top)}): "
+                  "latency-bound loaders scale past the CPU count. Also: local or faster storage, packed formats "
+                  "(LMDB, WebDataset/TFRecord shards), caching, or concurrent reads inside __getitem__.")
+    else:
+        if _growth(report):
+            parts.append(f"throughput stopped rising ({_growth(report)}) with CPUs idle")
+        change = ("A shared resource sets the pace, not the worker count: check storage bandwidth, a server's "
+                  "rate limit or a lock in __getitem__; copy data to local disk, use packed formats, or cache.")
+    return Finding(
+        id="io_bound",
+        severity=severity_for(wait_share(rec), th, report),
+        evidence=(f"{_lead(rec, report)}; {'; '.join(parts)}. "
+                  f"{_sustains(rec, batch)}"),
+        recommendation=change,
+    )
+
+
+PRIMARY_RULES: tuple[Callable[[Report, Thresholds], Finding | None], ...] = (
+    transfer_bound, model_bound, main_process_bound, memory_bound, cpu_bound, io_bound,
+)

@@ -1,0 +1,63 @@
+"""Each scenario in examples/scenarios runs through a short real sweep and gets the diagnosis it was built for."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from click.testing import CliRunner
+
+from dataprof.cli import main
+
+SCENARIOS = Path(__file__).resolve().parent.parent / "examples" / "scenarios"
+
+
+def load(path: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"scenario_{path.stem}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def dataset_name(module: ModuleType) -> str:
+    from torch.utils.data import Dataset, IterableDataset
+
+    names = [name for name, value in vars(module).items() if isinstance(value, type)
+             and issubclass(value, (Dataset, IterableDataset)) and value.__module__ == module.__name__]
+    assert len(names) == 1, names
+    return names[0]
+
+
+def scenario_params() -> list:
+    params = []
+    for path in sorted(SCENARIOS.glob("*.py")):
+        marks = [pytest.mark.gpu] if getattr(load(path), "REQUIRES_GPU", False) else []
+        params.append(pytest.param(path, id=path.stem, marks=marks))
+    return params
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", scenario_params())
+def test_scenario_gets_its_diagnosis(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    module = load(path)
+    out = tmp_path / "run.json"
+    monkeypatch.chdir(SCENARIOS)
+    args = ["sweep", f"{path.name}:{dataset_name(module)}", *module.COMMAND, "--trial-seconds", "1",
+            "--json", str(out)]
+    result = CliRunner().invoke(main, args, env={**os.environ, "NO_COLOR": "1"})
+    assert result.exit_code == 0, result.output
+    diagnosis = json.loads(out.read_text())["diagnosis"]
+    found = [f["id"] for f in diagnosis["findings"]]
+    expected = module.EXPECTED
+    if expected["primary"] is not None:
+        assert diagnosis["primary"] == expected["primary"], result.output
+    for finding in expected["findings"]:
+        assert finding in found, result.output
+    if expected["primary"] == "model_bound":
+        # A healthy loader gets no warnings, only the verdict and information.
+        assert all(f["severity"] == "info" for f in diagnosis["findings"]), result.output
