@@ -1,0 +1,35 @@
+"""Real sweeps on a CUDA device (skipped where none is visible; run by .ci/gpu-smoke.sh)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from dataprof.cli import main
+
+FIX = str(Path(__file__).parent / "fixtures" / "datasets.py")
+
+pytestmark = pytest.mark.gpu
+
+
+def test_cuda_sweep_measures_copies_pinning_and_gpu_utilisation(tmp_path: Path) -> None:
+    out = tmp_path / "run.json"
+    result = CliRunner().invoke(main, [
+        "sweep", f"{FIX}:Sleepy", "--arg", "sleep_ms=1", "--batch-size", "32", "--workers", "0,2",
+        "--prefetch-factor", "2", "--pin-memory", "on,off", "--step-ms", "5", "--device", "cuda",
+        "--trial-seconds", "1", "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    data = json.loads(out.read_text())
+    assert data["environment"]["device"] == "cuda:0" and data["environment"]["gpu_name"]
+    pins = {t["config"]["pin_memory"] for t in data["trials"] if t["config"]["num_workers"] == 2}
+    assert pins == {True, False}
+    for trial in data["trials"]:
+        assert trial["status"] == "ok", trial
+        assert trial["copy_ms_mean"] > 0
+        assert trial["step_ms_mean"] == pytest.approx(5.0, rel=0.5)
+    measured = [t["gpu_util_percent"] for t in data["trials"] if t["gpu_util_percent"] is not None]
+    assert measured or any("GPU utilisation not measured" in note for note in data["notes"])
+    assert "no_gpu" not in [f["id"] for f in data["diagnosis"]["findings"]]
