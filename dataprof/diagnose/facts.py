@@ -40,6 +40,8 @@ class Thresholds:
     """p99 / p50 batch load time at num_workers=0 that makes a heavy tail."""
     straggler_min_ms: float = 2.0
     """…and the excess of p99 over p50 must be at least this (ignores scheduler jitter)."""
+    straggler_tail_share: float = 0.2
+    """…and the time above the median must be this share of the mean (rare allocator spikes are not)."""
     duplicate_ratio: float = 1.5
     """Epoch length with workers / without that betrays an unsharded IterableDataset."""
     repeat_fraction: float = 0.25

@@ -68,9 +68,9 @@ def worker_startup(report: Report, th: Thresholds) -> Finding | None:
         return Finding(
             id="worker_startup",
             severity="info" if using else "warning",
-            evidence=(f"re-starting {on.config.num_workers} workers every epoch costs {100 * gain:.0f}% of the "
-                      f"throughput: {off.config.label()} {rate_text(rate(off))} vs {on.config.label()} "
-                      f"{rate_text(rate(on))} (first batch after {off.first_batch_s or 0:.2f} s)"),
+            evidence=(f"keeping {on.config.num_workers} workers alive across epochs loads {gain + 1:.1f}× as fast: "
+                      f"{on.config.label()} {rate_text(rate(on))} vs {off.config.label()} {rate_text(rate(off))}, "
+                      f"which restarts them every epoch (first batch after {off.first_batch_s or 0:.2f} s)"),
             recommendation=("Keep persistent_workers=True (the recommendation does)" if using else
                             "Set persistent_workers=True") + ": workers start once, not every epoch.",
         )
@@ -104,6 +104,9 @@ def stragglers(report: Report, th: Thresholds) -> Finding | None:
     assert waits is not None and waits.p99 is not None
     if waits.p99 < th.straggler_ratio * waits.p50 or waits.p99 - waits.p50 < th.straggler_min_ms:
         return None
+    tail = 1 - waits.p50 / waits.mean if waits.mean else 0.0
+    if tail < th.straggler_tail_share:
+        return None
     rec = recommended_trial(report)
     felt = rec is not None and wait_share(rec) >= th.model_bound_wait
     prefetch = rec.config.prefetch_factor if rec is not None else None
@@ -112,7 +115,8 @@ def stragglers(report: Report, th: Thresholds) -> Finding | None:
         id="stragglers",
         severity="warning" if felt else "info",
         evidence=(f"at num_workers=0 a batch of {batch_size(report)} loads in {waits.p50:.1f} ms at the median but "
-                  f"{waits.p99:.1f} ms at p99 (max {ms(waits.max)} ms): some samples are far slower than the rest"
+                  f"{waits.p99:.1f} ms at p99 (max {ms(waits.max)} ms); time above the median is {pct(tail)} of the "
+                  "loading time: some samples are far slower than the rest"
                   + ("" if felt else "; the recommended config hides them")),
         recommendation=(f"{more.capitalize()} buffers through slow samples; find them with "
                         "`dataprof inspect` (slowest indices) and fix or pre-process them."),

@@ -7,6 +7,7 @@ specific explains it. Each is a pure function of the Report.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 
@@ -102,8 +103,14 @@ def transfer_bound(report: Report, th: Thresholds) -> Finding | None:
     size = report.dataset.batch_bytes if report.dataset else None
     speed = f", {fmt_bytes(size)} per batch at {fmt_bytes(size / (copy / 1000))}/s" if size and copy else ""
     changes = []
-    if not rec.config.pin_memory:
+    pinned = next((t for t in ok_trials(report) if t.config == dataclasses.replace(rec.config, pin_memory=True)), None)
+    if not rec.config.pin_memory and pinned is None:
         changes.append("pin_memory=True with .to(device, non_blocking=True) so copies overlap the step")
+    elif pinned is not None and pinned is not rec:
+        thread = side_thread_cores(pinned)
+        busy = f", its thread busy {pct(thread)} of a core copying each batch once more" if thread else ""
+        changes.append(f"pin_memory=True did not help here ({pinned.config.label()}: {rate_text(rate(pinned))}"
+                       f"{busy})")
     changes.append("send fewer bytes: uint8 images (or float16) and convert and normalise on the GPU, "
                    "crop before the copy")
     return Finding(
@@ -140,9 +147,11 @@ def main_process_bound(report: Report, th: Thresholds) -> Finding | None:
         cpu = f" ({ms(busy)} ms of it on CPU)" if busy is not None else ""
         causes.append(f"it spends {ms(receive)} ms per batch unpickling batches from the workers{cpu}, "
                       f"{pct(receive / wait)} of the {ms(wait)} ms it waits{weight}")
-        changes.append("send fewer, larger objects: one tensor per field (concatenate small tensors, use arrays "
-                       "instead of lists of Python numbers or strings), a larger batch_size to amortise the "
-                       "per-batch cost")
+        pieces = (dataset.batch_tensors or 0) + (dataset.batch_objects or 0) if dataset is not None else 0
+        if pieces > 8:
+            changes.append("send fewer, larger objects: one tensor per field (concatenate small tensors, use "
+                           "arrays instead of lists of Python numbers or strings)")
+        changes.append("a larger batch_size spreads the fixed cost of each transfer over more samples")
     side = side_thread_cores(rec)
     if rec.config.pin_memory and side is not None and side >= th.pin_thread_cores:
         causes.append(f"the pin-memory thread uses {pct(side)} of a core")

@@ -1,0 +1,195 @@
+"""Every diagnosis rule, firing and quiet, on runs recorded from examples/scenarios (tests/data/runs).
+
+Runs were recorded on a 2-CPU machine without a GPU, except transfer_bound and
+cuda_io_bound (an H200 machine). Variants are made by editing one measured
+figure, so each test shows which number a rule reads.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from dataprof.diagnose import PRIMARY_KINDS, TITLES, Thresholds, diagnose, primary
+from dataprof.diagnose import findings as rules
+from dataprof.diagnose.facts import severity_for
+from dataprof.model import Report
+
+RUNS = Path(__file__).parent / "data" / "runs"
+TH = Thresholds()
+
+
+def run(name: str) -> Report:
+    return Report.from_dict(json.loads((RUNS / f"{name}.json").read_text()))
+
+
+def with_trials(report: Report, change) -> Report:  # type: ignore[no-untyped-def]
+    return dataclasses.replace(report, trials=tuple(change(t) for t in report.trials))
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("model_bound", "model_bound"), ("io_bound", "io_bound"), ("cpu_bound", "cpu_bound"),
+    ("main_process_bound", "main_process_bound"), ("memory_bound", "memory_bound"),
+    ("transfer_bound", "transfer_bound"), ("cuda_io_bound", "io_bound"), ("ipc_overhead", "main_process_bound"),
+])
+def test_primary_verdict_of_each_recorded_run(name: str, expected: str) -> None:
+    verdict, findings = diagnose(run(name))
+    assert verdict == expected
+    assert findings[0].id == expected and findings[0].evidence and findings[0].recommendation
+    assert expected in PRIMARY_KINDS and all(f.id in TITLES for f in findings)
+
+
+def test_healthy_loader_gets_a_short_answer() -> None:
+    verdict, findings = diagnose(run("model_bound"))
+    assert verdict == "model_bound"
+    assert [f.severity for f in findings] == ["info", "info"]  # the verdict and no_gpu
+    assert "not your bottleneck" in findings[0].recommendation
+
+
+def test_model_bound_quiet_when_the_loop_waits() -> None:
+    report = run("model_bound")
+    waiting = with_trials(report, lambda t: dataclasses.replace(t, wait_fraction=0.3))
+    assert primary.model_bound(waiting, TH) is None
+
+
+def test_io_bound_says_to_add_workers_while_throughput_rises() -> None:
+    finding = primary.io_bound(run("io_bound"), TH)
+    assert finding is not None and "still rises" in finding.evidence and "--workers 8,16,32" in finding.recommendation
+
+
+def test_cpu_bound_shows_the_ceiling_and_is_quiet_for_io() -> None:
+    finding = primary.cpu_bound(run("cpu_bound"), TH)
+    assert finding is not None and "can load at most" in finding.evidence and "of that ceiling" in finding.evidence
+    assert primary.cpu_bound(run("io_bound"), TH) is None
+
+
+def test_main_process_bound_names_the_transfer_and_is_quiet_when_the_main_thread_is_starved() -> None:
+    finding = primary.main_process_bound(run("main_process_bound"), TH)
+    assert finding is not None and "unpickling" in finding.evidence and "64 tensors" in finding.evidence
+    # Same timings, but the main thread hardly ran on CPU while receiving: busy workers starved it.
+    starved = with_trials(run("main_process_bound"), lambda t: dataclasses.replace(
+        t, wait_cpu_ms_mean=0.05 * (t.receive_ms_mean or 0.0)))
+    assert primary.main_process_bound(starved, TH) is None
+    assert primary.main_process_bound(run("io_bound"), TH) is None
+
+
+def test_main_process_bound_names_a_saturated_pin_memory_thread() -> None:
+    pinned = run("transfer_bound")
+    pin = next(t for t in pinned.trials if t.config.pin_memory)
+    report = dataclasses.replace(pinned, recommendation=dataclasses.replace(
+        pinned.recommendation, config=pin.config))  # type: ignore[arg-type]
+    report = with_trials(report, lambda t: dataclasses.replace(t, copy_ms_mean=0.0))
+    finding = primary.main_process_bound(report, TH)
+    assert finding is not None and "pin-memory thread" in finding.evidence
+
+
+def test_memory_bound_fits_memory_per_worker_and_is_quiet_with_room() -> None:
+    finding = primary.memory_bound(run("memory_bound"), TH)
+    assert finding is not None and "per worker" in finding.evidence and "ran out" in finding.evidence
+    roomy = dataclasses.replace(run("io_bound"), settings={**run("io_bound").settings, "memory_limit_bytes": 10**12})
+    assert primary.memory_bound(roomy, TH) is None
+
+
+def test_transfer_bound_only_on_a_gpu_run() -> None:
+    finding = primary.transfer_bound(run("transfer_bound"), TH)
+    assert finding is not None and "GB/s" in finding.evidence
+    assert "did not help here" in finding.recommendation  # pinning was measured, and lost
+    assert primary.transfer_bound(run("cuda_io_bound"), TH) is None
+    assert primary.transfer_bound(run("io_bound"), TH) is None
+
+
+def test_copy_on_read_fires_on_growing_workers_only() -> None:
+    finding = rules.copy_on_read(run("copy_on_read"), TH)
+    assert finding is not None and "per" not in finding.id and "grew by" in finding.evidence
+    assert rules.copy_on_read(run("io_bound"), TH) is None
+    assert rules.copy_on_read(run("memory_bound"), TH) is None  # big, but allocated before the window
+
+
+def test_worker_startup_measures_the_persistent_gain() -> None:
+    finding = rules.worker_startup(run("worker_startup"), TH)
+    assert finding is not None and "as fast" in finding.evidence
+    assert rules.worker_startup(run("io_bound"), TH) is None
+
+
+def test_worker_startup_from_the_share_of_an_epoch() -> None:
+    report = run("io_bound")
+    short = dataclasses.replace(report, dataset=dataclasses.replace(report.dataset, length=2000))  # type: ignore
+    slow = with_trials(short, lambda t: dataclasses.replace(t, first_batch_s=2.0))
+    finding = rules.worker_startup(slow, TH)
+    assert finding is not None and "of a" in finding.evidence and "epoch" in finding.evidence
+
+
+def test_stragglers_need_a_heavy_tail_at_num_workers_0() -> None:
+    finding = rules.stragglers(run("stragglers"), TH)
+    assert finding is not None and "p99" in finding.evidence
+    assert rules.stragglers(run("io_bound"), TH) is None
+    assert rules.stragglers(run("transfer_bound"), TH) is None  # rare allocator spikes, not slow samples
+
+
+def test_iterable_duplicates_from_epoch_length_or_repeats() -> None:
+    report = run("iterable_duplicates")
+    finding = rules.iterable_duplicates(report, TH)
+    assert finding is not None and finding.severity == "critical" and "2.0×" in finding.evidence
+    sharded = with_trials(report, lambda t: dataclasses.replace(t, epoch_samples=2000, repeat_fraction=0.0))
+    assert rules.iterable_duplicates(sharded, TH) is None
+    endless = with_trials(report, lambda t: dataclasses.replace(
+        t, epoch_samples=None, repeat_fraction=0.5 if t.config.num_workers else 0.0))
+    assert rules.iterable_duplicates(endless, TH) is not None
+    assert rules.iterable_duplicates(run("io_bound"), TH) is None  # map-style
+
+
+def test_shm_risk_against_free_shared_memory() -> None:
+    report = run("transfer_bound")  # 38 MB batches
+    small = dataclasses.replace(report, environment=dataclasses.replace(report.environment,
+                                                                        shm_free_bytes=64 * 10**6))
+    finding = rules.shm_risk(small, TH)
+    assert finding is not None and finding.severity == "critical" and "--shm-size" in finding.recommendation
+    assert rules.shm_risk(report, TH) is None
+
+
+def test_oversubscribed_when_more_workers_than_cpus_lose() -> None:
+    report = run("cpu_bound")  # w4 on 2 CPUs, as fast as w2: no finding
+    assert rules.oversubscribed(report, TH) is None
+    slower = with_trials(report, lambda t: dataclasses.replace(t, samples_per_s=(t.samples_per_s or 0) * 0.6)
+                         if t.config.num_workers == 4 else t)
+    finding = rules.oversubscribed(slower, TH)
+    assert finding is not None and "% less than w2" in finding.evidence
+    assert rules.oversubscribed(run("io_bound"), TH) is None  # w8 on 2 CPUs is faster there
+
+
+def test_ipc_overhead_when_workers_lose_to_transfer_cost() -> None:
+    finding = rules.ipc_overhead(run("ipc_overhead"), TH)
+    assert finding is not None and "receiving one from a worker" in finding.evidence
+    assert rules.ipc_overhead(run("io_bound"), TH) is None
+    assert rules.ipc_overhead(run("model_bound"), TH) is None  # num_workers=0 keeps up: nothing to save
+
+
+def test_no_gpu_only_on_a_simulated_device() -> None:
+    assert rules.no_gpu(run("io_bound"), TH) is not None
+    assert rules.no_gpu(run("transfer_bound"), TH) is None
+
+
+@pytest.mark.parametrize("share, step, expected", [
+    (0.04, 10, "info"), (0.05, 10, "warning"), (0.19, 10, "warning"), (0.2, 10, "critical"), (0.9, 0, "info"),
+])
+def test_severity_follows_the_wait_share(share: float, step: float, expected: str) -> None:
+    report = dataclasses.replace(run("io_bound"), settings={**run("io_bound").settings, "step_ms": step})
+    assert severity_for(share, TH, report) == expected
+
+
+def test_break_even_is_the_loader_batch_interval() -> None:
+    report = run("io_bound")
+    finding = primary.io_bound(report, TH)
+    assert report.recommendation is not None
+    rec = next(t for t in report.trials if t.config == report.recommendation.config)
+    interval = 1000 * 16 / report.recommendation.samples_per_s - (rec.copy_ms_mean or 0.0)
+    assert finding is not None and f"≥ {interval:.1f} ms at batch size 16" in finding.evidence
+
+
+def test_old_runs_without_the_new_figures_still_diagnose() -> None:
+    data = json.loads((Path(__file__).parent / "data" / "latency-run.json").read_text())
+    verdict, findings = diagnose(Report.from_dict(data))
+    assert verdict in PRIMARY_KINDS and findings
