@@ -175,7 +175,7 @@ def _console() -> Any:
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 @guarded
 def diagnose(run: Path, json_path: Path | None, debug: bool) -> None:
-    """Re-read a saved --json result, decide again and render it."""
+    """Re-read a saved --json result, recommend and diagnose it again with the current rules, and render it."""
     from dataprof.render import console as console_render
     from dataprof.render import json as json_render
     from dataprof.sweep import decide

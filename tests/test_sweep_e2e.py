@@ -171,11 +171,17 @@ def test_ctrl_c_keeps_partial_results_and_leaves_nothing_behind(tmp_path: Path) 
     assert shm_after <= shm_before  # no shared-memory files left behind
 
 
-def test_diagnose_rerenders_a_saved_run() -> None:
+def test_diagnose_rerenders_a_saved_run(tmp_path: Path) -> None:
+    # Recorded before the diagnosis existed: its "diagnosis" block is empty, and diagnose fills it.
     recorded = Path(__file__).parent / "data" / "latency-run.json"
-    result = CliRunner().invoke(main, ["diagnose", str(recorded)])
+    assert json.loads(recorded.read_text())["diagnosis"]["primary"] is None
+    out = tmp_path / "again.json"
+    result = CliRunner().invoke(main, ["diagnose", str(recorded), "--json", str(out)])
     assert result.exit_code == 0
     assert "★ w4 pf2 persist" in result.stdout
+    assert "Bottleneck: I/O-bound" in result.stdout
+    assert result.stdout.index("Bottleneck:") < result.stdout.index("Trials (steady state")
+    assert json.loads(out.read_text())["diagnosis"]["primary"] == "io_bound"
 
 
 def test_diagnose_rejects_foreign_files(tmp_path: Path) -> None:

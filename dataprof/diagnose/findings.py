@@ -249,8 +249,10 @@ def no_gpu(report: Report, th: Thresholds) -> Finding | None:
     return Finding(
         id="no_gpu",
         severity="info",
-        evidence=(f"no CUDA device: each model step slept {step} ms on a simulated device, so there was no "
-                  "host-to-device copy to time, pin_memory was not swept and GPU columns are empty"),
+        evidence=("no CUDA device: " + (f"each model step slept {step:g} ms on a simulated device" if step else
+                                         "the simulated device ran no model step (--step-ms 0)")
+                  + ", so there was no host-to-device copy to time, pin_memory was not swept and GPU columns "
+                  "are empty"),
         recommendation=("Loader throughput, CPU and memory figures hold for a GPU machine with the same CPUs; "
                         "re-run on the GPU machine (--device cuda) to measure copies and pin_memory."),
     )
