@@ -39,6 +39,12 @@ from dataprof.model import Finding, Report, TrialResult
 from dataprof.units import fmt_bytes
 
 
+def _loader_limited(report: Report, th: Thresholds) -> TrialResult | None:
+    """The recommended trial, if the loop waits for data long enough for the loader to be the limit."""
+    rec = recommended_trial(report)
+    return rec if rec is not None and wait_share(rec) >= th.model_bound_wait else None
+
+
 def _wait_ms(trial: TrialResult, batch: int) -> float:
     if trial.wait_ms is not None and trial.wait_ms.mean is not None:
         return trial.wait_ms.mean
@@ -124,8 +130,8 @@ def transfer_bound(report: Report, th: Thresholds) -> Finding | None:
 
 
 def main_process_bound(report: Report, th: Thresholds) -> Finding | None:
-    rec = recommended_trial(report)
-    if rec is None or wait_share(rec) < th.model_bound_wait:
+    rec = _loader_limited(report, th)
+    if rec is None:
         return None
     batch = batch_size(report)
     wait = _wait_ms(rec, batch)
@@ -178,8 +184,8 @@ def main_process_bound(report: Report, th: Thresholds) -> Finding | None:
 
 
 def memory_bound(report: Report, th: Thresholds) -> Finding | None:
-    rec = recommended_trial(report)
-    if rec is None or wait_share(rec) < th.model_bound_wait:
+    rec = _loader_limited(report, th)
+    if rec is None:
         return None
     batch = batch_size(report)
     ok = ok_trials(report)
@@ -218,8 +224,8 @@ def memory_bound(report: Report, th: Thresholds) -> Finding | None:
 
 
 def cpu_bound(report: Report, th: Thresholds) -> Finding | None:
-    rec = recommended_trial(report)
-    if rec is None or wait_share(rec) < th.model_bound_wait:
+    rec = _loader_limited(report, th)
+    if rec is None:
         return None
     batch = batch_size(report)
     usable = report.environment.usable_cpus
@@ -264,8 +270,8 @@ def cpu_bound(report: Report, th: Thresholds) -> Finding | None:
 
 
 def io_bound(report: Report, th: Thresholds) -> Finding | None:
-    rec = recommended_trial(report)
-    if rec is None or wait_share(rec) < th.model_bound_wait:
+    rec = _loader_limited(report, th)
+    if rec is None:
         return None
     batch = batch_size(report)
     usable = report.environment.usable_cpus
