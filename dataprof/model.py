@@ -67,7 +67,7 @@ class TrialResult:
     epoch_samples: int | None = None
     """Samples the first epoch yielded, when it ended within the trial."""
     repeat_fraction: float | None = None
-    """IterableDataset only: share of batches identical to an earlier batch of the same epoch."""
+    """IterableDataset only: share of the warm-up batches (first epoch) identical to an earlier one."""
     cpu_percent: float | None = None
     """CPU of the trial's process tree in the window; 100 = one core busy."""
     main_cpu_percent: float | None = None

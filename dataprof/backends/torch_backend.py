@@ -69,29 +69,19 @@ def footprint(obj: Any, depth: int = 0) -> dict[str, int]:
     arrays, each a shared-memory handle to rebuild; ``objects``: every other
     Python object, each pickled and unpickled on its own.
     """
-    total = {"bytes": 0, "tensors": 0, "objects": 0}
-    nbytes = getattr(obj, "nbytes", None)
-    if isinstance(nbytes, int) and hasattr(obj, "shape"):
-        total["bytes"] += nbytes
-        total["tensors"] += 1
-        return total
+    if hasattr(obj, "shape") and isinstance(getattr(obj, "nbytes", None), int):
+        return {"bytes": obj.nbytes, "tensors": 1, "objects": 0}
     if hasattr(obj, "element_size") and hasattr(obj, "nelement"):
-        total["bytes"] += int(obj.element_size() * obj.nelement())
-        total["tensors"] += 1
-        return total
-    total["objects"] += 1
-    if isinstance(obj, (bytes, bytearray, str)):
-        total["bytes"] += len(obj)
-    elif depth < 64 and isinstance(obj, dict):
-        for key, value in obj.items():
-            for part in (footprint(key, depth + 1), footprint(value, depth + 1)):
-                for name in total:
-                    total[name] += part[name]
+        return {"bytes": int(obj.element_size() * obj.nelement()), "tensors": 1, "objects": 0}
+    total = {"bytes": len(obj) if isinstance(obj, (bytes, bytearray, str)) else 0, "tensors": 0, "objects": 1}
+    children: list[Any] = []
+    if depth < 64 and isinstance(obj, dict):
+        children = [item for pair in obj.items() for item in pair]
     elif depth < 64 and isinstance(obj, (list, tuple, set, frozenset)):
-        for value in obj:
-            part = footprint(value, depth + 1)
-            for name in total:
-                total[name] += part[name]
+        children = list(obj)
+    for child in children:
+        for name, value in footprint(child, depth + 1).items():
+            total[name] += value
     return total
 
 

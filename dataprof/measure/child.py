@@ -228,8 +228,7 @@ def _timed_loop(loader: Any, config: LoaderConfig, trial_s: float, emit: Emit, c
     epoch_samples: int | None = None
     seen: set[int] = set()
     repeats = fingerprinted = 0
-    sampler_s = [0.0, 0.0]
-    receive_s = [0.0, 0.0]
+    sampler_start = receive_start = 0.0
     first_batch_s: float | None = None
     window_first: int | None = None
     last_beat = created
@@ -258,15 +257,17 @@ def _timed_loop(loader: Any, config: LoaderConfig, trial_s: float, emit: Emit, c
         consumer.step(on_device)
         end = clock()
         log.add(arrived - start, wait_cpu, copied - arrived, end - copied, end, batch_size_of(batch))
-        if iterable and epoch_samples is None:
+        if iterable and window_first is None and epoch_samples is None:
+            # Fingerprints are taken during warm-up only, so they cost the timed window nothing;
+            # unsharded workers repeat each other's batches from the first round.
             mark = fingerprint(batch)
             repeats += mark in seen
             fingerprinted += 1
             seen.add(mark)
         if window_first is None and len(log) >= warmup:
             window_first = len(log) - 1
-            sampler_s[0] = recorder.busy_s if recorder is not None else 0.0
-            receive_s[0] = receiver.busy_s
+            sampler_start = recorder.busy_s if recorder is not None else 0.0
+            receive_start = receiver.busy_s
             emit({"ev": "window_start"})
         if end - last_beat >= HEARTBEAT_S:
             last_beat = end
@@ -275,8 +276,8 @@ def _timed_loop(loader: Any, config: LoaderConfig, trial_s: float, emit: Emit, c
             len(log) - 1 - window_first, end - log.end_t[window_first], trial_s, config.num_workers
         ):
             break
-    sampler_s[1] = recorder.busy_s if recorder is not None else 0.0
-    receive_s[1] = receiver.busy_s
+    sampler_s = recorder.busy_s - sampler_start if recorder is not None else None
+    receive_s = receiver.busy_s - receive_start
     emit({"ev": "window_end"})
     shutdown = getattr(iterator, "_shutdown_workers", None)
     if shutdown is not None:
@@ -287,7 +288,7 @@ def _timed_loop(loader: Any, config: LoaderConfig, trial_s: float, emit: Emit, c
         epochs_started=epochs,
         epoch_samples=epoch_samples,
         repeat_fraction=repeats / fingerprinted if fingerprinted else None,
-        sampler_ms_mean=1000.0 * (sampler_s[1] - sampler_s[0]) / figures["batches"] if recorder is not None else None,
-        receive_ms_mean=1000.0 * (receive_s[1] - receive_s[0]) / figures["batches"] if config.num_workers else None,
+        sampler_ms_mean=None if sampler_s is None else 1000.0 * sampler_s / figures["batches"],
+        receive_ms_mean=1000.0 * receive_s / figures["batches"] if config.num_workers else None,
     )
     return figures
