@@ -184,3 +184,55 @@ def diagnose(run: Path, json_path: Path | None, debug: bool) -> None:
     console_render.print_report(_console(), report)
     if json_path is not None:
         write_atomic(json_path, json_render.render(report))
+
+
+@main.command()
+@click.argument("target")
+@click.option("--arg", "args", multiple=True, metavar="KEY=VALUE",
+              help="Keyword argument for a Dataset class or factory (Python literal, else string). Repeatable.")
+@click.option("--samples", type=click.IntRange(min=1), default=200, show_default=True,
+              help="Samples to time: random indices (the first N items of an IterableDataset).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random indices.")
+@click.option("--batch-size", type=click.IntRange(min=1), default=64, show_default=True,
+              help="Batch size for the collate, /dev/shm and open-file figures.")
+@click.option("--prefetch-factor", type=click.IntRange(min=1), default=2, show_default=True,
+              help="Batches each worker keeps in flight, for the /dev/shm and open-file checks.")
+@click.option("--max-seconds", type=click.FloatRange(min=0.1), default=60.0, show_default=True,
+              help="Stop fetching samples after this long and report what was measured.")
+@click.option("--collate-fn", default=None, metavar="MOD:ATTR", help="Collate function to use.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the inspect document here.")
+@click.option("--debug", is_flag=True, help="Show tracebacks.")
+@guarded
+def inspect(target: str, args: tuple[str, ...], samples: int, seed: int, batch_size: int, prefetch_factor: int,
+            max_seconds: float, collate_fn: str | None, json_path: Path | None, debug: bool) -> None:
+    """Time TARGET's samples, transform stages and collation in this process; check its limits."""
+    from dataprof.errors import TargetError
+    from dataprof.inspection import analyse
+    from dataprof.measure.inspect import InspectSettings, Interrupted, run_inspection
+    from dataprof.render import inspect as inspect_render
+    from dataprof.render import json as json_render
+    from dataprof.target import parse_kwarg
+
+    for item in args:
+        parse_kwarg(item)
+    settings = InspectSettings(target=target, args=args, samples=samples, seed=seed, batch_size=batch_size,
+                               prefetch_factor=prefetch_factor, max_seconds=max_seconds, collate_fn=collate_fn)
+    click.echo(f"inspecting {target}: up to {samples} samples or {max_seconds:g} s …", err=True)
+    interrupted = False
+    try:
+        data = run_inspection(settings)
+    except Interrupted as exc:
+        data, interrupted = exc.data, True
+    inspection = analyse(data)
+    inspect_render.print_inspection(_console(), inspection)
+    if json_path is not None:
+        write_atomic(json_path, json_render.render(inspection))
+        click.echo(f"wrote {json_path}", err=True)
+    if interrupted:
+        click.echo("interrupted: partial results shown", err=True)
+        sys.exit(int(ExitCode.INTERRUPTED))
+    failed = next((c for c in inspection.checks if c.id in ("sample_errors", "collate")
+                   and c.severity == "critical"), None)
+    if failed is not None:
+        raise TargetError(failed.evidence)

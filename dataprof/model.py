@@ -161,6 +161,13 @@ class Recommendation:
     fastest: LoaderConfig
     fastest_samples_per_s: float
     reason: str
+    cpu_ceiling_samples_per_s: float | None = None
+    """What the usable CPUs could load at the recommended config's CPU cost per sample."""
+
+    @property
+    def cpu_ceiling_share(self) -> float | None:
+        """How close the recommendation gets to the CPU ceiling."""
+        return self.samples_per_s / self.cpu_ceiling_samples_per_s if self.cpu_ceiling_samples_per_s else None
 
 
 @dataclass(frozen=True)
@@ -217,6 +224,8 @@ class Report:
                 "speedup_vs_baseline": best.speedup_vs_baseline,
                 "fastest": {"config": best.fastest.to_dict(), "samples_per_s": best.fastest_samples_per_s},
                 "reason": best.reason,
+                "cpu_ceiling_samples_per_s": best.cpu_ceiling_samples_per_s,
+                "cpu_ceiling_share": best.cpu_ceiling_share,
             },
             "diagnosis": {"primary": self.primary, "findings": [dataclasses.asdict(f) for f in self.findings]},
             "search": {"strategy": self.settings.get("strategy"), "trials_run": len(self.trials),
@@ -237,6 +246,7 @@ class Report:
                 fastest=LoaderConfig.from_dict(best.get("fastest", best)["config"]),
                 fastest_samples_per_s=best.get("fastest", best)["samples_per_s"],
                 reason=best.get("reason", ""),
+                cpu_ceiling_samples_per_s=best.get("cpu_ceiling_samples_per_s"),
             )
         diagnosis = data.get("diagnosis") or {}
         dataset = data.get("dataset")

@@ -14,6 +14,7 @@ from typing import Any
 from dataprof import __version__
 from dataprof.config import SweepSettings
 from dataprof.diagnose import diagnose
+from dataprof.diagnose.facts import batch_size, cpu_ceiling
 from dataprof.errors import TargetError, UsageError
 from dataprof.measure.environment import probe_environment
 from dataprof.measure.runner import Observer, TrialRunner
@@ -118,7 +119,12 @@ def run_sweep(
 
 def decide(report: Report) -> Report:
     """Recommend and diagnose from the measurements alone; ``dataprof diagnose`` re-runs this on saved runs."""
-    recommended = dataclasses.replace(report, recommendation=recommend(report.trials))
+    recommendation = recommend(report.trials)
+    trial = next((t for t in report.trials if recommendation and t.config == recommendation.config), None)
+    if recommendation is not None and trial is not None:
+        ceiling = cpu_ceiling(trial, batch_size(report), report.environment.usable_cpus)
+        recommendation = dataclasses.replace(recommendation, cpu_ceiling_samples_per_s=ceiling)
+    recommended = dataclasses.replace(report, recommendation=recommendation)
     primary, findings = diagnose(recommended)
     return dataclasses.replace(recommended, primary=primary, findings=findings)
 

@@ -37,31 +37,58 @@ def generate_jpegs(root: Path, count: int, size: int) -> list[Path]:
     return paths
 
 
-class PillowAugment:
-    """RandomResizedCrop + flip + blur + normalise, in Pillow and numpy."""
+class Compose:
+    """Apply stages in order; like torchvision's Compose, it holds them in ``.transforms``."""
 
-    def __init__(self, out_size: int) -> None:
-        self.out_size = out_size
+    def __init__(self, transforms: list[object]) -> None:
+        self.transforms = list(transforms)
 
-    def __call__(self, image: Image.Image) -> torch.Tensor:
+    def __call__(self, image: object) -> object:
+        for transform in self.transforms:
+            image = transform(image)  # type: ignore[operator]
+        return image
+
+
+class RandomResizedCrop:
+    def __init__(self, out_size: int, scale: tuple[float, float] = (0.35, 1.0)) -> None:
+        self.out_size, self.scale = out_size, scale
+
+    def __call__(self, image: Image.Image) -> Image.Image:
         width, height = image.size
-        scale = random.uniform(0.35, 1.0)
+        scale = random.uniform(*self.scale)
         crop_w, crop_h = int(width * scale), int(height * scale)
         left, top = random.randint(0, width - crop_w), random.randint(0, height - crop_h)
-        image = image.crop((left, top, left + crop_w, top + crop_h)).resize((self.out_size,) * 2, Image.BILINEAR)
-        if random.random() < 0.5:
-            image = image.transpose(Image.FLIP_LEFT_RIGHT)
-        image = image.filter(ImageFilter.GaussianBlur(radius=random.uniform(0.1, 1.5)))
-        array = np.asarray(image, dtype=np.float32) / 255.0
-        array = (array - 0.45) / 0.25
+        return image.crop((left, top, left + crop_w, top + crop_h)).resize((self.out_size,) * 2, Image.BILINEAR)
+
+
+class RandomHorizontalFlip:
+    def __call__(self, image: Image.Image) -> Image.Image:
+        return image.transpose(Image.FLIP_LEFT_RIGHT) if random.random() < 0.5 else image
+
+
+class GaussianBlur:
+    def __init__(self, sigma: tuple[float, float] = (0.1, 1.5)) -> None:
+        self.sigma = sigma
+
+    def __call__(self, image: Image.Image) -> Image.Image:
+        return image.filter(ImageFilter.GaussianBlur(radius=random.uniform(*self.sigma)))
+
+
+class ToNormalizedTensor:
+    def __init__(self, mean: float = 0.45, std: float = 0.25) -> None:
+        self.mean, self.std = mean, std
+
+    def __call__(self, image: Image.Image) -> torch.Tensor:
+        array = (np.asarray(image, dtype=np.float32) / 255.0 - self.mean) / self.std
         return torch.from_numpy(array.transpose(2, 0, 1).copy())
 
 
 def default_transform(out_size: int) -> object:
+    """RandomResizedCrop, flip, blur, normalise: torchvision's when it loads, else the same steps in Pillow."""
     try:
         from torchvision import transforms
     except Exception:  # torchvision missing, or not loadable beside this torch build
-        return PillowAugment(out_size)
+        return Compose([RandomResizedCrop(out_size), RandomHorizontalFlip(), GaussianBlur(), ToNormalizedTensor()])
     return transforms.Compose([
         transforms.RandomResizedCrop(out_size, scale=(0.35, 1.0)),
         transforms.RandomHorizontalFlip(),

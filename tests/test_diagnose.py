@@ -193,3 +193,15 @@ def test_old_runs_without_the_new_figures_still_diagnose() -> None:
     data = json.loads((Path(__file__).parent / "data" / "latency-run.json").read_text())
     verdict, findings = diagnose(Report.from_dict(data))
     assert verdict in PRIMARY_KINDS and findings
+
+
+def test_recommendation_says_how_close_it_gets_to_the_cpu_ceiling() -> None:
+    from dataprof.render.console import render
+    from dataprof.sweep import decide
+
+    cpu = decide(run("cpu_bound"))
+    assert cpu.recommendation is not None and 0.8 < (cpu.recommendation.cpu_ceiling_share or 0) <= 1.05
+    assert "of what 2 CPUs can do" in render(cpu)
+    assert cpu.to_dict()["best"]["cpu_ceiling_samples_per_s"] == cpu.recommendation.cpu_ceiling_samples_per_s
+    io = decide(run("io_bound")).recommendation
+    assert io is not None and (io.cpu_ceiling_share or 1) < 0.5

@@ -136,7 +136,7 @@ def test_worker_faults_mark_the_trial_and_the_sweep_goes_on(tmp_path: Path) -> N
         assert code == 0, stderr
         trials = json.loads(out.read_text())["trials"]
         assert trials[0]["status"] == "ok"
-        assert trials[1]["status"] == status and words in trials[1]["error"]
+        assert trials[1]["status"] == status and words in trials[1]["error"], trials[1]
         assert not leftover_processes()
 
 

@@ -70,3 +70,28 @@ def test_window_ends_on_whole_rounds_after_the_target_time() -> None:
 def test_percentile() -> None:
     assert percentile([1, 2, 3, 4], 50) == 2.5
     assert percentile([5.0], 95) == 5.0
+
+
+class _DyingWorker:
+    """A worker process whose exit is reported only once it is joined."""
+
+    def __init__(self, code: int) -> None:
+        self.exitcode: int | None = None
+        self._code = code
+
+    def join(self, timeout: float | None = None) -> None:
+        self.exitcode = self._code
+
+
+def test_a_broken_pipe_waits_for_the_dying_worker_to_name_its_signal() -> None:
+    import signal
+    import types
+
+    from dataprof.measure.child import classify_loader_error, worker_signals
+
+    iterator = types.SimpleNamespace(_workers=[_DyingWorker(0), _DyingWorker(-int(signal.SIGSEGV))])
+    assert worker_signals(iterator) == []
+    names = worker_signals(iterator, wait_s=1.0)
+    assert names == ["SIGSEGV"]
+    status, message = classify_loader_error(ConnectionResetError("reset by peer"), names)
+    assert status == "crashed" and "SIGSEGV" in message

@@ -9,6 +9,7 @@ for this process's GIL.
 
 from __future__ import annotations
 
+import pickle
 import re
 import signal
 import time
@@ -60,10 +61,17 @@ def died_by(who: str, signame: str) -> str:
     return f"{who} died by {signame}" + (f": {hint}" if hint else "")
 
 
-def worker_signals(iterator: Any) -> list[str]:
-    """Names of the signals that killed this iterator's worker processes, if any."""
+def worker_signals(iterator: Any, wait_s: float = 0.0) -> list[str]:
+    """Names of the signals that killed this iterator's worker processes, if any.
+
+    ``wait_s``: how long to give workers to finish dying. A broken pipe from a
+    worker is seen before the kernel reports that worker's exit.
+    """
     names = []
+    deadline = time.monotonic() + wait_s
     for worker in getattr(iterator, "_workers", None) or []:
+        if getattr(worker, "exitcode", 0) is None and wait_s > 0:
+            worker.join(max(0.0, deadline - time.monotonic()))
         code = getattr(worker, "exitcode", None)
         if code is not None and code < 0:
             try:
@@ -151,7 +159,10 @@ def run_trial(
         figures = _timed_loop(loader, config, float(settings["trial_seconds"]), emit, consumer, clock, live,
                               recorder, ReceiveTimer.install(), dataset_kind(dataset) == "iterable")
     except Exception as exc:
-        status, message = classify_loader_error(exc, worker_signals(live.get("iterator")))
+        # torch's SIGCHLD handler raises again as each remaining worker dies; the first death is the news.
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        dead_peer = isinstance(exc, (OSError, EOFError, pickle.UnpicklingError))
+        status, message = classify_loader_error(exc, worker_signals(live.get("iterator"), 1.0 if dead_peer else 0.0))
         if recorder is not None and config.num_workers == 0:
             message = locate_failure(dataset, recorder.last) or message
         emit({"ev": "error", "status": status, "message": message, "traceback": traceback.format_exc()})

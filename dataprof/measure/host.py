@@ -102,6 +102,20 @@ def load(request: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
     return dataset, collate, info
 
 
+def _report_escape(channel: Channel, exc: BaseException) -> None:
+    """Tell the parent what ended the trial when it escaped run_trial (e.g. torch's SIGCHLD handler)."""
+    from dataprof.measure.child import classify_loader_error
+
+    try:
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        status, message = classify_loader_error(exc) if isinstance(exc, Exception) else \
+            ("failed", type(exc).__name__)
+        channel.send({"ev": "error", "status": status, "message": message,
+                      "traceback": "".join(traceback.format_exception(exc))})
+    except BaseException:
+        pass  # the parent still sees the exit code
+
+
 def run_trial_process(dataset: Any, collate: Any, request: dict[str, Any], events: Channel, threads: int) -> None:
     """Fork the trial, relay its events, reap it and its whole process group.
 
@@ -114,6 +128,7 @@ def run_trial_process(dataset: Any, collate: Any, request: dict[str, Any], event
     pid = os.fork()
     if pid == 0:  # the trial
         code = 0
+        trial_channel: Channel | None = None
         try:
             os.setpgid(0, 0)
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -126,8 +141,10 @@ def run_trial_process(dataset: Any, collate: Any, request: dict[str, Any], event
             torch.set_num_threads(threads)
             run_trial(dataset, collate, LoaderConfig.from_dict(request["config"]),
                       request["settings"], trial_channel.send)
-        except BaseException:
+        except BaseException as exc:  # raised outside run_trial's own handling, e.g. by a signal handler
             code = 1
+            if trial_channel is not None:
+                _report_escape(trial_channel, exc)
         finally:
             os._exit(code)
     try:

@@ -234,8 +234,8 @@ class TrialRunner:
                     self.observer(kind, {"config": config})
                 elif kind == "window_end" and sampler is not None:
                     sampler.mark_window_end()
-                elif kind in ("result", "error"):
-                    result = event
+                elif kind in ("result", "error") and not result:
+                    result = event  # the first word is the trial's; later ones come from its clean-up
                 elif kind == "trial_exit":
                     return self._outcome(result, event, killed_for, sampler)
         finally:

@@ -104,15 +104,19 @@ def recommendation(report: Report) -> tuple[RenderableType, str | None]:
     speed = f" ({rec.speedup_vs_baseline:.2f}× num_workers=0)" if rec.speedup_vs_baseline else ""
     line = dataloader_line(rec.config, report.settings.get("batch_size", 0),
                            bool(report.settings.get("shuffle")), report.settings.get("collate_fn"))
+    usable = report.environment.usable_cpus
+    ceiling = "" if rec.cpu_ceiling_share is None else (
+        f" · {rec.cpu_ceiling_share:.0%} of what {usable} CPU{'s' if usable != 1 else ''} can do "
+        f"(CPU ceiling {rec.cpu_ceiling_samples_per_s:,.0f} samples/s)")
     block = Group(
         Rule("Recommended", align="left"),
-        Text(f"{rec.config.label()}: {rec.samples_per_s:,.1f} samples/s{speed}"),
+        Text(f"{rec.config.label()}: {rec.samples_per_s:,.1f} samples/s{speed}{ceiling}"),
         Text(f"why: {rec.reason}"),
     )
     return block, line
 
 
-_SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
+SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
 
 
 def verdict(report: Report) -> RenderableType | None:
@@ -120,7 +124,7 @@ def verdict(report: Report) -> RenderableType | None:
     if not report.findings or report.primary is None:
         return None
     primary = report.findings[0]
-    style = _SEVERITY_STYLE.get(primary.severity, "")
+    style = SEVERITY_STYLE.get(primary.severity, "")
     title = TITLES.get(primary.id, primary.id)
     return Group(
         Rule(Text(f"Bottleneck: {title} ({primary.severity})", style=style), align="left"),
@@ -136,7 +140,7 @@ def other_findings(report: Report) -> RenderableType | None:
         return None
     lines: list[RenderableType] = [Rule("Also found", align="left")]
     for finding in rest:
-        head = Text(f"{finding.severity}: {TITLES.get(finding.id, finding.id)} ", style=_SEVERITY_STYLE.get(
+        head = Text(f"{finding.severity}: {TITLES.get(finding.id, finding.id)} ", style=SEVERITY_STYLE.get(
             finding.severity, ""))
         head.append(f"[{finding.id}]", style="dim")
         lines += [head, Padding(Text(finding.evidence), (0, 0, 0, 2)),

@@ -6,6 +6,7 @@ import json
 import math
 from typing import Any
 
+from dataprof.inspection import Inspection
 from dataprof.model import Report
 
 
@@ -20,5 +21,6 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def render(report: Report) -> str:
+def render(report: Report | Inspection) -> str:
+    """The sweep document or the ``dataprof inspect`` document."""
     return json.dumps(_finite(report.to_dict()), indent=2) + "\n"

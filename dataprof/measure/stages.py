@@ -1,0 +1,232 @@
+"""Find a dataset's transform pipeline and time each stage while the dataset runs as usual.
+
+Nothing is re-implemented: each leaf stage (a callable that is not itself a
+list of stages) is replaced, in the list or attribute that holds it, by a timer
+that calls it; :func:`timed_pipeline` puts every original back on exit. A
+Compose-like node (an object whose ``.transforms`` is a list or tuple of
+callables — torchvision, torchvision v2, paddle.vision, albumentations style —
+or a plain list of callables) is not timed itself: its cost is its children's.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+ROOT_ATTRIBUTES = ("transform", "transforms", "target_transform")
+"""Dataset attributes that hold a pipeline, in the order they are shown."""
+
+MAX_DEPTH = 8
+
+
+@dataclass
+class Stage:
+    """One node of the pipeline tree and the time spent in it."""
+
+    name: str
+    """Class name of the stage (function name for plain functions)."""
+    path: str
+    """Where it sits, e.g. ``transform.transforms[2]``."""
+    children: list[Stage] = field(default_factory=list)
+    composite: bool = False
+    """A Compose-like node: its time is the sum of its children's."""
+    seconds: float = 0.0
+    calls: int = 0
+
+    def total_seconds(self) -> float:
+        return sum(child.total_seconds() for child in self.children) if self.composite else self.seconds
+
+    def total_calls(self) -> int:
+        return max((child.total_calls() for child in self.children), default=0) if self.composite else self.calls
+
+    def leaves(self) -> Iterator[Stage]:
+        if self.composite:
+            for child in self.children:
+                yield from child.leaves()
+        else:
+            yield self
+
+    def reset(self) -> None:
+        self.seconds, self.calls = 0.0, 0
+        for child in self.children:
+            child.reset()
+
+
+@dataclass
+class Pipeline:
+    """The timed stages of one dataset, and what could not be introspected."""
+
+    roots: list[Stage]
+    notes: list[str]
+
+    def reset(self) -> None:
+        for root in self.roots:
+            root.reset()
+
+
+class _Timed:
+    """Calls the wrapped stage and adds its wall time to ``stage``; otherwise looks like it."""
+
+    def __init__(self, fn: Callable[..., Any], stage: Stage, clock: Callable[[], float]) -> None:
+        self._fn = fn
+        self._stage = stage
+        self._clock = clock
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        start = self._clock()
+        try:
+            return self._fn(*args, **kwargs)
+        finally:
+            self._stage.seconds += self._clock() - start
+            self._stage.calls += 1
+
+    def __getattr__(self, name: str) -> Any:
+        fn = self.__dict__.get("_fn")
+        if fn is None:
+            raise AttributeError(name)
+        return getattr(fn, name)
+
+
+def stage_name(obj: Any) -> str:
+    """``RandomErasing``, ``decode`` (function), ``partial(resize)``, ``<lambda>``."""
+    func = getattr(obj, "func", None)
+    if func is not None and hasattr(obj, "args") and hasattr(obj, "keywords"):
+        return f"partial({stage_name(func)})"
+    if hasattr(obj, "__name__") and not isinstance(obj, type) and callable(obj) and \
+            type(obj).__name__ in ("function", "builtin_function_or_method", "method"):
+        return str(obj.__name__)
+    return type(obj).__name__
+
+
+def children_of(obj: Any) -> list[Any] | tuple[Any, ...] | None:
+    """The stage list of a Compose-like object or a plain list of callables; None for a leaf."""
+    if isinstance(obj, (list, tuple)):
+        return obj if obj and all(callable(item) for item in obj) else None
+    inner = getattr(obj, "transforms", None) if not isinstance(obj, type) else None
+    if isinstance(inner, (list, tuple)) and inner and all(callable(item) for item in inner):
+        return inner
+    return None
+
+
+class _Restorer:
+    """Undo list: every replacement made while wrapping, put back in reverse."""
+
+    def __init__(self) -> None:
+        self.undo: list[Callable[[], None]] = []
+
+    def set_item(self, container: list[Any], index: int, value: Any) -> None:
+        original = container[index]
+        container[index] = value
+        self.undo.append(lambda: container.__setitem__(index, original))
+
+    def set_attr(self, owner: Any, name: str, value: Any) -> bool:
+        original = owner.__dict__.get(name, _MISSING) if hasattr(owner, "__dict__") else _MISSING
+        try:
+            setattr(owner, name, value)
+        except (AttributeError, TypeError):
+            return False
+        if original is _MISSING:
+            self.undo.append(lambda: _delattr_quietly(owner, name))
+        else:
+            self.undo.append(lambda: setattr(owner, name, original))
+        return True
+
+    def restore(self) -> None:
+        while self.undo:
+            self.undo.pop()()
+
+
+_MISSING = object()
+
+
+def _delattr_quietly(owner: Any, name: str) -> None:
+    try:
+        delattr(owner, name)
+    except AttributeError:
+        pass
+
+
+def _wrap(obj: Any, path: str, install: Callable[[Any], bool], seen: set[int], restorer: _Restorer,
+          clock: Callable[[], float], notes: list[str], depth: int = 0) -> Stage:
+    """Build the Stage for ``obj`` and put timers on its leaves.
+
+    ``install(new)`` puts ``new`` where ``obj`` is held (a timer for a leaf, a
+    tuple of timed stages for a tuple) and says whether it could.
+    """
+    stage = Stage(name=stage_name(obj), path=path)
+    seen.add(id(obj))
+    items = children_of(obj) if depth < MAX_DEPTH else None
+    if items is None:
+        if not install(_Timed(obj, stage, clock)):
+            notes.append(f"{path} ({stage.name}) cannot be replaced by a timer, so it is not timed")
+        return stage
+    stage.composite = True
+    prefix = path if isinstance(obj, (list, tuple)) else f"{path}.transforms"
+    wrapped: list[Any] = list(items)
+    for index, item in enumerate(items):
+        def put(new: Any, index: int = index) -> bool:
+            wrapped[index] = new
+            return True
+        stage.children.append(_wrap(item, f"{prefix}[{index}]", put, seen, restorer, clock, notes, depth + 1))
+    if isinstance(items, list):
+        for index, item in enumerate(wrapped):
+            if item is not items[index]:
+                restorer.set_item(items, index, item)
+        return stage
+    installed = install(tuple(wrapped)) if isinstance(obj, tuple) else \
+        restorer.set_attr(obj, "transforms", tuple(wrapped))
+    if not installed:
+        notes.append(f"{path} ({stage.name}) holds its stages in a tuple that cannot be replaced, "
+                     "so they are not timed")
+        stage.children = []
+    return stage
+
+
+def _holders(dataset: Any) -> list[tuple[str, Any]]:
+    """The dataset, then the datasets it wraps (``.dataset`` of Subset-like wrappers), with their paths."""
+    holders, obj, path = [], dataset, ""
+    for _ in range(4):
+        holders.append((path, obj))
+        inner = getattr(obj, "dataset", None) if not isinstance(obj, type) else None
+        if inner is None or inner is obj:
+            break
+        obj, path = inner, f"{path}dataset."
+    return holders
+
+
+@contextmanager
+def timed_pipeline(dataset: Any, clock: Callable[[], float] = time.perf_counter) -> Iterator[Pipeline]:
+    """Time every stage of the dataset's pipeline while the block runs; restore it after."""
+    restorer = _Restorer()
+    roots: list[Stage] = []
+    notes: list[str] = []
+    seen: set[int] = set()
+    try:
+        for prefix, holder in _holders(dataset):
+            for attr in ROOT_ATTRIBUTES:
+                try:
+                    obj = getattr(holder, attr, None)
+                except Exception:
+                    continue
+                if obj is None or id(obj) in seen or not (callable(obj) or children_of(obj) is not None):
+                    continue
+                if _covers_known(obj, seen):
+                    continue
+                roots.append(_wrap(obj, prefix + attr, functools.partial(restorer.set_attr, holder, attr),
+                                   seen, restorer, clock, notes))
+            if roots:
+                break
+        yield Pipeline(roots=roots, notes=notes)
+    finally:
+        restorer.restore()
+
+
+def _covers_known(obj: Any, seen: set[int]) -> bool:
+    """A torchvision ``StandardTransform``-like holder of stages already timed (its own time would repeat theirs)."""
+    parts = [getattr(obj, name, None) for name in ("transform", "target_transform")]
+    present = [part for part in parts if part is not None]
+    return bool(present) and all(id(part) in seen for part in present)

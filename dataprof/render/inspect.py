@@ -1,0 +1,134 @@
+"""The rich console report of ``dataprof inspect``: per sample, per stage, per batch, then the checks."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+from rich import box
+from rich.console import Console, Group, RenderableType
+from rich.padding import Padding
+from rich.rule import Rule
+from rich.table import Table
+from rich.text import Text
+
+from dataprof.inspection import Inspection
+from dataprof.render.console import SEVERITY_STYLE
+from dataprof.units import fmt_bytes
+
+BAR_WIDTH = 12
+
+
+def header(ins: Inspection) -> Text:
+    data, ds, env = ins.data, ins.data.dataset, ins.data.environment
+    length = f"{ds.length} samples" if ds.length is not None else "iterable"
+    chosen = (f"{len(data.wall_s)} random samples (seed {data.settings.get('seed')})" if ds.kind == "map"
+              else f"the first {len(data.wall_s)} items, in stream order")
+    lines = [f"dataprof {data.tool_version} · inspect {data.target}",
+             f"{ds.type_name} ({ds.kind}, {length}, built in {ds.init_s:.2f} s) · sample {ds.sample or '?'}",
+             f"{chosen} · torch single-threaded, as in a DataLoader worker · {env.cpu_reason}"]
+    if data.stopped:
+        lines.append(f"stopped early: {data.stopped}")
+    return Text("\n".join(lines))
+
+
+def per_sample(ins: Inspection) -> RenderableType:
+    lat = ins.latency_ms
+    if not lat:
+        return Group(Rule("Per sample", align="left"), Text("no sample was fetched", style="red"))
+    first = f" · first fetch {ins.data.first_s * 1000:.1f} ms (not counted)" if ins.data.first_s else ""
+    lines: list[RenderableType] = [
+        Rule("Per sample (__getitem__)", align="left"),
+        Text(f"p50 {lat['p50']:.2f} ms · p95 {lat['p95']:.2f} ms · p99 {lat['p99']:.2f} ms · "
+             f"max {lat['max']:.2f} ms · mean {lat['mean']:.2f} ms{first}"),
+        Text(f"CPU {ins.cpu_ms_mean or 0:.2f} ms per sample = {ins.cpu_share or 0:.0%} of its wall time "
+             f"({'mostly computing' if (ins.cpu_share or 0) >= 0.5 else 'mostly waiting'}) · "
+             f"{fmt_bytes(ins.bytes_per_sample)} per sample"),
+    ]
+    label = "slowest indices" if ins.data.dataset.kind == "map" else "slowest items (stream position)"
+    parts = []
+    for item in ins.slowest[:5]:
+        again = f" (again {item['repeat_ms']:.1f})" if item["repeat_ms"] is not None else ""
+        parts.append(f"[{item['index']}] {item['ms']:.1f} ms{again}")
+    lines.append(Text(f"{label}: " + " · ".join(parts)))
+    return Group(*lines)
+
+
+def _bar(share: float | None) -> str:
+    filled = round((share or 0.0) * BAR_WIDTH)
+    return "█" * filled + "·" * (BAR_WIDTH - filled)
+
+
+def _add_rows(table: Table, node: dict[str, Any], depth: int) -> None:
+    composite = "children" in node
+    calls = "" if composite else str(node["calls"])
+    table.add_row("  " * depth + node["name"], f"{node['mean_ms']:.3f}",
+                  f"{(node['share'] or 0):.0%}", _bar(node["share"]), calls,
+                  style="bold" if composite else None)
+    for child in node.get("children", ()):
+        _add_rows(table, child, depth + 1)
+
+
+def transforms(ins: Inspection) -> RenderableType:
+    lines: list[RenderableType] = [Rule("Transforms (timed in place; share of the sample time)", align="left")]
+    if ins.tree:
+        table = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0))
+        for name in ("stage", "ms/sample", "share", "", "calls"):
+            table.add_column(name, justify="left" if name in ("stage", "") else "right", no_wrap=True)
+        for root in ins.tree:
+            _add_rows(table, root, 0)
+        if ins.outside_ms is not None:
+            table.add_row("(rest of __getitem__)", f"{ins.outside_ms:.3f}", f"{ins.outside_share or 0:.0%}",
+                          _bar(ins.outside_share), "", style="dim")
+        lines.append(table)
+        if ins.transforms:
+            top = ", ".join(f"{t['name']} {t['share']:.0%}" for t in ins.transforms[:3])
+            lines.append(Text(f"costliest stages: {top}"))
+    for note in ins.data.pipeline_notes:
+        lines.append(Text(f"note: {note}", style="yellow"))
+    return Group(*lines)
+
+
+def batch(ins: Inspection) -> RenderableType:
+    data, ds = ins.data, ins.data.dataset
+    lines: list[RenderableType] = [Rule("Batch and workers", align="left")]
+    if ins.collate_ms is not None and ds.batch_samples:
+        lines.append(Text(f"collate {ds.batch_samples} samples: {ins.collate_ms:.2f} ms "
+                          f"({ins.collate_ms / ds.batch_samples:.3f} ms per sample) · batch "
+                          f"{fmt_bytes(ds.batch_bytes)} in {ds.batch_tensors} tensor(s) + "
+                          f"{ds.batch_objects} other Python object(s)"))
+    pickled = (f"{fmt_bytes(data.pickle_bytes)} (pickled in {data.pickle_s or 0:.3f} s)"
+               if data.pickle_bytes is not None else f"cannot be pickled: {data.pickle_error}")
+    lines.append(Text(f"dataset object: {pickled} · start method {data.environment.start_method}"))
+    if ins.cpu_ceiling and ins.cpu_s_per_sample:
+        lines.append(Text(
+            f"CPU ceiling: {data.environment.usable_cpus} CPUs ÷ {ins.cpu_s_per_sample * 1000:.2f} ms CPU per "
+            f"sample (collation included) = {ins.cpu_ceiling:,.0f} samples/s · one worker delivers "
+            f"{ins.worker_rate or 0:,.0f} samples/s", style="bold"))
+    return Group(*lines)
+
+
+def checks(ins: Inspection) -> RenderableType | None:
+    if not ins.checks:
+        return None
+    lines: list[RenderableType] = [Rule("Checks", align="left")]
+    for check in ins.checks:
+        head = Text(f"{check.severity}: ", style=SEVERITY_STYLE.get(check.severity, ""))
+        head.append(f"[{check.id}] ", style="dim")
+        head.append(check.evidence)
+        lines += [head, Padding(Text("→ " + check.recommendation), (0, 0, 0, 2))]
+    return Group(*lines)
+
+
+def print_inspection(console: Console, ins: Inspection) -> None:
+    console.print(header(ins))
+    for block in (per_sample(ins), transforms(ins), batch(ins), checks(ins)):
+        if block is not None:
+            console.print(block)
+
+
+def render(ins: Inspection, width: int = 120) -> str:
+    """Plain text of the report (no colour), as a test or a log would see it."""
+    buffer = io.StringIO()
+    print_inspection(Console(width=width, file=buffer, color_system=None), ins)
+    return buffer.getvalue()
