@@ -67,7 +67,7 @@ def dataprof_rates(target: str, args: dict[str, Any], configs: list[LoaderConfig
         target=target,
         space=SearchSpace(workers=tuple(c.num_workers for c in configs),
                           prefetch_factors=(configs[-1].prefetch_factor or 2,), persistent_workers=(True,)),
-        batch_size=batch_size, target_kwargs=args, trial_seconds=seconds,
+        batch_size=batch_size, target_kwargs=args, trial_seconds=seconds, strategy="grid",
     )
     report = run_sweep(settings, [f"{k}={v!r}" for k, v in args.items()])
     return {t.config: t.samples_per_s or 0.0 for t in report.trials if t.status == "ok"}

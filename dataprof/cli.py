@@ -88,7 +88,8 @@ def main() -> None:
 @click.option("--batch-size", type=click.IntRange(min=1), default=64, show_default=True,
               help="Batch size, as in training.")
 @click.option("--workers", default="auto", show_default=True,
-              help="num_workers values: 'auto' (0,1,2,4,… up to 2× usable CPUs) or a list like 0,2,4,8.")
+              help="num_workers values: a list like 0,2,4,8, or 'auto': adaptive climbs 1,2,4,… (up to "
+                   "max(128, 4× usable CPUs)) while throughput rises; grid tries 0,1,2,4,… up to 2× usable CPUs.")
 @click.option("--prefetch-factor", default="2,4", show_default=True,
               help="prefetch_factor values (configs with workers only).")
 @click.option("--pin-memory", default="on,off", show_default=True,
@@ -98,10 +99,11 @@ def main() -> None:
 @click.option("--step-ms", type=click.FloatRange(min=0), default=0.0, show_default=True,
               help="Model step time to simulate per batch; 0 measures the loader's ceiling.")
 @click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
-@click.option("--strategy", type=click.Choice(["grid"]), default="grid", show_default=True,
-              help="How configs are chosen.")
+@click.option("--strategy", type=click.Choice(["adaptive", "grid"]), default="adaptive", show_default=True,
+              help="adaptive: climb num_workers while it pays, refine, tune the other knobs at the best count; "
+                   "grid: every combination.")
 @click.option("--trial-seconds", type=click.FloatRange(min=0.1), default=3.0, show_default=True,
-              help="Length of each trial's steady-state window.")
+              help="Longest steady-state window of a trial; it ends sooner once the rate is steady.")
 @click.option("--trial-timeout", type=click.FloatRange(min=1), default=60.0, show_default=True,
               help="Kill a trial that delivers no batch for this many seconds.")
 @click.option("--memory-limit", default="80%", show_default=True,

@@ -90,7 +90,7 @@ class SweepSettings:
     """Model step time the dummy consumer is calibrated to; 0 = loader ceiling."""
     device: str = "cpu"
     """Resolved device: ``cpu`` (simulated) or ``cuda:N``."""
-    strategy: str = "grid"
+    strategy: str = "adaptive"
     trial_seconds: float = 3.0
     """Length of each trial's timed (steady-state) window."""
     trial_timeout_s: float = 60.0
@@ -190,6 +190,22 @@ def auto_workers(usable_cpus: int) -> tuple[int, ...]:
     """
     top = 2 * max(1, usable_cpus)
     values = {0, usable_cpus, top}
+    power = 1
+    while power <= top:
+        values.add(power)
+        power *= 2
+    return tuple(sorted(values))
+
+
+def adaptive_workers(usable_cpus: int) -> tuple[int, ...]:
+    """The ladder the adaptive search may climb: 0, 1, 2, 4, … up to max(128, 4× usable CPUs), plus the CPU count.
+
+    It climbs only while throughput rises beyond noise and the memory,
+    ``/dev/shm`` and open-file budgets allow, so a high top costs nothing for
+    a loader that stops scaling early.
+    """
+    top = max(128, 4 * max(1, usable_cpus))
+    values = {0, usable_cpus}
     power = 1
     while power <= top:
         values.add(power)

@@ -124,6 +124,10 @@ class Environment:
     start_method: str | None = None
     """multiprocessing start method the DataLoader workers use."""
     shm_free_bytes: int | None = None
+    open_files_limit: int | None = None
+    """Soft RLIMIT_NOFILE; None when unlimited or unknown."""
+    sharing_strategy: str | None = None
+    """torch.multiprocessing sharing strategy (``file_descriptor`` holds one open file per tensor in flight)."""
 
     @property
     def simulated_device(self) -> bool:
@@ -171,6 +175,29 @@ class Recommendation:
 
 
 @dataclass(frozen=True)
+class SearchStep:
+    """One trial of the search, in the order run, and why the strategy chose it."""
+
+    config: LoaderConfig
+    why: str
+
+
+@dataclass(frozen=True)
+class RuleOfThumb:
+    """What a common rule of thumb picks, measured in the same run."""
+
+    rule: str
+    config: LoaderConfig
+    status: str | None
+    """The trial's status; None when it was not measured (the budget forbade it, or the sweep stopped)."""
+    samples_per_s: float | None
+    recommended_speedup: float | None
+    """Recommended throughput ÷ this one."""
+    within_noise: bool = False
+    """The recommendation is not faster beyond the measurement noise: the advice is right here."""
+
+
+@dataclass(frozen=True)
 class Finding:
     id: str
     severity: str
@@ -196,6 +223,10 @@ class Report:
     complete: bool = True
     """False while a sweep is running or after it was interrupted."""
     notes: tuple[str, ...] = field(default_factory=tuple)
+    search_steps: tuple[SearchStep, ...] = ()
+    search_stop: str | None = None
+    """Why the search stopped."""
+    rules_of_thumb: tuple[RuleOfThumb, ...] = ()
 
     @property
     def baseline(self) -> TrialResult | None:
@@ -229,7 +260,12 @@ class Report:
             },
             "diagnosis": {"primary": self.primary, "findings": [dataclasses.asdict(f) for f in self.findings]},
             "search": {"strategy": self.settings.get("strategy"), "trials_run": len(self.trials),
-                       "wall_s": self.wall_s},
+                       "wall_s": self.wall_s,
+                       "steps": [{"config": step.config.to_dict(), "why": step.why} for step in self.search_steps],
+                       "stopped": self.search_stop},
+            "rules_of_thumb": [{"rule": r.rule, "config": r.config.to_dict(), "status": r.status,
+                                "samples_per_s": r.samples_per_s, "recommended_speedup": r.recommended_speedup,
+                                "within_noise": r.within_noise} for r in self.rules_of_thumb],
             "notes": list(self.notes),
         }
 
@@ -261,6 +297,9 @@ class Report:
             primary=diagnosis.get("primary"),
             findings=tuple(Finding(**f) for f in diagnosis.get("findings", [])),
             wall_s=data.get("search", {}).get("wall_s", 0.0),
+            search_steps=tuple(SearchStep(LoaderConfig.from_dict(step["config"]), step["why"])
+                               for step in data.get("search", {}).get("steps", [])),
+            search_stop=data.get("search", {}).get("stopped"),
             complete=data.get("complete", True),
             notes=tuple(data.get("notes", [])),
         )

@@ -8,6 +8,7 @@ from typing import Any
 from dataprof.config import (
     SearchSpace,
     SweepSettings,
+    adaptive_workers,
     auto_workers,
     cpu_budget,
     parse_int_list,
@@ -19,10 +20,14 @@ from dataprof.measure.environment import resolve_device
 from dataprof.target import parse_kwarg, split_target
 
 
-def worker_space(text: str) -> tuple[tuple[int, ...], str]:
+def worker_space(text: str, strategy: str = "adaptive") -> tuple[tuple[int, ...], str]:
     """``auto`` or an explicit list, with the reason shown in the report."""
     if text.strip().lower() == "auto":
         budget = cpu_budget()
+        if strategy == "adaptive":
+            values = adaptive_workers(budget.usable)
+            return values, (f"auto: climbs 1, 2, 4, … up to {values[-1]} while throughput rises beyond noise "
+                            f"and memory, /dev/shm and open files allow; {budget.explain()}")
         values = auto_workers(budget.usable)
         return values, (f"auto: 0, 1, 2, 4, … up to 2× the {budget.explain()}, plus the CPU count; "
                         "latency-bound loaders scale past the cores, CPU-bound ones stop at them")
@@ -37,7 +42,7 @@ def build_settings(*, target: str, args: tuple[str, ...], batch_size: int, worke
     if collate_fn is not None:
         split_target(collate_fn)
     kwargs: dict[str, Any] = dict(parse_kwarg(item) for item in args)
-    worker_values, reason = worker_space(workers)
+    worker_values, reason = worker_space(workers, strategy)
     resolved = resolve_device(device)
     pins = parse_onoff_list(pin_memory, "--pin-memory") if resolved != "cpu" else (False,)
     if available_bytes is None:

@@ -1,36 +1,301 @@
-"""Search strategies: pure functions from the trials so far to the next config."""
+"""Search strategies: pure functions from the trials so far to the next config and why.
+
+``grid`` measures every config of the space. ``adaptive`` (the default) climbs
+``num_workers`` while the gain beats the measurement noise, refines around the
+peak, tunes the other knobs only at the best worker count, and never proposes
+a config the memory, ``/dev/shm`` or open-file budget forbids. Both end by
+measuring what the common rules of thumb would pick, so every report can say
+what following them would have cost.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
-from dataprof.config import LoaderConfig, SearchSpace, grid_configs
+from dataprof.config import BASELINE, LoaderConfig, SearchSpace, grid_configs
+from dataprof.diagnose.facts import HEADROOM, memory_fit
 from dataprof.model import TrialResult
+from dataprof.recommend import noise_between
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """The next config to measure (None: stop) and the reason, in words the report prints."""
+
+    config: LoaderConfig | None
+    why: str
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What the machine allows, known before a trial runs; memory per worker comes from the trials."""
+
+    usable_cpus: int = 1
+    memory_bytes: int | None = None
+    """The tree's PSS limit (--memory-limit): a trial over it is killed."""
+    shm_free_bytes: int | None = None
+    batch_bytes: int | None = None
+    batch_tensors: int | None = None
+    open_files: int | None = None
+    """Soft open-file limit; it binds when tensors are shared through file descriptors."""
+    shares_fds: bool = True
+    headroom: float = HEADROOM
+    """Share of each budget a proposal may use."""
+    saturated_cpu: float = 0.9
+    """Tree CPU use, as a share of the usable CPUs, past which more workers cannot add throughput."""
+    fds_per_worker: int = 4
+    """Pipes and the process sentinel the main process holds for each worker."""
+
+    def forbids(self, config: LoaderConfig, history: Sequence[TrialResult]) -> str | None:
+        """Why ``config`` would not fit, from what is known; None if it may run."""
+        workers = config.num_workers
+        if workers == 0:
+            return None
+        in_flight = workers * (config.prefetch_factor or 2)
+        if self.shm_free_bytes is not None and self.batch_bytes:
+            need = in_flight * self.batch_bytes
+            if need > self.headroom * self.shm_free_bytes:
+                return (f"w{workers} would keep {need / 1e9:.1f} GB of batches in /dev/shm, "
+                        f"which has {self.shm_free_bytes / 1e9:.1f} GB free")
+        if self.shares_fds and self.open_files:
+            need = in_flight * (self.batch_tensors or 1) + workers * self.fds_per_worker
+            if need > self.headroom * self.open_files:
+                return f"w{workers} would hold ~{need} open files; the limit is {self.open_files} (ulimit -n)"
+        fit = memory_fit([t for t in history if t.status == "ok"])
+        if self.memory_bytes and fit is not None:
+            base, per_worker = fit
+            predicted = base + max(per_worker, 0.0) * workers
+            if predicted > self.headroom * self.memory_bytes:
+                return (f"w{workers} would need ~{predicted / 1e9:.1f} GB (measured {per_worker / 1e6:.0f} MB "
+                        f"per worker); the memory limit is {self.memory_bytes / 1e9:.1f} GB")
+        return None
+
+
+RULE_OF_THUMB_NAMES = ("0.75 × usable CPUs", "usable CPUs − 1")
+
+
+def rules_of_thumb(usable_cpus: int, space: SearchSpace) -> list[tuple[str, LoaderConfig]]:
+    """What common advice picks: ``0.75 × CPUs`` and ``CPUs − 1`` workers, pinned and persistent."""
+    pin = True in space.pin_memory
+    prefetch = 2 if 2 in space.prefetch_factors else min(space.prefetch_factors)
+    counts = (max(1, int(0.75 * usable_cpus + 0.5)), max(1, usable_cpus - 1))
+    return [(name, LoaderConfig(count, pin, prefetch, True)) for name, count in zip(RULE_OF_THUMB_NAMES, counts,
+                                                                                   strict=True)]
 
 
 class Strategy(Protocol):
     name: str
 
-    def propose(self, history: Sequence[TrialResult]) -> LoaderConfig | None:
-        """The next config to measure, or None to stop."""
+    def propose(self, history: Sequence[TrialResult]) -> Proposal:
+        """The next config to measure and why, or a Proposal without a config to stop."""
+
+
+def _rule_of_thumb_step(history: Sequence[TrialResult], space: SearchSpace, budget: Budget) -> Proposal | None:
+    done = {t.config for t in history}
+    for name, config in rules_of_thumb(budget.usable_cpus, space):
+        if config not in done and budget.forbids(config, history) is None:
+            return Proposal(config, f"rule of thumb ({name}), measured for comparison")
+    return None
 
 
 class GridStrategy:
-    """Every config of the space, baseline first, in a stable order."""
+    """Every config of the space, baseline first, in a stable order; then the rules of thumb."""
 
     name = "grid"
 
-    def __init__(self, space: SearchSpace) -> None:
+    def __init__(self, space: SearchSpace, budget: Budget | None = None) -> None:
+        self.space = space
+        self.budget = budget or Budget()
         self.configs = grid_configs(space)
 
-    def propose(self, history: Sequence[TrialResult]) -> LoaderConfig | None:
+    def propose(self, history: Sequence[TrialResult]) -> Proposal:
         done = {trial.config for trial in history}
-        return next((c for c in self.configs if c not in done), None)
+        config = next((c for c in self.configs if c not in done), None)
+        if config is not None:
+            return Proposal(config, "baseline" if config == BASELINE else "grid")
+        return _rule_of_thumb_step(history, self.space, self.budget) or Proposal(None, "every config of the grid ran")
 
-    def total(self) -> int:
-        return len(self.configs)
+    def total(self) -> int | None:
+        return len(self.configs) + len(rules_of_thumb(self.budget.usable_cpus, self.space))
 
 
-STRATEGIES = {"grid": GridStrategy}
+def _rate(trial: TrialResult) -> float:
+    return trial.samples_per_s or 0.0
+
+
+def _gain(new: TrialResult, old: TrialResult) -> str:
+    """``w2 → w4: +98%`` (full labels when more than the worker count differs)."""
+    same_knobs = dataclasses.replace(old.config, num_workers=new.config.num_workers) == new.config
+    before = f"w{old.config.num_workers}" if same_knobs else old.config.label()
+    after = f"w{new.config.num_workers}" if same_knobs else new.config.label()
+    return f"{before} → {after}: {_rate(new) / _rate(old) - 1:+.0%}"
+
+
+class AdaptiveStrategy:
+    """Climb workers, refine around the peak, tune the other knobs at the best count, then the rules of thumb.
+
+    Stateless: every call re-reads the history from the start, so the same
+    trials always give the same next step and the same reasons.
+    """
+
+    name = "adaptive"
+    max_refinements = 4
+
+    def __init__(self, space: SearchSpace, budget: Budget | None = None) -> None:
+        self.space = space
+        self.budget = budget or Budget()
+        self.ladder = sorted({w for w in space.workers if w > 0})
+        self.pin = True in space.pin_memory
+        self.prefetch = 2 if 2 in space.prefetch_factors else min(space.prefetch_factors)
+        self.persistent = True in space.persistent_workers
+
+    def total(self) -> int | None:
+        return None
+
+    def climb_config(self, workers: int) -> LoaderConfig:
+        if workers == 0:
+            return LoaderConfig(0, pin_memory=self.pin)
+        return LoaderConfig(workers, self.pin, self.prefetch, self.persistent)
+
+    def propose(self, history: Sequence[TrialResult]) -> Proposal:
+        done = {t.config: t for t in history}
+        if BASELINE not in done:
+            return Proposal(BASELINE, "baseline: num_workers=0, PyTorch's default")
+        for step in (self._climb, self._refine, self._tune):
+            proposal = step(done, history)
+            if proposal is not None:
+                return proposal
+        return _rule_of_thumb_step(history, self.space, self.budget) or Proposal(None, self._stop_reason(done, history))
+
+    def _measured(self, done: dict[LoaderConfig, TrialResult]) -> list[TrialResult]:
+        """Trials at the climbing knobs, by worker count."""
+        return sorted((t for c, t in done.items() if c.num_workers > 0 and c == self.climb_config(c.num_workers)),
+                      key=lambda t: t.config.num_workers)
+
+    def _climb(self, done: dict[LoaderConfig, TrialResult], history: Sequence[TrialResult]) -> Proposal | None:
+        """Next rung of the worker ladder, or None once climbing has stopped (``_climb_end`` says why)."""
+        best: TrialResult | None = None
+        last_step = ""
+        for workers in self.ladder:
+            config = self.climb_config(workers)
+            trial = done.get(config)
+            if trial is None:
+                if self.budget.forbids(config, history) is not None:
+                    return None
+                return Proposal(config, f"climb: {last_step}" if last_step else "climb")
+            if trial.status != "ok" or (best is not None and not self._gains(trial, best)):
+                return None
+            if best is not None:
+                last_step = f"{_gain(trial, best)} > noise"
+            best = trial
+            if self._saturated(trial):
+                return None
+        return None
+
+    def _gains(self, trial: TrialResult, best: TrialResult) -> bool:
+        return _rate(trial) > _rate(best) * (1 + noise_between(trial, best))
+
+    def _saturated(self, trial: TrialResult) -> bool:
+        cpu = trial.cpu_percent
+        return cpu is not None and cpu / 100.0 >= self.budget.saturated_cpu * self.budget.usable_cpus
+
+    def _climb_end(self, done: dict[LoaderConfig, TrialResult], history: Sequence[TrialResult]) -> str:
+        """Why climbing stopped, in words."""
+        best: TrialResult | None = None
+        for workers in self.ladder:
+            config = self.climb_config(workers)
+            trial = done.get(config)
+            if trial is None:
+                blocked = self.budget.forbids(config, history)
+                return f"stopped climbing: {blocked}" if blocked else "climbing"
+            if trial.status != "ok":
+                return f"stopped climbing: {config.label()} {trial.status}"
+            if best is not None and not self._gains(trial, best):
+                noise = noise_between(trial, best)
+                return f"stopped climbing: {_gain(trial, best)}, not beyond the ±{noise:.0%} noise"
+            best = trial if best is None or _rate(trial) > _rate(best) else best
+            if self._saturated(trial):
+                return (f"stopped climbing: {config.label()} uses {(trial.cpu_percent or 0) / 100:.1f} of "
+                        f"{self.budget.usable_cpus} usable CPUs; more workers cannot add throughput")
+        return f"stopped climbing: top of the worker range (w{self.ladder[-1]})" if self.ladder else "no workers"
+
+    def _refine(self, done: dict[LoaderConfig, TrialResult], history: Sequence[TrialResult]) -> Proposal | None:
+        """Bisect between the best worker count and a neighbour that is clearly worse (or failed)."""
+        measured = self._measured(done)
+        ok = [t for t in measured if t.status == "ok"]
+        if not ok:
+            return None
+        refined = sum(1 for t in measured if t.config.num_workers not in self.ladder)
+        if refined >= self.max_refinements:
+            return None
+        best = max(ok, key=_rate)
+        w = best.config.num_workers
+        lower = [t for t in ok if t.config.num_workers < w]
+        upper = [t for t in measured if t.config.num_workers > w]
+        candidates: list[tuple[int, str]] = []
+        if upper:
+            above = upper[0]
+            if above.status != "ok" or self._gains(best, above):
+                candidates.append(((w + above.config.num_workers) // 2,
+                                   f"refine between w{w} and w{above.config.num_workers}"))
+        if lower:
+            below = lower[-1]
+            if self._gains(best, below):
+                candidates.append(((w + below.config.num_workers) // 2,
+                                   f"refine between w{below.config.num_workers} and w{w}"))
+        rung = next((r for r in self.ladder if r > w and self.climb_config(r) not in done), None)
+        if not upper and rung is not None and self.budget.forbids(self.climb_config(rung), history):
+            fitting = next((n for n in range(rung - 1, w, -1)
+                            if self.budget.forbids(self.climb_config(n), history) is None), None)
+            if fitting is not None:
+                candidates.append((fitting, f"w{fitting}: the most workers the budget allows below w{rung}"))
+        for workers, why in candidates:
+            config = self.climb_config(workers)
+            if workers in (w, 0) or config in done or self.budget.forbids(config, history) is not None:
+                continue
+            return Proposal(config, why)
+        return None
+
+    def _best_at_climb_knobs(self, done: dict[LoaderConfig, TrialResult]) -> TrialResult | None:
+        ok = [t for t in self._measured(done) if t.status == "ok"]
+        return max(ok, key=_rate) if ok else None
+
+    def _tune(self, done: dict[LoaderConfig, TrialResult], history: Sequence[TrialResult]) -> Proposal | None:
+        """One knob at a time at the best worker count: pin_memory, prefetch_factor, persistent_workers."""
+        anchor = self._best_at_climb_knobs(done)
+        if anchor is None:
+            return None
+        current = anchor
+        knobs: tuple[tuple[str, tuple[object, ...]], ...] = (
+            ("pin_memory", self.space.pin_memory), ("prefetch_factor", self.space.prefetch_factors),
+            ("persistent_workers", self.space.persistent_workers))
+        for knob, values in knobs:
+            tried = []
+            for value in values:
+                config = dataclasses.replace(current.config, **{knob: value})  # type: ignore[arg-type]
+                if config == current.config:
+                    continue
+                trial = done.get(config)
+                if trial is None:
+                    if self.budget.forbids(config, history) is not None:
+                        continue
+                    return Proposal(config, f"tune {knob}={value} at the best so far")
+                tried.append(trial)
+            winners = [t for t in tried if t.status == "ok" and self._gains(t, current)]
+            if winners:
+                current = max(winners, key=_rate)
+        return None
+
+    def _stop_reason(self, done: dict[LoaderConfig, TrialResult], history: Sequence[TrialResult]) -> str:
+        best = max((t for t in history if t.status == "ok"), key=_rate, default=None)
+        climb = self._climb_end(done, history)
+        tail = f"; best {best.config.label()}, no untried neighbour left to beat it" if best else ""
+        return climb + tail
+
+
+STRATEGIES: dict[str, type[AdaptiveStrategy] | type[GridStrategy]] = {
+    "adaptive": AdaptiveStrategy, "grid": GridStrategy}
 """``--strategy`` choice → implementation (every choice must be mapped)."""

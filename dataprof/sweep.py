@@ -12,15 +12,15 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from dataprof import __version__
-from dataprof.config import SweepSettings
+from dataprof.config import SearchSpace, SweepSettings
 from dataprof.diagnose import diagnose
 from dataprof.diagnose.facts import batch_size, cpu_ceiling
 from dataprof.errors import TargetError, UsageError
 from dataprof.measure.environment import probe_environment
 from dataprof.measure.runner import Observer, TrialRunner
-from dataprof.model import DatasetInfo, Environment, Report, TrialResult
-from dataprof.recommend import recommend
-from dataprof.search import STRATEGIES
+from dataprof.model import DatasetInfo, Environment, Report, RuleOfThumb, SearchStep, TrialResult
+from dataprof.recommend import noise_between, recommend
+from dataprof.search import STRATEGIES, Budget, rules_of_thumb
 
 
 class SweepInterrupted(Exception):
@@ -41,7 +41,7 @@ class SweepTargetError(TargetError):
 
 def build_report(settings: SweepSettings, environment: Environment, dataset: DatasetInfo | None,
                  trials: list[TrialResult], wall_s: float, complete: bool,
-                 notes: tuple[str, ...] = ()) -> Report:
+                 notes: tuple[str, ...] = (), steps: Sequence[SearchStep] = (), stop: str | None = None) -> Report:
     """Assemble the Report and its decisions (pure)."""
     return decide(Report(
         target=settings.target,
@@ -53,6 +53,8 @@ def build_report(settings: SweepSettings, environment: Environment, dataset: Dat
         wall_s=wall_s,
         complete=complete,
         notes=notes,
+        search_steps=tuple(steps),
+        search_stop=stop,
     ))
 
 
@@ -74,28 +76,35 @@ def run_sweep(
     """
     started = time.monotonic()
     runner = runner_factory(settings, args, observer)
-    strategy = STRATEGIES[settings.strategy](settings.space)
     trials: list[TrialResult] = list(previous)
+    steps: list[SearchStep] = [SearchStep(t.config, "measured before (--resume)") for t in previous]
+    stop: str | None = None
     environment = probe_environment(settings.device)
     dataset: DatasetInfo | None = None
 
     def report(complete: bool) -> Report:
         env = dataclasses.replace(environment, gpu_name=runner.gpu_name,
-                                  start_method=runner.host_info.get("start_method"))
+                                  start_method=runner.host_info.get("start_method"),
+                                  sharing_strategy=runner.host_info.get("sharing_strategy"))
         notes = sweep_notes(settings)
         if runner.gpu_reason:
             notes += (f"GPU utilisation not measured: {runner.gpu_reason}",)
-        return build_report(settings, env, dataset, trials, time.monotonic() - started, complete, notes)
+        return build_report(settings, env, dataset, trials, time.monotonic() - started, complete, notes,
+                            steps, stop)
 
     try:
         if observer is not None:
             observer("loading", {"target": settings.target})
         dataset = runner.start()
+        strategy = STRATEGIES[settings.strategy](settings.space, search_budget(settings, environment, dataset,
+                                                                              runner.host_info))
         if observer is not None:
-            observer("planned", {"total": getattr(strategy, "total", lambda: None)()})
-        while (config := strategy.propose(trials)) is not None:
+            observer("planned", {"total": strategy.total()})
+        while (proposal := strategy.propose(trials)).config is not None:
+            config = proposal.config
+            steps.append(SearchStep(config, proposal.why))
             if observer is not None:
-                observer("trial_start", {"config": config, "index": len(trials)})
+                observer("trial_start", {"config": config, "index": len(trials), "why": proposal.why})
             result = runner.run(config)
             trials.append(result)
             if observer is not None:
@@ -106,6 +115,7 @@ def run_sweep(
                     None, report(False))
             if on_update is not None:
                 on_update(report(False))
+        stop = proposal.why
     except KeyboardInterrupt:
         runner.kill_current()
         raise SweepInterrupted(report(False)) from None
@@ -117,6 +127,47 @@ def run_sweep(
     return final
 
 
+def search_budget(settings: SweepSettings, environment: Environment, dataset: DatasetInfo | None,
+                  host_info: dict[str, Any]) -> Budget:
+    """The limits a proposal must fit: memory limit, /dev/shm, open files (with fd sharing)."""
+    return Budget(
+        usable_cpus=environment.usable_cpus,
+        memory_bytes=settings.memory_limit_bytes,
+        shm_free_bytes=environment.shm_free_bytes,
+        batch_bytes=dataset.batch_bytes if dataset else None,
+        batch_tensors=dataset.batch_tensors if dataset else None,
+        open_files=environment.open_files_limit,
+        shares_fds=host_info.get("sharing_strategy", "file_descriptor") == "file_descriptor",
+    )
+
+
+def space_of(settings: dict[str, Any]) -> SearchSpace:
+    """The search space a saved run used (for the rules of thumb when re-deciding)."""
+    return SearchSpace(
+        workers=tuple(settings.get("workers") or (0,)),
+        prefetch_factors=tuple(settings.get("prefetch_factors") or (2,)),
+        pin_memory=tuple(settings.get("pin_memory") or (False,)),
+        persistent_workers=tuple(settings.get("persistent_workers") or (True,)),
+    )
+
+
+def compare_rules_of_thumb(report: Report) -> tuple[RuleOfThumb, ...]:
+    """What each rule of thumb picks, its measured throughput and how the recommendation compares."""
+    rec = report.recommendation
+    rec_trial = next((t for t in report.trials if rec is not None and t.config == rec.config), None)
+    rows = []
+    for rule, config in rules_of_thumb(report.environment.usable_cpus, space_of(report.settings)):
+        trial = next((t for t in report.trials if t.config == config), None)
+        rate = trial.samples_per_s if trial is not None and trial.status == "ok" else None
+        speedup = rec.samples_per_s / rate if rec is not None and rate else None
+        within = bool(rec_trial is not None and trial is not None and rate
+                      and (rec.samples_per_s - rate) / rec.samples_per_s <= noise_between(rec_trial, trial)) \
+            if rec is not None else False
+        rows.append(RuleOfThumb(rule=rule, config=config, status=None if trial is None else trial.status,
+                                samples_per_s=rate, recommended_speedup=speedup, within_noise=within))
+    return tuple(rows)
+
+
 def decide(report: Report) -> Report:
     """Recommend and diagnose from the measurements alone; ``dataprof diagnose`` re-runs this on saved runs."""
     recommendation = recommend(report.trials)
@@ -126,7 +177,8 @@ def decide(report: Report) -> Report:
         recommendation = dataclasses.replace(recommendation, cpu_ceiling_samples_per_s=ceiling)
     recommended = dataclasses.replace(report, recommendation=recommendation)
     primary, findings = diagnose(recommended)
-    return dataclasses.replace(recommended, primary=primary, findings=findings)
+    return dataclasses.replace(recommended, primary=primary, findings=findings,
+                               rules_of_thumb=compare_rules_of_thumb(recommended))
 
 
 RESUME_KEYS = ("batch_size", "step_ms", "device", "trial_seconds", "shuffle", "drop_last", "collate_fn",

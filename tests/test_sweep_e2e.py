@@ -201,13 +201,15 @@ def test_version() -> None:
 
 def test_resume_skips_configs_already_measured(tmp_path: Path) -> None:
     out = tmp_path / "run.json"
-    code, _, stderr = sweep(f"{FIX}:Tiny", "--workers", "0,1", *QUICK, "--json", str(out))
+    code, _, stderr = sweep(f"{FIX}:Tiny", "--workers", "0,2", *QUICK, "--json", str(out))
     assert code == 0, stderr
     first = json.loads(out.read_text())["trials"]
-    code, _, stderr = sweep(f"{FIX}:Tiny", "--workers", "0,1,2", *QUICK, "--resume", str(out))
+    assert [t["config"]["num_workers"] for t in first][:2] == [0, 2]
+    code, _, stderr = sweep(f"{FIX}:Tiny", "--workers", "0,2,3", "--strategy", "grid", *QUICK,
+                            "--resume", str(out))
     assert code == 0, stderr
     trials = json.loads(out.read_text())["trials"]
-    assert [t["config"]["num_workers"] for t in trials] == [0, 1, 2]
-    assert trials[:2] == first  # kept as measured, not re-run
+    assert trials[:len(first)] == first  # kept as measured, not re-run
+    assert [t["config"]["num_workers"] for t in trials[len(first):]] == [3]
     code, _, stderr = sweep(f"{FIX}:Tiny", "--batch-size", "8", *QUICK, "--resume", str(out))
     assert code == 2 and "the saved run used batch_size=64" in stderr

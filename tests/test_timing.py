@@ -95,3 +95,11 @@ def test_a_broken_pipe_waits_for_the_dying_worker_to_name_its_signal() -> None:
     assert names == ["SIGSEGV"]
     status, message = classify_loader_error(ConnectionResetError("reset by peer"), names)
     assert status == "crashed" and "SIGSEGV" in message
+
+
+def test_a_steady_window_may_end_before_the_target() -> None:
+    assert window_done(16, 1.6, 3.0, 4, spread=0.005)
+    assert not window_done(16, 1.6, 3.0, 4, spread=0.05)
+    assert not window_done(16, 1.0, 3.0, 4, spread=0.005)
+    assert not window_done(15, 1.6, 3.0, 4, spread=0.005)
+    assert window_done(16, 3.0, 3.0, 4, spread=None)

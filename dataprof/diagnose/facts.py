@@ -9,6 +9,13 @@ from dataclasses import dataclass
 from dataprof.model import Report, TrialResult
 from dataprof.recommend import noise_between
 
+HEADROOM = 0.8
+"""Share of a budget (memory limit, /dev/shm, open files) a configuration may plan to use.
+
+The search never proposes a config predicted past it, and the diagnosis counts
+the workers that fit with the same margin, so both tell the same story.
+"""
+
 
 @dataclass(frozen=True)
 class Thresholds:

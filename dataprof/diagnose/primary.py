@@ -12,6 +12,7 @@ import math
 from collections.abc import Callable
 
 from dataprof.diagnose.facts import (
+    HEADROOM,
     Thresholds,
     batch_size,
     best_by_workers,
@@ -196,7 +197,7 @@ def memory_bound(report: Report, th: Thresholds) -> Finding | None:
     budget = memory_budget(report)
     fits: int | None = None
     if fit is not None and budget is not None and fit[1] > 0:
-        fits = max(0, math.floor((budget[0] - fit[0]) / fit[1]))
+        fits = max(0, math.floor((HEADROOM * budget[0] - fit[0]) / fit[1]))
     if stopped:
         first_stopped = min(t.config.num_workers for t in stopped)
         fits = first_stopped - 1 if fits is None else min(fits, first_stopped - 1)
@@ -209,7 +210,7 @@ def memory_bound(report: Report, th: Thresholds) -> Finding | None:
     if fit is not None and budget is not None:
         parts.append(f"memory grows {fmt_bytes(fit[1])} per worker (PSS fitted over {len(ok)} trials: "
                      f"{fmt_bytes(fit[0])} + {fmt_bytes(fit[1])} × workers) against {budget[1]} of "
-                     f"{fmt_bytes(budget[0])}: at most {fits} workers fit")
+                     f"{fmt_bytes(budget[0])}: at most {fits} workers fit with {1 - HEADROOM:.0%} to spare")
     if stopped:
         trial = min(stopped, key=lambda t: t.config.num_workers)
         parts.append(f"{trial.config.label()} ran out: {trial.error}")

@@ -21,7 +21,15 @@ from typing import Any
 from dataprof.backends.torch_backend import build_loader, dataset_kind
 from dataprof.config import LoaderConfig
 from dataprof.measure.consumer import CudaConsumer, SimulatedDevice
-from dataprof.measure.timing import BatchLog, summarize, warmup_batches, window_done
+from dataprof.measure.timing import (
+    MIN_WINDOW_S,
+    STEADY_CHECK_S,
+    BatchLog,
+    rate_spread,
+    summarize,
+    warmup_batches,
+    window_done,
+)
 from dataprof.target import describe_exception
 
 Emit = Callable[[dict[str, Any]], None]
@@ -242,7 +250,7 @@ def _timed_loop(loader: Any, config: LoaderConfig, trial_s: float, emit: Emit, c
     sampler_start = receive_start = 0.0
     first_batch_s: float | None = None
     window_first: int | None = None
-    last_beat = created
+    last_beat = last_check = created
     end = created
     while True:
         start = end
@@ -283,10 +291,14 @@ def _timed_loop(loader: Any, config: LoaderConfig, trial_s: float, emit: Emit, c
         if end - last_beat >= HEARTBEAT_S:
             last_beat = end
             emit({"ev": "progress", "batches": len(log)})
-        if window_first is not None and window_done(
-            len(log) - 1 - window_first, end - log.end_t[window_first], trial_s, config.num_workers
-        ):
-            break
+        if window_first is not None:
+            in_window, elapsed = len(log) - 1 - window_first, end - log.end_t[window_first]
+            spread = None
+            if elapsed >= min(MIN_WINDOW_S, trial_s) and end - last_check >= STEADY_CHECK_S:
+                last_check = end
+                spread = rate_spread(log, window_first, max(1, config.num_workers))
+            if window_done(in_window, elapsed, trial_s, config.num_workers, spread):
+                break
     sampler_s = recorder.busy_s - sampler_start if recorder is not None else None
     receive_s = receiver.busy_s - receive_start
     emit({"ev": "window_end"})

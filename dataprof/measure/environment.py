@@ -74,4 +74,16 @@ def probe_environment(device: str, budget: CpuBudget | None = None, gpu_name: st
         platform=platform.platform(terse=True),
         start_method=start_method,
         shm_free_bytes=shm_free,
+        open_files_limit=open_files_limit()[0],
     )
+
+
+def open_files_limit() -> tuple[int | None, int | None]:
+    """Soft and hard RLIMIT_NOFILE (None: unlimited, or not POSIX)."""
+    try:
+        import resource
+    except ImportError:
+        return None, None
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    unlimited = resource.RLIM_INFINITY
+    return (None if soft == unlimited else soft), (None if hard == unlimited else hard)

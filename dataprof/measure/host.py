@@ -96,6 +96,7 @@ def load(request: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
         "init_s": init_s,
         **batch,
         "start_method": multiprocessing.get_start_method(),
+        "sharing_strategy": torch.multiprocessing.get_sharing_strategy(),
         "torch": torch.__version__,
         "intra_op_threads": threads,
     }

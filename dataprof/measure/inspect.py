@@ -19,7 +19,7 @@ from typing import Any
 from dataprof import __version__
 from dataprof.errors import TargetError
 from dataprof.inspection import SLOWEST, InspectionData, StageTiming, slowest_positions
-from dataprof.measure.environment import probe_environment
+from dataprof.measure.environment import open_files_limit, probe_environment
 from dataprof.measure.stages import Pipeline, Stage, timed_pipeline
 from dataprof.model import DatasetInfo
 from dataprof.target import build_dataset, describe_exception, load_collate, load_object, parse_kwarg
@@ -77,16 +77,6 @@ def pickled_size(dataset: Any) -> tuple[int | None, float | None, str | None]:
     except Exception as exc:
         return None, None, describe_exception(exc)
     return sink.size, time.perf_counter() - start, None
-
-
-def open_files_limit() -> tuple[int | None, int | None]:
-    try:
-        import resource
-    except ImportError:  # not POSIX
-        return None, None
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    unlimited = resource.RLIM_INFINITY
-    return (None if soft == unlimited else soft), (None if hard == unlimited else hard)
 
 
 def freeze(stage: Stage) -> StageTiming:

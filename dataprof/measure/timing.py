@@ -62,16 +62,30 @@ def warmup_batches(num_workers: int, prefetch_factor: int | None) -> int:
     return num_workers * (prefetch_factor or 2) + num_workers
 
 
-def window_done(batches_in_window: int, elapsed_s: float, target_s: float, num_workers: int) -> bool:
-    """End the window after ``target_s`` on a whole number of worker rounds.
+STEADY_SPREAD = 0.01
+"""A window may end early once its rate's relative standard error is this small."""
+MIN_WINDOW_S = 1.5
+"""Shortest window, however steady: memory growth and CPU use need time to show."""
+STEADY_CHECK_S = 0.25
+"""How often the trial looks at its spread (it costs a pass over the window)."""
+
+
+def window_done(batches_in_window: int, elapsed_s: float, target_s: float, num_workers: int,
+                spread: float | None = None) -> bool:
+    """End the window on a whole number of worker rounds: after ``target_s``, or sooner once steady.
 
     The DataLoader hands out batches round-robin, so batch ``i`` and
     ``i + k·W`` come from the same worker: a window of whole rounds counts
     exactly the batches produced in its time, whatever the burst phase.
+    A window whose rate's relative standard error (``spread``) is at most
+    :data:`STEADY_SPREAD` after :data:`MIN_WINDOW_S` has measured enough.
     """
     rounds = max(1, num_workers)
-    minimum = 3 * rounds
-    return elapsed_s >= target_s and batches_in_window >= minimum and batches_in_window % rounds == 0
+    if batches_in_window < 3 * rounds or batches_in_window % rounds:
+        return False
+    if elapsed_s >= target_s:
+        return True
+    return elapsed_s >= min(MIN_WINDOW_S, target_s) and spread is not None and spread <= STEADY_SPREAD
 
 
 def summarize(log: BatchLog, first: int, num_workers: int) -> dict[str, Any]:

@@ -148,6 +148,47 @@ def other_findings(report: Report) -> RenderableType | None:
     return Group(*lines)
 
 
+def rules_of_thumb(report: Report) -> RenderableType | None:
+    """What common advice would have picked, measured in the same run, next to the recommendation."""
+    if not report.rules_of_thumb or report.recommendation is None:
+        return None
+    usable = report.environment.usable_cpus
+    lines: list[RenderableType] = [Rule("Against the rules of thumb (measured in this run)", align="left")]
+    for row in report.rules_of_thumb:
+        head = f"{row.rule} ({usable} CPUs) → {row.config.label()}"
+        if row.samples_per_s is None:
+            state = "not measured (the budget forbade it or the sweep stopped)" if row.status is None \
+                else f"{row.status}"
+            lines.append(Text(f"{head}: {state}"))
+        elif row.within_noise:
+            lines.append(Text(f"{head}: {row.samples_per_s:,.1f} samples/s, within noise of the "
+                              "recommendation: the advice is right here"))
+        else:
+            lines.append(Text(f"{head}: {row.samples_per_s:,.1f} samples/s; the recommendation is "
+                              f"{row.recommended_speedup or 0:.2f}× as fast", style="yellow"))
+    if any(r.config.pin_memory is False for r in report.rules_of_thumb) and report.environment.simulated_device:
+        lines.append(Text("(the rules also say pin_memory=True, which needs a GPU)", style="dim"))
+    return Group(*lines)
+
+
+def search_story(report: Report) -> RenderableType | None:
+    """Each trial in the order run and why the search chose it, then why it stopped."""
+    if not report.search_steps:
+        return None
+    strategy = report.settings.get("strategy", "?")
+    by_config = {t.config: t for t in report.trials}
+    lines: list[RenderableType] = [Rule(f"Search: {strategy}, {len(report.trials)} trials in {report.wall_s:.0f} s",
+                                        align="left")]
+    for number, step in enumerate(report.search_steps, 1):
+        trial = by_config.get(step.config)
+        figure = "" if trial is None else (f"{trial.samples_per_s:,.1f} samples/s" if trial.samples_per_s
+                                           else trial.status)
+        lines.append(Text(f"{number:>2}. {step.config.label():<17} {figure:>18}  {step.why}"))
+    if report.search_stop:
+        lines.append(Text(f"stop: {report.search_stop}", style="dim"))
+    return Group(*lines)
+
+
 def print_report(console: Console, report: Report) -> None:
     """Print the whole report on ``console``: the answer first, then the evidence."""
     console.print(header(report))
@@ -158,9 +199,15 @@ def print_report(console: Console, report: Report) -> None:
     verdict_block = verdict(report)
     if verdict_block is not None:
         console.print(verdict_block)
+    thumbs = rules_of_thumb(report)
+    if thumbs is not None:
+        console.print(thumbs)
     console.print(trials_table(report))
     for line in failures(report):
         console.print(line)
+    story = search_story(report)
+    if story is not None:
+        console.print(story)
     rest = other_findings(report)
     if rest is not None:
         console.print(rest)

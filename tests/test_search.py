@@ -1,0 +1,165 @@
+"""Search strategies on synthetic throughput curves: no DataLoader runs here."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+
+from dataprof.config import LoaderConfig, SearchSpace, adaptive_workers, auto_workers
+from dataprof.model import TrialResult
+from dataprof.recommend import recommend
+from dataprof.search import AdaptiveStrategy, Budget, GridStrategy, Proposal, rules_of_thumb
+
+Curve = Callable[[LoaderConfig], TrialResult]
+
+
+def trial(config: LoaderConfig, rate: float, cpu: float = 10.0, spread: float = 0.01, memory: int | None = None,
+          status: str = "ok") -> TrialResult:
+    if status != "ok":
+        return TrialResult(config=config, status=status, error="synthetic")
+    return TrialResult(config=config, status="ok", samples_per_s=rate, samples_per_s_spread=spread,
+                       cpu_percent=cpu, peak_memory_bytes=memory)
+
+
+def run(strategy: AdaptiveStrategy | GridStrategy, curve: Curve, limit: int = 60) -> tuple[list[TrialResult], str]:
+    history: list[TrialResult] = []
+    for _ in range(limit):
+        proposal = strategy.propose(history)
+        if proposal.config is None:
+            return history, proposal.why
+        assert proposal.config not in {t.config for t in history}, "proposed a config twice"
+        history.append(curve(proposal.config))
+    raise AssertionError("the search did not stop")
+
+
+def space(usable: int = 2, **kwargs: object) -> SearchSpace:
+    values: dict[str, object] = {"workers": adaptive_workers(usable), "prefetch_factors": (2, 4)}
+    values.update(kwargs)
+    return SearchSpace(**values)  # type: ignore[arg-type]
+
+
+def workers_tried(history: list[TrialResult]) -> set[int]:
+    return {t.config.num_workers for t in history}
+
+
+def best(history: list[TrialResult]) -> LoaderConfig:
+    rec = recommend(history)
+    assert rec is not None
+    return rec.config
+
+
+def latency_bound(config: LoaderConfig) -> TrialResult:
+    """4 ms per sample, waiting: W workers give W / 4 ms (main process caps at 20k samples/s)."""
+    w = max(1, config.num_workers)
+    return trial(config, min(250.0 * w, 20_000.0), cpu=5.0 + 0.5 * w)
+
+
+def test_latency_bound_keeps_climbing_far_past_the_cpu_count() -> None:
+    history, why = run(AdaptiveStrategy(space(2), Budget(usable_cpus=2)), latency_bound)
+    assert max(workers_tried(history)) >= 64
+    assert best(history).num_workers >= 64
+    assert "top of the worker range" in why or "not beyond" in why
+
+
+def cpu_bound(config: LoaderConfig) -> TrialResult:
+    """2 CPUs, 3 ms of CPU per sample: flat from 2 workers on, CPU saturated."""
+    w = config.num_workers
+    used = min(max(w, 1), 2)
+    return trial(config, 330.0 * used * (0.98 if w > 2 else 1.0), cpu=96.0 * used)
+
+
+def test_cpu_bound_stops_at_the_cpu_count() -> None:
+    history, why = run(AdaptiveStrategy(space(2), Budget(usable_cpus=2)), cpu_bound)
+    assert max(workers_tried(history)) <= 2
+    assert best(history).num_workers == 2
+    assert "usable CPUs" in why
+    assert len(history) <= 5
+
+
+def peaked(config: LoaderConfig) -> TrialResult:
+    """Rises to a peak at 12 workers, then oversubscription costs 15% per doubling."""
+    w = max(1, config.num_workers)
+    rate = 100.0 * w if w <= 12 else 1200.0 * 0.85 ** ((w - 12) / 12)
+    return trial(config, rate, cpu=50.0)
+
+
+def test_peak_then_decline_is_refined_around_the_peak() -> None:
+    history, _ = run(AdaptiveStrategy(space(32, workers=adaptive_workers(32)), Budget(usable_cpus=32)), peaked)
+    tried = workers_tried(history)
+    assert 12 in tried or {8, 16} <= tried
+    assert max(tried) <= 32
+    assert 8 <= best(history).num_workers <= 16
+    assert any(w not in adaptive_workers(32) for w in tried), "no refinement between rungs"
+
+
+def test_noisy_flat_stops_early_and_recommends_the_cheapest() -> None:
+    rng = random.Random(3)
+
+    def flat(config: LoaderConfig) -> TrialResult:
+        return trial(config, 1000.0 * rng.uniform(0.985, 1.015), cpu=30.0, spread=0.02)
+
+    history, why = run(AdaptiveStrategy(space(8), Budget(usable_cpus=8)), flat)
+    assert max(workers_tried(history)) <= 8
+    assert "not beyond" in why
+    assert best(history).num_workers <= 2
+
+
+def test_a_failing_config_is_routed_around() -> None:
+    def ooms_from_24(config: LoaderConfig) -> TrialResult:
+        if config.num_workers >= 24:
+            return trial(config, 0.0, status="oom")
+        return latency_bound(config)
+
+    history, why = run(AdaptiveStrategy(space(2), Budget(usable_cpus=2)), ooms_from_24)
+    failed = [t for t in history if t.status != "ok"]
+    assert failed and max(t.config.num_workers for t in failed) == 32
+    assert max(workers_tried(history)) == 32
+    assert 16 <= best(history).num_workers < 24
+    assert "oom" in why
+
+
+def test_memory_budget_caps_the_climb_before_any_trial_is_killed() -> None:
+    def per_worker_200mb(config: LoaderConfig) -> TrialResult:
+        return trial(config, 250.0 * max(1, config.num_workers), memory=500_000_000 + 200_000_000 * config.num_workers)
+
+    budget = Budget(usable_cpus=2, memory_bytes=8_000_000_000)
+    history, why = run(AdaptiveStrategy(space(2), budget), per_worker_200mb)
+    assert max(workers_tried(history)) <= 29  # 0.8 × 8 GB at 200 MB per worker over 0.5 GB
+    assert "memory limit" in why
+
+
+def test_shm_and_open_file_budgets_forbid_configs() -> None:
+    shm = Budget(usable_cpus=2, shm_free_bytes=1_000_000_000, batch_bytes=50_000_000)
+    assert shm.forbids(LoaderConfig(16, False, 2, True), []) is not None
+    assert shm.forbids(LoaderConfig(4, False, 2, True), []) is None
+    files = Budget(usable_cpus=2, open_files=1024, batch_tensors=8)
+    assert "open files" in (files.forbids(LoaderConfig(64, False, 2, True), []) or "")
+    assert Budget(usable_cpus=2, open_files=1024, batch_tensors=8, shares_fds=False).forbids(
+        LoaderConfig(64, False, 2, True), []) is None
+
+
+def test_other_knobs_are_tuned_only_at_the_best_worker_count() -> None:
+    history, _ = run(AdaptiveStrategy(space(2, pin_memory=(True, False)), Budget(usable_cpus=2)), cpu_bound)
+    tuned = [t.config for t in history if t.config.prefetch_factor == 4 or
+             (t.config.num_workers and not t.config.pin_memory)]
+    assert tuned and {c.num_workers for c in tuned} == {2}
+
+
+def test_rules_of_thumb_are_measured_at_the_end() -> None:
+    rules = dict(rules_of_thumb(8, space(8)))
+    assert rules["0.75 × usable CPUs"] == LoaderConfig(6, False, 2, True)
+    assert rules["usable CPUs − 1"] == LoaderConfig(7, False, 2, True)
+    history, _ = run(AdaptiveStrategy(space(8), Budget(usable_cpus=8)), latency_bound)
+    assert {6, 7} <= workers_tried(history)
+    grid_space = SearchSpace(workers=auto_workers(8), prefetch_factors=(2,))
+    grid_history, _ = run(GridStrategy(grid_space, Budget(usable_cpus=8)), latency_bound)
+    assert {6, 7} <= workers_tried(grid_history)
+    assert rules_of_thumb(2, space(2, pin_memory=(True, False)))[0][1].pin_memory
+
+
+def test_the_same_history_gives_the_same_step() -> None:
+    strategy = AdaptiveStrategy(space(2), Budget(usable_cpus=2))
+    history, _ = run(strategy, peaked)
+    for n in range(len(history)):
+        first: Proposal = strategy.propose(history[:n])
+        assert first == strategy.propose(history[:n]) and first.config == history[n].config
