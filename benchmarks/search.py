@@ -35,7 +35,7 @@ from dataprof.sweep import run_sweep  # noqa: E402
 
 SCENARIOS: dict[str, dict[str, Any]] = {
     "latency": {"target": "examples/latency.py:SleepDataset", "args": {"sleep_ms": 4.0}, "batch_size": 16},
-    "cpu": {"target": "examples/images.py:JpegDataset", "args": {}, "batch_size": 32},
+    "cpu": {"target": "examples/images.py:JpegDataset", "args": {"size": 192, "out_size": 128}, "batch_size": 32},
 }
 
 

@@ -88,7 +88,7 @@ def main() -> None:
 @click.option("--batch-size", type=click.IntRange(min=1), default=64, show_default=True,
               help="Batch size, as in training.")
 @click.option("--workers", default="auto", show_default=True,
-              help="num_workers values: a list like 0,2,4,8, or 'auto': adaptive climbs 1,2,4,… (up to "
+              help="num_workers values: a list like 0,2,4,8, or 'auto': adaptive climbs 2,4,8,… (up to "
                    "max(128, 4× usable CPUs)) while throughput rises; grid tries 0,1,2,4,… up to 2× usable CPUs.")
 @click.option("--prefetch-factor", default="2,4", show_default=True,
               help="prefetch_factor values (configs with workers only).")

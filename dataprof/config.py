@@ -198,15 +198,17 @@ def auto_workers(usable_cpus: int) -> tuple[int, ...]:
 
 
 def adaptive_workers(usable_cpus: int) -> tuple[int, ...]:
-    """The ladder the adaptive search may climb: 0, 1, 2, 4, … up to max(128, 4× usable CPUs), plus the CPU count.
+    """The ladder the adaptive search may climb: 0, 2, 4, 8, … up to max(128, 4× usable CPUs), plus the CPU count.
 
     It climbs only while throughput rises beyond noise and the memory,
     ``/dev/shm`` and open-file budgets allow, so a high top costs nothing for
-    a loader that stops scaling early.
+    a loader that stops scaling early. One worker is not a rung (it loads no
+    faster than the main process; refinement tries it when two workers win),
+    except on a single-CPU machine.
     """
     top = max(128, 4 * max(1, usable_cpus))
     values = {0, usable_cpus}
-    power = 1
+    power = 2
     while power <= top:
         values.add(power)
         power *= 2

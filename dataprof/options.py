@@ -26,7 +26,7 @@ def worker_space(text: str, strategy: str = "adaptive") -> tuple[tuple[int, ...]
         budget = cpu_budget()
         if strategy == "adaptive":
             values = adaptive_workers(budget.usable)
-            return values, (f"auto: climbs 1, 2, 4, … up to {values[-1]} while throughput rises beyond noise "
+            return values, (f"auto: climbs 2, 4, 8, … up to {values[-1]} while throughput rises beyond noise "
                             f"and memory, /dev/shm and open files allow; {budget.explain()}")
         values = auto_workers(budget.usable)
         return values, (f"auto: 0, 1, 2, 4, … up to 2× the {budget.explain()}, plus the CPU count; "

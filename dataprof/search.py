@@ -11,6 +11,7 @@ what following them would have cost.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -134,6 +135,12 @@ def _gain(new: TrialResult, old: TrialResult) -> str:
     return f"{before} → {after}: {_rate(new) / _rate(old) - 1:+.0%}"
 
 
+def _between(low: int, high: int) -> int:
+    """The geometric midpoint of two worker counts, strictly between them when there is room."""
+    middle = round(math.sqrt(low * high)) if low > 0 else high // 2
+    return middle if low < middle < high else (low + high) // 2
+
+
 class AdaptiveStrategy:
     """Climb workers, refine around the peak, tune the other knobs at the best count, then the rules of thumb.
 
@@ -142,7 +149,9 @@ class AdaptiveStrategy:
     """
 
     name = "adaptive"
-    max_refinements = 4
+    max_refinements = 3
+    linear = 0.9
+    """A doubling of workers that gives at least this share of a doubled rate scales near-linearly."""
 
     def __init__(self, space: SearchSpace, budget: Budget | None = None) -> None:
         self.space = space
@@ -175,19 +184,50 @@ class AdaptiveStrategy:
         return sorted((t for c, t in done.items() if c.num_workers > 0 and c == self.climb_config(c.num_workers)),
                       key=lambda t: t.config.num_workers)
 
+    def _rungs(self, done: dict[LoaderConfig, TrialResult]) -> list[int]:
+        """The ladder as climbed: after a step that scaled almost linearly, the next rung is skipped.
+
+        A latency-bound loader doubles its rate with each doubling of workers;
+        jumping ×4 there halves the climb, and refinement comes back for the
+        skipped counts if the peak lies among them.
+        """
+        rungs: list[int] = []
+        previous = done.get(BASELINE)
+        index = 0
+        while index < len(self.ladder):
+            workers = self.ladder[index]
+            rungs.append(workers)
+            trial = done.get(self.climb_config(workers))
+            step = 1
+            if trial is not None and trial.status == "ok" and previous is not None and _rate(previous) > 0:
+                ratio = workers / max(1, previous.config.num_workers)
+                if ratio >= 2 and _rate(trial) / _rate(previous) >= self.linear * ratio:
+                    step = 2
+            if trial is not None and trial.status == "ok":
+                previous = trial
+            index += step if index + step < len(self.ladder) else 1
+        return rungs
+
     def _climb(self, done: dict[LoaderConfig, TrialResult], history: Sequence[TrialResult]) -> Proposal | None:
         """Next rung of the worker ladder, or None once climbing has stopped (``_climb_end`` says why)."""
-        best: TrialResult | None = None
+        baseline = done.get(BASELINE)
+        best = baseline if baseline is not None and baseline.status == "ok" else None
         last_step = ""
-        for workers in self.ladder:
+        for workers in self._rungs(done):
             config = self.climb_config(workers)
             trial = done.get(config)
             if trial is None:
                 if self.budget.forbids(config, history) is not None:
                     return None
-                return Proposal(config, f"climb: {last_step}" if last_step else "climb")
-            if trial.status != "ok" or (best is not None and not self._gains(trial, best)):
+                skipped = [r for r in self.ladder if best is not None and best.config.num_workers < r < workers]
+                skip = f", near-linear: skip w{','.join(map(str, skipped))}" if skipped else ""
+                return Proposal(config, f"climb: {last_step}{skip}" if last_step else "climb")
+            if trial.status != "ok":
                 return None
+            if best is not None and not self._gains(trial, best):
+                if workers > 1:
+                    return None
+                continue  # one worker loads no faster than the main process: parallelism starts at two
             if best is not None:
                 last_step = f"{_gain(trial, best)} > noise"
             best = trial
@@ -204,8 +244,9 @@ class AdaptiveStrategy:
 
     def _climb_end(self, done: dict[LoaderConfig, TrialResult], history: Sequence[TrialResult]) -> str:
         """Why climbing stopped, in words."""
-        best: TrialResult | None = None
-        for workers in self.ladder:
+        baseline = done.get(BASELINE)
+        best = baseline if baseline is not None and baseline.status == "ok" else None
+        for workers in self._rungs(done):
             config = self.climb_config(workers)
             trial = done.get(config)
             if trial is None:
@@ -213,46 +254,50 @@ class AdaptiveStrategy:
                 return f"stopped climbing: {blocked}" if blocked else "climbing"
             if trial.status != "ok":
                 return f"stopped climbing: {config.label()} {trial.status}"
-            if best is not None and not self._gains(trial, best):
+            if best is not None and not self._gains(trial, best) and workers > 1:
                 noise = noise_between(trial, best)
                 return f"stopped climbing: {_gain(trial, best)}, not beyond the ±{noise:.0%} noise"
-            best = trial if best is None or _rate(trial) > _rate(best) else best
+            if best is None or self._gains(trial, best):
+                best = trial
             if self._saturated(trial):
                 return (f"stopped climbing: {config.label()} uses {(trial.cpu_percent or 0) / 100:.1f} of "
                         f"{self.budget.usable_cpus} usable CPUs; more workers cannot add throughput")
         return f"stopped climbing: top of the worker range (w{self.ladder[-1]})" if self.ladder else "no workers"
 
     def _refine(self, done: dict[LoaderConfig, TrialResult], history: Sequence[TrialResult]) -> Proposal | None:
-        """Bisect between the best worker count and a neighbour that is clearly worse (or failed)."""
+        """Bisect (geometrically, as the ladder is) between the best count and a clearly worse or failed neighbour.
+
+        The more promising side goes first: the better neighbour's, or a failed
+        one's above a still-rising curve. When the budget stopped the climb, the
+        most workers it allows is tried.
+        """
         measured = self._measured(done)
         ok = [t for t in measured if t.status == "ok"]
-        if not ok:
-            return None
         refined = sum(1 for t in measured if t.config.num_workers not in self.ladder)
-        if refined >= self.max_refinements:
+        if not ok or refined >= self.max_refinements:
             return None
         best = max(ok, key=_rate)
         w = best.config.num_workers
-        lower = [t for t in ok if t.config.num_workers < w]
-        upper = [t for t in measured if t.config.num_workers > w]
-        candidates: list[tuple[int, str]] = []
-        if upper:
-            above = upper[0]
-            if above.status != "ok" or self._gains(best, above):
-                candidates.append(((w + above.config.num_workers) // 2,
-                                   f"refine between w{w} and w{above.config.num_workers}"))
-        if lower:
-            below = lower[-1]
-            if self._gains(best, below):
-                candidates.append(((w + below.config.num_workers) // 2,
-                                   f"refine between w{below.config.num_workers} and w{w}"))
+        baseline = done.get(BASELINE)
+        below = next((t for t in reversed(ok) if t.config.num_workers < w),
+                     baseline if baseline is not None and baseline.status == "ok" else None)
+        above = next((t for t in measured if t.config.num_workers > w), None)
+        sides: list[tuple[float, int, str]] = []
+        if above is not None and (above.status != "ok" or self._gains(best, above)):
+            rising = below is not None and self._gains(best, below)
+            promise = _rate(above) if above.status == "ok" else (_rate(best) if rising else 0.0)
+            sides.append((promise, _between(w, above.config.num_workers),
+                          f"refine between w{w} and w{above.config.num_workers}"))
+        if below is not None and self._gains(best, below):
+            sides.append((_rate(below), _between(below.config.num_workers, w),
+                          f"refine between w{below.config.num_workers} and w{w}"))
         rung = next((r for r in self.ladder if r > w and self.climb_config(r) not in done), None)
-        if not upper and rung is not None and self.budget.forbids(self.climb_config(rung), history):
+        if above is None and rung is not None and self.budget.forbids(self.climb_config(rung), history):
             fitting = next((n for n in range(rung - 1, w, -1)
                             if self.budget.forbids(self.climb_config(n), history) is None), None)
             if fitting is not None:
-                candidates.append((fitting, f"w{fitting}: the most workers the budget allows below w{rung}"))
-        for workers, why in candidates:
+                sides.append((float("inf"), fitting, f"the most workers the budget allows below w{rung}"))
+        for _, workers, why in sorted(sides, key=lambda side: -side[0]):
             config = self.climb_config(workers)
             if workers in (w, 0) or config in done or self.budget.forbids(config, history) is not None:
                 continue
@@ -264,14 +309,15 @@ class AdaptiveStrategy:
         return max(ok, key=_rate) if ok else None
 
     def _tune(self, done: dict[LoaderConfig, TrialResult], history: Sequence[TrialResult]) -> Proposal | None:
-        """One knob at a time at the best worker count: pin_memory, prefetch_factor, persistent_workers."""
+        """One knob at a time at the best worker count: pin_memory, then prefetch_factor."""
         anchor = self._best_at_climb_knobs(done)
         if anchor is None:
             return None
         current = anchor
+        # persistent_workers=False only adds a worker restart every epoch: it cannot load faster, so it is
+        # not tuned (the climb uses it when it is the only value given).
         knobs: tuple[tuple[str, tuple[object, ...]], ...] = (
-            ("pin_memory", self.space.pin_memory), ("prefetch_factor", self.space.prefetch_factors),
-            ("persistent_workers", self.space.persistent_workers))
+            ("pin_memory", self.space.pin_memory), ("prefetch_factor", self.space.prefetch_factors))
         for knob, values in knobs:
             tried = []
             for value in values:

@@ -87,7 +87,7 @@ def test_peak_then_decline_is_refined_around_the_peak() -> None:
     history, _ = run(AdaptiveStrategy(space(32, workers=adaptive_workers(32)), Budget(usable_cpus=32)), peaked)
     tried = workers_tried(history)
     assert 12 in tried or {8, 16} <= tried
-    assert max(tried) <= 32
+    assert max(tried) <= 64  # one rung past the decline at most
     assert 8 <= best(history).num_workers <= 16
     assert any(w not in adaptive_workers(32) for w in tried), "no refinement between rungs"
 
@@ -163,3 +163,16 @@ def test_the_same_history_gives_the_same_step() -> None:
     for n in range(len(history)):
         first: Proposal = strategy.propose(history[:n])
         assert first == strategy.propose(history[:n]) and first.config == history[n].config
+
+
+def test_one_worker_no_faster_than_none_does_not_stop_the_climb() -> None:
+    history, _ = run(AdaptiveStrategy(SearchSpace(workers=(1, 2, 4)), Budget(usable_cpus=2)), latency_bound)
+    assert [t.config.num_workers for t in history][:4] == [0, 1, 2, 4]
+
+
+def test_persistent_workers_off_is_not_tuned() -> None:
+    history, _ = run(AdaptiveStrategy(space(2, persistent_workers=(True, False)), Budget(usable_cpus=2)), cpu_bound)
+    assert all(t.config.persistent_workers for t in history if t.config.num_workers)
+    only_off = space(2, persistent_workers=(False,))
+    history, _ = run(AdaptiveStrategy(only_off, Budget(usable_cpus=2)), cpu_bound)
+    assert any(t.config.num_workers and not t.config.persistent_workers for t in history)

@@ -213,3 +213,22 @@ def test_resume_skips_configs_already_measured(tmp_path: Path) -> None:
     assert [t["config"]["num_workers"] for t in trials[len(first):]] == [3]
     code, _, stderr = sweep(f"{FIX}:Tiny", "--batch-size", "8", *QUICK, "--resume", str(out))
     assert code == 2 and "the saved run used batch_size=64" in stderr
+
+
+def test_adaptive_search_explains_each_trial_and_measures_the_rules_of_thumb(tmp_path: Path) -> None:
+    out = tmp_path / "run.json"
+    code, stdout, stderr = sweep(f"{FIX}:Sleepy", "--arg", "sleep_ms=2", "--batch-size", "4", "--workers", "1,2,4",
+                                 *QUICK, "--json", str(out))
+    assert code == 0, stderr
+    doc = json.loads(out.read_text())
+    search = doc["search"]
+    assert search["strategy"] == "adaptive" and search["trials_run"] == len(doc["trials"])
+    assert [step["config"] for step in search["steps"]] == [t["config"] for t in doc["trials"]]
+    whys = [step["why"] for step in search["steps"]]
+    assert whys[0].startswith("baseline") and whys[1:3] == ["climb", "climb"]
+    assert whys[3].startswith("climb: w0 → w2")
+    assert "top of the worker range (w4)" in search["stopped"] or "not beyond" in search["stopped"]
+    rules = {r["rule"]: r for r in doc["rules_of_thumb"]}
+    assert set(rules) == {"0.75 × usable CPUs", "usable CPUs − 1"}
+    assert all(r["status"] == "ok" and r["recommended_speedup"] for r in rules.values())
+    assert "Search: adaptive" in stdout and "Against the rules of thumb" in stdout

@@ -157,8 +157,7 @@ def rules_of_thumb(report: Report) -> RenderableType | None:
     for row in report.rules_of_thumb:
         head = f"{row.rule} ({usable} CPUs) → {row.config.label()}"
         if row.samples_per_s is None:
-            state = "not measured (the budget forbade it or the sweep stopped)" if row.status is None \
-                else f"{row.status}"
+            state = "not measured in this run" if row.status is None else f"{row.status}"
             lines.append(Text(f"{head}: {state}"))
         elif row.within_noise:
             lines.append(Text(f"{head}: {row.samples_per_s:,.1f} samples/s, within noise of the "
