@@ -12,11 +12,11 @@ mkdir -p "$out"
 status=0
 python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), torch.cuda.get_device_name(0))" || exit 1
 python3 -m pytest -q -p no:cacheprovider -m gpu tests 2>&1 | tee "$out/gpu-tests.log" || status=1
-(cd examples && timeout 240 python3 -m dataprof sweep latency.py:RemoteReadDataset --device cuda --batch-size 64 \
+(cd examples && timeout 150 python3 -m dataprof sweep latency.py:RemoteReadDataset --device cuda --batch-size 64 \
     --step-ms 20 --trial-seconds 2 --json "$out/sweep-cuda.json") 2>&1 | tee "$out/sweep-cuda.txt" || status=1
-(cd examples/scenarios && timeout 120 python3 -m dataprof sweep transfer_bound.py:FloatImages --workers 4 \
+(cd examples/scenarios && timeout 90 python3 -m dataprof sweep transfer_bound.py:FloatImages --workers 4 \
     --prefetch-factor 2 --pin-memory on,off --batch-size 64 --step-ms 2 --device cuda --trial-seconds 2 \
     --json "$out/transfer.json") 2>&1 | tee "$out/transfer.txt" || status=1
-(cd examples && timeout 60 python3 -m dataprof inspect latency.py:RemoteReadDataset --samples 100 \
+(cd examples && timeout 45 python3 -m dataprof inspect latency.py:RemoteReadDataset --samples 100 \
     --json "$out/inspect.json") 2>&1 | tee "$out/inspect.txt" || status=1
 exit $status
