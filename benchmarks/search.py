@@ -81,6 +81,7 @@ def compare(name: str, scenario: dict[str, Any], seconds: float) -> bool:
     print(f"adaptive: {len(adaptive.trials):>3} trials {adaptive.wall_s:>6.1f} s  best "
           f"{top_adaptive.config.label():<18} {rate(top_adaptive):>9,.1f} samples/s  (recommends "
           f"{rec.config.label() if rec else '–'} {rec.samples_per_s if rec else 0:,.1f})")
+    print("adaptive ran: " + ", ".join(f"{t.config.label()} {rate(t):,.0f}" for t in adaptive.trials))
     print(f"adaptive/grid: best throughput {rate_ratio:.3f} (target ≥ 0.95), wall time {time_ratio:.3f} "
           f"(target ≤ 0.30)")
     by_config = {t.config: t for t in grid.trials if t.status == "ok"}

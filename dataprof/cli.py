@@ -110,6 +110,8 @@ def main() -> None:
               help="Kill a trial whose processes' PSS passes this: bytes, 3GB, 512MiB or % of available RAM.")
 @click.option("--collate-fn", default=None, metavar="MOD:ATTR", help="Collate function to use.")
 @click.option("--shuffle/--no-shuffle", default=False, show_default=True, help="Shuffle indices, as in training.")
+@click.option("--rules-of-thumb/--no-rules-of-thumb", default=True, show_default=True,
+              help="Also measure what 0.75 × CPUs and CPUs − 1 workers give, to compare with the recommendation.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the result document here (updated after every trial).")
 @click.option("--resume", "resume_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -119,7 +121,8 @@ def main() -> None:
 def sweep(target: str, args: tuple[str, ...], batch_size: int, workers: str, prefetch_factor: str,
           pin_memory: str, persistent_workers: str, step_ms: float, device: str, strategy: str,
           trial_seconds: float, trial_timeout: float, memory_limit: str, collate_fn: str | None,
-          shuffle: bool, json_path: Path | None, resume_path: Path | None, debug: bool) -> None:
+          shuffle: bool, rules_of_thumb: bool, json_path: Path | None, resume_path: Path | None,
+          debug: bool) -> None:
     """Measure DataLoader configs over TARGET (pkg.mod:Attr or path/file.py:Attr)."""
     from dataprof.options import build_settings
     from dataprof.progress import make_observer
@@ -131,7 +134,7 @@ def sweep(target: str, args: tuple[str, ...], batch_size: int, workers: str, pre
         target=target, args=args, batch_size=batch_size, workers=workers, prefetch_factor=prefetch_factor,
         pin_memory=pin_memory, persistent_workers=persistent_workers, step_ms=step_ms, device=device,
         strategy=strategy, trial_seconds=trial_seconds, trial_timeout=trial_timeout,
-        memory_limit=memory_limit, collate_fn=collate_fn, shuffle=shuffle)
+        memory_limit=memory_limit, collate_fn=collate_fn, shuffle=shuffle, rules_of_thumb=rules_of_thumb)
 
     previous: tuple[Any, ...] = ()
     if resume_path is not None:

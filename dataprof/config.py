@@ -98,6 +98,8 @@ class SweepSettings:
     memory_limit_bytes: int | None = None
     """A trial whose process tree's PSS passes this is killed (status ``oom``)."""
     shuffle: bool = False
+    rules_of_thumb: bool = True
+    """Also measure what the common rules of thumb pick, for the comparison in the report."""
     drop_last: bool = False
     cwd: str = field(default_factory=os.getcwd)
     """Directory put first on ``sys.path`` when the target is imported."""
@@ -107,6 +109,7 @@ class SweepSettings:
             "batch_size": self.batch_size,
             "step_ms": self.step_ms,
             "strategy": self.strategy,
+            "rules_of_thumb": self.rules_of_thumb,
             "device": self.device,
             "trial_seconds": self.trial_seconds,
             "trial_timeout_s": self.trial_timeout_s,

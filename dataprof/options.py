@@ -37,7 +37,8 @@ def worker_space(text: str, strategy: str = "adaptive") -> tuple[tuple[int, ...]
 def build_settings(*, target: str, args: tuple[str, ...], batch_size: int, workers: str, prefetch_factor: str,
                    pin_memory: str, persistent_workers: str, step_ms: float, device: str, strategy: str,
                    trial_seconds: float, trial_timeout: float, memory_limit: str, collate_fn: str | None,
-                   shuffle: bool, cwd: str | None = None, available_bytes: int | None = None) -> SweepSettings:
+                   shuffle: bool, rules_of_thumb: bool = True, cwd: str | None = None,
+                   available_bytes: int | None = None) -> SweepSettings:
     split_target(target)
     if collate_fn is not None:
         split_target(collate_fn)
@@ -70,5 +71,6 @@ def build_settings(*, target: str, args: tuple[str, ...], batch_size: int, worke
         trial_timeout_s=trial_timeout,
         memory_limit_bytes=parse_size(memory_limit, available_bytes),
         shuffle=shuffle,
+        rules_of_thumb=rules_of_thumb,
         cwd=cwd or os.getcwd(),
     )

@@ -94,7 +94,10 @@ class Strategy(Protocol):
         """The next config to measure and why, or a Proposal without a config to stop."""
 
 
-def _rule_of_thumb_step(history: Sequence[TrialResult], space: SearchSpace, budget: Budget) -> Proposal | None:
+def _rule_of_thumb_step(history: Sequence[TrialResult], space: SearchSpace, budget: Budget,
+                        enabled: bool) -> Proposal | None:
+    if not enabled:
+        return None
     done = {t.config for t in history}
     for name, config in rules_of_thumb(budget.usable_cpus, space):
         if config not in done and budget.forbids(config, history) is None:
@@ -107,9 +110,10 @@ class GridStrategy:
 
     name = "grid"
 
-    def __init__(self, space: SearchSpace, budget: Budget | None = None) -> None:
+    def __init__(self, space: SearchSpace, budget: Budget | None = None, rules: bool = True) -> None:
         self.space = space
         self.budget = budget or Budget()
+        self.rules = rules
         self.configs = grid_configs(space)
 
     def propose(self, history: Sequence[TrialResult]) -> Proposal:
@@ -117,10 +121,11 @@ class GridStrategy:
         config = next((c for c in self.configs if c not in done), None)
         if config is not None:
             return Proposal(config, "baseline" if config == BASELINE else "grid")
-        return _rule_of_thumb_step(history, self.space, self.budget) or Proposal(None, "every config of the grid ran")
+        return _rule_of_thumb_step(history, self.space, self.budget, self.rules) or \
+            Proposal(None, "every config of the grid ran")
 
     def total(self) -> int | None:
-        return len(self.configs) + len(rules_of_thumb(self.budget.usable_cpus, self.space))
+        return len(self.configs) + (len(rules_of_thumb(self.budget.usable_cpus, self.space)) if self.rules else 0)
 
 
 def _rate(trial: TrialResult) -> float:
@@ -150,12 +155,15 @@ class AdaptiveStrategy:
 
     name = "adaptive"
     max_refinements = 3
+    min_step = 0.15
+    """Refinement stops when the next count is within this share of the best one."""
     linear = 0.9
     """A doubling of workers that gives at least this share of a doubled rate scales near-linearly."""
 
-    def __init__(self, space: SearchSpace, budget: Budget | None = None) -> None:
+    def __init__(self, space: SearchSpace, budget: Budget | None = None, rules: bool = True) -> None:
         self.space = space
         self.budget = budget or Budget()
+        self.rules = rules
         self.ladder = sorted({w for w in space.workers if w > 0})
         self.pin = True in space.pin_memory
         self.prefetch = 2 if 2 in space.prefetch_factors else min(space.prefetch_factors)
@@ -177,7 +185,8 @@ class AdaptiveStrategy:
             proposal = step(done, history)
             if proposal is not None:
                 return proposal
-        return _rule_of_thumb_step(history, self.space, self.budget) or Proposal(None, self._stop_reason(done, history))
+        return _rule_of_thumb_step(history, self.space, self.budget, self.rules) or \
+            Proposal(None, self._stop_reason(done, history))
 
     def _measured(self, done: dict[LoaderConfig, TrialResult]) -> list[TrialResult]:
         """Trials at the climbing knobs, by worker count."""
@@ -301,6 +310,8 @@ class AdaptiveStrategy:
             config = self.climb_config(workers)
             if workers in (w, 0) or config in done or self.budget.forbids(config, history) is not None:
                 continue
+            if abs(workers - w) < self.min_step * w:
+                continue  # a bracket this narrow holds no gain worth a trial
             return Proposal(config, why)
         return None
 

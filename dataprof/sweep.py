@@ -96,8 +96,8 @@ def run_sweep(
         if observer is not None:
             observer("loading", {"target": settings.target})
         dataset = runner.start()
-        strategy = STRATEGIES[settings.strategy](settings.space, search_budget(settings, environment, dataset,
-                                                                              runner.host_info))
+        budget = search_budget(settings, environment, dataset, runner.host_info)
+        strategy = STRATEGIES[settings.strategy](settings.space, budget, settings.rules_of_thumb)
         if observer is not None:
             observer("planned", {"total": strategy.total()})
         while (proposal := strategy.propose(trials)).config is not None:
@@ -153,6 +153,8 @@ def space_of(settings: dict[str, Any]) -> SearchSpace:
 
 def compare_rules_of_thumb(report: Report) -> tuple[RuleOfThumb, ...]:
     """What each rule of thumb picks, its measured throughput and how the recommendation compares."""
+    if not report.settings.get("rules_of_thumb", True):
+        return ()
     rec = report.recommendation
     rec_trial = next((t for t in report.trials if rec is not None and t.config == rec.config), None)
     rows = []

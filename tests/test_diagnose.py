@@ -205,3 +205,22 @@ def test_recommendation_says_how_close_it_gets_to_the_cpu_ceiling() -> None:
     assert cpu.to_dict()["best"]["cpu_ceiling_samples_per_s"] == cpu.recommendation.cpu_ceiling_samples_per_s
     io = decide(run("io_bound")).recommendation
     assert io is not None and (io.cpu_ceiling_share or 1) < 0.5
+
+
+def test_transfer_bound_weighs_the_copy_against_each_part_of_the_wait() -> None:
+    from dataprof.model import WaitStats
+
+    report = run("transfer_bound")
+    rec = next(t for t in report.trials if report.recommendation and t.config == report.recommendation.config)
+    copy = rec.copy_ms_mean or 0.0
+
+    def waiting(total: float, busy: float) -> Report:
+        return with_trials(report, lambda t: dataclasses.replace(
+            t, wait_ms=WaitStats(p50=total, p95=total, max=total, mean=total), wait_cpu_ms_mean=busy)
+            if t is rec else t)
+
+    # Longer than the copy, but mostly the main thread receiving those bytes: still the copy's verdict.
+    assert primary.transfer_bound(waiting(copy + 1.5, copy - 0.5), TH) is not None
+    # Longer than the copy and mostly idle (workers too slow): not transfer-bound.
+    assert primary.transfer_bound(waiting(copy + 1.5, 0.5), TH) is None
+

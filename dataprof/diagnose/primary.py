@@ -105,7 +105,11 @@ def transfer_bound(report: Report, th: Thresholds) -> Finding | None:
     batch = batch_size(report)
     share = copy_share(rec, batch)
     copy = rec.copy_ms_mean or 0.0
-    if share < th.transfer_share or copy < _wait_ms(rec, batch):
+    wait = _wait_ms(rec, batch)
+    receiving = min(wait, rec.wait_cpu_ms_mean or 0.0)
+    # The copy must outweigh both parts of the wait: idle (workers too slow) and the main
+    # thread's own work inside next() (receiving the same bytes it will copy).
+    if share < th.transfer_share or copy < max(wait - receiving, receiving):
         return None
     size = report.dataset.batch_bytes if report.dataset else None
     speed = f", {fmt_bytes(size)} per batch at {fmt_bytes(size / (copy / 1000))}/s" if size and copy else ""
@@ -125,7 +129,8 @@ def transfer_bound(report: Report, th: Thresholds) -> Finding | None:
         severity=severity_for(wait_share(rec) + share, th, report),
         evidence=(f"copying each batch to {report.environment.device} takes {ms(copy)} ms, {pct(share)} of the "
                   f"{ms(iteration_ms(rec, batch))} ms iteration{speed}; waiting for the loader takes "
-                  f"{ms(_wait_ms(rec, batch))} ms. {_sustains(rec, batch)}"),
+                  f"{ms(wait)} ms ({ms(receiving)} ms of it the main thread receiving batches). "
+                  f"{_sustains(rec, batch)}"),
         recommendation="; ".join(changes) + ".",
     )
 

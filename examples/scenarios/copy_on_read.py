@@ -12,7 +12,8 @@ import time
 import torch
 from torch.utils.data import Dataset
 
-COMMAND = ["--workers", "0,2", "--prefetch-factor", "2", "--batch-size", "16", "--step-ms", "2"]
+COMMAND = ["--strategy", "grid", "--no-rules-of-thumb",
+           "--workers", "0,2", "--prefetch-factor", "2", "--batch-size", "16", "--step-ms", "2"]
 EXPECTED = {"primary": None, "findings": ["copy_on_read"]}
 
 

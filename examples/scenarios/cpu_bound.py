@@ -8,7 +8,8 @@ import time
 import torch
 from torch.utils.data import Dataset
 
-COMMAND = ["--workers", "0,1,2,4", "--prefetch-factor", "2", "--batch-size", "8", "--step-ms", "2"]
+COMMAND = ["--strategy", "grid", "--no-rules-of-thumb",
+           "--workers", "0,1,2,4", "--prefetch-factor", "2", "--batch-size", "8", "--step-ms", "2"]
 EXPECTED = {"primary": "cpu_bound", "findings": []}
 
 

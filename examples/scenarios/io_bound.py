@@ -8,7 +8,8 @@ import time
 import torch
 from torch.utils.data import Dataset
 
-COMMAND = ["--workers", "0,2,4,8", "--prefetch-factor", "2", "--batch-size", "16", "--step-ms", "5"]
+COMMAND = ["--strategy", "grid", "--no-rules-of-thumb",
+           "--workers", "0,2,4,8", "--prefetch-factor", "2", "--batch-size", "16", "--step-ms", "5"]
 EXPECTED = {"primary": "io_bound", "findings": []}
 
 

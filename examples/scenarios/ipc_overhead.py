@@ -3,7 +3,8 @@
 import torch
 from torch.utils.data import Dataset
 
-COMMAND = ["--workers", "0,1,2", "--prefetch-factor", "2", "--batch-size", "4"]
+COMMAND = ["--strategy", "grid", "--no-rules-of-thumb",
+           "--workers", "0,1,2", "--prefetch-factor", "2", "--batch-size", "4"]
 EXPECTED = {"primary": "main_process_bound", "findings": ["ipc_overhead"]}
 
 

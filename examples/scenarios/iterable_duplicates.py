@@ -6,7 +6,8 @@ from collections.abc import Iterator
 import torch
 from torch.utils.data import IterableDataset
 
-COMMAND = ["--workers", "0,2", "--prefetch-factor", "2", "--batch-size", "16", "--step-ms", "1"]
+COMMAND = ["--strategy", "grid", "--no-rules-of-thumb",
+           "--workers", "0,2", "--prefetch-factor", "2", "--batch-size", "16", "--step-ms", "1"]
 EXPECTED = {"primary": None, "findings": ["iterable_duplicates"]}
 
 

@@ -10,7 +10,8 @@ import time
 import torch
 from torch.utils.data import Dataset
 
-COMMAND = ["--workers", "4,8", "--prefetch-factor", "2", "--batch-size", "16"]
+COMMAND = ["--strategy", "grid", "--no-rules-of-thumb",
+           "--workers", "4,8", "--prefetch-factor", "2", "--batch-size", "16"]
 EXPECTED = {"primary": "main_process_bound", "findings": []}
 
 

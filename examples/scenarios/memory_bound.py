@@ -9,7 +9,8 @@ import time
 import torch
 from torch.utils.data import Dataset
 
-COMMAND = ["--workers", "1,2,4,8", "--prefetch-factor", "2", "--batch-size", "16", "--step-ms", "2",
+COMMAND = ["--strategy", "grid", "--no-rules-of-thumb",
+           "--workers", "1,2,4,8", "--prefetch-factor", "2", "--batch-size", "16", "--step-ms", "2",
            "--memory-limit", "900MB"]
 EXPECTED = {"primary": "memory_bound", "findings": []}
 

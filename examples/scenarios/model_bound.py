@@ -6,7 +6,8 @@ dataprof should say the loader keeps up and stay quiet otherwise.
 import torch
 from torch.utils.data import Dataset
 
-COMMAND = ["--workers", "0,2", "--prefetch-factor", "2", "--batch-size", "32", "--step-ms", "20"]
+COMMAND = ["--strategy", "grid", "--no-rules-of-thumb",
+           "--workers", "0,2", "--prefetch-factor", "2", "--batch-size", "32", "--step-ms", "20"]
 EXPECTED = {"primary": "model_bound", "findings": []}
 
 

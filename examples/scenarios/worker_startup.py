@@ -9,7 +9,8 @@ import time
 import torch
 from torch.utils.data import Dataset
 
-COMMAND = ["--workers", "0,2", "--prefetch-factor", "2", "--persistent-workers", "on,off", "--batch-size", "16",
+COMMAND = ["--strategy", "grid", "--no-rules-of-thumb",
+           "--workers", "0,2", "--prefetch-factor", "2", "--persistent-workers", "on,off", "--batch-size", "16",
            "--step-ms", "1"]
 EXPECTED = {"primary": None, "findings": ["worker_startup"]}
 
