@@ -1,7 +1,8 @@
 """Adaptive search vs the full grid over the same space, and vs a plain loop at many worker counts.
 
 Per scenario: both strategies run as real sweeps over the same space (the
-adaptive ladder of worker counts × prefetch 2,4 × persistent on,off), and the
+adaptive ladder of worker counts, up to 128 for the latency-bound scenario and
+16 for the CPU-bound one, × prefetch 2,4 × persistent on,off), and the
 script prints the ratio of their best throughputs and of their wall times
 (target: adaptive ≥ 95% of the grid's best in ≤ 30% of its time). It also
 prints what a PaddlePaddle-style autotune (num_workers 0…CPUs/2 in steps of 2,
@@ -34,8 +35,10 @@ from dataprof.search import rules_of_thumb  # noqa: E402
 from dataprof.sweep import run_sweep  # noqa: E402
 
 SCENARIOS: dict[str, dict[str, Any]] = {
-    "latency": {"target": "examples/latency.py:SleepDataset", "args": {"sleep_ms": 4.0}, "batch_size": 16},
-    "cpu": {"target": "examples/images.py:JpegDataset", "args": {"size": 192, "out_size": 128}, "batch_size": 32},
+    "latency": {"target": "examples/latency.py:SleepDataset", "args": {"sleep_ms": 4.0}, "batch_size": 16,
+                "max_workers": 128},
+    "cpu": {"target": "examples/images.py:JpegDataset", "args": {"size": 192, "out_size": 128}, "batch_size": 32,
+            "max_workers": 16},
 }
 
 
@@ -67,7 +70,8 @@ def paddle_autotune_pick(report: Report, usable: int) -> TrialResult | None:
 
 def compare(name: str, scenario: dict[str, Any], seconds: float) -> bool:
     usable = cpu_budget().usable
-    space = SearchSpace(workers=adaptive_workers(usable), prefetch_factors=(2, 4), persistent_workers=(True, False))
+    workers = tuple(w for w in adaptive_workers(usable) if w <= scenario["max_workers"])
+    space = SearchSpace(workers=workers, prefetch_factors=(2, 4), persistent_workers=(True, False))
     adaptive = sweep(scenario, "adaptive", space, seconds)
     grid = sweep(scenario, "grid", space, seconds)
     top_grid, top_adaptive = best(grid), best(adaptive)
