@@ -18,7 +18,7 @@ from typing import Any
 from torch.utils.data import DataLoader
 
 from dataprof.config import LoaderConfig, SearchSpace, SweepSettings
-from dataprof.sweep import run_sweep
+from dataprof.sweeper import run_sweep
 
 
 def bare_rate(dataset: Any, config: LoaderConfig, batch_size: int, seconds: float) -> float:

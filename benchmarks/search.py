@@ -32,7 +32,7 @@ from _bare import bare_rate_fresh  # noqa: E402
 from dataprof.config import LoaderConfig, SearchSpace, SweepSettings, adaptive_workers, cpu_budget  # noqa: E402
 from dataprof.model import Report, TrialResult  # noqa: E402
 from dataprof.search import rules_of_thumb  # noqa: E402
-from dataprof.sweep import run_sweep  # noqa: E402
+from dataprof.sweeper import run_sweep  # noqa: E402
 
 SCENARIOS: dict[str, dict[str, Any]] = {
     "latency": {"target": "examples/latency.py:SleepDataset", "args": {"sleep_ms": 4.0}, "batch_size": 16,

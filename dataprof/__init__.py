@@ -1,11 +1,18 @@
 """dataprof: a throughput profiler for PyTorch data pipelines.
 
+    import dataprof
+    report = dataprof.sweep(MyDataset(), batch_size=64)      # or "pkg.mod:MyDataset"
+    report.best, report.diagnosis, report.to_json()
+    dataprof.inspect(MyDataset())
+
 Importing this package is cheap: torch, psutil and pynvml are imported only by
 the modules that need them.
 """
 
 from __future__ import annotations
 
+from dataprof.api import inspect, sweep
+
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+__all__ = ["__version__", "inspect", "sweep"]

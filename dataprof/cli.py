@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -21,6 +22,9 @@ def write_atomic(path: Path, text: str) -> None:
     """Write via a temp file and rename, so readers never see half a document."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # as open() would create it, not mkstemp's owner-only mode
     try:
         with os.fdopen(fd, "w") as handle:
             handle.write(text)
@@ -66,6 +70,8 @@ def read_result(path: Path) -> Any:
     if not isinstance(data, dict) or not isinstance(data.get("tool"), dict) \
             or data["tool"].get("name") != "dataprof":
         raise UsageError(f"{path}: not a dataprof result (no tool.name = dataprof)")
+    if data.get("kind") == "inspect":
+        raise UsageError(f"{path}: a `dataprof inspect` result, not a sweep result")
     if data.get("schema_version") != SCHEMA_VERSION:
         raise UsageError(f"{path}: schema_version {data.get('schema_version')!r} is not supported "
                          f"(this dataprof reads {SCHEMA_VERSION})")
@@ -114,27 +120,58 @@ def main() -> None:
               help="Also measure what 0.75 × CPUs and CPUs − 1 workers give, to compare with the recommendation.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the result document here (updated after every trial).")
+@click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write a self-contained HTML report with charts (needs the 'html' extra).")
 @click.option("--resume", "resume_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Continue the sweep saved in this --json file, skipping configs already measured.")
+@click.option("--min-throughput", type=click.FloatRange(min=0), default=None, metavar="N",
+              help="Gate: exit 1 if the recommended config loads fewer samples/s.")
+@click.option("--min-speedup", type=click.FloatRange(min=0), default=None, metavar="X",
+              help="Gate: exit 1 if the recommendation is less than X times as fast as num_workers=0.")
+@click.option("--fail-on", type=click.Choice(["warning", "critical"]), default=None,
+              help="Gate: exit 1 on a diagnosis finding at least this severe.")
+@click.option("--baseline", "baseline_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Gate: a saved --json run to compare with (see --max-regression).")
+@click.option("--max-regression", default=None, metavar="PCT",
+              help="With --baseline: exit 1 if the recommended throughput falls by more than this (default 10%).")
+@click.option("--require-gpu", is_flag=True,
+              help="Usage error (exit 2) unless a CUDA device is used, so a GPU runner cannot pass on the CPU.")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 @guarded
 def sweep(target: str, args: tuple[str, ...], batch_size: int, workers: str, prefetch_factor: str,
           pin_memory: str, persistent_workers: str, step_ms: float, device: str, strategy: str,
           trial_seconds: float, trial_timeout: float, memory_limit: str, collate_fn: str | None,
-          shuffle: bool, rules_of_thumb: bool, json_path: Path | None, resume_path: Path | None,
+          shuffle: bool, rules_of_thumb: bool, json_path: Path | None, html_path: Path | None,
+          resume_path: Path | None, min_throughput: float | None, min_speedup: float | None,
+          fail_on: str | None, baseline_path: Path | None, max_regression: str | None, require_gpu: bool,
           debug: bool) -> None:
     """Measure DataLoader configs over TARGET (pkg.mod:Attr or path/file.py:Attr)."""
+    from dataprof.compare import parse_percent
+    from dataprof.gates import Gates, evaluate
     from dataprof.options import build_settings
     from dataprof.progress import make_observer
     from dataprof.render import console as console_render
     from dataprof.render import json as json_render
-    from dataprof.sweep import SweepInterrupted, SweepTargetError, resumable_trials, run_sweep
+    from dataprof.sweeper import SweepInterrupted, SweepTargetError, resumable_trials, run_sweep
 
+    if max_regression is not None and baseline_path is None:
+        raise UsageError("--max-regression needs --baseline OLD.json to compare with")
+    baseline = read_result(baseline_path) if baseline_path is not None else None
+    gates = Gates(min_throughput=min_throughput, min_speedup=min_speedup, fail_on=fail_on,
+                  max_regression=None if baseline is None else parse_percent(max_regression or "10%",
+                                                                             "--max-regression"))
     settings = build_settings(
         target=target, args=args, batch_size=batch_size, workers=workers, prefetch_factor=prefetch_factor,
         pin_memory=pin_memory, persistent_workers=persistent_workers, step_ms=step_ms, device=device,
         strategy=strategy, trial_seconds=trial_seconds, trial_timeout=trial_timeout,
         memory_limit=memory_limit, collate_fn=collate_fn, shuffle=shuffle, rules_of_thumb=rules_of_thumb)
+    if require_gpu and not settings.device.startswith("cuda"):
+        raise UsageError(f"--require-gpu: no CUDA device is used (--device {device} resolved to "
+                         f"{settings.device}); check the driver, CUDA_VISIBLE_DEVICES and the torch build")
+    if html_path is not None:
+        from dataprof.render.html import check_available
+
+        check_available()
 
     previous: tuple[Any, ...] = ()
     if resume_path is not None:
@@ -161,9 +198,22 @@ def sweep(target: str, args: tuple[str, ...], batch_size: int, workers: str, pre
         raise
     finally:
         finish()
+    if gates.any():
+        report = dataclasses.replace(report, gates=evaluate(report, gates, baseline))
+        save(report)
     console_render.print_report(out, report)
     if json_path is not None:
         click.echo(f"wrote {json_path}", err=True)
+    if html_path is not None:
+        from dataprof.render import html as html_render
+
+        write_atomic(html_path, html_render.render(report))
+        click.echo(f"wrote {html_path}", err=True)
+    failed = [g for g in report.gates if not g.passed]
+    for gate in failed:
+        click.echo(f"gate failed: {gate.gate}: {gate.message}", err=True)
+    if failed:
+        sys.exit(int(ExitCode.GATE_FAILED))
 
 
 def _console() -> Any:
@@ -183,7 +233,7 @@ def diagnose(run: Path, json_path: Path | None, debug: bool) -> None:
     """Re-read a saved --json result, recommend and diagnose it again with the current rules, and render it."""
     from dataprof.render import console as console_render
     from dataprof.render import json as json_render
-    from dataprof.sweep import decide
+    from dataprof.sweeper import decide
 
     report = decide(read_result(run))
     console_render.print_report(_console(), report)
@@ -241,3 +291,42 @@ def inspect(target: str, args: tuple[str, ...], samples: int, seed: int, batch_s
                    and c.severity == "critical"), None)
     if failed is not None:
         raise TargetError(failed.evidence)
+
+
+@main.command()
+@click.argument("old", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("new", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--max-regression", default="10%", show_default=True, metavar="PCT",
+              help="Exit 1 if the recommended throughput fell by more than this.")
+@click.option("--debug", is_flag=True, help="Show tracebacks.")
+@guarded
+def compare(old: Path, new: Path, max_regression: str, debug: bool) -> None:
+    """Compare two saved --json runs: configs side by side, the recommendation, the machines."""
+    from dataprof.compare import compare as compare_runs
+    from dataprof.compare import parse_percent
+    from dataprof.render.compare import print_comparison
+
+    threshold = parse_percent(max_regression, "--max-regression")
+    comparison = compare_runs(read_result(old), read_result(new))
+    print_comparison(_console(), comparison, threshold)
+    if comparison.regressed(threshold):
+        machines = "" if comparison.same_machine else " (across different environments)"
+        click.echo(f"regression: recommended throughput {comparison.old_rate or 0:,.1f} → "
+                   f"{comparison.new_rate or 0:,.1f} samples/s, past the allowed −{100 * threshold:g}%{machines}",
+                   err=True)
+        sys.exit(int(ExitCode.GATE_FAILED))
+
+
+@main.command()
+@click.argument("run", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="Write the self-contained HTML report here.")
+@click.option("--debug", is_flag=True, help="Show tracebacks.")
+@guarded
+def report(run: Path, html_path: Path, debug: bool) -> None:
+    """Render a saved --json run as a self-contained HTML report (charts, diagnosis, every trial)."""
+    from dataprof.render import html as html_render
+
+    html_render.check_available()
+    write_atomic(html_path, html_render.render(read_result(run)))
+    click.echo(f"wrote {html_path}", err=True)

@@ -113,6 +113,18 @@ class Inspection:
     max_workers_files: int | None
     checks: tuple[Finding, ...]
 
+    def to_json(self) -> str:
+        """The ``--json`` document of ``dataprof inspect`` as text."""
+        from dataprof.render.json import render
+
+        return render(self)
+
+    def _repr_html_(self) -> str:
+        """Jupyter: latency, stages, ceiling and checks as HTML (no script)."""
+        from dataprof.render.html import inspection_fragment
+
+        return inspection_fragment(self)
+
     def to_dict(self) -> dict[str, Any]:
         data = self.data
         env = data.environment

@@ -198,6 +198,17 @@ class RuleOfThumb:
 
 
 @dataclass(frozen=True)
+class GateResult:
+    """One CI gate (``--min-throughput``, …): passed or not, and the numbers it compared."""
+
+    gate: str
+    passed: bool
+    measured: float | None
+    threshold: float
+    message: str
+
+
+@dataclass(frozen=True)
 class Finding:
     id: str
     severity: str
@@ -227,6 +238,29 @@ class Report:
     search_stop: str | None = None
     """Why the search stopped."""
     rules_of_thumb: tuple[RuleOfThumb, ...] = ()
+    gates: tuple[GateResult, ...] = ()
+
+    @property
+    def best(self) -> Recommendation | None:
+        """The recommended configuration (None when nothing completed)."""
+        return self.recommendation
+
+    @property
+    def diagnosis(self) -> dict[str, Any]:
+        """``{"primary": ..., "findings": [...]}``, as in the JSON document."""
+        return {"primary": self.primary, "findings": [dataclasses.asdict(f) for f in self.findings]}
+
+    def to_json(self) -> str:
+        """The ``--json`` document as text."""
+        from dataprof.render.json import render
+
+        return render(self)
+
+    def _repr_html_(self) -> str:
+        """Jupyter: the summary as an HTML table (no script)."""
+        from dataprof.render.html import summary_fragment
+
+        return summary_fragment(self)
 
     @property
     def baseline(self) -> TrialResult | None:
@@ -258,7 +292,8 @@ class Report:
                 "cpu_ceiling_samples_per_s": best.cpu_ceiling_samples_per_s,
                 "cpu_ceiling_share": best.cpu_ceiling_share,
             },
-            "diagnosis": {"primary": self.primary, "findings": [dataclasses.asdict(f) for f in self.findings]},
+            "diagnosis": self.diagnosis,
+            "gates": [dataclasses.asdict(g) for g in self.gates],
             "search": {"strategy": self.settings.get("strategy"), "trials_run": len(self.trials),
                        "wall_s": self.wall_s,
                        "steps": [{"config": step.config.to_dict(), "why": step.why} for step in self.search_steps],
@@ -300,6 +335,7 @@ class Report:
             search_steps=tuple(SearchStep(LoaderConfig.from_dict(step["config"]), step["why"])
                                for step in data.get("search", {}).get("steps", [])),
             search_stop=data.get("search", {}).get("stopped"),
+            gates=tuple(GateResult(**g) for g in data.get("gates", [])),
             complete=data.get("complete", True),
             notes=tuple(data.get("notes", [])),
         )

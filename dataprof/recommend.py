@@ -21,6 +21,15 @@ def noise_between(a: TrialResult, b: TrialResult) -> float:
     return max(MIN_NOISE, 2.0 * math.hypot(spread_a, spread_b))
 
 
+MAX_TRADE = 0.05
+"""A cheaper config is recommended over the fastest only if it is at most this much slower, however noisy."""
+
+
+def tolerance(a: TrialResult, b: TrialResult) -> float:
+    """How much slower than the fastest a cheaper config may be: the noise, capped at :data:`MAX_TRADE`."""
+    return min(noise_between(a, b), MAX_TRADE)
+
+
 def _cost(trial: TrialResult) -> tuple[int, int, int, bool]:
     c = trial.config
     return (c.num_workers, c.prefetch_factor or 0, trial.peak_memory_bytes or 0, c.pin_memory)
@@ -32,7 +41,7 @@ def recommend(trials: Sequence[TrialResult]) -> Recommendation | None:
         return None
     fastest = max(ok, key=lambda t: t.samples_per_s or 0.0)
     top = fastest.samples_per_s or 0.0
-    within = [t for t in ok if (top - (t.samples_per_s or 0.0)) / top <= noise_between(t, fastest)]
+    within = [t for t in ok if (top - (t.samples_per_s or 0.0)) / top <= tolerance(t, fastest)]
     chosen = min(within, key=_cost)
     baseline = next((t for t in ok if t.config.num_workers == 0 and not t.config.pin_memory), None)
     speedup = None
@@ -56,9 +65,13 @@ def _reason(chosen: TrialResult, fastest: TrialResult, ok: Sequence[TrialResult]
         runner_up = max(others, key=lambda t: t.samples_per_s or 0.0)
         gap = 1 - (runner_up.samples_per_s or 0.0) / (fastest.samples_per_s or 1.0)
         noise = noise_between(runner_up, fastest)
-        if gap <= noise:
+        if gap <= tolerance(runner_up, fastest):
             return (f"fastest, and the cheapest within noise (next: {runner_up.config.label()} "
                     f"−{100 * gap:.1f}%, noise ±{100 * noise:.1f}%)")
+        if gap <= noise:
+            return (f"fastest measured; the next best ({runner_up.config.label()}) is {100 * gap:.1f}% slower: "
+                    f"within the ±{100 * noise:.1f}% noise, but more than the {100 * MAX_TRADE:.0f}% a cheaper "
+                    "config may cost")
         return (f"fastest measured; the next best ({runner_up.config.label()}) is "
                 f"{100 * gap:.1f}% slower, beyond the ±{100 * noise:.1f}% noise")
     gap = 1 - (chosen.samples_per_s or 0.0) / (fastest.samples_per_s or 1.0)

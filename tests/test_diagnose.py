@@ -197,7 +197,7 @@ def test_old_runs_without_the_new_figures_still_diagnose() -> None:
 
 def test_recommendation_says_how_close_it_gets_to_the_cpu_ceiling() -> None:
     from dataprof.render.console import render
-    from dataprof.sweep import decide
+    from dataprof.sweeper import decide
 
     cpu = decide(run("cpu_bound"))
     assert cpu.recommendation is not None and 0.8 < (cpu.recommendation.cpu_ceiling_share or 0) <= 1.05

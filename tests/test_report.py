@@ -64,10 +64,16 @@ def test_recommends_cheaper_config_within_noise() -> None:
 
 
 def test_noisy_trials_widen_the_noise_band() -> None:
-    quiet = recommend([trial(0, 100), trial(4, 360), trial(8, 400)])
-    noisy = recommend([trial(0, 100), trial(4, 360, spread=0.05), trial(8, 400, spread=0.05)])
+    quiet = recommend([trial(0, 100), trial(4, 385), trial(8, 400)])
+    noisy = recommend([trial(0, 100), trial(4, 385, spread=0.05), trial(8, 400, spread=0.05)])
     assert quiet is not None and quiet.config.num_workers == 8
     assert noisy is not None and noisy.config.num_workers == 4
+
+
+def test_noise_never_trades_more_than_five_percent_for_fewer_workers() -> None:
+    rec = recommend([trial(0, 100), trial(4, 360, spread=0.05), trial(8, 400, spread=0.05)])
+    assert rec is not None and rec.config.num_workers == 8
+    assert "within the ±14.1% noise, but more than the 5%" in rec.reason
 
 
 def test_failed_trials_are_never_recommended() -> None:

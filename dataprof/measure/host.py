@@ -82,10 +82,16 @@ def load(request: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
     start = time.perf_counter()
     cwd = request["cwd"]
     kwargs = dict(parse_kwarg(item) for item in request["args"])
-    obj = load_object(request["target"], cwd)
-    dataset = build_dataset(obj, kwargs, request["target"])
+    from dataprof.measure.runner import IN_MEMORY
+
+    if request["target"] in IN_MEMORY:  # a forked host: the caller's object, as it was at the fork
+        dataset = IN_MEMORY[request["target"]]
+        threads = 1  # the caller may have started a thread pool, which is dead after fork
+    else:
+        dataset = build_dataset(load_object(request["target"], cwd), kwargs, request["target"])
     init_s = time.perf_counter() - start
-    collate = load_collate(request.get("collate_fn"), cwd)
+    collate_name = request.get("collate_fn")
+    collate = IN_MEMORY[collate_name] if collate_name in IN_MEMORY else load_collate(collate_name, cwd)
     batch = check_batchable(dataset, collate, int(request["batch_size"]))
     import multiprocessing
 

@@ -41,6 +41,10 @@ class InspectSettings:
     """Stop fetching samples after this long."""
     collate_fn: str | None = None
     cwd: str = field(default_factory=os.getcwd)
+    dataset: Any = None
+    """A Dataset object (Python API); ``target`` is then only its name."""
+    collate: Any = None
+    """A collate callable (Python API), instead of ``collate_fn``."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"samples": self.samples, "seed": self.seed, "batch_size": self.batch_size,
@@ -114,10 +118,14 @@ def run_inspection(settings: InspectSettings) -> InspectionData:
     from dataprof.backends.torch_backend import dataset_kind, dataset_length, describe_sample, footprint
 
     start = time.perf_counter()
-    obj = load_object(settings.target, settings.cwd)
-    dataset = build_dataset(obj, dict(parse_kwarg(item) for item in settings.args), settings.target)
+    if settings.dataset is not None:
+        dataset = settings.dataset
+    else:
+        obj = load_object(settings.target, settings.cwd)
+        dataset = build_dataset(obj, dict(parse_kwarg(item) for item in settings.args), settings.target)
     init_s = time.perf_counter() - start
-    collate = load_collate(settings.collate_fn, settings.cwd) or torch.utils.data.default_collate
+    collate = settings.collate or load_collate(settings.collate_fn, settings.cwd) or \
+        torch.utils.data.default_collate
     kind = dataset_kind(dataset)
     length = dataset_length(dataset) if kind == "map" else None
     if kind == "map" and not length:

@@ -27,9 +27,57 @@ from dataprof.units import fmt_bytes
 
 Observer = Callable[[str, dict[str, Any]], None]
 
+IN_MEMORY: dict[str, Any] = {}
+"""Dataset objects handed to the Python API, by the target name they get; a forked host inherits them."""
+
 
 class HostDied(Exception):
     """The host process ended while we waited for it."""
+
+
+class ForkedHost:
+    """A host forked from this process (for a Dataset object given to the Python API); Popen's interface."""
+
+    def __init__(self, cmd_read: int, evt_write: int, close_in_child: tuple[int, ...], log_fd: int) -> None:
+        from dataprof.measure import host
+
+        self.returncode: int | None = None
+        self.pid = os.fork()
+        if self.pid == 0:  # the host: it holds the caller's dataset object as it was at the fork
+            code = 1
+            try:
+                os.setsid()
+                for fd in close_in_child:
+                    os.close(fd)
+                devnull = os.open(os.devnull, os.O_RDONLY)
+                os.dup2(devnull, 0)
+                os.dup2(log_fd, 1)
+                os.dup2(log_fd, 2)
+                code = host.main([str(cmd_read), str(evt_write)])
+            finally:
+                os._exit(code)
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired("dataprof host", timeout or 0.0)
+            time.sleep(0.02)
+        assert self.returncode is not None
+        return self.returncode
+
+    def terminate(self) -> None:
+        try:
+            os.kill(self.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
 
 
 class Host:
@@ -41,14 +89,18 @@ class Host:
         cmd_read, self.cmd_fd = os.pipe()
         self.evt_fd, evt_write = os.pipe()
         self.log = tempfile.TemporaryFile(prefix="dataprof-host-")  # noqa: SIM115 (closed in close())
-        env = dict(os.environ)
-        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "dataprof.measure.host", str(cmd_read), str(evt_write)],
-            pass_fds=(cmd_read, evt_write), stdin=subprocess.DEVNULL, stdout=self.log,
-            stderr=subprocess.STDOUT, start_new_session=True, env=env, cwd=settings.cwd,
-        )
+        self.proc: subprocess.Popen[bytes] | ForkedHost
+        if settings.target in IN_MEMORY:
+            self.proc = ForkedHost(cmd_read, evt_write, (self.cmd_fd, self.evt_fd), self.log.fileno())
+        else:
+            env = dict(os.environ)
+            root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "dataprof.measure.host", str(cmd_read), str(evt_write)],
+                pass_fds=(cmd_read, evt_write), stdin=subprocess.DEVNULL, stdout=self.log,
+                stderr=subprocess.STDOUT, start_new_session=True, env=env, cwd=settings.cwd,
+            )
         os.close(cmd_read)
         os.close(evt_write)
         self._buffer = bytearray()

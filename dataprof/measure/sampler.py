@@ -26,8 +26,20 @@ class Samples:
     window_end: float | None = None
 
 
+MAX_DUTY = 0.05
+"""Share of one core the sampler may spend: reading the memory of many workers is not free."""
+MAX_INTERVAL_S = 2.0
+"""Longest gap between readings, however costly, so the memory limit is still enforced."""
+
+
 class Sampler:
-    """Reads tree, system and GPU probes on a thread until stopped."""
+    """Reads tree, system and GPU probes on a thread until stopped.
+
+    The interval stretches with the cost of a reading (PSS of 100 workers
+    takes a while) so the sampler never uses more than :data:`MAX_DUTY` of a
+    core, up to :data:`MAX_INTERVAL_S`; the window's own start and end are
+    always read.
+    """
 
     def __init__(
         self,
@@ -82,8 +94,12 @@ class Sampler:
         return self.samples
 
     def _run(self) -> None:
-        while not self._stop.wait(self.interval_s):
+        wait = self.interval_s
+        while not self._stop.wait(wait):
+            started = time.perf_counter()
             self.sample_now()
+            cost = time.perf_counter() - started
+            wait = min(MAX_INTERVAL_S, max(self.interval_s, cost / MAX_DUTY - cost))
 
 
 def _in_window(items: list[Any], start: float | None, end: float | None) -> list[Any]:

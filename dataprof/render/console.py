@@ -74,6 +74,38 @@ def trials_table(report: Report) -> Table:
     return table
 
 
+CHART_WIDTH = 40
+_EIGHTHS = " ▏▎▍▌▋▊▉"
+
+
+def _bar(value: float, top: float, width: int = CHART_WIDTH) -> str:
+    """A horizontal bar of ``value / top`` of ``width`` cells, in eighths of a cell."""
+    eighths = round(8 * width * value / top) if top > 0 else 0
+    return "█" * (eighths // 8) + (_EIGHTHS[eighths % 8] if eighths % 8 else "")
+
+
+def throughput_chart(report: Report) -> RenderableType | None:
+    """Throughput against num_workers (the best config at each count): the curve's shape at a glance."""
+    ok = [t for t in report.trials if t.status == "ok" and t.samples_per_s]
+    best: dict[int, TrialResult] = {}
+    for trial in ok:
+        w = trial.config.num_workers
+        if w not in best or (trial.samples_per_s or 0) > (best[w].samples_per_s or 0):
+            best[w] = trial
+    if len(best) < 2:
+        return None
+    top = max(t.samples_per_s or 0.0 for t in best.values())
+    chosen = report.recommendation.config.num_workers if report.recommendation else None
+    lines: list[RenderableType] = [Text("Throughput by num_workers (best config at each)", style="bold")]
+    for w in sorted(best):
+        rate = best[w].samples_per_s or 0.0
+        line = Text(f" w{w:<4}│", style="dim")
+        line.append(_bar(rate, top).ljust(CHART_WIDTH), style="green" if w == chosen else "cyan")
+        line.append(f" {rate:,.0f}" + (" ★" if w == chosen else ""))
+        lines.append(line)
+    return Group(*lines)
+
+
 def failures(report: Report) -> list[Text]:
     """One line per trial that did not finish: what happened, in a sentence."""
     return [Text(f"{t.config.label()}: {t.status}: {t.error}", style="red")
@@ -204,6 +236,9 @@ def print_report(console: Console, report: Report) -> None:
     console.print(trials_table(report))
     for line in failures(report):
         console.print(line)
+    chart = throughput_chart(report)
+    if chart is not None:
+        console.print(chart)
     story = search_story(report)
     if story is not None:
         console.print(story)

@@ -1,0 +1,102 @@
+"""The Python API: ``dataprof.sweep(...)`` and ``dataprof.inspect(...)``, the same work as the CLI.
+
+Both accept a Dataset object or a target string (``pkg.mod:Attr`` or
+``path/file.py:Attr``). A Dataset object is measured by a host process forked
+from this one, so it needs no import path (a class defined in a notebook
+works); it is measured as it is at the call. Errors are
+:class:`dataprof.errors.DataprofError` subclasses with the CLI's messages.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from dataprof.inspection import Inspection
+    from dataprof.model import Report
+
+
+def _values(value: str | int | bool | Iterable[Any]) -> str:
+    """``"auto"``, ``4``, ``[0, 2, 4]`` or ``[True, False]`` → the CLI's text form."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, int):
+        return str(value)
+    return ",".join(_values(item) for item in value)
+
+
+def _name(obj: Any) -> str:
+    return f"python:{type(obj).__name__}@{id(obj):x}"
+
+
+def sweep(dataset_or_target: Any, *, batch_size: int = 64, workers: Any = "auto", prefetch_factor: Any = "2,4",
+          pin_memory: Any = "on,off", persistent_workers: Any = "on", step_ms: float = 0.0, device: str = "auto",
+          strategy: str = "adaptive", trial_seconds: float = 3.0, trial_timeout: float = 60.0,
+          memory_limit: str = "80%", collate_fn: str | Callable[[list[Any]], Any] | None = None,
+          shuffle: bool = False, rules_of_thumb: bool = True, args: Mapping[str, Any] | None = None,
+          progress: bool = False) -> Report:
+    """Sweep DataLoader configurations and return the :class:`~dataprof.model.Report` the CLI renders.
+
+    ``report.best``, ``report.diagnosis``, ``report.to_json()``; in Jupyter the
+    report displays itself. ``args`` are keyword arguments for a class or
+    factory target. ``progress=True`` prints a line per trial on stderr.
+    """
+    from dataprof.errors import UsageError
+    from dataprof.measure.runner import IN_MEMORY
+    from dataprof.options import build_settings
+    from dataprof.progress import plain_observer
+    from dataprof.sweeper import run_sweep
+
+    registered: list[str] = []
+    target = dataset_or_target
+    if not isinstance(dataset_or_target, str):
+        target = _name(dataset_or_target)
+        IN_MEMORY[target] = dataset_or_target
+        registered.append(target)
+    collate_name = collate_fn if isinstance(collate_fn, str) or collate_fn is None else _name(collate_fn)
+    if callable(collate_fn):
+        if isinstance(dataset_or_target, str):
+            raise UsageError("a collate_fn callable needs a Dataset object; with a target string, "
+                             "pass collate_fn as 'module:attr'")
+        IN_MEMORY[collate_name] = collate_fn  # type: ignore[index]
+        registered.append(collate_name)  # type: ignore[arg-type]
+    try:
+        settings = build_settings(
+            target=target, args=tuple(settings_args(args)), batch_size=batch_size,
+            workers=_values(workers), prefetch_factor=_values(prefetch_factor), pin_memory=_values(pin_memory),
+            persistent_workers=_values(persistent_workers), step_ms=step_ms, device=device, strategy=strategy,
+            trial_seconds=trial_seconds, trial_timeout=trial_timeout, memory_limit=memory_limit,
+            collate_fn=collate_name, shuffle=shuffle, rules_of_thumb=rules_of_thumb)
+        observer = plain_observer(sys.stderr) if progress else None
+        return run_sweep(settings, list(settings_args(args)), observer=observer)
+    finally:
+        for name in registered:
+            IN_MEMORY.pop(name, None)
+
+
+def settings_args(args: Mapping[str, Any] | None) -> list[str]:
+    return [f"{k}={v!r}" for k, v in (args or {}).items()]
+
+
+def inspect(dataset_or_target: Any, *, samples: int = 200, seed: int = 0, batch_size: int = 64,
+            prefetch_factor: int = 2, max_seconds: float = 60.0,
+            collate_fn: str | Callable[[list[Any]], Any] | None = None,
+            args: Mapping[str, Any] | None = None) -> Inspection:
+    """Time samples, transform stages and collation in this process; return the
+    :class:`~dataprof.inspection.Inspection` the CLI renders (``.to_json()``; displays itself in Jupyter)."""
+    from dataprof.inspection import analyse
+    from dataprof.measure.inspect import InspectSettings, run_inspection
+
+    is_object = not isinstance(dataset_or_target, str)
+    settings = InspectSettings(
+        target=_name(dataset_or_target) if is_object else dataset_or_target,
+        args=tuple(settings_args(args)), samples=samples, seed=seed, batch_size=batch_size,
+        prefetch_factor=prefetch_factor, max_seconds=max_seconds,
+        collate_fn=collate_fn if isinstance(collate_fn, str) else None,
+        dataset=dataset_or_target if is_object else None,
+        collate=collate_fn if callable(collate_fn) else None)
+    return analyse(run_inspection(settings))

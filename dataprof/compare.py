@@ -1,0 +1,111 @@
+"""Compare two saved sweeps: per config, the recommendation, and whether the machines match. Pure.
+
+``dataprof compare OLD.json NEW.json`` and ``dataprof sweep --baseline OLD.json``
+both use :func:`compare`; a regression is the recommended throughput falling
+by more than the threshold. Runs from different environments are compared
+all the same, but every verdict says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dataprof.config import LoaderConfig
+from dataprof.model import Report, TrialResult
+
+
+@dataclass(frozen=True)
+class ConfigChange:
+    """One config measured in both runs."""
+
+    config: LoaderConfig
+    old: TrialResult
+    new: TrialResult
+
+    @property
+    def change(self) -> float | None:
+        """Relative throughput change (−0.12 = 12% slower); None when either did not complete."""
+        if not self.old.samples_per_s or not self.new.samples_per_s:
+            return None
+        return self.new.samples_per_s / self.old.samples_per_s - 1
+
+
+@dataclass(frozen=True)
+class Comparison:
+    old: Report
+    new: Report
+    common: tuple[ConfigChange, ...]
+    only_old: tuple[LoaderConfig, ...]
+    only_new: tuple[LoaderConfig, ...]
+    environment_changes: tuple[str, ...]
+    """``cpu: 2 usable CPUs → 16``, … — empty when the machines match."""
+
+    @property
+    def old_rate(self) -> float | None:
+        return self.old.recommendation.samples_per_s if self.old.recommendation else None
+
+    @property
+    def new_rate(self) -> float | None:
+        return self.new.recommendation.samples_per_s if self.new.recommendation else None
+
+    @property
+    def change(self) -> float | None:
+        """Relative change of the recommended throughput."""
+        if not self.old_rate or self.new_rate is None:
+            return None
+        return self.new_rate / self.old_rate - 1
+
+    @property
+    def same_machine(self) -> bool:
+        return not self.environment_changes
+
+    def regressed(self, threshold: float) -> bool:
+        """The recommended throughput fell by more than ``threshold`` (0.1 = 10%), or nothing completed."""
+        if self.new_rate is None:
+            return self.old_rate is not None
+        return self.change is not None and self.change < -threshold
+
+
+ENVIRONMENT_FIELDS = (("usable_cpus", "usable CPUs"), ("cpu_count", "CPUs"), ("torch", "torch"),
+                      ("device", "device"), ("gpu_name", "GPU"), ("python", "Python"))
+
+
+def environment_changes(old: Report, new: Report) -> tuple[str, ...]:
+    changes = []
+    for name, label in ENVIRONMENT_FIELDS:
+        before, after = getattr(old.environment, name), getattr(new.environment, name)
+        if before != after:
+            changes.append(f"{label}: {before} → {after}")
+    for key, label in (("batch_size", "batch size"), ("step_ms", "model step ms")):
+        before, after = old.settings.get(key), new.settings.get(key)
+        if before != after:
+            changes.append(f"{label}: {before} → {after}")
+    if old.target != new.target:
+        changes.append(f"target: {old.target} → {new.target}")
+    return tuple(changes)
+
+
+def compare(old: Report, new: Report) -> Comparison:
+    old_trials = {t.config: t for t in old.trials}
+    new_trials = {t.config: t for t in new.trials}
+    common = tuple(ConfigChange(c, old_trials[c], new_trials[c]) for c in sorted(old_trials) if c in new_trials)
+    return Comparison(
+        old=old, new=new, common=common,
+        only_old=tuple(c for c in sorted(old_trials) if c not in new_trials),
+        only_new=tuple(c for c in sorted(new_trials) if c not in old_trials),
+        environment_changes=environment_changes(old, new),
+    )
+
+
+def parse_percent(text: str, name: str) -> float:
+    """``10%`` or ``10`` (percent) → 0.10; UsageError otherwise."""
+    from dataprof.errors import UsageError
+
+    raw = text.strip().rstrip("%").strip()
+    try:
+        value = float(raw)
+    except ValueError:
+        raise UsageError(f"{name}: {text!r} is not a percentage (e.g. 10%)") from None
+    if not 0 <= value < 100:
+        raise UsageError(f"{name}: {text!r} must be between 0% and 100%")
+    return value / 100.0

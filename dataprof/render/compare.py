@@ -1,0 +1,81 @@
+"""The console rendering of ``dataprof compare``: the verdict first, then every config side by side."""
+
+from __future__ import annotations
+
+import io
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from dataprof.compare import Comparison
+from dataprof.units import fmt_bytes
+
+
+def _rate(value: float | None) -> str:
+    return "–" if value is None else f"{value:,.1f}"
+
+
+def _pct(value: float | None) -> str:
+    return "–" if value is None else f"{100 * value:+.1f}%"
+
+
+def _wait(value: float | None) -> str:
+    return "–" if value is None else f"{100 * value:.0f}"
+
+
+def print_comparison(console: Console, comparison: Comparison, threshold: float | None = None) -> None:
+    old, new = comparison.old, comparison.new
+    console.print(f"dataprof compare · {old.target}" + (f" → {new.target}" if new.target != old.target else ""))
+    if comparison.same_machine:
+        console.print(f"same environment: {new.environment.cpu_reason} · torch {new.environment.torch} · "
+                      f"{new.environment.device}", style="dim")
+    else:
+        console.print("different environments, so differences may come from the machine, not the code: "
+                      + "; ".join(comparison.environment_changes), style="yellow")
+    old_rec, new_rec = old.recommendation, new.recommendation
+    line = Text("recommended: ")
+    line.append(f"{old_rec.config.label() if old_rec else '–'} {_rate(comparison.old_rate)} → "
+                f"{new_rec.config.label() if new_rec else '–'} {_rate(comparison.new_rate)} samples/s "
+                f"({_pct(comparison.change)})", style="bold")
+    console.print(line)
+    if old.primary != new.primary:
+        console.print(f"bottleneck: {old.primary} → {new.primary}")
+    if threshold is not None:
+        regressed = comparison.regressed(threshold)
+        console.print(f"{'REGRESSION' if regressed else 'ok'}: allowed −{100 * threshold:g}%",
+                      style="bold red" if regressed else "green")
+    table = Table(box=box.SIMPLE_HEAD, title="Configs measured in both (old → new)", title_justify="left",
+                  pad_edge=False, padding=(0, 1, 0, 0))
+    for name in ("config", "samples/s", "change", "wait%", "PSS", "1st s"):
+        table.add_column(name, justify="left" if name == "config" else "right", no_wrap=True)
+    for row in comparison.common:
+        o, n = row.old, row.new
+        change = row.change
+        style = "red" if change is not None and threshold is not None and change < -threshold else None
+        table.add_row(
+            row.config.label(),
+            f"{_rate(o.samples_per_s)} → {_rate(n.samples_per_s)}" if o.status == n.status == "ok"
+            else f"{o.status} → {n.status}",
+            _pct(change),
+            f"{_wait(o.wait_fraction)} → {_wait(n.wait_fraction)}",
+            f"{fmt_bytes(o.peak_memory_bytes)} → {fmt_bytes(n.peak_memory_bytes)}",
+            f"{_num(o.first_batch_s)} → {_num(n.first_batch_s)}",
+            style=style,
+        )
+    console.print(table)
+    if comparison.only_old:
+        console.print("only in old: " + ", ".join(c.label() for c in comparison.only_old), style="dim")
+    if comparison.only_new:
+        console.print("only in new: " + ", ".join(c.label() for c in comparison.only_new), style="dim")
+
+
+def _num(value: float | None) -> str:
+    return "–" if value is None else f"{value:.2f}"
+
+
+def render(comparison: Comparison, threshold: float | None = None, width: int = 120) -> str:
+    buffer = io.StringIO()
+    print_comparison(Console(width=width, file=buffer, color_system=None), comparison, threshold)
+    return buffer.getvalue()
