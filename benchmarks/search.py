@@ -89,6 +89,9 @@ def compare(name: str, scenario: dict[str, Any], seconds: float) -> bool:
     print(f"adaptive/grid: best throughput {rate_ratio:.3f} (target ≥ 0.95), wall time {time_ratio:.3f} "
           f"(target ≤ 0.30)")
     by_config = {t.config: t for t in grid.trials if t.status == "ok"}
+    if rec is not None and rec.config in by_config:
+        print(f"adaptive's recommendation as the grid measured it: {rate(by_config[rec.config]) / rate(top_grid):.3f} "
+              "of the grid's best (one measurement for both: no trial-to-trial noise)")
     paddle = paddle_autotune_pick(grid, usable)
     print(f"paddle-style autotune would pick {paddle.config.label() if paddle else '–'}: "
           f"{rate(paddle) / rate(top_grid):.3f} of the grid's best")

@@ -76,9 +76,17 @@ def _figure(report: Report, title: str, y_title: str, value: Any, lines: tuple[t
     for name, trials in _series(report).items():
         fig.add_trace(go.Scatter(x=[str(t.config.num_workers) for t in trials], y=[value(t) for t in trials],
                                  mode="lines+markers", name=name))
+    values = [v for t in report.trials if t.status == "ok" and (v := value(t)) is not None]
+    top = max(values, default=0.0)
+    far = []
     for level, label in lines:
+        if top and level > 3 * top:  # a line far above the data would flatten the curve: named in the title
+            far.append(label)
+            continue
         fig.add_hline(y=level, line_dash="dash", line_color="#c0392b", annotation_text=label,
                       annotation_position="top left")
+    if far:
+        title = f"{title}<br><sup>off the scale: {', '.join(far)}</sup>"
     fig.update_layout(title=title, height=340, margin={"l": 50, "r": 20, "t": 50, "b": 40},
                       legend={"orientation": "h", "y": -0.25}, template="plotly_white")
     fig.update_xaxes(title="num_workers", type="category", categoryorder="array",
@@ -194,7 +202,7 @@ def render(report: Report) -> str:
     """The whole page. Needs plotly (check with :func:`check_available`)."""
     figures = charts(report)
     divs = [figure.to_html(full_html=False, include_plotlyjs=(i == 0),
-                           config={"displaylogo": False, "responsive": True})
+                           config={"displayModeBar": False, "responsive": True})
             for i, figure in enumerate(figures)]
     notes = "".join(f"<li>{_e(n)}</li>" for n in report.notes)
     partial = "" if report.complete else "<p class='verdict warning'>Partial result: the sweep did not finish.</p>"
