@@ -46,7 +46,7 @@ class Budget:
     headroom: float = HEADROOM
     """Share of each budget a proposal may use."""
     saturated_cpu: float = 0.9
-    """Tree CPU use, as a share of the usable CPUs, past which more workers cannot add throughput."""
+    """Tree CPU use, as a share of the usable CPUs, from which the climb goes one rung at a time."""
     fds_per_worker: int = 4
     """Pipes and the process sentinel the main process holds for each worker."""
 
@@ -208,7 +208,8 @@ class AdaptiveStrategy:
             rungs.append(workers)
             trial = done.get(self.climb_config(workers))
             step = 1
-            if trial is not None and trial.status == "ok" and previous is not None and _rate(previous) > 0:
+            if trial is not None and trial.status == "ok" and previous is not None and _rate(previous) > 0 \
+                    and not self._saturated(trial):  # past a saturated CPU budget, one rung at a time
                 ratio = workers / max(1, previous.config.num_workers)
                 if ratio >= 2 and _rate(trial) / _rate(previous) >= self.linear * ratio:
                     step = 2
@@ -240,8 +241,6 @@ class AdaptiveStrategy:
             if best is not None:
                 last_step = f"{_gain(trial, best)} > noise"
             best = trial
-            if self._saturated(trial):
-                return None
         return None
 
     def _gains(self, trial: TrialResult, best: TrialResult) -> bool:
@@ -265,12 +264,11 @@ class AdaptiveStrategy:
                 return f"stopped climbing: {config.label()} {trial.status}"
             if best is not None and not self._gains(trial, best) and workers > 1:
                 noise = noise_between(trial, best)
-                return f"stopped climbing: {_gain(trial, best)}, not beyond the ±{noise:.0%} noise"
+                cpu = (f"; {best.config.label()} already used {(best.cpu_percent or 0) / 100:.1f} of "
+                       f"{self.budget.usable_cpus} usable CPUs" if self._saturated(best) else "")
+                return f"stopped climbing: {_gain(trial, best)}, not beyond the ±{noise:.0%} noise{cpu}"
             if best is None or self._gains(trial, best):
                 best = trial
-            if self._saturated(trial):
-                return (f"stopped climbing: {config.label()} uses {(trial.cpu_percent or 0) / 100:.1f} of "
-                        f"{self.budget.usable_cpus} usable CPUs; more workers cannot add throughput")
         return f"stopped climbing: top of the worker range (w{self.ladder[-1]})" if self.ladder else "no workers"
 
     def _refine(self, done: dict[LoaderConfig, TrialResult], history: Sequence[TrialResult]) -> Proposal | None:

@@ -70,10 +70,10 @@ def cpu_bound(config: LoaderConfig) -> TrialResult:
 
 def test_cpu_bound_stops_at_the_cpu_count() -> None:
     history, why = run(AdaptiveStrategy(space(2), Budget(usable_cpus=2)), cpu_bound)
-    assert max(workers_tried(history)) <= 2
+    assert max(workers_tried(history)) <= 4  # one rung past the saturated CPUs, then no gain
     assert best(history).num_workers == 2
-    assert "usable CPUs" in why
-    assert len(history) <= 5
+    assert "already used 1.9 of 2 usable CPUs" in why
+    assert len(history) <= 6
 
 
 def peaked(config: LoaderConfig) -> TrialResult:
