@@ -81,6 +81,14 @@ def read_result(path: Path) -> Any:
         raise UsageError(f"{path}: malformed dataprof result ({type(exc).__name__}: {exc})") from exc
 
 
+def target_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """TARGET and --arg, shared by the commands that load a dataset."""
+    fn = click.option("--arg", "args", multiple=True, metavar="KEY=VALUE",
+                      help="Keyword argument for a Dataset class or factory (Python literal, else string). "
+                           "Repeatable.")(fn)
+    return click.argument("target")(fn)
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="dataprof")
 def main() -> None:
@@ -88,9 +96,7 @@ def main() -> None:
 
 
 @main.command()
-@click.argument("target")
-@click.option("--arg", "args", multiple=True, metavar="KEY=VALUE",
-              help="Keyword argument for a Dataset class or factory (Python literal, else string). Repeatable.")
+@target_options
 @click.option("--batch-size", type=click.IntRange(min=1), default=64, show_default=True,
               help="Batch size, as in training.")
 @click.option("--workers", default="auto", show_default=True,
@@ -242,9 +248,7 @@ def diagnose(run: Path, json_path: Path | None, debug: bool) -> None:
 
 
 @main.command()
-@click.argument("target")
-@click.option("--arg", "args", multiple=True, metavar="KEY=VALUE",
-              help="Keyword argument for a Dataset class or factory (Python literal, else string). Repeatable.")
+@target_options
 @click.option("--samples", type=click.IntRange(min=1), default=200, show_default=True,
               help="Samples to time: random indices (the first N items of an IterableDataset).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random indices.")

@@ -154,7 +154,7 @@ class AdaptiveStrategy:
     """
 
     name = "adaptive"
-    max_refinements = 3
+    max_refinements = 2
     min_step = 0.15
     """Refinement stops when the next count is within this share of the best one."""
     linear = 0.9

@@ -227,24 +227,11 @@ def print_report(console: Console, report: Report) -> None:
     console.print(block)
     if loader_line is not None:
         console.print(loader_line, style="bold green", soft_wrap=True, markup=False, highlight=False)
-    verdict_block = verdict(report)
-    if verdict_block is not None:
-        console.print(verdict_block)
-    thumbs = rules_of_thumb(report)
-    if thumbs is not None:
-        console.print(thumbs)
-    console.print(trials_table(report))
-    for line in failures(report):
-        console.print(line)
-    chart = throughput_chart(report)
-    if chart is not None:
-        console.print(chart)
-    story = search_story(report)
-    if story is not None:
-        console.print(story)
-    rest = other_findings(report)
-    if rest is not None:
-        console.print(rest)
+    parts = (verdict(report), rules_of_thumb(report), trials_table(report), *failures(report),
+             throughput_chart(report), search_story(report), other_findings(report))
+    for part in parts:
+        if part is not None:
+            console.print(part)
     if not report.complete:
         console.print("Partial result: the sweep did not finish.", style="yellow")
     for note in report.notes:
