@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 from types import SimpleNamespace
 from typing import Any
 
@@ -129,10 +130,14 @@ def test_missing_nvml_or_device_is_data_not_an_exception() -> None:
 class CountingProbe:
     def __init__(self) -> None:
         self.calls = 0
+        self.memory: list[bool] = []
 
-    def sample(self, now: float) -> TreeSample:
+    def sample(self, now: float, memory: bool = True) -> TreeSample:
         self.calls += 1
-        return tree(now, float(self.calls), 10 * self.calls)
+        self.memory.append(memory)
+        reading = tree(now, float(self.calls), 10 * self.calls)
+        return reading if memory else dataclasses.replace(reading, pss_bytes=None, main_uss_bytes=None,
+                                                          workers_uss_bytes=None)
 
 
 def test_sampler_marks_window_and_reports_to_the_guard() -> None:
@@ -148,3 +153,21 @@ def test_sampler_marks_window_and_reports_to_the_guard() -> None:
     assert samples.window_start == 1.0 and samples.window_end == 2.0
     assert seen == [10, 20, 30]
     assert summarize(samples)["cpu_percent"] == pytest.approx(100.0)
+
+
+def test_costly_memory_readings_leave_the_window_marks_to_cpu_times(monkeypatch: pytest.MonkeyPatch) -> None:
+    import dataprof.measure.sampler as sampler_module
+
+    monkeypatch.setattr(sampler_module, "MARK_MEMORY_COST_S", 0.0)  # every full reading counts as costly
+    probe = CountingProbe()
+    clock = iter(range(100)).__next__
+    sampler = Sampler(probe, SimpleNamespace(sample=lambda now: system(now, now, 2 * now)), NullGpuProbe(),
+                      interval_s=3600, clock=lambda: float(clock()))
+    sampler.start()
+    sampler.mark_window_start()
+    sampler.mark_window_end()
+    samples = sampler.stop()
+    assert probe.memory == [True, False, False]
+    summary = summarize(samples)
+    assert summary["cpu_percent"] == pytest.approx(100.0)  # CPU from the light marks
+    assert summary["peak_memory_bytes"] is not None  # memory from the full reading

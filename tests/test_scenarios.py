@@ -47,8 +47,8 @@ def test_scenario_gets_its_diagnosis(path: Path, tmp_path: Path, monkeypatch: py
     module = load(path)
     out = tmp_path / "run.json"
     monkeypatch.chdir(SCENARIOS)
-    args = ["sweep", f"{path.name}:{dataset_name(module)}", *module.COMMAND, "--trial-seconds", "1",
-            "--json", str(out)]
+    window = [] if "--trial-seconds" in module.COMMAND else ["--trial-seconds", "1"]
+    args = ["sweep", f"{path.name}:{dataset_name(module)}", *module.COMMAND, *window, "--json", str(out)]
     result = CliRunner().invoke(main, args, env={**os.environ, "NO_COLOR": "1"})
     assert result.exit_code == 0, result.output
     diagnosis = json.loads(out.read_text())["diagnosis"]
@@ -57,7 +57,10 @@ def test_scenario_gets_its_diagnosis(path: Path, tmp_path: Path, monkeypatch: py
     if expected["primary"] is not None:
         assert diagnosis["primary"] == expected["primary"], result.output
     for finding in expected["findings"]:
-        assert finding in found, result.output
+        trials = json.loads(out.read_text())["trials"]
+        figures = [{k: v for k, v in t.items() if "uss" in k or k in ("window_s", "samples_per_s", "config")}
+                   for t in trials]
+        assert finding in found, f"{result.output}\n{figures}"
     if expected["primary"] == "model_bound":
         # A healthy loader gets no warnings, only the verdict and information.
         assert all(f["severity"] == "info" for f in diagnosis["findings"]), result.output

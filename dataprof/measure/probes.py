@@ -39,7 +39,8 @@ class ProcessTreeProbe:
         self.root = psutil.Process(pid)
         self.with_memory = with_memory
 
-    def sample(self, now: float) -> TreeSample | None:
+    def sample(self, now: float, memory: bool = True) -> TreeSample | None:
+        """CPU times of every process, and their PSS/USS unless ``memory`` is False (the costly part)."""
         psutil = self.psutil
         try:
             procs = [self.root, *self.root.children(recursive=True)]
@@ -49,7 +50,7 @@ class ProcessTreeProbe:
         main_cpu: float | None = None
         main_thread: float | None = None
         pss = main_uss = workers_uss = 0
-        memory_ok = self.with_memory
+        memory_ok = self.with_memory and memory
         for proc in procs:
             try:
                 times = proc.cpu_times()

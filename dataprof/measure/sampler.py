@@ -30,6 +30,8 @@ MAX_DUTY = 0.05
 """Share of one core the sampler may spend: reading the memory of many workers is not free."""
 MAX_INTERVAL_S = 2.0
 """Longest gap between readings, however costly, so the memory limit is still enforced."""
+MARK_MEMORY_COST_S = 0.05
+"""The window's start and end marks read memory too only while a full reading costs less than this."""
 
 
 class Sampler:
@@ -38,7 +40,7 @@ class Sampler:
     The interval stretches with the cost of a reading (PSS of 100 workers
     takes a while) so the sampler never uses more than :data:`MAX_DUTY` of a
     core, up to :data:`MAX_INTERVAL_S`; the window's own start and end are
-    always read.
+    always read, without memory when that is costly.
     """
 
     def __init__(
@@ -57,6 +59,8 @@ class Sampler:
         self.clock = clock
         self.on_sample = on_sample
         self.samples = Samples()
+        self.full_cost_s = 0.0
+        """Wall time of the last reading with memory: PSS of many workers is slow to read."""
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="dataprof-sampler", daemon=True)
@@ -66,10 +70,13 @@ class Sampler:
         self._thread.start()
         return self
 
-    def sample_now(self) -> None:
+    def sample_now(self, memory: bool = True) -> None:
         with self._lock:
             now = self.clock()
-            tree = self.tree_probe.sample(now)
+            started = time.perf_counter()
+            tree = self.tree_probe.sample(now, memory)
+            if memory:
+                self.full_cost_s = time.perf_counter() - started
             if tree is not None:
                 self.samples.tree.append(tree)
             self.samples.system.append(self.system_probe.sample(now))
@@ -80,11 +87,11 @@ class Sampler:
             self.on_sample(tree)
 
     def mark_window_start(self) -> None:
-        self.sample_now()
+        self.sample_now(memory=self.full_cost_s < MARK_MEMORY_COST_S)
         self.samples.window_start = self.samples.tree[-1].t if self.samples.tree else self.clock()
 
     def mark_window_end(self) -> None:
-        self.sample_now()
+        self.sample_now(memory=self.full_cost_s < MARK_MEMORY_COST_S)
         self.samples.window_end = self.samples.tree[-1].t if self.samples.tree else self.clock()
 
     def stop(self) -> Samples:
@@ -96,9 +103,8 @@ class Sampler:
     def _run(self) -> None:
         wait = self.interval_s
         while not self._stop.wait(wait):
-            started = time.perf_counter()
             self.sample_now()
-            cost = time.perf_counter() - started
+            cost = self.full_cost_s
             wait = min(MAX_INTERVAL_S, max(self.interval_s, cost / MAX_DUTY - cost))
 
 
@@ -145,7 +151,8 @@ def summarize(samples: Samples) -> dict[str, Any]:
         if tree[0].main_thread_cpu_s is not None and tree[-1].main_thread_cpu_s is not None:
             out["main_thread_cpu_percent"] = 100.0 * (tree[-1].main_thread_cpu_s - tree[0].main_thread_cpu_s) / span
         out["workers_uss_start_bytes"], out["workers_uss_end_bytes"] = _settled_uss(tree)
-        out["main_uss_bytes"] = tree[-1].main_uss_bytes
+        out["main_uss_bytes"] = next((s.main_uss_bytes for s in reversed(tree) if s.main_uss_bytes is not None),
+                                     None)
     if len(system) >= 2 and system[-1].total_s > system[0].total_s:
         total = system[-1].total_s - system[0].total_s
         out["cpu_percent_system"] = 100.0 * (system[-1].busy_s - system[0].busy_s) / total

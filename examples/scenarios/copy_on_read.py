@@ -13,7 +13,8 @@ import torch
 from torch.utils.data import Dataset
 
 COMMAND = ["--strategy", "grid", "--no-rules-of-thumb",
-           "--workers", "0,2", "--prefetch-factor", "2", "--batch-size", "16", "--step-ms", "2"]
+           "--workers", "0,2", "--prefetch-factor", "2", "--batch-size", "16", "--step-ms", "2",
+           "--trial-seconds", "3"]
 EXPECTED = {"primary": None, "findings": ["copy_on_read"]}
 
 
