@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -92,6 +92,9 @@ class Strategy(Protocol):
 
     def propose(self, history: Sequence[TrialResult]) -> Proposal:
         """The next config to measure and why, or a Proposal without a config to stop."""
+
+    def total(self) -> int | None:
+        """How many trials the search will run, when known in advance."""
 
 
 def _rule_of_thumb_step(history: Sequence[TrialResult], space: SearchSpace, budget: Budget,
@@ -351,6 +354,6 @@ class AdaptiveStrategy:
         return climb + tail
 
 
-STRATEGIES: dict[str, type[AdaptiveStrategy] | type[GridStrategy]] = {
+STRATEGIES: dict[str, Callable[[SearchSpace, Budget, bool], Strategy]] = {
     "adaptive": AdaptiveStrategy, "grid": GridStrategy}
 """``--strategy`` choice → implementation (every choice must be mapped)."""
