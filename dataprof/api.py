@@ -64,15 +64,16 @@ def sweep(dataset_or_target: Any, *, batch_size: int = 64, workers: Any = "auto"
                              "pass collate_fn as 'module:attr'")
         IN_MEMORY[collate_name] = collate_fn  # type: ignore[index]
         registered.append(collate_name)  # type: ignore[arg-type]
+    arg_list = settings_args(args)
     try:
         settings = build_settings(
-            target=target, args=tuple(settings_args(args)), batch_size=batch_size,
+            target=target, args=tuple(arg_list), batch_size=batch_size,
             workers=_values(workers), prefetch_factor=_values(prefetch_factor), pin_memory=_values(pin_memory),
             persistent_workers=_values(persistent_workers), step_ms=step_ms, device=device, strategy=strategy,
             trial_seconds=trial_seconds, trial_timeout=trial_timeout, memory_limit=memory_limit,
             collate_fn=collate_name, shuffle=shuffle, rules_of_thumb=rules_of_thumb)
         observer = plain_observer(sys.stderr) if progress else None
-        return run_sweep(settings, list(settings_args(args)), observer=observer)
+        return run_sweep(settings, arg_list, observer=observer)
     finally:
         for name in registered:
             IN_MEMORY.pop(name, None)

@@ -361,22 +361,29 @@ def check_collate(ins: Inspection, th: InspectThresholds) -> Finding | None:
                                   "rather than nested lists/dicts of Python numbers and strings.")
 
 
+def _capacity(check_id: str, fits: int, evidence: str, fine: str, advice: str, ins: Inspection,
+              th: InspectThresholds, zero_is_critical: bool = False) -> Finding:
+    """Info when at least max(8, 2 × usable CPUs) workers fit; a warning (critical if none fit) otherwise."""
+    if fits >= max(th.workers_to_check, 2 * ins.data.environment.usable_cpus):
+        return Finding(id=check_id, severity="info", evidence=evidence, recommendation=fine)
+    severity = "critical" if zero_is_critical and fits < 1 else "warning"
+    return Finding(id=check_id, severity=severity, evidence=evidence, recommendation=advice)
+
+
 def check_shm(ins: Inspection, th: InspectThresholds) -> Finding | None:
     env, data = ins.data.environment, ins.data
     if ins.max_workers_shm is None:
         return None
     prefetch = int(data.settings.get("prefetch_factor") or 2)
-    wanted = max(th.workers_to_check, 2 * env.usable_cpus)
-    evidence = (f"/dev/shm has {fmt_bytes(env.shm_free_bytes)} free; each worker keeps {prefetch} batches of "
-                f"{fmt_bytes(data.dataset.batch_bytes)} in flight, so {ins.max_workers_shm} workers fit "
-                f"at prefetch_factor={prefetch}")
-    if ins.max_workers_shm >= wanted:
-        return Finding(id="shm_space", severity="info", evidence=evidence,
-                       recommendation="Shared memory is not a limit for this batch size.")
-    return Finding(id="shm_space", severity="critical" if ins.max_workers_shm < 1 else "warning",
-                   evidence=evidence,
-                   recommendation="Workers beyond that die with 'bus error' / 'No space left on device': enlarge "
-                                  "/dev/shm (docker run --shm-size=8g), lower prefetch_factor or the batch size.")
+    return _capacity(
+        "shm_space", ins.max_workers_shm,
+        f"/dev/shm has {fmt_bytes(env.shm_free_bytes)} free; each worker keeps {prefetch} batches of "
+        f"{fmt_bytes(data.dataset.batch_bytes)} in flight, so {ins.max_workers_shm} workers fit "
+        f"at prefetch_factor={prefetch}",
+        "Shared memory is not a limit for this batch size.",
+        "Workers beyond that die with 'bus error' / 'No space left on device': enlarge /dev/shm "
+        "(docker run --shm-size=8g), lower prefetch_factor or the batch size.",
+        ins, th, zero_is_critical=True)
 
 
 def check_open_files(ins: Inspection, th: InspectThresholds) -> Finding | None:
@@ -389,17 +396,16 @@ def check_open_files(ins: Inspection, th: InspectThresholds) -> Finding | None:
                        evidence=f"{limit}; sharing strategy {data.sharing_strategy or 'unknown'}",
                        recommendation="Tensors in flight do not hold open files with this strategy.")
     prefetch = int(data.settings.get("prefetch_factor") or 2)
-    wanted = max(th.workers_to_check, 2 * data.environment.usable_cpus)
-    evidence = (f"{limit}; with the file_descriptor sharing strategy every tensor in flight holds one: "
-                f"{data.dataset.batch_tensors} per batch × {prefetch} batches per worker, so "
-                f"{ins.max_workers_files} workers fit in half the limit")
-    if ins.max_workers_files >= wanted:
-        return Finding(id="open_files", severity="info", evidence=evidence,
-                       recommendation="The open-file limit is not a constraint here.")
-    return Finding(id="open_files", severity="warning", evidence=evidence,
-                   recommendation="Past that, loading fails with 'Too many open files' or 'received 0 items of "
-                                  "ancdata': raise the limit (ulimit -n), return fewer larger tensors per "
-                                  "sample, or torch.multiprocessing.set_sharing_strategy('file_system').")
+    return _capacity(
+        "open_files", ins.max_workers_files,
+        f"{limit}; with the file_descriptor sharing strategy every tensor in flight holds one: "
+        f"{data.dataset.batch_tensors} per batch × {prefetch} batches per worker, so "
+        f"{ins.max_workers_files} workers fit in half the limit",
+        "The open-file limit is not a constraint here.",
+        "Past that, loading fails with 'Too many open files' or 'received 0 items of ancdata': raise the "
+        "limit (ulimit -n), return fewer larger tensors per sample, or "
+        "torch.multiprocessing.set_sharing_strategy('file_system').",
+        ins, th)
 
 
 def check_start_method(ins: Inspection, th: InspectThresholds) -> Finding | None:

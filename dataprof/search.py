@@ -221,8 +221,9 @@ class AdaptiveStrategy:
             index += step if index + step < len(self.ladder) else 1
         return rungs
 
-    def _climb(self, done: dict[LoaderConfig, TrialResult], history: Sequence[TrialResult]) -> Proposal | None:
-        """Next rung of the worker ladder, or None once climbing has stopped (``_climb_end`` says why)."""
+    def _walk(self, done: dict[LoaderConfig, TrialResult],
+              history: Sequence[TrialResult]) -> tuple[Proposal | None, str]:
+        """Walk the climbed rungs: the next one to measure, or None and why climbing stopped."""
         baseline = done.get(BASELINE)
         best = baseline if baseline is not None and baseline.status == "ok" else None
         last_step = ""
@@ -230,21 +231,30 @@ class AdaptiveStrategy:
             config = self.climb_config(workers)
             trial = done.get(config)
             if trial is None:
-                if self.budget.forbids(config, history) is not None:
-                    return None
+                blocked = self.budget.forbids(config, history)
+                if blocked is not None:
+                    return None, f"stopped climbing: {blocked}"
                 skipped = [r for r in self.ladder if best is not None and best.config.num_workers < r < workers]
                 skip = f", near-linear: skip w{','.join(map(str, skipped))}" if skipped else ""
-                return Proposal(config, f"climb: {last_step}{skip}" if last_step else "climb")
+                return Proposal(config, f"climb: {last_step}{skip}" if last_step else "climb"), "climbing"
             if trial.status != "ok":
-                return None
+                return None, f"stopped climbing: {config.label()} {trial.status}"
             if best is not None and not self._gains(trial, best):
                 if workers > 1:
-                    return None
+                    noise = noise_between(trial, best)
+                    cpu = (f"; {best.config.label()} already used {(best.cpu_percent or 0) / 100:.1f} of "
+                           f"{self.budget.usable_cpus} usable CPUs" if self._saturated(best) else "")
+                    return None, f"stopped climbing: {_gain(trial, best)}, not beyond the ±{noise:.0%} noise{cpu}"
                 continue  # one worker loads no faster than the main process: parallelism starts at two
             if best is not None:
                 last_step = f"{_gain(trial, best)} > noise"
             best = trial
-        return None
+        return None, (f"stopped climbing: top of the worker range (w{self.ladder[-1]})" if self.ladder
+                      else "no workers")
+
+    def _climb(self, done: dict[LoaderConfig, TrialResult], history: Sequence[TrialResult]) -> Proposal | None:
+        """Next rung of the worker ladder, or None once climbing has stopped."""
+        return self._walk(done, history)[0]
 
     def _gains(self, trial: TrialResult, best: TrialResult) -> bool:
         return _rate(trial) > _rate(best) * (1 + noise_between(trial, best))
@@ -252,27 +262,6 @@ class AdaptiveStrategy:
     def _saturated(self, trial: TrialResult) -> bool:
         cpu = trial.cpu_percent
         return cpu is not None and cpu / 100.0 >= self.budget.saturated_cpu * self.budget.usable_cpus
-
-    def _climb_end(self, done: dict[LoaderConfig, TrialResult], history: Sequence[TrialResult]) -> str:
-        """Why climbing stopped, in words."""
-        baseline = done.get(BASELINE)
-        best = baseline if baseline is not None and baseline.status == "ok" else None
-        for workers in self._rungs(done):
-            config = self.climb_config(workers)
-            trial = done.get(config)
-            if trial is None:
-                blocked = self.budget.forbids(config, history)
-                return f"stopped climbing: {blocked}" if blocked else "climbing"
-            if trial.status != "ok":
-                return f"stopped climbing: {config.label()} {trial.status}"
-            if best is not None and not self._gains(trial, best) and workers > 1:
-                noise = noise_between(trial, best)
-                cpu = (f"; {best.config.label()} already used {(best.cpu_percent or 0) / 100:.1f} of "
-                       f"{self.budget.usable_cpus} usable CPUs" if self._saturated(best) else "")
-                return f"stopped climbing: {_gain(trial, best)}, not beyond the ±{noise:.0%} noise{cpu}"
-            if best is None or self._gains(trial, best):
-                best = trial
-        return f"stopped climbing: top of the worker range (w{self.ladder[-1]})" if self.ladder else "no workers"
 
     def _refine(self, done: dict[LoaderConfig, TrialResult], history: Sequence[TrialResult]) -> Proposal | None:
         """Bisect (geometrically, as the ladder is) between the best count and a clearly worse or failed neighbour.
@@ -349,7 +338,7 @@ class AdaptiveStrategy:
 
     def _stop_reason(self, done: dict[LoaderConfig, TrialResult], history: Sequence[TrialResult]) -> str:
         best = max((t for t in history if t.status == "ok"), key=_rate, default=None)
-        climb = self._climb_end(done, history)
+        climb = self._walk(done, history)[1]
         tail = f"; best {best.config.label()}, no untried neighbour left to beat it" if best else ""
         return climb + tail
 
