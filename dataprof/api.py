@@ -29,21 +29,28 @@ def _values(value: str | int | bool | Iterable[Any]) -> str:
     return ",".join(_values(item) for item in value)
 
 
+def _optional(value: Any) -> str | None:
+    return None if value is None else _values(value)
+
+
 def _name(obj: Any) -> str:
     return f"python:{type(obj).__name__}@{id(obj):x}"
 
 
 def sweep(dataset_or_target: Any, *, batch_size: int = 64, workers: Any = "auto", prefetch_factor: Any = "2,4",
-          pin_memory: Any = "on,off", persistent_workers: Any = "on", step_ms: float = 0.0, device: str = "auto",
+          pin_memory: Any = None, persistent_workers: Any = "on", step_ms: float = 0.0, device: str = "auto",
           strategy: str = "adaptive", trial_seconds: float = 3.0, trial_timeout: float = 60.0,
           memory_limit: str = "80%", collate_fn: str | Callable[[list[Any]], Any] | None = None,
           shuffle: bool = False, rules_of_thumb: bool = True, args: Mapping[str, Any] | None = None,
-          progress: bool = False) -> Report:
+          progress: bool = False, framework: str = "auto", use_shared_memory: Any = None,
+          use_buffer_reader: Any = None, autotune_steps: int = 50) -> Report:
     """Sweep DataLoader configurations and return the :class:`~dataprof.model.Report` the CLI renders.
 
     ``report.best``, ``report.diagnosis``, ``report.to_json()``; in Jupyter the
     report displays itself. ``args`` are keyword arguments for a class or
     factory target. ``progress=True`` prints a line per trial on stderr.
+    Knob values are lists (``[0, 2, 4]``, ``[True, False]``) or CLI strings;
+    ``pin_memory`` is PyTorch's, ``use_shared_memory``/``use_buffer_reader`` Paddle's.
     """
     from dataprof.errors import UsageError
     from dataprof.measure.runner import IN_MEMORY
@@ -68,10 +75,12 @@ def sweep(dataset_or_target: Any, *, batch_size: int = 64, workers: Any = "auto"
     try:
         settings = build_settings(
             target=target, args=tuple(arg_list), batch_size=batch_size,
-            workers=_values(workers), prefetch_factor=_values(prefetch_factor), pin_memory=_values(pin_memory),
+            workers=_values(workers), prefetch_factor=_values(prefetch_factor), pin_memory=_optional(pin_memory),
             persistent_workers=_values(persistent_workers), step_ms=step_ms, device=device, strategy=strategy,
             trial_seconds=trial_seconds, trial_timeout=trial_timeout, memory_limit=memory_limit,
-            collate_fn=collate_name, shuffle=shuffle, rules_of_thumb=rules_of_thumb)
+            collate_fn=collate_name, shuffle=shuffle, rules_of_thumb=rules_of_thumb, framework=framework,
+            use_shared_memory=_optional(use_shared_memory), use_buffer_reader=_optional(use_buffer_reader),
+            autotune_steps=autotune_steps)
         observer = plain_observer(sys.stderr) if progress else None
         return run_sweep(settings, arg_list, observer=observer)
     finally:

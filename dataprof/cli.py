@@ -102,10 +102,15 @@ def main() -> None:
 @click.option("--workers", default="auto", show_default=True,
               help="num_workers values: a list like 0,2,4,8, or 'auto': adaptive climbs 2,4,8,… (up to "
                    "max(128, 4× usable CPUs)) while throughput rises; grid tries 0,1,2,4,… up to 2× usable CPUs.")
+@click.option("--framework", type=click.Choice(["auto", "torch", "paddle"]), default="auto", show_default=True,
+              help="Whose DataLoader to sweep; auto: paddle.io.DataLoader for a paddle.io dataset, else PyTorch's.")
 @click.option("--prefetch-factor", default="2,4", show_default=True,
               help="prefetch_factor values (configs with workers only).")
-@click.option("--pin-memory", default="on,off", show_default=True,
-              help="pin_memory values; swept only when a GPU is used.")
+@click.option("--pin-memory", default=None, help="PyTorch: pin_memory values [default: on,off]; swept only when "
+                                                 "a GPU is used.")
+@click.option("--use-shared-memory", default=None,
+              help="Paddle: use_shared_memory values [default: on,off] (configs with workers only).")
+@click.option("--use-buffer-reader", default=None, help="Paddle: use_buffer_reader values [default: on,off].")
 @click.option("--persistent-workers", default="on", show_default=True,
               help="persistent_workers values, e.g. on,off (configs with workers only).")
 @click.option("--step-ms", type=click.FloatRange(min=0), default=0.0, show_default=True,
@@ -123,7 +128,11 @@ def main() -> None:
 @click.option("--collate-fn", default=None, metavar="MOD:ATTR", help="Collate function to use.")
 @click.option("--shuffle/--no-shuffle", default=False, show_default=True, help="Shuffle indices, as in training.")
 @click.option("--rules-of-thumb/--no-rules-of-thumb", default=True, show_default=True,
-              help="Also measure what 0.75 × CPUs and CPUs − 1 workers give, to compare with the recommendation.")
+              help="Also measure what 0.75 × CPUs and CPUs − 1 workers give (and, for Paddle, what Paddle's own "
+                   "dataloader autotune picks), to compare with the recommendation.")
+@click.option("--autotune-steps", type=click.IntRange(min=3), default=50, show_default=True,
+              help="Paddle: tuning_steps (batches per tried num_workers) for Paddle's autotune; Paddle's own "
+                   "default is 500.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the result document here (updated after every trial).")
 @click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -144,10 +153,11 @@ def main() -> None:
               help="Usage error (exit 2) unless a CUDA device is used, so a GPU runner cannot pass on the CPU.")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 @guarded
-def sweep(target: str, args: tuple[str, ...], batch_size: int, workers: str, prefetch_factor: str,
-          pin_memory: str, persistent_workers: str, step_ms: float, device: str, strategy: str,
+def sweep(target: str, args: tuple[str, ...], batch_size: int, workers: str, framework: str, prefetch_factor: str,
+          pin_memory: str | None, use_shared_memory: str | None, use_buffer_reader: str | None,
+          persistent_workers: str, step_ms: float, device: str, strategy: str,
           trial_seconds: float, trial_timeout: float, memory_limit: str, collate_fn: str | None,
-          shuffle: bool, rules_of_thumb: bool, json_path: Path | None, html_path: Path | None,
+          shuffle: bool, rules_of_thumb: bool, autotune_steps: int, json_path: Path | None, html_path: Path | None,
           resume_path: Path | None, min_throughput: float | None, min_speedup: float | None,
           fail_on: str | None, baseline_path: Path | None, max_regression: str | None, require_gpu: bool,
           debug: bool) -> None:
@@ -158,7 +168,7 @@ def sweep(target: str, args: tuple[str, ...], batch_size: int, workers: str, pre
     from dataprof.progress import make_observer
     from dataprof.render import console as console_render
     from dataprof.render import json as json_render
-    from dataprof.sweeper import SweepInterrupted, SweepTargetError, resumable_trials, run_sweep
+    from dataprof.sweeper import SweepInterrupted, SweepTargetError, run_sweep
 
     if max_regression is not None and baseline_path is None:
         raise UsageError("--max-regression needs --baseline OLD.json to compare with")
@@ -170,18 +180,17 @@ def sweep(target: str, args: tuple[str, ...], batch_size: int, workers: str, pre
         target=target, args=args, batch_size=batch_size, workers=workers, prefetch_factor=prefetch_factor,
         pin_memory=pin_memory, persistent_workers=persistent_workers, step_ms=step_ms, device=device,
         strategy=strategy, trial_seconds=trial_seconds, trial_timeout=trial_timeout,
-        memory_limit=memory_limit, collate_fn=collate_fn, shuffle=shuffle, rules_of_thumb=rules_of_thumb)
-    if require_gpu and not settings.device.startswith("cuda"):
-        raise UsageError(f"--require-gpu: no CUDA device is used (--device {device} resolved to "
-                         f"{settings.device}); check the driver, CUDA_VISIBLE_DEVICES and the torch build")
+        memory_limit=memory_limit, collate_fn=collate_fn, shuffle=shuffle, rules_of_thumb=rules_of_thumb,
+        framework=framework, use_shared_memory=use_shared_memory, use_buffer_reader=use_buffer_reader,
+        autotune_steps=autotune_steps, require_gpu=require_gpu)
     if html_path is not None:
         from dataprof.render.html import check_available
 
         check_available()
 
-    previous: tuple[Any, ...] = ()
+    resume = None
     if resume_path is not None:
-        previous = resumable_trials(read_result(resume_path), settings)
+        resume = read_result(resume_path)
         json_path = json_path or resume_path
 
     def save(report: Any) -> None:
@@ -191,7 +200,7 @@ def sweep(target: str, args: tuple[str, ...], batch_size: int, workers: str, pre
     out = _console()
     observer, finish = make_observer(out)
     try:
-        report = run_sweep(settings, list(args), observer=observer, on_update=save, previous=previous)
+        report = run_sweep(settings, list(args), observer=observer, on_update=save, resume=resume)
     except SweepInterrupted as exc:
         finish()
         save(exc.report)

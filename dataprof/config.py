@@ -7,31 +7,56 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from dataprof.errors import UsageError
 
+FRAMEWORKS = ("torch", "paddle")
+"""The loaders dataprof drives: ``torch.utils.data.DataLoader`` and ``paddle.io.DataLoader``."""
+
+KNOBS = {
+    "torch": ("num_workers", "pin_memory", "prefetch_factor", "persistent_workers"),
+    "paddle": ("num_workers", "use_shared_memory", "prefetch_factor", "use_buffer_reader", "persistent_workers"),
+}
+"""Each framework's swept DataLoader arguments, by their own names (the keys of a trial's JSON ``config``)."""
+
 
 @dataclass(frozen=True, order=True)
 class LoaderConfig:
-    """The DataLoader settings one trial measures."""
+    """The DataLoader settings one trial measures (a value of None is not passed to the loader)."""
 
     num_workers: int
-    """Worker processes; 0 loads in the main process (PyTorch's default)."""
+    """Worker processes; 0 loads in the main process (the default of both frameworks)."""
     pin_memory: bool = False
-    """Page-locked host batches; only meaningful with an accelerator."""
+    """PyTorch: page-locked host batches; only meaningful with an accelerator."""
     prefetch_factor: int | None = None
     """Batches buffered per worker; None when ``num_workers == 0``."""
     persistent_workers: bool = False
     """Keep workers alive across epochs; False when ``num_workers == 0``."""
+    use_shared_memory: bool | None = None
+    """Paddle: workers hand batches over through /dev/shm (True) or pickled through a pipe; None at w0."""
+    use_buffer_reader: bool | None = None
+    """Paddle: a main-process thread reads batches ahead into a buffer."""
+    framework: str = "torch"
+    """Which DataLoader these settings are for (``torch`` or ``paddle``)."""
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The framework's own argument names and values (``framework`` itself is in the environment)."""
+        return {name: getattr(self, name) for name in KNOBS[self.framework]}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LoaderConfig:
+        if "use_shared_memory" in data or "use_buffer_reader" in data:
+            return cls(
+                num_workers=int(data["num_workers"]),
+                prefetch_factor=data.get("prefetch_factor"),
+                persistent_workers=bool(data.get("persistent_workers", False)),
+                use_shared_memory=data.get("use_shared_memory"),
+                use_buffer_reader=data.get("use_buffer_reader"),
+                framework="paddle",
+            )
         return cls(
             num_workers=int(data["num_workers"]),
             pin_memory=bool(data.get("pin_memory", False)),
@@ -39,27 +64,44 @@ class LoaderConfig:
             persistent_workers=bool(data.get("persistent_workers", False)),
         )
 
+    @property
+    def is_baseline(self) -> bool:
+        """The framework's default loader: no workers, no pinning, Paddle's buffer reader as by default."""
+        return self.num_workers == 0 and not self.pin_memory and self.use_buffer_reader is not False
+
     def label(self) -> str:
-        """Short human label, e.g. ``w4 pf2 persist pin``."""
+        """Short human label, e.g. ``w4 pf2 persist pin`` (Paddle: ``no-shm``, ``no-buf`` when turned off)."""
         parts = [f"w{self.num_workers}"]
         if self.num_workers > 0:
-            parts.append(f"pf{self.prefetch_factor}")
+            if self.prefetch_factor is not None:
+                parts.append(f"pf{self.prefetch_factor}")
             parts.append("persist" if self.persistent_workers else "respawn")
         if self.pin_memory:
             parts.append("pin")
+        if self.use_shared_memory is False:
+            parts.append("no-shm")
+        if self.use_buffer_reader is False:
+            parts.append("no-buf")
         return " ".join(parts)
 
     def dataloader_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments for ``torch.utils.data.DataLoader``."""
-        kwargs: dict[str, Any] = {"num_workers": self.num_workers, "pin_memory": self.pin_memory}
+        """Keyword arguments for the framework's DataLoader (arguments left None are not passed)."""
+        kwargs: dict[str, Any] = {"num_workers": self.num_workers}
+        if self.framework == "torch":
+            kwargs["pin_memory"] = self.pin_memory
         if self.num_workers > 0:
             kwargs["prefetch_factor"] = self.prefetch_factor
             kwargs["persistent_workers"] = self.persistent_workers
-        return kwargs
+            kwargs["use_shared_memory"] = self.use_shared_memory
+        kwargs["use_buffer_reader"] = self.use_buffer_reader
+        return {k: v for k, v in kwargs.items() if v is not None}
 
 
-BASELINE = LoaderConfig(num_workers=0)
-"""PyTorch's default loader: always measured so speedups have a reference."""
+def baseline(framework: str) -> LoaderConfig:
+    """The framework's default loader (``num_workers=0``), measured in every sweep as the reference."""
+    if framework == "paddle":
+        return LoaderConfig(0, use_buffer_reader=True, framework="paddle")
+    return LoaderConfig(0)
 
 
 @dataclass(frozen=True)
@@ -72,6 +114,43 @@ class SearchSpace:
     persistent_workers: tuple[bool, ...] = (True,)
     workers_reason: str = "given on the command line"
     """Why this worker range (shown in the report)."""
+    use_shared_memory: tuple[bool, ...] = (True,)
+    """Paddle only."""
+    use_buffer_reader: tuple[bool, ...] = (True,)
+    """Paddle only."""
+    framework: str = "torch"
+    skipped: tuple[str, ...] = ()
+    """Knobs the installed DataLoader does not accept: held at its default, not passed."""
+
+    def config(self, workers: int, *, pin: bool = False, prefetch: int | None = 2, persistent: bool = True,
+               shared_memory: bool = True, buffer_reader: bool = True) -> LoaderConfig:
+        """A config of this framework; knobs that need workers are dropped at ``workers == 0``."""
+        prefetch = None if "prefetch_factor" in self.skipped else prefetch
+        persistent = persistent and "persistent_workers" not in self.skipped
+        if self.framework == "paddle":
+            buffer = None if "use_buffer_reader" in self.skipped else buffer_reader
+            if workers == 0:
+                return LoaderConfig(0, use_buffer_reader=buffer, framework="paddle")
+            shm = None if "use_shared_memory" in self.skipped else shared_memory
+            return LoaderConfig(workers, False, prefetch, persistent, shm, buffer, "paddle")
+        if workers == 0:
+            return LoaderConfig(0, pin_memory=pin)
+        return LoaderConfig(workers, pin, prefetch, persistent)
+
+    def default_config(self, workers: int) -> LoaderConfig:
+        """The config the worker climb uses: each knob at its first preferred value in the space."""
+        return self.config(workers, pin=True in self.pin_memory,
+                           prefetch=2 if 2 in self.prefetch_factors else min(self.prefetch_factors),
+                           persistent=True in self.persistent_workers,
+                           shared_memory=True in self.use_shared_memory,
+                           buffer_reader=True in self.use_buffer_reader)
+
+    def tuned_knobs(self) -> tuple[tuple[str, tuple[object, ...]], ...]:
+        """The knobs tried one at a time at the best worker count, and their values."""
+        if self.framework == "paddle":
+            return (("use_shared_memory", self.use_shared_memory), ("use_buffer_reader", self.use_buffer_reader),
+                    ("prefetch_factor", self.prefetch_factors))
+        return (("pin_memory", self.pin_memory), ("prefetch_factor", self.prefetch_factors))
 
 
 @dataclass(frozen=True)
@@ -103,9 +182,23 @@ class SweepSettings:
     drop_last: bool = False
     cwd: str = field(default_factory=os.getcwd)
     """Directory put first on ``sys.path`` when the target is imported."""
+    framework: str = "torch"
+    """``auto`` until the dataset is loaded, then ``torch`` or ``paddle``."""
+    given: tuple[str, ...] = ()
+    """Framework-specific knob options given on the command line (checked against the framework found)."""
+    autotune_steps: int = 50
+    """Paddle: ``tuning_steps`` for Paddle's own dataloader autotune, run for comparison."""
+    require_gpu: bool = False
+    """A usage error unless the resolved device is a GPU."""
 
     def to_dict(self) -> dict[str, Any]:
+        knobs: dict[str, Any] = {"pin_memory": list(self.space.pin_memory)}
+        if self.framework == "paddle":
+            knobs = {"use_shared_memory": list(self.space.use_shared_memory),
+                     "use_buffer_reader": list(self.space.use_buffer_reader),
+                     "skipped_knobs": list(self.space.skipped), "autotune_steps": self.autotune_steps}
         return {
+            "framework": self.framework,
             "batch_size": self.batch_size,
             "step_ms": self.step_ms,
             "strategy": self.strategy,
@@ -121,27 +214,28 @@ class SweepSettings:
             "workers": list(self.space.workers),
             "workers_reason": self.space.workers_reason,
             "prefetch_factors": list(self.space.prefetch_factors),
-            "pin_memory": list(self.space.pin_memory),
             "persistent_workers": list(self.space.persistent_workers),
+            **knobs,
         }
 
 
 def grid_configs(space: SearchSpace) -> list[LoaderConfig]:
     """Every configuration of the space, baseline first, without duplicates.
 
-    ``prefetch_factor`` and ``persistent_workers`` only exist with workers, so
-    ``num_workers=0`` runs once per ``pin_memory`` value. The baseline
-    (``num_workers=0``, no pinning) is always included.
+    ``prefetch_factor``, ``persistent_workers`` and Paddle's ``use_shared_memory``
+    only exist with workers, so ``num_workers=0`` runs once per ``pin_memory``
+    (PyTorch) or ``use_buffer_reader`` (Paddle) value. The baseline
+    (the framework's default loader) is always included.
     """
-    configs: list[LoaderConfig] = [BASELINE]
+    configs: list[LoaderConfig] = [baseline(space.framework)]
     for workers in sorted(set(space.workers)):
         for pin in space.pin_memory:
-            if workers == 0:
-                configs.append(LoaderConfig(0, pin_memory=pin))
-                continue
-            for prefetch in space.prefetch_factors:
-                for persistent in space.persistent_workers:
-                    configs.append(LoaderConfig(workers, pin, prefetch, persistent))
+            for buffer in space.use_buffer_reader:
+                for shm in space.use_shared_memory:
+                    for prefetch in space.prefetch_factors:
+                        for persistent in space.persistent_workers:
+                            configs.append(space.config(workers, pin=pin, prefetch=prefetch, persistent=persistent,
+                                                        shared_memory=shm, buffer_reader=buffer))
     return list(dict.fromkeys(configs))
 
 

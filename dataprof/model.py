@@ -128,6 +128,14 @@ class Environment:
     """Soft RLIMIT_NOFILE; None when unlimited or unknown."""
     sharing_strategy: str | None = None
     """torch.multiprocessing sharing strategy (``file_descriptor`` holds one open file per tensor in flight)."""
+    framework: str = "torch"
+    """Whose DataLoader was measured: ``torch`` or ``paddle``."""
+    paddle: str | None = None
+    """Installed paddlepaddle version, if any."""
+
+    @property
+    def framework_version(self) -> str | None:
+        return self.paddle if self.framework == "paddle" else self.torch
 
     @property
     def simulated_device(self) -> bool:
@@ -265,7 +273,7 @@ class Report:
     @property
     def baseline(self) -> TrialResult | None:
         for trial in self.trials:
-            if trial.config.num_workers == 0 and not trial.config.pin_memory and trial.status == "ok":
+            if trial.config.is_baseline and trial.status == "ok":
                 return trial
         return None
 

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
+from collections.abc import Callable
 from typing import Any
 
 from dataprof.config import (
+    FRAMEWORKS,
+    KNOBS,
     SearchSpace,
     SweepSettings,
     adaptive_workers,
@@ -16,7 +20,7 @@ from dataprof.config import (
     parse_size,
 )
 from dataprof.errors import UsageError
-from dataprof.measure.environment import resolve_device
+from dataprof.measure.environment import check_device, cuda_devices, resolve_device
 from dataprof.target import parse_kwarg, split_target
 
 
@@ -34,18 +38,31 @@ def worker_space(text: str, strategy: str = "adaptive") -> tuple[tuple[int, ...]
     return parse_int_list(text, "--workers", minimum=0), "given with --workers"
 
 
+FRAMEWORK_OPTIONS = {"pin_memory": "torch", "use_shared_memory": "paddle", "use_buffer_reader": "paddle"}
+"""Options that exist for one framework's DataLoader only."""
+
+
 def build_settings(*, target: str, args: tuple[str, ...], batch_size: int, workers: str, prefetch_factor: str,
-                   pin_memory: str, persistent_workers: str, step_ms: float, device: str, strategy: str,
+                   pin_memory: str | None, persistent_workers: str, step_ms: float, device: str, strategy: str,
                    trial_seconds: float, trial_timeout: float, memory_limit: str, collate_fn: str | None,
                    shuffle: bool, rules_of_thumb: bool = True, cwd: str | None = None,
-                   available_bytes: int | None = None) -> SweepSettings:
+                   available_bytes: int | None = None, framework: str = "auto",
+                   use_shared_memory: str | None = None, use_buffer_reader: str | None = None,
+                   autotune_steps: int = 50, require_gpu: bool = False) -> SweepSettings:
+    """Validate the options. The framework, the device and the knobs that depend on them are
+    settled by :func:`resolve_settings` once the dataset is loaded."""
     split_target(target)
     if collate_fn is not None:
         split_target(collate_fn)
+    if framework not in ("auto", *FRAMEWORKS):
+        raise UsageError(f"--framework {framework}: expected auto, torch or paddle")
     kwargs: dict[str, Any] = dict(parse_kwarg(item) for item in args)
     worker_values, reason = worker_space(workers, strategy)
-    resolved = resolve_device(device)
-    pins = parse_onoff_list(pin_memory, "--pin-memory") if resolved != "cpu" else (False,)
+    check_device(device)
+    given = {"pin_memory": pin_memory, "use_shared_memory": use_shared_memory, "use_buffer_reader": use_buffer_reader}
+    for name, value in given.items():
+        if value is not None and framework not in ("auto", FRAMEWORK_OPTIONS[name]):
+            raise UsageError(_wrong_framework(name, framework))
     if available_bytes is None:
         import psutil
 
@@ -57,15 +74,17 @@ def build_settings(*, target: str, args: tuple[str, ...], batch_size: int, worke
         space=SearchSpace(
             workers=worker_values,
             prefetch_factors=parse_int_list(prefetch_factor, "--prefetch-factor", minimum=1),
-            pin_memory=pins,
+            pin_memory=parse_onoff_list(pin_memory or "on,off", "--pin-memory"),
             persistent_workers=parse_onoff_list(persistent_workers, "--persistent-workers"),
             workers_reason=reason,
+            use_shared_memory=parse_onoff_list(use_shared_memory or "on,off", "--use-shared-memory"),
+            use_buffer_reader=parse_onoff_list(use_buffer_reader or "on,off", "--use-buffer-reader"),
         ),
         batch_size=batch_size,
         target_kwargs=kwargs,
         collate_fn=collate_fn,
         step_ms=step_ms,
-        device=resolved,
+        device=device.strip().lower(),
         strategy=strategy,
         trial_seconds=trial_seconds,
         trial_timeout_s=trial_timeout,
@@ -73,4 +92,48 @@ def build_settings(*, target: str, args: tuple[str, ...], batch_size: int, worke
         shuffle=shuffle,
         rules_of_thumb=rules_of_thumb,
         cwd=cwd or os.getcwd(),
+        framework=framework,
+        given=tuple(name for name, value in given.items() if value is not None),
+        autotune_steps=autotune_steps,
+        require_gpu=require_gpu,
     )
+
+
+def _wrong_framework(option: str, framework: str) -> str:
+    flag = "--" + option.replace("_", "-")
+    if option == "pin_memory":
+        return (f"{flag}: paddle.io.DataLoader has no pin_memory argument (Paddle pins batches itself when it "
+                "runs on a GPU); sweep use_shared_memory and use_buffer_reader instead")
+    return f"{flag}: an argument of paddle.io.DataLoader only; this is a {framework} sweep"
+
+
+def resolve_settings(settings: SweepSettings, host_info: dict[str, Any],
+                     count_devices: Callable[[str], int] = cuda_devices) -> SweepSettings:
+    """Settle the framework the host found, the device, and the knobs that exist for both.
+
+    ``host_info``: what loading the dataset reported (``framework``, the
+    DataLoader's ``loader_arguments``). On the simulated device pin_memory is
+    not swept; a Paddle knob the installed DataLoader lacks is skipped.
+    """
+    framework = host_info.get("framework", "torch")
+    for name in settings.given:
+        if FRAMEWORK_OPTIONS[name] != framework:
+            raise UsageError(_wrong_framework(name, framework))
+    device = resolve_device(settings.device, lambda: count_devices(framework))
+    if settings.require_gpu and not device.startswith("cuda"):
+        raise UsageError(f"--require-gpu: no CUDA device is used (--device {settings.device} resolved to "
+                         f"{device}); check the driver, CUDA_VISIBLE_DEVICES and the {framework} build")
+    space = settings.space
+    if framework == "paddle":
+        accepted = set(host_info.get("loader_arguments") or KNOBS["paddle"])
+        skipped = tuple(k for k in KNOBS["paddle"] if k not in accepted)
+        space = dataclasses.replace(
+            space, framework="paddle", pin_memory=(False,), skipped=skipped,
+            prefetch_factors=(2,) if "prefetch_factor" in skipped else space.prefetch_factors,
+            persistent_workers=(False,) if "persistent_workers" in skipped else space.persistent_workers,
+            use_shared_memory=(True,) if "use_shared_memory" in skipped else space.use_shared_memory,
+            use_buffer_reader=(True,) if "use_buffer_reader" in skipped else space.use_buffer_reader)
+    else:
+        space = dataclasses.replace(space, framework="torch", use_shared_memory=(True,), use_buffer_reader=(True,),
+                                    pin_memory=space.pin_memory if device != "cpu" else (False,))
+    return dataclasses.replace(settings, framework=framework, device=device, space=space)

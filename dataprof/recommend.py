@@ -43,7 +43,7 @@ def recommend(trials: Sequence[TrialResult]) -> Recommendation | None:
     top = fastest.samples_per_s or 0.0
     within = [t for t in ok if (top - (t.samples_per_s or 0.0)) / top <= tolerance(t, fastest)]
     chosen = min(within, key=_cost)
-    baseline = next((t for t in ok if t.config.num_workers == 0 and not t.config.pin_memory), None)
+    baseline = next((t for t in ok if t.config.is_baseline), None)
     speedup = None
     if baseline is not None and baseline.samples_per_s:
         speedup = (chosen.samples_per_s or 0.0) / baseline.samples_per_s

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from dataprof.config import BASELINE, LoaderConfig, SearchSpace, grid_configs
+from dataprof.config import LoaderConfig, SearchSpace, baseline, grid_configs
 from dataprof.diagnose.facts import HEADROOM, memory_fit
 from dataprof.model import TrialResult
 from dataprof.recommend import noise_between
@@ -79,12 +79,13 @@ RULE_OF_THUMB_NAMES = ("0.75 × usable CPUs", "usable CPUs − 1")
 
 
 def rules_of_thumb(usable_cpus: int, space: SearchSpace) -> list[tuple[str, LoaderConfig]]:
-    """What common advice picks: ``0.75 × CPUs`` and ``CPUs − 1`` workers, pinned and persistent."""
+    """What common advice picks: ``0.75 × CPUs`` and ``CPUs − 1`` workers, pinned (PyTorch, with a GPU) and
+    persistent, the other knobs at their defaults."""
     pin = True in space.pin_memory
     prefetch = 2 if 2 in space.prefetch_factors else min(space.prefetch_factors)
     counts = (max(1, int(0.75 * usable_cpus + 0.5)), max(1, usable_cpus - 1))
-    return [(name, LoaderConfig(count, pin, prefetch, True)) for name, count in zip(RULE_OF_THUMB_NAMES, counts,
-                                                                                   strict=True)]
+    return [(name, space.config(count, pin=pin, prefetch=prefetch, persistent=True))
+            for name, count in zip(RULE_OF_THUMB_NAMES, counts, strict=True)]
 
 
 class Strategy(Protocol):
@@ -123,7 +124,7 @@ class GridStrategy:
         done = {trial.config for trial in history}
         config = next((c for c in self.configs if c not in done), None)
         if config is not None:
-            return Proposal(config, "baseline" if config == BASELINE else "grid")
+            return Proposal(config, "baseline" if config == baseline(self.space.framework) else "grid")
         return _rule_of_thumb_step(history, self.space, self.budget, self.rules) or \
             Proposal(None, "every config of the grid ran")
 
@@ -168,22 +169,19 @@ class AdaptiveStrategy:
         self.budget = budget or Budget()
         self.rules = rules
         self.ladder = sorted({w for w in space.workers if w > 0})
-        self.pin = True in space.pin_memory
-        self.prefetch = 2 if 2 in space.prefetch_factors else min(space.prefetch_factors)
-        self.persistent = True in space.persistent_workers
+        self.baseline = baseline(space.framework)
 
     def total(self) -> int | None:
         return None
 
     def climb_config(self, workers: int) -> LoaderConfig:
-        if workers == 0:
-            return LoaderConfig(0, pin_memory=self.pin)
-        return LoaderConfig(workers, self.pin, self.prefetch, self.persistent)
+        return self.space.default_config(workers)
 
     def propose(self, history: Sequence[TrialResult]) -> Proposal:
         done = {t.config: t for t in history}
-        if BASELINE not in done:
-            return Proposal(BASELINE, "baseline: num_workers=0, PyTorch's default")
+        if self.baseline not in done:
+            framework = "Paddle" if self.space.framework == "paddle" else "PyTorch"
+            return Proposal(self.baseline, f"baseline: num_workers=0, {framework}'s default")
         for step in (self._climb, self._refine, self._tune):
             proposal = step(done, history)
             if proposal is not None:
@@ -204,7 +202,7 @@ class AdaptiveStrategy:
         skipped counts if the peak lies among them.
         """
         rungs: list[int] = []
-        previous = done.get(BASELINE)
+        previous = done.get(self.baseline)
         index = 0
         while index < len(self.ladder):
             workers = self.ladder[index]
@@ -224,7 +222,7 @@ class AdaptiveStrategy:
     def _walk(self, done: dict[LoaderConfig, TrialResult],
               history: Sequence[TrialResult]) -> tuple[Proposal | None, str]:
         """Walk the climbed rungs: the next one to measure, or None and why climbing stopped."""
-        baseline = done.get(BASELINE)
+        baseline = done.get(self.baseline)
         best = baseline if baseline is not None and baseline.status == "ok" else None
         last_step = ""
         for workers in self._rungs(done):
@@ -277,7 +275,7 @@ class AdaptiveStrategy:
             return None
         best = max(ok, key=_rate)
         w = best.config.num_workers
-        baseline = done.get(BASELINE)
+        baseline = done.get(self.baseline)
         below = next((t for t in reversed(ok) if t.config.num_workers < w),
                      baseline if baseline is not None and baseline.status == "ok" else None)
         above = next((t for t in measured if t.config.num_workers > w), None)
@@ -310,16 +308,15 @@ class AdaptiveStrategy:
         return max(ok, key=_rate) if ok else None
 
     def _tune(self, done: dict[LoaderConfig, TrialResult], history: Sequence[TrialResult]) -> Proposal | None:
-        """One knob at a time at the best worker count: pin_memory, then prefetch_factor."""
+        """One knob at a time at the best worker count: pin_memory (PyTorch) or use_shared_memory and
+        use_buffer_reader (Paddle), then prefetch_factor."""
         anchor = self._best_at_climb_knobs(done)
         if anchor is None:
             return None
         current = anchor
         # persistent_workers=False only adds a worker restart every epoch: it cannot load faster, so it is
         # not tuned (the climb uses it when it is the only value given).
-        knobs: tuple[tuple[str, tuple[object, ...]], ...] = (
-            ("pin_memory", self.space.pin_memory), ("prefetch_factor", self.space.prefetch_factors))
-        for knob, values in knobs:
+        for knob, values in self.space.tuned_knobs():
             tried = []
             for value in values:
                 config = dataclasses.replace(current.config, **{knob: value})  # type: ignore[arg-type]

@@ -19,6 +19,7 @@ from dataprof.errors import TargetError, UsageError
 from dataprof.measure.environment import probe_environment
 from dataprof.measure.runner import Observer, TrialRunner
 from dataprof.model import DatasetInfo, Environment, Report, RuleOfThumb, SearchStep, TrialResult
+from dataprof.options import resolve_settings
 from dataprof.recommend import noise_between, recommend
 from dataprof.search import STRATEGIES, Budget, rules_of_thumb
 
@@ -68,21 +69,24 @@ def run_sweep(
     observer: Observer | None = None,
     on_update: Callable[[Report], None] | None = None,
     runner_factory: Callable[..., Any] = TrialRunner,
-    previous: Sequence[TrialResult] = (),
+    resume: Report | None = None,
 ) -> Report:
-    """Measure every config the strategy proposes. Raises TargetError, SweepInterrupted.
+    """Measure every config the strategy proposes. Raises TargetError, UsageError, SweepInterrupted.
 
-    ``previous`` trials (from ``--resume``) count as measured and are not run again.
+    The framework, device and knobs are settled once the dataset is loaded
+    (:func:`resolve_settings`). ``resume``: a saved run (``--resume``) whose
+    trials count as measured and are not run again.
     """
     started = time.monotonic()
     runner = runner_factory(settings, args, observer)
-    trials: list[TrialResult] = list(previous)
-    steps: list[SearchStep] = [SearchStep(t.config, "measured before (--resume)") for t in previous]
+    trials: list[TrialResult] = []
+    steps: list[SearchStep] = []
     stop: str | None = None
-    environment = probe_environment(settings.device)
+    environment: Environment | None = None
     dataset: DatasetInfo | None = None
 
     def report(complete: bool) -> Report:
+        assert environment is not None
         env = dataclasses.replace(environment, gpu_name=runner.gpu_name,
                                   start_method=runner.host_info.get("start_method"),
                                   sharing_strategy=runner.host_info.get("sharing_strategy"))
@@ -96,6 +100,11 @@ def run_sweep(
         if observer is not None:
             observer("loading", {"target": settings.target})
         dataset = runner.start()
+        settings = runner.settings = resolve_settings(settings, runner.host_info)
+        environment = probe_environment(settings.device, framework=settings.framework)
+        if resume is not None:
+            trials.extend(resumable_trials(resume, settings))
+            steps.extend(SearchStep(t.config, "measured before (--resume)") for t in trials)
         budget = search_budget(settings, environment, dataset, runner.host_info)
         strategy = STRATEGIES[settings.strategy](settings.space, budget, settings.rules_of_thumb)
         if observer is not None:
@@ -109,7 +118,7 @@ def run_sweep(
             trials.append(result)
             if observer is not None:
                 observer("trial_done", {"result": result, "index": len(trials) - 1})
-            if len(trials) == 1 and not previous and result.status == "failed":
+            if len(trials) == 1 and result.status == "failed":
                 raise SweepTargetError(
                     f"the first trial ({config.label()}) failed, so every config would: {result.error}",
                     None, report(False))
@@ -118,6 +127,8 @@ def run_sweep(
         stop = proposal.why
     except KeyboardInterrupt:
         runner.kill_current()
+        if environment is None:
+            raise
         raise SweepInterrupted(report(False)) from None
     finally:
         runner.close()
@@ -148,6 +159,10 @@ def space_of(settings: dict[str, Any]) -> SearchSpace:
         prefetch_factors=tuple(settings.get("prefetch_factors") or (2,)),
         pin_memory=tuple(settings.get("pin_memory") or (False,)),
         persistent_workers=tuple(settings.get("persistent_workers") or (True,)),
+        use_shared_memory=tuple(settings.get("use_shared_memory") or (True,)),
+        use_buffer_reader=tuple(settings.get("use_buffer_reader") or (True,)),
+        framework=settings.get("framework", "torch"),
+        skipped=tuple(settings.get("skipped_knobs") or ()),
     )
 
 
@@ -183,7 +198,7 @@ def decide(report: Report) -> Report:
                                rules_of_thumb=compare_rules_of_thumb(recommended))
 
 
-RESUME_KEYS = ("batch_size", "step_ms", "device", "trial_seconds", "shuffle", "drop_last", "collate_fn",
+RESUME_KEYS = ("framework", "batch_size", "step_ms", "device", "trial_seconds", "shuffle", "drop_last", "collate_fn",
                "target_kwargs")
 """Settings that change what a trial measures: a resumed sweep must match them."""
 
@@ -193,8 +208,9 @@ def resumable_trials(previous: Report, settings: SweepSettings) -> tuple[TrialRe
     if previous.target != settings.target:
         raise UsageError(f"--resume: the saved run profiled {previous.target}, not {settings.target}")
     current = settings.to_dict()
+    saved = {"framework": "torch", **previous.settings}  # runs saved before Paddle support were PyTorch's
     for key in RESUME_KEYS:
-        if previous.settings.get(key) != current[key]:
-            raise UsageError(f"--resume: the saved run used {key}={previous.settings.get(key)!r}, "
+        if saved.get(key) != current[key]:
+            raise UsageError(f"--resume: the saved run used {key}={saved.get(key)!r}, "
                              f"this one {current[key]!r}; start a new sweep or match it")
     return previous.trials

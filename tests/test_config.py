@@ -5,10 +5,10 @@ from pathlib import Path
 import pytest
 
 from dataprof.config import (
-    BASELINE,
     LoaderConfig,
     SearchSpace,
     auto_workers,
+    baseline,
     cgroup_cpu_limit,
     grid_configs,
     parse_int_list,
@@ -51,20 +51,20 @@ def test_grid_runs_workerless_config_once_and_keeps_baseline() -> None:
     space = SearchSpace(workers=(0, 2), prefetch_factors=(2, 4), pin_memory=(False,),
                         persistent_workers=(True, False))
     configs = grid_configs(space)
-    assert configs[0] == BASELINE
-    assert [c for c in configs if c.num_workers == 0] == [BASELINE]
+    assert configs[0] == baseline("torch")
+    assert [c for c in configs if c.num_workers == 0] == [baseline("torch")]
     assert len(configs) == 1 + 2 * 2
     assert all(c.prefetch_factor is None and not c.persistent_workers for c in configs if c.num_workers == 0)
 
 
 def test_grid_always_includes_baseline() -> None:
     configs = grid_configs(SearchSpace(workers=(4,), pin_memory=(True,)))
-    assert configs[0] == BASELINE
+    assert configs[0] == baseline("torch")
     assert LoaderConfig(4, True, 2, True) in configs
 
 
 def test_dataloader_kwargs_omit_worker_only_settings_without_workers() -> None:
-    assert BASELINE.dataloader_kwargs() == {"num_workers": 0, "pin_memory": False}
+    assert baseline("torch").dataloader_kwargs() == {"num_workers": 0, "pin_memory": False}
     assert LoaderConfig(2, False, 4, True).dataloader_kwargs()["prefetch_factor"] == 4
 
 

@@ -2,12 +2,25 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from dataprof.backends.torch_backend import check_batchable, dataset_kind, footprint
+from dataprof.backends.common import check_batchable as check
+from dataprof.backends.common import footprint
+from dataprof.backends.torch_backend import TorchBackend
 from dataprof.errors import TargetError, UsageError
 from dataprof.target import build_dataset, load_object, parse_kwarg, split_target
+
+TORCH = TorchBackend()
+
+
+def dataset_kind(dataset: object) -> str:
+    return TORCH.dataset_kind(dataset)
+
+
+def check_batchable(dataset: object, collate: Any, batch_size: int) -> dict[str, Any]:
+    return check(dataset, dataset_kind(dataset), collate or TORCH.default_collate(), batch_size)
 
 FIXTURES = Path(__file__).parent / "fixtures" / "datasets.py"
 

@@ -1,1 +1,67 @@
-"""Framework backends: build a loader from a LoaderConfig and check a dataset."""
+"""Framework backends: check a dataset and build the framework's own DataLoader from a LoaderConfig.
+
+A backend module imports its framework only when one of its functions runs,
+so a Paddle run never imports torch and a PyTorch run never imports paddle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from dataprof.backends.common import RecordingBatchSampler, defined_by
+from dataprof.config import LoaderConfig
+from dataprof.errors import UsageError
+
+
+class Backend(Protocol):
+    name: str
+    internal_paths: tuple[str, ...]
+    """Source paths of the framework, skipped when a traceback is summarised to the user's frame."""
+
+    def version(self) -> str: ...
+
+    def dataset_kind(self, dataset: Any) -> str:
+        """``iterable`` or ``map``."""
+
+    def default_collate(self) -> Callable[[list[Any]], Any]: ...
+
+    def loader_arguments(self) -> tuple[str, ...]:
+        """The installed DataLoader's parameter names (versions differ)."""
+
+    def build_loader(self, dataset: Any, config: LoaderConfig, batch_size: int,
+                     collate_fn: Callable[[list[Any]], Any] | None, shuffle: bool,
+                     drop_last: bool) -> tuple[Any, RecordingBatchSampler | None]: ...
+
+    def get_threads(self) -> int:
+        """Intra-op CPU threads of the framework's kernels."""
+
+    def set_threads(self, threads: int) -> None: ...
+
+    def sharing_strategy(self) -> str | None:
+        """How tensors cross between processes (torch's ``file_descriptor`` holds an open file per tensor)."""
+
+    def shutdown(self, iterator: Any) -> None:
+        """Stop a loader iterator's workers."""
+
+
+def detect_framework(dataset: Any, requested: str) -> str:
+    """``--framework auto``: paddle for a ``paddle.io`` dataset (or any class from paddle), else torch."""
+    if requested != "auto":
+        return requested
+    return "paddle" if defined_by(dataset, "paddle") else "torch"
+
+
+def get_backend(framework: str) -> Backend:
+    """The backend for ``torch`` or ``paddle``; UsageError naming the install command if it is missing."""
+    if framework == "paddle":
+        from dataprof.backends.paddle_backend import PaddleBackend, available
+
+        if not available():
+            raise UsageError('--framework paddle: paddlepaddle is not installed (pip install "dataprof[paddle]")')
+        return PaddleBackend()
+    if framework == "torch":
+        from dataprof.backends.torch_backend import TorchBackend
+
+        return TorchBackend()
+    raise UsageError(f"--framework {framework}: expected auto, torch or paddle")

@@ -217,7 +217,7 @@ def oversubscribed(report: Report, th: Thresholds) -> Finding | None:
 def ipc_overhead(report: Report, th: Thresholds) -> Finding | None:
     """num_workers=0 wins because moving a batch between processes costs about as much as loading it."""
     ok = ok_trials(report)
-    serial = next((t for t in ok if t.config.num_workers == 0 and not t.config.pin_memory), None)
+    serial = next((t for t in ok if t.config.is_baseline), None)
     parallel = [t for t in ok if t.config.num_workers > 0
                 and (t.receive_ms_mean is not None or t.wait_cpu_ms_mean is not None)]
     if serial is None or not parallel or wait_share(serial) < th.model_bound_wait or serial.wait_ms is None:

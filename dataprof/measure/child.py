@@ -9,18 +9,20 @@ for this process's GIL.
 
 from __future__ import annotations
 
+import os
 import pickle
 import re
 import signal
+import threading
 import time
 import traceback
 import zlib
 from collections.abc import Callable
 from typing import Any
 
-from dataprof.backends.torch_backend import build_loader, dataset_kind
+from dataprof.backends import Backend
 from dataprof.config import LoaderConfig
-from dataprof.measure.consumer import CudaConsumer, SimulatedDevice
+from dataprof.measure.consumer import SimulatedDevice, make_cuda_consumer
 from dataprof.measure.timing import (
     MIN_WINDOW_S,
     STEADY_CHECK_S,
@@ -89,7 +91,8 @@ def worker_signals(iterator: Any, wait_s: float = 0.0) -> list[str]:
     return names
 
 
-def classify_loader_error(exc: BaseException, killed_by: list[str] | None = None) -> tuple[str, str]:
+def classify_loader_error(exc: BaseException, killed_by: list[str] | None = None,
+                          internal: tuple[str, ...] = ("/torch/", "/paddle/")) -> tuple[str, str]:
     """(status, one-line reason) for an exception that ended the loop."""
     if killed_by:
         return "crashed", died_by("a DataLoader worker", killed_by[0])
@@ -102,23 +105,24 @@ def classify_loader_error(exc: BaseException, killed_by: list[str] | None = None
         return "crashed", died_by("a DataLoader worker", signame)
     if "exited unexpectedly" in text:
         return "crashed", "a DataLoader worker exited unexpectedly"
-    if "Original Traceback" in text:
-        return "failed", worker_error_line(type(exc).__name__, text)
+    if "Traceback (most recent call last)" in text:  # a worker's error, re-raised with its traceback as text
+        return "failed", worker_error_line(type(exc).__name__, text, internal)
     return "failed", describe_exception(exc)
 
 
 _FRAME_RE = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
 
 
-def worker_error_line(type_name: str, text: str) -> str:
-    """Summarise torch's re-raised worker error from its 'Original Traceback' text."""
+def worker_error_line(type_name: str, text: str, internal: tuple[str, ...] = ("/torch/", "/paddle/")) -> str:
+    """Summarise a worker error re-raised with its traceback as text (torch's 'Original Traceback',
+    Paddle's 'DataLoader worker(N) caught … with message')."""
     lines = [ln for ln in text.splitlines() if ln.strip()]
     last = lines[-1].strip() if lines else type_name
     frames = [m for m in _FRAME_RE.finditer(text)
-              if "/torch/" not in m.group("file") and "/dataprof/measure" not in m.group("file")]
+              if not any(path in m.group("file") for path in (*internal, "/dataprof/measure"))]
     where = f" (at {frames[-1].group('file')}:{frames[-1].group('line')})" if frames else ""
-    worker = re.search(r"worker process (\d+)", text)
-    prefix = f"in worker {worker.group(1)}: " if worker else ""
+    worker = re.search(r"worker process (\d+)|DataLoader worker\((\d+)\)", text)
+    prefix = f"in worker {worker.group(1) or worker.group(2)}: " if worker else ""
     return f"{prefix}{last}{where}"
 
 
@@ -132,7 +136,40 @@ def locate_failure(dataset: Any, indices: list[int]) -> str | None:
     return None
 
 
+class ThreadFailure:
+    """The first exception raised in a thread of the trial other than the main one.
+
+    Paddle loads batches in a reader thread of the main process: when it
+    raises, the main thread may stay blocked for good (num_workers=0) or
+    raise a generic "blocking queue is killed" error. The thread's own
+    exception is the news; if the main thread does not take it up within
+    ``grace_s``, the hook reports it and ends the trial itself.
+    """
+
+    def __init__(self, report: Callable[[BaseException], None], grace_s: float = 1.0) -> None:
+        self.report = report
+        self.grace_s = grace_s
+        self.exc: BaseException | None = None
+        self.arrived = threading.Event()
+        self.handled = threading.Event()
+        """Set once the main thread reports the trial's end (a result or an error)."""
+
+    def hook(self, args: Any) -> None:
+        if self.exc is not None or args.exc_value is None or isinstance(args.exc_value, SystemExit):
+            return
+        self.exc = args.exc_value
+        self.arrived.set()
+        if not self.handled.wait(self.grace_s):
+            self.report(self.exc)
+            os._exit(1)
+
+    def install(self) -> ThreadFailure:
+        threading.excepthook = self.hook
+        return self
+
+
 def run_trial(
+    backend: Backend,
     dataset: Any,
     collate_fn: Callable[[list[Any]], Any] | None,
     config: LoaderConfig,
@@ -149,12 +186,12 @@ def run_trial(
         consumer: Any
         ids: dict[str, Any] = {}
         if device.startswith("cuda"):
-            consumer = CudaConsumer(device, step_ms)
+            consumer = make_cuda_consumer(backend.name, device, step_ms)
             ids = consumer.device_ids()
         else:
             consumer = SimulatedDevice(step_ms)
         emit({"ev": "ready", **ids})
-        loader, recorder = build_loader(
+        loader, recorder = backend.build_loader(
             dataset, config, int(settings["batch_size"]), collate_fn,
             bool(settings["shuffle"]), bool(settings["drop_last"]),
         )
@@ -163,18 +200,29 @@ def run_trial(
               "traceback": traceback.format_exc()})
         return
     live: dict[str, Any] = {}
-    try:
-        figures = _timed_loop(loader, config, float(settings["trial_seconds"]), emit, consumer, clock, live,
-                              recorder, ReceiveTimer.install(), dataset_kind(dataset) == "iterable")
-    except Exception as exc:
-        # torch's SIGCHLD handler raises again as each remaining worker dies; the first death is the news.
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        dead_peer = isinstance(exc, (OSError, EOFError, pickle.UnpicklingError))
-        status, message = classify_loader_error(exc, worker_signals(live.get("iterator"), 1.0 if dead_peer else 0.0))
+
+    def report(exc: BaseException, wait_s: float = 0.0) -> None:
+        status, message = classify_loader_error(exc, worker_signals(live.get("iterator"), wait_s),
+                                                backend.internal_paths)
         if recorder is not None and config.num_workers == 0:
             message = locate_failure(dataset, recorder.last) or message
-        emit({"ev": "error", "status": status, "message": message, "traceback": traceback.format_exc()})
+        emit({"ev": "error", "status": status, "message": message,
+              "traceback": "".join(traceback.format_exception(exc))})
+
+    failure = ThreadFailure(report).install()
+    try:
+        figures = _timed_loop(loader, config, float(settings["trial_seconds"]), emit, consumer, clock, live,
+                              recorder, ReceiveTimer.install(), backend.dataset_kind(dataset) == "iterable",
+                              backend)
+    except Exception as exc:
+        failure.handled.set()
+        # The framework's SIGCHLD handler raises again as each remaining worker dies; the first death is the news.
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        dead_peer = isinstance(exc, (OSError, EOFError, pickle.UnpicklingError))
+        failure.arrived.wait(0.5)  # a reader thread's own error, if that is what broke the loop
+        report(failure.exc or exc, 1.0 if dead_peer else 0.0)
         return
+    failure.handled.set()
     emit({"ev": "result", **figures})
 
 
@@ -237,7 +285,7 @@ def fingerprint(batch: Any) -> int:
 
 def _timed_loop(loader: Any, config: LoaderConfig, trial_s: float, emit: Emit, consumer: Any,
                 clock: Callable[[], float], live: dict[str, Any], recorder: Any, receiver: ReceiveTimer,
-                iterable: bool) -> dict[str, Any]:
+                iterable: bool, backend: Backend) -> dict[str, Any]:
     """Run warm-up then the window; ``live["iterator"]`` lets the caller inspect workers on failure."""
     log = BatchLog()
     warmup = warmup_batches(config.num_workers, config.prefetch_factor)
@@ -302,9 +350,7 @@ def _timed_loop(loader: Any, config: LoaderConfig, trial_s: float, emit: Emit, c
     sampler_s = recorder.busy_s - sampler_start if recorder is not None else None
     receive_s = receiver.busy_s - receive_start
     emit({"ev": "window_end"})
-    shutdown = getattr(iterator, "_shutdown_workers", None)
-    if shutdown is not None:
-        shutdown()
+    backend.shutdown(iterator)
     figures = summarize(log, window_first, config.num_workers)
     figures.update(
         first_batch_s=first_batch_s,

@@ -7,16 +7,28 @@ import os
 import platform
 import shutil
 import sys
+from collections.abc import Callable
 
 from dataprof.config import CpuBudget, cpu_budget
 from dataprof.errors import UsageError
 from dataprof.model import Environment
 
 
-def _cuda_devices() -> int:
-    """Visible CUDA devices; 0 without a driver (checked before importing torch)."""
+def cuda_devices(framework: str = "torch") -> int:
+    """CUDA devices the framework can use; 0 without a driver (checked before importing the framework).
+
+    Asked in the parent process, never in the host that forks the trials:
+    CUDA initialised before a fork is unusable after it.
+    """
     if sys.platform.startswith("linux") and not os.path.exists("/dev/nvidiactl"):
         return 0
+    if framework == "paddle":
+        from dataprof.backends.paddle_backend import available, import_paddle
+
+        if not available():
+            return 0
+        paddle = import_paddle()
+        return int(paddle.device.cuda.device_count()) if paddle.is_compiled_with_cuda() else 0
     try:
         import torch
     except ImportError:
@@ -24,24 +36,33 @@ def _cuda_devices() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
-def resolve_device(requested: str, count_devices=_cuda_devices) -> str:  # type: ignore[no-untyped-def]
-    """``auto`` → ``cuda:0`` or ``cpu``; validate ``cuda``/``cuda:N``."""
+def check_device(requested: str) -> None:
+    """UsageError unless ``requested`` is auto, cpu, cuda or cuda:N (whether it exists is checked later)."""
+    text = requested.strip().lower()
+    if text in ("auto", "cpu"):
+        return
+    if text == "cuda" or text.startswith("cuda:"):
+        if not (text.partition(":")[2] or "0").isdigit():
+            raise UsageError(f"--device {requested}: expected cuda or cuda:N with N a number")
+        return
+    raise UsageError(f"--device {requested}: expected auto, cpu, cuda or cuda:N")
+
+
+def resolve_device(requested: str, count_devices: Callable[[], int] = cuda_devices) -> str:
+    """``auto`` → ``cuda:0`` or ``cpu``; validate ``cuda``/``cuda:N`` against the visible devices."""
+    check_device(requested)
     text = requested.strip().lower()
     if text == "cpu":
         return "cpu"
+    count = count_devices()
     if text == "auto":
-        return "cuda:0" if count_devices() > 0 else "cpu"
-    if text == "cuda" or text.startswith("cuda:"):
-        index_text = text.partition(":")[2] or "0"
-        if not index_text.isdigit():
-            raise UsageError(f"--device {requested}: expected cuda or cuda:N with N a number")
-        count = count_devices()
-        if count == 0:
-            raise UsageError(f"--device {requested}: no CUDA device is visible (use --device cpu or auto)")
-        if int(index_text) >= count:
-            raise UsageError(f"--device {requested}: only {count} CUDA device(s) visible (cuda:0..cuda:{count - 1})")
-        return f"cuda:{int(index_text)}"
-    raise UsageError(f"--device {requested}: expected auto, cpu, cuda or cuda:N")
+        return "cuda:0" if count > 0 else "cpu"
+    index = int(text.partition(":")[2] or "0")
+    if count == 0:
+        raise UsageError(f"--device {requested}: no CUDA device is visible (use --device cpu or auto)")
+    if index >= count:
+        raise UsageError(f"--device {requested}: only {count} CUDA device(s) visible (cuda:0..cuda:{count - 1})")
+    return f"cuda:{index}"
 
 
 def _version(name: str) -> str | None:
@@ -52,7 +73,7 @@ def _version(name: str) -> str | None:
 
 
 def probe_environment(device: str, budget: CpuBudget | None = None, gpu_name: str | None = None,
-                      start_method: str | None = None) -> Environment:
+                      start_method: str | None = None, framework: str = "torch") -> Environment:
     import psutil
 
     budget = budget or cpu_budget()
@@ -69,6 +90,8 @@ def probe_environment(device: str, budget: CpuBudget | None = None, gpu_name: st
         available_ram_bytes=memory.available,
         python=platform.python_version(),
         torch=_version("torch"),
+        framework=framework,
+        paddle=_version("paddlepaddle") or _version("paddlepaddle-gpu"),
         device=device,
         gpu_name=gpu_name,
         platform=platform.platform(terse=True),

@@ -69,41 +69,45 @@ def _read_lines(fd: int, buffer: bytearray) -> list[bytes] | None:
 
 def load(request: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
     """Build and check the dataset; return it, the collate function and its description."""
-    import torch
-
-    from dataprof.backends.torch_backend import check_batchable, dataset_kind, dataset_length
+    from dataprof.backends import detect_framework, get_backend
+    from dataprof.backends.common import check_batchable, dataset_length
+    from dataprof.measure.runner import IN_MEMORY
     from dataprof.target import build_dataset, load_collate, load_object, parse_kwarg
 
-    # The host forks every trial. A thread pool (OpenMP) started here would be
-    # unusable in the forked trial, which hangs at its first parallel torch op;
-    # so the host stays single-threaded and each trial restores the default.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
     start = time.perf_counter()
     cwd = request["cwd"]
     kwargs = dict(parse_kwarg(item) for item in request["args"])
-    from dataprof.measure.runner import IN_MEMORY
-
-    if request["target"] in IN_MEMORY:  # a forked host: the caller's object, as it was at the fork
+    forked = request["target"] in IN_MEMORY
+    if forked:  # a forked host: the caller's object, as it was at the fork
         dataset = IN_MEMORY[request["target"]]
-        threads = 1  # the caller may have started a thread pool, which is dead after fork
     else:
         dataset = build_dataset(load_object(request["target"], cwd), kwargs, request["target"])
     init_s = time.perf_counter() - start
+    backend = get_backend(detect_framework(dataset, request.get("framework", "auto")))
+    # The host forks every trial. A thread pool (OpenMP) started here would be
+    # unusable in the forked trial, which hangs at its first parallel op; so the
+    # host stays single-threaded and each trial restores the default.
+    threads = backend.get_threads()
+    backend.set_threads(1)
+    if forked:
+        threads = 1  # the caller may have started a thread pool, which is dead after fork
     collate_name = request.get("collate_fn")
     collate = IN_MEMORY[collate_name] if collate_name in IN_MEMORY else load_collate(collate_name, cwd)
-    batch = check_batchable(dataset, collate, int(request["batch_size"]))
+    kind = backend.dataset_kind(dataset)
+    batch = check_batchable(dataset, kind, collate or backend.default_collate(), int(request["batch_size"]))
     import multiprocessing
 
     info = {
-        "kind": dataset_kind(dataset),
+        "kind": kind,
         "type_name": type(dataset).__name__,
         "length": dataset_length(dataset),
         "init_s": init_s,
         **batch,
         "start_method": multiprocessing.get_start_method(),
-        "sharing_strategy": torch.multiprocessing.get_sharing_strategy(),
-        "torch": torch.__version__,
+        "sharing_strategy": backend.sharing_strategy(),
+        "framework": backend.name,
+        "framework_version": backend.version(),
+        "loader_arguments": list(backend.loader_arguments()),
         "intra_op_threads": threads,
     }
     return dataset, collate, info
@@ -123,10 +127,12 @@ def _report_escape(channel: Channel, exc: BaseException) -> None:
         pass  # the parent still sees the exit code
 
 
-def run_trial_process(dataset: Any, collate: Any, request: dict[str, Any], events: Channel, threads: int) -> None:
+def run_trial_process(dataset: Any, collate: Any, request: dict[str, Any], events: Channel,
+                      info: dict[str, Any]) -> None:
     """Fork the trial, relay its events, reap it and its whole process group.
 
-    ``threads``: torch's intra-op thread count for the trial (the host runs single-threaded).
+    ``info``: what loading found; its ``intra_op_threads`` are restored in the
+    trial (the host runs single-threaded).
     """
     from dataprof.config import LoaderConfig
     from dataprof.measure.child import run_trial
@@ -143,10 +149,11 @@ def run_trial_process(dataset: Any, collate: Any, request: dict[str, Any], event
             os.close(read_fd)
             os.close(events.fd)
             trial_channel = Channel(write_fd)
-            import torch
+            from dataprof.backends import get_backend
 
-            torch.set_num_threads(threads)
-            run_trial(dataset, collate, LoaderConfig.from_dict(request["config"]),
+            backend = get_backend(info["framework"])
+            backend.set_threads(info["intra_op_threads"])
+            run_trial(backend, dataset, collate, LoaderConfig.from_dict(request["config"]),
                       request["settings"], trial_channel.send)
         except BaseException as exc:  # raised outside run_trial's own handling, e.g. by a signal handler
             code = 1
@@ -236,7 +243,7 @@ def serve(cmd_fd: int, evt_fd: int) -> int:
                     return 3
                 events.send({"ev": "host_ready", **info})
             elif request["cmd"] == "trial":
-                run_trial_process(dataset, collate, request, events, info["intra_op_threads"])
+                run_trial_process(dataset, collate, request, events, info)
 
 
 def main(argv: list[str]) -> int:

@@ -45,9 +45,11 @@ class InspectSettings:
     """A Dataset object (Python API); ``target`` is then only its name."""
     collate: Any = None
     """A collate callable (Python API), instead of ``collate_fn``."""
+    framework: str = "auto"
+    """Whose default collate and thread settings apply: ``auto`` (from the dataset), ``torch`` or ``paddle``."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"samples": self.samples, "seed": self.seed, "batch_size": self.batch_size,
+        return {"framework": self.framework, "samples": self.samples, "seed": self.seed, "batch_size": self.batch_size,
                 "prefetch_factor": self.prefetch_factor, "max_seconds": self.max_seconds,
                 "collate_fn": self.collate_fn,
                 "target_kwargs": {k: repr(v) for k, v in (parse_kwarg(a) for a in self.args)}}
@@ -113,9 +115,8 @@ class _Fetcher:
 
 def run_inspection(settings: InspectSettings) -> InspectionData:
     """Load the target and measure it. Raises TargetError when nothing could be measured; Interrupted on Ctrl-C."""
-    import torch
-
-    from dataprof.backends.torch_backend import dataset_kind, dataset_length, describe_sample, footprint
+    from dataprof.backends import detect_framework, get_backend
+    from dataprof.backends.common import dataset_length, describe_sample, footprint
 
     start = time.perf_counter()
     if settings.dataset is not None:
@@ -124,16 +125,16 @@ def run_inspection(settings: InspectSettings) -> InspectionData:
         obj = load_object(settings.target, settings.cwd)
         dataset = build_dataset(obj, dict(parse_kwarg(item) for item in settings.args), settings.target)
     init_s = time.perf_counter() - start
-    collate = settings.collate or load_collate(settings.collate_fn, settings.cwd) or \
-        torch.utils.data.default_collate
-    kind = dataset_kind(dataset)
+    backend = get_backend(detect_framework(dataset, settings.framework))
+    collate = settings.collate or load_collate(settings.collate_fn, settings.cwd) or backend.default_collate()
+    kind = backend.dataset_kind(dataset)
     length = dataset_length(dataset) if kind == "map" else None
     if kind == "map" and not length:
         raise TargetError("the dataset is empty (len() is 0): nothing to inspect")
     order = sample_order(length, settings.samples, settings.seed)
 
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # as in a DataLoader worker
+    threads = backend.get_threads()
+    backend.set_threads(1)  # as in a DataLoader worker
     fetcher = _Fetcher(dataset, kind)
     kept: list[Any] = []
     indices: list[int] = []
@@ -189,13 +190,13 @@ def run_inspection(settings: InspectSettings) -> InspectionData:
         repeats = {} if kind != "map" or interrupted else _refetch(fetcher, indices, wall)
         collated = _collate(collate, kept) if kept and not interrupted else {}
     finally:
-        torch.set_num_threads(threads)
+        backend.set_threads(threads)
     if not wall and errors and not interrupted:
         index, message = errors[0]
         raise TargetError(f"every sample raised; dataset[{index}]: {message}")
     pickle_bytes, pickle_s, pickle_error = (None, None, None) if interrupted else pickled_size(dataset)
     soft, hard = open_files_limit()
-    environment = probe_environment("cpu", start_method=multiprocessing.get_start_method())
+    environment = probe_environment("cpu", start_method=multiprocessing.get_start_method(), framework=backend.name)
     data = InspectionData(
         target=settings.target, tool_version=__version__, settings=settings.to_dict(),
         environment=environment,
@@ -208,7 +209,7 @@ def run_inspection(settings: InspectSettings) -> InspectionData:
         collate_s=tuple(collated.get("wall", ())), collate_cpu_s=tuple(collated.get("cpu", ())),
         collate_error=collated.get("error"), pickle_bytes=pickle_bytes, pickle_s=pickle_s,
         pickle_error=pickle_error, stopped=stopped, nofile_soft=soft, nofile_hard=hard,
-        sharing_strategy=torch.multiprocessing.get_sharing_strategy())
+        sharing_strategy=backend.sharing_strategy())
     if interrupted:
         raise Interrupted(data)
     return data
@@ -233,7 +234,7 @@ def _refetch(fetcher: _Fetcher, indices: list[int], wall: list[float]) -> dict[i
 
 def _collate(collate: Callable[[list[Any]], Any], samples: list[Any]) -> dict[str, Any]:
     """Collate the kept samples a few times (median is used), and weigh the batch."""
-    from dataprof.backends.torch_backend import footprint
+    from dataprof.backends.common import footprint
 
     wall: list[float] = []
     cpu: list[float] = []

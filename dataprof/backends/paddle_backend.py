@@ -1,0 +1,84 @@
+"""PaddlePaddle: check that a dataset can be batched, and build its ``paddle.io.DataLoader``.
+
+The swept arguments are read from the installed DataLoader's signature
+(versions differ); an argument it lacks is not passed, and the report says so.
+Paddle has no ``pin_memory`` argument.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+from dataprof.backends.common import RecordingBatchSampler
+from dataprof.config import LoaderConfig
+
+
+def available() -> bool:
+    return importlib.util.find_spec("paddle") is not None
+
+
+def import_paddle() -> Any:
+    """``import paddle``, without the warnings its import prints (e.g. about ccache)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import paddle
+    return paddle
+
+
+class PaddleBackend:
+    name = "paddle"
+    internal_paths: tuple[str, ...] = ("/paddle/",)
+
+    def version(self) -> str:
+        return str(import_paddle().__version__)
+
+    def dataset_kind(self, dataset: Any) -> str:
+        """``iterable`` for ``paddle.io.IterableDataset`` or objects with only ``__iter__``; else ``map``."""
+        paddle = import_paddle()
+        if isinstance(dataset, paddle.io.IterableDataset):
+            return "iterable"
+        cls = type(dataset)
+        return "map" if hasattr(cls, "__getitem__") and hasattr(cls, "__len__") else "iterable"
+
+    def default_collate(self) -> Callable[[list[Any]], Any]:
+        import_paddle()
+        from paddle.io.dataloader.collate import default_collate_fn
+
+        return default_collate_fn  # type: ignore[no-any-return]
+
+    def loader_arguments(self) -> tuple[str, ...]:
+        return tuple(inspect.signature(import_paddle().io.DataLoader).parameters)
+
+    def build_loader(self, dataset: Any, config: LoaderConfig, batch_size: int,
+                     collate_fn: Callable[[list[Any]], Any] | None, shuffle: bool,
+                     drop_last: bool) -> tuple[Any, RecordingBatchSampler | None]:
+        """A real ``paddle.io.DataLoader`` for this config (arguments the installed version lacks are not passed)."""
+        io = import_paddle().io
+        accepted = set(self.loader_arguments())
+        kwargs = {k: v for k, v in config.dataloader_kwargs().items() if k in accepted}
+        if collate_fn is not None:
+            kwargs["collate_fn"] = collate_fn
+        if self.dataset_kind(dataset) == "iterable":
+            return io.DataLoader(dataset, batch_size=batch_size, drop_last=drop_last, **kwargs), None
+        sampler = io.RandomSampler(dataset) if shuffle else io.SequenceSampler(dataset)
+        recording = RecordingBatchSampler(io.BatchSampler(sampler=sampler, batch_size=batch_size,
+                                                          drop_last=drop_last))
+        return io.DataLoader(dataset, batch_sampler=recording, **kwargs), recording
+
+    def get_threads(self) -> int:
+        return int(import_paddle().get_flags(["FLAGS_paddle_num_threads"])["FLAGS_paddle_num_threads"])
+
+    def set_threads(self, threads: int) -> None:
+        import_paddle().set_flags({"FLAGS_paddle_num_threads": threads})
+
+    def sharing_strategy(self) -> str | None:
+        return None  # batches cross through /dev/shm files (use_shared_memory) or the pipe, not per-tensor fds
+
+    def shutdown(self, iterator: Any) -> None:
+        stop = getattr(iterator, "_try_shutdown_all", None)
+        if stop is not None:
+            stop()
