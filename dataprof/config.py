@@ -87,13 +87,13 @@ class LoaderConfig:
     def dataloader_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for the framework's DataLoader (arguments left None are not passed)."""
         kwargs: dict[str, Any] = {"num_workers": self.num_workers}
-        if self.framework == "torch":
-            kwargs["pin_memory"] = self.pin_memory
         if self.num_workers > 0:
             kwargs["prefetch_factor"] = self.prefetch_factor
             kwargs["persistent_workers"] = self.persistent_workers
             kwargs["use_shared_memory"] = self.use_shared_memory
         kwargs["use_buffer_reader"] = self.use_buffer_reader
+        if self.framework == "torch":
+            kwargs["pin_memory"] = self.pin_memory
         return {k: v for k, v in kwargs.items() if v is not None}
 
 

@@ -30,9 +30,11 @@ def tolerance(a: TrialResult, b: TrialResult) -> float:
     return min(noise_between(a, b), MAX_TRADE)
 
 
-def _cost(trial: TrialResult) -> tuple[int, int, int, bool]:
+def _cost(trial: TrialResult) -> tuple[int, int, int, int, bool]:
+    """Fewer workers, less prefetch, Paddle's defaults kept, less memory, no pinning: cheaper."""
     c = trial.config
-    return (c.num_workers, c.prefetch_factor or 0, trial.peak_memory_bytes or 0, c.pin_memory)
+    changed = (c.use_shared_memory is False) + (c.use_buffer_reader is False)
+    return (c.num_workers, c.prefetch_factor or 0, changed, trial.peak_memory_bytes or 0, c.pin_memory)
 
 
 def recommend(trials: Sequence[TrialResult]) -> Recommendation | None:

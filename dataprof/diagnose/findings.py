@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from collections.abc import Callable
 
 from dataprof.diagnose.facts import (
@@ -56,9 +58,8 @@ def worker_startup(report: Report, th: Thresholds) -> Finding | None:
     for on in ok:
         if not on.config.persistent_workers or on.config.num_workers == 0:
             continue
-        off = next((t for t in ok if t.config.num_workers == on.config.num_workers and not t.config.persistent_workers
-                    and t.config.prefetch_factor == on.config.prefetch_factor
-                    and t.config.pin_memory == on.config.pin_memory), None)
+        respawn = dataclasses.replace(on.config, persistent_workers=False)
+        off = next((t for t in ok if t.config == respawn), None)
         if off is not None and faster(on, off):
             gains.append((rate(on) / rate(off) - 1, on, off))
     rec = recommended_trial(report)
@@ -190,8 +191,7 @@ def oversubscribed(report: Report, th: Thresholds) -> Finding | None:
         if over.config.num_workers <= usable:
             continue
         peers = [t for t in ok if 0 < t.config.num_workers <= usable
-                 and (t.config.prefetch_factor, t.config.pin_memory, t.config.persistent_workers)
-                 == (over.config.prefetch_factor, over.config.pin_memory, over.config.persistent_workers)]
+                 and t.config == dataclasses.replace(over.config, num_workers=t.config.num_workers)]
         if not peers:
             continue
         best = max(peers, key=rate)
@@ -246,15 +246,17 @@ def no_gpu(report: Report, th: Thresholds) -> Finding | None:
     if not report.environment.simulated_device:
         return None
     step = report.settings.get("step_ms")
+    torch = report.environment.framework == "torch"
     return Finding(
         id="no_gpu",
         severity="info",
         evidence=("no CUDA device: " + (f"each model step slept {step:g} ms on a simulated device" if step else
                                          "the simulated device ran no model step (--step-ms 0)")
-                  + ", so there was no host-to-device copy to time, pin_memory was not swept and GPU columns "
-                  "are empty"),
+                  + ", so there was no host-to-device copy to time, "
+                  + ("pin_memory was not swept and " if torch else "") + "GPU columns are empty"),
         recommendation=("Loader throughput, CPU and memory figures hold for a GPU machine with the same CPUs; "
-                        "re-run on the GPU machine (--device cuda) to measure copies and pin_memory."),
+                        "re-run on the GPU machine (--device cuda) to measure copies"
+                        + (" and pin_memory." if torch else ".")),
     )
 
 

@@ -96,7 +96,8 @@ def classify_loader_error(exc: BaseException, killed_by: list[str] | None = None
     """(status, one-line reason) for an exception that ended the loop."""
     if killed_by:
         return "crashed", died_by("a DataLoader worker", killed_by[0])
-    text = str(exc)
+    # KeyError's str() is the repr of its message; the message itself holds the worker's traceback lines
+    text = exc.args[0] if exc.args and isinstance(exc.args[0], str) else str(exc)
     match = _SIGNAL_RE.search(text)
     if match:
         name = match.group("name").strip()

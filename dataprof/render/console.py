@@ -22,18 +22,15 @@ def _num(value: float | None, fmt: str) -> str:
 
 
 def dataloader_line(config: LoaderConfig, batch_size: int, shuffle: bool, collate_fn: str | None) -> str:
-    """``DataLoader(dataset, batch_size=64, …)`` for the recommended config."""
+    """``DataLoader(dataset, batch_size=64, …)`` (Paddle: ``paddle.io.DataLoader(…)``) for the recommended config."""
     parts = ["dataset", f"batch_size={batch_size}"]
     if shuffle:
         parts.append("shuffle=True")
-    parts.append(f"num_workers={config.num_workers}")
-    if config.num_workers > 0:
-        parts.append(f"prefetch_factor={config.prefetch_factor}")
-        parts.append(f"persistent_workers={config.persistent_workers}")
-    parts.append(f"pin_memory={config.pin_memory}")
+    parts.extend(f"{name}={value}" for name, value in config.dataloader_kwargs().items())
     if collate_fn:
         parts.append(f"collate_fn={collate_fn.rpartition(':')[2]}")
-    return f"DataLoader({', '.join(parts)})"
+    loader = "paddle.io.DataLoader" if config.framework == "paddle" else "DataLoader"
+    return f"{loader}({', '.join(parts)})"
 
 
 def _sorted(trials: tuple[TrialResult, ...]) -> list[TrialResult]:
@@ -121,10 +118,15 @@ def header(report: Report) -> Text:
         f"loaded in {ds.init_s:.2f} s)")
     step = report.settings.get("step_ms", 0)
     model = f"model step {step:g} ms" if step else "no model step (loader ceiling)"
+    loader = "paddle.io.DataLoader" if env.framework == "paddle" else "torch DataLoader"
+    skipped = report.settings.get("skipped_knobs") or []
     lines = [
         f"dataprof {report.tool_version} · {report.target} {dataset}",
-        f"batch size {report.settings.get('batch_size')} · {model} · {device} · {env.cpu_reason}",
+        f"{loader} ({env.framework} {env.framework_version or '?'}) · batch size {report.settings.get('batch_size')}"
+        f" · {model} · {device} · {env.cpu_reason}",
     ]
+    if skipped:
+        lines.append(f"skipped: {', '.join(skipped)} (not an argument of this {env.framework} version's DataLoader)")
     return Text("\n".join(lines))
 
 
@@ -197,7 +199,8 @@ def rules_of_thumb(report: Report) -> RenderableType | None:
         else:
             lines.append(Text(f"{head}: {row.samples_per_s:,.1f} samples/s; the recommendation is "
                               f"{row.recommended_speedup or 0:.2f}× as fast", style="yellow"))
-    if any(r.config.pin_memory is False for r in report.rules_of_thumb) and report.environment.simulated_device:
+    if report.environment.framework == "torch" and report.environment.simulated_device \
+            and any(r.config.pin_memory is False for r in report.rules_of_thumb):
         lines.append(Text("(the rules also say pin_memory=True, which needs a GPU)", style="dim"))
     return Group(*lines)
 

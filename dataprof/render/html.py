@@ -53,10 +53,11 @@ def _num(value: float | None, fmt: str) -> str:
 
 def _series_name(trial: TrialResult) -> str:
     c = trial.config
+    flags = (" · pin" if c.pin_memory else "") + (" · no-shm" if c.use_shared_memory is False else "") \
+        + (" · no-buf" if c.use_buffer_reader is False else "")
     if c.num_workers == 0:
-        return "num_workers=0" + (" pin" if c.pin_memory else "")
-    return (f"prefetch {c.prefetch_factor} · {'persistent' if c.persistent_workers else 'respawn'}"
-            + (" · pin" if c.pin_memory else ""))
+        return "num_workers=0" + flags
+    return f"prefetch {c.prefetch_factor} · {'persistent' if c.persistent_workers else 'respawn'}" + flags
 
 
 def _series(report: Report) -> dict[str, list[TrialResult]]:
