@@ -206,6 +206,38 @@ class RuleOfThumb:
 
 
 @dataclass(frozen=True)
+class AutotuneRun:
+    """What Paddle's own dataloader autotune (``paddle.incubate.autotune``) picked, run in this sweep."""
+
+    status: str
+    """``ok``, ``failed`` or ``timeout``."""
+    num_workers: int | None = None
+    """Its pick; the sweep measures ``paddle.io.DataLoader``'s defaults with it."""
+    tuning_steps: int = 0
+    """Batches it timed per worker count tried."""
+    wall_s: float | None = None
+    """How long the autotune took (it runs when the DataLoader is built)."""
+    max_workers: float | None = None
+    """It tries 0, 2, 4, … below this: ``multiprocessing.cpu_count() / 2``, affinity and quotas ignored."""
+    evaluations: tuple[tuple[int, float], ...] = ()
+    """(num_workers, mean seconds per batch) as it logged them, in the order tried."""
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["evaluations"] = [{"num_workers": w, "batch_s": s} for w, s in self.evaluations]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> AutotuneRun:
+        known = {f.name for f in dataclasses.fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        values["evaluations"] = tuple((int(e["num_workers"]), float(e["batch_s"]))
+                                      for e in data.get("evaluations") or ())
+        return cls(**values)
+
+
+@dataclass(frozen=True)
 class GateResult:
     """One CI gate (``--min-throughput``, …): passed or not, and the numbers it compared."""
 
@@ -247,6 +279,8 @@ class Report:
     """Why the search stopped."""
     rules_of_thumb: tuple[RuleOfThumb, ...] = ()
     gates: tuple[GateResult, ...] = ()
+    autotune: AutotuneRun | None = None
+    """Paddle sweeps: what Paddle's own dataloader autotune picked in this run."""
 
     @property
     def best(self) -> Recommendation | None:
@@ -309,6 +343,7 @@ class Report:
             "rules_of_thumb": [{"rule": r.rule, "config": r.config.to_dict(), "status": r.status,
                                 "samples_per_s": r.samples_per_s, "recommended_speedup": r.recommended_speedup,
                                 "within_noise": r.within_noise} for r in self.rules_of_thumb],
+            "autotune": None if self.autotune is None else self.autotune.to_dict(),
             "notes": list(self.notes),
         }
 
@@ -346,4 +381,5 @@ class Report:
             gates=tuple(GateResult(**g) for g in data.get("gates", [])),
             complete=data.get("complete", True),
             notes=tuple(data.get("notes", [])),
+            autotune=None if data.get("autotune") is None else AutotuneRun.from_dict(data["autotune"]),
         )

@@ -22,6 +22,13 @@ def plain_observer(stream: TextIO) -> Observer:
             print(f"loading {data['target']} …", file=stream, flush=True)
         elif event == "planned":
             state["total"] = data["total"]
+        elif event == "autotune_start":
+            print(f"running Paddle's own dataloader autotune (tuning_steps={data['steps']}) for comparison …",
+                  file=stream, flush=True)
+        elif event == "autotune_done":
+            run = data["autotune"]
+            outcome = f"picked num_workers={run.num_workers}" if run.status == "ok" else f"{run.status}: {run.error}"
+            print(f"Paddle's autotune: {outcome}", file=stream, flush=True)
         elif event == "trial_done":
             result = data["result"]
             total = f"/{state['total']}" if state["total"] else ""
@@ -48,6 +55,8 @@ def make_observer(console: Any, stream: TextIO | None = None) -> tuple[Observer,
     def observe(event: str, data: dict[str, Any]) -> None:
         if event == "planned":
             progress.update(task, total=data["total"], description="sweeping")
+        elif event == "autotune_start":
+            progress.update(task, description="Paddle's own autotune, for comparison")
         elif event == "trial_start":
             progress.update(task, description=f"{data['config'].label()}: starting workers")
         elif event == "window_start":

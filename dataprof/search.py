@@ -76,16 +76,22 @@ class Budget:
 
 
 RULE_OF_THUMB_NAMES = ("0.75 × usable CPUs", "usable CPUs − 1")
+AUTOTUNE_RULE = "Paddle autotune"
 
 
-def rules_of_thumb(usable_cpus: int, space: SearchSpace) -> list[tuple[str, LoaderConfig]]:
+def rules_of_thumb(usable_cpus: int, space: SearchSpace,
+                   autotune: int | None = None) -> list[tuple[str, LoaderConfig]]:
     """What common advice picks: ``0.75 × CPUs`` and ``CPUs − 1`` workers, pinned (PyTorch, with a GPU) and
-    persistent, the other knobs at their defaults."""
+    persistent, the other knobs at their defaults; and ``autotune``, the worker count Paddle's own
+    autotune picked, with ``paddle.io.DataLoader``'s defaults (it changes nothing else)."""
     pin = True in space.pin_memory
     prefetch = 2 if 2 in space.prefetch_factors else min(space.prefetch_factors)
     counts = (max(1, int(0.75 * usable_cpus + 0.5)), max(1, usable_cpus - 1))
-    return [(name, space.config(count, pin=pin, prefetch=prefetch, persistent=True))
-            for name, count in zip(RULE_OF_THUMB_NAMES, counts, strict=True)]
+    rules = [(name, space.config(count, pin=pin, prefetch=prefetch, persistent=True))
+             for name, count in zip(RULE_OF_THUMB_NAMES, counts, strict=True)]
+    if autotune is not None:
+        rules.append((AUTOTUNE_RULE, space.config(autotune, prefetch=2, persistent=False)))
+    return rules
 
 
 class Strategy(Protocol):
@@ -99,11 +105,11 @@ class Strategy(Protocol):
 
 
 def _rule_of_thumb_step(history: Sequence[TrialResult], space: SearchSpace, budget: Budget,
-                        enabled: bool) -> Proposal | None:
+                        enabled: bool, autotune: int | None) -> Proposal | None:
     if not enabled:
         return None
     done = {t.config for t in history}
-    for name, config in rules_of_thumb(budget.usable_cpus, space):
+    for name, config in rules_of_thumb(budget.usable_cpus, space, autotune):
         if config not in done and budget.forbids(config, history) is None:
             return Proposal(config, f"rule of thumb ({name}), measured for comparison")
     return None
@@ -114,10 +120,13 @@ class GridStrategy:
 
     name = "grid"
 
-    def __init__(self, space: SearchSpace, budget: Budget | None = None, rules: bool = True) -> None:
+    def __init__(self, space: SearchSpace, budget: Budget | None = None, rules: bool = True,
+                 autotune: int | None = None) -> None:
         self.space = space
         self.budget = budget or Budget()
         self.rules = rules
+        self.autotune = autotune
+        """The worker count Paddle's autotune picked, measured with the rules of thumb."""
         self.configs = grid_configs(space)
 
     def propose(self, history: Sequence[TrialResult]) -> Proposal:
@@ -125,11 +134,12 @@ class GridStrategy:
         config = next((c for c in self.configs if c not in done), None)
         if config is not None:
             return Proposal(config, "baseline" if config == baseline(self.space.framework) else "grid")
-        return _rule_of_thumb_step(history, self.space, self.budget, self.rules) or \
+        return _rule_of_thumb_step(history, self.space, self.budget, self.rules, self.autotune) or \
             Proposal(None, "every config of the grid ran")
 
     def total(self) -> int | None:
-        return len(self.configs) + (len(rules_of_thumb(self.budget.usable_cpus, self.space)) if self.rules else 0)
+        return len(self.configs) + (len(rules_of_thumb(self.budget.usable_cpus, self.space, self.autotune))
+                                    if self.rules else 0)
 
 
 def _rate(trial: TrialResult) -> float:
@@ -164,10 +174,13 @@ class AdaptiveStrategy:
     linear = 0.9
     """A doubling of workers that gives at least this share of a doubled rate scales near-linearly."""
 
-    def __init__(self, space: SearchSpace, budget: Budget | None = None, rules: bool = True) -> None:
+    def __init__(self, space: SearchSpace, budget: Budget | None = None, rules: bool = True,
+                 autotune: int | None = None) -> None:
         self.space = space
         self.budget = budget or Budget()
         self.rules = rules
+        self.autotune = autotune
+        """The worker count Paddle's autotune picked, measured with the rules of thumb."""
         self.ladder = sorted({w for w in space.workers if w > 0})
         self.baseline = baseline(space.framework)
 
@@ -186,7 +199,7 @@ class AdaptiveStrategy:
             proposal = step(done, history)
             if proposal is not None:
                 return proposal
-        return _rule_of_thumb_step(history, self.space, self.budget, self.rules) or \
+        return _rule_of_thumb_step(history, self.space, self.budget, self.rules, self.autotune) or \
             Proposal(None, self._stop_reason(done, history))
 
     def _measured(self, done: dict[LoaderConfig, TrialResult]) -> list[TrialResult]:
@@ -340,6 +353,6 @@ class AdaptiveStrategy:
         return climb + tail
 
 
-STRATEGIES: dict[str, Callable[[SearchSpace, Budget, bool], Strategy]] = {
+STRATEGIES: dict[str, Callable[[SearchSpace, Budget, bool, int | None], Strategy]] = {
     "adaptive": AdaptiveStrategy, "grid": GridStrategy}
 """``--strategy`` choice → implementation (every choice must be mapped)."""

@@ -18,7 +18,7 @@ from dataprof.diagnose.facts import batch_size, cpu_ceiling
 from dataprof.errors import TargetError, UsageError
 from dataprof.measure.environment import probe_environment
 from dataprof.measure.runner import Observer, TrialRunner
-from dataprof.model import DatasetInfo, Environment, Report, RuleOfThumb, SearchStep, TrialResult
+from dataprof.model import AutotuneRun, DatasetInfo, Environment, Report, RuleOfThumb, SearchStep, TrialResult
 from dataprof.options import resolve_settings
 from dataprof.recommend import noise_between, recommend
 from dataprof.search import STRATEGIES, Budget, rules_of_thumb
@@ -42,7 +42,8 @@ class SweepTargetError(TargetError):
 
 def build_report(settings: SweepSettings, environment: Environment, dataset: DatasetInfo | None,
                  trials: list[TrialResult], wall_s: float, complete: bool,
-                 notes: tuple[str, ...] = (), steps: Sequence[SearchStep] = (), stop: str | None = None) -> Report:
+                 notes: tuple[str, ...] = (), steps: Sequence[SearchStep] = (), stop: str | None = None,
+                 autotune: AutotuneRun | None = None) -> Report:
     """Assemble the Report and its decisions (pure)."""
     return decide(Report(
         target=settings.target,
@@ -56,7 +57,12 @@ def build_report(settings: SweepSettings, environment: Environment, dataset: Dat
         notes=notes,
         search_steps=tuple(steps),
         search_stop=stop,
+        autotune=autotune,
     ))
+
+
+AUTOTUNE_TIMEOUT_S = 300.0
+"""Paddle's autotune is killed after this long (it times tuning_steps batches per worker count it tries)."""
 
 
 def sweep_notes(settings: SweepSettings) -> tuple[str, ...]:
@@ -84,6 +90,7 @@ def run_sweep(
     stop: str | None = None
     environment: Environment | None = None
     dataset: DatasetInfo | None = None
+    autotune: AutotuneRun | None = None
 
     def report(complete: bool) -> Report:
         assert environment is not None
@@ -94,7 +101,7 @@ def run_sweep(
         if runner.gpu_reason:
             notes += (f"GPU utilisation not measured: {runner.gpu_reason}",)
         return build_report(settings, env, dataset, trials, time.monotonic() - started, complete, notes,
-                            steps, stop)
+                            steps, stop, autotune)
 
     try:
         if observer is not None:
@@ -105,8 +112,15 @@ def run_sweep(
         if resume is not None:
             trials.extend(resumable_trials(resume, settings))
             steps.extend(SearchStep(t.config, "measured before (--resume)") for t in trials)
+        if settings.framework == "paddle" and settings.rules_of_thumb:
+            if observer is not None:
+                observer("autotune_start", {"steps": settings.autotune_steps})
+            autotune = runner.autotune(settings.autotune_steps, AUTOTUNE_TIMEOUT_S)
+            if observer is not None:
+                observer("autotune_done", {"autotune": autotune})
         budget = search_budget(settings, environment, dataset, runner.host_info)
-        strategy = STRATEGIES[settings.strategy](settings.space, budget, settings.rules_of_thumb)
+        strategy = STRATEGIES[settings.strategy](settings.space, budget, settings.rules_of_thumb,
+                                                 autotune.num_workers if autotune is not None else None)
         if observer is not None:
             observer("planned", {"total": strategy.total()})
         while (proposal := strategy.propose(trials)).config is not None:
@@ -173,7 +187,8 @@ def compare_rules_of_thumb(report: Report) -> tuple[RuleOfThumb, ...]:
     rec = report.recommendation
     rec_trial = next((t for t in report.trials if rec is not None and t.config == rec.config), None)
     rows = []
-    for rule, config in rules_of_thumb(report.environment.usable_cpus, space_of(report.settings)):
+    autotune = report.autotune.num_workers if report.autotune is not None else None
+    for rule, config in rules_of_thumb(report.environment.usable_cpus, space_of(report.settings), autotune):
         trial = next((t for t in report.trials if t.config == config), None)
         rate = trial.samples_per_s if trial is not None and trial.status == "ok" else None
         speedup = rec.samples_per_s / rate if rec is not None and rate else None

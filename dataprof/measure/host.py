@@ -132,9 +132,11 @@ def run_trial_process(dataset: Any, collate: Any, request: dict[str, Any], event
     """Fork the trial, relay its events, reap it and its whole process group.
 
     ``info``: what loading found; its ``intra_op_threads`` are restored in the
-    trial (the host runs single-threaded).
+    trial (the host runs single-threaded). A ``trial`` request measures one
+    config; an ``autotune`` request runs Paddle's own dataloader autotune.
     """
     from dataprof.config import LoaderConfig
+    from dataprof.measure.autotune import run_autotune
     from dataprof.measure.child import run_trial
 
     read_fd, write_fd = os.pipe()
@@ -153,8 +155,11 @@ def run_trial_process(dataset: Any, collate: Any, request: dict[str, Any], event
 
             backend = get_backend(info["framework"])
             backend.set_threads(info["intra_op_threads"])
-            run_trial(backend, dataset, collate, LoaderConfig.from_dict(request["config"]),
-                      request["settings"], trial_channel.send)
+            if request["cmd"] == "autotune":
+                run_autotune(dataset, collate, request, trial_channel.send)
+            else:
+                run_trial(backend, dataset, collate, LoaderConfig.from_dict(request["config"]),
+                          request["settings"], trial_channel.send)
         except BaseException as exc:  # raised outside run_trial's own handling, e.g. by a signal handler
             code = 1
             if trial_channel is not None:
@@ -242,7 +247,7 @@ def serve(cmd_fd: int, evt_fd: int) -> int:
                                  "traceback": traceback.format_exc()})
                     return 3
                 events.send({"ev": "host_ready", **info})
-            elif request["cmd"] == "trial":
+            elif request["cmd"] in ("trial", "autotune"):
                 run_trial_process(dataset, collate, request, events, info)
 
 

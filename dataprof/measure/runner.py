@@ -22,7 +22,7 @@ from dataprof.config import LoaderConfig, SweepSettings
 from dataprof.errors import TargetError
 from dataprof.measure.probes import NullGpuProbe, NvmlProbe, ProcessTreeProbe, SystemProbe
 from dataprof.measure.sampler import Sampler, summarize
-from dataprof.model import DatasetInfo, TrialResult, WaitStats
+from dataprof.model import AutotuneRun, DatasetInfo, TrialResult, WaitStats
 from dataprof.units import fmt_bytes
 
 Observer = Callable[[str, dict[str, Any]], None]
@@ -236,6 +236,46 @@ class TrialRunner:
             self._current_pid = None
         outcome["duration_s"] = time.monotonic() - started
         return _trial_result(config, outcome)
+
+    def autotune(self, steps: int, timeout_s: float) -> AutotuneRun:
+        """Run Paddle's own dataloader autotune in a process forked by the host; what it picked."""
+        if self.host is None or self.host.proc.poll() is not None:
+            if self.host is not None:
+                self.host.close()
+            self.start()
+        assert self.host is not None
+        s = self.settings
+        self.host.send({"cmd": "autotune", "steps": steps, "batch_size": s.batch_size, "drop_last": s.drop_last})
+        deadline = time.monotonic() + timeout_s
+        result: dict[str, Any] = {}
+        timed_out = False
+        try:
+            while True:
+                event = self.host.next_event(0.25)
+                if event is None:
+                    if time.monotonic() > deadline and not timed_out:
+                        timed_out = True
+                        self.kill_current()
+                    continue
+                if event["ev"] == "trial_started":
+                    self._current_pid = event["pid"]
+                elif event["ev"] in ("result", "error") and not result:
+                    result = event
+                elif event["ev"] == "trial_exit":
+                    break
+        except HostDied as exc:
+            return AutotuneRun(status="crashed", tuning_steps=steps, error=f"the host process died: {exc}".strip())
+        finally:
+            self._current_pid = None
+        if timed_out:
+            return AutotuneRun(status="timeout", tuning_steps=steps,
+                               error=f"Paddle's autotune did not finish in {timeout_s:g} s: killed")
+        if result.get("ev") != "result":
+            return AutotuneRun(status="failed", tuning_steps=steps,
+                               error=result.get("message") or "it exited without a result")
+        return AutotuneRun(status="ok", num_workers=result["num_workers"], tuning_steps=steps,
+                           wall_s=result["wall_s"], max_workers=result["max_workers"],
+                           evaluations=tuple((int(w), float(c)) for w, c in result["evaluations"]))
 
     def _follow(self, config: LoaderConfig) -> dict[str, Any]:
         assert self.host is not None

@@ -13,7 +13,8 @@ from rich.text import Text
 
 from dataprof.config import LoaderConfig
 from dataprof.diagnose import TITLES
-from dataprof.model import Report, TrialResult
+from dataprof.model import AutotuneRun, Report, TrialResult
+from dataprof.search import AUTOTUNE_RULE
 from dataprof.units import fmt_bytes
 
 
@@ -182,14 +183,27 @@ def other_findings(report: Report) -> RenderableType | None:
     return Group(*lines)
 
 
+def autotune_text(run: AutotuneRun) -> str:
+    """What Paddle's own autotune tried and picked, in its own numbers."""
+    if run.status != "ok":
+        return f"Paddle's autotune (tuning_steps={run.tuning_steps}): {run.status}: {run.error}"
+    tried = ", ".join(f"w{w} {1000 * s:.1f} ms/batch" for w, s in run.evaluations) or "nothing logged"
+    return (f"Paddle's autotune (paddle.incubate.autotune, tuning_steps={run.tuning_steps}) tries 0, 2, 4, … "
+            f"below cpu_count/2 = {run.max_workers:g} and keeps a count only when ≥ 25% faster: {tried}; "
+            f"it picked num_workers={run.num_workers} in {run.wall_s or 0:.1f} s")
+
+
 def rules_of_thumb(report: Report) -> RenderableType | None:
-    """What common advice would have picked, measured in the same run, next to the recommendation."""
-    if not report.rules_of_thumb or report.recommendation is None:
+    """What common advice (and Paddle's autotune) would have picked, measured in the same run."""
+    if not (report.rules_of_thumb or report.autotune) or report.recommendation is None:
         return None
     usable = report.environment.usable_cpus
     lines: list[RenderableType] = [Rule("Against the rules of thumb (measured in this run)", align="left")]
+    if report.autotune is not None:
+        lines.append(Text(autotune_text(report.autotune), style="dim"))
     for row in report.rules_of_thumb:
-        head = f"{row.rule} ({usable} CPUs) → {row.config.label()}"
+        head = f"{row.rule} ({usable} CPUs) → {row.config.label()}" if row.rule != AUTOTUNE_RULE \
+            else f"{row.rule} → {row.config.label()} (paddle.io.DataLoader's defaults)"
         if row.samples_per_s is None:
             state = "not measured in this run" if row.status is None else f"{row.status}"
             lines.append(Text(f"{head}: {state}"))

@@ -15,7 +15,7 @@ from dataprof.diagnose import TITLES
 from dataprof.errors import UsageError
 from dataprof.inspection import Inspection
 from dataprof.model import Report, TrialResult
-from dataprof.render.console import dataloader_line
+from dataprof.render.console import autotune_text, dataloader_line
 from dataprof.units import fmt_bytes
 
 STYLE = """
@@ -194,6 +194,8 @@ def _search(report: Report) -> str:
               + (" (within noise: the advice is right here)" if r.within_noise else ""))
            if r.samples_per_s is not None else "not measured in this run")
         + "</li>" for r in report.rules_of_thumb)
+    if report.autotune is not None:
+        thumbs = f"<li>{_e(autotune_text(report.autotune))}</li>" + thumbs
     return ((f"<h2>Against the rules of thumb</h2><ul>{thumbs}</ul>" if thumbs else "")
             + (f"<h2>Search ({_e(report.settings.get('strategy'))}, {len(report.trials)} trials in "
                f"{report.wall_s:.0f} s)</h2><table><tbody>{''.join(rows)}</tbody></table>{stop}" if rows else ""))
