@@ -62,6 +62,8 @@ class TrialResult:
     samples: int | None = None
     """Samples in the timed window."""
     window_s: float | None = None
+    worker_processes: int | None = None
+    """Worker processes the loader really started (0 when the framework loaded in the main process)."""
     epochs_started: int | None = None
     """Epochs begun from loader creation to the end of the window."""
     epoch_samples: int | None = None

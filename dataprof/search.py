@@ -56,7 +56,7 @@ class Budget:
         if workers == 0:
             return None
         in_flight = workers * (config.prefetch_factor or 2)
-        if self.shm_free_bytes is not None and self.batch_bytes:
+        if self.shm_free_bytes is not None and self.batch_bytes and config.use_shared_memory is not False:
             need = in_flight * self.batch_bytes
             if need > self.headroom * self.shm_free_bytes:
                 return (f"w{workers} would keep {need / 1e9:.1f} GB of batches in /dev/shm, "

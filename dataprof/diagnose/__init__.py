@@ -27,6 +27,7 @@ TITLES = {
     "stragglers": "slow samples (stragglers)",
     "iterable_duplicates": "IterableDataset duplicates",
     "shm_risk": "shared memory (/dev/shm)",
+    "single_process": "workers never started",
     "oversubscribed": "oversubscribed CPUs",
     "ipc_overhead": "worker overhead exceeds the work",
     "no_gpu": "simulated device",

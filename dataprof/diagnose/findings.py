@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-
 from collections.abc import Callable
 
 from dataprof.diagnose.facts import (
@@ -163,7 +162,8 @@ def shm_risk(report: Report, th: Thresholds) -> Finding | None:
         return None
     bus_errors = [t for t in report.trials if t.status == "crashed" and "SIGBUS" in (t.error or "")]
     rec = recommended_trial(report)
-    candidates = [t for t in ([rec] if rec else []) + bus_errors if t.config.num_workers > 0]
+    candidates = [t for t in ([rec] if rec and rec.config.use_shared_memory is not False else []) + bus_errors
+                  if t.config.num_workers > 0]
     if not candidates:
         return None
     trial = max(candidates, key=lambda t: t.config.num_workers * (t.config.prefetch_factor or 2))
@@ -171,15 +171,43 @@ def shm_risk(report: Report, th: Thresholds) -> Finding | None:
     if in_flight < th.shm_warning * free and not bus_errors:
         return None
     crashed = f"; {bus_errors[0].config.label()} died by SIGBUS" if bus_errors else ""
+    recommendation = ("Give the container more shared memory (docker run --shm-size=8g, or a memory-backed "
+                      "emptyDir on Kubernetes), or keep fewer batches in flight (lower prefetch_factor or fewer "
+                      "workers).")
+    if trial.config.framework == "paddle":
+        piped = next((t for t in ok_trials(report)
+                      if t.config == dataclasses.replace(trial.config, use_shared_memory=False)), None)
+        cost = "" if piped is None or trial.status != "ok" else (
+            f" (measured here: {piped.config.label()} {rate_text(rate(piped))} vs {rate_text(rate(trial))})")
+        recommendation += (" Or use_shared_memory=False: Paddle's workers then send batches through a pipe and "
+                           f"/dev/shm is not used{cost}.")
     return Finding(
         id="shm_risk",
         severity="critical" if bus_errors or in_flight >= free else "warning",
         evidence=(f"{trial.config.label()} keeps about {fmt_bytes(in_flight)} of batches in shared memory "
                   f"({fmt_bytes(size)} per batch × {trial.config.num_workers} workers × prefetch "
                   f"{trial.config.prefetch_factor or 2}); /dev/shm has {fmt_bytes(free)} free{crashed}"),
-        recommendation=("Give the container more shared memory (docker run --shm-size=8g, or a memory-backed "
-                        "emptyDir on Kubernetes), or keep fewer batches in flight (lower prefetch_factor or fewer "
-                        "workers)."),
+        recommendation=recommendation,
+    )
+
+
+def single_process(report: Report, th: Thresholds) -> Finding | None:
+    """Trials asked for workers but none started: the framework loaded in the main process."""
+    alone = [t for t in ok_trials(report) if t.config.num_workers > 0 and t.worker_processes == 0]
+    if not alone:
+        return None
+    platform = report.environment.platform or "this platform"
+    paddle = report.environment.framework == "paddle"
+    why = (f"paddle.io.DataLoader forces num_workers=0 on macOS and Windows ({platform})" if paddle else
+           f"the DataLoader started no worker process ({platform})")
+    labels = ", ".join(t.config.label() for t in alone[:4]) + ("…" if len(alone) > 4 else "")
+    return Finding(
+        id="single_process",
+        severity="warning",
+        evidence=f"{len(alone)} trial(s) asked for workers but loaded in the main process ({labels}): {why}",
+        recommendation=("Worker counts change nothing here: make each sample cheaper, or run on Linux "
+                        "(a Linux container or WSL2) to load in parallel." if paddle else
+                        "Check the platform's multiprocessing support; worker counts change nothing here."),
     )
 
 
@@ -261,5 +289,6 @@ def no_gpu(report: Report, th: Thresholds) -> Finding | None:
 
 
 FINDING_RULES: tuple[Callable[[Report, Thresholds], Finding | None], ...] = (
-    iterable_duplicates, shm_risk, copy_on_read, worker_startup, stragglers, oversubscribed, ipc_overhead, no_gpu,
+    iterable_duplicates, shm_risk, single_process, copy_on_read, worker_startup, stragglers, oversubscribed,
+    ipc_overhead, no_gpu,
 )

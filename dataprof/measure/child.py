@@ -348,6 +348,7 @@ def _timed_loop(loader: Any, config: LoaderConfig, trial_s: float, emit: Emit, c
                 spread = rate_spread(log, window_first, max(1, config.num_workers))
             if window_done(in_window, elapsed, trial_s, config.num_workers, spread):
                 break
+    workers_started = len(getattr(iterator, "_workers", None) or [])
     sampler_s = recorder.busy_s - sampler_start if recorder is not None else None
     receive_s = receiver.busy_s - receive_start
     emit({"ev": "window_end"})
@@ -355,6 +356,7 @@ def _timed_loop(loader: Any, config: LoaderConfig, trial_s: float, emit: Emit, c
     figures = summarize(log, window_first, config.num_workers)
     figures.update(
         first_batch_s=first_batch_s,
+        worker_processes=workers_started,
         epochs_started=epochs,
         epoch_samples=epoch_samples,
         repeat_fraction=repeats / fingerprinted if fingerprinted else None,
