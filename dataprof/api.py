@@ -95,7 +95,7 @@ def settings_args(args: Mapping[str, Any] | None) -> list[str]:
 def inspect(dataset_or_target: Any, *, samples: int = 200, seed: int = 0, batch_size: int = 64,
             prefetch_factor: int = 2, max_seconds: float = 60.0,
             collate_fn: str | Callable[[list[Any]], Any] | None = None,
-            args: Mapping[str, Any] | None = None) -> Inspection:
+            args: Mapping[str, Any] | None = None, framework: str = "auto") -> Inspection:
     """Time samples, transform stages and collation in this process; return the
     :class:`~dataprof.inspection.Inspection` the CLI renders (``.to_json()``; displays itself in Jupyter)."""
     from dataprof.inspection import analyse
@@ -108,5 +108,5 @@ def inspect(dataset_or_target: Any, *, samples: int = 200, seed: int = 0, batch_
         prefetch_factor=prefetch_factor, max_seconds=max_seconds,
         collate_fn=collate_fn if isinstance(collate_fn, str) else None,
         dataset=dataset_or_target if is_object else None,
-        collate=collate_fn if callable(collate_fn) else None)
+        collate=collate_fn if callable(collate_fn) else None, framework=framework)
     return analyse(run_inspection(settings))

@@ -268,12 +268,15 @@ def diagnose(run: Path, json_path: Path | None, debug: bool) -> None:
 @click.option("--max-seconds", type=click.FloatRange(min=0.1), default=60.0, show_default=True,
               help="Stop fetching samples after this long and report what was measured.")
 @click.option("--collate-fn", default=None, metavar="MOD:ATTR", help="Collate function to use.")
+@click.option("--framework", type=click.Choice(["auto", "torch", "paddle"]), default="auto", show_default=True,
+              help="Whose default collate and thread settings apply; auto: paddle for a paddle.io dataset.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the inspect document here.")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 @guarded
 def inspect(target: str, args: tuple[str, ...], samples: int, seed: int, batch_size: int, prefetch_factor: int,
-            max_seconds: float, collate_fn: str | None, json_path: Path | None, debug: bool) -> None:
+            max_seconds: float, collate_fn: str | None, framework: str, json_path: Path | None,
+            debug: bool) -> None:
     """Time TARGET's samples, transform stages and collation in this process; check its limits."""
     from dataprof.errors import TargetError
     from dataprof.inspection import analyse
@@ -285,7 +288,8 @@ def inspect(target: str, args: tuple[str, ...], samples: int, seed: int, batch_s
     for item in args:
         parse_kwarg(item)
     settings = InspectSettings(target=target, args=args, samples=samples, seed=seed, batch_size=batch_size,
-                               prefetch_factor=prefetch_factor, max_seconds=max_seconds, collate_fn=collate_fn)
+                               prefetch_factor=prefetch_factor, max_seconds=max_seconds, collate_fn=collate_fn,
+                               framework=framework)
     click.echo(f"inspecting {target}: up to {samples} samples or {max_seconds:g} s …", err=True)
     interrupted = False
     try:

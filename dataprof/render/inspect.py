@@ -26,7 +26,8 @@ def header(ins: Inspection) -> Text:
               else f"the first {len(data.wall_s)} items, in stream order")
     lines = [f"dataprof {data.tool_version} · inspect {data.target}",
              f"{ds.type_name} ({ds.kind}, {length}, built in {ds.init_s:.2f} s) · sample {ds.sample or '?'}",
-             f"{chosen} · torch single-threaded, as in a DataLoader worker · {env.cpu_reason}"]
+             f"{chosen} · {env.framework} {env.framework_version or '?'} single-threaded, as in a DataLoader worker"
+             f" · {env.cpu_reason}"]
     if data.stopped:
         lines.append(f"stopped early: {data.stopped}")
     return Text("\n".join(lines))
