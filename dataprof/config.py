@@ -33,8 +33,8 @@ class LoaderConfig:
     """PyTorch: page-locked host batches; only meaningful with an accelerator."""
     prefetch_factor: int | None = None
     """Batches buffered per worker; None when ``num_workers == 0``."""
-    persistent_workers: bool = False
-    """Keep workers alive across epochs; False when ``num_workers == 0``."""
+    persistent_workers: bool | None = False
+    """Keep workers alive across epochs; False when ``num_workers == 0``; None where the DataLoader lacks it."""
     use_shared_memory: bool | None = None
     """Paddle: workers hand batches over through /dev/shm (True) or pickled through a pipe; None at w0."""
     use_buffer_reader: bool | None = None
@@ -52,7 +52,7 @@ class LoaderConfig:
             return cls(
                 num_workers=int(data["num_workers"]),
                 prefetch_factor=data.get("prefetch_factor"),
-                persistent_workers=bool(data.get("persistent_workers", False)),
+                persistent_workers=data.get("persistent_workers"),
                 use_shared_memory=data.get("use_shared_memory"),
                 use_buffer_reader=data.get("use_buffer_reader"),
                 framework="paddle",
@@ -125,14 +125,14 @@ class SearchSpace:
     def config(self, workers: int, *, pin: bool = False, prefetch: int | None = 2, persistent: bool = True,
                shared_memory: bool = True, buffer_reader: bool = True) -> LoaderConfig:
         """A config of this framework; knobs that need workers are dropped at ``workers == 0``."""
-        prefetch = None if "prefetch_factor" in self.skipped else prefetch
-        persistent = persistent and "persistent_workers" not in self.skipped
         if self.framework == "paddle":
-            buffer = None if "use_buffer_reader" in self.skipped else buffer_reader
+            absent = set(self.skipped)
+            buffer = None if "use_buffer_reader" in absent else buffer_reader
             if workers == 0:
                 return LoaderConfig(0, use_buffer_reader=buffer, framework="paddle")
-            shm = None if "use_shared_memory" in self.skipped else shared_memory
-            return LoaderConfig(workers, False, prefetch, persistent, shm, buffer, "paddle")
+            return LoaderConfig(workers, False, None if "prefetch_factor" in absent else prefetch,
+                                None if "persistent_workers" in absent else persistent,
+                                None if "use_shared_memory" in absent else shared_memory, buffer, "paddle")
         if workers == 0:
             return LoaderConfig(0, pin_memory=pin)
         return LoaderConfig(workers, pin, prefetch, persistent)

@@ -139,7 +139,7 @@ class Inspection:
                 "ram_bytes": env.ram_bytes, "python": env.python, "torch": env.torch, "platform": env.platform,
                 "start_method": env.start_method, "shm_free_bytes": env.shm_free_bytes,
                 "open_files_limit": data.nofile_soft, "open_files_hard_limit": data.nofile_hard,
-                "sharing_strategy": data.sharing_strategy,
+                "sharing_strategy": data.sharing_strategy, "framework": env.framework, "paddle": env.paddle,
             },
             "dataset": {
                 "kind": data.dataset.kind, "type": data.dataset.type_name, "length": data.dataset.length,

@@ -224,3 +224,34 @@ def test_transfer_bound_weighs_the_copy_against_each_part_of_the_wait() -> None:
     # Longer than the copy and mostly idle (workers too slow): not transfer-bound.
     assert primary.transfer_bound(waiting(copy + 1.5, 0.5), TH) is None
 
+
+
+def test_paddle_run_rediagnoses_with_its_autotune_row() -> None:
+    from dataprof.sweeper import decide
+
+    report = decide(run("paddle_latency"))
+    assert report.environment.framework == "paddle"
+    assert report.recommendation is not None and report.recommendation.config.framework == "paddle"
+    row = next(r for r in report.rules_of_thumb if r.rule == "Paddle autotune")
+    assert report.autotune is not None and row.config.num_workers == report.autotune.num_workers
+    assert row.samples_per_s is not None and row.recommended_speedup is not None and row.recommended_speedup > 1
+
+
+def test_single_process_when_workers_never_started() -> None:
+    report = run("paddle_latency")
+    assert rules.single_process(report, Thresholds()) is None
+    macos = dataclasses.replace(report, environment=dataclasses.replace(report.environment, platform="macOS-14-arm64"))
+    alone = with_trials(macos, lambda t: dataclasses.replace(t, worker_processes=0))
+    finding = rules.single_process(alone, Thresholds())
+    assert finding is not None and finding.severity == "warning"
+    assert "forces num_workers=0 on macOS and Windows (macOS-14-arm64)" in finding.evidence
+
+
+def test_paddle_shm_risk_offers_use_shared_memory_false_with_its_measured_cost() -> None:
+    report = run("paddle_latency")
+    assert rules.shm_risk(report, Thresholds()) is None
+    small = dataclasses.replace(report, environment=dataclasses.replace(report.environment, shm_free_bytes=2 * 10**6))
+    finding = rules.shm_risk(small, Thresholds())
+    assert finding is not None and finding.severity == "critical"
+    assert "use_shared_memory=False" in finding.recommendation
+    assert "measured here: w64 pf2 persist no-shm" in finding.recommendation

@@ -1,0 +1,197 @@
+"""PaddlePaddle: framework detection, knob discovery, real sweeps, Paddle's autotune, errors, inspect.
+
+Real sweeps start real ``paddle.io.DataLoader`` processes; figures are checked
+for consistency, never against a stopwatch. The whole module skips where
+paddlepaddle is not installed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+pytest.importorskip("paddle", reason='paddlepaddle is not installed (pip install -e ".[dev,paddle]")')
+
+from dataprof.backends import detect_framework, get_backend  # noqa: E402
+from dataprof.backends.paddle_backend import PaddleBackend  # noqa: E402
+from dataprof.cli import main  # noqa: E402
+from dataprof.config import KNOBS, LoaderConfig, SearchSpace, SweepSettings, grid_configs  # noqa: E402
+from dataprof.errors import UsageError  # noqa: E402
+from dataprof.options import resolve_settings  # noqa: E402
+from dataprof.search import AUTOTUNE_RULE, rules_of_thumb  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+FIX = str(ROOT / "tests" / "fixtures" / "paddle_datasets.py")
+TORCH_FIX = str(ROOT / "tests" / "fixtures" / "datasets.py")
+QUICK = ["--trial-seconds", "0.3", "--prefetch-factor", "2", "--batch-size", "8"]
+
+
+def sweep(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(main, ["sweep", *args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def fixture(name: str) -> object:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("paddle_datasets", FIX)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return getattr(module, name)
+
+
+def test_auto_detects_paddle_datasets_and_keeps_others_on_torch() -> None:
+    from tests.fixtures.datasets import Tiny
+
+    assert detect_framework(fixture("Sleepy")(), "auto") == "paddle"  # type: ignore[operator]
+    assert detect_framework(fixture("Stream")(), "auto") == "paddle"  # type: ignore[operator]
+    assert detect_framework(Tiny(), "auto") == "torch"
+    assert detect_framework([1, 2, 3], "auto") == "torch"
+    assert detect_framework(Tiny(), "paddle") == "paddle"  # an explicit choice wins
+    assert get_backend("paddle").dataset_kind(fixture("Stream")()) == "iterable"  # type: ignore[operator]
+
+
+def test_knobs_come_from_the_installed_signature() -> None:
+    arguments = PaddleBackend().loader_arguments()
+    assert set(KNOBS["paddle"]) <= set(arguments)
+    assert "pin_memory" not in arguments
+
+
+def settings(**kwargs: object) -> SweepSettings:
+    space = SearchSpace(workers=(0, 2), prefetch_factors=(2, 4), use_shared_memory=(True, False),
+                        use_buffer_reader=(True, False))
+    return SweepSettings(target="x.py:D", space=space, framework="auto", device="auto", **kwargs)  # type: ignore[arg-type]
+
+
+def test_a_knob_missing_from_the_installed_version_is_skipped_not_faked() -> None:
+    older = {"framework": "paddle", "loader_arguments": ["dataset", "batch_size", "num_workers", "use_shared_memory",
+                                                         "use_buffer_reader", "timeout"]}
+    resolved = resolve_settings(settings(), older, count_devices=lambda framework: 0)
+    assert resolved.framework == "paddle" and resolved.device == "cpu"
+    assert resolved.space.skipped == ("prefetch_factor", "persistent_workers")
+    configs = grid_configs(resolved.space)
+    assert all(c.prefetch_factor is None and not c.persistent_workers for c in configs)
+    assert all("prefetch_factor" not in c.dataloader_kwargs() and "persistent_workers" not in c.dataloader_kwargs()
+               for c in configs)
+    assert resolved.to_dict()["skipped_knobs"] == ["prefetch_factor", "persistent_workers"]
+    assert "pin_memory" not in resolved.to_dict()
+
+
+def test_framework_specific_options_are_checked_against_the_framework_found() -> None:
+    paddle = {"framework": "paddle", "loader_arguments": list(KNOBS["paddle"])}
+    with pytest.raises(UsageError, match="no pin_memory argument"):
+        resolve_settings(settings(given=("pin_memory",)), paddle, count_devices=lambda framework: 0)
+    with pytest.raises(UsageError, match="paddle.io.DataLoader only"):
+        resolve_settings(settings(given=("use_shared_memory",)), {"framework": "torch"},
+                         count_devices=lambda framework: 0)
+    asked: list[str] = []
+    resolve_settings(settings(), paddle, count_devices=lambda framework: asked.append(framework) or 0)
+    assert asked == ["paddle"]  # the device is looked up with the framework's own API
+
+
+def test_paddle_configs_use_paddle_names_and_defaults() -> None:
+    space = SearchSpace(workers=(0, 4), framework="paddle")
+    config = space.config(4, shared_memory=False)
+    assert config.to_dict() == {"num_workers": 4, "use_shared_memory": False, "prefetch_factor": 2,
+                                "use_buffer_reader": True, "persistent_workers": True}
+    assert LoaderConfig.from_dict(config.to_dict()) == config
+    assert config.label() == "w4 pf2 persist no-shm"
+    assert space.config(0).is_baseline and not space.config(0, buffer_reader=False).is_baseline
+    autotune = dict(rules_of_thumb(8, space, autotune=2))[AUTOTUNE_RULE]
+    assert autotune.to_dict() == {"num_workers": 2, "use_shared_memory": True, "prefetch_factor": 2,
+                                  "use_buffer_reader": True, "persistent_workers": False}  # Paddle's defaults
+
+
+def test_real_paddle_sweep_with_autotune_comparison(tmp_path: Path) -> None:
+    out = tmp_path / "run.json"
+    code, stdout, stderr = sweep(f"{FIX}:Sleepy", "--workers", "0,2", *QUICK, "--json", str(out))
+    assert code == 0, stderr
+    run = json.loads(out.read_text())
+    assert run["environment"]["framework"] == "paddle" and run["environment"]["paddle"]
+    assert all(set(t["config"]) == set(KNOBS["paddle"]) for t in run["trials"])
+    assert all(t["status"] == "ok" for t in run["trials"]), run["trials"]
+    by_label = {LoaderConfig.from_dict(t["config"]).label(): t for t in run["trials"]}
+    assert by_label["w2 pf2 persist"]["worker_processes"] == 2
+    assert by_label["w2 pf2 persist"]["samples_per_s"] > 1.5 * by_label["w0"]["samples_per_s"]  # 4 ms sleeps
+    assert "w2 pf2 persist no-shm" in by_label and "w2 pf2 persist no-buf" in by_label  # Paddle's knobs tuned
+    tuned = run["autotune"]
+    assert tuned["status"] == "ok" and tuned["tuning_steps"] == 50
+    assert tuned["evaluations"][0]["num_workers"] == 0
+    assert tuned["num_workers"] % 2 == 0 and (tuned["num_workers"] == 0 or tuned["num_workers"] < tuned["max_workers"])
+    row = next(r for r in run["rules_of_thumb"] if r["rule"] == AUTOTUNE_RULE)
+    assert row["config"]["num_workers"] == tuned["num_workers"] and row["config"]["persistent_workers"] is False
+    assert row["status"] == "ok" and row["samples_per_s"] > 0
+    assert "paddle.io.DataLoader(dataset, batch_size=8, num_workers=" in stdout
+    assert "Paddle's autotune (paddle.incubate.autotune, tuning_steps=50)" in stdout
+    assert "pin_memory" not in stdout
+
+
+def test_factory_returning_a_paddle_dataset_is_detected(tmp_path: Path) -> None:
+    out = tmp_path / "run.json"
+    code, _, stderr = sweep(f"{FIX}:make_sleepy", "--arg", "sleep_ms=1", "--workers", "0", *QUICK,
+                            "--no-rules-of-thumb", "--json", str(out))
+    assert code == 0, stderr
+    assert json.loads(out.read_text())["environment"]["framework"] == "paddle"
+
+
+@pytest.mark.parametrize(("attr", "workers", "message"), [
+    ("RaisesAt", "0,2", "dataset[40] raised ValueError: corrupt record 40"),
+    ("Ragged", "0,2", "samples cannot be batched by default_collate_fn"),
+])
+def test_paddle_target_errors_exit_3_like_torch(attr: str, workers: str, message: str) -> None:
+    code, stdout, stderr = sweep(f"{FIX}:{attr}", "--workers", workers, *QUICK, "--no-rules-of-thumb")
+    assert code == 3, stderr
+    assert message in stderr and "Traceback" not in stderr + stdout
+
+
+def test_worker_errors_and_crashes_are_classified_and_the_sweep_goes_on(tmp_path: Path) -> None:
+    for attr, status, words in [("RaisesInWorker", "failed", "KeyError: 'missing label for"),
+                                ("SegfaultInWorker", "crashed", "SIGSEGV")]:
+        out = tmp_path / f"{attr}.json"
+        code, _, stderr = sweep(f"{FIX}:{attr}", "--workers", "0,2", *QUICK, "--no-rules-of-thumb",
+                                "--use-shared-memory", "on", "--use-buffer-reader", "on", "--json", str(out))
+        assert code == 0, stderr
+        trials = json.loads(out.read_text())["trials"]
+        assert trials[0]["status"] == "ok"
+        assert trials[1]["status"] == status and words in trials[1]["error"], trials[1]
+        assert "Traceback" not in trials[1]["error"]
+
+
+def test_options_of_the_other_framework_are_usage_errors() -> None:
+    code, _, stderr = sweep(f"{FIX}:Sleepy", "--pin-memory", "on", *QUICK)
+    assert code == 2 and "paddle.io.DataLoader has no pin_memory argument" in stderr
+    code, _, stderr = sweep(f"{TORCH_FIX}:Tiny", "--use-buffer-reader", "off", *QUICK)
+    assert code == 2 and "paddle.io.DataLoader only" in stderr
+    code, _, stderr = sweep(f"{FIX}:Sleepy", "--framework", "torch", "--use-shared-memory", "on", *QUICK)
+    assert code == 2 and "paddle.io.DataLoader only" in stderr
+
+
+def test_a_paddle_run_never_imports_torch(tmp_path: Path) -> None:
+    blocker = tmp_path / "torch"
+    blocker.mkdir()
+    (blocker / "__init__.py").write_text("raise ImportError('torch was imported in a Paddle run')\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
+    out = tmp_path / "run.json"
+    proc = subprocess.run([sys.executable, "-m", "dataprof", "sweep", f"{FIX}:Sleepy", "--workers", "0,2",
+                           *QUICK, "--no-rules-of-thumb", "--json", str(out)],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert all(t["status"] == "ok" for t in json.loads(out.read_text())["trials"])
+
+
+def test_inspect_times_paddle_vision_stages(tmp_path: Path) -> None:
+    out = tmp_path / "inspect.json"
+    result = CliRunner().invoke(main, ["inspect", f"{FIX}:Augmented", "--samples", "20", "--batch-size", "8",
+                                       "--json", str(out)])
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(out.read_text())
+    assert doc["environment"]["framework"] == "paddle"
+    assert [t["name"] for t in doc["transforms"]][:1] == ["SlowStage"]  # it sleeps 3 ms; the others take µs
+    assert {"RandomHorizontalFlip", "ToTensor"} <= {t["name"] for t in doc["transforms"]}
