@@ -15,14 +15,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from torch.utils.data import DataLoader
-
 from dataprof.config import LoaderConfig, SearchSpace, SweepSettings
 from dataprof.sweeper import run_sweep
 
 
 def bare_rate(dataset: Any, config: LoaderConfig, batch_size: int, seconds: float) -> float:
-    """Samples/s of a plain loop over a fresh DataLoader, steady state."""
+    """Samples/s of a plain loop over a fresh DataLoader (the config's framework's), steady state."""
+    if config.framework == "paddle":
+        from paddle.io import DataLoader
+    else:
+        from torch.utils.data import DataLoader
     loader = DataLoader(dataset, batch_size=batch_size, **config.dataloader_kwargs())
     rounds = max(1, config.num_workers)
     warmup = 2 if config.num_workers == 0 else config.num_workers * (config.prefetch_factor or 2) + rounds
@@ -67,7 +69,7 @@ def dataprof_rates(target: str, args: dict[str, Any], configs: list[LoaderConfig
         target=target,
         space=SearchSpace(workers=tuple(c.num_workers for c in configs),
                           prefetch_factors=(configs[-1].prefetch_factor or 2,), persistent_workers=(True,)),
-        batch_size=batch_size, target_kwargs=args, trial_seconds=seconds, strategy="grid",
+        batch_size=batch_size, target_kwargs=args, trial_seconds=seconds, strategy="grid", rules_of_thumb=False,
     )
     report = run_sweep(settings, [f"{k}={v!r}" for k, v in args.items()])
     return {t.config: t.samples_per_s or 0.0 for t in report.trials if t.status == "ok"}

@@ -66,13 +66,16 @@ class Comparison:
         return self.change is not None and self.change < -threshold
 
 
-ENVIRONMENT_FIELDS = (("usable_cpus", "usable CPUs"), ("cpu_count", "CPUs"), ("torch", "torch"),
-                      ("device", "device"), ("gpu_name", "GPU"), ("python", "Python"))
+ENVIRONMENT_FIELDS = (("usable_cpus", "usable CPUs"), ("cpu_count", "CPUs"), ("framework", "framework"),
+                      ("framework_version", "framework version"), ("device", "device"), ("gpu_name", "GPU"),
+                      ("python", "Python"))
 
 
 def environment_changes(old: Report, new: Report) -> tuple[str, ...]:
     changes = []
     for name, label in ENVIRONMENT_FIELDS:
+        if name == "framework_version" and old.environment.framework == new.environment.framework:
+            label = new.environment.framework
         before, after = getattr(old.environment, name), getattr(new.environment, name)
         if before != after:
             changes.append(f"{label}: {before} → {after}")

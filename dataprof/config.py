@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass, field
+from functools import total_ordering
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,8 @@ KNOBS = {
 """Each framework's swept DataLoader arguments, by their own names (the keys of a trial's JSON ``config``)."""
 
 
-@dataclass(frozen=True, order=True)
+@total_ordering
+@dataclass(frozen=True)
 class LoaderConfig:
     """The DataLoader settings one trial measures (a value of None is not passed to the loader)."""
 
@@ -63,6 +65,18 @@ class LoaderConfig:
             prefetch_factor=data.get("prefetch_factor"),
             persistent_workers=bool(data.get("persistent_workers", False)),
         )
+
+    def __lt__(self, other: object) -> bool:
+        """Framework, then fewer workers, then the knobs (a knob not passed sorts first)."""
+        if not isinstance(other, LoaderConfig):
+            return NotImplemented
+        return self._key() < other._key()
+
+    def _key(self) -> tuple[Any, ...]:
+        return (self.framework, self.num_workers, self.pin_memory, self.prefetch_factor or 0,
+                -1 if self.persistent_workers is None else int(self.persistent_workers),
+                -1 if self.use_shared_memory is None else int(self.use_shared_memory),
+                -1 if self.use_buffer_reader is None else int(self.use_buffer_reader))
 
     @property
     def is_baseline(self) -> bool:
@@ -182,7 +196,7 @@ class SweepSettings:
     drop_last: bool = False
     cwd: str = field(default_factory=os.getcwd)
     """Directory put first on ``sys.path`` when the target is imported."""
-    framework: str = "torch"
+    framework: str = "auto"
     """``auto`` until the dataset is loaded, then ``torch`` or ``paddle``."""
     given: tuple[str, ...] = ()
     """Framework-specific knob options given on the command line (checked against the framework found)."""

@@ -384,4 +384,9 @@ class Report:
             complete=data.get("complete", True),
             notes=tuple(data.get("notes", [])),
             autotune=None if data.get("autotune") is None else AutotuneRun.from_dict(data["autotune"]),
+            rules_of_thumb=tuple(RuleOfThumb(rule=r["rule"], config=LoaderConfig.from_dict(r["config"]),
+                                             status=r.get("status"), samples_per_s=r.get("samples_per_s"),
+                                             recommended_speedup=r.get("recommended_speedup"),
+                                             within_noise=bool(r.get("within_noise")))
+                                 for r in data.get("rules_of_thumb", [])),
         )

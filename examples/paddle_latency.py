@@ -25,6 +25,23 @@ with warnings.catch_warnings():
     from paddle.vision import transforms as T
 
 
+class SleepDataset(Dataset):
+    """The analytic ground truth: each sample sleeps ``sleep_ms``, so W workers deliver W / sleep_s samples/s."""
+
+    def __init__(self, length: int = 100_000, sleep_ms: float = 10.0, sample_floats: int = 16) -> None:
+        super().__init__()
+        self.length = length
+        self.sleep_s = sleep_ms / 1000.0
+        self.sample_floats = sample_floats
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, index: int) -> np.ndarray:
+        time.sleep(self.sleep_s)
+        return np.full((self.sample_floats,), float(index), dtype=np.float32)
+
+
 class RemoteReadDataset(Dataset):
     """Simulated object-store reads: ``latency_ms`` of waiting, then a normalised 3×64×64 image and a label."""
 

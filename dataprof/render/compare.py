@@ -29,7 +29,8 @@ def print_comparison(console: Console, comparison: Comparison, threshold: float 
     old, new = comparison.old, comparison.new
     console.print(f"dataprof compare · {old.target}" + (f" → {new.target}" if new.target != old.target else ""))
     if comparison.same_machine:
-        console.print(f"same environment: {new.environment.cpu_reason} · torch {new.environment.torch} · "
+        console.print(f"same environment: {new.environment.cpu_reason} · {new.environment.framework} "
+                      f"{new.environment.framework_version} · "
                       f"{new.environment.device}", style="dim")
     else:
         console.print("different environments, so differences may come from the machine, not the code: "

@@ -171,7 +171,8 @@ def _header(report: Report) -> str:
     step = report.settings.get("step_ms", 0)
     return (f"<h1>dataprof · {_e(report.target)}</h1><div class='meta'>{_e(dataset)} · batch size "
             f"{_e(report.settings.get('batch_size'))} · model step {_e(step)} ms · {_e(device)} · "
-            f"{_e(env.cpu_reason)} · torch {_e(env.torch)} · dataprof {_e(report.tool_version)}</div>")
+            f"{_e(env.cpu_reason)} · {_e(env.framework)} {_e(env.framework_version)} · "
+            f"dataprof {_e(report.tool_version)}</div>")
 
 
 def summary_fragment(report: Report) -> str:
