@@ -88,12 +88,11 @@ def run_sweep(
     trials: list[TrialResult] = []
     steps: list[SearchStep] = []
     stop: str | None = None
-    environment: Environment | None = None
+    environment = probe_environment(settings.device)  # the device and framework are settled once loaded
     dataset: DatasetInfo | None = None
     autotune: AutotuneRun | None = None
 
     def report(complete: bool) -> Report:
-        assert environment is not None
         env = dataclasses.replace(environment, gpu_name=runner.gpu_name,
                                   start_method=runner.host_info.get("start_method"),
                                   sharing_strategy=runner.host_info.get("sharing_strategy"))
@@ -141,8 +140,6 @@ def run_sweep(
         stop = proposal.why
     except KeyboardInterrupt:
         runner.kill_current()
-        if environment is None:
-            raise
         raise SweepInterrupted(report(False)) from None
     finally:
         runner.close()

@@ -133,6 +133,17 @@ def test_real_paddle_sweep_with_autotune_comparison(tmp_path: Path) -> None:
     assert "pin_memory" not in stdout
 
 
+def test_framework_torch_sweeps_a_paddle_dataset_with_torchs_loader(tmp_path: Path) -> None:
+    out = tmp_path / "run.json"
+    code, stdout, stderr = sweep(f"{FIX}:Sleepy", "--arg", "sleep_ms=1", "--framework", "torch", "--workers", "0,2",
+                                 *QUICK, "--no-rules-of-thumb", "--json", str(out))
+    assert code == 0, stderr
+    run = json.loads(out.read_text())
+    assert run["environment"]["framework"] == "torch" and run["autotune"] is None
+    assert all(set(t["config"]) == set(KNOBS["torch"]) and t["status"] == "ok" for t in run["trials"])
+    assert "\nDataLoader(dataset, batch_size=8" in stdout
+
+
 def test_factory_returning_a_paddle_dataset_is_detected(tmp_path: Path) -> None:
     out = tmp_path / "run.json"
     code, _, stderr = sweep(f"{FIX}:make_sleepy", "--arg", "sleep_ms=1", "--workers", "0", *QUICK,

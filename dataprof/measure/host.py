@@ -83,7 +83,7 @@ def load(request: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
     else:
         dataset = build_dataset(load_object(request["target"], cwd), kwargs, request["target"])
     init_s = time.perf_counter() - start
-    backend = get_backend(detect_framework(dataset, request.get("framework", "auto")))
+    backend = get_backend(detect_framework(dataset, request["framework"]))
     # The host forks every trial. A thread pool (OpenMP) started here would be
     # unusable in the forked trial, which hangs at its first parallel op; so the
     # host stays single-threaded and each trial restores the default.

@@ -133,7 +133,7 @@ class Host:
     def load(self) -> dict[str, Any]:
         s = self.settings
         self.send({"cmd": "load", "target": s.target, "args": self.args, "cwd": s.cwd,
-                   "collate_fn": s.collate_fn, "batch_size": s.batch_size})
+                   "collate_fn": s.collate_fn, "batch_size": s.batch_size, "framework": s.framework})
         while True:
             try:
                 event = self.next_event(1.0)
