@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from dataprof.measure.consumer import visible_gpu_uuid
 from dataprof.measure.probes import GpuSample, NullGpuProbe, NvmlProbe, SystemSample, TreeSample
 from dataprof.measure.sampler import Sampler, Samples, summarize
 
@@ -171,3 +172,25 @@ def test_costly_memory_readings_leave_the_window_marks_to_cpu_times(monkeypatch:
     summary = summarize(samples)
     assert summary["cpu_percent"] == pytest.approx(100.0)  # CPU from the light marks
     assert summary["peak_memory_bytes"] is not None  # memory from the full reading
+
+
+class IndexedNvml(FakeNvml):
+    """NVML that also finds devices by index (a Paddle GPU is matched through CUDA_VISIBLE_DEVICES)."""
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> str:
+        return self.uuids[index]
+
+    def nvmlDeviceGetUUID(self, handle: str) -> bytes:
+        return handle.encode()
+
+
+def test_a_paddle_gpu_is_matched_to_nvml_through_cuda_visible_devices(monkeypatch: pytest.MonkeyPatch) -> None:
+    nvml = IndexedNvml(["GPU-a", "GPU-b", "GPU-c"])
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,0")
+    assert visible_gpu_uuid(0, nvml=nvml) == "GPU-c" and visible_gpu_uuid(1, nvml=nvml) == "GPU-a"
+    assert visible_gpu_uuid(2, nvml=nvml) is None  # not visible
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-b")
+    assert visible_gpu_uuid(0, nvml=nvml) == "GPU-b"
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert visible_gpu_uuid(1, nvml=nvml) == "GPU-b"
+    assert visible_gpu_uuid(0, nvml=FakeNvml([], fail_init=True)) is None  # no NVML: no GPU figures, no crash
