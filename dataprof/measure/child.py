@@ -37,6 +37,8 @@ from dataprof.target import describe_exception
 Emit = Callable[[dict[str, Any]], None]
 
 HEARTBEAT_S = 0.5
+DEAD_WORKER_WAIT_S = 1.0
+"""How long a failed trial gives its workers to finish dying, so a crash is named by its signal."""
 
 
 def batch_size_of(batch: Any) -> int:
@@ -147,7 +149,7 @@ class ThreadFailure:
     ``grace_s``, the hook reports it and ends the trial itself.
     """
 
-    def __init__(self, report: Callable[[BaseException], None], grace_s: float = 1.0) -> None:
+    def __init__(self, report: Callable[[BaseException, float], None], grace_s: float = 1.0) -> None:
         self.report = report
         self.grace_s = grace_s
         self.exc: BaseException | None = None
@@ -161,7 +163,7 @@ class ThreadFailure:
         self.exc = args.exc_value
         self.arrived.set()
         if not self.handled.wait(self.grace_s):
-            self.report(self.exc)
+            self.report(self.exc, DEAD_WORKER_WAIT_S)
             os._exit(1)
 
     def install(self) -> ThreadFailure:
@@ -219,9 +221,10 @@ def run_trial(
         failure.handled.set()
         # The framework's SIGCHLD handler raises again as each remaining worker dies; the first death is the news.
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        dead_peer = isinstance(exc, (OSError, EOFError, pickle.UnpicklingError))
         failure.arrived.wait(0.5)  # a reader thread's own error, if that is what broke the loop
-        report(failure.exc or exc, 1.0 if dead_peer else 0.0)
+        # A batch that cannot be received, from a pipe or from shared memory, often means its worker died.
+        dead_peer = failure.exc is not None or isinstance(exc, (OSError, EOFError, pickle.UnpicklingError))
+        report(failure.exc or exc, DEAD_WORKER_WAIT_S if dead_peer else 0.0)
         return
     failure.handled.set()
     emit({"ev": "result", **figures})
