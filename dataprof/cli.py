@@ -149,6 +149,10 @@ def main() -> None:
               help="Gate: a saved --json run to compare with (see --max-regression).")
 @click.option("--max-regression", default=None, metavar="PCT",
               help="With --baseline: exit 1 if the recommended throughput falls by more than this (default 10%).")
+@click.option("--nproc-per-node", type=click.IntRange(min=1), default=None, metavar="P",
+              help="Run P ranks on this machine, as a DDP job would (torch.distributed's launcher, gloo): each "
+                   "loads its DistributedSampler shard with the same config at the same time; rank 0 reports. "
+                   "Under torchrun, give the ranks to torchrun instead.")
 @click.option("--require-gpu", is_flag=True,
               help="Usage error (exit 2) unless a CUDA device is used, so a GPU runner cannot pass on the CPU.")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
@@ -159,10 +163,11 @@ def sweep(target: str, args: tuple[str, ...], batch_size: int, workers: str, fra
           trial_seconds: float, trial_timeout: float, memory_limit: str, collate_fn: str | None,
           shuffle: bool, rules_of_thumb: bool, autotune_steps: int, json_path: Path | None, html_path: Path | None,
           resume_path: Path | None, min_throughput: float | None, min_speedup: float | None,
-          fail_on: str | None, baseline_path: Path | None, max_regression: str | None, require_gpu: bool,
-          debug: bool) -> None:
+          fail_on: str | None, baseline_path: Path | None, max_regression: str | None, nproc_per_node: int | None,
+          require_gpu: bool, debug: bool) -> None:
     """Measure DataLoader configs over TARGET (pkg.mod:Attr or path/file.py:Attr)."""
     from dataprof.compare import parse_percent
+    from dataprof.distributed import Coordinator, launch_ranks, rank_from_env
     from dataprof.gates import Gates, evaluate
     from dataprof.options import build_settings
     from dataprof.progress import make_observer
@@ -170,6 +175,13 @@ def sweep(target: str, args: tuple[str, ...], batch_size: int, workers: str, fra
     from dataprof.render import json as json_render
     from dataprof.sweeper import SweepInterrupted, SweepTargetError, run_sweep
 
+    rank = rank_from_env()
+    if nproc_per_node is not None and nproc_per_node > 1:
+        if rank is not None:
+            raise UsageError(f"--nproc-per-node: this already runs under torchrun as rank {rank.rank} of "
+                             f"{rank.world_size}; give the rank count to torchrun only")
+        params = dict(click.get_current_context().params, nproc_per_node=None)
+        sys.exit(launch_ranks(nproc_per_node, _rank_entry, params))
     if max_regression is not None and baseline_path is None:
         raise UsageError("--max-regression needs --baseline OLD.json to compare with")
     baseline = read_result(baseline_path) if baseline_path is not None else None
@@ -182,7 +194,7 @@ def sweep(target: str, args: tuple[str, ...], batch_size: int, workers: str, fra
         strategy=strategy, trial_seconds=trial_seconds, trial_timeout=trial_timeout,
         memory_limit=memory_limit, collate_fn=collate_fn, shuffle=shuffle, rules_of_thumb=rules_of_thumb,
         framework=framework, use_shared_memory=use_shared_memory, use_buffer_reader=use_buffer_reader,
-        autotune_steps=autotune_steps, require_gpu=require_gpu)
+        autotune_steps=autotune_steps, require_gpu=require_gpu, rank=rank)
     if html_path is not None:
         from dataprof.render.html import check_available
 
@@ -197,10 +209,23 @@ def sweep(target: str, args: tuple[str, ...], batch_size: int, workers: str, fra
         if json_path is not None:
             write_atomic(json_path, json_render.render(report))
 
+    coordinator = None if rank is None else Coordinator(rank, timeout_s=max(600.0, 10 * trial_timeout))
+    if rank is not None and rank.rank > 0:  # only rank 0 reports; the others measure, and print only errors
+        try:
+            run_sweep(settings, list(args), resume=resume, coordinator=coordinator)
+        except SweepInterrupted:
+            sys.exit(int(ExitCode.INTERRUPTED))
+        except DataprofError as exc:
+            exc.message = f"rank {rank.rank}: {exc.message}"
+            raise
+        finally:
+            coordinator.close()  # type: ignore[union-attr]
+        return
     out = _console()
     observer, finish = make_observer(out)
     try:
-        report = run_sweep(settings, list(args), observer=observer, on_update=save, resume=resume)
+        report = run_sweep(settings, list(args), observer=observer, on_update=save, resume=resume,
+                           coordinator=coordinator)
     except SweepInterrupted as exc:
         finish()
         save(exc.report)
@@ -213,6 +238,8 @@ def sweep(target: str, args: tuple[str, ...], batch_size: int, workers: str, fra
         raise
     finally:
         finish()
+        if coordinator is not None:
+            coordinator.close()
     if gates.any():
         report = dataclasses.replace(report, gates=evaluate(report, gates, baseline))
         save(report)
@@ -229,6 +256,12 @@ def sweep(target: str, args: tuple[str, ...], batch_size: int, workers: str, fra
         click.echo(f"gate failed: {gate.gate}: {gate.message}", err=True)
     if failed:
         sys.exit(int(ExitCode.GATE_FAILED))
+
+
+def _rank_entry(params: dict[str, Any]) -> None:
+    """One rank started by --nproc-per-node: the same sweep, with torchrun's environment set."""
+    assert sweep.callback is not None
+    sweep.callback(**params)
 
 
 def _console() -> Any:

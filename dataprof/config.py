@@ -5,6 +5,7 @@ Pure data and pure functions; nothing here starts a process or imports torch.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from dataclasses import dataclass, field
@@ -204,6 +205,11 @@ class SweepSettings:
     """Paddle: ``tuning_steps`` for Paddle's own dataloader autotune, run for comparison."""
     require_gpu: bool = False
     """A usage error unless the resolved device is a GPU."""
+    rank: int = 0
+    world_size: int = 1
+    """Under torchrun: each rank loads its shard (DistributedSampler) of the dataset."""
+    ranks_per_node: int = 1
+    """Local ranks sharing this node's CPUs (the ``auto`` worker range is divided among them)."""
 
     def to_dict(self) -> dict[str, Any]:
         knobs: dict[str, Any] = {"pin_memory": list(self.space.pin_memory)}
@@ -213,6 +219,8 @@ class SweepSettings:
                      "skipped_knobs": list(self.space.skipped), "autotune_steps": self.autotune_steps}
         return {
             "framework": self.framework,
+            "world_size": self.world_size,
+            "ranks_per_node": self.ranks_per_node,
             "batch_size": self.batch_size,
             "step_ms": self.step_ms,
             "strategy": self.strategy,
@@ -272,25 +280,36 @@ class CpuBudget:
     """How many CPUs this process may really use, and why."""
 
     usable: int
+    """CPUs for this process's loader: the node's usable CPUs, shared out among its ranks."""
     affinity: int
     quota: float | None
     cpu_count: int
+    ranks_per_node: int = 1
 
     def explain(self) -> str:
         quota = "no cgroup CPU quota" if self.quota is None else f"cgroup quota {self.quota:g} CPUs"
+        if self.ranks_per_node > 1:
+            return (f"{self.usable} usable CPUs per rank ({self.ranks_per_node} ranks share this node's "
+                    f"{self.node_usable}: affinity {self.affinity} of {self.cpu_count}, {quota})")
         return f"{self.usable} usable CPUs (affinity {self.affinity} of {self.cpu_count}, {quota})"
 
+    @property
+    def node_usable(self) -> int:
+        return self.affinity if self.quota is None else max(1, min(self.affinity, math.ceil(self.quota)))
 
-def cpu_budget(cgroup_root: Path = Path("/sys/fs/cgroup")) -> CpuBudget:
-    """Usable CPUs from affinity and cgroup quota, never ``os.cpu_count()`` alone."""
+
+def cpu_budget(cgroup_root: Path = Path("/sys/fs/cgroup"), ranks_per_node: int = 1) -> CpuBudget:
+    """Usable CPUs from affinity and cgroup quota, never ``os.cpu_count()`` alone; divided among
+    ``ranks_per_node`` ranks when several share the node."""
     count = os.cpu_count() or 1
     try:
         affinity = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         affinity = count
     quota = cgroup_cpu_limit(cgroup_root)
-    usable = affinity if quota is None else max(1, min(affinity, math.ceil(quota)))
-    return CpuBudget(usable=usable, affinity=affinity, quota=quota, cpu_count=count)
+    whole = CpuBudget(usable=1, affinity=affinity, quota=quota, cpu_count=count)
+    ranks = max(1, ranks_per_node)
+    return dataclasses.replace(whole, usable=max(1, whole.node_usable // ranks), ranks_per_node=ranks)
 
 
 def auto_workers(usable_cpus: int) -> tuple[int, ...]:

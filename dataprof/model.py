@@ -29,6 +29,32 @@ class WaitStats:
 
 
 @dataclass(frozen=True)
+class RankResult:
+    """One rank's share of a distributed trial (rank 0 aggregates them)."""
+
+    rank: int
+    node: int
+    local_rank: int
+    host: str
+    status: str
+    error: str | None = None
+    samples_per_s: float | None = None
+    samples_per_s_spread: float | None = None
+    wait_fraction: float | None = None
+    first_batch_s: float | None = None
+    cpu_percent: float | None = None
+    """CPU of this rank's loader processes (main + workers); 100 = one core."""
+    peak_memory_bytes: int | None = None
+
+    @classmethod
+    def of(cls, trial: TrialResult, rank: int, node: int, local_rank: int, host: str) -> RankResult:
+        return cls(rank=rank, node=node, local_rank=local_rank, host=host, status=trial.status, error=trial.error,
+                   samples_per_s=trial.samples_per_s, samples_per_s_spread=trial.samples_per_s_spread,
+                   wait_fraction=trial.wait_fraction, first_batch_s=trial.first_batch_s,
+                   cpu_percent=trial.cpu_percent, peak_memory_bytes=trial.peak_memory_bytes)
+
+
+@dataclass(frozen=True)
 class TrialResult:
     """One configuration, measured in its own process."""
 
@@ -92,10 +118,14 @@ class TrialResult:
     gpu_memory_bytes: int | None = None
     duration_s: float | None = None
     """Whole trial, process start to exit."""
+    ranks: tuple[RankResult, ...] = ()
+    """Distributed sweeps: each rank's measurement; the figures above are the pace-setting (slowest) rank's,
+    and ``samples_per_s`` is world size × its rate, as synchronous training would run."""
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         data["config"] = self.config.to_dict()
+        data["ranks"] = [dataclasses.asdict(r) for r in self.ranks]
         return data
 
     @classmethod
@@ -105,6 +135,7 @@ class TrialResult:
         values["config"] = LoaderConfig.from_dict(data["config"])
         if values.get("wait_ms") is not None:
             values["wait_ms"] = WaitStats(**values["wait_ms"])
+        values["ranks"] = tuple(RankResult(**r) for r in data.get("ranks") or ())
         return cls(**values)
 
 
@@ -134,6 +165,11 @@ class Environment:
     """Whose DataLoader was measured: ``torch`` or ``paddle``."""
     paddle: str | None = None
     """Installed paddlepaddle version, if any."""
+    world_size: int = 1
+    """Ranks in a distributed sweep (torchrun); 1 otherwise."""
+    nodes: int = 1
+    local_world_size: int = 1
+    """Ranks per node: ``usable_cpus`` is each rank's share of the node's CPUs."""
 
     @property
     def framework_version(self) -> str | None:

@@ -19,15 +19,16 @@ from dataprof.config import (
     parse_onoff_list,
     parse_size,
 )
+from dataprof.distributed import RankInfo
 from dataprof.errors import UsageError
 from dataprof.measure.environment import check_device, cuda_devices, resolve_device
 from dataprof.target import parse_kwarg, split_target
 
 
-def worker_space(text: str, strategy: str = "adaptive") -> tuple[tuple[int, ...], str]:
-    """``auto`` or an explicit list, with the reason shown in the report."""
+def worker_space(text: str, strategy: str = "adaptive", ranks_per_node: int = 1) -> tuple[tuple[int, ...], str]:
+    """``auto`` or an explicit list, with the reason shown in the report (``auto`` per rank under torchrun)."""
     if text.strip().lower() == "auto":
-        budget = cpu_budget()
+        budget = cpu_budget(ranks_per_node=ranks_per_node)
         if strategy == "adaptive":
             values = adaptive_workers(budget.usable)
             return values, (f"auto: climbs 2, 4, 8, … up to {values[-1]} while throughput rises beyond noise "
@@ -48,7 +49,8 @@ def build_settings(*, target: str, args: tuple[str, ...], batch_size: int, worke
                    shuffle: bool, rules_of_thumb: bool = True, cwd: str | None = None,
                    available_bytes: int | None = None, framework: str = "auto",
                    use_shared_memory: str | None = None, use_buffer_reader: str | None = None,
-                   autotune_steps: int = 50, require_gpu: bool = False) -> SweepSettings:
+                   autotune_steps: int = 50, require_gpu: bool = False,
+                   rank: RankInfo | None = None) -> SweepSettings:
     """Validate the options. The framework, the device and the knobs that depend on them are
     settled by :func:`resolve_settings` once the dataset is loaded."""
     split_target(target)
@@ -57,7 +59,7 @@ def build_settings(*, target: str, args: tuple[str, ...], batch_size: int, worke
     if framework not in ("auto", *FRAMEWORKS):
         raise UsageError(f"--framework {framework}: expected auto, torch or paddle")
     kwargs: dict[str, Any] = dict(parse_kwarg(item) for item in args)
-    worker_values, reason = worker_space(workers, strategy)
+    worker_values, reason = worker_space(workers, strategy, rank.local_world_size if rank else 1)
     check_device(device)
     given = {"pin_memory": pin_memory, "use_shared_memory": use_shared_memory, "use_buffer_reader": use_buffer_reader}
     for name, value in given.items():
@@ -96,6 +98,9 @@ def build_settings(*, target: str, args: tuple[str, ...], batch_size: int, worke
         given=tuple(name for name, value in given.items() if value is not None),
         autotune_steps=autotune_steps,
         require_gpu=require_gpu,
+        rank=rank.rank if rank else 0,
+        world_size=rank.world_size if rank else 1,
+        ranks_per_node=rank.local_world_size if rank else 1,
     )
 
 
@@ -108,18 +113,26 @@ def _wrong_framework(option: str, framework: str) -> str:
 
 
 def resolve_settings(settings: SweepSettings, host_info: dict[str, Any],
-                     count_devices: Callable[[str], int] = cuda_devices) -> SweepSettings:
+                     count_devices: Callable[[str], int] = cuda_devices, rank: RankInfo | None = None) -> SweepSettings:
     """Settle the framework the host found, the device, and the knobs that exist for both.
 
     ``host_info``: what loading the dataset reported (``framework``, the
     DataLoader's ``loader_arguments``). On the simulated device pin_memory is
-    not swept; a Paddle knob the installed DataLoader lacks is skipped.
+    not swept; a Paddle knob the installed DataLoader lacks is skipped. Under
+    torchrun (``rank``), ``auto`` and ``cuda`` mean the device of ``LOCAL_RANK``.
     """
     framework = host_info.get("framework", "torch")
+    if rank is not None and framework != "torch":
+        raise UsageError("a distributed sweep runs torch.distributed ranks; sweep a Paddle dataset without "
+                         "torchrun or --nproc-per-node")
     for name in settings.given:
         if FRAMEWORK_OPTIONS[name] != framework:
             raise UsageError(_wrong_framework(name, framework))
-    device = resolve_device(settings.device, lambda: count_devices(framework))
+    requested = settings.device
+    if rank is not None and requested in ("auto", "cuda"):
+        count = count_devices(framework)
+        requested = f"cuda:{rank.local_rank % count}" if count else ("cpu" if requested == "auto" else requested)
+    device = resolve_device(requested, lambda: count_devices(framework))
     if settings.require_gpu and not device.startswith("cuda"):
         raise UsageError(f"--require-gpu: no CUDA device is used (--device {settings.device} resolved to "
                          f"{device}); check the driver, CUDA_VISIBLE_DEVICES and the {framework} build")

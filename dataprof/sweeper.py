@@ -12,10 +12,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from dataprof import __version__
-from dataprof.config import SearchSpace, SweepSettings
+from dataprof.config import LoaderConfig, SearchSpace, SweepSettings
 from dataprof.diagnose import diagnose
 from dataprof.diagnose.facts import batch_size, cpu_ceiling
-from dataprof.errors import TargetError, UsageError
+from dataprof.distributed import Coordinator, aggregate_ranks
+from dataprof.errors import DataprofError, TargetError, UsageError
 from dataprof.measure.environment import probe_environment
 from dataprof.measure.runner import Observer, TrialRunner
 from dataprof.model import AutotuneRun, DatasetInfo, Environment, Report, RuleOfThumb, SearchStep, TrialResult
@@ -76,14 +77,19 @@ def run_sweep(
     on_update: Callable[[Report], None] | None = None,
     runner_factory: Callable[..., Any] = TrialRunner,
     resume: Report | None = None,
+    coordinator: Coordinator | None = None,
 ) -> Report:
     """Measure every config the strategy proposes. Raises TargetError, UsageError, SweepInterrupted.
 
     The framework, device and knobs are settled once the dataset is loaded
     (:func:`resolve_settings`). ``resume``: a saved run (``--resume``) whose
-    trials count as measured and are not run again.
+    trials count as measured and are not run again. ``coordinator``: under
+    torchrun, rank 0 searches and every rank measures each config at the same
+    time; rank 0's report aggregates them (other ranks return one without trials).
     """
     started = time.monotonic()
+    rank = coordinator.info if coordinator is not None else None
+    leader = rank is None or rank.rank == 0
     runner = runner_factory(settings, args, observer)
     trials: list[TrialResult] = []
     steps: list[SearchStep] = []
@@ -105,9 +111,16 @@ def run_sweep(
     try:
         if observer is not None:
             observer("loading", {"target": settings.target})
-        dataset = runner.start()
-        settings = runner.settings = resolve_settings(settings, runner.host_info)
-        environment = probe_environment(settings.device, framework=settings.framework)
+        try:
+            dataset = runner.start()
+            settings = runner.settings = resolve_settings(settings, runner.host_info, rank=rank)
+        except DataprofError as exc:
+            if coordinator is not None:
+                coordinator.agree(str(exc))
+            raise
+        if coordinator is not None:
+            coordinator.agree(None)
+        environment = probe_environment(settings.device, framework=settings.framework, rank=rank)
         if resume is not None:
             trials.extend(resumable_trials(resume, settings))
             steps.extend(SearchStep(t.config, "measured before (--resume)") for t in trials)
@@ -119,25 +132,36 @@ def run_sweep(
                 observer("autotune_done", {"autotune": autotune})
         budget = search_budget(settings, environment, dataset, runner.host_info)
         strategy = STRATEGIES[settings.strategy](settings.space, budget, settings.rules_of_thumb,
-                                                 autotune.num_workers if autotune is not None else None)
-        if observer is not None:
+                                                 autotune.num_workers if autotune is not None else None) \
+            if leader else None
+        if observer is not None and strategy is not None:
             observer("planned", {"total": strategy.total()})
-        while (proposal := strategy.propose(trials)).config is not None:
-            config = proposal.config
-            steps.append(SearchStep(config, proposal.why))
+        while True:
+            proposal = strategy.propose(trials) if strategy is not None else None
+            config = proposal.config if proposal is not None else None
+            if coordinator is not None:
+                config = coordinator.broadcast(config)  # rank 0's choice; None ends the sweep everywhere
+            if config is None:
+                break
+            if proposal is not None:
+                steps.append(SearchStep(config, proposal.why))
             if observer is not None:
-                observer("trial_start", {"config": config, "index": len(trials), "why": proposal.why})
-            result = runner.run(config)
+                observer("trial_start", {"config": config, "index": len(trials), "why": proposal and proposal.why})
+            result = runner.run(config) if coordinator is None else on_every_rank(coordinator, runner, config)
+            if result is None:
+                continue  # not rank 0: its measurement went to rank 0
             trials.append(result)
             if observer is not None:
                 observer("trial_done", {"result": result, "index": len(trials) - 1})
             if len(trials) == 1 and result.status == "failed":
+                if coordinator is not None:
+                    coordinator.broadcast(None)
                 raise SweepTargetError(
                     f"the first trial ({config.label()}) failed, so every config would: {result.error}",
                     None, report(False))
             if on_update is not None:
                 on_update(report(False))
-        stop = proposal.why
+        stop = proposal.why if proposal is not None else None
     except KeyboardInterrupt:
         runner.kill_current()
         raise SweepInterrupted(report(False)) from None
@@ -147,6 +171,14 @@ def run_sweep(
     if on_update is not None:
         on_update(final)
     return final
+
+
+def on_every_rank(coordinator: Coordinator, runner: Any, config: LoaderConfig) -> TrialResult | None:
+    """Every rank measures ``config`` at once (a barrier opens the trial); rank 0 gets the aggregate."""
+    coordinator.barrier()
+    result = runner.run(config)
+    gathered = coordinator.gather((coordinator.info, result))
+    return aggregate_ranks(gathered) if gathered is not None else None
 
 
 def search_budget(settings: SweepSettings, environment: Environment, dataset: DatasetInfo | None,

@@ -31,7 +31,8 @@ class Backend(Protocol):
 
     def build_loader(self, dataset: Any, config: LoaderConfig, batch_size: int,
                      collate_fn: Callable[[list[Any]], Any] | None, shuffle: bool,
-                     drop_last: bool) -> tuple[Any, RecordingBatchSampler | None]: ...
+                     drop_last: bool, shard: tuple[int, int] = (0, 1)) -> tuple[Any, RecordingBatchSampler | None]:
+        """``shard``: (rank, world size); a map-style dataset is split among ranks as in distributed training."""
 
     def get_threads(self) -> int:
         """Intra-op CPU threads of the framework's kernels."""

@@ -55,8 +55,10 @@ class PaddleBackend:
 
     def build_loader(self, dataset: Any, config: LoaderConfig, batch_size: int,
                      collate_fn: Callable[[list[Any]], Any] | None, shuffle: bool,
-                     drop_last: bool) -> tuple[Any, RecordingBatchSampler | None]:
-        """A real ``paddle.io.DataLoader`` for this config (arguments the installed version lacks are not passed)."""
+                     drop_last: bool, shard: tuple[int, int] = (0, 1)) -> tuple[Any, RecordingBatchSampler | None]:
+        """A real ``paddle.io.DataLoader`` for this config (arguments the installed version lacks are not passed).
+
+        ``shard`` is always (0, 1): distributed sweeps drive torch.distributed ranks only."""
         io = import_paddle().io
         accepted = set(self.loader_arguments())
         kwargs = {k: v for k, v in config.dataloader_kwargs().items() if k in accepted}

@@ -40,16 +40,22 @@ class TorchBackend:
 
     def build_loader(self, dataset: Any, config: LoaderConfig, batch_size: int,
                      collate_fn: Callable[[list[Any]], Any] | None, shuffle: bool,
-                     drop_last: bool) -> tuple[Any, RecordingBatchSampler | None]:
-        """A real ``torch.utils.data.DataLoader`` for this config."""
-        from torch.utils.data import BatchSampler, DataLoader, RandomSampler, SequentialSampler
+                     drop_last: bool, shard: tuple[int, int] = (0, 1)) -> tuple[Any, RecordingBatchSampler | None]:
+        """A real ``torch.utils.data.DataLoader`` for this config; with several ranks, over this rank's
+        ``DistributedSampler`` shard (an IterableDataset shards itself, as in training)."""
+        from torch.utils.data import BatchSampler, DataLoader, DistributedSampler, RandomSampler, SequentialSampler
 
         kwargs = config.dataloader_kwargs()
         if collate_fn is not None:
             kwargs["collate_fn"] = collate_fn
         if self.dataset_kind(dataset) == "iterable":
             return DataLoader(dataset, batch_size=batch_size, drop_last=drop_last, **kwargs), None
-        sampler = RandomSampler(dataset) if shuffle else SequentialSampler(dataset)
+        rank, world_size = shard
+        sampler: Any
+        if world_size > 1:
+            sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank, shuffle=shuffle)
+        else:
+            sampler = RandomSampler(dataset) if shuffle else SequentialSampler(dataset)
         recording = RecordingBatchSampler(BatchSampler(sampler, batch_size, drop_last))
         return DataLoader(dataset, batch_sampler=recording, **kwargs), recording
 

@@ -197,6 +197,7 @@ def run_trial(
         loader, recorder = backend.build_loader(
             dataset, config, int(settings["batch_size"]), collate_fn,
             bool(settings["shuffle"]), bool(settings["drop_last"]),
+            (int(settings.get("rank", 0)), int(settings.get("world_size", 1))),
         )
     except Exception as exc:
         emit({"ev": "error", "status": "failed", "message": describe_exception(exc),

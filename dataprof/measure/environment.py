@@ -10,6 +10,7 @@ import sys
 from collections.abc import Callable
 
 from dataprof.config import CpuBudget, cpu_budget
+from dataprof.distributed import RankInfo
 from dataprof.errors import UsageError
 from dataprof.model import Environment
 
@@ -73,10 +74,12 @@ def _version(name: str) -> str | None:
 
 
 def probe_environment(device: str, budget: CpuBudget | None = None, gpu_name: str | None = None,
-                      start_method: str | None = None, framework: str = "torch") -> Environment:
+                      start_method: str | None = None, framework: str = "torch",
+                      rank: RankInfo | None = None) -> Environment:
+    """The machine; under torchrun (``rank``), usable CPUs are this rank's share of its node's."""
     import psutil
 
-    budget = budget or cpu_budget()
+    budget = budget or cpu_budget(ranks_per_node=rank.local_world_size if rank else 1)
     memory = psutil.virtual_memory()
     try:
         shm_free: int | None = shutil.disk_usage("/dev/shm").free
@@ -92,6 +95,9 @@ def probe_environment(device: str, budget: CpuBudget | None = None, gpu_name: st
         torch=_version("torch"),
         framework=framework,
         paddle=_version("paddlepaddle") or _version("paddlepaddle-gpu"),
+        world_size=rank.world_size if rank else 1,
+        nodes=rank.nodes if rank else 1,
+        local_world_size=rank.local_world_size if rank else 1,
         device=device,
         gpu_name=gpu_name,
         platform=platform.platform(terse=True),

@@ -227,7 +227,8 @@ class TrialRunner:
         s = self.settings
         self.host.send({"cmd": "trial", "config": config.to_dict(), "settings": {
             "device": s.device, "step_ms": s.step_ms, "batch_size": s.batch_size,
-            "shuffle": s.shuffle, "drop_last": s.drop_last, "trial_seconds": s.trial_seconds}})
+            "shuffle": s.shuffle, "drop_last": s.drop_last, "trial_seconds": s.trial_seconds,
+            "rank": s.rank, "world_size": s.world_size}})
         try:
             outcome = self._follow(config)
         except HostDied as exc:

@@ -1,0 +1,142 @@
+"""Ranks under ``torchrun``: who this process is, and the few collectives a sweep needs.
+
+Coordination uses ``torch.distributed`` with the ``gloo`` backend, so it works
+with or without GPUs. Rank 0 runs the search; every config is broadcast from
+it, a barrier opens each trial so all ranks measure at the same time, and the
+ranks' results are gathered back on rank 0, which aggregates and reports.
+Only the dataprof process of each rank joins the group: hosts, trials and
+DataLoader workers never touch it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from dataprof.errors import TargetError, UsageError
+from dataprof.model import RankResult, TrialResult
+
+
+@dataclass(frozen=True)
+class RankInfo:
+    """This process's place in the job, from the environment torchrun sets."""
+
+    rank: int
+    world_size: int
+    local_rank: int = 0
+    local_world_size: int = 1
+    node: int = 0
+    """``GROUP_RANK``: the node's index in the job."""
+    host: str = ""
+
+    @property
+    def nodes(self) -> int:
+        return max(1, self.world_size // max(1, self.local_world_size))
+
+
+def rank_from_env(env: Mapping[str, str] = os.environ) -> RankInfo | None:
+    """The rank torchrun started this process as; None outside a job of two or more ranks."""
+    try:
+        world = int(env.get("WORLD_SIZE", "1"))
+        if world < 2 or "RANK" not in env:
+            return None
+        return RankInfo(rank=int(env["RANK"]), world_size=world, local_rank=int(env.get("LOCAL_RANK", "0")),
+                        local_world_size=int(env.get("LOCAL_WORLD_SIZE", "1")),
+                        node=int(env.get("GROUP_RANK", env.get("NODE_RANK", "0"))), host=socket.gethostname())
+    except ValueError as exc:
+        raise UsageError(f"torchrun's environment is malformed ({exc})") from None
+
+
+class Coordinator:
+    """The gloo process group of a distributed sweep (import of torch.distributed happens here)."""
+
+    def __init__(self, info: RankInfo, timeout_s: float) -> None:
+        import torch.distributed as dist
+
+        self.info = info
+        self.dist = dist
+        if not dist.is_available():
+            raise UsageError("this torch build has no torch.distributed: a distributed sweep cannot run")
+        dist.init_process_group("gloo", rank=info.rank, world_size=info.world_size,
+                                timeout=timedelta(seconds=timeout_s))
+
+    @property
+    def leader(self) -> bool:
+        return self.info.rank == 0
+
+    def broadcast(self, value: Any) -> Any:
+        """Rank 0's ``value``, on every rank."""
+        box = [value if self.leader else None]
+        self.dist.broadcast_object_list(box, src=0)
+        return box[0]
+
+    def gather(self, value: Any) -> list[Any] | None:
+        """Every rank's ``value`` in rank order, on rank 0 (None elsewhere)."""
+        out: list[Any] | None = [None] * self.info.world_size if self.leader else None
+        self.dist.gather_object(value, out, dst=0)
+        return out
+
+    def agree(self, error: str | None) -> None:
+        """Every rank says whether its dataset loaded (``error``: why not). A rank that loaded raises
+        TargetError naming the first rank that did not; a rank that did not goes on to raise its own error."""
+        errors: list[Any] = [None] * self.info.world_size
+        self.dist.all_gather_object(errors, error)
+        failed = [(rank, message) for rank, message in enumerate(errors) if message]
+        if failed and error is None:
+            rank, message = failed[0]
+            raise TargetError(f"rank {rank} could not start: {message}")
+
+    def barrier(self) -> None:
+        self.dist.barrier()
+
+    def close(self) -> None:
+        if self.dist.is_initialized():
+            self.dist.destroy_process_group()
+
+
+_SEVERITY = {"crashed": 0, "oom": 1, "timeout": 2, "failed": 3, "skipped": 4}
+
+
+def aggregate_ranks(measured: list[tuple[RankInfo, TrialResult]]) -> TrialResult:
+    """One trial from every rank's: a failure on any rank fails the config for all.
+
+    Synchronous data-parallel training steps at the pace of its slowest rank,
+    so the figures are that rank's and ``samples_per_s`` is world size × its
+    rate; each rank's own figures are kept in ``ranks``.
+    """
+    ranks = tuple(RankResult.of(trial, info.rank, info.node, info.local_rank, info.host) for info, trial in measured)
+    failed = [(info, trial) for info, trial in measured if trial.status != "ok" or not trial.samples_per_s]
+    if failed:
+        info, trial = min(failed, key=lambda item: _SEVERITY.get(item[1].status, 5))
+        return dataclasses.replace(trial, status="failed" if trial.status == "ok" else trial.status,
+                                   error=f"rank {info.rank} (node {info.node}): {trial.error or 'no rate measured'}",
+                                   samples_per_s=None, ranks=ranks)
+    _, slowest = min(measured, key=lambda item: item[1].samples_per_s or 0.0)
+    return dataclasses.replace(
+        slowest, samples_per_s=len(measured) * (slowest.samples_per_s or 0.0), ranks=ranks,
+        samples=sum(t.samples or 0 for _, t in measured), batches=sum(t.batches or 0 for _, t in measured))
+
+
+def launch_ranks(nproc_per_node: int, entry: Callable[..., Any], *args: Any) -> int:
+    """Run ``entry(*args)`` as ``nproc_per_node`` ranks on this machine through torch.distributed's
+    launcher (elastic launch, as ``torchrun --standalone``); the exit code of the lowest failing rank."""
+    import logging
+    import uuid
+
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+
+    logging.getLogger("torch.distributed.elastic").setLevel(logging.ERROR)
+    config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=nproc_per_node, run_id=f"dataprof-{uuid.uuid4()}",
+                          rdzv_backend="c10d", rdzv_endpoint="localhost:0", max_restarts=0, start_method="spawn")
+    try:
+        elastic_launch(config, entry)(*args)
+    except ChildFailedError as exc:
+        failure = exc.failures[min(exc.failures)]
+        return failure.exitcode if failure.exitcode > 0 else 1
+    return 0
