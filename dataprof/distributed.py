@@ -117,9 +117,7 @@ def aggregate_ranks(measured: list[tuple[RankInfo, TrialResult]]) -> TrialResult
                                    error=f"rank {info.rank} (node {info.node}): {trial.error or 'no rate measured'}",
                                    samples_per_s=None, ranks=ranks)
     _, slowest = min(measured, key=lambda item: item[1].samples_per_s or 0.0)
-    return dataclasses.replace(
-        slowest, samples_per_s=len(measured) * (slowest.samples_per_s or 0.0), ranks=ranks,
-        samples=sum(t.samples or 0 for _, t in measured), batches=sum(t.batches or 0 for _, t in measured))
+    return dataclasses.replace(slowest, samples_per_s=len(measured) * (slowest.samples_per_s or 0.0), ranks=ranks)
 
 
 def launch_ranks(nproc_per_node: int, entry: Callable[..., Any], *args: Any) -> int:

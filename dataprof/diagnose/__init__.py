@@ -28,6 +28,7 @@ TITLES = {
     "iterable_duplicates": "IterableDataset duplicates",
     "shm_risk": "shared memory (/dev/shm)",
     "single_process": "workers never started",
+    "rank_imbalance": "a slow rank sets the pace",
     "oversubscribed": "oversubscribed CPUs",
     "ipc_overhead": "worker overhead exceeds the work",
     "no_gpu": "simulated device",

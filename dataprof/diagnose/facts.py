@@ -57,6 +57,9 @@ class Thresholds:
     """Main-thread CPU to receive a batch, as a share of loading it at num_workers=0, that makes workers lose."""
     shm_warning: float = 0.5
     """Share of free /dev/shm the batches in flight may take before a warning."""
+    rank_slower: float = 0.15
+    """A rank (or node) this much slower than the ranks' median, beyond noise, sets a slower pace for all."""
+    rank_critical: float = 0.30
 
 
 def ok_trials(report: Report) -> list[TrialResult]:
@@ -118,24 +121,34 @@ def side_thread_cores(trial: TrialResult) -> float | None:
     return max(0.0, (trial.main_cpu_percent - trial.main_thread_cpu_percent) / 100.0)
 
 
+def ranks(trial: TrialResult) -> int:
+    """Ranks that measured the trial together (1 outside a distributed sweep)."""
+    return max(1, len(trial.ranks))
+
+
+def rank_rate(trial: TrialResult) -> float:
+    """Samples/s of one rank: the trial's CPU, wait and copy figures are that (slowest) rank's."""
+    return rate(trial) / ranks(trial)
+
+
 def cpu_s_per_sample(trial: TrialResult, batch: int) -> float | None:
     """CPU seconds the loading costs per sample: workers + pinning + the main loop's share in ``next()``."""
     if not rate(trial) or trial.wait_cpu_ms_mean is None:
         return None
     workers = worker_cores(trial) or 0.0
     side = side_thread_cores(trial) or 0.0
-    return (workers + side) / rate(trial) + trial.wait_cpu_ms_mean / 1000.0 / batch
+    return (workers + side) / rank_rate(trial) + trial.wait_cpu_ms_mean / 1000.0 / batch
 
 
 def cpu_ceiling(trial: TrialResult, batch: int, usable_cpus: int) -> float | None:
-    """Samples/s the usable CPUs could load at this trial's CPU cost per sample."""
+    """Samples/s the usable CPUs (each rank's, times the ranks) could load at this trial's CPU cost per sample."""
     cost = cpu_s_per_sample(trial, batch)
-    return usable_cpus / cost if cost else None
+    return ranks(trial) * usable_cpus / cost if cost else None
 
 
 def break_even_ms(trial: TrialResult, batch: int) -> float:
-    """Shortest model step (ms) this loader feeds without making it wait."""
-    return max(0.0, 1000.0 * batch / rate(trial) - (trial.copy_ms_mean or 0.0))
+    """Shortest model step (ms) this loader feeds without making it wait (each rank steps on its own batch)."""
+    return max(0.0, 1000.0 * batch / rank_rate(trial) - (trial.copy_ms_mean or 0.0))
 
 
 def best_by_workers(trials: Sequence[TrialResult]) -> list[TrialResult]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import statistics
 from collections.abc import Callable
 
 from dataprof.diagnose.facts import (
@@ -231,14 +232,52 @@ def oversubscribed(report: Report, th: Thresholds) -> Finding | None:
         return None
     loss, over, best = worst
     rec = recommended_trial(report)
+    ranks = report.environment.local_world_size
+    where = (f"{usable} usable CPUs" if ranks == 1 else
+             f"{usable} usable CPUs per rank ({ranks} ranks × {over.config.num_workers} workers = "
+             f"{ranks * over.config.num_workers} on the node's {usable * ranks})")
     return Finding(
         id="oversubscribed",
         severity="warning" if rec is not None and rec.config.num_workers > usable else "info",
-        evidence=(f"{over.config.label()} on {usable} usable CPUs loads {rate_text(rate(over))}, {100 * loss:.0f}% "
+        evidence=(f"{over.config.label()} on {where} loads {rate_text(rate(over))}, {100 * loss:.0f}% "
                   f"less than {best.config.label()} ({rate_text(rate(best))}): more workers than CPUs "
                   "compete for them"),
         recommendation=(f"Keep num_workers ≤ {usable} for this dataset; if each worker runs threads (OpenCV, "
                         "OpenMP, numpy BLAS), limit them to one (cv2.setNumThreads(0), OMP_NUM_THREADS=1)."),
+    )
+
+
+def rank_imbalance(report: Report, th: Thresholds) -> Finding | None:
+    """One rank (or node) loads much slower than the others: in synchronous training, all go at its pace."""
+    trial = recommended_trial(report)
+    ranks = [r for r in trial.ranks if r.samples_per_s] if trial is not None else []
+    if trial is None or len(ranks) < 2:
+        return None
+    median = statistics.median(r.samples_per_s or 0.0 for r in ranks)
+    slow = min(ranks, key=lambda r: r.samples_per_s or 0.0)
+    gap = 1 - (slow.samples_per_s or 0.0) / median
+    noise = 2 * max((r.samples_per_s_spread or 0.0) for r in ranks)
+    if gap < max(th.rank_slower, noise):
+        return None
+    nodes = sorted({r.node for r in ranks})
+    node_rates = {n: statistics.median(r.samples_per_s or 0.0 for r in ranks if r.node == n) for n in nodes}
+    slow_node = min(nodes, key=lambda n: node_rates[n])
+    node_gap = 1 - node_rates[slow_node] / statistics.median(node_rates.values()) if len(nodes) > 1 else 0.0
+    on_node = (f"; node {slow_node} as a whole loads {100 * node_gap:.0f}% below the nodes' median"
+               if node_gap >= th.rank_slower else "")
+    wait = statistics.median(r.wait_fraction or 0.0 for r in ranks)
+    world = len(ranks)
+    return Finding(
+        id="rank_imbalance",
+        severity="critical" if gap >= th.rank_critical else "warning",
+        evidence=(f"at {trial.config.label()}, rank {slow.rank} (node {slow.node}, {slow.host or '?'}) loads "
+                  f"{rate_text(slow.samples_per_s or 0.0)}, {100 * gap:.0f}% below the ranks' median "
+                  f"{rate_text(median)}; it waits {pct(slow.wait_fraction or 0.0)} of each iteration (median "
+                  f"{pct(wait)}){on_node}. Synchronous training steps at the slowest rank's pace: "
+                  f"{world} × {rate_text(slow.samples_per_s or 0.0)} instead of {world} × {rate_text(median)}"),
+        recommendation=(f"Find what differs on rank {slow.rank}: its node's storage or network, other processes "
+                        "taking its CPUs, or a shard of costlier samples (dataprof inspect on that node); a "
+                        "per-node fix beats more workers, which every rank would get."),
     )
 
 
@@ -289,6 +328,6 @@ def no_gpu(report: Report, th: Thresholds) -> Finding | None:
 
 
 FINDING_RULES: tuple[Callable[[Report, Thresholds], Finding | None], ...] = (
-    iterable_duplicates, shm_risk, single_process, copy_on_read, worker_startup, stragglers, oversubscribed,
-    ipc_overhead, no_gpu,
+    iterable_duplicates, shm_risk, single_process, rank_imbalance, copy_on_read, worker_startup, stragglers,
+    oversubscribed, ipc_overhead, no_gpu,
 )

@@ -128,6 +128,10 @@ def header(report: Report) -> Text:
     ]
     if skipped:
         lines.append(f"skipped: {', '.join(skipped)} (not an argument of this {env.framework} version's DataLoader)")
+    if env.world_size > 1:
+        lines.append(f"{env.world_size} ranks ({env.nodes} node(s) × {env.local_world_size}), each loading its "
+                     f"DistributedSampler shard; configs are per rank, samples/s = {env.world_size} × the slowest "
+                     "rank's, the pace of synchronous training")
     return Text("\n".join(lines))
 
 
@@ -139,9 +143,10 @@ def recommendation(report: Report) -> tuple[RenderableType, str | None]:
     speed = f" ({rec.speedup_vs_baseline:.2f}× num_workers=0)" if rec.speedup_vs_baseline else ""
     line = dataloader_line(rec.config, report.settings.get("batch_size", 0),
                            bool(report.settings.get("shuffle")), report.settings.get("collate_fn"))
-    usable = report.environment.usable_cpus
+    usable, world = report.environment.usable_cpus, report.environment.world_size
+    cpus = f"{usable} CPU{'s' if usable != 1 else ''}" if world == 1 else f"{world} ranks × {usable} CPU(s)"
     ceiling = "" if rec.cpu_ceiling_share is None else (
-        f" · {rec.cpu_ceiling_share:.0%} of what {usable} CPU{'s' if usable != 1 else ''} can do "
+        f" · {rec.cpu_ceiling_share:.0%} of what {cpus} can do "
         f"(CPU ceiling {rec.cpu_ceiling_samples_per_s:,.0f} samples/s)")
     block = Group(
         Rule("Recommended", align="left"),
@@ -237,6 +242,35 @@ def search_story(report: Report) -> RenderableType | None:
     return Group(*lines)
 
 
+def ranks_table(report: Report) -> RenderableType | None:
+    """Each rank at the recommended config, then each node's totals."""
+    rec = report.recommendation
+    trial = next((t for t in report.trials if rec is not None and t.config == rec.config), None)
+    if trial is None or not trial.ranks:
+        return None
+    slowest = min(trial.ranks, key=lambda r: r.samples_per_s or 0.0)
+    table = Table(box=box.SIMPLE_HEAD, title=f"Ranks at {trial.config.label()} (the slowest sets the pace)",
+                  title_justify="left")
+    for column in ("rank", "node", "host", "samples/s", "±%", "wait%", "1st s", "CPU%", "PSS"):
+        table.add_column(column, justify="left" if column in ("rank", "host") else "right")
+    for r in trial.ranks:
+        mark = "◂ " if r is slowest else "  "
+        table.add_row(f"{mark}{r.rank}", str(r.node), r.host or "?", _num(r.samples_per_s, ",.1f"),
+                      _num(None if r.samples_per_s_spread is None else 100 * r.samples_per_s_spread, ".0f"),
+                      _num(None if r.wait_fraction is None else 100 * r.wait_fraction, ".0f"),
+                      _num(r.first_batch_s, ".2f"), _num(r.cpu_percent, ".0f"),
+                      fmt_bytes(r.peak_memory_bytes) if r.peak_memory_bytes else "–")
+    lines: list[RenderableType] = [table]
+    usable = report.environment.usable_cpus * report.environment.local_world_size
+    for node in sorted({r.node for r in trial.ranks}):
+        on = [r for r in trial.ranks if r.node == node]
+        cpu = sum(r.cpu_percent or 0.0 for r in on)
+        memory = sum(r.peak_memory_bytes or 0 for r in on)
+        lines.append(Text(f"node {node} ({on[0].host or '?'}): {len(on)} ranks · loader CPU {cpu / 100:.1f} of "
+                          f"{usable} usable CPUs · PSS {fmt_bytes(memory)}"))
+    return Group(*lines)
+
+
 def print_report(console: Console, report: Report) -> None:
     """Print the whole report on ``console``: the answer first, then the evidence."""
     console.print(header(report))
@@ -244,7 +278,7 @@ def print_report(console: Console, report: Report) -> None:
     console.print(block)
     if loader_line is not None:
         console.print(loader_line, style="bold green", soft_wrap=True, markup=False, highlight=False)
-    parts = (verdict(report), rules_of_thumb(report), trials_table(report), *failures(report),
+    parts = (verdict(report), ranks_table(report), rules_of_thumb(report), trials_table(report), *failures(report),
              throughput_chart(report), search_story(report), other_findings(report))
     for part in parts:
         if part is not None:

@@ -145,7 +145,8 @@ def _answer(report: Report) -> str:
         return "<div class='answer'>No configuration completed.</div>"
     speed = f" ({rec.speedup_vs_baseline:.2f}× num_workers=0)" if rec.speedup_vs_baseline else ""
     ceiling = "" if rec.cpu_ceiling_share is None else \
-        f" · {rec.cpu_ceiling_share:.0%} of what {report.environment.usable_cpus} CPUs can do"
+        f" · {rec.cpu_ceiling_share:.0%} of what {report.environment.world_size * report.environment.usable_cpus} " \
+        "CPUs can do"
     line = dataloader_line(rec.config, report.settings.get("batch_size", 0), bool(report.settings.get("shuffle")),
                            report.settings.get("collate_fn"))
     return (f"<div class='answer'><b>Recommended: {_e(rec.config.label())}</b>: {rec.samples_per_s:,.1f} "
