@@ -181,7 +181,11 @@ def sweep(target: str, args: tuple[str, ...], batch_size: int, workers: str, fra
             raise UsageError(f"--nproc-per-node: this already runs under torchrun as rank {rank.rank} of "
                              f"{rank.world_size}; give the rank count to torchrun only")
         params = dict(click.get_current_context().params, nproc_per_node=None)
-        sys.exit(launch_ranks(nproc_per_node, _rank_entry, params))
+        code, message = launch_ranks(nproc_per_node, _rank_entry, params)
+        if message is not None:
+            kept = f"; the trials measured before are in {json_path}" if json_path else ""
+            click.echo(f"error: {message}{kept}", err=True)
+        sys.exit(code)
     if max_regression is not None and baseline_path is None:
         raise UsageError("--max-regression needs --baseline OLD.json to compare with")
     baseline = read_result(baseline_path) if baseline_path is not None else None

@@ -120,21 +120,39 @@ def aggregate_ranks(measured: list[tuple[RankInfo, TrialResult]]) -> TrialResult
     return dataclasses.replace(slowest, samples_per_s=len(measured) * (slowest.samples_per_s or 0.0), ranks=ranks)
 
 
-def launch_ranks(nproc_per_node: int, entry: Callable[..., Any], *args: Any) -> int:
+RANK_DIED = 130
+"""Exit code when a rank dies: the sweep stopped on every rank, and what was measured is kept (as for Ctrl-C)."""
+
+
+def launch_ranks(nproc_per_node: int, entry: Callable[..., Any], *args: Any) -> tuple[int, str | None]:
     """Run ``entry(*args)`` as ``nproc_per_node`` ranks on this machine through torch.distributed's
-    launcher (elastic launch, as ``torchrun --standalone``); the exit code of the lowest failing rank."""
+    launcher (elastic launch, as ``torchrun --standalone``).
+
+    Returns the exit code and, when a rank died by a signal, the message
+    saying so (the launcher then stops every other rank). Otherwise the code
+    is the lowest failing rank's own (each rank prints its own error).
+    """
     import logging
+    import signal
     import uuid
 
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
-    logging.getLogger("torch.distributed.elastic").setLevel(logging.ERROR)
+    for name in ("torch.distributed.elastic", "torch.multiprocessing.spawn"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)  # dataprof says what happened, in one line
     config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=nproc_per_node, run_id=f"dataprof-{uuid.uuid4()}",
                           rdzv_backend="c10d", rdzv_endpoint="localhost:0", max_restarts=0, start_method="spawn")
     try:
         elastic_launch(config, entry)(*args)
     except ChildFailedError as exc:
-        failure = exc.failures[min(exc.failures)]
-        return failure.exitcode if failure.exitcode > 0 else 1
-    return 0
+        died = {rank: failure for rank, failure in exc.failures.items() if failure.exitcode < 0}
+        if died:
+            rank = min(died)
+            try:
+                name = signal.Signals(-died[rank].exitcode).name
+            except ValueError:
+                name = f"signal {-died[rank].exitcode}"
+            return RANK_DIED, f"rank {rank} died by {name}; the sweep stopped on every rank"
+        return exc.failures[min(exc.failures)].exitcode, None
+    return 0, None

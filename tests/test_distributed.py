@@ -1,0 +1,164 @@
+"""Distributed sweeps: ranks coordinated over gloo, on one CPU machine.
+
+Real 2-rank sweeps through torch.distributed's launcher (``--nproc-per-node``)
+and through ``python -m torch.distributed.run``; a rank whose trial crashes, a
+rank made slow on purpose, a rank that dies. Figures are checked for
+consistency, never against a stopwatch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dataprof.diagnose import Thresholds
+from dataprof.diagnose import findings as rules
+from dataprof.distributed import RankInfo, aggregate_ranks, rank_from_env
+from dataprof.errors import UsageError
+from dataprof.model import Report, TrialResult
+
+ROOT = Path(__file__).resolve().parent.parent
+FIX = str(ROOT / "tests" / "fixtures" / "datasets.py")
+QUICK = ["--trial-seconds", "0.5", "--prefetch-factor", "2", "--batch-size", "8", "--no-rules-of-thumb"]
+
+
+def dataprof(*args: str, launcher: list[str] | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK"):
+        env.pop(name, None)
+    command = [sys.executable, *(launcher or []), "-m", "dataprof", "sweep", *args]
+    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+
+
+def rank(number: int, node: int = 0) -> RankInfo:
+    return RankInfo(rank=number, world_size=4, local_rank=number % 2, local_world_size=2, node=node, host=f"n{node}")
+
+
+def ok(rate: float) -> TrialResult:
+    from dataprof.config import LoaderConfig
+
+    return TrialResult(config=LoaderConfig(2, False, 2, True), status="ok", samples_per_s=rate, wait_fraction=0.5,
+                       samples_per_s_spread=0.01, cpu_percent=50.0)
+
+
+def test_torchrun_environment_is_read_and_a_single_rank_is_not_distributed() -> None:
+    env = {"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2", "GROUP_RANK": "1"}
+    info = rank_from_env(env)
+    assert info is not None and (info.rank, info.local_rank, info.node, info.nodes) == (3, 1, 1, 2)
+    assert rank_from_env({"RANK": "0", "WORLD_SIZE": "1"}) is None
+    assert rank_from_env({}) is None
+    with pytest.raises(UsageError, match="malformed"):
+        rank_from_env({"RANK": "x", "WORLD_SIZE": "2"})
+
+
+def test_the_slowest_rank_sets_the_pace_and_any_failure_fails_the_config() -> None:
+    trial = aggregate_ranks([(rank(0), ok(400.0)), (rank(1), ok(300.0)), (rank(2, 1), ok(410.0)),
+                             (rank(3, 1), ok(390.0))])
+    assert trial.samples_per_s == 4 * 300.0 and len(trial.ranks) == 4
+    assert [r.rank for r in trial.ranks] == [0, 1, 2, 3] and trial.ranks[2].node == 1
+    crashed = dataclasses.replace(ok(0.0), status="crashed", samples_per_s=None, error="a DataLoader worker died")
+    failed = aggregate_ranks([(rank(0), ok(400.0)), (rank(1), crashed)])
+    assert failed.status == "crashed" and failed.samples_per_s is None
+    assert failed.error == "rank 1 (node 0): a DataLoader worker died"
+
+
+def test_rank_imbalance_names_the_slow_rank_and_its_node() -> None:
+    report = Report.from_dict(json.loads((ROOT / "tests" / "data" / "runs" / "io_bound.json").read_text()))
+    from dataprof.sweeper import decide
+
+    report = decide(report)
+    assert report.recommendation is not None
+    best = report.recommendation.config
+
+    def with_ranks(rates: list[float]) -> Report:
+        measured = [(rank(i, i // 2), ok(r)) for i, r in enumerate(rates)]
+        ranked = aggregate_ranks(measured)
+        trials = tuple(dataclasses.replace(t, ranks=ranked.ranks) if t.config == best else t for t in report.trials)
+        return dataclasses.replace(report, trials=trials)
+
+    assert rules.rank_imbalance(with_ranks([400, 395, 405, 398]), Thresholds()) is None
+    finding = rules.rank_imbalance(with_ranks([400, 395, 150, 160]), Thresholds())
+    assert finding is not None and finding.severity == "critical"
+    assert "rank 2 (node 1, n1) loads 150 samples/s, 46% below the ranks' median 278 samples/s" in finding.evidence
+    assert "node 1 as a whole loads 44% below the nodes' median" in finding.evidence
+    assert "4 ranks × 150 samples/s = 600 samples/s instead of 1,110 samples/s" in finding.evidence
+
+
+def check_two_ranks(run: dict, stdout: str) -> None:  # type: ignore[type-arg]
+    assert run["environment"]["world_size"] == 2 and run["environment"]["local_world_size"] == 2
+    assert run["settings"]["world_size"] == 2
+    for trial in run["trials"]:
+        assert trial["status"] == "ok", trial
+        assert [r["rank"] for r in trial["ranks"]] == [0, 1]
+        slowest = min(r["samples_per_s"] for r in trial["ranks"])
+        assert trial["samples_per_s"] == pytest.approx(2 * slowest)
+        assert trial["epoch_samples"] in (None, 128)  # each rank's DistributedSampler shard: half of 256
+    assert stdout.count("Recommended") == 1 and "Ranks at" in stdout
+
+
+def test_nproc_per_node_runs_two_ranks_through_the_launcher_api(tmp_path: Path) -> None:
+    out = tmp_path / "run.json"
+    proc = dataprof(f"{FIX}:make_tiny", "--arg", "length=256", "--workers", "0,2", *QUICK, "--nproc-per-node", "2",
+                    "--json", str(out))
+    assert proc.returncode == 0, proc.stderr
+    run = json.loads(out.read_text())
+    check_two_ranks(run, proc.stdout)
+    assert any(t["epoch_samples"] == 128 for t in run["trials"])
+
+
+def test_under_torchrun_every_rank_measures_and_rank_0_reports(tmp_path: Path) -> None:
+    out = tmp_path / "run.json"
+    proc = dataprof(f"{FIX}:make_tiny", "--arg", "length=256", "--workers", "0,2", *QUICK, "--json", str(out),
+                    launcher=["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"])
+    assert proc.returncode == 0, proc.stderr
+    check_two_ranks(json.loads(out.read_text()), proc.stdout)
+    assert "error" not in proc.stderr.lower()
+
+
+def test_a_rank_whose_trial_crashes_fails_the_config_for_all_and_the_sweep_goes_on(tmp_path: Path) -> None:
+    out = tmp_path / "run.json"
+    proc = dataprof(f"{FIX}:SegfaultOnRank", "--workers", "0,2", *QUICK, "--nproc-per-node", "2", "--json", str(out))
+    assert proc.returncode == 0, proc.stderr
+    trials = json.loads(out.read_text())["trials"]
+    assert trials[0]["status"] == "ok"
+    crashed = next(t for t in trials if t["config"]["num_workers"] == 2)
+    assert crashed["status"] == "crashed" and crashed["error"].startswith("rank 1 (node 0): a DataLoader worker "
+                                                                          "died by SIGSEGV")
+    assert [r["status"] for r in crashed["ranks"]] == ["ok", "crashed"]
+
+
+def test_a_slow_rank_is_diagnosed_as_rank_imbalance(tmp_path: Path) -> None:
+    out = tmp_path / "run.json"
+    proc = dataprof(f"{FIX}:SlowRank", "--arg", "factor=3.0", "--workers", "0,2", *QUICK, "--nproc-per-node", "2",
+                    "--json", str(out))
+    assert proc.returncode == 0, proc.stderr
+    run = json.loads(out.read_text())
+    finding = next(f for f in run["diagnosis"]["findings"] if f["id"] == "rank_imbalance")
+    assert "rank 1 (node 0" in finding["evidence"]
+    best = next(t for t in run["trials"] if t["config"] == run["best"]["config"])
+    fast, slow = (r["samples_per_s"] for r in best["ranks"])
+    assert slow < fast / 2  # it sleeps 3 × as long per sample
+
+
+def test_a_rank_that_dies_stops_every_rank_and_keeps_what_was_measured(tmp_path: Path) -> None:
+    out = tmp_path / "run.json"
+    proc = dataprof(f"{FIX}:KillsRank", "--workers", "0,2", *QUICK, "--nproc-per-node", "2", "--json", str(out))
+    assert proc.returncode == 130
+    assert f"error: rank 1 died by SIGKILL; the sweep stopped on every rank; the trials measured before are in {out}" \
+        in proc.stderr
+    assert "Traceback" not in proc.stderr
+    run = json.loads(out.read_text())
+    assert [t["status"] for t in run["trials"]] == ["ok"] and run["complete"] is False
+
+
+def test_nproc_per_node_under_torchrun_is_a_usage_error() -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0"}
+    proc = subprocess.run([sys.executable, "-m", "dataprof", "sweep", f"{FIX}:Tiny", "--nproc-per-node", "2"],
+                          capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 2 and "already runs under torchrun" in proc.stderr
