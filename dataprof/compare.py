@@ -66,7 +66,8 @@ class Comparison:
         return self.change is not None and self.change < -threshold
 
 
-ENVIRONMENT_FIELDS = (("usable_cpus", "usable CPUs"), ("cpu_count", "CPUs"), ("framework", "framework"),
+ENVIRONMENT_FIELDS = (("usable_cpus", "usable CPUs"), ("cpu_count", "CPUs"), ("world_size", "ranks"),
+                      ("nodes", "nodes"), ("framework", "framework"),
                       ("framework_version", "framework version"), ("device", "device"), ("gpu_name", "GPU"),
                       ("python", "Python"))
 

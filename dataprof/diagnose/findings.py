@@ -274,8 +274,9 @@ def rank_imbalance(report: Report, th: Thresholds) -> Finding | None:
                   f"{rate_text(slow.samples_per_s or 0.0)}, {100 * gap:.0f}% below the ranks' median "
                   f"{rate_text(median)}; it waits {pct(slow.wait_fraction or 0.0)} of each iteration (median "
                   f"{pct(wait)}){on_node}. Synchronous training steps at the slowest rank's pace: "
-                  f"{world} ranks × {rate_text(slow.samples_per_s or 0.0)} = {rate_text(world * (slow.samples_per_s or 0))}"
-                  f" instead of {rate_text(world * median)} at the median"),
+                  f"{world} ranks × {rate_text(slow.samples_per_s or 0.0)} = "
+                  f"{rate_text(world * (slow.samples_per_s or 0.0))} instead of {rate_text(world * median)} at the "
+                  "median"),
         recommendation=(f"Find what differs on rank {slow.rank}: its node's storage or network, other processes "
                         "taking its CPUs, or a shard of costlier samples (dataprof inspect on that node); a "
                         "per-node fix beats more workers, which every rank would get."),

@@ -139,6 +139,24 @@ def _trials_table(report: Report) -> str:
             + "".join(rows) + "</tbody></table>")
 
 
+def _ranks(report: Report) -> str:
+    """Each rank at the recommended config (distributed sweeps)."""
+    rec = report.recommendation
+    trial = next((t for t in report.trials if rec is not None and t.config == rec.config), None)
+    if trial is None or not trial.ranks:
+        return ""
+    head = ("rank", "node", "host", "samples/s", "±%", "wait %", "first batch s", "CPU %", "peak PSS")
+    slowest = min(trial.ranks, key=lambda r: r.samples_per_s or 0.0)
+    rows = "".join(
+        f"<tr class='{'bad' if r is slowest else ''}'>" + "".join(f"<td>{_e(c)}</td>" for c in (
+            r.rank, r.node, r.host, _num(r.samples_per_s, ",.1f"),
+            _num(None if r.samples_per_s_spread is None else 100 * r.samples_per_s_spread, ".0f"),
+            _num(None if r.wait_fraction is None else 100 * r.wait_fraction, ".0f"), _num(r.first_batch_s, ".2f"),
+            _num(r.cpu_percent, ".0f"), fmt_bytes(r.peak_memory_bytes))) + "</tr>" for r in trial.ranks)
+    return (f"<h2>Ranks at {_e(trial.config.label())} (the slowest, marked, sets the pace)</h2><table><thead><tr>"
+            + "".join(f"<th>{_e(h)}</th>" for h in head) + f"</tr></thead><tbody>{rows}</tbody></table>")
+
+
 def _answer(report: Report) -> str:
     rec = report.recommendation
     if rec is None:
@@ -173,7 +191,9 @@ def _header(report: Report) -> str:
     return (f"<h1>dataprof · {_e(report.target)}</h1><div class='meta'>{_e(dataset)} · batch size "
             f"{_e(report.settings.get('batch_size'))} · model step {_e(step)} ms · {_e(device)} · "
             f"{_e(env.cpu_reason)} · {_e(env.framework)} {_e(env.framework_version)} · "
-            f"dataprof {_e(report.tool_version)}</div>")
+            + (f"{env.world_size} ranks on {env.nodes} node(s), samples/s = {env.world_size} × the slowest rank's · "
+               if env.world_size > 1 else "")
+            + f"dataprof {_e(report.tool_version)}</div>")
 
 
 def summary_fragment(report: Report) -> str:
@@ -214,7 +234,7 @@ def render(report: Report) -> str:
     return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>dataprof · {_e(report.target)}"
             f"</title><style>{STYLE}</style></head><body>{_header(report)}{partial}{_answer(report)}"
             f"{_findings(report)}<h2>Curves</h2><div class='charts'>{''.join(divs)}</div>"
-            f"<h2>Every trial</h2>{_trials_table(report)}{_search(report)}"
+            f"{_ranks(report)}<h2>Every trial</h2>{_trials_table(report)}{_search(report)}"
             f"{'<h2>Notes</h2><ul>' + notes + '</ul>' if notes else ''}</body></html>\n")
 
 
