@@ -121,7 +121,8 @@ def aggregate_ranks(measured: list[tuple[RankInfo, TrialResult]]) -> TrialResult
 
 
 RANK_DIED = 130
-"""Exit code when a rank dies: the sweep stopped on every rank, and what was measured is kept (as for Ctrl-C)."""
+"""Exit code when a rank dies or the ranks are interrupted: the sweep stopped on every rank, and what was
+measured is kept (as for Ctrl-C)."""
 
 
 def launch_ranks(nproc_per_node: int, entry: Callable[..., Any], *args: Any) -> tuple[int, str | None]:
@@ -136,15 +137,19 @@ def launch_ranks(nproc_per_node: int, entry: Callable[..., Any], *args: Any) -> 
     import signal
     import uuid
 
+    from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
-    for name in ("torch.distributed.elastic", "torch.multiprocessing.spawn"):
-        logging.getLogger(name).setLevel(logging.CRITICAL)  # dataprof says what happened, in one line
+    for name in list(logging.root.manager.loggerDict):  # dataprof says what happened, in one line
+        if name.startswith(("torch.distributed.elastic", "torch.multiprocessing")):
+            logging.getLogger(name).setLevel(logging.CRITICAL)
     config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=nproc_per_node, run_id=f"dataprof-{uuid.uuid4()}",
                           rdzv_backend="c10d", rdzv_endpoint="localhost:0", max_restarts=0, start_method="spawn")
     try:
         elastic_launch(config, entry)(*args)
+    except SignalException:  # Ctrl-C: rank 0 has printed what it measured
+        return RANK_DIED, None
     except ChildFailedError as exc:
         died = {rank: failure for rank, failure in exc.failures.items() if failure.exitcode < 0}
         if died:
