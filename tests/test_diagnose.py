@@ -66,6 +66,14 @@ def test_cpu_bound_shows_the_ceiling_and_is_quiet_for_io() -> None:
     assert primary.cpu_bound(run("io_bound"), TH) is None
 
 
+def test_a_machine_full_of_other_work_makes_a_waiting_loader_cpu_bound() -> None:
+    crowded = with_trials(run("io_bound"), lambda t: dataclasses.replace(t, cpu_percent_system=97.0))
+    finding = primary.cpu_bound(crowded, TH)
+    assert finding is not None and "the machine's CPUs are 97% busy in all, other processes included" \
+        in finding.evidence
+    assert "free the CPUs other processes take" in finding.recommendation
+
+
 def test_main_process_bound_names_the_transfer_and_is_quiet_when_the_main_thread_is_starved() -> None:
     finding = primary.main_process_bound(run("main_process_bound"), TH)
     assert finding is not None and "unpickling" in finding.evidence and "64 tensors" in finding.evidence

@@ -37,6 +37,9 @@ class Thresholds:
     """Share of the iteration spent in the sampler that makes it the main process's load."""
     cpu_saturated: float = 0.75
     """Share of the usable CPUs the process tree uses when CPU-bound."""
+    machine_saturated: float = 0.9
+    """Share of all the machine's CPUs busy (the loader and any other process) that also makes a waiting
+    loader CPU-bound: it cannot get more CPU time."""
     worker_busy: float = 0.7
     """CPU per worker (share of a core) from which workers compute rather than wait."""
     growth_per_worker_bytes: int = 8 * 1024 * 1024

@@ -244,11 +244,16 @@ def cpu_bound(report: Report, th: Thresholds) -> Finding | None:
         per_worker = rec.wait_cpu_ms_mean / _wait_ms(rec, batch)
     saturated = tree is not None and tree >= th.cpu_saturated * usable
     computing = per_worker is not None and per_worker >= th.worker_busy
-    if not saturated and not computing:
+    machine = (rec.cpu_percent_system or 0.0) / 100.0
+    crowded = machine >= th.machine_saturated
+    if not saturated and not computing and not crowded:
         return None
     parts = []
     if tree is not None:
         parts.append(f"the loader's processes use {tree:.1f} of {usable} usable CPUs ({pct(tree / usable)})")
+    if crowded:
+        parts.append(f"the machine's CPUs are {pct(machine)} busy in all, other processes included, so the "
+                     "loader cannot get more CPU time")
     if per_worker is not None:
         who = "each worker" if workers > 0 else "the main thread"
         parts.append(f"{who} computes {pct(per_worker)} of the time")
@@ -262,7 +267,9 @@ def cpu_bound(report: Report, th: Thresholds) -> Finding | None:
         parts.append(f"more workers stop helping ({_growth(report)})")
     change = ("Make each sample cheaper: find the costly transform (dataprof inspect), move augmentation to the "
               "GPU, cache decoded or resized data, use a faster decoder; or get more CPUs.")
-    if not saturated and workers < usable:
+    if crowded and not saturated:
+        change += " Or free the CPUs other processes take (see top) while training."
+    elif not saturated and workers < usable:
         change += f" CPUs are left: try num_workers up to {usable}."
     else:
         change += " More workers will not help."
