@@ -289,7 +289,8 @@ class CpuBudget:
     def explain(self) -> str:
         quota = "no cgroup CPU quota" if self.quota is None else f"cgroup quota {self.quota:g} CPUs"
         if self.ranks_per_node > 1:
-            return (f"{self.usable} usable CPUs per rank ({self.ranks_per_node} ranks share this node's "
+            return (f"{self.usable} usable CPU{'s' if self.usable != 1 else ''} per rank ({self.ranks_per_node} "
+                    f"ranks share this node's "
                     f"{self.node_usable}: affinity {self.affinity} of {self.cpu_count}, {quota})")
         return f"{self.usable} usable CPUs (affinity {self.affinity} of {self.cpu_count}, {quota})"
 

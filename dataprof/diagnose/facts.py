@@ -197,6 +197,13 @@ def ms(value: float) -> str:
     return f"{value:.0f}" if value >= 100 else f"{value:.1f}" if value >= 1 else f"{value:.2f}"
 
 
+def cpus_text(report: Report) -> str:
+    """``2 CPUs``; with several ranks, ``4 ranks × 2 CPUs`` (each rank's share, as the ceilings count them)."""
+    env = report.environment
+    cpus = f"{env.usable_cpus} CPU{'s' if env.usable_cpus != 1 else ''}"
+    return cpus if env.world_size == 1 else f"{env.world_size} ranks × {cpus}"
+
+
 def pct(value: float) -> str:
     return f"{100 * value:.0f}%"
 

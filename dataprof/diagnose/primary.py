@@ -21,6 +21,7 @@ from dataprof.diagnose.facts import (
     cores,
     cpu_ceiling,
     cpu_s_per_sample,
+    cpus_text,
     faster,
     iteration_ms,
     memory_budget,
@@ -260,7 +261,7 @@ def cpu_bound(report: Report, th: Thresholds) -> Finding | None:
     cost = cpu_s_per_sample(rec, batch)
     ceiling = cpu_ceiling(rec, batch, usable)
     if cost and ceiling:
-        parts.append(f"loading costs {1000 * cost:.2f} ms of CPU per sample, so {usable} CPUs can load at most "
+        parts.append(f"loading costs {1000 * cost:.2f} ms of CPU per sample, so {cpus_text(report)} can load at most "
                      f"{rate_text(ceiling)}; {rec.config.label()} reaches {rate_text(rate(rec))}, "
                      f"{pct(rate(rec) / ceiling)} of that ceiling")
     if _growth(report) and not _still_rising(report):

@@ -144,7 +144,8 @@ def recommendation(report: Report) -> tuple[RenderableType, str | None]:
     line = dataloader_line(rec.config, report.settings.get("batch_size", 0),
                            bool(report.settings.get("shuffle")), report.settings.get("collate_fn"))
     usable, world = report.environment.usable_cpus, report.environment.world_size
-    cpus = f"{usable} CPU{'s' if usable != 1 else ''}" if world == 1 else f"{world} ranks × {usable} CPU(s)"
+    cpus = f"{usable} CPU{'s' if usable != 1 else ''}"
+    cpus = cpus if world == 1 else f"{world} ranks × {cpus}"
     ceiling = "" if rec.cpu_ceiling_share is None else (
         f" · {rec.cpu_ceiling_share:.0%} of what {cpus} can do "
         f"(CPU ceiling {rec.cpu_ceiling_samples_per_s:,.0f} samples/s)")
