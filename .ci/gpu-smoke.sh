@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # GPU checks, run by hand on a machine with an NVIDIA GPU whose python3 has
 # torch (CUDA), click, psutil, nvidia-ml-py and rich: the GPU-marked tests
-# (including the transfer-bound scenario), a default (adaptive) sweep with
-# --device cuda, the transfer-bound scenario, and `dataprof inspect`.
+# (including the transfer-bound scenario and a 2-rank CUDA sweep), a default
+# (adaptive) sweep with --device cuda, the transfer-bound scenario, and
+# `dataprof inspect`.
 # Results go to $OUT (default /tmp/dataprof-gpu).
 set -uo pipefail
 cd "$(dirname "$0")/.."

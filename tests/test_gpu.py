@@ -33,3 +33,23 @@ def test_cuda_sweep_measures_copies_pinning_and_gpu_utilisation(tmp_path: Path) 
     measured = [t["gpu_util_percent"] for t in data["trials"] if t["gpu_util_percent"] is not None]
     assert measured or any("GPU utilisation not measured" in note for note in data["notes"])
     assert "no_gpu" not in [f["id"] for f in data["diagnosis"]["findings"]]
+
+
+def test_two_cuda_ranks_bind_their_local_device_and_report_together(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    out = tmp_path / "run.json"
+    root = Path(__file__).resolve().parent.parent
+    proc = subprocess.run(
+        [sys.executable, "-m", "dataprof", "sweep", f"{FIX}:Sleepy", "--arg", "sleep_ms=1", "--batch-size", "32",
+         "--workers", "0,2", "--prefetch-factor", "2", "--step-ms", "5", "--device", "cuda", "--trial-seconds", "1",
+         "--no-rules-of-thumb", "--nproc-per-node", "2", "--json", str(out)],
+        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(root)}, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(out.read_text())
+    assert data["environment"]["world_size"] == 2 and data["environment"]["device"] == "cuda:0"
+    for trial in data["trials"]:
+        assert trial["status"] == "ok" and len(trial["ranks"]) == 2, trial
+        assert trial["copy_ms_mean"] > 0
