@@ -36,6 +36,16 @@ def dataprof(*args: str, launcher: list[str] | None = None) -> subprocess.Comple
     return subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
 
 
+def two_ranks(tmp_path: Path, target: str, *args: str, launcher: list[str] | None = None,
+              code: int = 0) -> tuple[dict, subprocess.CompletedProcess[str]]:  # type: ignore[type-arg]
+    """A 2-rank sweep (``--nproc-per-node 2`` unless a ``launcher`` starts the ranks); its JSON and process."""
+    out = tmp_path / "run.json"
+    ranks = [] if launcher else ["--nproc-per-node", "2"]
+    proc = dataprof(f"{FIX}:{target}", *args, *QUICK, *ranks, "--json", str(out), launcher=launcher)
+    assert proc.returncode == code, proc.stderr
+    return json.loads(out.read_text()), proc
+
+
 def rank(number: int, node: int = 0) -> RankInfo:
     return RankInfo(rank=number, world_size=4, local_rank=number % 2, local_world_size=2, node=node, host=f"n{node}")
 
@@ -103,29 +113,20 @@ def check_two_ranks(run: dict, stdout: str) -> None:  # type: ignore[type-arg]
 
 
 def test_nproc_per_node_runs_two_ranks_through_the_launcher_api(tmp_path: Path) -> None:
-    out = tmp_path / "run.json"
-    proc = dataprof(f"{FIX}:make_tiny", "--arg", "length=256", "--workers", "0,2", *QUICK, "--nproc-per-node", "2",
-                    "--json", str(out))
-    assert proc.returncode == 0, proc.stderr
-    run = json.loads(out.read_text())
+    run, proc = two_ranks(tmp_path, "make_tiny", "--arg", "length=256", "--workers", "0,2")
     check_two_ranks(run, proc.stdout)
     assert any(t["epoch_samples"] == 128 for t in run["trials"])
 
 
 def test_under_torchrun_every_rank_measures_and_rank_0_reports(tmp_path: Path) -> None:
-    out = tmp_path / "run.json"
-    proc = dataprof(f"{FIX}:make_tiny", "--arg", "length=256", "--workers", "0,2", *QUICK, "--json", str(out),
-                    launcher=["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"])
-    assert proc.returncode == 0, proc.stderr
-    check_two_ranks(json.loads(out.read_text()), proc.stdout)
+    run, proc = two_ranks(tmp_path, "make_tiny", "--arg", "length=256", "--workers", "0,2",
+                          launcher=["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"])
+    check_two_ranks(run, proc.stdout)
     assert "error" not in proc.stderr.lower()
 
 
 def test_a_rank_whose_trial_crashes_fails_the_config_for_all_and_the_sweep_goes_on(tmp_path: Path) -> None:
-    out = tmp_path / "run.json"
-    proc = dataprof(f"{FIX}:SegfaultOnRank", "--workers", "0,2", *QUICK, "--nproc-per-node", "2", "--json", str(out))
-    assert proc.returncode == 0, proc.stderr
-    trials = json.loads(out.read_text())["trials"]
+    trials = two_ranks(tmp_path, "SegfaultOnRank", "--workers", "0,2")[0]["trials"]
     assert trials[0]["status"] == "ok"
     crashed = next(t for t in trials if t["config"]["num_workers"] == 2)
     assert crashed["status"] == "crashed" and crashed["error"].startswith("rank 1 (node 0): a DataLoader worker "
@@ -134,11 +135,7 @@ def test_a_rank_whose_trial_crashes_fails_the_config_for_all_and_the_sweep_goes_
 
 
 def test_a_slow_rank_is_diagnosed_as_rank_imbalance(tmp_path: Path) -> None:
-    out = tmp_path / "run.json"
-    proc = dataprof(f"{FIX}:SlowRank", "--arg", "factor=3.0", "--workers", "0,2", *QUICK, "--nproc-per-node", "2",
-                    "--json", str(out))
-    assert proc.returncode == 0, proc.stderr
-    run = json.loads(out.read_text())
+    run, _ = two_ranks(tmp_path, "SlowRank", "--arg", "factor=3.0", "--workers", "0,2")
     finding = next(f for f in run["diagnosis"]["findings"] if f["id"] == "rank_imbalance")
     assert "rank 1 (node 0" in finding["evidence"]
     best = next(t for t in run["trials"] if t["config"] == run["best"]["config"])
@@ -147,13 +144,10 @@ def test_a_slow_rank_is_diagnosed_as_rank_imbalance(tmp_path: Path) -> None:
 
 
 def test_a_rank_that_dies_stops_every_rank_and_keeps_what_was_measured(tmp_path: Path) -> None:
-    out = tmp_path / "run.json"
-    proc = dataprof(f"{FIX}:KillsRank", "--workers", "0,2", *QUICK, "--nproc-per-node", "2", "--json", str(out))
-    assert proc.returncode == 130
-    assert f"error: rank 1 died by SIGKILL; the sweep stopped on every rank; the trials measured before are in {out}" \
-        in proc.stderr
+    run, proc = two_ranks(tmp_path, "KillsRank", "--workers", "0,2", code=130)
+    assert "error: rank 1 died by SIGKILL; the sweep stopped on every rank; the trials measured before are in " \
+        f"{tmp_path / 'run.json'}" in proc.stderr
     assert "Traceback" not in proc.stderr
-    run = json.loads(out.read_text())
     assert [t["status"] for t in run["trials"]] == ["ok"] and run["complete"] is False
 
 
