@@ -124,7 +124,7 @@ def test_real_paddle_sweep_with_autotune_comparison(tmp_path: Path) -> None:
     tuned = run["autotune"]
     assert tuned["status"] == "ok" and tuned["tuning_steps"] == 50
     assert tuned["evaluations"][0]["num_workers"] == 0
-    assert tuned["num_workers"] % 2 == 0 and (tuned["num_workers"] == 0 or tuned["num_workers"] < tuned["max_workers"])
+    assert tuned["num_workers"] == 0 or tuned["num_workers"] < tuned["max_workers"]  # it stays below cpu_count/2
     row = next(r for r in run["rules_of_thumb"] if r["rule"] == AUTOTUNE_RULE)
     assert row["config"]["num_workers"] == tuned["num_workers"] and row["config"]["persistent_workers"] is False
     assert row["status"] == "ok" and row["samples_per_s"] > 0
