@@ -62,8 +62,12 @@ class Coordinator:
         self.dist = dist
         if not dist.is_available():
             raise UsageError("this torch build has no torch.distributed: a distributed sweep cannot run")
-        dist.init_process_group("gloo", rank=info.rank, world_size=info.world_size,
-                                timeout=timedelta(seconds=timeout_s))
+        try:
+            dist.init_process_group("gloo", rank=info.rank, world_size=info.world_size,
+                                    timeout=timedelta(seconds=timeout_s))
+        except (RuntimeError, ValueError) as exc:
+            raise UsageError(f"rank {info.rank} could not join the ranks' gloo group ({exc}); start the ranks with "
+                             "torchrun, which sets MASTER_ADDR and MASTER_PORT") from exc
 
     @property
     def leader(self) -> bool:

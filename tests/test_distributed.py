@@ -151,6 +151,15 @@ def test_a_rank_that_dies_stops_every_rank_and_keeps_what_was_measured(tmp_path:
     assert [t["status"] for t in run["trials"]] == ["ok"] and run["complete"] is False
 
 
+def test_a_rank_without_a_rendezvous_gets_one_line_not_a_traceback() -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("MASTER_ADDR", "MASTER_PORT")}
+    env.update(PYTHONPATH=str(ROOT), RANK="1", WORLD_SIZE="2", LOCAL_RANK="1")
+    proc = subprocess.run([sys.executable, "-m", "dataprof", "sweep", f"{FIX}:Tiny"], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert proc.returncode == 2 and "rank 1 could not join the ranks' gloo group" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
 def test_nproc_per_node_under_torchrun_is_a_usage_error() -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0"}
     proc = subprocess.run([sys.executable, "-m", "dataprof", "sweep", f"{FIX}:Tiny", "--nproc-per-node", "2"],
