@@ -104,21 +104,8 @@ class Strategy(Protocol):
         """How many trials the search will run, when known in advance."""
 
 
-def _rule_of_thumb_step(history: Sequence[TrialResult], space: SearchSpace, budget: Budget,
-                        enabled: bool, autotune: int | None) -> Proposal | None:
-    if not enabled:
-        return None
-    done = {t.config for t in history}
-    for name, config in rules_of_thumb(budget.usable_cpus, space, autotune):
-        if config not in done and budget.forbids(config, history) is None:
-            return Proposal(config, f"rule of thumb ({name}), measured for comparison")
-    return None
-
-
-class GridStrategy:
-    """Every config of the space, baseline first, in a stable order; then the rules of thumb."""
-
-    name = "grid"
+class _Searching:
+    """What both strategies hold: the space, the budget, and the comparisons measured at the end."""
 
     def __init__(self, space: SearchSpace, budget: Budget | None = None, rules: bool = True,
                  autotune: int | None = None) -> None:
@@ -127,6 +114,26 @@ class GridStrategy:
         self.rules = rules
         self.autotune = autotune
         """The worker count Paddle's autotune picked, measured with the rules of thumb."""
+
+    def comparisons(self) -> list[tuple[str, LoaderConfig]]:
+        return rules_of_thumb(self.budget.usable_cpus, self.space, self.autotune) if self.rules else []
+
+    def _rule_of_thumb_step(self, history: Sequence[TrialResult]) -> Proposal | None:
+        done = {t.config for t in history}
+        for name, config in self.comparisons():
+            if config not in done and self.budget.forbids(config, history) is None:
+                return Proposal(config, f"rule of thumb ({name}), measured for comparison")
+        return None
+
+
+class GridStrategy(_Searching):
+    """Every config of the space, baseline first, in a stable order; then the rules of thumb."""
+
+    name = "grid"
+
+    def __init__(self, space: SearchSpace, budget: Budget | None = None, rules: bool = True,
+                 autotune: int | None = None) -> None:
+        super().__init__(space, budget, rules, autotune)
         self.configs = grid_configs(space)
 
     def propose(self, history: Sequence[TrialResult]) -> Proposal:
@@ -134,12 +141,11 @@ class GridStrategy:
         config = next((c for c in self.configs if c not in done), None)
         if config is not None:
             return Proposal(config, "baseline" if config == baseline(self.space.framework) else "grid")
-        return _rule_of_thumb_step(history, self.space, self.budget, self.rules, self.autotune) or \
+        return self._rule_of_thumb_step(history) or \
             Proposal(None, "every config of the grid ran")
 
     def total(self) -> int | None:
-        return len(self.configs) + (len(rules_of_thumb(self.budget.usable_cpus, self.space, self.autotune))
-                                    if self.rules else 0)
+        return len(self.configs) + len(self.comparisons())
 
 
 def _rate(trial: TrialResult) -> float:
@@ -160,7 +166,7 @@ def _between(low: int, high: int) -> int:
     return middle if low < middle < high else (low + high) // 2
 
 
-class AdaptiveStrategy:
+class AdaptiveStrategy(_Searching):
     """Climb workers, refine around the peak, tune the other knobs at the best count, then the rules of thumb.
 
     Stateless: every call re-reads the history from the start, so the same
@@ -176,11 +182,7 @@ class AdaptiveStrategy:
 
     def __init__(self, space: SearchSpace, budget: Budget | None = None, rules: bool = True,
                  autotune: int | None = None) -> None:
-        self.space = space
-        self.budget = budget or Budget()
-        self.rules = rules
-        self.autotune = autotune
-        """The worker count Paddle's autotune picked, measured with the rules of thumb."""
+        super().__init__(space, budget, rules, autotune)
         self.ladder = sorted({w for w in space.workers if w > 0})
         self.baseline = baseline(space.framework)
 
@@ -199,7 +201,7 @@ class AdaptiveStrategy:
             proposal = step(done, history)
             if proposal is not None:
                 return proposal
-        return _rule_of_thumb_step(history, self.space, self.budget, self.rules, self.autotune) or \
+        return self._rule_of_thumb_step(history) or \
             Proposal(None, self._stop_reason(done, history))
 
     def _measured(self, done: dict[LoaderConfig, TrialResult]) -> list[TrialResult]:
