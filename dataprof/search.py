@@ -20,6 +20,7 @@ from dataprof.config import LoaderConfig, SearchSpace, baseline, grid_configs
 from dataprof.diagnose.facts import HEADROOM, memory_fit
 from dataprof.model import TrialResult
 from dataprof.recommend import noise_between
+from dataprof.units import fmt_bytes
 
 
 @dataclass(frozen=True)
@@ -50,17 +51,27 @@ class Budget:
     fds_per_worker: int = 4
     """Pipes and the process sentinel the main process holds for each worker."""
 
+    def shm_forbids(self, config: LoaderConfig) -> str | None:
+        """Why the batches ``config`` keeps in flight would not fit in /dev/shm; None if they fit or go elsewhere
+        (no workers, or Paddle's ``use_shared_memory=False``)."""
+        if config.num_workers == 0 or config.use_shared_memory is False or self.shm_free_bytes is None \
+                or not self.batch_bytes:
+            return None
+        need = config.num_workers * (config.prefetch_factor or 2) * self.batch_bytes
+        if need <= self.headroom * self.shm_free_bytes:
+            return None
+        return (f"w{config.num_workers} would keep {fmt_bytes(need)} of batches in /dev/shm, "
+                f"which has {fmt_bytes(self.shm_free_bytes)} free")
+
     def forbids(self, config: LoaderConfig, history: Sequence[TrialResult]) -> str | None:
         """Why ``config`` would not fit, from what is known; None if it may run."""
         workers = config.num_workers
         if workers == 0:
             return None
         in_flight = workers * (config.prefetch_factor or 2)
-        if self.shm_free_bytes is not None and self.batch_bytes and config.use_shared_memory is not False:
-            need = in_flight * self.batch_bytes
-            if need > self.headroom * self.shm_free_bytes:
-                return (f"w{workers} would keep {need / 1e9:.1f} GB of batches in /dev/shm, "
-                        f"which has {self.shm_free_bytes / 1e9:.1f} GB free")
+        shm = self.shm_forbids(config)
+        if shm is not None:
+            return shm
         if self.shares_fds and self.open_files:
             need = in_flight * (self.batch_tensors or 1) + workers * self.fds_per_worker
             if need > self.headroom * self.open_files:
@@ -190,7 +201,12 @@ class AdaptiveStrategy(_Searching):
         return None
 
     def climb_config(self, workers: int) -> LoaderConfig:
-        return self.space.default_config(workers)
+        """The space's default knobs at ``workers``; for Paddle, ``use_shared_memory=False`` (when the space has
+        it) where /dev/shm cannot hold the batches in flight, so a small /dev/shm does not end the climb."""
+        config = self.space.default_config(workers)
+        if config.use_shared_memory and False in self.space.use_shared_memory and self.budget.shm_forbids(config):
+            return dataclasses.replace(config, use_shared_memory=False)
+        return config
 
     def propose(self, history: Sequence[TrialResult]) -> Proposal:
         done = {t.config: t for t in history}
@@ -249,7 +265,11 @@ class AdaptiveStrategy(_Searching):
                     return None, f"stopped climbing: {blocked}"
                 skipped = [r for r in self.ladder if best is not None and best.config.num_workers < r < workers]
                 skip = f", near-linear: skip w{','.join(map(str, skipped))}" if skipped else ""
-                return Proposal(config, f"climb: {last_step}{skip}" if last_step else "climb"), "climbing"
+                piped = self.space.default_config(workers) != config
+                pipe = f"; use_shared_memory=False: {self.budget.shm_forbids(self.space.default_config(workers))}" \
+                    if piped else ""
+                why = (f"climb: {last_step}{skip}" if last_step else "climb") + pipe
+                return Proposal(config, why), "climbing"
             if trial.status != "ok":
                 return None, f"stopped climbing: {config.label()} {trial.status}"
             if best is not None and not self._gains(trial, best):

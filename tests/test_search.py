@@ -138,6 +138,20 @@ def test_shm_and_open_file_budgets_forbid_configs() -> None:
         LoaderConfig(64, False, 2, True), []) is None
 
 
+def test_paddle_climbs_past_a_small_dev_shm_with_use_shared_memory_false() -> None:
+    paddle = space(2, framework="paddle", use_shared_memory=(True, False), use_buffer_reader=(True,))
+    budget = Budget(usable_cpus=2, shm_free_bytes=64_000_000, batch_bytes=8_000_000)  # holds 6 batches
+    history, _ = run(AdaptiveStrategy(paddle, budget), latency_bound)
+    in_shm = [t.config for t in history if t.config.num_workers and t.config.use_shared_memory]
+    assert in_shm and all(budget.shm_forbids(c) is None for c in in_shm)
+    assert max(workers_tried(history)) >= 16  # latency-bound: the climb went on, through the pipe
+    assert best(history).use_shared_memory is False
+    piped = next(s for s in history if s.config.num_workers > 2)
+    assert piped.config.use_shared_memory is False
+    torch_like = run(AdaptiveStrategy(space(2), budget), latency_bound)[1]
+    assert "/dev/shm" in torch_like  # PyTorch has no such switch: the budget stops the climb
+
+
 def test_other_knobs_are_tuned_only_at_the_best_worker_count() -> None:
     history, _ = run(AdaptiveStrategy(space(2, pin_memory=(True, False)), Budget(usable_cpus=2)), cpu_bound)
     tuned = [t.config for t in history if t.config.prefetch_factor == 4 or
