@@ -90,7 +90,8 @@ def build_settings(*, target: str, args: tuple[str, ...], batch_size: int, worke
         strategy=strategy,
         trial_seconds=trial_seconds,
         trial_timeout_s=trial_timeout,
-        memory_limit_bytes=parse_size(memory_limit, available_bytes),
+        # ranks on a node share its RAM: a percentage is of each rank's share
+        memory_limit_bytes=parse_size(memory_limit, available_bytes // (rank.local_world_size if rank else 1)),
         shuffle=shuffle,
         rules_of_thumb=rules_of_thumb,
         cwd=cwd or os.getcwd(),

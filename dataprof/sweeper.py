@@ -187,7 +187,8 @@ def search_budget(settings: SweepSettings, environment: Environment, dataset: Da
     return Budget(
         usable_cpus=environment.usable_cpus,
         memory_bytes=settings.memory_limit_bytes,
-        shm_free_bytes=environment.shm_free_bytes,
+        shm_free_bytes=None if environment.shm_free_bytes is None else  # the node's ranks share /dev/shm
+        environment.shm_free_bytes // environment.local_world_size,
         batch_bytes=dataset.batch_bytes if dataset else None,
         batch_tensors=dataset.batch_tensors if dataset else None,
         open_files=environment.open_files_limit,
