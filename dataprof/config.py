@@ -51,20 +51,17 @@ class LoaderConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LoaderConfig:
-        if "use_shared_memory" in data or "use_buffer_reader" in data:
-            return cls(
-                num_workers=int(data["num_workers"]),
-                prefetch_factor=data.get("prefetch_factor"),
-                persistent_workers=data.get("persistent_workers"),
-                use_shared_memory=data.get("use_shared_memory"),
-                use_buffer_reader=data.get("use_buffer_reader"),
-                framework="paddle",
-            )
+        """Read :meth:`to_dict` back; Paddle's keys say the config is Paddle's (its null knobs stay None)."""
+        paddle = "use_shared_memory" in data or "use_buffer_reader" in data
+        persistent = data.get("persistent_workers")
         return cls(
             num_workers=int(data["num_workers"]),
             pin_memory=bool(data.get("pin_memory", False)),
             prefetch_factor=data.get("prefetch_factor"),
-            persistent_workers=bool(data.get("persistent_workers", False)),
+            persistent_workers=persistent if paddle else bool(persistent),
+            use_shared_memory=data.get("use_shared_memory"),
+            use_buffer_reader=data.get("use_buffer_reader"),
+            framework="paddle" if paddle else "torch",
         )
 
     def __lt__(self, other: object) -> bool:

@@ -143,10 +143,10 @@ def run_sweep(
                 config = coordinator.broadcast(config)  # rank 0's choice; None ends the sweep everywhere
             if config is None:
                 break
-            if proposal is not None:
+            if proposal is not None:  # rank 0 (the only rank with an observer)
                 steps.append(SearchStep(config, proposal.why))
-            if observer is not None:
-                observer("trial_start", {"config": config, "index": len(trials), "why": proposal and proposal.why})
+                if observer is not None:
+                    observer("trial_start", {"config": config, "index": len(trials), "why": proposal.why})
             result = runner.run(config) if coordinator is None else on_every_rank(coordinator, runner, config)
             if result is None:
                 continue  # not rank 0: its measurement went to rank 0

@@ -217,15 +217,20 @@ class TrialRunner:
             self.host.close()
             self.host = None
 
-    def run(self, config: LoaderConfig) -> TrialResult:
+    def _live_host(self) -> Host:
+        """The host, started again if it died with a trial."""
         if self.host is None or self.host.proc.poll() is not None:
             if self.host is not None:
                 self.host.close()
             self.start()
         assert self.host is not None
+        return self.host
+
+    def run(self, config: LoaderConfig) -> TrialResult:
+        host = self._live_host()
         started = time.monotonic()
         s = self.settings
-        self.host.send({"cmd": "trial", "config": config.to_dict(), "settings": {
+        host.send({"cmd": "trial", "config": config.to_dict(), "settings": {
             "device": s.device, "step_ms": s.step_ms, "batch_size": s.batch_size,
             "shuffle": s.shuffle, "drop_last": s.drop_last, "trial_seconds": s.trial_seconds,
             "rank": s.rank, "world_size": s.world_size}})
@@ -240,19 +245,15 @@ class TrialRunner:
 
     def autotune(self, steps: int, timeout_s: float) -> AutotuneRun:
         """Run Paddle's own dataloader autotune in a process forked by the host; what it picked."""
-        if self.host is None or self.host.proc.poll() is not None:
-            if self.host is not None:
-                self.host.close()
-            self.start()
-        assert self.host is not None
+        host = self._live_host()
         s = self.settings
-        self.host.send({"cmd": "autotune", "steps": steps, "batch_size": s.batch_size, "drop_last": s.drop_last})
+        host.send({"cmd": "autotune", "steps": steps, "batch_size": s.batch_size, "drop_last": s.drop_last})
         deadline = time.monotonic() + timeout_s
         result: dict[str, Any] = {}
         timed_out = False
         try:
             while True:
-                event = self.host.next_event(0.25)
+                event = host.next_event(0.25)
                 if event is None:
                     if time.monotonic() > deadline and not timed_out:
                         timed_out = True

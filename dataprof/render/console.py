@@ -13,6 +13,7 @@ from rich.text import Text
 
 from dataprof.config import LoaderConfig
 from dataprof.diagnose import TITLES
+from dataprof.diagnose.facts import cpus_text, recommended_trial
 from dataprof.model import AutotuneRun, Report, TrialResult
 from dataprof.search import AUTOTUNE_RULE
 from dataprof.units import fmt_bytes
@@ -143,11 +144,8 @@ def recommendation(report: Report) -> tuple[RenderableType, str | None]:
     speed = f" ({rec.speedup_vs_baseline:.2f}× num_workers=0)" if rec.speedup_vs_baseline else ""
     line = dataloader_line(rec.config, report.settings.get("batch_size", 0),
                            bool(report.settings.get("shuffle")), report.settings.get("collate_fn"))
-    usable, world = report.environment.usable_cpus, report.environment.world_size
-    cpus = f"{usable} CPU{'s' if usable != 1 else ''}"
-    cpus = cpus if world == 1 else f"{world} ranks × {cpus}"
     ceiling = "" if rec.cpu_ceiling_share is None else (
-        f" · {rec.cpu_ceiling_share:.0%} of what {cpus} can do "
+        f" · {rec.cpu_ceiling_share:.0%} of what {cpus_text(report)} can do "
         f"(CPU ceiling {rec.cpu_ceiling_samples_per_s:,.0f} samples/s)")
     block = Group(
         Rule("Recommended", align="left"),
@@ -245,8 +243,7 @@ def search_story(report: Report) -> RenderableType | None:
 
 def ranks_table(report: Report) -> RenderableType | None:
     """Each rank at the recommended config, then each node's totals."""
-    rec = report.recommendation
-    trial = next((t for t in report.trials if rec is not None and t.config == rec.config), None)
+    trial = recommended_trial(report)
     if trial is None or not trial.ranks:
         return None
     slowest = min(trial.ranks, key=lambda r: r.samples_per_s or 0.0)
@@ -260,7 +257,7 @@ def ranks_table(report: Report) -> RenderableType | None:
                       _num(None if r.samples_per_s_spread is None else 100 * r.samples_per_s_spread, ".0f"),
                       _num(None if r.wait_fraction is None else 100 * r.wait_fraction, ".0f"),
                       _num(r.first_batch_s, ".2f"), _num(r.cpu_percent, ".0f"),
-                      fmt_bytes(r.peak_memory_bytes) if r.peak_memory_bytes else "–")
+                      fmt_bytes(r.peak_memory_bytes))
     lines: list[RenderableType] = [table]
     usable = report.environment.usable_cpus * report.environment.local_world_size
     for node in sorted({r.node for r in trial.ranks}):

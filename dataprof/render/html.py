@@ -12,6 +12,7 @@ from collections import defaultdict
 from typing import Any
 
 from dataprof.diagnose import TITLES
+from dataprof.diagnose.facts import cpus_text, recommended_trial
 from dataprof.errors import UsageError
 from dataprof.inspection import Inspection
 from dataprof.model import Report, TrialResult
@@ -141,8 +142,7 @@ def _trials_table(report: Report) -> str:
 
 def _ranks(report: Report) -> str:
     """Each rank at the recommended config (distributed sweeps)."""
-    rec = report.recommendation
-    trial = next((t for t in report.trials if rec is not None and t.config == rec.config), None)
+    trial = recommended_trial(report)
     if trial is None or not trial.ranks:
         return ""
     head = ("rank", "node", "host", "samples/s", "±%", "wait %", "first batch s", "CPU %", "peak PSS")
@@ -163,8 +163,7 @@ def _answer(report: Report) -> str:
         return "<div class='answer'>No configuration completed.</div>"
     speed = f" ({rec.speedup_vs_baseline:.2f}× num_workers=0)" if rec.speedup_vs_baseline else ""
     ceiling = "" if rec.cpu_ceiling_share is None else \
-        f" · {rec.cpu_ceiling_share:.0%} of what {report.environment.world_size * report.environment.usable_cpus} " \
-        "CPUs can do"
+        f" · {rec.cpu_ceiling_share:.0%} of what {cpus_text(report)} can do"
     line = dataloader_line(rec.config, report.settings.get("batch_size", 0), bool(report.settings.get("shuffle")),
                            report.settings.get("collate_fn"))
     return (f"<div class='answer'><b>Recommended: {_e(rec.config.label())}</b>: {rec.samples_per_s:,.1f} "
