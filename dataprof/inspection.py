@@ -323,17 +323,28 @@ def check_stragglers(ins: Inspection, th: InspectThresholds) -> Finding | None:
     if p50 <= 0 or (p99 < th.straggler_p99_ratio * p50 and top < th.straggler_max_ratio * p50):
         return None
     slow = [s for s in ins.slowest if s["ms"] >= th.straggler_p99_ratio * p50]
-    repeated = [s for s in slow if s["repeat_ms"] is not None and s["repeat_ms"] >= th.repeat_ratio * s["ms"]]
+    fetched = [s for s in slow if s["repeat_ms"] is not None]
+    repeated = [s for s in fetched if s["repeat_ms"] >= th.repeat_ratio * s["ms"]]
+    moments = [s for s in fetched if s not in repeated]
     listed = ", ".join(f"[{s['index']}] {s['ms']:.1f} ms" for s in slow[:5])
     evidence = f"p50 {p50:.2f} ms, p99 {p99:.2f} ms, max {top:.1f} ms; slowest: {listed}"
-    if repeated and len(repeated) >= len(slow) / 2:
-        evidence += f"; {len(repeated)} of {len(slow)} stay slow when fetched again"
-        advice = ("These samples are expensive in themselves (large files, rare branches): pre-process or "
-                  "resize them once; with workers, a larger prefetch_factor hides an occasional slow one.")
-    elif any(s["repeat_ms"] is not None for s in slow):
-        evidence += f"; fetched again, {len(slow) - len(repeated)} of {len(slow)} were fast"
-        advice = ("The slowness comes and goes (cold cache, remote storage hiccups, garbage collection): "
-                  "a larger prefetch_factor and more workers absorb it; local or cached storage removes it.")
+    if repeated:
+        named = ", ".join(f"[{s['index']}]" for s in repeated[:5])
+        evidence += f"; fetched again, {len(repeated)} of {len(fetched)} stay slow ({named})"
+    if moments:
+        evidence += f"{', and' if repeated else '; fetched again,'} {len(moments)} of {len(fetched)} were fast"
+
+    def excess(group: list[dict[str, Any]]) -> float:
+        return sum(s["ms"] - p50 for s in group)
+
+    if repeated and excess(repeated) >= excess(moments):
+        advice = ("The samples that stay slow are expensive in themselves (large files, rare branches): "
+                  "pre-process or resize them once; with workers, a larger prefetch_factor hides an occasional "
+                  "slow one." + (" The others were slow moments, which cost less." if moments else ""))
+    elif moments:
+        advice = ("The slowness comes and goes (cold cache, remote storage hiccups, garbage collection, other "
+                  "processes taking the CPU): a larger prefetch_factor and more workers absorb it; local or "
+                  "cached storage removes it.")
     else:
         advice = "A larger prefetch_factor and more workers absorb occasional slow samples."
     return Finding(id="stragglers", severity="warning", evidence=evidence, recommendation=advice)

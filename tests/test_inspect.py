@@ -75,7 +75,7 @@ def test_slow_indices_are_named_and_found_slow_again() -> None:
     ins = analyse(inspect("SlowIndices", samples=60, batch_size=8))
     assert {s["index"] for s in ins.slowest[:3]} == {3, 17, 42}
     straggle = next(c for c in ins.checks if c.id == "stragglers")
-    assert "stay slow when fetched again" in straggle.evidence
+    assert "stay slow" in straggle.evidence and "expensive in themselves" in straggle.recommendation
     assert ins.transforms == () and "no transform" in ins.data.pipeline_notes[0]
 
 
@@ -208,6 +208,25 @@ def test_shm_and_open_file_checks_warn_only_when_few_workers_fit() -> None:
     many = synthetic(dataset=dataclasses.replace(synthetic().dataset, batch_tensors=128))
     assert check(many, "open_files").severity == "warning"
     assert check(synthetic(sharing_strategy="file_system"), "open_files").severity == "info"
+
+
+def stragglers_of(slow: dict[int, tuple[float, float]]) -> object:
+    """Samples of 0.5 ms, but for ``index: (first ms, second ms)``."""
+    wall = tuple(slow[i][0] / 1000 if i in slow else 0.0005 for i in range(40))
+    return check(synthetic(wall_s=wall, repeat_s={i: again / 1000 for i, (_, again) in slow.items()}), "stragglers")
+
+
+def test_slow_indices_are_told_apart_from_slow_moments_and_weighed_by_their_cost() -> None:
+    # A busy machine adds slow moments to three truly slow indices: the indices still carry the advice.
+    mixed = stragglers_of({3: (25, 25), 17: (25, 25), 30: (25, 24), 1: (3.4, 0.5), 9: (3.4, 0.5), 12: (3, 0.5)})
+    assert "3 of 6 stay slow ([3], [17], [30]), and 3 of 6 were fast" in mixed.evidence
+    assert "expensive in themselves" in mixed.recommendation and "slow moments" in mixed.recommendation
+    # One mildly slow index among long slow moments: the moments carry it.
+    moments = stragglers_of({3: (4, 4), 17: (25, 0.5), 30: (25, 0.6)})
+    assert "1 of 3 stay slow ([3]), and 2 of 3 were fast" in moments.evidence
+    assert "comes and goes" in moments.recommendation
+    only = stragglers_of({3: (25, 25), 17: (25, 25)})
+    assert "were fast" not in only.evidence and "slow moments" not in only.recommendation
 
 
 def test_start_method_cost() -> None:
