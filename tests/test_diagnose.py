@@ -16,7 +16,7 @@ import pytest
 from dataprof.diagnose import PRIMARY_KINDS, TITLES, Thresholds, diagnose, primary
 from dataprof.diagnose import findings as rules
 from dataprof.diagnose.facts import severity_for
-from dataprof.model import Report
+from dataprof.model import Report, TrialResult
 
 RUNS = Path(__file__).parent / "data" / "runs"
 TH = Thresholds()
@@ -66,12 +66,20 @@ def test_cpu_bound_shows_the_ceiling_and_is_quiet_for_io() -> None:
     assert primary.cpu_bound(run("io_bound"), TH) is None
 
 
-def test_a_machine_full_of_other_work_makes_a_waiting_loader_cpu_bound() -> None:
-    crowded = with_trials(run("io_bound"), lambda t: dataclasses.replace(t, cpu_percent_system=97.0))
+def test_a_machine_full_of_other_work_makes_a_waiting_loader_cpu_bound_once_workers_stop_helping() -> None:
+    def busy_and_flat(t: TrialResult) -> TrialResult:
+        flat = 773.0 if t.config.num_workers == 8 else t.samples_per_s
+        return dataclasses.replace(t, cpu_percent_system=97.0, samples_per_s=flat)
+
+    crowded = with_trials(run("io_bound"), busy_and_flat)
     finding = primary.cpu_bound(crowded, TH)
     assert finding is not None and "the machine's CPUs are 97% busy in all, other processes included" \
         in finding.evidence
     assert "free the CPUs other processes take" in finding.recommendation
+    # The same busy machine, but each doubling of workers still doubles throughput: the CPUs are not the limit.
+    scaling = with_trials(run("io_bound"), lambda t: dataclasses.replace(t, cpu_percent_system=97.0))
+    assert primary.cpu_bound(scaling, TH) is None
+    assert diagnose(scaling)[0] == "io_bound"
 
 
 def test_main_process_bound_names_the_transfer_and_is_quiet_when_the_main_thread_is_starved() -> None:

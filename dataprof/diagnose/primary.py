@@ -246,7 +246,8 @@ def cpu_bound(report: Report, th: Thresholds) -> Finding | None:
     saturated = tree is not None and tree >= th.cpu_saturated * usable
     computing = per_worker is not None and per_worker >= th.worker_busy
     machine = (rec.cpu_percent_system or 0.0) / 100.0
-    crowded = machine >= th.machine_saturated
+    # Other processes crowding the CPUs limit the loader only once more workers stop helping.
+    crowded = machine >= th.machine_saturated and not _still_rising(report)
     if not saturated and not computing and not crowded:
         return None
     parts = []
