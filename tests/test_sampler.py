@@ -1,13 +1,14 @@
 from __future__ import annotations
 
 import dataclasses
+import time
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from dataprof.measure.consumer import visible_gpu_uuid
-from dataprof.measure.probes import GpuSample, NullGpuProbe, NvmlProbe, SystemSample, TreeSample
+from dataprof.measure.probes import GpuSample, NullGpuProbe, NvmlProbe, ProcessTreeProbe, SystemSample, TreeSample
 from dataprof.measure.sampler import Sampler, Samples, summarize
 
 
@@ -52,6 +53,14 @@ def test_transient_worker_memory_is_not_growth() -> None:
     samples = Samples(tree=readings, system=[system(0, 0, 1), system(5, 1, 2)], window_start=0, window_end=5)
     out = summarize(samples)
     assert (out["workers_uss_start_bytes"], out["workers_uss_end_bytes"]) == (50, 53)
+
+
+def test_one_memory_reading_in_the_window_says_nothing_about_growth() -> None:
+    light = [dataclasses.replace(tree(t, t, 1), workers_uss_bytes=None) for t in (0, 2)]
+    samples = Samples(tree=[light[0], tree(1, 1, 1, 70), light[1]], system=[system(0, 0, 1), system(2, 1, 2)],
+                      window_start=0, window_end=2)
+    out = summarize(samples)
+    assert (out["workers_uss_start_bytes"], out["workers_uss_end_bytes"]) == (None, None)
 
 
 def test_gpu_utilisation_is_averaged_over_window_samples() -> None:
@@ -172,6 +181,61 @@ def test_costly_memory_readings_leave_the_window_marks_to_cpu_times(monkeypatch:
     summary = summarize(samples)
     assert summary["cpu_percent"] == pytest.approx(100.0)  # CPU from the light marks
     assert summary["peak_memory_bytes"] is not None  # memory from the full reading
+
+
+class SlowMemoryProbe(CountingProbe):
+    """A probe whose memory reading takes 60 ms: above the marks' floor, far below a long window's budget."""
+
+    def sample(self, now: float, memory: bool = True) -> TreeSample:
+        if memory:
+            time.sleep(0.06)
+        return super().sample(now, memory)
+
+
+@pytest.mark.parametrize("window_s, at_marks", [(0.0, False), (1.0, False), (100.0, True)])
+def test_the_marks_read_memory_while_the_window_affords_it(window_s: float, at_marks: bool) -> None:
+    probe = SlowMemoryProbe()
+    clock = iter(range(100)).__next__
+    sampler = Sampler(probe, SimpleNamespace(sample=lambda now: system(now, now, 2 * now)), NullGpuProbe(),
+                      interval_s=3600, clock=lambda: float(clock()), window_s=window_s)
+    sampler.start()
+    sampler.mark_window_start()
+    sampler.mark_window_end()
+    sampler.stop()
+    assert probe.memory == [True, at_marks, at_marks]
+
+
+class FakeProcess:
+    def __init__(self, pid: int, log: list[str], uss: int) -> None:
+        self.pid, self.log, self.uss = pid, log, uss
+
+    def cpu_times(self) -> Any:
+        self.log.append(f"cpu {self.pid}")
+        return SimpleNamespace(user=1.0, system=0.5, children_user=0.0, children_system=0.0)
+
+    def threads(self) -> list[Any]:
+        return [SimpleNamespace(id=self.pid, user_time=0.5, system_time=0.25)]
+
+    def memory_full_info(self) -> Any:
+        self.log.append(f"memory {self.pid}")
+        return SimpleNamespace(uss=self.uss, pss=self.uss + 1)
+
+
+def test_the_tree_probe_reads_every_cpu_time_before_any_memory() -> None:
+    import psutil
+
+    log: list[str] = []
+    root, workers = FakeProcess(1, log, 100), [FakeProcess(2, log, 10), FakeProcess(3, log, 20)]
+    root.children = lambda recursive: workers  # type: ignore[attr-defined]
+    probe = ProcessTreeProbe.__new__(ProcessTreeProbe)
+    probe.psutil, probe.root, probe.with_memory = psutil, root, True
+    reading = probe.sample(5.0)
+    assert log == ["cpu 1", "cpu 2", "cpu 3", "memory 1", "memory 2", "memory 3"]
+    assert reading is not None and reading.cpu_s == pytest.approx(4.5) and reading.main_cpu_s == pytest.approx(1.5)
+    assert (reading.main_uss_bytes, reading.workers_uss_bytes, reading.pss_bytes) == (100, 30, 133)
+    log.clear()
+    assert probe.sample(6.0, memory=False).workers_uss_bytes is None  # type: ignore[union-attr]
+    assert log == ["cpu 1", "cpu 2", "cpu 3"]
 
 
 class IndexedNvml(FakeNvml):

@@ -40,7 +40,10 @@ class ProcessTreeProbe:
         self.with_memory = with_memory
 
     def sample(self, now: float, memory: bool = True) -> TreeSample | None:
-        """CPU times of every process, and their PSS/USS unless ``memory`` is False (the costly part)."""
+        """CPU times of every process, then their PSS/USS unless ``memory`` is False (the costly part).
+
+        All CPU times are read before any memory, so they stay one instant however long memory takes.
+        """
         psutil = self.psutil
         try:
             procs = [self.root, *self.root.children(recursive=True)]
@@ -49,8 +52,6 @@ class ProcessTreeProbe:
         cpu_s = 0.0
         main_cpu: float | None = None
         main_thread: float | None = None
-        pss = main_uss = workers_uss = 0
-        memory_ok = self.with_memory and memory
         for proc in procs:
             try:
                 times = proc.cpu_times()
@@ -60,17 +61,23 @@ class ProcessTreeProbe:
                     main_cpu = times.user + times.system
                     main_thread = next((t.user_time + t.system_time for t in proc.threads() if t.id == proc.pid),
                                        None)
-                if memory_ok:
-                    info = proc.memory_full_info()
-                    pss += getattr(info, "pss", info.uss)
-                    if proc is self.root:
-                        main_uss = info.uss
-                    else:
-                        workers_uss += info.uss
+            except (psutil.NoSuchProcess, psutil.ZombieProcess):
+                continue
+        pss = main_uss = workers_uss = 0
+        memory_ok = self.with_memory and memory
+        for proc in procs if memory_ok else ():
+            try:
+                info = proc.memory_full_info()
             except (psutil.NoSuchProcess, psutil.ZombieProcess):
                 continue
             except psutil.AccessDenied:
                 memory_ok = False
+                break
+            pss += getattr(info, "pss", info.uss)
+            if proc is self.root:
+                main_uss = info.uss
+            else:
+                workers_uss += info.uss
         return TreeSample(
             t=now,
             cpu_s=cpu_s,

@@ -343,7 +343,7 @@ class TrialRunner:
         except Exception:
             return None  # the trial already exited
         return Sampler(tree, SystemProbe(), gpu_probe, self.sample_interval_s,
-                       on_sample=on_sample).start()
+                       on_sample=on_sample, window_s=self.settings.trial_seconds).start()
 
     @staticmethod
     def _outcome(result: dict[str, Any], exit_event: dict[str, Any], killed_for: dict[str, str],

@@ -31,7 +31,7 @@ MAX_DUTY = 0.05
 MAX_INTERVAL_S = 2.0
 """Longest gap between readings, however costly, so the memory limit is still enforced."""
 MARK_MEMORY_COST_S = 0.05
-"""The window's start and end marks read memory too only while a full reading costs less than this."""
+"""A memory reading at the window's marks is always affordable below this; above, the window's length sets it."""
 
 
 class Sampler:
@@ -39,8 +39,11 @@ class Sampler:
 
     The interval stretches with the cost of a reading (PSS of 100 workers
     takes a while) so the sampler never uses more than :data:`MAX_DUTY` of a
-    core, up to :data:`MAX_INTERVAL_S`; the window's own start and end are
-    always read, without memory when that is costly.
+    core, up to :data:`MAX_INTERVAL_S`. The window's own start and end are
+    always read; they read memory too (how much the workers' memory grew
+    depends on them) while the two readings together cost at most
+    :data:`MAX_DUTY` of the expected window ``window_s``, and at least up to
+    :data:`MARK_MEMORY_COST_S` each.
     """
 
     def __init__(
@@ -51,6 +54,7 @@ class Sampler:
         interval_s: float = 0.25,
         clock: Callable[[], float] = time.monotonic,
         on_sample: Callable[[TreeSample], None] | None = None,
+        window_s: float = 0.0,
     ) -> None:
         self.tree_probe = tree_probe
         self.system_probe = system_probe
@@ -58,6 +62,7 @@ class Sampler:
         self.interval_s = interval_s
         self.clock = clock
         self.on_sample = on_sample
+        self.mark_memory_cost_s = max(MARK_MEMORY_COST_S, MAX_DUTY * window_s / 2)
         self.samples = Samples()
         self.full_cost_s = 0.0
         """Wall time of the last reading with memory: PSS of many workers is slow to read."""
@@ -87,11 +92,11 @@ class Sampler:
             self.on_sample(tree)
 
     def mark_window_start(self) -> None:
-        self.sample_now(memory=self.full_cost_s < MARK_MEMORY_COST_S)
+        self.sample_now(memory=self.full_cost_s < self.mark_memory_cost_s)
         self.samples.window_start = self.samples.tree[-1].t if self.samples.tree else self.clock()
 
     def mark_window_end(self) -> None:
-        self.sample_now(memory=self.full_cost_s < MARK_MEMORY_COST_S)
+        self.sample_now(memory=self.full_cost_s < self.mark_memory_cost_s)
         self.samples.window_end = self.samples.tree[-1].t if self.samples.tree else self.clock()
 
     def stop(self) -> Samples:
@@ -119,11 +124,12 @@ def _settled_uss(tree: list[TreeSample]) -> tuple[int | None, int | None]:
     """Workers' USS at the start and end of the window, ignoring transient peaks.
 
     A batch in flight or a temporary buffer lifts one reading; the least of the
-    first and of the last third of the readings is what the workers keep.
+    first and of the last third of the readings is what the workers keep. It
+    takes two readings at least.
     """
     values = [s.workers_uss_bytes for s in tree if s.workers_uss_bytes is not None]
-    if not values:
-        return None, None
+    if len(values) < 2:
+        return None, None  # one reading says nothing about growth
     third = max(1, len(values) // 3)
     return min(values[:third]), min(values[-third:])
 
