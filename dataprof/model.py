@@ -260,6 +260,8 @@ class AutotuneRun:
     evaluations: tuple[tuple[int, float], ...] = ()
     """(num_workers, mean seconds per batch) as it logged them, in the order tried."""
     error: str | None = None
+    skipped: str | None = None
+    """Why it tuned nothing, when it did not start (it keeps ``num_workers`` as given)."""
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)

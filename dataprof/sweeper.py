@@ -97,12 +97,13 @@ def run_sweep(
     environment = probe_environment(settings.device)  # the device and framework are settled once loaded
     dataset: DatasetInfo | None = None
     autotune: AutotuneRun | None = None
+    checks: list[str] = []
 
     def report(complete: bool) -> Report:
         env = dataclasses.replace(environment, gpu_name=runner.gpu_name,
                                   start_method=runner.host_info.get("start_method"),
                                   sharing_strategy=runner.host_info.get("sharing_strategy"))
-        notes = sweep_notes(settings)
+        notes = sweep_notes(settings) + tuple(checks)
         if runner.gpu_reason:
             notes += (f"GPU utilisation not measured: {runner.gpu_reason}",)
         return build_report(settings, env, dataset, trials, time.monotonic() - started, complete, notes,
@@ -130,6 +131,8 @@ def run_sweep(
             autotune = runner.autotune(settings.autotune_steps, AUTOTUNE_TIMEOUT_S)
             if observer is not None:
                 observer("autotune_done", {"autotune": autotune})
+        if leader and dataset is not None and dataset.kind == "iterable":
+            settings = runner.settings = check_persistent_epochs(settings, runner, checks)
         budget = search_budget(settings, environment, dataset, runner.host_info)
         strategy = STRATEGIES[settings.strategy](settings.space, budget, settings.rules_of_thumb,
                                                  autotune.num_workers if autotune is not None else None) \
@@ -171,6 +174,31 @@ def run_sweep(
     if on_update is not None:
         on_update(final)
     return final
+
+
+EPOCH_CHECK_STALL_S = 5.0
+"""The epoch check's tiny batches come in milliseconds: this long without one, once they flow, is a hang."""
+
+
+def check_persistent_epochs(settings: SweepSettings, runner: Any, notes: list[str]) -> SweepSettings:
+    """Drop persistent_workers=True where the installed DataLoader fails at the end of a stream's epoch.
+
+    Each persistent worker meets the end of its share of an IterableDataset and must start the next
+    epoch; a trial's window seldom reaches that point, so a tiny stream is run through two epochs with
+    two persistent workers first (e.g. paddle 3.3's DataLoader fails there). ``notes`` gets the reason.
+    """
+    space = settings.space
+    if True not in space.persistent_workers or max(space.workers) < 2:
+        return settings
+    config = dataclasses.replace(space.default_config(2), persistent_workers=True)
+    problem = runner.epoch_check(config, settings.trial_timeout_s, EPOCH_CHECK_STALL_S)
+    if problem is None:
+        return settings
+    version = runner.host_info.get("framework_version") or ""
+    notes.append(f"persistent_workers=True not tried: {settings.framework} {version}'s DataLoader fails at the end "
+                 f"of an IterableDataset's epoch with 2 persistent workers (checked on a tiny stream: {problem}); "
+                 "each epoch starts its workers again")
+    return dataclasses.replace(settings, space=dataclasses.replace(space, persistent_workers=(False,)))
 
 
 def on_every_rank(coordinator: Coordinator, runner: Any, config: LoaderConfig) -> TrialResult | None:

@@ -206,3 +206,18 @@ def test_inspect_times_paddle_vision_stages(tmp_path: Path) -> None:
     assert doc["environment"]["framework"] == "paddle"
     assert [t["name"] for t in doc["transforms"]][:1] == ["SlowStage"]  # it sleeps 3 ms; the others take µs
     assert {"RandomHorizontalFlip", "ToTensor"} <= {t["name"] for t in doc["transforms"]}
+
+
+def test_an_iterable_paddle_sweep_measures_only_configs_that_survive_an_epoch_end(tmp_path: Path) -> None:
+    out = tmp_path / "run.json"
+    code, stdout, stderr = sweep(f"{FIX}:Stream", "--arg", "n=64", "--workers", "0,2", "--persistent-workers",
+                                 "on,off", *QUICK, "--json", str(out))
+    assert code == 0, stderr
+    run = json.loads(out.read_text())
+    assert all(t["status"] == "ok" for t in run["trials"]), run["trials"]
+    # Short epochs: the trials with workers crossed epoch ends, where a broken persistent loader fails.
+    assert all((t["epochs_started"] or 1) > 1 for t in run["trials"] if t["config"]["num_workers"] == 2)
+    dropped = [n for n in run["notes"] if n.startswith("persistent_workers=True not tried")]
+    persistent = [t for t in run["trials"] if t["config"]["persistent_workers"]]
+    assert bool(dropped) != bool(persistent), (dropped, persistent)
+    assert "IterableDataset" in run["autotune"]["skipped"] and "tuned nothing" in stdout

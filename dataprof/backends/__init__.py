@@ -45,6 +45,9 @@ class Backend(Protocol):
     def shutdown(self, iterator: Any) -> None:
         """Stop a loader iterator's workers."""
 
+    def counting_stream(self, items: int) -> Any:
+        """A tiny IterableDataset of the framework, ``items`` samples split among workers (checks the loader)."""
+
 
 def detect_framework(dataset: Any, requested: str) -> str:
     """``--framework auto``: paddle for a ``paddle.io`` dataset (or any class from paddle), else torch."""

@@ -84,3 +84,8 @@ class PaddleBackend:
         stop = getattr(iterator, "_try_shutdown_all", None)
         if stop is not None:
             stop()
+
+    def counting_stream(self, items: int) -> Any:
+        from dataprof.backends.paddle_stream import CountingStream
+
+        return CountingStream(items)

@@ -78,3 +78,8 @@ class TorchBackend:
         stop = getattr(iterator, "_shutdown_workers", None)
         if stop is not None:
             stop()
+
+    def counting_stream(self, items: int) -> Any:
+        from dataprof.backends.torch_stream import CountingStream
+
+        return CountingStream(items)

@@ -14,6 +14,7 @@ import logging
 import multiprocessing
 import re
 import signal
+import sys
 import time
 import traceback
 from collections.abc import Callable
@@ -27,16 +28,28 @@ _COST_RE = re.compile(r"num_workers: (?P<workers>\d+) avg_cost: (?P<cost>[0-9.eE
 
 
 class _Collect(logging.Handler):
-    """Keeps the ``num_workers: N avg_cost: S`` lines the autotune logs (at DEBUG level)."""
+    """Keeps the ``num_workers: N avg_cost: S`` lines the autotune logs (at DEBUG level), and whether it began."""
 
     def __init__(self) -> None:
         super().__init__(logging.DEBUG)
         self.costs: list[tuple[int, float]] = []
+        self.started = False
 
     def emit(self, record: logging.LogRecord) -> None:
-        match = _COST_RE.search(record.getMessage())
+        message = record.getMessage()
+        self.started = self.started or "DataLoader Auto Tune" in message
+        match = _COST_RE.search(message)
         if match:
             self.costs.append((int(match.group("workers")), float(match.group("cost"))))
+
+
+def _why_untuned(paddle: Any, dataset: Any) -> str:
+    """Why Paddle's autotune did not start (the conditions of ``paddle.io.reader.AuToTune``)."""
+    if sys.platform in ("darwin", "win32"):
+        return f"it does not run on {sys.platform}"
+    if isinstance(dataset, paddle.io.IterableDataset):
+        return "it tunes a map-style dataset's BatchSampler only, not an IterableDataset"
+    return "it did not start"
 
 
 def run_autotune(dataset: Any, collate: Any, request: dict[str, Any], emit: Emit) -> None:
@@ -66,4 +79,5 @@ def run_autotune(dataset: Any, collate: Any, request: dict[str, Any], emit: Emit
         root.removeHandler(collect)
         root.setLevel(level)
     emit({"ev": "result", "num_workers": int(loader.num_workers), "wall_s": wall_s,
-          "max_workers": multiprocessing.cpu_count() / 2, "evaluations": collect.costs})
+          "max_workers": multiprocessing.cpu_count() / 2, "evaluations": collect.costs,
+          "skipped": None if collect.started else _why_untuned(paddle, dataset)})

@@ -231,6 +231,53 @@ def run_trial(
     emit({"ev": "result", **figures})
 
 
+EPOCH_CHECK_ITEMS = 32
+EPOCH_CHECK_BATCH = 2
+
+
+def run_epoch_check(backend: Backend, config: LoaderConfig, emit: Emit) -> None:
+    """Two epochs of a tiny IterableDataset through ``config``'s DataLoader: does it survive an epoch's end?
+
+    Persistent workers each meet the end of their share of a stream and must
+    start the next epoch; a trial's window seldom reaches an epoch's end, so
+    this checks the installed DataLoader itself. Emits the batches of each
+    epoch, or the error. Never raises.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    live: dict[str, Any] = {}
+
+    def report(exc: BaseException, wait_s: float = 0.0) -> None:
+        status, message = classify_loader_error(exc, worker_signals(live.get("iterator"), wait_s),
+                                                backend.internal_paths)
+        emit({"ev": "error", "status": status, "message": message,
+              "traceback": "".join(traceback.format_exception(exc))})
+
+    try:
+        loader, _ = backend.build_loader(backend.counting_stream(EPOCH_CHECK_ITEMS), config, EPOCH_CHECK_BATCH,
+                                         None, False, False)
+    except Exception as exc:
+        emit({"ev": "error", "status": "failed", "message": describe_exception(exc),
+              "traceback": traceback.format_exc()})
+        return
+    failure = ThreadFailure(report).install()
+    batches = []
+    try:
+        for _ in range(2):
+            live["iterator"] = iter(loader)
+            batches.append(0)
+            for _ in live["iterator"]:
+                batches[-1] += 1
+                emit({"ev": "progress"})
+    except Exception as exc:
+        failure.handled.set()
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        failure.arrived.wait(0.5)
+        report(failure.exc or exc, DEAD_WORKER_WAIT_S)
+        return
+    failure.handled.set()
+    emit({"ev": "result", "batches": batches, "expected": EPOCH_CHECK_ITEMS // EPOCH_CHECK_BATCH})
+
+
 class ReceiveTimer:
     """Times the main process's unpickling of worker results (``multiprocessing.queues`` loads).
 

@@ -133,11 +133,12 @@ def run_trial_process(dataset: Any, collate: Any, request: dict[str, Any], event
 
     ``info``: what loading found; its ``intra_op_threads`` are restored in the
     trial (the host runs single-threaded). A ``trial`` request measures one
-    config; an ``autotune`` request runs Paddle's own dataloader autotune.
+    config; an ``autotune`` request runs Paddle's own dataloader autotune; an
+    ``epoch_check`` request runs a config's DataLoader over two epochs of a tiny stream.
     """
     from dataprof.config import LoaderConfig
     from dataprof.measure.autotune import run_autotune
-    from dataprof.measure.child import run_trial
+    from dataprof.measure.child import run_epoch_check, run_trial
 
     read_fd, write_fd = os.pipe()
     pid = os.fork()
@@ -157,6 +158,8 @@ def run_trial_process(dataset: Any, collate: Any, request: dict[str, Any], event
             backend.set_threads(info["intra_op_threads"])
             if request["cmd"] == "autotune":
                 run_autotune(dataset, collate, request, trial_channel.send)
+            elif request["cmd"] == "epoch_check":
+                run_epoch_check(backend, LoaderConfig.from_dict(request["config"]), trial_channel.send)
             else:
                 run_trial(backend, dataset, collate, LoaderConfig.from_dict(request["config"]),
                           request["settings"], trial_channel.send)
@@ -247,7 +250,7 @@ def serve(cmd_fd: int, evt_fd: int) -> int:
                                  "traceback": traceback.format_exc()})
                     return 3
                 events.send({"ev": "host_ready", **info})
-            elif request["cmd"] in ("trial", "autotune"):
+            elif request["cmd"] in ("trial", "autotune", "epoch_check"):
                 run_trial_process(dataset, collate, request, events, info)
 
 

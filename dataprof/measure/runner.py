@@ -243,14 +243,19 @@ class TrialRunner:
         outcome["duration_s"] = time.monotonic() - started
         return _trial_result(config, outcome)
 
-    def autotune(self, steps: int, timeout_s: float) -> AutotuneRun:
-        """Run Paddle's own dataloader autotune in a process forked by the host; what it picked."""
+    def _side_run(self, request: dict[str, Any], timeout_s: float,
+                  stall_s: float | None = None) -> tuple[str, dict[str, Any]]:
+        """Run a request the host forks like a trial but that measures nothing: its status and last word.
+
+        The status is ``ok`` (the word is its result), ``timeout``, ``crashed`` or ``failed``. It is
+        killed after ``timeout_s``, or ``stall_s`` after a ``progress`` event with none since.
+        """
         host = self._live_host()
-        s = self.settings
-        host.send({"cmd": "autotune", "steps": steps, "batch_size": s.batch_size, "drop_last": s.drop_last})
-        deadline = time.monotonic() + timeout_s
+        host.send(request)
+        overall = deadline = time.monotonic() + timeout_s
         result: dict[str, Any] = {}
         timed_out = False
+        exit_event: dict[str, Any] = {}
         try:
             while True:
                 event = host.next_event(0.25)
@@ -259,25 +264,60 @@ class TrialRunner:
                         timed_out = True
                         self.kill_current()
                     continue
-                if event["ev"] == "trial_started":
+                if event["ev"] == "progress" and stall_s is not None:
+                    deadline = min(overall, time.monotonic() + stall_s)
+                elif event["ev"] == "trial_started":
                     self._current_pid = event["pid"]
                 elif event["ev"] in ("result", "error") and not result:
                     result = event
                 elif event["ev"] == "trial_exit":
+                    exit_event = event
                     break
         except HostDied as exc:
-            return AutotuneRun(status="crashed", tuning_steps=steps, error=f"the host process died: {exc}".strip())
+            return "crashed", {"message": f"the host process died: {exc}".strip()}
         finally:
             self._current_pid = None
         if timed_out:
+            return "timeout", {"stalled": deadline < overall}
+        if result.get("ev") == "result":
+            return "ok", result
+        if result:
+            return result.get("status") or "failed", result
+        if exit_event.get("signal"):
+            from dataprof.measure.child import died_by
+
+            return "crashed", {"message": died_by("it", exit_event["signal"])}
+        return "failed", {"message": "it exited without a result"}
+
+    def autotune(self, steps: int, timeout_s: float) -> AutotuneRun:
+        """Run Paddle's own dataloader autotune in a process forked by the host; what it picked."""
+        s = self.settings
+        status, word = self._side_run({"cmd": "autotune", "steps": steps, "batch_size": s.batch_size,
+                                       "drop_last": s.drop_last}, timeout_s)
+        if status == "timeout":
             return AutotuneRun(status="timeout", tuning_steps=steps,
                                error=f"Paddle's autotune did not finish in {timeout_s:g} s: killed")
-        if result.get("ev") != "result":
-            return AutotuneRun(status="failed", tuning_steps=steps,
-                               error=result.get("message") or "it exited without a result")
-        return AutotuneRun(status="ok", num_workers=result["num_workers"], tuning_steps=steps,
-                           wall_s=result["wall_s"], max_workers=result["max_workers"],
-                           evaluations=tuple((int(w), float(c)) for w, c in result["evaluations"]))
+        if status != "ok":
+            return AutotuneRun(status=status, tuning_steps=steps, error=word.get("message"))
+        return AutotuneRun(status="ok", num_workers=word["num_workers"], tuning_steps=steps,
+                           wall_s=word["wall_s"], max_workers=word["max_workers"],
+                           evaluations=tuple((int(w), float(c)) for w, c in word["evaluations"]),
+                           skipped=word.get("skipped"))
+
+    def epoch_check(self, config: LoaderConfig, timeout_s: float, stall_s: float) -> str | None:
+        """Why ``config``'s DataLoader fails across an IterableDataset's epoch end, or None when it does not.
+
+        ``timeout_s`` bounds the whole check; ``stall_s``, the wait for a batch once batches flow.
+        """
+        status, word = self._side_run({"cmd": "epoch_check", "config": config.to_dict()}, timeout_s, stall_s)
+        if status == "timeout":
+            return f"it hung: no batch for {stall_s:g} s" if word["stalled"] else f"no end in {timeout_s:g} s"
+        if status != "ok":
+            return str(word.get("message"))
+        if word["batches"] != [word["expected"]] * len(word["batches"]):
+            return (f"its epochs gave {' and '.join(map(str, word['batches']))} batches where the stream "
+                    f"holds {word['expected']}")
+        return None
 
     def _follow(self, config: LoaderConfig) -> dict[str, Any]:
         assert self.host is not None

@@ -191,6 +191,9 @@ def autotune_text(run: AutotuneRun) -> str:
     """What Paddle's own autotune tried and picked, in its own numbers."""
     if run.status != "ok":
         return f"Paddle's autotune (tuning_steps={run.tuning_steps}): {run.status}: {run.error}"
+    if run.skipped:
+        return f"Paddle's autotune (paddle.incubate.autotune) tuned nothing: {run.skipped}; it keeps num_workers=" \
+               f"{run.num_workers}"
     tried = ", ".join(f"w{w} {1000 * s:.1f} ms/batch" for w, s in run.evaluations) or "nothing logged"
     return (f"Paddle's autotune (paddle.incubate.autotune, tuning_steps={run.tuning_steps}) tries 0, 2, 4, … "
             f"below cpu_count/2 = {run.max_workers:g} and keeps a count only when ≥ 25% faster: {tried}; "

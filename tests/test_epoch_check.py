@@ -1,0 +1,133 @@
+"""The check that a DataLoader survives an IterableDataset's epoch end with persistent workers.
+
+A trial's window seldom reaches an epoch's end; the check runs a tiny stream
+through two epochs. Its verdict narrows the search space before the sweep.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from dataprof.config import LoaderConfig, SearchSpace, SweepSettings
+from dataprof.measure.runner import TrialRunner
+from dataprof.search import rules_of_thumb
+from dataprof.sweeper import check_persistent_epochs
+
+ROOT = Path(__file__).resolve().parent.parent
+FIX = ROOT / "tests" / "fixtures" / "datasets.py"
+
+CHECK = """
+import importlib.util, json, sys
+from dataprof.backends.torch_backend import TorchBackend
+from dataprof.config import LoaderConfig
+from dataprof.measure.child import run_epoch_check
+
+class Backend(TorchBackend):
+    def counting_stream(self, items):
+        if sys.argv[1] == "sound":
+            return super().counting_stream(items)
+        spec = importlib.util.spec_from_file_location("datasets", sys.argv[2])
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module.ReadOnce(items)
+
+words = []
+run_epoch_check(Backend(), LoaderConfig(2, False, 2, sys.argv[3] == "persistent"), words.append)
+print(json.dumps([{k: v for k, v in w.items() if k != "traceback"} for w in words if w["ev"] != "progress"]))
+"""
+
+
+def check(stream: str, persistent: bool) -> list[dict[str, Any]]:
+    proc = subprocess.run([sys.executable, "-c", CHECK, stream, str(FIX), "persistent" if persistent else "respawn"],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def test_a_sound_loader_passes_two_epochs_with_persistent_workers() -> None:
+    assert check("sound", persistent=True) == [{"ev": "result", "batches": [16, 16], "expected": 16}]
+
+
+def test_a_loader_that_breaks_at_an_epoch_end_is_named() -> None:
+    (word,) = check("read-once", persistent=True)
+    assert word["ev"] == "error" and "RuntimeError: this stream was already read" in word["message"]
+    # Workers started again each epoch read a fresh copy: no failure.
+    assert check("read-once", persistent=False)[0]["ev"] == "result"
+
+
+class ScriptedHost:
+    """A host whose check sends one batch, then nothing until it is killed."""
+
+    def __init__(self, runner: TrialRunner) -> None:
+        self.proc = SimpleNamespace(poll=lambda: None)
+        self.events: list[dict[str, Any]] = [{"ev": "trial_started", "pid": 4242}, {"ev": "progress"}]
+        self.runner = runner
+
+    def send(self, request: dict[str, Any]) -> None:
+        self.request = request
+
+    def next_event(self, timeout: float) -> dict[str, Any] | None:
+        if self.events:
+            return self.events.pop(0)
+        if self.runner.killed:  # type: ignore[attr-defined]
+            return {"ev": "trial_exit", "signal": "SIGKILL"}
+        time.sleep(min(timeout, 0.05))
+        return None
+
+
+def test_a_check_that_stops_delivering_batches_is_killed_as_a_hang() -> None:
+    runner = TrialRunner.__new__(TrialRunner)
+    runner.killed = False  # type: ignore[attr-defined]
+    runner.kill_current = lambda: setattr(runner, "killed", True)  # type: ignore[method-assign]
+    runner.host = ScriptedHost(runner)  # type: ignore[assignment]
+    runner._current_pid = None
+    problem = runner.epoch_check(LoaderConfig(2, False, 2, True), timeout_s=600, stall_s=0.2)
+    assert runner.killed and problem == "it hung: no batch for 0.2 s"
+    assert runner.host.request == {"cmd": "epoch_check", "config": LoaderConfig(2, False, 2, True).to_dict()}
+
+
+class CheckRunner:
+    def __init__(self, problem: str | None) -> None:
+        self.problem = problem
+        self.checked: list[LoaderConfig] = []
+        self.host_info = {"framework_version": "9.9"}
+
+    def epoch_check(self, config: LoaderConfig, timeout_s: float, stall_s: float) -> str | None:
+        self.checked.append(config)
+        return self.problem
+
+
+def settings(workers: tuple[int, ...] = (0, 2, 8), persistent: tuple[bool, ...] = (True,)) -> SweepSettings:
+    return SweepSettings(target="x:y", space=SearchSpace(workers=workers, persistent_workers=persistent),
+                         framework="paddle")
+
+
+@pytest.mark.parametrize("persistent", [(True,), (True, False)])
+def test_a_failed_check_drops_persistent_workers_from_the_sweep_and_says_why(persistent: tuple[bool, ...]) -> None:
+    notes: list[str] = []
+    runner = CheckRunner("AssertionError: too many indices have been put to queue")
+    narrowed = check_persistent_epochs(settings(persistent=persistent), runner, notes)
+    assert narrowed.space.persistent_workers == (False,)
+    assert runner.checked[0].num_workers == 2 and runner.checked[0].persistent_workers is True
+    assert notes == ["persistent_workers=True not tried: paddle 9.9's DataLoader fails at the end of an "
+                     "IterableDataset's epoch with 2 persistent workers (checked on a tiny stream: AssertionError: "
+                     "too many indices have been put to queue); each epoch starts its workers again"]
+    # The rules of thumb follow the space: they would otherwise measure the failing config.
+    assert all(config.persistent_workers is not True for _, config in rules_of_thumb(4, narrowed.space))
+
+
+def test_a_passed_or_needless_check_leaves_the_sweep_alone() -> None:
+    notes: list[str] = []
+    passed = CheckRunner(None)
+    assert check_persistent_epochs(settings(), passed, notes) == settings() and passed.checked and not notes
+    for needless in (settings(workers=(0, 1)), settings(persistent=(False,))):
+        runner = CheckRunner("broken")
+        assert check_persistent_epochs(needless, runner, notes) == needless and not runner.checked and not notes
