@@ -34,6 +34,7 @@ def with_trials(report: Report, change) -> Report:  # type: ignore[no-untyped-de
     ("model_bound", "model_bound"), ("io_bound", "io_bound"), ("cpu_bound", "cpu_bound"),
     ("main_process_bound", "main_process_bound"), ("memory_bound", "memory_bound"),
     ("transfer_bound", "transfer_bound"), ("cuda_io_bound", "io_bound"), ("ipc_overhead", "main_process_bound"),
+    ("paddle_buffer_reader", "main_process_bound"),
 ])
 def test_primary_verdict_of_each_recorded_run(name: str, expected: str) -> None:
     verdict, findings = diagnose(run(name))
@@ -80,6 +81,15 @@ def test_a_machine_full_of_other_work_makes_a_waiting_loader_cpu_bound_once_work
     scaling = with_trials(run("io_bound"), lambda t: dataclasses.replace(t, cpu_percent_system=97.0))
     assert primary.cpu_bound(scaling, TH) is None
     assert diagnose(scaling)[0] == "io_bound"
+
+
+def test_paddles_buffer_reader_thread_is_the_one_loading_at_num_workers_0() -> None:
+    # Paddle at w0 with use_buffer_reader: a thread of the main process loads ahead; the main thread only takes.
+    finding = primary.main_process_bound(run("paddle_buffer_reader"), TH)
+    assert finding is not None and "Paddle's buffer-reader thread loads and collates each batch" in finding.evidence
+    no_buffer = with_trials(run("paddle_buffer_reader"), lambda t: dataclasses.replace(
+        t, config=dataclasses.replace(t.config, use_buffer_reader=False)) if t.config.num_workers == 0 else t)
+    assert primary.main_process_bound(no_buffer, TH) is None  # its main thread alone hardly computes
 
 
 def test_main_process_bound_names_the_transfer_and_is_quiet_when_the_main_thread_is_starved() -> None:

@@ -124,6 +124,29 @@ def side_thread_cores(trial: TrialResult) -> float | None:
     return max(0.0, (trial.main_cpu_percent - trial.main_thread_cpu_percent) / 100.0)
 
 
+def serial_loading(trial: TrialResult, batch: int) -> tuple[str, float, float] | None:
+    """At num_workers=0: the thread that loads, the share of a core it computes, its CPU ms per batch.
+
+    The main thread loads each batch in ``next()``, except with Paddle's buffer reader (on by default),
+    whose thread in the main process loads batches ahead while the main thread only takes them.
+    """
+    config = trial.config
+    if config.num_workers != 0:
+        return None
+    iteration = iteration_ms(trial, batch)
+    if config.framework == "paddle" and config.use_buffer_reader is not False:
+        side = side_thread_cores(trial)
+        if side is None:
+            return None
+        share = min(1.0, side)
+        return "Paddle's buffer-reader thread", share, share * iteration
+    wait = trial.wait_ms.mean if trial.wait_ms is not None and trial.wait_ms.mean is not None \
+        else wait_share(trial) * iteration
+    if trial.wait_cpu_ms_mean is None or wait <= 0:
+        return None
+    return "the main thread", trial.wait_cpu_ms_mean / wait, trial.wait_cpu_ms_mean
+
+
 def ranks(trial: TrialResult) -> int:
     """Ranks that measured the trial together (1 outside a distributed sweep)."""
     return max(1, len(trial.ranks))

@@ -32,6 +32,7 @@ from dataprof.diagnose.facts import (
     rate,
     rate_text,
     recommended_trial,
+    serial_loading,
     severity_for,
     side_thread_cores,
     wait_share,
@@ -174,9 +175,11 @@ def main_process_bound(report: Report, th: Thresholds) -> Finding | None:
         causes.append(f"the sampler takes {ms(sampler)} ms per batch, {pct(sampler / iteration)} of the iteration")
         changes.append("make the sampler cheaper: precompute the index order once per epoch")
     tried_workers = any(t.config.num_workers > 0 for t in ok_trials(report))
-    if workers == 0 and tried_workers and busy is not None and wait > 0 and busy >= th.main_busy * wait:
-        causes.append(f"num_workers=0 was fastest: the main thread loads and collates each batch itself "
-                      f"({ms(busy)} ms of CPU per batch) and worker processes cost more than they save")
+    serial = serial_loading(rec, batch)
+    if workers == 0 and tried_workers and serial is not None and serial[1] >= th.main_busy:
+        thread, _, cpu_ms = serial
+        causes.append(f"num_workers=0 was fastest: {thread} loads and collates each batch itself "
+                      f"({ms(cpu_ms)} ms of CPU per batch) and worker processes cost more than they save")
         changes.append("keep num_workers=0 and make __getitem__ and collate cheaper, or load whole batches at "
                        "once (a batch sampler with __getitems__)")
     if not causes:
@@ -239,10 +242,11 @@ def cpu_bound(report: Report, th: Thresholds) -> Finding | None:
     tree = cores(rec.cpu_percent)
     workers = rec.config.num_workers
     per_worker = None
+    serial = serial_loading(rec, batch)
     if workers > 0 and worker_cores(rec) is not None:
         per_worker = (worker_cores(rec) or 0.0) / workers
-    elif workers == 0 and rec.wait_cpu_ms_mean is not None and _wait_ms(rec, batch) > 0:
-        per_worker = rec.wait_cpu_ms_mean / _wait_ms(rec, batch)
+    elif serial is not None:
+        per_worker = serial[1]
     saturated = tree is not None and tree >= th.cpu_saturated * usable
     computing = per_worker is not None and per_worker >= th.worker_busy
     machine = (rec.cpu_percent_system or 0.0) / 100.0
@@ -257,7 +261,7 @@ def cpu_bound(report: Report, th: Thresholds) -> Finding | None:
         parts.append(f"the machine's CPUs are {pct(machine)} busy in all, other processes included, so the "
                      "loader cannot get more CPU time")
     if per_worker is not None:
-        who = "each worker" if workers > 0 else "the main thread"
+        who = "each worker" if workers > 0 or serial is None else serial[0]
         parts.append(f"{who} computes {pct(per_worker)} of the time")
     cost = cpu_s_per_sample(rec, batch)
     ceiling = cpu_ceiling(rec, batch, usable)
@@ -293,11 +297,11 @@ def io_bound(report: Report, th: Thresholds) -> Finding | None:
     tree = cores(rec.cpu_percent)
     workers = rec.config.num_workers
     parts = []
+    serial = serial_loading(rec, batch)
     if workers > 0 and worker_cores(rec) is not None:
         parts.append(f"each worker computes only {pct((worker_cores(rec) or 0.0) / workers)} of the time")
-    elif rec.wait_cpu_ms_mean is not None and _wait_ms(rec, batch) > 0:
-        parts.append(f"the main thread computes only {pct(rec.wait_cpu_ms_mean / _wait_ms(rec, batch))} of the "
-                     f"time it loads")
+    elif serial is not None:
+        parts.append(f"{serial[0]} computes only {pct(serial[1])} of the time it loads")
     if tree is not None:
         parts.append(f"the loader's processes use {tree:.1f} of {usable} usable CPUs")
     parts.append("samples wait on something other than CPU (storage, network, sleeps, locks)")
