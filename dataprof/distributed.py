@@ -121,7 +121,24 @@ def aggregate_ranks(measured: list[tuple[RankInfo, TrialResult]]) -> TrialResult
                                    error=f"rank {info.rank} (node {info.node}): {trial.error or 'no rate measured'}",
                                    samples_per_s=None, ranks=ranks)
     _, slowest = min(measured, key=lambda item: item[1].samples_per_s or 0.0)
-    return dataclasses.replace(slowest, samples_per_s=len(measured) * (slowest.samples_per_s or 0.0), ranks=ranks)
+    return dataclasses.replace(slowest, samples_per_s=len(measured) * (slowest.samples_per_s or 0.0), ranks=ranks,
+                               rank_repeat_fraction=shared_batches([trial.batch_marks for _, trial in measured]))
+
+
+def shared_batches(marks: list[tuple[int, ...]]) -> float | None:
+    """Share of the ranks' first batches that another rank loaded too (None without fingerprints).
+
+    Ranks that split a stream between them load different batches; a stream that ignores the rank
+    gives every rank the same ones.
+    """
+    if sum(1 for m in marks if m) < 2:
+        return None
+    shared = total = 0
+    for i, mine in enumerate(marks):
+        others = {mark for j, theirs in enumerate(marks) if j != i for mark in theirs}
+        shared += sum(mark in others for mark in mine)
+        total += len(mine)
+    return shared / total if total else None
 
 
 RANK_DIED = 130

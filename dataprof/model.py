@@ -96,6 +96,10 @@ class TrialResult:
     """Samples the first epoch yielded, when it ended within the trial."""
     repeat_fraction: float | None = None
     """IterableDataset only: share of the warm-up batches (first epoch) identical to an earlier one."""
+    rank_repeat_fraction: float | None = None
+    """Distributed, IterableDataset only: share of the ranks' first batches that another rank loaded too."""
+    batch_marks: tuple[int, ...] = ()
+    """IterableDataset only: fingerprints of the first batches, to compare ranks' streams (not in the JSON)."""
     cpu_percent: float | None = None
     """CPU of the trial's process tree in the window; 100 = one core busy."""
     main_cpu_percent: float | None = None
@@ -126,6 +130,7 @@ class TrialResult:
         data = dataclasses.asdict(self)
         data["config"] = self.config.to_dict()
         data["ranks"] = [dataclasses.asdict(r) for r in self.ranks]
+        del data["batch_marks"]
         return data
 
     @classmethod

@@ -19,7 +19,7 @@ import pytest
 
 from dataprof.diagnose import Thresholds
 from dataprof.diagnose import findings as rules
-from dataprof.distributed import RankInfo, aggregate_ranks, rank_from_env
+from dataprof.distributed import RankInfo, aggregate_ranks, rank_from_env, shared_batches
 from dataprof.errors import UsageError
 from dataprof.model import Report, TrialResult
 
@@ -141,6 +141,24 @@ def test_a_slow_rank_is_diagnosed_as_rank_imbalance(tmp_path: Path) -> None:
     best = next(t for t in run["trials"] if t["config"] == run["best"]["config"])
     fast, slow = (r["samples_per_s"] for r in best["ranks"])
     assert slow < fast / 2  # it sleeps 3 × as long per sample
+
+
+def test_ranks_loading_the_same_stream_are_told_apart_from_ranks_that_split_it(tmp_path: Path) -> None:
+    same, proc = two_ranks(tmp_path, "RankStream", "--arg", "by_rank=False", "--workers", "0,2")
+    finding = next(f for f in same["diagnosis"]["findings"] if f["id"] == "rank_duplicates")
+    assert finding["severity"] == "critical" and "RANK and WORLD_SIZE" in finding["recommendation"]
+    assert all(t["rank_repeat_fraction"] == 1.0 for t in same["trials"])
+    assert "each loading its own stream (an IterableDataset splits itself by rank)" in " ".join(proc.stdout.split())
+    split, _ = two_ranks(tmp_path, "RankStream", "--workers", "0,2")
+    assert all(t["rank_repeat_fraction"] == 0.0 for t in split["trials"])
+    assert "rank_duplicates" not in [f["id"] for f in split["diagnosis"]["findings"]]
+
+
+def test_shared_batches_is_the_share_of_each_ranks_batches_another_rank_loaded() -> None:
+    assert shared_batches([(1, 2), (3, 4)]) == 0.0
+    assert shared_batches([(1, 2), (1, 2)]) == 1.0
+    assert shared_batches([(1, 2, 3, 4), (1, 5, 6, 7)]) == 0.25  # batch 1 on both: 2 of 8
+    assert shared_batches([(1, 2), ()]) is None  # a map-style dataset keeps no fingerprints
 
 
 def test_a_rank_that_dies_stops_every_rank_and_keeps_what_was_measured(tmp_path: Path) -> None:

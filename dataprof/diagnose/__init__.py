@@ -26,6 +26,7 @@ TITLES = {
     "worker_startup": "worker start-up",
     "stragglers": "slow samples (stragglers)",
     "iterable_duplicates": "IterableDataset duplicates",
+    "rank_duplicates": "every rank loads the same stream",
     "shm_risk": "shared memory (/dev/shm)",
     "single_process": "workers never started",
     "rank_imbalance": "a slow rank sets the pace",

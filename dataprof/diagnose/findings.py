@@ -156,6 +156,29 @@ def iterable_duplicates(report: Report, th: Thresholds) -> Finding | None:
     return None
 
 
+def rank_duplicates(report: Report, th: Thresholds) -> Finding | None:
+    """Distributed: ranks load the same batches of an IterableDataset that does not split its stream by rank."""
+    if report.dataset is None or report.dataset.kind != "iterable":
+        return None
+    shared = [t for t in ok_trials(report) if (t.rank_repeat_fraction or 0.0) >= th.repeat_fraction]
+    if not shared:
+        return None
+    trial = max(shared, key=lambda t: t.rank_repeat_fraction or 0.0)
+    world = report.environment.world_size
+    return Finding(
+        id="rank_duplicates",
+        severity="critical",
+        evidence=(f"at {trial.config.label()}, {pct(trial.rank_repeat_fraction or 0.0)} of the first batches the "
+                  f"{world} ranks loaded were loaded by another rank too: the stream is not split by rank, so every "
+                  "rank trains on the same samples and the aggregate samples/s counts them once per rank"),
+        recommendation=("Split the stream by rank as well as by worker: in __iter__, yield every (world_size × "
+                        "num_workers)-th item (or file) starting at rank × num_workers + the worker's id. dataprof's "
+                        "trials run apart from the ranks' process group, so read the rank from the RANK and "
+                        "WORLD_SIZE environment variables (torchrun sets them), or from torch.distributed only when "
+                        "it is initialised, falling back to them."),
+    )
+
+
 def shm_risk(report: Report, th: Thresholds) -> Finding | None:
     free = report.environment.shm_free_bytes
     size = report.dataset.batch_bytes if report.dataset else None
@@ -330,6 +353,6 @@ def no_gpu(report: Report, th: Thresholds) -> Finding | None:
 
 
 FINDING_RULES: tuple[Callable[[Report, Thresholds], Finding | None], ...] = (
-    iterable_duplicates, shm_risk, single_process, rank_imbalance, copy_on_read, worker_startup, stragglers,
-    oversubscribed, ipc_overhead, no_gpu,
+    iterable_duplicates, rank_duplicates, shm_risk, single_process, rank_imbalance, copy_on_read, worker_startup,
+    stragglers, oversubscribed, ipc_overhead, no_gpu,
 )

@@ -311,6 +311,10 @@ class ReceiveTimer:
         return timer
 
 
+BATCH_MARKS = 32
+"""Fingerprints of a stream's first batches kept in the result, to compare ranks' streams."""
+
+
 def fingerprint(batch: Any) -> int:
     """A cheap identity for a batch: shapes and the leading bytes of its arrays."""
     parts: list[bytes] = []
@@ -345,8 +349,8 @@ def _timed_loop(loader: Any, config: LoaderConfig, trial_s: float, emit: Emit, c
     iterator = live["iterator"] = iter(loader)
     epochs = 1
     epoch_samples: int | None = None
-    seen: set[int] = set()
-    repeats = fingerprinted = 0
+    marks: list[int] = []
+    repeats = 0
     sampler_start = receive_start = 0.0
     first_batch_s: float | None = None
     window_first: int | None = None
@@ -380,9 +384,8 @@ def _timed_loop(loader: Any, config: LoaderConfig, trial_s: float, emit: Emit, c
             # Fingerprints are taken during warm-up only, so they cost the timed window nothing;
             # unsharded workers repeat each other's batches from the first round.
             mark = fingerprint(batch)
-            repeats += mark in seen
-            fingerprinted += 1
-            seen.add(mark)
+            repeats += mark in marks
+            marks.append(mark)
         if window_first is None and len(log) >= warmup:
             window_first = len(log) - 1
             sampler_start = recorder.busy_s if recorder is not None else 0.0
@@ -410,7 +413,8 @@ def _timed_loop(loader: Any, config: LoaderConfig, trial_s: float, emit: Emit, c
         worker_processes=workers_started,
         epochs_started=epochs,
         epoch_samples=epoch_samples,
-        repeat_fraction=repeats / fingerprinted if fingerprinted else None,
+        repeat_fraction=repeats / len(marks) if marks else None,
+        batch_marks=marks[:BATCH_MARKS],
         sampler_ms_mean=None if sampler_s is None else 1000.0 * sampler_s / figures["batches"],
         receive_ms_mean=1000.0 * receive_s / figures["batches"] if config.num_workers else None,
     )

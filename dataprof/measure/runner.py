@@ -411,4 +411,5 @@ def _trial_result(config: LoaderConfig, outcome: dict[str, Any]) -> TrialResult:
     wait = outcome.get("wait_ms")
     fields = {k: v for k, v in outcome.items() if k in TrialResult.__dataclass_fields__}
     fields["wait_ms"] = None if wait is None else WaitStats(**wait)
+    fields["batch_marks"] = tuple(outcome.get("batch_marks") or ())
     return TrialResult(config=config, **fields)

@@ -130,9 +130,11 @@ def header(report: Report) -> Text:
     if skipped:
         lines.append(f"skipped: {', '.join(skipped)} (not an argument of this {env.framework} version's DataLoader)")
     if env.world_size > 1:
-        lines.append(f"{env.world_size} ranks ({env.nodes} node(s) × {env.local_world_size}), each loading its "
-                     f"DistributedSampler shard; configs are per rank, samples/s = {env.world_size} × the slowest "
-                     "rank's, the pace of synchronous training")
+        shard = "its own stream (an IterableDataset splits itself by rank)" \
+            if report.dataset is not None and report.dataset.kind == "iterable" else "its DistributedSampler shard"
+        lines.append(f"{env.world_size} ranks ({env.nodes} node(s) × {env.local_world_size}), each loading {shard}; "
+                     f"configs are per rank, samples/s = {env.world_size} × the slowest rank's, the pace of "
+                     "synchronous training")
     return Text("\n".join(lines))
 
 
