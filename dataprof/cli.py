@@ -220,6 +220,8 @@ def sweep(target: str, args: tuple[str, ...], batch_size: int, workers: str, fra
         except SweepInterrupted:
             sys.exit(int(ExitCode.INTERRUPTED))
         except DataprofError as exc:
+            if exc.said_by_rank_0:
+                sys.exit(int(exc.exit_code))
             exc.message = f"rank {rank.rank}: {exc.message}"
             raise
         finally:

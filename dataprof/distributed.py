@@ -85,15 +85,17 @@ class Coordinator:
         self.dist.gather_object(value, out, dst=0)
         return out
 
-    def agree(self, error: str | None) -> None:
+    def agree(self, error: str | None) -> bool:
         """Every rank says whether its dataset loaded (``error``: why not). A rank that loaded raises
-        TargetError naming the first rank that did not; a rank that did not goes on to raise its own error."""
+        TargetError naming the first rank that did not; a rank that did not goes on to raise its own error.
+        Returns whether rank 0 reports this rank's error: its own is the same, or it names this rank."""
         errors: list[Any] = [None] * self.info.world_size
         self.dist.all_gather_object(errors, error)
         failed = [(rank, message) for rank, message in enumerate(errors) if message]
         if failed and error is None:
             rank, message = failed[0]
             raise TargetError(f"rank {rank} could not start: {message}")
+        return error is not None and (errors[0] == error or (errors[0] is None and failed[0][0] == self.info.rank))
 
     def barrier(self) -> None:
         self.dist.barrier()

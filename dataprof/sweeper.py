@@ -117,7 +117,7 @@ def run_sweep(
             settings = runner.settings = resolve_settings(settings, runner.host_info, rank=rank)
         except DataprofError as exc:
             if coordinator is not None:
-                coordinator.agree(str(exc))
+                exc.said_by_rank_0 = coordinator.agree(str(exc)) and coordinator.info.rank > 0
             raise
         if coordinator is not None:
             coordinator.agree(None)

@@ -161,6 +161,17 @@ def test_shared_batches_is_the_share_of_each_ranks_batches_another_rank_loaded()
     assert shared_batches([(1, 2), ()]) is None  # a map-style dataset keeps no fingerprints
 
 
+@pytest.mark.parametrize("target, start, message", [
+    ("BadInit", "error: ", "BadInit(...) raised FileNotFoundError"),  # every rank fails alike: rank 0 says it
+    ("BadInitOnRank", "error: rank 1 could not start: ", "BadInitOnRank(...) raised OSError: no such shard on rank 1"),
+])
+def test_a_failure_to_start_is_said_once(target: str, start: str, message: str) -> None:
+    proc = dataprof(f"{FIX}:{target}", *QUICK, "--workers", "0", "--nproc-per-node", "2")
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert proc.returncode == 3 and len(errors) == 1, proc.stderr
+    assert errors[0].startswith(start) and message in errors[0], proc.stderr
+
+
 def test_a_rank_that_dies_stops_every_rank_and_keeps_what_was_measured(tmp_path: Path) -> None:
     run, proc = two_ranks(tmp_path, "KillsRank", "--workers", "0,2", code=130)
     assert "error: rank 1 died by SIGKILL; the sweep stopped on every rank; the trials measured before are in " \
