@@ -103,3 +103,27 @@ def test_a_steady_window_may_end_before_the_target() -> None:
     assert not window_done(16, 1.0, 3.0, 4, spread=0.005)
     assert not window_done(15, 1.6, 3.0, 4, spread=0.005)
     assert window_done(16, 3.0, 3.0, 4, spread=None)
+
+
+def test_a_worker_killed_by_a_signal_ends_a_blocked_trial_as_crashed() -> None:
+    import threading
+    from types import SimpleNamespace
+
+    from dataprof.measure.child import DeadWorkerWatch, classify_loader_error, worker_signals
+
+    live = {"iterator": SimpleNamespace(_workers=[SimpleNamespace(exitcode=None), SimpleNamespace(exitcode=-11)])}
+    said: list[tuple[str, str]] = []
+    ended: list[int] = []
+
+    def report(exc: BaseException, wait_s: float) -> None:
+        said.append(classify_loader_error(exc, worker_signals(live["iterator"], wait_s)))
+
+    blocked = threading.Event()  # the main thread never reports
+    DeadWorkerWatch(live, report, blocked, interval_s=0.01, grace_s=0.01, end=ended.append).start().thread.join(5)
+    assert said == [("crashed", "a DataLoader worker died by SIGSEGV: a segmentation fault in native code (a C "
+                                "extension, OpenCV/OpenMP after fork)")] and ended == [1]
+    handled = threading.Event()
+    handled.set()  # the main thread noticed and reported first: the watch stays quiet
+    said.clear()
+    DeadWorkerWatch(live, report, handled, interval_s=0.01, grace_s=0.01, end=ended.append).start().thread.join(5)
+    assert said == [] and ended == [1]

@@ -171,6 +171,35 @@ class ThreadFailure:
         return self
 
 
+class DeadWorkerWatch:
+    """Ends a trial whose DataLoader worker died by a signal while the main thread stays blocked.
+
+    The framework usually notices a dead worker and raises; Paddle's loader
+    sometimes does not, and the main thread then waits for a batch that never
+    comes until the trial timeout. Every ``interval_s`` this thread looks at
+    the workers' exit codes; a worker killed by a signal and no end reported
+    within ``grace_s`` ends the trial as crashed, naming the signal.
+    """
+
+    def __init__(self, live: dict[str, Any], report: Callable[[BaseException, float], None],
+                 handled: threading.Event, interval_s: float = 0.5, grace_s: float = 2.0,
+                 end: Callable[[int], None] = os._exit) -> None:
+        self.live, self.report, self.handled = live, report, handled
+        self.interval_s, self.grace_s, self.end = interval_s, grace_s, end
+        self.thread = threading.Thread(target=self._run, name="dataprof-worker-watch", daemon=True)
+
+    def start(self) -> DeadWorkerWatch:
+        self.thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self.handled.wait(self.interval_s):
+            if worker_signals(self.live.get("iterator")) and not self.handled.wait(self.grace_s):
+                self.report(RuntimeError("a DataLoader worker died and the loader did not notice"), 0.0)
+                self.end(1)
+                return
+
+
 def run_trial(
     backend: Backend,
     dataset: Any,
@@ -214,6 +243,7 @@ def run_trial(
               "traceback": "".join(traceback.format_exception(exc))})
 
     failure = ThreadFailure(report).install()
+    DeadWorkerWatch(live, report, failure.handled).start()
     try:
         figures = _timed_loop(loader, config, float(settings["trial_seconds"]), emit, consumer, clock, live,
                               recorder, ReceiveTimer.install(), backend.dataset_kind(dataset) == "iterable",
