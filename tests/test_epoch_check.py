@@ -1,7 +1,7 @@
 """The check that a DataLoader survives an IterableDataset's epoch end with persistent workers.
 
 A trial's window seldom reaches an epoch's end; the check runs a tiny stream
-through two epochs. Its verdict narrows the search space before the sweep.
+through four epochs. Its verdict narrows the search space before the sweep.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def check(stream: str, persistent: bool) -> list[dict[str, Any]]:
 
 
 def test_a_sound_loader_passes_two_epochs_with_persistent_workers() -> None:
-    assert check("sound", persistent=True) == [{"ev": "result", "batches": [16, 16], "expected": 16}]
+    assert check("sound", persistent=True) == [{"ev": "result", "batches": [16, 16, 16, 16], "expected": 16}]
 
 
 def test_a_loader_that_breaks_at_an_epoch_end_is_named() -> None:

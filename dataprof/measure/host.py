@@ -134,7 +134,7 @@ def run_trial_process(dataset: Any, collate: Any, request: dict[str, Any], event
     ``info``: what loading found; its ``intra_op_threads`` are restored in the
     trial (the host runs single-threaded). A ``trial`` request measures one
     config; an ``autotune`` request runs Paddle's own dataloader autotune; an
-    ``epoch_check`` request runs a config's DataLoader over two epochs of a tiny stream.
+    ``epoch_check`` request runs a config's DataLoader over four epochs of a tiny stream.
     """
     from dataprof.config import LoaderConfig
     from dataprof.measure.autotune import run_autotune
