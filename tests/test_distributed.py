@@ -78,6 +78,23 @@ def test_the_slowest_rank_sets_the_pace_and_any_failure_fails_the_config() -> No
     assert failed.error == "rank 1 (node 0): a DataLoader worker died"
 
 
+def test_the_cpu_ceiling_counts_every_ranks_cpu_not_the_pace_setters_share() -> None:
+    from dataprof.diagnose.facts import cpu_ceiling
+
+    def measured(rate: float, cpu: float) -> TrialResult:
+        return dataclasses.replace(ok(rate), cpu_percent=cpu, main_cpu_percent=cpu / 10, main_thread_cpu_percent=0.0,
+                                   wait_cpu_ms_mean=0.0)
+
+    # Two ranks on a 2-CPU node at the same pace; the slower one took 1.2 CPUs, the other 0.4.
+    trial = aggregate_ranks([(rank(0), measured(3270.0, 40.0)), (rank(1), measured(3258.0, 120.0))])
+    ceiling = cpu_ceiling(trial, 16, usable_cpus=1)
+    assert ceiling is not None and trial.samples_per_s is not None
+    assert ceiling == pytest.approx(2 / (1.6 / (3270.0 + 3258.0)))  # the node's 2 CPUs at 1.6 CPUs per 6,528/s
+    assert trial.samples_per_s < ceiling  # 1.6 of 2 CPUs busy: below the ceiling, never 114% of it
+    even = aggregate_ranks([(rank(0), measured(3000.0, 80.0)), (rank(1), measured(3000.0, 80.0))])
+    assert cpu_ceiling(even, 16, usable_cpus=1) == pytest.approx(2 / (0.8 / 3000.0))
+
+
 def test_rank_imbalance_names_the_slow_rank_and_its_node() -> None:
     report = Report.from_dict(json.loads((ROOT / "tests" / "data" / "runs" / "io_bound.json").read_text()))
     from dataprof.sweeper import decide

@@ -158,12 +158,25 @@ def rank_rate(trial: TrialResult) -> float:
 
 
 def cpu_s_per_sample(trial: TrialResult, batch: int) -> float | None:
-    """CPU seconds the loading costs per sample: workers + pinning + the main loop's share in ``next()``."""
+    """CPU seconds the loading costs per sample: workers + pinning + the main loop's share in ``next()``.
+
+    Distributed: ranks sharing a node's CPUs take unequal shares of them, so the pace-setting rank's cost
+    is scaled to all ranks' CPU over all ranks' samples.
+    """
     if not rate(trial) or trial.wait_cpu_ms_mean is None:
         return None
     workers = worker_cores(trial) or 0.0
     side = side_thread_cores(trial) or 0.0
-    return (workers + side) / rank_rate(trial) + trial.wait_cpu_ms_mean / 1000.0 / batch
+    return ((workers + side) / rank_rate(trial) + trial.wait_cpu_ms_mean / 1000.0 / batch) * _ranks_cost_scale(trial)
+
+
+def _ranks_cost_scale(trial: TrialResult) -> float:
+    """All ranks' CPU per sample over the pace-setting rank's (1 outside a distributed sweep)."""
+    measured = [(r.cpu_percent, r.samples_per_s) for r in trial.ranks if r.cpu_percent and r.samples_per_s]
+    if len(measured) < 2 or len(measured) != len(trial.ranks) or not trial.cpu_percent:
+        return 1.0
+    everyone = sum(cpu for cpu, _ in measured) / sum(samples for _, samples in measured)
+    return everyone / (trial.cpu_percent / rank_rate(trial))
 
 
 def cpu_ceiling(trial: TrialResult, batch: int, usable_cpus: int) -> float | None:
