@@ -221,7 +221,9 @@ def sweep(target: str, args: tuple[str, ...], batch_size: int, workers: str, fra
             sys.exit(int(ExitCode.INTERRUPTED))
         except DataprofError as exc:
             if exc.said_by_rank_0:
-                sys.exit(int(exc.exit_code))
+                # Exiting with an error here would let the launcher stop rank 0 before it prints; rank 0's
+                # exit code is the run's.
+                return
             exc.message = f"rank {rank.rank}: {exc.message}"
             raise
         finally:

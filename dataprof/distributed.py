@@ -94,7 +94,9 @@ class Coordinator:
         failed = [(rank, message) for rank, message in enumerate(errors) if message]
         if failed and error is None:
             rank, message = failed[0]
-            raise TargetError(f"rank {rank} could not start: {message}")
+            exc = TargetError(f"rank {rank} could not start: {message}")
+            exc.said_by_rank_0 = rank == 0  # rank 0 reports its own error
+            raise exc
         return error is not None and (errors[0] == error or (errors[0] is None and failed[0][0] == self.info.rank))
 
     def barrier(self) -> None:

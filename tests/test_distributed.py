@@ -181,9 +181,11 @@ def test_shared_batches_is_the_share_of_each_ranks_batches_another_rank_loaded()
 @pytest.mark.parametrize("target, start, message", [
     ("BadInit", "error: ", "BadInit(...) raised FileNotFoundError"),  # every rank fails alike: rank 0 says it
     ("BadInitOnRank", "error: rank 1 could not start: ", "BadInitOnRank(...) raised OSError: no such shard on rank 1"),
+    ("BadInitOnRank --arg bad_rank=0", "error: ", "BadInitOnRank(...) raised OSError: no such shard on rank 0"),
 ])
 def test_a_failure_to_start_is_said_once(target: str, start: str, message: str) -> None:
-    proc = dataprof(f"{FIX}:{target}", *QUICK, "--workers", "0", "--nproc-per-node", "2")
+    name, *args = target.split()
+    proc = dataprof(f"{FIX}:{name}", *args, *QUICK, "--workers", "0", "--nproc-per-node", "2")
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert proc.returncode == 3 and len(errors) == 1, proc.stderr
     assert errors[0].startswith(start) and message in errors[0], proc.stderr
