@@ -170,6 +170,17 @@ class ThreadFailure:
         threading.excepthook = self.hook
         return self
 
+    def end(self, exc: BaseException, dead_peer: bool) -> None:
+        """Report what broke the main thread's loader loop: a reader thread's own error if that is the cause.
+
+        ``dead_peer``: the error suggests a worker died, whose signal needs a moment to be known.
+        """
+        self.handled.set()
+        # The framework's SIGCHLD handler raises again as each remaining worker dies; the first death is the news.
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        self.arrived.wait(0.5)
+        self.report(self.exc or exc, DEAD_WORKER_WAIT_S if dead_peer or self.exc is not None else 0.0)
+
 
 class DeadWorkerWatch:
     """Ends a trial whose DataLoader worker died by a signal while the main thread stays blocked.
@@ -249,13 +260,8 @@ def run_trial(
                               recorder, ReceiveTimer.install(), backend.dataset_kind(dataset) == "iterable",
                               backend)
     except Exception as exc:
-        failure.handled.set()
-        # The framework's SIGCHLD handler raises again as each remaining worker dies; the first death is the news.
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        failure.arrived.wait(0.5)  # a reader thread's own error, if that is what broke the loop
         # A batch that cannot be received, from a pipe or from shared memory, often means its worker died.
-        dead_peer = failure.exc is not None or isinstance(exc, (OSError, EOFError, pickle.UnpicklingError))
-        report(failure.exc or exc, DEAD_WORKER_WAIT_S if dead_peer else 0.0)
+        failure.end(exc, dead_peer=isinstance(exc, (OSError, EOFError, pickle.UnpicklingError)))
         return
     failure.handled.set()
     emit({"ev": "result", **figures})
@@ -301,10 +307,7 @@ def run_epoch_check(backend: Backend, config: LoaderConfig, emit: Emit) -> None:
                 batches[-1] += 1
                 emit({"ev": "progress"})
     except Exception as exc:
-        failure.handled.set()
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        failure.arrived.wait(0.5)
-        report(failure.exc or exc, DEAD_WORKER_WAIT_S)
+        failure.end(exc, dead_peer=True)
         return
     failure.handled.set()
     emit({"ev": "result", "batches": batches, "expected": EPOCH_CHECK_ITEMS // EPOCH_CHECK_BATCH})
