@@ -294,9 +294,10 @@ def check_cpu_vs_wait(ins: Inspection, th: InspectThresholds) -> Finding | None:
     if share >= th.computing_cpu_share:
         return Finding(
             id="cpu_vs_wait", severity="info", evidence=evidence,
-            recommendation=(f"Samples are CPU work: no loader setting beats the CPU ceiling, and more workers "
-                            f"than {usable} CPUs will not help. Cut the costliest stages, cache decoded data or "
-                            "move augmentation to the GPU."))
+            recommendation=(f"Samples are mostly CPU work: no loader setting beats the CPU ceiling; workers past "
+                            f"the {usable} CPUs can only fill the {1 - share:.0%} of each sample's time that is not "
+                            "CPU (a sweep measures how much that gives). Cut the costliest stages, cache decoded "
+                            "data or move augmentation to the GPU."))
     return Finding(id="cpu_vs_wait", severity="info", evidence=evidence,
                    recommendation="Samples are part CPU, part waiting: expect gains from workers up to a little "
                                   "past the CPU count; a sweep will find where they stop.")
@@ -403,8 +404,12 @@ def check_open_files(ins: Inspection, th: InspectThresholds) -> Finding | None:
         return None
     limit = f"open-file limit {data.nofile_soft} (hard {data.nofile_hard})"
     if ins.max_workers_files is None:
-        return Finding(id="open_files", severity="info",
-                       evidence=f"{limit}; sharing strategy {data.sharing_strategy or 'unknown'}",
+        strategy = data.sharing_strategy or "unknown"
+        if strategy == "file_descriptor":  # the batch's tensors are unknown: its collate failed
+            return Finding(id="open_files", severity="info", evidence=f"{limit}; sharing strategy {strategy}",
+                           recommendation=("Every tensor in flight holds one open file with this strategy; how many "
+                                           "a batch holds is unknown, as its samples could not be collated."))
+        return Finding(id="open_files", severity="info", evidence=f"{limit}; sharing strategy {strategy}",
                        recommendation="Tensors in flight do not hold open files with this strategy.")
     prefetch = int(data.settings.get("prefetch_factor") or 2)
     return _capacity(

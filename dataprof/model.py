@@ -94,6 +94,10 @@ class TrialResult:
     """Epochs begun from loader creation to the end of the window."""
     epoch_samples: int | None = None
     """Samples the first epoch yielded, when it ended within the trial."""
+    epoch_starts_in_window: int | None = None
+    """Epochs begun inside the timed window."""
+    epoch_start_wait_s: float | None = None
+    """Time the loop waited for the first batch of those epochs: workers restarting or refilling at each start."""
     repeat_fraction: float | None = None
     """IterableDataset only: share of the warm-up batches (first epoch) identical to an earlier one."""
     rank_repeat_fraction: float | None = None
@@ -115,13 +119,22 @@ class TrialResult:
     workers_uss_start_bytes: int | None = None
     """Sum of worker USS at the first sample of the window."""
     workers_uss_end_bytes: int | None = None
-    """Sum of worker USS at the last sample: growth means copy-on-read."""
+    """Sum of worker USS at the last sample."""
+    workers_inherited_growth_bytes: int | None = None
+    """Growth over the window of the workers' dirty private pages in mappings inherited from the main process:
+    its pages copied as they are written (copy-on-read when reading Python objects writes their refcounts)."""
+    workers_file_growth_bytes: int | None = None
+    """Growth over the window of the workers' clean private pages of memory-mapped files (data read, not
+    copied)."""
     available_memory_min_bytes: int | None = None
     gpu_util_percent: float | None = None
     """NVML utilisation over the window; None without an NVIDIA GPU."""
     gpu_memory_bytes: int | None = None
     duration_s: float | None = None
     """Whole trial, process start to exit."""
+    build_s: float | None = None
+    """Seconds the trial spent building the dataset before its DataLoader; None when it was forked with the
+    dataset built (see ``DatasetInfo.build``)."""
     ranks: tuple[RankResult, ...] = ()
     """Distributed sweeps: each rank's measurement; the figures above are the pace-setting (slowest) rank's,
     and ``samples_per_s`` is world size × its rate, as synchronous training would run."""
@@ -194,7 +207,7 @@ class DatasetInfo:
     type_name: str
     length: int | None
     init_s: float
-    """Time to import and construct the dataset (paid once per sweep)."""
+    """Time to import and construct the dataset, measured in the probe that checks its first batch."""
     sample: str | None = None
     """Structure of one sample, e.g. ``(Tensor[3,32,32] float32, int)``."""
     batch_samples: int | None = None
@@ -204,6 +217,11 @@ class DatasetInfo:
     batch_tensors: int | None = None
     batch_objects: int | None = None
     """Python objects other than arrays in one batch, each pickled on its own."""
+    has_getitems: bool | None = None
+    """Whether the dataset fetches a batch's samples at once (``__getitems__``, as Hugging Face datasets do)."""
+    build: str | None = None
+    """How trials got the dataset: ``per_trial`` (each built its own, as cold as a training process) or
+    ``once`` (built once; every trial forked from the process that built it and never iterated it)."""
 
 
 @dataclass(frozen=True)
@@ -326,6 +344,8 @@ class Report:
     gates: tuple[GateResult, ...] = ()
     autotune: AutotuneRun | None = None
     """Paddle sweeps: what Paddle's own dataloader autotune picked in this run."""
+    error: str | None = None
+    """Why the sweep ended without a result (the one line printed with exit code 3); None otherwise."""
 
     @property
     def best(self) -> Recommendation | None:
@@ -390,6 +410,7 @@ class Report:
                                 "within_noise": r.within_noise} for r in self.rules_of_thumb],
             "autotune": None if self.autotune is None else self.autotune.to_dict(),
             "notes": list(self.notes),
+            "error": self.error,
         }
 
     @classmethod
@@ -426,6 +447,7 @@ class Report:
             gates=tuple(GateResult(**g) for g in data.get("gates", [])),
             complete=data.get("complete", True),
             notes=tuple(data.get("notes", [])),
+            error=data.get("error"),
             autotune=None if data.get("autotune") is None else AutotuneRun.from_dict(data["autotune"]),
             rules_of_thumb=tuple(RuleOfThumb(rule=r["rule"], config=LoaderConfig.from_dict(r["config"]),
                                              status=r.get("status"), samples_per_s=r.get("samples_per_s"),

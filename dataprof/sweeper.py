@@ -38,7 +38,7 @@ class SweepTargetError(TargetError):
 
     def __init__(self, message: str, detail: str | None, report: Report) -> None:
         super().__init__(message, detail)
-        self.report = report
+        self.report = dataclasses.replace(report, error=message)
 
 
 def build_report(settings: SweepSettings, environment: Environment, dataset: DatasetInfo | None,
@@ -104,9 +104,13 @@ def run_sweep(
                                   start_method=runner.host_info.get("start_method"),
                                   sharing_strategy=runner.host_info.get("sharing_strategy"))
         notes = sweep_notes(settings) + tuple(checks)
+        if runner.build_note:
+            notes += (runner.build_note,)
         if runner.gpu_reason:
             notes += (f"GPU utilisation not measured: {runner.gpu_reason}",)
-        return build_report(settings, env, dataset, trials, time.monotonic() - started, complete, notes,
+        built = None if dataset is None else \
+            dataclasses.replace(dataset, build="per_trial" if runner.build_in_trials else "once")
+        return build_report(settings, env, built, trials, time.monotonic() - started, complete, notes,
                             steps, stop, autotune)
 
     try:
@@ -118,6 +122,10 @@ def run_sweep(
         except DataprofError as exc:
             if coordinator is not None:
                 exc.said_by_rank_0 = coordinator.agree(str(exc)) and coordinator.info.rank > 0
+            if isinstance(exc, TargetError) and not isinstance(exc, SweepTargetError):
+                failed = SweepTargetError(exc.message, exc.detail, report(False))
+                failed.said_by_rank_0 = exc.said_by_rank_0
+                raise failed from exc
             raise
         if coordinator is not None:
             coordinator.agree(None)
@@ -156,12 +164,12 @@ def run_sweep(
             trials.append(result)
             if observer is not None:
                 observer("trial_done", {"result": result, "index": len(trials) - 1})
-            if len(trials) == 1 and result.status == "failed":
+            if len(trials) == 1 and result.status in FIRST_TRIAL_FATAL:
                 if coordinator is not None:
                     coordinator.broadcast(None)
                 raise SweepTargetError(
-                    f"the first trial ({config.label()}) failed, so every config would: {result.error}",
-                    None, report(False))
+                    f"the first trial ({config.label()}) {FIRST_TRIAL_FATAL[result.status]}, so every config "
+                    f"would: {result.error}", None, report(False))
             if on_update is not None:
                 on_update(report(False))
         stop = proposal.why if proposal is not None else None
@@ -171,10 +179,16 @@ def run_sweep(
     finally:
         runner.close()
     final = report(True)
+    if leader and trials and not any(t.status == "ok" for t in trials):
+        reasons = "; ".join(sorted({f"{t.status}: {t.error}" for t in trials if t.status != "ok"}))
+        raise SweepTargetError(f"no configuration completed ({reasons})", None, final)
     if on_update is not None:
         on_update(final)
     return final
 
+
+FIRST_TRIAL_FATAL = {"failed": "failed", "timeout": "hung", "crashed": "crashed"}
+"""A first trial ending so (after a retry that built its own dataset) is the target's fault, not the config's."""
 
 EPOCH_CHECK_STALL_S = 5.0
 """The epoch check's tiny batches come in milliseconds: this long without one, once they flow, is a hang."""

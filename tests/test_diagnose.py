@@ -129,9 +129,14 @@ def test_transfer_bound_only_on_a_gpu_run() -> None:
 
 def test_copy_on_read_fires_on_growing_workers_only() -> None:
     finding = rules.copy_on_read(run("copy_on_read"), TH)
-    assert finding is not None and "per" not in finding.id and "grew by" in finding.evidence
+    assert finding is not None and "per" not in finding.id and "each worker copied" in finding.evidence
     assert rules.copy_on_read(run("io_bound"), TH) is None
     assert rules.copy_on_read(run("memory_bound"), TH) is None  # big, but allocated before the window
+    # the same USS growth, but made of pages of a memory-mapped file, copies no one's memory
+    report = run("copy_on_read")
+    mapped = tuple(dataclasses.replace(t, workers_inherited_growth_bytes=2 * 2**20,
+                                       workers_file_growth_bytes=140 * 2**20) for t in report.trials)
+    assert rules.copy_on_read(dataclasses.replace(report, trials=mapped), TH) is None
 
 
 def test_worker_startup_measures_the_persistent_gain() -> None:
@@ -281,3 +286,11 @@ def test_paddle_shm_risk_offers_use_shared_memory_false_with_its_measured_cost()
     assert finding is not None and finding.severity == "critical"
     assert "use_shared_memory=False" in finding.recommendation
     assert "measured here: w64 pf2 persist no-shm" in finding.recommendation
+
+
+def test_short_epochs_are_their_own_verdict_never_io() -> None:
+    report = run("short_epoch")
+    finding = primary.short_epoch(report, TH)
+    assert finding is not None and "an epoch is 2 batches (16 samples), fewer than the 8" in finding.evidence
+    assert diagnose(report)[0] == "short_epoch"
+    assert all(primary.short_epoch(run(name), TH) is None for name in ("io_bound", "cpu_bound", "worker_startup"))

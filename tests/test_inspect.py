@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 from click.testing import CliRunner
 
 from dataprof.cli import main
@@ -240,3 +241,46 @@ def test_start_method_cost() -> None:
 def test_collate_share() -> None:
     assert check(synthetic(), "collate").severity == "info"
     assert check(synthetic(collate_s=(0.5,)), "collate").severity == "warning"
+
+
+def test_a_type_dispatching_pipeline_gives_the_same_samples_under_inspect() -> None:
+    from tests.fixtures.stages import CachedPipeline, LoadVolume, Transform
+
+    plain = CachedPipeline()
+    expected = [plain[i] for i in range(8)]
+    dataset = CachedPipeline()
+    with timed_pipeline(dataset) as pipeline:
+        timed = [dataset[i] for i in range(8)]
+        step = dataset.transform.transforms[0]
+        assert isinstance(step, LoadVolume) and isinstance(step, Transform) and type(step).__name__ == "LoadVolume"
+    assert all(torch.equal(a, b) for a, b in zip(expected, timed, strict=True))
+    calls = {leaf.name: leaf.calls for root in pipeline.roots for leaf in root.leaves()}
+    assert calls == {"LoadVolume": 0, "Scale": 0, "RandomShift": 8}  # the cached steps did not run again
+    assert type(dataset.transform.transforms[0]) is LoadVolume  # put back
+    data = inspect("CachedPipeline", samples=8, batch_size=4)
+    assert not data.errors and len(data.wall_s) == 8
+
+
+def test_functions_modules_and_built_in_objects_as_stages() -> None:
+    import operator
+
+    from tests.fixtures.stages import Compose
+
+    class Holder(torch.utils.data.Dataset):
+        def __init__(self) -> None:
+            self.transform = Compose([abs, torch.nn.Identity(), operator.methodcaller("neg")])
+
+        def __len__(self) -> int:
+            return 4
+
+        def __getitem__(self, index: int) -> torch.Tensor:
+            return self.transform(torch.full((2,), -float(index)))
+
+    dataset = Holder()
+    with timed_pipeline(dataset) as pipeline:
+        assert torch.equal(dataset[3], torch.full((2,), -3.0))
+    calls = {leaf.name: leaf.calls for root in pipeline.roots for leaf in root.leaves()}
+    assert calls == {"abs": 1, "Identity": 1, "methodcaller": 0}  # a C type cannot change class: not timed
+    assert pipeline.notes == ["transform.transforms[2] (methodcaller) cannot be timed without replacing it by an "
+                              "object of another type, so it is not timed on its own: the sample's time includes it"]
+    assert type(dataset.transform.transforms[1]) is torch.nn.Identity

@@ -142,7 +142,7 @@ class CountingProbe:
         self.calls = 0
         self.memory: list[bool] = []
 
-    def sample(self, now: float, memory: bool = True) -> TreeSample:
+    def sample(self, now: float, memory: bool = True, breakdown: bool = False) -> TreeSample:
         self.calls += 1
         self.memory.append(memory)
         reading = tree(now, float(self.calls), 10 * self.calls)
@@ -186,7 +186,7 @@ def test_costly_memory_readings_leave_the_window_marks_to_cpu_times(monkeypatch:
 class SlowMemoryProbe(CountingProbe):
     """A probe whose memory reading takes 60 ms: above the marks' floor, far below a long window's budget."""
 
-    def sample(self, now: float, memory: bool = True) -> TreeSample:
+    def sample(self, now: float, memory: bool = True, breakdown: bool = False) -> TreeSample:
         if memory:
             time.sleep(0.06)
         return super().sample(now, memory)

@@ -13,13 +13,15 @@ from dataprof.diagnose.findings import FINDING_RULES
 from dataprof.diagnose.primary import PRIMARY_RULES
 from dataprof.model import Finding, Report
 
-PRIMARY_KINDS = ("model_bound", "transfer_bound", "main_process_bound", "memory_bound", "cpu_bound", "io_bound")
+PRIMARY_KINDS = ("model_bound", "transfer_bound", "main_process_bound", "memory_bound", "short_epoch", "cpu_bound",
+                 "io_bound")
 
 TITLES = {
     "model_bound": "model-bound: the loader keeps up",
     "transfer_bound": "transfer-bound: host-to-device copies",
     "main_process_bound": "main-process-bound",
     "memory_bound": "memory-bound: RAM limits the worker count",
+    "short_epoch": "short epochs: the loader restarts at every epoch",
     "cpu_bound": "CPU-bound",
     "io_bound": "I/O-bound: samples wait on something other than CPU",
     "copy_on_read": "copy-on-read memory growth",

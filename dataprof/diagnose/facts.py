@@ -46,6 +46,8 @@ class Thresholds:
     """Worker USS growth over the window that counts as copy-on-read."""
     startup_share: float = 0.10
     """Worker start-up as a share of one epoch that is worth a finding."""
+    epoch_start_share: float = 0.5
+    """Share of the loop's waiting spent on the first batch of each epoch that makes short epochs the limit."""
     straggler_ratio: float = 3.0
     """p99 / p50 batch load time at num_workers=0 that makes a heavy tail."""
     straggler_min_ms: float = 2.0

@@ -23,14 +23,19 @@ from dataprof.units import fmt_bytes
 
 
 def copy_on_read(report: Report, th: Thresholds) -> Finding | None:
+    """Workers' copies of the main process's pages growing through the window.
+
+    Only dirty pages of mappings inherited from the main process count: clean
+    pages of a memory-mapped file (Arrow, numpy memmap) are data read, not
+    copies, and memory a worker allocates itself is not the parent's.
+    """
     growth: list[tuple[float, TrialResult]] = []
     for trial in ok_trials(report):
         workers = trial.config.num_workers
-        start, end = trial.workers_uss_start_bytes, trial.workers_uss_end_bytes
         respawned = not trial.config.persistent_workers and (trial.epochs_started or 1) > 1
-        if workers == 0 or start is None or end is None or respawned:
+        if workers == 0 or trial.workers_inherited_growth_bytes is None or respawned:
             continue
-        growth.append(((end - start) / workers, trial))
+        growth.append((trial.workers_inherited_growth_bytes / workers, trial))
     if not growth:
         return None
     per_worker, trial = max(growth, key=lambda item: item[0])
@@ -39,14 +44,19 @@ def copy_on_read(report: Report, th: Thresholds) -> Finding | None:
     workers = trial.config.num_workers
     window = trial.window_s or 0.0
     speed = f" (+{fmt_bytes(per_worker / window)}/s each)" if window > 0 else ""
-    before = fmt_bytes((trial.workers_uss_start_bytes or 0) / workers)
+    uss = ""
+    if trial.workers_uss_start_bytes is not None and trial.workers_uss_end_bytes is not None:
+        total = (trial.workers_uss_end_bytes - trial.workers_uss_start_bytes) / workers
+        file = (trial.workers_file_growth_bytes or 0) / workers
+        uss = (f"; of each worker's private memory (USS) growth of {fmt_bytes(max(total, per_worker))}, "
+               f"{fmt_bytes(per_worker)} are such copies and {fmt_bytes(max(0.0, file))} pages of memory-mapped "
+               "files")
     return Finding(
         id="copy_on_read",
         severity="warning",
-        evidence=(f"{trial.config.label()}: each worker's private memory (USS) grew by {fmt_bytes(per_worker)} "
-                  f"in the {window:.1f} s window{speed}, from {before} "
-                  f"to {fmt_bytes((trial.workers_uss_end_bytes or 0) / workers)}: reading Python objects writes "
-                  "their reference counts, so the pages they sit on are copied into every worker"),
+        evidence=(f"{trial.config.label()}: each worker copied {fmt_bytes(per_worker)} of the main process's memory "
+                  f"in the {window:.1f} s window{speed}{uss}: reading Python objects writes their reference counts, "
+                  "so the pages they sit on are copied into every worker"),
         recommendation=("Hold the dataset's records in numpy/arrow arrays or one bytes buffer (with offsets) instead "
                         "of lists/dicts of Python objects; over an epoch each worker would otherwise copy all of it."),
     )

@@ -180,8 +180,10 @@ def main_process_bound(report: Report, th: Thresholds) -> Finding | None:
         thread, _, cpu_ms = serial
         causes.append(f"num_workers=0 was fastest: {thread} loads and collates each batch itself "
                       f"({ms(cpu_ms)} ms of CPU per batch) and worker processes cost more than they save")
-        changes.append("keep num_workers=0 and make __getitem__ and collate cheaper, or load whole batches at "
-                       "once (a batch sampler with __getitems__)")
+        batched = report.dataset is not None and report.dataset.has_getitems
+        changes.append("keep num_workers=0 and make the batch fetch (its __getitems__) and collate cheaper"
+                       if batched else "keep num_workers=0 and make __getitem__ and collate cheaper, or load whole "
+                       "batches at once (a batch sampler with __getitems__)")
     if not causes:
         return None
     return Finding(
@@ -288,6 +290,42 @@ def cpu_bound(report: Report, th: Thresholds) -> Finding | None:
     )
 
 
+def short_epoch(report: Report, th: Thresholds) -> Finding | None:
+    """Epochs so short that the loop waits mostly at their starts, where the workers restart or refill."""
+    rec = _loader_limited(report, th)
+    if rec is None or not rec.epoch_starts_in_window or not rec.epoch_start_wait_s or not rec.window_s:
+        return None
+    waited = wait_share(rec) * rec.window_s
+    if rec.epoch_starts_in_window < 2 or rec.epoch_start_wait_s < th.epoch_start_share * waited:
+        return None
+    batch = batch_size(report)
+    workers = rec.config.num_workers
+    samples = rec.epoch_samples or (report.dataset.length if report.dataset else None)
+    size = ""
+    if samples:
+        batches = -(-samples // batch)
+        in_flight = workers * (rec.config.prefetch_factor or 2)
+        fewer = f", fewer than the {in_flight} the workers keep in flight" if workers and batches < in_flight else ""
+        size = f"an epoch is {batches:,} batch{'es' if batches != 1 else ''} ({samples:,} samples){fewer}; "
+    per_start = rec.epoch_start_wait_s / rec.epoch_starts_in_window
+    how = ("the workers start again (persistent_workers=False)" if workers and not rec.config.persistent_workers
+           else "the workers begin the new epoch's indices with the pipeline empty" if workers
+           else "the dataset begins a new epoch")
+    return Finding(
+        id="short_epoch",
+        severity=severity_for(wait_share(rec), th, report),
+        evidence=(f"{_lead(rec, report)}; {size}{rec.epoch_starts_in_window} epochs began in the "
+                  f"{rec.window_s:.1f} s window and the loop waited {ms(1000 * per_start)} ms for the first batch "
+                  f"of each while {how}: {pct(rec.epoch_start_wait_s / waited)} of its waiting "
+                  f"({pct(rec.epoch_start_wait_s / rec.window_s)} of the window). The epoch boundary is the limit, "
+                  "not storage or CPU."),
+        recommendation=("Make an epoch longer than the pipeline: draw more samples per epoch (e.g. "
+                        "RandomSampler(dataset, replacement=True, num_samples=k * len(dataset))) or repeat the "
+                        "dataset, or use a smaller batch; keep persistent_workers=True so workers are not started "
+                        "again at every epoch."),
+    )
+
+
 def io_bound(report: Report, th: Thresholds) -> Finding | None:
     rec = _loader_limited(report, th)
     if rec is None:
@@ -326,5 +364,5 @@ def io_bound(report: Report, th: Thresholds) -> Finding | None:
 
 
 PRIMARY_RULES: tuple[Callable[[Report, Thresholds], Finding | None], ...] = (
-    transfer_bound, model_bound, main_process_bound, memory_bound, cpu_bound, io_bound,
+    transfer_bound, model_bound, main_process_bound, memory_bound, short_epoch, cpu_bound, io_bound,
 )

@@ -402,6 +402,7 @@ def _timed_loop(loader: Any, config: LoaderConfig, trial_s: float, emit: Emit, c
                     "the loader yielded no batch (dataset smaller than one batch with drop_last?)") from None
             if epoch_samples is None:
                 epoch_samples = sum(log.size)
+            log.epoch_first.append(len(log))
             iterator = live["iterator"] = iter(loader)
             epochs += 1
             batch = next(iterator)

@@ -1,11 +1,17 @@
-"""The host process: builds the dataset once per sweep, forks one trial per config.
+"""The host process: a cold process that forks the probe and every trial.
 
 Started by the runner as ``python -m dataprof.measure.host CMD_FD EVT_FD``.
 Commands arrive as JSON lines on CMD_FD; events leave as JSON lines on EVT_FD,
-so whatever the user's code prints cannot corrupt the protocol. Forking the
-trial from a process that already holds the dataset means construction is paid
-once, and workers see the dataset exactly as they would in training (built in
-the main process, then forked).
+so whatever the user's code prints cannot corrupt the protocol.
+
+A trial must be as cold as a training process: no partly iterated dataset, no
+heap or allocator warmed by checks, no batch collated before its DataLoader.
+So the host itself never runs the user's code to check it: ``load`` forks a
+probe that builds the dataset, collates its first batch, reports and exits.
+Then each trial, forked from the still-cold host, builds the dataset itself
+(``build`` per trial, the default: exactly what a training script does), or,
+after a ``share`` command (for a dataset costly to build), the host builds it
+once, never iterates it, and forks each trial from there.
 """
 
 from __future__ import annotations
@@ -67,41 +73,43 @@ def _read_lines(fd: int, buffer: bytearray) -> list[bytes] | None:
     return lines
 
 
-def load(request: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
-    """Build and check the dataset; return it, the collate function and its description."""
-    from dataprof.backends import detect_framework, get_backend
-    from dataprof.backends.common import check_batchable, dataset_length
+def build(request: dict[str, Any]) -> tuple[Any, Any, float]:
+    """Import and construct the target's dataset and collate function; the seconds construction took."""
     from dataprof.measure.runner import IN_MEMORY
     from dataprof.target import build_dataset, load_collate, load_object, parse_kwarg
 
     start = time.perf_counter()
     cwd = request["cwd"]
-    kwargs = dict(parse_kwarg(item) for item in request["args"])
-    forked = request["target"] in IN_MEMORY
-    if forked:  # a forked host: the caller's object, as it was at the fork
+    if request["target"] in IN_MEMORY:  # a forked host: the caller's object, as it was at the fork
         dataset = IN_MEMORY[request["target"]]
     else:
+        kwargs = dict(parse_kwarg(item) for item in request["args"])
         dataset = build_dataset(load_object(request["target"], cwd), kwargs, request["target"])
-    init_s = time.perf_counter() - start
-    backend = get_backend(detect_framework(dataset, request["framework"]))
-    # The host forks every trial. A thread pool (OpenMP) started here would be
-    # unusable in the forked trial, which hangs at its first parallel op; so the
-    # host stays single-threaded and each trial restores the default.
-    threads = backend.get_threads()
-    backend.set_threads(1)
-    if forked:
-        threads = 1  # the caller may have started a thread pool, which is dead after fork
+    build_s = time.perf_counter() - start
     collate_name = request.get("collate_fn")
     collate = IN_MEMORY[collate_name] if collate_name in IN_MEMORY else load_collate(collate_name, cwd)
-    kind = backend.dataset_kind(dataset)
-    batch = check_batchable(dataset, kind, collate or backend.default_collate(), int(request["batch_size"]))
+    return dataset, collate, build_s
+
+
+def probe(request: dict[str, Any], dataset: Any, collate: Any, build_s: float) -> dict[str, Any]:
+    """Check that the dataset batches and describe it (in a forked probe, never in the host itself)."""
     import multiprocessing
 
-    info = {
+    from dataprof.backends import detect_framework, get_backend
+    from dataprof.backends.common import check_batchable, dataset_length
+    from dataprof.measure.runner import IN_MEMORY
+
+    backend = get_backend(detect_framework(dataset, request["framework"]))
+    # the caller of the Python API may have started a thread pool, which is dead after fork
+    threads = 1 if request["target"] in IN_MEMORY else backend.get_threads()
+    kind = backend.dataset_kind(dataset)
+    batch = check_batchable(dataset, kind, collate or backend.default_collate(), int(request["batch_size"]))
+    return {
         "kind": kind,
         "type_name": type(dataset).__name__,
         "length": dataset_length(dataset),
-        "init_s": init_s,
+        "has_getitems": hasattr(type(dataset), "__getitems__"),
+        "init_s": build_s,
         **batch,
         "start_method": multiprocessing.get_start_method(),
         "sharing_strategy": backend.sharing_strategy(),
@@ -110,7 +118,59 @@ def load(request: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
         "loader_arguments": list(backend.loader_arguments()),
         "intra_op_threads": threads,
     }
-    return dataset, collate, info
+
+
+def _error_event(exc: BaseException) -> dict[str, Any]:
+    message = str(exc) if isinstance(exc, DataprofError) else f"{type(exc).__name__}: {exc}"
+    return {"ev": "host_error", "message": message, "traceback": traceback.format_exc()}
+
+
+def run_probe(request: dict[str, Any], shared: tuple[Any, Any, float] | None) -> dict[str, Any]:
+    """Fork the probe (it builds the dataset unless ``shared`` holds it) and return its one event."""
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            os.close(read_fd)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+            try:
+                event = {"ev": "host_ready", **probe(request, *(shared or build(request)))}
+            except BaseException as exc:
+                event, code = _error_event(exc), 3
+            Channel(write_fd).send(event)
+        finally:
+            os._exit(code)
+    os.close(write_fd)
+    buffer = bytearray()
+    lines: list[bytes] = []
+    while (chunk := _read_lines(read_fd, buffer)) is not None:
+        lines.extend(line for line in chunk if line.strip())
+    os.close(read_fd)
+    _, status = os.waitpid(pid, 0)
+    _reap_orphans()
+    if lines:
+        return dict(json.loads(lines[-1]))
+    return {"ev": "host_error", "traceback": "",
+            "message": f"the process building the dataset died ({_status_text(status)})"}
+
+
+def _status_text(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        return f"killed by {signal.Signals(os.WTERMSIG(status)).name}"
+    return f"exit code {os.waitstatus_to_exitcode(status)}"
+
+
+def single_threaded(framework: str) -> None:
+    """Keep a host that holds the dataset single-threaded; each trial forked from it restores the default.
+
+    A thread pool (OpenMP) started here would be unusable in a forked trial,
+    which hangs at its first parallel op.
+    """
+    from dataprof.backends import get_backend
+
+    get_backend(framework).set_threads(1)
 
 
 def _report_escape(channel: Channel, exc: BaseException) -> None:
@@ -127,12 +187,15 @@ def _report_escape(channel: Channel, exc: BaseException) -> None:
         pass  # the parent still sees the exit code
 
 
-def run_trial_process(dataset: Any, collate: Any, request: dict[str, Any], events: Channel,
-                      info: dict[str, Any]) -> None:
+def run_trial_process(shared: tuple[Any, Any, float] | None, load_request: dict[str, Any],
+                      request: dict[str, Any], events: Channel, info: dict[str, Any]) -> None:
     """Fork the trial, relay its events, reap it and its whole process group.
 
-    ``info``: what loading found; its ``intra_op_threads`` are restored in the
-    trial (the host runs single-threaded). A ``trial`` request measures one
+    ``shared``: the dataset and collate function the host built once, or None:
+    the trial then builds them itself from ``load_request`` (and emits ``built``
+    with the seconds it took) as a training process would. ``info``: what the
+    probe found; with a shared dataset its ``intra_op_threads`` are restored in
+    the trial (the host runs single-threaded). A ``trial`` request measures one
     config; an ``autotune`` request runs Paddle's own dataloader autotune; an
     ``epoch_check`` request runs a config's DataLoader over four epochs of a tiny stream.
     """
@@ -155,11 +218,16 @@ def run_trial_process(dataset: Any, collate: Any, request: dict[str, Any], event
             from dataprof.backends import get_backend
 
             backend = get_backend(info["framework"])
-            backend.set_threads(info["intra_op_threads"])
+            if request["cmd"] == "epoch_check":
+                run_epoch_check(backend, LoaderConfig.from_dict(request["config"]), trial_channel.send)
+                os._exit(0)
+            if shared is not None:
+                backend.set_threads(info["intra_op_threads"])
+                dataset, collate, _ = shared
+            else:
+                dataset, collate = _build_in_trial(load_request, trial_channel)
             if request["cmd"] == "autotune":
                 run_autotune(dataset, collate, request, trial_channel.send)
-            elif request["cmd"] == "epoch_check":
-                run_epoch_check(backend, LoaderConfig.from_dict(request["config"]), trial_channel.send)
             else:
                 run_trial(backend, dataset, collate, LoaderConfig.from_dict(request["config"]),
                           request["settings"], trial_channel.send)
@@ -224,12 +292,25 @@ def _reap_orphans() -> None:
             return
 
 
+def _build_in_trial(load_request: dict[str, Any], channel: Channel) -> tuple[Any, Any]:
+    """Build the dataset in the trial itself; an error that the probe did not meet ends the trial as failed."""
+    try:
+        dataset, collate, build_s = build(load_request)
+    except BaseException as exc:
+        event = _error_event(exc)
+        channel.send({"ev": "error", "status": "failed", "message": f"building the dataset: {event['message']}",
+                      "traceback": event["traceback"]})
+        os._exit(1)
+    channel.send({"ev": "built", "build_s": build_s})
+    return dataset, collate
+
+
 def serve(cmd_fd: int, evt_fd: int) -> int:
     """Answer commands until ``exit`` or until the parent goes away."""
     events = Channel(evt_fd)
     buffer = bytearray()
-    dataset: Any = None
-    collate: Any = None
+    load_request: dict[str, Any] = {}
+    shared: tuple[Any, Any, float] | None = None
     info: dict[str, Any] = {}
     while True:
         lines = _read_lines(cmd_fd, buffer)
@@ -240,18 +321,44 @@ def serve(cmd_fd: int, evt_fd: int) -> int:
             if request["cmd"] == "exit":
                 return 0
             if request["cmd"] == "load":
+                load_request = request
+                if request["target"] in _in_memory():
+                    shared = build(request)  # the caller's object: there is nothing to build again
+                event = run_probe(request, shared)
+                if event["ev"] == "host_error":
+                    events.send(event)
+                    return 3
+                info = event
+                _warm_imports(info["framework"])
+                if shared is not None:
+                    single_threaded(info["framework"])
+                events.send(event)
+            elif request["cmd"] == "share":
                 try:
-                    dataset, collate, info = load(request)
-                except DataprofError as exc:
-                    events.send({"ev": "host_error", "message": str(exc), "traceback": traceback.format_exc()})
+                    shared = build(load_request)
+                except BaseException as exc:
+                    events.send(_error_event(exc))
                     return 3
-                except Exception as exc:
-                    events.send({"ev": "host_error", "message": f"{type(exc).__name__}: {exc}",
-                                 "traceback": traceback.format_exc()})
-                    return 3
-                events.send({"ev": "host_ready", **info})
+                single_threaded(info["framework"])
+                events.send({"ev": "shared", "build_s": shared[2]})
             elif request["cmd"] in ("trial", "autotune", "epoch_check"):
-                run_trial_process(dataset, collate, request, events, info)
+                run_trial_process(shared, load_request, request, events, info)
+
+
+def _warm_imports(framework: str) -> None:
+    """Import the framework's DataLoader before forking, as a training script has by its first batch.
+
+    Only modules are imported: no thread pool starts, and no user code runs in the host.
+    """
+    from dataprof.backends import get_backend
+
+    get_backend(framework).loader_arguments()
+
+
+def _in_memory() -> dict[str, Any]:
+    from dataprof.measure.runner import IN_MEMORY
+
+    return IN_MEMORY
 
 
 def main(argv: list[str]) -> int:

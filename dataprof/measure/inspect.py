@@ -11,6 +11,7 @@ import multiprocessing
 import os
 import pickle
 import random
+import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -128,10 +129,10 @@ def run_inspection(settings: InspectSettings) -> InspectionData:
     backend = get_backend(detect_framework(dataset, settings.framework))
     collate = settings.collate or load_collate(settings.collate_fn, settings.cwd) or backend.default_collate()
     kind = backend.dataset_kind(dataset)
-    length = dataset_length(dataset) if kind == "map" else None
+    length = dataset_length(dataset)
     if kind == "map" and not length:
         raise TargetError("the dataset is empty (len() is 0): nothing to inspect")
-    order = sample_order(length, settings.samples, settings.seed)
+    order = sample_order(length if kind == "map" else None, settings.samples, settings.seed)
 
     threads = backend.get_threads()
     backend.set_threads(1)  # as in a DataLoader worker
@@ -251,11 +252,20 @@ def _collate(collate: Callable[[list[Any]], Any], samples: list[Any]) -> dict[st
     return {"wall": wall, "cpu": cpu, **footprint(batch)}
 
 
+def _user_class(dataset: Any) -> bool:
+    """Whether the dataset's class is the user's own code (not an installed library's, which it cannot change)."""
+    module = sys.modules.get(type(dataset).__module__)
+    path = getattr(module, "__file__", None) or ""
+    return bool(path) and not any(part in path for part in ("site-packages", "dist-packages"))
+
+
 def _pipeline_notes(pipeline: Pipeline, dataset: Any) -> list[str]:
     """Say plainly what could not be introspected."""
     if not pipeline.roots:
-        return [f"{type(dataset).__name__} has no transform, transforms or target_transform attribute, so "
-                "only whole samples are timed; hold the steps as self.transform = Compose([...]) to see each"]
+        note = (f"{type(dataset).__name__} has no transform, transforms or target_transform attribute, so "
+                "only whole samples are timed")
+        return [note + ("; hold the steps as self.transform = Compose([...]) to see each"
+                        if _user_class(dataset) else "")]
     notes = []
     for root in pipeline.roots:
         if root.total_calls() == 0:

@@ -27,6 +27,81 @@ class TreeSample:
     main_uss_bytes: int | None
     workers_uss_bytes: int | None
     processes: int
+    workers_private: PrivatePages | None = None
+    """Where the workers' private pages lie (read at the window's marks only: it is costly)."""
+
+
+@dataclass(frozen=True)
+class PrivatePages:
+    """A breakdown of processes' private memory, summed over the processes, from ``/proc/PID/smaps``.
+
+    ``inherited``: dirty private pages of the mappings the process shares with
+    its parent (it inherited them at fork): the parent's pages, copied when
+    written, e.g. as reading a Python object writes its reference count.
+    ``file``: clean private pages of memory-mapped files (an Arrow table, a numpy
+    memmap), read from the file, not copied from the parent. ``new``: the
+    rest of the private pages (memory the process allocated itself).
+    """
+
+    inherited: int
+    file: int
+    new: int
+
+
+def mapping_ranges(maps_text: str) -> list[tuple[int, int]]:
+    """Address ranges of a ``/proc/PID/maps`` (or smaps) text, sorted."""
+    ranges = []
+    for line in maps_text.splitlines():
+        head = line.split(" ", 1)[0]
+        if "-" in head and not head.endswith(":"):
+            start, _, end = head.partition("-")
+            try:
+                ranges.append((int(start, 16), int(end, 16)))
+            except ValueError:
+                continue
+    return sorted(ranges)
+
+
+_SHARED_MEMORY = ("/dev/shm/", "/memfd:", "/SYSV")
+"""Paths of shared mappings that hold memory, not files (torch's shared-memory tensors, for one)."""
+
+
+def private_pages(smaps_text: str, parent_ranges: list[tuple[int, int]]) -> PrivatePages:
+    """Split one process's private pages (``/proc/PID/smaps``) by where they come from (see PrivatePages).
+
+    A shared mapping of a file holds the file's pages, clean or dirty; a private
+    mapping holds the file's pages while clean and copies once written; a
+    dirty private page copies the parent's when its mapping is the parent's.
+    """
+    import bisect
+
+    starts = [start for start, _ in parent_ranges]
+    totals = {"inherited": 0, "file": 0, "new": 0}
+    clean = dirty = 0
+    kinds = ("new", "new")  # where this mapping's clean and dirty pages go
+
+    for line in smaps_text.splitlines() + [""]:
+        if line.startswith("Private_Clean:"):
+            clean = int(line.split()[1]) * 1024
+        elif line.startswith("Private_Dirty:"):
+            dirty = int(line.split()[1]) * 1024
+        elif not line or not line[0].isupper():  # a mapping header (start-end perms offset dev inode path), or the end
+            totals[kinds[0]] += clean
+            totals[kinds[1]] += dirty
+            clean = dirty = 0
+            fields = line.split(None, 5)
+            if len(fields) < 5:
+                continue
+            start = int(fields[0].partition("-")[0], 16)
+            where = bisect.bisect_right(starts, start) - 1
+            in_parent = where >= 0 and start < parent_ranges[where][1]
+            path = fields[5].strip() if len(fields) > 5 else ""
+            is_file = fields[4] != "0" and not path.startswith(_SHARED_MEMORY) and not path.endswith("(deleted)")
+            if fields[1].endswith("s"):
+                kinds = ("file", "file") if is_file else ("new", "new")
+            else:
+                kinds = ("file" if is_file else "new", "inherited" if in_parent else "new")
+    return PrivatePages(**totals)
 
 
 class ProcessTreeProbe:
@@ -39,10 +114,11 @@ class ProcessTreeProbe:
         self.root = psutil.Process(pid)
         self.with_memory = with_memory
 
-    def sample(self, now: float, memory: bool = True) -> TreeSample | None:
+    def sample(self, now: float, memory: bool = True, breakdown: bool = False) -> TreeSample | None:
         """CPU times of every process, then their PSS/USS unless ``memory`` is False (the costly part).
 
         All CPU times are read before any memory, so they stay one instant however long memory takes.
+        ``breakdown`` (with ``memory``) also splits the workers' private pages (:class:`PrivatePages`).
         """
         psutil = self.psutil
         try:
@@ -87,7 +163,23 @@ class ProcessTreeProbe:
             main_uss_bytes=main_uss if memory_ok else None,
             workers_uss_bytes=workers_uss if memory_ok else None,
             processes=len(procs),
+            workers_private=self._workers_private(procs[1:]) if memory_ok and breakdown and len(procs) > 1 else None,
         )
+
+    def _workers_private(self, workers: list[Any]) -> PrivatePages | None:
+        """The workers' private pages split by origin; None where smaps cannot be read (not Linux, not ours)."""
+        total = PrivatePages(0, 0, 0)
+        try:
+            with open(f"/proc/{self.root.pid}/maps") as handle:
+                parent = mapping_ranges(handle.read())
+            for worker in workers:
+                with open(f"/proc/{worker.pid}/smaps") as handle:
+                    pages = private_pages(handle.read(), parent)
+                total = PrivatePages(total.inherited + pages.inherited, total.file + pages.file,
+                                     total.new + pages.new)
+        except (OSError, ValueError):
+            return None
+        return total
 
 
 @dataclass(frozen=True)

@@ -147,6 +147,20 @@ class Host:
             if event["ev"] == "host_ready":
                 return event
 
+    def share(self) -> None:
+        """Have the host build the dataset once, for every trial to be forked from it."""
+        self.send({"cmd": "share"})
+        while True:
+            try:
+                event = self.next_event(1.0)
+            except HostDied as exc:
+                raise TargetError(f"the process building {self.settings.target} died "
+                                  f"({self._exit_reason()})") from exc
+            if event is not None and event["ev"] == "host_error":
+                raise TargetError(event["message"], event.get("traceback", ""))
+            if event is not None and event["ev"] == "shared":
+                return
+
     def _exit_reason(self) -> str:
         code = self.proc.wait(timeout=5)
         if code < 0:
@@ -173,8 +187,20 @@ class Host:
         self.log.close()
 
 
+SHARE_BUILD_S = 2.0
+"""A dataset that takes longer than this to build is built once and shared; a quicker one, in every trial."""
+
+
 class TrialRunner:
-    """Runs configs one at a time in fresh processes forked by the host."""
+    """Runs configs one at a time in fresh processes forked by the host.
+
+    Each trial builds the dataset itself, as cold as a training process, unless
+    building it takes over :data:`SHARE_BUILD_S`: the host then builds it once
+    and forks every trial from there (it never iterates it). A shared-dataset
+    trial that does not complete is run again building its own; if that one
+    completes, the shared instance was the cause, and every later trial builds
+    its own (``build_note`` says so).
+    """
 
     def __init__(self, settings: SweepSettings, args: list[str], observer: Observer | None = None,
                  sample_interval_s: float = 0.25) -> None:
@@ -188,12 +214,25 @@ class TrialRunner:
         self.gpu_reason: str | None = None
         self.gpu_name: str | None = None
         self._current_pid: int | None = None
+        self.build_in_trials = True
+        """Whether each trial builds the dataset (else it is forked from the host's one instance)."""
+        self.build_note = ""
+        """How the trials get their dataset, and why, in words."""
+        self._per_trial_forced = False
+        self._fallback_tried = False
+        self._shared_build_s: float | None = None
+        """Set once a trial took over SHARE_BUILD_S to build the dataset: it is built once from then on."""
 
     def start(self) -> DatasetInfo:
-        """Start the host and build the dataset once; TargetError if that fails."""
+        """Start the host and check the dataset in a probe; TargetError if that fails."""
         self.host = Host(self.settings, self.args)
         try:
             info = self.host.load()
+            self.build_in_trials = self.settings.target not in IN_MEMORY
+            if not self.build_in_trials:
+                self.build_note = "every trial is forked from the process holding the dataset object given"
+            elif self._shared_build_s is not None and not self._per_trial_forced:
+                self._share(self._shared_build_s)
         except BaseException:
             self.host.close()
             self.host = None
@@ -226,7 +265,47 @@ class TrialRunner:
         assert self.host is not None
         return self.host
 
+    def _share(self, build_s: float) -> None:
+        assert self.host is not None
+        self.host.share()
+        self.build_in_trials = False
+        self._shared_build_s = build_s
+        self.build_note = (f"building the dataset took {build_s:.1f} s in a trial, so from then on it is built once "
+                           "and each trial is forked from the process that built it (which never iterates it)")
+
     def run(self, config: LoaderConfig) -> TrialResult:
+        shared = not self.build_in_trials
+        result = self._run(config)
+        if shared and result.status in ("failed", "timeout", "crashed") and self._may_build_instead():
+            self._fallback_tried = self._per_trial_forced = True
+            self._restart()
+            again = self._run(config)
+            if again.status == "ok":
+                self.build_note = (f"every trial builds the dataset in a fresh process: {config.label()} forked "
+                                   f"from the process that built it ended {result.status} ({result.error}), "
+                                   "and completed when the trial built its own")
+                return again
+            self._per_trial_forced = False
+            self._restart()
+            return again
+        if self.build_in_trials and result.build_s is not None and not self._per_trial_forced:
+            if result.build_s > SHARE_BUILD_S:
+                self._share(result.build_s)
+            elif not self.build_note:
+                self.build_note = (f"every trial builds the dataset ({result.build_s:.2f} s) in a fresh process "
+                                   "before its DataLoader, as a training script does")
+        return result
+
+    def _may_build_instead(self) -> bool:
+        return not self._fallback_tried and self.settings.target not in IN_MEMORY
+
+    def _restart(self) -> None:
+        if self.host is not None:
+            self.host.close()
+            self.host = None
+        self.start()
+
+    def _run(self, config: LoaderConfig) -> TrialResult:
         host = self._live_host()
         started = time.monotonic()
         s = self.settings
@@ -336,6 +415,7 @@ class TrialRunner:
         sampler: Sampler | None = None
         gpu_probe: Any = NullGpuProbe()
         result: dict[str, Any] = {}
+        built_s: float | None = None
         last_progress = time.monotonic()
         try:
             while True:
@@ -360,6 +440,9 @@ class TrialRunner:
                         if sampler is not None:
                             sampler.gpu_probe = gpu_probe
                     last_progress = now
+                elif kind == "built":
+                    built_s = event["build_s"]
+                    last_progress = now
                 elif kind in ("first_batch", "progress"):
                     last_progress = now
                     self.observer(kind, {"config": config, **event})
@@ -371,7 +454,7 @@ class TrialRunner:
                 elif kind in ("result", "error") and not result:
                     result = event  # the first word is the trial's; later ones come from its clean-up
                 elif kind == "trial_exit":
-                    return self._outcome(result, event, killed_for, sampler)
+                    return {**self._outcome(result, event, killed_for, sampler), "build_s": built_s}
         finally:
             if sampler is not None:
                 sampler.stop()

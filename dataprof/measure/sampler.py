@@ -75,11 +75,11 @@ class Sampler:
         self._thread.start()
         return self
 
-    def sample_now(self, memory: bool = True) -> None:
+    def sample_now(self, memory: bool = True, breakdown: bool = False) -> None:
         with self._lock:
             now = self.clock()
             started = time.perf_counter()
-            tree = self.tree_probe.sample(now, memory)
+            tree = self.tree_probe.sample(now, memory, breakdown)
             if memory:
                 self.full_cost_s = time.perf_counter() - started
             if tree is not None:
@@ -92,11 +92,11 @@ class Sampler:
             self.on_sample(tree)
 
     def mark_window_start(self) -> None:
-        self.sample_now(memory=self.full_cost_s < self.mark_memory_cost_s)
+        self.sample_now(memory=self.full_cost_s < self.mark_memory_cost_s, breakdown=True)
         self.samples.window_start = self.samples.tree[-1].t if self.samples.tree else self.clock()
 
     def mark_window_end(self) -> None:
-        self.sample_now(memory=self.full_cost_s < self.mark_memory_cost_s)
+        self.sample_now(memory=self.full_cost_s < self.mark_memory_cost_s, breakdown=True)
         self.samples.window_end = self.samples.tree[-1].t if self.samples.tree else self.clock()
 
     def stop(self) -> Samples:
@@ -148,6 +148,7 @@ def summarize(samples: Samples) -> dict[str, Any]:
         "cpu_percent_system": None, "iowait_percent": None,
         "workers_uss_start_bytes": None, "workers_uss_end_bytes": None, "main_uss_bytes": None,
         "gpu_util_percent": None, "gpu_memory_bytes": None,
+        "workers_inherited_growth_bytes": None, "workers_file_growth_bytes": None,
     }
     if len(tree) >= 2 and tree[-1].t > tree[0].t:
         span = tree[-1].t - tree[0].t
@@ -159,6 +160,10 @@ def summarize(samples: Samples) -> dict[str, Any]:
         out["workers_uss_start_bytes"], out["workers_uss_end_bytes"] = _settled_uss(tree)
         out["main_uss_bytes"] = next((s.main_uss_bytes for s in reversed(tree) if s.main_uss_bytes is not None),
                                      None)
+        marks = [s.workers_private for s in tree if s.workers_private is not None]
+        if len(marks) >= 2:
+            out["workers_inherited_growth_bytes"] = marks[-1].inherited - marks[0].inherited
+            out["workers_file_growth_bytes"] = marks[-1].file - marks[0].file
     if len(system) >= 2 and system[-1].total_s > system[0].total_s:
         total = system[-1].total_s - system[0].total_s
         out["cpu_percent_system"] = 100.0 * (system[-1].busy_s - system[0].busy_s) / total

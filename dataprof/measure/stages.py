@@ -1,11 +1,18 @@
 """Find a dataset's transform pipeline and time each stage while the dataset runs as usual.
 
-Nothing is re-implemented: each leaf stage (a callable that is not itself a
-list of stages) is replaced, in the list or attribute that holds it, by a timer
-that calls it; :func:`timed_pipeline` puts every original back on exit. A
-Compose-like node (an object whose ``.transforms`` is a list or tuple of
-callables — torchvision, torchvision v2, paddle.vision, albumentations style —
-or a plain list of callables) is not timed itself: its cost is its children's.
+Nothing is re-implemented, and a timed stage stays what it was: an object
+stage keeps its identity and attributes and is still an instance of its class
+(its class is swapped, for the block only, for a subclass whose ``__call__``
+times the original's), so pipelines that dispatch on a stage's type (MONAI's
+cache, albumentations, torchvision v2) behave exactly as without dataprof. A
+plain function stage is replaced, in the list or attribute that holds it, by
+a timer that calls it. A stage that can be neither is left alone and said so.
+:func:`timed_pipeline` puts everything back on exit. A Compose-like node (an
+object whose ``.transforms`` is a list or tuple of callables — torchvision,
+torchvision v2, paddle.vision, albumentations style — or a plain list of
+callables) is not timed itself: its cost is its children's. A Hugging Face
+``datasets`` dataset's ``with_transform``/``set_transform`` function is a root
+too.
 """
 
 from __future__ import annotations
@@ -91,6 +98,25 @@ class _Timed:
         return getattr(fn, name)
 
 
+def _timed_class(cls: type, stage: Stage, clock: Callable[[], float]) -> type:
+    """A subclass of ``cls`` whose calls add their wall time to ``stage``; named and laid out as ``cls``."""
+    original = cls.__call__  # type: ignore[operator]
+
+    def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
+        start = clock()
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            stage.seconds += clock() - start
+            stage.calls += 1
+
+    return type(cls.__name__, (cls,), {"__call__": __call__, "__slots__": (), "__module__": cls.__module__,
+                                       "__qualname__": cls.__qualname__})
+
+
+_FUNCTION_TYPES = ("function", "builtin_function_or_method", "method", "partial", "method-wrapper")
+
+
 def stage_name(obj: Any) -> str:
     """``RandomErasing``, ``decode`` (function), ``partial(resize)``, ``<lambda>``."""
     func = getattr(obj, "func", None)
@@ -118,7 +144,17 @@ class _Restorer:
     def __init__(self) -> None:
         self.undo: list[Callable[[], None]] = []
 
-    def set_item(self, container: list[Any], index: int, value: Any) -> None:
+    def swap_class(self, obj: Any, cls: type) -> bool:
+        """Make ``obj`` an instance of ``cls`` (a subclass of its own class) until restored."""
+        original = type(obj)
+        try:
+            obj.__class__ = cls
+        except TypeError:  # a built-in or extension type, or one whose layout a subclass cannot share
+            return False
+        self.undo.append(lambda: setattr(obj, "__class__", original))
+        return True
+
+    def set_item(self, container: Any, index: Any, value: Any) -> None:
         original = container[index]
         container[index] = value
         self.undo.append(lambda: container.__setitem__(index, original))
@@ -161,8 +197,16 @@ def _wrap(obj: Any, path: str, install: Callable[[Any], bool], seen: set[int], r
     seen.add(id(obj))
     items = children_of(obj) if depth < MAX_DEPTH else None
     if items is None:
-        if not install(_Timed(obj, stage, clock)):
-            notes.append(f"{path} ({stage.name}) cannot be replaced by a timer, so it is not timed")
+        if type(obj).__name__ in _FUNCTION_TYPES or isinstance(obj, type):
+            timed = install(_Timed(obj, stage, clock))
+        else:
+            try:
+                timed = restorer.swap_class(obj, _timed_class(type(obj), stage, clock))
+            except TypeError:  # a type that cannot be subclassed
+                timed = False
+        if not timed:
+            notes.append(f"{path} ({stage.name}) cannot be timed without replacing it by an object of another "
+                         "type, so it is not timed on its own: the sample's time includes it")
         return stage
     stage.composite = True
     prefix = path if isinstance(obj, (list, tuple)) else f"{path}.transforms"
@@ -218,11 +262,28 @@ def timed_pipeline(dataset: Any, clock: Callable[[], float] = time.perf_counter)
                     continue
                 roots.append(_wrap(obj, prefix + attr, functools.partial(restorer.set_attr, holder, attr),
                                    seen, restorer, clock, notes))
+            formatter = _format_transform(holder)
+            if formatter is not None and id(formatter[1]) not in seen:
+                kwargs, fn = formatter
+
+                def put(new: Any, kwargs: dict[str, Any] = kwargs) -> bool:
+                    restorer.set_item(kwargs, "transform", new)
+                    return True
+
+                roots.append(_wrap(fn, prefix + "with_transform", put, seen, restorer, clock, notes))
             if roots:
                 break
         yield Pipeline(roots=roots, notes=notes)
     finally:
         restorer.restore()
+
+
+def _format_transform(holder: Any) -> tuple[dict[str, Any], Any] | None:
+    """A Hugging Face ``datasets`` dataset's ``with_transform`` function, and the dict that holds it."""
+    kwargs = getattr(holder, "_format_kwargs", None) if not isinstance(holder, type) else None
+    if isinstance(kwargs, dict) and callable(kwargs.get("transform")):
+        return kwargs, kwargs["transform"]
+    return None
 
 
 def _covers_known(obj: Any, seen: set[int]) -> bool:

@@ -25,6 +25,8 @@ class BatchLog:
     step_s: list[float] = field(default_factory=list)
     end_t: list[float] = field(default_factory=list)
     size: list[int] = field(default_factory=list)
+    epoch_first: list[int] = field(default_factory=list)
+    """Indices of the iterations that began an epoch after the first (their wait holds the epoch's restart)."""
 
     def add(self, wait_s: float, wait_cpu_s: float, copy_s: float, step_s: float, end_t: float,
             size: int) -> None:
@@ -97,6 +99,7 @@ def summarize(log: BatchLog, first: int, num_workers: int) -> dict[str, Any]:
     samples = sum(log.size[i] for i in window)
     waits = [log.wait_s[i] for i in window]
     wait_ms = [w * 1000.0 for w in waits]
+    restarts = [i for i in log.epoch_first if i in window]
     return {
         "samples_per_s": samples / window_s if window_s > 0 else math.inf,
         "samples_per_s_spread": rate_spread(log, first, max(1, num_workers)),
@@ -109,6 +112,8 @@ def summarize(log: BatchLog, first: int, num_workers: int) -> dict[str, Any]:
         "batches": len(window),
         "samples": samples,
         "window_s": window_s,
+        "epoch_starts_in_window": len(restarts),
+        "epoch_start_wait_s": sum(log.wait_s[i] for i in restarts),
     }
 
 

@@ -21,7 +21,7 @@ BAR_WIDTH = 12
 
 def header(ins: Inspection) -> Text:
     data, ds, env = ins.data, ins.data.dataset, ins.data.environment
-    length = f"{ds.length} samples" if ds.length is not None else "iterable"
+    length = f"{ds.length:,} samples" if ds.length is not None else "no len()"
     chosen = (f"{len(data.wall_s)} random samples (seed {data.settings.get('seed')})" if ds.kind == "map"
               else f"the first {len(data.wall_s)} items, in stream order")
     lines = [f"dataprof {data.tool_version} · inspect {data.target}",
