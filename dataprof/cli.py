@@ -243,6 +243,8 @@ def sweep(target: str, args: tuple[str, ...], batch_size: int, workers: str, fra
     except SweepTargetError as exc:
         finish()
         save(exc.report)
+        if exc.report.trials:  # what was measured is shown before the error line
+            console_render.print_report(out, exc.report)
         raise
     finally:
         finish()

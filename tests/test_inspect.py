@@ -284,3 +284,16 @@ def test_functions_modules_and_built_in_objects_as_stages() -> None:
     assert pipeline.notes == ["transform.transforms[2] (methodcaller) cannot be timed without replacing it by an "
                               "object of another type, so it is not timed on its own: the sample's time includes it"]
     assert type(dataset.transform.transforms[1]) is torch.nn.Identity
+
+
+def test_a_with_transform_function_is_timed_and_put_back() -> None:
+    from tests.fixtures.stages import FormattedRows
+
+    dataset = FormattedRows()
+    original = dataset._format_kwargs["transform"]
+    with timed_pipeline(dataset) as pipeline:
+        for index in range(4):
+            dataset[index]
+    assert [root.path for root in pipeline.roots] == ["with_transform"]
+    assert [(leaf.name, leaf.calls) for leaf in pipeline.roots[0].leaves()] == [("Heavy", 4), ("Light", 4)]
+    assert dataset._format_kwargs["transform"] is original

@@ -140,6 +140,8 @@ def run_probe(request: dict[str, Any], shared: tuple[Any, Any, float] | None) ->
             except BaseException as exc:
                 event, code = _error_event(exc), 3
             Channel(write_fd).send(event)
+            if shared is None:
+                exit_as_a_script(code)
         finally:
             os._exit(code)
     os.close(write_fd)
@@ -160,6 +162,33 @@ def _status_text(status: int) -> str:
     if os.WIFSIGNALED(status):
         return f"killed by {signal.Signals(os.WTERMSIG(status)).name}"
     return f"exit code {os.waitstatus_to_exitcode(status)}"
+
+
+EXIT_HANDLERS_S = 5.0
+"""Longest a child's exit handlers may take before it is ended anyway."""
+
+
+def exit_as_a_script(code: int) -> None:
+    """End a child that built its own dataset as a script ends: run threading's and atexit's exit handlers.
+
+    Libraries free what they own there (MosaicML Streaming unlinks its shared
+    memory, others remove locks and temporary files); skipped, they would leave
+    it to the next trial. Never returns; handlers still running after
+    :data:`EXIT_HANDLERS_S` are cut off. A child forked with the host's dataset
+    does not run them: they would free what the host still holds.
+    """
+    import atexit
+    import threading
+
+    watchdog = threading.Timer(EXIT_HANDLERS_S, os._exit, (code,))
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        threading._shutdown()  # type: ignore[attr-defined]
+        atexit._run_exitfuncs()
+    except BaseException:
+        pass  # a failing handler must not change how the child ends
+    os._exit(code)
 
 
 def single_threaded(framework: str) -> None:
@@ -236,6 +265,8 @@ def run_trial_process(shared: tuple[Any, Any, float] | None, load_request: dict[
             if trial_channel is not None:
                 _report_escape(trial_channel, exc)
         finally:
+            if shared is None:
+                exit_as_a_script(code)
             os._exit(code)
     try:
         os.setpgid(pid, pid)
@@ -307,6 +338,8 @@ def _build_in_trial(load_request: dict[str, Any], channel: Channel) -> tuple[Any
 
 def serve(cmd_fd: int, evt_fd: int) -> int:
     """Answer commands until ``exit`` or until the parent goes away."""
+    from dataprof.measure.runner import IN_MEMORY
+
     events = Channel(evt_fd)
     buffer = bytearray()
     load_request: dict[str, Any] = {}
@@ -322,7 +355,7 @@ def serve(cmd_fd: int, evt_fd: int) -> int:
                 return 0
             if request["cmd"] == "load":
                 load_request = request
-                if request["target"] in _in_memory():
+                if request["target"] in IN_MEMORY:
                     shared = build(request)  # the caller's object: there is nothing to build again
                 event = run_probe(request, shared)
                 if event["ev"] == "host_error":
@@ -353,12 +386,6 @@ def _warm_imports(framework: str) -> None:
     from dataprof.backends import get_backend
 
     get_backend(framework).loader_arguments()
-
-
-def _in_memory() -> dict[str, Any]:
-    from dataprof.measure.runner import IN_MEMORY
-
-    return IN_MEMORY
 
 
 def main(argv: list[str]) -> int:

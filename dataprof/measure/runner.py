@@ -131,35 +131,29 @@ class Host:
         return "\n".join(text.splitlines()[-lines:])
 
     def load(self) -> dict[str, Any]:
+        """Have the host's probe build and check the dataset; what it found."""
         s = self.settings
         self.send({"cmd": "load", "target": s.target, "args": self.args, "cwd": s.cwd,
                    "collate_fn": s.collate_fn, "batch_size": s.batch_size, "framework": s.framework})
-        while True:
-            try:
-                event = self.next_event(1.0)
-            except HostDied as exc:
-                raise TargetError(
-                    f"the process loading {s.target} died ({self._exit_reason()})", ) from exc
-            if event is None:
-                continue
-            if event["ev"] == "host_error":
-                raise TargetError(event["message"], event.get("traceback", ""))
-            if event["ev"] == "host_ready":
-                return event
+        return self._await("host_ready")
 
     def share(self) -> None:
         """Have the host build the dataset once, for every trial to be forked from it."""
         self.send({"cmd": "share"})
+        self._await("shared")
+
+    def _await(self, kind: str) -> dict[str, Any]:
+        """The host's next ``kind`` event; TargetError if it reports an error or dies first."""
         while True:
             try:
                 event = self.next_event(1.0)
             except HostDied as exc:
-                raise TargetError(f"the process building {self.settings.target} died "
-                                  f"({self._exit_reason()})") from exc
+                raise TargetError(f"the process loading {self.settings.target} died ({self._exit_reason()})") \
+                    from exc
             if event is not None and event["ev"] == "host_error":
                 raise TargetError(event["message"], event.get("traceback", ""))
-            if event is not None and event["ev"] == "shared":
-                return
+            if event is not None and event["ev"] == kind:
+                return event
 
     def _exit_reason(self) -> str:
         code = self.proc.wait(timeout=5)
