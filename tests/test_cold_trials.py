@@ -118,6 +118,17 @@ def test_a_failure_in_every_config_is_a_target_error_within_one_trial(tmp_path: 
 
 
 @pytest.mark.slow
+def test_a_first_batch_that_never_comes_is_a_target_error_not_a_hang() -> None:
+    import psutil
+
+    code, _, stderr = sweep(f"{FIX}:HangsFromTheStart", "--batch-size", "8", *QUICK, "--trial-timeout", "2")
+    assert code == 3, stderr
+    assert "the first batch of 8 did not come in 2 s (--trial-timeout) after the dataset was built" in stderr
+    time.sleep(0.5)
+    assert not [p for p in psutil.Process().children(recursive=True) if p.is_running()]
+
+
+@pytest.mark.slow
 def test_a_dataset_that_cannot_load_still_writes_the_json(tmp_path: Path) -> None:
     out = tmp_path / "run.json"
     code, _, stderr = sweep(f"{FIX}:BadInit", "--json", str(out))

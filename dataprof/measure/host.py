@@ -125,8 +125,11 @@ def _error_event(exc: BaseException) -> dict[str, Any]:
     return {"ev": "host_error", "message": message, "traceback": traceback.format_exc()}
 
 
-def run_probe(request: dict[str, Any], shared: tuple[Any, Any, float] | None) -> dict[str, Any]:
-    """Fork the probe (it builds the dataset unless ``shared`` holds it) and return its one event."""
+def run_probe(request: dict[str, Any], shared: tuple[Any, Any, float] | None, events: Channel) -> dict[str, Any]:
+    """Fork the probe (it builds the dataset unless ``shared`` holds it) and return its last event.
+
+    ``built`` (the dataset is built; its first batch comes next) is passed on to ``events`` at once.
+    """
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -135,11 +138,14 @@ def run_probe(request: dict[str, Any], shared: tuple[Any, Any, float] | None) ->
             os.close(read_fd)
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+            channel = Channel(write_fd)
             try:
-                event = {"ev": "host_ready", **probe(request, *(shared or build(request)))}
+                dataset, collate, build_s = shared or build(request)
+                channel.send({"ev": "built", "build_s": build_s})
+                event = {"ev": "host_ready", **probe(request, dataset, collate, build_s)}
             except BaseException as exc:
                 event, code = _error_event(exc), 3
-            Channel(write_fd).send(event)
+            channel.send(event)
             if shared is None:
                 exit_as_a_script(code)
         finally:
@@ -148,7 +154,11 @@ def run_probe(request: dict[str, Any], shared: tuple[Any, Any, float] | None) ->
     buffer = bytearray()
     lines: list[bytes] = []
     while (chunk := _read_lines(read_fd, buffer)) is not None:
-        lines.extend(line for line in chunk if line.strip())
+        for line in chunk:
+            if line.strip() and json.loads(line)["ev"] == "built":
+                events.send(json.loads(line))
+            elif line.strip():
+                lines.append(line)
     os.close(read_fd)
     _, status = os.waitpid(pid, 0)
     _reap_orphans()
@@ -357,7 +367,7 @@ def serve(cmd_fd: int, evt_fd: int) -> int:
                 load_request = request
                 if request["target"] in IN_MEMORY:
                     shared = build(request)  # the caller's object: there is nothing to build again
-                event = run_probe(request, shared)
+                event = run_probe(request, shared, events)
                 if event["ev"] == "host_error":
                     events.send(event)
                     return 3

@@ -135,21 +135,31 @@ class Host:
         s = self.settings
         self.send({"cmd": "load", "target": s.target, "args": self.args, "cwd": s.cwd,
                    "collate_fn": s.collate_fn, "batch_size": s.batch_size, "framework": s.framework})
-        return self._await("host_ready")
+        return self._await("host_ready", s.trial_timeout_s)
 
     def share(self) -> None:
         """Have the host build the dataset once, for every trial to be forked from it."""
         self.send({"cmd": "share"})
         self._await("shared")
 
-    def _await(self, kind: str) -> dict[str, Any]:
-        """The host's next ``kind`` event; TargetError if it reports an error or dies first."""
+    def _await(self, kind: str, first_batch_s: float | None = None) -> dict[str, Any]:
+        """The host's next ``kind`` event; TargetError if it reports an error or dies first.
+
+        ``first_batch_s``: once the probe has built the dataset, how long its first batch may take.
+        """
+        deadline: float | None = None
         while True:
             try:
-                event = self.next_event(1.0)
+                event = self.next_event(0.25)
             except HostDied as exc:
                 raise TargetError(f"the process loading {self.settings.target} died ({self._exit_reason()})") \
                     from exc
+            if event is not None and event["ev"] == "built" and first_batch_s is not None:
+                deadline = time.monotonic() + first_batch_s
+            if event is None and deadline is not None and time.monotonic() > deadline:
+                self.proc.terminate()
+                raise TargetError(f"the first batch of {self.settings.batch_size} did not come in {first_batch_s:g} s "
+                                  "(--trial-timeout) after the dataset was built: loading it hangs")
             if event is not None and event["ev"] == "host_error":
                 raise TargetError(event["message"], event.get("traceback", ""))
             if event is not None and event["ev"] == kind:
