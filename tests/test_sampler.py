@@ -8,7 +8,15 @@ from typing import Any
 import pytest
 
 from dataprof.measure.consumer import visible_gpu_uuid
-from dataprof.measure.probes import GpuSample, NullGpuProbe, NvmlProbe, ProcessTreeProbe, SystemSample, TreeSample
+from dataprof.measure.probes import (
+    GpuSample,
+    NullGpuProbe,
+    NvmlProbe,
+    PrivatePages,
+    ProcessTreeProbe,
+    SystemSample,
+    TreeSample,
+)
 from dataprof.measure.sampler import Sampler, Samples, summarize
 
 
@@ -258,3 +266,15 @@ def test_a_paddle_gpu_is_matched_to_nvml_through_cuda_visible_devices(monkeypatc
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
     assert visible_gpu_uuid(1, nvml=nvml) == "GPU-b"
     assert visible_gpu_uuid(0, nvml=FakeNvml([], fail_init=True)) is None  # no NVML: no GPU figures, no crash
+
+
+def test_private_page_growth_needs_both_marks_over_the_same_workers() -> None:
+    def mark(t: float, inherited: int, processes: int = 3) -> TreeSample:
+        return dataclasses.replace(tree(t, t, 500, 10), processes=processes,
+                                   workers_private=PrivatePages(inherited=inherited, file=2 * inherited, new=0))
+
+    samples = Samples(tree=[mark(1, 100), tree(2, 2.0, 500, 10), mark(3, 400)], window_start=1.0, window_end=3.0)
+    out = summarize(samples)
+    assert out["workers_inherited_growth_bytes"] == 300 and out["workers_file_growth_bytes"] == 600
+    exiting = Samples(tree=[mark(1, 100), mark(3, 50, processes=2)], window_start=1.0, window_end=3.0)
+    assert summarize(exiting)["workers_inherited_growth_bytes"] is None

@@ -37,6 +37,8 @@ from dataprof.target import describe_exception
 Emit = Callable[[dict[str, Any]], None]
 
 HEARTBEAT_S = 0.5
+END_MARK_GRACE_S = 0.25
+"""At the window's end the parent reads the workers' memory; the trial shuts them down only this long after."""
 DEAD_WORKER_WAIT_S = 1.0
 """How long a failed trial gives its workers to finish dying, so a crash is named by its signal."""
 
@@ -442,6 +444,8 @@ def _timed_loop(loader: Any, config: LoaderConfig, trial_s: float, emit: Emit, c
     sampler_s = recorder.busy_s - sampler_start if recorder is not None else None
     receive_s = receiver.busy_s - receive_start
     emit({"ev": "window_end"})
+    if workers_started:
+        time.sleep(END_MARK_GRACE_S)  # the parent reads the workers' memory now: they must still be there
     backend.shutdown(iterator)
     figures = summarize(log, window_first, config.num_workers)
     figures.update(

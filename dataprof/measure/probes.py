@@ -174,7 +174,10 @@ class ProcessTreeProbe:
                 parent = mapping_ranges(handle.read())
             for worker in workers:
                 with open(f"/proc/{worker.pid}/smaps") as handle:
-                    pages = private_pages(handle.read(), parent)
+                    text = handle.read()
+                if not text:  # a worker that is exiting (a zombie has no mappings): no reading of all of them
+                    return None
+                pages = private_pages(text, parent)
                 total = PrivatePages(total.inherited + pages.inherited, total.file + pages.file,
                                      total.new + pages.new)
         except (OSError, ValueError):

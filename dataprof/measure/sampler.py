@@ -160,10 +160,13 @@ def summarize(samples: Samples) -> dict[str, Any]:
         out["workers_uss_start_bytes"], out["workers_uss_end_bytes"] = _settled_uss(tree)
         out["main_uss_bytes"] = next((s.main_uss_bytes for s in reversed(tree) if s.main_uss_bytes is not None),
                                      None)
-        marks = [s.workers_private for s in tree if s.workers_private is not None]
-        if len(marks) >= 2:
-            out["workers_inherited_growth_bytes"] = marks[-1].inherited - marks[0].inherited
-            out["workers_file_growth_bytes"] = marks[-1].file - marks[0].file
+        marks = [s for s in tree if s.workers_private is not None]
+        # both marks must cover the same workers: one read as workers exit would show a loss, not a growth
+        if len(marks) >= 2 and marks[0].processes == marks[-1].processes:
+            start, end = marks[0].workers_private, marks[-1].workers_private
+            assert start is not None and end is not None
+            out["workers_inherited_growth_bytes"] = end.inherited - start.inherited
+            out["workers_file_growth_bytes"] = end.file - start.file
     if len(system) >= 2 and system[-1].total_s > system[0].total_s:
         total = system[-1].total_s - system[0].total_s
         out["cpu_percent_system"] = 100.0 * (system[-1].busy_s - system[0].busy_s) / total
