@@ -120,9 +120,12 @@ def probe(request: dict[str, Any], dataset: Any, collate: Any, build_s: float) -
     }
 
 
+def _describe(exc: BaseException) -> str:
+    return str(exc) if isinstance(exc, DataprofError) else f"{type(exc).__name__}: {exc}"
+
+
 def _error_event(exc: BaseException) -> dict[str, Any]:
-    message = str(exc) if isinstance(exc, DataprofError) else f"{type(exc).__name__}: {exc}"
-    return {"ev": "host_error", "message": message, "traceback": traceback.format_exc()}
+    return {"ev": "host_error", "message": _describe(exc), "traceback": traceback.format_exc()}
 
 
 def run_probe(request: dict[str, Any], shared: tuple[Any, Any, float] | None, events: Channel) -> dict[str, Any]:
@@ -152,18 +155,18 @@ def run_probe(request: dict[str, Any], shared: tuple[Any, Any, float] | None, ev
             os._exit(code)
     os.close(write_fd)
     buffer = bytearray()
-    lines: list[bytes] = []
+    last: dict[str, Any] | None = None
     while (chunk := _read_lines(read_fd, buffer)) is not None:
-        for line in chunk:
-            if line.strip() and json.loads(line)["ev"] == "built":
-                events.send(json.loads(line))
-            elif line.strip():
-                lines.append(line)
+        for event in (json.loads(line) for line in chunk if line.strip()):
+            if event["ev"] == "built":
+                events.send(event)
+            else:
+                last = event
     os.close(read_fd)
     _, status = os.waitpid(pid, 0)
     _reap_orphans()
-    if lines:
-        return dict(json.loads(lines[-1]))
+    if last is not None:
+        return last
     return {"ev": "host_error", "traceback": "",
             "message": f"the process building the dataset died ({_status_text(status)})"}
 
@@ -338,9 +341,8 @@ def _build_in_trial(load_request: dict[str, Any], channel: Channel) -> tuple[Any
     try:
         dataset, collate, build_s = build(load_request)
     except BaseException as exc:
-        event = _error_event(exc)
-        channel.send({"ev": "error", "status": "failed", "message": f"building the dataset: {event['message']}",
-                      "traceback": event["traceback"]})
+        channel.send({"ev": "error", "status": "failed", "message": f"building the dataset: {_describe(exc)}",
+                      "traceback": traceback.format_exc()})
         os._exit(1)
     channel.send({"ev": "built", "build_s": build_s})
     return dataset, collate

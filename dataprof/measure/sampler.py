@@ -160,11 +160,10 @@ def summarize(samples: Samples) -> dict[str, Any]:
         out["workers_uss_start_bytes"], out["workers_uss_end_bytes"] = _settled_uss(tree)
         out["main_uss_bytes"] = next((s.main_uss_bytes for s in reversed(tree) if s.main_uss_bytes is not None),
                                      None)
-        marks = [s for s in tree if s.workers_private is not None]
+        marks = [(s.processes, s.workers_private) for s in tree if s.workers_private is not None]
         # both marks must cover the same workers: one read as workers exit would show a loss, not a growth
-        if len(marks) >= 2 and marks[0].processes == marks[-1].processes:
-            start, end = marks[0].workers_private, marks[-1].workers_private
-            assert start is not None and end is not None
+        if len(marks) >= 2 and marks[0][0] == marks[-1][0]:
+            (_, start), (_, end) = marks[0], marks[-1]
             out["workers_inherited_growth_bytes"] = end.inherited - start.inherited
             out["workers_file_growth_bytes"] = end.file - start.file
     if len(system) >= 2 and system[-1].total_s > system[0].total_s:
