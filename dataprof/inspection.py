@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from dataprof.measure.timing import percentile
 from dataprof.model import SCHEMA_VERSION, DatasetInfo, Environment, Finding
+from dataprof.stats import HEADROOM, percentile, shm_workers
 from dataprof.units import fmt_bytes
 
 
@@ -233,7 +233,8 @@ def analyse(data: InspectionData, th: InspectThresholds = InspectThresholds()) -
     ceiling = usable / cpu_per_sample if cpu_per_sample else None
     worker_rate = count / (total_s + (collate_s or 0.0) * count / max(batch, 1)) if total_s else None
     prefetch = int(data.settings.get("prefetch_factor") or 2)
-    shm_workers = _fits(data.environment.shm_free_bytes, data.dataset.batch_bytes, prefetch)
+    shm_fit = shm_workers(data.environment.shm_free_bytes, data.dataset.batch_bytes, prefetch) \
+        if data.environment.shm_free_bytes is not None and data.dataset.batch_bytes else None
     file_workers = None
     if data.sharing_strategy == "file_descriptor" and data.nofile_soft and data.dataset.batch_tensors:
         file_workers = _fits(int(data.nofile_soft * th.fd_headroom), data.dataset.batch_tensors, prefetch)
@@ -244,7 +245,7 @@ def analyse(data: InspectionData, th: InspectThresholds = InspectThresholds()) -
         outside_ms=outside[0], outside_share=outside[1], collate_ms=_ms(collate_s),
         bytes_per_sample=sum(data.sample_bytes) / len(data.sample_bytes) if data.sample_bytes else None,
         cpu_s_per_sample=cpu_per_sample, cpu_ceiling=ceiling, worker_rate=worker_rate,
-        max_workers_shm=shm_workers, max_workers_files=file_workers, checks=())
+        max_workers_shm=shm_fit, max_workers_files=file_workers, checks=())
     checks = [check(inspection, th) for check in CHECKS]
     return Inspection(**{**inspection.__dict__, "checks": tuple(c for c in checks if c is not None)})
 
@@ -391,7 +392,7 @@ def check_shm(ins: Inspection, th: InspectThresholds) -> Finding | None:
         "shm_space", ins.max_workers_shm,
         f"/dev/shm has {fmt_bytes(env.shm_free_bytes)} free; each worker keeps {prefetch} batches of "
         f"{fmt_bytes(data.dataset.batch_bytes)} in flight, so {ins.max_workers_shm} workers fit "
-        f"at prefetch_factor={prefetch}",
+        f"in {HEADROOM:.0%} of it at prefetch_factor={prefetch}",
         "Shared memory is not a limit for this batch size.",
         "Workers beyond that die with 'bus error' / 'No space left on device': enlarge /dev/shm "
         "(docker run --shm-size=8g), lower prefetch_factor or the batch size.",

@@ -5,21 +5,10 @@ Pure function of the trials, so ``dataprof diagnose run.json`` reproduces it.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 from dataprof.model import Recommendation, TrialResult
-
-MIN_NOISE = 0.03
-"""Differences under 3% are never called real, however quiet the trials were."""
-
-
-def noise_between(a: TrialResult, b: TrialResult) -> float:
-    """Relative difference two trials need before it counts (2 combined standard errors)."""
-    spread_a = a.samples_per_s_spread or 0.0
-    spread_b = b.samples_per_s_spread or 0.0
-    return max(MIN_NOISE, 2.0 * math.hypot(spread_a, spread_b))
-
+from dataprof.stats import noise_between, speedup
 
 MAX_TRADE = 0.05
 """A cheaper config is recommended over the fastest only if it is at most this much slower, however noisy."""
@@ -38,6 +27,7 @@ def _cost(trial: TrialResult) -> tuple[int, int, int, int, bool]:
 
 
 def recommend(trials: Sequence[TrialResult]) -> Recommendation | None:
+    """The cheapest completed config within noise (at most :data:`MAX_TRADE`) of the fastest; None if none ran."""
     ok = [t for t in trials if t.status == "ok" and t.samples_per_s]
     if not ok:
         return None
@@ -46,13 +36,10 @@ def recommend(trials: Sequence[TrialResult]) -> Recommendation | None:
     within = [t for t in ok if (top - (t.samples_per_s or 0.0)) / top <= tolerance(t, fastest)]
     chosen = min(within, key=_cost)
     baseline = next((t for t in ok if t.config.is_baseline), None)
-    speedup = None
-    if baseline is not None and baseline.samples_per_s:
-        speedup = (chosen.samples_per_s or 0.0) / baseline.samples_per_s
     return Recommendation(
         config=chosen.config,
         samples_per_s=chosen.samples_per_s or 0.0,
-        speedup_vs_baseline=speedup,
+        speedup_vs_baseline=speedup(chosen, baseline),
         fastest=fastest.config,
         fastest_samples_per_s=top,
         reason=_reason(chosen, fastest, ok),

@@ -17,9 +17,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from dataprof.config import LoaderConfig, SearchSpace, baseline, grid_configs
-from dataprof.diagnose.facts import HEADROOM, memory_fit
 from dataprof.model import TrialResult
-from dataprof.recommend import noise_between
+from dataprof.stats import HEADROOM, memory_fit, noise_between, shm_fits, shm_in_flight
 from dataprof.units import fmt_bytes
 
 
@@ -44,8 +43,6 @@ class Budget:
     open_files: int | None = None
     """Soft open-file limit; it binds when tensors are shared through file descriptors."""
     shares_fds: bool = True
-    headroom: float = HEADROOM
-    """Share of each budget a proposal may use."""
     saturated_cpu: float = 0.9
     """Tree CPU use, as a share of the usable CPUs, from which the climb goes one rung at a time."""
     fds_per_worker: int = 4
@@ -54,12 +51,10 @@ class Budget:
     def shm_forbids(self, config: LoaderConfig) -> str | None:
         """Why the batches ``config`` keeps in flight would not fit in /dev/shm; None if they fit or go elsewhere
         (no workers, or Paddle's ``use_shared_memory=False``)."""
-        if config.num_workers == 0 or config.use_shared_memory is False or self.shm_free_bytes is None \
-                or not self.batch_bytes:
+        if self.shm_free_bytes is None or not self.batch_bytes \
+                or shm_fits(config, self.batch_bytes, self.shm_free_bytes):
             return None
-        need = config.num_workers * (config.prefetch_factor or 2) * self.batch_bytes
-        if need <= self.headroom * self.shm_free_bytes:
-            return None
+        need = shm_in_flight(config, self.batch_bytes)
         return (f"w{config.num_workers} would keep {fmt_bytes(need)} of batches in /dev/shm, "
                 f"which has {fmt_bytes(self.shm_free_bytes)} free")
 
@@ -74,13 +69,13 @@ class Budget:
             return shm
         if self.shares_fds and self.open_files:
             need = in_flight * (self.batch_tensors or 1) + workers * self.fds_per_worker
-            if need > self.headroom * self.open_files:
+            if need > HEADROOM * self.open_files:
                 return f"w{workers} would hold ~{need} open files; the limit is {self.open_files} (ulimit -n)"
         fit = memory_fit([t for t in history if t.status == "ok"])
         if self.memory_bytes and fit is not None:
             base, per_worker = fit
             predicted = base + max(per_worker, 0.0) * workers
-            if predicted > self.headroom * self.memory_bytes:
+            if predicted > HEADROOM * self.memory_bytes:
                 return (f"w{workers} would need ~{predicted / 1e9:.1f} GB (measured {per_worker / 1e6:.0f} MB "
                         f"per worker); the memory limit is {self.memory_bytes / 1e9:.1f} GB")
         return None

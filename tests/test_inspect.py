@@ -202,7 +202,7 @@ def test_cpu_ceiling_is_usable_cpus_over_cpu_per_sample() -> None:
 
 def test_shm_and_open_file_checks_warn_only_when_few_workers_fit() -> None:
     assert check(synthetic(), "shm_space").severity == "info"
-    small = synthetic(environment=dataclasses.replace(synthetic().environment, shm_free_bytes=6 << 20))
+    small = synthetic(environment=dataclasses.replace(synthetic().environment, shm_free_bytes=8 << 20))
     shm = check(small, "shm_space")
     assert shm.severity == "warning" and "3 workers fit" in shm.evidence
     assert check(synthetic(), "open_files").severity == "info"

@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from dataprof.measure.timing import BatchLog, percentile, summarize, warmup_batches, window_done
+from dataprof.measure.timing import BatchLog, summarize, warmup_batches, window_done
+from dataprof.stats import percentile
 
 
 def steady_log(batches: int, wait: float, copy: float, step: float, size: int) -> BatchLog:

@@ -3,18 +3,10 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dataprof.model import Report, TrialResult
-from dataprof.recommend import noise_between
-
-HEADROOM = 0.8
-"""Share of a budget (memory limit, /dev/shm, open files) a configuration may plan to use.
-
-The search never proposes a config predicted past it, and the diagnosis counts
-the workers that fit with the same margin, so both tell the same story.
-"""
+from dataprof.stats import noise_between, rate
 
 
 @dataclass(frozen=True)
@@ -60,8 +52,6 @@ class Thresholds:
     """Share of repeated batches with workers (and none without) that does too."""
     ipc_share: float = 0.5
     """Main-thread CPU to receive a batch, as a share of loading it at num_workers=0, that makes workers lose."""
-    shm_warning: float = 0.5
-    """Share of free /dev/shm the batches in flight may take before a warning."""
     rank_slower: float = 0.15
     """A rank (or node) this much slower than the ranks' median, beyond noise, sets a slower pace for all."""
     rank_critical: float = 0.30
@@ -79,10 +69,6 @@ def recommended_trial(report: Report) -> TrialResult | None:
 
 def batch_size(report: Report) -> int:
     return int(report.settings.get("batch_size") or (report.dataset.batch_samples if report.dataset else 1) or 1)
-
-
-def rate(trial: TrialResult) -> float:
-    return trial.samples_per_s or 0.0
 
 
 def iteration_ms(trial: TrialResult, batch: int) -> float:
@@ -192,32 +178,9 @@ def break_even_ms(trial: TrialResult, batch: int) -> float:
     return max(0.0, 1000.0 * batch / rank_rate(trial) - (trial.copy_ms_mean or 0.0))
 
 
-def best_by_workers(trials: Sequence[TrialResult]) -> list[TrialResult]:
-    """The fastest trial at each worker count, in worker order."""
-    best: dict[int, TrialResult] = {}
-    for trial in trials:
-        w = trial.config.num_workers
-        if w not in best or rate(trial) > rate(best[w]):
-            best[w] = trial
-    return [best[w] for w in sorted(best)]
-
-
 def faster(a: TrialResult, b: TrialResult) -> bool:
     """``a`` beats ``b`` by more than the measurement noise."""
     return rate(b) > 0 and (rate(a) - rate(b)) / rate(b) > noise_between(a, b)
-
-
-def memory_fit(trials: Sequence[TrialResult]) -> tuple[float, float] | None:
-    """Least-squares ``peak PSS = base + per_worker × num_workers`` over the trials."""
-    points = [(t.config.num_workers, t.peak_memory_bytes) for t in trials if t.peak_memory_bytes]
-    if len({w for w, _ in points}) < 2:
-        return None
-    n = len(points)
-    mean_w = sum(w for w, _ in points) / n
-    mean_m = sum(m for _, m in points) / n
-    var = sum((w - mean_w) ** 2 for w, _ in points)
-    slope = sum((w - mean_w) * (m - mean_m) for w, m in points) / var
-    return mean_m - slope * mean_w, slope
 
 
 def memory_budget(report: Report) -> tuple[int, str] | None:

@@ -13,12 +13,12 @@ from dataprof.diagnose.facts import (
     ms,
     ok_trials,
     pct,
-    rate,
     rate_text,
     recommended_trial,
     wait_share,
 )
 from dataprof.model import Finding, Report, TrialResult
+from dataprof.stats import rate, shm_fits, shm_in_flight
 from dataprof.units import fmt_bytes
 
 
@@ -190,6 +190,8 @@ def rank_duplicates(report: Report, th: Thresholds) -> Finding | None:
 
 
 def shm_risk(report: Report, th: Thresholds) -> Finding | None:
+    """The recommended config's batches in flight do not fit in /dev/shm by the search's rule, or a trial died
+    by SIGBUS (what a full /dev/shm does to a worker)."""
     free = report.environment.shm_free_bytes
     size = report.dataset.batch_bytes if report.dataset else None
     if not free or not size:
@@ -201,8 +203,8 @@ def shm_risk(report: Report, th: Thresholds) -> Finding | None:
     if not candidates:
         return None
     trial = max(candidates, key=lambda t: t.config.num_workers * (t.config.prefetch_factor or 2))
-    in_flight = size * trial.config.num_workers * (trial.config.prefetch_factor or 2)
-    if in_flight < th.shm_warning * free and not bus_errors:
+    in_flight = shm_in_flight(trial.config, size)
+    if shm_fits(trial.config, size, free) and not bus_errors:
         return None
     crashed = f"; {bus_errors[0].config.label()} died by SIGBUS" if bus_errors else ""
     recommendation = ("Give the container more shared memory (docker run --shm-size=8g, or a memory-backed "

@@ -12,10 +12,8 @@ import math
 from collections.abc import Callable
 
 from dataprof.diagnose.facts import (
-    HEADROOM,
     Thresholds,
     batch_size,
-    best_by_workers,
     break_even_ms,
     copy_share,
     cores,
@@ -25,11 +23,9 @@ from dataprof.diagnose.facts import (
     faster,
     iteration_ms,
     memory_budget,
-    memory_fit,
     ms,
     ok_trials,
     pct,
-    rate,
     rate_text,
     recommended_trial,
     serial_loading,
@@ -39,6 +35,7 @@ from dataprof.diagnose.facts import (
     worker_cores,
 )
 from dataprof.model import Finding, Report, TrialResult
+from dataprof.stats import HEADROOM, best_by_workers, memory_fit, rate
 from dataprof.units import fmt_bytes
 
 

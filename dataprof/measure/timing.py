@@ -13,6 +13,8 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
+from dataprof.stats import percentile
+
 
 @dataclass
 class BatchLog:
@@ -39,17 +41,6 @@ class BatchLog:
 
     def __len__(self) -> int:
         return len(self.end_t)
-
-
-def percentile(values: list[float], q: float) -> float:
-    """Linear-interpolated percentile, ``q`` in [0, 100]."""
-    ordered = sorted(values)
-    if not ordered:
-        return math.nan
-    pos = (len(ordered) - 1) * q / 100.0
-    low = math.floor(pos)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
 
 
 def warmup_batches(num_workers: int, prefetch_factor: int | None) -> int:
