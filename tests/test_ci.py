@@ -81,6 +81,7 @@ def test_regression_gate_against_a_baseline() -> None:
     assert "different environments: usable CPUs: 16 → 2" in gate(report, Gates(max_regression=0.1), elsewhere)[1]
 
 
+@pytest.mark.slow
 def test_sweep_gates_exit_1_and_keep_the_results(tmp_path: Path) -> None:
     out = tmp_path / "run.json"
     code, stdout, stderr = cli("sweep", f"{FIX}:Tiny", "--workers", "0", "--no-rules-of-thumb", *QUICK,
@@ -95,6 +96,7 @@ def test_sweep_gates_exit_1_and_keep_the_results(tmp_path: Path) -> None:
     assert code == 0, stderr
 
 
+@pytest.mark.slow
 def test_require_gpu_is_a_usage_error_without_cuda() -> None:
     if torch.cuda.is_available():
         pytest.skip("a CUDA device is visible")
@@ -171,6 +173,7 @@ def test_terminal_chart_shows_the_curve() -> None:
     assert len(bars) >= 3 and lengths == sorted(lengths)  # io-bound: more workers, longer bars
 
 
+@pytest.mark.slow
 def test_python_api_on_a_dataset_object_defined_here() -> None:
     class Local(Dataset):  # not importable from anywhere: the API must not need an import path
         def __len__(self) -> int:
@@ -191,6 +194,7 @@ def test_python_api_on_a_dataset_object_defined_here() -> None:
     assert "CPU ceiling" in inspection._repr_html_()
 
 
+@pytest.mark.slow
 def test_python_api_on_a_target_string() -> None:
     report = dataprof.sweep(f"{FIX}:Tiny", batch_size=8, workers="0", trial_seconds=0.3, rules_of_thumb=False)
     assert report.best is not None and report.best.config.num_workers == 0

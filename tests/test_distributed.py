@@ -129,12 +129,14 @@ def check_two_ranks(run: dict, stdout: str) -> None:  # type: ignore[type-arg]
     assert stdout.count("Recommended") == 1 and "Ranks at" in stdout
 
 
+@pytest.mark.slow
 def test_nproc_per_node_runs_two_ranks_through_the_launcher_api(tmp_path: Path) -> None:
     run, proc = two_ranks(tmp_path, "make_tiny", "--arg", "length=256", "--workers", "0,2")
     check_two_ranks(run, proc.stdout)
     assert any(t["epoch_samples"] == 128 for t in run["trials"])
 
 
+@pytest.mark.slow
 def test_under_torchrun_every_rank_measures_and_rank_0_reports(tmp_path: Path) -> None:
     run, proc = two_ranks(tmp_path, "make_tiny", "--arg", "length=256", "--workers", "0,2",
                           launcher=["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"])
@@ -142,6 +144,7 @@ def test_under_torchrun_every_rank_measures_and_rank_0_reports(tmp_path: Path) -
     assert "error" not in proc.stderr.lower()
 
 
+@pytest.mark.slow
 def test_a_rank_whose_trial_crashes_fails_the_config_for_all_and_the_sweep_goes_on(tmp_path: Path) -> None:
     trials = two_ranks(tmp_path, "SegfaultOnRank", "--workers", "0,2")[0]["trials"]
     assert trials[0]["status"] == "ok"
@@ -151,6 +154,7 @@ def test_a_rank_whose_trial_crashes_fails_the_config_for_all_and_the_sweep_goes_
     assert [r["status"] for r in crashed["ranks"]] == ["ok", "crashed"]
 
 
+@pytest.mark.slow
 def test_a_slow_rank_is_diagnosed_as_rank_imbalance(tmp_path: Path) -> None:
     run, _ = two_ranks(tmp_path, "SlowRank", "--arg", "factor=3.0", "--workers", "0,2")
     finding = next(f for f in run["diagnosis"]["findings"] if f["id"] == "rank_imbalance")
@@ -160,6 +164,7 @@ def test_a_slow_rank_is_diagnosed_as_rank_imbalance(tmp_path: Path) -> None:
     assert slow < fast / 2  # it sleeps 3 × as long per sample
 
 
+@pytest.mark.slow
 def test_ranks_loading_the_same_stream_are_told_apart_from_ranks_that_split_it(tmp_path: Path) -> None:
     same, proc = two_ranks(tmp_path, "RankStream", "--arg", "by_rank=False", "--workers", "0,2")
     finding = next(f for f in same["diagnosis"]["findings"] if f["id"] == "rank_duplicates")
@@ -178,6 +183,7 @@ def test_shared_batches_is_the_share_of_each_ranks_batches_another_rank_loaded()
     assert shared_batches([(1, 2), ()]) is None  # a map-style dataset keeps no fingerprints
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target, start, message", [
     ("BadInit", "error: ", "BadInit(...) raised FileNotFoundError"),  # every rank fails alike: rank 0 says it
     ("BadInitOnRank", "error: rank 1 could not start: ", "BadInitOnRank(...) raised OSError: no such shard on rank 1"),
@@ -191,6 +197,7 @@ def test_a_failure_to_start_is_said_once(target: str, start: str, message: str) 
     assert errors[0].startswith(start) and message in errors[0], proc.stderr
 
 
+@pytest.mark.slow
 def test_a_rank_that_dies_stops_every_rank_and_keeps_what_was_measured(tmp_path: Path) -> None:
     run, proc = two_ranks(tmp_path, "KillsRank", "--workers", "0,2", code=130)
     assert "error: rank 1 died by SIGKILL; the sweep stopped on every rank; the trials measured before are in " \
@@ -199,6 +206,7 @@ def test_a_rank_that_dies_stops_every_rank_and_keeps_what_was_measured(tmp_path:
     assert [t["status"] for t in run["trials"]] == ["ok"] and run["complete"] is False
 
 
+@pytest.mark.slow
 def test_a_rank_without_a_rendezvous_gets_one_line_not_a_traceback() -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("MASTER_ADDR", "MASTER_PORT")}
     env.update(PYTHONPATH=str(ROOT), RANK="1", WORLD_SIZE="2", LOCAL_RANK="1")
@@ -208,6 +216,7 @@ def test_a_rank_without_a_rendezvous_gets_one_line_not_a_traceback() -> None:
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_nproc_per_node_under_torchrun_is_a_usage_error() -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0"}
     proc = subprocess.run([sys.executable, "-m", "dataprof", "sweep", f"{FIX}:Tiny", "--nproc-per-node", "2"],

@@ -52,10 +52,12 @@ def check(stream: str, persistent: bool) -> list[dict[str, Any]]:
     return json.loads(proc.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
+@pytest.mark.slow
 def test_a_sound_loader_passes_two_epochs_with_persistent_workers() -> None:
     assert check("sound", persistent=True) == [{"ev": "result", "batches": [16, 16, 16, 16], "expected": 16}]
 
 
+@pytest.mark.slow
 def test_a_loader_that_breaks_at_an_epoch_end_is_named() -> None:
     (word,) = check("read-once", persistent=True)
     assert word["ev"] == "error" and "RuntimeError: this stream was already read" in word["message"]

@@ -109,6 +109,7 @@ def test_paddle_configs_use_paddle_names_and_defaults() -> None:
                                   "use_buffer_reader": True, "persistent_workers": False}  # Paddle's defaults
 
 
+@pytest.mark.slow
 def test_real_paddle_sweep_with_autotune_comparison(tmp_path: Path) -> None:
     out = tmp_path / "run.json"
     code, stdout, stderr = sweep(f"{FIX}:Sleepy", "--workers", "0,2", *QUICK, "--json", str(out))
@@ -133,6 +134,7 @@ def test_real_paddle_sweep_with_autotune_comparison(tmp_path: Path) -> None:
     assert "pin_memory" not in stdout
 
 
+@pytest.mark.slow
 def test_framework_torch_sweeps_a_paddle_dataset_with_torchs_loader(tmp_path: Path) -> None:
     out = tmp_path / "run.json"
     code, stdout, stderr = sweep(f"{FIX}:Sleepy", "--arg", "sleep_ms=1", "--framework", "torch", "--workers", "0,2",
@@ -144,6 +146,7 @@ def test_framework_torch_sweeps_a_paddle_dataset_with_torchs_loader(tmp_path: Pa
     assert "\nDataLoader(dataset, batch_size=8" in stdout
 
 
+@pytest.mark.slow
 def test_factory_returning_a_paddle_dataset_is_detected(tmp_path: Path) -> None:
     out = tmp_path / "run.json"
     code, _, stderr = sweep(f"{FIX}:make_sleepy", "--arg", "sleep_ms=1", "--workers", "0", *QUICK,
@@ -152,6 +155,7 @@ def test_factory_returning_a_paddle_dataset_is_detected(tmp_path: Path) -> None:
     assert json.loads(out.read_text())["environment"]["framework"] == "paddle"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("attr", "workers", "message"), [
     ("RaisesAt", "0,2", "dataset[40] raised ValueError: corrupt record 40"),
     ("Ragged", "0,2", "samples cannot be batched by default_collate_fn"),
@@ -162,6 +166,7 @@ def test_paddle_target_errors_exit_3_like_torch(attr: str, workers: str, message
     assert message in stderr and "Traceback" not in stderr + stdout
 
 
+@pytest.mark.slow
 def test_worker_errors_and_crashes_are_classified_and_the_sweep_goes_on(tmp_path: Path) -> None:
     for attr, status, words in [("RaisesInWorker", "failed", "KeyError: 'missing label for"),
                                 ("SegfaultInWorker", "crashed", "SIGSEGV")]:
@@ -175,6 +180,7 @@ def test_worker_errors_and_crashes_are_classified_and_the_sweep_goes_on(tmp_path
         assert "Traceback" not in trials[1]["error"]
 
 
+@pytest.mark.slow
 def test_options_of_the_other_framework_are_usage_errors() -> None:
     code, _, stderr = sweep(f"{FIX}:Sleepy", "--pin-memory", "on", *QUICK)
     assert code == 2 and "paddle.io.DataLoader has no pin_memory argument" in stderr
@@ -184,6 +190,7 @@ def test_options_of_the_other_framework_are_usage_errors() -> None:
     assert code == 2 and "paddle.io.DataLoader only" in stderr
 
 
+@pytest.mark.slow
 def test_a_paddle_run_never_imports_torch(tmp_path: Path) -> None:
     blocker = tmp_path / "torch"
     blocker.mkdir()
@@ -208,6 +215,7 @@ def test_inspect_times_paddle_vision_stages(tmp_path: Path) -> None:
     assert {"RandomHorizontalFlip", "ToTensor"} <= {t["name"] for t in doc["transforms"]}
 
 
+@pytest.mark.slow
 def test_an_iterable_paddle_sweep_measures_only_configs_that_survive_an_epoch_end(tmp_path: Path) -> None:
     out = tmp_path / "run.json"
     code, stdout, stderr = sweep(f"{FIX}:Stream", "--arg", "n=64", "--workers", "0,2", "--persistent-workers",

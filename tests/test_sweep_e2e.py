@@ -39,6 +39,7 @@ def sweep(*args: str) -> tuple[int, str, str]:
     return result.exit_code, result.stdout, result.stderr
 
 
+@pytest.mark.slow
 def test_sweep_measures_every_config_and_writes_json(tmp_path: Path) -> None:
     out = tmp_path / "run.json"
     code, stdout, stderr = sweep(f"{FIX}:Sleepy", "--arg", "sleep_ms=2", "--batch-size", "8",
@@ -59,6 +60,7 @@ def test_sweep_measures_every_config_and_writes_json(tmp_path: Path) -> None:
     assert not leftover_processes()
 
 
+@pytest.mark.slow
 def test_iterable_dataset_and_factory_args(tmp_path: Path) -> None:
     out = tmp_path / "run.json"
     code, _, stderr = sweep(f"{FIX}:Stream", "--arg", "length=100000", "--workers", "0,2", *QUICK,
@@ -69,6 +71,7 @@ def test_iterable_dataset_and_factory_args(tmp_path: Path) -> None:
     assert all(t["status"] == "ok" for t in data["trials"])
 
 
+@pytest.mark.slow
 def test_step_ms_makes_the_model_the_bottleneck(tmp_path: Path) -> None:
     out = tmp_path / "run.json"
     code, _, stderr = sweep(f"{FIX}:Tiny", "--arg", "length=100000", "--step-ms", "20", "--workers", "0",
@@ -95,6 +98,7 @@ def test_usage_errors_exit_2_with_one_line(args: list[str], message: str) -> Non
     assert "Traceback" not in stderr + stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("attr,message", [
     ("Missing", "has no attribute 'Missing'"),
     ("BadInit", "raised FileNotFoundError: no such directory"),
@@ -111,6 +115,7 @@ def test_target_errors_exit_3_with_one_line(attr: str, message: str) -> None:
     assert not leftover_processes()
 
 
+@pytest.mark.slow
 def test_error_past_the_first_batch_is_a_target_error_found_once(tmp_path: Path) -> None:
     out = tmp_path / "run.json"
     code, _, stderr = sweep(f"{FIX}:RaisesAt", "--arg", "bad_index=300", "--batch-size", "8",
@@ -120,11 +125,13 @@ def test_error_past_the_first_batch_is_a_target_error_found_once(tmp_path: Path)
     assert len(json.loads(out.read_text())["trials"]) == 1
 
 
+@pytest.mark.slow
 def test_debug_shows_the_traceback() -> None:
     code, _, stderr = sweep(f"{FIX}:BadInit", "--debug")
     assert code == 3 and "Traceback" in stderr
 
 
+@pytest.mark.slow
 def test_worker_faults_mark_the_trial_and_the_sweep_goes_on(tmp_path: Path) -> None:
     for attr, status, words in [("SegfaultInWorker", "crashed", "SIGSEGV"),
                                 ("BusErrorInWorker", "crashed", "SIGBUS: a bus error in a worker usually means "
@@ -140,6 +147,7 @@ def test_worker_faults_mark_the_trial_and_the_sweep_goes_on(tmp_path: Path) -> N
         assert not leftover_processes()
 
 
+@pytest.mark.slow
 def test_memory_limit_kills_a_leaking_trial(tmp_path: Path) -> None:
     out = tmp_path / "run.json"
     code, _, stderr = sweep(f"{FIX}:LeakInWorker", "--batch-size", "4", "--workers", "0,2",
@@ -150,6 +158,7 @@ def test_memory_limit_kills_a_leaking_trial(tmp_path: Path) -> None:
     assert not leftover_processes()
 
 
+@pytest.mark.slow
 def test_ctrl_c_keeps_partial_results_and_leaves_nothing_behind(tmp_path: Path) -> None:
     out = tmp_path / "run.json"
     shm_before = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
@@ -199,6 +208,7 @@ def test_version() -> None:
     assert result.exit_code == 0 and "dataprof, version" in result.stdout
 
 
+@pytest.mark.slow
 def test_resume_skips_configs_already_measured(tmp_path: Path) -> None:
     out = tmp_path / "run.json"
     code, _, stderr = sweep(f"{FIX}:Tiny", "--workers", "0,2", *QUICK, "--json", str(out))
@@ -215,6 +225,7 @@ def test_resume_skips_configs_already_measured(tmp_path: Path) -> None:
     assert code == 2 and "the saved run used batch_size=64" in stderr
 
 
+@pytest.mark.slow
 def test_adaptive_search_explains_each_trial_and_measures_the_rules_of_thumb(tmp_path: Path) -> None:
     out = tmp_path / "run.json"
     code, stdout, stderr = sweep(f"{FIX}:Sleepy", "--arg", "sleep_ms=2", "--batch-size", "4", "--workers", "1,2,4",
