@@ -29,7 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _bare import bare_rate_fresh  # noqa: E402
 
-from dataprof.config import LoaderConfig, SearchSpace, SweepSettings, adaptive_workers, cpu_budget  # noqa: E402
+from dataprof.config import LoaderConfig, SearchSpace, SweepSettings, adaptive_workers  # noqa: E402
+from dataprof.measure.environment import cpu_budget  # noqa: E402
 from dataprof.model import Report, TrialResult  # noqa: E402
 from dataprof.search import rules_of_thumb  # noqa: E402
 from dataprof.sweeper import run_sweep  # noqa: E402

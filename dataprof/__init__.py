@@ -12,7 +12,6 @@ the modules that need them.
 from __future__ import annotations
 
 from dataprof.api import inspect, sweep
-
-__version__ = "0.1.0"
+from dataprof.version import __version__
 
 __all__ = ["__version__", "inspect", "sweep"]

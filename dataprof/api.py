@@ -9,13 +9,49 @@ works); it is measured as it is at the call. Errors are
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeVar
 
-if TYPE_CHECKING:
-    from dataprof.inspection import Inspection
-    from dataprof.model import Report
+from dataprof.config import RankInfo, SweepSettings
+from dataprof.inspection import Inspection
+from dataprof.model import Report
+
+_Shown = TypeVar("_Shown", Report, Inspection)
+
+
+class NotebookReport(Report):
+    """A :class:`~dataprof.model.Report` that displays itself in Jupyter (the HTML summary, no script)."""
+
+    def _repr_html_(self) -> str:
+        from dataprof.render.html import summary_fragment
+
+        return summary_fragment(self)
+
+
+class NotebookInspection(Inspection):
+    """An :class:`~dataprof.inspection.Inspection` that displays itself in Jupyter."""
+
+    def _repr_html_(self) -> str:
+        from dataprof.render.html import inspection_fragment
+
+        return inspection_fragment(self)
+
+
+def _shown(result: _Shown, kind: type[_Shown]) -> _Shown:
+    """``result`` as the notebook-displayed ``kind`` (the same fields)."""
+    return kind(**{f.name: getattr(result, f.name) for f in dataclasses.fields(result)})
+
+
+def sweep_settings(*, rank: RankInfo | None = None, **options: Any) -> SweepSettings:
+    """:func:`dataprof.options.build_settings` with what this machine offers: its CPU budget (each rank's
+    share under torchrun) and its available RAM, read here."""
+    from dataprof.measure.environment import available_ram, cpu_budget
+    from dataprof.options import build_settings
+
+    return build_settings(**options, rank=rank, budget=cpu_budget(ranks_per_node=rank.local_world_size if rank else 1),
+                          available_bytes=available_ram())
 
 
 def _values(value: str | int | bool | Iterable[Any]) -> str:
@@ -53,42 +89,35 @@ def sweep(dataset_or_target: Any, *, batch_size: int = 64, workers: Any = "auto"
     ``pin_memory`` is PyTorch's, ``use_shared_memory``/``use_buffer_reader`` Paddle's.
     """
     from dataprof.errors import UsageError
-    from dataprof.measure.runner import IN_MEMORY
-    from dataprof.options import build_settings
     from dataprof.progress import plain_observer
     from dataprof.sweeper import run_sweep
 
-    registered: list[str] = []
+    objects: dict[str, Any] = {}
     target = dataset_or_target
     if not isinstance(dataset_or_target, str):
         target = _name(dataset_or_target)
-        IN_MEMORY[target] = dataset_or_target
-        registered.append(target)
+        objects[target] = dataset_or_target
     collate_name = collate_fn if isinstance(collate_fn, str) or collate_fn is None else _name(collate_fn)
     if callable(collate_fn):
         if isinstance(dataset_or_target, str):
             raise UsageError("a collate_fn callable needs a Dataset object; with a target string, "
                              "pass collate_fn as 'module:attr'")
-        IN_MEMORY[collate_name] = collate_fn  # type: ignore[index]
-        registered.append(collate_name)  # type: ignore[arg-type]
+        objects[_name(collate_fn)] = collate_fn
     arg_list = settings_args(args)
-    try:
-        settings = build_settings(
-            target=target, args=tuple(arg_list), batch_size=batch_size,
-            workers=_values(workers), prefetch_factor=_values(prefetch_factor), pin_memory=_optional(pin_memory),
-            persistent_workers=_values(persistent_workers), step_ms=step_ms, device=device, strategy=strategy,
-            trial_seconds=trial_seconds, trial_timeout=trial_timeout, memory_limit=memory_limit,
-            collate_fn=collate_name, shuffle=shuffle, rules_of_thumb=rules_of_thumb, framework=framework,
-            use_shared_memory=_optional(use_shared_memory), use_buffer_reader=_optional(use_buffer_reader),
-            autotune_steps=autotune_steps)
-        observer = plain_observer(sys.stderr) if progress else None
-        return run_sweep(settings, arg_list, observer=observer)
-    finally:
-        for name in registered:
-            IN_MEMORY.pop(name, None)
+    settings = sweep_settings(
+        target=target, args=tuple(arg_list), batch_size=batch_size,
+        workers=_values(workers), prefetch_factor=_values(prefetch_factor), pin_memory=_optional(pin_memory),
+        persistent_workers=_values(persistent_workers), step_ms=step_ms, device=device, strategy=strategy,
+        trial_seconds=trial_seconds, trial_timeout=trial_timeout, memory_limit=memory_limit,
+        collate_fn=collate_name, shuffle=shuffle, rules_of_thumb=rules_of_thumb, framework=framework,
+        use_shared_memory=_optional(use_shared_memory), use_buffer_reader=_optional(use_buffer_reader),
+        autotune_steps=autotune_steps)
+    observer = plain_observer(sys.stderr) if progress else None
+    return _shown(run_sweep(settings, arg_list, observer=observer, objects=objects), NotebookReport)
 
 
 def settings_args(args: Mapping[str, Any] | None) -> list[str]:
+    """Keyword arguments as ``--arg`` items: ``KEY=repr(value)``."""
     return [f"{k}={v!r}" for k, v in (args or {}).items()]
 
 
@@ -98,7 +127,7 @@ def inspect(dataset_or_target: Any, *, samples: int = 200, seed: int = 0, batch_
             args: Mapping[str, Any] | None = None, framework: str = "auto") -> Inspection:
     """Time samples, transform stages and collation in this process; return the
     :class:`~dataprof.inspection.Inspection` the CLI renders (``.to_json()``; displays itself in Jupyter)."""
-    from dataprof.inspection import analyse
+    from dataprof.checks import analyse
     from dataprof.measure.inspect import InspectSettings, run_inspection
 
     is_object = not isinstance(dataset_or_target, str)
@@ -109,4 +138,4 @@ def inspect(dataset_or_target: Any, *, samples: int = 200, seed: int = 0, batch_
         collate_fn=collate_fn if isinstance(collate_fn, str) else None,
         dataset=dataset_or_target if is_object else None,
         collate=collate_fn if callable(collate_fn) else None, framework=framework)
-    return analyse(run_inspection(settings))
+    return _shown(analyse(run_inspection(settings)), NotebookInspection)

@@ -1,4 +1,8 @@
-"""Command line: parse → settings → sweep → render → exit code. No logic of its own."""
+"""Command line: parse the options, call the orchestration (api, sweeper), render, write files, exit code.
+
+Glue only: what to measure, decide and show lives in the layers below
+(ARCHITECTURE.md); the option choices come from their registries.
+"""
 
 from __future__ import annotations
 
@@ -14,8 +18,8 @@ from typing import Any
 
 import click
 
-from dataprof import __version__
 from dataprof.errors import DataprofError, ExitCode, UsageError
+from dataprof.version import __version__
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -157,92 +161,90 @@ def main() -> None:
               help="Usage error (exit 2) unless a CUDA device is used, so a GPU runner cannot pass on the CPU.")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 @guarded
-def sweep(target: str, args: tuple[str, ...], batch_size: int, workers: str, framework: str, prefetch_factor: str,
-          pin_memory: str | None, use_shared_memory: str | None, use_buffer_reader: str | None,
-          persistent_workers: str, step_ms: float, device: str, strategy: str,
-          trial_seconds: float, trial_timeout: float, memory_limit: str, collate_fn: str | None,
-          shuffle: bool, rules_of_thumb: bool, autotune_steps: int, json_path: Path | None, html_path: Path | None,
-          resume_path: Path | None, min_throughput: float | None, min_speedup: float | None,
-          fail_on: str | None, baseline_path: Path | None, max_regression: str | None, nproc_per_node: int | None,
-          require_gpu: bool, debug: bool) -> None:
+def sweep(**params: Any) -> None:
     """Measure DataLoader configs over TARGET (pkg.mod:Attr or path/file.py:Attr)."""
-    from dataprof.compare import parse_percent
-    from dataprof.distributed import Coordinator, launch_ranks, rank_from_env
-    from dataprof.gates import Gates, evaluate
-    from dataprof.options import build_settings
-    from dataprof.progress import make_observer
-    from dataprof.render import console as console_render
-    from dataprof.render import json as json_render
-    from dataprof.sweeper import SweepInterrupted, SweepTargetError, run_sweep
+    from dataprof.api import sweep_settings
+    from dataprof.distributed import Coordinator, follow_rank_0, rank_from_env
+    from dataprof.sweeper import SweepInterrupted, run_sweep
 
     rank = rank_from_env()
-    if nproc_per_node is not None and nproc_per_node > 1:
-        if rank is not None:
-            raise UsageError(f"--nproc-per-node: this already runs under torchrun as rank {rank.rank} of "
-                             f"{rank.world_size}; give the rank count to torchrun only")
-        params = dict(click.get_current_context().params, nproc_per_node=None)
-        code, message = launch_ranks(nproc_per_node, _rank_entry, params)
-        if message is not None:
-            kept = f"; the trials measured before are in {json_path}" if json_path else ""
-            click.echo(f"error: {message}{kept}", err=True)
-        sys.exit(code)
-    if max_regression is not None and baseline_path is None:
-        raise UsageError("--max-regression needs --baseline OLD.json to compare with")
-    baseline = read_result(baseline_path) if baseline_path is not None else None
-    gates = Gates(min_throughput=min_throughput, min_speedup=min_speedup, fail_on=fail_on,
-                  max_regression=None if baseline is None else parse_percent(max_regression or "10%",
-                                                                             "--max-regression"))
-    settings = build_settings(
-        target=target, args=args, batch_size=batch_size, workers=workers, prefetch_factor=prefetch_factor,
-        pin_memory=pin_memory, persistent_workers=persistent_workers, step_ms=step_ms, device=device,
-        strategy=strategy, trial_seconds=trial_seconds, trial_timeout=trial_timeout,
-        memory_limit=memory_limit, collate_fn=collate_fn, shuffle=shuffle, rules_of_thumb=rules_of_thumb,
-        framework=framework, use_shared_memory=use_shared_memory, use_buffer_reader=use_buffer_reader,
-        autotune_steps=autotune_steps, require_gpu=require_gpu, rank=rank)
-    if html_path is not None:
+    if params["nproc_per_node"] is not None and params["nproc_per_node"] > 1:
+        _launch_ranks(params, rank)
+    gates, baseline = _gates(params)
+    settings = sweep_settings(**{name: params[name] for name in SETTINGS_OPTIONS}, rank=rank)
+    if params["html_path"] is not None:
         from dataprof.render.html import check_available
 
         check_available()
-
-    resume = None
-    if resume_path is not None:
-        resume = read_result(resume_path)
-        json_path = json_path or resume_path
-
-    def save(report: Any) -> None:
-        if json_path is not None:
-            write_atomic(json_path, json_render.render(report))
-
-    coordinator = None if rank is None else Coordinator(rank, timeout_s=max(600.0, 10 * trial_timeout))
-    if rank is not None and rank.rank > 0:  # only rank 0 reports; the others measure, and print only errors
+    resume = read_result(params["resume_path"]) if params["resume_path"] is not None else None
+    json_path = params["json_path"] or params["resume_path"]
+    coordinator = None if rank is None else Coordinator(rank, timeout_s=max(600.0, 10 * params["trial_timeout"]))
+    if coordinator is not None and not coordinator.leader:  # it measures; only rank 0 reports
         try:
-            run_sweep(settings, list(args), resume=resume, coordinator=coordinator)
+            follow_rank_0(coordinator, lambda: run_sweep(settings, list(params["args"]), resume=resume,
+                                                         coordinator=coordinator))
         except SweepInterrupted:
             sys.exit(int(ExitCode.INTERRUPTED))
-        except DataprofError as exc:
-            if exc.said_by_rank_0:
-                # Exiting with an error here would let the launcher stop rank 0 before it prints; rank 0's
-                # exit code is the run's.
-                return
-            exc.message = f"rank {rank.rank}: {exc.message}"
-            raise
-        finally:
-            coordinator.close()  # type: ignore[union-attr]
         return
+    report = _lead(settings, list(params["args"]), json_path, resume, coordinator)
+    _finish(report, gates, baseline, json_path, params["html_path"])
+
+
+SETTINGS_OPTIONS = ("target", "args", "batch_size", "workers", "prefetch_factor", "pin_memory", "persistent_workers",
+                    "step_ms", "device", "strategy", "trial_seconds", "trial_timeout", "memory_limit", "collate_fn",
+                    "shuffle", "rules_of_thumb", "framework", "use_shared_memory", "use_buffer_reader",
+                    "autotune_steps", "require_gpu")
+"""The sweep command's options that become its SweepSettings."""
+
+
+def _launch_ranks(params: dict[str, Any], rank: Any) -> None:
+    """--nproc-per-node: run the same sweep as that many ranks here; exit with the run's code."""
+    from dataprof.distributed import launch_ranks
+
+    if rank is not None:
+        raise UsageError(f"--nproc-per-node: this already runs under torchrun as rank {rank.rank} of "
+                         f"{rank.world_size}; give the rank count to torchrun only")
+    code, message = launch_ranks(params["nproc_per_node"], _rank_entry, dict(params, nproc_per_node=None))
+    if message is not None:
+        kept = f"; the trials measured before are in {params['json_path']}" if params["json_path"] else ""
+        click.echo(f"error: {message}{kept}", err=True)
+    sys.exit(code)
+
+
+def _gates(params: dict[str, Any]) -> tuple[Any, Any]:
+    """The CI gates asked for, and the --baseline run they compare with (None without)."""
+    from dataprof.compare import parse_percent
+    from dataprof.gates import Gates
+
+    if params["max_regression"] is not None and params["baseline_path"] is None:
+        raise UsageError("--max-regression needs --baseline OLD.json to compare with")
+    baseline = read_result(params["baseline_path"]) if params["baseline_path"] is not None else None
+    regression = None if baseline is None else parse_percent(params["max_regression"] or "10%", "--max-regression")
+    return Gates(min_throughput=params["min_throughput"], min_speedup=params["min_speedup"],
+                 fail_on=params["fail_on"], max_regression=regression), baseline
+
+
+def _lead(settings: Any, args: list[str], json_path: Path | None, resume: Any, coordinator: Any) -> Any:
+    """Run the sweep with progress on stderr, saving the JSON after every trial. An interrupted sweep
+    prints and keeps what it measured (exit 130); a target error prints the trials measured before it."""
+    from dataprof.progress import make_observer
+    from dataprof.render import console as console_render
+    from dataprof.sweeper import SweepInterrupted, SweepTargetError, run_sweep
+
     out = _console()
     observer, finish = make_observer(out)
     try:
-        report = run_sweep(settings, list(args), observer=observer, on_update=save, resume=resume,
-                           coordinator=coordinator)
+        return run_sweep(settings, args, observer=observer, on_update=lambda report: _save(json_path, report),
+                         resume=resume, coordinator=coordinator)
     except SweepInterrupted as exc:
         finish()
-        save(exc.report)
+        _save(json_path, exc.report)
         console_render.print_report(out, exc.report)
         click.echo("interrupted: partial results kept" + (f" in {json_path}" if json_path else ""), err=True)
         sys.exit(int(ExitCode.INTERRUPTED))
     except SweepTargetError as exc:
         finish()
-        save(exc.report)
+        _save(json_path, exc.report)
         if exc.report.trials:  # what was measured is shown before the error line
             console_render.print_report(out, exc.report)
         raise
@@ -250,10 +252,17 @@ def sweep(target: str, args: tuple[str, ...], batch_size: int, workers: str, fra
         finish()
         if coordinator is not None:
             coordinator.close()
+
+
+def _finish(report: Any, gates: Any, baseline: Any, json_path: Path | None, html_path: Path | None) -> None:
+    """Evaluate the gates, print the report, write the files; exit 1 when a gate failed."""
+    from dataprof.gates import evaluate
+    from dataprof.render import console as console_render
+
     if gates.any():
         report = dataclasses.replace(report, gates=evaluate(report, gates, baseline))
-        save(report)
-    console_render.print_report(out, report)
+        _save(json_path, report)
+    console_render.print_report(_console(), report)
     if json_path is not None:
         click.echo(f"wrote {json_path}", err=True)
     if html_path is not None:
@@ -266,6 +275,12 @@ def sweep(target: str, args: tuple[str, ...], batch_size: int, workers: str, fra
         click.echo(f"gate failed: {gate.gate}: {gate.message}", err=True)
     if failed:
         sys.exit(int(ExitCode.GATE_FAILED))
+
+
+def _save(json_path: Path | None, report: Any) -> None:
+    """Write the --json document, if one was asked for."""
+    if json_path is not None:
+        write_atomic(json_path, report.to_json())
 
 
 def _rank_entry(params: dict[str, Any]) -> None:
@@ -289,14 +304,13 @@ def _console() -> Any:
 @guarded
 def diagnose(run: Path, json_path: Path | None, debug: bool) -> None:
     """Re-read a saved --json result, recommend and diagnose it again with the current rules, and render it."""
+    from dataprof.decide import decide
     from dataprof.render import console as console_render
-    from dataprof.render import json as json_render
-    from dataprof.sweeper import decide
 
     report = decide(read_result(run))
     console_render.print_report(_console(), report)
     if json_path is not None:
-        write_atomic(json_path, json_render.render(report))
+        write_atomic(json_path, report.to_json())
 
 
 @main.command()
@@ -321,11 +335,10 @@ def inspect(target: str, args: tuple[str, ...], samples: int, seed: int, batch_s
             max_seconds: float, collate_fn: str | None, framework: str, json_path: Path | None,
             debug: bool) -> None:
     """Time TARGET's samples, transform stages and collation in this process; check its limits."""
+    from dataprof.checks import analyse, fatal
     from dataprof.errors import TargetError
-    from dataprof.inspection import analyse
     from dataprof.measure.inspect import InspectSettings, Interrupted, run_inspection
     from dataprof.render import inspect as inspect_render
-    from dataprof.render import json as json_render
     from dataprof.target import parse_kwarg
 
     for item in args:
@@ -342,13 +355,12 @@ def inspect(target: str, args: tuple[str, ...], samples: int, seed: int, batch_s
     inspection = analyse(data)
     inspect_render.print_inspection(_console(), inspection)
     if json_path is not None:
-        write_atomic(json_path, json_render.render(inspection))
+        write_atomic(json_path, inspection.to_json())
         click.echo(f"wrote {json_path}", err=True)
     if interrupted:
         click.echo("interrupted: partial results shown", err=True)
         sys.exit(int(ExitCode.INTERRUPTED))
-    failed = next((c for c in inspection.checks if c.id in ("sample_errors", "collate")
-                   and c.severity == "critical"), None)
+    failed = fatal(inspection)
     if failed is not None:
         raise TargetError(failed.evidence)
 

@@ -1,16 +1,16 @@
-"""Frozen settings: one DataLoader configuration, the sweep's settings, the grid.
+"""Frozen settings: one DataLoader configuration, the search space, the sweep's settings, the machine's CPU
+budget and the rank a process runs as, with the parsers of their command-line forms.
 
-Pure data and pure functions; nothing here starts a process or imports torch.
+Data layer: pure data and pure functions of it, standard library only. Nothing
+here reads the machine (``measure.environment`` does) or imports torch.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 from dataclasses import dataclass, field
 from functools import total_ordering
-from pathlib import Path
 from typing import Any
 
 from dataprof.errors import UsageError
@@ -157,6 +157,33 @@ class SearchSpace:
                            shared_memory=True in self.use_shared_memory,
                            buffer_reader=True in self.use_buffer_reader)
 
+    def to_dict(self) -> dict[str, Any]:
+        """The space as the JSON ``settings`` hold it (only the framework's own knobs)."""
+        data: dict[str, Any] = {"workers": list(self.workers), "workers_reason": self.workers_reason,
+                                "prefetch_factors": list(self.prefetch_factors),
+                                "persistent_workers": list(self.persistent_workers)}
+        if self.framework == "paddle":
+            data.update(use_shared_memory=list(self.use_shared_memory), use_buffer_reader=list(self.use_buffer_reader),
+                        skipped_knobs=list(self.skipped))
+        else:
+            data["pin_memory"] = list(self.pin_memory)
+        return data
+
+    @classmethod
+    def from_dict(cls, settings: dict[str, Any]) -> SearchSpace:
+        """Read :meth:`to_dict` back from a saved run's ``settings`` (absent knobs at their defaults)."""
+        return cls(
+            workers=tuple(settings.get("workers") or (0,)),
+            prefetch_factors=tuple(settings.get("prefetch_factors") or (2,)),
+            pin_memory=tuple(settings.get("pin_memory") or (False,)),
+            persistent_workers=tuple(settings.get("persistent_workers") or (True,)),
+            workers_reason=settings.get("workers_reason") or "given on the command line",
+            use_shared_memory=tuple(settings.get("use_shared_memory") or (True,)),
+            use_buffer_reader=tuple(settings.get("use_buffer_reader") or (True,)),
+            framework=settings.get("framework", "torch"),
+            skipped=tuple(settings.get("skipped_knobs") or ()),
+        )
+
     def tuned_knobs(self) -> tuple[tuple[str, tuple[object, ...]], ...]:
         """The knobs tried one at a time at the best worker count, and their values."""
         if self.framework == "paddle":
@@ -209,11 +236,8 @@ class SweepSettings:
     """Local ranks sharing this node's CPUs (the ``auto`` worker range is divided among them)."""
 
     def to_dict(self) -> dict[str, Any]:
-        knobs: dict[str, Any] = {"pin_memory": list(self.space.pin_memory)}
-        if self.framework == "paddle":
-            knobs = {"use_shared_memory": list(self.space.use_shared_memory),
-                     "use_buffer_reader": list(self.space.use_buffer_reader),
-                     "skipped_knobs": list(self.space.skipped), "autotune_steps": self.autotune_steps}
+        """The JSON document's ``settings`` (docs/json.md); the space's keys as :meth:`SearchSpace.to_dict`."""
+        paddle = {"autotune_steps": self.autotune_steps} if self.framework == "paddle" else {}
         return {
             "framework": self.framework,
             "world_size": self.world_size,
@@ -230,11 +254,8 @@ class SweepSettings:
             "drop_last": self.drop_last,
             "collate_fn": self.collate_fn,
             "target_kwargs": {k: repr(v) for k, v in self.target_kwargs.items()},
-            "workers": list(self.space.workers),
-            "workers_reason": self.space.workers_reason,
-            "prefetch_factors": list(self.space.prefetch_factors),
-            "persistent_workers": list(self.space.persistent_workers),
-            **knobs,
+            **self.space.to_dict(),
+            **paddle,
         }
 
 
@@ -256,20 +277,6 @@ def grid_configs(space: SearchSpace) -> list[LoaderConfig]:
                             configs.append(space.config(workers, pin=pin, prefetch=prefetch, persistent=persistent,
                                                         shared_memory=shm, buffer_reader=buffer))
     return list(dict.fromkeys(configs))
-
-
-def cgroup_cpu_limit(root: Path = Path("/sys/fs/cgroup")) -> float | None:
-    """CPUs allowed by the cgroup CPU quota (v2 ``cpu.max`` or v1 CFS), or None."""
-    v2 = root / "cpu.max"
-    try:
-        if v2.exists():
-            quota, period = v2.read_text().split()[:2]
-            return None if quota == "max" else int(quota) / int(period)
-        quota_v1 = int((root / "cpu" / "cpu.cfs_quota_us").read_text())
-        period_v1 = int((root / "cpu" / "cpu.cfs_period_us").read_text())
-    except (OSError, ValueError):
-        return None
-    return quota_v1 / period_v1 if quota_v1 > 0 and period_v1 > 0 else None
 
 
 @dataclass(frozen=True)
@@ -296,18 +303,23 @@ class CpuBudget:
         return self.affinity if self.quota is None else max(1, min(self.affinity, math.ceil(self.quota)))
 
 
-def cpu_budget(cgroup_root: Path = Path("/sys/fs/cgroup"), ranks_per_node: int = 1) -> CpuBudget:
-    """Usable CPUs from affinity and cgroup quota, never ``os.cpu_count()`` alone; divided among
-    ``ranks_per_node`` ranks when several share the node."""
-    count = os.cpu_count() or 1
-    try:
-        affinity = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        affinity = count
-    quota = cgroup_cpu_limit(cgroup_root)
-    whole = CpuBudget(usable=1, affinity=affinity, quota=quota, cpu_count=count)
-    ranks = max(1, ranks_per_node)
-    return dataclasses.replace(whole, usable=max(1, whole.node_usable // ranks), ranks_per_node=ranks)
+@dataclass(frozen=True)
+class RankInfo:
+    """A process's place in a distributed job (torchrun's ``RANK``, ``WORLD_SIZE``, ``LOCAL_*``, ``GROUP_RANK``)."""
+
+    rank: int
+    world_size: int
+    local_rank: int = 0
+    local_world_size: int = 1
+    """Ranks on this node (they share its CPUs, RAM and /dev/shm)."""
+    node: int = 0
+    """``GROUP_RANK``: the node's index in the job."""
+    host: str = ""
+
+    @property
+    def nodes(self) -> int:
+        """Nodes in the job: world size over ranks per node."""
+        return max(1, self.world_size // max(1, self.local_world_size))
 
 
 def auto_workers(usable_cpus: int) -> tuple[int, ...]:

@@ -14,29 +14,12 @@ import dataclasses
 import os
 import socket
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from dataprof.errors import TargetError, UsageError
+from dataprof.config import RankInfo
+from dataprof.errors import DataprofError, TargetError, UsageError
 from dataprof.model import RankResult, TrialResult
-
-
-@dataclass(frozen=True)
-class RankInfo:
-    """This process's place in the job, from the environment torchrun sets."""
-
-    rank: int
-    world_size: int
-    local_rank: int = 0
-    local_world_size: int = 1
-    node: int = 0
-    """``GROUP_RANK``: the node's index in the job."""
-    host: str = ""
-
-    @property
-    def nodes(self) -> int:
-        return max(1, self.world_size // max(1, self.local_world_size))
 
 
 def rank_from_env(env: Mapping[str, str] = os.environ) -> RankInfo | None:
@@ -60,6 +43,8 @@ class Coordinator:
 
         self.info = info
         self.dist = dist
+        self.reported_by_rank_0 = False
+        """Set by :meth:`agree` on a rank whose failure to start rank 0 reports: this rank ends quietly."""
         if not dist.is_available():
             raise UsageError("this torch build has no torch.distributed: a distributed sweep cannot run")
         try:
@@ -71,6 +56,7 @@ class Coordinator:
 
     @property
     def leader(self) -> bool:
+        """Rank 0: it searches, aggregates and reports."""
         return self.info.rank == 0
 
     def broadcast(self, value: Any) -> Any:
@@ -88,23 +74,44 @@ class Coordinator:
     def agree(self, error: str | None) -> bool:
         """Every rank says whether its dataset loaded (``error``: why not). A rank that loaded raises
         TargetError naming the first rank that did not; a rank that did not goes on to raise its own error.
-        Returns whether rank 0 reports this rank's error: its own is the same, or it names this rank."""
+        Returns whether rank 0 reports this rank's error: its own is the same, or it names this rank
+        (:attr:`reported_by_rank_0` says so on ranks other than 0)."""
         errors: list[Any] = [None] * self.info.world_size
         self.dist.all_gather_object(errors, error)
         failed = [(rank, message) for rank, message in enumerate(errors) if message]
         if failed and error is None:
             rank, message = failed[0]
-            exc = TargetError(f"rank {rank} could not start: {message}")
-            exc.said_by_rank_0 = rank == 0  # rank 0 reports its own error
-            raise exc
-        return error is not None and (errors[0] == error or (errors[0] is None and failed[0][0] == self.info.rank))
+            self.reported_by_rank_0 = rank == 0  # rank 0 reports its own error
+            raise TargetError(f"rank {rank} could not start: {message}")
+        reported = error is not None and (errors[0] == error or (errors[0] is None and failed[0][0] == self.info.rank))
+        self.reported_by_rank_0 = reported and not self.leader
+        return reported
 
     def barrier(self) -> None:
+        """Wait until every rank reaches this point (each trial starts on all ranks at once)."""
         self.dist.barrier()
 
     def close(self) -> None:
+        """Leave the process group."""
         if self.dist.is_initialized():
             self.dist.destroy_process_group()
+
+
+def follow_rank_0(coordinator: Coordinator, run: Callable[[], object]) -> None:
+    """A rank other than 0: ``run`` its part of the sweep, which measures with rank 0 and reports nothing.
+
+    An error rank 0 reports too ends this rank quietly (exiting with an error would let the launcher stop
+    rank 0 before it prints; rank 0's exit code is the run's); its own error is raised, named by its rank.
+    """
+    try:
+        run()
+    except DataprofError as exc:
+        if coordinator.reported_by_rank_0:
+            return
+        exc.message = f"rank {coordinator.info.rank}: {exc.message}"
+        raise
+    finally:
+        coordinator.close()
 
 
 _SEVERITY = {"crashed": 0, "oom": 1, "timeout": 2, "failed": 3, "skipped": 4}

@@ -25,9 +25,6 @@ class DataprofError(Exception):
         self.message = message
         self.detail = detail
         """Longer context (a traceback from the user's code), shown with --debug."""
-        self.said_by_rank_0 = False
-        """Distributed: rank 0 reports this error (its own too, or naming this rank) and exits with its code;
-        this rank ends quietly."""
 
     def __str__(self) -> str:
         return self.message

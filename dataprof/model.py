@@ -7,6 +7,8 @@ Stdlib only. ``Report.to_dict()`` is the documented ``--json`` document
 from __future__ import annotations
 
 import dataclasses
+import json
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,6 +17,22 @@ from dataprof.config import LoaderConfig
 SCHEMA_VERSION = 1
 
 STATUSES = ("ok", "failed", "timeout", "oom", "crashed", "skipped")
+
+
+def _finite(value: Any) -> Any:
+    """JSON has no NaN/Infinity: write them as null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
+def to_json(document: dict[str, Any]) -> str:
+    """A result document (a sweep's or an inspect run's) as indented JSON text, one trailing newline."""
+    return json.dumps(_finite(document), indent=2) + "\n"
 
 
 @dataclass(frozen=True)
@@ -358,16 +376,8 @@ class Report:
         return {"primary": self.primary, "findings": [dataclasses.asdict(f) for f in self.findings]}
 
     def to_json(self) -> str:
-        """The ``--json`` document as text."""
-        from dataprof.render.json import render
-
-        return render(self)
-
-    def _repr_html_(self) -> str:
-        """Jupyter: the summary as an HTML table (no script)."""
-        from dataprof.render.html import summary_fragment
-
-        return summary_fragment(self)
+        """The ``--json`` document as text (NaN and infinities written as null)."""
+        return to_json(self.to_dict())
 
     @property
     def baseline(self) -> TrialResult | None:

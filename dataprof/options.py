@@ -1,4 +1,8 @@
-"""Turn the sweep command's option strings into SweepSettings (validated)."""
+"""Turn the sweep command's option strings into SweepSettings (validated), and settle them once loaded.
+
+Pure: what the machine offers (its CPU budget, available RAM, CUDA devices) is
+measured by the caller and passed in, so every rule here is testable without it.
+"""
 
 from __future__ import annotations
 
@@ -10,25 +14,24 @@ from typing import Any
 from dataprof.config import (
     FRAMEWORKS,
     KNOBS,
+    CpuBudget,
+    RankInfo,
     SearchSpace,
     SweepSettings,
     adaptive_workers,
     auto_workers,
-    cpu_budget,
     parse_int_list,
     parse_onoff_list,
     parse_size,
 )
-from dataprof.distributed import RankInfo
 from dataprof.errors import UsageError
-from dataprof.measure.environment import check_device, cuda_devices, resolve_device
 from dataprof.target import parse_kwarg, split_target
 
 
-def worker_space(text: str, strategy: str = "adaptive", ranks_per_node: int = 1) -> tuple[tuple[int, ...], str]:
-    """``auto`` or an explicit list, with the reason shown in the report (``auto`` per rank under torchrun)."""
+def worker_space(text: str, budget: CpuBudget, strategy: str = "adaptive") -> tuple[tuple[int, ...], str]:
+    """``auto`` (from ``budget``, each rank's share under torchrun) or an explicit list, with the reason shown
+    in the report."""
     if text.strip().lower() == "auto":
-        budget = cpu_budget(ranks_per_node=ranks_per_node)
         if strategy == "adaptive":
             values = adaptive_workers(budget.usable)
             return values, (f"auto: climbs 2, 4, 8, … up to {values[-1]} while throughput rises beyond noise "
@@ -46,29 +49,27 @@ FRAMEWORK_OPTIONS = {"pin_memory": "torch", "use_shared_memory": "paddle", "use_
 def build_settings(*, target: str, args: tuple[str, ...], batch_size: int, workers: str, prefetch_factor: str,
                    pin_memory: str | None, persistent_workers: str, step_ms: float, device: str, strategy: str,
                    trial_seconds: float, trial_timeout: float, memory_limit: str, collate_fn: str | None,
-                   shuffle: bool, rules_of_thumb: bool = True, cwd: str | None = None,
-                   available_bytes: int | None = None, framework: str = "auto",
+                   shuffle: bool, budget: CpuBudget, available_bytes: int, rules_of_thumb: bool = True,
+                   cwd: str | None = None, framework: str = "auto",
                    use_shared_memory: str | None = None, use_buffer_reader: str | None = None,
                    autotune_steps: int = 50, require_gpu: bool = False,
                    rank: RankInfo | None = None) -> SweepSettings:
-    """Validate the options. The framework, the device and the knobs that depend on them are
-    settled by :func:`resolve_settings` once the dataset is loaded."""
+    """Validate the options. ``budget``: this process's CPUs (each rank's share under torchrun);
+    ``available_bytes``: the node's available RAM, of which ``--memory-limit`` may be a percentage. The
+    framework, the device and the knobs that depend on them are settled by :func:`resolve_settings` once
+    the dataset is loaded."""
     split_target(target)
     if collate_fn is not None:
         split_target(collate_fn)
     if framework not in ("auto", *FRAMEWORKS):
         raise UsageError(f"--framework {framework}: expected auto, torch or paddle")
     kwargs: dict[str, Any] = dict(parse_kwarg(item) for item in args)
-    worker_values, reason = worker_space(workers, strategy, rank.local_world_size if rank else 1)
+    worker_values, reason = worker_space(workers, budget, strategy)
     check_device(device)
     given = {"pin_memory": pin_memory, "use_shared_memory": use_shared_memory, "use_buffer_reader": use_buffer_reader}
     for name, value in given.items():
         if value is not None and framework not in ("auto", FRAMEWORK_OPTIONS[name]):
             raise UsageError(_wrong_framework(name, framework))
-    if available_bytes is None:
-        import psutil
-
-        available_bytes = int(psutil.virtual_memory().available)
     if trial_timeout <= trial_seconds:
         raise UsageError(f"--trial-timeout {trial_timeout:g} must be longer than --trial-seconds {trial_seconds:g}")
     return SweepSettings(
@@ -113,12 +114,13 @@ def _wrong_framework(option: str, framework: str) -> str:
     return f"{flag}: an argument of paddle.io.DataLoader only; this is a {framework} sweep"
 
 
-def resolve_settings(settings: SweepSettings, host_info: dict[str, Any],
-                     count_devices: Callable[[str], int] = cuda_devices, rank: RankInfo | None = None) -> SweepSettings:
+def resolve_settings(settings: SweepSettings, host_info: dict[str, Any], count_devices: Callable[[str], int],
+                     rank: RankInfo | None = None) -> SweepSettings:
     """Settle the framework the host found, the device, and the knobs that exist for both.
 
     ``host_info``: what loading the dataset reported (``framework``, the
-    DataLoader's ``loader_arguments``). On the simulated device pin_memory is
+    DataLoader's ``loader_arguments``); ``count_devices(framework)``: the CUDA devices it sees
+    (``measure.environment.cuda_devices``). On the simulated device pin_memory is
     not swept; a Paddle knob the installed DataLoader lacks is skipped. Under
     torchrun (``rank``), ``auto`` and ``cuda`` mean the device of ``LOCAL_RANK``.
     """
@@ -151,3 +153,32 @@ def resolve_settings(settings: SweepSettings, host_info: dict[str, Any],
         space = dataclasses.replace(space, framework="torch", use_shared_memory=(True,), use_buffer_reader=(True,),
                                     pin_memory=space.pin_memory if device != "cpu" else (False,))
     return dataclasses.replace(settings, framework=framework, device=device, space=space)
+
+
+def check_device(requested: str) -> None:
+    """UsageError unless ``requested`` is auto, cpu, cuda or cuda:N (whether it exists is checked later)."""
+    text = requested.strip().lower()
+    if text in ("auto", "cpu"):
+        return
+    if text == "cuda" or text.startswith("cuda:"):
+        if not (text.partition(":")[2] or "0").isdigit():
+            raise UsageError(f"--device {requested}: expected cuda or cuda:N with N a number")
+        return
+    raise UsageError(f"--device {requested}: expected auto, cpu, cuda or cuda:N")
+
+
+def resolve_device(requested: str, count_devices: Callable[[], int]) -> str:
+    """``auto`` → ``cuda:0`` or ``cpu``; validate ``cuda``/``cuda:N`` against the visible devices."""
+    check_device(requested)
+    text = requested.strip().lower()
+    if text == "cpu":
+        return "cpu"
+    count = count_devices()
+    if text == "auto":
+        return "cuda:0" if count > 0 else "cpu"
+    index = int(text.partition(":")[2] or "0")
+    if count == 0:
+        raise UsageError(f"--device {requested}: no CUDA device is visible (use --device cpu or auto)")
+    if index >= count:
+        raise UsageError(f"--device {requested}: only {count} CUDA device(s) visible (cuda:0..cuda:{count - 1})")
+    return f"cuda:{index}"

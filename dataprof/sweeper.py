@@ -8,21 +8,19 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from dataprof import __version__
-from dataprof.config import LoaderConfig, SearchSpace, SweepSettings
-from dataprof.diagnose import diagnose
-from dataprof.diagnose.facts import batch_size, cpu_ceiling
+from dataprof.config import LoaderConfig, RankInfo, SweepSettings
+from dataprof.decide import decide
 from dataprof.distributed import Coordinator, aggregate_ranks
 from dataprof.errors import DataprofError, TargetError, UsageError
-from dataprof.measure.environment import probe_environment
+from dataprof.measure.environment import cuda_devices, probe_environment
 from dataprof.measure.runner import Observer, TrialRunner
-from dataprof.model import AutotuneRun, DatasetInfo, Environment, Report, RuleOfThumb, SearchStep, TrialResult
+from dataprof.model import AutotuneRun, DatasetInfo, Environment, Report, SearchStep, TrialResult
 from dataprof.options import resolve_settings
-from dataprof.recommend import noise_between, recommend
-from dataprof.search import STRATEGIES, Budget, rules_of_thumb
+from dataprof.search import STRATEGIES, Budget, Strategy
+from dataprof.version import __version__
 
 
 class SweepInterrupted(Exception):
@@ -67,7 +65,117 @@ AUTOTUNE_TIMEOUT_S = 300.0
 
 
 def sweep_notes(settings: SweepSettings) -> tuple[str, ...]:
+    """The notes every sweep's report carries (why these worker counts)."""
     return (f"workers {','.join(map(str, settings.space.workers))}: {settings.space.workers_reason}",)
+
+
+@dataclasses.dataclass
+class _Sweep:
+    """The state of one sweep while it runs: what was measured, in order, and why."""
+
+    settings: SweepSettings
+    runner: TrialRunner
+    observer: Observer
+    coordinator: Coordinator | None
+    started: float = dataclasses.field(default_factory=time.monotonic)
+    trials: list[TrialResult] = dataclasses.field(default_factory=list)
+    steps: list[SearchStep] = dataclasses.field(default_factory=list)
+    stop: str | None = None
+    dataset: DatasetInfo | None = None
+    autotune: AutotuneRun | None = None
+    checks: list[str] = dataclasses.field(default_factory=list)
+    environment: Environment | None = None
+
+    @property
+    def rank(self) -> RankInfo | None:
+        return self.coordinator.info if self.coordinator is not None else None
+
+    @property
+    def leader(self) -> bool:
+        return self.coordinator is None or self.coordinator.leader
+
+    def report(self, complete: bool) -> Report:
+        """The Report of what was measured so far, decided."""
+        runner = self.runner
+        assert self.environment is not None
+        env = dataclasses.replace(self.environment, gpu_name=runner.gpu_name,
+                                  start_method=runner.host_info.get("start_method"),
+                                  sharing_strategy=runner.host_info.get("sharing_strategy"))
+        notes = sweep_notes(self.settings) + tuple(self.checks)
+        if runner.build_note:
+            notes += (runner.build_note,)
+        if runner.gpu_reason:
+            notes += (f"GPU utilisation not measured: {runner.gpu_reason}",)
+        built = None if self.dataset is None else \
+            dataclasses.replace(self.dataset, build="per_trial" if runner.build_in_trials else "once")
+        return build_report(self.settings, env, built, self.trials, time.monotonic() - self.started, complete,
+                            notes, self.steps, self.stop, self.autotune)
+
+    def load(self) -> None:
+        """Load the dataset in a probe, settle the settings; every rank agrees whether it loaded."""
+        self.environment = probe_environment(self.settings.device)  # device and framework settled once loaded
+        try:
+            self.dataset = self.runner.start()
+            self.settings = self.runner.settings = resolve_settings(self.settings, self.runner.host_info,
+                                                                    cuda_devices, rank=self.rank)
+        except DataprofError as exc:
+            if self.coordinator is not None:
+                self.coordinator.agree(str(exc))
+            if isinstance(exc, TargetError) and not isinstance(exc, SweepTargetError):
+                raise SweepTargetError(exc.message, exc.detail, self.report(False)) from exc
+            raise
+        if self.coordinator is not None:
+            self.coordinator.agree(None)
+        self.environment = probe_environment(self.settings.device, framework=self.settings.framework, rank=self.rank)
+
+    def prepare(self, resume: Report | None) -> Strategy | None:
+        """Resumed trials, Paddle's autotune, the epoch check; the strategy (rank 0 only)."""
+        settings, runner = self.settings, self.runner
+        if resume is not None:
+            self.trials.extend(resumable_trials(resume, settings))
+            self.steps.extend(SearchStep(t.config, "measured before (--resume)") for t in self.trials)
+        if settings.framework == "paddle" and settings.rules_of_thumb:
+            self.observer("autotune_start", {"steps": settings.autotune_steps})
+            self.autotune = runner.autotune(settings.autotune_steps, AUTOTUNE_TIMEOUT_S)
+            self.observer("autotune_done", {"autotune": self.autotune})
+        if self.leader and self.dataset is not None and self.dataset.kind == "iterable":
+            self.settings = runner.settings = check_persistent_epochs(settings, runner, self.checks)
+        if not self.leader:
+            return None
+        assert self.environment is not None
+        budget = search_budget(self.settings, self.environment, self.dataset, runner.host_info)
+        strategy = STRATEGIES[self.settings.strategy](self.settings.space, budget, self.settings.rules_of_thumb,
+                                                      self.autotune.num_workers if self.autotune else None)
+        self.observer("planned", {"total": strategy.total()})
+        return strategy
+
+    def search(self, strategy: Strategy | None, on_update: Callable[[Report], None]) -> None:
+        """Measure what the strategy proposes until it stops (under torchrun, on every rank at once)."""
+        proposal = None
+        while True:
+            proposal = strategy.propose(self.trials) if strategy is not None else None
+            config = proposal.config if proposal is not None else None
+            if self.coordinator is not None:
+                config = self.coordinator.broadcast(config)  # rank 0's choice; None ends the sweep everywhere
+            if config is None:
+                break
+            if proposal is not None:  # rank 0
+                self.steps.append(SearchStep(config, proposal.why))
+                self.observer("trial_start", {"config": config, "index": len(self.trials), "why": proposal.why})
+            result = self.runner.run(config) if self.coordinator is None \
+                else on_every_rank(self.coordinator, self.runner, config)
+            if result is None:
+                continue  # not rank 0: its measurement went to rank 0
+            self.trials.append(result)
+            self.observer("trial_done", {"result": result, "index": len(self.trials) - 1})
+            if len(self.trials) == 1 and result.status in FIRST_TRIAL_FATAL:
+                if self.coordinator is not None:
+                    self.coordinator.broadcast(None)
+                raise SweepTargetError(
+                    f"the first trial ({config.label()}) {FIRST_TRIAL_FATAL[result.status]}, so every config "
+                    f"would: {result.error}", None, self.report(False))
+            on_update(self.report(False))
+        self.stop = proposal.why if proposal is not None else None
 
 
 def run_sweep(
@@ -75,9 +183,9 @@ def run_sweep(
     args: list[str],
     observer: Observer | None = None,
     on_update: Callable[[Report], None] | None = None,
-    runner_factory: Callable[..., Any] = TrialRunner,
     resume: Report | None = None,
     coordinator: Coordinator | None = None,
+    objects: Mapping[str, Any] | None = None,
 ) -> Report:
     """Measure every config the strategy proposes. Raises TargetError, UsageError, SweepInterrupted.
 
@@ -86,104 +194,26 @@ def run_sweep(
     trials count as measured and are not run again. ``coordinator``: under
     torchrun, rank 0 searches and every rank measures each config at the same
     time; rank 0's report aggregates them (other ranks return one without trials).
+    ``objects``: Python objects (a Dataset, a collate function) named by the
+    settings' target and collate_fn, handed over by the Python API.
     """
-    started = time.monotonic()
-    rank = coordinator.info if coordinator is not None else None
-    leader = rank is None or rank.rank == 0
-    runner = runner_factory(settings, args, observer)
-    trials: list[TrialResult] = []
-    steps: list[SearchStep] = []
-    stop: str | None = None
-    environment = probe_environment(settings.device)  # the device and framework are settled once loaded
-    dataset: DatasetInfo | None = None
-    autotune: AutotuneRun | None = None
-    checks: list[str] = []
-
-    def report(complete: bool) -> Report:
-        env = dataclasses.replace(environment, gpu_name=runner.gpu_name,
-                                  start_method=runner.host_info.get("start_method"),
-                                  sharing_strategy=runner.host_info.get("sharing_strategy"))
-        notes = sweep_notes(settings) + tuple(checks)
-        if runner.build_note:
-            notes += (runner.build_note,)
-        if runner.gpu_reason:
-            notes += (f"GPU utilisation not measured: {runner.gpu_reason}",)
-        built = None if dataset is None else \
-            dataclasses.replace(dataset, build="per_trial" if runner.build_in_trials else "once")
-        return build_report(settings, env, built, trials, time.monotonic() - started, complete, notes,
-                            steps, stop, autotune)
-
+    sweep = _Sweep(settings, TrialRunner(settings, args, observer, objects=objects or {}),
+                   observer or (lambda event, data: None), coordinator)
+    updated = on_update or (lambda report: None)
     try:
-        if observer is not None:
-            observer("loading", {"target": settings.target})
-        try:
-            dataset = runner.start()
-            settings = runner.settings = resolve_settings(settings, runner.host_info, rank=rank)
-        except DataprofError as exc:
-            if coordinator is not None:
-                exc.said_by_rank_0 = coordinator.agree(str(exc)) and coordinator.info.rank > 0
-            if isinstance(exc, TargetError) and not isinstance(exc, SweepTargetError):
-                failed = SweepTargetError(exc.message, exc.detail, report(False))
-                failed.said_by_rank_0 = exc.said_by_rank_0
-                raise failed from exc
-            raise
-        if coordinator is not None:
-            coordinator.agree(None)
-        environment = probe_environment(settings.device, framework=settings.framework, rank=rank)
-        if resume is not None:
-            trials.extend(resumable_trials(resume, settings))
-            steps.extend(SearchStep(t.config, "measured before (--resume)") for t in trials)
-        if settings.framework == "paddle" and settings.rules_of_thumb:
-            if observer is not None:
-                observer("autotune_start", {"steps": settings.autotune_steps})
-            autotune = runner.autotune(settings.autotune_steps, AUTOTUNE_TIMEOUT_S)
-            if observer is not None:
-                observer("autotune_done", {"autotune": autotune})
-        if leader and dataset is not None and dataset.kind == "iterable":
-            settings = runner.settings = check_persistent_epochs(settings, runner, checks)
-        budget = search_budget(settings, environment, dataset, runner.host_info)
-        strategy = STRATEGIES[settings.strategy](settings.space, budget, settings.rules_of_thumb,
-                                                 autotune.num_workers if autotune is not None else None) \
-            if leader else None
-        if observer is not None and strategy is not None:
-            observer("planned", {"total": strategy.total()})
-        while True:
-            proposal = strategy.propose(trials) if strategy is not None else None
-            config = proposal.config if proposal is not None else None
-            if coordinator is not None:
-                config = coordinator.broadcast(config)  # rank 0's choice; None ends the sweep everywhere
-            if config is None:
-                break
-            if proposal is not None:  # rank 0 (the only rank with an observer)
-                steps.append(SearchStep(config, proposal.why))
-                if observer is not None:
-                    observer("trial_start", {"config": config, "index": len(trials), "why": proposal.why})
-            result = runner.run(config) if coordinator is None else on_every_rank(coordinator, runner, config)
-            if result is None:
-                continue  # not rank 0: its measurement went to rank 0
-            trials.append(result)
-            if observer is not None:
-                observer("trial_done", {"result": result, "index": len(trials) - 1})
-            if len(trials) == 1 and result.status in FIRST_TRIAL_FATAL:
-                if coordinator is not None:
-                    coordinator.broadcast(None)
-                raise SweepTargetError(
-                    f"the first trial ({config.label()}) {FIRST_TRIAL_FATAL[result.status]}, so every config "
-                    f"would: {result.error}", None, report(False))
-            if on_update is not None:
-                on_update(report(False))
-        stop = proposal.why if proposal is not None else None
+        sweep.observer("loading", {"target": settings.target})
+        sweep.load()
+        sweep.search(sweep.prepare(resume), updated)
     except KeyboardInterrupt:
-        runner.kill_current()
-        raise SweepInterrupted(report(False)) from None
+        sweep.runner.kill_current()
+        raise SweepInterrupted(sweep.report(False)) from None
     finally:
-        runner.close()
-    final = report(True)
-    if leader and trials and not any(t.status == "ok" for t in trials):
-        reasons = "; ".join(sorted({f"{t.status}: {t.error}" for t in trials if t.status != "ok"}))
+        sweep.runner.close()
+    final = sweep.report(True)
+    if sweep.leader and sweep.trials and not any(t.status == "ok" for t in sweep.trials):
+        reasons = "; ".join(sorted({f"{t.status}: {t.error}" for t in sweep.trials if t.status != "ok"}))
         raise SweepTargetError(f"no configuration completed ({reasons})", None, final)
-    if on_update is not None:
-        on_update(final)
+    updated(final)
     return final
 
 
@@ -236,53 +266,6 @@ def search_budget(settings: SweepSettings, environment: Environment, dataset: Da
         open_files=environment.open_files_limit,
         shares_fds=host_info.get("sharing_strategy", "file_descriptor") == "file_descriptor",
     )
-
-
-def space_of(settings: dict[str, Any]) -> SearchSpace:
-    """The search space a saved run used (for the rules of thumb when re-deciding)."""
-    return SearchSpace(
-        workers=tuple(settings.get("workers") or (0,)),
-        prefetch_factors=tuple(settings.get("prefetch_factors") or (2,)),
-        pin_memory=tuple(settings.get("pin_memory") or (False,)),
-        persistent_workers=tuple(settings.get("persistent_workers") or (True,)),
-        use_shared_memory=tuple(settings.get("use_shared_memory") or (True,)),
-        use_buffer_reader=tuple(settings.get("use_buffer_reader") or (True,)),
-        framework=settings.get("framework", "torch"),
-        skipped=tuple(settings.get("skipped_knobs") or ()),
-    )
-
-
-def compare_rules_of_thumb(report: Report) -> tuple[RuleOfThumb, ...]:
-    """What each rule of thumb picks, its measured throughput and how the recommendation compares."""
-    if not report.settings.get("rules_of_thumb", True):
-        return ()
-    rec = report.recommendation
-    rec_trial = next((t for t in report.trials if rec is not None and t.config == rec.config), None)
-    rows = []
-    autotune = report.autotune.num_workers if report.autotune is not None else None
-    for rule, config in rules_of_thumb(report.environment.usable_cpus, space_of(report.settings), autotune):
-        trial = next((t for t in report.trials if t.config == config), None)
-        rate = trial.samples_per_s if trial is not None and trial.status == "ok" else None
-        speedup = rec.samples_per_s / rate if rec is not None and rate else None
-        within = bool(rec_trial is not None and trial is not None and rate
-                      and (rec.samples_per_s - rate) / rec.samples_per_s <= noise_between(rec_trial, trial)) \
-            if rec is not None else False
-        rows.append(RuleOfThumb(rule=rule, config=config, status=None if trial is None else trial.status,
-                                samples_per_s=rate, recommended_speedup=speedup, within_noise=within))
-    return tuple(rows)
-
-
-def decide(report: Report) -> Report:
-    """Recommend and diagnose from the measurements alone; ``dataprof diagnose`` re-runs this on saved runs."""
-    recommendation = recommend(report.trials)
-    trial = next((t for t in report.trials if recommendation and t.config == recommendation.config), None)
-    if recommendation is not None and trial is not None:
-        ceiling = cpu_ceiling(trial, batch_size(report), report.environment.usable_cpus)
-        recommendation = dataclasses.replace(recommendation, cpu_ceiling_samples_per_s=ceiling)
-    recommended = dataclasses.replace(report, recommendation=recommendation)
-    primary, findings = diagnose(recommended)
-    return dataclasses.replace(recommended, primary=primary, findings=findings,
-                               rules_of_thumb=compare_rules_of_thumb(recommended))
 
 
 RESUME_KEYS = ("framework", "batch_size", "step_ms", "device", "trial_seconds", "shuffle", "drop_last", "collate_fn",

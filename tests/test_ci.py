@@ -15,10 +15,10 @@ from torch.utils.data import Dataset
 import dataprof
 from dataprof.cli import main
 from dataprof.compare import compare
+from dataprof.decide import decide
 from dataprof.gates import Gates, evaluate
 from dataprof.model import Report
 from dataprof.render.console import render
-from dataprof.sweeper import decide
 
 RUNS = Path(__file__).parent / "data" / "runs"
 FIX = str(Path(__file__).parent / "fixtures" / "datasets.py")

@@ -9,13 +9,13 @@ from dataprof.config import (
     SearchSpace,
     auto_workers,
     baseline,
-    cgroup_cpu_limit,
     grid_configs,
     parse_int_list,
     parse_onoff_list,
     parse_size,
 )
 from dataprof.errors import UsageError
+from dataprof.measure.environment import cgroup_cpu_limit
 
 
 def test_int_list_parses_and_dedups() -> None:

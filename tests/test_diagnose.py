@@ -227,8 +227,8 @@ def test_old_runs_without_the_new_figures_still_diagnose() -> None:
 
 
 def test_recommendation_says_how_close_it_gets_to_the_cpu_ceiling() -> None:
+    from dataprof.decide import decide
     from dataprof.render.console import render
-    from dataprof.sweeper import decide
 
     cpu = decide(run("cpu_bound"))
     assert cpu.recommendation is not None and 0.8 < (cpu.recommendation.cpu_ceiling_share or 0) <= 1.05
@@ -258,7 +258,7 @@ def test_transfer_bound_weighs_the_copy_against_each_part_of_the_wait() -> None:
 
 
 def test_paddle_run_rediagnoses_with_its_autotune_row() -> None:
-    from dataprof.sweeper import decide
+    from dataprof.decide import decide
 
     report = decide(run("paddle_latency"))
     assert report.environment.framework == "paddle"

@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from dataprof.config import RankInfo
 from dataprof.diagnose import Thresholds
 from dataprof.diagnose import findings as rules
-from dataprof.distributed import RankInfo, aggregate_ranks, rank_from_env, shared_batches
+from dataprof.distributed import aggregate_ranks, rank_from_env, shared_batches
 from dataprof.errors import UsageError
 from dataprof.model import Report, TrialResult
 
@@ -97,7 +98,7 @@ def test_the_cpu_ceiling_counts_every_ranks_cpu_not_the_pace_setters_share() -> 
 
 def test_rank_imbalance_names_the_slow_rank_and_its_node() -> None:
     report = Report.from_dict(json.loads((ROOT / "tests" / "data" / "runs" / "io_bound.json").read_text()))
-    from dataprof.sweeper import decide
+    from dataprof.decide import decide
 
     report = decide(report)
     assert report.recommendation is not None
@@ -225,6 +226,7 @@ def test_nproc_per_node_under_torchrun_is_a_usage_error() -> None:
 
 
 def test_a_nodes_ram_and_dev_shm_are_shared_out_among_its_ranks() -> None:
+    from dataprof.config import CpuBudget
     from dataprof.measure.environment import probe_environment
     from dataprof.model import DatasetInfo
     from dataprof.options import build_settings
@@ -234,7 +236,7 @@ def test_a_nodes_ram_and_dev_shm_are_shared_out_among_its_ranks() -> None:
     common = dict(target=f"{FIX}:Tiny", args=(), batch_size=8, workers="auto", prefetch_factor="2",
                   pin_memory=None, persistent_workers="on", step_ms=0.0, device="cpu", strategy="adaptive",
                   trial_seconds=1.0, trial_timeout=10.0, memory_limit="80%", collate_fn=None, shuffle=False,
-                  available_bytes=1_000_000)
+                  available_bytes=1_000_000, budget=CpuBudget(usable=1, affinity=2, quota=None, cpu_count=2))
     assert build_settings(**common).memory_limit_bytes == 800_000  # type: ignore[arg-type]
     shared = build_settings(**common, rank=info)  # type: ignore[arg-type]
     assert shared.memory_limit_bytes == 400_000 and (shared.rank, shared.world_size, shared.ranks_per_node) == (1, 4, 2)

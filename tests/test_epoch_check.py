@@ -28,7 +28,7 @@ CHECK = """
 import importlib.util, json, sys
 from dataprof.backends.torch_backend import TorchBackend
 from dataprof.config import LoaderConfig
-from dataprof.measure.child import run_epoch_check
+from dataprof.measure.trial import run_epoch_check
 
 class Backend(TorchBackend):
     def counting_stream(self, items):

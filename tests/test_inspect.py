@@ -13,8 +13,9 @@ import pytest
 import torch
 from click.testing import CliRunner
 
+from dataprof.checks import analyse
 from dataprof.cli import main
-from dataprof.inspection import InspectionData, analyse
+from dataprof.inspection import InspectionData
 from dataprof.measure.inspect import InspectSettings, pickled_size, run_inspection, sample_order
 from dataprof.measure.stages import timed_pipeline
 from dataprof.model import DatasetInfo, Environment

@@ -10,7 +10,6 @@ from dataprof.config import LoaderConfig
 from dataprof.model import Report, TrialResult
 from dataprof.recommend import recommend
 from dataprof.render import console
-from dataprof.render import json as json_render
 
 RECORDED = Path(__file__).parent / "data" / "latency-run.json"
 
@@ -28,12 +27,12 @@ def trial(workers: int, rate: float, spread: float = 0.005, status: str = "ok", 
 
 def test_json_round_trip_is_lossless() -> None:
     report = recorded()
-    again = Report.from_dict(json.loads(json_render.render(report)))
+    again = Report.from_dict(json.loads(report.to_json()))
     assert again == report
 
 
 def test_json_has_the_documented_keys() -> None:
-    data = json.loads(json_render.render(recorded()))
+    data = json.loads(recorded().to_json())
     assert data["schema_version"] == 1
     for key in ("tool", "target", "environment", "settings", "trials", "baseline", "best", "diagnosis", "search"):
         assert key in data
@@ -47,7 +46,7 @@ def test_json_has_the_documented_keys() -> None:
 
 def test_nan_becomes_null() -> None:
     report = dataclasses.replace(recorded(), trials=(trial(2, float("nan")),))
-    assert json.loads(json_render.render(report))["trials"][0]["samples_per_s"] is None
+    assert json.loads(report.to_json())["trials"][0]["samples_per_s"] is None
 
 
 def test_recommends_fastest_when_clearly_faster() -> None:

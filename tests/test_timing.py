@@ -88,7 +88,7 @@ def test_a_broken_pipe_waits_for_the_dying_worker_to_name_its_signal() -> None:
     import signal
     import types
 
-    from dataprof.measure.child import classify_loader_error, worker_signals
+    from dataprof.measure.failures import classify_loader_error, worker_signals
 
     iterator = types.SimpleNamespace(_workers=[_DyingWorker(0), _DyingWorker(-int(signal.SIGSEGV))])
     assert worker_signals(iterator) == []
@@ -110,7 +110,7 @@ def test_a_worker_killed_by_a_signal_ends_a_blocked_trial_as_crashed() -> None:
     import threading
     from types import SimpleNamespace
 
-    from dataprof.measure.child import DeadWorkerWatch, classify_loader_error, worker_signals
+    from dataprof.measure.failures import DeadWorkerWatch, classify_loader_error, worker_signals
 
     live = {"iterator": SimpleNamespace(_workers=[SimpleNamespace(exitcode=None), SimpleNamespace(exitcode=-11)])}
     said: list[tuple[str, str]] = []

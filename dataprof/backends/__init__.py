@@ -59,9 +59,10 @@ def detect_framework(dataset: Any, requested: str) -> str:
 def get_backend(framework: str) -> Backend:
     """The backend for ``torch`` or ``paddle``; UsageError naming the install command if it is missing."""
     if framework == "paddle":
-        from dataprof.backends.paddle_backend import PaddleBackend, available
+        from dataprof.backends.frameworks import paddle_available
+        from dataprof.backends.paddle_backend import PaddleBackend
 
-        if not available():
+        if not paddle_available():
             raise UsageError('--framework paddle: paddlepaddle is not installed (pip install "dataprof[paddle]")')
         return PaddleBackend()
     if framework == "torch":

@@ -7,26 +7,13 @@ Paddle has no ``pin_memory`` argument.
 
 from __future__ import annotations
 
-import importlib.util
 import inspect
-import warnings
 from collections.abc import Callable
 from typing import Any
 
 from dataprof.backends.common import RecordingBatchSampler
+from dataprof.backends.frameworks import import_paddle
 from dataprof.config import LoaderConfig
-
-
-def available() -> bool:
-    return importlib.util.find_spec("paddle") is not None
-
-
-def import_paddle() -> Any:
-    """``import paddle``, without the warnings its import prints (e.g. about ccache)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        import paddle
-    return paddle
 
 
 class PaddleBackend:

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from dataprof.backends.paddle_backend import import_paddle
+from dataprof.backends.frameworks import import_paddle
 
 paddle = import_paddle()
 

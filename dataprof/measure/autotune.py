@@ -20,6 +20,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+from dataprof.measure.protocol import AutotuneRequest
 from dataprof.target import describe_exception
 
 Emit = Callable[[dict[str, Any]], None]
@@ -52,9 +53,9 @@ def _why_untuned(paddle: Any, dataset: Any) -> str:
     return "it did not start"
 
 
-def run_autotune(dataset: Any, collate: Any, request: dict[str, Any], emit: Emit) -> None:
+def run_autotune(dataset: Any, collate: Any, request: AutotuneRequest, emit: Emit) -> None:
     """Build a ``paddle.io.DataLoader`` with Paddle's autotune on; emit its pick (or an error). Never raises."""
-    from dataprof.backends.paddle_backend import import_paddle
+    from dataprof.backends.frameworks import import_paddle
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     root = logging.getLogger()
@@ -63,13 +64,13 @@ def run_autotune(dataset: Any, collate: Any, request: dict[str, Any], emit: Emit
     try:
         paddle = import_paddle()
         paddle.incubate.autotune.set_config({"dataloader": {"enable": True,
-                                                            "tuning_steps": int(request["steps"])}})
+                                                            "tuning_steps": request.steps}})
         root.addHandler(collect)
         root.setLevel(logging.DEBUG)
         emit({"ev": "ready"})
         start = time.perf_counter()
-        loader = paddle.io.DataLoader(dataset, batch_size=int(request["batch_size"]),
-                                      drop_last=bool(request["drop_last"]), collate_fn=collate)
+        loader = paddle.io.DataLoader(dataset, batch_size=request.batch_size,
+                                      drop_last=request.drop_last, collate_fn=collate)
         wall_s = time.perf_counter() - start
     except Exception as exc:
         emit({"ev": "error", "status": "failed", "message": describe_exception(exc),

@@ -126,7 +126,7 @@ class PaddleCudaConsumer(_MatmulConsumer):
     """Paddle: the same calibrated matmuls on ``gpu:N``, batches copied with ``Tensor.cuda``."""
 
     def __init__(self, device: str, step_ms: float, matrix_size: int = 2048) -> None:
-        from dataprof.backends.paddle_backend import import_paddle
+        from dataprof.backends.frameworks import import_paddle
 
         paddle = self.paddle = import_paddle()
         self.index = int(device.partition(":")[2] or 0)

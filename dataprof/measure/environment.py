@@ -1,18 +1,53 @@
-"""Facts about the machine: usable CPUs, RAM, /dev/shm, the device to use."""
+"""Facts read from the machine: usable CPUs (affinity, cgroup quota), RAM, /dev/shm, open files, CUDA devices."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.metadata
 import os
 import platform
 import shutil
 import sys
-from collections.abc import Callable
+from pathlib import Path
 
-from dataprof.config import CpuBudget, cpu_budget
-from dataprof.distributed import RankInfo
-from dataprof.errors import UsageError
+from dataprof.config import CpuBudget, RankInfo
 from dataprof.model import Environment
+
+
+def cgroup_cpu_limit(root: Path = Path("/sys/fs/cgroup")) -> float | None:
+    """CPUs allowed by the cgroup CPU quota (v2 ``cpu.max`` or v1 CFS), or None."""
+    v2 = root / "cpu.max"
+    try:
+        if v2.exists():
+            quota, period = v2.read_text().split()[:2]
+            return None if quota == "max" else int(quota) / int(period)
+        quota_v1 = int((root / "cpu" / "cpu.cfs_quota_us").read_text())
+        period_v1 = int((root / "cpu" / "cpu.cfs_period_us").read_text())
+    except (OSError, ValueError):
+        return None
+    return quota_v1 / period_v1 if quota_v1 > 0 and period_v1 > 0 else None
+
+
+def cpu_budget(cgroup_root: Path = Path("/sys/fs/cgroup"), ranks_per_node: int = 1) -> CpuBudget:
+    """Usable CPUs from affinity and cgroup quota, never ``os.cpu_count()`` alone; divided among
+    ``ranks_per_node`` ranks when several share the node."""
+    count = os.cpu_count() or 1
+    try:
+        affinity = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        affinity = count
+    quota = cgroup_cpu_limit(cgroup_root)
+    whole = CpuBudget(usable=1, affinity=affinity, quota=quota, cpu_count=count)
+    ranks = max(1, ranks_per_node)
+    return dataclasses.replace(whole, usable=max(1, whole.node_usable // ranks), ranks_per_node=ranks)
+
+
+def available_ram() -> int:
+    """Bytes of RAM available now (psutil's ``available``: free plus reclaimable cache)."""
+    import psutil
+
+    return int(psutil.virtual_memory().available)
+
 
 
 def cuda_devices(framework: str = "torch") -> int:
@@ -24,9 +59,9 @@ def cuda_devices(framework: str = "torch") -> int:
     if sys.platform.startswith("linux") and not os.path.exists("/dev/nvidiactl"):
         return 0
     if framework == "paddle":
-        from dataprof.backends.paddle_backend import available, import_paddle
+        from dataprof.backends.frameworks import import_paddle, paddle_available
 
-        if not available():
+        if not paddle_available():
             return 0
         paddle = import_paddle()
         return int(paddle.device.cuda.device_count()) if paddle.is_compiled_with_cuda() else 0
@@ -35,35 +70,6 @@ def cuda_devices(framework: str = "torch") -> int:
     except ImportError:
         return 0
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
-
-
-def check_device(requested: str) -> None:
-    """UsageError unless ``requested`` is auto, cpu, cuda or cuda:N (whether it exists is checked later)."""
-    text = requested.strip().lower()
-    if text in ("auto", "cpu"):
-        return
-    if text == "cuda" or text.startswith("cuda:"):
-        if not (text.partition(":")[2] or "0").isdigit():
-            raise UsageError(f"--device {requested}: expected cuda or cuda:N with N a number")
-        return
-    raise UsageError(f"--device {requested}: expected auto, cpu, cuda or cuda:N")
-
-
-def resolve_device(requested: str, count_devices: Callable[[], int] = cuda_devices) -> str:
-    """``auto`` → ``cuda:0`` or ``cpu``; validate ``cuda``/``cuda:N`` against the visible devices."""
-    check_device(requested)
-    text = requested.strip().lower()
-    if text == "cpu":
-        return "cpu"
-    count = count_devices()
-    if text == "auto":
-        return "cuda:0" if count > 0 else "cpu"
-    index = int(text.partition(":")[2] or "0")
-    if count == 0:
-        raise UsageError(f"--device {requested}: no CUDA device is visible (use --device cpu or auto)")
-    if index >= count:
-        raise UsageError(f"--device {requested}: only {count} CUDA device(s) visible (cuda:0..cuda:{count - 1})")
-    return f"cuda:{index}"
 
 
 def _version(name: str) -> str | None:

@@ -1,8 +1,8 @@
 """The host process: a cold process that forks the probe and every trial.
 
-Started by the runner as ``python -m dataprof.measure.host CMD_FD EVT_FD``.
-Commands arrive as JSON lines on CMD_FD; events leave as JSON lines on EVT_FD,
-so whatever the user's code prints cannot corrupt the protocol.
+Started by the runner as ``python -m dataprof.measure.host CMD_FD EVT_FD``
+(or forked, for objects handed over by the Python API). Commands arrive on
+CMD_FD and events leave on EVT_FD, as ``measure.protocol`` frames them.
 
 A trial must be as cold as a training process: no partly iterated dataset, no
 heap or allocator warmed by checks, no batch collated before its DataLoader.
@@ -17,16 +17,20 @@ once, never iterates it, and forks each trial from there.
 from __future__ import annotations
 
 import ctypes
-import json
 import os
 import select
 import signal
 import sys
 import time
 import traceback
+from collections.abc import Mapping
 from typing import Any
 
 from dataprof.errors import DataprofError
+from dataprof.measure.protocol import Channel, LineReader, LoadRequest, Message
+
+Built = tuple[Any, Any, float]
+"""A built dataset, its collate function (None: the framework's default) and the seconds building took."""
 
 
 def _prctl(option: int, value: int) -> None:
@@ -49,61 +53,42 @@ def _stop(signum: int, frame: Any) -> None:
     os._exit(128 + signum)
 
 
-class Channel:
-    """JSON lines over a pipe file descriptor."""
+def build(request: LoadRequest, objects: Mapping[str, Any]) -> Built:
+    """Import and construct the target's dataset and collate function; the seconds construction took.
 
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-
-    def send(self, event: dict[str, Any]) -> None:
-        data = (json.dumps(event, default=str) + "\n").encode()
-        while data:
-            written = os.write(self.fd, data)
-            data = data[written:]
-
-
-def _read_lines(fd: int, buffer: bytearray) -> list[bytes] | None:
-    """Complete lines available on ``fd`` (None at EOF)."""
-    chunk = os.read(fd, 65536)
-    if not chunk:
-        return None
-    buffer.extend(chunk)
-    *lines, rest = bytes(buffer).split(b"\n")
-    buffer[:] = rest
-    return lines
-
-
-def build(request: dict[str, Any]) -> tuple[Any, Any, float]:
-    """Import and construct the target's dataset and collate function; the seconds construction took."""
-    from dataprof.measure.runner import IN_MEMORY
+    ``objects``: what the Python API handed over, by name (in a host forked from the caller, as it was at
+    the fork); such a target is taken as it is, not built.
+    """
     from dataprof.target import build_dataset, load_collate, load_object, parse_kwarg
 
     start = time.perf_counter()
-    cwd = request["cwd"]
-    if request["target"] in IN_MEMORY:  # a forked host: the caller's object, as it was at the fork
-        dataset = IN_MEMORY[request["target"]]
+    if request.target in objects:
+        dataset = objects[request.target]
     else:
-        kwargs = dict(parse_kwarg(item) for item in request["args"])
-        dataset = build_dataset(load_object(request["target"], cwd), kwargs, request["target"])
+        kwargs = dict(parse_kwarg(item) for item in request.args)
+        dataset = build_dataset(load_object(request.target, request.cwd), kwargs, request.target)
     build_s = time.perf_counter() - start
-    collate_name = request.get("collate_fn")
-    collate = IN_MEMORY[collate_name] if collate_name in IN_MEMORY else load_collate(collate_name, cwd)
+    name = request.collate_fn
+    collate = objects[name] if name in objects else load_collate(name, request.cwd)
     return dataset, collate, build_s
 
 
-def probe(request: dict[str, Any], dataset: Any, collate: Any, build_s: float) -> dict[str, Any]:
-    """Check that the dataset batches and describe it (in a forked probe, never in the host itself)."""
+def probe(request: LoadRequest, built: Built, handed_over: bool) -> Message:
+    """Check that the dataset batches and describe it (in a forked probe, never in the host itself).
+
+    ``handed_over``: the dataset came from the Python API's caller, whose thread pool (if it started one)
+    is dead after the fork, so its trials run single-threaded.
+    """
     import multiprocessing
 
     from dataprof.backends import detect_framework, get_backend
     from dataprof.backends.common import check_batchable, dataset_length
-    from dataprof.measure.runner import IN_MEMORY
 
-    backend = get_backend(detect_framework(dataset, request["framework"]))
-    # the caller of the Python API may have started a thread pool, which is dead after fork
-    threads = 1 if request["target"] in IN_MEMORY else backend.get_threads()
+    dataset, collate, build_s = built
+    backend = get_backend(detect_framework(dataset, request.framework))
+    threads = 1 if handed_over else backend.get_threads()
     kind = backend.dataset_kind(dataset)
-    batch = check_batchable(dataset, kind, collate or backend.default_collate(), int(request["batch_size"]))
+    batch = check_batchable(dataset, kind, collate or backend.default_collate(), int(request.batch_size))
     return {
         "kind": kind,
         "type_name": type(dataset).__name__,
@@ -124,11 +109,11 @@ def _describe(exc: BaseException) -> str:
     return str(exc) if isinstance(exc, DataprofError) else f"{type(exc).__name__}: {exc}"
 
 
-def _error_event(exc: BaseException) -> dict[str, Any]:
+def _error_event(exc: BaseException) -> Message:
     return {"ev": "host_error", "message": _describe(exc), "traceback": traceback.format_exc()}
 
 
-def run_probe(request: dict[str, Any], shared: tuple[Any, Any, float] | None, events: Channel) -> dict[str, Any]:
+def run_probe(request: LoadRequest, shared: Built | None, events: Channel, objects: Mapping[str, Any]) -> Message:
     """Fork the probe (it builds the dataset unless ``shared`` holds it) and return its last event.
 
     ``built`` (the dataset is built; its first batch comes next) is passed on to ``events`` at once.
@@ -143,9 +128,9 @@ def run_probe(request: dict[str, Any], shared: tuple[Any, Any, float] | None, ev
             _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
             channel = Channel(write_fd)
             try:
-                dataset, collate, build_s = shared or build(request)
-                channel.send({"ev": "built", "build_s": build_s})
-                event = {"ev": "host_ready", **probe(request, dataset, collate, build_s)}
+                built = shared or build(request, objects)
+                channel.send({"ev": "built", "build_s": built[2]})
+                event = {"ev": "host_ready", **probe(request, built, request.target in objects)}
             except BaseException as exc:
                 event, code = _error_event(exc), 3
             channel.send(event)
@@ -154,10 +139,10 @@ def run_probe(request: dict[str, Any], shared: tuple[Any, Any, float] | None, ev
         finally:
             os._exit(code)
     os.close(write_fd)
-    buffer = bytearray()
-    last: dict[str, Any] | None = None
-    while (chunk := _read_lines(read_fd, buffer)) is not None:
-        for event in (json.loads(line) for line in chunk if line.strip()):
+    reader = LineReader(read_fd)
+    last: Message | None = None
+    while (messages := reader.read()) is not None:
+        for event in messages:
             if event["ev"] == "built":
                 events.send(event)
             else:
@@ -217,7 +202,7 @@ def single_threaded(framework: str) -> None:
 
 def _report_escape(channel: Channel, exc: BaseException) -> None:
     """Tell the parent what ended the trial when it escaped run_trial (e.g. torch's SIGCHLD handler)."""
-    from dataprof.measure.child import classify_loader_error
+    from dataprof.measure.failures import classify_loader_error
 
     try:
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -229,58 +214,24 @@ def _report_escape(channel: Channel, exc: BaseException) -> None:
         pass  # the parent still sees the exit code
 
 
-def run_trial_process(shared: tuple[Any, Any, float] | None, load_request: dict[str, Any],
-                      request: dict[str, Any], events: Channel, info: dict[str, Any]) -> None:
+def run_trial_process(shared: Built | None, load: LoadRequest, request: Message, events: Channel,
+                      info: Message, objects: Mapping[str, Any]) -> None:
     """Fork the trial, relay its events, reap it and its whole process group.
 
     ``shared``: the dataset and collate function the host built once, or None:
-    the trial then builds them itself from ``load_request`` (and emits ``built``
-    with the seconds it took) as a training process would. ``info``: what the
-    probe found; with a shared dataset its ``intra_op_threads`` are restored in
-    the trial (the host runs single-threaded). A ``trial`` request measures one
+    the trial then builds them itself from ``load`` (and emits ``built`` with
+    the seconds it took) as a training process would. ``info``: what the probe
+    found; with a shared dataset its ``intra_op_threads`` are restored in the
+    trial (the host runs single-threaded). A ``trial`` request measures one
     config; an ``autotune`` request runs Paddle's own dataloader autotune; an
     ``epoch_check`` request runs a config's DataLoader over four epochs of a tiny stream.
     """
-    from dataprof.config import LoaderConfig
-    from dataprof.measure.autotune import run_autotune
-    from dataprof.measure.child import run_epoch_check, run_trial
-
     read_fd, write_fd = os.pipe()
     pid = os.fork()
-    if pid == 0:  # the trial
-        code = 0
-        trial_channel: Channel | None = None
-        try:
-            os.setpgid(0, 0)
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-            os.close(read_fd)
-            os.close(events.fd)
-            trial_channel = Channel(write_fd)
-            from dataprof.backends import get_backend
-
-            backend = get_backend(info["framework"])
-            if request["cmd"] == "epoch_check":
-                run_epoch_check(backend, LoaderConfig.from_dict(request["config"]), trial_channel.send)
-                os._exit(0)
-            if shared is not None:
-                backend.set_threads(info["intra_op_threads"])
-                dataset, collate, _ = shared
-            else:
-                dataset, collate = _build_in_trial(load_request, trial_channel)
-            if request["cmd"] == "autotune":
-                run_autotune(dataset, collate, request, trial_channel.send)
-            else:
-                run_trial(backend, dataset, collate, LoaderConfig.from_dict(request["config"]),
-                          request["settings"], trial_channel.send)
-        except BaseException as exc:  # raised outside run_trial's own handling, e.g. by a signal handler
-            code = 1
-            if trial_channel is not None:
-                _report_escape(trial_channel, exc)
-        finally:
-            if shared is None:
-                exit_as_a_script(code)
-            os._exit(code)
+    if pid == 0:
+        os.close(read_fd)
+        os.close(events.fd)
+        _trial_child(shared, load, request, Channel(write_fd), info, objects)
     try:
         os.setpgid(pid, pid)
     except OSError:
@@ -289,25 +240,7 @@ def run_trial_process(shared: tuple[Any, Any, float] | None, load_request: dict[
     _running_trial = pid
     os.close(write_fd)
     events.send({"ev": "trial_started", "pid": pid})
-    buffer = bytearray()
-    while True:
-        ready, _, _ = select.select([read_fd], [], [], 0.2)
-        if ready:
-            lines = _read_lines(read_fd, buffer)
-            for line in lines or []:
-                if line.strip():
-                    events.send(json.loads(line))
-            if lines is not None:
-                continue
-        if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
-            break
-    while select.select([read_fd], [], [], 0)[0]:
-        lines = _read_lines(read_fd, buffer)
-        if lines is None:
-            break
-        for line in lines:
-            if line.strip():
-                events.send(json.loads(line))
+    _relay(LineReader(read_fd), pid, events)
     os.close(read_fd)
     _kill_group(pid)
     _, status = os.waitpid(pid, 0)
@@ -316,6 +249,62 @@ def run_trial_process(shared: tuple[Any, Any, float] | None, load_request: dict[
     sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
     events.send({"ev": "trial_exit", "returncode": os.waitstatus_to_exitcode(status),
                  "signal": None if sig is None else signal.Signals(sig).name})
+
+
+def _trial_child(shared: Built | None, load: LoadRequest, request: Message, channel: Channel, info: Message,
+                 objects: Mapping[str, Any]) -> None:
+    """The forked trial: its own process group, then the request's work. Never returns."""
+    from dataprof.backends import get_backend
+    from dataprof.config import LoaderConfig
+    from dataprof.measure.autotune import run_autotune
+    from dataprof.measure.protocol import AutotuneRequest, TrialSettings
+    from dataprof.measure.trial import run_epoch_check, run_trial
+
+    code = 0
+    try:
+        os.setpgid(0, 0)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        backend = get_backend(info["framework"])
+        if request["cmd"] == "epoch_check":
+            run_epoch_check(backend, LoaderConfig.from_dict(request["config"]), channel.send)
+            os._exit(0)
+        if shared is not None:
+            backend.set_threads(info["intra_op_threads"])
+            dataset, collate, _ = shared
+        else:
+            dataset, collate = _build_in_trial(load, channel, objects)
+        if request["cmd"] == "autotune":
+            run_autotune(dataset, collate, AutotuneRequest.from_dict(request), channel.send)
+        else:
+            run_trial(backend, dataset, collate, LoaderConfig.from_dict(request["config"]),
+                      TrialSettings.from_dict(request["settings"]), channel.send)
+    except BaseException as exc:  # raised outside run_trial's own handling, e.g. by a signal handler
+        code = 1
+        _report_escape(channel, exc)
+    finally:
+        if shared is None:
+            exit_as_a_script(code)
+        os._exit(code)
+
+
+def _relay(reader: LineReader, pid: int, events: Channel) -> None:
+    """Pass the trial's events on until it exits, then whatever it wrote before exiting."""
+    while True:
+        if select.select([reader.fd], [], [], 0.2)[0]:
+            messages = reader.read()
+            for message in messages or []:
+                events.send(message)
+            if messages is not None:
+                continue
+        if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+            break
+    while select.select([reader.fd], [], [], 0)[0]:
+        messages = reader.read()
+        if messages is None:
+            break
+        for message in messages:
+            events.send(message)
 
 
 def _kill_group(pgid: int) -> None:
@@ -336,10 +325,10 @@ def _reap_orphans() -> None:
             return
 
 
-def _build_in_trial(load_request: dict[str, Any], channel: Channel) -> tuple[Any, Any]:
+def _build_in_trial(load: LoadRequest, channel: Channel, objects: Mapping[str, Any]) -> tuple[Any, Any]:
     """Build the dataset in the trial itself; an error that the probe did not meet ends the trial as failed."""
     try:
-        dataset, collate, build_s = build(load_request)
+        dataset, collate, build_s = build(load, objects)
     except BaseException as exc:
         channel.send({"ev": "error", "status": "failed", "message": f"building the dataset: {_describe(exc)}",
                       "traceback": traceback.format_exc()})
@@ -348,46 +337,62 @@ def _build_in_trial(load_request: dict[str, Any], channel: Channel) -> tuple[Any
     return dataset, collate
 
 
-def serve(cmd_fd: int, evt_fd: int) -> int:
-    """Answer commands until ``exit`` or until the parent goes away."""
-    from dataprof.measure.runner import IN_MEMORY
+class _Server:
+    """The host's state between commands: what to build, the shared dataset if any, what the probe found."""
 
-    events = Channel(evt_fd)
-    buffer = bytearray()
-    load_request: dict[str, Any] = {}
-    shared: tuple[Any, Any, float] | None = None
-    info: dict[str, Any] = {}
-    while True:
-        lines = _read_lines(cmd_fd, buffer)
-        if lines is None:
-            return 0  # parent closed the pipe: nothing left to do
-        for line in lines:
-            request = json.loads(line)
-            if request["cmd"] == "exit":
-                return 0
-            if request["cmd"] == "load":
-                load_request = request
-                if request["target"] in IN_MEMORY:
-                    shared = build(request)  # the caller's object: there is nothing to build again
-                event = run_probe(request, shared, events)
-                if event["ev"] == "host_error":
-                    events.send(event)
-                    return 3
-                info = event
-                _warm_imports(info["framework"])
-                if shared is not None:
-                    single_threaded(info["framework"])
-                events.send(event)
-            elif request["cmd"] == "share":
-                try:
-                    shared = build(load_request)
-                except BaseException as exc:
-                    events.send(_error_event(exc))
-                    return 3
-                single_threaded(info["framework"])
-                events.send({"ev": "shared", "build_s": shared[2]})
-            elif request["cmd"] in ("trial", "autotune", "epoch_check"):
-                run_trial_process(shared, load_request, request, events, info)
+    def __init__(self, events: Channel, objects: Mapping[str, Any]) -> None:
+        self.events = events
+        self.objects = objects
+        self.load: LoadRequest | None = None
+        self.shared: Built | None = None
+        self.info: Message = {}
+
+    def handle(self, request: Message) -> int | None:
+        """Answer one command; an exit code when the host must stop."""
+        cmd = request["cmd"]
+        if cmd == "exit":
+            return 0
+        if cmd == "load":
+            return self._load(LoadRequest.from_dict(request["request"]))
+        assert self.load is not None, "the first command is load"
+        if cmd == "share":
+            try:
+                self.shared = build(self.load, self.objects)
+            except BaseException as exc:
+                self.events.send(_error_event(exc))
+                return 3
+            single_threaded(self.info["framework"])
+            self.events.send({"ev": "shared", "build_s": self.shared[2]})
+        elif cmd in ("trial", "autotune", "epoch_check"):
+            run_trial_process(self.shared, self.load, request, self.events, self.info, self.objects)
+        return None
+
+    def _load(self, load: LoadRequest) -> int | None:
+        self.load = load
+        if load.target in self.objects:
+            self.shared = build(load, self.objects)  # the caller's object: there is nothing to build again
+        event = run_probe(load, self.shared, self.events, self.objects)
+        if event["ev"] == "host_error":
+            self.events.send(event)
+            return 3
+        self.info = event
+        _warm_imports(event["framework"])
+        if self.shared is not None:
+            single_threaded(event["framework"])
+        self.events.send(event)
+        return None
+
+
+def serve(cmd_fd: int, evt_fd: int, objects: Mapping[str, Any]) -> int:
+    """Answer commands until ``exit`` or until the parent goes away."""
+    server = _Server(Channel(evt_fd), objects)
+    reader = LineReader(cmd_fd)
+    while (requests := reader.read()) is not None:
+        for request in requests:
+            code = server.handle(request)
+            if code is not None:
+                return code
+    return 0  # parent closed the pipe: nothing left to do
 
 
 def _warm_imports(framework: str) -> None:
@@ -400,12 +405,13 @@ def _warm_imports(framework: str) -> None:
     get_backend(framework).loader_arguments()
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], objects: Mapping[str, Any] | None = None) -> int:
+    """Serve on the command and event pipes ``argv`` names; ``objects``: a forked host's handed-over objects."""
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
-    return serve(int(argv[0]), int(argv[1]))
+    return serve(int(argv[0]), int(argv[1]), objects or {})
 
 
 if __name__ == "__main__":

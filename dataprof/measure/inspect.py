@@ -17,13 +17,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from dataprof import __version__
 from dataprof.errors import TargetError
 from dataprof.inspection import SLOWEST, InspectionData, StageTiming, slowest_positions
 from dataprof.measure.environment import open_files_limit, probe_environment
 from dataprof.measure.stages import Pipeline, Stage, timed_pipeline
 from dataprof.model import DatasetInfo
 from dataprof.target import build_dataset, describe_exception, load_collate, load_object, parse_kwarg
+from dataprof.version import __version__
 
 COLLATE_REPEATS = 5
 COLLATE_BUDGET_S = 2.0

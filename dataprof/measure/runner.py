@@ -7,189 +7,22 @@ sweep goes on.
 
 from __future__ import annotations
 
-import json
 import os
-import select
 import signal
-import subprocess
-import sys
-import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from dataprof.config import LoaderConfig, SweepSettings
-from dataprof.errors import TargetError
+from dataprof.measure.failures import died_by
+from dataprof.measure.link import Host, HostDied
 from dataprof.measure.probes import NullGpuProbe, NvmlProbe, ProcessTreeProbe, SystemProbe
+from dataprof.measure.protocol import AutotuneRequest, Message, TrialSettings
 from dataprof.measure.sampler import Sampler, summarize
 from dataprof.model import AutotuneRun, DatasetInfo, TrialResult, WaitStats
 from dataprof.units import fmt_bytes
 
-Observer = Callable[[str, dict[str, Any]], None]
-
-IN_MEMORY: dict[str, Any] = {}
-"""Dataset objects handed to the Python API, by the target name they get; a forked host inherits them."""
-
-
-class HostDied(Exception):
-    """The host process ended while we waited for it."""
-
-
-class ForkedHost:
-    """A host forked from this process (for a Dataset object given to the Python API); Popen's interface."""
-
-    def __init__(self, cmd_read: int, evt_write: int, close_in_child: tuple[int, ...], log_fd: int) -> None:
-        from dataprof.measure import host
-
-        self.returncode: int | None = None
-        self.pid = os.fork()
-        if self.pid == 0:  # the host: it holds the caller's dataset object as it was at the fork
-            code = 1
-            try:
-                os.setsid()
-                for fd in close_in_child:
-                    os.close(fd)
-                devnull = os.open(os.devnull, os.O_RDONLY)
-                os.dup2(devnull, 0)
-                os.dup2(log_fd, 1)
-                os.dup2(log_fd, 2)
-                code = host.main([str(cmd_read), str(evt_write)])
-            finally:
-                os._exit(code)
-
-    def poll(self) -> int | None:
-        if self.returncode is None:
-            pid, status = os.waitpid(self.pid, os.WNOHANG)
-            if pid:
-                self.returncode = os.waitstatus_to_exitcode(status)
-        return self.returncode
-
-    def wait(self, timeout: float | None = None) -> int:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while self.poll() is None:
-            if deadline is not None and time.monotonic() > deadline:
-                raise subprocess.TimeoutExpired("dataprof host", timeout or 0.0)
-            time.sleep(0.02)
-        assert self.returncode is not None
-        return self.returncode
-
-    def terminate(self) -> None:
-        try:
-            os.kill(self.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-
-
-class Host:
-    """The long-lived process that holds the dataset and forks trials."""
-
-    def __init__(self, settings: SweepSettings, args: list[str]) -> None:
-        self.settings = settings
-        self.args = args
-        cmd_read, self.cmd_fd = os.pipe()
-        self.evt_fd, evt_write = os.pipe()
-        self.log = tempfile.TemporaryFile(prefix="dataprof-host-")  # noqa: SIM115 (closed in close())
-        self.proc: subprocess.Popen[bytes] | ForkedHost
-        if settings.target in IN_MEMORY:
-            self.proc = ForkedHost(cmd_read, evt_write, (self.cmd_fd, self.evt_fd), self.log.fileno())
-        else:
-            env = dict(os.environ)
-            root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-            env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "dataprof.measure.host", str(cmd_read), str(evt_write)],
-                pass_fds=(cmd_read, evt_write), stdin=subprocess.DEVNULL, stdout=self.log,
-                stderr=subprocess.STDOUT, start_new_session=True, env=env, cwd=settings.cwd,
-            )
-        os.close(cmd_read)
-        os.close(evt_write)
-        self._buffer = bytearray()
-        self._pending: list[dict[str, Any]] = []
-
-    def send(self, request: dict[str, Any]) -> None:
-        os.write(self.cmd_fd, (json.dumps(request) + "\n").encode())
-
-    def next_event(self, timeout_s: float) -> dict[str, Any] | None:
-        """The next event, None on timeout; raise HostDied at EOF."""
-        if self._pending:
-            return self._pending.pop(0)
-        ready, _, _ = select.select([self.evt_fd], [], [], timeout_s)
-        if not ready:
-            return None
-        chunk = os.read(self.evt_fd, 65536)
-        if not chunk:
-            raise HostDied(self.log_tail())
-        self._buffer.extend(chunk)
-        *lines, rest = bytes(self._buffer).split(b"\n")
-        self._buffer[:] = rest
-        self._pending.extend(json.loads(line) for line in lines if line.strip())
-        return self._pending.pop(0) if self._pending else None
-
-    def log_tail(self, lines: int = 20) -> str:
-        self.log.seek(0)
-        text = self.log.read().decode(errors="replace")
-        return "\n".join(text.splitlines()[-lines:])
-
-    def load(self) -> dict[str, Any]:
-        """Have the host's probe build and check the dataset; what it found."""
-        s = self.settings
-        self.send({"cmd": "load", "target": s.target, "args": self.args, "cwd": s.cwd,
-                   "collate_fn": s.collate_fn, "batch_size": s.batch_size, "framework": s.framework})
-        return self._await("host_ready", s.trial_timeout_s)
-
-    def share(self) -> None:
-        """Have the host build the dataset once, for every trial to be forked from it."""
-        self.send({"cmd": "share"})
-        self._await("shared")
-
-    def _await(self, kind: str, first_batch_s: float | None = None) -> dict[str, Any]:
-        """The host's next ``kind`` event; TargetError if it reports an error or dies first.
-
-        ``first_batch_s``: once the probe has built the dataset, how long its first batch may take.
-        """
-        deadline: float | None = None
-        while True:
-            try:
-                event = self.next_event(0.25)
-            except HostDied as exc:
-                raise TargetError(f"the process loading {self.settings.target} died ({self._exit_reason()})") \
-                    from exc
-            if event is not None and event["ev"] == "built" and first_batch_s is not None:
-                deadline = time.monotonic() + first_batch_s
-            if event is None and deadline is not None and time.monotonic() > deadline:
-                self.proc.terminate()
-                raise TargetError(f"the first batch of {self.settings.batch_size} did not come in {first_batch_s:g} s "
-                                  "(--trial-timeout) after the dataset was built: loading it hangs")
-            if event is not None and event["ev"] == "host_error":
-                raise TargetError(event["message"], event.get("traceback", ""))
-            if event is not None and event["ev"] == kind:
-                return event
-
-    def _exit_reason(self) -> str:
-        code = self.proc.wait(timeout=5)
-        if code < 0:
-            return f"killed by {signal.Signals(-code).name}"
-        tail = self.log_tail(3)
-        return f"exit code {code}" + (f": {tail}" if tail else "")
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            try:
-                self.send({"cmd": "exit"})
-            except OSError:
-                pass
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.proc.terminate()
-                self.proc.wait()
-        for fd in (self.cmd_fd, self.evt_fd):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-        self.log.close()
-
+Observer = Callable[[str, Message], None]
 
 SHARE_BUILD_S = 2.0
 """A dataset that takes longer than this to build is built once and shared; a quicker one, in every trial."""
@@ -207,14 +40,16 @@ class TrialRunner:
     """
 
     def __init__(self, settings: SweepSettings, args: list[str], observer: Observer | None = None,
-                 sample_interval_s: float = 0.25) -> None:
+                 sample_interval_s: float = 0.25, objects: Mapping[str, Any] | None = None) -> None:
         self.settings = settings
         self.args = args
+        self.objects: Mapping[str, Any] = objects or {}
+        """Objects handed over by the Python API, by name: the host is forked holding them."""
         self.observer = observer or (lambda event, data: None)
         self.sample_interval_s = sample_interval_s
         self.host: Host | None = None
         self.dataset_info: DatasetInfo | None = None
-        self.host_info: dict[str, Any] = {}
+        self.host_info: Message = {}
         self.gpu_reason: str | None = None
         self.gpu_name: str | None = None
         self._current_pid: int | None = None
@@ -229,10 +64,10 @@ class TrialRunner:
 
     def start(self) -> DatasetInfo:
         """Start the host and check the dataset in a probe; TargetError if that fails."""
-        self.host = Host(self.settings, self.args)
+        self.host = Host(self.settings, self.args, self.objects)
         try:
             info = self.host.load()
-            self.build_in_trials = self.settings.target not in IN_MEMORY
+            self.build_in_trials = self.settings.target not in self.objects
             if not self.build_in_trials:
                 self.build_note = "every trial is forked from the process holding the dataset object given"
             elif self._shared_build_s is not None and not self._per_trial_forced:
@@ -301,7 +136,7 @@ class TrialRunner:
         return result
 
     def _may_build_instead(self) -> bool:
-        return not self._fallback_tried and self.settings.target not in IN_MEMORY
+        return not self._fallback_tried and self.settings.target not in self.objects
 
     def _restart(self) -> None:
         if self.host is not None:
@@ -312,11 +147,7 @@ class TrialRunner:
     def _run(self, config: LoaderConfig) -> TrialResult:
         host = self._live_host()
         started = time.monotonic()
-        s = self.settings
-        host.send({"cmd": "trial", "config": config.to_dict(), "settings": {
-            "device": s.device, "step_ms": s.step_ms, "batch_size": s.batch_size,
-            "shuffle": s.shuffle, "drop_last": s.drop_last, "trial_seconds": s.trial_seconds,
-            "rank": s.rank, "world_size": s.world_size}})
+        host.send({"cmd": "trial", "config": config.to_dict(), "settings": TrialSettings.of(self.settings).to_dict()})
         try:
             outcome = self._follow(config)
         except HostDied as exc:
@@ -326,8 +157,8 @@ class TrialRunner:
         outcome["duration_s"] = time.monotonic() - started
         return _trial_result(config, outcome)
 
-    def _side_run(self, request: dict[str, Any], timeout_s: float,
-                  stall_s: float | None = None) -> tuple[str, dict[str, Any]]:
+    def _side_run(self, request: Message, timeout_s: float,
+                  stall_s: float | None = None) -> tuple[str, Message]:
         """Run a request the host forks like a trial but that measures nothing: its status and last word.
 
         The status is ``ok`` (the word is its result), ``timeout``, ``crashed`` or ``failed``. It is
@@ -336,9 +167,9 @@ class TrialRunner:
         host = self._live_host()
         host.send(request)
         overall = deadline = time.monotonic() + timeout_s
-        result: dict[str, Any] = {}
+        result: Message = {}
         timed_out = False
-        exit_event: dict[str, Any] = {}
+        exit_event: Message = {}
         try:
             while True:
                 event = host.next_event(0.25)
@@ -367,16 +198,14 @@ class TrialRunner:
         if result:
             return result.get("status") or "failed", result
         if exit_event.get("signal"):
-            from dataprof.measure.child import died_by
-
             return "crashed", {"message": died_by("it", exit_event["signal"])}
         return "failed", {"message": "it exited without a result"}
 
     def autotune(self, steps: int, timeout_s: float) -> AutotuneRun:
         """Run Paddle's own dataloader autotune in a process forked by the host; what it picked."""
         s = self.settings
-        status, word = self._side_run({"cmd": "autotune", "steps": steps, "batch_size": s.batch_size,
-                                       "drop_last": s.drop_last}, timeout_s)
+        request = AutotuneRequest(steps=steps, batch_size=s.batch_size, drop_last=s.drop_last)
+        status, word = self._side_run({"cmd": "autotune", **request.to_dict()}, timeout_s)
         if status == "timeout":
             return AutotuneRun(status="timeout", tuning_steps=steps,
                                error=f"Paddle's autotune did not finish in {timeout_s:g} s: killed")
@@ -402,7 +231,7 @@ class TrialRunner:
                     f"holds {word['expected']}")
         return None
 
-    def _follow(self, config: LoaderConfig) -> dict[str, Any]:
+    def _follow(self, config: LoaderConfig) -> Message:
         assert self.host is not None
         host = self.host
         killed_for: dict[str, str] = {}
@@ -418,7 +247,7 @@ class TrialRunner:
 
         sampler: Sampler | None = None
         gpu_probe: Any = NullGpuProbe()
-        result: dict[str, Any] = {}
+        result: Message = {}
         built_s: float | None = None
         last_progress = time.monotonic()
         try:
@@ -473,8 +302,8 @@ class TrialRunner:
                        on_sample=on_sample, window_s=self.settings.trial_seconds).start()
 
     @staticmethod
-    def _outcome(result: dict[str, Any], exit_event: dict[str, Any], killed_for: dict[str, str],
-                 sampler: Sampler | None) -> dict[str, Any]:
+    def _outcome(result: Message, exit_event: Message, killed_for: dict[str, str],
+                 sampler: Sampler | None) -> Message:
         resources = summarize(sampler.samples) if sampler is not None else {}
         if killed_for:
             status, error = next(iter(killed_for.items()))
@@ -487,14 +316,12 @@ class TrialRunner:
                     "traceback": result.get("traceback"), **resources}
         sig = exit_event.get("signal")
         if sig:
-            from dataprof.measure.child import died_by
-
             return {"status": "crashed", "error": died_by("the trial process", sig), **resources}
         return {"status": "failed", "error": f"the trial exited with code {exit_event.get('returncode')} "
                 "without a result", **resources}
 
 
-def _trial_result(config: LoaderConfig, outcome: dict[str, Any]) -> TrialResult:
+def _trial_result(config: LoaderConfig, outcome: Message) -> TrialResult:
     wait = outcome.get("wait_ms")
     fields = {k: v for k, v in outcome.items() if k in TrialResult.__dataclass_fields__}
     fields["wait_ms"] = None if wait is None else WaitStats(**wait)

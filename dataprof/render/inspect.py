@@ -17,6 +17,7 @@ from dataprof.render.console import SEVERITY_STYLE
 from dataprof.units import fmt_bytes
 
 BAR_WIDTH = 12
+SAMPLE_KIND = {"computing": "mostly computing", "waiting": "mostly waiting", "mixed": "part computing, part waiting"}
 
 
 def header(ins: Inspection) -> Text:
@@ -43,7 +44,7 @@ def per_sample(ins: Inspection) -> RenderableType:
         Text(f"p50 {lat['p50']:.2f} ms · p95 {lat['p95']:.2f} ms · p99 {lat['p99']:.2f} ms · "
              f"max {lat['max']:.2f} ms · mean {lat['mean']:.2f} ms{first}"),
         Text(f"CPU {ins.cpu_ms_mean or 0:.2f} ms per sample = {ins.cpu_share or 0:.0%} of its wall time "
-             f"({'mostly computing' if (ins.cpu_share or 0) >= 0.5 else 'mostly waiting'}) · "
+             f"({SAMPLE_KIND.get(ins.sample_kind or '', '?')}) · "
              f"{fmt_bytes(ins.bytes_per_sample)} per sample"),
     ]
     label = "slowest indices" if ins.data.dataset.kind == "map" else "slowest items (stream position)"

@@ -1,0 +1,131 @@
+"""The parent ↔ host ↔ trial messages: JSON lines over pipes, and the typed requests they carry.
+
+Commands go to the host as ``{"cmd": ..., ...}`` lines; events come back as
+``{"ev": ..., ...}`` lines. Pipes of their own carry them, so whatever the
+user's code prints cannot corrupt the protocol. The requests that cross the
+process boundary are the frozen dataclasses below, written and read in one place.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from dataprof.config import SweepSettings
+
+Message = dict[str, Any]
+"""One decoded line: a command (``cmd`` key) or an event (``ev`` key)."""
+
+
+def encode(message: Message) -> bytes:
+    """One JSON line (objects JSON cannot hold are written as their ``str``)."""
+    return (json.dumps(message, default=str) + "\n").encode()
+
+
+class Channel:
+    """The writing end of a pipe: one message per line, written whole."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def send(self, message: Message) -> None:
+        """Write ``message`` as one line, looping over partial writes."""
+        data = encode(message)
+        while data:
+            written = os.write(self.fd, data)
+            data = data[written:]
+
+
+class LineReader:
+    """The reading end of a pipe: the complete messages each read brings (a partial line waits for the next)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self._buffer = bytearray()
+
+    def read(self) -> list[Message] | None:
+        """Messages completed by one ``os.read`` (blocks until data comes); None at end of file."""
+        chunk = os.read(self.fd, 65536)
+        if not chunk:
+            return None
+        self._buffer.extend(chunk)
+        *lines, rest = bytes(self._buffer).split(b"\n")
+        self._buffer[:] = rest
+        return [json.loads(line) for line in lines if line.strip()]
+
+
+_Request = TypeVar("_Request", bound="_Typed")
+
+
+class _Typed:
+    """A frozen request that crosses the process boundary as a JSON object."""
+
+    def to_dict(self) -> Message:
+        """Its fields, by name."""
+        return dataclasses.asdict(self)  # type: ignore[call-overload, no-any-return]
+
+    @classmethod
+    def from_dict(cls: type[_Request], data: Message) -> _Request:
+        """Read :meth:`to_dict` back (unknown keys are ignored)."""
+        known = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+@dataclass(frozen=True)
+class LoadRequest(_Typed):
+    """How to build the dataset: what the probe, the host (when shared) and each trial do."""
+
+    target: str
+    """Import path, or the name of an object handed over by the Python API."""
+    args: tuple[str, ...]
+    """``KEY=VALUE`` keyword arguments for a class or factory target."""
+    cwd: str
+    """Directory put first on ``sys.path`` for the import."""
+    collate_fn: str | None
+    batch_size: int
+    framework: str
+    """``auto``, ``torch`` or ``paddle``."""
+
+    @classmethod
+    def of(cls, settings: SweepSettings, args: list[str]) -> LoadRequest:
+        """The request for a sweep's target."""
+        return cls(target=settings.target, args=tuple(args), cwd=settings.cwd, collate_fn=settings.collate_fn,
+                   batch_size=settings.batch_size, framework=settings.framework)
+
+
+@dataclass(frozen=True)
+class TrialSettings(_Typed):
+    """What a trial needs besides its LoaderConfig."""
+
+    device: str
+    """``cpu`` (simulated device) or ``cuda:N``."""
+    step_ms: float
+    """Model step the consumer is calibrated to, per batch."""
+    batch_size: int
+    shuffle: bool
+    drop_last: bool
+    trial_seconds: float
+    """Longest steady-state window."""
+    rank: int = 0
+    world_size: int = 1
+    """A distributed trial loads its rank's shard of a map-style dataset."""
+
+    @classmethod
+    def of(cls, settings: SweepSettings) -> TrialSettings:
+        """The trial settings of a sweep."""
+        return cls(device=settings.device, step_ms=settings.step_ms, batch_size=settings.batch_size,
+                   shuffle=settings.shuffle, drop_last=settings.drop_last, trial_seconds=settings.trial_seconds,
+                   rank=settings.rank, world_size=settings.world_size)
+
+
+@dataclass(frozen=True)
+class AutotuneRequest(_Typed):
+    """Paddle's own dataloader autotune, run for comparison."""
+
+    steps: int
+    """Its ``tuning_steps``: batches timed per worker count it tries."""
+    batch_size: int
+    drop_last: bool
