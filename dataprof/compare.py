@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dataprof.config import LoaderConfig
+from dataprof.errors import UsageError
 from dataprof.model import Report, TrialResult
 
 
@@ -29,9 +30,15 @@ class ConfigChange:
             return None
         return self.new.samples_per_s / self.old.samples_per_s - 1
 
+    def regressed(self, threshold: float) -> bool:
+        """This config's throughput fell by more than ``threshold`` (0.1 = 10%)."""
+        return self.change is not None and self.change < -threshold
+
 
 @dataclass(frozen=True)
 class Comparison:
+    """Two runs side by side: the configs both measured, those only one did, and how the machines differ."""
+
     old: Report
     new: Report
     common: tuple[ConfigChange, ...]
@@ -42,10 +49,12 @@ class Comparison:
 
     @property
     def old_rate(self) -> float | None:
+        """The old run's recommended samples/s (None when nothing completed)."""
         return self.old.recommendation.samples_per_s if self.old.recommendation else None
 
     @property
     def new_rate(self) -> float | None:
+        """The new run's recommended samples/s (None when nothing completed)."""
         return self.new.recommendation.samples_per_s if self.new.recommendation else None
 
     @property
@@ -57,6 +66,7 @@ class Comparison:
 
     @property
     def same_machine(self) -> bool:
+        """Both runs were measured in the same environment (CPUs, framework, device, batch size, step)."""
         return not self.environment_changes
 
     def regressed(self, threshold: float) -> bool:
@@ -73,6 +83,7 @@ ENVIRONMENT_FIELDS = (("usable_cpus", "usable CPUs"), ("cpu_count", "CPUs"), ("w
 
 
 def environment_changes(old: Report, new: Report) -> tuple[str, ...]:
+    """What differs between the runs' machines and settings, one ``label: before → after`` each."""
     changes = []
     for name, label in ENVIRONMENT_FIELDS:
         if name == "framework_version" and old.environment.framework == new.environment.framework:
@@ -90,6 +101,7 @@ def environment_changes(old: Report, new: Report) -> tuple[str, ...]:
 
 
 def compare(old: Report, new: Report) -> Comparison:
+    """Match the runs' trials by config and say what changed."""
     old_trials = {t.config: t for t in old.trials}
     new_trials = {t.config: t for t in new.trials}
     common = tuple(ConfigChange(c, old_trials[c], new_trials[c]) for c in sorted(old_trials) if c in new_trials)
@@ -103,8 +115,6 @@ def compare(old: Report, new: Report) -> Comparison:
 
 def parse_percent(text: str, name: str) -> float:
     """``10%`` or ``10`` (percent) → 0.10; UsageError otherwise."""
-    from dataprof.errors import UsageError
-
     raw = text.strip().rstrip("%").strip()
     try:
         value = float(raw)

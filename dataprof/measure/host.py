@@ -226,6 +226,9 @@ def run_trial_process(shared: Built | None, load: LoadRequest, request: Message,
     config; an ``autotune`` request runs Paddle's own dataloader autotune; an
     ``epoch_check`` request runs a config's DataLoader over four epochs of a tiny stream.
     """
+    import dataprof.measure.autotune
+    import dataprof.measure.trial  # noqa: F401  (dataprof's own code is imported once, here, not by each trial)
+
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:

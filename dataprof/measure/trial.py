@@ -9,6 +9,7 @@ for this process's GIL.
 
 from __future__ import annotations
 
+import gc
 import pickle
 import signal
 import time
@@ -42,6 +43,16 @@ from dataprof.target import describe_exception
 Emit = Callable[[dict[str, Any]], None]
 
 HEARTBEAT_S = 0.5
+FORK_CLEAN = """The trial collects its garbage once before the DataLoader forks its workers.
+
+Workers inherit the main process's garbage-collector counters. Left as the
+trial's own allocations happen to leave them, a worker's first full collection,
+which writes to every object the main process holds (and so copies their pages),
+fell at a different point of each trial, sometimes inside the timed window,
+where it read as copy-on-read growth. After one collection before the fork, a
+worker's first full collection comes only once it has made many objects of its
+own, as in a long-running training process.
+"""
 END_MARK_GRACE_S = 0.25
 """At the window's end the parent reads the workers' memory; the trial shuts them down only this long after."""
 
@@ -250,6 +261,7 @@ class TimedLoop:
 
         ``live["iterator"]`` always holds the current iterator, so a failure can name its workers' signals.
         """
+        gc.collect()  # see FORK_CLEAN
         created = self.clock()
         iterator = live["iterator"] = iter(loader)
         first_batch_s: float | None = None

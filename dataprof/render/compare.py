@@ -26,6 +26,7 @@ def _wait(value: float | None) -> str:
 
 
 def print_comparison(console: Console, comparison: Comparison, threshold: float | None = None) -> None:
+    """The verdict (recommended throughput old → new, against ``threshold``), then every common config."""
     old, new = comparison.old, comparison.new
     console.print(f"dataprof compare · {old.target}" + (f" → {new.target}" if new.target != old.target else ""))
     if comparison.same_machine:
@@ -54,7 +55,7 @@ def print_comparison(console: Console, comparison: Comparison, threshold: float 
     for row in comparison.common:
         o, n = row.old, row.new
         change = row.change
-        style = "red" if change is not None and threshold is not None and change < -threshold else None
+        style = "red" if threshold is not None and row.regressed(threshold) else None
         table.add_row(
             row.config.label(),
             f"{_rate(o.samples_per_s)} → {_rate(n.samples_per_s)}" if o.status == n.status == "ok"
@@ -77,6 +78,7 @@ def _num(value: float | None) -> str:
 
 
 def render(comparison: Comparison, threshold: float | None = None, width: int = 120) -> str:
+    """Plain text of the comparison (no colour), as a test or a log would see it."""
     buffer = io.StringIO()
     print_comparison(Console(width=width, file=buffer, color_system=None), comparison, threshold)
     return buffer.getvalue()

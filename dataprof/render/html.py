@@ -2,7 +2,8 @@
 
 Charts come from plotly (the optional ``html`` extra). :func:`summary_fragment`
 needs nothing beyond the standard library: it is what Jupyter shows for a
-Report.
+Report. What each block says comes from :mod:`dataprof.render.view`, shared
+with the console report.
 """
 
 from __future__ import annotations
@@ -11,12 +12,10 @@ import html
 from collections import defaultdict
 from typing import Any
 
-from dataprof.diagnose import TITLES
-from dataprof.diagnose.facts import cpus_text, recommended_trial
 from dataprof.errors import UsageError
 from dataprof.inspection import Inspection
 from dataprof.model import Report, TrialResult
-from dataprof.render.console import autotune_text, dataloader_line
+from dataprof.render import view
 from dataprof.units import fmt_bytes
 
 STYLE = """
@@ -46,10 +45,6 @@ def check_available() -> None:
 
 def _e(text: Any) -> str:
     return html.escape(str(text))
-
-
-def _num(value: float | None, fmt: str) -> str:
-    return "–" if value is None else format(value, fmt)
 
 
 def _series_name(trial: TrialResult) -> str:
@@ -118,81 +113,49 @@ def charts(report: Report) -> list[Any]:
     ]
 
 
-def _trials_table(report: Report) -> str:
-    chosen = report.recommendation.config if report.recommendation else None
-    baseline = report.baseline
-    head = ("config", "status", "samples/s", "±%", "×w0", "wait %", "first batch s", "wait p95 ms", "CPU %",
-            "peak PSS", "GPU %", "error")
-    rows = []
-    for t in sorted(report.trials, key=lambda t: (t.status != "ok", -(t.samples_per_s or 0.0))):
-        speedup = (t.samples_per_s / baseline.samples_per_s
-                   if baseline is not None and baseline.samples_per_s and t.samples_per_s else None)
-        cells = [("★ " if t.config == chosen else "") + t.config.label(), t.status,
-                 _num(t.samples_per_s, ",.1f"),
-                 _num(None if t.samples_per_s_spread is None else 100 * t.samples_per_s_spread, ".0f"),
-                 _num(speedup, ".2f"), _num(None if t.wait_fraction is None else 100 * t.wait_fraction, ".0f"),
-                 _num(t.first_batch_s, ".2f"), _num(t.wait_ms.p95 if t.wait_ms else None, ".1f"),
-                 _num(t.cpu_percent, ".0f"), fmt_bytes(t.peak_memory_bytes), _num(t.gpu_util_percent, ".0f"),
-                 t.error or ""]
-        css = "best" if t.config == chosen else ("bad" if t.status != "ok" else "")
-        rows.append(f"<tr class='{css}'>" + "".join(f"<td>{_e(c)}</td>" for c in cells) + "</tr>")
+def _table(head: tuple[str, ...] | list[str], rows: list[tuple[list[str], str | None]]) -> str:
+    """A table: the header cells, then each row's cells with its CSS class (empty for none)."""
+    body = "".join((f"<tr class='{css}'>" if css is not None else "<tr>") + "".join(f"<td>{_e(c)}</td>" for c in cells)
+                   + "</tr>" for cells, css in rows)
     return ("<table><thead><tr>" + "".join(f"<th>{_e(h)}</th>" for h in head) + "</tr></thead><tbody>"
-            + "".join(rows) + "</tbody></table>")
+            + body + "</tbody></table>")
+
+
+def _trials_table(report: Report) -> str:
+    columns = view.trial_columns(report, errors=True)
+    rows = [([row.cells[c].strip() for c in columns], "best" if row.chosen else ("bad" if not row.ok else ""))
+            for row in view.trial_rows(report)]
+    return _table(columns, rows)
 
 
 def _ranks(report: Report) -> str:
     """Each rank at the recommended config (distributed sweeps)."""
-    trial = recommended_trial(report)
-    if trial is None or not trial.ranks:
+    ranks = view.rank_rows(report)
+    if ranks is None:
         return ""
-    head = ("rank", "node", "host", "samples/s", "±%", "wait %", "first batch s", "CPU %", "peak PSS")
-    slowest = min(trial.ranks, key=lambda r: r.samples_per_s or 0.0)
-    rows = "".join(
-        f"<tr class='{'bad' if r is slowest else ''}'>" + "".join(f"<td>{_e(c)}</td>" for c in (
-            r.rank, r.node, r.host, _num(r.samples_per_s, ",.1f"),
-            _num(None if r.samples_per_s_spread is None else 100 * r.samples_per_s_spread, ".0f"),
-            _num(None if r.wait_fraction is None else 100 * r.wait_fraction, ".0f"), _num(r.first_batch_s, ".2f"),
-            _num(r.cpu_percent, ".0f"), fmt_bytes(r.peak_memory_bytes))) + "</tr>" for r in trial.ranks)
-    return (f"<h2>Ranks at {_e(trial.config.label())} (the slowest, marked, sets the pace)</h2><table><thead><tr>"
-            + "".join(f"<th>{_e(h)}</th>" for h in head) + f"</tr></thead><tbody>{rows}</tbody></table>")
+    title, rows, nodes = ranks
+    table = _table(view.RANK_COLUMNS, [(cells, "bad" if slowest else "") for cells, slowest in rows])
+    return f"<h2>{_e(title)}</h2>{table}" + "".join(f"<p class='meta'>{_e(line)}</p>" for line in nodes)
 
 
 def _answer(report: Report) -> str:
-    rec = report.recommendation
-    if rec is None:
-        return "<div class='answer'>No configuration completed.</div>"
-    speed = f" ({rec.speedup_vs_baseline:.2f}× num_workers=0)" if rec.speedup_vs_baseline else ""
-    ceiling = "" if rec.cpu_ceiling_share is None else \
-        f" · {rec.cpu_ceiling_share:.0%} of what {cpus_text(report)} can do"
-    line = dataloader_line(rec.config, report.settings.get("batch_size", 0), bool(report.settings.get("shuffle")),
-                           report.settings.get("collate_fn"))
-    return (f"<div class='answer'><b>Recommended: {_e(rec.config.label())}</b>: {rec.samples_per_s:,.1f} "
-            f"samples/s{_e(speed)}{_e(ceiling)}<br><span class='meta'>{_e(rec.reason)}</span>"
-            f"<pre>{_e(line)}</pre></div>")
+    answer = view.answer(report)
+    if answer is None:
+        return f"<div class='answer'>{_e(view.NO_RESULT)}</div>"
+    return (f"<div class='answer'><b>Recommended: {_e(answer.headline)}</b><br><span class='meta'>"
+            f"{_e(answer.reason)}</span><pre>{_e(answer.loader_line)}</pre></div>")
 
 
 def _findings(report: Report) -> str:
-    parts = []
-    for index, finding in enumerate(report.findings):
-        title = TITLES.get(finding.id, finding.id)
-        label = "Bottleneck" if index == 0 and report.primary is not None else "Finding"
-        parts.append(f"<div class='verdict {_e(finding.severity)}'><b>{label}: {_e(title)}</b> "
-                     f"<span class='meta'>[{_e(finding.id)}, {_e(finding.severity)}]</span>"
-                     f"<p>{_e(finding.evidence)}</p><p>→ <b>{_e(finding.recommendation)}</b></p></div>")
-    return "".join(parts)
+    return "".join(f"<div class='verdict {_e(f.severity)}'><b>{f.label}: {_e(f.title)}</b> "
+                   f"<span class='meta'>[{_e(f.id)}, {_e(f.severity)}]</span>"
+                   f"<p>{_e(f.evidence)}</p><p>→ <b>{_e(f.recommendation)}</b></p></div>"
+                   for f in view.findings(report))
 
 
 def _header(report: Report) -> str:
-    env, ds = report.environment, report.dataset
-    device = "simulated device (no GPU)" if env.simulated_device else f"{env.device} {env.gpu_name or ''}"
-    dataset = "" if ds is None else f"{ds.type_name} ({ds.kind}, {ds.length if ds.length is not None else '?'} samples)"
-    step = report.settings.get("step_ms", 0)
-    return (f"<h1>dataprof · {_e(report.target)}</h1><div class='meta'>{_e(dataset)} · batch size "
-            f"{_e(report.settings.get('batch_size'))} · model step {_e(step)} ms · {_e(device)} · "
-            f"{_e(env.cpu_reason)} · {_e(env.framework)} {_e(env.framework_version)} · "
-            + (f"{env.world_size} ranks on {env.nodes} node(s), samples/s = {env.world_size} × the slowest rank's · "
-               if env.world_size > 1 else "")
-            + f"dataprof {_e(report.tool_version)}</div>")
+    lines = view.header_lines(report)
+    return f"<h1>dataprof · {_e(report.target)}</h1><div class='meta'>" + "<br>".join(map(_e, lines)) + "</div>"
 
 
 def summary_fragment(report: Report) -> str:
@@ -201,25 +164,11 @@ def summary_fragment(report: Report) -> str:
 
 
 def _search(report: Report) -> str:
-    by_config = {t.config: t for t in report.trials}
-    rows = []
-    for number, step in enumerate(report.search_steps, 1):
-        trial = by_config.get(step.config)
-        rate = "" if trial is None else (_num(trial.samples_per_s, ",.1f") if trial.samples_per_s else trial.status)
-        rows.append(f"<tr><td>{number}</td><td>{_e(step.config.label())}</td><td>{_e(rate)}</td>"
-                    f"<td style='text-align:left'>{_e(step.why)}</td></tr>")
+    steps = [([str(number), label, figure, why], None) for number, label, figure, why in view.search_steps(report)]
     stop = f"<p class='meta'>stop: {_e(report.search_stop)}</p>" if report.search_stop else ""
-    thumbs = "".join(
-        f"<li>{_e(r.rule)} → {_e(r.config.label())}: "
-        + (_e(f"{r.samples_per_s:,.1f} samples/s; the recommendation is {r.recommended_speedup or 0:.2f}× as fast"
-              + (" (within noise: the advice is right here)" if r.within_noise else ""))
-           if r.samples_per_s is not None else "not measured in this run")
-        + "</li>" for r in report.rules_of_thumb)
-    if report.autotune is not None:
-        thumbs = f"<li>{_e(autotune_text(report.autotune))}</li>" + thumbs
+    thumbs = "".join(f"<li>{_e(line)}</li>" for line, _ in view.rules_of_thumb(report))
     return ((f"<h2>Against the rules of thumb</h2><ul>{thumbs}</ul>" if thumbs else "")
-            + (f"<h2>Search ({_e(report.settings.get('strategy'))}, {len(report.trials)} trials in "
-               f"{report.wall_s:.0f} s)</h2><table><tbody>{''.join(rows)}</tbody></table>{stop}" if rows else ""))
+            + (f"<h2>{_e(view.search_title(report))}</h2>{_table([], steps)}{stop}" if steps else ""))
 
 
 def render(report: Report) -> str:
@@ -229,7 +178,7 @@ def render(report: Report) -> str:
                            config={"displayModeBar": False, "responsive": True})
             for i, figure in enumerate(figures)]
     notes = "".join(f"<li>{_e(n)}</li>" for n in report.notes)
-    partial = "" if report.complete else "<p class='verdict warning'>Partial result: the sweep did not finish.</p>"
+    partial = "" if report.complete else f"<p class='verdict warning'>{_e(view.PARTIAL)}</p>"
     return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>dataprof · {_e(report.target)}"
             f"</title><style>{STYLE}</style></head><body>{_header(report)}{partial}{_answer(report)}"
             f"{_findings(report)}<h2>Curves</h2><div class='charts'>{''.join(divs)}</div>"

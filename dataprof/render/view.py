@@ -1,0 +1,262 @@
+"""What a sweep report shows, block by block, as plain text: the one description the console and HTML share.
+
+Each function reads a decided Report and returns strings and rows; the
+console renderer lays them out with rich, the HTML renderer with tags. No
+figure is computed here that the data or decision layers already define
+(speedup, best per worker count, the CPU text come from there).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dataprof.config import LoaderConfig
+from dataprof.diagnose import TITLES
+from dataprof.diagnose.facts import cpus_text, recommended_trial
+from dataprof.model import AutotuneRun, Report, TrialResult
+from dataprof.search import AUTOTUNE_RULE
+from dataprof.stats import best_by_workers, speedup
+from dataprof.units import fmt_bytes
+
+
+def num(value: float | None, fmt: str) -> str:
+    """``value`` formatted, ``–`` when unknown."""
+    return "–" if value is None else format(value, fmt)
+
+
+def percent(share: float | None, fmt: str = ".0f") -> str:
+    """A share (0.25) as a percentage number (``25``), ``–`` when unknown."""
+    return num(None if share is None else 100 * share, fmt)
+
+
+def dataloader_line(config: LoaderConfig, batch_size: int, shuffle: bool, collate_fn: str | None) -> str:
+    """``DataLoader(dataset, batch_size=64, …)`` (Paddle: ``paddle.io.DataLoader(…)``) for the recommended config."""
+    parts = ["dataset", f"batch_size={batch_size}"]
+    if shuffle:
+        parts.append("shuffle=True")
+    parts.extend(f"{name}={value}" for name, value in config.dataloader_kwargs().items())
+    if collate_fn:
+        parts.append(f"collate_fn={collate_fn.rpartition(':')[2]}")
+    loader = "paddle.io.DataLoader" if config.framework == "paddle" else "DataLoader"
+    return f"{loader}({', '.join(parts)})"
+
+
+def device_text(report: Report) -> str:
+    """``simulated device (no GPU)`` or ``cuda:0 NVIDIA H200``."""
+    env = report.environment
+    return "simulated device (no GPU)" if env.simulated_device else f"{env.device} {env.gpu_name or ''}".strip()
+
+
+def dataset_text(report: Report) -> str:
+    """``MyDataset (map, 1000 samples, loaded in 0.12 s)``; empty before the dataset loaded."""
+    ds = report.dataset
+    if ds is None:
+        return ""
+    return (f"{ds.type_name} ({ds.kind}, {ds.length if ds.length is not None else '?'} samples, "
+            f"loaded in {ds.init_s:.2f} s)")
+
+
+def header_lines(report: Report) -> list[str]:
+    """Who measured what, where: the lines above the answer."""
+    env = report.environment
+    step = report.settings.get("step_ms", 0)
+    model = f"model step {step:g} ms" if step else "no model step (loader ceiling)"
+    loader = "paddle.io.DataLoader" if env.framework == "paddle" else "torch DataLoader"
+    lines = [
+        f"dataprof {report.tool_version} · {report.target} {dataset_text(report)}".rstrip(),
+        f"{loader} ({env.framework} {env.framework_version or '?'}) · batch size {report.settings.get('batch_size')}"
+        f" · {model} · {device_text(report)} · {env.cpu_reason}",
+    ]
+    skipped = report.settings.get("skipped_knobs") or []
+    if skipped:
+        lines.append(f"skipped: {', '.join(skipped)} (not an argument of this {env.framework} version's DataLoader)")
+    if env.world_size > 1:
+        shard = "its own stream (an IterableDataset splits itself by rank)" \
+            if report.dataset is not None and report.dataset.kind == "iterable" else "its DistributedSampler shard"
+        lines.append(f"{env.world_size} ranks ({env.nodes} node(s) × {env.local_world_size}), each loading {shard}; "
+                     f"configs are per rank, samples/s = {env.world_size} × the slowest rank's, the pace of "
+                     "synchronous training")
+    return lines
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The recommendation block."""
+
+    headline: str
+    """``w4 pf2 persist: 812.3 samples/s (3.10× num_workers=0) · 80% of what 2 CPUs can do (…)``."""
+    reason: str
+    loader_line: str
+    """The ready-to-paste ``DataLoader(...)``."""
+
+
+def answer(report: Report) -> Answer | None:
+    """The recommendation, its speedup and CPU-ceiling share, why, and its DataLoader line; None if none."""
+    rec = report.recommendation
+    if rec is None:
+        return None
+    speed = f" ({rec.speedup_vs_baseline:.2f}× num_workers=0)" if rec.speedup_vs_baseline else ""
+    ceiling = "" if rec.cpu_ceiling_share is None else (
+        f" · {rec.cpu_ceiling_share:.0%} of what {cpus_text(report)} can do "
+        f"(CPU ceiling {rec.cpu_ceiling_samples_per_s:,.0f} samples/s)")
+    line = dataloader_line(rec.config, report.settings.get("batch_size", 0), bool(report.settings.get("shuffle")),
+                           report.settings.get("collate_fn"))
+    return Answer(f"{rec.config.label()}: {rec.samples_per_s:,.1f} samples/s{speed}{ceiling}", rec.reason, line)
+
+
+TRIAL_COLUMNS = ("config", "samples/s", "±%", "×w0", "wait%", "1st s", "p95 ms", "CPU%", "PSS", "GPU%", "status",
+                 "error")
+"""Every column of the trial table; :func:`trial_columns` picks those a report needs."""
+
+
+def trial_columns(report: Report, errors: bool = False) -> tuple[str, ...]:
+    """The columns worth showing: GPU% with a GPU, status when a trial failed, the error text if asked."""
+    failed = any(t.status != "ok" for t in report.trials)
+    hidden = {"GPU%"} if report.environment.simulated_device else set()
+    if not failed and not errors:
+        hidden.add("status")
+    if not errors:
+        hidden.add("error")
+    return tuple(c for c in TRIAL_COLUMNS if c not in hidden)
+
+
+@dataclass(frozen=True)
+class TrialRow:
+    """One trial of the table, its cells by column name."""
+
+    cells: dict[str, str]
+    chosen: bool
+    """The recommended config."""
+    ok: bool
+
+
+def trial_rows(report: Report) -> list[TrialRow]:
+    """Every trial, fastest first; failures last with their status."""
+    baseline = report.baseline
+    chosen = report.recommendation.config if report.recommendation else None
+    rows = []
+    for t in sorted(report.trials, key=lambda t: (t.status != "ok", -(t.samples_per_s or 0.0))):
+        mark = "★ " if t.config == chosen else "  "
+        cells = {"config": mark + t.config.label(), "samples/s": num(t.samples_per_s, ",.1f"),
+                 "±%": percent(t.samples_per_s_spread), "×w0": num(speedup(t, baseline), ".2f"),
+                 "wait%": percent(t.wait_fraction), "1st s": num(t.first_batch_s, ".2f"),
+                 "p95 ms": num(t.wait_ms.p95 if t.wait_ms else None, ".1f"), "CPU%": num(t.cpu_percent, ".0f"),
+                 "PSS": fmt_bytes(t.peak_memory_bytes), "GPU%": num(t.gpu_util_percent, ".0f"), "status": t.status,
+                 "error": t.error or ""}
+        rows.append(TrialRow(cells, t.config == chosen, t.status == "ok"))
+    return rows
+
+
+def throughput_curve(report: Report) -> list[tuple[int, float, bool]]:
+    """(num_workers, best samples/s at that count, is the recommended count) in worker order; empty under two."""
+    curve = best_by_workers([t for t in report.trials if t.status == "ok" and t.samples_per_s])
+    if len(curve) < 2:
+        return []
+    chosen = report.recommendation.config.num_workers if report.recommendation else None
+    return [(t.config.num_workers, t.samples_per_s or 0.0, t.config.num_workers == chosen) for t in curve]
+
+
+@dataclass(frozen=True)
+class FindingView:
+    """One finding as shown: the primary verdict first."""
+
+    label: str
+    """``Bottleneck`` for the primary verdict, ``Finding`` otherwise."""
+    title: str
+    id: str
+    severity: str
+    evidence: str
+    recommendation: str
+
+
+def findings(report: Report) -> list[FindingView]:
+    """The diagnosis, primary verdict first, with the human title of each id."""
+    return [FindingView("Bottleneck" if index == 0 and report.primary is not None else "Finding",
+                        TITLES.get(f.id, f.id), f.id, f.severity, f.evidence, f.recommendation)
+            for index, f in enumerate(report.findings)]
+
+
+def autotune_text(run: AutotuneRun) -> str:
+    """What Paddle's own autotune tried and picked, in its own numbers."""
+    if run.status != "ok":
+        return f"Paddle's autotune (tuning_steps={run.tuning_steps}): {run.status}: {run.error}"
+    if run.skipped:
+        return f"Paddle's autotune (paddle.incubate.autotune) tuned nothing: {run.skipped}; it keeps num_workers=" \
+               f"{run.num_workers}"
+    tried = ", ".join(f"w{w} {1000 * s:.1f} ms/batch" for w, s in run.evaluations) or "nothing logged"
+    return (f"Paddle's autotune (paddle.incubate.autotune, tuning_steps={run.tuning_steps}) tries 0, 2, 4, … "
+            f"below cpu_count/2 = {run.max_workers:g} and keeps a count only when ≥ 25% faster: {tried}; "
+            f"it picked num_workers={run.num_workers} in {run.wall_s or 0:.1f} s")
+
+
+def rules_of_thumb(report: Report) -> list[tuple[str, bool]]:
+    """(line, the recommendation beats it beyond noise) for Paddle's autotune and each rule of thumb."""
+    if not (report.rules_of_thumb or report.autotune) or report.recommendation is None:
+        return []
+    usable = report.environment.usable_cpus
+    lines = [(autotune_text(report.autotune), False)] if report.autotune is not None else []
+    for row in report.rules_of_thumb:
+        head = f"{row.rule} ({usable} CPUs) → {row.config.label()}" if row.rule != AUTOTUNE_RULE \
+            else f"{row.rule} → {row.config.label()} (paddle.io.DataLoader's defaults)"
+        if row.samples_per_s is None:
+            lines.append((f"{head}: {'not measured in this run' if row.status is None else row.status}", False))
+        elif row.within_noise:
+            lines.append((f"{head}: {row.samples_per_s:,.1f} samples/s, within noise of the recommendation: "
+                          "the advice is right here", False))
+        else:
+            lines.append((f"{head}: {row.samples_per_s:,.1f} samples/s; the recommendation is "
+                          f"{row.recommended_speedup or 0:.2f}× as fast", True))
+    if report.environment.framework == "torch" and report.environment.simulated_device \
+            and any(r.config.pin_memory is False for r in report.rules_of_thumb):
+        lines.append(("(the rules also say pin_memory=True, which needs a GPU)", False))
+    return lines
+
+
+def search_title(report: Report) -> str:
+    """``Search: adaptive, 7 trials in 41 s``."""
+    return f"Search: {report.settings.get('strategy', '?')}, {len(report.trials)} trials in {report.wall_s:.0f} s"
+
+
+def search_steps(report: Report) -> list[tuple[int, str, str, str]]:
+    """(number, config, its samples/s or status, why the search chose it), in the order run."""
+    by_config: dict[LoaderConfig, TrialResult] = {t.config: t for t in report.trials}
+    rows = []
+    for number, step in enumerate(report.search_steps, 1):
+        trial = by_config.get(step.config)
+        figure = "" if trial is None else (f"{trial.samples_per_s:,.1f} samples/s" if trial.samples_per_s
+                                           else trial.status)
+        rows.append((number, step.config.label(), figure, step.why))
+    return rows
+
+
+RANK_COLUMNS = ("rank", "node", "host", "samples/s", "±%", "wait%", "1st s", "CPU%", "PSS")
+
+
+def rank_rows(report: Report) -> tuple[str, list[tuple[list[str], bool]], list[str]] | None:
+    """Distributed sweeps: the title, each rank's cells at the recommended config (and whether it is the
+    slowest, which sets the pace), then one line per node; None otherwise."""
+    trial = recommended_trial(report)
+    if trial is None or not trial.ranks:
+        return None
+    slowest = min(trial.ranks, key=lambda r: r.samples_per_s or 0.0)
+    rows = [([str(r.rank), str(r.node), r.host or "?", num(r.samples_per_s, ",.1f"), percent(r.samples_per_s_spread),
+              percent(r.wait_fraction), num(r.first_batch_s, ".2f"), num(r.cpu_percent, ".0f"),
+              fmt_bytes(r.peak_memory_bytes)], r is slowest) for r in trial.ranks]
+    usable = report.environment.usable_cpus * report.environment.local_world_size
+    nodes = []
+    for node in sorted({r.node for r in trial.ranks}):
+        on = [r for r in trial.ranks if r.node == node]
+        cpu = sum(r.cpu_percent or 0.0 for r in on)
+        memory = sum(r.peak_memory_bytes or 0 for r in on)
+        nodes.append(f"node {node} ({on[0].host or '?'}): {len(on)} ranks · loader CPU {cpu / 100:.1f} of "
+                     f"{usable} usable CPUs · PSS {fmt_bytes(memory)}")
+    return f"Ranks at {trial.config.label()} (the slowest sets the pace)", rows, nodes
+
+
+def failures(report: Report) -> list[str]:
+    """One line per trial that did not finish: what happened, in a sentence."""
+    return [f"{t.config.label()}: {t.status}: {t.error}" for t in report.trials if t.status != "ok"]
+
+
+PARTIAL = "Partial result: the sweep did not finish."
+NO_RESULT = "No configuration completed: see the reasons above."
