@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from typing import Any, TypeVar
 
 from dataprof.config import RankInfo, SweepSettings
@@ -139,3 +140,28 @@ def inspect(dataset_or_target: Any, *, samples: int = 200, seed: int = 0, batch_
         dataset=dataset_or_target if is_object else None,
         collate=collate_fn if callable(collate_fn) else None, framework=framework)
     return _shown(analyse(run_inspection(settings)), NotebookInspection)
+
+
+def read_result(path: Path) -> Report:
+    """Load a saved --json result as a Report; UsageError if it is not one. Never evaluates the file."""
+    import json
+
+    from dataprof.errors import UsageError
+    from dataprof.model import SCHEMA_VERSION
+
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{path}: cannot read a JSON result ({exc})") from exc
+    if not isinstance(data, dict) or not isinstance(data.get("tool"), dict) \
+            or data["tool"].get("name") != "dataprof":
+        raise UsageError(f"{path}: not a dataprof result (no tool.name = dataprof)")
+    if data.get("kind") == "inspect":
+        raise UsageError(f"{path}: a `dataprof inspect` result, not a sweep result")
+    if data.get("schema_version") != SCHEMA_VERSION:
+        raise UsageError(f"{path}: schema_version {data.get('schema_version')!r} is not supported "
+                         f"(this dataprof reads {SCHEMA_VERSION})")
+    try:
+        return Report.from_dict(data)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise UsageError(f"{path}: malformed dataprof result ({type(exc).__name__}: {exc})") from exc

@@ -7,7 +7,6 @@ Glue only: what to measure, decide and show lives in the layers below
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import sys
 import tempfile
@@ -63,26 +62,11 @@ def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-def read_result(path: Path) -> Any:
-    """Load a saved --json result as a Report; UsageError if it is not one. Never evaluates the file."""
-    from dataprof.model import SCHEMA_VERSION, Report
+def _read(path: Path) -> Any:
+    """A saved --json run (UsageError if it is not one)."""
+    from dataprof.api import read_result
 
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"{path}: cannot read a JSON result ({exc})") from exc
-    if not isinstance(data, dict) or not isinstance(data.get("tool"), dict) \
-            or data["tool"].get("name") != "dataprof":
-        raise UsageError(f"{path}: not a dataprof result (no tool.name = dataprof)")
-    if data.get("kind") == "inspect":
-        raise UsageError(f"{path}: a `dataprof inspect` result, not a sweep result")
-    if data.get("schema_version") != SCHEMA_VERSION:
-        raise UsageError(f"{path}: schema_version {data.get('schema_version')!r} is not supported "
-                         f"(this dataprof reads {SCHEMA_VERSION})")
-    try:
-        return Report.from_dict(data)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise UsageError(f"{path}: malformed dataprof result ({type(exc).__name__}: {exc})") from exc
+    return read_result(path)
 
 
 def target_options(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -176,7 +160,7 @@ def sweep(**params: Any) -> None:
         from dataprof.render.html import check_available
 
         check_available()
-    resume = read_result(params["resume_path"]) if params["resume_path"] is not None else None
+    resume = _read(params["resume_path"]) if params["resume_path"] is not None else None
     json_path = params["json_path"] or params["resume_path"]
     coordinator = None if rank is None else Coordinator(rank, timeout_s=max(600.0, 10 * params["trial_timeout"]))
     if coordinator is not None and not coordinator.leader:  # it measures; only rank 0 reports
@@ -218,7 +202,7 @@ def _gates(params: dict[str, Any]) -> tuple[Any, Any]:
 
     if params["max_regression"] is not None and params["baseline_path"] is None:
         raise UsageError("--max-regression needs --baseline OLD.json to compare with")
-    baseline = read_result(params["baseline_path"]) if params["baseline_path"] is not None else None
+    baseline = _read(params["baseline_path"]) if params["baseline_path"] is not None else None
     regression = None if baseline is None else parse_percent(params["max_regression"] or "10%", "--max-regression")
     return Gates(min_throughput=params["min_throughput"], min_speedup=params["min_speedup"],
                  fail_on=params["fail_on"], max_regression=regression), baseline
@@ -307,7 +291,7 @@ def diagnose(run: Path, json_path: Path | None, debug: bool) -> None:
     from dataprof.decide import decide
     from dataprof.render import console as console_render
 
-    report = decide(read_result(run))
+    report = decide(_read(run))
     console_render.print_report(_console(), report)
     if json_path is not None:
         write_atomic(json_path, report.to_json())
@@ -379,7 +363,7 @@ def compare(old: Path, new: Path, max_regression: str, debug: bool) -> None:
     from dataprof.render.compare import print_comparison
 
     threshold = parse_percent(max_regression, "--max-regression")
-    comparison = compare_runs(read_result(old), read_result(new))
+    comparison = compare_runs(_read(old), _read(new))
     print_comparison(_console(), comparison, threshold)
     if comparison.regressed(threshold):
         machines = "" if comparison.same_machine else " (across different environments)"
@@ -400,5 +384,5 @@ def report(run: Path, html_path: Path, debug: bool) -> None:
     from dataprof.render import html as html_render
 
     html_render.check_available()
-    write_atomic(html_path, html_render.render(read_result(run)))
+    write_atomic(html_path, html_render.render(_read(run)))
     click.echo(f"wrote {html_path}", err=True)

@@ -20,9 +20,6 @@ from dataprof.config import (
     SweepSettings,
     adaptive_workers,
     auto_workers,
-    parse_int_list,
-    parse_onoff_list,
-    parse_size,
 )
 from dataprof.errors import UsageError
 from dataprof.target import parse_kwarg, split_target
@@ -182,3 +179,58 @@ def resolve_device(requested: str, count_devices: Callable[[], int]) -> str:
     if index >= count:
         raise UsageError(f"--device {requested}: only {count} CUDA device(s) visible (cuda:0..cuda:{count - 1})")
     return f"cuda:{index}"
+
+
+def parse_int_list(text: str, name: str, minimum: int) -> tuple[int, ...]:
+    """Parse ``"0,2,4"``; raise UsageError naming the option on bad input."""
+    items = [item.strip() for item in text.split(",")]
+    values: list[int] = []
+    for item in items:
+        try:
+            value = int(item)
+        except ValueError:
+            raise UsageError(
+                f"{name}: {item!r} is not an integer (expected a comma-separated list like 2,4)"
+            ) from None
+        if value < minimum:
+            raise UsageError(f"{name}: {value} is below the minimum of {minimum}")
+        values.append(value)
+    return tuple(dict.fromkeys(values))
+
+
+_ON = {"on": True, "true": True, "yes": True, "1": True, "off": False, "false": False, "no": False, "0": False}
+
+
+def parse_onoff_list(text: str, name: str) -> tuple[bool, ...]:
+    """Parse ``"on,off"`` into booleans; raise UsageError on anything else."""
+    values: list[bool] = []
+    for item in (part.strip().lower() for part in text.split(",")):
+        if item not in _ON:
+            raise UsageError(f"{name}: {item!r} is not on or off (expected e.g. on,off)")
+        values.append(_ON[item])
+    return tuple(dict.fromkeys(values))
+
+
+_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
+          "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
+
+
+def parse_size(text: str, available_bytes: int, name: str = "--memory-limit") -> int:
+    """Parse ``3GB``, ``512MiB``, ``1e9`` or ``80%`` (of available RAM) into bytes."""
+    raw = text.strip().upper().replace(" ", "")
+    try:
+        if raw.endswith("%"):
+            percent = float(raw[:-1])
+            if not 0 < percent <= 100:
+                raise ValueError
+            return int(available_bytes * percent / 100)
+        number = raw.rstrip("KMGTIB")
+        unit = raw[len(number):]
+        value = float(number) * _UNITS[unit]
+    except (ValueError, KeyError):
+        raise UsageError(
+            f"{name}: {text!r} is not a size (use bytes, 3GB, 512MiB or a percentage like 80%)"
+        ) from None
+    if value <= 0:
+        raise UsageError(f"{name}: {text!r} must be positive")
+    return int(value)

@@ -10,12 +10,10 @@ from dataprof.config import (
     auto_workers,
     baseline,
     grid_configs,
-    parse_int_list,
-    parse_onoff_list,
-    parse_size,
 )
 from dataprof.errors import UsageError
 from dataprof.measure.environment import cgroup_cpu_limit
+from dataprof.options import parse_int_list, parse_onoff_list, parse_size
 
 
 def test_int_list_parses_and_dedups() -> None:

@@ -114,104 +114,121 @@ class _Fetcher:
         return next(self.iterator)
 
 
+@dataclass
+class _Sampled:
+    """What fetching the samples one by one gave."""
+
+    indices: list[int] = field(default_factory=list)
+    wall: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
+    sizes: list[int] = field(default_factory=list)
+    errors: list[tuple[int, str]] = field(default_factory=list)
+    kept: list[Any] = field(default_factory=list)
+    """The first samples, up to a batch, to collate."""
+    stopped: str | None = None
+    first_s: float | None = None
+    described: str | None = None
+    interrupted: bool = False
+
+
+def _sample(fetcher: _Fetcher, order: list[int], settings: InspectSettings, pipeline: Pipeline) -> _Sampled:
+    """The warm-up fetch (not counted), then each sample in ``order`` timed, until the budget runs out."""
+    from dataprof.backends.common import describe_sample, footprint
+
+    got = _Sampled()
+    mapped = fetcher.kind == "map"
+    begin = time.perf_counter()
+    try:
+        try:
+            got.first_s, first = _timed_fetch(fetcher, order[0] if mapped else 0)
+            got.described = describe_sample(first)
+        except StopIteration:
+            raise TargetError("the dataset is empty: iterating it yields no sample") from None
+        except Exception as exc:
+            if not mapped:  # a map-style index that raises is recorded when the loop meets it
+                got.errors.append((0, describe_exception(exc)))
+        pipeline.reset()
+        for index in order if mapped else range(1, settings.samples + 1):
+            if time.perf_counter() - begin > settings.max_seconds:
+                got.stopped = f"time budget of {settings.max_seconds:g} s reached"
+                break
+            try:
+                cpu0 = time.process_time()
+                seconds, sample = _timed_fetch(fetcher, index)
+                cpu_s = time.process_time() - cpu0
+            except StopIteration:
+                got.stopped = f"the iterable ended after {index} items"
+                break
+            except Exception as exc:
+                got.errors.append((index, describe_exception(exc)))
+                continue
+            got.indices.append(index)
+            got.wall.append(seconds)
+            got.cpu.append(cpu_s)
+            got.sizes.append(footprint(sample)["bytes"])
+            if got.described is None:
+                got.described = describe_sample(sample)
+            if len(got.kept) < settings.batch_size:
+                got.kept.append(sample)
+    except KeyboardInterrupt:
+        got.interrupted, got.stopped = True, "interrupted"
+    return got
+
+
+def _build(settings: InspectSettings) -> tuple[Any, float]:
+    """The dataset (the object given, or the target built) and the seconds building took."""
+    start = time.perf_counter()
+    if settings.dataset is not None:
+        return settings.dataset, 0.0
+    obj = load_object(settings.target, settings.cwd)
+    dataset = build_dataset(obj, dict(parse_kwarg(item) for item in settings.args), settings.target)
+    return dataset, time.perf_counter() - start
+
+
 def run_inspection(settings: InspectSettings) -> InspectionData:
     """Load the target and measure it. Raises TargetError when nothing could be measured; Interrupted on Ctrl-C."""
     from dataprof.backends import detect_framework, get_backend
-    from dataprof.backends.common import dataset_length, describe_sample, footprint
+    from dataprof.backends.common import dataset_length
 
-    start = time.perf_counter()
-    if settings.dataset is not None:
-        dataset = settings.dataset
-    else:
-        obj = load_object(settings.target, settings.cwd)
-        dataset = build_dataset(obj, dict(parse_kwarg(item) for item in settings.args), settings.target)
-    init_s = time.perf_counter() - start
+    dataset, init_s = _build(settings)
     backend = get_backend(detect_framework(dataset, settings.framework))
     collate = settings.collate or load_collate(settings.collate_fn, settings.cwd) or backend.default_collate()
     kind = backend.dataset_kind(dataset)
     length = dataset_length(dataset)
     if kind == "map" and not length:
         raise TargetError("the dataset is empty (len() is 0): nothing to inspect")
-    order = sample_order(length if kind == "map" else None, settings.samples, settings.seed)
-
+    fetcher = _Fetcher(dataset, kind)
     threads = backend.get_threads()
     backend.set_threads(1)  # as in a DataLoader worker
-    fetcher = _Fetcher(dataset, kind)
-    kept: list[Any] = []
-    indices: list[int] = []
-    wall: list[float] = []
-    cpu: list[float] = []
-    sizes: list[int] = []
-    errors: list[tuple[int, str]] = []
-    stopped: str | None = None
-    first_s: float | None = None
-    described: str | None = None
-    pipeline: Pipeline | None = None
-    interrupted = False
     try:
         with timed_pipeline(dataset) as pipeline:
-            begin = time.perf_counter()
-            positions = order if kind == "map" else range(1, settings.samples + 1)
-            try:
-                try:
-                    first_s, first = _timed_fetch(fetcher, order[0] if kind == "map" else 0)
-                    described = describe_sample(first)
-                except StopIteration:
-                    raise TargetError("the dataset is empty: iterating it yields no sample") from None
-                except Exception as exc:
-                    if kind != "map":  # a map-style index that raises is recorded when the loop meets it
-                        errors.append((0, describe_exception(exc)))
-                pipeline.reset()
-                for index in positions:
-                    if time.perf_counter() - begin > settings.max_seconds:
-                        stopped = f"time budget of {settings.max_seconds:g} s reached"
-                        break
-                    try:
-                        cpu0 = time.process_time()
-                        seconds, sample = _timed_fetch(fetcher, index)
-                        cpu_s = time.process_time() - cpu0
-                    except StopIteration:
-                        stopped = f"the iterable ended after {index} items"
-                        break
-                    except Exception as exc:
-                        errors.append((index, describe_exception(exc)))
-                        continue
-                    indices.append(index)
-                    wall.append(seconds)
-                    cpu.append(cpu_s)
-                    sizes.append(footprint(sample)["bytes"])
-                    if described is None:
-                        described = describe_sample(sample)
-                    if len(kept) < settings.batch_size:
-                        kept.append(sample)
-            except KeyboardInterrupt:
-                interrupted, stopped = True, "interrupted"
+            got = _sample(fetcher, sample_order(length if kind == "map" else None, settings.samples, settings.seed),
+                          settings, pipeline)
         stages = tuple(freeze(root) for root in pipeline.roots if root.total_calls() > 0)
         notes = list(pipeline.notes) + _pipeline_notes(pipeline, dataset)
-        repeats = {} if kind != "map" or interrupted else _refetch(fetcher, indices, wall)
-        collated = _collate(collate, kept) if kept and not interrupted else {}
+        repeats = {} if kind != "map" or got.interrupted else _refetch(fetcher, got.indices, got.wall)
+        collated = _collate(collate, got.kept) if got.kept and not got.interrupted else {}
     finally:
         backend.set_threads(threads)
-    if not wall and errors and not interrupted:
-        index, message = errors[0]
+    if not got.wall and got.errors and not got.interrupted:
+        index, message = got.errors[0]
         raise TargetError(f"every sample raised; dataset[{index}]: {message}")
-    pickle_bytes, pickle_s, pickle_error = (None, None, None) if interrupted else pickled_size(dataset)
+    pickle_bytes, pickle_s, pickle_error = (None, None, None) if got.interrupted else pickled_size(dataset)
     soft, hard = open_files_limit()
-    environment = probe_environment("cpu", start_method=multiprocessing.get_start_method(), framework=backend.name)
     data = InspectionData(
         target=settings.target, tool_version=__version__, settings=settings.to_dict(),
-        environment=environment,
+        environment=probe_environment("cpu", start_method=multiprocessing.get_start_method(), framework=backend.name),
         dataset=DatasetInfo(kind=kind, type_name=type(dataset).__name__, length=length, init_s=init_s,
-                            sample=described, batch_samples=len(kept) or None,
+                            sample=got.described, batch_samples=len(got.kept) or None,
                             batch_bytes=collated.get("bytes"), batch_tensors=collated.get("tensors"),
                             batch_objects=collated.get("objects")),
-        indices=tuple(indices), wall_s=tuple(wall), cpu_s=tuple(cpu), sample_bytes=tuple(sizes),
-        first_s=first_s, errors=tuple(errors), repeat_s=repeats, stages=stages, pipeline_notes=tuple(notes),
+        indices=tuple(got.indices), wall_s=tuple(got.wall), cpu_s=tuple(got.cpu), sample_bytes=tuple(got.sizes),
+        first_s=got.first_s, errors=tuple(got.errors), repeat_s=repeats, stages=stages, pipeline_notes=tuple(notes),
         collate_s=tuple(collated.get("wall", ())), collate_cpu_s=tuple(collated.get("cpu", ())),
         collate_error=collated.get("error"), pickle_bytes=pickle_bytes, pickle_s=pickle_s,
-        pickle_error=pickle_error, stopped=stopped, nofile_soft=soft, nofile_hard=hard,
+        pickle_error=pickle_error, stopped=got.stopped, nofile_soft=soft, nofile_hard=hard,
         sharing_strategy=backend.sharing_strategy())
-    if interrupted:
+    if got.interrupted:
         raise Interrupted(data)
     return data
 

@@ -231,13 +231,11 @@ class TrialRunner:
                     f"holds {word['expected']}")
         return None
 
-    def _follow(self, config: LoaderConfig) -> Message:
-        assert self.host is not None
-        host = self.host
-        killed_for: dict[str, str] = {}
+    def _memory_guard(self, killed_for: dict[str, str]) -> Callable[[Any], None]:
+        """The sampler's check of each reading: past the memory limit, the trial is killed (status ``oom``)."""
         limit = self.settings.memory_limit_bytes
 
-        def guard_memory(sample: Any) -> None:
+        def guard(sample: Any) -> None:
             if limit is not None and sample.pss_bytes is not None and sample.pss_bytes > limit \
                     and not killed_for:
                 killed_for["oom"] = (
@@ -245,6 +243,23 @@ class TrialRunner:
                     f"over the {fmt_bytes(limit)} memory limit: killed before the OOM killer acts")
                 self.kill_current()
 
+        return guard
+
+    def _open_gpu(self, event: Message, sampler: Sampler | None) -> Any:
+        """The NVML probe of the device the trial's ``ready`` event names (a null probe without one)."""
+        probe: Any = NvmlProbe.open(event.get("uuid"), event.get("pci_bus_id"))
+        self.gpu_reason = getattr(probe, "reason", None) or None
+        self.gpu_name = event.get("name")
+        if sampler is not None:
+            sampler.gpu_probe = probe
+        return probe
+
+    def _follow(self, config: LoaderConfig) -> Message:
+        """Follow one trial's events to its exit: sample it, guard it, mark its window; its outcome."""
+        assert self.host is not None
+        host = self.host
+        killed_for: dict[str, str] = {}
+        guard_memory = self._memory_guard(killed_for)
         sampler: Sampler | None = None
         gpu_probe: Any = NullGpuProbe()
         result: Message = {}
@@ -267,11 +282,7 @@ class TrialRunner:
                     sampler = self._start_sampler(event["pid"], gpu_probe, guard_memory)
                 elif kind == "ready":
                     if event.get("uuid") or event.get("pci_bus_id"):
-                        gpu_probe = NvmlProbe.open(event.get("uuid"), event.get("pci_bus_id"))
-                        self.gpu_reason = getattr(gpu_probe, "reason", None) or None
-                        self.gpu_name = event.get("name")
-                        if sampler is not None:
-                            sampler.gpu_probe = gpu_probe
+                        gpu_probe = self._open_gpu(event, sampler)
                     last_progress = now
                 elif kind == "built":
                     built_s = event["build_s"]

@@ -333,6 +333,7 @@ class TimedLoop:
         if workers_started:
             time.sleep(END_MARK_GRACE_S)  # the parent reads the workers' memory now: they must still be there
         backend.shutdown(iterator)
+        assert self.window_first is not None  # the loop ends only inside the window
         figures = summarize(self.log, self.window_first, self.config.num_workers)
         figures.update(
             first_batch_s=first_batch_s,

@@ -109,7 +109,7 @@ def rules_of_thumb(report: Report) -> RenderableType | None:
     if not rows:
         return None
     lines: list[RenderableType] = [Rule("Against the rules of thumb (measured in this run)", align="left")]
-    lines += [Text(line, style="yellow" if beaten else None) for line, beaten in rows]
+    lines += [Text(line, style="yellow" if beaten else "") for line, beaten in rows]
     return Group(*lines)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 from collections import defaultdict
+from collections.abc import Sequence
 from typing import Any
 
 from dataprof.errors import UsageError
@@ -113,7 +114,7 @@ def charts(report: Report) -> list[Any]:
     ]
 
 
-def _table(head: tuple[str, ...] | list[str], rows: list[tuple[list[str], str | None]]) -> str:
+def _table(head: Sequence[str], rows: Sequence[tuple[list[str], str | None]]) -> str:
     """A table: the header cells, then each row's cells with its CSS class (empty for none)."""
     body = "".join((f"<tr class='{css}'>" if css is not None else "<tr>") + "".join(f"<td>{_e(c)}</td>" for c in cells)
                    + "</tr>" for cells, css in rows)
