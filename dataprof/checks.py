@@ -124,6 +124,7 @@ def ceiling_text(rate: float | None, usable: int) -> str:
 
 
 def check_errors(ins: Inspection, th: InspectThresholds) -> Finding | None:
+    """Samples that raised: critical, since one raising sample stops a whole DataLoader epoch."""
     errors = ins.data.errors
     if not errors:
         return None
@@ -137,6 +138,7 @@ def check_errors(ins: Inspection, th: InspectThresholds) -> Finding | None:
 
 
 def check_cpu_vs_wait(ins: Inspection, th: InspectThresholds) -> Finding | None:
+    """Whether a sample computes or waits (CPU over wall time), the CPU ceiling, and what workers can give."""
     share = ins.cpu_share
     if share is None or not ins.latency_ms:
         return None
@@ -167,6 +169,7 @@ def check_cpu_vs_wait(ins: Inspection, th: InspectThresholds) -> Finding | None:
 
 
 def check_dominant_stage(ins: Inspection, th: InspectThresholds) -> Finding | None:
+    """A transform stage taking at least ``dominant_stage_share`` of the sample time."""
     if not ins.transforms:
         return None
     top = ins.transforms[0]
@@ -181,6 +184,7 @@ def check_dominant_stage(ins: Inspection, th: InspectThresholds) -> Finding | No
 
 
 def check_stragglers(ins: Inspection, th: InspectThresholds) -> Finding | None:
+    """A heavy tail (p99 or max far above p50), with the slow indices told apart from slow moments."""
     if len(ins.data.wall_s) < 20 or not ins.latency_ms:
         return None
     p50, p99, top = ins.latency_ms["p50"], ins.latency_ms["p99"], ins.latency_ms["max"]
@@ -215,6 +219,7 @@ def check_stragglers(ins: Inspection, th: InspectThresholds) -> Finding | None:
 
 
 def check_collate(ins: Inspection, th: InspectThresholds) -> Finding | None:
+    """Collation's share of loading (ms per sample), or why collating failed (critical)."""
     data = ins.data
     if data.collate_error:
         return Finding(id="collate", severity="critical", evidence=f"collating a batch failed: {data.collate_error}",
@@ -246,6 +251,7 @@ def _capacity(check_id: str, fits: int, evidence: str, fine: str, advice: str, i
 
 
 def check_shm(ins: Inspection, th: InspectThresholds) -> Finding | None:
+    """How many workers' batches in flight fit in /dev/shm (the sweep's 80% rule)."""
     env, data = ins.data.environment, ins.data
     if ins.max_workers_shm is None:
         return None
@@ -262,6 +268,7 @@ def check_shm(ins: Inspection, th: InspectThresholds) -> Finding | None:
 
 
 def check_open_files(ins: Inspection, th: InspectThresholds) -> Finding | None:
+    """How many workers' tensors in flight fit in half the open-file limit (``file_descriptor`` strategy)."""
     data = ins.data
     if data.nofile_soft is None:
         return None
@@ -288,6 +295,7 @@ def check_open_files(ins: Inspection, th: InspectThresholds) -> Finding | None:
 
 
 def check_start_method(ins: Inspection, th: InspectThresholds) -> Finding | None:
+    """What the multiprocessing start method costs: fork inherits the dataset, others pickle it per worker."""
     data = ins.data
     method = data.environment.start_method
     size = fmt_bytes(data.pickle_bytes) if data.pickle_bytes is not None else None

@@ -17,8 +17,18 @@ from typing import Any
 
 import click
 
+from dataprof.config import FRAMEWORKS
 from dataprof.errors import DataprofError, ExitCode, UsageError
+from dataprof.gates import SEVERITY_ORDER
+from dataprof.search import STRATEGIES
 from dataprof.version import __version__
+
+FRAMEWORK_CHOICES = ("auto", *FRAMEWORKS)
+"""``--framework``: ``auto`` (detected from the dataset) or one of the frameworks dataprof drives."""
+STRATEGY_CHOICES = tuple(STRATEGIES)
+"""``--strategy``: the search strategies, by name (adaptive first, the default)."""
+FAIL_ON_CHOICES = tuple(level for level in SEVERITY_ORDER if level != "info")
+"""``--fail-on``: the finding severities that can fail a gate."""
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -90,7 +100,7 @@ def main() -> None:
 @click.option("--workers", default="auto", show_default=True,
               help="num_workers values: a list like 0,2,4,8, or 'auto': adaptive climbs 2,4,8,… (up to "
                    "max(128, 4× usable CPUs)) while throughput rises; grid tries 0,1,2,4,… up to 2× usable CPUs.")
-@click.option("--framework", type=click.Choice(["auto", "torch", "paddle"]), default="auto", show_default=True,
+@click.option("--framework", type=click.Choice(FRAMEWORK_CHOICES), default="auto", show_default=True,
               help="Whose DataLoader to sweep; auto: paddle.io.DataLoader for a paddle.io dataset, else PyTorch's.")
 @click.option("--prefetch-factor", default="2,4", show_default=True,
               help="prefetch_factor values (configs with workers only).")
@@ -104,7 +114,7 @@ def main() -> None:
 @click.option("--step-ms", type=click.FloatRange(min=0), default=0.0, show_default=True,
               help="Model step time to simulate per batch; 0 measures the loader's ceiling.")
 @click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
-@click.option("--strategy", type=click.Choice(["adaptive", "grid"]), default="adaptive", show_default=True,
+@click.option("--strategy", type=click.Choice(STRATEGY_CHOICES), default="adaptive", show_default=True,
               help="adaptive: climb num_workers while it pays, refine, tune the other knobs at the best count; "
                    "grid: every combination.")
 @click.option("--trial-seconds", type=click.FloatRange(min=0.1), default=3.0, show_default=True,
@@ -131,7 +141,7 @@ def main() -> None:
               help="Gate: exit 1 if the recommended config loads fewer samples/s.")
 @click.option("--min-speedup", type=click.FloatRange(min=0), default=None, metavar="X",
               help="Gate: exit 1 if the recommendation is less than X times as fast as num_workers=0.")
-@click.option("--fail-on", type=click.Choice(["warning", "critical"]), default=None,
+@click.option("--fail-on", type=click.Choice(FAIL_ON_CHOICES), default=None,
               help="Gate: exit 1 on a diagnosis finding at least this severe.")
 @click.option("--baseline", "baseline_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Gate: a saved --json run to compare with (see --max-regression).")
@@ -309,7 +319,7 @@ def diagnose(run: Path, json_path: Path | None, debug: bool) -> None:
 @click.option("--max-seconds", type=click.FloatRange(min=0.1), default=60.0, show_default=True,
               help="Stop fetching samples after this long and report what was measured.")
 @click.option("--collate-fn", default=None, metavar="MOD:ATTR", help="Collate function to use.")
-@click.option("--framework", type=click.Choice(["auto", "torch", "paddle"]), default="auto", show_default=True,
+@click.option("--framework", type=click.Choice(FRAMEWORK_CHOICES), default="auto", show_default=True,
               help="Whose default collate and thread settings apply; auto: paddle for a paddle.io dataset.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the inspect document here.")

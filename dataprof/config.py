@@ -289,6 +289,7 @@ class CpuBudget:
     ranks_per_node: int = 1
 
     def explain(self) -> str:
+        """Why this many CPUs, in words: affinity, cgroup quota, and the ranks sharing the node."""
         quota = "no cgroup CPU quota" if self.quota is None else f"cgroup quota {self.quota:g} CPUs"
         if self.ranks_per_node > 1:
             return (f"{self.usable} usable CPU{'s' if self.usable != 1 else ''} per rank ({self.ranks_per_node} "
@@ -298,6 +299,7 @@ class CpuBudget:
 
     @property
     def node_usable(self) -> int:
+        """CPUs the node offers this job: affinity, capped by the cgroup quota (rounded up)."""
         return self.affinity if self.quota is None else max(1, min(self.affinity, math.ceil(self.quota)))
 
 

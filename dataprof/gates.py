@@ -26,10 +26,12 @@ class Gates:
     """Largest allowed fall of the recommended throughput against ``baseline`` (0.1 = 10%)."""
 
     def any(self) -> bool:
+        """Whether any gate is on."""
         return any(v is not None for v in (self.min_throughput, self.min_speedup, self.fail_on, self.max_regression))
 
 
 def evaluate(report: Report, gates: Gates, baseline: Report | None = None) -> tuple[GateResult, ...]:
+    """Each gate that is on, passed or failed, with the numbers it compared."""
     results = []
     rec = report.recommendation
     rate = rec.samples_per_s if rec else None

@@ -43,6 +43,7 @@ class RankResult:
 
     @classmethod
     def of(cls, trial: TrialResult, rank: int, node: int, local_rank: int, host: str) -> RankResult:
+        """One rank's figures from its trial."""
         return cls(rank=rank, node=node, local_rank=local_rank, host=host, status=trial.status, error=trial.error,
                    samples_per_s=trial.samples_per_s, samples_per_s_spread=trial.samples_per_s_spread,
                    wait_fraction=trial.wait_fraction, first_batch_s=trial.first_batch_s,
@@ -135,6 +136,7 @@ class TrialResult:
     and ``samples_per_s`` is world size × its rate, as synchronous training would run."""
 
     def to_dict(self) -> dict[str, Any]:
+        """The trial as the JSON document holds it (``config`` by the framework's names, no fingerprints)."""
         data = dataclasses.asdict(self)
         data["config"] = self.config.to_dict()
         data["ranks"] = [dataclasses.asdict(r) for r in self.ranks]
@@ -143,6 +145,7 @@ class TrialResult:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrialResult:
+        """Read :meth:`to_dict` back (unknown keys are ignored)."""
         known = {f.name for f in dataclasses.fields(cls)}
         values = {k: v for k, v in data.items() if k in known}
         values["config"] = LoaderConfig.from_dict(data["config"])
@@ -186,10 +189,12 @@ class Environment:
 
     @property
     def framework_version(self) -> str | None:
+        """The measured framework's version."""
         return self.paddle if self.framework == "paddle" else self.torch
 
     @property
     def simulated_device(self) -> bool:
+        """Whether the device was simulated (no CUDA device used)."""
         return not self.device.startswith("cuda")
 
 

@@ -104,12 +104,14 @@ class AutotuneRun:
     """Why it tuned nothing, when it did not start (it keeps ``num_workers`` as given)."""
 
     def to_dict(self) -> dict[str, Any]:
+        """The run as the JSON document's ``autotune`` holds it."""
         data = dataclasses.asdict(self)
         data["evaluations"] = [{"num_workers": w, "batch_s": s} for w, s in self.evaluations]
         return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> AutotuneRun:
+        """Read :meth:`to_dict` back."""
         known = {f.name for f in dataclasses.fields(cls)}
         values = {k: v for k, v in data.items() if k in known}
         values["evaluations"] = tuple((int(e["num_workers"]), float(e["batch_s"]))
@@ -130,6 +132,7 @@ class GateResult:
 
 @dataclass(frozen=True)
 class Finding:
+    """One diagnosis: its id (the JSON contract), severity, the numbers behind it and what to change."""
     id: str
     severity: str
     """``info`` | ``warning`` | ``critical``."""
@@ -180,12 +183,14 @@ class Report:
 
     @property
     def baseline(self) -> TrialResult | None:
+        """The completed trial of the framework's default loader (``num_workers=0``), if any."""
         for trial in self.trials:
             if trial.config.is_baseline and trial.status == "ok":
                 return trial
         return None
 
     def to_dict(self) -> dict[str, Any]:
+        """The ``--json`` document (docs/json.md), ``schema_version`` first."""
         baseline = self.baseline
         best = self.recommendation
         return {
@@ -224,6 +229,7 @@ class Report:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Report:
+        """Read a ``--json`` document back (keys added later are optional)."""
         env_fields = {f.name for f in dataclasses.fields(Environment)}
         best = data.get("best")
         recommendation = None

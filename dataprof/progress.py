@@ -15,6 +15,7 @@ Observer = Callable[[str, dict[str, Any]], None]
 
 
 def plain_observer(stream: TextIO) -> Observer:
+    """An observer that prints one plain line per event worth a line (not a terminal, or NO_COLOR)."""
     state: dict[str, Any] = {"total": None}
 
     def observe(event: str, data: dict[str, Any]) -> None:

@@ -102,6 +102,7 @@ def rules_of_thumb(usable_cpus: int, space: SearchSpace,
 
 
 class Strategy(Protocol):
+    """A search strategy: ``propose(history)`` gives the next config to measure (None: stop) and why."""
     name: str
 
     def propose(self, history: Sequence[TrialResult]) -> Proposal:
@@ -123,6 +124,7 @@ class _Searching:
         """The worker count Paddle's autotune picked, measured with the rules of thumb."""
 
     def comparisons(self) -> list[tuple[str, LoaderConfig]]:
+        """How many trials the search compared so far."""
         return rules_of_thumb(self.budget.usable_cpus, self.space, self.autotune) if self.rules else []
 
     def _rule_of_thumb_step(self, history: Sequence[TrialResult]) -> Proposal | None:
@@ -144,6 +146,7 @@ class GridStrategy(_Searching):
         self.configs = grid_configs(space)
 
     def propose(self, history: Sequence[TrialResult]) -> Proposal:
+        """The next config of the grid not yet measured, then the rules-of-thumb comparisons, then a stop."""
         done = {trial.config for trial in history}
         config = next((c for c in self.configs if c not in done), None)
         if config is not None:
@@ -152,6 +155,7 @@ class GridStrategy(_Searching):
             Proposal(None, "every config of the grid ran")
 
     def total(self) -> int | None:
+        """The configs of the grid plus the comparisons measured after it."""
         return len(self.configs) + len(self.comparisons())
 
 
@@ -194,6 +198,7 @@ class AdaptiveStrategy(_Searching):
         self.baseline = baseline(space.framework)
 
     def total(self) -> int | None:
+        """Unknown in advance (None): the climb stops when more workers stop paying."""
         return None
 
     def climb_config(self, workers: int) -> LoaderConfig:
@@ -205,6 +210,7 @@ class AdaptiveStrategy(_Searching):
         return config
 
     def propose(self, history: Sequence[TrialResult]) -> Proposal:
+        """Climb num_workers while it pays, refine around the best, then tune the other knobs there."""
         done = {t.config: t for t in history}
         if self.baseline not in done:
             framework = "Paddle" if self.space.framework == "paddle" else "PyTorch"

@@ -88,10 +88,12 @@ class _Sweep:
 
     @property
     def rank(self) -> RankInfo | None:
+        """This process's rank under torchrun, else None."""
         return self.coordinator.info if self.coordinator is not None else None
 
     @property
     def leader(self) -> bool:
+        """Whether this process reports (rank 0, or the only process)."""
         return self.coordinator is None or self.coordinator.leader
 
     def report(self, complete: bool) -> Report:

@@ -15,16 +15,19 @@ from dataprof.errors import UsageError
 
 
 class Backend(Protocol):
+    """One framework's side of a trial: check a dataset, build its DataLoader, tune and shut it down."""
     name: str
     internal_paths: tuple[str, ...]
     """Source paths of the framework, skipped when a traceback is summarised to the user's frame."""
 
-    def version(self) -> str: ...
+    def version(self) -> str:
+        """The installed framework's version string."""
 
     def dataset_kind(self, dataset: Any) -> str:
         """``iterable`` or ``map``."""
 
-    def default_collate(self) -> Callable[[list[Any]], Any]: ...
+    def default_collate(self) -> Callable[[list[Any]], Any]:
+        """The framework's default collate function (what its DataLoader uses without one)."""
 
     def loader_arguments(self) -> tuple[str, ...]:
         """The installed DataLoader's parameter names (versions differ)."""
@@ -37,7 +40,8 @@ class Backend(Protocol):
     def get_threads(self) -> int:
         """Intra-op CPU threads of the framework's kernels."""
 
-    def set_threads(self, threads: int) -> None: ...
+    def set_threads(self, threads: int) -> None:
+        """Set the framework's intra-op CPU threads (1 in a process that forks trials)."""
 
     def sharing_strategy(self) -> str | None:
         """How tensors cross between processes (torch's ``file_descriptor`` holds an open file per tensor)."""

@@ -12,6 +12,7 @@ from dataprof.target import describe_exception
 
 
 def dataset_length(dataset: Any) -> int | None:
+    """``len(dataset)``, or None for a dataset without a length (a stream)."""
     try:
         return len(dataset)
     except Exception:

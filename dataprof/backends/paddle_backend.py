@@ -17,10 +17,12 @@ from dataprof.config import LoaderConfig
 
 
 class PaddleBackend:
+    """``paddle.io.DataLoader``: its knobs as the installed version's signature has them."""
     name = "paddle"
     internal_paths: tuple[str, ...] = ("/paddle/",)
 
     def version(self) -> str:
+        """The installed paddlepaddle's version."""
         return str(import_paddle().__version__)
 
     def dataset_kind(self, dataset: Any) -> str:
@@ -32,12 +34,14 @@ class PaddleBackend:
         return "map" if hasattr(cls, "__getitem__") and hasattr(cls, "__len__") else "iterable"
 
     def default_collate(self) -> Callable[[list[Any]], Any]:
+        """``paddle.io.dataloader.collate.default_collate_fn``."""
         import_paddle()
         from paddle.io.dataloader.collate import default_collate_fn
 
         return default_collate_fn  # type: ignore[no-any-return]
 
     def loader_arguments(self) -> tuple[str, ...]:
+        """The parameter names of the installed ``paddle.io.DataLoader``."""
         return tuple(inspect.signature(import_paddle().io.DataLoader).parameters)
 
     def build_loader(self, dataset: Any, config: LoaderConfig, batch_size: int,
@@ -59,20 +63,25 @@ class PaddleBackend:
         return io.DataLoader(dataset, batch_sampler=recording, **kwargs), recording
 
     def get_threads(self) -> int:
+        """Paddle's CPU math threads (``FLAGS_paddle_num_threads``)."""
         return int(import_paddle().get_flags(["FLAGS_paddle_num_threads"])["FLAGS_paddle_num_threads"])
 
     def set_threads(self, threads: int) -> None:
+        """Set Paddle's CPU math threads (``FLAGS_paddle_num_threads``)."""
         import_paddle().set_flags({"FLAGS_paddle_num_threads": threads})
 
     def sharing_strategy(self) -> str | None:
-        return None  # batches cross through /dev/shm files (use_shared_memory) or the pipe, not per-tensor fds
+        """None: batches cross through /dev/shm files (use_shared_memory) or a pipe, not per-tensor fds."""
+        return None
 
     def shutdown(self, iterator: Any) -> None:
+        """Stop a loader iterator's workers (its ``_try_shutdown_all``, when it has one)."""
         stop = getattr(iterator, "_try_shutdown_all", None)
         if stop is not None:
             stop()
 
     def counting_stream(self, items: int) -> Any:
+        """A tiny ``paddle.io.IterableDataset`` of ``items`` arrays, split among workers."""
         from dataprof.backends.paddle_stream import CountingStream
 
         return CountingStream(items)

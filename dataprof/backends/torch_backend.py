@@ -11,10 +11,12 @@ from dataprof.config import LoaderConfig
 
 
 class TorchBackend:
+    """``torch.utils.data.DataLoader``."""
     name = "torch"
     internal_paths: tuple[str, ...] = ("/torch/",)
 
     def version(self) -> str:
+        """The installed torch's version."""
         import torch
 
         return str(torch.__version__)
@@ -29,11 +31,13 @@ class TorchBackend:
         return "map" if hasattr(cls, "__getitem__") and hasattr(cls, "__len__") else "iterable"
 
     def default_collate(self) -> Callable[[list[Any]], Any]:
+        """``torch.utils.data.default_collate``."""
         from torch.utils.data import default_collate
 
         return default_collate  # type: ignore[no-any-return]
 
     def loader_arguments(self) -> tuple[str, ...]:
+        """The parameter names of the installed ``torch.utils.data.DataLoader``."""
         from torch.utils.data import DataLoader
 
         return tuple(inspect.signature(DataLoader).parameters)
@@ -60,26 +64,31 @@ class TorchBackend:
         return DataLoader(dataset, batch_sampler=recording, **kwargs), recording
 
     def get_threads(self) -> int:
+        """torch's intra-op CPU threads (``torch.get_num_threads()``)."""
         import torch
 
         return torch.get_num_threads()
 
     def set_threads(self, threads: int) -> None:
+        """Set torch's intra-op CPU threads."""
         import torch
 
         torch.set_num_threads(threads)
 
     def sharing_strategy(self) -> str | None:
+        """``torch.multiprocessing``'s sharing strategy (``file_descriptor``: an open file per tensor in flight)."""
         import torch.multiprocessing
 
         return str(torch.multiprocessing.get_sharing_strategy())
 
     def shutdown(self, iterator: Any) -> None:
+        """Stop a loader iterator's workers (``_shutdown_workers``)."""
         stop = getattr(iterator, "_shutdown_workers", None)
         if stop is not None:
             stop()
 
     def counting_stream(self, items: int) -> Any:
+        """A tiny ``torch.utils.data.IterableDataset`` of ``items`` tensors, split among workers."""
         from dataprof.backends.torch_stream import CountingStream
 
         return CountingStream(items)

@@ -42,6 +42,7 @@ _ORDER = {"critical": 0, "warning": 1, "info": 2}
 
 
 def diagnose(report: Report, thresholds: Thresholds | None = None) -> tuple[str | None, tuple[Finding, ...]]:
+    """The primary bottleneck's id (None if no rule fires) and every finding, the primary first, then by severity."""
     th = thresholds or Thresholds()
     primary = next((f for rule in PRIMARY_RULES if (f := rule(report, th)) is not None), None)
     others = [f for rule in FINDING_RULES if (f := rule(report, th)) is not None]

@@ -58,16 +58,19 @@ class Thresholds:
 
 
 def ok_trials(report: Report) -> list[TrialResult]:
+    """The trials that completed with a rate."""
     return [t for t in report.trials if t.status == "ok" and t.samples_per_s]
 
 
 def recommended_trial(report: Report) -> TrialResult | None:
+    """The trial of the recommended config, if it completed."""
     if report.recommendation is None:
         return None
     return next((t for t in ok_trials(report) if t.config == report.recommendation.config), None)
 
 
 def batch_size(report: Report) -> int:
+    """Samples per batch: the sweep's ``--batch-size``, else the first batch's size, else 1."""
     return int(report.settings.get("batch_size") or (report.dataset.batch_samples if report.dataset else 1) or 1)
 
 
@@ -79,10 +82,12 @@ def iteration_ms(trial: TrialResult, batch: int) -> float:
 
 
 def wait_share(trial: TrialResult) -> float:
+    """Share of the window the loop was blocked in ``next()`` (0 when unknown)."""
     return trial.wait_fraction or 0.0
 
 
 def copy_share(trial: TrialResult, batch: int) -> float:
+    """Share of each iteration spent copying the batch to the device."""
     iteration = iteration_ms(trial, batch)
     return (trial.copy_ms_mean or 0.0) / iteration if iteration > 0 else 0.0
 
@@ -95,6 +100,7 @@ def severity_for(share: float, thresholds: Thresholds, report: Report) -> str:
 
 
 def cores(percent: float | None) -> float | None:
+    """A CPU percentage (100 = one core) as cores; None kept."""
     return None if percent is None else percent / 100.0
 
 
@@ -206,8 +212,10 @@ def cpus_text(report: Report) -> str:
 
 
 def pct(value: float) -> str:
+    """A share (0.25) as ``25%``."""
     return f"{100 * value:.0f}%"
 
 
 def rate_text(value: float) -> str:
+    """Samples/s as ``1,234 samples/s``."""
     return f"{value:,.0f} samples/s"

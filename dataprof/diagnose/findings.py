@@ -63,6 +63,7 @@ def copy_on_read(report: Report, th: Thresholds) -> Finding | None:
 
 
 def worker_startup(report: Report, th: Thresholds) -> Finding | None:
+    """Worker start-up (first batch, or each epoch's restart without persistent workers) as a share of an epoch."""
     ok = ok_trials(report)
     gains: list[tuple[float, TrialResult, TrialResult]] = []
     for on in ok:
@@ -106,6 +107,7 @@ def worker_startup(report: Report, th: Thresholds) -> Finding | None:
 
 
 def stragglers(report: Report, th: Thresholds) -> Finding | None:
+    """A heavy-tailed batch time at num_workers=0 that workers and prefetching can hide."""
     serial = [t for t in ok_trials(report) if t.config.num_workers == 0 and t.wait_ms is not None
               and t.wait_ms.p99 is not None]
     if not serial:
@@ -135,6 +137,7 @@ def stragglers(report: Report, th: Thresholds) -> Finding | None:
 
 
 def iterable_duplicates(report: Report, th: Thresholds) -> Finding | None:
+    """An IterableDataset not split among workers: more workers repeat its samples."""
     if report.dataset is None or report.dataset.kind != "iterable":
         return None
     ok = ok_trials(report)
@@ -248,6 +251,7 @@ def single_process(report: Report, th: Thresholds) -> Finding | None:
 
 
 def oversubscribed(report: Report, th: Thresholds) -> Finding | None:
+    """More busy threads than usable CPUs (workers × the framework's intra-op threads)."""
     usable = report.environment.usable_cpus
     ok = ok_trials(report)
     worst: tuple[float, TrialResult, TrialResult] | None = None
@@ -347,6 +351,7 @@ def ipc_overhead(report: Report, th: Thresholds) -> Finding | None:
 
 
 def no_gpu(report: Report, th: Thresholds) -> Finding | None:
+    """The device was simulated (no GPU): copies and pin_memory are not measured."""
     if not report.environment.simulated_device:
         return None
     step = report.settings.get("step_ms")

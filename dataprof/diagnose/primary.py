@@ -80,6 +80,7 @@ def _still_rising(report: Report) -> bool:
 
 
 def model_bound(report: Report, th: Thresholds) -> Finding | None:
+    """The loop waits under ``model_bound_wait`` of the time: the model, not the loader, is the limit."""
     rec = recommended_trial(report)
     if rec is None or wait_share(rec) >= th.model_bound_wait:
         return None
@@ -98,6 +99,7 @@ def model_bound(report: Report, th: Thresholds) -> Finding | None:
 
 
 def transfer_bound(report: Report, th: Thresholds) -> Finding | None:
+    """Host-to-device copies take at least ``transfer_share`` of each iteration."""
     rec = recommended_trial(report)
     if rec is None or report.environment.simulated_device:
         return None
@@ -135,6 +137,7 @@ def transfer_bound(report: Report, th: Thresholds) -> Finding | None:
 
 
 def main_process_bound(report: Report, th: Thresholds) -> Finding | None:
+    """The main process is the limit: receiving batches, the sampler, or the pin-memory thread saturate it."""
     rec = _loader_limited(report, th)
     if rec is None:
         return None
@@ -193,6 +196,7 @@ def main_process_bound(report: Report, th: Thresholds) -> Finding | None:
 
 
 def memory_bound(report: Report, th: Thresholds) -> Finding | None:
+    """The workers that would pay do not fit in the memory budget (PSS per worker from the trials)."""
     rec = _loader_limited(report, th)
     if rec is None:
         return None
@@ -233,6 +237,7 @@ def memory_bound(report: Report, th: Thresholds) -> Finding | None:
 
 
 def cpu_bound(report: Report, th: Thresholds) -> Finding | None:
+    """The usable CPUs are saturated and more workers stop helping: the samples' CPU cost is the limit."""
     rec = _loader_limited(report, th)
     if rec is None:
         return None
@@ -324,6 +329,7 @@ def short_epoch(report: Report, th: Thresholds) -> Finding | None:
 
 
 def io_bound(report: Report, th: Thresholds) -> Finding | None:
+    """The loader is the limit and the CPUs are not: samples wait on storage, network or locks."""
     rec = _loader_limited(report, th)
     if rec is None:
         return None

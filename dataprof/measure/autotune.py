@@ -37,6 +37,7 @@ class _Collect(logging.Handler):
         self.started = False
 
     def emit(self, record: logging.LogRecord) -> None:
+        """Keep the cost of each worker count Paddle's autotune logs."""
         message = record.getMessage()
         self.started = self.started or "DataLoader Auto Tune" in message
         match = _COST_RE.search(message)

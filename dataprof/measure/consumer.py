@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 
 class Consumer(Protocol):
+    """The dummy model a trial feeds: a copy to the device, then a step of the calibrated length."""
     def to_device(self, batch: Any) -> Any:
         """Move the batch to the device (host-to-device copy)."""
 
@@ -30,9 +31,11 @@ class SimulatedDevice:
         self._sleep = sleep
 
     def to_device(self, batch: Any) -> Any:
+        """No copy: the batch stays where it is."""
         return batch
 
     def step(self, batch: Any) -> None:
+        """Sleep ``step_ms``, leaving the CPU free as a GPU would."""
         if self.step_s > 0:
             self._sleep(self.step_s)
 
@@ -95,9 +98,11 @@ class CudaConsumer(_MatmulConsumer):
         return isinstance(obj, self.torch.Tensor)
 
     def to_device(self, batch: Any) -> Any:
+        """Copy the batch's tensors to the GPU (non-blocking for pinned ones)."""
         return _map_tensors(batch, self._is_tensor, lambda t: t.to(self.device, non_blocking=t.is_pinned()))
 
     def step(self, batch: Any) -> None:
+        """Run the calibrated matmuls on the batch's device and wait for them."""
         touched = self.torch.zeros((), device=self.device)
 
         def reduce(t: Any) -> Any:
@@ -145,9 +150,11 @@ class PaddleCudaConsumer(_MatmulConsumer):
         return isinstance(obj, self.paddle.Tensor)
 
     def to_device(self, batch: Any) -> Any:
+        """Copy the batch's tensors to the GPU (non-blocking)."""
         return _map_tensors(batch, self._is_tensor, lambda t: t.cuda(self.index, blocking=False))
 
     def step(self, batch: Any) -> None:
+        """Run the calibrated matmuls on the GPU and wait for them."""
         touched = self.paddle.zeros([])
 
         def reduce(t: Any) -> Any:

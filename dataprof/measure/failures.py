@@ -116,6 +116,7 @@ class ThreadFailure:
         """Set once the main thread reports the trial's end (a result or an error)."""
 
     def hook(self, args: Any) -> None:
+        """``threading.excepthook``: keep the first thread's exception; report it if the main thread does not."""
         if self.exc is not None or args.exc_value is None or isinstance(args.exc_value, SystemExit):
             return
         self.exc = args.exc_value
@@ -125,6 +126,7 @@ class ThreadFailure:
             os._exit(1)
 
     def install(self) -> ThreadFailure:
+        """Become ``threading.excepthook`` (in this trial process)."""
         threading.excepthook = self.hook
         return self
 
@@ -158,6 +160,7 @@ class DeadWorkerWatch:
         self.thread = threading.Thread(target=self._run, name="dataprof-worker-watch", daemon=True)
 
     def start(self) -> DeadWorkerWatch:
+        """Start watching the workers (a daemon thread)."""
         self.thread.start()
         return self
 

@@ -31,6 +31,7 @@ COLLATE_BUDGET_S = 2.0
 
 @dataclass(frozen=True)
 class InspectSettings:
+    """What ``dataprof inspect`` measures, and of which target."""
     target: str
     args: tuple[str, ...] = ()
     samples: int = 200
@@ -50,6 +51,7 @@ class InspectSettings:
     """Whose default collate and thread settings apply: ``auto`` (from the dataset), ``torch`` or ``paddle``."""
 
     def to_dict(self) -> dict[str, Any]:
+        """The settings as the inspect document's ``settings`` holds them."""
         return {"framework": self.framework, "samples": self.samples, "seed": self.seed, "batch_size": self.batch_size,
                 "prefetch_factor": self.prefetch_factor, "max_seconds": self.max_seconds,
                 "collate_fn": self.collate_fn,
@@ -71,6 +73,7 @@ class _CountingSink:
         self.size = 0
 
     def write(self, chunk: bytes) -> int:
+        """Count the bytes written (the pickled size), keep none."""
         self.size += len(chunk)
         return len(chunk)
 
@@ -87,6 +90,7 @@ def pickled_size(dataset: Any) -> tuple[int | None, float | None, str | None]:
 
 
 def freeze(stage: Stage) -> StageTiming:
+    """A measured stage tree as immutable StageTiming data."""
     return StageTiming(name=stage.name, path=stage.path, seconds=stage.seconds, calls=stage.calls,
                        composite=stage.composite, children=tuple(freeze(child) for child in stage.children))
 
@@ -107,6 +111,7 @@ class _Fetcher:
         self.iterator: Iterator[Any] | None = None
 
     def fetch(self, index: int) -> Any:
+        """Sample ``index`` of a map-style dataset, or the stream's next item."""
         if self.kind == "map":
             return self.dataset[index]
         if self.iterator is None:

@@ -187,6 +187,7 @@ class ProcessTreeProbe:
 
 @dataclass(frozen=True)
 class SystemSample:
+    """One reading of the whole machine: CPU seconds busy and in iowait (all CPUs), available RAM (bytes)."""
     t: float
     busy_s: float
     """System-wide non-idle CPU seconds (all CPUs)."""
@@ -196,12 +197,14 @@ class SystemSample:
 
 
 class SystemProbe:
+    """psutil reader of the whole machine's CPU times and available RAM."""
     def __init__(self) -> None:
         import psutil
 
         self.psutil = psutil
 
     def sample(self, now: float) -> SystemSample:
+        """The machine's CPU times and available RAM now."""
         times = self.psutil.cpu_times()
         total = sum(times)
         idle = times.idle + getattr(times, "iowait", 0.0)
@@ -213,6 +216,7 @@ class SystemProbe:
 
 @dataclass(frozen=True)
 class GpuSample:
+    """One NVML reading: the utilisation samples since the last one (%), memory used (bytes)."""
     t: float
     util_percent: list[float]
     """Utilisation samples NVML recorded since the previous reading."""
@@ -226,10 +230,11 @@ class NullGpuProbe:
     reason = "no GPU"
 
     def sample(self, now: float) -> GpuSample | None:
+        """Nothing to read."""
         return None
 
     def close(self) -> None:
-        pass
+        """Nothing to release."""
 
 
 class NvmlProbe:
@@ -282,6 +287,7 @@ class NvmlProbe:
         return int(time.time() * 1e6)
 
     def sample(self, now: float) -> GpuSample | None:
+        """Utilisation samples since the last reading and memory used, or None if NVML fails."""
         nvml = self.nvml
         values: list[float] = []
         try:
@@ -302,6 +308,7 @@ class NvmlProbe:
         return GpuSample(t=now, util_percent=values, memory_used_bytes=memory)
 
     def close(self) -> None:
+        """Shut NVML down."""
         try:
             self.nvml.nvmlShutdown()
         except Exception:

@@ -90,6 +90,7 @@ class TrialRunner:
                 pass
 
     def close(self) -> None:
+        """Kill the trial in flight, stop the host."""
         self.kill_current()
         if self.host is not None:
             self.host.close()
@@ -113,6 +114,7 @@ class TrialRunner:
                            "and each trial is forked from the process that built it (which never iterates it)")
 
     def run(self, config: LoaderConfig) -> TrialResult:
+        """Measure ``config`` in a fresh trial (rerun building its own dataset when a shared one failed)."""
         shared = not self.build_in_trials
         result = self._run(config)
         if shared and result.status in ("failed", "timeout", "crashed") and self._may_build_instead():

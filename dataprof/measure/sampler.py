@@ -19,6 +19,7 @@ from dataprof.measure.probes import GpuSample, SystemSample, TreeSample
 
 @dataclass
 class Samples:
+    """Every reading a sampler took, and when the window started and ended."""
     tree: list[TreeSample] = field(default_factory=list)
     system: list[SystemSample] = field(default_factory=list)
     gpu: list[GpuSample] = field(default_factory=list)
@@ -71,11 +72,14 @@ class Sampler:
         self._thread = threading.Thread(target=self._run, name="dataprof-sampler", daemon=True)
 
     def start(self) -> Sampler:
+        """Start sampling in a thread of this (the parent) process."""
         self.sample_now()
         self._thread.start()
         return self
 
     def sample_now(self, memory: bool = True, breakdown: bool = False) -> None:
+        """Take one reading now: the tree's CPU, its memory when ``memory`` (``breakdown``: the workers'
+        private pages too), the machine and the GPU."""
         with self._lock:
             now = self.clock()
             started = time.perf_counter()
@@ -92,14 +96,17 @@ class Sampler:
             self.on_sample(tree)
 
     def mark_window_start(self) -> None:
+        """The trial's window opened: read everything, memory included, now."""
         self.sample_now(memory=self.full_cost_s < self.mark_memory_cost_s, breakdown=True)
         self.samples.window_start = self.samples.tree[-1].t if self.samples.tree else self.clock()
 
     def mark_window_end(self) -> None:
+        """The trial's window closed: read everything, memory included, now."""
         self.sample_now(memory=self.full_cost_s < self.mark_memory_cost_s, breakdown=True)
         self.samples.window_end = self.samples.tree[-1].t if self.samples.tree else self.clock()
 
     def stop(self) -> Samples:
+        """Stop the sampling thread and wait for it."""
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join()

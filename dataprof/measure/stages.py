@@ -45,12 +45,15 @@ class Stage:
     calls: int = 0
 
     def total_seconds(self) -> float:
+        """Seconds spent in this stage: its own, or its children's for a composite."""
         return sum(child.total_seconds() for child in self.children) if self.composite else self.seconds
 
     def total_calls(self) -> int:
+        """Calls of this stage (a composite: its most-called child's)."""
         return max((child.total_calls() for child in self.children), default=0) if self.composite else self.calls
 
     def leaves(self) -> Iterator[Stage]:
+        """The timed stages under this one (itself, if it is timed)."""
         if self.composite:
             for child in self.children:
                 yield from child.leaves()
@@ -58,6 +61,7 @@ class Stage:
             yield self
 
     def reset(self) -> None:
+        """Zero the timings (after the warm-up fetch)."""
         self.seconds, self.calls = 0.0, 0
         for child in self.children:
             child.reset()
@@ -71,6 +75,7 @@ class Pipeline:
     notes: list[str]
 
     def reset(self) -> None:
+        """Zero every stage's timings."""
         for root in self.roots:
             root.reset()
 
@@ -155,11 +160,13 @@ class _Restorer:
         return True
 
     def set_item(self, container: Any, index: Any, value: Any) -> None:
+        """Replace ``container[key]``, to be put back by :meth:`restore`."""
         original = container[index]
         container[index] = value
         self.undo.append(lambda: container.__setitem__(index, original))
 
     def set_attr(self, owner: Any, name: str, value: Any) -> bool:
+        """Replace ``obj.name``, to be put back by :meth:`restore`."""
         original = owner.__dict__.get(name, _MISSING) if hasattr(owner, "__dict__") else _MISSING
         try:
             setattr(owner, name, value)
@@ -172,6 +179,7 @@ class _Restorer:
         return True
 
     def restore(self) -> None:
+        """Put back everything replaced, last first."""
         while self.undo:
             self.undo.pop()()
 

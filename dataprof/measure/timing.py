@@ -32,6 +32,7 @@ class BatchLog:
 
     def add(self, wait_s: float, wait_cpu_s: float, copy_s: float, step_s: float, end_t: float,
             size: int) -> None:
+        """Record one iteration: wait, main-thread CPU in the wait, copy and step (s), its end time, its samples."""
         self.wait_s.append(wait_s)
         self.wait_cpu_s.append(wait_cpu_s)
         self.copy_s.append(copy_s)

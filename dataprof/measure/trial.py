@@ -188,6 +188,7 @@ class ReceiveTimer:
         return getattr(self.inner, name)
 
     def loads(self, data: Any, *args: Any, **kwargs: Any) -> Any:
+        """Unpickle a worker's result, timing it."""
         start = self.clock()
         try:
             return self.inner.loads(data, *args, **kwargs)

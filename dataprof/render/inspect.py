@@ -21,6 +21,7 @@ SAMPLE_KIND = {"computing": "mostly computing", "waiting": "mostly waiting", "mi
 
 
 def header(ins: Inspection) -> Text:
+    """What was inspected, and how."""
     data, ds, env = ins.data, ins.data.dataset, ins.data.environment
     length = f"{ds.length:,} samples" if ds.length is not None else "no len()"
     chosen = (f"{len(data.wall_s)} random samples (seed {data.settings.get('seed')})" if ds.kind == "map"
@@ -35,6 +36,7 @@ def header(ins: Inspection) -> Text:
 
 
 def per_sample(ins: Inspection) -> RenderableType:
+    """Per-sample latency (p50…max), CPU share and size, and the slowest indices."""
     lat = ins.latency_ms
     if not lat:
         return Group(Rule("Per sample", align="left"), Text("no sample was fetched", style="red"))
@@ -72,6 +74,7 @@ def _add_rows(table: Table, node: dict[str, Any], depth: int) -> None:
 
 
 def transforms(ins: Inspection) -> RenderableType:
+    """The transform tree with each stage's time per sample and share."""
     lines: list[RenderableType] = [Rule("Transforms (timed in place; share of the sample time)", align="left")]
     if ins.tree:
         table = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0))
@@ -92,6 +95,7 @@ def transforms(ins: Inspection) -> RenderableType:
 
 
 def batch(ins: Inspection) -> RenderableType:
+    """Collation, the pickled dataset, and the CPU ceiling."""
     data, ds = ins.data, ins.data.dataset
     lines: list[RenderableType] = [Rule("Batch and workers", align="left")]
     if ins.collate_ms is not None and ds.batch_samples:
@@ -111,6 +115,7 @@ def batch(ins: Inspection) -> RenderableType:
 
 
 def checks(ins: Inspection) -> RenderableType | None:
+    """Every check, most severe first as analysed."""
     if not ins.checks:
         return None
     lines: list[RenderableType] = [Rule("Checks", align="left")]
@@ -123,6 +128,7 @@ def checks(ins: Inspection) -> RenderableType | None:
 
 
 def print_inspection(console: Console, ins: Inspection) -> None:
+    """Print the whole inspect report on ``console``."""
     console.print(header(ins))
     for block in (per_sample(ins), transforms(ins), batch(ins), checks(ins)):
         if block is not None:

@@ -1,0 +1,48 @@
+"""The house rules a newcomer relies on, held: every public definition says what it means, no function or
+module grows past what one can read at once."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "dataprof"
+MAX_FUNCTION_LINES = 60
+MAX_MODULE_LINES = 400
+
+
+def sources() -> list[tuple[Path, ast.Module, int]]:
+    return [(path, ast.parse(path.read_text()), len(path.read_text().splitlines()))
+            for path in sorted(PACKAGE.rglob("*.py"))]
+
+
+def public(body: list[ast.stmt], prefix: str = "") -> list[tuple[str, ast.AST]]:
+    """Public functions and classes, and the public methods of classes (private ones' included)."""
+    found: list[tuple[str, ast.AST]] = []
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            if not node.name.startswith("_"):
+                found.append((prefix + node.name, node))
+            if isinstance(node, ast.ClassDef):
+                found += public(node.body, f"{prefix}{node.name}.")
+    return found
+
+
+def test_every_public_definition_has_a_docstring() -> None:
+    missing = [f"{path.relative_to(PACKAGE.parent)}: {name}" for path, tree, _ in sources()
+               for name, node in public(tree.body) if ast.get_docstring(node) is None]  # type: ignore[arg-type]
+    assert missing == []
+
+
+def test_no_function_is_longer_than_a_screen() -> None:
+    long = [f"{path.relative_to(PACKAGE.parent)}: {node.name} ({node.end_lineno - node.lineno + 1} lines)"
+            for path, tree, _ in sources() for node in ast.walk(tree)
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno is not None
+            and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES]
+    assert long == []
+
+
+def test_no_module_is_longer_than_a_sitting() -> None:
+    large = [f"{path.relative_to(PACKAGE.parent)} ({lines} lines)" for path, _, lines in sources()
+             if lines > MAX_MODULE_LINES]
+    assert large == []
