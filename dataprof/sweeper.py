@@ -77,6 +77,8 @@ class _Sweep:
     runner: TrialRunner
     observer: Observer
     coordinator: Coordinator | None
+    environment: Environment
+    """The machine; probed again once the dataset has settled the device and framework."""
     started: float = dataclasses.field(default_factory=time.monotonic)
     trials: list[TrialResult] = dataclasses.field(default_factory=list)
     steps: list[SearchStep] = dataclasses.field(default_factory=list)
@@ -84,7 +86,6 @@ class _Sweep:
     dataset: DatasetInfo | None = None
     autotune: AutotuneRun | None = None
     checks: list[str] = dataclasses.field(default_factory=list)
-    environment: Environment | None = None
 
     @property
     def rank(self) -> RankInfo | None:
@@ -99,7 +100,6 @@ class _Sweep:
     def report(self, complete: bool) -> Report:
         """The Report of what was measured so far, decided."""
         runner = self.runner
-        assert self.environment is not None
         env = dataclasses.replace(self.environment, gpu_name=runner.gpu_name,
                                   start_method=runner.host_info.get("start_method"),
                                   sharing_strategy=runner.host_info.get("sharing_strategy"))
@@ -115,7 +115,6 @@ class _Sweep:
 
     def load(self) -> None:
         """Load the dataset in a probe, settle the settings; every rank agrees whether it loaded."""
-        self.environment = probe_environment(self.settings.device)  # device and framework settled once loaded
         try:
             self.dataset = self.runner.start()
             self.settings = self.runner.settings = resolve_settings(self.settings, self.runner.host_info,
@@ -144,7 +143,6 @@ class _Sweep:
             self.settings = runner.settings = check_persistent_epochs(settings, runner, self.checks)
         if not self.leader:
             return None
-        assert self.environment is not None
         budget = search_budget(self.settings, self.environment, self.dataset, runner.host_info)
         strategy = STRATEGIES[self.settings.strategy](self.settings.space, budget, self.settings.rules_of_thumb,
                                                       self.autotune.num_workers if self.autotune else None)
@@ -200,7 +198,7 @@ def run_sweep(
     settings' target and collate_fn, handed over by the Python API.
     """
     sweep = _Sweep(settings, TrialRunner(settings, args, observer, objects=objects or {}),
-                   observer or (lambda event, data: None), coordinator)
+                   observer or (lambda event, data: None), coordinator, probe_environment(settings.device))
     updated = on_update or (lambda report: None)
     try:
         sweep.observer("loading", {"target": settings.target})
