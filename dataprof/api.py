@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 from dataprof.config import RankInfo, SweepSettings
 from dataprof.inspection import Inspection
 from dataprof.model import Report
+from dataprof.runs import RunReport
 
 _Shown = TypeVar("_Shown", Report, Inspection)
 
@@ -165,3 +166,14 @@ def read_result(path: Path) -> Report:
         return Report.from_dict(data)
     except (KeyError, TypeError, ValueError) as exc:
         raise UsageError(f"{path}: malformed dataprof result ({type(exc).__name__}: {exc})") from exc
+
+
+def run(script: str, args: Iterable[str] = (), *, module: bool = False, max_steps: int | None = None,
+        seconds: float | None = None) -> RunReport:
+    """Run a training script (or ``module`` with ``module=True``) watched, as ``dataprof run`` does; its
+    RunReport with the verdict. The script runs in its own process, with its own output."""
+    from dataprof.measure.watcher import WatchSettings, watch
+    from dataprof.verdict import judge
+
+    return judge(watch(WatchSettings(target=script, args=tuple(args), module=module, max_steps=max_steps,
+                                     seconds=seconds)))

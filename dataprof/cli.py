@@ -7,10 +7,7 @@ Glue only: what to measure, decide and show lives in the layers below
 from __future__ import annotations
 
 import dataclasses
-import os
 import sys
-import tempfile
-import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,8 +15,9 @@ from typing import Any
 import click
 
 from dataprof.config import FRAMEWORKS
-from dataprof.errors import DataprofError, ExitCode, UsageError
+from dataprof.errors import ExitCode, UsageError
 from dataprof.gates import SEVERITY_ORDER
+from dataprof.output import console, guarded, write_atomic
 from dataprof.search import STRATEGIES
 from dataprof.version import __version__
 
@@ -29,47 +27,6 @@ STRATEGY_CHOICES = tuple(STRATEGIES)
 """``--strategy``: the search strategies, by name (adaptive first, the default)."""
 FAIL_ON_CHOICES = tuple(level for level in SEVERITY_ORDER if level != "info")
 """``--fail-on``: the finding severities that can fail a gate."""
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write via a temp file and rename, so readers never see half a document."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)  # as open() would create it, not mkstemp's owner-only mode
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def fail(exc: DataprofError, debug: bool) -> None:
-    """One line on stderr (the traceback too with --debug), then exit with the error's code."""
-    if debug:
-        traceback.print_exception(exc, file=sys.stderr)
-        if exc.detail:
-            click.echo(exc.detail, err=True)
-    click.echo(f"error: {exc}", err=True)
-    sys.exit(int(exc.exit_code))
-
-
-def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Turn DataprofError into one line on stderr and its exit code."""
-    import functools
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        debug = bool(kwargs.get("debug"))
-        try:
-            return fn(*args, **kwargs)
-        except DataprofError as exc:
-            fail(exc, debug)
-
-    return wrapper
 
 
 def _read(path: Path) -> Any:
@@ -225,7 +182,7 @@ def _lead(settings: Any, args: list[str], json_path: Path | None, resume: Any, c
     from dataprof.render import console as console_render
     from dataprof.sweeper import SweepInterrupted, SweepTargetError, run_sweep
 
-    out = _console()
+    out = console()
     observer, finish = make_observer(out)
     try:
         return run_sweep(settings, args, observer=observer, on_update=lambda report: _save(json_path, report),
@@ -256,7 +213,7 @@ def _finish(report: Any, gates: Any, baseline: Any, json_path: Path | None, html
     if gates.any():
         report = dataclasses.replace(report, gates=evaluate(report, gates, baseline))
         _save(json_path, report)
-    console_render.print_report(_console(), report)
+    console_render.print_report(console(), report)
     if json_path is not None:
         click.echo(f"wrote {json_path}", err=True)
     if html_path is not None:
@@ -283,13 +240,6 @@ def _rank_entry(params: dict[str, Any]) -> None:
     sweep.callback(**params)
 
 
-def _console() -> Any:
-    """The console the report is printed on (stdout)."""
-    from rich.console import Console
-
-    return Console()
-
-
 @main.command()
 @click.argument("run", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -302,7 +252,7 @@ def diagnose(run: Path, json_path: Path | None, debug: bool) -> None:
     from dataprof.render import console as console_render
 
     report = decide(_read(run))
-    console_render.print_report(_console(), report)
+    console_render.print_report(console(), report)
     if json_path is not None:
         write_atomic(json_path, report.to_json())
 
@@ -347,7 +297,7 @@ def inspect(target: str, args: tuple[str, ...], samples: int, seed: int, batch_s
     except Interrupted as exc:
         data, interrupted = exc.data, True
     inspection = analyse(data)
-    inspect_render.print_inspection(_console(), inspection)
+    inspect_render.print_inspection(console(), inspection)
     if json_path is not None:
         write_atomic(json_path, inspection.to_json())
         click.echo(f"wrote {json_path}", err=True)
@@ -374,7 +324,7 @@ def compare(old: Path, new: Path, max_regression: str, debug: bool) -> None:
 
     threshold = parse_percent(max_regression, "--max-regression")
     comparison = compare_runs(_read(old), _read(new))
-    print_comparison(_console(), comparison, threshold)
+    print_comparison(console(), comparison, threshold)
     if comparison.regressed(threshold):
         machines = "" if comparison.same_machine else " (across different environments)"
         click.echo(f"regression: recommended throughput {comparison.old_rate or 0:,.1f} → "
@@ -396,3 +346,36 @@ def report(run: Path, html_path: Path, debug: bool) -> None:
     html_render.check_available()
     write_atomic(html_path, html_render.render(_read(run)))
     click.echo(f"wrote {html_path}", err=True)
+
+
+@main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("-m", "module", is_flag=True, help="SCRIPT is a module name, run as python -m runs it.")
+@click.option("--max-steps", type=click.IntRange(min=1), default=None, metavar="N",
+              help="End the watch, and stop the script cleanly, once the busiest DataLoader delivered N batches "
+                   "(exit 0 with the report: a CI smoke test).")
+@click.option("--seconds", type=click.FloatRange(min=0.1), default=None, metavar="S",
+              help="End the watch, and stop the script, at the first batch after S seconds.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the run document (\"kind\": \"run\") here.")
+@click.option("--debug", is_flag=True, help="Show tracebacks.")
+@click.argument("script")
+@click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
+@guarded
+def run(module: bool, max_steps: int | None, seconds: float | None, json_path: Path | None, debug: bool,
+        script: str, script_args: tuple[str, ...]) -> None:
+    """Run SCRIPT [ARGS]... (your training, unchanged) and say whether it waits for data.
+
+    dataprof's options come before SCRIPT; everything after it is the script's own argv.
+    """
+    from dataprof.api import run as run_watched
+    from dataprof.render.run import print_run
+
+    report = run_watched(script, script_args, module=module, max_steps=max_steps, seconds=seconds)
+    print_run(console(), report)
+    if json_path is not None:
+        write_atomic(json_path, report.to_json())
+        click.echo(f"wrote {json_path}", err=True)
+    if not report.complete:
+        sys.exit(int(ExitCode.INTERRUPTED))
+    if report.ended_by is None and report.exit_code:
+        sys.exit(report.exit_code)

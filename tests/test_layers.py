@@ -15,14 +15,14 @@ PACKAGE = Path(__file__).resolve().parent.parent / "dataprof"
 
 LAYERS: dict[str, tuple[str, ...]] = {
     "data": ("dataprof.errors", "dataprof.units", "dataprof.version", "dataprof.config", "dataprof.measured",
-             "dataprof.model",
+             "dataprof.model", "dataprof.runs",
              "dataprof.inspection", "dataprof.stats"),
     "decisions": ("dataprof.search", "dataprof.recommend", "dataprof.diagnose", "dataprof.checks", "dataprof.gates",
-                  "dataprof.compare", "dataprof.decide"),
+                  "dataprof.compare", "dataprof.decide", "dataprof.verdict"),
     "measurement": ("dataprof.measure", "dataprof.backends", "dataprof.target"),
     "presentation": ("dataprof.render", "dataprof.progress"),
     "orchestration": ("dataprof.options", "dataprof.sweeper", "dataprof.distributed", "dataprof.api"),
-    "interface": ("dataprof.cli", "dataprof.__main__", "dataprof"),
+    "interface": ("dataprof.cli", "dataprof.output", "dataprof.__main__", "dataprof"),
 }
 """Each layer's modules (a package stands for every module in it)."""
 

@@ -33,6 +33,7 @@ from dataprof.measure.timing import (
     MIN_WINDOW_S,
     STEADY_CHECK_S,
     BatchLog,
+    batch_size_of,
     rate_spread,
     summarize,
     warmup_batches,
@@ -55,23 +56,6 @@ own, as in a long-running training process.
 """
 END_MARK_GRACE_S = 0.25
 """At the window's end the parent reads the workers' memory; the trial shuts them down only this long after."""
-
-
-def batch_size_of(batch: Any) -> int:
-    """Samples in a batch: the leading dimension of its first collated field, else its length.
-
-    ``default_collate`` gives tensors (or tuples/dicts of them) whose first
-    dimension is the batch; a custom collate may return a plain list of samples.
-    """
-    if hasattr(batch, "shape") and len(batch.shape) > 0:
-        return int(batch.shape[0])
-    if isinstance(batch, dict) and batch:
-        return batch_size_of(next(iter(batch.values())))
-    if isinstance(batch, (list, tuple)) and batch:
-        first = batch[0]
-        collated_field = (hasattr(first, "shape") and len(first.shape) > 0) or isinstance(first, dict)
-        return batch_size_of(first) if collated_field else len(batch)
-    return 1
 
 
 def run_trial(

@@ -1,0 +1,188 @@
+"""The parent of ``dataprof run``: start the user's script watched, sample its process tree from outside,
+collect its loaders' batch timings, and turn them into a RunReport (undecided).
+
+The script's own stdin, stdout and stderr are the terminal's; its timings
+arrive on a pipe of their own (``measure.watched``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from dataprof.errors import TargetError
+from dataprof.measure.environment import probe_environment
+from dataprof.measure.probes import NullGpuProbe, ProcessTreeProbe, SystemProbe
+from dataprof.measure.protocol import LineReader, Message
+from dataprof.measure.sampler import Sampler, summarize
+from dataprof.measure.timing import warmup_batches
+from dataprof.runs import LoaderRun, RunReport, RunResources
+from dataprof.stats import percentile
+from dataprof.version import __version__
+
+EXIT_GRACE_S = 10.0
+"""After Ctrl-C, how long the script has to end before it is killed."""
+
+
+@dataclass(frozen=True)
+class WatchSettings:
+    """What to run and how long to watch it."""
+
+    target: str
+    """The script's path, or the module's name with ``module``."""
+    args: tuple[str, ...] = ()
+    module: bool = False
+    max_steps: int | None = None
+    """End the watch (and the script) once the busiest loader delivered this many batches."""
+    seconds: float | None = None
+    """End the watch (and the script) at the first batch after this long."""
+    cwd: str = field(default_factory=os.getcwd)
+
+
+@dataclass
+class _Loader:
+    """A loader's registration and its batches as they arrive: (epoch, index, wait s, step s or -1, samples)."""
+
+    info: Message
+    rows: list[list[float]] = field(default_factory=list)
+    first_batch_s: dict[int, float] = field(default_factory=dict)
+
+
+def check_target(settings: WatchSettings) -> None:
+    """TargetError (exit 3) when the script does not exist or the module cannot be found."""
+    if settings.module:
+        sys.path.insert(0, settings.cwd)
+        try:
+            found = importlib.util.find_spec(settings.target) is not None
+        except (ImportError, ValueError):
+            found = False
+        finally:
+            sys.path.pop(0)
+        if not found:
+            raise TargetError(f"-m {settings.target}: no module of that name can be imported from {settings.cwd}")
+    elif not os.path.isfile(os.path.join(settings.cwd, settings.target)):
+        raise TargetError(f"{settings.target}: no such script")
+
+
+def watch(settings: WatchSettings) -> RunReport:
+    """Run the script watched until it ends (or the watch ends it); what was measured."""
+    check_target(settings)
+    read_fd, write_fd = os.pipe()
+    limits = json.dumps({"max_steps": settings.max_steps, "seconds": settings.seconds})
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
+    started = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-m", "dataprof.measure.watched", str(write_fd), limits,
+                             "module" if settings.module else "script", settings.target, *settings.args],
+                            pass_fds=(write_fd,), cwd=settings.cwd, env=env)
+    os.close(write_fd)
+    sampler = Sampler(ProcessTreeProbe(proc.pid), SystemProbe(), NullGpuProbe()).start()
+    loaders: dict[int, _Loader] = {}
+    outcome: dict[str, Any] = {}
+    interrupted = False
+    reader = LineReader(read_fd)
+    while True:
+        try:
+            if not _read(reader, loaders, outcome, sampler):
+                break
+        except KeyboardInterrupt:  # the script got the same Ctrl-C: give it time to end as it would
+            interrupted = True
+            _end(proc)
+    os.close(read_fd)
+    code = proc.wait()
+    sampler.stop()
+    ended_by = "Ctrl-C" if interrupted else outcome.get("ended")
+    return RunReport(
+        tool_version=__version__,
+        command=(("-m",) if settings.module else ()) + (settings.target, *settings.args),
+        environment=probe_environment("cpu"),
+        loaders=tuple(sorted((_loader_run(loader) for loader in loaders.values()), key=lambda r: -r.batches)),
+        resources=_resources(sampler),
+        wall_s=time.monotonic() - started,
+        exit_code=outcome.get("code", code if code >= 0 else None),
+        ended_by=ended_by,
+        complete=not interrupted,
+        notes=("GPU utilisation of a watched run is not sampled yet: the GPU fields are null",),
+    )
+
+
+def _read(reader: LineReader, loaders: dict[int, _Loader], outcome: dict[str, Any], sampler: Sampler) -> bool:
+    """Handle the events one read brings; False at the end of the pipe."""
+    if not select.select([reader.fd], [], [], 0.5)[0]:
+        return True
+    messages = reader.read()
+    if messages is None:
+        return False
+    for event in messages:
+        kind = event["ev"]
+        if kind == "loader":
+            loaders[event["loader"]] = _Loader(event)
+        elif kind == "batches":
+            loaders[event["loader"]].rows.extend(event["rows"])
+        elif kind == "epoch":
+            loaders[event["loader"]].first_batch_s[event["epoch"]] = event["first_batch_s"]
+            if sampler.samples.window_start is None:  # resources count from the first batch: not the imports
+                sampler.mark_window_start()
+        elif kind == "ended":
+            outcome["ended"] = event["why"]
+        elif kind == "exit":
+            outcome["code"] = event["code"]
+            sampler.mark_window_end()
+    return True
+
+
+def _end(proc: subprocess.Popen[bytes]) -> None:
+    """After Ctrl-C: wait for the script to end, then kill it."""
+    try:
+        proc.wait(timeout=EXIT_GRACE_S)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGKILL)
+
+
+def _loader_run(loader: _Loader) -> LoaderRun:
+    """One loader's figures: warm-up batches of each epoch left out of the steady state."""
+    info = loader.info
+    warmup = warmup_batches(int(info.get("num_workers") or 0), info.get("prefetch_factor"))
+    steady = [row for row in loader.rows if row[1] >= warmup and row[3] >= 0]
+    waits = [row[2] for row in steady]
+    steps = [row[3] for row in steady]
+    total = sum(waits) + sum(steps)
+    epochs = len({int(row[0]) for row in loader.rows})
+    return LoaderRun(
+        site=info["site"], dataset=info["dataset"], dataset_module=info.get("dataset_module"),
+        loader_class=info["loader_class"], batch_size=info.get("batch_size"), num_workers=info.get("num_workers"),
+        prefetch_factor=info.get("prefetch_factor"), persistent_workers=info.get("persistent_workers"),
+        pin_memory=info.get("pin_memory"), batches=len(loader.rows), epochs=epochs, steady_batches=len(steady),
+        samples_per_s=sum(row[4] for row in steady) / total if total > 0 else None,
+        data_wait_fraction=sum(waits) / total if total > 0 else None,
+        wait_ms=_ms_stats(waits), step_ms=_ms_stats(steps),
+        first_batch_s=tuple(loader.first_batch_s[e] for e in sorted(loader.first_batch_s)),
+    )
+
+
+def _ms_stats(seconds: Sequence[float]) -> dict[str, float] | None:
+    """p50, p95 and mean of ``seconds``, in milliseconds; None when empty."""
+    if not seconds:
+        return None
+    ms = [1000.0 * s for s in seconds]
+    return {"p50": percentile(ms, 50), "p95": percentile(ms, 95), "mean": sum(ms) / len(ms)}
+
+
+def _resources(sampler: Sampler) -> RunResources:
+    """The tree's CPU, memory and the machine's iowait over the watch."""
+    figures = summarize(sampler.samples)
+    cpu, main = figures["cpu_percent"], figures["main_cpu_percent"]
+    return RunResources(cpu_percent=cpu, main_cpu_percent=main,
+                        workers_cpu_percent=None if cpu is None or main is None else max(0.0, cpu - main),
+                        cpu_percent_system=figures["cpu_percent_system"], iowait_percent=figures["iowait_percent"],
+                        peak_memory_bytes=figures["peak_memory_bytes"], gpu_util_percent=figures["gpu_util_percent"],
+                        gpu_memory_bytes=figures["gpu_memory_bytes"])

@@ -1,0 +1,62 @@
+"""How the command line writes: files atomically, errors as one line with their exit code, the console."""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import tempfile
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from dataprof.errors import DataprofError
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write via a temp file and rename, so readers never see half a document."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # as open() would create it, not mkstemp's owner-only mode
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def fail(exc: DataprofError, debug: bool) -> None:
+    """One line on stderr (the traceback too with --debug), then exit with the error's code."""
+    if debug:
+        traceback.print_exception(exc, file=sys.stderr)
+        if exc.detail:
+            click.echo(exc.detail, err=True)
+    click.echo(f"error: {exc}", err=True)
+    sys.exit(int(exc.exit_code))
+
+
+def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn DataprofError into one line on stderr and its exit code."""
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        debug = bool(kwargs.get("debug"))
+        try:
+            return fn(*args, **kwargs)
+        except DataprofError as exc:
+            fail(exc, debug)
+
+    return wrapper
+
+
+def console() -> Any:
+    """The console the report is printed on (stdout)."""
+    from rich.console import Console
+
+    return Console()

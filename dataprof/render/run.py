@@ -1,0 +1,84 @@
+"""The rich console report of ``dataprof run``: the verdict first, then each loader, the resources, the next step."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+from rich.rule import Rule
+from rich.text import Text
+
+from dataprof.diagnose.facts import Thresholds
+from dataprof.render.console import SEVERITY_STYLE
+from dataprof.render.view import num
+from dataprof.runs import RunReport
+from dataprof.units import fmt_bytes
+from dataprof.verdict import TITLES, band
+
+
+def header(report: RunReport) -> Text:
+    """What was run, how it ended, on what."""
+    env = report.environment
+    if report.ended_by:
+        how = f"watch ended by {report.ended_by}"
+    else:
+        how = f"exit code {report.exit_code}" if report.exit_code is not None else "killed"
+    return Text(f"dataprof {report.tool_version} · run {' '.join(report.command)} · {report.wall_s:.1f} s, {how}\n"
+                f"{env.framework} {env.framework_version or '?'} · {env.cpu_reason}")
+
+
+def loader_lines(report: RunReport) -> list[Text]:
+    """Each DataLoader the script iterated, busiest first, in its steady state: two lines each."""
+    lines = [Text("DataLoaders (steady state: each epoch's first batches, the workers' start and prefetch, "
+                  "left out)", style="bold")]
+    for loader in report.loaders:
+        first = ", ".join(f"{s:.2f}" for s in loader.first_batch_s[:4]) + ("…" if len(loader.first_batch_s) > 4 else "")
+        wait = loader.data_wait_fraction
+        step = loader.step_ms or {}
+        lines.append(Text(f" {loader.site} · {loader.loader_class}({loader.dataset}, batch_size={loader.batch_size}, "
+                          f"num_workers={loader.num_workers}) · {loader.batches} batches in {loader.epochs} epoch(s)"))
+        share = "–" if wait is None else f"{wait:.0%} ({band(wait, Thresholds())})"
+        lines.append(Text(f"   {num(loader.samples_per_s, ',.1f')} samples/s · data wait {share} · next() p50 "
+                          f"{num((loader.wait_ms or {}).get('p50'), '.1f')} ms · step p50 "
+                          f"{num(step.get('p50'), '.1f')} ms, p95 {num(step.get('p95'), '.1f')} ms · "
+                          f"first batch {first or '–'} s"))
+    return lines
+
+
+def resources(report: RunReport) -> Text:
+    """CPU of the training process and of its workers, memory, and the GPU."""
+    res = report.resources
+    gpu = "GPU not sampled" if res.gpu_util_percent is None else f"GPU {res.gpu_util_percent:.0f}%"
+    main = None if res.main_cpu_percent is None else res.main_cpu_percent / 100
+    workers = None if res.workers_cpu_percent is None else res.workers_cpu_percent / 100
+    return Text(f"CPU: training process {num(main, '.2f')} cores, workers {num(workers, '.2f')} cores "
+                f"(of {report.environment.usable_cpus} usable) · machine {num(res.cpu_percent_system, '.0f')}%, "
+                f"iowait {num(res.iowait_percent, '.0f')}% · peak PSS {fmt_bytes(res.peak_memory_bytes)} · {gpu}")
+
+
+def print_run(console: Console, report: RunReport) -> None:
+    """Print the whole run report on ``console``."""
+    console.print(header(report))
+    if report.verdict is not None:
+        verdict = report.verdict
+        console.print(Rule(Text(f"Verdict: {TITLES.get(verdict.id, verdict.id)} ({verdict.severity})",
+                                style=SEVERITY_STYLE.get(verdict.severity, "")), align="left"))
+        console.print(Text(verdict.evidence))
+        console.print(Text("→ " + verdict.recommendation, style="bold"))
+    for line in loader_lines(report):
+        console.print(line)
+    console.print(resources(report))
+    if report.next_command:
+        console.print("next: measure the settings that feed this step fastest:", style="dim")
+        console.print(report.next_command, style="bold green", soft_wrap=True, markup=False, highlight=False)
+    if not report.complete:
+        console.print("Partial result: the watch was interrupted.", style="yellow")
+    for note in report.notes:
+        console.print(f"note: {note}", style="dim", markup=False)
+
+
+def render(report: RunReport, width: int = 120) -> str:
+    """Plain text of the run report (no colour), as a test or a log would see it."""
+    buffer = io.StringIO()
+    print_run(Console(width=width, file=buffer, color_system=None), report)
+    return buffer.getvalue()

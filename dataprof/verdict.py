@@ -1,0 +1,102 @@
+"""``dataprof run``'s decisions: does the training wait for data, how much, why, and what to run next. Pure.
+
+The bands are the ones users know (TensorFlow's input-pipeline analyzer draws
+the same lines): under 5% of the step waiting for data is fine, 5–20% is
+moderate, from 20% the training is input-bound. Why it waits comes from the
+same facts as a sweep's diagnosis: workers saturating the usable CPUs, the
+main process saturated, no workers at all, or none of these (waiting on
+something other than CPU).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from dataprof.diagnose.facts import Thresholds
+from dataprof.model import Finding
+from dataprof.runs import LoaderRun, RunReport
+
+TITLES = {
+    "model_bound": "model-bound: the loader keeps up",
+    "cpu_bound": "waits for data: the workers use the CPUs up",
+    "main_process_bound": "waits for data: the training process is saturated",
+    "main_process_loading": "waits for data: batches load in the training process",
+    "io_bound": "waits for data: samples wait on something other than CPU",
+    "too_short": "too short to judge",
+    "no_loader": "no DataLoader iterated",
+}
+"""Human names of the verdict ids (the ids are the JSON contract)."""
+
+MAIN_SATURATED_PERCENT = 90.0
+"""CPU of the training process (100 = one core) from which its own loop is the limit."""
+
+
+def judge(report: RunReport, thresholds: Thresholds | None = None) -> RunReport:
+    """``report`` with its verdict on the busiest loader and the ``dataprof sweep`` to run next."""
+    th = thresholds or Thresholds()
+    if not report.loaders:
+        return dataclasses.replace(report, verdict=Finding(
+            id="no_loader", severity="info", evidence="the script iterated no torch DataLoader while watched",
+            recommendation="Run the script's training part (dataprof watches torch.utils.data.DataLoader "
+                           "iterators, subclasses included)."), next_command=None)
+    loader = report.loaders[0]
+    return dataclasses.replace(report, verdict=_verdict(report, loader, th), next_command=next_command(report, loader))
+
+
+def band(share: float, th: Thresholds) -> str:
+    """``fine`` (< 5%), ``moderate`` (5–20%) or ``input-bound`` (≥ 20%) for a data-wait share."""
+    if share < th.model_bound_wait:
+        return "fine"
+    return "moderate" if share < th.critical_wait else "input-bound"
+
+
+def _verdict(report: RunReport, loader: LoaderRun, th: Thresholds) -> Finding:
+    share = loader.data_wait_fraction
+    if share is None or loader.step_ms is None:
+        return Finding(id="too_short", severity="info",
+                       evidence=f"{loader.site}: {loader.batches} batches, too few past each epoch's warm-up",
+                       recommendation="Watch longer (more steps) to measure the steady state.")
+    step = loader.step_ms["p50"]
+    wait = (loader.wait_ms or {}).get("p50", 0.0)
+    numbers = (f"{loader.site} ({loader.dataset}, batch {loader.batch_size}, num_workers={loader.num_workers}): "
+               f"waiting for data {share:.0%} of each iteration (next() p50 {wait:.1f} ms, step p50 {step:.1f} ms, "
+               f"{loader.samples_per_s or 0:,.0f} samples/s)")
+    level = band(share, th)
+    if level == "fine":
+        return Finding(id="model_bound", severity="info", evidence=numbers,
+                       recommendation="The loader is not your bottleneck: the step itself sets the pace.")
+    severity = "warning" if level == "moderate" else "critical"
+    res, usable = report.resources, report.environment.usable_cpus
+    workers = loader.num_workers or 0
+    if workers and res.workers_cpu_percent is not None and res.workers_cpu_percent >= th.cpu_saturated * usable * 100:
+        return Finding(id="cpu_bound", severity=severity,
+                       evidence=f"{numbers}; the workers use {res.workers_cpu_percent / 100:.1f} of {usable} CPUs",
+                       recommendation="The samples' CPU cost is the limit: make each sample cheaper (decode less, "
+                                      "cache, move augmentation to the GPU) or run on more CPUs.")
+    if res.main_cpu_percent is not None and res.main_cpu_percent >= MAIN_SATURATED_PERCENT and workers:
+        return Finding(id="main_process_bound", severity=severity,
+                       evidence=f"{numbers}; the training process uses {res.main_cpu_percent / 100:.1f} cores",
+                       recommendation="The main process is saturated (receiving batches, the step's own CPU work): "
+                                      "return fewer, larger tensors per batch, or take CPU work out of the step.")
+    if workers == 0:
+        return Finding(id="main_process_loading", severity=severity, evidence=f"{numbers}; no worker processes",
+                       recommendation="Load in worker processes: sweep num_workers with the command below.")
+    return Finding(id="io_bound", severity=severity,
+                   evidence=f"{numbers}; the CPUs are not saturated"
+                            + ("" if res.cpu_percent is None else f" (the tree uses {res.cpu_percent / 100:.1f} "
+                                                                  f"of {usable})"),
+                   recommendation="Samples wait on something other than CPU (storage, network, locks): more "
+                                  "workers or a larger prefetch_factor hide it; the sweep below measures how many.")
+
+
+def next_command(report: RunReport, loader: LoaderRun) -> str:
+    """``dataprof sweep <dataset> --batch-size B --step-ms <measured step p50>``: the measured step replaces
+    the guess. A dataset class defined in the script itself is named through the script's path."""
+    script = report.command[1] if report.command[:1] == ("-m",) else report.command[0] if report.command else "?"
+    module = loader.dataset_module
+    if module in (None, "__main__"):
+        target = f"{script.replace('.', '/') + '.py' if report.command[:1] == ('-m',) else script}:{loader.dataset}"
+    else:
+        target = f"{module}:{loader.dataset}"
+    step = f" --step-ms {loader.step_ms['p50']:.1f}" if loader.step_ms else ""
+    return f"dataprof sweep {target} --batch-size {loader.batch_size or 1}{step}"

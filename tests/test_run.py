@@ -1,0 +1,185 @@
+"""``dataprof run``: the script runs as python runs it, its loaders are timed, the verdict follows the bands."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from dataprof.measure.protocol import Message
+from dataprof.measure.watched import Recorder, WatchedIterator, patch_dataloader
+from dataprof.model import Environment
+from dataprof.runs import LoaderRun, RunReport, RunResources
+from dataprof.verdict import judge
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = "tests/fixtures/train_script.py"
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.sent: list[Message] = []
+
+    def send(self, message: Message) -> None:
+        self.sent.append(message)
+
+
+class FakeLoader:
+    """A DataLoader's protocol, as a torch one would be patched."""
+
+    def __init__(self, batches: list[Any], batch_size: int = 2) -> None:
+        self.batches, self.batch_size, self.num_workers, self.dataset = batches, batch_size, 0, object()
+
+    def __iter__(self) -> Any:
+        return iter(self.batches)
+
+
+def test_a_watched_loader_yields_the_same_batches_and_records_each() -> None:
+    sink = Sink()
+    recorder = Recorder(sink, max_steps=None, seconds=None)  # type: ignore[arg-type]
+    module = types.SimpleNamespace(DataLoader=type("DataLoader", (FakeLoader,), {}))
+    patch_dataloader(module, recorder)  # type: ignore[arg-type]
+    batches = [[1, 2], [3, 4], [5, 6]]
+    loader = module.DataLoader(batches)
+    assert list(loader) == batches and list(loader) == batches  # two epochs, unchanged
+    recorder.flush()
+    rows = [row for m in sink.sent if m["ev"] == "batches" for row in m["rows"]]
+    assert [(row[0], row[1]) for row in rows] == [(1, 0), (1, 1), (1, 2), (2, 0), (2, 1), (2, 2)]
+    assert sink.sent[0]["ev"] == "loader" and sink.sent[0]["site"].startswith("tests/test_run.py:")
+    assert isinstance(iter(loader), WatchedIterator)
+
+
+def test_max_steps_ends_the_loop_from_inside() -> None:
+    recorder = Recorder(Sink(), max_steps=2, seconds=None)  # type: ignore[arg-type]
+    module = types.SimpleNamespace(DataLoader=type("DataLoader", (FakeLoader,), {}))
+    patch_dataloader(module, recorder)  # type: ignore[arg-type]
+    taken = []
+    with pytest.raises(BaseException, match="--max-steps 2"):
+        for batch in module.DataLoader([[1], [2], [3], [4]]):
+            taken.append(batch)
+    assert taken == [[1], [2]]
+
+
+def _report(wait: float, workers: int = 2, workers_cpu: float | None = 20.0, main_cpu: float = 30.0,
+            module: str = "__main__") -> RunReport:
+    env = Environment(cpu_count=2, usable_cpus=2, cpu_reason="2 usable CPUs", ram_bytes=8 << 30,
+                      available_ram_bytes=4 << 30, python="3.11", torch="2.13", device="cpu")
+    loader = LoaderRun(site="train.py:40", dataset="Images", dataset_module=module, loader_class="DataLoader",
+                       batch_size=32, num_workers=workers, prefetch_factor=2, persistent_workers=True,
+                       pin_memory=False, batches=500, epochs=1, steady_batches=490, samples_per_s=800.0,
+                       data_wait_fraction=wait, wait_ms={"p50": 10 * wait, "p95": 20 * wait, "mean": 10 * wait},
+                       step_ms={"p50": 40.0, "p95": 45.0, "mean": 41.0}, first_batch_s=(0.8,))
+    return RunReport(tool_version="0", command=("train.py", "--epochs", "1"), environment=env, loaders=(loader,),
+                     resources=RunResources(cpu_percent=(workers_cpu or 0) + main_cpu, main_cpu_percent=main_cpu,
+                                            workers_cpu_percent=workers_cpu), wall_s=30.0, exit_code=0)
+
+
+@pytest.mark.parametrize(("wait", "kwargs", "verdict", "severity"), [
+    (0.02, {}, "model_bound", "info"),
+    (0.10, {}, "io_bound", "warning"),
+    (0.45, {"workers_cpu": 190.0}, "cpu_bound", "critical"),
+    (0.30, {"main_cpu": 99.0}, "main_process_bound", "critical"),
+    (0.60, {"workers": 0, "workers_cpu": None}, "main_process_loading", "critical"),
+])
+def test_the_verdict_follows_the_bands_and_the_cpu_facts(wait: float, kwargs: dict[str, Any], verdict: str,
+                                                         severity: str) -> None:
+    judged = judge(_report(wait, **kwargs))
+    assert judged.verdict is not None and (judged.verdict.id, judged.verdict.severity) == (verdict, severity)
+    assert f"{wait:.0%}" in judged.verdict.evidence
+
+
+def test_the_next_step_is_a_sweep_with_the_measured_step() -> None:
+    assert judge(_report(0.3)).next_command == "dataprof sweep train.py:Images --batch-size 32 --step-ms 40.0"
+    assert judge(_report(0.3, module="mypkg.data")).next_command.startswith("dataprof sweep mypkg.data:Images ")
+
+
+def test_the_run_document_round_trips() -> None:
+    report = judge(_report(0.3))
+    data = json.loads(report.to_json())
+    assert data["kind"] == "run" and data["loaders"][0]["data_wait_fraction"] == 0.3
+    assert data["loaders"][0]["gpu_util_percent"] is None
+    assert RunReport.from_dict(data) == report
+    assert dataclasses.asdict(RunReport.from_dict(data).loaders[0]) == dataclasses.asdict(report.loaders[0])
+
+
+def dataprof_run(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "dataprof", "run", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=300, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+
+
+@pytest.mark.slow
+def test_the_script_sees_what_python_gives_it_and_the_same_batches(tmp_path: Path) -> None:
+    plain, watched = tmp_path / "plain.json", tmp_path / "watched.json"
+    common = ["--epochs", "2", "--workers", "2", "--length", "64"]
+    subprocess.run([sys.executable, SCRIPT, *common, "--record", str(plain)], cwd=ROOT, check=True,
+                   capture_output=True)
+    done = dataprof_run("--json", str(tmp_path / "run.json"), SCRIPT, *common, "--record", str(watched))
+    assert done.returncode == 0, done.stderr
+    seen, expected = json.loads(watched.read_text()), json.loads(plain.read_text())
+    assert seen["batches"] == expected["batches"] and seen["name"] == "__main__"
+    assert seen["argv"] == [SCRIPT, *common, "--record", str(watched)]
+    assert "trained on 16 batches" in done.stdout
+    doc = json.loads((tmp_path / "run.json").read_text())
+    loader = doc["loaders"][0]
+    assert (loader["batches"], loader["epochs"], loader["num_workers"]) == (16, 2, 2)
+    assert loader["site"] == f"{SCRIPT}:41" and len(loader["first_batch_s"]) == 2
+
+
+@pytest.mark.slow
+def test_the_scripts_exit_code_and_traceback_are_its_own() -> None:
+    done = dataprof_run(SCRIPT, "--exit-code", "7")
+    assert done.returncode == 7 and "exit code 7" in " ".join(done.stdout.split())
+    raised = dataprof_run(SCRIPT, "--raise-at", "5")
+    assert raised.returncode == 1
+    assert "RuntimeError: the step failed at batch 5" in raised.stderr and "train_script.py" in raised.stderr
+    assert "dataprof/measure" not in raised.stderr and "runpy" not in raised.stderr
+    assert "DataLoaders" in raised.stdout  # what was measured is still reported
+
+
+@pytest.mark.slow
+def test_max_steps_stops_the_script_cleanly_with_no_worker_left(tmp_path: Path) -> None:
+    out = tmp_path / "run.json"
+    done = dataprof_run("--max-steps", "10", "--json", str(out), SCRIPT, "--workers", "2", "--epochs", "50")
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(out.read_text())
+    assert doc["ended_by"] == "--max-steps 10 reached" and doc["loaders"][0]["batches"] == 10
+    assert "trained on" not in done.stdout  # the script was stopped, not run to its end
+    left = [p for p in psutil.process_iter(["cmdline"]) if SCRIPT in " ".join(p.info["cmdline"] or [])]
+    assert left == []
+
+
+@pytest.mark.slow
+def test_a_missing_script_or_module_is_one_line_and_exit_3() -> None:
+    for args in (["no_such_script.py"], ["-m", "no_such_module_xyz"]):
+        done = dataprof_run(*args)
+        assert done.returncode == 3 and done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+
+
+@pytest.mark.slow
+def test_ctrl_c_keeps_the_partial_report_and_exits_130(tmp_path: Path) -> None:
+    import signal
+    import time
+
+    out = tmp_path / "run.json"
+    proc = subprocess.Popen([sys.executable, "-m", "dataprof", "run", "--json", str(out), SCRIPT, "--workers", "2",
+                             "--epochs", "1000"], cwd=ROOT, start_new_session=True, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ, PYTHONPATH=str(ROOT)),
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.monotonic() + 120
+    while len(psutil.Process(proc.pid).children(recursive=True)) < 3 and time.monotonic() < deadline:
+        time.sleep(0.2)  # the script and its two workers: batches are flowing
+    time.sleep(1.0)
+    os.killpg(proc.pid, signal.SIGINT)
+    stdout, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    doc = json.loads(out.read_text())
+    assert doc["ended_by"] == "Ctrl-C" and doc["complete"] is False and doc["loaders"][0]["batches"] > 0
+    assert "Partial result" in stdout
