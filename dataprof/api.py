@@ -157,8 +157,8 @@ def read_result(path: Path) -> Report:
     if not isinstance(data, dict) or not isinstance(data.get("tool"), dict) \
             or data["tool"].get("name") != "dataprof":
         raise UsageError(f"{path}: not a dataprof result (no tool.name = dataprof)")
-    if data.get("kind") == "inspect":
-        raise UsageError(f"{path}: a `dataprof inspect` result, not a sweep result")
+    if data.get("kind") in ("inspect", "run"):
+        raise UsageError(f"{path}: a `dataprof {data['kind']}` result, not a sweep result")
     if data.get("schema_version") != SCHEMA_VERSION:
         raise UsageError(f"{path}: schema_version {data.get('schema_version')!r} is not supported "
                          f"(this dataprof reads {SCHEMA_VERSION})")

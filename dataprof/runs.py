@@ -27,6 +27,8 @@ class LoaderRun:
     dataset: str
     """The dataset's class name."""
     dataset_module: str | None
+    dataset_file: str | None
+    """The file defining the dataset's class (relative to where the script ran, when under it)."""
     loader_class: str
     batch_size: int | None
     num_workers: int | None

@@ -91,12 +91,12 @@ def _verdict(report: RunReport, loader: LoaderRun, th: Thresholds) -> Finding:
 
 def next_command(report: RunReport, loader: LoaderRun) -> str:
     """``dataprof sweep <dataset> --batch-size B --step-ms <measured step p50>``: the measured step replaces
-    the guess. A dataset class defined in the script itself is named through the script's path."""
-    script = report.command[1] if report.command[:1] == ("-m",) else report.command[0] if report.command else "?"
-    module = loader.dataset_module
-    if module in (None, "__main__"):
-        target = f"{script.replace('.', '/') + '.py' if report.command[:1] == ('-m',) else script}:{loader.dataset}"
+    the guess. The dataset is named by its file when that lies under the directory the script ran in (a
+    class in the script itself included), else by its module."""
+    path = loader.dataset_file
+    if path is not None and not path.startswith("/") or loader.dataset_module in (None, "__main__"):
+        target = f"{path or '?'}:{loader.dataset}"
     else:
-        target = f"{module}:{loader.dataset}"
+        target = f"{loader.dataset_module}:{loader.dataset}"
     step = f" --step-ms {loader.step_ms['p50']:.1f}" if loader.step_ms else ""
     return f"dataprof sweep {target} --batch-size {loader.batch_size or 1}{step}"

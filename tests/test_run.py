@@ -72,7 +72,9 @@ def _report(wait: float, workers: int = 2, workers_cpu: float | None = 20.0, mai
             module: str = "__main__") -> RunReport:
     env = Environment(cpu_count=2, usable_cpus=2, cpu_reason="2 usable CPUs", ram_bytes=8 << 30,
                       available_ram_bytes=4 << 30, python="3.11", torch="2.13", device="cpu")
-    loader = LoaderRun(site="train.py:40", dataset="Images", dataset_module=module, loader_class="DataLoader",
+    loader = LoaderRun(site="train.py:40", dataset="Images", dataset_module=module,
+                       dataset_file="train.py" if module == "__main__" else "/site-packages/mypkg/data.py",
+                       loader_class="DataLoader",
                        batch_size=32, num_workers=workers, prefetch_factor=2, persistent_workers=True,
                        pin_memory=False, batches=500, epochs=1, steady_batches=490, samples_per_s=800.0,
                        data_wait_fraction=wait, wait_ms={"p50": 10 * wait, "p95": 20 * wait, "mean": 10 * wait},

@@ -56,6 +56,7 @@ class Recorder:
         number = len(self.loaders)
         info = {"loader": number, "site": site, "dataset": type(getattr(loader, "dataset", None)).__name__,
                 "dataset_module": type(getattr(loader, "dataset", None)).__module__,
+                "dataset_file": _source_file(type(getattr(loader, "dataset", None))),
                 "loader_class": type(loader).__name__, "batch_size": getattr(loader, "batch_size", None),
                 "num_workers": getattr(loader, "num_workers", None),
                 "prefetch_factor": getattr(loader, "prefetch_factor", None),
@@ -125,6 +126,15 @@ class WatchedIterator:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
+
+
+def _source_file(cls: type) -> str | None:
+    """The file defining ``cls``, relative to the current directory when under it; None if unknown."""
+    path = getattr(sys.modules.get(cls.__module__), "__file__", None)
+    if not path:
+        return None
+    relative = os.path.relpath(path)
+    return path if relative.startswith("..") else relative
 
 
 def _caller_site() -> str:

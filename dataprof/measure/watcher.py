@@ -159,6 +159,7 @@ def _loader_run(loader: _Loader) -> LoaderRun:
     epochs = len({int(row[0]) for row in loader.rows})
     return LoaderRun(
         site=info["site"], dataset=info["dataset"], dataset_module=info.get("dataset_module"),
+        dataset_file=info.get("dataset_file"),
         loader_class=info["loader_class"], batch_size=info.get("batch_size"), num_workers=info.get("num_workers"),
         prefetch_factor=info.get("prefetch_factor"), persistent_workers=info.get("persistent_workers"),
         pin_memory=info.get("pin_memory"), batches=len(loader.rows), epochs=epochs, steady_batches=len(steady),
