@@ -177,3 +177,23 @@ def run(script: str, args: Iterable[str] = (), *, module: bool = False, max_step
 
     return judge(watch(WatchSettings(target=script, args=tuple(args), module=module, max_steps=max_steps,
                                      seconds=seconds)))
+
+
+def read_run(path: Path) -> RunReport:
+    """Load a saved ``dataprof run --json`` document; UsageError if it is not one. Never evaluates the file."""
+    import json
+
+    from dataprof.errors import UsageError
+    from dataprof.model import SCHEMA_VERSION
+    from dataprof.runs import KIND
+
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{path}: cannot read a JSON result ({exc})") from exc
+    if not isinstance(data, dict) or data.get("kind") != KIND or data.get("schema_version") != SCHEMA_VERSION:
+        raise UsageError(f"{path}: not a dataprof run document of schema_version {SCHEMA_VERSION}")
+    try:
+        return RunReport.from_dict(data)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise UsageError(f"{path}: malformed dataprof run document ({type(exc).__name__}: {exc})") from exc

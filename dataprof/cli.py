@@ -348,34 +348,11 @@ def report(run: Path, html_path: Path, debug: bool) -> None:
     click.echo(f"wrote {html_path}", err=True)
 
 
-@main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
-@click.option("-m", "module", is_flag=True, help="SCRIPT is a module name, run as python -m runs it.")
-@click.option("--max-steps", type=click.IntRange(min=1), default=None, metavar="N",
-              help="End the watch, and stop the script cleanly, once the busiest DataLoader delivered N batches "
-                   "(exit 0 with the report: a CI smoke test).")
-@click.option("--seconds", type=click.FloatRange(min=0.1), default=None, metavar="S",
-              help="End the watch, and stop the script, at the first batch after S seconds.")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Write the run document (\"kind\": \"run\") here.")
-@click.option("--debug", is_flag=True, help="Show tracebacks.")
-@click.argument("script")
-@click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
-@guarded
-def run(module: bool, max_steps: int | None, seconds: float | None, json_path: Path | None, debug: bool,
-        script: str, script_args: tuple[str, ...]) -> None:
-    """Run SCRIPT [ARGS]... (your training, unchanged) and say whether it waits for data.
+def _add_commands() -> None:
+    """Commands that live in modules of their own."""
+    from dataprof.cli_run import run
 
-    dataprof's options come before SCRIPT; everything after it is the script's own argv.
-    """
-    from dataprof.api import run as run_watched
-    from dataprof.render.run import print_run
+    main.add_command(run)
 
-    report = run_watched(script, script_args, module=module, max_steps=max_steps, seconds=seconds)
-    print_run(console(), report)
-    if json_path is not None:
-        write_atomic(json_path, report.to_json())
-        click.echo(f"wrote {json_path}", err=True)
-    if not report.complete:
-        sys.exit(int(ExitCode.INTERRUPTED))
-    if report.ended_by is None and report.exit_code:
-        sys.exit(report.exit_code)
+
+_add_commands()

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from dataprof.compare import compare
 from dataprof.model import GateResult, Report
+from dataprof.runs import RunReport
 
 SEVERITY_ORDER = {"info": 0, "warning": 1, "critical": 2}
 
@@ -74,3 +75,54 @@ def _num(value: float | None) -> str:
 
 def _pct(value: float | None) -> str:
     return "no throughput" if value is None else f"{100 * value:+.1f}%"
+
+
+@dataclass(frozen=True)
+class RunGates:
+    """The thresholds ``dataprof run`` was given (None: that gate is off); they judge the busiest loader."""
+
+    max_data_wait: float | None = None
+    """Largest allowed steady-state data-wait share (0.1 = 10% of each iteration)."""
+    min_gpu_util: float | None = None
+    """Smallest allowed mean GPU utilisation (%)."""
+    min_throughput: float | None = None
+    """Smallest allowed steady-state samples/s."""
+    max_regression: float | None = None
+    """Largest allowed fall of samples/s against the ``--baseline`` run (0.1 = 10%)."""
+
+    def any(self) -> bool:
+        """Whether any gate is on."""
+        return any(v is not None for v in (self.max_data_wait, self.min_gpu_util, self.min_throughput,
+                                           self.max_regression))
+
+
+def evaluate_run(report: RunReport, gates: RunGates, baseline: RunReport | None = None) -> tuple[GateResult, ...]:
+    """Each gate that is on, passed or failed, with the numbers it compared (a figure not measured fails)."""
+    loader = report.loaders[0] if report.loaders else None
+    rate = loader.samples_per_s if loader else None
+    results = []
+    if gates.max_data_wait is not None:
+        wait = loader.data_wait_fraction if loader else None
+        ok = wait is not None and wait <= gates.max_data_wait
+        what = "not measured (no steady-state batch)" if wait is None else f"{100 * wait:.1f}%"
+        results.append(GateResult("max_data_wait", ok, wait, gates.max_data_wait,
+                                  f"data wait {what} {'≤' if ok else '>'} {100 * gates.max_data_wait:g}%"))
+    if gates.min_gpu_util is not None:
+        util = report.resources.gpu_util_percent
+        ok = util is not None and util >= gates.min_gpu_util
+        what = "not measured (no NVIDIA GPU used)" if util is None else f"{util:.1f}%"
+        results.append(GateResult("min_gpu_util", ok, util, gates.min_gpu_util,
+                                  f"GPU utilisation {what} {'≥' if ok else '<'} {gates.min_gpu_util:g}%"))
+    if gates.min_throughput is not None:
+        ok = rate is not None and rate >= gates.min_throughput
+        results.append(GateResult("min_throughput", ok, rate, gates.min_throughput,
+                                  f"throughput {_num(rate)} samples/s {'≥' if ok else '<'} "
+                                  f"{gates.min_throughput:,.1f}"))
+    if gates.max_regression is not None and baseline is not None:
+        old = baseline.loaders[0].samples_per_s if baseline.loaders else None
+        change = rate / old - 1 if rate is not None and old else None
+        ok = change is not None and change >= -gates.max_regression
+        results.append(GateResult("max_regression", ok, change, -gates.max_regression,
+                                  f"throughput {_num(old)} → {_num(rate)} samples/s ({_pct(change)}; allowed "
+                                  f"−{100 * gates.max_regression:g}%)"))
+    return tuple(results)

@@ -12,7 +12,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from dataprof.model import SCHEMA_VERSION, Environment, Finding, to_json
+from dataprof.model import SCHEMA_VERSION, Environment, Finding, GateResult, to_json
 
 KIND = "run"
 """The document's ``kind``: a sweep's document has none, ``dataprof inspect``'s is ``inspect``."""
@@ -95,6 +95,8 @@ class RunReport:
     next_command: str | None = None
     """The ``dataprof sweep …`` to run next, with the measured step."""
     notes: tuple[str, ...] = field(default_factory=tuple)
+    gates: tuple[GateResult, ...] = ()
+    """The CI gates given (``--max-data-wait``, …), passed or failed."""
 
     def to_dict(self) -> dict[str, Any]:
         """The ``dataprof run --json`` document (docs/run.md)."""
@@ -114,6 +116,7 @@ class RunReport:
             "verdict": None if self.verdict is None else dataclasses.asdict(self.verdict),
             "next_command": self.next_command,
             "notes": list(self.notes),
+            "gates": [dataclasses.asdict(g) for g in self.gates],
         }
 
     def to_json(self) -> str:
@@ -140,4 +143,5 @@ class RunReport:
             verdict=None if data.get("verdict") is None else Finding(**data["verdict"]),
             next_command=data.get("next_command"),
             notes=tuple(data.get("notes", ())),
+            gates=tuple(GateResult(**g) for g in data.get("gates", ())),
         )

@@ -185,3 +185,55 @@ def test_ctrl_c_keeps_the_partial_report_and_exits_130(tmp_path: Path) -> None:
     doc = json.loads(out.read_text())
     assert doc["ended_by"] == "Ctrl-C" and doc["complete"] is False and doc["loaders"][0]["batches"] > 0
     assert "Partial result" in stdout
+
+
+def test_run_gates_pass_and_fail_with_their_numbers() -> None:
+    from dataprof.gates import RunGates, evaluate_run
+
+    report = judge(_report(0.3))
+    results = {g.gate: g for g in evaluate_run(report, RunGates(max_data_wait=0.1, min_throughput=500.0,
+                                                                min_gpu_util=50.0))}
+    assert not results["max_data_wait"].passed and "30.0% > 10%" in results["max_data_wait"].message
+    assert results["min_throughput"].passed
+    assert not results["min_gpu_util"].passed and "not measured" in results["min_gpu_util"].message
+    faster = dataclasses.replace(report, loaders=(dataclasses.replace(report.loaders[0], samples_per_s=1000.0),))
+    regression = evaluate_run(report, RunGates(max_regression=0.1), baseline=faster)[0]
+    assert not regression.passed and "−20.0%" in regression.message.replace("-", "−")
+    assert evaluate_run(faster, RunGates(max_regression=0.1), baseline=report)[0].passed
+
+
+def test_a_used_gpu_is_sampled_through_nvml_and_its_absence_said() -> None:
+    from dataprof.measure import watcher
+
+    class Marks:
+        gpu_probe: Any = None
+
+        def mark_window_start(self) -> None: ...
+
+        def mark_window_end(self) -> None: ...
+
+    read_fd, write_fd = os.pipe()
+    os.write(write_fd, b'{"ev": "device", "device": "cuda:0", "uuid": "abc", "pci_bus_id": null, "name": "H200"}\n')
+    os.close(write_fd)
+    marks, outcome = Marks(), {}
+    opened = []
+    original = watcher.NvmlProbe.open
+    watcher.NvmlProbe.open = lambda uuid, pci: opened.append(uuid) or "probe"  # type: ignore[assignment,method-assign]
+    try:
+        assert watcher._read(watcher.LineReader(read_fd), {}, outcome, marks)  # type: ignore[arg-type]
+    finally:
+        watcher.NvmlProbe.open = original  # type: ignore[method-assign]
+        os.close(read_fd)
+    assert opened == ["abc"] and marks.gpu_probe == "probe" and outcome["device"] == "cuda:0"
+    assert watcher._gpu_note(outcome) == ()
+    assert "no CUDA device" in watcher._gpu_note({})[0]
+
+
+@pytest.mark.slow
+def test_gates_on_a_watched_run_exit_1_naming_the_gate(tmp_path: Path) -> None:
+    out = tmp_path / "run.json"
+    failed = dataprof_run("--max-data-wait", "1%", "--json", str(out), SCRIPT)
+    assert failed.returncode == 1 and "gate failed: max_data_wait" in failed.stderr
+    assert json.loads(out.read_text())["gates"][0]["passed"] is False  # the report is still written
+    passed = dataprof_run("--max-data-wait", "99%", "--baseline", str(out), "--max-regression", "50%", SCRIPT)
+    assert passed.returncode == 0, passed.stderr

@@ -118,13 +118,18 @@ class CudaConsumer(_MatmulConsumer):
 
     def device_ids(self) -> dict[str, str | None]:
         """UUID and PCI bus id, to match the NVML handle to this torch device."""
-        props = self.torch.cuda.get_device_properties(self.device)
-        uuid = getattr(props, "uuid", None)
-        bus = getattr(props, "pci_bus_id", None)
-        domain = getattr(props, "pci_domain_id", None)
-        device_id = getattr(props, "pci_device_id", None)
-        pci = None if bus is None else f"{domain or 0:08x}:{bus:02x}:{device_id or 0:02x}.0"
-        return {"uuid": None if uuid is None else str(uuid), "pci_bus_id": pci, "name": props.name}
+        return torch_device_ids(self.torch, self.device)
+
+
+def torch_device_ids(torch: Any, device: Any) -> dict[str, str | None]:
+    """A torch CUDA device's UUID, PCI bus id and name: what NVML matches its handle by."""
+    props = torch.cuda.get_device_properties(device)
+    uuid = getattr(props, "uuid", None)
+    bus = getattr(props, "pci_bus_id", None)
+    domain = getattr(props, "pci_domain_id", None)
+    device_id = getattr(props, "pci_device_id", None)
+    pci = None if bus is None else f"{domain or 0:08x}:{bus:02x}:{device_id or 0:02x}.0"
+    return {"uuid": None if uuid is None else str(uuid), "pci_bus_id": pci, "name": props.name}
 
 
 class PaddleCudaConsumer(_MatmulConsumer):

@@ -50,6 +50,7 @@ class Recorder:
         self.pending: dict[int, list[list[float]]] = {}
         self.last_flush = clock()
         self.ended: str | None = None
+        self.device_sent = False
 
     def register(self, loader: Any, site: str) -> int:
         """A new DataLoader: its identity and settings, sent at once; its number."""
@@ -76,11 +77,26 @@ class Recorder:
         now = self.clock()
         if now - self.last_flush >= FLUSH_S:
             self.flush()
+            self.report_device()
         if self.ended is None:
             if self.max_steps is not None and info["batches"] >= self.max_steps:
                 self.ended = f"--max-steps {self.max_steps} reached"
             elif self.deadline is not None and now >= self.deadline:
                 self.ended = "--seconds reached"
+
+    def report_device(self) -> None:
+        """Once the script has initialised CUDA: which device it uses, for the parent's NVML probe."""
+        cuda = getattr(sys.modules.get("torch"), "cuda", None)
+        if self.device_sent or cuda is None or not cuda.is_initialized():
+            return
+        from dataprof.measure.consumer import torch_device_ids
+
+        self.device_sent = True
+        try:
+            self.channel.send({"ev": "device", "device": f"cuda:{cuda.current_device()}",
+                               **torch_device_ids(sys.modules["torch"], cuda.current_device())})
+        except Exception:  # noqa: S110  (no device to name: the GPU fields stay null)
+            pass
 
     def flush(self) -> None:
         """Send the batches recorded since the last flush."""

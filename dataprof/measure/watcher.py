@@ -21,7 +21,7 @@ from typing import Any
 
 from dataprof.errors import TargetError
 from dataprof.measure.environment import probe_environment
-from dataprof.measure.probes import NullGpuProbe, ProcessTreeProbe, SystemProbe
+from dataprof.measure.probes import NullGpuProbe, NvmlProbe, ProcessTreeProbe, SystemProbe
 from dataprof.measure.protocol import LineReader, Message
 from dataprof.measure.sampler import Sampler, summarize
 from dataprof.measure.timing import warmup_batches
@@ -100,19 +100,28 @@ def watch(settings: WatchSettings) -> RunReport:
     os.close(read_fd)
     code = proc.wait()
     sampler.stop()
+    sampler.gpu_probe.close()
     ended_by = "Ctrl-C" if interrupted else outcome.get("ended")
     return RunReport(
         tool_version=__version__,
         command=(("-m",) if settings.module else ()) + (settings.target, *settings.args),
-        environment=probe_environment("cpu"),
+        environment=probe_environment(outcome.get("device", "cpu")),
         loaders=tuple(sorted((_loader_run(loader) for loader in loaders.values()), key=lambda r: -r.batches)),
         resources=_resources(sampler),
         wall_s=time.monotonic() - started,
         exit_code=outcome.get("code", code if code >= 0 else None),
         ended_by=ended_by,
         complete=not interrupted,
-        notes=("GPU utilisation of a watched run is not sampled yet: the GPU fields are null",),
+        notes=_gpu_note(outcome),
     )
+
+
+def _gpu_note(outcome: dict[str, Any]) -> tuple[str, ...]:
+    """Why the GPU fields are null, when they are."""
+    if "device" not in outcome:
+        return ("the script used no CUDA device while watched: GPU utilisation not measured",)
+    reason = outcome.get("gpu_reason")
+    return (f"GPU utilisation not measured: {reason}",) if reason else ()
 
 
 def _read(reader: LineReader, loaders: dict[int, _Loader], outcome: dict[str, Any], sampler: Sampler) -> bool:
@@ -132,6 +141,10 @@ def _read(reader: LineReader, loaders: dict[int, _Loader], outcome: dict[str, An
             loaders[event["loader"]].first_batch_s[event["epoch"]] = event["first_batch_s"]
             if sampler.samples.window_start is None:  # resources count from the first batch: not the imports
                 sampler.mark_window_start()
+        elif kind == "device":
+            outcome["device"] = event["device"]
+            sampler.gpu_probe = NvmlProbe.open(event.get("uuid"), event.get("pci_bus_id"))
+            outcome["gpu_reason"] = getattr(sampler.gpu_probe, "reason", None)
         elif kind == "ended":
             outcome["ended"] = event["why"]
         elif kind == "exit":
