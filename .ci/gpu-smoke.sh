@@ -2,8 +2,9 @@
 # GPU checks, run by hand on a machine with an NVIDIA GPU whose python3 has
 # torch (CUDA), click, psutil, nvidia-ml-py and rich: the GPU-marked tests
 # (including the transfer-bound scenario and a 2-rank CUDA sweep), a default
-# (adaptive) sweep with --device cuda, the transfer-bound scenario, and
-# `dataprof inspect`.
+# (adaptive) sweep with --device cuda, the transfer-bound scenario,
+# `dataprof inspect`, and `dataprof run` of examples/train.py on the GPU with a
+# GPU-utilisation gate.
 # Results go to $OUT (default /tmp/dataprof-gpu).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -20,4 +21,6 @@ python3 -m pytest -q -p no:cacheprovider -m gpu tests 2>&1 | tee "$out/gpu-tests
     --json "$out/transfer.json") 2>&1 | tee "$out/transfer.txt" || status=1
 (cd examples && timeout 45 python3 -m dataprof inspect latency.py:RemoteReadDataset --samples 100 \
     --json "$out/inspect.json") 2>&1 | tee "$out/inspect.txt" || status=1
+timeout 150 python3 -m dataprof run --max-steps 40 --min-gpu-util 1 --json "$out/run-cuda.json" \
+    examples/train.py --device cuda --workers 2 2>&1 | tee "$out/run-cuda.txt" || status=1
 exit $status

@@ -51,6 +51,9 @@ class LoaderRun:
     """Time from a batch's arrival to the next ``next()`` (the training step): ``p50``, ``p95``, ``mean`` (ms)."""
     first_batch_s: tuple[float, ...] = ()
     """Per epoch: seconds from the iterator's creation to its first batch (worker start-up)."""
+    warmup_wait_fraction: float | None = None
+    """Share of the loader's whole time (every batch, every epoch) spent waiting at each epoch's start: its first
+    batch and the rest of its warm-up. Large when epochs are short next to the workers' start."""
 
 
 @dataclass(frozen=True)

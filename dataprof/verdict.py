@@ -18,6 +18,7 @@ from dataprof.runs import LoaderRun, RunReport
 
 TITLES = {
     "model_bound": "model-bound: the loader keeps up",
+    "epoch_start": "waits for data at each epoch's start",
     "cpu_bound": "waits for data: the workers use the CPUs up",
     "main_process_bound": "waits for data: the training process is saturated",
     "main_process_loading": "waits for data: batches load in the training process",
@@ -62,7 +63,23 @@ def _verdict(report: RunReport, loader: LoaderRun, th: Thresholds) -> Finding:
                f"waiting for data {share:.0%} of each iteration (next() p50 {wait:.1f} ms, step p50 {step:.1f} ms, "
                f"{loader.samples_per_s or 0:,.0f} samples/s)")
     level = band(share, th)
+    warm = loader.warmup_wait_fraction
+    if level == "fine" and warm is not None and warm >= th.critical_wait:
+        return Finding(id="epoch_start", severity="warning",
+                       evidence=f"{numbers} in the steady state, but each epoch's start (first batch "
+                                f"{', '.join(f'{s:.2f}' for s in loader.first_batch_s[:3])} s, then the prefetch) "
+                                f"took {warm:.0%} of the loader's whole time over {loader.epochs} epoch(s) of "
+                                f"{loader.batches // max(1, loader.epochs)} batches",
+                       recommendation="Epochs are short next to the workers' start: keep the workers "
+                                      "(persistent_workers=True), or run longer epochs (fewer, larger passes).")
     if level == "fine":
+        busy = report.resources.cpu_percent_system
+        if busy is not None and busy >= 100 * th.machine_saturated:
+            return Finding(id="model_bound", severity="info",
+                           evidence=f"{numbers}; the machine's CPUs were {busy:.0f}% busy (step p95 "
+                                    f"{loader.step_ms['p95']:.1f} ms)",
+                           recommendation="The loader is not your bottleneck, but its workers share the CPUs with "
+                                          "the step: on a CPU-only machine loading slows the step itself.")
         return Finding(id="model_bound", severity="info", evidence=numbers,
                        recommendation="The loader is not your bottleneck: the step itself sets the pace.")
     severity = "warning" if level == "moderate" else "critical"
@@ -73,6 +90,13 @@ def _verdict(report: RunReport, loader: LoaderRun, th: Thresholds) -> Finding:
                        evidence=f"{numbers}; the workers use {res.workers_cpu_percent / 100:.1f} of {usable} CPUs",
                        recommendation="The samples' CPU cost is the limit: make each sample cheaper (decode less, "
                                       "cache, move augmentation to the GPU) or run on more CPUs.")
+    if res.cpu_percent_system is not None and res.cpu_percent_system >= 100 * th.machine_saturated:
+        return Finding(id="cpu_bound", severity=severity,
+                       evidence=f"{numbers}; the machine's CPUs were {res.cpu_percent_system:.0f}% busy (the training "
+                                f"process {(res.main_cpu_percent or 0) / 100:.1f} cores, its workers "
+                                f"{(res.workers_cpu_percent or 0) / 100:.1f})",
+                       recommendation="Loading and the step compete for the CPUs: make samples cheaper (decode less, "
+                                      "cache), or give the training more CPUs; on a GPU the step leaves them free.")
     if res.main_cpu_percent is not None and res.main_cpu_percent >= MAIN_SATURATED_PERCENT and workers:
         return Finding(id="main_process_bound", severity=severity,
                        evidence=f"{numbers}; the training process uses {res.main_cpu_percent / 100:.1f} cores",

@@ -46,7 +46,7 @@ def main() -> int:
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--workers", type=int, default=0)
-    parser.add_argument("--images", type=int, default=256, help="JPEGs in the dataset (generated once)")
+    parser.add_argument("--images", type=int, default=1024, help="JPEGs in the dataset (generated once)")
     parser.add_argument("--out-size", type=int, default=128)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     opts = parser.parse_args()

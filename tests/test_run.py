@@ -69,7 +69,7 @@ def test_max_steps_ends_the_loop_from_inside() -> None:
 
 
 def _report(wait: float, workers: int = 2, workers_cpu: float | None = 20.0, main_cpu: float = 30.0,
-            module: str = "__main__") -> RunReport:
+            module: str = "__main__", machine: float = 40.0) -> RunReport:
     env = Environment(cpu_count=2, usable_cpus=2, cpu_reason="2 usable CPUs", ram_bytes=8 << 30,
                       available_ram_bytes=4 << 30, python="3.11", torch="2.13", device="cpu")
     loader = LoaderRun(site="train.py:40", dataset="Images", dataset_module=module,
@@ -81,7 +81,8 @@ def _report(wait: float, workers: int = 2, workers_cpu: float | None = 20.0, mai
                        step_ms={"p50": 40.0, "p95": 45.0, "mean": 41.0}, first_batch_s=(0.8,))
     return RunReport(tool_version="0", command=("train.py", "--epochs", "1"), environment=env, loaders=(loader,),
                      resources=RunResources(cpu_percent=(workers_cpu or 0) + main_cpu, main_cpu_percent=main_cpu,
-                                            workers_cpu_percent=workers_cpu), wall_s=30.0, exit_code=0)
+                                            workers_cpu_percent=workers_cpu, cpu_percent_system=machine),
+                     wall_s=30.0, exit_code=0)
 
 
 @pytest.mark.parametrize(("wait", "kwargs", "verdict", "severity"), [
@@ -90,6 +91,7 @@ def _report(wait: float, workers: int = 2, workers_cpu: float | None = 20.0, mai
     (0.45, {"workers_cpu": 190.0}, "cpu_bound", "critical"),
     (0.30, {"main_cpu": 99.0}, "main_process_bound", "critical"),
     (0.60, {"workers": 0, "workers_cpu": None}, "main_process_loading", "critical"),
+    (0.25, {"machine": 97.0}, "cpu_bound", "critical"),
 ])
 def test_the_verdict_follows_the_bands_and_the_cpu_facts(wait: float, kwargs: dict[str, Any], verdict: str,
                                                          severity: str) -> None:
@@ -237,3 +239,11 @@ def test_gates_on_a_watched_run_exit_1_naming_the_gate(tmp_path: Path) -> None:
     assert json.loads(out.read_text())["gates"][0]["passed"] is False  # the report is still written
     passed = dataprof_run("--max-data-wait", "99%", "--baseline", str(out), "--max-regression", "50%", SCRIPT)
     assert passed.returncode == 0, passed.stderr
+
+
+def test_short_epochs_whose_start_dominates_are_told_apart_from_a_fine_steady_state() -> None:
+    report = _report(0.02)
+    short = dataclasses.replace(report, loaders=(dataclasses.replace(report.loaders[0], warmup_wait_fraction=0.4),))
+    verdict = judge(short).verdict
+    assert verdict is not None and verdict.id == "epoch_start" and "40%" in verdict.evidence
+    assert judge(report).verdict.id == "model_bound"  # type: ignore[union-attr]

@@ -170,6 +170,10 @@ def _loader_run(loader: _Loader) -> LoaderRun:
     steps = [row[3] for row in steady]
     total = sum(waits) + sum(steps)
     epochs = len({int(row[0]) for row in loader.rows})
+    starts = sum(loader.first_batch_s.values())
+    warm = starts + sum(row[2] for row in loader.rows if 0 < row[1] < warmup)
+    whole = starts + sum(row[2] for row in loader.rows if row[1] > 0) \
+        + sum(row[3] for row in loader.rows if row[3] >= 0)
     return LoaderRun(
         site=info["site"], dataset=info["dataset"], dataset_module=info.get("dataset_module"),
         dataset_file=info.get("dataset_file"),
@@ -180,6 +184,7 @@ def _loader_run(loader: _Loader) -> LoaderRun:
         data_wait_fraction=sum(waits) / total if total > 0 else None,
         wait_ms=_ms_stats(waits), step_ms=_ms_stats(steps),
         first_batch_s=tuple(loader.first_batch_s[e] for e in sorted(loader.first_batch_s)),
+        warmup_wait_fraction=warm / whole if whole > 0 else None,
     )
 
 
