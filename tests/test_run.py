@@ -206,28 +206,23 @@ def test_run_gates_pass_and_fail_with_their_numbers() -> None:
 
 def test_a_used_gpu_is_sampled_through_nvml_and_its_absence_said() -> None:
     from dataprof.measure import watcher
+    from dataprof.measure.sampler import Sampler
 
-    class Marks:
-        gpu_probe: Any = None
+    class FakeProbe:
+        def sample(self, now: float) -> None:
+            return None
 
-        def mark_window_start(self) -> None: ...
-
-        def mark_window_end(self) -> None: ...
-
-    read_fd, write_fd = os.pipe()
-    os.write(write_fd, b'{"ev": "device", "device": "cuda:0", "uuid": "abc", "pci_bus_id": null, "name": "H200"}\n')
-    os.close(write_fd)
-    marks, outcome = Marks(), {}
+    sampler = Sampler(FakeProbe(), FakeProbe(), FakeProbe())
     opened = []
     original = watcher.NvmlProbe.open
     watcher.NvmlProbe.open = lambda uuid, pci: opened.append(uuid) or "probe"  # type: ignore[assignment,method-assign]
     try:
-        assert watcher._read(watcher.LineReader(read_fd), {}, outcome, marks)  # type: ignore[arg-type]
+        collector = watcher.Collector(watcher.SamplerMarks(sampler))
+        collector.handle({"ev": "device", "device": "cuda:0", "uuid": "abc", "pci_bus_id": None, "name": "H200"})
     finally:
         watcher.NvmlProbe.open = original  # type: ignore[method-assign]
-        os.close(read_fd)
-    assert opened == ["abc"] and marks.gpu_probe == "probe" and outcome["device"] == "cuda:0"
-    assert watcher._gpu_note(outcome) == ()
+    assert opened == ["abc"] and sampler.gpu_probe == "probe" and collector.outcome["device"] == "cuda:0"
+    assert watcher._gpu_note(collector.outcome) == ()
     assert "no CUDA device" in watcher._gpu_note({})[0]
 
 

@@ -17,7 +17,7 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from dataprof.errors import TargetError
 from dataprof.measure.environment import probe_environment
@@ -73,6 +73,80 @@ def check_target(settings: WatchSettings) -> None:
         raise TargetError(f"{settings.target}: no such script")
 
 
+class Marks(Protocol):
+    """Where the resources are sampled: told when the first batch came, which GPU is used, when it ended."""
+
+    def mark_window_start(self) -> None:
+        """The first batch arrived: resources count from here."""
+
+    def mark_window_end(self) -> None:
+        """The watched code ended."""
+
+    def use_gpu(self, uuid: str | None, pci_bus_id: str | None) -> str | None:
+        """Sample this CUDA device through NVML; why not, if it cannot be."""
+
+
+class SamplerMarks:
+    """:class:`Marks` for a Sampler running in this (the parent) process."""
+
+    def __init__(self, sampler: Sampler) -> None:
+        self.sampler = sampler
+
+    def mark_window_start(self) -> None:
+        """Resources count from the first batch, not the imports."""
+        if self.sampler.samples.window_start is None:
+            self.sampler.mark_window_start()
+
+    def mark_window_end(self) -> None:
+        """The script is ending: the last reading."""
+        self.sampler.mark_window_end()
+
+    def use_gpu(self, uuid: str | None, pci_bus_id: str | None) -> str | None:
+        """Open NVML for the script's device."""
+        self.sampler.gpu_probe = NvmlProbe.open(uuid, pci_bus_id)
+        return getattr(self.sampler.gpu_probe, "reason", None)
+
+
+class Collector:
+    """The watched code's events, gathered: its loaders, its device, how it ended."""
+
+    def __init__(self, marks: Marks) -> None:
+        self.marks = marks
+        self.loaders: dict[int, _Loader] = {}
+        self.outcome: dict[str, Any] = {}
+
+    def handle(self, event: Message) -> None:
+        """Take one event of ``measure.watched``."""
+        kind = event["ev"]
+        if kind == "loader":
+            self.loaders[event["loader"]] = _Loader(event)
+        elif kind == "batches":
+            self.loaders[event["loader"]].rows.extend(event["rows"])
+        elif kind == "epoch":
+            self.loaders[event["loader"]].first_batch_s[event["epoch"]] = event["first_batch_s"]
+            self.marks.mark_window_start()
+        elif kind == "device":
+            self.outcome["device"] = event["device"]
+            self.outcome["gpu_reason"] = self.marks.use_gpu(event.get("uuid"), event.get("pci_bus_id"))
+        elif kind == "ended":
+            self.outcome["ended"] = event["why"]
+        elif kind == "exit":
+            self.outcome["code"] = event["code"]
+            self.marks.mark_window_end()
+
+    def report(self, command: tuple[str, ...], resources: RunResources, wall_s: float, exit_code: int | None,
+               interrupted: bool) -> RunReport:
+        """The RunReport of what was gathered (undecided)."""
+        return RunReport(
+            tool_version=__version__, command=command,
+            environment=probe_environment(self.outcome.get("device", "cpu")),
+            loaders=tuple(sorted((_loader_run(loader) for loader in self.loaders.values()),
+                                 key=lambda r: -r.batches)),
+            resources=resources, wall_s=wall_s, exit_code=self.outcome.get("code", exit_code),
+            ended_by="Ctrl-C" if interrupted else self.outcome.get("ended"), complete=not interrupted,
+            notes=_gpu_note(self.outcome))
+
+
 def watch(settings: WatchSettings) -> RunReport:
     """Run the script watched until it ends (or the watch ends it); what was measured."""
     check_target(settings)
@@ -86,13 +160,12 @@ def watch(settings: WatchSettings) -> RunReport:
                             pass_fds=(write_fd,), cwd=settings.cwd, env=env)
     os.close(write_fd)
     sampler = Sampler(ProcessTreeProbe(proc.pid), SystemProbe(), NullGpuProbe()).start()
-    loaders: dict[int, _Loader] = {}
-    outcome: dict[str, Any] = {}
+    collector = Collector(SamplerMarks(sampler))
     interrupted = False
     reader = LineReader(read_fd)
     while True:
         try:
-            if not _read(reader, loaders, outcome, sampler):
+            if not _read(reader, collector):
                 break
         except KeyboardInterrupt:  # the script got the same Ctrl-C: give it time to end as it would
             interrupted = True
@@ -101,19 +174,9 @@ def watch(settings: WatchSettings) -> RunReport:
     code = proc.wait()
     sampler.stop()
     sampler.gpu_probe.close()
-    ended_by = "Ctrl-C" if interrupted else outcome.get("ended")
-    return RunReport(
-        tool_version=__version__,
-        command=(("-m",) if settings.module else ()) + (settings.target, *settings.args),
-        environment=probe_environment(outcome.get("device", "cpu")),
-        loaders=tuple(sorted((_loader_run(loader) for loader in loaders.values()), key=lambda r: -r.batches)),
-        resources=_resources(sampler),
-        wall_s=time.monotonic() - started,
-        exit_code=outcome.get("code", code if code >= 0 else None),
-        ended_by=ended_by,
-        complete=not interrupted,
-        notes=_gpu_note(outcome),
-    )
+    return collector.report((("-m",) if settings.module else ()) + (settings.target, *settings.args),
+                            resources_of(summarize(sampler.samples)), time.monotonic() - started,
+                            code if code >= 0 else None, interrupted)
 
 
 def _gpu_note(outcome: dict[str, Any]) -> tuple[str, ...]:
@@ -124,7 +187,7 @@ def _gpu_note(outcome: dict[str, Any]) -> tuple[str, ...]:
     return (f"GPU utilisation not measured: {reason}",) if reason else ()
 
 
-def _read(reader: LineReader, loaders: dict[int, _Loader], outcome: dict[str, Any], sampler: Sampler) -> bool:
+def _read(reader: LineReader, collector: Collector) -> bool:
     """Handle the events one read brings; False at the end of the pipe."""
     if not select.select([reader.fd], [], [], 0.5)[0]:
         return True
@@ -132,24 +195,7 @@ def _read(reader: LineReader, loaders: dict[int, _Loader], outcome: dict[str, An
     if messages is None:
         return False
     for event in messages:
-        kind = event["ev"]
-        if kind == "loader":
-            loaders[event["loader"]] = _Loader(event)
-        elif kind == "batches":
-            loaders[event["loader"]].rows.extend(event["rows"])
-        elif kind == "epoch":
-            loaders[event["loader"]].first_batch_s[event["epoch"]] = event["first_batch_s"]
-            if sampler.samples.window_start is None:  # resources count from the first batch: not the imports
-                sampler.mark_window_start()
-        elif kind == "device":
-            outcome["device"] = event["device"]
-            sampler.gpu_probe = NvmlProbe.open(event.get("uuid"), event.get("pci_bus_id"))
-            outcome["gpu_reason"] = getattr(sampler.gpu_probe, "reason", None)
-        elif kind == "ended":
-            outcome["ended"] = event["why"]
-        elif kind == "exit":
-            outcome["code"] = event["code"]
-            sampler.mark_window_end()
+        collector.handle(event)
     return True
 
 
@@ -196,9 +242,8 @@ def _ms_stats(seconds: Sequence[float]) -> dict[str, float] | None:
     return {"p50": percentile(ms, 50), "p95": percentile(ms, 95), "mean": sum(ms) / len(ms)}
 
 
-def _resources(sampler: Sampler) -> RunResources:
-    """The tree's CPU, memory and the machine's iowait over the watch."""
-    figures = summarize(sampler.samples)
+def resources_of(figures: dict[str, Any]) -> RunResources:
+    """The tree's CPU, memory, the machine's iowait and the GPU over the watch, from the sampler's summary."""
     cpu, main = figures["cpu_percent"], figures["main_cpu_percent"]
     return RunResources(cpu_percent=cpu, main_cpu_percent=main,
                         workers_cpu_percent=None if cpu is None or main is None else max(0.0, cpu - main),
