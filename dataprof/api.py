@@ -197,3 +197,29 @@ def read_run(path: Path) -> RunReport:
         return RunReport.from_dict(data)
     except (KeyError, TypeError, ValueError) as exc:
         raise UsageError(f"{path}: malformed dataprof run document ({type(exc).__name__}: {exc})") from exc
+
+
+class Watch:
+    """``with dataprof.watch() as w: train()``: every torch DataLoader iterated inside is timed (data wait,
+    step, first batch per epoch) and this process's tree is sampled from a process outside it; ``w.report``
+    (the RunReport ``dataprof run`` renders, with its verdict) is set when the block ends."""
+
+    def __init__(self) -> None:
+        self.report: RunReport | None = None
+        """Set when the block ends, even when it raised."""
+
+    def __enter__(self) -> Watch:
+        from dataprof.measure.inprocess import InProcessWatch
+
+        self._watch = InProcessWatch().start()
+        return self
+
+    def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> None:
+        from dataprof.verdict import judge
+
+        self.report = judge(self._watch.stop(exc))
+
+
+def watch() -> Watch:
+    """Watch the DataLoaders of the code in a ``with`` block: ``with dataprof.watch() as w: train()``."""
+    return Watch()

@@ -242,3 +242,28 @@ def test_short_epochs_whose_start_dominates_are_told_apart_from_a_fine_steady_st
     verdict = judge(short).verdict
     assert verdict is not None and verdict.id == "epoch_start" and "40%" in verdict.evidence
     assert judge(report).verdict.id == "model_bound"  # type: ignore[union-attr]
+
+
+@pytest.mark.slow
+def test_watch_in_python_times_the_block_and_puts_the_dataloader_back(tmp_path: Path) -> None:
+    code = f"""
+import json, sys, time
+sys.path.insert(0, {str(ROOT / 'tests' / 'fixtures')!r})
+import dataprof
+from torch.utils.data import DataLoader
+from train_script import SleepySamples
+loader = DataLoader(SleepySamples(96, 2.0), batch_size=8, num_workers=2)
+with dataprof.watch() as w:
+    seen = [batch[:, 0].tolist() for _ in range(2) for batch in loader if not time.sleep(0.004)]
+plain = [batch[:, 0].tolist() for _ in range(2) for batch in loader]
+print(json.dumps({{"doc": w.report.to_dict(), "same": seen == plain,
+                   "restored": type(iter(loader)).__name__ != "WatchedIterator"}}))
+"""
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["same"] and out["restored"]
+    loader = out["doc"]["loaders"][0]
+    assert (loader["batches"], loader["epochs"]) == (24, 2) and out["doc"]["verdict"]["id"] != "no_loader"
+    assert out["doc"]["resources"]["workers_cpu_percent"] is not None  # sampled from outside, workers included

@@ -104,15 +104,25 @@ def private_pages(smaps_text: str, parent_ranges: list[tuple[int, int]]) -> Priv
     return PrivatePages(**totals)
 
 
+def _descends(proc: Any, ancestor: int) -> bool:
+    """Whether ``ancestor`` is among ``proc``'s parents."""
+    try:
+        return any(parent.pid == ancestor for parent in proc.parents())
+    except Exception:
+        return False
+
+
 class ProcessTreeProbe:
     """psutil reader for one process and its descendants."""
 
-    def __init__(self, pid: int, with_memory: bool = True) -> None:
+    def __init__(self, pid: int, with_memory: bool = True, exclude: int | None = None) -> None:
         import psutil
 
         self.psutil = psutil
         self.root = psutil.Process(pid)
         self.with_memory = with_memory
+        self.exclude = exclude
+        """A descendant left out, with its own descendants: the sampler's process when it samples its parent."""
 
     def sample(self, now: float, memory: bool = True, breakdown: bool = False) -> TreeSample | None:
         """CPU times of every process, then their PSS/USS unless ``memory`` is False (the costly part).
@@ -125,6 +135,8 @@ class ProcessTreeProbe:
             procs = [self.root, *self.root.children(recursive=True)]
         except (psutil.NoSuchProcess, psutil.ZombieProcess):
             return None
+        if self.exclude is not None:
+            procs = [p for p in procs if p.pid != self.exclude and not _descends(p, self.exclude)]
         cpu_s = 0.0
         main_cpu: float | None = None
         main_thread: float | None = None

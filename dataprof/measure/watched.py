@@ -20,6 +20,7 @@ import runpy
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
@@ -164,8 +165,9 @@ def _caller_site() -> str:
     return "?"
 
 
-def patch_dataloader(module: ModuleType, recorder: Recorder) -> None:
-    """Make ``module.DataLoader`` (and so its subclasses) record its site and wrap every iterator it returns."""
+def patch_dataloader(module: ModuleType, recorder: Recorder) -> Callable[[], None]:
+    """Make ``module.DataLoader`` (and so its subclasses) record its site and wrap every iterator it returns;
+    the function that puts the class back as it was."""
     cls = module.DataLoader
     original_init, original_iter = cls.__init__, cls.__iter__
 
@@ -186,6 +188,11 @@ def patch_dataloader(module: ModuleType, recorder: Recorder) -> None:
                                created)
 
     cls.__init__, cls.__iter__ = __init__, __iter__
+
+    def restore() -> None:
+        cls.__init__, cls.__iter__ = original_init, original_iter
+
+    return restore
 
 
 class _PatchOnImport(importlib.abc.MetaPathFinder):
