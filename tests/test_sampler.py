@@ -236,7 +236,7 @@ def test_the_tree_probe_reads_every_cpu_time_before_any_memory() -> None:
     root, workers = FakeProcess(1, log, 100), [FakeProcess(2, log, 10), FakeProcess(3, log, 20)]
     root.children = lambda recursive: workers  # type: ignore[attr-defined]
     probe = ProcessTreeProbe.__new__(ProcessTreeProbe)
-    probe.psutil, probe.root, probe.with_memory = psutil, root, True
+    probe.psutil, probe.root, probe.with_memory, probe.exclude = psutil, root, True, None
     reading = probe.sample(5.0)
     assert log == ["cpu 1", "cpu 2", "cpu 3", "memory 1", "memory 2", "memory 3"]
     assert reading is not None and reading.cpu_s == pytest.approx(4.5) and reading.main_cpu_s == pytest.approx(1.5)
