@@ -244,6 +244,10 @@ def test_the_tree_probe_reads_every_cpu_time_before_any_memory() -> None:
     log.clear()
     assert probe.sample(6.0, memory=False).workers_uss_bytes is None  # type: ignore[union-attr]
     assert log == ["cpu 1", "cpu 2", "cpu 3"]
+    probe.exclude = 3  # the sampler's own process, when it samples the process that started it
+    log.clear()
+    assert probe.sample(7.0, memory=False).processes == 2  # type: ignore[union-attr]
+    assert log == ["cpu 1", "cpu 2"]
 
 
 class IndexedNvml(FakeNvml):
