@@ -47,6 +47,7 @@ def run(module: bool, max_steps: int | None, seconds: float | None, json_path: P
     from dataprof.api import read_run
     from dataprof.api import run as run_watched
     from dataprof.compare import parse_percent
+    from dataprof.distributed import gather_runs, rank_from_env, run_exchange_dir
     from dataprof.gates import RunGates, evaluate_run
     from dataprof.render.run import print_run
 
@@ -58,6 +59,12 @@ def run(module: bool, max_steps: int | None, seconds: float | None, json_path: P
                      max_regression=None if baseline is None else parse_percent(max_regression or "10%",
                                                                                 "--max-regression"))
     report = run_watched(script, script_args, module=module, max_steps=max_steps, seconds=seconds)
+    rank = rank_from_env()
+    if rank is not None:  # under torchrun: rank 0 reports for every rank
+        gathered = gather_runs(report, rank, run_exchange_dir())
+        if gathered is None:
+            sys.exit(report.exit_code or 0)
+        report = gathered
     if gates.any():
         report = dataclasses.replace(report, gates=evaluate_run(report, gates, baseline))
     print_run(console(), report)

@@ -11,15 +11,20 @@ DataLoader workers never touch it.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import socket
+import tempfile
+import time
 from collections.abc import Callable, Mapping
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from dataprof.config import RankInfo
 from dataprof.errors import DataprofError, TargetError, UsageError
 from dataprof.model import RankResult, TrialResult
+from dataprof.runs import RankRun, RunReport
 
 
 def rank_from_env(env: Mapping[str, str] = os.environ) -> RankInfo | None:
@@ -193,3 +198,50 @@ def launch_ranks(nproc_per_node: int, entry: Callable[..., Any], *args: Any) -> 
             return RANK_DIED, f"rank {rank} died by {name}; the sweep stopped on every rank"
         return exc.failures[min(exc.failures)].exitcode, None
     return 0, None
+
+
+RUN_GATHER_S = 120.0
+"""How long rank 0 of a distributed ``dataprof run`` waits for the other ranks' reports once its own ended."""
+
+
+def run_exchange_dir(env: Mapping[str, str] = os.environ) -> Path:
+    """Where the ranks of one torchrun job leave their run reports for rank 0 (one job, one directory)."""
+    job = env.get("TORCHELASTIC_RUN_ID") or f"{env.get('MASTER_ADDR', 'local')}-{env.get('MASTER_PORT', '0')}"
+    return Path(tempfile.gettempdir()) / f"dataprof-run-{job}"
+
+
+def gather_runs(report: RunReport, info: RankInfo, directory: Path, timeout_s: float = RUN_GATHER_S,
+                sleep: Callable[[float], None] = time.sleep) -> RunReport | None:
+    """Distributed ``dataprof run``: every rank leaves its report in ``directory``; rank 0 gets its own with
+    every rank's figures (``ranks``), other ranks None. A rank missing after ``timeout_s`` is named in a note.
+
+    The ranks share no process group here: the training script has its own, so they meet through files (on
+    one node, or on a filesystem the nodes share).
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    mine = directory / f"rank-{info.rank}.json"
+    tmp = mine.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"host": info.host or socket.gethostname(), "report": report.to_dict()}))
+    os.replace(tmp, mine)
+    if info.rank != 0:
+        return None
+    deadline = time.monotonic() + timeout_s
+    paths = [directory / f"rank-{rank}.json" for rank in range(info.world_size)]
+    while not all(p.exists() for p in paths) and time.monotonic() < deadline:
+        sleep(0.2)
+    ranks, missing = [], []
+    for rank, path in enumerate(paths):
+        if not path.exists():
+            missing.append(rank)
+            continue
+        left = json.loads(path.read_text())
+        theirs = RunReport.from_dict(left["report"])
+        loader = theirs.loaders[0] if theirs.loaders else None
+        ranks.append(RankRun(rank=rank, host=left["host"], exit_code=theirs.exit_code,
+                             data_wait_fraction=loader.data_wait_fraction if loader else None,
+                             samples_per_s=loader.samples_per_s if loader else None,
+                             step_ms_p50=loader.step_ms["p50"] if loader and loader.step_ms else None))
+        path.unlink()
+    notes = report.notes + ((f"ranks {', '.join(map(str, missing))} left no report within {timeout_s:g} s",)
+                            if missing else ())
+    return dataclasses.replace(report, ranks=tuple(ranks), notes=notes)

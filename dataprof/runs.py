@@ -77,6 +77,18 @@ class RunResources:
 
 
 @dataclass(frozen=True)
+class RankRun:
+    """One rank of a distributed run (torchrun), by its busiest loader."""
+
+    rank: int
+    host: str
+    exit_code: int | None
+    data_wait_fraction: float | None
+    samples_per_s: float | None
+    step_ms_p50: float | None
+
+
+@dataclass(frozen=True)
 class RunReport:
     """A watched training run: its loaders, its resources, and the verdict decided from them."""
 
@@ -100,6 +112,13 @@ class RunReport:
     notes: tuple[str, ...] = field(default_factory=tuple)
     gates: tuple[GateResult, ...] = ()
     """The CI gates given (``--max-data-wait``, …), passed or failed."""
+    ranks: tuple[RankRun, ...] = ()
+    """Under torchrun, on rank 0: every rank's figures (this report's loaders are rank 0's)."""
+
+    def slowest_rank(self) -> RankRun | None:
+        """The rank that waited for data the most: in synchronous training it sets everyone's pace."""
+        waited = [r for r in self.ranks if r.data_wait_fraction is not None]
+        return max(waited, key=lambda r: r.data_wait_fraction or 0.0) if waited else None
 
     def to_dict(self) -> dict[str, Any]:
         """The ``dataprof run --json`` document (docs/run.md)."""
@@ -120,6 +139,7 @@ class RunReport:
             "next_command": self.next_command,
             "notes": list(self.notes),
             "gates": [dataclasses.asdict(g) for g in self.gates],
+            "ranks": [dataclasses.asdict(r) for r in self.ranks],
         }
 
     def to_json(self) -> str:
@@ -147,4 +167,5 @@ class RunReport:
             next_command=data.get("next_command"),
             notes=tuple(data.get("notes", ())),
             gates=tuple(GateResult(**g) for g in data.get("gates", ())),
+            ranks=tuple(RankRun(**r) for r in data.get("ranks", ())),
         )

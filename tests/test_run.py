@@ -267,3 +267,28 @@ print(json.dumps({{"doc": w.report.to_dict(), "same": seen == plain,
     loader = out["doc"]["loaders"][0]
     assert (loader["batches"], loader["epochs"]) == (24, 2) and out["doc"]["verdict"]["id"] != "no_loader"
     assert out["doc"]["resources"]["workers_cpu_percent"] is not None  # sampled from outside, workers included
+
+
+def test_rank_0_gathers_every_ranks_figures_and_names_a_missing_one(tmp_path: Path) -> None:
+    from dataprof.config import RankInfo
+    from dataprof.distributed import gather_runs
+
+    slow = dataclasses.replace(_report(0.5), exit_code=0)
+    assert gather_runs(slow, RankInfo(rank=1, world_size=3, host="b"), tmp_path) is None  # rank 1 only leaves it
+    gathered = gather_runs(_report(0.1), RankInfo(rank=0, world_size=3, host="a"), tmp_path, timeout_s=0.05,
+                           sleep=lambda s: None)
+    assert gathered is not None and [(r.rank, r.host) for r in gathered.ranks] == [(0, "a"), (1, "b")]
+    assert gathered.slowest_rank().rank == 1  # type: ignore[union-attr]
+    assert "ranks 2 left no report" in gathered.notes[-1] and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_under_torchrun_every_rank_is_watched_and_rank_0_reports(tmp_path: Path) -> None:
+    out = tmp_path / "run.json"
+    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                           "-m", "dataprof", "run", "--json", str(out), SCRIPT, "--length", "64"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("Verdict:") == 1 and "rank 1" in done.stdout
+    ranks = json.loads(out.read_text())["ranks"]
+    assert [r["rank"] for r in ranks] == [0, 1] and all(r["data_wait_fraction"] is not None for r in ranks)

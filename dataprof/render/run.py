@@ -56,6 +56,21 @@ def resources(report: RunReport) -> Text:
                 f"iowait {num(res.iowait_percent, '.0f')}% · peak PSS {fmt_bytes(res.peak_memory_bytes)} · {gpu}")
 
 
+def rank_lines(report: RunReport) -> list[Text]:
+    """Under torchrun: each rank's data wait, rate and step, the slowest marked (it sets everyone's pace)."""
+    if not report.ranks:
+        return []
+    slowest = report.slowest_rank()
+    lines = [Text(f"Ranks ({len(report.ranks)}; the one that waits most sets the pace of synchronous training)",
+                  style="bold")]
+    for r in report.ranks:
+        wait = "–" if r.data_wait_fraction is None else f"{r.data_wait_fraction:.0%}"
+        lines.append(Text(f" {'◂' if r is slowest else ' '} rank {r.rank} ({r.host}): data wait {wait} · "
+                          f"{num(r.samples_per_s, ',.1f')} samples/s · step p50 {num(r.step_ms_p50, '.1f')} ms · "
+                          f"exit code {r.exit_code}"))
+    return lines
+
+
 def print_run(console: Console, report: RunReport) -> None:
     """Print the whole run report on ``console``."""
     console.print(header(report))
@@ -68,6 +83,8 @@ def print_run(console: Console, report: RunReport) -> None:
     for line in loader_lines(report):
         console.print(line)
     console.print(resources(report))
+    for line in rank_lines(report):
+        console.print(line)
     if report.next_command:
         console.print("next: measure the settings that feed this step fastest:", style="dim")
         console.print(report.next_command, style="bold green", soft_wrap=True, markup=False, highlight=False)
