@@ -30,6 +30,8 @@ class LoaderRun:
     dataset_file: str | None
     """The file defining the dataset's class (relative to where the script ran, when under it)."""
     loader_class: str
+    framework: str
+    """Whose DataLoader: ``torch`` or ``paddle``."""
     batch_size: int | None
     num_workers: int | None
     prefetch_factor: int | None

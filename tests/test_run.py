@@ -74,7 +74,7 @@ def _report(wait: float, workers: int = 2, workers_cpu: float | None = 20.0, mai
                       available_ram_bytes=4 << 30, python="3.11", torch="2.13", device="cpu")
     loader = LoaderRun(site="train.py:40", dataset="Images", dataset_module=module,
                        dataset_file="train.py" if module == "__main__" else "/site-packages/mypkg/data.py",
-                       loader_class="DataLoader",
+                       loader_class="DataLoader", framework="torch",
                        batch_size=32, num_workers=workers, prefetch_factor=2, persistent_workers=True,
                        pin_memory=False, batches=500, epochs=1, steady_batches=490, samples_per_s=800.0,
                        data_wait_fraction=wait, wait_ms={"p50": 10 * wait, "p95": 20 * wait, "mean": 10 * wait},
@@ -292,3 +292,15 @@ def test_under_torchrun_every_rank_is_watched_and_rank_0_reports(tmp_path: Path)
     assert done.stdout.count("Verdict:") == 1 and "rank 1" in done.stdout
     ranks = json.loads(out.read_text())["ranks"]
     assert [r["rank"] for r in ranks] == [0, 1] and all(r["data_wait_fraction"] is not None for r in ranks)
+
+
+@pytest.mark.slow
+def test_a_paddle_dataloader_is_watched_too(tmp_path: Path) -> None:
+    pytest.importorskip("paddle")
+    out = tmp_path / "run.json"
+    done = dataprof_run("--json", str(out), "tests/fixtures/paddle_train_script.py")
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(out.read_text())
+    loader = doc["loaders"][0]
+    assert (loader["framework"], loader["batches"], loader["batch_size"]) == ("paddle", 8, 8)
+    assert doc["environment"]["framework"] == "paddle" and loader["data_wait_fraction"] is not None

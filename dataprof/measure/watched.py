@@ -31,7 +31,8 @@ FLUSH_S = 0.5
 """How often each loader's new batch timings are sent to the parent."""
 MAX_RECORDED = 200_000
 """Batches per loader whose timings are kept; past it, batches are counted only."""
-WATCHED_MODULE = "torch.utils.data.dataloader"
+WATCHED_MODULES = {"torch.utils.data.dataloader": "torch", "paddle.io.reader": "paddle"}
+"""The modules defining each framework's DataLoader, patched as soon as they are imported."""
 
 
 class WatchEnded(BaseException):
@@ -62,7 +63,9 @@ class Recorder:
                 "loader_class": type(loader).__name__, "batch_size": getattr(loader, "batch_size", None),
                 "num_workers": getattr(loader, "num_workers", None),
                 "prefetch_factor": getattr(loader, "prefetch_factor", None),
-                "persistent_workers": getattr(loader, "persistent_workers", None),
+                "persistent_workers": getattr(loader, "persistent_workers",
+                                              getattr(loader, "_persistent_workers", None)),
+                "framework": "paddle" if type(loader).__module__.startswith("paddle") else "torch",
                 "pin_memory": getattr(loader, "pin_memory", None), "batches": 0}
         self.loaders[number] = info
         self.pending[number] = []
@@ -159,7 +162,7 @@ def _caller_site() -> str:
     frame = sys._getframe(2)
     while frame is not None:
         path = frame.f_code.co_filename
-        if not any(part in path for part in ("/torch/", "/dataprof/measure/", "<frozen")):
+        if not any(part in path for part in ("/torch/", "/paddle/", "/dataprof/measure/", "<frozen")):
             return f"{os.path.relpath(path) if not path.startswith('<') else path}:{frame.f_lineno}"
         frame = frame.f_back  # type: ignore[assignment]
     return "?"
@@ -196,14 +199,14 @@ def patch_dataloader(module: ModuleType, recorder: Recorder) -> Callable[[], Non
 
 
 class _PatchOnImport(importlib.abc.MetaPathFinder):
-    """Patches torch's DataLoader right after ``torch.utils.data.dataloader`` is first imported."""
+    """Patches a framework's DataLoader right after the module defining it (:data:`WATCHED_MODULES`) is imported."""
 
     def __init__(self, recorder: Recorder) -> None:
         self.recorder = recorder
 
     def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
         """The module's own spec, its loader wrapped to patch after executing it."""
-        if name != WATCHED_MODULE:
+        if name not in WATCHED_MODULES:
             return None
         spec = importlib.machinery.PathFinder.find_spec(name, path)
         if spec is None or spec.loader is None:
@@ -242,10 +245,10 @@ def main(argv: list[str]) -> int:
     """Watch the script; its exit code (0 when the watch ended it)."""
     fd, limits, mode, target, args = int(argv[0]), json.loads(argv[1]), argv[2], argv[3], argv[4:]
     recorder = Recorder(Channel(fd), limits.get("max_steps"), limits.get("seconds"))
-    if WATCHED_MODULE in sys.modules:
-        patch_dataloader(sys.modules[WATCHED_MODULE], recorder)
-    else:
-        sys.meta_path.insert(0, _PatchOnImport(recorder))
+    for name in WATCHED_MODULES:
+        if name in sys.modules:
+            patch_dataloader(sys.modules[name], recorder)
+    sys.meta_path.insert(0, _PatchOnImport(recorder))
     code = 0
     try:
         run(mode, target, args)

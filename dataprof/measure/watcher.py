@@ -134,12 +134,17 @@ class Collector:
             self.outcome["code"] = event["code"]
             self.marks.mark_window_end()
 
+    def _framework(self) -> str:
+        """The busiest loader's framework (torch when none ran)."""
+        busiest = max(self.loaders.values(), key=lambda loader: len(loader.rows), default=None)
+        return "torch" if busiest is None else busiest.info.get("framework", "torch")
+
     def report(self, command: tuple[str, ...], resources: RunResources, wall_s: float, exit_code: int | None,
                interrupted: bool) -> RunReport:
         """The RunReport of what was gathered (undecided)."""
         return RunReport(
             tool_version=__version__, command=command,
-            environment=probe_environment(self.outcome.get("device", "cpu")),
+            environment=probe_environment(self.outcome.get("device", "cpu"), framework=self._framework()),
             loaders=tuple(sorted((_loader_run(loader) for loader in self.loaders.values()),
                                  key=lambda r: -r.batches)),
             resources=resources, wall_s=wall_s, exit_code=self.outcome.get("code", exit_code),
@@ -223,7 +228,8 @@ def _loader_run(loader: _Loader) -> LoaderRun:
     return LoaderRun(
         site=info["site"], dataset=info["dataset"], dataset_module=info.get("dataset_module"),
         dataset_file=info.get("dataset_file"),
-        loader_class=info["loader_class"], batch_size=info.get("batch_size"), num_workers=info.get("num_workers"),
+        loader_class=info["loader_class"], framework=info.get("framework", "torch"),
+        batch_size=info.get("batch_size"), num_workers=info.get("num_workers"),
         prefetch_factor=info.get("prefetch_factor"), persistent_workers=info.get("persistent_workers"),
         pin_memory=info.get("pin_memory"), batches=len(loader.rows), epochs=epochs, steady_batches=len(steady),
         samples_per_s=sum(row[4] for row in steady) / total if total > 0 else None,
