@@ -223,3 +223,16 @@ class Watch:
 def watch() -> Watch:
     """Watch the DataLoaders of the code in a ``with`` block: ``with dataprof.watch() as w: train()``."""
     return Watch()
+
+
+def read_document(path: Path) -> Report | RunReport:
+    """A saved sweep result or run document, by its ``kind``; UsageError if it is neither."""
+    import json
+
+    from dataprof.runs import KIND
+
+    try:
+        kind = json.loads(path.read_text()).get("kind")
+    except (OSError, ValueError, AttributeError):
+        kind = None  # read_result says what is wrong with it
+    return read_run(path) if kind == KIND else read_result(path)

@@ -317,13 +317,29 @@ def inspect(target: str, args: tuple[str, ...], samples: int, seed: int, batch_s
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 @guarded
 def compare(old: Path, new: Path, max_regression: str, debug: bool) -> None:
-    """Compare two saved --json runs: configs side by side, the recommendation, the machines."""
-    from dataprof.compare import compare as compare_runs
-    from dataprof.compare import parse_percent
-    from dataprof.render.compare import print_comparison
+    """Compare two saved --json documents of a kind (two sweeps, or two `dataprof run`s): side by side, the
+    recommendation (or the busiest loader), the machines."""
+    from dataprof.api import read_document
+    from dataprof.compare import compare as compare_sweeps
+    from dataprof.compare import compare_runs, parse_percent
+    from dataprof.render.compare import print_comparison, print_run_comparison
+    from dataprof.runs import RunReport
 
     threshold = parse_percent(max_regression, "--max-regression")
-    comparison = compare_runs(_read(old), _read(new))
+    before, after = read_document(old), read_document(new)
+    if isinstance(before, RunReport) != isinstance(after, RunReport):
+        raise UsageError(f"{old} and {new}: one is a `dataprof run` document, the other a sweep's; compare two "
+                         "of a kind")
+    if isinstance(before, RunReport) and isinstance(after, RunReport):
+        watched = compare_runs(before, after)
+        print_run_comparison(console(), watched, threshold)
+        if watched.regressed(threshold):
+            click.echo(f"regression: samples/s {watched.old_rate or 0:,.1f} → {watched.new_rate or 0:,.1f}, past "
+                       f"the allowed −{100 * threshold:g}%", err=True)
+            sys.exit(int(ExitCode.GATE_FAILED))
+        return
+    assert not isinstance(before, RunReport) and not isinstance(after, RunReport)
+    comparison = compare_sweeps(before, after)
     print_comparison(console(), comparison, threshold)
     if comparison.regressed(threshold):
         machines = "" if comparison.same_machine else " (across different environments)"
@@ -340,11 +356,21 @@ def compare(old: Path, new: Path, max_regression: str, debug: bool) -> None:
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 @guarded
 def report(run: Path, html_path: Path, debug: bool) -> None:
-    """Render a saved --json run as a self-contained HTML report (charts, diagnosis, every trial)."""
-    from dataprof.render import html as html_render
+    """Render a saved --json document as a self-contained HTML report: a sweep (charts, diagnosis, every trial)
+    or a `dataprof run` (verdict, loaders, resources)."""
+    from dataprof.api import read_document
+    from dataprof.runs import RunReport
 
-    html_render.check_available()
-    write_atomic(html_path, html_render.render(_read(run)))
+    document = read_document(run)
+    if isinstance(document, RunReport):
+        from dataprof.render.run_html import run_page
+
+        write_atomic(html_path, run_page(document))
+    else:
+        from dataprof.render import html as html_render
+
+        html_render.check_available()
+        write_atomic(html_path, html_render.render(document))
     click.echo(f"wrote {html_path}", err=True)
 
 

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 from dataprof.config import LoaderConfig
 from dataprof.errors import UsageError
-from dataprof.model import Report, TrialResult
+from dataprof.model import Environment, Report, TrialResult
+from dataprof.runs import LoaderRun, RunReport
 
 
 @dataclass(frozen=True)
@@ -82,15 +83,21 @@ ENVIRONMENT_FIELDS = (("usable_cpus", "usable CPUs"), ("cpu_count", "CPUs"), ("w
                       ("python", "Python"))
 
 
-def environment_changes(old: Report, new: Report) -> tuple[str, ...]:
-    """What differs between the runs' machines and settings, one ``label: before → after`` each."""
+def machine_changes(old: Environment, new: Environment) -> list[str]:
+    """What differs between two machines (CPUs, ranks, framework, device, Python), ``label: before → after``."""
     changes = []
     for name, label in ENVIRONMENT_FIELDS:
-        if name == "framework_version" and old.environment.framework == new.environment.framework:
-            label = new.environment.framework
-        before, after = getattr(old.environment, name), getattr(new.environment, name)
+        if name == "framework_version" and old.framework == new.framework:
+            label = new.framework
+        before, after = getattr(old, name), getattr(new, name)
         if before != after:
             changes.append(f"{label}: {before} → {after}")
+    return changes
+
+
+def environment_changes(old: Report, new: Report) -> tuple[str, ...]:
+    """What differs between the runs' machines and settings, one ``label: before → after`` each."""
+    changes = machine_changes(old.environment, new.environment)
     for key, label in (("batch_size", "batch size"), ("step_ms", "model step ms")):
         before, after = old.settings.get(key), new.settings.get(key)
         if before != after:
@@ -111,6 +118,76 @@ def compare(old: Report, new: Report) -> Comparison:
         only_new=tuple(c for c in sorted(new_trials) if c not in old_trials),
         environment_changes=environment_changes(old, new),
     )
+
+
+@dataclass(frozen=True)
+class LoaderChange:
+    """One DataLoader (the same creation site) watched in both runs."""
+
+    site: str
+    old: LoaderRun
+    new: LoaderRun
+
+    @property
+    def change(self) -> float | None:
+        """Relative change of its steady-state samples/s; None when either has none."""
+        if not self.old.samples_per_s or self.new.samples_per_s is None:
+            return None
+        return self.new.samples_per_s / self.old.samples_per_s - 1
+
+
+@dataclass(frozen=True)
+class RunComparison:
+    """Two watched runs (``dataprof run``) side by side: their loaders by site, and the machines."""
+
+    old: RunReport
+    new: RunReport
+    loaders: tuple[LoaderChange, ...]
+    only_old: tuple[str, ...]
+    only_new: tuple[str, ...]
+    environment_changes: tuple[str, ...]
+
+    @property
+    def old_rate(self) -> float | None:
+        """The old run's busiest loader's samples/s."""
+        return self.old.loaders[0].samples_per_s if self.old.loaders else None
+
+    @property
+    def new_rate(self) -> float | None:
+        """The new run's busiest loader's samples/s."""
+        return self.new.loaders[0].samples_per_s if self.new.loaders else None
+
+    @property
+    def change(self) -> float | None:
+        """Relative change of the busiest loader's samples/s."""
+        if not self.old_rate or self.new_rate is None:
+            return None
+        return self.new_rate / self.old_rate - 1
+
+    @property
+    def same_machine(self) -> bool:
+        """Both runs were watched in the same environment."""
+        return not self.environment_changes
+
+    def regressed(self, threshold: float) -> bool:
+        """The busiest loader's samples/s fell by more than ``threshold``, or the new run measured none."""
+        if self.new_rate is None:
+            return self.old_rate is not None
+        return self.change is not None and self.change < -threshold
+
+
+def compare_runs(old: RunReport, new: RunReport) -> RunComparison:
+    """Match the runs' loaders by creation site and say what changed."""
+    old_by, new_by = {r.site: r for r in old.loaders}, {r.site: r for r in new.loaders}
+    changes = machine_changes(old.environment, new.environment)
+    if old.command != new.command:
+        changes.append(f"command: {' '.join(old.command)} → {' '.join(new.command)}")
+    return RunComparison(old=old, new=new,
+                         loaders=tuple(LoaderChange(site, old_by[site], new_by[site]) for site in old_by
+                                       if site in new_by),
+                         only_old=tuple(site for site in old_by if site not in new_by),
+                         only_new=tuple(site for site in new_by if site not in old_by),
+                         environment_changes=tuple(changes))
 
 
 def parse_percent(text: str, name: str) -> float:

@@ -58,6 +58,10 @@ class LoaderRun:
     batch and the rest of its warm-up. Large when epochs are short next to the workers' start."""
 
 
+LOADER_DEFAULTS = {"framework": "torch", "dataset_file": None}
+"""What a loader's keys mean when a document lacks them."""
+
+
 @dataclass(frozen=True)
 class RunResources:
     """The training process tree, sampled from outside over the whole watch."""
@@ -157,7 +161,7 @@ class RunReport:
             tool_version=data.get("tool", {}).get("version", "?"),
             command=tuple(data.get("command", ())),
             environment=Environment(**{k: v for k, v in data["environment"].items() if k in env_fields}),
-            loaders=tuple(LoaderRun(**{**{k: v for k, v in loader.items() if k in loader_fields},
+            loaders=tuple(LoaderRun(**{**LOADER_DEFAULTS, **{k: v for k, v in loader.items() if k in loader_fields},
                                        "first_batch_s": tuple(loader.get("first_batch_s") or ())})
                           for loader in data.get("loaders", ())),
             resources=RunResources(**data.get("resources") or {}),

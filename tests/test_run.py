@@ -304,3 +304,31 @@ def test_a_paddle_dataloader_is_watched_too(tmp_path: Path) -> None:
     loader = doc["loaders"][0]
     assert (loader["framework"], loader["batches"], loader["batch_size"]) == ("paddle", 8, 8)
     assert doc["environment"]["framework"] == "paddle" and loader["data_wait_fraction"] is not None
+
+
+def _saved(tmp_path: Path, name: str, report: RunReport) -> Path:
+    path = tmp_path / name
+    path.write_text(report.to_json())
+    return path
+
+
+def test_compare_and_report_read_run_documents(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from dataprof.cli import main
+
+    old = _saved(tmp_path, "old.json", judge(_report(0.3)))
+    slower = judge(_report(0.3))
+    slower = dataclasses.replace(slower, loaders=(dataclasses.replace(slower.loaders[0], samples_per_s=600.0),))
+    new = _saved(tmp_path, "new.json", slower)
+    runner = CliRunner()
+    regressed = runner.invoke(main, ["compare", str(old), str(new)])
+    assert regressed.exit_code == 1 and "800.0 → 600.0" in regressed.output and "-25.0%" in regressed.output
+    assert runner.invoke(main, ["compare", str(old), str(old)]).exit_code == 0
+    sweep = ROOT / "tests" / "data" / "runs" / "io_bound.json"
+    mixed = runner.invoke(main, ["compare", str(old), str(sweep)])
+    assert mixed.exit_code == 2 and "compare two of a kind" in mixed.output
+    page = tmp_path / "run.html"
+    assert runner.invoke(main, ["report", str(old), "--html", str(page)]).exit_code == 0
+    text = page.read_text()
+    assert text.startswith("<!DOCTYPE html>") and "<script" not in text and "train.py:40" in text

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from dataprof.compare import Comparison
+from dataprof.compare import Comparison, RunComparison
 from dataprof.units import fmt_bytes
 
 
@@ -71,6 +71,42 @@ def print_comparison(console: Console, comparison: Comparison, threshold: float 
         console.print("only in old: " + ", ".join(c.label() for c in comparison.only_old), style="dim")
     if comparison.only_new:
         console.print("only in new: " + ", ".join(c.label() for c in comparison.only_new), style="dim")
+
+
+def print_run_comparison(console: Console, comparison: RunComparison, threshold: float | None = None) -> None:
+    """Two watched runs: the busiest loader's samples/s old → new against ``threshold``, then each loader."""
+    old, new = comparison.old, comparison.new
+    console.print(f"dataprof compare · run {' '.join(new.command)}")
+    if comparison.same_machine:
+        console.print(f"same environment: {new.environment.cpu_reason}", style="dim")
+    else:
+        console.print("different environments, so differences may come from the machine, not the code: "
+                      + "; ".join(comparison.environment_changes), style="yellow")
+    line = Text("busiest loader: ")
+    line.append(f"{_rate(comparison.old_rate)} → {_rate(comparison.new_rate)} samples/s ({_pct(comparison.change)})",
+                style="bold")
+    console.print(line)
+    if old.verdict is not None and new.verdict is not None and old.verdict.id != new.verdict.id:
+        console.print(f"verdict: {old.verdict.id} → {new.verdict.id}")
+    if threshold is not None:
+        regressed = comparison.regressed(threshold)
+        console.print(f"{'REGRESSION' if regressed else 'ok'}: allowed −{100 * threshold:g}%",
+                      style="bold red" if regressed else "green")
+    table = Table(box=box.SIMPLE_HEAD, title="DataLoaders watched in both (old → new)", title_justify="left",
+                  pad_edge=False, padding=(0, 1, 0, 0))
+    for name in ("loader", "samples/s", "change", "data wait%", "step p50 ms"):
+        table.add_column(name, justify="left" if name == "loader" else "right", no_wrap=True)
+    for row in comparison.loaders:
+        o, n = row.old, row.new
+        table.add_row(row.site, f"{_rate(o.samples_per_s)} → {_rate(n.samples_per_s)}", _pct(row.change),
+                      f"{_wait(o.data_wait_fraction)} → {_wait(n.data_wait_fraction)}",
+                      f"{_num((o.step_ms or {}).get('p50'))} → {_num((n.step_ms or {}).get('p50'))}",
+                      style="red" if threshold is not None and row.change is not None and row.change < -threshold
+                      else None)
+    console.print(table)
+    for label, sites in (("only in old", comparison.only_old), ("only in new", comparison.only_new)):
+        if sites:
+            console.print(f"{label}: " + ", ".join(sites), style="dim")
 
 
 def _num(value: float | None) -> str:
