@@ -80,6 +80,8 @@ class RunResources:
     gpu_util_percent: float | None = None
     """Mean NVML utilisation; None without an NVIDIA GPU."""
     gpu_memory_bytes: int | None = None
+    gpu_timeline: tuple[float, ...] = ()
+    """GPU utilisation (%) over the watch, in up to 60 equal slices of time (the terminal draws it)."""
 
 
 @dataclass(frozen=True)
@@ -137,7 +139,7 @@ class RunReport:
             "environment": dataclasses.asdict(self.environment),
             "loaders": [{**dataclasses.asdict(loader), "first_batch_s": list(loader.first_batch_s),
                          "gpu_util_percent": self.resources.gpu_util_percent} for loader in self.loaders],
-            "resources": dataclasses.asdict(self.resources),
+            "resources": {**dataclasses.asdict(self.resources), "gpu_timeline": list(self.resources.gpu_timeline)},
             "wall_s": self.wall_s,
             "exit_code": self.exit_code,
             "ended_by": self.ended_by,
@@ -164,7 +166,8 @@ class RunReport:
             loaders=tuple(LoaderRun(**{**LOADER_DEFAULTS, **{k: v for k, v in loader.items() if k in loader_fields},
                                        "first_batch_s": tuple(loader.get("first_batch_s") or ())})
                           for loader in data.get("loaders", ())),
-            resources=RunResources(**data.get("resources") or {}),
+            resources=RunResources(**{**(data.get("resources") or {}),
+                                      "gpu_timeline": tuple((data.get("resources") or {}).get("gpu_timeline") or ())}),
             wall_s=data.get("wall_s", 0.0),
             exit_code=data.get("exit_code"),
             ended_by=data.get("ended_by"),

@@ -332,3 +332,19 @@ def test_compare_and_report_read_run_documents(tmp_path: Path) -> None:
     assert runner.invoke(main, ["report", str(old), "--html", str(page)]).exit_code == 0
     text = page.read_text()
     assert text.startswith("<!DOCTYPE html>") and "<script" not in text and "train.py:40" in text
+
+
+def test_the_gpu_timeline_slices_the_watch_and_draws_in_the_terminal() -> None:
+    from dataprof.measure.probes import GpuSample
+    from dataprof.measure.watcher import gpu_timeline
+    from dataprof.render.run import render
+
+    samples = [GpuSample(t=float(t), util_percent=[100.0 if t >= 50 else 0.0], memory_used_bytes=1) for t in range(100)]
+    timeline = gpu_timeline(samples, slices=4)
+    assert timeline == (0.0, 0.0, 100.0, 100.0)
+    report = judge(_report(0.3))
+    shown = dataclasses.replace(report, resources=dataclasses.replace(report.resources, gpu_util_percent=50.0,
+                                                                      gpu_timeline=timeline))
+    assert "GPU utilisation over the watch (0–100%): ▁▁██ mean 50%" in render(shown)
+    assert RunReport.from_dict(json.loads(shown.to_json())).resources.gpu_timeline == timeline
+    assert "GPU utilisation over the watch" not in render(report)

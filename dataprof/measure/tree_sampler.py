@@ -14,6 +14,7 @@ import sys
 
 from dataprof.measure.probes import NullGpuProbe, NvmlProbe, ProcessTreeProbe, SystemProbe
 from dataprof.measure.sampler import Sampler, summarize
+from dataprof.measure.watcher import gpu_timeline
 
 
 def main(argv: list[str]) -> int:
@@ -31,7 +32,8 @@ def main(argv: list[str]) -> int:
             sampler.mark_window_end()
     sampler.stop()
     sampler.gpu_probe.close()
-    print(json.dumps({**summarize(sampler.samples), "gpu_reason": reason}), flush=True)
+    print(json.dumps({**summarize(sampler.samples), "gpu_timeline": gpu_timeline(sampler.samples.gpu),
+                      "gpu_reason": reason}), flush=True)
     return 0
 
 

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from dataprof.errors import TargetError
 from dataprof.measure.environment import probe_environment
-from dataprof.measure.probes import NullGpuProbe, NvmlProbe, ProcessTreeProbe, SystemProbe
+from dataprof.measure.probes import GpuSample, NullGpuProbe, NvmlProbe, ProcessTreeProbe, SystemProbe
 from dataprof.measure.protocol import LineReader, Message
 from dataprof.measure.sampler import Sampler, summarize
 from dataprof.measure.timing import warmup_batches
@@ -180,7 +180,9 @@ def watch(settings: WatchSettings) -> RunReport:
     sampler.stop()
     sampler.gpu_probe.close()
     return collector.report((("-m",) if settings.module else ()) + (settings.target, *settings.args),
-                            resources_of(summarize(sampler.samples)), time.monotonic() - started,
+                            resources_of({**summarize(sampler.samples),
+                                          "gpu_timeline": gpu_timeline(sampler.samples.gpu)}),
+                            time.monotonic() - started,
                             code if code >= 0 else None, interrupted)
 
 
@@ -248,6 +250,22 @@ def _ms_stats(seconds: Sequence[float]) -> dict[str, float] | None:
     return {"p50": percentile(ms, 50), "p95": percentile(ms, 95), "mean": sum(ms) / len(ms)}
 
 
+TIMELINE_SLICES = 60
+
+
+def gpu_timeline(samples: Sequence[GpuSample], slices: int = TIMELINE_SLICES) -> tuple[float, ...]:
+    """Mean GPU utilisation (%) in each of up to ``slices`` equal slices of the readings' time span."""
+    points = [(s.t, sum(s.util_percent) / len(s.util_percent)) for s in samples if s.util_percent]
+    if len(points) < 2:
+        return tuple(value for _, value in points)
+    start, span = points[0][0], (points[-1][0] - points[0][0]) or 1.0
+    count = min(slices, len(points))
+    buckets: list[list[float]] = [[] for _ in range(count)]
+    for t, value in points:
+        buckets[min(count - 1, int((t - start) / span * count))].append(value)
+    return tuple(round(sum(b) / len(b), 1) for b in buckets if b)
+
+
 def resources_of(figures: dict[str, Any]) -> RunResources:
     """The tree's CPU, memory, the machine's iowait and the GPU over the watch, from the sampler's summary."""
     cpu, main = figures["cpu_percent"], figures["main_cpu_percent"]
@@ -255,4 +273,5 @@ def resources_of(figures: dict[str, Any]) -> RunResources:
                         workers_cpu_percent=None if cpu is None or main is None else max(0.0, cpu - main),
                         cpu_percent_system=figures["cpu_percent_system"], iowait_percent=figures["iowait_percent"],
                         peak_memory_bytes=figures["peak_memory_bytes"], gpu_util_percent=figures["gpu_util_percent"],
-                        gpu_memory_bytes=figures["gpu_memory_bytes"])
+                        gpu_memory_bytes=figures["gpu_memory_bytes"],
+                        gpu_timeline=tuple(figures.get("gpu_timeline") or ()))

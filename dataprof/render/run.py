@@ -56,6 +56,19 @@ def resources(report: RunReport) -> Text:
                 f"iowait {num(res.iowait_percent, '.0f')}% · peak PSS {fmt_bytes(res.peak_memory_bytes)} · {gpu}")
 
 
+SPARKS = "▁▂▃▄▅▆▇█"
+
+
+def gpu_line(report: RunReport) -> Text | None:
+    """GPU utilisation over the watch as a one-line chart, when a GPU was sampled."""
+    timeline = report.resources.gpu_timeline
+    if not timeline:
+        return None
+    bars = "".join(SPARKS[min(len(SPARKS) - 1, int(value / 100 * len(SPARKS)))] for value in timeline)
+    return Text(f"GPU utilisation over the watch (0–100%): {bars} mean "
+                f"{num(report.resources.gpu_util_percent, '.0f')}%")
+
+
 def rank_lines(report: RunReport) -> list[Text]:
     """Under torchrun: each rank's data wait, rate and step, the slowest marked (it sets everyone's pace)."""
     if not report.ranks:
@@ -83,6 +96,8 @@ def print_run(console: Console, report: RunReport) -> None:
     for line in loader_lines(report):
         console.print(line)
     console.print(resources(report))
+    if (gpu := gpu_line(report)) is not None:
+        console.print(gpu)
     for line in rank_lines(report):
         console.print(line)
     if report.next_command:
