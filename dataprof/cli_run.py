@@ -20,6 +20,8 @@ from dataprof.output import console, guarded, write_atomic
               help="End the watch, and stop the script, at the first batch after S seconds.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help='Write the run document ("kind": "run") here.')
+@click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write a self-contained HTML page of the run.")
 @click.option("--max-data-wait", default=None, metavar="PCT",
               help="Gate: exit 1 if the busiest loader's steady-state data wait exceeds PCT of each iteration.")
 @click.option("--min-gpu-util", type=click.FloatRange(min=0, max=100), default=None, metavar="PCT",
@@ -34,7 +36,7 @@ from dataprof.output import console, guarded, write_atomic
 @click.argument("script")
 @click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
 @guarded
-def run(module: bool, max_steps: int | None, seconds: float | None, json_path: Path | None,
+def run(module: bool, max_steps: int | None, seconds: float | None, json_path: Path | None, html_path: Path | None,
         max_data_wait: str | None, min_gpu_util: float | None, min_throughput: float | None,
         baseline_path: Path | None, max_regression: str | None, debug: bool, script: str,
         script_args: tuple[str, ...]) -> None:
@@ -71,6 +73,11 @@ def run(module: bool, max_steps: int | None, seconds: float | None, json_path: P
     if json_path is not None:
         write_atomic(json_path, report.to_json())
         click.echo(f"wrote {json_path}", err=True)
+    if html_path is not None:
+        from dataprof.render.run_html import run_page
+
+        write_atomic(html_path, run_page(report))
+        click.echo(f"wrote {html_path}", err=True)
     failed = [g for g in report.gates if not g.passed]
     for gate in failed:
         click.echo(f"gate failed: {gate.gate}: {gate.message}", err=True)
