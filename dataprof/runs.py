@@ -109,7 +109,7 @@ class RunReport:
     resources: RunResources
     wall_s: float
     exit_code: int | None
-    """The script's own exit code (None when it was killed)."""
+    """The script's own exit code (128 + N when signal N killed it, as a shell says)."""
     ended_by: str | None = None
     """Why the watch ended before the script did (``--max-steps``, ``--seconds``, Ctrl-C); None if it ran out."""
     complete: bool = True

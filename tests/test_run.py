@@ -134,7 +134,8 @@ def test_the_script_sees_what_python_gives_it_and_the_same_batches(tmp_path: Pat
     doc = json.loads((tmp_path / "run.json").read_text())
     loader = doc["loaders"][0]
     assert (loader["batches"], loader["epochs"], loader["num_workers"]) == (16, 2, 2)
-    assert loader["site"] == f"{SCRIPT}:41" and len(loader["first_batch_s"]) == 2
+    line = next(n for n, text in enumerate((ROOT / SCRIPT).read_text().splitlines(), 1) if "= DataLoader(" in text)
+    assert loader["site"] == f"{SCRIPT}:{line}" and len(loader["first_batch_s"]) == 2
 
 
 @pytest.mark.slow
@@ -146,6 +147,8 @@ def test_the_scripts_exit_code_and_traceback_are_its_own() -> None:
     assert "RuntimeError: the step failed at batch 5" in raised.stderr and "train_script.py" in raised.stderr
     assert "dataprof/measure" not in raised.stderr and "runpy" not in raised.stderr
     assert "DataLoaders" in raised.stdout  # what was measured is still reported
+    killed = dataprof_run(SCRIPT, "--workers", "2", "--kill-at", "5")
+    assert killed.returncode == 128 + 9 and "exit code 137" in " ".join(killed.stdout.split())
 
 
 @pytest.mark.slow

@@ -170,8 +170,9 @@ def watch(settings: WatchSettings) -> RunReport:
     reader = LineReader(read_fd)
     while True:
         try:
-            if not _read(reader, collector):
-                break
+            if not _read(reader, collector) or "code" in collector.outcome \
+                    or (proc.poll() is not None and not select.select([read_fd], [], [], 1.0)[0]):
+                break  # its last word, or it died (a worker it left may hold the pipe open)
         except KeyboardInterrupt:  # the script got the same Ctrl-C: give it time to end as it would
             interrupted = True
             _end(proc)
@@ -183,7 +184,7 @@ def watch(settings: WatchSettings) -> RunReport:
                             resources_of({**summarize(sampler.samples),
                                           "gpu_timeline": gpu_timeline(sampler.samples.gpu)}),
                             time.monotonic() - started,
-                            code if code >= 0 else None, interrupted)
+                            code if code >= 0 else 128 - code, interrupted)  # killed by signal N: 128 + N
 
 
 def _gpu_note(outcome: dict[str, Any]) -> tuple[str, ...]:

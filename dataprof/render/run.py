@@ -22,7 +22,7 @@ def header(report: RunReport) -> Text:
     if report.ended_by:
         how = f"watch ended by {report.ended_by}"
     else:
-        how = f"exit code {report.exit_code}" if report.exit_code is not None else "killed"
+        how = f"exit code {report.exit_code}" if report.exit_code is not None else "no exit code"
     return Text(f"dataprof {report.tool_version} · run {' '.join(report.command)} · {report.wall_s:.1f} s, {how}\n"
                 f"{env.framework} {env.framework_version or '?'} · {env.cpu_reason}")
 
