@@ -29,7 +29,8 @@ from dataprof.measure.building import Built, build, build_in_trial, describe, pr
 from dataprof.measure.protocol import Channel, LineReader, LoadRequest, Message
 
 
-def _prctl(option: int, value: int) -> None:
+def prctl(option: int, value: int) -> None:
+    """Linux ``prctl(option, value)``; nothing elsewhere (the parent still kills process groups)."""
     try:
         ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
     except (OSError, AttributeError):
@@ -65,7 +66,7 @@ def run_probe(request: LoadRequest, shared: Built | None, events: Channel, objec
         try:
             os.close(read_fd)
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+            prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
             channel = Channel(write_fd)
             try:
                 built = shared or build(request, objects)
@@ -207,7 +208,7 @@ def _trial_child(shared: Built | None, load: LoadRequest, request: Message, chan
     try:
         os.setpgid(0, 0)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         backend = get_backend(info["framework"])
         if request["cmd"] == "epoch_check":
             run_epoch_check(backend, LoaderConfig.from_dict(request["config"]), channel.send)
@@ -340,8 +341,8 @@ def main(argv: list[str], objects: Mapping[str, Any] | None = None) -> int:
     """Serve on the command and event pipes ``argv`` names; ``objects``: a forked host's handed-over objects."""
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    prctl(PR_SET_CHILD_SUBREAPER, 1)
     return serve(int(argv[0]), int(argv[1]), objects or {})
 
 

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from dataprof.errors import TargetError
 from dataprof.measure.environment import probe_environment
+from dataprof.measure.host import PR_SET_CHILD_SUBREAPER, prctl
 from dataprof.measure.probes import GpuSample, NullGpuProbe, NvmlProbe, ProcessTreeProbe, SystemProbe
 from dataprof.measure.protocol import LineReader, Message
 from dataprof.measure.sampler import Sampler, summarize
@@ -31,6 +32,8 @@ from dataprof.version import __version__
 
 EXIT_GRACE_S = 10.0
 """After Ctrl-C, how long the script has to end before it is killed."""
+LEFTOVER_GRACE_S = 5.0
+"""How long processes the script left behind (DataLoader workers) have to end once it exited."""
 
 
 @dataclass(frozen=True)
@@ -155,6 +158,8 @@ class Collector:
 def watch(settings: WatchSettings) -> RunReport:
     """Run the script watched until it ends (or the watch ends it); what was measured."""
     check_target(settings)
+    prctl(PR_SET_CHILD_SUBREAPER, 1)  # workers the script leaves behind become ours, to end
+    before = _children()
     read_fd, write_fd = os.pipe()
     limits = json.dumps({"max_steps": settings.max_steps, "seconds": settings.seconds})
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -178,6 +183,8 @@ def watch(settings: WatchSettings) -> RunReport:
             _end(proc)
     os.close(read_fd)
     code = proc.wait()
+    _end_leftovers(before)
+    prctl(PR_SET_CHILD_SUBREAPER, 0)
     sampler.stop()
     sampler.gpu_probe.close()
     return collector.report((("-m",) if settings.module else ()) + (settings.target, *settings.args),
@@ -205,6 +212,28 @@ def _read(reader: LineReader, collector: Collector) -> bool:
     for event in messages:
         collector.handle(event)
     return True
+
+
+def _children() -> set[int]:
+    """This process's children now."""
+    import psutil
+
+    return {p.pid for p in psutil.Process().children()}
+
+
+def _end_leftovers(before: set[int], grace_s: float = LEFTOVER_GRACE_S) -> None:
+    """Processes the script left behind (its workers, orphaned to us; not children we had ``before``): given
+    ``grace_s`` to end, then killed."""
+    import psutil
+
+    left = [p for p in psutil.Process().children() if p.pid not in before]
+    _, alive = psutil.wait_procs(left, timeout=grace_s)
+    for proc in alive:
+        try:
+            proc.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(alive, timeout=grace_s)
 
 
 def _end(proc: subprocess.Popen[bytes]) -> None:
