@@ -247,14 +247,28 @@ def _rank_entry(params: dict[str, Any]) -> None:
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 @guarded
 def diagnose(run: Path, json_path: Path | None, debug: bool) -> None:
-    """Re-read a saved --json result, recommend and diagnose it again with the current rules, and render it."""
-    from dataprof.decide import decide
-    from dataprof.render import console as console_render
+    """Re-read a saved --json document (a sweep or a `dataprof run`), decide it again with the current rules,
+    and render it."""
+    from dataprof.api import read_document
+    from dataprof.runs import RunReport
 
-    report = decide(_read(run))
-    console_render.print_report(console(), report)
+    document = read_document(run)
+    if isinstance(document, RunReport):
+        from dataprof.render.run import print_run
+        from dataprof.verdict import judge
+
+        judged = judge(document)
+        print_run(console(), judged)
+        text = judged.to_json()
+    else:
+        from dataprof.decide import decide
+        from dataprof.render import console as console_render
+
+        report = decide(document)
+        console_render.print_report(console(), report)
+        text = report.to_json()
     if json_path is not None:
-        write_atomic(json_path, report.to_json())
+        write_atomic(json_path, text)
 
 
 @main.command()

@@ -331,6 +331,9 @@ def test_compare_and_report_read_run_documents(tmp_path: Path) -> None:
     sweep = ROOT / "tests" / "data" / "runs" / "io_bound.json"
     mixed = runner.invoke(main, ["compare", str(old), str(sweep)])
     assert mixed.exit_code == 2 and "compare two of a kind" in mixed.output
+    stale = dataclasses.replace(judge(_report(0.02)), verdict=None, next_command=None)
+    rejudged = runner.invoke(main, ["diagnose", str(_saved(tmp_path, "stale.json", stale))])
+    assert rejudged.exit_code == 0 and "model-bound" in rejudged.output
     page = tmp_path / "run.html"
     assert runner.invoke(main, ["report", str(old), "--html", str(page)]).exit_code == 0
     text = page.read_text()
