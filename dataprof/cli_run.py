@@ -40,9 +40,10 @@ def run(module: bool, max_steps: int | None, seconds: float | None, json_path: P
         max_data_wait: str | None, min_gpu_util: float | None, min_throughput: float | None,
         baseline_path: Path | None, max_regression: str | None, debug: bool, script: str,
         script_args: tuple[str, ...]) -> None:
-    """Run SCRIPT [ARGS]... (your training, unchanged) and say whether it waits for data.
+    """Watch your training script, unchanged, and say whether it waits for data.
 
-    dataprof's options come before SCRIPT; everything after it is the script's own argv.
+    dataprof's options come before SCRIPT; everything after it is the script's own argv:
+    dataprof run [OPTIONS] train.py --epochs 1
     """
     import dataclasses
 
