@@ -36,8 +36,42 @@ class ConfigChange:
         return self.change is not None and self.change < -threshold
 
 
+class _RateChange:
+    """What both comparisons share: the headline rate old → new, and whether it regressed."""
+
+    environment_changes: tuple[str, ...]
+
+    @property
+    def old_rate(self) -> float | None:
+        """The old headline samples/s (a sweep's recommendation, a run's busiest loader)."""
+        raise NotImplementedError
+
+    @property
+    def new_rate(self) -> float | None:
+        """The new headline samples/s."""
+        raise NotImplementedError
+
+    @property
+    def change(self) -> float | None:
+        """Relative change of the headline samples/s (−0.12 = 12% slower); None when either has none."""
+        if not self.old_rate or self.new_rate is None:
+            return None
+        return self.new_rate / self.old_rate - 1
+
+    @property
+    def same_machine(self) -> bool:
+        """Both were measured in the same environment."""
+        return not self.environment_changes
+
+    def regressed(self, threshold: float) -> bool:
+        """The headline samples/s fell by more than ``threshold`` (0.1 = 10%), or the new one measured none."""
+        if self.new_rate is None:
+            return self.old_rate is not None
+        return self.change is not None and self.change < -threshold
+
+
 @dataclass(frozen=True)
-class Comparison:
+class Comparison(_RateChange):
     """Two runs side by side: the configs both measured, those only one did, and how the machines differ."""
 
     old: Report
@@ -57,24 +91,6 @@ class Comparison:
     def new_rate(self) -> float | None:
         """The new run's recommended samples/s (None when nothing completed)."""
         return self.new.recommendation.samples_per_s if self.new.recommendation else None
-
-    @property
-    def change(self) -> float | None:
-        """Relative change of the recommended throughput."""
-        if not self.old_rate or self.new_rate is None:
-            return None
-        return self.new_rate / self.old_rate - 1
-
-    @property
-    def same_machine(self) -> bool:
-        """Both runs were measured in the same environment (CPUs, framework, device, batch size, step)."""
-        return not self.environment_changes
-
-    def regressed(self, threshold: float) -> bool:
-        """The recommended throughput fell by more than ``threshold`` (0.1 = 10%), or nothing completed."""
-        if self.new_rate is None:
-            return self.old_rate is not None
-        return self.change is not None and self.change < -threshold
 
 
 ENVIRONMENT_FIELDS = (("usable_cpus", "usable CPUs"), ("cpu_count", "CPUs"), ("world_size", "ranks"),
@@ -137,7 +153,7 @@ class LoaderChange:
 
 
 @dataclass(frozen=True)
-class RunComparison:
+class RunComparison(_RateChange):
     """Two watched runs (``dataprof run``) side by side: their loaders by site, and the machines."""
 
     old: RunReport
@@ -156,24 +172,6 @@ class RunComparison:
     def new_rate(self) -> float | None:
         """The new run's busiest loader's samples/s."""
         return self.new.loaders[0].samples_per_s if self.new.loaders else None
-
-    @property
-    def change(self) -> float | None:
-        """Relative change of the busiest loader's samples/s."""
-        if not self.old_rate or self.new_rate is None:
-            return None
-        return self.new_rate / self.old_rate - 1
-
-    @property
-    def same_machine(self) -> bool:
-        """Both runs were watched in the same environment."""
-        return not self.environment_changes
-
-    def regressed(self, threshold: float) -> bool:
-        """The busiest loader's samples/s fell by more than ``threshold``, or the new run measured none."""
-        if self.new_rate is None:
-            return self.old_rate is not None
-        return self.change is not None and self.change < -threshold
 
 
 def compare_runs(old: RunReport, new: RunReport) -> RunComparison:
