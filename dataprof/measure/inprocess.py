@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 from dataprof.errors import UsageError
-from dataprof.measure.protocol import Message
+from dataprof.measure.protocol import Message, child_env
 from dataprof.measure.watched import Recorder, patch_dataloader
 from dataprof.measure.watcher import Collector, resources_of
 from dataprof.runs import RunReport
@@ -67,10 +67,8 @@ class InProcessWatch:
             import torch.utils.data.dataloader as module
         except ImportError:
             raise UsageError("dataprof.watch() watches torch DataLoaders: torch is not installed") from None
-        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
         self.proc = subprocess.Popen([sys.executable, "-m", "dataprof.measure.tree_sampler", str(os.getpid())],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=child_env())
         self.collector = Collector(ProcessMarks(self.proc))
         self.recorder = Recorder(_Sink(self.collector), max_steps=None, seconds=None)  # type: ignore[arg-type]
         self.restore = patch_dataloader(module, self.recorder)

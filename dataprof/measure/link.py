@@ -16,7 +16,7 @@ from typing import Any
 from dataprof.config import SweepSettings
 from dataprof.errors import TargetError
 from dataprof.measure import host
-from dataprof.measure.protocol import Channel, LineReader, LoadRequest, Message
+from dataprof.measure.protocol import Channel, LineReader, LoadRequest, Message, child_env
 
 
 class HostDied(Exception):
@@ -83,13 +83,10 @@ class Host:
         if settings.target in objects:
             self.proc = ForkedHost(cmd_read, evt_write, (self.cmd_fd, self.evt_fd), self.log.fileno(), objects)
         else:
-            env = dict(os.environ)
-            root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-            env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "dataprof.measure.host", str(cmd_read), str(evt_write)],
                 pass_fds=(cmd_read, evt_write), stdin=subprocess.DEVNULL, stdout=self.log,
-                stderr=subprocess.STDOUT, start_new_session=True, env=env, cwd=settings.cwd,
+                stderr=subprocess.STDOUT, start_new_session=True, env=child_env(), cwd=settings.cwd,
             )
         os.close(cmd_read)
         os.close(evt_write)

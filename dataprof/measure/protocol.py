@@ -16,6 +16,14 @@ from typing import Any, TypeVar
 
 from dataprof.config import SweepSettings
 
+
+def child_env() -> dict[str, str]:
+    """This process's environment, with dataprof's own root first on ``PYTHONPATH``: what a fresh interpreter
+    dataprof starts (``python -m dataprof.measure.…``) needs to import dataprof, installed or not."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
+
+
 Message = dict[str, Any]
 """One decoded line: a command (``cmd`` key) or an event (``ev`` key)."""
 

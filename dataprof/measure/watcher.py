@@ -23,7 +23,7 @@ from dataprof.errors import TargetError
 from dataprof.measure.environment import probe_environment
 from dataprof.measure.host import PR_SET_CHILD_SUBREAPER, prctl
 from dataprof.measure.probes import GpuSample, NullGpuProbe, NvmlProbe, ProcessTreeProbe, SystemProbe
-from dataprof.measure.protocol import LineReader, Message
+from dataprof.measure.protocol import LineReader, Message, child_env
 from dataprof.measure.sampler import Sampler, summarize
 from dataprof.measure.timing import warmup_batches
 from dataprof.runs import LoaderRun, RunReport, RunResources
@@ -162,12 +162,10 @@ def watch(settings: WatchSettings) -> RunReport:
     before = _children()
     read_fd, write_fd = os.pipe()
     limits = json.dumps({"max_steps": settings.max_steps, "seconds": settings.seconds})
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
     started = time.monotonic()
     proc = subprocess.Popen([sys.executable, "-m", "dataprof.measure.watched", str(write_fd), limits,
                              "module" if settings.module else "script", settings.target, *settings.args],
-                            pass_fds=(write_fd,), cwd=settings.cwd, env=env)
+                            pass_fds=(write_fd,), cwd=settings.cwd, env=child_env())
     os.close(write_fd)
     sampler = Sampler(ProcessTreeProbe(proc.pid), SystemProbe(), NullGpuProbe()).start()
     collector = Collector(SamplerMarks(sampler))
