@@ -75,18 +75,22 @@ def _name(obj: Any) -> str:
     return f"python:{type(obj).__name__}@{id(obj):x}"
 
 
-def sweep(dataset_or_target: Any, *, batch_size: int = 64, workers: Any = "auto", prefetch_factor: Any = "2,4",
+def sweep(dataset_or_target: Any, *, batch_size: int | None = None, workers: Any = "auto", prefetch_factor: Any = "2,4",
           pin_memory: Any = None, persistent_workers: Any = "on", step_ms: float = 0.0, device: str = "auto",
           strategy: str = "adaptive", trial_seconds: float = 3.0, trial_timeout: float = 60.0,
           memory_limit: str = "80%", collate_fn: str | Callable[[list[Any]], Any] | None = None,
           shuffle: bool = False, rules_of_thumb: bool = True, args: Mapping[str, Any] | None = None,
           progress: bool = False, framework: str = "auto", use_shared_memory: Any = None,
-          use_buffer_reader: Any = None, autotune_steps: int = 50) -> Report:
+          use_buffer_reader: Any = None, autotune_steps: int = 50, split: str = "train",
+          current: str | Mapping[str, Any] | None = None) -> Report:
     """Sweep DataLoader configurations and return the :class:`~dataprof.model.Report` the CLI renders.
 
-    ``report.best``, ``report.diagnosis``, ``report.to_json()``; in Jupyter the
-    report displays itself. ``args`` are keyword arguments for a class or
-    factory target. ``progress=True`` prints a line per trial on stderr.
+    ``dataset_or_target``: a Dataset, a DataLoader (its knobs are swept, the rest kept), a
+    LightningDataModule (its ``<split>_dataloader()``), or an import path. ``report.best``,
+    ``report.current`` (your settings against the best), ``report.diagnosis``, ``report.to_json()``; in
+    Jupyter the report displays itself. ``args`` are keyword arguments for a class or factory target.
+    ``batch_size`` None: a DataLoader's own, else 64. ``current``: your settings for a Dataset target
+    (``{"num_workers": 8}`` or ``"num_workers=8"``). ``progress=True`` prints a line per trial on stderr.
     Knob values are lists (``[0, 2, 4]``, ``[True, False]``) or CLI strings;
     ``pin_memory`` is PyTorch's, ``use_shared_memory``/``use_buffer_reader`` Paddle's.
     """
@@ -113,7 +117,9 @@ def sweep(dataset_or_target: Any, *, batch_size: int = 64, workers: Any = "auto"
         trial_seconds=trial_seconds, trial_timeout=trial_timeout, memory_limit=memory_limit,
         collate_fn=collate_name, shuffle=shuffle, rules_of_thumb=rules_of_thumb, framework=framework,
         use_shared_memory=_optional(use_shared_memory), use_buffer_reader=_optional(use_buffer_reader),
-        autotune_steps=autotune_steps)
+        autotune_steps=autotune_steps, split=split,
+        current=current if current is None or isinstance(current, str)
+        else ",".join(f"{k}={_values(v)}" for k, v in current.items()))
     observer = plain_observer(sys.stderr) if progress else None
     return _shown(run_sweep(settings, arg_list, observer=observer, objects=objects), NotebookReport)
 

@@ -8,25 +8,15 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
 
-from dataprof.config import FRAMEWORKS
+from dataprof.cli_options import FRAMEWORK_CHOICES, SETTINGS_OPTIONS, sweep_options, target_options
 from dataprof.errors import ExitCode, UsageError
-from dataprof.gates import SEVERITY_ORDER
 from dataprof.output import console, guarded, write_atomic
-from dataprof.search import STRATEGIES
 from dataprof.version import __version__
-
-FRAMEWORK_CHOICES = ("auto", *FRAMEWORKS)
-"""``--framework``: ``auto`` (detected from the dataset) or one of the frameworks dataprof drives."""
-STRATEGY_CHOICES = tuple(STRATEGIES)
-"""``--strategy``: the search strategies, by name (adaptive first, the default)."""
-FAIL_ON_CHOICES = tuple(level for level in SEVERITY_ORDER if level != "info")
-"""``--fail-on``: the finding severities that can fail a gate."""
 
 
 def _read(path: Path) -> Any:
@@ -36,14 +26,6 @@ def _read(path: Path) -> Any:
     return read_result(path)
 
 
-def target_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """TARGET and --arg, shared by the commands that load a dataset."""
-    fn = click.option("--arg", "args", multiple=True, metavar="KEY=VALUE",
-                      help="Keyword argument for a Dataset class or factory (Python literal, else string). "
-                           "Repeatable.")(fn)
-    return click.argument("target")(fn)
-
-
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="dataprof")
 def main() -> None:
@@ -51,65 +33,7 @@ def main() -> None:
 
 
 @main.command()
-@target_options
-@click.option("--batch-size", type=click.IntRange(min=1), default=64, show_default=True,
-              help="Batch size, as in training.")
-@click.option("--workers", default="auto", show_default=True,
-              help="num_workers values: a list like 0,2,4,8, or 'auto': adaptive climbs 2,4,8,… (up to "
-                   "max(128, 4× usable CPUs)) while throughput rises; grid tries 0,1,2,4,… up to 2× usable CPUs.")
-@click.option("--framework", type=click.Choice(FRAMEWORK_CHOICES), default="auto", show_default=True,
-              help="Whose DataLoader to sweep; auto: paddle.io.DataLoader for a paddle.io dataset, else PyTorch's.")
-@click.option("--prefetch-factor", default="2,4", show_default=True,
-              help="prefetch_factor values (configs with workers only).")
-@click.option("--pin-memory", default=None, help="PyTorch: pin_memory values [default: on,off]; swept only when "
-                                                 "a GPU is used.")
-@click.option("--use-shared-memory", default=None,
-              help="Paddle: use_shared_memory values [default: on,off] (configs with workers only).")
-@click.option("--use-buffer-reader", default=None, help="Paddle: use_buffer_reader values [default: on,off].")
-@click.option("--persistent-workers", default="on", show_default=True,
-              help="persistent_workers values, e.g. on,off (configs with workers only).")
-@click.option("--step-ms", type=click.FloatRange(min=0), default=0.0, show_default=True,
-              help="Model step time to simulate per batch; 0 measures the loader's ceiling.")
-@click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
-@click.option("--strategy", type=click.Choice(STRATEGY_CHOICES), default="adaptive", show_default=True,
-              help="adaptive: climb num_workers while it pays, refine, tune the other knobs at the best count; "
-                   "grid: every combination.")
-@click.option("--trial-seconds", type=click.FloatRange(min=0.1), default=3.0, show_default=True,
-              help="Longest steady-state window of a trial; it ends sooner once the rate is steady.")
-@click.option("--trial-timeout", type=click.FloatRange(min=1), default=60.0, show_default=True,
-              help="Kill a trial that delivers no batch for this many seconds.")
-@click.option("--memory-limit", default="80%", show_default=True,
-              help="Kill a trial whose processes' PSS passes this: bytes, 3GB, 512MiB or % of available RAM.")
-@click.option("--collate-fn", default=None, metavar="MOD:ATTR", help="Collate function to use.")
-@click.option("--shuffle/--no-shuffle", default=False, show_default=True, help="Shuffle indices, as in training.")
-@click.option("--rules-of-thumb/--no-rules-of-thumb", default=True, show_default=True,
-              help="Also measure what 0.75 × CPUs and CPUs − 1 workers give (and, for Paddle, what Paddle's own "
-                   "dataloader autotune picks), to compare with the recommendation.")
-@click.option("--autotune-steps", type=click.IntRange(min=3), default=50, show_default=True,
-              help="Paddle: tuning_steps (batches per tried num_workers) for Paddle's autotune; Paddle's own "
-                   "default is 500.")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Write the result document here (updated after every trial).")
-@click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Also write a self-contained HTML report with charts (needs the 'html' extra).")
-@click.option("--resume", "resume_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Continue the sweep saved in this --json file, skipping configs already measured.")
-@click.option("--min-throughput", type=click.FloatRange(min=0), default=None, metavar="N",
-              help="Gate: exit 1 if the recommended config loads fewer samples/s.")
-@click.option("--min-speedup", type=click.FloatRange(min=0), default=None, metavar="X",
-              help="Gate: exit 1 if the recommendation is less than X times as fast as num_workers=0.")
-@click.option("--fail-on", type=click.Choice(FAIL_ON_CHOICES), default=None,
-              help="Gate: exit 1 on a diagnosis finding at least this severe.")
-@click.option("--baseline", "baseline_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Gate: a saved --json run to compare with (see --max-regression).")
-@click.option("--max-regression", default=None, metavar="PCT",
-              help="With --baseline: exit 1 if the recommended throughput falls by more than this (default 10%).")
-@click.option("--nproc-per-node", type=click.IntRange(min=1), default=None, metavar="P",
-              help="Run P ranks on this machine, as a DDP job would (torch.distributed's launcher, gloo): each "
-                   "loads its DistributedSampler shard with the same config at the same time; rank 0 reports. "
-                   "Under torchrun, give the ranks to torchrun instead.")
-@click.option("--require-gpu", is_flag=True,
-              help="Usage error (exit 2) unless a CUDA device is used, so a GPU runner cannot pass on the CPU.")
+@sweep_options
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 @guarded
 def sweep(**params: Any) -> None:
@@ -139,13 +63,6 @@ def sweep(**params: Any) -> None:
         return
     report = _lead(settings, list(params["args"]), json_path, resume, coordinator)
     _finish(report, gates, baseline, json_path, params["html_path"])
-
-
-SETTINGS_OPTIONS = ("target", "args", "batch_size", "workers", "prefetch_factor", "pin_memory", "persistent_workers",
-                    "step_ms", "device", "strategy", "trial_seconds", "trial_timeout", "memory_limit", "collate_fn",
-                    "shuffle", "rules_of_thumb", "framework", "use_shared_memory", "use_buffer_reader",
-                    "autotune_steps", "require_gpu")
-"""The sweep command's options that become its SweepSettings."""
 
 
 def _launch_ranks(params: dict[str, Any], rank: Any) -> None:

@@ -23,6 +23,10 @@ KNOBS = {
 """Each framework's swept DataLoader arguments, by their own names (the keys of a trial's JSON ``config``)."""
 
 
+DEFAULT_BATCH_SIZE = 64
+"""The batch size of a Dataset target when ``--batch-size`` is not given (a DataLoader target keeps its own)."""
+
+
 @total_ordering
 @dataclass(frozen=True)
 class LoaderConfig:
@@ -197,7 +201,7 @@ class SweepSettings:
     target: str
     """Import path ``pkg.mod:attr`` or ``path/file.py:attr``."""
     space: SearchSpace
-    batch_size: int = 64
+    batch_size: int = DEFAULT_BATCH_SIZE
     target_kwargs: dict[str, Any] = field(default_factory=dict)
     """Keyword arguments for a class or factory target (``--arg``)."""
     collate_fn: str | None = None
@@ -232,6 +236,15 @@ class SweepSettings:
     """Under torchrun: each rank loads its shard (DistributedSampler) of the dataset."""
     ranks_per_node: int = 1
     """Local ranks sharing this node's CPUs (the ``auto`` worker range is divided among them)."""
+    batch_size_given: bool = True
+    """Whether the user gave ``batch_size``; if not, a DataLoader target keeps its own (else 64)."""
+    split: str = "train"
+    """A DataModule target: which ``<split>_dataloader()`` is swept."""
+    current: LoaderConfig | None = None
+    """The user's own settings, measured like the baseline and shown first: a DataLoader target's, or
+    ``--current``'s."""
+    current_source: str | None = None
+    """Where :attr:`current` came from: the loader's class name, or ``--current``."""
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON document's ``settings`` (docs/json.md); the space's keys as :meth:`SearchSpace.to_dict`."""
@@ -252,6 +265,9 @@ class SweepSettings:
             "drop_last": self.drop_last,
             "collate_fn": self.collate_fn,
             "target_kwargs": {k: repr(v) for k, v in self.target_kwargs.items()},
+            "split": self.split,
+            "current": None if self.current is None else self.current.to_dict(),
+            "current_source": self.current_source,
             **self.space.to_dict(),
             **paddle,
         }

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from dataprof.config import SearchSpace
+from dataprof.config import LoaderConfig, SearchSpace
 from dataprof.diagnose import diagnose
 from dataprof.diagnose.facts import batch_size, cpu_ceiling
-from dataprof.model import Report, RuleOfThumb
+from dataprof.model import Report, RuleOfThumb, YourSettings
 from dataprof.recommend import recommend
 from dataprof.search import rules_of_thumb
 from dataprof.stats import noise_between
@@ -40,8 +40,32 @@ def compare_rules_of_thumb(report: Report) -> tuple[RuleOfThumb, ...]:
     return tuple(rows)
 
 
+def compare_current(report: Report) -> YourSettings | None:
+    """The user's own settings (``settings.current``) against the recommendation: measured throughput, the
+    speedup, whether it is within noise, and the knobs that change."""
+    mine = report.settings.get("current")
+    if mine is None:
+        return None
+    config = LoaderConfig.from_dict(mine)
+    rec = report.recommendation
+    trial = next((t for t in report.trials if t.config == config), None)
+    rate = trial.samples_per_s if trial is not None and trial.status == "ok" else None
+    rec_trial = next((t for t in report.trials if rec is not None and t.config == rec.config), None)
+    within = bool(rec is not None and rec_trial is not None and trial is not None and rate
+                  and (rec.samples_per_s - rate) / rec.samples_per_s <= noise_between(rec_trial, trial))
+    changes: tuple[str, ...] = ()
+    if rec is not None:
+        ours, theirs = rec.config.to_dict(), config.to_dict()
+        changes = tuple(name for name in ours if ours[name] != theirs.get(name))
+    return YourSettings(source=report.settings.get("current_source") or "--current", config=config,
+                        status=None if trial is None else trial.status, samples_per_s=rate,
+                        recommended_speedup=rec.samples_per_s / rate if rec is not None and rate else None,
+                        within_noise=within, changes=changes)
+
+
 def decide(report: Report) -> Report:
-    """``report`` with its recommendation (and CPU ceiling), diagnosis and rules-of-thumb rows (pure)."""
+    """``report`` with its recommendation (and CPU ceiling), diagnosis, the user's settings compared, and the
+    rules-of-thumb rows (pure)."""
     recommendation = recommend(report.trials)
     trial = next((t for t in report.trials if recommendation and t.config == recommendation.config), None)
     if recommendation is not None and trial is not None:
@@ -50,4 +74,5 @@ def decide(report: Report) -> Report:
     recommended = dataclasses.replace(report, recommendation=recommendation)
     primary, findings = diagnose(recommended)
     return dataclasses.replace(recommended, primary=primary, findings=findings,
-                               rules_of_thumb=compare_rules_of_thumb(recommended))
+                               rules_of_thumb=compare_rules_of_thumb(recommended),
+                               current=compare_current(recommended))

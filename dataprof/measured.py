@@ -222,3 +222,6 @@ class DatasetInfo:
     build: str | None = None
     """How trials got the dataset: ``per_trial`` (each built its own, as cold as a training process) or
     ``once`` (built once; every trial forked from the process that built it and never iterated it)."""
+    loader: dict[str, Any] | None = None
+    """A DataLoader target: what the sweep keeps of the user's loader (its class, batch size, sampler,
+    collate_fn, worker_init_fn, other arguments) and its own settings (``current``); None for a Dataset."""

@@ -18,7 +18,7 @@ from dataprof.measured import STATUSES, DatasetInfo, Environment, RankResult, Tr
 
 __all__ = ["SCHEMA_VERSION", "STATUSES", "AutotuneRun", "DatasetInfo", "Environment", "Finding", "GateResult",
            "RankResult", "Recommendation", "Report", "RuleOfThumb", "SearchStep", "TrialResult", "WaitStats",
-           "to_json"]
+           "YourSettings", "to_json"]
 """The result data: a Report and, from ``dataprof.measured``, what its trials measured."""
 
 SCHEMA_VERSION = 1
@@ -81,6 +81,37 @@ class RuleOfThumb:
     """Recommended throughput ÷ this one."""
     within_noise: bool = False
     """The recommendation is not faster beyond the measurement noise: the advice is right here."""
+
+
+@dataclass(frozen=True)
+class YourSettings:
+    """The user's own settings (their DataLoader's, or ``--current``), measured in the same run."""
+
+    source: str
+    """The loader's class name, or ``--current``."""
+    config: LoaderConfig
+    status: str | None
+    """The trial's status; None when it was not measured (the sweep stopped first)."""
+    samples_per_s: float | None
+    recommended_speedup: float | None
+    """Recommended throughput ÷ yours."""
+    within_noise: bool = False
+    """The recommendation is not faster beyond the measurement noise: keep yours."""
+    changes: tuple[str, ...] = ()
+    """The knobs the recommendation sets differently, by the framework's own names."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON ``current`` block (docs/json.md)."""
+        return {"source": self.source, "config": self.config.to_dict(), "status": self.status,
+                "samples_per_s": self.samples_per_s, "recommended_speedup": self.recommended_speedup,
+                "within_noise": self.within_noise, "changes": list(self.changes)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> YourSettings:
+        """Read :meth:`to_dict` back."""
+        return cls(source=data["source"], config=LoaderConfig.from_dict(data["config"]), status=data.get("status"),
+                   samples_per_s=data.get("samples_per_s"), recommended_speedup=data.get("recommended_speedup"),
+                   within_noise=bool(data.get("within_noise")), changes=tuple(data.get("changes") or ()))
 
 
 @dataclass(frozen=True)
@@ -166,6 +197,8 @@ class Report:
     """Paddle sweeps: what Paddle's own dataloader autotune picked in this run."""
     error: str | None = None
     """Why the sweep ended without a result (the one line printed with exit code 3); None otherwise."""
+    current: YourSettings | None = None
+    """The user's own settings against the recommendation, when the target carried them (or ``--current``)."""
 
     @property
     def best(self) -> Recommendation | None:
@@ -219,6 +252,7 @@ class Report:
                        "wall_s": self.wall_s,
                        "steps": [{"config": step.config.to_dict(), "why": step.why} for step in self.search_steps],
                        "stopped": self.search_stop},
+            "current": None if self.current is None else self.current.to_dict(),
             "rules_of_thumb": [{"rule": r.rule, "config": r.config.to_dict(), "status": r.status,
                                 "samples_per_s": r.samples_per_s, "recommended_speedup": r.recommended_speedup,
                                 "within_noise": r.within_noise} for r in self.rules_of_thumb],
@@ -269,4 +303,5 @@ class Report:
                                              recommended_speedup=r.get("recommended_speedup"),
                                              within_noise=bool(r.get("within_noise")))
                                  for r in data.get("rules_of_thumb", [])),
+            current=None if data.get("current") is None else YourSettings.from_dict(data["current"]),
         )

@@ -12,9 +12,11 @@ from collections.abc import Callable
 from typing import Any
 
 from dataprof.config import (
+    DEFAULT_BATCH_SIZE,
     FRAMEWORKS,
     KNOBS,
     CpuBudget,
+    LoaderConfig,
     RankInfo,
     SearchSpace,
     SweepSettings,
@@ -22,7 +24,7 @@ from dataprof.config import (
     auto_workers,
 )
 from dataprof.errors import UsageError
-from dataprof.target import parse_kwarg, split_target
+from dataprof.target import SPLITS, parse_kwarg, split_target
 
 
 def worker_space(text: str, budget: CpuBudget, strategy: str = "adaptive") -> tuple[tuple[int, ...], str]:
@@ -43,23 +45,20 @@ FRAMEWORK_OPTIONS = {"pin_memory": "torch", "use_shared_memory": "paddle", "use_
 """Options that exist for one framework's DataLoader only."""
 
 
-def build_settings(*, target: str, args: tuple[str, ...], batch_size: int, workers: str, prefetch_factor: str,
+def build_settings(*, target: str, args: tuple[str, ...], batch_size: int | None, workers: str, prefetch_factor: str,
                    pin_memory: str | None, persistent_workers: str, step_ms: float, device: str, strategy: str,
                    trial_seconds: float, trial_timeout: float, memory_limit: str, collate_fn: str | None,
                    shuffle: bool, budget: CpuBudget, available_bytes: int, rules_of_thumb: bool = True,
                    cwd: str | None = None, framework: str = "auto",
                    use_shared_memory: str | None = None, use_buffer_reader: str | None = None,
                    autotune_steps: int = 50, require_gpu: bool = False,
-                   rank: RankInfo | None = None) -> SweepSettings:
+                   rank: RankInfo | None = None, split: str = "train", current: str | None = None) -> SweepSettings:
     """Validate the options. ``budget``: this process's CPUs (each rank's share under torchrun);
     ``available_bytes``: the node's available RAM, of which ``--memory-limit`` may be a percentage. The
     framework, the device and the knobs that depend on them are settled by :func:`resolve_settings` once
-    the dataset is loaded."""
-    split_target(target)
-    if collate_fn is not None:
-        split_target(collate_fn)
-    if framework not in ("auto", *FRAMEWORKS):
-        raise UsageError(f"--framework {framework}: expected auto, torch or paddle")
+    the dataset is loaded. ``batch_size`` None: a DataLoader target's own, else 64. ``current``: the
+    ``--current`` text, the user's settings for a Dataset target."""
+    _check_names(target, collate_fn, framework, split)
     kwargs: dict[str, Any] = dict(parse_kwarg(item) for item in args)
     worker_values, reason = worker_space(workers, budget, strategy)
     check_device(device)
@@ -80,7 +79,11 @@ def build_settings(*, target: str, args: tuple[str, ...], batch_size: int, worke
             use_shared_memory=parse_onoff_list(use_shared_memory or "on,off", "--use-shared-memory"),
             use_buffer_reader=parse_onoff_list(use_buffer_reader or "on,off", "--use-buffer-reader"),
         ),
-        batch_size=batch_size,
+        batch_size=DEFAULT_BATCH_SIZE if batch_size is None else batch_size,
+        batch_size_given=batch_size is not None,
+        split=split,
+        current=None if current is None else parse_current(current),
+        current_source=None if current is None else "--current",
         target_kwargs=kwargs,
         collate_fn=collate_fn,
         step_ms=step_ms,
@@ -101,6 +104,17 @@ def build_settings(*, target: str, args: tuple[str, ...], batch_size: int, worke
         world_size=rank.world_size if rank else 1,
         ranks_per_node=rank.local_world_size if rank else 1,
     )
+
+
+def _check_names(target: str, collate_fn: str | None, framework: str, split: str) -> None:
+    """UsageError for a malformed TARGET or --collate-fn, or an unknown --framework or --split."""
+    split_target(target)
+    if collate_fn is not None:
+        split_target(collate_fn)
+    if framework not in ("auto", *FRAMEWORKS):
+        raise UsageError(f"--framework {framework}: expected auto, torch or paddle")
+    if split not in SPLITS:
+        raise UsageError(f"--split {split}: expected one of {', '.join(SPLITS)}")
 
 
 def _wrong_framework(option: str, framework: str) -> str:
@@ -133,6 +147,11 @@ def resolve_settings(settings: SweepSettings, host_info: dict[str, Any], count_d
         count = count_devices(framework)
         requested = f"cuda:{rank.local_rank % count}" if count else ("cpu" if requested == "auto" else requested)
     device = resolve_device(requested, lambda: count_devices(framework))
+    if settings.current is not None and settings.current.framework != framework:
+        raise UsageError(f"--current: {settings.current.label()} names {settings.current.framework}'s knobs; "
+                         f"this is a {framework} DataLoader")
+    if host_info.get("loader"):
+        settings = settle_loader(settings, host_info["loader"], host_info.get("batch_samples"))
     if settings.require_gpu and not device.startswith("cuda"):
         raise UsageError(f"--require-gpu: no CUDA device is used (--device {settings.device} resolved to "
                          f"{device}); check the driver, CUDA_VISIBLE_DEVICES and the {framework} build")
@@ -150,6 +169,50 @@ def resolve_settings(settings: SweepSettings, host_info: dict[str, Any], count_d
         space = dataclasses.replace(space, framework="torch", use_shared_memory=(True,), use_buffer_reader=(True,),
                                     pin_memory=space.pin_memory if device != "cpu" else (False,))
     return dataclasses.replace(settings, framework=framework, device=device, space=space)
+
+
+def settle_loader(settings: SweepSettings, loader: dict[str, Any], batch_samples: int | None) -> SweepSettings:
+    """A DataLoader target's own batch size, order and settings (``loader``: the probe's ``loader`` block);
+    a UsageError for an option that would contradict what the loader keeps."""
+    name = loader["class"].rpartition(".")[2]
+    if settings.current is not None:
+        raise UsageError(f"--current: {name} carries its own settings; --current is for a Dataset target")
+    for flag, value in (("--shuffle", settings.shuffle), ("--drop-last", settings.drop_last)):
+        if value:
+            raise UsageError(f"{flag}: {name} keeps its own sampler and drop_last; set them where the loader "
+                             "is built")
+    if settings.batch_size_given and loader.get("batch_sampler"):
+        raise UsageError(f"--batch-size {settings.batch_size}: {name} takes its batches from its batch_sampler "
+                         f"({loader['batch_sampler']}), which decides their size and wins; drop --batch-size")
+    batch_size = settings.batch_size if settings.batch_size_given else \
+        loader.get("batch_size") or batch_samples or 1
+    return dataclasses.replace(settings, batch_size=batch_size, shuffle=bool(loader.get("shuffle")),
+                               drop_last=bool(loader.get("drop_last")),
+                               current=LoaderConfig.from_dict(loader["current"]), current_source=name)
+
+
+def parse_current(text: str) -> LoaderConfig:
+    """``--current "num_workers=8,prefetch_factor=2,persistent_workers=true"``: the user's settings, as the
+    DataLoader takes them (a knob left out at the DataLoader's default)."""
+    values: dict[str, Any] = {}
+    known = sorted({k for knobs in KNOBS.values() for k in knobs})
+    for item in (part.strip() for part in text.split(",") if part.strip()):
+        key, _, raw = item.partition("=")
+        key = key.strip()
+        if key not in known or not raw.strip():
+            raise UsageError(f"--current {text!r}: expected KNOB=VALUE pairs, KNOB one of {', '.join(known)}")
+        if key in ("num_workers", "prefetch_factor"):
+            values[key] = parse_int_list(raw, f"--current {key}", minimum=0 if key == "num_workers" else 1)[0]
+        else:
+            values[key] = parse_onoff_list(raw, f"--current {key}")[0]
+    if "num_workers" not in values:
+        raise UsageError(f"--current {text!r}: give num_workers (e.g. num_workers=8,prefetch_factor=2)")
+    paddle = "use_shared_memory" in values or "use_buffer_reader" in values
+    space = SearchSpace(workers=(values["num_workers"],), framework="paddle" if paddle else "torch")
+    return space.config(values["num_workers"], pin=values.get("pin_memory", False),
+                        prefetch=values.get("prefetch_factor", 2), persistent=values.get("persistent_workers", False),
+                        shared_memory=values.get("use_shared_memory", True),
+                        buffer_reader=values.get("use_buffer_reader", True))
 
 
 def check_device(requested: str) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -116,12 +116,19 @@ class _Searching:
     """What both strategies hold: the space, the budget, and the comparisons measured at the end."""
 
     def __init__(self, space: SearchSpace, budget: Budget | None = None, rules: bool = True,
-                 autotune: int | None = None) -> None:
+                 autotune: int | None = None, current: LoaderConfig | None = None) -> None:
         self.space = space
         self.budget = budget or Budget()
         self.rules = rules
         self.autotune = autotune
         """The worker count Paddle's autotune picked, measured with the rules of thumb."""
+        self.current = current
+        """The user's own settings (a DataLoader target's, or ``--current``): measured right after the baseline."""
+
+    def _current_step(self, done: Collection[LoaderConfig]) -> Proposal | None:
+        if self.current is None or self.current in done:
+            return None
+        return Proposal(self.current, f"your settings ({self.current.label()}), measured like the baseline")
 
     def comparisons(self) -> list[tuple[str, LoaderConfig]]:
         """How many trials the search compared so far."""
@@ -141,13 +148,17 @@ class GridStrategy(_Searching):
     name = "grid"
 
     def __init__(self, space: SearchSpace, budget: Budget | None = None, rules: bool = True,
-                 autotune: int | None = None) -> None:
-        super().__init__(space, budget, rules, autotune)
+                 autotune: int | None = None, current: LoaderConfig | None = None) -> None:
+        super().__init__(space, budget, rules, autotune, current)
         self.configs = grid_configs(space)
 
     def propose(self, history: Sequence[TrialResult]) -> Proposal:
-        """The next config of the grid not yet measured, then the rules-of-thumb comparisons, then a stop."""
+        """The baseline, the user's settings, the next config of the grid not yet measured, then the
+        rules-of-thumb comparisons, then a stop."""
         done = {trial.config for trial in history}
+        mine = self._current_step(done) if self.configs[0] in done else None
+        if mine is not None:
+            return mine
         config = next((c for c in self.configs if c not in done), None)
         if config is not None:
             return Proposal(config, "baseline" if config == baseline(self.space.framework) else "grid")
@@ -155,8 +166,9 @@ class GridStrategy(_Searching):
             Proposal(None, "every config of the grid ran")
 
     def total(self) -> int | None:
-        """The configs of the grid plus the comparisons measured after it."""
-        return len(self.configs) + len(self.comparisons())
+        """The configs of the grid, the user's settings, and the comparisons measured after them."""
+        mine = int(self.current is not None and self.current not in self.configs)
+        return len(self.configs) + mine + len(self.comparisons())
 
 
 def _rate(trial: TrialResult) -> float:
@@ -192,8 +204,8 @@ class AdaptiveStrategy(_Searching):
     """A doubling of workers that gives at least this share of a doubled rate scales near-linearly."""
 
     def __init__(self, space: SearchSpace, budget: Budget | None = None, rules: bool = True,
-                 autotune: int | None = None) -> None:
-        super().__init__(space, budget, rules, autotune)
+                 autotune: int | None = None, current: LoaderConfig | None = None) -> None:
+        super().__init__(space, budget, rules, autotune, current)
         self.ladder = sorted({w for w in space.workers if w > 0})
         self.baseline = baseline(space.framework)
 
@@ -215,6 +227,9 @@ class AdaptiveStrategy(_Searching):
         if self.baseline not in done:
             framework = "Paddle" if self.space.framework == "paddle" else "PyTorch"
             return Proposal(self.baseline, f"baseline: num_workers=0, {framework}'s default")
+        mine = self._current_step(done)
+        if mine is not None:
+            return mine
         for step in (self._climb, self._refine, self._tune):
             proposal = step(done, history)
             if proposal is not None:
@@ -307,7 +322,7 @@ class AdaptiveStrategy(_Searching):
         """
         measured = self._measured(done)
         ok = [t for t in measured if t.status == "ok"]
-        refined = sum(1 for t in measured if t.config.num_workers not in self.ladder)
+        refined = sum(1 for t in measured if t.config.num_workers not in self.ladder and t.config != self.current)
         if not ok or refined >= self.max_refinements:
             return None
         best = max(ok, key=_rate)
@@ -377,6 +392,6 @@ class AdaptiveStrategy(_Searching):
         return climb + tail
 
 
-STRATEGIES: dict[str, Callable[[SearchSpace, Budget, bool, int | None], Strategy]] = {
+STRATEGIES: dict[str, Callable[[SearchSpace, Budget, bool, int | None, LoaderConfig | None], Strategy]] = {
     "adaptive": AdaptiveStrategy, "grid": GridStrategy}
 """``--strategy`` choice → implementation (every choice must be mapped)."""

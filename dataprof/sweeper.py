@@ -145,7 +145,8 @@ class _Sweep:
             return None
         budget = search_budget(self.settings, self.environment, self.dataset, runner.host_info)
         strategy = STRATEGIES[self.settings.strategy](self.settings.space, budget, self.settings.rules_of_thumb,
-                                                      self.autotune.num_workers if self.autotune else None)
+                                                      self.autotune.num_workers if self.autotune else None,
+                                                      self.settings.current)
         self.observer("planned", {"total": strategy.total()})
         return strategy
 

@@ -1,4 +1,4 @@
-"""Resolve ``pkg.mod:attr`` or ``path/file.py:attr`` into a Dataset.
+"""Resolve ``pkg.mod:attr`` or ``path/file.py:attr`` into a Dataset or a DataLoader (a DataModule's included).
 
 Every failure is a :class:`TargetError` whose message names what was wrong
 (module, attribute, the user's exception and its file:line) and what to do.
@@ -126,16 +126,78 @@ def is_dataset(obj: Any) -> bool:
     return (hasattr(cls, "__getitem__") and hasattr(cls, "__len__")) or hasattr(cls, "__iter__")
 
 
-def build_dataset(obj: Any, kwargs: dict[str, Any], name: str) -> Any:
-    """Use an instance as is; call a class or factory with ``kwargs``."""
-    if is_dataset(obj) and not isinstance(obj, type):
+LOADER_CLASSES = {("torch.utils.data.dataloader", "DataLoader"): "torch", ("paddle.io.reader", "DataLoader"): "paddle"}
+"""Each framework's DataLoader, by module and name (a target is checked against them without importing either)."""
+
+SPLITS = {"train": "fit", "val": "fit", "test": "test", "predict": "predict"}
+"""``--split``: the DataModule's ``<split>_dataloader()``, and the stage its ``setup`` is called with (as
+Lightning's Trainer does: ``fit`` prepares both the train and the val loaders)."""
+
+
+def loader_framework(obj: Any) -> str | None:
+    """``torch`` or ``paddle`` when ``obj`` is an instance of that framework's DataLoader or a subclass."""
+    if isinstance(obj, type):
+        return None
+    for cls in type(obj).__mro__:
+        framework = LOADER_CLASSES.get((cls.__module__, cls.__name__))
+        if framework is not None:
+            return framework
+    return None
+
+
+def is_datamodule(obj: Any) -> bool:
+    """A LightningDataModule instance, or anything with its protocol (``setup`` and ``train_dataloader``)."""
+    return not isinstance(obj, type) and callable(getattr(obj, "setup", None)) and \
+        callable(getattr(obj, "train_dataloader", None))
+
+
+def datamodule_loader(module: Any, split: str, name: str) -> Any:
+    """``prepare_data()``, ``setup(stage)``, then ``<split>_dataloader()``, as Lightning's Trainer calls them."""
+    stage = SPLITS[split]
+    steps: list[tuple[str, Any]] = [("prepare_data()", getattr(module, "prepare_data", None)),
+                                    (f"setup({stage!r})", lambda: module.setup(stage)),
+                                    (f"{split}_dataloader()", getattr(module, f"{split}_dataloader", None))]
+    result: Any = None
+    for text, step in steps:
+        if step is None:
+            if text.endswith("_dataloader()"):
+                raise TargetError(f"{name} is a {type(module).__name__} without {text}: choose --split "
+                                  f"({', '.join(SPLITS)})")
+            continue
+        try:
+            result = step()
+        except Exception as exc:
+            raise TargetError(f"{type(module).__name__}.{text} raised {describe_exception(exc)}") from exc
+    if loader_framework(result) is None:
+        raise TargetError(f"{type(module).__name__}.{split}_dataloader() returned a {type(result).__name__}, not a "
+                          "DataLoader: dataprof sweeps one loader (point it at a function that returns that one)")
+    return result
+
+
+def build_dataset(obj: Any, kwargs: dict[str, Any], name: str, split: str = "train") -> Any:
+    """The target's dataset or DataLoader: an instance as is, a class or factory called with ``kwargs``; a
+    LightningDataModule's ``<split>_dataloader()`` (:func:`datamodule_loader`)."""
+    if not isinstance(obj, type) and (is_dataset(obj) or is_datamodule(obj)):
         if kwargs:
-            raise TargetError(f"{name} is a ready dataset instance; it takes no --arg")
-        return obj
-    if not callable(obj):
+            raise TargetError(f"{name} is a ready {type(obj).__name__} instance; it takes no --arg")
+        made = obj
+    elif not callable(obj):
         raise TargetError(
-            f"{name} is a {type(obj).__name__}, not a Dataset, a Dataset class or a factory"
-        )
+            f"{name} is a {type(obj).__name__}, not a Dataset, a DataLoader, a LightningDataModule, "
+            "a class or a factory")
+    else:
+        made = _call(obj, kwargs, name)
+    if is_datamodule(made):
+        made = datamodule_loader(made, split, name)
+    if loader_framework(made) is None and not is_dataset(made):
+        raise TargetError(
+            f"{name} returned a {type(made).__name__}, which is neither a Dataset (it needs __getitem__ and __len__, "
+            "or __iter__), a DataLoader nor a LightningDataModule")
+    return made
+
+
+def _call(obj: Any, kwargs: dict[str, Any], name: str) -> Any:
+    """``obj(**kwargs)``: arguments that do not fit, or the user's exception, as a TargetError."""
     try:
         inspect.signature(obj).bind(**kwargs)
     except TypeError as exc:
@@ -143,15 +205,9 @@ def build_dataset(obj: Any, kwargs: dict[str, Any], name: str) -> Any:
     except ValueError:
         pass  # builtins without a signature: let the call decide
     try:
-        dataset = obj(**kwargs)
+        return obj(**kwargs)
     except Exception as exc:
         raise TargetError(f"{name}(...) raised {describe_exception(exc)}") from exc
-    if not is_dataset(dataset):
-        raise TargetError(
-            f"{name} returned a {type(dataset).__name__}, which is not a Dataset "
-            "(it needs __getitem__ and __len__, or __iter__)"
-        )
-    return dataset
 
 
 def load_collate(text: str | None, cwd: str | None) -> Callable[[list[Any]], Any] | None:

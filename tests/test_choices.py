@@ -23,7 +23,7 @@ def test_every_strategy_choice_builds_a_strategy() -> None:
     assert choices(cli.sweep, "strategy") == tuple(STRATEGIES)
     space = SearchSpace(workers=(0, 2))
     for name in choices(cli.sweep, "strategy"):
-        strategy = STRATEGIES[name](space, Budget(usable_cpus=2), False, None)
+        strategy = STRATEGIES[name](space, Budget(usable_cpus=2), False, None, None)
         assert strategy.propose([]) is not None  # its first proposal: the baseline
 
 

@@ -22,7 +22,8 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "measurement": ("dataprof.measure", "dataprof.backends", "dataprof.target"),
     "presentation": ("dataprof.render", "dataprof.progress"),
     "orchestration": ("dataprof.options", "dataprof.sweeper", "dataprof.distributed", "dataprof.api"),
-    "interface": ("dataprof.cli", "dataprof.cli_run", "dataprof.output", "dataprof.__main__", "dataprof"),
+    "interface": ("dataprof.cli", "dataprof.cli_options", "dataprof.cli_run", "dataprof.output", "dataprof.__main__",
+                  "dataprof"),
 }
 """Each layer's modules (a package stands for every module in it)."""
 

@@ -1,4 +1,5 @@
-"""Building the target's dataset: in the probe (which checks and describes it), in a trial, or once in the host."""
+"""Building the target (a dataset, or the user's DataLoader): in the probe (which checks and describes it), in a
+trial, or once in the host."""
 
 from __future__ import annotations
 
@@ -6,39 +7,53 @@ import os
 import time
 import traceback
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from dataprof.errors import DataprofError
 from dataprof.measure.protocol import Channel, LoadRequest, Message
 
-Built = tuple[Any, Any, float]
-"""A built dataset, its collate function (None: the framework's default) and the seconds building took."""
+if TYPE_CHECKING:
+    from dataprof.backends.loaders import LoaderTemplate
+
+class Built(NamedTuple):
+    """A built target."""
+
+    dataset: Any
+    collate: Any
+    """The collate function given (``--collate-fn``); None: the loader's own, or the framework's default."""
+    build_s: float
+    """Seconds importing and constructing the target took."""
+    template: LoaderTemplate | None = None
+    """A DataLoader target: the user's loader, rebuilt for each trial; None for a Dataset target."""
 
 
 def build(request: LoadRequest, objects: Mapping[str, Any]) -> Built:
-    """Import and construct the target's dataset and collate function; the seconds construction took.
+    """Import and construct the target (a Dataset, or a DataLoader, a DataModule's included) and the collate
+    function; the seconds construction took.
 
     ``objects``: what the Python API handed over, by name (in a host forked from the caller, as it was at
     the fork); such a target is taken as it is, not built.
     """
-    from dataprof.target import build_dataset, load_collate, load_object, parse_kwarg
+    from dataprof.backends.loaders import LoaderTemplate
+    from dataprof.target import build_dataset, load_collate, load_object, loader_framework, parse_kwarg
 
     start = time.perf_counter()
     if request.target in objects:
-        dataset = objects[request.target]
+        made = build_dataset(objects[request.target], {}, request.target, request.split)
     else:
         kwargs = dict(parse_kwarg(item) for item in request.args)
-        dataset = build_dataset(load_object(request.target, request.cwd), kwargs, request.target)
+        made = build_dataset(load_object(request.target, request.cwd), kwargs, request.target, request.split)
+    template = LoaderTemplate.of(made) if loader_framework(made) is not None else None
     build_s = time.perf_counter() - start
     name = request.collate_fn
     collate = objects[name] if name is not None and name in objects else load_collate(name, request.cwd)
-    return dataset, collate, build_s
+    return Built(made if template is None else template.dataset, collate, build_s, template)
 
 
 def probe(request: LoadRequest, built: Built, handed_over: bool) -> Message:
-    """Check that the dataset batches and describe it (in a forked probe, never in the host itself).
+    """Check that the target batches and describe it (in a forked probe, never in the host itself).
 
-    ``handed_over``: the dataset came from the Python API's caller, whose thread pool (if it started one)
+    ``handed_over``: the target came from the Python API's caller, whose thread pool (if it started one)
     is dead after the fork, so its trials run single-threaded.
     """
     import multiprocessing
@@ -46,11 +61,15 @@ def probe(request: LoadRequest, built: Built, handed_over: bool) -> Message:
     from dataprof.backends import detect_framework, get_backend
     from dataprof.backends.common import check_batchable, dataset_length
 
-    dataset, collate, build_s = built
-    backend = get_backend(detect_framework(dataset, request.framework))
+    dataset, collate, build_s, template = built
+    framework = template.framework if template is not None else detect_framework(dataset, request.framework)
+    backend = get_backend(framework)
     threads = 1 if handed_over else backend.get_threads()
     kind = backend.dataset_kind(dataset)
-    batch = check_batchable(dataset, kind, collate or backend.default_collate(), int(request.batch_size))
+    if template is None:
+        batch = check_batchable(dataset, kind, collate or backend.default_collate(), int(request.batch_size))
+    else:
+        batch = template.check(request.given_batch_size, collate, backend.default_collate())
     return {
         "kind": kind,
         "type_name": type(dataset).__name__,
@@ -64,6 +83,7 @@ def probe(request: LoadRequest, built: Built, handed_over: bool) -> Message:
         "framework_version": backend.version(),
         "loader_arguments": list(backend.loader_arguments()),
         "intra_op_threads": threads,
+        "loader": None if template is None else template.describe(),
     }
 
 
@@ -72,13 +92,13 @@ def describe(exc: BaseException) -> str:
     return str(exc) if isinstance(exc, DataprofError) else f"{type(exc).__name__}: {exc}"
 
 
-def build_in_trial(load: LoadRequest, channel: Channel, objects: Mapping[str, Any]) -> tuple[Any, Any]:
-    """Build the dataset in the trial itself; an error that the probe did not meet ends the trial as failed."""
+def build_in_trial(load: LoadRequest, channel: Channel, objects: Mapping[str, Any]) -> Built:
+    """Build the target in the trial itself; an error that the probe did not meet ends the trial as failed."""
     try:
-        dataset, collate, build_s = build(load, objects)
+        built = build(load, objects)
     except BaseException as exc:
         channel.send({"ev": "error", "status": "failed", "message": f"building the dataset: {describe(exc)}",
                       "traceback": traceback.format_exc()})
         os._exit(1)
-    channel.send({"ev": "built", "build_s": build_s})
-    return dataset, collate
+    channel.send({"ev": "built", "build_s": built.build_s})
+    return built

@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from dataprof.measure.building import Built, build, build_in_trial, describe, probe
+from dataprof.measure.construction import record_constructions
 from dataprof.measure.protocol import Channel, LineReader, LoadRequest, Message
 
 
@@ -70,7 +71,7 @@ def run_probe(request: LoadRequest, shared: Built | None, events: Channel, objec
             channel = Channel(write_fd)
             try:
                 built = shared or build(request, objects)
-                channel.send({"ev": "built", "build_s": built[2]})
+                channel.send({"ev": "built", "build_s": built.build_s})
                 event = {"ev": "host_ready", **probe(request, built, request.target in objects)}
             except BaseException as exc:
                 event, code = _error_event(exc), 3
@@ -215,14 +216,12 @@ def _trial_child(shared: Built | None, load: LoadRequest, request: Message, chan
             os._exit(0)
         if shared is not None:
             backend.set_threads(info["intra_op_threads"])
-            dataset, collate, _ = shared
-        else:
-            dataset, collate = build_in_trial(load, channel, objects)
+        built = shared or build_in_trial(load, channel, objects)
         if request["cmd"] == "autotune":
-            run_autotune(dataset, collate, AutotuneRequest.from_dict(request), channel.send)
+            run_autotune(built.dataset, built.collate, AutotuneRequest.from_dict(request), channel.send)
         else:
-            run_trial(backend, dataset, collate, LoaderConfig.from_dict(request["config"]),
-                      TrialSettings.from_dict(request["settings"]), channel.send)
+            run_trial(backend, built.dataset, built.collate, LoaderConfig.from_dict(request["config"]),
+                      TrialSettings.from_dict(request["settings"]), channel.send, template=built.template)
     except BaseException as exc:  # raised outside run_trial's own handling, e.g. by a signal handler
         code = 1
         _report_escape(channel, exc)
@@ -294,7 +293,7 @@ class _Server:
                 self.events.send(_error_event(exc))
                 return 3
             single_threaded(self.info["framework"])
-            self.events.send({"ev": "shared", "build_s": self.shared[2]})
+            self.events.send({"ev": "shared", "build_s": self.shared.build_s})
         elif cmd in ("trial", "autotune", "epoch_check"):
             run_trial_process(self.shared, self.load, request, self.events, self.info, self.objects)
         return None
@@ -343,6 +342,7 @@ def main(argv: list[str], objects: Mapping[str, Any] | None = None) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     prctl(PR_SET_CHILD_SUBREAPER, 1)
+    record_constructions()  # a DataLoader target is rebuilt from the call that made it
     return serve(int(argv[0]), int(argv[1]), objects or {})
 
 

@@ -96,12 +96,22 @@ class LoadRequest(_Typed):
     batch_size: int
     framework: str
     """``auto``, ``torch`` or ``paddle``."""
+    split: str = "train"
+    """A DataModule target: which ``<split>_dataloader()``."""
+    batch_size_given: bool = True
+    """Whether ``batch_size`` was given (``--batch-size``): a DataLoader target's own batch size yields to it."""
+
+    @property
+    def given_batch_size(self) -> int | None:
+        """The batch size the user gave, or None (a DataLoader target then keeps its own)."""
+        return self.batch_size if self.batch_size_given else None
 
     @classmethod
     def of(cls, settings: SweepSettings, args: list[str]) -> LoadRequest:
         """The request for a sweep's target."""
         return cls(target=settings.target, args=tuple(args), cwd=settings.cwd, collate_fn=settings.collate_fn,
-                   batch_size=settings.batch_size, framework=settings.framework)
+                   batch_size=settings.batch_size, framework=settings.framework, split=settings.split,
+                   batch_size_given=settings.batch_size_given)
 
 
 @dataclass(frozen=True)
@@ -120,13 +130,15 @@ class TrialSettings(_Typed):
     rank: int = 0
     world_size: int = 1
     """A distributed trial loads its rank's shard of a map-style dataset."""
+    batch_size_given: bool = True
+    """Whether ``batch_size`` replaces a DataLoader target's own (else the loader batches as it did)."""
 
     @classmethod
     def of(cls, settings: SweepSettings) -> TrialSettings:
         """The trial settings of a sweep."""
         return cls(device=settings.device, step_ms=settings.step_ms, batch_size=settings.batch_size,
                    shuffle=settings.shuffle, drop_last=settings.drop_last, trial_seconds=settings.trial_seconds,
-                   rank=settings.rank, world_size=settings.world_size)
+                   rank=settings.rank, world_size=settings.world_size, batch_size_given=settings.batch_size_given)
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dataprof.backends import Backend
+from dataprof.backends.loaders import LoaderTemplate
 from dataprof.config import LoaderConfig
 from dataprof.measure.consumer import SimulatedDevice, make_cuda_consumer
 from dataprof.measure.failures import (
@@ -66,8 +67,13 @@ def run_trial(
     settings: TrialSettings,
     emit: Emit,
     clock: Callable[[], float] = time.perf_counter,
+    template: LoaderTemplate | None = None,
 ) -> None:
-    """Measure one config and emit its result (or error). Never raises."""
+    """Measure one config and emit its result (or error). Never raises.
+
+    ``template``: a DataLoader target, rebuilt with ``config``'s knobs (its own sampler, collate_fn and
+    batch size kept; ``collate_fn`` and a given batch size replace them).
+    """
     # The trial runs in its own process group; Ctrl-C is the parent's to handle.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
@@ -79,8 +85,13 @@ def run_trial(
         else:
             consumer = SimulatedDevice(settings.step_ms)
         emit({"ev": "ready", **ids})
-        loader, recorder = backend.build_loader(dataset, config, settings.batch_size, collate_fn, settings.shuffle,
-                                                settings.drop_last, (settings.rank, settings.world_size))
+        shard = (settings.rank, settings.world_size)
+        if template is not None:
+            loader, recorder = template.build(config, settings.batch_size if settings.batch_size_given else None,
+                                              collate_fn, shard), None
+        else:
+            loader, recorder = backend.build_loader(dataset, config, settings.batch_size, collate_fn,
+                                                    settings.shuffle, settings.drop_last, shard)
     except Exception as exc:
         emit({"ev": "error", "status": "failed", "message": describe_exception(exc),
               "traceback": traceback.format_exc()})

@@ -12,8 +12,6 @@ here samples resources: the parent does, from outside.
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.machinery
 import json
 import os
 import runpy
@@ -24,6 +22,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+from dataprof.measure.construction import patch_loader_modules
 from dataprof.measure.protocol import Channel
 from dataprof.measure.timing import batch_size_of
 
@@ -31,8 +30,6 @@ FLUSH_S = 0.5
 """How often each loader's new batch timings are sent to the parent."""
 MAX_RECORDED = 200_000
 """Batches per loader whose timings are kept; past it, batches are counted only."""
-WATCHED_MODULES = {"torch.utils.data.dataloader": "torch", "paddle.io.reader": "paddle"}
-"""The modules defining each framework's DataLoader, patched as soon as they are imported."""
 
 
 class WatchEnded(BaseException):
@@ -198,29 +195,6 @@ def patch_dataloader(module: ModuleType, recorder: Recorder) -> Callable[[], Non
     return restore
 
 
-class _PatchOnImport(importlib.abc.MetaPathFinder):
-    """Patches a framework's DataLoader right after the module defining it (:data:`WATCHED_MODULES`) is imported."""
-
-    def __init__(self, recorder: Recorder) -> None:
-        self.recorder = recorder
-
-    def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
-        """The module's own spec, its loader wrapped to patch after executing it."""
-        if name not in WATCHED_MODULES:
-            return None
-        spec = importlib.machinery.PathFinder.find_spec(name, path)
-        if spec is None or spec.loader is None:
-            return None
-        inner_exec, recorder = spec.loader.exec_module, self.recorder
-
-        def exec_module(module: ModuleType) -> None:
-            inner_exec(module)
-            patch_dataloader(module, recorder)
-
-        spec.loader.exec_module = exec_module  # type: ignore[method-assign]
-        return spec
-
-
 def run(mode: str, target: str, args: list[str]) -> None:
     """Run the script (``mode`` ``script``) or module (``module``) as ``python`` would, as ``__main__``."""
     if mode == "module":
@@ -245,10 +219,7 @@ def main(argv: list[str]) -> int:
     """Watch the script; its exit code (0 when the watch ended it)."""
     fd, limits, mode, target, args = int(argv[0]), json.loads(argv[1]), argv[2], argv[3], argv[4:]
     recorder = Recorder(Channel(fd), limits.get("max_steps"), limits.get("seconds"))
-    for name in WATCHED_MODULES:
-        if name in sys.modules:
-            patch_dataloader(sys.modules[name], recorder)
-    sys.meta_path.insert(0, _PatchOnImport(recorder))
+    patch_loader_modules(lambda module: patch_dataloader(module, recorder))
     code = 0
     try:
         run(mode, target, args)

@@ -68,7 +68,8 @@ def recommendation(report: Report) -> tuple[RenderableType, str | None]:
     answer = view.answer(report)
     if answer is None:
         return Text(view.NO_RESULT, style="red"), None
-    return Group(Rule("Recommended", align="left"), Text(answer.headline), Text(f"why: {answer.reason}")), \
+    lines = [Text(answer.yours, style="bold")] if answer.yours else []
+    return Group(Rule("Recommended", align="left"), *lines, Text(answer.headline), Text(f"why: {answer.reason}")), \
         answer.loader_line
 
 

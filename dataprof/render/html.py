@@ -143,7 +143,8 @@ def _answer(report: Report) -> str:
     answer = view.answer(report)
     if answer is None:
         return f"<div class='answer'>{_e(view.NO_RESULT)}</div>"
-    return (f"<div class='answer'><b>Recommended: {_e(answer.headline)}</b><br><span class='meta'>"
+    yours = f"<b>{_e(answer.yours)}</b><br>" if answer.yours else ""
+    return (f"<div class='answer'>{yours}<b>Recommended: {_e(answer.headline)}</b><br><span class='meta'>"
             f"{_e(answer.reason)}</span><pre>{_e(answer.loader_line)}</pre></div>")
 
 

@@ -87,7 +87,43 @@ class Answer:
     """``w4 pf2 persist: 812.3 samples/s (3.10× num_workers=0) · 80% of what 2 CPUs can do (…)``."""
     reason: str
     loader_line: str
-    """The ready-to-paste ``DataLoader(...)``."""
+    """The ready-to-paste ``DataLoader(...)``: with the user's own settings known, only what changes."""
+    yours: str | None = None
+    """``your settings (w8 pf2 persist, MyLoader): X samples/s → recommended (…): Y samples/s, Z× as fast``."""
+
+
+def your_settings(report: Report) -> str | None:
+    """The user's own settings against the recommendation, in one line; None when the target carried none."""
+    mine, rec = report.current, report.recommendation
+    if mine is None:
+        return None
+    yours = f"your settings ({mine.config.label()}, {mine.source})"
+    best = "" if rec is None else f"recommended ({rec.config.label()}): {rec.samples_per_s:,.1f} samples/s"
+    if mine.samples_per_s is None:
+        trial = next((t for t in report.trials if t.config == mine.config), None)
+        state = "not measured in this run" if trial is None else f"{trial.status}: {trial.error}"
+        return f"{yours}: {state}" + (f" → {best}" if best else "")
+    rate = f"{mine.samples_per_s:,.1f} samples/s"
+    if rec is None:
+        return f"{yours}: {rate}"
+    if rec.config == mine.config:
+        return f"{yours}: {rate}, the recommended config: keep them"
+    if mine.within_noise:
+        return f"{yours}: {rate}, within noise of the {best}"
+    return f"{yours}: {rate} → {best}, {mine.recommended_speedup or 0:.2f}× as fast"
+
+
+def changes_line(report: Report) -> str:
+    """The user's loader call with only the knobs the recommendation changes (``...``: the rest as it is)."""
+    mine, rec = report.current, report.recommendation
+    assert mine is not None and rec is not None
+    loader = (report.dataset.loader if report.dataset is not None else None) or {}
+    name = str(loader.get("class", "")).rpartition(".")[2] or \
+        ("paddle.io.DataLoader" if rec.config.framework == "paddle" else "DataLoader")
+    if not mine.changes:
+        return f"keep your {name}(...) as it is"
+    values = rec.config.to_dict()
+    return f"{name}(..., {', '.join(f'{knob}={values[knob]}' for knob in mine.changes)})  # the rest as you have it"
 
 
 def answer(report: Report) -> Answer | None:
@@ -99,9 +135,11 @@ def answer(report: Report) -> Answer | None:
     ceiling = "" if rec.cpu_ceiling_share is None else (
         f" · {rec.cpu_ceiling_share:.0%} of what {cpus_text(report)} can do "
         f"(CPU ceiling {rec.cpu_ceiling_samples_per_s:,.0f} samples/s)")
-    line = dataloader_line(rec.config, report.settings.get("batch_size", 0), bool(report.settings.get("shuffle")),
-                           report.settings.get("collate_fn"))
-    return Answer(f"{rec.config.label()}: {rec.samples_per_s:,.1f} samples/s{speed}{ceiling}", rec.reason, line)
+    line = changes_line(report) if report.current is not None else \
+        dataloader_line(rec.config, report.settings.get("batch_size", 0), bool(report.settings.get("shuffle")),
+                        report.settings.get("collate_fn"))
+    return Answer(f"{rec.config.label()}: {rec.samples_per_s:,.1f} samples/s{speed}{ceiling}", rec.reason, line,
+                  your_settings(report))
 
 
 TRIAL_COLUMNS = ("config", "samples/s", "±%", "×w0", "wait%", "1st s", "p95 ms", "CPU%", "PSS", "GPU%", "status",
