@@ -56,9 +56,18 @@ class LoaderRun:
     warmup_wait_fraction: float | None = None
     """Share of the loader's whole time (every batch, every epoch) spent waiting at each epoch's start: its first
     batch and the rest of its warm-up. Large when epochs are short next to the workers' start."""
+    factory: str | None = None
+    """The importable function (or DataModule) that built the loader, as a sweep TARGET; None if none."""
+    factory_args: tuple[str, ...] | None = None
+    """Its arguments as ``--arg`` items (those left at their defaults omitted)."""
+    factory_blocked: str | None = None
+    """Why the factory cannot be swept as called (an argument ``--arg`` cannot give); None when it can."""
+    factory_split: str | None = None
+    """A DataModule factory: the ``<split>_dataloader()`` that built the loader."""
 
 
-LOADER_DEFAULTS = {"framework": "torch", "dataset_file": None}
+LOADER_DEFAULTS = {"framework": "torch", "dataset_file": None, "factory": None, "factory_args": None,
+                   "factory_blocked": None, "factory_split": None}
 """What a loader's keys mean when a document lacks them."""
 
 
@@ -164,7 +173,9 @@ class RunReport:
             command=tuple(data.get("command", ())),
             environment=Environment(**{k: v for k, v in data["environment"].items() if k in env_fields}),
             loaders=tuple(LoaderRun(**{**LOADER_DEFAULTS, **{k: v for k, v in loader.items() if k in loader_fields},
-                                       "first_batch_s": tuple(loader.get("first_batch_s") or ())})
+                                       "first_batch_s": tuple(loader.get("first_batch_s") or ()),
+                                       "factory_args": None if loader.get("factory_args") is None
+                                       else tuple(loader["factory_args"])})
                           for loader in data.get("loaders", ())),
             resources=RunResources(**{**(data.get("resources") or {}),
                                       "gpu_timeline": tuple((data.get("resources") or {}).get("gpu_timeline") or ())}),

@@ -11,6 +11,7 @@ something other than CPU).
 from __future__ import annotations
 
 import dataclasses
+import shlex
 
 from dataprof.diagnose.facts import Thresholds
 from dataprof.model import Finding
@@ -114,13 +115,18 @@ def _verdict(report: RunReport, loader: LoaderRun, th: Thresholds) -> Finding:
 
 
 def next_command(report: RunReport, loader: LoaderRun) -> str:
-    """``dataprof sweep <dataset> --batch-size B --step-ms <measured step p50>``: the measured step replaces
-    the guess. The dataset is named by its file when that lies under the directory the script ran in (a
-    class in the script itself included), else by its module."""
+    """The sweep that comes next, with the measured step (``--step-ms``) for the guess. Its TARGET is the
+    function (or DataModule) that built the loader, when the script's own call can be repeated (the loader
+    then brings its batch size, sampler and settings); else the dataset, named by its file when that lies
+    under the directory the script ran in (a class in the script itself included), else by its module."""
+    step = f" --step-ms {loader.step_ms['p50']:.1f}" if loader.step_ms else ""
+    if loader.factory is not None and loader.factory_blocked is None:
+        args = "".join(f" --arg {shlex.quote(item)}" for item in loader.factory_args or ())
+        split = f" --split {loader.factory_split}" if loader.factory_split not in (None, "train") else ""
+        return f"dataprof sweep {loader.factory}{args}{split}{step}"
     path = loader.dataset_file
     if path is not None and not path.startswith("/") or loader.dataset_module in (None, "__main__"):
         target = f"{path or '?'}:{loader.dataset}"
     else:
         target = f"{loader.dataset_module}:{loader.dataset}"
-    step = f" --step-ms {loader.step_ms['p50']:.1f}" if loader.step_ms else ""
     return f"dataprof sweep {target} --batch-size {loader.batch_size or 1}{step}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shlex
 import subprocess
 import sys
 import types
@@ -354,3 +355,55 @@ def test_the_gpu_timeline_slices_the_watch_and_draws_in_the_terminal() -> None:
     assert "GPU utilisation over the watch (0–100%): ▁▁██ mean 50%" in render(shown)
     assert RunReport.from_dict(json.loads(shown.to_json())).resources.gpu_timeline == timeline
     assert "GPU utilisation over the watch" not in render(report)
+
+
+def test_the_next_step_sweeps_the_factory_that_built_the_loader() -> None:
+    report = _report(0.3)
+    built = dataclasses.replace(report.loaders[0], factory="train.py:make_loader",
+                                factory_args=("length=300", "root='/data/my set'"))
+    judged = judge(dataclasses.replace(report, loaders=(built,)))
+    assert judged.next_command is not None
+    assert shlex.split(judged.next_command) == ["dataprof", "sweep", "train.py:make_loader", "--arg", "length=300",
+                                                "--arg", "root='/data/my set'", "--step-ms", "40.0"]
+    module = dataclasses.replace(built, factory="train.py:ImageNet", factory_args=(), factory_split="val")
+    assert judge(dataclasses.replace(report, loaders=(module,))).next_command == \
+        "dataprof sweep train.py:ImageNet --split val --step-ms 40.0"
+    blocked = dataclasses.replace(built, factory_blocked="its argument cfg is a Config, which --arg cannot give")
+    assert judge(dataclasses.replace(report, loaders=(blocked,))).next_command.startswith(
+        "dataprof sweep train.py:Images --batch-size 32")
+
+
+def make_frame(length: int = 256, cfg: Any = None, name: str = "x") -> Any:
+    """A module-level function: its frame is what a DataLoader built in it would see."""
+    return sys._getframe()
+
+
+def test_a_module_level_function_is_a_factory_with_its_literal_arguments() -> None:
+    from dataprof.measure.factory import loader_factory, still_running
+
+    found = loader_factory(make_frame(300, name="y"))
+    assert found["factory"] == f"{os.path.relpath(__file__)}:make_frame"
+    assert found["factory_args"] == ["length=300", "name='y'"] and found["factory_blocked"] is None
+    blocked = loader_factory(make_frame(cfg=object()))
+    assert blocked["factory_blocked"] == "its argument cfg is a object, which --arg cannot give"
+
+    def nested() -> Any:
+        return sys._getframe()
+
+    assert loader_factory(nested())["factory"] is None
+    assert still_running(sys._getframe()) and not still_running(make_frame())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("inline", [False, True])
+def test_run_suggests_the_factory_only_when_it_returned_the_loader(tmp_path: Path, inline: bool) -> None:
+    out = tmp_path / "run.json"
+    done = dataprof_run("--json", str(out), "tests/fixtures/factory_script.py", "--length", "300",
+                        *(["--inline"] if inline else []))
+    assert done.returncode == 0, done.stderr
+    command = json.loads(out.read_text())["next_command"]
+    if inline:  # train_inline iterates its own loader: sweeping it would train, so the dataset is named
+        assert command.startswith("dataprof sweep tests/fixtures/factory_script.py:Squares --batch-size 8 ")
+    else:
+        assert command.startswith("dataprof sweep tests/fixtures/factory_script.py:make_loader --arg length=300 "
+                                  "--step-ms ")

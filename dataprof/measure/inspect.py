@@ -22,7 +22,7 @@ from dataprof.inspection import SLOWEST, InspectionData, StageTiming, slowest_po
 from dataprof.measure.environment import open_files_limit, probe_environment
 from dataprof.measure.stages import Pipeline, Stage, timed_pipeline
 from dataprof.model import DatasetInfo
-from dataprof.target import build_dataset, describe_exception, load_collate, load_object, parse_kwarg
+from dataprof.target import build_dataset, describe_exception, load_collate, load_object, loader_framework, parse_kwarg
 from dataprof.version import __version__
 
 COLLATE_REPEATS = 5
@@ -180,14 +180,17 @@ def _sample(fetcher: _Fetcher, order: list[int], settings: InspectSettings, pipe
     return got
 
 
-def _build(settings: InspectSettings) -> tuple[Any, float]:
-    """The dataset (the object given, or the target built) and the seconds building took."""
+def _build(settings: InspectSettings) -> tuple[Any, float, Any]:
+    """The dataset (the object given, or the target built: a DataLoader's or a DataModule's own), the seconds
+    building took, and the loader's collate function (None for a Dataset target)."""
     start = time.perf_counter()
     if settings.dataset is not None:
-        return settings.dataset, 0.0
+        return settings.dataset, 0.0, None
     obj = load_object(settings.target, settings.cwd)
-    dataset = build_dataset(obj, dict(parse_kwarg(item) for item in settings.args), settings.target)
-    return dataset, time.perf_counter() - start
+    made = build_dataset(obj, dict(parse_kwarg(item) for item in settings.args), settings.target)
+    if loader_framework(made) is not None:
+        return made.dataset, time.perf_counter() - start, getattr(made, "collate_fn", None)
+    return made, time.perf_counter() - start, None
 
 
 def run_inspection(settings: InspectSettings) -> InspectionData:
@@ -195,9 +198,10 @@ def run_inspection(settings: InspectSettings) -> InspectionData:
     from dataprof.backends import detect_framework, get_backend
     from dataprof.backends.common import dataset_length
 
-    dataset, init_s = _build(settings)
+    dataset, init_s, own_collate = _build(settings)
     backend = get_backend(detect_framework(dataset, settings.framework))
-    collate = settings.collate or load_collate(settings.collate_fn, settings.cwd) or backend.default_collate()
+    collate = settings.collate or load_collate(settings.collate_fn, settings.cwd) or own_collate or \
+        backend.default_collate()
     kind = backend.dataset_kind(dataset)
     length = dataset_length(dataset)
     if kind == "map" and not length:

@@ -19,10 +19,11 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
-from types import ModuleType
+from types import FrameType, ModuleType
 from typing import Any
 
 from dataprof.measure.construction import patch_loader_modules
+from dataprof.measure.factory import loader_factory, still_running
 from dataprof.measure.protocol import Channel
 from dataprof.measure.timing import batch_size_of
 
@@ -51,8 +52,9 @@ class Recorder:
         self.ended: str | None = None
         self.device_sent = False
 
-    def register(self, loader: Any, site: str) -> int:
-        """A new DataLoader: its identity and settings, sent at once; its number."""
+    def register(self, loader: Any, site: str, factory: dict[str, Any]) -> int:
+        """A new DataLoader: its identity, settings and the function that built it (:func:`loader_factory`),
+        sent at once; its number."""
         number = len(self.loaders)
         info = {"loader": number, "site": site, "dataset": type(getattr(loader, "dataset", None)).__name__,
                 "dataset_module": type(getattr(loader, "dataset", None)).__module__,
@@ -63,7 +65,7 @@ class Recorder:
                 "persistent_workers": getattr(loader, "persistent_workers",
                                               getattr(loader, "_persistent_workers", None)),
                 "framework": "paddle" if type(loader).__module__.startswith("paddle") else "torch",
-                "pin_memory": getattr(loader, "pin_memory", None), "batches": 0}
+                "pin_memory": getattr(loader, "pin_memory", None), **factory, "batches": 0}
         self.loaders[number] = info
         self.pending[number] = []
         self.channel.send({"ev": "loader", **{k: v for k, v in info.items() if k != "batches"}})
@@ -154,15 +156,25 @@ def _source_file(cls: type) -> str | None:
     return path if relative.startswith("..") else relative
 
 
-def _caller_site() -> str:
-    """``file:line`` of the first frame outside torch and dataprof: where the user created the loader."""
+def _user_frame(loader: Any) -> FrameType | None:
+    """The first frame outside torch, paddle, dataprof and the loader's own constructors (a subclass's):
+    where the user created the loader."""
     frame = sys._getframe(2)
     while frame is not None:
         path = frame.f_code.co_filename
-        if not any(part in path for part in ("/torch/", "/paddle/", "/dataprof/measure/", "<frozen")):
-            return f"{os.path.relpath(path) if not path.startswith('<') else path}:{frame.f_lineno}"
+        if not any(part in path for part in ("/torch/", "/paddle/", "/dataprof/measure/", "<frozen")) \
+                and frame.f_locals.get("self") is not loader:
+            return frame
         frame = frame.f_back  # type: ignore[assignment]
-    return "?"
+    return None
+
+
+def _site(frame: FrameType | None) -> str:
+    """``file:line`` of ``frame``, ``?`` when there is none."""
+    if frame is None:
+        return "?"
+    path = frame.f_code.co_filename
+    return f"{os.path.relpath(path) if not path.startswith('<') else path}:{frame.f_lineno}"
 
 
 def patch_dataloader(module: ModuleType, recorder: Recorder) -> Callable[[], None]:
@@ -173,7 +185,11 @@ def patch_dataloader(module: ModuleType, recorder: Recorder) -> Callable[[], Non
 
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         original_init(self, *args, **kwargs)
-        self.__dict__.setdefault("_dataprof_site", _caller_site())  # a subclass's __init__ calls this once
+        if "_dataprof_site" not in self.__dict__:  # a subclass's __init__ calls this once
+            frame = _user_frame(self)
+            self.__dict__["_dataprof_site"] = _site(frame)
+            self.__dict__["_dataprof_factory"] = loader_factory(frame)
+            self.__dict__["_dataprof_frame"] = frame  # until the first iteration: did the function return it?
 
     def __iter__(self: Any) -> Any:
         created = recorder.clock()
@@ -181,7 +197,11 @@ def patch_dataloader(module: ModuleType, recorder: Recorder) -> Callable[[], Non
         if isinstance(inner, WatchedIterator):
             return inner
         if "_dataprof_loader" not in self.__dict__:
-            self.__dict__["_dataprof_loader"] = recorder.register(self, self.__dict__.get("_dataprof_site", "?"))
+            built_by = self.__dict__.pop("_dataprof_frame", None)
+            factory = {} if built_by is not None and still_running(built_by) \
+                else self.__dict__.get("_dataprof_factory") or {}  # a function iterating its own loader is no factory
+            self.__dict__["_dataprof_loader"] = recorder.register(self, self.__dict__.get("_dataprof_site", "?"),
+                                                                  factory)
             self.__dict__["_dataprof_epochs"] = 0
         self.__dict__["_dataprof_epochs"] += 1
         return WatchedIterator(inner, recorder, self.__dict__["_dataprof_loader"], self.__dict__["_dataprof_epochs"],

@@ -267,6 +267,9 @@ def _loader_run(loader: _Loader) -> LoaderRun:
         wait_ms=_ms_stats(waits), step_ms=_ms_stats(steps),
         first_batch_s=tuple(loader.first_batch_s[e] for e in sorted(loader.first_batch_s)),
         warmup_wait_fraction=warm / whole if whole > 0 else None,
+        factory=info.get("factory"), factory_args=None if info.get("factory_args") is None
+        else tuple(info["factory_args"]), factory_blocked=info.get("factory_blocked"),
+        factory_split=info.get("factory_split"),
     )
 
 

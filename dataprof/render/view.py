@@ -9,6 +9,7 @@ figure is computed here that the data or decision layers already define
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from dataprof.config import LoaderConfig
 from dataprof.diagnose import TITLES
@@ -67,6 +68,8 @@ def header_lines(report: Report) -> list[str]:
         f"{loader} ({env.framework} {env.framework_version or '?'}) · batch size {report.settings.get('batch_size')}"
         f" · {model} · {device_text(report)} · {env.cpu_reason}",
     ]
+    if report.dataset is not None and report.dataset.loader:
+        lines.append(loader_text(report.dataset.loader, report.settings.get("split")))
     skipped = report.settings.get("skipped_knobs") or []
     if skipped:
         lines.append(f"skipped: {', '.join(skipped)} (not an argument of this {env.framework} version's DataLoader)")
@@ -77,6 +80,20 @@ def header_lines(report: Report) -> list[str]:
                      f"configs are per rank, samples/s = {env.world_size} × the slowest rank's, the pace of "
                      "synchronous training")
     return lines
+
+
+def loader_text(loader: dict[str, Any], split: str | None) -> str:
+    """``your TaggedLoader (batch_size 8, sampler EvenSampler, …, also tag): rebuilt for each trial …``."""
+    kept = [f"batch_sampler {loader['batch_sampler']}" if loader.get("batch_sampler")
+            else f"batch_size {loader.get('batch_size')}"]
+    kept += [f"{name} {loader[name]}" for name in ("sampler", "collate_fn", "worker_init_fn") if loader.get(name)]
+    kept += ["shuffle"] * bool(loader.get("shuffle")) + ["drop_last"] * bool(loader.get("drop_last"))
+    if loader.get("extra_arguments"):
+        kept.append(f"its own {', '.join(loader['extra_arguments'])}")
+    name = str(loader.get("class", "DataLoader")).rpartition(".")[2]
+    where = f" from the DataModule's {split}_dataloader()" if split and split != "train" else ""
+    return (f"your {name}{where} ({', '.join(kept)}): rebuilt from {loader.get('rebuilt_from', 'its arguments')} "
+            "for each trial, only the swept knobs changed")
 
 
 @dataclass(frozen=True)
