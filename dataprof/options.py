@@ -188,7 +188,8 @@ def settle_loader(settings: SweepSettings, loader: dict[str, Any], batch_samples
         loader.get("batch_size") or batch_samples or 1
     return dataclasses.replace(settings, batch_size=batch_size, shuffle=bool(loader.get("shuffle")),
                                drop_last=bool(loader.get("drop_last")),
-                               current=LoaderConfig.from_dict(loader["current"]), current_source=name)
+                               current=LoaderConfig.from_dict(loader["current"]),
+                               current_source=loader.get("origin") or name)
 
 
 def parse_current(text: str) -> LoaderConfig:

@@ -174,21 +174,31 @@ def datamodule_loader(module: Any, split: str, name: str) -> Any:
     return result
 
 
-def build_dataset(obj: Any, kwargs: dict[str, Any], name: str, split: str = "train") -> Any:
-    """The target's dataset or DataLoader: an instance as is, a class or factory called with ``kwargs``; a
-    LightningDataModule's ``<split>_dataloader()`` (:func:`datamodule_loader`)."""
+def build_target(obj: Any, kwargs: dict[str, Any], name: str) -> Any:
+    """The object the target names: an instance as is (a Dataset, a DataLoader, a DataModule), a class or
+    factory called with ``kwargs``."""
     if not isinstance(obj, type) and (is_dataset(obj) or is_datamodule(obj)):
         if kwargs:
             raise TargetError(f"{name} is a ready {type(obj).__name__} instance; it takes no --arg")
-        made = obj
-    elif not callable(obj):
+        return obj
+    if not callable(obj):
         raise TargetError(
             f"{name} is a {type(obj).__name__}, not a Dataset, a DataLoader, a LightningDataModule, "
             "a class or a factory")
-    else:
-        made = _call(obj, kwargs, name)
+    return _call(obj, kwargs, name)
+
+
+def build_dataset(obj: Any, kwargs: dict[str, Any], name: str, split: str = "train") -> Any:
+    """The target's dataset or DataLoader (:func:`build_target`); a LightningDataModule's
+    ``<split>_dataloader()`` (:func:`datamodule_loader`)."""
+    made = build_target(obj, kwargs, name)
     if is_datamodule(made):
         made = datamodule_loader(made, split, name)
+    return checked(made, name)
+
+
+def checked(made: Any, name: str) -> Any:
+    """``made`` if it is a Dataset or a DataLoader, else a TargetError saying what it is."""
     if loader_framework(made) is None and not is_dataset(made):
         raise TargetError(
             f"{name} returned a {type(made).__name__}, which is neither a Dataset (it needs __getitem__ and __len__, "

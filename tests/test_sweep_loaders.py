@@ -85,6 +85,7 @@ def test_a_datamodule_stand_in_sweeps_the_split_asked_for(tmp_path: Path) -> Non
     assert code == 0, stderr
     assert data is not None and data["settings"]["split"] == "val" and data["settings"]["batch_size"] == 8
     assert data["dataset"]["length"] == 1000 and data["current"]["config"]["num_workers"] == 0
+    assert data["current"]["source"] == "StandInDataModule.val_dataloader()"
 
 
 @pytest.mark.slow
@@ -107,7 +108,9 @@ def test_a_real_lightning_datamodule(tmp_path: Path) -> None:
     assert data is not None and data["settings"]["batch_size"] == 32 and data["settings"]["shuffle"] is True
     assert data["dataset"]["length"] == 3200  # setup('fit') ran: the train split
     assert data["current"]["config"]["num_workers"] == 2
-    assert "your settings (w2 pf2 respawn, DataLoader):" in stdout
+    assert "your settings (w2 pf2 respawn, SquaresDataModule.train_dataloader()):" in stdout
+    assert "# in SquaresDataModule.train_dataloader(), the rest as you have it" in stdout \
+        or "keep your DataLoader(...) as it is" in stdout
 
 
 @pytest.mark.slow

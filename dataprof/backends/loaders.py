@@ -70,10 +70,13 @@ class LoaderTemplate:
     current: LoaderConfig
     recorded: bool
     """Whether the arguments are the recorded constructor call (else they were read off the instance)."""
+    origin: str | None = None
+    """Where the loader came from when not from the target itself: ``MyDataModule.train_dataloader()``."""
 
     @classmethod
-    def of(cls, loader: Any) -> LoaderTemplate:
-        """The recipe of ``loader`` (a DataLoader of either framework, or a subclass)."""
+    def of(cls, loader: Any, origin: str | None = None) -> LoaderTemplate:
+        """The recipe of ``loader`` (a DataLoader of either framework, or a subclass); ``origin``: the
+        DataModule method that returned it."""
         framework = loader_framework(loader)
         if framework is None:
             raise TargetError(f"{type(loader).__name__} is not a DataLoader")
@@ -86,7 +89,7 @@ class LoaderTemplate:
             user_sampler = loader.batch_sampler if loader.batch_size is None else None
         return cls(klass, framework, arguments if arguments is not None else _read_off(loader, framework, user_sampler),
                    loader.dataset, None if user_sampler is not None else getattr(loader, "batch_size", None),
-                   user_sampler, current_config(loader, framework), arguments is not None)
+                   user_sampler, current_config(loader, framework), arguments is not None, origin)
 
     @property
     def parameters(self) -> dict[str, inspect.Parameter]:
@@ -190,6 +193,7 @@ class LoaderTemplate:
             "extra_arguments": extra,
             "current": self.current.to_dict(),
             "rebuilt_from": "its constructor call" if self.recorded else "its attributes",
+            "origin": self.origin,
         }
 
 

@@ -35,15 +35,29 @@ def build(request: LoadRequest, objects: Mapping[str, Any]) -> Built:
     the fork); such a target is taken as it is, not built.
     """
     from dataprof.backends.loaders import LoaderTemplate
-    from dataprof.target import build_dataset, load_collate, load_object, loader_framework, parse_kwarg
+    from dataprof.target import (
+        build_target,
+        checked,
+        datamodule_loader,
+        is_datamodule,
+        load_collate,
+        load_object,
+        loader_framework,
+        parse_kwarg,
+    )
 
     start = time.perf_counter()
     if request.target in objects:
-        made = build_dataset(objects[request.target], {}, request.target, request.split)
+        made = build_target(objects[request.target], {}, request.target)
     else:
         kwargs = dict(parse_kwarg(item) for item in request.args)
-        made = build_dataset(load_object(request.target, request.cwd), kwargs, request.target, request.split)
-    template = LoaderTemplate.of(made) if loader_framework(made) is not None else None
+        made = build_target(load_object(request.target, request.cwd), kwargs, request.target)
+    origin = None
+    if is_datamodule(made):
+        origin = f"{type(made).__name__}.{request.split}_dataloader()"
+        made = datamodule_loader(made, request.split, request.target)
+    made = checked(made, request.target)
+    template = LoaderTemplate.of(made, origin) if loader_framework(made) is not None else None
     build_s = time.perf_counter() - start
     name = request.collate_fn
     collate = objects[name] if name is not None and name in objects else load_collate(name, request.cwd)

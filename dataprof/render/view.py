@@ -69,7 +69,7 @@ def header_lines(report: Report) -> list[str]:
         f" · {model} · {device_text(report)} · {env.cpu_reason}",
     ]
     if report.dataset is not None and report.dataset.loader:
-        lines.append(loader_text(report.dataset.loader, report.settings.get("split")))
+        lines.append(loader_text(report.dataset.loader))
     skipped = report.settings.get("skipped_knobs") or []
     if skipped:
         lines.append(f"skipped: {', '.join(skipped)} (not an argument of this {env.framework} version's DataLoader)")
@@ -82,7 +82,7 @@ def header_lines(report: Report) -> list[str]:
     return lines
 
 
-def loader_text(loader: dict[str, Any], split: str | None) -> str:
+def loader_text(loader: dict[str, Any]) -> str:
     """``your TaggedLoader (batch_size 8, sampler EvenSampler, …, also tag): rebuilt for each trial …``."""
     kept = [f"batch_sampler {loader['batch_sampler']}" if loader.get("batch_sampler")
             else f"batch_size {loader.get('batch_size')}"]
@@ -91,7 +91,7 @@ def loader_text(loader: dict[str, Any], split: str | None) -> str:
     if loader.get("extra_arguments"):
         kept.append(f"its own {', '.join(loader['extra_arguments'])}")
     name = str(loader.get("class", "DataLoader")).rpartition(".")[2]
-    where = f" from the DataModule's {split}_dataloader()" if split and split != "train" else ""
+    where = f" from {loader['origin']}" if loader.get("origin") else ""
     return (f"your {name}{where} ({', '.join(kept)}): rebuilt from {loader.get('rebuilt_from', 'its arguments')} "
             "for each trial, only the swept knobs changed")
 
@@ -140,7 +140,9 @@ def changes_line(report: Report) -> str:
     if not mine.changes:
         return f"keep your {name}(...) as it is"
     values = rec.config.to_dict()
-    return f"{name}(..., {', '.join(f'{knob}={values[knob]}' for knob in mine.changes)})  # the rest as you have it"
+    where = f"in {loader['origin']}, " if loader.get("origin") else ""
+    return (f"{name}(..., {', '.join(f'{knob}={values[knob]}' for knob in mine.changes)})  "
+            f"# {where}the rest as you have it")
 
 
 def answer(report: Report) -> Answer | None:
