@@ -37,7 +37,8 @@ def main() -> None:
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 @guarded
 def sweep(**params: Any) -> None:
-    """Measure DataLoader configs over TARGET (pkg.mod:Attr or path/file.py:Attr)."""
+    """Measure DataLoader configs over TARGET (pkg.mod:Attr or path/file.py:Attr): a Dataset, a DataLoader or a
+    function returning one (its knobs swept, the rest kept), or a LightningDataModule."""
     from dataprof.api import sweep_settings
     from dataprof.distributed import Coordinator, follow_rank_0, rank_from_env
     from dataprof.sweeper import SweepInterrupted, run_sweep

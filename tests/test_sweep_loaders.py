@@ -121,3 +121,19 @@ def test_torchdatas_stateful_dataloader_is_swept_as_itself(tmp_path: Path) -> No
     assert data is not None and all(t["status"] == "ok" for t in data["trials"])
     loader = data["dataset"]["loader"]
     assert loader["class"].endswith("StatefulDataLoader") and "snapshot_every_n_steps" in loader["extra_arguments"]
+
+
+@pytest.mark.slow
+def test_the_python_api_sweeps_a_loader_object_rebuilt_from_its_attributes() -> None:
+    import dataprof
+
+    spec = importlib.util.spec_from_file_location("api_loader_fixtures", LOADERS)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    report = dataprof.sweep(module.make_loader(), workers=[0, 2], trial_seconds=0.3, prefetch_factor=[2],
+                            rules_of_thumb=False)
+    assert all(t.status == "ok" for t in report.trials)  # sampler, collate, worker_init_fn and tag kept
+    assert report.dataset is not None and report.dataset.loader is not None
+    assert report.dataset.loader["rebuilt_from"] == "its attributes"
+    assert report.current is not None and report.current.config.num_workers == 2
