@@ -25,7 +25,11 @@ def bare_rate(dataset: Any, config: LoaderConfig, batch_size: int, seconds: floa
         from paddle.io import DataLoader
     else:
         from torch.utils.data import DataLoader
-    loader = DataLoader(dataset, batch_size=batch_size, **config.dataloader_kwargs())
+    from dataprof.target import loader_framework
+
+    # a DataLoader target is iterated as the user's code built it (``config`` then only names its settings)
+    loader = dataset if loader_framework(dataset) else \
+        DataLoader(dataset, batch_size=batch_size, **config.dataloader_kwargs())
     rounds = max(1, config.num_workers)
     warmup = 2 if config.num_workers == 0 else config.num_workers * (config.prefetch_factor or 2) + rounds
     iterator = iter(loader)
@@ -62,14 +66,15 @@ def bare_rate_fresh(target: str, args: dict[str, Any], config: LoaderConfig, bat
     return float(out.stdout.strip().splitlines()[-1])
 
 
-def dataprof_rates(target: str, args: dict[str, Any], configs: list[LoaderConfig], batch_size: int,
+def dataprof_rates(target: str, args: dict[str, Any], configs: list[LoaderConfig], batch_size: int | None,
                    seconds: float) -> dict[LoaderConfig, float]:
-    """dataprof's samples/s for each config, from a real sweep."""
+    """dataprof's samples/s for each config, from a real sweep (``batch_size`` None: a loader target's own)."""
     settings = SweepSettings(
         target=target,
         space=SearchSpace(workers=tuple(c.num_workers for c in configs),
                           prefetch_factors=(configs[-1].prefetch_factor or 2,), persistent_workers=(True,)),
-        batch_size=batch_size, target_kwargs=args, trial_seconds=seconds, strategy="grid", rules_of_thumb=False,
+        batch_size=batch_size or 64, batch_size_given=batch_size is not None, target_kwargs=args,
+        trial_seconds=seconds, strategy="grid", rules_of_thumb=False,
     )
     report = run_sweep(settings, [f"{k}={v!r}" for k, v in args.items()])
     return {t.config: t.samples_per_s or 0.0 for t in report.trials if t.status == "ok"}

@@ -11,6 +11,11 @@ A B, B A, …, so the machine's drift over minutes cancels; each pair and its
 ratio are printed, then the median ratio per config.
 
     python benchmarks/pipelines.py [--pairs 3] [--seconds 3] [--workers 0,2,4] [--pipelines JpegDecode,...]
+    python benchmarks/pipelines.py --loader    # the same pipelines as loader factories (DataLoader targets)
+
+With ``--loader`` each pipeline is a training script's ``make_loader()``
+(its own sampler and collate function): the bare loop iterates the loader it
+returns, dataprof sweeps the factory as a DataLoader target and rebuilds it.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch.utils.data import Dataset
+from torch.utils.data import DataLoader, Dataset, RandomSampler, default_collate
 
 
 class JpegDecode(Dataset):
@@ -88,13 +93,34 @@ class TensorPerSample(Dataset):
         return blurred[:, top:top + 128, left:left + 128].contiguous().half()
 
 
-def measure(side: str, target: str, config: Any, batch_size: int, seconds: float) -> float:
-    """samples/s of one config: dataprof's (a one-config sweep) or a bare loop's in a fresh process."""
+def jpeg_loader(workers: int = 2, batch_size: int = 32) -> DataLoader:
+    """``JpegDecode`` as a training script's loader: its own shuffling sampler and collate function."""
+    dataset = JpegDecode()
+    return DataLoader(dataset, batch_size=batch_size, sampler=RandomSampler(dataset, generator=torch.Generator()),
+                      collate_fn=default_collate, num_workers=workers, prefetch_factor=4 if workers else None,
+                      persistent_workers=workers > 0)
+
+
+def tensor_loader(workers: int = 2, batch_size: int = 32) -> DataLoader:
+    """``TensorPerSample`` as a training script's loader."""
+    return DataLoader(TensorPerSample(), batch_size=batch_size, shuffle=True, num_workers=workers,
+                      prefetch_factor=4 if workers else None, persistent_workers=workers > 0)
+
+
+LOADERS = {"JpegDecode": "jpeg_loader", "TensorPerSample": "tensor_loader"}
+"""``--loader``: each pipeline's loader factory, swept as a DataLoader target."""
+
+
+def measure(side: str, target: str, config: Any, batch_size: int, seconds: float, loader: bool = False) -> float:
+    """samples/s of one config: dataprof's (a one-config sweep) or a bare loop's in a fresh process. ``loader``:
+    the target is a loader factory, called with the config's worker count; the bare loop iterates what it
+    returns, dataprof rebuilds it with the config's knobs."""
     from _bare import bare_rate_fresh, dataprof_rates
 
+    args = {"workers": config.num_workers, "batch_size": batch_size} if loader else {}
     if side == "bare":
-        return bare_rate_fresh(target, {}, config, batch_size, seconds)
-    return dataprof_rates(target, {}, [config], batch_size, seconds).get(config, 0.0)
+        return bare_rate_fresh(target, args, config, batch_size, seconds)
+    return dataprof_rates(target, args, [config], None if loader else batch_size, seconds).get(config, 0.0)
 
 
 def main() -> int:
@@ -104,6 +130,9 @@ def main() -> int:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--workers", default="0,2,4")
     parser.add_argument("--pipelines", default="JpegDecode,TensorPerSample")
+    parser.add_argument("--loader", action="store_true",
+                        help="sweep each pipeline's loader factory (a DataLoader target) against a bare loop over "
+                             "the loader it returns")
     opts = parser.parse_args()
     here = Path(__file__).resolve().parent
     sys.path.insert(0, str(here.parent))
@@ -113,7 +142,7 @@ def main() -> int:
     warnings.filterwarnings("ignore", message="This DataLoader will create")
     worst = 0.0
     for name in opts.pipelines.split(","):
-        target = f"benchmarks/pipelines.py:{name}"
+        target = f"benchmarks/pipelines.py:{LOADERS[name] if opts.loader else name}"
         print(f"{name} (batch {opts.batch_size}, {opts.seconds:g} s windows)")
         print(f"  {'config':<16}{'pair':>5}{'order':>7}{'dataprof':>10}{'bare loop':>11}{'ratio':>8}")
         for workers in (int(w) for w in opts.workers.split(",")):
@@ -121,7 +150,8 @@ def main() -> int:
             ratios = []
             for pair in range(opts.pairs):
                 order = ("dataprof", "bare") if pair % 2 == 0 else ("bare", "dataprof")
-                rates = {side: measure(side, target, config, opts.batch_size, opts.seconds) for side in order}
+                rates = {side: measure(side, target, config, opts.batch_size, opts.seconds, opts.loader)
+                         for side in order}
                 ratio = rates["dataprof"] / rates["bare"]
                 ratios.append(ratio)
                 print(f"  {config.label():<16}{pair + 1:>5}{'A B' if pair % 2 == 0 else 'B A':>7}"

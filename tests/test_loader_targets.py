@@ -241,3 +241,28 @@ def test_a_shuffling_loader_is_rebuilt_with_its_own_sampler() -> None:
     loader = DataLoader(TensorDataset(torch.randn(10, 2)), batch_size=2, shuffle=True)
     rebuilt = LoaderTemplate.of(loader).build(LoaderConfig(0))
     assert isinstance(rebuilt.sampler, RandomSampler)
+
+
+def test_each_rank_gets_a_distributed_sampler_unless_the_loader_has_its_own(fx: ModuleType) -> None:
+    from torch.utils.data import DistributedSampler
+
+    shuffled = LoaderTemplate.of(DataLoader(TensorDataset(torch.randn(10, 2)), batch_size=2, shuffle=True))
+    shuffled.arguments.pop("sampler")  # as recorded from DataLoader(..., shuffle=True): no sampler of its own
+    shuffled.arguments["shuffle"] = True
+    sharded = shuffled.build(LoaderConfig(0), shard=(1, 2))
+    assert isinstance(sharded.sampler, DistributedSampler)
+    assert (sharded.sampler.rank, sharded.sampler.num_replicas, sharded.sampler.shuffle) == (1, 2, True)
+    own = LoaderTemplate.of(fx.make_loader()).build(LoaderConfig(0), shard=(1, 2))
+    assert type(own.sampler).__name__ == "EvenSampler"
+
+
+def test_both_renderers_lead_with_your_settings() -> None:
+    from dataprof.render import console, html
+
+    mine = LoaderConfig(2, False, 2, True)
+    report = report_with([trial(LoaderConfig(0), 100.0), trial(mine, 200.0),
+                          trial(LoaderConfig(8, False, 4, True), 800.0)], mine)
+    text = console.render(report, width=200)
+    yours = text.index("your settings (w2 pf2 persist, TaggedLoader): 200.0 samples/s → recommended")
+    assert yours < text.index("w8 pf4 persist: 800.0 samples/s") < text.index("TaggedLoader(..., num_workers=8")
+    assert "your settings (w2 pf2 persist, TaggedLoader)" in html.summary_fragment(report)
