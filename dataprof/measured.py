@@ -108,6 +108,9 @@ class TrialResult:
     """CPU of the main process's main thread (the training loop)."""
     cpu_percent_system: float | None = None
     """Whole-machine CPU in the window, % of all CPUs."""
+    foreign_cpu_percent: float | None = None
+    """CPU other processes took on the usable CPUs in the window, 100 per core (neither the trial's processes nor
+    dataprof's own): the competition the loader met. None when not read."""
     iowait_percent: float | None = None
     peak_memory_bytes: int | None = None
     """Peak PSS of main process + workers (shared pages counted once)."""

@@ -18,7 +18,7 @@ from typing import Protocol
 
 from dataprof.config import LoaderConfig, SearchSpace, baseline, grid_configs
 from dataprof.model import TrialResult
-from dataprof.stats import HEADROOM, memory_fit, noise_between, shm_fits, shm_in_flight
+from dataprof.stats import HEADROOM, available_cpus, memory_fit, noise_between, shm_fits, shm_in_flight
 from dataprof.units import fmt_bytes
 
 
@@ -310,8 +310,10 @@ class AdaptiveStrategy(_Searching):
         return _rate(trial) > _rate(best) * (1 + noise_between(trial, best))
 
     def _saturated(self, trial: TrialResult) -> bool:
+        """The trial used most of the CPUs it had: the usable ones, less what other processes took."""
         cpu = trial.cpu_percent
-        return cpu is not None and cpu / 100.0 >= self.budget.saturated_cpu * self.budget.usable_cpus
+        return cpu is not None and \
+            cpu / 100.0 >= self.budget.saturated_cpu * available_cpus(trial, self.budget.usable_cpus)
 
     def _refine(self, done: dict[LoaderConfig, TrialResult], history: Sequence[TrialResult]) -> Proposal | None:
         """Bisect (geometrically, as the ladder is) between the best count and a clearly worse or failed neighbour.

@@ -26,6 +26,17 @@ three tell the same story.
 """
 
 
+FOREIGN_CPUS = 0.25
+"""CPU (cores) other processes take during a trial from which it counts: the CPUs it had are fewer."""
+
+
+def available_cpus(trial: TrialResult, usable_cpus: int) -> float:
+    """The CPUs the trial had: the usable ones less what other processes took of them in its window (once that
+    competition reaches :data:`FOREIGN_CPUS`), never below one."""
+    foreign = (trial.foreign_cpu_percent or 0.0) / 100.0
+    return float(usable_cpus) if foreign < FOREIGN_CPUS else max(1.0, usable_cpus - foreign)
+
+
 def percentile(values: Sequence[float], q: float) -> float:
     """Linear-interpolated percentile of ``values``, ``q`` in [0, 100]; NaN when empty."""
     ordered = sorted(values)

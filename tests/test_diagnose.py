@@ -294,3 +294,24 @@ def test_short_epochs_are_their_own_verdict_never_io() -> None:
     assert finding is not None and "an epoch is 2 batches (16 samples), fewer than the 8" in finding.evidence
     assert diagnose(report)[0] == "short_epoch"
     assert all(primary.short_epoch(run(name), TH) is None for name in ("io_bound", "cpu_bound", "worker_startup"))
+
+
+def test_a_busy_machine_is_named_and_its_cpus_are_not_counted_twice() -> None:
+    from dataprof.decide import decide
+    from dataprof.diagnose.machine import busy_machine
+    from dataprof.render.console import render
+
+    quiet = decide(run("cpu_bound"))
+    assert busy_machine(quiet, TH) is None
+    loaded = decide(with_trials(run("cpu_bound"), lambda t: dataclasses.replace(t, foreign_cpu_percent=90.0)))
+    finding = busy_machine(loaded, TH)
+    assert finding is not None and finding.severity == "warning"
+    assert finding.evidence.startswith("other processes used 0.9 of 2 usable CPUs during the sweep (the median")
+    assert any(f.id == "busy_machine" for f in loaded.findings)
+    assert quiet.recommendation is not None and loaded.recommendation is not None
+    # the loader had 1.1 CPUs, not 2: its ceiling is that much lower and the text says whose CPUs
+    assert loaded.recommendation.cpu_ceiling_samples_per_s == pytest.approx(
+        quiet.recommendation.cpu_ceiling_samples_per_s * 1.1 / 2)
+    assert "of what the 1.1 of 2 CPUs other processes left can do" in render(loaded)
+    little = decide(with_trials(run("cpu_bound"), lambda t: dataclasses.replace(t, foreign_cpu_percent=10.0)))
+    assert busy_machine(little, TH) is None and little.recommendation == quiet.recommendation

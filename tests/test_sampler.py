@@ -282,3 +282,43 @@ def test_private_page_growth_needs_both_marks_over_the_same_workers() -> None:
     assert out["workers_inherited_growth_bytes"] == 300 and out["workers_file_growth_bytes"] == 600
     exiting = Samples(tree=[mark(1, 100), mark(3, 50, processes=2)], window_start=1.0, window_end=3.0)
     assert summarize(exiting)["workers_inherited_growth_bytes"] is None
+
+
+def test_a_memory_reading_missing_a_process_is_no_reading() -> None:
+    import psutil
+
+    log: list[str] = []
+
+    class Exiting(FakeProcess):
+        def memory_full_info(self) -> Any:
+            raise psutil.NoSuchProcess(self.pid)
+
+    root = FakeProcess(1, log, 100)
+    probe = ProcessTreeProbe.__new__(ProcessTreeProbe)
+    probe.psutil, probe.root, probe.with_memory, probe.exclude = psutil, root, True, None
+    for workers in ([FakeProcess(2, log, 10), Exiting(3, log, 0)], [FakeProcess(2, log, 10), FakeProcess(3, log, 0)]):
+        root.children = lambda recursive, w=workers: w  # type: ignore[attr-defined, misc]
+        reading = probe.sample(5.0)
+        assert reading is not None and reading.cpu_s > 0  # the CPU times still count
+        assert (reading.main_uss_bytes, reading.workers_uss_bytes, reading.pss_bytes) == (None, None, None)
+
+
+def test_workers_memory_at_the_window_end_is_null_when_no_complete_reading_was_taken() -> None:
+    unread = [dataclasses.replace(tree(t, t + 1.0, 900), workers_uss_bytes=None) for t in (1.0, 2.0)]
+    samples = Samples(tree=[tree(0.0, 1.0, 900, workers_uss=50 << 20), *unread], window_start=0.0, window_end=2.0)
+    figures = summarize(samples)
+    assert figures["workers_uss_start_bytes"] is None and figures["workers_uss_end_bytes"] is None
+
+
+def test_the_competition_is_the_usable_cpus_busy_time_less_the_tree_and_dataprof() -> None:
+    def busy(t: float, usable_busy: float, own: float | None) -> SystemSample:
+        return SystemSample(t=t, busy_s=0.0, total_s=4 * t, iowait_s=0.0, available_bytes=1, usable_busy_s=usable_busy,
+                            usable_total_s=2 * t, usable_cpus=2, own_cpu_s=own)
+
+    # over 2 s: the 2 usable CPUs were busy 3.6 CPU-seconds; the trial took 1.0 core, dataprof 0.1
+    samples = Samples(tree=[tree(1.0, 0.0, 900), tree(3.0, 2.0, 900)],
+                      system=[busy(1.0, 0.0, 0.0), busy(3.0, 3.6, 0.2)], window_start=1.0, window_end=3.0)
+    assert summarize(samples)["foreign_cpu_percent"] == pytest.approx(70.0)
+    unread = Samples(tree=samples.tree, system=[busy(1.0, 0.0, 0.0), busy(3.0, 3.6, None)], window_start=1.0,
+                     window_end=3.0)
+    assert summarize(unread)["foreign_cpu_percent"] is None

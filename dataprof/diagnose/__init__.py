@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataprof.diagnose.facts import Thresholds
 from dataprof.diagnose.findings import FINDING_RULES
+from dataprof.diagnose.machine import MACHINE_RULES
 from dataprof.diagnose.primary import PRIMARY_RULES
 from dataprof.model import Finding, Report
 
@@ -35,6 +36,7 @@ TITLES = {
     "oversubscribed": "oversubscribed CPUs",
     "ipc_overhead": "worker overhead exceeds the work",
     "no_gpu": "simulated device",
+    "busy_machine": "other processes compete for the CPUs",
 }
 """Human names for each id (the ids are the JSON contract)."""
 
@@ -45,7 +47,7 @@ def diagnose(report: Report, thresholds: Thresholds | None = None) -> tuple[str 
     """The primary bottleneck's id (None if no rule fires) and every finding, the primary first, then by severity."""
     th = thresholds or Thresholds()
     primary = next((f for rule in PRIMARY_RULES if (f := rule(report, th)) is not None), None)
-    others = [f for rule in FINDING_RULES if (f := rule(report, th)) is not None]
+    others = [f for rule in (*FINDING_RULES, *MACHINE_RULES) if (f := rule(report, th)) is not None]
     others.sort(key=lambda f: _ORDER.get(f.severity, 3))
     findings = ([primary] if primary is not None else []) + others
     return (primary.id if primary is not None else None), tuple(findings)

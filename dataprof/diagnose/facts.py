@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 
 from dataprof.model import Report, TrialResult
-from dataprof.stats import noise_between, rate
+from dataprof.stats import FOREIGN_CPUS, available_cpus, noise_between, rate
 
 
 @dataclass(frozen=True)
@@ -55,6 +55,11 @@ class Thresholds:
     rank_slower: float = 0.15
     """A rank (or node) this much slower than the ranks' median, beyond noise, sets a slower pace for all."""
     rank_critical: float = 0.30
+    foreign_cpus: float = FOREIGN_CPUS
+    """CPU (cores) other processes take during trials from which the machine counts as busy: the report says so
+    and the CPU ceilings count only what they left (``stats.available_cpus``)."""
+    foreign_warning: float = 0.25
+    """…and the share of the usable CPUs they take from which the figures are called noisy (a warning)."""
 
 
 def ok_trials(report: Report) -> list[TrialResult]:
@@ -174,9 +179,9 @@ def _ranks_cost_scale(trial: TrialResult) -> float:
 
 
 def cpu_ceiling(trial: TrialResult, batch: int, usable_cpus: int) -> float | None:
-    """Samples/s the usable CPUs (each rank's, times the ranks) could load at this trial's CPU cost per sample."""
+    """Samples/s the CPUs the trial had (each rank's, times the ranks) could load at its CPU cost per sample."""
     cost = cpu_s_per_sample(trial, batch)
-    return ranks(trial) * usable_cpus / cost if cost else None
+    return ranks(trial) * available_cpus(trial, usable_cpus) / cost if cost else None
 
 
 def break_even_ms(trial: TrialResult, batch: int) -> float:
@@ -205,9 +210,14 @@ def ms(value: float) -> str:
 
 
 def cpus_text(report: Report) -> str:
-    """``2 CPUs``; with several ranks, ``4 ranks × 2 CPUs`` (each rank's share, as the ceilings count them)."""
+    """``2 CPUs``; with several ranks, ``4 ranks × 2 CPUs`` (each rank's share, as the ceilings count them); on a
+    busy machine, ``the 1.1 of 2 CPUs other processes left`` (at the recommended config, as its ceiling counts)."""
     env = report.environment
     cpus = f"{env.usable_cpus} CPU{'s' if env.usable_cpus != 1 else ''}"
+    trial = recommended_trial(report)
+    left = available_cpus(trial, env.usable_cpus) if trial is not None else float(env.usable_cpus)
+    if left < env.usable_cpus:
+        cpus = f"the {left:.1f} of {cpus} other processes left"
     return cpus if env.world_size == 1 else f"{env.world_size} ranks × {cpus}"
 
 

@@ -35,7 +35,7 @@ from dataprof.diagnose.facts import (
     worker_cores,
 )
 from dataprof.model import Finding, Report, TrialResult
-from dataprof.stats import HEADROOM, best_by_workers, memory_fit, rate
+from dataprof.stats import HEADROOM, available_cpus, best_by_workers, memory_fit, rate
 from dataprof.units import fmt_bytes
 
 
@@ -251,7 +251,7 @@ def cpu_bound(report: Report, th: Thresholds) -> Finding | None:
         per_worker = (worker_cores(rec) or 0.0) / workers
     elif serial is not None:
         per_worker = serial[1]
-    saturated = tree is not None and tree >= th.cpu_saturated * usable
+    saturated = tree is not None and tree >= th.cpu_saturated * available_cpus(rec, usable)
     computing = per_worker is not None and per_worker >= th.worker_busy
     machine = (rec.cpu_percent_system or 0.0) / 100.0
     # Other processes crowding the CPUs limit the loader only once more workers stop helping.

@@ -7,6 +7,7 @@ data, never an exception.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -128,6 +129,8 @@ class ProcessTreeProbe:
         """CPU times of every process, then their PSS/USS unless ``memory`` is False (the costly part).
 
         All CPU times are read before any memory, so they stay one instant however long memory takes.
+        Memory is read for every process of the tree or not at all: one that exits meanwhile (its USS
+        gone, or 0 as a zombie's) leaves the reading's memory fields None, never a partial sum.
         ``breakdown`` (with ``memory``) also splits the workers' private pages (:class:`PrivatePages`).
         """
         psutil = self.psutil
@@ -156,10 +159,10 @@ class ProcessTreeProbe:
         for proc in procs if memory_ok else ():
             try:
                 info = proc.memory_full_info()
-            except (psutil.NoSuchProcess, psutil.ZombieProcess):
-                continue
-            except psutil.AccessDenied:
-                memory_ok = False
+            except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
+                info = None
+            if info is None or not info.uss:  # gone, exiting (a zombie maps nothing) or not ours: a sum
+                memory_ok = False             # without it would be a number nobody measured
                 break
             pss += getattr(info, "pss", info.uss)
             if proc is self.root:
@@ -206,24 +209,52 @@ class SystemSample:
     total_s: float
     iowait_s: float
     available_bytes: int
+    usable_busy_s: float | None = None
+    """Non-idle CPU seconds of the CPUs this process may run on (its affinity), whoever used them."""
+    usable_total_s: float | None = None
+    usable_cpus: int | None = None
+    """How many CPUs ``usable_*`` cover."""
+    own_cpu_s: float | None = None
+    """CPU seconds of dataprof's own processes (``own_pids``): what is neither the measured tree nor others."""
 
 
 class SystemProbe:
-    """psutil reader of the whole machine's CPU times and available RAM."""
-    def __init__(self) -> None:
+    """psutil reader of the machine's CPU times (all CPUs, and those of this process's affinity), available RAM,
+    and the CPU time of dataprof's own processes: with the measured tree's, what the other processes took."""
+    def __init__(self, own_pids: Sequence[int] = ()) -> None:
         import psutil
 
         self.psutil = psutil
+        self.own = [psutil.Process(pid) for pid in own_pids if psutil.pid_exists(pid)]
+        try:
+            self.cpus: list[int] | None = sorted(psutil.Process().cpu_affinity() or [])
+        except (AttributeError, psutil.Error, OSError):  # no affinity on this platform
+            self.cpus = None
 
     def sample(self, now: float) -> SystemSample:
         """The machine's CPU times and available RAM now."""
         times = self.psutil.cpu_times()
         total = sum(times)
         idle = times.idle + getattr(times, "iowait", 0.0)
+        per_cpu = self.psutil.cpu_times(percpu=True)
+        chosen = [per_cpu[i] for i in self.cpus if i < len(per_cpu)] if self.cpus else per_cpu
         return SystemSample(
             t=now, busy_s=total - idle, total_s=total, iowait_s=getattr(times, "iowait", 0.0),
             available_bytes=self.psutil.virtual_memory().available,
+            usable_busy_s=sum(sum(c) - c.idle - getattr(c, "iowait", 0.0) for c in chosen),
+            usable_total_s=sum(sum(c) for c in chosen), usable_cpus=len(chosen),
+            own_cpu_s=self._own_cpu_s(),
         )
+
+    def _own_cpu_s(self) -> float | None:
+        total = 0.0
+        for proc in self.own:
+            try:
+                times = proc.cpu_times()
+            except self.psutil.Error:
+                return None  # one of them is gone: no figure rather than a part of one
+            total += times.user + times.system
+        return total
 
 
 @dataclass(frozen=True)

@@ -311,7 +311,8 @@ class TrialRunner:
             tree = ProcessTreeProbe(pid)
         except Exception:
             return None  # the trial already exited
-        return Sampler(tree, SystemProbe(), gpu_probe, self.sample_interval_s,
+        own = (os.getpid(), self.host.proc.pid) if self.host is not None else (os.getpid(),)
+        return Sampler(tree, SystemProbe(own), gpu_probe, self.sample_interval_s,
                        on_sample=on_sample, window_s=self.settings.trial_seconds).start()
 
     @staticmethod

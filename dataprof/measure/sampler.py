@@ -141,6 +141,23 @@ def _settled_uss(tree: list[TreeSample]) -> tuple[int | None, int | None]:
     return min(values[:third]), min(values[-third:])
 
 
+def _foreign(system: list[SystemSample], tree_percent: float | None) -> float | None:
+    """CPU the other processes took on the usable CPUs over the window (100 per core): the usable CPUs' busy
+    time less the measured tree's and dataprof's own; None when any of the three was not read."""
+    if len(system) < 2 or tree_percent is None:
+        return None
+    first, last = system[0], system[-1]
+    if None in (first.usable_busy_s, last.usable_busy_s, first.usable_total_s, last.usable_total_s,
+                first.own_cpu_s, last.own_cpu_s, last.usable_cpus) or last.t <= first.t:
+        return None
+    total = last.usable_total_s - first.usable_total_s  # type: ignore[operator]
+    if total <= 0:
+        return None
+    busy = 100.0 * (last.usable_cpus or 0) * (last.usable_busy_s - first.usable_busy_s) / total  # type: ignore[operator]
+    own = 100.0 * (last.own_cpu_s - first.own_cpu_s) / (last.t - first.t)  # type: ignore[operator]
+    return max(0.0, busy - tree_percent - own)
+
+
 def summarize(samples: Samples) -> dict[str, Any]:
     """Window figures for a TrialResult (None where nothing was measured)."""
     tree = _in_window(samples.tree, samples.window_start, samples.window_end)
@@ -177,6 +194,7 @@ def summarize(samples: Samples) -> dict[str, Any]:
         total = system[-1].total_s - system[0].total_s
         out["cpu_percent_system"] = 100.0 * (system[-1].busy_s - system[0].busy_s) / total
         out["iowait_percent"] = 100.0 * (system[-1].iowait_s - system[0].iowait_s) / total
+    out["foreign_cpu_percent"] = _foreign(system, out["cpu_percent"])
     peaks = [s.pss_bytes for s in samples.tree if s.pss_bytes is not None]
     out["peak_memory_bytes"] = max(peaks) if peaks else None
     out["available_memory_min_bytes"] = min((s.available_bytes for s in samples.system), default=None)
