@@ -15,8 +15,9 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-from dataprof.config import RankInfo, SweepSettings
+from dataprof.config import SweepSettings
 from dataprof.inspection import Inspection
+from dataprof.machine import RankInfo
 from dataprof.model import Report
 from dataprof.runs import RunReport
 

@@ -42,7 +42,7 @@ def sweep_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 SETTINGS_OPTIONS = ("target", "args", "batch_size", "workers", "prefetch_factor", "pin_memory", "persistent_workers",
                     "step_ms", "device", "strategy", "trial_seconds", "trial_timeout", "memory_limit", "collate_fn",
                     "shuffle", "rules_of_thumb", "framework", "use_shared_memory", "use_buffer_reader",
-                    "autotune_steps", "require_gpu", "split", "current")
+                    "autotune_steps", "require_gpu", "split", "current", "in_order", "start_method")
 """The sweep command's options that become its SweepSettings."""
 
 
@@ -69,6 +69,12 @@ SWEEP_OPTIONS = (
     click.option("--use-shared-memory", default=None,
                   help="Paddle: use_shared_memory values [default: on,off] (configs with workers only)."),
     click.option("--use-buffer-reader", default=None, help="Paddle: use_buffer_reader values [default: on,off]."),
+    click.option("--in-order", default=None, metavar="ON,OFF",
+                 help="PyTorch ≥ 2.6: in_order values to sweep [default: off is tried where the wait has a heavy "
+                      "tail]; off lets fast batches overtake a slow one (batch order changes, not the batches)."),
+    click.option("--start-method", default=None, metavar="METHODS",
+                 help="PyTorch: multiprocessing_context values, some of fork,forkserver,spawn [default: the others "
+                      "are tried where worker start-up or memory says they can matter]."),
     click.option("--persistent-workers", default="on", show_default=True,
                   help="persistent_workers values, e.g. on,off (configs with workers only)."),
     click.option("--step-ms", type=click.FloatRange(min=0), default=0.0, show_default=True,

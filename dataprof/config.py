@@ -1,5 +1,5 @@
-"""Frozen settings: one DataLoader configuration, the search space, the sweep's settings, the machine's CPU
-budget and the rank a process runs as, with the parsers of their command-line forms.
+"""Frozen settings: one DataLoader configuration, the search space and the sweep's settings (the machine's CPU
+budget and a process's rank are in ``dataprof.machine``).
 
 Data layer: pure data and pure functions of it, standard library only. Nothing
 here reads the machine (``measure.environment`` does) or imports torch.
@@ -7,7 +7,7 @@ here reads the machine (``measure.environment`` does) or imports torch.
 
 from __future__ import annotations
 
-import math
+import itertools
 import os
 from dataclasses import dataclass, field
 from functools import total_ordering
@@ -17,7 +17,8 @@ FRAMEWORKS = ("torch", "paddle")
 """The loaders dataprof drives: ``torch.utils.data.DataLoader`` and ``paddle.io.DataLoader``."""
 
 KNOBS = {
-    "torch": ("num_workers", "pin_memory", "prefetch_factor", "persistent_workers"),
+    "torch": ("num_workers", "pin_memory", "prefetch_factor", "persistent_workers", "in_order",
+              "multiprocessing_context"),
     "paddle": ("num_workers", "use_shared_memory", "prefetch_factor", "use_buffer_reader", "persistent_workers"),
 }
 """Each framework's swept DataLoader arguments, by their own names (the keys of a trial's JSON ``config``)."""
@@ -46,6 +47,12 @@ class LoaderConfig:
     """Paddle: a main-process thread reads batches ahead into a buffer."""
     framework: str = "torch"
     """Which DataLoader these settings are for (``torch`` or ``paddle``)."""
+    in_order: bool | None = None
+    """PyTorch ≥ 2.6: False lets ready batches overtake a slow one (the order changes, not the batches); None
+    is not passed (in order, the default); needs workers."""
+    multiprocessing_context: str | None = None
+    """PyTorch: how workers start (``fork``, ``forkserver``, ``spawn``); None is not passed (Python's default
+    start method); needs workers."""
 
     def to_dict(self) -> dict[str, Any]:
         """The framework's own argument names and values (``framework`` itself is in the environment)."""
@@ -64,6 +71,8 @@ class LoaderConfig:
             use_shared_memory=data.get("use_shared_memory"),
             use_buffer_reader=data.get("use_buffer_reader"),
             framework="paddle" if paddle else "torch",
+            in_order=data.get("in_order"),
+            multiprocessing_context=data.get("multiprocessing_context"),
         )
 
     def __lt__(self, other: object) -> bool:
@@ -76,7 +85,8 @@ class LoaderConfig:
         return (self.framework, self.num_workers, self.pin_memory, self.prefetch_factor or 0,
                 -1 if self.persistent_workers is None else int(self.persistent_workers),
                 -1 if self.use_shared_memory is None else int(self.use_shared_memory),
-                -1 if self.use_buffer_reader is None else int(self.use_buffer_reader))
+                -1 if self.use_buffer_reader is None else int(self.use_buffer_reader),
+                self.in_order is False, self.multiprocessing_context or "")
 
     @property
     def is_baseline(self) -> bool:
@@ -84,7 +94,8 @@ class LoaderConfig:
         return self.num_workers == 0 and not self.pin_memory and self.use_buffer_reader is not False
 
     def label(self) -> str:
-        """Short human label, e.g. ``w4 pf2 persist pin`` (Paddle: ``no-shm``, ``no-buf`` when turned off)."""
+        """Short human label, e.g. ``w4 pf2 persist pin`` (Paddle: ``no-shm``, ``no-buf`` when turned off;
+        ``unordered`` for ``in_order=False``, the start method when one is given)."""
         parts = [f"w{self.num_workers}"]
         if self.num_workers > 0:
             if self.prefetch_factor is not None:
@@ -96,6 +107,10 @@ class LoaderConfig:
             parts.append("no-shm")
         if self.use_buffer_reader is False:
             parts.append("no-buf")
+        if self.num_workers > 0 and self.in_order is False:
+            parts.append("unordered")
+        if self.num_workers > 0 and self.multiprocessing_context:
+            parts.append(self.multiprocessing_context)
         return " ".join(parts)
 
     def dataloader_kwargs(self) -> dict[str, Any]:
@@ -108,6 +123,9 @@ class LoaderConfig:
         kwargs["use_buffer_reader"] = self.use_buffer_reader
         if self.framework == "torch":
             kwargs["pin_memory"] = self.pin_memory
+            if self.num_workers > 0:
+                kwargs["in_order"] = self.in_order
+                kwargs["multiprocessing_context"] = self.multiprocessing_context
         return {k: v for k, v in kwargs.items() if v is not None}
 
 
@@ -135,9 +153,20 @@ class SearchSpace:
     framework: str = "torch"
     skipped: tuple[str, ...] = ()
     """Knobs the installed DataLoader does not accept: held at its default, not passed."""
+    in_order: tuple[bool, ...] = (True,)
+    """PyTorch: ``in_order`` values (True: not passed, the default)."""
+    start_methods: tuple[str, ...] = ()
+    """PyTorch: ``multiprocessing_context`` values; empty: Python's default start method only."""
+    forced: tuple[str, ...] = ()
+    """Knobs the user gave (``--in-order``, ``--start-method``): swept as given, never chosen by evidence."""
+    start_method: str | None = None
+    """The start method in effect when none is passed (Python's default here)."""
+    available_start_methods: tuple[str, ...] = ()
+    """The start methods this platform offers."""
 
     def config(self, workers: int, *, pin: bool = False, prefetch: int | None = 2, persistent: bool = True,
-               shared_memory: bool = True, buffer_reader: bool = True) -> LoaderConfig:
+               shared_memory: bool = True, buffer_reader: bool = True, in_order: bool = True,
+               context: str | None = None) -> LoaderConfig:
         """A config of this framework; knobs that need workers are dropped at ``workers == 0``."""
         if self.framework == "paddle":
             absent = set(self.skipped)
@@ -149,15 +178,21 @@ class SearchSpace:
                                 None if "use_shared_memory" in absent else shared_memory, buffer, "paddle")
         if workers == 0:
             return LoaderConfig(0, pin_memory=pin)
-        return LoaderConfig(workers, pin, prefetch, persistent)
+        if "multiprocessing_context" in self.skipped or context == self.start_method:
+            context = None  # the start method in effect anyway: not passed
+        return LoaderConfig(workers, pin, prefetch, persistent,
+                            in_order=None if in_order or "in_order" in self.skipped else False,
+                            multiprocessing_context=context)
 
     def default_config(self, workers: int) -> LoaderConfig:
         """The config the worker climb uses: each knob at its first preferred value in the space."""
+        default_start = not self.start_methods or self.start_method in self.start_methods
         return self.config(workers, pin=True in self.pin_memory,
                            prefetch=2 if 2 in self.prefetch_factors else min(self.prefetch_factors),
                            persistent=True in self.persistent_workers,
                            shared_memory=True in self.use_shared_memory,
-                           buffer_reader=True in self.use_buffer_reader)
+                           buffer_reader=True in self.use_buffer_reader, in_order=True in self.in_order,
+                           context=None if default_start else self.start_methods[0])
 
     def to_dict(self) -> dict[str, Any]:
         """The space as the JSON ``settings`` hold it (only the framework's own knobs)."""
@@ -168,7 +203,10 @@ class SearchSpace:
             data.update(use_shared_memory=list(self.use_shared_memory), use_buffer_reader=list(self.use_buffer_reader),
                         skipped_knobs=list(self.skipped))
         else:
-            data["pin_memory"] = list(self.pin_memory)
+            data.update(pin_memory=list(self.pin_memory), in_order=list(self.in_order),
+                        start_methods=list(self.start_methods), forced_knobs=list(self.forced),
+                        start_method=self.start_method, available_start_methods=list(self.available_start_methods),
+                        skipped_knobs=list(self.skipped))
         return data
 
     @classmethod
@@ -184,6 +222,11 @@ class SearchSpace:
             use_buffer_reader=tuple(settings.get("use_buffer_reader") or (True,)),
             framework=settings.get("framework", "torch"),
             skipped=tuple(settings.get("skipped_knobs") or ()),
+            in_order=tuple(settings.get("in_order") or (True,)),
+            start_methods=tuple(settings.get("start_methods") or ()),
+            forced=tuple(settings.get("forced_knobs") or ()),
+            start_method=settings.get("start_method"),
+            available_start_methods=tuple(settings.get("available_start_methods") or ()),
         )
 
     def tuned_knobs(self) -> tuple[tuple[str, tuple[object, ...]], ...]:
@@ -191,7 +234,13 @@ class SearchSpace:
         if self.framework == "paddle":
             return (("use_shared_memory", self.use_shared_memory), ("use_buffer_reader", self.use_buffer_reader),
                     ("prefetch_factor", self.prefetch_factors))
-        return (("pin_memory", self.pin_memory), ("prefetch_factor", self.prefetch_factors))
+        knobs: list[tuple[str, tuple[object, ...]]] = [("pin_memory", self.pin_memory),
+                                                       ("prefetch_factor", self.prefetch_factors)]
+        if "in_order" in self.forced:
+            knobs.append(("in_order", tuple(None if value else False for value in self.in_order)))
+        if "multiprocessing_context" in self.forced:
+            knobs.append(("multiprocessing_context", self.start_methods))
+        return tuple(knobs)
 
 
 @dataclass(frozen=True)
@@ -282,60 +331,13 @@ def grid_configs(space: SearchSpace) -> list[LoaderConfig]:
     (the framework's default loader) is always included.
     """
     configs: list[LoaderConfig] = [baseline(space.framework)]
-    for workers in sorted(set(space.workers)):
-        for pin in space.pin_memory:
-            for buffer in space.use_buffer_reader:
-                for shm in space.use_shared_memory:
-                    for prefetch in space.prefetch_factors:
-                        for persistent in space.persistent_workers:
-                            configs.append(space.config(workers, pin=pin, prefetch=prefetch, persistent=persistent,
-                                                        shared_memory=shm, buffer_reader=buffer))
+    knobs = itertools.product(sorted(set(space.workers)), space.pin_memory, space.use_buffer_reader,
+                              space.use_shared_memory, space.prefetch_factors, space.persistent_workers,
+                              space.in_order, space.start_methods or (None,))
+    for workers, pin, buffer, shm, prefetch, persistent, in_order, context in knobs:
+        configs.append(space.config(workers, pin=pin, prefetch=prefetch, persistent=persistent, shared_memory=shm,
+                                    buffer_reader=buffer, in_order=in_order, context=context))
     return list(dict.fromkeys(configs))
-
-
-@dataclass(frozen=True)
-class CpuBudget:
-    """How many CPUs this process may really use, and why."""
-
-    usable: int
-    """CPUs for this process's loader: the node's usable CPUs, shared out among its ranks."""
-    affinity: int
-    quota: float | None
-    cpu_count: int
-    ranks_per_node: int = 1
-
-    def explain(self) -> str:
-        """Why this many CPUs, in words: affinity, cgroup quota, and the ranks sharing the node."""
-        quota = "no cgroup CPU quota" if self.quota is None else f"cgroup quota {self.quota:g} CPUs"
-        if self.ranks_per_node > 1:
-            return (f"{self.usable} usable CPU{'s' if self.usable != 1 else ''} per rank ({self.ranks_per_node} "
-                    f"ranks share this node's "
-                    f"{self.node_usable}: affinity {self.affinity} of {self.cpu_count}, {quota})")
-        return f"{self.usable} usable CPUs (affinity {self.affinity} of {self.cpu_count}, {quota})"
-
-    @property
-    def node_usable(self) -> int:
-        """CPUs the node offers this job: affinity, capped by the cgroup quota (rounded up)."""
-        return self.affinity if self.quota is None else max(1, min(self.affinity, math.ceil(self.quota)))
-
-
-@dataclass(frozen=True)
-class RankInfo:
-    """A process's place in a distributed job (torchrun's ``RANK``, ``WORLD_SIZE``, ``LOCAL_*``, ``GROUP_RANK``)."""
-
-    rank: int
-    world_size: int
-    local_rank: int = 0
-    local_world_size: int = 1
-    """Ranks on this node (they share its CPUs, RAM and /dev/shm)."""
-    node: int = 0
-    """``GROUP_RANK``: the node's index in the job."""
-    host: str = ""
-
-    @property
-    def nodes(self) -> int:
-        """Nodes in the job: world size over ranks per node."""
-        return max(1, self.world_size // max(1, self.local_world_size))
 
 
 def auto_workers(usable_cpus: int) -> tuple[int, ...]:

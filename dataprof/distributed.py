@@ -21,8 +21,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from dataprof.config import RankInfo
 from dataprof.errors import DataprofError, TargetError, UsageError
+from dataprof.machine import RankInfo
 from dataprof.model import RankResult, TrialResult
 from dataprof.runs import RankRun, RunReport
 

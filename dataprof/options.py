@@ -15,15 +15,14 @@ from dataprof.config import (
     DEFAULT_BATCH_SIZE,
     FRAMEWORKS,
     KNOBS,
-    CpuBudget,
     LoaderConfig,
-    RankInfo,
     SearchSpace,
     SweepSettings,
     adaptive_workers,
     auto_workers,
 )
 from dataprof.errors import UsageError
+from dataprof.machine import CpuBudget, RankInfo
 from dataprof.target import SPLITS, parse_kwarg, split_target
 
 
@@ -41,7 +40,8 @@ def worker_space(text: str, budget: CpuBudget, strategy: str = "adaptive") -> tu
     return parse_int_list(text, "--workers", minimum=0), "given with --workers"
 
 
-FRAMEWORK_OPTIONS = {"pin_memory": "torch", "use_shared_memory": "paddle", "use_buffer_reader": "paddle"}
+FRAMEWORK_OPTIONS = {"pin_memory": "torch", "use_shared_memory": "paddle", "use_buffer_reader": "paddle",
+                     "in_order": "torch", "multiprocessing_context": "torch"}
 """Options that exist for one framework's DataLoader only."""
 
 
@@ -52,17 +52,20 @@ def build_settings(*, target: str, args: tuple[str, ...], batch_size: int | None
                    cwd: str | None = None, framework: str = "auto",
                    use_shared_memory: str | None = None, use_buffer_reader: str | None = None,
                    autotune_steps: int = 50, require_gpu: bool = False,
-                   rank: RankInfo | None = None, split: str = "train", current: str | None = None) -> SweepSettings:
+                   rank: RankInfo | None = None, split: str = "train", current: str | None = None,
+                   in_order: str | None = None, start_method: str | None = None) -> SweepSettings:
     """Validate the options. ``budget``: this process's CPUs (each rank's share under torchrun);
     ``available_bytes``: the node's available RAM, of which ``--memory-limit`` may be a percentage. The
     framework, the device and the knobs that depend on them are settled by :func:`resolve_settings` once
     the dataset is loaded. ``batch_size`` None: a DataLoader target's own, else 64. ``current``: the
-    ``--current`` text, the user's settings for a Dataset target."""
+    ``--current`` text, the user's settings for a Dataset target. ``in_order``, ``start_method``: the
+    ``--in-order`` and ``--start-method`` values (None: tried where the measurements say they can matter)."""
     _check_names(target, collate_fn, framework, split)
     kwargs: dict[str, Any] = dict(parse_kwarg(item) for item in args)
     worker_values, reason = worker_space(workers, budget, strategy)
     check_device(device)
-    given = {"pin_memory": pin_memory, "use_shared_memory": use_shared_memory, "use_buffer_reader": use_buffer_reader}
+    given = {"pin_memory": pin_memory, "use_shared_memory": use_shared_memory, "use_buffer_reader": use_buffer_reader,
+             "in_order": in_order, "multiprocessing_context": start_method}
     for name, value in given.items():
         if value is not None and framework not in ("auto", FRAMEWORK_OPTIONS[name]):
             raise UsageError(_wrong_framework(name, framework))
@@ -70,15 +73,8 @@ def build_settings(*, target: str, args: tuple[str, ...], batch_size: int | None
         raise UsageError(f"--trial-timeout {trial_timeout:g} must be longer than --trial-seconds {trial_seconds:g}")
     return SweepSettings(
         target=target,
-        space=SearchSpace(
-            workers=worker_values,
-            prefetch_factors=parse_int_list(prefetch_factor, "--prefetch-factor", minimum=1),
-            pin_memory=parse_onoff_list(pin_memory or "on,off", "--pin-memory"),
-            persistent_workers=parse_onoff_list(persistent_workers, "--persistent-workers"),
-            workers_reason=reason,
-            use_shared_memory=parse_onoff_list(use_shared_memory or "on,off", "--use-shared-memory"),
-            use_buffer_reader=parse_onoff_list(use_buffer_reader or "on,off", "--use-buffer-reader"),
-        ),
+        space=_space(worker_values, reason, given, prefetch_factor=prefetch_factor,
+                     persistent_workers=persistent_workers),
         batch_size=DEFAULT_BATCH_SIZE if batch_size is None else batch_size,
         batch_size_given=batch_size is not None,
         split=split,
@@ -106,6 +102,23 @@ def build_settings(*, target: str, args: tuple[str, ...], batch_size: int | None
     )
 
 
+def _space(workers: tuple[int, ...], reason: str, given: dict[str, str | None], prefetch_factor: str,
+           persistent_workers: str) -> SearchSpace:
+    """The search space the options give (``given``: the knob options that may be left out, by knob)."""
+    return SearchSpace(
+        workers=workers,
+        prefetch_factors=parse_int_list(prefetch_factor, "--prefetch-factor", minimum=1),
+        pin_memory=parse_onoff_list(given["pin_memory"] or "on,off", "--pin-memory"),
+        persistent_workers=parse_onoff_list(persistent_workers, "--persistent-workers"),
+        workers_reason=reason,
+        use_shared_memory=parse_onoff_list(given["use_shared_memory"] or "on,off", "--use-shared-memory"),
+        use_buffer_reader=parse_onoff_list(given["use_buffer_reader"] or "on,off", "--use-buffer-reader"),
+        in_order=parse_onoff_list(given["in_order"] or "on", "--in-order"),
+        start_methods=parse_start_methods(given["multiprocessing_context"]),
+        forced=tuple(name for name in EVIDENCE_KNOBS if given[name] is not None),
+    )
+
+
 def _check_names(target: str, collate_fn: str | None, framework: str, split: str) -> None:
     """UsageError for a malformed TARGET or --collate-fn, or an unknown --framework or --split."""
     split_target(target)
@@ -118,11 +131,12 @@ def _check_names(target: str, collate_fn: str | None, framework: str, split: str
 
 
 def _wrong_framework(option: str, framework: str) -> str:
-    flag = "--" + option.replace("_", "-")
+    flag = "--start-method" if option == "multiprocessing_context" else "--" + option.replace("_", "-")
     if option == "pin_memory":
         return (f"{flag}: paddle.io.DataLoader has no pin_memory argument (Paddle pins batches itself when it "
                 "runs on a GPU); sweep use_shared_memory and use_buffer_reader instead")
-    return f"{flag}: an argument of paddle.io.DataLoader only; this is a {framework} sweep"
+    owner = "paddle.io.DataLoader" if FRAMEWORK_OPTIONS[option] == "paddle" else "torch.utils.data.DataLoader"
+    return f"{flag}: an argument of {owner} only; this is a {framework} sweep"
 
 
 def resolve_settings(settings: SweepSettings, host_info: dict[str, Any], count_devices: Callable[[str], int],
@@ -166,9 +180,45 @@ def resolve_settings(settings: SweepSettings, host_info: dict[str, Any], count_d
             use_shared_memory=(True,) if "use_shared_memory" in skipped else space.use_shared_memory,
             use_buffer_reader=(True,) if "use_buffer_reader" in skipped else space.use_buffer_reader)
     else:
-        space = dataclasses.replace(space, framework="torch", use_shared_memory=(True,), use_buffer_reader=(True,),
-                                    pin_memory=space.pin_memory if device != "cpu" else (False,))
+        space = _torch_space(space, host_info, device)
     return dataclasses.replace(settings, framework=framework, device=device, space=space)
+
+
+START_METHODS = ("fork", "forkserver", "spawn")
+"""``--start-method`` values: how DataLoader workers start (``multiprocessing_context``)."""
+EVIDENCE_KNOBS = ("in_order", "multiprocessing_context")
+"""PyTorch's knobs tried where the measurements say they can matter, when the installed DataLoader has them."""
+
+
+def parse_start_methods(text: str | None) -> tuple[str, ...]:
+    """``--start-method fork,spawn``; empty when not given."""
+    if text is None:
+        return ()
+    values = tuple(dict.fromkeys(part.strip().lower() for part in text.split(",") if part.strip()))
+    wrong = [v for v in values if v not in START_METHODS]
+    if wrong or not values:
+        raise UsageError(f"--start-method {text!r}: expected some of {', '.join(START_METHODS)}")
+    return values
+
+
+def _torch_space(space: SearchSpace, host_info: dict[str, Any], device: str) -> SearchSpace:
+    """PyTorch's space on this machine: pin_memory only with a GPU; ``in_order`` and ``multiprocessing_context``
+    skipped where the installed DataLoader lacks them (a forced one is reported skipped, not faked); the
+    start method in effect and those the platform offers; a forced start method it lacks is a UsageError."""
+    accepted = set(host_info.get("loader_arguments") or KNOBS["torch"])
+    skipped = tuple(k for k in EVIDENCE_KNOBS if k not in accepted)
+    available = tuple(host_info.get("start_methods") or START_METHODS)
+    missing = [m for m in space.start_methods if m not in available]
+    if missing and "multiprocessing_context" not in skipped:
+        raise UsageError(f"--start-method {','.join(missing)}: not offered here (this platform has "
+                         f"{', '.join(available)})")
+    return dataclasses.replace(
+        space, framework="torch", use_shared_memory=(True,), use_buffer_reader=(True,),
+        pin_memory=space.pin_memory if device != "cpu" else (False,), skipped=skipped,
+        in_order=(True,) if "in_order" in skipped else space.in_order,
+        start_methods=() if "multiprocessing_context" in skipped else space.start_methods,
+        forced=tuple(k for k in space.forced if k not in skipped),
+        start_method=host_info.get("start_method"), available_start_methods=available)
 
 
 def settle_loader(settings: SweepSettings, loader: dict[str, Any], batch_samples: int | None) -> SweepSettings:

@@ -22,8 +22,14 @@ def tolerance(a: TrialResult, b: TrialResult) -> float:
 def _cost(trial: TrialResult) -> tuple[int, int, int, int, bool]:
     """Fewer workers, less prefetch, Paddle's defaults kept, less memory, no pinning: cheaper."""
     c = trial.config
-    changed = (c.use_shared_memory is False) + (c.use_buffer_reader is False)
+    changed = (c.use_shared_memory is False) + (c.use_buffer_reader is False) + (c.in_order is False) \
+        + (c.multiprocessing_context is not None)
     return (c.num_workers, c.prefetch_factor or 0, changed, trial.peak_memory_bytes or 0, c.pin_memory)
+
+
+ORDER_CAVEAT = ("; in_order=False: batches come as they are ready, not in the sampler's order (the same "
+                "batches every epoch, in another order)")
+"""What a recommendation with ``in_order=False`` changes besides speed."""
 
 
 def recommend(trials: Sequence[TrialResult]) -> Recommendation | None:
@@ -42,7 +48,7 @@ def recommend(trials: Sequence[TrialResult]) -> Recommendation | None:
         speedup_vs_baseline=speedup(chosen, baseline),
         fastest=fastest.config,
         fastest_samples_per_s=top,
-        reason=_reason(chosen, fastest, ok),
+        reason=_reason(chosen, fastest, ok) + (ORDER_CAVEAT if chosen.config.in_order is False else ""),
     )
 
 

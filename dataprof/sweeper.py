@@ -11,10 +11,11 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from dataprof.config import LoaderConfig, RankInfo, SweepSettings
+from dataprof.config import LoaderConfig, SweepSettings
 from dataprof.decide import decide
 from dataprof.distributed import Coordinator, aggregate_ranks
 from dataprof.errors import DataprofError, TargetError, UsageError
+from dataprof.machine import RankInfo
 from dataprof.measure.environment import cuda_devices, probe_environment
 from dataprof.measure.runner import Observer, TrialRunner
 from dataprof.model import AutotuneRun, DatasetInfo, Environment, Report, SearchStep, TrialResult

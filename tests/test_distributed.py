@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from dataprof.config import RankInfo
 from dataprof.diagnose import Thresholds
 from dataprof.diagnose import findings as rules
 from dataprof.distributed import aggregate_ranks, rank_from_env, shared_batches
 from dataprof.errors import UsageError
+from dataprof.machine import RankInfo
 from dataprof.model import Report, TrialResult
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -226,7 +226,7 @@ def test_nproc_per_node_under_torchrun_is_a_usage_error() -> None:
 
 
 def test_a_nodes_ram_and_dev_shm_are_shared_out_among_its_ranks() -> None:
-    from dataprof.config import CpuBudget
+    from dataprof.machine import CpuBudget
     from dataprof.measure.environment import probe_environment
     from dataprof.model import DatasetInfo
     from dataprof.options import build_settings

@@ -14,8 +14,8 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "dataprof"
 
 LAYERS: dict[str, tuple[str, ...]] = {
-    "data": ("dataprof.errors", "dataprof.units", "dataprof.version", "dataprof.config", "dataprof.measured",
-             "dataprof.model", "dataprof.runs",
+    "data": ("dataprof.errors", "dataprof.machine", "dataprof.units", "dataprof.version", "dataprof.config",
+             "dataprof.measured", "dataprof.model", "dataprof.runs",
              "dataprof.inspection", "dataprof.stats"),
     "decisions": ("dataprof.search", "dataprof.recommend", "dataprof.diagnose", "dataprof.checks", "dataprof.gates",
                   "dataprof.compare", "dataprof.decide", "dataprof.verdict"),

@@ -274,8 +274,8 @@ print(json.dumps({{"doc": w.report.to_dict(), "same": seen == plain,
 
 
 def test_rank_0_gathers_every_ranks_figures_and_names_a_missing_one(tmp_path: Path) -> None:
-    from dataprof.config import RankInfo
     from dataprof.distributed import gather_runs
+    from dataprof.machine import RankInfo
 
     slow = dataclasses.replace(_report(0.5), exit_code=0)
     assert gather_runs(slow, RankInfo(rank=1, world_size=3, host="b"), tmp_path) is None  # rank 1 only leaves it

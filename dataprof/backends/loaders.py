@@ -51,7 +51,10 @@ def current_config(loader: Any, framework: str) -> LoaderConfig:
                             bool(loader.use_buffer_reader), "paddle")
     if workers == 0:
         return LoaderConfig(0, pin_memory=bool(loader.pin_memory))
-    return LoaderConfig(workers, bool(loader.pin_memory), prefetch, bool(persistent))
+    context = getattr(loader, "multiprocessing_context", None)
+    return LoaderConfig(workers, bool(loader.pin_memory), prefetch, bool(persistent),
+                        in_order=False if getattr(loader, "in_order", True) is False else None,
+                        multiprocessing_context=None if context is None else context.get_start_method())
 
 
 @dataclass

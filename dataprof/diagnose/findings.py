@@ -17,6 +17,7 @@ from dataprof.diagnose.facts import (
     recommended_trial,
     wait_share,
 )
+from dataprof.diagnose.knobs import in_order_gain, in_order_text, start_method_text
 from dataprof.model import Finding, Report, TrialResult
 from dataprof.stats import rate, shm_fits, shm_in_flight
 from dataprof.units import fmt_bytes
@@ -56,7 +57,7 @@ def copy_on_read(report: Report, th: Thresholds) -> Finding | None:
         severity="warning",
         evidence=(f"{trial.config.label()}: each worker copied {fmt_bytes(per_worker)} of the main process's memory "
                   f"in the {window:.1f} s window{speed}{uss}: reading Python objects writes their reference counts, "
-                  "so the pages they sit on are copied into every worker"),
+                  "so the pages they sit on are copied into every worker" + start_method_text(report, trial)),
         recommendation=("Hold the dataset's records in numpy/arrow arrays or one bytes buffer (with offsets) instead "
                         "of lists/dicts of Python objects; over an epoch each worker would otherwise copy all of it."),
     )
@@ -99,7 +100,8 @@ def worker_startup(report: Report, th: Thresholds) -> Finding | None:
         id="worker_startup",
         severity="info" if rec.config.persistent_workers else "warning",
         evidence=(f"starting {rec.config.num_workers} workers takes {rec.first_batch_s:.2f} s before the first "
-                  f"batch{slow_start}, {pct(share)} of a {epoch_s:.1f} s epoch of {length:,} samples"),
+                  f"batch{slow_start}, {pct(share)} of a {epoch_s:.1f} s epoch of {length:,} samples"
+                  + start_method_text(report, rec)),
         recommendation=("persistent_workers=True pays this once per run rather than once per epoch"
                         + (" (the recommendation has it)" if rec.config.persistent_workers else "")
                         + "; a smaller dataset object or the fork start method starts workers faster."),
@@ -130,9 +132,11 @@ def stragglers(report: Report, th: Thresholds) -> Finding | None:
         evidence=(f"at num_workers=0 a batch of {batch_size(report)} loads in {waits.p50:.1f} ms at the median but "
                   f"{waits.p99:.1f} ms at p99 (max {ms(waits.max)} ms); time above the median is {pct(tail)} of the "
                   "loading time: some samples are far slower than the rest"
-                  + ("" if felt else "; the recommended config hides them")),
-        recommendation=(f"{more.capitalize()} buffers through slow samples; find them with "
-                        "`dataprof inspect` (slowest indices) and fix or pre-process them."),
+                  + ("" if felt else "; the recommended config hides them") + in_order_text(report)),
+        recommendation=(f"{more.capitalize()} buffers through slow samples"
+                        + (", and in_order=False lets ready batches overtake a slow one (the same batches, in "
+                           "another order)" if in_order_gain(report) else "")
+                        + "; find them with `dataprof inspect` (slowest indices) and fix or pre-process them."),
     )
 
 

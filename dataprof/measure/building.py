@@ -92,6 +92,7 @@ def probe(request: LoadRequest, built: Built, handed_over: bool) -> Message:
         "init_s": build_s,
         **batch,
         "start_method": multiprocessing.get_start_method(),
+        "start_methods": multiprocessing.get_all_start_methods(),
         "sharing_strategy": backend.sharing_strategy(),
         "framework": backend.name,
         "framework_version": backend.version(),

@@ -10,7 +10,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from dataprof.config import CpuBudget, RankInfo
+from dataprof.machine import CpuBudget, RankInfo
 from dataprof.model import Environment
 
 

@@ -1,174 +1,16 @@
-"""Search strategies: pure functions from the trials so far to the next config and why.
-
-``grid`` measures every config of the space. ``adaptive`` (the default) climbs
-``num_workers`` while the gain beats the measurement noise, refines around the
-peak, tunes the other knobs only at the best worker count, and never proposes
-a config the memory, ``/dev/shm`` or open-file budget forbids. Both end by
-measuring what the common rules of thumb would pick, so every report can say
-what following them would have cost.
-"""
+"""The adaptive strategy: climb num_workers while it pays, refine around the peak, tune the other knobs at the best
+count (and the knobs the measurements call for), then the rules of thumb."""
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
-from typing import Protocol
+from collections.abc import Sequence
 
-from dataprof.config import LoaderConfig, SearchSpace, baseline, grid_configs
+from dataprof.config import LoaderConfig, SearchSpace, baseline
 from dataprof.model import TrialResult
-from dataprof.stats import HEADROOM, available_cpus, memory_fit, noise_between, shm_fits, shm_in_flight
-from dataprof.units import fmt_bytes
-
-
-@dataclass(frozen=True)
-class Proposal:
-    """The next config to measure (None: stop) and the reason, in words the report prints."""
-
-    config: LoaderConfig | None
-    why: str
-
-
-@dataclass(frozen=True)
-class Budget:
-    """What the machine allows, known before a trial runs; memory per worker comes from the trials."""
-
-    usable_cpus: int = 1
-    memory_bytes: int | None = None
-    """The tree's PSS limit (--memory-limit): a trial over it is killed."""
-    shm_free_bytes: int | None = None
-    batch_bytes: int | None = None
-    batch_tensors: int | None = None
-    open_files: int | None = None
-    """Soft open-file limit; it binds when tensors are shared through file descriptors."""
-    shares_fds: bool = True
-    saturated_cpu: float = 0.9
-    """Tree CPU use, as a share of the usable CPUs, from which the climb goes one rung at a time."""
-    fds_per_worker: int = 4
-    """Pipes and the process sentinel the main process holds for each worker."""
-
-    def shm_forbids(self, config: LoaderConfig) -> str | None:
-        """Why the batches ``config`` keeps in flight would not fit in /dev/shm; None if they fit or go elsewhere
-        (no workers, or Paddle's ``use_shared_memory=False``)."""
-        if self.shm_free_bytes is None or not self.batch_bytes \
-                or shm_fits(config, self.batch_bytes, self.shm_free_bytes):
-            return None
-        need = shm_in_flight(config, self.batch_bytes)
-        return (f"w{config.num_workers} would keep {fmt_bytes(need)} of batches in /dev/shm, "
-                f"which has {fmt_bytes(self.shm_free_bytes)} free")
-
-    def forbids(self, config: LoaderConfig, history: Sequence[TrialResult]) -> str | None:
-        """Why ``config`` would not fit, from what is known; None if it may run."""
-        workers = config.num_workers
-        if workers == 0:
-            return None
-        in_flight = workers * (config.prefetch_factor or 2)
-        shm = self.shm_forbids(config)
-        if shm is not None:
-            return shm
-        if self.shares_fds and self.open_files:
-            need = in_flight * (self.batch_tensors or 1) + workers * self.fds_per_worker
-            if need > HEADROOM * self.open_files:
-                return f"w{workers} would hold ~{need} open files; the limit is {self.open_files} (ulimit -n)"
-        fit = memory_fit([t for t in history if t.status == "ok"])
-        if self.memory_bytes and fit is not None:
-            base, per_worker = fit
-            predicted = base + max(per_worker, 0.0) * workers
-            if predicted > HEADROOM * self.memory_bytes:
-                return (f"w{workers} would need ~{predicted / 1e9:.1f} GB (measured {per_worker / 1e6:.0f} MB "
-                        f"per worker); the memory limit is {self.memory_bytes / 1e9:.1f} GB")
-        return None
-
-
-RULE_OF_THUMB_NAMES = ("0.75 × usable CPUs", "usable CPUs − 1")
-AUTOTUNE_RULE = "Paddle autotune"
-
-
-def rules_of_thumb(usable_cpus: int, space: SearchSpace,
-                   autotune: int | None = None) -> list[tuple[str, LoaderConfig]]:
-    """What common advice picks: ``0.75 × CPUs`` and ``CPUs − 1`` workers, pinned (PyTorch, with a GPU) and
-    persistent where the space allows, the other knobs at their defaults; and ``autotune``, the worker
-    count Paddle's own autotune picked, with ``paddle.io.DataLoader``'s defaults (it changes nothing else)."""
-    pin = True in space.pin_memory
-    persistent = True in space.persistent_workers
-    prefetch = 2 if 2 in space.prefetch_factors else min(space.prefetch_factors)
-    counts = (max(1, int(0.75 * usable_cpus + 0.5)), max(1, usable_cpus - 1))
-    rules = [(name, space.config(count, pin=pin, prefetch=prefetch, persistent=persistent))
-             for name, count in zip(RULE_OF_THUMB_NAMES, counts, strict=True)]
-    if autotune is not None:
-        rules.append((AUTOTUNE_RULE, space.config(autotune, prefetch=2, persistent=False)))
-    return rules
-
-
-class Strategy(Protocol):
-    """A search strategy: ``propose(history)`` gives the next config to measure (None: stop) and why."""
-    name: str
-
-    def propose(self, history: Sequence[TrialResult]) -> Proposal:
-        """The next config to measure and why, or a Proposal without a config to stop."""
-
-    def total(self) -> int | None:
-        """How many trials the search will run, when known in advance."""
-
-
-class _Searching:
-    """What both strategies hold: the space, the budget, and the comparisons measured at the end."""
-
-    def __init__(self, space: SearchSpace, budget: Budget | None = None, rules: bool = True,
-                 autotune: int | None = None, current: LoaderConfig | None = None) -> None:
-        self.space = space
-        self.budget = budget or Budget()
-        self.rules = rules
-        self.autotune = autotune
-        """The worker count Paddle's autotune picked, measured with the rules of thumb."""
-        self.current = current
-        """The user's own settings (a DataLoader target's, or ``--current``): measured right after the baseline."""
-
-    def _current_step(self, done: Collection[LoaderConfig]) -> Proposal | None:
-        if self.current is None or self.current in done:
-            return None
-        return Proposal(self.current, f"your settings ({self.current.label()}), measured like the baseline")
-
-    def comparisons(self) -> list[tuple[str, LoaderConfig]]:
-        """How many trials the search compared so far."""
-        return rules_of_thumb(self.budget.usable_cpus, self.space, self.autotune) if self.rules else []
-
-    def _rule_of_thumb_step(self, history: Sequence[TrialResult]) -> Proposal | None:
-        done = {t.config for t in history}
-        for name, config in self.comparisons():
-            if config not in done and self.budget.forbids(config, history) is None:
-                return Proposal(config, f"rule of thumb ({name}), measured for comparison")
-        return None
-
-
-class GridStrategy(_Searching):
-    """Every config of the space, baseline first, in a stable order; then the rules of thumb."""
-
-    name = "grid"
-
-    def __init__(self, space: SearchSpace, budget: Budget | None = None, rules: bool = True,
-                 autotune: int | None = None, current: LoaderConfig | None = None) -> None:
-        super().__init__(space, budget, rules, autotune, current)
-        self.configs = grid_configs(space)
-
-    def propose(self, history: Sequence[TrialResult]) -> Proposal:
-        """The baseline, the user's settings, the next config of the grid not yet measured, then the
-        rules-of-thumb comparisons, then a stop."""
-        done = {trial.config for trial in history}
-        mine = self._current_step(done) if self.configs[0] in done else None
-        if mine is not None:
-            return mine
-        config = next((c for c in self.configs if c not in done), None)
-        if config is not None:
-            return Proposal(config, "baseline" if config == baseline(self.space.framework) else "grid")
-        return self._rule_of_thumb_step(history) or \
-            Proposal(None, "every config of the grid ran")
-
-    def total(self) -> int | None:
-        """The configs of the grid, the user's settings, and the comparisons measured after them."""
-        mine = int(self.current is not None and self.current not in self.configs)
-        return len(self.configs) + mine + len(self.comparisons())
+from dataprof.search.common import Budget, Proposal, Searching
+from dataprof.stats import available_cpus, noise_between
 
 
 def _rate(trial: TrialResult) -> float:
@@ -183,13 +25,40 @@ def _gain(new: TrialResult, old: TrialResult) -> str:
     return f"{before} → {after}: {_rate(new) / _rate(old) - 1:+.0%}"
 
 
+EVIDENCE_KNOBS = ("in_order", "multiprocessing_context")
+"""PyTorch's knobs tried at the best config where the measurements say they can matter."""
+TAIL_RATIO = 3.0
+TAIL_MIN_MS = 2.0
+"""A wait whose p99 is this many times its median, and this much above it, has a heavy tail."""
+SLOW_START_S = 1.0
+COPIED_PER_WORKER = 8 * 1024 * 1024
+"""A worker start-up this long, or this much copy-on-read growth per worker, makes the start method worth a try."""
+
+
+def heavy_tail(trial: TrialResult) -> bool:
+    """The wait for a batch has stragglers: p99 far above the median (a slow batch holds the others up)."""
+    waits = trial.wait_ms
+    if trial.status != "ok" or waits is None or waits.p99 is None:
+        return False
+    return waits.p99 >= TAIL_RATIO * waits.p50 and waits.p99 - waits.p50 >= TAIL_MIN_MS
+
+
+def start_matters(trial: TrialResult, start_method: str | None) -> bool:
+    """How workers start can change what ``trial`` measured: a default other than fork, a slow start-up, or the
+    workers copying the main process's pages."""
+    workers = max(1, trial.config.num_workers)
+    copied = (trial.workers_inherited_growth_bytes or 0) / workers
+    return (start_method or "fork") != "fork" or (trial.first_batch_s or 0.0) >= SLOW_START_S \
+        or copied >= COPIED_PER_WORKER
+
+
 def _between(low: int, high: int) -> int:
     """The geometric midpoint of two worker counts, strictly between them when there is room."""
     middle = round(math.sqrt(low * high)) if low > 0 else high // 2
     return middle if low < middle < high else (low + high) // 2
 
 
-class AdaptiveStrategy(_Searching):
+class AdaptiveStrategy(Searching):
     """Climb workers, refine around the peak, tune the other knobs at the best count, then the rules of thumb.
 
     Stateless: every call re-reads the history from the start, so the same
@@ -370,7 +239,7 @@ class AdaptiveStrategy(_Searching):
         current = anchor
         # persistent_workers=False only adds a worker restart every epoch: it cannot load faster, so it is
         # not tuned (the climb uses it when it is the only value given).
-        for knob, values in self.space.tuned_knobs():
+        for knob, values in (*self.space.tuned_knobs(), *self._evidence(anchor, done)):
             tried = []
             for value in values:
                 config = dataclasses.replace(current.config, **{knob: value})  # type: ignore[arg-type]
@@ -387,13 +256,26 @@ class AdaptiveStrategy(_Searching):
                 current = max(winners, key=_rate)
         return None
 
+    def _evidence(self, anchor: TrialResult,
+                  done: dict[LoaderConfig, TrialResult]) -> tuple[tuple[str, tuple[object, ...]], ...]:
+        """The knobs the measurements say can matter, unless the user set them or the DataLoader lacks them:
+        ``in_order=False`` after a heavy wait tail (stragglers), the other start methods after a slow worker
+        start-up, copy-on-read growth or a default other than fork."""
+        space = self.space
+        if space.framework != "torch" or anchor.config.num_workers == 0:
+            return ()
+        left = set(EVIDENCE_KNOBS) - set(space.skipped) - set(space.forced)
+        knobs: list[tuple[str, tuple[object, ...]]] = []
+        baseline = done.get(self.baseline)
+        if "in_order" in left and any(heavy_tail(t) for t in (baseline, anchor) if t is not None):
+            knobs.append(("in_order", (False,)))
+        others = tuple(m for m in space.available_start_methods if m != (space.start_method or "fork"))
+        if "multiprocessing_context" in left and others and start_matters(anchor, space.start_method):
+            knobs.append(("multiprocessing_context", others))
+        return tuple(knobs)
+
     def _stop_reason(self, done: dict[LoaderConfig, TrialResult], history: Sequence[TrialResult]) -> str:
         best = max((t for t in history if t.status == "ok"), key=_rate, default=None)
         climb = self._walk(done, history)[1]
         tail = f"; best {best.config.label()}, no untried neighbour left to beat it" if best else ""
         return climb + tail
-
-
-STRATEGIES: dict[str, Callable[[SearchSpace, Budget, bool, int | None, LoaderConfig | None], Strategy]] = {
-    "adaptive": AdaptiveStrategy, "grid": GridStrategy}
-"""``--strategy`` choice → implementation (every choice must be mapped)."""

@@ -1,0 +1,133 @@
+"""What every strategy shares: a proposal, the budget a proposal must fit, the rules of thumb measured for
+comparison, and the state both strategies hold."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from dataprof.config import LoaderConfig, SearchSpace
+from dataprof.model import TrialResult
+from dataprof.stats import HEADROOM, memory_fit, shm_fits, shm_in_flight
+from dataprof.units import fmt_bytes
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """The next config to measure (None: stop) and the reason, in words the report prints."""
+
+    config: LoaderConfig | None
+    why: str
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What the machine allows, known before a trial runs; memory per worker comes from the trials."""
+
+    usable_cpus: int = 1
+    memory_bytes: int | None = None
+    """The tree's PSS limit (--memory-limit): a trial over it is killed."""
+    shm_free_bytes: int | None = None
+    batch_bytes: int | None = None
+    batch_tensors: int | None = None
+    open_files: int | None = None
+    """Soft open-file limit; it binds when tensors are shared through file descriptors."""
+    shares_fds: bool = True
+    saturated_cpu: float = 0.9
+    """Tree CPU use, as a share of the usable CPUs, from which the climb goes one rung at a time."""
+    fds_per_worker: int = 4
+    """Pipes and the process sentinel the main process holds for each worker."""
+
+    def shm_forbids(self, config: LoaderConfig) -> str | None:
+        """Why the batches ``config`` keeps in flight would not fit in /dev/shm; None if they fit or go elsewhere
+        (no workers, or Paddle's ``use_shared_memory=False``)."""
+        if self.shm_free_bytes is None or not self.batch_bytes \
+                or shm_fits(config, self.batch_bytes, self.shm_free_bytes):
+            return None
+        need = shm_in_flight(config, self.batch_bytes)
+        return (f"w{config.num_workers} would keep {fmt_bytes(need)} of batches in /dev/shm, "
+                f"which has {fmt_bytes(self.shm_free_bytes)} free")
+
+    def forbids(self, config: LoaderConfig, history: Sequence[TrialResult]) -> str | None:
+        """Why ``config`` would not fit, from what is known; None if it may run."""
+        workers = config.num_workers
+        if workers == 0:
+            return None
+        in_flight = workers * (config.prefetch_factor or 2)
+        shm = self.shm_forbids(config)
+        if shm is not None:
+            return shm
+        if self.shares_fds and self.open_files:
+            need = in_flight * (self.batch_tensors or 1) + workers * self.fds_per_worker
+            if need > HEADROOM * self.open_files:
+                return f"w{workers} would hold ~{need} open files; the limit is {self.open_files} (ulimit -n)"
+        fit = memory_fit([t for t in history if t.status == "ok"])
+        if self.memory_bytes and fit is not None:
+            base, per_worker = fit
+            predicted = base + max(per_worker, 0.0) * workers
+            if predicted > HEADROOM * self.memory_bytes:
+                return (f"w{workers} would need ~{predicted / 1e9:.1f} GB (measured {per_worker / 1e6:.0f} MB "
+                        f"per worker); the memory limit is {self.memory_bytes / 1e9:.1f} GB")
+        return None
+
+
+RULE_OF_THUMB_NAMES = ("0.75 × usable CPUs", "usable CPUs − 1")
+AUTOTUNE_RULE = "Paddle autotune"
+
+
+def rules_of_thumb(usable_cpus: int, space: SearchSpace,
+                   autotune: int | None = None) -> list[tuple[str, LoaderConfig]]:
+    """What common advice picks: ``0.75 × CPUs`` and ``CPUs − 1`` workers, pinned (PyTorch, with a GPU) and
+    persistent where the space allows, the other knobs at their defaults; and ``autotune``, the worker
+    count Paddle's own autotune picked, with ``paddle.io.DataLoader``'s defaults (it changes nothing else)."""
+    pin = True in space.pin_memory
+    persistent = True in space.persistent_workers
+    prefetch = 2 if 2 in space.prefetch_factors else min(space.prefetch_factors)
+    counts = (max(1, int(0.75 * usable_cpus + 0.5)), max(1, usable_cpus - 1))
+    rules = [(name, space.config(count, pin=pin, prefetch=prefetch, persistent=persistent))
+             for name, count in zip(RULE_OF_THUMB_NAMES, counts, strict=True)]
+    if autotune is not None:
+        rules.append((AUTOTUNE_RULE, space.config(autotune, prefetch=2, persistent=False)))
+    return rules
+
+
+class Strategy(Protocol):
+    """A search strategy: ``propose(history)`` gives the next config to measure (None: stop) and why."""
+    name: str
+
+    def propose(self, history: Sequence[TrialResult]) -> Proposal:
+        """The next config to measure and why, or a Proposal without a config to stop."""
+
+    def total(self) -> int | None:
+        """How many trials the search will run, when known in advance."""
+
+
+class Searching:
+    """What both strategies hold: the space, the budget, and the comparisons measured at the end."""
+
+    def __init__(self, space: SearchSpace, budget: Budget | None = None, rules: bool = True,
+                 autotune: int | None = None, current: LoaderConfig | None = None) -> None:
+        self.space = space
+        self.budget = budget or Budget()
+        self.rules = rules
+        self.autotune = autotune
+        """The worker count Paddle's autotune picked, measured with the rules of thumb."""
+        self.current = current
+        """The user's own settings (a DataLoader target's, or ``--current``): measured right after the baseline."""
+
+    def _current_step(self, done: Collection[LoaderConfig]) -> Proposal | None:
+        if self.current is None or self.current in done:
+            return None
+        return Proposal(self.current, f"your settings ({self.current.label()}), measured like the baseline")
+
+    def comparisons(self) -> list[tuple[str, LoaderConfig]]:
+        """How many trials the search compared so far."""
+        return rules_of_thumb(self.budget.usable_cpus, self.space, self.autotune) if self.rules else []
+
+    def _rule_of_thumb_step(self, history: Sequence[TrialResult]) -> Proposal | None:
+        done = {t.config for t in history}
+        for name, config in self.comparisons():
+            if config not in done and self.budget.forbids(config, history) is None:
+                return Proposal(config, f"rule of thumb ({name}), measured for comparison")
+        return None
