@@ -90,3 +90,46 @@ def test_sizes() -> None:
     for bad in ("lots", "0", "150%", "-1GB"):
         with pytest.raises(UsageError):
             parse_size(bad, 1000)
+
+
+def test_in_order_and_the_start_method_are_discovered_from_the_dataloader_signature() -> None:
+    import dataclasses
+
+    from dataprof.config import KNOBS, SearchSpace, SweepSettings
+    from dataprof.errors import UsageError
+    from dataprof.options import resolve_settings
+
+    forced = SearchSpace((0, 2), in_order=(True, False), start_methods=("spawn",),
+                         forced=("in_order", "multiprocessing_context"))
+    settings = SweepSettings(target="t.py:D", space=forced)
+    new = {"framework": "torch", "loader_arguments": list(KNOBS["torch"]) + ["dataset"], "start_method": "fork",
+           "start_methods": ["fork", "spawn", "forkserver"]}
+    space = resolve_settings(settings, new, lambda framework: 0).space
+    assert (space.skipped, space.forced, space.in_order) == ((), ("in_order", "multiprocessing_context"), (True, False))
+    assert space.start_method == "fork" and space.default_config(2).multiprocessing_context == "spawn"
+    old = dict(new, loader_arguments=["dataset", "num_workers", "pin_memory", "prefetch_factor", "persistent_workers",
+                                      "multiprocessing_context"])
+    space = resolve_settings(settings, old, lambda framework: 0).space  # torch before 2.6: no in_order
+    assert space.skipped == ("in_order",) and space.in_order == (True,) and space.forced == ("multiprocessing_context",)
+    assert space.to_dict()["skipped_knobs"] == ["in_order"]
+    assert all(config.in_order is None for config in grid_configs(space))
+    lonely = dict(new, start_methods=["spawn"])
+    with pytest.raises(UsageError, match="--start-method forkserver: not offered here"):
+        resolve_settings(dataclasses.replace(settings, space=dataclasses.replace(forced, start_methods=("forkserver",))),
+                         lonely, lambda framework: 0)
+
+
+def test_the_new_knobs_are_config_keys_and_reach_the_dataloader_line() -> None:
+    from dataprof.render.view import dataloader_line
+
+    config = LoaderConfig(8, False, 2, True, in_order=False, multiprocessing_context="spawn")
+    assert config.to_dict() == {"num_workers": 8, "pin_memory": False, "prefetch_factor": 2,
+                                "persistent_workers": True, "in_order": False, "multiprocessing_context": "spawn"}
+    assert LoaderConfig.from_dict(config.to_dict()) == config
+    assert LoaderConfig.from_dict({"num_workers": 8, "pin_memory": False, "prefetch_factor": 2,
+                                   "persistent_workers": True}) == LoaderConfig(8, False, 2, True)  # older files
+    assert config.label() == "w8 pf2 persist unordered spawn"
+    assert dataloader_line(config, 16, False, None) == (
+        "DataLoader(dataset, batch_size=16, num_workers=8, prefetch_factor=2, persistent_workers=True, "
+        "pin_memory=False, in_order=False, multiprocessing_context='spawn')")
+    assert "in_order" not in LoaderConfig(0, in_order=False).dataloader_kwargs()  # needs workers

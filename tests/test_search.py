@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Callable
 
@@ -190,3 +191,45 @@ def test_persistent_workers_off_is_not_tuned() -> None:
     only_off = space(2, persistent_workers=(False,))
     history, _ = run(AdaptiveStrategy(only_off, Budget(usable_cpus=2)), cpu_bound)
     assert any(t.config.num_workers and not t.config.persistent_workers for t in history)
+
+
+def straggling(config: LoaderConfig) -> TrialResult:
+    """Every fourth batch stalls 200 ms: in order, the stall holds the others up; out of order, they overtake it."""
+    from dataprof.model import WaitStats
+
+    w = max(1, config.num_workers)
+    rate = 160.0 * w * (3.0 if config.in_order is False and w > 1 else 1.0)
+    waits = WaitStats(p50=0.5, p95=150.0, p99=200.0, max=210.0, mean=50.0)
+    return dataclasses.replace(trial(config, min(rate, 4000.0)), wait_ms=waits)
+
+
+def test_a_heavy_wait_tail_gets_in_order_off_tried_and_recommended_with_the_order_caveat() -> None:
+    searched = space(2, workers=(0, 2, 4, 8))
+    history, _ = run(AdaptiveStrategy(searched, Budget(usable_cpus=2)), straggling)
+    assert any(t.config.in_order is False for t in history)
+    rec = recommend(history)
+    assert rec is not None and rec.config.in_order is False
+    assert "in_order=False: batches come as they are ready, not in the sampler's order" in rec.reason
+    quiet, _ = run(AdaptiveStrategy(searched, Budget(usable_cpus=2)), latency_bound)
+    assert not any(t.config.in_order is False for t in quiet)  # no tail, no trial of it
+    lacking = dataclasses.replace(searched, skipped=("in_order",))
+    older, _ = run(AdaptiveStrategy(lacking, Budget(usable_cpus=2)), straggling)
+    assert not any(t.config.in_order is False for t in older)  # the DataLoader has no in_order: never faked
+
+
+def test_start_methods_are_tried_only_where_they_can_matter() -> None:
+    fork = space(2, workers=(0, 2, 4), start_method="fork", available_start_methods=("fork", "spawn", "forkserver"))
+    history, _ = run(AdaptiveStrategy(fork, Budget(usable_cpus=2)), latency_bound)
+    assert {t.config.multiprocessing_context for t in history} == {None}
+
+    def slow_start(config: LoaderConfig) -> TrialResult:
+        return dataclasses.replace(latency_bound(config), first_batch_s=2.5 if config.num_workers else 0.01)
+
+    started, _ = run(AdaptiveStrategy(fork, Budget(usable_cpus=2)), slow_start)
+    assert {t.config.multiprocessing_context for t in started} == {None, "spawn", "forkserver"}
+    python_314 = dataclasses.replace(fork, start_method="forkserver")
+    default, _ = run(AdaptiveStrategy(python_314, Budget(usable_cpus=2)), latency_bound)
+    assert {t.config.multiprocessing_context for t in default} == {None, "fork", "spawn"}
+    forced = dataclasses.replace(fork, start_methods=("spawn",), forced=("multiprocessing_context",))
+    given, _ = run(AdaptiveStrategy(forced, Budget(usable_cpus=2)), latency_bound)
+    assert {t.config.multiprocessing_context for t in given if t.config.num_workers} == {"spawn"}

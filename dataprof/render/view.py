@@ -35,7 +35,7 @@ def dataloader_line(config: LoaderConfig, batch_size: int, shuffle: bool, collat
     parts = ["dataset", f"batch_size={batch_size}"]
     if shuffle:
         parts.append("shuffle=True")
-    parts.extend(f"{name}={value}" for name, value in config.dataloader_kwargs().items())
+    parts.extend(f"{name}={value!r}" for name, value in config.dataloader_kwargs().items())
     if collate_fn:
         parts.append(f"collate_fn={collate_fn.rpartition(':')[2]}")
     loader = "paddle.io.DataLoader" if config.framework == "paddle" else "DataLoader"
@@ -141,7 +141,7 @@ def changes_line(report: Report) -> str:
         return f"keep your {name}(...) as it is"
     values = rec.config.to_dict()
     where = f"in {loader['origin']}, " if loader.get("origin") else ""
-    return (f"{name}(..., {', '.join(f'{knob}={values[knob]}' for knob in mine.changes)})  "
+    return (f"{name}(..., {', '.join(f'{knob}={values[knob]!r}' for knob in mine.changes)})  "
             f"# {where}the rest as you have it")
 
 

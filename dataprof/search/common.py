@@ -79,13 +79,15 @@ AUTOTUNE_RULE = "Paddle autotune"
 def rules_of_thumb(usable_cpus: int, space: SearchSpace,
                    autotune: int | None = None) -> list[tuple[str, LoaderConfig]]:
     """What common advice picks: ``0.75 × CPUs`` and ``CPUs − 1`` workers, pinned (PyTorch, with a GPU) and
-    persistent where the space allows, the other knobs at their defaults; and ``autotune``, the worker
-    count Paddle's own autotune picked, with ``paddle.io.DataLoader``'s defaults (it changes nothing else)."""
+    persistent where the space allows, the other knobs at their defaults (the start method the space climbs
+    with: one the user gave alone); and ``autotune``, the worker count Paddle's own autotune picked, with
+    ``paddle.io.DataLoader``'s defaults (it changes nothing else)."""
     pin = True in space.pin_memory
     persistent = True in space.persistent_workers
     prefetch = 2 if 2 in space.prefetch_factors else min(space.prefetch_factors)
     counts = (max(1, int(0.75 * usable_cpus + 0.5)), max(1, usable_cpus - 1))
-    rules = [(name, space.config(count, pin=pin, prefetch=prefetch, persistent=persistent))
+    context = space.default_config(1).multiprocessing_context
+    rules = [(name, space.config(count, pin=pin, prefetch=prefetch, persistent=persistent, context=context))
              for name, count in zip(RULE_OF_THUMB_NAMES, counts, strict=True)]
     if autotune is not None:
         rules.append((AUTOTUNE_RULE, space.config(autotune, prefetch=2, persistent=False)))
