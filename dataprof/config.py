@@ -238,8 +238,9 @@ class SearchSpace:
                                                        ("prefetch_factor", self.prefetch_factors)]
         if "in_order" in self.forced:
             knobs.append(("in_order", tuple(None if value else False for value in self.in_order)))
-        if "multiprocessing_context" in self.forced:
-            knobs.append(("multiprocessing_context", self.start_methods))
+        if "multiprocessing_context" in self.forced:  # the start method in effect anyway is not passed
+            knobs.append(("multiprocessing_context",
+                          tuple(None if m == self.start_method else m for m in self.start_methods)))
         return tuple(knobs)
 
 

@@ -26,6 +26,24 @@ three tell the same story.
 """
 
 
+STRAGGLER_RATIO = 3.0
+STRAGGLER_MIN_MS = 2.0
+STRAGGLER_TAIL_SHARE = 0.2
+"""A batch wait whose p99 is this many times its median, at least this much above it, and whose time above the
+median is this share of its mean, has stragglers (a heavy tail; rare scheduler hiccups do not count)."""
+
+
+def heavy_tail(trial: TrialResult, ratio: float = STRAGGLER_RATIO, min_ms: float = STRAGGLER_MIN_MS,
+               share: float = STRAGGLER_TAIL_SHARE) -> bool:
+    """Whether the trial's wait for a batch has stragglers (see :data:`STRAGGLER_RATIO`)."""
+    waits = trial.wait_ms
+    if trial.status != "ok" or waits is None or waits.p99 is None:
+        return False
+    if not waits.mean or waits.p99 < ratio * waits.p50 or waits.p99 - waits.p50 < min_ms:
+        return False
+    return 1 - waits.p50 / waits.mean >= share
+
+
 FOREIGN_CPUS = 0.25
 """CPU (cores) other processes take during a trial from which it counts: the CPUs it had are fewer."""
 

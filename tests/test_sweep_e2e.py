@@ -243,3 +243,37 @@ def test_adaptive_search_explains_each_trial_and_measures_the_rules_of_thumb(tmp
     assert set(rules) == {"0.75 × usable CPUs", "usable CPUs − 1"}
     assert all(r["status"] == "ok" and r["recommended_speedup"] for r in rules.values())
     assert "Search: adaptive" in stdout and "Against the rules of thumb" in stdout
+
+
+@pytest.mark.slow
+def test_stragglers_get_in_order_off_measured_and_recommended_with_the_order_caveat(tmp_path: Path) -> None:
+    out = tmp_path / "run.json"
+    code, stdout, stderr = sweep(f"{FIX}:EveryFourthBatchStalls", "--batch-size", "8", "--workers", "0,6",
+                                 "--trial-seconds", "2", "--prefetch-factor", "2", "--no-rules-of-thumb",
+                                 "--json", str(out))
+    assert code == 0, stderr
+    data = json.loads(out.read_text())
+    by_config = {(t["config"]["num_workers"], t["config"]["in_order"]): t for t in data["trials"]}
+    unordered, ordered = by_config[(6, False)], by_config[(6, None)]
+    assert unordered["samples_per_s"] > 1.3 * ordered["samples_per_s"]  # the batches behind a stall overtake it
+    assert data["best"]["config"]["in_order"] is False
+    assert "not in the sampler's order" in data["best"]["reason"] and "in_order=False" in stdout
+    finding = next(f for f in data["diagnosis"]["findings"] if f["id"] == "stragglers")
+    assert "in_order=False measured: w6 pf2 persist" in finding["evidence"]
+
+
+@pytest.mark.slow
+def test_a_start_method_is_measured_against_the_default(tmp_path: Path) -> None:
+    out = tmp_path / "run.json"
+    code, _, stderr = sweep(f"{FIX}:BigInMemory", "--batch-size", "8", "--workers", "0,2", "--start-method",
+                            "fork,spawn", "--trial-seconds", "1", "--prefetch-factor", "2", "--no-rules-of-thumb",
+                            "--strategy", "grid", "--json", str(out))
+    assert code == 0, stderr
+    data = json.loads(out.read_text())
+    assert data["settings"]["start_method"] == "fork" and data["settings"]["start_methods"] == ["fork", "spawn"]
+    workers = {t["config"]["multiprocessing_context"]: t for t in data["trials"] if t["config"]["num_workers"] == 2}
+    assert set(workers) == {None, "spawn"}  # fork is the default here: not passed, not measured twice
+    fork, spawn = workers[None], workers["spawn"]
+    assert fork["status"] == spawn["status"] == "ok"
+    # spawn pickles the 200 MB dataset into each of the 2 workers; fork shares the parent's pages
+    assert spawn["peak_memory_bytes"] > fork["peak_memory_bytes"] + 300 * 2**20

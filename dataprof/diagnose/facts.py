@@ -6,7 +6,15 @@ import math
 from dataclasses import dataclass
 
 from dataprof.model import Report, TrialResult
-from dataprof.stats import FOREIGN_CPUS, available_cpus, noise_between, rate
+from dataprof.stats import (
+    FOREIGN_CPUS,
+    STRAGGLER_MIN_MS,
+    STRAGGLER_RATIO,
+    STRAGGLER_TAIL_SHARE,
+    available_cpus,
+    noise_between,
+    rate,
+)
 
 
 @dataclass(frozen=True)
@@ -40,11 +48,11 @@ class Thresholds:
     """Worker start-up as a share of one epoch that is worth a finding."""
     epoch_start_share: float = 0.5
     """Share of the loop's waiting spent on the first batch of each epoch that makes short epochs the limit."""
-    straggler_ratio: float = 3.0
+    straggler_ratio: float = STRAGGLER_RATIO
     """p99 / p50 batch load time at num_workers=0 that makes a heavy tail."""
-    straggler_min_ms: float = 2.0
+    straggler_min_ms: float = STRAGGLER_MIN_MS
     """…and the excess of p99 over p50 must be at least this (ignores scheduler jitter)."""
-    straggler_tail_share: float = 0.2
+    straggler_tail_share: float = STRAGGLER_TAIL_SHARE
     """…and the time above the median must be this share of the mean (rare allocator spikes are not)."""
     duplicate_ratio: float = 1.5
     """Epoch length with workers / without that betrays an unsharded IterableDataset."""

@@ -19,7 +19,7 @@ from dataprof.diagnose.facts import (
 )
 from dataprof.diagnose.knobs import in_order_gain, in_order_text, start_method_text
 from dataprof.model import Finding, Report, TrialResult
-from dataprof.stats import rate, shm_fits, shm_in_flight
+from dataprof.stats import heavy_tail, rate, shm_fits, shm_in_flight
 from dataprof.units import fmt_bytes
 
 
@@ -116,12 +116,10 @@ def stragglers(report: Report, th: Thresholds) -> Finding | None:
         return None
     trial = serial[0]
     waits = trial.wait_ms
-    assert waits is not None and waits.p99 is not None
-    if waits.p99 < th.straggler_ratio * waits.p50 or waits.p99 - waits.p50 < th.straggler_min_ms:
+    assert waits is not None and waits.p99 is not None and waits.mean is not None
+    if not heavy_tail(trial, th.straggler_ratio, th.straggler_min_ms, th.straggler_tail_share):
         return None
-    tail = 1 - waits.p50 / waits.mean if waits.mean else 0.0
-    if tail < th.straggler_tail_share:
-        return None
+    tail = 1 - waits.p50 / waits.mean
     rec = recommended_trial(report)
     felt = rec is not None and wait_share(rec) >= th.model_bound_wait
     prefetch = rec.config.prefetch_factor if rec is not None else None

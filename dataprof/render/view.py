@@ -70,6 +70,7 @@ def header_lines(report: Report) -> list[str]:
     ]
     if report.dataset is not None and report.dataset.loader:
         lines.append(loader_text(report.dataset.loader))
+    lines.append(start_method_text(report))
     skipped = report.settings.get("skipped_knobs") or []
     if skipped:
         lines.append(f"skipped: {', '.join(skipped)} (not an argument of this {env.framework} version's DataLoader)")
@@ -80,6 +81,15 @@ def header_lines(report: Report) -> list[str]:
                      f"configs are per rank, samples/s = {env.world_size} × the slowest rank's, the pace of "
                      "synchronous training")
     return lines
+
+
+def start_method_text(report: Report) -> str:
+    """``workers start by fork (Python's default here; spawn also measured)``."""
+    default = report.environment.start_method or "?"
+    others = sorted({t.config.multiprocessing_context for t in report.trials
+                     if t.config.num_workers and t.config.multiprocessing_context})
+    measured = f"; {', '.join(others)} also measured" if others else ""
+    return f"workers start by {default} (Python's default here{measured})"
 
 
 def loader_text(loader: dict[str, Any]) -> str:

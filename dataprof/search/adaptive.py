@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataprof.config import LoaderConfig, SearchSpace, baseline
 from dataprof.model import TrialResult
 from dataprof.search.common import Budget, Proposal, Searching
-from dataprof.stats import available_cpus, noise_between
+from dataprof.stats import available_cpus, heavy_tail, noise_between
 
 
 def _rate(trial: TrialResult) -> float:
@@ -27,20 +27,9 @@ def _gain(new: TrialResult, old: TrialResult) -> str:
 
 EVIDENCE_KNOBS = ("in_order", "multiprocessing_context")
 """PyTorch's knobs tried at the best config where the measurements say they can matter."""
-TAIL_RATIO = 3.0
-TAIL_MIN_MS = 2.0
-"""A wait whose p99 is this many times its median, and this much above it, has a heavy tail."""
 SLOW_START_S = 1.0
 COPIED_PER_WORKER = 8 * 1024 * 1024
 """A worker start-up this long, or this much copy-on-read growth per worker, makes the start method worth a try."""
-
-
-def heavy_tail(trial: TrialResult) -> bool:
-    """The wait for a batch has stragglers: p99 far above the median (a slow batch holds the others up)."""
-    waits = trial.wait_ms
-    if trial.status != "ok" or waits is None or waits.p99 is None:
-        return False
-    return waits.p99 >= TAIL_RATIO * waits.p50 and waits.p99 - waits.p50 >= TAIL_MIN_MS
 
 
 def start_matters(trial: TrialResult, start_method: str | None) -> bool:
