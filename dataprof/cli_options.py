@@ -70,11 +70,12 @@ SWEEP_OPTIONS = (
                   help="Paddle: use_shared_memory values [default: on,off] (configs with workers only)."),
     click.option("--use-buffer-reader", default=None, help="Paddle: use_buffer_reader values [default: on,off]."),
     click.option("--in-order", default=None, metavar="ON,OFF",
-                 help="PyTorch ≥ 2.6: in_order values to sweep [default: off is tried where the wait has a heavy "
-                      "tail]; off lets fast batches overtake a slow one (batch order changes, not the batches)."),
+                 help="PyTorch ≥ 2.6: in_order values to sweep [default: off is tried when batches at num_workers=0 "
+                      "have stragglers]; off lets fast batches overtake a slow one (batch order changes, not the "
+                      "batches)."),
     click.option("--start-method", default=None, metavar="METHODS",
-                 help="PyTorch: multiprocessing_context values, some of fork,forkserver,spawn [default: the others "
-                      "are tried where worker start-up or memory says they can matter]."),
+                 help="PyTorch: multiprocessing_context values, some of fork,forkserver,spawn [default: fork is "
+                      "tried under another default, the others after copy-on-read growth]."),
     click.option("--persistent-workers", default="on", show_default=True,
                   help="persistent_workers values, e.g. on,off (configs with workers only)."),
     click.option("--step-ms", type=click.FloatRange(min=0), default=0.0, show_default=True,

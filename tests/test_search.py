@@ -226,10 +226,28 @@ def test_start_methods_are_tried_only_where_they_can_matter() -> None:
         return dataclasses.replace(latency_bound(config), first_batch_s=2.5 if config.num_workers else 0.01)
 
     started, _ = run(AdaptiveStrategy(fork, Budget(usable_cpus=2)), slow_start)
-    assert {t.config.multiprocessing_context for t in started} == {None, "spawn", "forkserver"}
+    assert {t.config.multiprocessing_context for t in started} == {None}  # fork starts fastest already
+
+    def copying(config: LoaderConfig) -> TrialResult:
+        return dataclasses.replace(latency_bound(config), workers_inherited_growth_bytes=64 << 20)
+
+    copied, _ = run(AdaptiveStrategy(fork, Budget(usable_cpus=2)), copying)
+    assert {t.config.multiprocessing_context for t in copied} == {None, "spawn", "forkserver"}
     python_314 = dataclasses.replace(fork, start_method="forkserver")
     default, _ = run(AdaptiveStrategy(python_314, Budget(usable_cpus=2)), latency_bound)
-    assert {t.config.multiprocessing_context for t in default} == {None, "fork", "spawn"}
+    assert {t.config.multiprocessing_context for t in default} == {None, "fork"}
     forced = dataclasses.replace(fork, start_methods=("spawn",), forced=("multiprocessing_context",))
     given, _ = run(AdaptiveStrategy(forced, Budget(usable_cpus=2)), latency_bound)
     assert {t.config.multiprocessing_context for t in given if t.config.num_workers} == {"spawn"}
+
+
+def test_linear_to_the_top_wastes_no_trial_refining_below_it() -> None:
+    def linear(config: LoaderConfig) -> TrialResult:
+        return trial(config, 250.0 * max(1, config.num_workers), cpu=5.0 + 0.5 * config.num_workers)
+
+    history, why = run(AdaptiveStrategy(space(2), Budget(usable_cpus=2)), linear)
+    ladder = set(adaptive_workers(2))
+    assert best(history).num_workers == 128 and "top of the worker range" in why
+    refined = [t.config.num_workers for t in history if t.config.num_workers not in ladder | {1}]
+    assert refined == []  # each jump scaled near-linearly: no count between two rungs could beat the higher one
+    assert len(history) <= 9

@@ -27,18 +27,21 @@ def _gain(new: TrialResult, old: TrialResult) -> str:
 
 EVIDENCE_KNOBS = ("in_order", "multiprocessing_context")
 """PyTorch's knobs tried at the best config where the measurements say they can matter."""
-SLOW_START_S = 1.0
 COPIED_PER_WORKER = 8 * 1024 * 1024
-"""A worker start-up this long, or this much copy-on-read growth per worker, makes the start method worth a try."""
+"""Copy-on-read growth per worker (in the window) from which the other start methods are worth a try."""
 
 
-def start_matters(trial: TrialResult, start_method: str | None) -> bool:
-    """How workers start can change what ``trial`` measured: a default other than fork, a slow start-up, or the
-    workers copying the main process's pages."""
+def start_methods_to_try(trial: TrialResult, start_method: str | None, available: Sequence[str]) -> tuple[str, ...]:
+    """The start methods worth one trial at ``trial``'s config: under a default other than fork (Python 3.14's
+    forkserver, spawn), fork when it is offered: it starts workers without pickling the dataset into each;
+    under fork, the others only when the workers copied the main process's pages (copy-on-read), where a
+    worker holding its own unpickled copy can weigh less. Fork starts workers fastest, so a slow start under
+    fork is no reason to try the others."""
     workers = max(1, trial.config.num_workers)
+    if (start_method or "fork") != "fork":
+        return ("fork",) if "fork" in available else ()
     copied = (trial.workers_inherited_growth_bytes or 0) / workers
-    return (start_method or "fork") != "fork" or (trial.first_batch_s or 0.0) >= SLOW_START_S \
-        or copied >= COPIED_PER_WORKER
+    return tuple(m for m in available if m != "fork") if copied >= COPIED_PER_WORKER else ()
 
 
 def _between(low: int, high: int) -> int:
@@ -164,6 +167,15 @@ class AdaptiveStrategy(Searching):
         """Next rung of the worker ladder, or None once climbing has stopped."""
         return self._walk(done, history)[0]
 
+    def _scaling(self, low: TrialResult, high: TrialResult) -> bool:
+        """Throughput still rose near-linearly from ``low`` to ``high`` workers (latency-bound, the CPUs not
+        saturated): the curve has not bent yet, so no count between them can beat ``high`` and refining there
+        cannot pay."""
+        if low.config.num_workers == 0 or _rate(low) <= 0 or self._saturated(high):
+            return False
+        ratio = high.config.num_workers / low.config.num_workers
+        return _rate(high) / _rate(low) >= self.linear * ratio
+
     def _gains(self, trial: TrialResult, best: TrialResult) -> bool:
         return _rate(trial) > _rate(best) * (1 + noise_between(trial, best))
 
@@ -197,7 +209,7 @@ class AdaptiveStrategy(Searching):
             promise = _rate(above) if above.status == "ok" else (_rate(best) if rising else 0.0)
             sides.append((promise, _between(w, above.config.num_workers),
                           f"refine between w{w} and w{above.config.num_workers}"))
-        if below is not None and self._gains(best, below):
+        if below is not None and self._gains(best, below) and not self._scaling(below, best):
             sides.append((_rate(below), _between(below.config.num_workers, w),
                           f"refine between w{below.config.num_workers} and w{w}"))
         rung = next((r for r in self.ladder if r > w and self.climb_config(r) not in done), None)
@@ -248,18 +260,19 @@ class AdaptiveStrategy(Searching):
     def _evidence(self, anchor: TrialResult,
                   done: dict[LoaderConfig, TrialResult]) -> tuple[tuple[str, tuple[object, ...]], ...]:
         """The knobs the measurements say can matter, unless the user set them or the DataLoader lacks them:
-        ``in_order=False`` after a heavy wait tail (stragglers), the other start methods after a slow worker
-        start-up, copy-on-read growth or a default other than fork."""
+        ``in_order=False`` when batches at ``num_workers=0`` have stragglers (a heavy-tailed load time: with
+        workers, the batches behind a slow one could overtake it); the start methods :func:`start_methods_to_try`
+        names."""
         space = self.space
         if space.framework != "torch" or anchor.config.num_workers == 0:
             return ()
         left = set(EVIDENCE_KNOBS) - set(space.skipped) - set(space.forced)
         knobs: list[tuple[str, tuple[object, ...]]] = []
         baseline = done.get(self.baseline)
-        if "in_order" in left and any(heavy_tail(t) for t in (baseline, anchor) if t is not None):
+        if "in_order" in left and baseline is not None and heavy_tail(baseline):
             knobs.append(("in_order", (False,)))
-        others = tuple(m for m in space.available_start_methods if m != (space.start_method or "fork"))
-        if "multiprocessing_context" in left and others and start_matters(anchor, space.start_method):
+        others = start_methods_to_try(anchor, space.start_method, space.available_start_methods)
+        if "multiprocessing_context" in left and others:
             knobs.append(("multiprocessing_context", others))
         return tuple(knobs)
 
