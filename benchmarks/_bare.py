@@ -72,7 +72,11 @@ def dataprof_rates(target: str, args: dict[str, Any], configs: list[LoaderConfig
     settings = SweepSettings(
         target=target,
         space=SearchSpace(workers=tuple(c.num_workers for c in configs),
-                          prefetch_factors=(configs[-1].prefetch_factor or 2,), persistent_workers=(True,)),
+                          prefetch_factors=(configs[-1].prefetch_factor or 2,),
+                          persistent_workers=(bool(configs[-1].persistent_workers),),
+                          in_order=(configs[-1].in_order is not False,),
+                          start_methods=(configs[-1].multiprocessing_context,)
+                          if configs[-1].multiprocessing_context else ()),
         batch_size=batch_size or 64, batch_size_given=batch_size is not None, target_kwargs=args,
         trial_seconds=seconds, strategy="grid", rules_of_thumb=False,
     )

@@ -4,12 +4,15 @@ Per scenario: both strategies run as real sweeps over the same space (the
 adaptive ladder of worker counts, up to 128 for the latency-bound scenario and
 16 for the CPU-bound one, × prefetch 2,4 × persistent on,off), and the
 script prints the ratio of their best throughputs and of their wall times
-(target: adaptive ≥ 95% of the grid's best in ≤ 30% of its time). It also
+(target: adaptive ≥ 95% of the grid's best in ≤ 30% of its time). When the
+two picks differ, both are re-measured side by side, interleaved, since the
+best of many noisy grid trials is biased upward; that median ratio counts
+when it meets the target. It also
 prints what a PaddlePaddle-style autotune (num_workers 0…CPUs/2 in steps of 2,
 keeping only ≥ 25% gains) and the rules of thumb would pick, read off the
 grid's own trials. For the latency-bound scenario, a default adaptive sweep
 (no search options) is compared with a bare ``for batch in DataLoader(...)``
-loop at up to 128 workers (target: ≥ 80% of the loop's best).
+loop at up to 128 workers (target: ≥ 90% of the loop's best).
 
     python benchmarks/search.py [--scenarios latency,cpu] [--seconds 3]
 """
@@ -17,6 +20,7 @@ loop at up to 128 workers (target: ≥ 80% of the loop's best).
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 import time
 import warnings
@@ -69,7 +73,22 @@ def paddle_autotune_pick(report: Report, usable: int) -> TrialResult | None:
     return chosen
 
 
-def compare(name: str, scenario: dict[str, Any], seconds: float) -> bool:
+def remeasured(scenario: dict[str, Any], mine: LoaderConfig, theirs: LoaderConfig, seconds: float,
+               pairs: int) -> float:
+    """Median of ``mine``/``theirs`` samples/s over one-config sweeps run in alternating order: the best of many
+    noisy grid trials is biased upward (a maximum of noise), so a close call is settled side by side."""
+    from _bare import dataprof_rates
+
+    ratios = []
+    for pair in range(pairs):
+        order = (mine, theirs) if pair % 2 == 0 else (theirs, mine)
+        rates = {c: dataprof_rates(scenario["target"], scenario["args"], [c], scenario["batch_size"], seconds)
+                 .get(c, 0.0) for c in order}
+        ratios.append(rates[mine] / rates[theirs] if rates[theirs] else 0.0)
+    return statistics.median(ratios)
+
+
+def compare(name: str, scenario: dict[str, Any], seconds: float, pairs: int) -> bool:
     usable = cpu_budget().usable
     workers = tuple(w for w in adaptive_workers(usable) if w <= scenario["max_workers"])
     space = SearchSpace(workers=workers, prefetch_factors=(2, 4), persistent_workers=(True, False))
@@ -87,19 +106,24 @@ def compare(name: str, scenario: dict[str, Any], seconds: float) -> bool:
           f"{top_adaptive.config.label():<18} {rate(top_adaptive):>9,.1f} samples/s  (recommends "
           f"{rec.config.label() if rec else '–'} {rec.samples_per_s if rec else 0:,.1f})")
     print("adaptive ran: " + ", ".join(f"{t.config.label()} {rate(t):,.0f}" for t in adaptive.trials))
-    print(f"adaptive/grid: best throughput {rate_ratio:.3f} (target ≥ 0.95), wall time {time_ratio:.3f} "
+    print(f"adaptive/grid: best trial {rate_ratio:.3f} (each side's fastest trial), wall time {time_ratio:.3f} "
           f"(target ≤ 0.30)")
     by_config = {t.config: t for t in grid.trials if t.status == "ok"}
     if rec is not None and rec.config in by_config:
         print(f"adaptive's recommendation as the grid measured it: {rate(by_config[rec.config]) / rate(top_grid):.3f} "
               "of the grid's best (one measurement for both: no trial-to-trial noise)")
+    quality = 1.0  # the same config: the two figures differ only by noise
+    if rec is not None and rec.config != top_grid.config:
+        quality = remeasured(scenario, rec.config, top_grid.config, seconds, pairs)
+        print(f"adaptive's pick / the grid's best, re-measured interleaved ({pairs} pairs, A B / B A): "
+              f"median {quality:.3f} (target ≥ 0.95)")
     paddle = paddle_autotune_pick(grid, usable)
     print(f"paddle-style autotune would pick {paddle.config.label() if paddle else '–'}: "
           f"{rate(paddle) / rate(top_grid):.3f} of the grid's best")
     for rule, config in rules_of_thumb(usable, space):
         print(f"rule of thumb {rule} → {config.label()}: {rate(by_config.get(config)) / rate(top_grid):.3f} "
               "of the grid's best")
-    return rate_ratio >= 0.95 and time_ratio <= 0.30
+    return quality >= 0.95 and time_ratio <= 0.30
 
 
 def against_plain_loop(scenario: dict[str, Any], seconds: float, workers: list[int]) -> bool:
@@ -121,8 +145,8 @@ def against_plain_loop(scenario: dict[str, Any], seconds: float, workers: list[i
         print(f"plain loop w{w:<4} {loop[w]:>9,.1f} samples/s")
     top = max(loop.values())
     ratio = (rec.samples_per_s if rec else 0.0) / top
-    print(f"recommendation / best plain loop: {ratio:.3f} (target ≥ 0.80)")
-    return ratio >= 0.80
+    print(f"recommendation / best plain loop: {ratio:.3f} (target ≥ 0.90)")
+    return ratio >= 0.90
 
 
 def main() -> int:
@@ -130,11 +154,13 @@ def main() -> int:
     parser.add_argument("--scenarios", default="latency,cpu")
     parser.add_argument("--seconds", type=float, default=3.0, help="--trial-seconds of every sweep")
     parser.add_argument("--loop-workers", default="2,8,32,64,96,128")
+    parser.add_argument("--pairs", type=int, default=3,
+                        help="when the picks differ, re-measure both this many times, interleaved")
     opts = parser.parse_args()
     warnings.filterwarnings("ignore", message="This DataLoader will create")
     ok = True
     for name in opts.scenarios.split(","):
-        ok &= compare(name, SCENARIOS[name], opts.seconds)
+        ok &= compare(name, SCENARIOS[name], opts.seconds, opts.pairs)
     if "latency" in opts.scenarios.split(","):
         ok &= against_plain_loop(SCENARIOS["latency"], opts.seconds,
                                  [int(w) for w in opts.loop_workers.split(",")])
