@@ -115,8 +115,8 @@ def test_in_order_and_the_start_method_are_discovered_from_the_dataloader_signat
     assert all(config.in_order is None for config in grid_configs(space))
     lonely = dict(new, start_methods=["spawn"])
     with pytest.raises(UsageError, match="--start-method forkserver: not offered here"):
-        resolve_settings(dataclasses.replace(settings, space=dataclasses.replace(forced, start_methods=("forkserver",))),
-                         lonely, lambda framework: 0)
+        unoffered = dataclasses.replace(forced, start_methods=("forkserver",))
+        resolve_settings(dataclasses.replace(settings, space=unoffered), lonely, lambda framework: 0)
 
 
 def test_the_new_knobs_are_config_keys_and_reach_the_dataloader_line() -> None:

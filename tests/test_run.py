@@ -403,7 +403,7 @@ def test_run_suggests_the_factory_only_when_it_returned_the_loader(tmp_path: Pat
     assert done.returncode == 0, done.stderr
     command = json.loads(out.read_text())["next_command"]
     if inline:  # train_inline iterates its own loader: sweeping it would train, so the dataset is named
-        assert command.startswith("dataprof sweep tests/fixtures/factory_script.py:Squares --batch-size 8 ")
+        assert command.startswith("dataprof sweep tests/fixtures/datasets.py:Sleepy --batch-size 8 ")
     else:
         assert command.startswith("dataprof sweep tests/fixtures/factory_script.py:make_loader --arg length=300 "
                                   "--step-ms ")
