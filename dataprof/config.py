@@ -22,6 +22,9 @@ KNOBS = {
     "paddle": ("num_workers", "use_shared_memory", "prefetch_factor", "use_buffer_reader", "persistent_workers"),
 }
 """Each framework's swept DataLoader arguments, by their own names (the keys of a trial's JSON ``config``)."""
+EVIDENCE_KNOBS = ("in_order", "multiprocessing_context")
+"""PyTorch's knobs tried where the measurements say they can help (or where the user forces them), when the
+installed DataLoader has them."""
 
 
 DEFAULT_BATCH_SIZE = 64

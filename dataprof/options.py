@@ -13,6 +13,7 @@ from typing import Any
 
 from dataprof.config import (
     DEFAULT_BATCH_SIZE,
+    EVIDENCE_KNOBS,
     FRAMEWORKS,
     KNOBS,
     LoaderConfig,
@@ -186,8 +187,6 @@ def resolve_settings(settings: SweepSettings, host_info: dict[str, Any], count_d
 
 START_METHODS = ("fork", "forkserver", "spawn")
 """``--start-method`` values: how DataLoader workers start (``multiprocessing_context``)."""
-EVIDENCE_KNOBS = ("in_order", "multiprocessing_context")
-"""PyTorch's knobs tried where the measurements say they can matter, when the installed DataLoader has them."""
 
 
 def parse_start_methods(text: str | None) -> tuple[str, ...]:

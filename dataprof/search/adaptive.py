@@ -7,7 +7,7 @@ import dataclasses
 import math
 from collections.abc import Sequence
 
-from dataprof.config import LoaderConfig, SearchSpace, baseline
+from dataprof.config import EVIDENCE_KNOBS, LoaderConfig, SearchSpace, baseline
 from dataprof.model import TrialResult
 from dataprof.search.common import Budget, Proposal, Searching
 from dataprof.stats import available_cpus, heavy_tail, noise_between
@@ -25,8 +25,6 @@ def _gain(new: TrialResult, old: TrialResult) -> str:
     return f"{before} → {after}: {_rate(new) / _rate(old) - 1:+.0%}"
 
 
-EVIDENCE_KNOBS = ("in_order", "multiprocessing_context")
-"""PyTorch's knobs tried at the best config where the measurements say they can matter."""
 COPIED_PER_WORKER = 8 * 1024 * 1024
 """Copy-on-read growth per worker (in the window) from which the other start methods are worth a try."""
 
