@@ -137,6 +137,9 @@ class TrialResult:
     ranks: tuple[RankResult, ...] = ()
     """Distributed sweeps: each rank's measurement; the figures above are the pace-setting (slowest) rank's,
     and ``samples_per_s`` is world size × its rate, as synchronous training would run."""
+    repeats: int = 1
+    """Trials of this config the rate pools: a close call the noise decided is measured again (the search's
+    re-measure), and the rate is then the samples of both windows over their time."""
 
     def to_dict(self) -> dict[str, Any]:
         """The trial as the JSON document holds it (``config`` by the framework's names, no fingerprints)."""

@@ -8,6 +8,7 @@ fact, they cannot contradict each other.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 
@@ -53,6 +54,37 @@ def available_cpus(trial: TrialResult, usable_cpus: int) -> float:
     competition reaches :data:`FOREIGN_CPUS`), never below one."""
     foreign = (trial.foreign_cpu_percent or 0.0) / 100.0
     return float(usable_cpus) if foreign < FOREIGN_CPUS else max(1.0, usable_cpus - foreign)
+
+
+QUIETER = 2.0
+"""A reading whose spread is this many times smaller than the other's settles a re-measure by itself."""
+
+
+def pooled(first: TrialResult, again: TrialResult) -> TrialResult:
+    """One config measured twice, as one trial (``repeats`` counts both).
+
+    A reading far quieter than the other (its spread :data:`QUIETER` times smaller: the other was taken
+    while something else ran) stands for both. Two alike pool their windows: the samples of both over their
+    time, with a spread of at least half their relative difference (what separated them is noise too). A
+    re-measure that did not complete leaves the first figures.
+    """
+    repeats = first.repeats + again.repeats
+    readings = [t for t in (first, again) if t.status == "ok" and t.samples_per_s and t.window_s and t.samples]
+    if len(readings) < 2:
+        return dataclasses.replace(readings[0] if readings else first, repeats=repeats)
+    spread = {id(t): t.samples_per_s_spread or 0.0 for t in readings}
+    quiet = min(readings, key=lambda t: spread[id(t)])
+    loud = max(readings, key=lambda t: spread[id(t)])
+    if spread[id(loud)] > QUIETER * spread[id(quiet)]:
+        return dataclasses.replace(quiet, repeats=repeats)
+    window = (first.window_s or 0.0) + (again.window_s or 0.0)
+    rate_ = ((first.samples or 0) + (again.samples or 0)) / window
+    errors = [(t.window_s or 0.0) * spread[id(t)] * (t.samples_per_s or 0.0) for t in readings]
+    within = math.sqrt(sum(e * e for e in errors)) / window / rate_
+    a, b = (first.samples_per_s or 0.0), (again.samples_per_s or 0.0)
+    return dataclasses.replace(again, samples_per_s=rate_, samples_per_s_spread=max(within, abs(a - b) / (a + b)),
+                               samples=(first.samples or 0) + (again.samples or 0), window_s=window,
+                               batches=(first.batches or 0) + (again.batches or 0), repeats=repeats)
 
 
 def percentile(values: Sequence[float], q: float) -> float:

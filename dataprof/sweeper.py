@@ -21,6 +21,7 @@ from dataprof.measure.runner import Observer, TrialRunner
 from dataprof.model import AutotuneRun, DatasetInfo, Environment, Report, SearchStep, TrialResult
 from dataprof.options import resolve_settings
 from dataprof.search import STRATEGIES, Budget, Strategy
+from dataprof.stats import pooled
 from dataprof.version import __version__
 
 
@@ -151,6 +152,15 @@ class _Sweep:
         self.observer("planned", {"total": strategy.total()})
         return strategy
 
+    def _record(self, result: TrialResult, repeat: bool) -> int:
+        """Keep a trial; a re-measure pools with the trial of its config (one row, both windows). Its index."""
+        earlier = next((i for i, t in enumerate(self.trials) if t.config == result.config), None) if repeat else None
+        if earlier is None:
+            self.trials.append(result)
+            return len(self.trials) - 1
+        self.trials[earlier] = pooled(self.trials[earlier], result)
+        return earlier
+
     def search(self, strategy: Strategy | None, on_update: Callable[[Report], None]) -> None:
         """Measure what the strategy proposes until it stops (under torchrun, on every rank at once)."""
         proposal = None
@@ -164,12 +174,12 @@ class _Sweep:
             if proposal is not None:  # rank 0
                 self.steps.append(SearchStep(config, proposal.why))
                 self.observer("trial_start", {"config": config, "index": len(self.trials), "why": proposal.why})
-            result = self.runner.run(config) if self.coordinator is None \
-                else on_every_rank(self.coordinator, self.runner, config)
+            result = self.runner.run(config, proposal.precision if proposal is not None else None) \
+                if self.coordinator is None else on_every_rank(self.coordinator, self.runner, config)
             if result is None:
                 continue  # not rank 0: its measurement went to rank 0
-            self.trials.append(result)
-            self.observer("trial_done", {"result": result, "index": len(self.trials) - 1})
+            index = self._record(result, proposal is not None and proposal.repeat)
+            self.observer("trial_done", {"result": result, "index": index})
             if len(self.trials) == 1 and result.status in FIRST_TRIAL_FATAL:
                 if self.coordinator is not None:
                     self.coordinator.broadcast(None)

@@ -68,6 +68,13 @@ def test_window_ends_on_whole_rounds_after_the_target_time() -> None:
     assert window_done(3, 5.0, 3.0, 0)
 
 
+
+def test_a_window_ends_at_the_precision_its_decision_needs() -> None:
+    assert not window_done(16, 1.6, 3.0, 4, spread=0.025)  # the default wants ±1%
+    assert window_done(16, 1.6, 3.0, 4, spread=0.025, precision=0.03)  # a climb after a near-linear jump
+    assert not window_done(16, 1.2, 3.0, 4, spread=0.001, precision=0.03)  # never before the minimum window
+
+
 def test_percentile() -> None:
     assert percentile([1, 2, 3, 4], 50) == 2.5
     assert percentile([5.0], 95) == 5.0

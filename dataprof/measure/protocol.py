@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from dataprof.config import SweepSettings
+from dataprof.measure.timing import STEADY_SPREAD
 
 
 def child_env() -> dict[str, str]:
@@ -132,13 +133,16 @@ class TrialSettings(_Typed):
     """A distributed trial loads its rank's shard of a map-style dataset."""
     batch_size_given: bool = True
     """Whether ``batch_size`` replaces a DataLoader target's own (else the loader batches as it did)."""
+    precision: float = STEADY_SPREAD
+    """The rate's relative standard error at which the window may end, once it has lasted its minimum."""
 
     @classmethod
-    def of(cls, settings: SweepSettings) -> TrialSettings:
-        """The trial settings of a sweep."""
+    def of(cls, settings: SweepSettings, precision: float | None = None) -> TrialSettings:
+        """The trial settings of a sweep; ``precision``: what the decision this trial serves needs."""
         return cls(device=settings.device, step_ms=settings.step_ms, batch_size=settings.batch_size,
                    shuffle=settings.shuffle, drop_last=settings.drop_last, trial_seconds=settings.trial_seconds,
-                   rank=settings.rank, world_size=settings.world_size, batch_size_given=settings.batch_size_given)
+                   rank=settings.rank, world_size=settings.world_size, batch_size_given=settings.batch_size_given,
+                   precision=precision or STEADY_SPREAD)
 
 
 @dataclass(frozen=True)

@@ -113,14 +113,15 @@ class TrialRunner:
         self.build_note = (f"building the dataset took {build_s:.1f} s in a trial, so from then on it is built once "
                            "and each trial is forked from the process that built it (which never iterates it)")
 
-    def run(self, config: LoaderConfig) -> TrialResult:
-        """Measure ``config`` in a fresh trial (rerun building its own dataset when a shared one failed)."""
+    def run(self, config: LoaderConfig, precision: float | None = None) -> TrialResult:
+        """Measure ``config`` in a fresh trial (rerun building its own dataset when a shared one failed);
+        ``precision``: the rate's relative standard error at which its window may end (None: the default)."""
         shared = not self.build_in_trials
-        result = self._run(config)
+        result = self._run(config, precision)
         if shared and result.status in ("failed", "timeout", "crashed") and self._may_build_instead():
             self._fallback_tried = self._per_trial_forced = True
             self._restart()
-            again = self._run(config)
+            again = self._run(config, precision)
             if again.status == "ok":
                 self.build_note = (f"every trial builds the dataset in a fresh process: {config.label()} forked "
                                    f"from the process that built it ended {result.status} ({result.error}), "
@@ -146,10 +147,11 @@ class TrialRunner:
             self.host = None
         self.start()
 
-    def _run(self, config: LoaderConfig) -> TrialResult:
+    def _run(self, config: LoaderConfig, precision: float | None = None) -> TrialResult:
         host = self._live_host()
         started = time.monotonic()
-        host.send({"cmd": "trial", "config": config.to_dict(), "settings": TrialSettings.of(self.settings).to_dict()})
+        settings = TrialSettings.of(self.settings, precision)
+        host.send({"cmd": "trial", "config": config.to_dict(), "settings": settings.to_dict()})
         try:
             outcome = self._follow(config)
         except HostDied as exc:

@@ -65,21 +65,22 @@ STEADY_CHECK_S = 0.25
 
 
 def window_done(batches_in_window: int, elapsed_s: float, target_s: float, num_workers: int,
-                spread: float | None = None) -> bool:
+                spread: float | None = None, precision: float = STEADY_SPREAD) -> bool:
     """End the window on a whole number of worker rounds: after ``target_s``, or sooner once steady.
 
     The DataLoader hands out batches round-robin, so batch ``i`` and
     ``i + k·W`` come from the same worker: a window of whole rounds counts
     exactly the batches produced in its time, whatever the burst phase.
     A window whose rate's relative standard error (``spread``) is at most
-    :data:`STEADY_SPREAD` after :data:`MIN_WINDOW_S` has measured enough.
+    ``precision`` (:data:`STEADY_SPREAD`, unless the decision the trial serves needs less) after
+    :data:`MIN_WINDOW_S` has measured enough.
     """
     rounds = max(1, num_workers)
     if batches_in_window < 3 * rounds or batches_in_window % rounds:
         return False
     if elapsed_s >= target_s:
         return True
-    return elapsed_s >= min(MIN_WINDOW_S, target_s) and spread is not None and spread <= STEADY_SPREAD
+    return elapsed_s >= min(MIN_WINDOW_S, target_s) and spread is not None and spread <= precision
 
 
 def summarize(log: BatchLog, first: int, num_workers: int) -> dict[str, Any]:

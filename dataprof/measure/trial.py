@@ -33,6 +33,7 @@ from dataprof.measure.protocol import TrialSettings
 from dataprof.measure.timing import (
     MIN_WINDOW_S,
     STEADY_CHECK_S,
+    STEADY_SPREAD,
     BatchLog,
     batch_size_of,
     rate_spread,
@@ -110,7 +111,7 @@ def run_trial(
     DeadWorkerWatch(live, report, failure.handled).start()
     try:
         loop = TimedLoop(config, settings.trial_seconds, emit, consumer, clock, recorder, ReceiveTimer.install(),
-                         backend.dataset_kind(dataset) == "iterable")
+                         backend.dataset_kind(dataset) == "iterable", settings.precision)
         figures = loop.run(loader, live, backend)
     except Exception as exc:
         # A batch that cannot be received, from a pipe or from shared memory, often means its worker died.
@@ -240,8 +241,11 @@ class TimedLoop:
     """
 
     def __init__(self, config: LoaderConfig, trial_s: float, emit: Emit, consumer: Any,
-                 clock: Callable[[], float], recorder: Any, receiver: ReceiveTimer, iterable: bool) -> None:
+                 clock: Callable[[], float], recorder: Any, receiver: ReceiveTimer, iterable: bool,
+                 precision: float = STEADY_SPREAD) -> None:
         self.config, self.trial_s, self.emit, self.consumer, self.clock = config, trial_s, emit, consumer, clock
+        self.precision = precision
+        """The rate's relative standard error at which the window may end early."""
         self.recorder, self.receiver, self.iterable = recorder, receiver, iterable
         self.log = BatchLog()
         self.warmup = warmup_batches(config.num_workers, config.prefetch_factor)
@@ -286,7 +290,7 @@ class TimedLoop:
                     last_check = end
                     spread = rate_spread(self.log, self.window_first, max(1, self.config.num_workers))
                 if window_done(len(self.log) - 1 - self.window_first, elapsed, self.trial_s,
-                               self.config.num_workers, spread):
+                               self.config.num_workers, spread, self.precision):
                     break
         return self._finish(iterator, backend, first_batch_s)
 

@@ -61,6 +61,10 @@ class AdaptiveStrategy(Searching):
     """Refinement stops when the next count is within this share of the best one."""
     linear = 0.9
     """A doubling of workers that gives at least this share of a doubled rate scales near-linearly."""
+    rough = 0.03
+    """The precision a climb trial needs after a near-linear jump (its gain is expected to be large)."""
+    remeasure_noise = 0.10
+    """A step that gained but stays within noise this wide is measured again before the climb stops."""
 
     def __init__(self, space: SearchSpace, budget: Budget | None = None, rules: bool = True,
                  autotune: int | None = None, current: LoaderConfig | None = None) -> None:
@@ -145,10 +149,15 @@ class AdaptiveStrategy(Searching):
                 pipe = f"; use_shared_memory=False: {self.budget.shm_forbids(self.space.default_config(workers))}" \
                     if piped else ""
                 why = (f"climb: {last_step}{skip}" if last_step else "climb") + pipe
-                return Proposal(config, why), "climbing"
+                # after a near-linear jump the next one is expected to gain far beyond any noise: a rough rate
+                # decides it, and the trial may stop as soon as it has one
+                return Proposal(config, why, precision=self.rough if skipped else None), "climbing"
             if trial.status != "ok":
                 return None, f"stopped climbing: {config.label()} {trial.status}"
             if best is not None and not self._gains(trial, best):
+                again = self._remeasure(trial, best)
+                if workers > 1 and again is not None:
+                    return again, "re-measuring"
                 if workers > 1:
                     noise = noise_between(trial, best)
                     cpu = (f"; {best.config.label()} already used {(best.cpu_percent or 0) / 100:.1f} of "
@@ -164,6 +173,18 @@ class AdaptiveStrategy(Searching):
     def _climb(self, done: dict[LoaderConfig, TrialResult], history: Sequence[TrialResult]) -> Proposal | None:
         """Next rung of the worker ladder, or None once climbing has stopped."""
         return self._walk(done, history)[0]
+
+    def _remeasure(self, trial: TrialResult, best: TrialResult) -> Proposal | None:
+        """When the noise decides the climb (a step within a wide noise, up or down), measure the one of the
+        two measured fewer times again, once each: the pooled figures settle it."""
+        noise = noise_between(trial, best)
+        if noise < self.remeasure_noise or abs(_rate(trial) / max(_rate(best), 1e-9) - 1) > noise:
+            return None  # a quiet measurement, or a step beyond the noise either way: measured, not guessed
+        again = min((trial, best), key=lambda t: t.repeats)
+        if again.repeats > 1:
+            return None
+        return Proposal(again.config, f"re-measure {again.config.label()}: {_gain(trial, best)} is within the "
+                                      f"±{noise:.0%} noise, which decides whether to climb on", repeat=True)
 
     def _scaling(self, low: TrialResult, high: TrialResult) -> bool:
         """Throughput still rose near-linearly from ``low`` to ``high`` workers (latency-bound, the CPUs not

@@ -19,6 +19,10 @@ class Proposal:
 
     config: LoaderConfig | None
     why: str
+    repeat: bool = False
+    """Measure a config already measured again; its figures then pool both trials (``stats.pooled``)."""
+    precision: float | None = None
+    """The rate's relative standard error the decision needs (the trial may stop there); None: the default."""
 
 
 @dataclass(frozen=True)
