@@ -300,3 +300,16 @@ def test_pooling_keeps_the_noise_that_separated_two_readings() -> None:
     assert failed.samples_per_s == 400.0 and failed.repeats == 2
     loud = pooled(trial(first.config, 450.0, spread=0.16), trial(first.config, 920.0, spread=0.02))
     assert (loud.samples_per_s, loud.samples_per_s_spread, loud.repeats) == (920.0, 0.02, 2)
+
+
+def test_a_flat_top_spends_no_trial_below_it() -> None:
+    """Linear to w32, then the main process's ceiling: w64 and w128 load alike, so nothing below w64 can beat it."""
+    def ceiling(config: LoaderConfig) -> TrialResult:
+        w = max(1, config.num_workers)
+        return trial(config, min(250.0 * w, 9_800.0 - 0.4 * w), cpu=5.0 + 0.5 * w)
+
+    history, _ = run(AdaptiveStrategy(space(2), Budget(usable_cpus=2)), ceiling)
+    assert best(history).num_workers == 64
+    assert not [w for w in workers_tried(history) if 32 < w < 64]
+    saturated, _ = run(AdaptiveStrategy(space(2), Budget(usable_cpus=2)), cpu_bound)
+    assert not [w for w in workers_tried(saturated) if 2 < w < 4]  # at the CPU ceiling already: w3 cannot pay

@@ -207,6 +207,10 @@ class AdaptiveStrategy(Searching):
     def _refine(self, done: dict[LoaderConfig, TrialResult], history: Sequence[TrialResult]) -> Proposal | None:
         """Bisect (geometrically, as the ladder is) between the best count and a clearly worse or failed neighbour.
 
+        Where the curve cannot rise between two measured counts, no trial is spent there: below the best
+        when the step into it still scaled near-linearly, or when the best sits on a flat top (its CPUs
+        saturated, or the count above it within noise of it: a count below cannot load faster).
+
         The more promising side goes first: the better neighbour's, or a failed
         one's above a still-rising curve. When the budget stopped the climb, the
         most workers it allows is tried.
@@ -228,7 +232,8 @@ class AdaptiveStrategy(Searching):
             promise = _rate(above) if above.status == "ok" else (_rate(best) if rising else 0.0)
             sides.append((promise, _between(w, above.config.num_workers),
                           f"refine between w{w} and w{above.config.num_workers}"))
-        if below is not None and self._gains(best, below) and not self._scaling(below, best):
+        flat = self._saturated(best) or (above is not None and above.status == "ok" and not self._gains(best, above))
+        if below is not None and self._gains(best, below) and not self._scaling(below, best) and not flat:
             sides.append((_rate(below), _between(below.config.num_workers, w),
                           f"refine between w{below.config.num_workers} and w{w}"))
         rung = next((r for r in self.ladder if r > w and self.climb_config(r) not in done), None)
