@@ -175,8 +175,8 @@ class AdaptiveStrategy(Searching):
         return self._walk(done, history)[0]
 
     def _remeasure(self, trial: TrialResult, best: TrialResult) -> Proposal | None:
-        """When the noise decides (a climb step or a tuned knob within a wide noise, up or down), measure the
-        one of the two measured fewer times again, once each: the pooled figures settle it."""
+        """When the noise decides the climb (a step within a wide noise, up or down), measure the one of the
+        two measured fewer times again, once each: the pooled figures settle it."""
         noise = noise_between(trial, best)
         if noise < self.remeasure_noise or abs(_rate(trial) / max(_rate(best), 1e-9) - 1) > noise:
             return None  # a quiet measurement, or a step beyond the noise either way: measured, not guessed
@@ -184,7 +184,7 @@ class AdaptiveStrategy(Searching):
         if again.repeats > 1:
             return None
         return Proposal(again.config, f"re-measure {again.config.label()}: {_gain(trial, best)} is within the "
-                                      f"±{noise:.0%} noise, which decides", repeat=True)
+                                      f"±{noise:.0%} noise, which decides whether to climb on", repeat=True)
 
     def _scaling(self, low: TrialResult, high: TrialResult) -> bool:
         """Throughput still rose near-linearly from ``low`` to ``high`` workers (latency-bound, the CPUs not
@@ -275,9 +275,6 @@ class AdaptiveStrategy(Searching):
                     if self.budget.forbids(config, history) is not None:
                         continue
                     return Proposal(config, f"tune {knob}={value} at the best so far")
-                again = self._remeasure(trial, current) if trial.status == "ok" else None
-                if again is not None:
-                    return again
                 tried.append(trial)
             winners = [t for t in tried if t.status == "ok" and self._gains(t, current)]
             if winners:
