@@ -44,14 +44,8 @@ def print_comparison(console: Console, comparison: Comparison, threshold: float 
     console.print(line)
     if old.primary != new.primary:
         console.print(f"bottleneck: {old.primary} → {new.primary}")
-    if threshold is not None:
-        regressed = comparison.regressed(threshold)
-        console.print(f"{'REGRESSION' if regressed else 'ok'}: allowed −{100 * threshold:g}%",
-                      style="bold red" if regressed else "green")
-    table = Table(box=box.SIMPLE_HEAD, title="Configs measured in both (old → new)", title_justify="left",
-                  pad_edge=False, padding=(0, 1, 0, 0))
-    for name in ("config", "samples/s", "change", "wait%", "PSS", "1st s"):
-        table.add_column(name, justify="left" if name == "config" else "right", no_wrap=True)
+    _verdict_line(console, comparison, threshold)
+    table = _table("Configs measured in both (old → new)", ("config", "samples/s", "change", "wait%", "PSS", "1st s"))
     for row in comparison.common:
         o, n = row.old, row.new
         change = row.change
@@ -88,14 +82,9 @@ def print_run_comparison(console: Console, comparison: RunComparison, threshold:
     console.print(line)
     if old.verdict is not None and new.verdict is not None and old.verdict.id != new.verdict.id:
         console.print(f"verdict: {old.verdict.id} → {new.verdict.id}")
-    if threshold is not None:
-        regressed = comparison.regressed(threshold)
-        console.print(f"{'REGRESSION' if regressed else 'ok'}: allowed −{100 * threshold:g}%",
-                      style="bold red" if regressed else "green")
-    table = Table(box=box.SIMPLE_HEAD, title="DataLoaders watched in both (old → new)", title_justify="left",
-                  pad_edge=False, padding=(0, 1, 0, 0))
-    for name in ("loader", "samples/s", "change", "data wait%", "step p50 ms"):
-        table.add_column(name, justify="left" if name == "loader" else "right", no_wrap=True)
+    _verdict_line(console, comparison, threshold)
+    table = _table("DataLoaders watched in both (old → new)",
+                   ("loader", "samples/s", "change", "data wait%", "step p50 ms"))
     for row in comparison.loaders:
         o, n = row.old, row.new
         table.add_row(row.site, f"{_rate(o.samples_per_s)} → {_rate(n.samples_per_s)}", _pct(row.change),
@@ -118,3 +107,20 @@ def render(comparison: Comparison, threshold: float | None = None, width: int = 
     buffer = io.StringIO()
     print_comparison(Console(width=width, file=buffer, color_system=None), comparison, threshold)
     return buffer.getvalue()
+
+
+def _verdict_line(console: Console, comparison: Comparison | RunComparison, threshold: float | None) -> None:
+    """``REGRESSION: allowed −10%`` or ``ok: …`` when a threshold was given (a sweep's or a run's comparison)."""
+    if threshold is None:
+        return
+    regressed = comparison.regressed(threshold)
+    console.print(f"{'REGRESSION' if regressed else 'ok'}: allowed −{100 * threshold:g}%",
+                  style="bold red" if regressed else "green")
+
+
+def _table(title: str, columns: tuple[str, ...]) -> Table:
+    """A comparison table: the first column (what is compared) left-aligned, the figures right-aligned."""
+    table = Table(box=box.SIMPLE_HEAD, title=title, title_justify="left", pad_edge=False, padding=(0, 1, 0, 0))
+    for name in columns:
+        table.add_column(name, justify="left" if name == columns[0] else "right", no_wrap=True)
+    return table
