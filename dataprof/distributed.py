@@ -10,6 +10,7 @@ DataLoader workers never touch it.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -242,6 +243,8 @@ def gather_runs(report: RunReport, info: RankInfo, directory: Path, timeout_s: f
                              samples_per_s=loader.samples_per_s if loader else None,
                              step_ms_p50=loader.step_ms["p50"] if loader and loader.step_ms else None))
         path.unlink()
+    with contextlib.suppress(OSError):  # a rank that reports after the wait leaves its file, and the directory
+        directory.rmdir()
     notes = report.notes + ((f"ranks {', '.join(map(str, missing))} left no report within {timeout_s:g} s",)
                             if missing else ())
     return dataclasses.replace(report, ranks=tuple(ranks), notes=notes)
