@@ -76,7 +76,7 @@ def _name(obj: Any) -> str:
     return f"python:{type(obj).__name__}@{id(obj):x}"
 
 
-def sweep(dataset_or_target: Any, *, batch_size: int | None = None, workers: Any = "auto", prefetch_factor: Any = "2,4",
+def sweep(dataset_or_target: Any, *, batch_size: int | None = None, workers: Any = "auto", prefetch_factor: Any = None,
           pin_memory: Any = None, persistent_workers: Any = "on", step_ms: float = 0.0, device: str = "auto",
           strategy: str = "adaptive", trial_seconds: float = 3.0, trial_timeout: float = 60.0,
           memory_limit: str = "80%", collate_fn: str | Callable[[list[Any]], Any] | None = None,
@@ -113,7 +113,7 @@ def sweep(dataset_or_target: Any, *, batch_size: int | None = None, workers: Any
     arg_list = settings_args(args)
     settings = sweep_settings(
         target=target, args=tuple(arg_list), batch_size=batch_size,
-        workers=_values(workers), prefetch_factor=_values(prefetch_factor), pin_memory=_optional(pin_memory),
+        workers=_values(workers), prefetch_factor=_optional(prefetch_factor), pin_memory=_optional(pin_memory),
         persistent_workers=_values(persistent_workers), step_ms=step_ms, device=device, strategy=strategy,
         trial_seconds=trial_seconds, trial_timeout=trial_timeout, memory_limit=memory_limit,
         collate_fn=collate_name, shuffle=shuffle, rules_of_thumb=rules_of_thumb, framework=framework,

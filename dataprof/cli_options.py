@@ -62,8 +62,9 @@ SWEEP_OPTIONS = (
     click.option("--framework", type=click.Choice(FRAMEWORK_CHOICES), default="auto", show_default=True,
                   help="Whose DataLoader to sweep; auto: paddle.io.DataLoader for a paddle.io dataset, else "
                        "PyTorch's."),
-    click.option("--prefetch-factor", default="2,4", show_default=True,
-                  help="prefetch_factor values (configs with workers only)."),
+    click.option("--prefetch-factor", default=None,
+                  help="prefetch_factor values (configs with workers only) [default: 2,4]. Adaptive tries a "
+                       "value other than 2 only when batches at num_workers=0 have stragglers, unless given."),
     click.option("--pin-memory", default=None, help="PyTorch: pin_memory values [default: on,off]; swept only when "
                                                      "a GPU is used."),
     click.option("--use-shared-memory", default=None,

@@ -25,6 +25,9 @@ KNOBS = {
 EVIDENCE_KNOBS = ("in_order", "multiprocessing_context")
 """PyTorch's knobs tried where the measurements say they can help (or where the user forces them), when the
 installed DataLoader has them."""
+DEFAULT_PREFETCH_FACTORS = "2,4"
+"""``--prefetch-factor`` left out: the values the grid sweeps; adaptive tries the one above the DataLoader's
+default only where batch load times have stragglers (``prefetch_factor`` joins ``forced`` once given)."""
 
 
 DEFAULT_BATCH_SIZE = 64
@@ -161,7 +164,8 @@ class SearchSpace:
     start_methods: tuple[str, ...] = ()
     """PyTorch: ``multiprocessing_context`` values; empty: Python's default start method only."""
     forced: tuple[str, ...] = ()
-    """Knobs the user gave (``--in-order``, ``--start-method``): swept as given, never chosen by evidence."""
+    """Knobs the user gave (``--prefetch-factor``, ``--in-order``, ``--start-method``): swept as given, never
+    chosen by evidence."""
     start_method: str | None = None
     """The start method in effect when none is passed (Python's default here)."""
     available_start_methods: tuple[str, ...] = ()
@@ -233,12 +237,13 @@ class SearchSpace:
         )
 
     def tuned_knobs(self) -> tuple[tuple[str, tuple[object, ...]], ...]:
-        """The knobs tried one at a time at the best worker count, and their values."""
+        """The knobs tried one at a time at the best worker count, and their values; ``prefetch_factor``
+        only when the user gave it (the adaptive search otherwise tries it on evidence)."""
+        prefetch = [("prefetch_factor", self.prefetch_factors)] if "prefetch_factor" in self.forced else []
         if self.framework == "paddle":
             return (("use_shared_memory", self.use_shared_memory), ("use_buffer_reader", self.use_buffer_reader),
-                    ("prefetch_factor", self.prefetch_factors))
-        knobs: list[tuple[str, tuple[object, ...]]] = [("pin_memory", self.pin_memory),
-                                                       ("prefetch_factor", self.prefetch_factors)]
+                    *prefetch)
+        knobs: list[tuple[str, tuple[object, ...]]] = [("pin_memory", self.pin_memory), *prefetch]
         if "in_order" in self.forced:
             knobs.append(("in_order", tuple(None if value else False for value in self.in_order)))
         if "multiprocessing_context" in self.forced:  # the start method in effect anyway is not passed

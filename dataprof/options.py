@@ -13,6 +13,7 @@ from typing import Any
 
 from dataprof.config import (
     DEFAULT_BATCH_SIZE,
+    DEFAULT_PREFETCH_FACTORS,
     EVIDENCE_KNOBS,
     FRAMEWORKS,
     KNOBS,
@@ -46,7 +47,8 @@ FRAMEWORK_OPTIONS = {"pin_memory": "torch", "use_shared_memory": "paddle", "use_
 """Options that exist for one framework's DataLoader only."""
 
 
-def build_settings(*, target: str, args: tuple[str, ...], batch_size: int | None, workers: str, prefetch_factor: str,
+def build_settings(*, target: str, args: tuple[str, ...], batch_size: int | None, workers: str,
+                   prefetch_factor: str | None,
                    pin_memory: str | None, persistent_workers: str, step_ms: float, device: str, strategy: str,
                    trial_seconds: float, trial_timeout: float, memory_limit: str, collate_fn: str | None,
                    shuffle: bool, budget: CpuBudget, available_bytes: int, rules_of_thumb: bool = True,
@@ -59,8 +61,9 @@ def build_settings(*, target: str, args: tuple[str, ...], batch_size: int | None
     ``available_bytes``: the node's available RAM, of which ``--memory-limit`` may be a percentage. The
     framework, the device and the knobs that depend on them are settled by :func:`resolve_settings` once
     the dataset is loaded. ``batch_size`` None: a DataLoader target's own, else 64. ``current``: the
-    ``--current`` text, the user's settings for a Dataset target. ``in_order``, ``start_method``: the
-    ``--in-order`` and ``--start-method`` values (None: tried where the measurements say they can matter)."""
+    ``--current`` text, the user's settings for a Dataset target. ``prefetch_factor``, ``in_order``,
+    ``start_method``: the ``--prefetch-factor``, ``--in-order`` and ``--start-method`` values (None: the
+    defaults, a value other than PyTorch's tried where the measurements say it can matter)."""
     _check_names(target, collate_fn, framework, split)
     kwargs: dict[str, Any] = dict(parse_kwarg(item) for item in args)
     worker_values, reason = worker_space(workers, budget, strategy)
@@ -103,12 +106,13 @@ def build_settings(*, target: str, args: tuple[str, ...], batch_size: int | None
     )
 
 
-def _space(workers: tuple[int, ...], reason: str, given: dict[str, str | None], prefetch_factor: str,
+def _space(workers: tuple[int, ...], reason: str, given: dict[str, str | None], prefetch_factor: str | None,
            persistent_workers: str) -> SearchSpace:
     """The search space the options give (``given``: the knob options that may be left out, by knob)."""
+    evidence = {"prefetch_factor": prefetch_factor, **{name: given[name] for name in EVIDENCE_KNOBS}}
     return SearchSpace(
         workers=workers,
-        prefetch_factors=parse_int_list(prefetch_factor, "--prefetch-factor", minimum=1),
+        prefetch_factors=parse_int_list(prefetch_factor or DEFAULT_PREFETCH_FACTORS, "--prefetch-factor", minimum=1),
         pin_memory=parse_onoff_list(given["pin_memory"] or "on,off", "--pin-memory"),
         persistent_workers=parse_onoff_list(persistent_workers, "--persistent-workers"),
         workers_reason=reason,
@@ -116,7 +120,7 @@ def _space(workers: tuple[int, ...], reason: str, given: dict[str, str | None], 
         use_buffer_reader=parse_onoff_list(given["use_buffer_reader"] or "on,off", "--use-buffer-reader"),
         in_order=parse_onoff_list(given["in_order"] or "on", "--in-order"),
         start_methods=parse_start_methods(given["multiprocessing_context"]),
-        forced=tuple(name for name in EVIDENCE_KNOBS if given[name] is not None),
+        forced=tuple(name for name, value in evidence.items() if value is not None),
     )
 
 

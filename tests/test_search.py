@@ -225,6 +225,31 @@ def test_a_heavy_wait_tail_gets_in_order_off_tried_and_recommended_with_the_orde
     assert not any(t.config.in_order is False for t in older)  # the DataLoader has no in_order: never faked
 
 
+def steady(config: LoaderConfig) -> TrialResult:
+    """Latency-bound, every batch in about the same time: the baseline's wait has no tail."""
+    from dataprof.model import WaitStats
+
+    waits = WaitStats(p50=64.0, p95=66.0, p99=68.0, max=70.0, mean=64.2)
+    return dataclasses.replace(latency_bound(config), wait_ms=waits)
+
+
+def test_a_deeper_prefetch_buffer_is_tried_only_behind_stragglers_unless_given() -> None:
+    searched = space(2, workers=(0, 2, 4, 8))
+    quiet, why = run(AdaptiveStrategy(searched, Budget(usable_cpus=2)), steady)
+    assert {t.config.prefetch_factor for t in quiet if t.config.num_workers} == {2}
+    assert "prefetch_factor 4 not tried: batches at num_workers=0 load in a steady time (p99 68.0 ms, median " \
+           "64.0 ms)" in why and "--prefetch-factor 2,4 to measure it anyway" in why
+    tail, why = run(AdaptiveStrategy(searched, Budget(usable_cpus=2)), straggling)
+    deeper = [t.config for t in tail if t.config.prefetch_factor == 4]
+    assert deeper and {c.num_workers for c in deeper} == {best(tail).num_workers} and "not tried" not in why
+    given = dataclasses.replace(searched, forced=("prefetch_factor",))
+    asked, why = run(AdaptiveStrategy(given, Budget(usable_cpus=2)), steady)
+    assert any(t.config.prefetch_factor == 4 for t in asked) and "not tried" not in why
+    lacking = dataclasses.replace(searched, framework="paddle", prefetch_factors=(2,), skipped=("prefetch_factor",))
+    older, why = run(AdaptiveStrategy(lacking, Budget(usable_cpus=2)), straggling)
+    assert {t.config.prefetch_factor for t in older if t.config.num_workers} == {None}  # never faked
+
+
 def test_start_methods_are_tried_only_where_they_can_matter() -> None:
     fork = space(2, workers=(0, 2, 4), start_method="fork", available_start_methods=("fork", "spawn", "forkserver"))
     history, _ = run(AdaptiveStrategy(fork, Budget(usable_cpus=2)), latency_bound)

@@ -281,17 +281,36 @@ class AdaptiveStrategy(Searching):
                 current = max(winners, key=_rate)
         return None
 
+    def _deeper_buffers(self, done: dict[LoaderConfig, TrialResult]) -> tuple[int, ...]:
+        """The space's other ``prefetch_factor`` values, worth a trial only when the batches at ``num_workers=0``
+        have stragglers (or the user gave them, and :meth:`SearchSpace.tuned_knobs` tries them anyway).
+
+        By Little's law a loader with ``W`` busy workers has ``W`` batches in the making; ``prefetch_factor=2``
+        lets ``2W`` be in flight, so each worker has the next one queued while it works. More depth only
+        pays when a slow batch holds the in-order queue up and the others, their slots full, sit idle
+        behind it: a heavy tail of the load time, which the baseline measures as its wait for each batch.
+        """
+        if "prefetch_factor" in self.space.forced or "prefetch_factor" in self.space.skipped:
+            return ()
+        default = self.space.default_config(1).prefetch_factor
+        others = tuple(v for v in self.space.prefetch_factors if v != default)
+        baseline = done.get(self.baseline)
+        return others if others and baseline is not None and heavy_tail(baseline) else ()
+
     def _evidence(self, anchor: TrialResult,
                   done: dict[LoaderConfig, TrialResult]) -> tuple[tuple[str, tuple[object, ...]], ...]:
         """The knobs the measurements say can matter, unless the user set them or the DataLoader lacks them:
-        ``in_order=False`` when batches at ``num_workers=0`` have stragglers (a heavy-tailed load time: with
-        workers, the batches behind a slow one could overtake it); the start methods :func:`start_methods_to_try`
-        names."""
+        the other ``prefetch_factor`` values and ``in_order=False`` when batches at ``num_workers=0`` have
+        stragglers (a heavy-tailed load time: with workers, the batches behind a slow one could run ahead or
+        overtake it); the start methods :func:`start_methods_to_try` names."""
         space = self.space
-        if space.framework != "torch" or anchor.config.num_workers == 0:
+        if anchor.config.num_workers == 0:
             return ()
+        deeper = self._deeper_buffers(done)
+        knobs: list[tuple[str, tuple[object, ...]]] = [("prefetch_factor", deeper)] if deeper else []
+        if space.framework != "torch":
+            return tuple(knobs)
         left = set(EVIDENCE_KNOBS) - set(space.skipped) - set(space.forced)
-        knobs: list[tuple[str, tuple[object, ...]]] = []
         baseline = done.get(self.baseline)
         if "in_order" in left and baseline is not None and heavy_tail(baseline):
             knobs.append(("in_order", (False,)))
@@ -304,4 +323,21 @@ class AdaptiveStrategy(Searching):
         best = max((t for t in history if t.status == "ok"), key=_rate, default=None)
         climb = self._walk(done, history)[1]
         tail = f"; best {best.config.label()}, no untried neighbour left to beat it" if best else ""
-        return climb + tail
+        return climb + tail + self._steady_note(done)
+
+    def _steady_note(self, done: dict[LoaderConfig, TrialResult]) -> str:
+        """Why the space's other ``prefetch_factor`` values were not tried, when they were not."""
+        default = self.space.default_config(1).prefetch_factor
+        others = [v for v in self.space.prefetch_factors if v != default]
+        baseline = done.get(self.baseline)
+        if not others or {"prefetch_factor"} & {*self.space.forced, *self.space.skipped} or self._deeper_buffers(done) \
+                or baseline is None or baseline.status != "ok" or baseline.wait_ms is None \
+                or baseline.wait_ms.p99 is None or baseline.wait_ms.p50 is None:
+            return ""
+        waits = baseline.wait_ms
+        values = ",".join(map(str, others))
+        return (f"; prefetch_factor {values} not tried: batches at num_workers=0 load in a steady time (p99 "
+                f"{waits.p99:.1f} ms, median {waits.p50:.1f} ms), so the {default} batches per worker that "
+                f"prefetch_factor={default} keeps in flight already keep every worker busy (--prefetch-factor "
+                f"{','.join(map(str, self.space.prefetch_factors))} to measure {'them' if len(others) > 1 else 'it'} "
+                "anyway)")
