@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import random
 from collections.abc import Callable
 
@@ -237,7 +238,7 @@ def test_a_deeper_prefetch_buffer_is_tried_only_behind_stragglers_unless_given()
     searched = space(2, workers=(0, 2, 4, 8))
     quiet, why = run(AdaptiveStrategy(searched, Budget(usable_cpus=2)), steady)
     assert {t.config.prefetch_factor for t in quiet if t.config.num_workers} == {2}
-    assert "prefetch_factor 4 not tried: batches at num_workers=0 load in a steady time (p99 68.0 ms, median " \
+    assert "prefetch_factor 4 not tried: batches at num_workers=0 have no stragglers (p99 68.0 ms, median " \
            "64.0 ms)" in why and "--prefetch-factor 2,4 to measure it anyway" in why
     tail, why = run(AdaptiveStrategy(searched, Budget(usable_cpus=2)), straggling)
     deeper = [t.config for t in tail if t.config.prefetch_factor == 4]
@@ -338,3 +339,28 @@ def test_a_flat_top_spends_no_trial_below_it() -> None:
     assert not [w for w in workers_tried(history) if 32 < w < 64]
     saturated, _ = run(AdaptiveStrategy(space(2), Budget(usable_cpus=2)), cpu_bound)
     assert not [w for w in workers_tried(saturated) if 2 < w < 4]  # at the CPU ceiling already: w3 cannot pay
+
+
+def test_a_rising_top_gets_one_probe_below_it() -> None:
+    """Near-linear to w32, then bending but still rising to the top of the range (the main process nearing its
+    ceiling): one probe between w32 and w128 comes out clearly worse, so the counts between lie on the rise."""
+    def bending(config: LoaderConfig) -> TrialResult:
+        w = max(1, config.num_workers)
+        return trial(config, 250.0 * w / (1 + (w / 100) ** 2) ** 0.5, cpu=5.0 + 0.5 * w)
+
+    history, why = run(AdaptiveStrategy(space(2), Budget(usable_cpus=2)), bending)
+    assert best(history).num_workers == 128 and "top of the worker range" in why
+    assert sorted(w for w in workers_tried(history) if 32 < w < 128) == [64]  # one probe, no bisection after it
+
+
+def test_no_count_above_a_saturated_best_is_refined() -> None:
+    """CPU-bound on 2 CPUs: w4 is best with the CPUs used up, w8 is clearly worse (contention): the climb's rung
+    past saturation measured what more workers do, so no count between w4 and w8 is tried."""
+    def contended(config: LoaderConfig) -> TrialResult:
+        w = config.num_workers
+        rate = {0: 450.0, 1: 450.0, 2: 780.0, 4: 900.0}.get(w, 900.0 * 0.9 ** math.log2(max(w, 4) / 4))
+        return trial(config, rate, cpu=110.0 if w == 0 else 186.0)
+
+    history, _ = run(AdaptiveStrategy(space(2, workers=(0, 2, 4, 8, 16)), Budget(usable_cpus=2)), contended)
+    assert best(history).num_workers == 4 and 8 in workers_tried(history)
+    assert not [w for w in workers_tried(history) if 4 < w < 8]

@@ -209,7 +209,10 @@ class AdaptiveStrategy(Searching):
 
         Where the curve cannot rise between two measured counts, no trial is spent there: below the best
         when the step into it still scaled near-linearly, or when the best sits on a flat top (its CPUs
-        saturated, or the count above it within noise of it: a count below cannot load faster).
+        saturated, or the count above it within noise of it: a count below cannot load faster); above a
+        best whose CPUs were saturated (the climb's one rung more already measured what more workers
+        sharing the same CPUs do); and below a top the climb rose into (no count above it) after one
+        probe there came out clearly worse: the counts between lie on the rise, none faster than the top.
 
         The more promising side goes first: the better neighbour's, or a failed
         one's above a still-rising curve. When the budget stopped the climb, the
@@ -227,13 +230,15 @@ class AdaptiveStrategy(Searching):
                      baseline if baseline is not None and baseline.status == "ok" else None)
         above = next((t for t in measured if t.config.num_workers > w), None)
         sides: list[tuple[float, int, str]] = []
-        if above is not None and (above.status != "ok" or self._gains(best, above)):
+        if above is not None and not self._saturated(best) and (above.status != "ok" or self._gains(best, above)):
             rising = below is not None and self._gains(best, below)
             promise = _rate(above) if above.status == "ok" else (_rate(best) if rising else 0.0)
             sides.append((promise, _between(w, above.config.num_workers),
                           f"refine between w{w} and w{above.config.num_workers}"))
         flat = self._saturated(best) or (above is not None and above.status == "ok" and not self._gains(best, above))
-        if below is not None and self._gains(best, below) and not self._scaling(below, best) and not flat:
+        probed = above is None and below is not None and below.config.num_workers not in {0, *self._rungs(done)}
+        if below is not None and self._gains(best, below) and not self._scaling(below, best) and not flat \
+                and not probed:
             sides.append((_rate(below), _between(below.config.num_workers, w),
                           f"refine between w{below.config.num_workers} and w{w}"))
         rung = next((r for r in self.ladder if r > w and self.climb_config(r) not in done), None)
@@ -336,7 +341,7 @@ class AdaptiveStrategy(Searching):
             return ""
         waits = baseline.wait_ms
         values = ",".join(map(str, others))
-        return (f"; prefetch_factor {values} not tried: batches at num_workers=0 load in a steady time (p99 "
+        return (f"; prefetch_factor {values} not tried: batches at num_workers=0 have no stragglers (p99 "
                 f"{waits.p99:.1f} ms, median {waits.p50:.1f} ms), so the {default} batches per worker that "
                 f"prefetch_factor={default} keeps in flight already keep every worker busy (--prefetch-factor "
                 f"{','.join(map(str, self.space.prefetch_factors))} to measure {'them' if len(others) > 1 else 'it'} "
