@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from dataprof.config import EVIDENCE_KNOBS, LoaderConfig, SearchSpace, baseline
 from dataprof.model import TrialResult
+from dataprof.recommend import MAX_TRADE
 from dataprof.search.common import Budget, Proposal, Searching
 from dataprof.stats import available_cpus, heavy_tail, noise_between
 
@@ -63,8 +64,9 @@ class AdaptiveStrategy(Searching):
     """A doubling of workers that gives at least this share of a doubled rate scales near-linearly."""
     rough = 0.03
     """The precision a climb trial needs after a near-linear jump (its gain is expected to be large)."""
-    remeasure_noise = 0.10
-    """A step that gained but stays within noise this wide is measured again before the climb stops."""
+    remeasure_noise = MAX_TRADE
+    """A step within a noise wider than this is measured again before the climb stops: a noise wider than what
+    the recommendation may trade for a cheaper config can hide a gain it would take."""
 
     def __init__(self, space: SearchSpace, budget: Budget | None = None, rules: bool = True,
                  autotune: int | None = None, current: LoaderConfig | None = None) -> None:
