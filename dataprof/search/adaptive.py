@@ -177,14 +177,20 @@ class AdaptiveStrategy(Searching):
         return self._walk(done, history)[0]
 
     def _remeasure(self, trial: TrialResult, best: TrialResult) -> Proposal | None:
-        """When the noise decides the climb (a step within a wide noise, up or down), measure the one of the
-        two measured fewer times again, once each: the pooled figures settle it."""
+        """When the noise decides the climb (a step within a wide noise, up or down), measure the noisier of the
+        two readings again, once: the pooled figures settle it.
+
+        Not a step down from a best with workers whose CPUs were used up: more workers only share the same
+        CPUs there, and the climb's one rung past saturation has measured that.
+        """
         noise = noise_between(trial, best)
         if noise < self.remeasure_noise or abs(_rate(trial) / max(_rate(best), 1e-9) - 1) > noise:
             return None  # a quiet measurement, or a step beyond the noise either way: measured, not guessed
-        again = min((trial, best), key=lambda t: t.repeats)
-        if again.repeats > 1:
+        if trial.repeats > 1 or best.repeats > 1:
             return None
+        if _rate(trial) <= _rate(best) and best.config.num_workers > 0 and self._saturated(best):
+            return None
+        again = max((trial, best), key=lambda t: t.samples_per_s_spread or 0.0)
         return Proposal(again.config, f"re-measure {again.config.label()}: {_gain(trial, best)} is within the "
                                       f"±{noise:.0%} noise, which decides whether to climb on", repeat=True)
 
