@@ -64,7 +64,7 @@ SWEEP_OPTIONS = (
                        "PyTorch's."),
     click.option("--prefetch-factor", default=None,
                   help="prefetch_factor values (configs with workers only) [default: 2,4]. Adaptive tries a "
-                       "value other than 2 only when batches at num_workers=0 have stragglers, unless given."),
+                       "value other than 2 only when the wait for a batch has a heavy tail, unless given."),
     click.option("--pin-memory", default=None, help="PyTorch: pin_memory values [default: on,off]; swept only when "
                                                      "a GPU is used."),
     click.option("--use-shared-memory", default=None,

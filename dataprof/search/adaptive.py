@@ -295,20 +295,22 @@ class AdaptiveStrategy(Searching):
         return None
 
     def _deeper_buffers(self, done: dict[LoaderConfig, TrialResult]) -> tuple[int, ...]:
-        """The space's other ``prefetch_factor`` values, worth a trial only when the batches at ``num_workers=0``
-        have stragglers (or the user gave them, and :meth:`SearchSpace.tuned_knobs` tries them anyway).
+        """The space's other ``prefetch_factor`` values, worth a trial only when a wait for a batch has a heavy
+        tail: the baseline's (stragglers among the batches) or the best climbing config's (batches arriving
+        in bursts: many workers scheduled on few CPUs). The user's values are tried anyway
+        (:meth:`SearchSpace.tuned_knobs`).
 
         By Little's law a loader with ``W`` busy workers has ``W`` batches in the making; ``prefetch_factor=2``
         lets ``2W`` be in flight, so each worker has the next one queued while it works. More depth only
-        pays when a slow batch holds the in-order queue up and the others, their slots full, sit idle
-        behind it: a heavy tail of the load time, which the baseline measures as its wait for each batch.
+        pays when a late batch holds the in-order queue up and the others, their slots full, sit idle
+        behind it, which the main process sees as a heavy tail of its wait.
         """
         if "prefetch_factor" in self.space.forced or "prefetch_factor" in self.space.skipped:
             return ()
         default = self.space.default_config(1).prefetch_factor
         others = tuple(v for v in self.space.prefetch_factors if v != default)
-        baseline = done.get(self.baseline)
-        return others if others and baseline is not None and heavy_tail(baseline) else ()
+        waited = [t for t in (done.get(self.baseline), self._best_at_climb_knobs(done)) if t is not None]
+        return others if others and any(heavy_tail(t) for t in waited) else ()
 
     def _evidence(self, anchor: TrialResult,
                   done: dict[LoaderConfig, TrialResult]) -> tuple[tuple[str, tuple[object, ...]], ...]:
@@ -349,8 +351,10 @@ class AdaptiveStrategy(Searching):
             return ""
         waits = baseline.wait_ms
         values = ",".join(map(str, others))
+        anchor = self._best_at_climb_knobs(done)
+        bursts = f" nor do they come in bursts at {anchor.config.label()}" if anchor is not None else ""
         return (f"; prefetch_factor {values} not tried: batches at num_workers=0 have no stragglers (p99 "
-                f"{waits.p99:.1f} ms, median {waits.p50:.1f} ms), so the {default} batches per worker that "
+                f"{waits.p99:.1f} ms, median {waits.p50:.1f} ms){bursts}, so the {default} batches per worker that "
                 f"prefetch_factor={default} keeps in flight already keep every worker busy (--prefetch-factor "
                 f"{','.join(map(str, self.space.prefetch_factors))} to measure {'them' if len(others) > 1 else 'it'} "
                 "anyway)")
