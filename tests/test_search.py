@@ -42,6 +42,11 @@ def run(strategy: AdaptiveStrategy | GridStrategy, curve: Curve, limit: int = 60
     raise AssertionError("the search did not stop")
 
 
+def reasons(strategy: AdaptiveStrategy, history: list[TrialResult]) -> dict[LoaderConfig, str]:
+    """Why the strategy proposed each trial of a history it ran (no re-measures in it)."""
+    return {t.config: strategy.propose(history[:n]).why for n, t in enumerate(history)}
+
+
 def space(usable: int = 2, **kwargs: object) -> SearchSpace:
     values: dict[str, object] = {"workers": adaptive_workers(usable), "prefetch_factors": (2, 4)}
     values.update(kwargs)
@@ -241,9 +246,12 @@ def test_a_deeper_prefetch_buffer_is_tried_only_behind_stragglers_unless_given()
     assert "prefetch_factor 4 not tried: batches at num_workers=0 have no stragglers (p99 68.0 ms, median " \
            "64.0 ms) nor do they come in bursts at w8 pf2 persist" in why
     assert "--prefetch-factor 2,4 to measure it anyway" in why
-    tail, why = run(AdaptiveStrategy(searched, Budget(usable_cpus=2)), straggling)
+    strategy = AdaptiveStrategy(searched, Budget(usable_cpus=2))
+    tail, why = run(strategy, straggling)
     deeper = [t.config for t in tail if t.config.prefetch_factor == 4]
     assert deeper and {c.num_workers for c in deeper} == {best(tail).num_workers} and "not tried" not in why
+    assert reasons(strategy, tail)[deeper[0]] == "tune prefetch_factor=4 at the best so far: the batches at " \
+                                                 "num_workers=0 have stragglers (p99 200.0 ms, median 0.5 ms)"
     given = dataclasses.replace(searched, forced=("prefetch_factor",))
     asked, why = run(AdaptiveStrategy(given, Budget(usable_cpus=2)), steady)
     assert any(t.config.prefetch_factor == 4 for t in asked) and "not tried" not in why
@@ -257,8 +265,11 @@ def test_a_deeper_prefetch_buffer_is_tried_only_behind_stragglers_unless_given()
         return dataclasses.replace(latency_bound(config), wait_ms=WaitStats(p50=1.0, p95=4.2, p99=7.3, max=24.6,
                                                                            mean=1.4))
 
-    burst, why = run(AdaptiveStrategy(searched, Budget(usable_cpus=2)), bursty)
-    assert any(t.config.prefetch_factor == 4 for t in burst) and "not tried" not in why
+    strategy = AdaptiveStrategy(searched, Budget(usable_cpus=2))
+    burst, why = run(strategy, bursty)
+    assert "not tried" not in why
+    assert reasons(strategy, burst)[LoaderConfig(8, False, 4, True)] == "tune prefetch_factor=4 at the best so " \
+        "far: batches reach w8 pf2 persist in bursts (wait p99 7.3 ms, median 1.0 ms)"
     lacking = dataclasses.replace(searched, framework="paddle", prefetch_factors=(2,), skipped=("prefetch_factor",))
     older, why = run(AdaptiveStrategy(lacking, Budget(usable_cpus=2)), straggling)
     assert {t.config.prefetch_factor for t in older if t.config.num_workers} == {None}  # never faked
@@ -278,11 +289,18 @@ def test_start_methods_are_tried_only_where_they_can_matter() -> None:
     def copying(config: LoaderConfig) -> TrialResult:
         return dataclasses.replace(latency_bound(config), workers_inherited_growth_bytes=64 << 20)
 
-    copied, _ = run(AdaptiveStrategy(fork, Budget(usable_cpus=2)), copying)
+    strategy = AdaptiveStrategy(fork, Budget(usable_cpus=2))
+    copied, _ = run(strategy, copying)
     assert {t.config.multiprocessing_context for t in copied} == {None, "spawn", "forkserver"}
+    spawned = next(t.config for t in copied if t.config.multiprocessing_context == "spawn")
+    assert reasons(strategy, copied)[spawned].endswith(": each worker copied 16.8MB of the main process's pages "
+                                                       "(copy-on-read)")  # 64 MiB over w4's four workers
     python_314 = dataclasses.replace(fork, start_method="forkserver")
-    default, _ = run(AdaptiveStrategy(python_314, Budget(usable_cpus=2)), latency_bound)
+    strategy = AdaptiveStrategy(python_314, Budget(usable_cpus=2))
+    default, _ = run(strategy, latency_bound)
     assert {t.config.multiprocessing_context for t in default} == {None, "fork"}
+    forked = next(t.config for t in default if t.config.multiprocessing_context == "fork")
+    assert reasons(strategy, default)[forked].endswith(": workers start by forkserver here")
     forced = dataclasses.replace(fork, start_methods=("spawn",), forced=("multiprocessing_context",))
     given, _ = run(AdaptiveStrategy(forced, Budget(usable_cpus=2)), latency_bound)
     assert {t.config.multiprocessing_context for t in given if t.config.num_workers} == {"spawn"}

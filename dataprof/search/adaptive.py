@@ -12,6 +12,7 @@ from dataprof.model import TrialResult
 from dataprof.recommend import MAX_TRADE
 from dataprof.search.common import Budget, Proposal, Searching
 from dataprof.stats import available_cpus, heavy_tail, noise_between
+from dataprof.units import fmt_bytes
 
 
 def _rate(trial: TrialResult) -> float:
@@ -41,6 +42,15 @@ def start_methods_to_try(trial: TrialResult, start_method: str | None, available
         return ("fork",) if "fork" in available else ()
     copied = (trial.workers_inherited_growth_bytes or 0) / workers
     return tuple(m for m in available if m != "fork") if copied >= COPIED_PER_WORKER else ()
+
+
+def _tail_words(trial: TrialResult) -> str:
+    """``: the batches at num_workers=0 have stragglers (p99 …)`` or ``: batches reach w64 … in bursts (…)``."""
+    waits = trial.wait_ms
+    figures = f"p99 {waits.p99:.1f} ms, median {waits.p50:.1f} ms" if waits and waits.p99 is not None else ""
+    if trial.config.num_workers == 0:
+        return f": the batches at num_workers=0 have stragglers ({figures})"
+    return f": batches reach {trial.config.label()} in bursts (wait {figures})"
 
 
 def _between(low: int, high: int) -> int:
@@ -277,7 +287,8 @@ class AdaptiveStrategy(Searching):
         current = anchor
         # persistent_workers=False only adds a worker restart every epoch: it cannot load faster, so it is
         # not tuned (the climb uses it when it is the only value given).
-        for knob, values in (*self.space.tuned_knobs(), *self._evidence(anchor, done)):
+        given = tuple((knob, values, "") for knob, values in self.space.tuned_knobs())
+        for knob, values, because in (*given, *self._evidence(anchor, done)):
             tried = []
             for value in values:
                 config = dataclasses.replace(current.config, **{knob: value})  # type: ignore[arg-type]
@@ -287,7 +298,7 @@ class AdaptiveStrategy(Searching):
                 if trial is None:
                     if self.budget.forbids(config, history) is not None:
                         continue
-                    return Proposal(config, f"tune {knob}={value} at the best so far")
+                    return Proposal(config, f"tune {knob}={value} at the best so far{because}")
                 tried.append(trial)
             winners = [t for t in tried if t.status == "ok" and self._gains(t, current)]
             if winners:
@@ -309,29 +320,40 @@ class AdaptiveStrategy(Searching):
             return ()
         default = self.space.default_config(1).prefetch_factor
         others = tuple(v for v in self.space.prefetch_factors if v != default)
-        waited = [t for t in (done.get(self.baseline), self._best_at_climb_knobs(done)) if t is not None]
-        return others if others and any(heavy_tail(t) for t in waited) else ()
+        return others if others and self._tailed(done) is not None else ()
+
+    def _tailed(self, done: dict[LoaderConfig, TrialResult]) -> TrialResult | None:
+        """The baseline if its wait for a batch has a heavy tail, else the best climbing config if its has."""
+        waited = (done.get(self.baseline), self._best_at_climb_knobs(done))
+        return next((t for t in waited if t is not None and heavy_tail(t)), None)
 
     def _evidence(self, anchor: TrialResult,
-                  done: dict[LoaderConfig, TrialResult]) -> tuple[tuple[str, tuple[object, ...]], ...]:
-        """The knobs the measurements say can matter, unless the user set them or the DataLoader lacks them:
-        the other ``prefetch_factor`` values and ``in_order=False`` when batches at ``num_workers=0`` have
-        stragglers (a heavy-tailed load time: with workers, the batches behind a slow one could run ahead or
-        overtake it); the start methods :func:`start_methods_to_try` names."""
+                  done: dict[LoaderConfig, TrialResult]) -> tuple[tuple[str, tuple[object, ...], str], ...]:
+        """The knobs the measurements say can matter, unless the user set them or the DataLoader lacks them, each
+        with the evidence in words: the other ``prefetch_factor`` values (:meth:`_deeper_buffers`);
+        ``in_order=False`` when batches at ``num_workers=0`` have stragglers (a heavy-tailed load time: with
+        workers, the batches behind a slow one could overtake it); the start methods
+        :func:`start_methods_to_try` names."""
         space = self.space
         if anchor.config.num_workers == 0:
             return ()
+        knobs: list[tuple[str, tuple[object, ...], str]] = []
+        tailed = self._tailed(done)
         deeper = self._deeper_buffers(done)
-        knobs: list[tuple[str, tuple[object, ...]]] = [("prefetch_factor", deeper)] if deeper else []
+        if deeper and tailed is not None:
+            knobs.append(("prefetch_factor", deeper, _tail_words(tailed)))
         if space.framework != "torch":
             return tuple(knobs)
         left = set(EVIDENCE_KNOBS) - set(space.skipped) - set(space.forced)
         baseline = done.get(self.baseline)
         if "in_order" in left and baseline is not None and heavy_tail(baseline):
-            knobs.append(("in_order", (False,)))
+            knobs.append(("in_order", (False,), _tail_words(baseline)))
         others = start_methods_to_try(anchor, space.start_method, space.available_start_methods)
         if "multiprocessing_context" in left and others:
-            knobs.append(("multiprocessing_context", others))
+            copied = (anchor.workers_inherited_growth_bytes or 0) / max(1, anchor.config.num_workers)
+            why = f": workers start by {space.start_method} here" if (space.start_method or "fork") != "fork" \
+                else f": each worker copied {fmt_bytes(int(copied))} of the main process's pages (copy-on-read)"
+            knobs.append(("multiprocessing_context", others, why))
         return tuple(knobs)
 
     def _stop_reason(self, done: dict[LoaderConfig, TrialResult], history: Sequence[TrialResult]) -> str:
