@@ -403,17 +403,18 @@ def test_no_count_above_a_saturated_best_is_refined() -> None:
     assert not [w for w in workers_tried(history) if 4 < w < 8]
 
 
-def test_a_step_down_from_saturated_cpus_is_not_measured_again() -> None:
-    """w4 has used up the 2 CPUs; w8 reads 4% lower within a ±11% noise: more workers only share the same CPUs,
-    so that reading is not taken again. The same step below unsaturated CPUs is measured again."""
+@pytest.mark.parametrize("above", [860.0, 930.0])
+def test_a_step_from_saturated_cpus_is_not_measured_again(above: float) -> None:
+    """w4 has used up the 2 CPUs; w8 reads 4% lower or 3% higher within a ±11% noise: more workers only share
+    the same CPUs, so that reading is not taken again. The same step from unsaturated CPUs is measured again."""
     def shared(cpu: float) -> Curve:
         def curve(config: LoaderConfig) -> TrialResult:
-            rate = {0: 400.0, 1: 400.0, 2: 700.0, 4: 900.0}.get(config.num_workers, 860.0)
+            rate = {0: 400.0, 1: 400.0, 2: 700.0, 4: 900.0}.get(config.num_workers, above)
             return trial(config, rate, cpu=cpu, spread=0.04)
         return curve
 
     searched = space(2, workers=(0, 2, 4, 8))
     saturated, _ = run(AdaptiveStrategy(searched, Budget(usable_cpus=2)), shared(186.0))
-    assert best(saturated).num_workers == 4 and all(t.repeats == 1 for t in saturated)
+    assert all(t.repeats == 1 for t in saturated)
     idle, _ = run(AdaptiveStrategy(searched, Budget(usable_cpus=2)), shared(60.0))
     assert [t.config.num_workers for t in idle if t.repeats == 2] == [8]  # the noisier reading (a tie: the newer)

@@ -190,15 +190,15 @@ class AdaptiveStrategy(Searching):
         """When the noise decides the climb (a step within a wide noise, up or down), measure the noisier of the
         two readings again, once: the pooled figures settle it.
 
-        Not a step down from a best with workers whose CPUs were used up: more workers only share the same
-        CPUs there, and the climb's one rung past saturation has measured that.
+        Not a step from a best with workers whose CPUs were used up: more workers only share the same CPUs
+        there (a gain from that stays small), and the climb's one rung past saturation has measured it.
         """
         noise = noise_between(trial, best)
         if noise < self.remeasure_noise or abs(_rate(trial) / max(_rate(best), 1e-9) - 1) > noise:
             return None  # a quiet measurement, or a step beyond the noise either way: measured, not guessed
         if trial.repeats > 1 or best.repeats > 1:
             return None
-        if _rate(trial) <= _rate(best) and best.config.num_workers > 0 and self._saturated(best):
+        if best.config.num_workers > 0 and self._saturated(best):
             return None
         again = max((trial, best), key=lambda t: t.samples_per_s_spread or 0.0)
         return Proposal(again.config, f"re-measure {again.config.label()}: {_gain(trial, best)} is within the "
