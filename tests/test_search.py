@@ -244,7 +244,7 @@ def test_a_deeper_prefetch_buffer_is_tried_only_behind_stragglers_unless_given()
     quiet, why = run(AdaptiveStrategy(searched, Budget(usable_cpus=2)), steady)
     assert {t.config.prefetch_factor for t in quiet if t.config.num_workers} == {2}
     assert "prefetch_factor 4 not tried: batches at num_workers=0 have no stragglers (p99 68.0 ms, median " \
-           "64.0 ms) nor do they come in bursts at w8 pf2 persist" in why
+           "64.0 ms) nor do they come in bursts at w8 pf2 persist (wait p99 68.0 ms, median 64.0 ms)" in why
     assert "--prefetch-factor 2,4 to measure it anyway" in why
     strategy = AdaptiveStrategy(searched, Budget(usable_cpus=2))
     tail, why = run(strategy, straggling)

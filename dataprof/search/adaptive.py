@@ -374,7 +374,9 @@ class AdaptiveStrategy(Searching):
         waits = baseline.wait_ms
         values = ",".join(map(str, others))
         anchor = self._best_at_climb_knobs(done)
-        bursts = f" nor do they come in bursts at {anchor.config.label()}" if anchor is not None else ""
+        at = anchor.wait_ms if anchor is not None else None
+        figures = f" (wait p99 {at.p99:.1f} ms, median {at.p50:.1f} ms)" if at and at.p99 is not None else ""
+        bursts = f" nor do they come in bursts at {anchor.config.label()}{figures}" if anchor is not None else ""
         return (f"; prefetch_factor {values} not tried: batches at num_workers=0 have no stragglers (p99 "
                 f"{waits.p99:.1f} ms, median {waits.p50:.1f} ms){bursts}, so the {default} batches per worker that "
                 f"prefetch_factor={default} keeps in flight already keep every worker busy (--prefetch-factor "
