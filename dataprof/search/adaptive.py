@@ -44,13 +44,17 @@ def start_methods_to_try(trial: TrialResult, start_method: str | None, available
     return tuple(m for m in available if m != "fork") if copied >= COPIED_PER_WORKER else ()
 
 
+def _wait_figures(trial: TrialResult) -> str:
+    """``p99 7.3 ms, median 1.0 ms`` of the trial's wait for a batch; empty when it was not measured."""
+    waits = trial.wait_ms
+    return f"p99 {waits.p99:.1f} ms, median {waits.p50:.1f} ms" if waits and waits.p99 is not None else ""
+
+
 def _tail_words(trial: TrialResult) -> str:
     """``: the batches at num_workers=0 have stragglers (p99 …)`` or ``: batches reach w64 … in bursts (…)``."""
-    waits = trial.wait_ms
-    figures = f"p99 {waits.p99:.1f} ms, median {waits.p50:.1f} ms" if waits and waits.p99 is not None else ""
     if trial.config.num_workers == 0:
-        return f": the batches at num_workers=0 have stragglers ({figures})"
-    return f": batches reach {trial.config.label()} in bursts (wait {figures})"
+        return f": the batches at num_workers=0 have stragglers ({_wait_figures(trial)})"
+    return f": batches reach {trial.config.label()} in bursts (wait {_wait_figures(trial)})"
 
 
 def _between(low: int, high: int) -> int:
@@ -305,32 +309,31 @@ class AdaptiveStrategy(Searching):
                 current = max(winners, key=_rate)
         return None
 
-    def _deeper_buffers(self, done: dict[LoaderConfig, TrialResult]) -> tuple[int, ...]:
-        """The space's other ``prefetch_factor`` values, worth a trial only when a wait for a batch has a heavy
-        tail: the baseline's (stragglers among the batches) or the best climbing config's (batches arriving
-        in bursts: many workers scheduled on few CPUs). The user's values are tried anyway
-        (:meth:`SearchSpace.tuned_knobs`).
+    def _other_prefetch(self) -> tuple[int, ...]:
+        """The space's ``prefetch_factor`` values besides the climb's, left to the evidence: worth a trial only
+        when a wait for a batch has a heavy tail (:meth:`_tailed`); none when the user gave them (then
+        :meth:`SearchSpace.tuned_knobs` tries them anyway) or the DataLoader lacks the knob.
 
         By Little's law a loader with ``W`` busy workers has ``W`` batches in the making; ``prefetch_factor=2``
         lets ``2W`` be in flight, so each worker has the next one queued while it works. More depth only
         pays when a late batch holds the in-order queue up and the others, their slots full, sit idle
         behind it, which the main process sees as a heavy tail of its wait.
         """
-        if "prefetch_factor" in self.space.forced or "prefetch_factor" in self.space.skipped:
+        if {"prefetch_factor"} & {*self.space.forced, *self.space.skipped}:
             return ()
         default = self.space.default_config(1).prefetch_factor
-        others = tuple(v for v in self.space.prefetch_factors if v != default)
-        return others if others and self._tailed(done) is not None else ()
+        return tuple(v for v in self.space.prefetch_factors if v != default)
 
     def _tailed(self, done: dict[LoaderConfig, TrialResult]) -> TrialResult | None:
-        """The baseline if its wait for a batch has a heavy tail, else the best climbing config if its has."""
+        """The baseline if its wait for a batch has a heavy tail (stragglers among the batches), else the best
+        climbing config if its has (batches arriving in bursts: many workers scheduled on few CPUs)."""
         waited = (done.get(self.baseline), self._best_at_climb_knobs(done))
         return next((t for t in waited if t is not None and heavy_tail(t)), None)
 
     def _evidence(self, anchor: TrialResult,
                   done: dict[LoaderConfig, TrialResult]) -> tuple[tuple[str, tuple[object, ...], str], ...]:
         """The knobs the measurements say can matter, unless the user set them or the DataLoader lacks them, each
-        with the evidence in words: the other ``prefetch_factor`` values (:meth:`_deeper_buffers`);
+        with the evidence in words: the other ``prefetch_factor`` values (:meth:`_other_prefetch`);
         ``in_order=False`` when batches at ``num_workers=0`` have stragglers (a heavy-tailed load time: with
         workers, the batches behind a slow one could overtake it); the start methods
         :func:`start_methods_to_try` names."""
@@ -338,8 +341,7 @@ class AdaptiveStrategy(Searching):
         if anchor.config.num_workers == 0:
             return ()
         knobs: list[tuple[str, tuple[object, ...], str]] = []
-        tailed = self._tailed(done)
-        deeper = self._deeper_buffers(done)
+        deeper, tailed = self._other_prefetch(), self._tailed(done)
         if deeper and tailed is not None:
             knobs.append(("prefetch_factor", deeper, _tail_words(tailed)))
         if space.framework != "torch":
@@ -364,21 +366,18 @@ class AdaptiveStrategy(Searching):
 
     def _steady_note(self, done: dict[LoaderConfig, TrialResult]) -> str:
         """Why the space's other ``prefetch_factor`` values were not tried, when they were not."""
-        default = self.space.default_config(1).prefetch_factor
-        others = [v for v in self.space.prefetch_factors if v != default]
+        others = self._other_prefetch()
         baseline = done.get(self.baseline)
-        if not others or {"prefetch_factor"} & {*self.space.forced, *self.space.skipped} or self._deeper_buffers(done) \
-                or baseline is None or baseline.status != "ok" or baseline.wait_ms is None \
-                or baseline.wait_ms.p99 is None or baseline.wait_ms.p50 is None:
+        if not others or self._tailed(done) is not None or baseline is None or baseline.status != "ok" \
+                or not _wait_figures(baseline):
             return ""
-        waits = baseline.wait_ms
+        default = self.space.default_config(1).prefetch_factor
         values = ",".join(map(str, others))
         anchor = self._best_at_climb_knobs(done)
-        at = anchor.wait_ms if anchor is not None else None
-        figures = f" (wait p99 {at.p99:.1f} ms, median {at.p50:.1f} ms)" if at and at.p99 is not None else ""
+        figures = f" (wait {_wait_figures(anchor)})" if anchor is not None and _wait_figures(anchor) else ""
         bursts = f" nor do they come in bursts at {anchor.config.label()}{figures}" if anchor is not None else ""
-        return (f"; prefetch_factor {values} not tried: batches at num_workers=0 have no stragglers (p99 "
-                f"{waits.p99:.1f} ms, median {waits.p50:.1f} ms){bursts}, so the {default} batches per worker that "
+        return (f"; prefetch_factor {values} not tried: batches at num_workers=0 have no stragglers "
+                f"({_wait_figures(baseline)}){bursts}, so the {default} batches per worker that "
                 f"prefetch_factor={default} keeps in flight already keep every worker busy (--prefetch-factor "
                 f"{','.join(map(str, self.space.prefetch_factors))} to measure {'them' if len(others) > 1 else 'it'} "
                 "anyway)")
