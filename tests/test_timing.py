@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import types
+
 import pytest
 
 from dataprof.measure.timing import BatchLog, summarize, warmup_batches, window_done
@@ -93,7 +95,6 @@ class _DyingWorker:
 
 def test_a_broken_pipe_waits_for_the_dying_worker_to_name_its_signal() -> None:
     import signal
-    import types
 
     from dataprof.measure.failures import classify_loader_error, worker_signals
 
@@ -111,6 +112,33 @@ def test_a_steady_window_may_end_before_the_target() -> None:
     assert not window_done(16, 1.0, 3.0, 4, spread=0.005)
     assert not window_done(15, 1.6, 3.0, 4, spread=0.005)
     assert window_done(16, 3.0, 3.0, 4, spread=None)
+
+
+def test_a_steady_window_ends_early_whatever_batch_of_a_round_its_checks_land_on() -> None:
+    """Four workers hand their batches over together every 64 ms: the first batch after a check's interval is
+    always the first of a round, so checks gated on time alone never saw a whole round and the window ran to
+    the target."""
+    import torch
+
+    from dataprof.config import LoaderConfig
+    from dataprof.measure.trial import ReceiveTimer, TimedLoop
+
+    now = [0.0]
+
+    def rounds() -> object:
+        for i in range(10_000):
+            now[0] += 0.064 if i % 4 == 0 else 0.0001
+            yield torch.zeros(16)
+
+    class Loader:
+        def __iter__(self) -> object:
+            return rounds()
+
+    consumer = types.SimpleNamespace(to_device=lambda batch: batch, step=lambda batch: None)
+    loop = TimedLoop(LoaderConfig(4, False, 2, True), 3.0, lambda event: None, consumer, lambda: now[0], None,
+                     ReceiveTimer(None), False)
+    figures = loop.run(Loader(), {}, types.SimpleNamespace(shutdown=lambda iterator: None))
+    assert figures["samples_per_s_spread"] < 0.01 and figures["window_s"] < 2.0
 
 
 def test_a_worker_killed_by_a_signal_ends_a_blocked_trial_as_crashed() -> None:

@@ -286,11 +286,16 @@ class TimedLoop:
             if self.window_first is not None:
                 spread = None
                 elapsed = end - self.log.end_t[self.window_first]
-                if elapsed >= min(MIN_WINDOW_S, self.trial_s) and end - last_check >= STEADY_CHECK_S:
+                batches = len(self.log) - 1 - self.window_first
+                rounds = max(1, self.config.num_workers)
+                # looked at on a whole round only: batches come in rounds, and the first batch after a check's
+                # interval is most often the same one of its round, so a check gated on time alone could miss
+                # every round's end
+                if elapsed >= min(MIN_WINDOW_S, self.trial_s) and end - last_check >= STEADY_CHECK_S \
+                        and batches % rounds == 0:
                     last_check = end
-                    spread = rate_spread(self.log, self.window_first, max(1, self.config.num_workers))
-                if window_done(len(self.log) - 1 - self.window_first, elapsed, self.trial_s,
-                               self.config.num_workers, spread, self.precision):
+                    spread = rate_spread(self.log, self.window_first, rounds)
+                if window_done(batches, elapsed, self.trial_s, self.config.num_workers, spread, self.precision):
                     break
         return self._finish(iterator, backend, first_batch_s)
 

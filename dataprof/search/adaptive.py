@@ -293,21 +293,36 @@ class AdaptiveStrategy(Searching):
         # not tuned (the climb uses it when it is the only value given).
         given = tuple((knob, values, "") for knob, values in self.space.tuned_knobs())
         for knob, values, because in (*given, *self._evidence(anchor, done)):
+            base = self._deepest_peer(current, done) if knob == "prefetch_factor" else current
+            where = "the best so far" if base is current else \
+                f"{base.config.label()}, the most workers within noise of the best ({current.config.label()})"
             tried = []
             for value in values:
-                config = dataclasses.replace(current.config, **{knob: value})  # type: ignore[arg-type]
-                if config == current.config:
+                config = dataclasses.replace(base.config, **{knob: value})  # type: ignore[arg-type]
+                if config == base.config:
                     continue
                 trial = done.get(config)
                 if trial is None:
                     if self.budget.forbids(config, history) is not None:
                         continue
-                    return Proposal(config, f"tune {knob}={value} at the best so far{because}")
+                    return Proposal(config, f"tune {knob}={value} at {where}{because}")
                 tried.append(trial)
             winners = [t for t in tried if t.status == "ok" and self._gains(t, current)]
             if winners:
                 current = max(winners, key=_rate)
         return None
+
+    def _deepest_peer(self, best: TrialResult, done: dict[LoaderConfig, TrialResult]) -> TrialResult:
+        """Where a deeper buffer is tried: at ``best``'s knobs, the most workers whose rate is within noise of
+        ``best``'s (a flat top), else ``best``. A config keeps ``W·prefetch_factor`` batches in flight, so a
+        deeper buffer at the best count only gives it what a count within noise of it with more workers already
+        had; the trial that can show a gain is the one whose depth no measured config has had."""
+        def peer(trial: TrialResult) -> bool:
+            knobs = dataclasses.replace(trial.config, num_workers=best.config.num_workers) == best.config
+            return knobs and trial.status == "ok" and trial.config.num_workers > best.config.num_workers \
+                and not self._gains(best, trial)
+
+        return max((t for t in done.values() if peer(t)), key=lambda t: t.config.num_workers, default=best)
 
     def _other_prefetch(self) -> tuple[int, ...]:
         """The space's ``prefetch_factor`` values besides the climb's, left to the evidence: worth a trial only
