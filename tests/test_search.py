@@ -304,6 +304,24 @@ def test_a_deeper_buffer_on_a_flat_top_is_tried_where_the_most_workers_are() -> 
         and best(peak).num_workers < 128  # w128 clearly worse: the buffer is tried at the peak
 
 
+def test_bursts_on_cpus_used_up_get_no_deeper_buffer() -> None:
+    """CPU-bound on 2 CPUs: the workers take turns on them and hand batches over in bursts, but no worker waits
+    for a free slot while a CPU idles, so a deeper buffer cannot load faster and is not tried."""
+    from dataprof.model import WaitStats
+
+    def turns(config: LoaderConfig) -> TrialResult:
+        if not config.num_workers:
+            return steady(config)
+        return dataclasses.replace(cpu_bound(config), wait_ms=WaitStats(p50=1.0, p95=40.0, p99=90.0, max=120.0,
+                                                                         mean=12.0))
+
+    history, why = run(AdaptiveStrategy(space(2), Budget(usable_cpus=2)), turns)
+    assert {t.config.prefetch_factor for t in history if t.config.num_workers} == {2}
+    assert "prefetch_factor 4 not tried: batches at num_workers=0 have no stragglers (p99 68.0 ms, median " \
+           "64.0 ms), and they reach w2 pf2 persist in bursts (wait p99 90.0 ms, median 1.0 ms) as its workers " \
+           "take turns on the 1.9 CPUs it used up: a deeper buffer adds no CPU" in why
+
+
 def test_start_methods_are_tried_only_where_they_can_matter() -> None:
     fork = space(2, workers=(0, 2, 4), start_method="fork", available_start_methods=("fork", "spawn", "forkserver"))
     history, _ = run(AdaptiveStrategy(fork, Budget(usable_cpus=2)), latency_bound)

@@ -11,8 +11,8 @@ from dataprof.config import EVIDENCE_KNOBS, LoaderConfig, SearchSpace, baseline
 from dataprof.model import TrialResult
 from dataprof.recommend import MAX_TRADE
 from dataprof.search.common import Budget, Proposal, Searching
+from dataprof.search.evidence import start_method_words, start_methods_to_try, tail_words, wait_figures
 from dataprof.stats import available_cpus, heavy_tail, noise_between
-from dataprof.units import fmt_bytes
 
 
 def _rate(trial: TrialResult) -> float:
@@ -25,36 +25,6 @@ def _gain(new: TrialResult, old: TrialResult) -> str:
     before = f"w{old.config.num_workers}" if same_knobs else old.config.label()
     after = f"w{new.config.num_workers}" if same_knobs else new.config.label()
     return f"{before} → {after}: {_rate(new) / _rate(old) - 1:+.0%}"
-
-
-COPIED_PER_WORKER = 8 * 1024 * 1024
-"""Copy-on-read growth per worker (in the window) from which the other start methods are worth a try."""
-
-
-def start_methods_to_try(trial: TrialResult, start_method: str | None, available: Sequence[str]) -> tuple[str, ...]:
-    """The start methods worth one trial at ``trial``'s config: under a default other than fork (Python 3.14's
-    forkserver, spawn), fork when it is offered: it starts workers without pickling the dataset into each;
-    under fork, the others only when the workers copied the main process's pages (copy-on-read), where a
-    worker holding its own unpickled copy can weigh less. Fork starts workers fastest, so a slow start under
-    fork is no reason to try the others."""
-    workers = max(1, trial.config.num_workers)
-    if (start_method or "fork") != "fork":
-        return ("fork",) if "fork" in available else ()
-    copied = (trial.workers_inherited_growth_bytes or 0) / workers
-    return tuple(m for m in available if m != "fork") if copied >= COPIED_PER_WORKER else ()
-
-
-def _wait_figures(trial: TrialResult) -> str:
-    """``p99 7.3 ms, median 1.0 ms`` of the trial's wait for a batch; empty when it was not measured."""
-    waits = trial.wait_ms
-    return f"p99 {waits.p99:.1f} ms, median {waits.p50:.1f} ms" if waits and waits.p99 is not None else ""
-
-
-def _tail_words(trial: TrialResult) -> str:
-    """``: the batches at num_workers=0 have stragglers (p99 …)`` or ``: batches reach w64 … in bursts (…)``."""
-    if trial.config.num_workers == 0:
-        return f": the batches at num_workers=0 have stragglers ({_wait_figures(trial)})"
-    return f": batches reach {trial.config.label()} in bursts (wait {_wait_figures(trial)})"
 
 
 def _between(low: int, high: int) -> int:
@@ -341,9 +311,13 @@ class AdaptiveStrategy(Searching):
 
     def _tailed(self, done: dict[LoaderConfig, TrialResult]) -> TrialResult | None:
         """The baseline if its wait for a batch has a heavy tail (stragglers among the batches), else the best
-        climbing config if its has (batches arriving in bursts: many workers scheduled on few CPUs)."""
-        waited = (done.get(self.baseline), self._best_at_climb_knobs(done))
-        return next((t for t in waited if t is not None and heavy_tail(t)), None)
+        climbing config if its has while its CPUs were not used up (batches in bursts, workers idle between:
+        many workers scheduled on few CPUs). Bursts on CPUs used up are workers taking turns: a deeper buffer
+        adds no CPU."""
+        baseline, best = done.get(self.baseline), self._best_at_climb_knobs(done)
+        if baseline is not None and heavy_tail(baseline):
+            return baseline
+        return best if best is not None and heavy_tail(best) and not self._saturated(best) else None
 
     def _evidence(self, anchor: TrialResult,
                   done: dict[LoaderConfig, TrialResult]) -> tuple[tuple[str, tuple[object, ...], str], ...]:
@@ -358,19 +332,16 @@ class AdaptiveStrategy(Searching):
         knobs: list[tuple[str, tuple[object, ...], str]] = []
         deeper, tailed = self._other_prefetch(), self._tailed(done)
         if deeper and tailed is not None:
-            knobs.append(("prefetch_factor", deeper, _tail_words(tailed)))
+            knobs.append(("prefetch_factor", deeper, tail_words(tailed)))
         if space.framework != "torch":
             return tuple(knobs)
         left = set(EVIDENCE_KNOBS) - set(space.skipped) - set(space.forced)
         baseline = done.get(self.baseline)
         if "in_order" in left and baseline is not None and heavy_tail(baseline):
-            knobs.append(("in_order", (False,), _tail_words(baseline)))
+            knobs.append(("in_order", (False,), tail_words(baseline)))
         others = start_methods_to_try(anchor, space.start_method, space.available_start_methods)
         if "multiprocessing_context" in left and others:
-            copied = (anchor.workers_inherited_growth_bytes or 0) / max(1, anchor.config.num_workers)
-            why = f": workers start by {space.start_method} here" if (space.start_method or "fork") != "fork" \
-                else f": each worker copied {fmt_bytes(int(copied))} of the main process's pages (copy-on-read)"
-            knobs.append(("multiprocessing_context", others, why))
+            knobs.append(("multiprocessing_context", others, start_method_words(anchor, space.start_method)))
         return tuple(knobs)
 
     def _stop_reason(self, done: dict[LoaderConfig, TrialResult], history: Sequence[TrialResult]) -> str:
@@ -384,15 +355,20 @@ class AdaptiveStrategy(Searching):
         others = self._other_prefetch()
         baseline = done.get(self.baseline)
         if not others or self._tailed(done) is not None or baseline is None or baseline.status != "ok" \
-                or not _wait_figures(baseline):
+                or not wait_figures(baseline):
             return ""
         default = self.space.default_config(1).prefetch_factor
         values = ",".join(map(str, others))
         anchor = self._best_at_climb_knobs(done)
-        figures = f" (wait {_wait_figures(anchor)})" if anchor is not None and _wait_figures(anchor) else ""
+        figures = f" (wait {wait_figures(anchor)})" if anchor is not None and wait_figures(anchor) else ""
         bursts = f" nor do they come in bursts at {anchor.config.label()}{figures}" if anchor is not None else ""
+        why = f", so the {default} batches per worker that prefetch_factor={default} keeps in flight already " \
+              "keep every worker busy"
+        if anchor is not None and heavy_tail(anchor):  # bursts, on CPUs used up
+            bursts, why = (f", and they reach {anchor.config.label()} in bursts{figures} as its workers take "
+                           f"turns on the {(anchor.cpu_percent or 0) / 100:.1f} CPUs it used up"), \
+                ": a deeper buffer adds no CPU"
         return (f"; prefetch_factor {values} not tried: batches at num_workers=0 have no stragglers "
-                f"({_wait_figures(baseline)}){bursts}, so the {default} batches per worker that "
-                f"prefetch_factor={default} keeps in flight already keep every worker busy (--prefetch-factor "
+                f"({wait_figures(baseline)}){bursts}{why} (--prefetch-factor "
                 f"{','.join(map(str, self.space.prefetch_factors))} to measure {'them' if len(others) > 1 else 'it'} "
                 "anyway)")
