@@ -254,7 +254,8 @@ class AdaptiveStrategy(Searching):
 
     def _tune(self, done: dict[LoaderConfig, TrialResult], history: Sequence[TrialResult]) -> Proposal | None:
         """One knob at a time at the best worker count: pin_memory (PyTorch) or use_shared_memory and
-        use_buffer_reader (Paddle), then prefetch_factor."""
+        use_buffer_reader (Paddle), then prefetch_factor (on a flat top, at its most workers: :meth:`_deepest_peer`),
+        then the knobs the evidence calls for."""
         anchor = self._best_at_climb_knobs(done)
         if anchor is None:
             return None
