@@ -152,11 +152,14 @@ def test_copy_on_read_fires_on_python_records_and_not_on_a_memory_mapped_file(tm
     assert code == 0, stderr
     finding = _copy_on_read(json.loads(records.read_text()))
     assert finding is not None and "copied" in finding["evidence"]
-    code, _, stderr = sweep(f"{FIX}:MemmapRows", "--arg", f"path={tmp_path / 'rows.npy'}", *common,
-                            "--json", str(mapped))
-    assert code == 0, stderr
-    doc = json.loads(mapped.read_text())
-    assert _copy_on_read(doc) is None, doc["diagnosis"]
-    w2 = next(t for t in doc["trials"] if t["config"]["num_workers"] == 2)
+    for _ in range(2):  # a mark skips the workers' pages when a reading costs more than its budget: then again
+        code, _, stderr = sweep(f"{FIX}:MemmapRows", "--arg", f"path={tmp_path / 'rows.npy'}", *common,
+                                "--json", str(mapped))
+        assert code == 0, stderr
+        doc = json.loads(mapped.read_text())
+        assert _copy_on_read(doc) is None, doc["diagnosis"]
+        w2 = next(t for t in doc["trials"] if t["config"]["num_workers"] == 2)
+        if w2["workers_file_growth_bytes"] is not None:
+            break
     assert w2["workers_file_growth_bytes"] > 8 * 2**20  # the workers did read the file in the window
     assert w2["workers_file_growth_bytes"] > 4 * w2["workers_inherited_growth_bytes"]
