@@ -10,7 +10,7 @@ from collections.abc import Callable
 import pytest
 
 from dataprof.config import LoaderConfig, SearchSpace, adaptive_workers, auto_workers
-from dataprof.model import TrialResult
+from dataprof.model import TrialResult, WaitStats
 from dataprof.recommend import recommend
 from dataprof.search import AdaptiveStrategy, Budget, GridStrategy, Proposal, rules_of_thumb
 from dataprof.stats import pooled
@@ -209,8 +209,6 @@ def test_persistent_workers_off_is_not_tuned() -> None:
 
 def straggling(config: LoaderConfig) -> TrialResult:
     """Every fourth batch stalls 200 ms: in order, the stall holds the others up; out of order, they overtake it."""
-    from dataprof.model import WaitStats
-
     w = max(1, config.num_workers)
     rate = 160.0 * w * (3.0 if config.in_order is False and w > 1 else 1.0)
     waits = WaitStats(p50=0.5, p95=150.0, p99=200.0, max=210.0, mean=50.0)
@@ -233,8 +231,6 @@ def test_a_heavy_wait_tail_gets_in_order_off_tried_and_recommended_with_the_orde
 
 def steady(config: LoaderConfig) -> TrialResult:
     """Latency-bound, every batch in about the same time: the baseline's wait has no tail."""
-    from dataprof.model import WaitStats
-
     waits = WaitStats(p50=64.0, p95=66.0, p99=68.0, max=70.0, mean=64.2)
     return dataclasses.replace(latency_bound(config), wait_ms=waits)
 
@@ -258,8 +254,6 @@ def test_a_deeper_prefetch_buffer_is_tried_only_behind_stragglers_unless_given()
 
     def bursty(config: LoaderConfig) -> TrialResult:
         """Steady batches, but 64 workers on 2 CPUs hand them over in bursts (as measured at w64 pf2)."""
-        from dataprof.model import WaitStats
-
         if not config.num_workers:
             return steady(config)
         return dataclasses.replace(latency_bound(config), wait_ms=WaitStats(p50=1.0, p95=4.2, p99=7.3, max=24.6,
@@ -279,8 +273,6 @@ def test_a_deeper_buffer_on_a_flat_top_is_tried_where_the_most_workers_are() -> 
     """Linear to w32, then a ceiling the batches reach in bursts: w64 reads best, w128 within noise of it. A
     config keeps W·prefetch_factor batches in flight, so prefetch_factor=4 at w64 only repeats w128's depth:
     it is tried at w128, whose deeper buffer (as measured on 2 CPUs) loads fastest."""
-    from dataprof.model import WaitStats
-
     bursts = WaitStats(p50=1.0, p95=4.2, p99=7.3, max=24.6, mean=1.4)
 
     def ceiling(drop: float) -> Curve:
@@ -307,8 +299,6 @@ def test_a_deeper_buffer_on_a_flat_top_is_tried_where_the_most_workers_are() -> 
 def test_bursts_on_cpus_used_up_get_no_deeper_buffer() -> None:
     """CPU-bound on 2 CPUs: the workers take turns on them and hand batches over in bursts, but no worker waits
     for a free slot while a CPU idles, so a deeper buffer cannot load faster and is not tried."""
-    from dataprof.model import WaitStats
-
     def turns(config: LoaderConfig) -> TrialResult:
         if not config.num_workers:
             return steady(config)

@@ -361,15 +361,17 @@ class AdaptiveStrategy(Searching):
         default = self.space.default_config(1).prefetch_factor
         values = ",".join(map(str, others))
         anchor = self._best_at_climb_knobs(done)
-        figures = f" (wait {wait_figures(anchor)})" if anchor is not None and wait_figures(anchor) else ""
-        bursts = f" nor do they come in bursts at {anchor.config.label()}{figures}" if anchor is not None else ""
-        why = f", so the {default} batches per worker that prefetch_factor={default} keeps in flight already " \
-              "keep every worker busy"
-        if anchor is not None and heavy_tail(anchor):  # bursts, on CPUs used up
-            bursts, why = (f", and they reach {anchor.config.label()} in bursts{figures} as its workers take "
-                           f"turns on the {(anchor.cpu_percent or 0) / 100:.1f} CPUs it used up"), \
-                ": a deeper buffer adds no CPU"
+        busy = f", so the {default} batches per worker that prefetch_factor={default} keeps in flight already " \
+               "keep every worker busy"
+        if anchor is None:
+            why = busy
+        else:
+            figures = f" (wait {wait_figures(anchor)})" if wait_figures(anchor) else ""
+            why = f" nor do they come in bursts at {anchor.config.label()}{figures}{busy}"
+            if heavy_tail(anchor):  # bursts on CPUs used up: :meth:`_tailed` counts only those with CPUs to spare
+                why = (f", and they reach {anchor.config.label()} in bursts{figures} as its workers take turns on "
+                       f"the {(anchor.cpu_percent or 0) / 100:.1f} CPUs it used up: a deeper buffer adds no CPU")
         return (f"; prefetch_factor {values} not tried: batches at num_workers=0 have no stragglers "
-                f"({wait_figures(baseline)}){bursts}{why} (--prefetch-factor "
+                f"({wait_figures(baseline)}){why} (--prefetch-factor "
                 f"{','.join(map(str, self.space.prefetch_factors))} to measure {'them' if len(others) > 1 else 'it'} "
                 "anyway)")

@@ -18,19 +18,21 @@ def start_methods_to_try(trial: TrialResult, start_method: str | None, available
     under fork, the others only when the workers copied the main process's pages (copy-on-read), where a
     worker holding its own unpickled copy can weigh less. Fork starts workers fastest, so a slow start under
     fork is no reason to try the others."""
-    workers = max(1, trial.config.num_workers)
     if (start_method or "fork") != "fork":
         return ("fork",) if "fork" in available else ()
-    copied = (trial.workers_inherited_growth_bytes or 0) / workers
-    return tuple(m for m in available if m != "fork") if copied >= COPIED_PER_WORKER else ()
+    return tuple(m for m in available if m != "fork") if _copied(trial) >= COPIED_PER_WORKER else ()
 
 
 def start_method_words(trial: TrialResult, start_method: str | None) -> str:
     """Why :func:`start_methods_to_try` named the start methods it did at ``trial``'s config."""
     if (start_method or "fork") != "fork":
         return f": workers start by {start_method} here"
-    copied = (trial.workers_inherited_growth_bytes or 0) / max(1, trial.config.num_workers)
-    return f": each worker copied {fmt_bytes(int(copied))} of the main process's pages (copy-on-read)"
+    return f": each worker copied {fmt_bytes(int(_copied(trial)))} of the main process's pages (copy-on-read)"
+
+
+def _copied(trial: TrialResult) -> float:
+    """Bytes of the main process's pages each worker copied in the trial's window (copy-on-read)."""
+    return (trial.workers_inherited_growth_bytes or 0) / max(1, trial.config.num_workers)
 
 
 def wait_figures(trial: TrialResult) -> str:
