@@ -86,7 +86,8 @@ SWEEP_OPTIONS = (
                   help="adaptive: climb num_workers while it pays, refine, tune the other knobs at the best count; "
                        "grid: every combination."),
     click.option("--trial-seconds", type=click.FloatRange(min=0.1), default=3.0, show_default=True,
-                  help="Longest steady-state window of a trial; it ends sooner once the rate is steady."),
+                  help="Longest steady-state window of a trial; it ends sooner once the rate is steady, or "
+                       "once it trails the best so far beyond the noise."),
     click.option("--trial-timeout", type=click.FloatRange(min=1), default=60.0, show_default=True,
                   help="Kill a trial that delivers no batch for this many seconds."),
     click.option("--memory-limit", default="80%", show_default=True,

@@ -105,8 +105,11 @@ def rate(trial: TrialResult) -> float:
 
 def noise_between(a: TrialResult, b: TrialResult) -> float:
     """Relative difference two trials need before it counts (2 combined standard errors, at least 3%)."""
-    spread_a = a.samples_per_s_spread or 0.0
-    spread_b = b.samples_per_s_spread or 0.0
+    return noise_of(a.samples_per_s_spread or 0.0, b.samples_per_s_spread or 0.0)
+
+
+def noise_of(spread_a: float, spread_b: float) -> float:
+    """:func:`noise_between` for two rates' relative standard errors (a trial's own, while its window runs)."""
     return max(MIN_NOISE, 2.0 * math.hypot(spread_a, spread_b))
 
 

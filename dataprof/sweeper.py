@@ -20,7 +20,7 @@ from dataprof.measure.environment import cuda_devices, probe_environment
 from dataprof.measure.runner import Observer, TrialRunner
 from dataprof.model import AutotuneRun, DatasetInfo, Environment, Report, SearchStep, TrialResult
 from dataprof.options import resolve_settings
-from dataprof.search import STRATEGIES, Budget, Strategy
+from dataprof.search import STRATEGIES, Budget, Proposal, Strategy
 from dataprof.stats import pooled
 from dataprof.version import __version__
 
@@ -174,8 +174,10 @@ class _Sweep:
             if proposal is not None:  # rank 0
                 self.steps.append(SearchStep(config, proposal.why))
                 self.observer("trial_start", {"config": config, "index": len(self.trials), "why": proposal.why})
-            result = self.runner.run(config, proposal.precision if proposal is not None else None) \
-                if self.coordinator is None else on_every_rank(self.coordinator, self.runner, config)
+            if self.coordinator is not None:
+                result = on_every_rank(self.coordinator, self.runner, config)
+            else:
+                result = self.runner.run(config, *proposal_needs(proposal))
             if result is None:
                 continue  # not rank 0: its measurement went to rank 0
             index = self._record(result, proposal is not None and proposal.repeat)
@@ -255,6 +257,16 @@ def check_persistent_epochs(settings: SweepSettings, runner: Any, notes: list[st
                  f"of an IterableDataset's epoch with 2 persistent workers (checked on a tiny stream: {problem}); "
                  "each epoch starts its workers again")
     return dataclasses.replace(settings, space=dataclasses.replace(space, persistent_workers=(False,)))
+
+
+def proposal_needs(proposal: Proposal | None) -> tuple[float | None, tuple[float, float] | None]:
+    """What the runner needs of a proposal: the precision its decision needs, its rival's rate and spread."""
+    if proposal is None:
+        return None, None
+    rival = proposal.rival
+    figures = (rival.samples_per_s, rival.samples_per_s_spread or 0.0) \
+        if rival is not None and rival.status == "ok" and rival.samples_per_s else None
+    return proposal.precision, figures
 
 
 def on_every_rank(coordinator: Coordinator, runner: Any, config: LoaderConfig) -> TrialResult | None:

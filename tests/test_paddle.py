@@ -204,6 +204,19 @@ def test_a_paddle_run_never_imports_torch(tmp_path: Path) -> None:
     assert all(t["status"] == "ok" for t in json.loads(out.read_text())["trials"])
 
 
+@pytest.mark.slow
+def test_a_paddle_dataset_found_by_auto_gets_a_host_without_torch(tmp_path: Path) -> None:
+    # torch is installed, so the host expects it and imports it before its probe; the probe finds Paddle, and
+    # the trials must come from a fresh host that never imported torch
+    out = tmp_path / "run.json"
+    code, _, stderr = sweep(f"{FIX}:FailsBesideTorch", "--workers", "0,2", *QUICK, "--no-rules-of-thumb",
+                            "--json", str(out))
+    assert code == 0, stderr
+    doc = json.loads(out.read_text())
+    assert doc["environment"]["framework"] == "paddle"
+    assert doc["trials"] and all(t["status"] == "ok" for t in doc["trials"])
+
+
 def test_inspect_times_paddle_vision_stages(tmp_path: Path) -> None:
     out = tmp_path / "inspect.json"
     result = CliRunner().invoke(main, ["inspect", f"{FIX}:Augmented", "--samples", "20", "--batch-size", "8",

@@ -360,6 +360,28 @@ def test_linear_to_the_top_wastes_no_trial_refining_below_it() -> None:
     assert after_jump.precision == 0.03  # a gain this large is decided by a rough rate: the trial may stop early
 
 
+def test_a_trial_may_stop_once_it_trails_the_one_its_decision_weighs_it_against() -> None:
+    """Climb, refinement, tuning and the rules of thumb each ask "does this beat the best so far?": each such
+    proposal names that trial as its rival (the trial's window may end once it is slower beyond the noise); the
+    baseline has none, and a re-measure, which needs the figure itself, none."""
+    given = space(32, workers=adaptive_workers(32), forced=("prefetch_factor",))  # --prefetch-factor 2,4
+    strategy = AdaptiveStrategy(given, Budget(usable_cpus=32))
+    history: list[TrialResult] = []
+    steps = []
+    while (proposal := strategy.propose(history)).config is not None:
+        fastest = max(history, key=lambda t: t.samples_per_s or 0.0, default=None)
+        steps.append(proposal.why.split(":")[0].split(" (")[0].split(" at ")[0])
+        assert (proposal.rival.config if proposal.rival else None) == (fastest.config if fastest else None), \
+            proposal.why
+        history.append(peaked(proposal.config))
+    assert {"baseline", "climb", "tune prefetch_factor=4", "rule of thumb"} <= set(steps)
+    assert any(step.startswith("refine between") for step in steps)
+
+    noisy = [trial(LoaderConfig(0), 600.0, spread=0.02), trial(LoaderConfig(2, False, 2, True), 450.0, spread=0.16)]
+    again = AdaptiveStrategy(space(2, workers=(0, 2, 4, 8)), Budget(usable_cpus=2)).propose(noisy)
+    assert again.repeat and again.rival is None
+
+
 def test_a_step_the_noise_decides_is_measured_again_before_the_climb_stops() -> None:
     """On a busy machine w2 first reads 25% below w0 with ±23% noise; measured again, it is 1.5× w0."""
     readings: dict[LoaderConfig, int] = {}

@@ -4,7 +4,7 @@ import types
 
 import pytest
 
-from dataprof.measure.timing import BatchLog, summarize, warmup_batches, window_done
+from dataprof.measure.timing import BatchLog, summarize, trails, warmup_batches, window_done
 from dataprof.stats import percentile
 
 
@@ -139,6 +139,46 @@ def test_a_steady_window_ends_early_whatever_batch_of_a_round_its_checks_land_on
                      ReceiveTimer(None), False)
     figures = loop.run(Loader(), {}, types.SimpleNamespace(shutdown=lambda iterator: None))
     assert figures["samples_per_s_spread"] < 0.01 and figures["window_s"] < 2.0
+
+
+def test_a_noisy_window_ends_at_its_minimum_once_it_trails_its_rival() -> None:
+    """Four workers' rounds come 20–120 ms apart at random (a ±9% spread, never steady): the window runs to
+    the target, unless the trial it is weighed against is faster beyond the noise."""
+    import random
+
+    import torch
+
+    from dataprof.config import LoaderConfig
+    from dataprof.measure.trial import ReceiveTimer, TimedLoop
+
+    def window(rival: tuple[float, float] | None) -> dict[str, object]:
+        now, gaps = [0.0], random.Random(0)
+
+        def rounds() -> object:
+            for i in range(100_000):
+                now[0] += gaps.uniform(0.02, 0.12) if i % 4 == 0 else 0.0001
+                yield torch.zeros(16)
+
+        class Loader:
+            def __iter__(self) -> object:
+                return rounds()
+
+        consumer = types.SimpleNamespace(to_device=lambda batch: batch, step=lambda batch: None)
+        loop = TimedLoop(LoaderConfig(4, False, 2, True), 3.0, lambda event: None, consumer, lambda: now[0], None,
+                         ReceiveTimer(None), False, rival=rival)
+        return loop.run(Loader(), {}, types.SimpleNamespace(shutdown=lambda iterator: None))
+
+    alone = window(None)
+    rate = float(alone["samples_per_s"])  # type: ignore[arg-type]
+    assert float(alone["samples_per_s_spread"]) > 0.02 and float(alone["window_s"]) >= 3.0  # type: ignore[arg-type]
+    assert float(window((rate, 0.01))["window_s"]) >= 3.0  # type: ignore[arg-type]  # a close call: measured whole
+    assert float(window((2.0 * rate, 0.01))["window_s"]) < 2.0  # type: ignore[arg-type]
+
+
+def test_a_rate_trails_its_rival_beyond_the_noise_the_search_uses() -> None:
+    assert trails(900.0, 0.01, 1000.0, 0.01)  # 10% slower, ±3% noise
+    assert not trails(980.0, 0.01, 1000.0, 0.01)  # within the 3% floor
+    assert not trails(850.0, 0.1, 1000.0, 0.05)  # 15% slower, but within ±22% noise
 
 
 def test_a_worker_killed_by_a_signal_ends_a_blocked_trial_as_crashed() -> None:

@@ -68,7 +68,9 @@ def probe(request: LoadRequest, built: Built, handed_over: bool) -> Message:
     """Check that the target batches and describe it (in a forked probe, never in the host itself).
 
     ``handed_over``: the target came from the Python API's caller, whose thread pool (if it started one)
-    is dead after the fork, so its trials run single-threaded.
+    is dead after the fork, so its trials run single-threaded. A probe whose host imported another framework
+    than the target's (``LoadRequest.expected_framework``) reports only the one found: the target is checked
+    in a host that never imported the wrong one.
     """
     import multiprocessing
 
@@ -77,6 +79,8 @@ def probe(request: LoadRequest, built: Built, handed_over: bool) -> Message:
 
     dataset, collate, build_s, template = built
     framework = template.framework if template is not None else detect_framework(dataset, request.framework)
+    if request.expected_framework not in (None, framework):
+        return {"framework": framework}  # forked with another framework imported: checked again without it
     backend = get_backend(framework)
     threads = 1 if handed_over else backend.get_threads()
     kind = backend.dataset_kind(dataset)

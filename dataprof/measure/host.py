@@ -302,12 +302,18 @@ class _Server:
         self.load = load
         if load.target in self.objects:
             self.shared = build(load, self.objects)  # the caller's object: there is nothing to build again
+        if load.expected_framework is not None:
+            try:
+                _warm_imports(load.expected_framework)
+            except Exception:
+                pass  # the probe imports it again and reports what fails
         event = run_probe(load, self.shared, self.events, self.objects)
         if event["ev"] == "host_error":
             self.events.send(event)
             return 3
         self.info = event
-        _warm_imports(event["framework"])
+        if load.expected_framework is None:
+            _warm_imports(event["framework"])
         if self.shared is not None:
             single_threaded(event["framework"])
         self.events.send(event)
@@ -329,7 +335,8 @@ def serve(cmd_fd: int, evt_fd: int, objects: Mapping[str, Any]) -> int:
 def _warm_imports(framework: str) -> None:
     """Import the framework's DataLoader before forking, as a training script has by its first batch.
 
-    Only modules are imported: no thread pool starts, and no user code runs in the host.
+    Only modules are imported: no thread pool starts, and no user code runs in the host. Done before the probe
+    when the framework is expected (the probe and the trials inherit it: one import, not two), else after it.
     """
     from dataprof.backends import get_backend
 

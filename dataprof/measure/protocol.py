@@ -101,6 +101,10 @@ class LoadRequest(_Typed):
     """A DataModule target: which ``<split>_dataloader()``."""
     batch_size_given: bool = True
     """Whether ``batch_size`` was given (``--batch-size``): a DataLoader target's own batch size yields to it."""
+    expected_framework: str | None = None
+    """The framework the host imports before it forks the probe (the one given, else the likely one), so that
+    the probe inherits it instead of importing it a second time; None: the one the probe finds, imported after
+    it. When the probe finds another, the runner starts a fresh host expecting that one (``TrialRunner.start``)."""
 
     @property
     def given_batch_size(self) -> int | None:
@@ -108,11 +112,11 @@ class LoadRequest(_Typed):
         return self.batch_size if self.batch_size_given else None
 
     @classmethod
-    def of(cls, settings: SweepSettings, args: list[str]) -> LoadRequest:
+    def of(cls, settings: SweepSettings, args: list[str], expected_framework: str | None = None) -> LoadRequest:
         """The request for a sweep's target."""
         return cls(target=settings.target, args=tuple(args), cwd=settings.cwd, collate_fn=settings.collate_fn,
                    batch_size=settings.batch_size, framework=settings.framework, split=settings.split,
-                   batch_size_given=settings.batch_size_given)
+                   batch_size_given=settings.batch_size_given, expected_framework=expected_framework)
 
 
 @dataclass(frozen=True)
@@ -135,14 +139,22 @@ class TrialSettings(_Typed):
     """Whether ``batch_size`` replaces a DataLoader target's own (else the loader batches as it did)."""
     precision: float = STEADY_SPREAD
     """The rate's relative standard error at which the window may end, once it has lasted its minimum."""
+    rival_rate: float | None = None
+    rival_spread: float = 0.0
+    """The rate (and its relative standard error) of the trial the decision this one serves compares it with:
+    the window may end, once it has lasted its minimum, as soon as its rate trails that one beyond the noise
+    (``timing.trails``). None: no rival, the window runs to its precision."""
 
     @classmethod
-    def of(cls, settings: SweepSettings, precision: float | None = None) -> TrialSettings:
-        """The trial settings of a sweep; ``precision``: what the decision this trial serves needs."""
+    def of(cls, settings: SweepSettings, precision: float | None = None,
+           rival: tuple[float, float] | None = None) -> TrialSettings:
+        """The trial settings of a sweep; ``precision`` and ``rival`` (rate, relative standard error): what the
+        decision this trial serves needs."""
         return cls(device=settings.device, step_ms=settings.step_ms, batch_size=settings.batch_size,
                    shuffle=settings.shuffle, drop_last=settings.drop_last, trial_seconds=settings.trial_seconds,
                    rank=settings.rank, world_size=settings.world_size, batch_size_given=settings.batch_size_given,
-                   precision=precision or STEADY_SPREAD)
+                   precision=precision or STEADY_SPREAD, rival_rate=rival[0] if rival else None,
+                   rival_spread=rival[1] if rival else 0.0)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from dataprof.backends.frameworks import likely_framework
 from dataprof.config import LoaderConfig, SweepSettings
 from dataprof.measure.failures import died_by
 from dataprof.measure.link import Host, HostDied
@@ -61,25 +62,43 @@ class TrialRunner:
         self._fallback_tried = False
         self._shared_build_s: float | None = None
         """Set once a trial took over SHARE_BUILD_S to build the dataset: it is built once from then on."""
+        self.expected_framework = None if settings.target in self.objects else likely_framework(settings.framework)
+        """What the host imports before its probe (a handed-over object's process has its framework already)."""
 
     def start(self) -> DatasetInfo:
         """Start the host and check the dataset in a probe; TargetError if that fails."""
-        self.host = Host(self.settings, self.args, self.objects)
+        info = self._probed_host()
         try:
-            info = self.host.load()
             self.build_in_trials = self.settings.target not in self.objects
             if not self.build_in_trials:
                 self.build_note = "every trial is forked from the process holding the dataset object given"
             elif self._shared_build_s is not None and not self._per_trial_forced:
                 self._share(self._shared_build_s)
         except BaseException:
-            self.host.close()
-            self.host = None
+            self.close()
             raise
         self.host_info = info
         known = DatasetInfo.__dataclass_fields__
         self.dataset_info = DatasetInfo(**{k: v for k, v in info.items() if k in known})
         return self.dataset_info
+
+    def _probed_host(self) -> Message:
+        """A started host and what its probe found.
+
+        A host that expected another framework than the probe found (``auto`` guessed torch for a Paddle
+        dataset) imported one the trials must not inherit: a fresh host expecting the one found replaces it.
+        """
+        self.host = Host(self.settings, self.args, self.objects, self.expected_framework)
+        try:
+            info = self.host.load()
+        except BaseException:
+            self.close()
+            raise
+        if self.expected_framework in (None, info["framework"]):
+            return info
+        self.close()
+        self.expected_framework = info["framework"]
+        return self._probed_host()
 
     def kill_current(self) -> None:
         """Kill the running trial's whole process group (Ctrl-C, timeouts, limits)."""
@@ -113,15 +132,17 @@ class TrialRunner:
         self.build_note = (f"building the dataset took {build_s:.1f} s in a trial, so from then on it is built once "
                            "and each trial is forked from the process that built it (which never iterates it)")
 
-    def run(self, config: LoaderConfig, precision: float | None = None) -> TrialResult:
+    def run(self, config: LoaderConfig, precision: float | None = None,
+            rival: tuple[float, float] | None = None) -> TrialResult:
         """Measure ``config`` in a fresh trial (rerun building its own dataset when a shared one failed);
-        ``precision``: the rate's relative standard error at which its window may end (None: the default)."""
+        ``precision``: the rate's relative standard error at which its window may end (None: the default);
+        ``rival``: the rate and relative standard error it may end on trailing (``TrialSettings.rival_rate``)."""
         shared = not self.build_in_trials
-        result = self._run(config, precision)
+        result = self._run(config, precision, rival)
         if shared and result.status in ("failed", "timeout", "crashed") and self._may_build_instead():
             self._fallback_tried = self._per_trial_forced = True
             self._restart()
-            again = self._run(config, precision)
+            again = self._run(config, precision, rival)
             if again.status == "ok":
                 self.build_note = (f"every trial builds the dataset in a fresh process: {config.label()} forked "
                                    f"from the process that built it ended {result.status} ({result.error}), "
@@ -147,10 +168,11 @@ class TrialRunner:
             self.host = None
         self.start()
 
-    def _run(self, config: LoaderConfig, precision: float | None = None) -> TrialResult:
+    def _run(self, config: LoaderConfig, precision: float | None = None,
+             rival: tuple[float, float] | None = None) -> TrialResult:
         host = self._live_host()
         started = time.monotonic()
-        settings = TrialSettings.of(self.settings, precision)
+        settings = TrialSettings.of(self.settings, precision, rival)
         host.send({"cmd": "trial", "config": config.to_dict(), "settings": settings.to_dict()})
         try:
             outcome = self._follow(config)

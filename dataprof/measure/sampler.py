@@ -32,7 +32,7 @@ MAX_DUTY = 0.05
 MAX_INTERVAL_S = 2.0
 """Longest gap between readings, however costly, so the memory limit is still enforced."""
 MARK_MEMORY_COST_S = 0.05
-"""A memory reading at the window's marks is always affordable below this; above, the window's length sets it."""
+"""A memory reading at the window's start is always affordable below this; above, the window's length sets it."""
 
 
 class Sampler:
@@ -41,10 +41,12 @@ class Sampler:
     The interval stretches with the cost of a reading (PSS of 100 workers
     takes a while) so the sampler never uses more than :data:`MAX_DUTY` of a
     core, up to :data:`MAX_INTERVAL_S`. The window's own start and end are
-    always read; they read memory too (how much the workers' memory grew
-    depends on them) while the two readings together cost at most
+    always read, memory included (how much the workers' memory grew depends on
+    them): the end's always, since the window has closed (the trial keeps its
+    workers a moment for this reading, so it costs the measurement nothing);
+    the start's, which runs inside the window, while it costs at most
     :data:`MAX_DUTY` of the expected window ``window_s``, and at least up to
-    :data:`MARK_MEMORY_COST_S` each.
+    :data:`MARK_MEMORY_COST_S`.
     """
 
     def __init__(
@@ -63,7 +65,7 @@ class Sampler:
         self.interval_s = interval_s
         self.clock = clock
         self.on_sample = on_sample
-        self.mark_memory_cost_s = max(MARK_MEMORY_COST_S, MAX_DUTY * window_s / 2)
+        self.mark_memory_cost_s = max(MARK_MEMORY_COST_S, MAX_DUTY * window_s)
         self.samples = Samples()
         self.full_cost_s = 0.0
         """Wall time of the last reading with memory: PSS of many workers is slow to read."""
@@ -101,8 +103,8 @@ class Sampler:
         self.samples.window_start = self.samples.tree[-1].t if self.samples.tree else self.clock()
 
     def mark_window_end(self) -> None:
-        """The trial's window closed: read everything, memory included, now."""
-        self.sample_now(memory=self.full_cost_s < self.mark_memory_cost_s, breakdown=True)
+        """The trial's window closed: read everything, memory included (whatever it costs), now."""
+        self.sample_now(memory=True, breakdown=True)
         self.samples.window_end = self.samples.tree[-1].t if self.samples.tree else self.clock()
 
     def stop(self) -> Samples:

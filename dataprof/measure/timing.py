@@ -13,7 +13,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from dataprof.stats import percentile
+from dataprof.stats import noise_of, percentile
 
 
 @dataclass
@@ -65,22 +65,29 @@ STEADY_CHECK_S = 0.25
 
 
 def window_done(batches_in_window: int, elapsed_s: float, target_s: float, num_workers: int,
-                spread: float | None = None, precision: float = STEADY_SPREAD) -> bool:
-    """End the window on a whole number of worker rounds: after ``target_s``, or sooner once steady.
+                spread: float | None = None, precision: float = STEADY_SPREAD, behind: bool = False) -> bool:
+    """End the window on a whole number of worker rounds: after ``target_s``, or sooner once measured enough.
 
     The DataLoader hands out batches round-robin, so batch ``i`` and
     ``i + k·W`` come from the same worker: a window of whole rounds counts
     exactly the batches produced in its time, whatever the burst phase.
-    A window whose rate's relative standard error (``spread``) is at most
-    ``precision`` (:data:`STEADY_SPREAD`, unless the decision the trial serves needs less) after
-    :data:`MIN_WINDOW_S` has measured enough.
+    After :data:`MIN_WINDOW_S`, a window whose rate's relative standard error (``spread``) is at most
+    ``precision`` (:data:`STEADY_SPREAD`, unless the decision the trial serves needs less) has measured
+    enough, and so has one whose rate is ``behind`` its rival's (:func:`trails`).
     """
     rounds = max(1, num_workers)
     if batches_in_window < 3 * rounds or batches_in_window % rounds:
         return False
     if elapsed_s >= target_s:
         return True
-    return elapsed_s >= min(MIN_WINDOW_S, target_s) and spread is not None and spread <= precision
+    return elapsed_s >= min(MIN_WINDOW_S, target_s) and spread is not None and (spread <= precision or behind)
+
+
+def trails(rate: float, spread: float, rival_rate: float, rival_spread: float) -> bool:
+    """Whether a rate trails a rival's by more than the noise between them (``stats.noise_of``, as the search
+    judges a step): the decision a trial serves (does it beat the best so far?) is then made, and a longer
+    window would only sharpen a figure that cannot change it."""
+    return rate * (1.0 + noise_of(spread, rival_spread)) < rival_rate
 
 
 def summarize(log: BatchLog, first: int, num_workers: int) -> dict[str, Any]:

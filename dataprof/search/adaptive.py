@@ -83,8 +83,8 @@ class AdaptiveStrategy(Searching):
             proposal = step(done, history)
             if proposal is not None:
                 return proposal
-        return self._rule_of_thumb_step(history) or \
-            Proposal(None, self._stop_reason(done, history))
+        best = max((t for t in history if t.status == "ok"), key=_rate, default=None)
+        return self._rule_of_thumb_step(history, best) or Proposal(None, self._stop_reason(done, history))
 
     def _measured(self, done: dict[LoaderConfig, TrialResult]) -> list[TrialResult]:
         """Trials at the climbing knobs, by worker count."""
@@ -137,7 +137,7 @@ class AdaptiveStrategy(Searching):
                 why = (f"climb: {last_step}{skip}" if last_step else "climb") + pipe
                 # after a near-linear jump the next one is expected to gain far beyond any noise: a rough rate
                 # decides it, and the trial may stop as soon as it has one
-                return Proposal(config, why, precision=self.rough if skipped else None), "climbing"
+                return Proposal(config, why, precision=self.rough if skipped else None, rival=best), "climbing"
             if trial.status != "ok":
                 return None, f"stopped climbing: {config.label()} {trial.status}"
             if best is not None and not self._gains(trial, best):
@@ -245,7 +245,7 @@ class AdaptiveStrategy(Searching):
                 continue
             if abs(workers - w) < self.min_step * w:
                 continue  # a bracket this narrow holds no gain worth a trial
-            return Proposal(config, why)
+            return Proposal(config, why, rival=best)
         return None
 
     def _best_at_climb_knobs(self, done: dict[LoaderConfig, TrialResult]) -> TrialResult | None:
@@ -276,7 +276,7 @@ class AdaptiveStrategy(Searching):
                 if trial is None:
                     if self.budget.forbids(config, history) is not None:
                         continue
-                    return Proposal(config, f"tune {knob}={value} at {where}{because}")
+                    return Proposal(config, f"tune {knob}={value} at {where}{because}", rival=current)
                 tried.append(trial)
             winners = [t for t in tried if t.status == "ok" and self._gains(t, current)]
             if winners:

@@ -23,6 +23,9 @@ class Proposal:
     """Measure a config already measured again; its figures then pool both trials (``stats.pooled``)."""
     precision: float | None = None
     """The rate's relative standard error the decision needs (the trial may stop there); None: the default."""
+    rival: TrialResult | None = None
+    """The trial the decision compares this one with (does it beat it?): the trial may stop as soon as it is
+    slower beyond the noise, which settles the decision. None: no early stop for that."""
 
 
 @dataclass(frozen=True)
@@ -131,9 +134,11 @@ class Searching:
         """How many trials the search compared so far."""
         return rules_of_thumb(self.budget.usable_cpus, self.space, self.autotune) if self.rules else []
 
-    def _rule_of_thumb_step(self, history: Sequence[TrialResult]) -> Proposal | None:
+    def _rule_of_thumb_step(self, history: Sequence[TrialResult],
+                            rival: TrialResult | None = None) -> Proposal | None:
+        """The next rule-of-thumb config not yet measured; ``rival``: the best so far, which it is compared with."""
         done = {t.config for t in history}
         for name, config in self.comparisons():
             if config not in done and self.budget.forbids(config, history) is None:
-                return Proposal(config, f"rule of thumb ({name}), measured for comparison")
+                return Proposal(config, f"rule of thumb ({name}), measured for comparison", rival=rival)
         return None
