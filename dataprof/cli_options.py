@@ -87,7 +87,8 @@ SWEEP_OPTIONS = (
                        "grid: every combination."),
     click.option("--trial-seconds", type=click.FloatRange(min=0.1), default=3.0, show_default=True,
                   help="Longest steady-state window of a trial; it ends sooner once the rate is steady, or "
-                       "once it trails the best so far beyond the noise."),
+                       "once it settles the search's question (slower than the best so far beyond the noise; "
+                       "a climb trial: slower or faster)."),
     click.option("--trial-timeout", type=click.FloatRange(min=1), default=60.0, show_default=True,
                   help="Kill a trial that delivers no batch for this many seconds."),
     click.option("--memory-limit", default="80%", show_default=True,

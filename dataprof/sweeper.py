@@ -18,6 +18,7 @@ from dataprof.errors import DataprofError, TargetError, UsageError
 from dataprof.machine import RankInfo
 from dataprof.measure.environment import cuda_devices, probe_environment
 from dataprof.measure.runner import Observer, TrialRunner
+from dataprof.measure.timing import Rival
 from dataprof.model import AutotuneRun, DatasetInfo, Environment, Report, SearchStep, TrialResult
 from dataprof.options import resolve_settings
 from dataprof.search import STRATEGIES, Budget, Proposal, Strategy
@@ -177,7 +178,7 @@ class _Sweep:
             if self.coordinator is not None:
                 result = on_every_rank(self.coordinator, self.runner, config)
             else:
-                result = self.runner.run(config, *proposal_needs(proposal))
+                result = self.runner.run(config, rival_of(proposal))
             if result is None:
                 continue  # not rank 0: its measurement went to rank 0
             index = self._record(result, proposal is not None and proposal.repeat)
@@ -259,14 +260,12 @@ def check_persistent_epochs(settings: SweepSettings, runner: Any, notes: list[st
     return dataclasses.replace(settings, space=dataclasses.replace(space, persistent_workers=(False,)))
 
 
-def proposal_needs(proposal: Proposal | None) -> tuple[float | None, tuple[float, float] | None]:
-    """What the runner needs of a proposal: the precision its decision needs, its rival's rate and spread."""
-    if proposal is None:
-        return None, None
-    rival = proposal.rival
-    figures = (rival.samples_per_s, rival.samples_per_s_spread or 0.0) \
-        if rival is not None and rival.status == "ok" and rival.samples_per_s else None
-    return proposal.precision, figures
+def rival_of(proposal: Proposal | None) -> Rival | None:
+    """The figures of the trial a proposal's decision weighs it against, for its window to end once settled."""
+    rival = proposal.rival if proposal is not None else None
+    if rival is None or rival.status != "ok" or not rival.samples_per_s:
+        return None
+    return Rival(rival.samples_per_s, rival.samples_per_s_spread or 0.0, proposal is not None and proposal.either_way)
 
 
 def on_every_rank(coordinator: Coordinator, runner: Any, config: LoaderConfig) -> TrialResult | None:

@@ -4,7 +4,7 @@ import types
 
 import pytest
 
-from dataprof.measure.timing import BatchLog, summarize, trails, warmup_batches, window_done
+from dataprof.measure.timing import BatchLog, Rival, summarize, warmup_batches, window_done
 from dataprof.stats import percentile
 
 
@@ -71,10 +71,10 @@ def test_window_ends_on_whole_rounds_after_the_target_time() -> None:
 
 
 
-def test_a_window_ends_at_the_precision_its_decision_needs() -> None:
+def test_a_window_ends_once_the_question_it_serves_is_settled() -> None:
     assert not window_done(16, 1.6, 3.0, 4, spread=0.025)  # the default wants ±1%
-    assert window_done(16, 1.6, 3.0, 4, spread=0.025, precision=0.03)  # a climb after a near-linear jump
-    assert not window_done(16, 1.2, 3.0, 4, spread=0.001, precision=0.03)  # never before the minimum window
+    assert window_done(16, 1.6, 3.0, 4, spread=0.025, settled=True)  # slower than the best beyond the noise
+    assert not window_done(16, 1.2, 3.0, 4, spread=0.025, settled=True)  # never before the minimum window
 
 
 def test_percentile() -> None:
@@ -151,7 +151,7 @@ def test_a_noisy_window_ends_at_its_minimum_once_it_trails_its_rival() -> None:
     from dataprof.config import LoaderConfig
     from dataprof.measure.trial import ReceiveTimer, TimedLoop
 
-    def window(rival: tuple[float, float] | None) -> dict[str, object]:
+    def window(rival: Rival | None) -> dict[str, object]:
         now, gaps = [0.0], random.Random(0)
 
         def rounds() -> object:
@@ -165,20 +165,27 @@ def test_a_noisy_window_ends_at_its_minimum_once_it_trails_its_rival() -> None:
 
         consumer = types.SimpleNamespace(to_device=lambda batch: batch, step=lambda batch: None)
         loop = TimedLoop(LoaderConfig(4, False, 2, True), 3.0, lambda event: None, consumer, lambda: now[0], None,
-                         ReceiveTimer(None), False, rival=rival)
+                         ReceiveTimer(None), False, rival)
         return loop.run(Loader(), {}, types.SimpleNamespace(shutdown=lambda iterator: None))
 
     alone = window(None)
     rate = float(alone["samples_per_s"])  # type: ignore[arg-type]
     assert float(alone["samples_per_s_spread"]) > 0.02 and float(alone["window_s"]) >= 3.0  # type: ignore[arg-type]
-    assert float(window((rate, 0.01))["window_s"]) >= 3.0  # type: ignore[arg-type]  # a close call: measured whole
-    assert float(window((2.0 * rate, 0.01))["window_s"]) < 2.0  # type: ignore[arg-type]
+    for either_way in (False, True):  # a close call is measured whole
+        assert float(window(Rival(rate, 0.01, either_way))["window_s"]) >= 3.0  # type: ignore[arg-type]
+    assert float(window(Rival(2.0 * rate, 0.01))["window_s"]) < 2.0  # type: ignore[arg-type]
+    assert float(window(Rival(0.5 * rate, 0.01))["window_s"]) >= 3.0  # type: ignore[arg-type]  # a win: its figure
+    assert float(window(Rival(0.5 * rate, 0.01, either_way=True))["window_s"]) < 2.0  # type: ignore[arg-type]
 
 
-def test_a_rate_trails_its_rival_beyond_the_noise_the_search_uses() -> None:
-    assert trails(900.0, 0.01, 1000.0, 0.01)  # 10% slower, ±3% noise
-    assert not trails(980.0, 0.01, 1000.0, 0.01)  # within the 3% floor
-    assert not trails(850.0, 0.1, 1000.0, 0.05)  # 15% slower, but within ±22% noise
+def test_a_rate_settles_its_rival_beyond_the_noise_the_search_uses() -> None:
+    best = Rival(1000.0, 0.01)
+    assert best.settled_by(900.0, 0.01)  # 10% slower, ±3% noise
+    assert not best.settled_by(980.0, 0.01)  # within the 3% floor
+    assert not Rival(1000.0, 0.05).settled_by(850.0, 0.1)  # 15% slower, but within ±22% noise
+    assert not best.settled_by(1200.0, 0.01)  # faster: a win needs its figure measured whole
+    assert Rival(1000.0, 0.01, either_way=True).settled_by(1200.0, 0.01)  # a climb: it pays, the climb goes on
+    assert not Rival(1000.0, 0.01, either_way=True).settled_by(1020.0, 0.01)
 
 
 def test_a_worker_killed_by_a_signal_ends_a_blocked_trial_as_crashed() -> None:

@@ -321,9 +321,22 @@ class _Server:
 
 
 def serve(cmd_fd: int, evt_fd: int, objects: Mapping[str, Any]) -> int:
-    """Answer commands until ``exit`` or until the parent goes away."""
+    """Answer commands until ``exit`` or until the parent goes away.
+
+    A host that built no dataset ran none of the user's code, so it has no exit handler of theirs to run: it
+    ends at once, without the interpreter's teardown (most of a second once torch is imported).
+    """
     server = _Server(Channel(evt_fd), objects)
-    reader = LineReader(cmd_fd)
+    code = _answer(server, LineReader(cmd_fd))
+    if server.shared is None:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
+
+
+def _answer(server: _Server, reader: LineReader) -> int:
+    """Handle the commands as they come; the exit code, once one says to stop."""
     while (requests := reader.read()) is not None:
         for request in requests:
             code = server.handle(request)

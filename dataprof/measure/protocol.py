@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from dataprof.config import SweepSettings
-from dataprof.measure.timing import STEADY_SPREAD
+from dataprof.measure.timing import Rival
 
 
 def child_env() -> dict[str, str]:
@@ -137,24 +137,26 @@ class TrialSettings(_Typed):
     """A distributed trial loads its rank's shard of a map-style dataset."""
     batch_size_given: bool = True
     """Whether ``batch_size`` replaces a DataLoader target's own (else the loader batches as it did)."""
-    precision: float = STEADY_SPREAD
-    """The rate's relative standard error at which the window may end, once it has lasted its minimum."""
     rival_rate: float | None = None
     rival_spread: float = 0.0
-    """The rate (and its relative standard error) of the trial the decision this one serves compares it with:
-    the window may end, once it has lasted its minimum, as soon as its rate trails that one beyond the noise
-    (``timing.trails``). None: no rival, the window runs to its precision."""
+    rival_either_way: bool = False
+    """The :class:`~dataprof.measure.timing.Rival` the decision this trial serves weighs it against: its window
+    may end, once it has lasted its minimum, as soon as its rate settles that. None: the window runs to
+    :data:`~dataprof.measure.timing.STEADY_SPREAD` or ``trial_seconds``."""
 
     @classmethod
-    def of(cls, settings: SweepSettings, precision: float | None = None,
-           rival: tuple[float, float] | None = None) -> TrialSettings:
-        """The trial settings of a sweep; ``precision`` and ``rival`` (rate, relative standard error): what the
-        decision this trial serves needs."""
+    def of(cls, settings: SweepSettings, rival: Rival | None = None) -> TrialSettings:
+        """The trial settings of a sweep; ``rival``: what the decision this trial serves weighs it against."""
         return cls(device=settings.device, step_ms=settings.step_ms, batch_size=settings.batch_size,
                    shuffle=settings.shuffle, drop_last=settings.drop_last, trial_seconds=settings.trial_seconds,
                    rank=settings.rank, world_size=settings.world_size, batch_size_given=settings.batch_size_given,
-                   precision=precision or STEADY_SPREAD, rival_rate=rival[0] if rival else None,
-                   rival_spread=rival[1] if rival else 0.0)
+                   rival_rate=rival.rate if rival else None, rival_spread=rival.spread if rival else 0.0,
+                   rival_either_way=rival.either_way if rival else False)
+
+    @property
+    def rival(self) -> Rival | None:
+        """The rival these settings carry, if any."""
+        return Rival(self.rival_rate, self.rival_spread, self.rival_either_way) if self.rival_rate else None
 
 
 @dataclass(frozen=True)

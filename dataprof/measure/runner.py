@@ -20,6 +20,7 @@ from dataprof.measure.link import Host, HostDied
 from dataprof.measure.probes import NullGpuProbe, NvmlProbe, ProcessTreeProbe, SystemProbe
 from dataprof.measure.protocol import AutotuneRequest, Message, TrialSettings
 from dataprof.measure.sampler import Sampler, summarize
+from dataprof.measure.timing import Rival
 from dataprof.model import AutotuneRun, DatasetInfo, TrialResult, WaitStats
 from dataprof.units import fmt_bytes
 
@@ -132,17 +133,15 @@ class TrialRunner:
         self.build_note = (f"building the dataset took {build_s:.1f} s in a trial, so from then on it is built once "
                            "and each trial is forked from the process that built it (which never iterates it)")
 
-    def run(self, config: LoaderConfig, precision: float | None = None,
-            rival: tuple[float, float] | None = None) -> TrialResult:
+    def run(self, config: LoaderConfig, rival: Rival | None = None) -> TrialResult:
         """Measure ``config`` in a fresh trial (rerun building its own dataset when a shared one failed);
-        ``precision``: the rate's relative standard error at which its window may end (None: the default);
-        ``rival``: the rate and relative standard error it may end on trailing (``TrialSettings.rival_rate``)."""
+        ``rival``: what the decision it serves weighs it against (its window may end once that is settled)."""
         shared = not self.build_in_trials
-        result = self._run(config, precision, rival)
+        result = self._run(config, rival)
         if shared and result.status in ("failed", "timeout", "crashed") and self._may_build_instead():
             self._fallback_tried = self._per_trial_forced = True
             self._restart()
-            again = self._run(config, precision, rival)
+            again = self._run(config, rival)
             if again.status == "ok":
                 self.build_note = (f"every trial builds the dataset in a fresh process: {config.label()} forked "
                                    f"from the process that built it ended {result.status} ({result.error}), "
@@ -168,11 +167,10 @@ class TrialRunner:
             self.host = None
         self.start()
 
-    def _run(self, config: LoaderConfig, precision: float | None = None,
-             rival: tuple[float, float] | None = None) -> TrialResult:
+    def _run(self, config: LoaderConfig, rival: Rival | None = None) -> TrialResult:
         host = self._live_host()
         started = time.monotonic()
-        settings = TrialSettings.of(self.settings, precision, rival)
+        settings = TrialSettings.of(self.settings, rival)
         host.send({"cmd": "trial", "config": config.to_dict(), "settings": settings.to_dict()})
         try:
             outcome = self._follow(config)

@@ -65,29 +65,41 @@ STEADY_CHECK_S = 0.25
 
 
 def window_done(batches_in_window: int, elapsed_s: float, target_s: float, num_workers: int,
-                spread: float | None = None, precision: float = STEADY_SPREAD, behind: bool = False) -> bool:
+                spread: float | None = None, settled: bool = False) -> bool:
     """End the window on a whole number of worker rounds: after ``target_s``, or sooner once measured enough.
 
     The DataLoader hands out batches round-robin, so batch ``i`` and
     ``i + k·W`` come from the same worker: a window of whole rounds counts
     exactly the batches produced in its time, whatever the burst phase.
     After :data:`MIN_WINDOW_S`, a window whose rate's relative standard error (``spread``) is at most
-    ``precision`` (:data:`STEADY_SPREAD`, unless the decision the trial serves needs less) has measured
-    enough, and so has one whose rate is ``behind`` its rival's (:func:`trails`).
+    :data:`STEADY_SPREAD` has measured enough, and so has one whose rate has ``settled`` the question the
+    trial was run to answer (:meth:`Rival.settled_by`).
     """
     rounds = max(1, num_workers)
     if batches_in_window < 3 * rounds or batches_in_window % rounds:
         return False
     if elapsed_s >= target_s:
         return True
-    return elapsed_s >= min(MIN_WINDOW_S, target_s) and spread is not None and (spread <= precision or behind)
+    return elapsed_s >= min(MIN_WINDOW_S, target_s) and spread is not None and (spread <= STEADY_SPREAD or settled)
 
 
-def trails(rate: float, spread: float, rival_rate: float, rival_spread: float) -> bool:
-    """Whether a rate trails a rival's by more than the noise between them (``stats.noise_of``, as the search
-    judges a step): the decision a trial serves (does it beat the best so far?) is then made, and a longer
-    window would only sharpen a figure that cannot change it."""
-    return rate * (1.0 + noise_of(spread, rival_spread)) < rival_rate
+@dataclass(frozen=True)
+class Rival:
+    """The trial a search decision weighs this one against: does this one beat it?"""
+
+    rate: float
+    spread: float
+    """Its rate's relative standard error."""
+    either_way: bool = False
+    """Whether a lead settles the question too (a climb: more workers pay, the climb goes on), not only a trail
+    (a refinement, a tuned knob, a rule of thumb: only a win changes anything, and a win needs its figure)."""
+
+    def settled_by(self, rate: float, spread: float) -> bool:
+        """Whether a rate is slower (or, ``either_way``, faster) than this one's by more than the noise between
+        them (``stats.noise_of``, as the search judges a step): the answer is known, and a longer window would
+        only sharpen a figure that cannot change it."""
+        noise = noise_of(spread, self.spread)
+        return rate * (1.0 + noise) < self.rate or (self.either_way and rate > self.rate * (1.0 + noise))
 
 
 def summarize(log: BatchLog, first: int, num_workers: int) -> dict[str, Any]:

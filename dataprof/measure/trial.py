@@ -33,12 +33,11 @@ from dataprof.measure.protocol import TrialSettings
 from dataprof.measure.timing import (
     MIN_WINDOW_S,
     STEADY_CHECK_S,
-    STEADY_SPREAD,
     BatchLog,
+    Rival,
     batch_size_of,
     rate_spread,
     summarize,
-    trails,
     warmup_batches,
     window_done,
 )
@@ -111,9 +110,8 @@ def run_trial(
     failure = ThreadFailure(report).install()
     DeadWorkerWatch(live, report, failure.handled).start()
     try:
-        rival = (settings.rival_rate, settings.rival_spread) if settings.rival_rate else None
         loop = TimedLoop(config, settings.trial_seconds, emit, consumer, clock, recorder, ReceiveTimer.install(),
-                         backend.dataset_kind(dataset) == "iterable", settings.precision, rival)
+                         backend.dataset_kind(dataset) == "iterable", settings.rival)
         figures = loop.run(loader, live, backend)
     except Exception as exc:
         # A batch that cannot be received, from a pipe or from shared memory, often means its worker died.
@@ -236,19 +234,16 @@ class TimedLoop:
 
     Per iteration it records the wait in ``next()`` (and the main thread's CPU
     in it), the copy to the device and the model step; it crosses epochs as
-    training does, and ends the window once the rate is steady, or trails
-    ``rival`` (rate, relative standard error) beyond the noise, or
-    ``trial_s`` has passed. ``recorder``: the batch sampler's timer;
+    training does, and ends the window once the rate is steady, or has
+    settled the question ``rival`` stands for, or ``trial_s`` has passed. ``recorder``: the batch sampler's timer;
     ``receiver``: the unpickling timer; ``iterable``: fingerprint the warm-up
     batches (to catch workers repeating a stream).
     """
 
     def __init__(self, config: LoaderConfig, trial_s: float, emit: Emit, consumer: Any,
                  clock: Callable[[], float], recorder: Any, receiver: ReceiveTimer, iterable: bool,
-                 precision: float = STEADY_SPREAD, rival: tuple[float, float] | None = None) -> None:
+                 rival: Rival | None = None) -> None:
         self.config, self.trial_s, self.emit, self.consumer, self.clock = config, trial_s, emit, consumer, clock
-        self.precision = precision
-        """The rate's relative standard error at which the window may end early."""
         self.rival = rival
         self.recorder, self.receiver, self.iterable = recorder, receiver, iterable
         self.log = BatchLog()
@@ -288,7 +283,7 @@ class TimedLoop:
                 last_beat = end
                 self.emit({"ev": "progress", "batches": len(self.log)})
             if self.window_first is not None:
-                spread, behind = None, False
+                spread, settled = None, False
                 elapsed = end - self.log.end_t[self.window_first]
                 batches = len(self.log) - 1 - self.window_first
                 rounds = max(1, self.config.num_workers)
@@ -299,10 +294,9 @@ class TimedLoop:
                         and batches % rounds == 0:
                     last_check = end
                     spread = rate_spread(self.log, self.window_first, rounds)
-                    behind = spread is not None and self.rival is not None and \
-                        trails(sum(self.log.size[self.window_first + 1:]) / elapsed, spread, *self.rival)
-                if window_done(batches, elapsed, self.trial_s, self.config.num_workers, spread, self.precision,
-                               behind):
+                    settled = spread is not None and self.rival is not None and \
+                        self.rival.settled_by(sum(self.log.size[self.window_first + 1:]) / elapsed, spread)
+                if window_done(batches, elapsed, self.trial_s, self.config.num_workers, spread, settled):
                     break
         return self._finish(iterator, backend, first_batch_s)
 

@@ -46,8 +46,6 @@ class AdaptiveStrategy(Searching):
     """Refinement stops when the next count is within this share of the best one."""
     linear = 0.9
     """A doubling of workers that gives at least this share of a doubled rate scales near-linearly."""
-    rough = 0.03
-    """The precision a climb trial needs after a near-linear jump (its gain is expected to be large)."""
     remeasure_noise = MAX_TRADE
     """A step within a noise wider than this is measured again before the climb stops: a noise wider than what
     the recommendation may trade for a cheaper config can hide a gain it would take."""
@@ -135,9 +133,8 @@ class AdaptiveStrategy(Searching):
                 pipe = f"; use_shared_memory=False: {self.budget.shm_forbids(self.space.default_config(workers))}" \
                     if piped else ""
                 why = (f"climb: {last_step}{skip}" if last_step else "climb") + pipe
-                # after a near-linear jump the next one is expected to gain far beyond any noise: a rough rate
-                # decides it, and the trial may stop as soon as it has one
-                return Proposal(config, why, precision=self.rough if skipped else None, rival=best), "climbing"
+                # whether it gains beyond the noise decides the climb, either way: the trial may stop once it knows
+                return Proposal(config, why, rival=best, either_way=True), "climbing"
             if trial.status != "ok":
                 return None, f"stopped climbing: {config.label()} {trial.status}"
             if best is not None and not self._gains(trial, best):

@@ -21,11 +21,11 @@ class Proposal:
     why: str
     repeat: bool = False
     """Measure a config already measured again; its figures then pool both trials (``stats.pooled``)."""
-    precision: float | None = None
-    """The rate's relative standard error the decision needs (the trial may stop there); None: the default."""
     rival: TrialResult | None = None
-    """The trial the decision compares this one with (does it beat it?): the trial may stop as soon as it is
-    slower beyond the noise, which settles the decision. None: no early stop for that."""
+    """The trial the decision weighs this one against (does it beat it?): the trial may stop as soon as it is
+    slower beyond the noise, which settles the decision. None: it runs to its full precision."""
+    either_way: bool = False
+    """Whether being faster beyond the noise settles the decision too (a climb: the climb goes on)."""
 
 
 @dataclass(frozen=True)
