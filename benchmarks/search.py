@@ -4,7 +4,10 @@ Per scenario: both strategies run as real sweeps over the same space (the
 adaptive ladder of worker counts, up to 128 for the latency-bound scenario and
 16 for the CPU-bound one, × prefetch 2,4 × persistent on,off), and the
 script prints the ratio of their best throughputs and of their wall times
-(target: adaptive ≥ 95% of the grid's best in ≤ 30% of its time). When the
+(target: adaptive ≥ 95% of the grid's best in ≤ 30% of its time). The
+machine drifts by ±20% over minutes, so the sweeps run interleaved, adaptive,
+grid, grid, adaptive (``--rounds 2``), and the time ratio is the adaptive
+sweeps' total over the grid's; the picks are the first pair's. When the
 two picks differ, both are re-measured side by side, interleaved, since the
 best of many noisy grid trials is biased upward; that median ratio counts
 when it meets the target. It also
@@ -16,7 +19,7 @@ loop at up to 128 workers (target: ≥ 90% of the loop's best): the loop runs
 once at each count, then the recommended config and the loop's fastest are
 both run as that loop again, interleaved, and the median ratio counts.
 
-    python benchmarks/search.py [--scenarios latency,cpu] [--seconds 3]
+    python benchmarks/search.py [--scenarios latency,cpu] [--seconds 3] [--rounds 2]
 """
 
 from __future__ import annotations
@@ -103,15 +106,18 @@ def remeasured(scenario: dict[str, Any], mine: LoaderConfig, theirs: LoaderConfi
     return interleaved(measure, mine, theirs, pairs)
 
 
-def compare(name: str, scenario: dict[str, Any], seconds: float, pairs: int) -> bool:
+def compare(name: str, scenario: dict[str, Any], seconds: float, pairs: int, rounds: int) -> bool:
     usable = cpu_budget().usable
     workers = tuple(w for w in adaptive_workers(usable) if w <= scenario["max_workers"])
     space = SearchSpace(workers=workers, prefetch_factors=(2, 4), persistent_workers=(True, False))
-    adaptive = sweep(scenario, "adaptive", space, seconds)
-    grid = sweep(scenario, "grid", space, seconds)
+    runs: dict[str, list[Report]] = {"adaptive": [], "grid": []}
+    for round_ in range(rounds):
+        for strategy in ("adaptive", "grid") if round_ % 2 == 0 else ("grid", "adaptive"):
+            runs[strategy].append(sweep(scenario, strategy, space, seconds))
+    adaptive, grid = runs["adaptive"][0], runs["grid"][0]
     top_grid, top_adaptive = best(grid), best(adaptive)
     rate_ratio = rate(top_adaptive) / rate(top_grid)
-    time_ratio = adaptive.wall_s / grid.wall_s
+    time_ratio = sum(r.wall_s for r in runs["adaptive"]) / sum(r.wall_s for r in runs["grid"])
     rec = adaptive.recommendation
     print(f"\n== {name}: {scenario['target']} {scenario['args']} batch {scenario['batch_size']}, "
           f"{usable} usable CPUs")
@@ -123,8 +129,11 @@ def compare(name: str, scenario: dict[str, Any], seconds: float, pairs: int) -> 
     print("adaptive ran: " + ", ".join(f"{t.config.label()} {rate(t):,.0f}" for t in adaptive.trials))
     print(f"adaptive stop: {adaptive.search_stop}")
     print("grid ran: " + ", ".join(f"{t.config.label()} {rate(t):,.0f}" for t in grid.trials))
+    for strategy, reports in runs.items():
+        print(f"{strategy} sweeps, in run order: " + ", ".join(f"{len(r.trials)} trials {r.wall_s:.1f} s"
+                                                              for r in reports))
     print(f"adaptive/grid: best trial {rate_ratio:.3f} (each side's fastest trial), wall time {time_ratio:.3f} "
-          f"(target ≤ 0.30)")
+          f"(all sweeps, interleaved; target ≤ 0.30)")
     by_config = {t.config: t for t in grid.trials if t.status == "ok"}
     if rec is not None and rec.config in by_config:
         print(f"adaptive's recommendation as the grid measured it: {rate(by_config[rec.config]) / rate(top_grid):.3f} "
@@ -186,11 +195,13 @@ def main() -> int:
     parser.add_argument("--loop-workers", default="2,8,32,64,96,128")
     parser.add_argument("--pairs", type=int, default=5,
                         help="when the picks differ, re-measure both this many times, interleaved")
+    parser.add_argument("--rounds", type=int, default=2,
+                        help="sweeps of each strategy per scenario, interleaved (A B, B A, …) for the time ratio")
     opts = parser.parse_args()
     warnings.filterwarnings("ignore", message="This DataLoader will create")
     ok = True
     for name in opts.scenarios.split(","):
-        ok &= compare(name, SCENARIOS[name], opts.seconds, opts.pairs)
+        ok &= compare(name, SCENARIOS[name], opts.seconds, opts.pairs, opts.rounds)
     if "latency" in opts.scenarios.split(","):
         ok &= against_plain_loop(SCENARIOS["latency"], opts.seconds,
                                  [int(w) for w in opts.loop_workers.split(",")], opts.pairs)
