@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import types
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -114,10 +116,9 @@ def test_a_steady_window_may_end_before_the_target() -> None:
     assert window_done(16, 3.0, 3.0, 4, spread=None)
 
 
-def test_a_steady_window_ends_early_whatever_batch_of_a_round_its_checks_land_on() -> None:
-    """Four workers hand their batches over together every 64 ms: the first batch after a check's interval is
-    always the first of a round, so checks gated on time alone never saw a whole round and the window ran to
-    the target."""
+def _four_workers(gap: Callable[[], float], rival: Rival | None = None) -> dict[str, Any]:
+    """The figures of the real TimedLoop over a fake loader of four workers, on a fake clock: each round of
+    their batches comes ``gap()`` seconds after the last one."""
     import torch
 
     from dataprof.config import LoaderConfig
@@ -125,19 +126,26 @@ def test_a_steady_window_ends_early_whatever_batch_of_a_round_its_checks_land_on
 
     now = [0.0]
 
-    def rounds() -> object:
-        for i in range(10_000):
-            now[0] += 0.064 if i % 4 == 0 else 0.0001
+    def rounds() -> Iterator[Any]:
+        for i in range(100_000):
+            now[0] += gap() if i % 4 == 0 else 0.0001
             yield torch.zeros(16)
 
     class Loader:
-        def __iter__(self) -> object:
+        def __iter__(self) -> Iterator[Any]:
             return rounds()
 
     consumer = types.SimpleNamespace(to_device=lambda batch: batch, step=lambda batch: None)
     loop = TimedLoop(LoaderConfig(4, False, 2, True), 3.0, lambda event: None, consumer, lambda: now[0], None,
-                     ReceiveTimer(None), False)
-    figures = loop.run(Loader(), {}, types.SimpleNamespace(shutdown=lambda iterator: None))
+                     ReceiveTimer(None), False, rival)
+    return loop.run(Loader(), {}, types.SimpleNamespace(shutdown=lambda iterator: None))
+
+
+def test_a_steady_window_ends_early_whatever_batch_of_a_round_its_checks_land_on() -> None:
+    """Four workers hand their batches over together every 64 ms: the first batch after a check's interval is
+    always the first of a round, so checks gated on time alone never saw a whole round and the window ran to
+    the target."""
+    figures = _four_workers(lambda: 0.064)
     assert figures["samples_per_s_spread"] < 0.01 and figures["window_s"] < 2.0
 
 
@@ -146,36 +154,18 @@ def test_a_noisy_window_ends_at_its_minimum_once_it_trails_its_rival() -> None:
     the target, unless the trial it is weighed against is faster beyond the noise."""
     import random
 
-    import torch
-
-    from dataprof.config import LoaderConfig
-    from dataprof.measure.trial import ReceiveTimer, TimedLoop
-
-    def window(rival: Rival | None) -> dict[str, object]:
-        now, gaps = [0.0], random.Random(0)
-
-        def rounds() -> object:
-            for i in range(100_000):
-                now[0] += gaps.uniform(0.02, 0.12) if i % 4 == 0 else 0.0001
-                yield torch.zeros(16)
-
-        class Loader:
-            def __iter__(self) -> object:
-                return rounds()
-
-        consumer = types.SimpleNamespace(to_device=lambda batch: batch, step=lambda batch: None)
-        loop = TimedLoop(LoaderConfig(4, False, 2, True), 3.0, lambda event: None, consumer, lambda: now[0], None,
-                         ReceiveTimer(None), False, rival)
-        return loop.run(Loader(), {}, types.SimpleNamespace(shutdown=lambda iterator: None))
+    def window(rival: Rival | None) -> dict[str, Any]:
+        gaps = random.Random(0)
+        return _four_workers(lambda: gaps.uniform(0.02, 0.12), rival)
 
     alone = window(None)
-    rate = float(alone["samples_per_s"])  # type: ignore[arg-type]
-    assert float(alone["samples_per_s_spread"]) > 0.02 and float(alone["window_s"]) >= 3.0  # type: ignore[arg-type]
+    rate = alone["samples_per_s"]
+    assert alone["samples_per_s_spread"] > 0.02 and alone["window_s"] >= 3.0
     for either_way in (False, True):  # a close call is measured whole
-        assert float(window(Rival(rate, 0.01, either_way))["window_s"]) >= 3.0  # type: ignore[arg-type]
-    assert float(window(Rival(2.0 * rate, 0.01))["window_s"]) < 2.0  # type: ignore[arg-type]
-    assert float(window(Rival(0.5 * rate, 0.01))["window_s"]) >= 3.0  # type: ignore[arg-type]  # a win: its figure
-    assert float(window(Rival(0.5 * rate, 0.01, either_way=True))["window_s"]) < 2.0  # type: ignore[arg-type]
+        assert window(Rival(rate, 0.01, either_way))["window_s"] >= 3.0
+    assert window(Rival(2.0 * rate, 0.01))["window_s"] < 2.0
+    assert window(Rival(0.5 * rate, 0.01))["window_s"] >= 3.0  # a win: its figure is measured whole
+    assert window(Rival(0.5 * rate, 0.01, either_way=True))["window_s"] < 2.0  # a climb: it pays, go on
 
 
 def test_a_rate_settles_its_rival_beyond_the_noise_the_search_uses() -> None:
