@@ -82,7 +82,7 @@ class AdaptiveStrategy(Searching):
             if proposal is not None:
                 return proposal
         best = max((t for t in history if t.status == "ok"), key=_rate, default=None)
-        return self._rule_of_thumb_step(history, best) or Proposal(None, self._stop_reason(done, history))
+        return self._rule_of_thumb_step(history, best) or Proposal(None, self._stop_reason(done, history, best))
 
     def _measured(self, done: dict[LoaderConfig, TrialResult]) -> list[TrialResult]:
         """Trials at the climbing knobs, by worker count."""
@@ -342,8 +342,8 @@ class AdaptiveStrategy(Searching):
             knobs.append(("multiprocessing_context", others, start_method_words(anchor, space.start_method)))
         return tuple(knobs)
 
-    def _stop_reason(self, done: dict[LoaderConfig, TrialResult], history: Sequence[TrialResult]) -> str:
-        best = max((t for t in history if t.status == "ok"), key=_rate, default=None)
+    def _stop_reason(self, done: dict[LoaderConfig, TrialResult], history: Sequence[TrialResult],
+                     best: TrialResult | None) -> str:
         climb = self._walk(done, history)[1]
         tail = f"; best {best.config.label()}, no untried neighbour left to beat it" if best else ""
         return climb + tail + self._steady_note(done)
