@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from dataprof.cli import main
 from dataprof.measure import runner
-from dataprof.measure.probes import mapping_ranges, private_pages
+from dataprof.measure.probes import mapping_ranges, private_pages, smaps_memory
 
 FIX = str(Path(__file__).parent / "fixtures" / "datasets.py")
 QUICK = ["--trial-seconds", "0.3", "--prefetch-factor", "2", "--strategy", "grid", "--no-rules-of-thumb"]
@@ -56,6 +56,20 @@ def test_private_pages_tell_copies_of_the_parent_from_file_pages_and_new_memory(
     assert pages.new == (512 + 256) * 1024
     alone = private_pages(SMAPS, [])
     assert alone.inherited == 0 and alone.new == (8 + 4096 + 512 + 256) * 1024
+
+
+def test_a_workers_smaps_gives_its_uss_and_pss_as_psutil_reads_them() -> None:
+    uss, pss, _ = smaps_memory(SMAPS.replace("Private_Dirty:       512 kB", "Private_Dirty:       512 kB\n"
+                                             "Pss:                 300 kB\nPss_Dirty:           300 kB"), [])
+    assert (uss, pss) == ((1024 + 8 + 4096 + 512 + 20480 + 100 + 256) * 1024, 300 * 1024)
+    if not os.path.exists("/proc/self/smaps_rollup"):
+        return
+    import psutil
+
+    with open("/proc/self/smaps") as handle:
+        mine = smaps_memory(handle.read(), [])
+    theirs = psutil.Process().memory_full_info()
+    assert mine[0] == pytest.approx(theirs.uss, rel=0.05) and mine[1] == pytest.approx(theirs.pss, rel=0.05)
 
 
 @pytest.mark.slow

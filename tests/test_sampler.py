@@ -17,7 +17,7 @@ from dataprof.measure.probes import (
     SystemSample,
     TreeSample,
 )
-from dataprof.measure.sampler import Sampler, Samples, summarize
+from dataprof.measure.sampler import MAX_DUTY, Sampler, Samples, summarize
 
 
 def tree(t: float, cpu_s: float, pss: int, workers_uss: int = 0) -> TreeSample:
@@ -145,27 +145,56 @@ def test_missing_nvml_or_device_is_data_not_an_exception() -> None:
     assert unmatched.sample(0.0) is None
 
 
-class CountingProbe:
+class Clock:
+    """A clock that moves only when a probe's reading takes time."""
+
     def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+class CountingProbe:
+    """A tree whose CPU time grows by one second per reading; a memory reading takes ``memory_s`` of
+    ``clock``'s time, and is cut off (no memory) when that passes its deadline."""
+
+    def __init__(self, clock: Clock | None = None, memory_s: float = 0.0) -> None:
+        self.clock, self.memory_s = clock, memory_s
         self.calls = 0
         self.memory: list[bool] = []
+        self.breakdown: list[bool] = []
 
-    def sample(self, now: float, memory: bool = True, breakdown: bool = False) -> TreeSample:
+    def sample(self, now: float, memory: bool = True, breakdown: bool = False,
+               deadline: float | None = None) -> TreeSample:
         self.calls += 1
         self.memory.append(memory)
-        reading = tree(now, float(self.calls), 10 * self.calls)
+        self.breakdown.append(memory and breakdown)
+        reading = dataclasses.replace(tree(now, float(self.calls), 10 * self.calls),
+                                      workers_private=PrivatePages(0, 0, 0) if breakdown else None)
+        if memory and self.clock is not None:
+            self.clock.t += self.memory_s
+            memory = deadline is None or self.clock.t <= deadline
         return reading if memory else dataclasses.replace(reading, pss_bytes=None, main_uss_bytes=None,
-                                                          workers_uss_bytes=None)
+                                                          workers_uss_bytes=None, workers_private=None)
+
+
+def machine(available: list[int] | None = None) -> SimpleNamespace:
+    """A system probe; ``available``: the machine's available memory, one value per reading (the last repeats)."""
+    left = list(available or [10**9])
+    return SimpleNamespace(sample=lambda now: system(now, now, 2 * now, available=left.pop(0) if len(left) > 1
+                                                     else left[0]))
 
 
 def test_sampler_marks_window_and_reports_to_the_guard() -> None:
     seen: list[int] = []
-    clock = iter(range(100)).__next__
-    sampler = Sampler(CountingProbe(), SimpleNamespace(sample=lambda now: system(now, now, 2 * now)),
-                      NullGpuProbe(), interval_s=3600, clock=lambda: float(clock()),
+    clock = Clock()
+    sampler = Sampler(CountingProbe(), machine(), NullGpuProbe(), interval_s=3600, clock=clock,
                       on_sample=lambda s: seen.append(s.pss_bytes or 0))
     sampler.start()
+    clock.t = 1.0
     sampler.mark_window_start()
+    clock.t = 2.0
     sampler.mark_window_end()
     samples = sampler.stop()
     assert samples.window_start == 1.0 and samples.window_end == 2.0
@@ -173,45 +202,77 @@ def test_sampler_marks_window_and_reports_to_the_guard() -> None:
     assert summarize(samples)["cpu_percent"] == pytest.approx(100.0)
 
 
-def test_costly_memory_readings_leave_the_window_start_to_cpu_times(monkeypatch: pytest.MonkeyPatch) -> None:
-    import dataprof.measure.sampler as sampler_module
+def test_memory_readings_keep_to_the_duty_however_costly_they_are() -> None:
+    clock = Clock()
+    probe = CountingProbe(clock, memory_s=0.5)  # PSS of many workers: half a second a reading
+    sampler = Sampler(probe, machine(), NullGpuProbe(), interval_s=3600, clock=clock)
+    sampler.start()
+    for _ in range(40):  # a reading every 0.25 s for 10 s
+        clock.t += 0.25
+        sampler.sample_now(memory=None)
+    assert 1 < probe.memory.count(True) <= 1 + 10.5 / (0.5 / MAX_DUTY)  # the first, then one per 10 s
+    assert probe.memory.count(False) >= 38  # CPU times at every tick
 
-    monkeypatch.setattr(sampler_module, "MARK_MEMORY_COST_S", 0.0)  # every full reading counts as costly
-    probe = CountingProbe()
-    clock = iter(range(100)).__next__
-    sampler = Sampler(probe, SimpleNamespace(sample=lambda now: system(now, now, 2 * now)), NullGpuProbe(),
-                      interval_s=3600, clock=lambda: float(clock()))
+
+def test_a_costly_memory_reading_is_not_taken_inside_the_window() -> None:
+    clock = Clock()
+    probe = CountingProbe(clock, memory_s=0.5)
+    sampler = Sampler(probe, machine(), NullGpuProbe(), interval_s=3600, clock=clock, window_s=3.0)
+    sampler.start()
+    clock.t = 20.0
+    sampler.mark_window_start()  # 0.5 s is over the start's budget of 5% of 3 s: CPU times only
+    for _ in range(40):  # 10 s of ticks: the duty would allow one, the window does not
+        clock.t += 0.25
+        sampler.sample_now(memory=None)
+    sampler.mark_window_end()
+    samples = sampler.stop()
+    assert probe.memory == [True, False] + [False] * 40 + [True]  # the end mark reads, once the window is over
+    assert probe.breakdown[-1] is False  # no breakdown at the end without one at the start: no growth to take
+    summary = summarize(samples)
+    assert summary["cpu_percent"] == pytest.approx(100.0 * 41 / 10)  # 41 readings' CPU over the 10 s
+    assert summary["peak_memory_bytes"] == 10 * probe.calls
+
+
+def test_a_reading_past_the_window_starts_budget_is_cut_off() -> None:
+    clock = Clock()
+    probe = CountingProbe(clock, memory_s=0.01)  # cheap before the window, when fewer workers ran
+    sampler = Sampler(probe, machine(), NullGpuProbe(), interval_s=3600, clock=clock, window_s=1.0)
+    sampler.start()
+    probe.memory_s = 0.3  # over the start's 0.25 s budget by now
+    sampler.mark_window_start()
+    sampler.mark_window_end()
+    samples = sampler.stop()
+    assert probe.memory == [True, True, True] and probe.breakdown == [False, True, False]
+    assert samples.tree[1].workers_private is None and samples.tree[1].pss_bytes is None  # cut off: no figure
+
+
+def test_memory_is_read_early_when_the_machine_runs_towards_the_memory_limit() -> None:
+    clock = Clock()
+    probe = CountingProbe(clock, memory_s=0.5)
+    gib = 2**30
+    # the last reading left 1 GiB under the limit; then the machine's available memory falls 0.6 GiB
+    sampler = Sampler(probe, machine([8 * gib, 8 * gib, int(7.4 * gib)]), NullGpuProbe(), interval_s=3600,
+                      clock=clock, window_s=3.0, memory_limit_bytes=10 + gib)
+    sampler.start()
+    clock.t = 1.0
+    sampler.mark_window_start()
+    sampler.sample_now(memory=None)
+    assert probe.memory == [True, False, True]  # read inside the window, whatever it costs: the guard needs it
+    assert sampler.samples.tree[-1].pss_bytes is not None
+
+
+@pytest.mark.parametrize("window_s, at_start", [(0.0, False), (2.0, False), (6.0, True), (100.0, True)])
+def test_the_window_start_reads_memory_while_the_window_affords_it(window_s: float, at_start: bool) -> None:
+    clock = Clock()
+    probe = CountingProbe(clock, memory_s=0.3)  # above the start's floor, below a long window's budget
+    sampler = Sampler(probe, machine(), NullGpuProbe(), interval_s=3600, clock=clock, window_s=window_s)
     sampler.start()
     sampler.mark_window_start()
     sampler.mark_window_end()
     samples = sampler.stop()
-    assert probe.memory == [True, False, True]  # the end, past the window, costs the measurement nothing
-    summary = summarize(samples)
-    assert summary["cpu_percent"] == pytest.approx(100.0)  # CPU from the light start
-    assert summary["peak_memory_bytes"] is not None  # memory from the full reading
-
-
-class SlowMemoryProbe(CountingProbe):
-    """A probe whose memory reading takes 60 ms: above the window start's floor, far below a long window's
-    budget."""
-
-    def sample(self, now: float, memory: bool = True, breakdown: bool = False) -> TreeSample:
-        if memory:
-            time.sleep(0.06)
-        return super().sample(now, memory)
-
-
-@pytest.mark.parametrize("window_s, at_start", [(0.0, False), (1.0, False), (2.0, True), (100.0, True)])
-def test_the_window_start_reads_memory_while_the_window_affords_it(window_s: float, at_start: bool) -> None:
-    probe = SlowMemoryProbe()
-    clock = iter(range(100)).__next__
-    sampler = Sampler(probe, SimpleNamespace(sample=lambda now: system(now, now, 2 * now)), NullGpuProbe(),
-                      interval_s=3600, clock=lambda: float(clock()), window_s=window_s)
-    sampler.start()
-    sampler.mark_window_start()
-    sampler.mark_window_end()
-    sampler.stop()
     assert probe.memory == [True, at_start, True]
+    assert probe.breakdown == [False, at_start, at_start]
+    assert (samples.tree[1].workers_private is not None) == at_start
 
 
 class FakeProcess:
@@ -245,6 +306,10 @@ def test_the_tree_probe_reads_every_cpu_time_before_any_memory() -> None:
     log.clear()
     assert probe.sample(6.0, memory=False).workers_uss_bytes is None  # type: ignore[union-attr]
     assert log == ["cpu 1", "cpu 2", "cpu 3"]
+    log.clear()
+    late = probe.sample(6.5, deadline=time.monotonic() - 1)  # memory still going at its deadline: no figure
+    assert late is not None and late.cpu_s == pytest.approx(4.5) and late.pss_bytes is None
+    assert late.workers_uss_bytes is None and log[:3] == ["cpu 1", "cpu 2", "cpu 3"]
     probe.exclude = 3  # the sampler's own process, when it samples the process that started it
     log.clear()
     assert probe.sample(7.0, memory=False).processes == 2  # type: ignore[union-attr]
@@ -323,3 +388,28 @@ def test_the_competition_is_the_usable_cpus_busy_time_less_the_tree_and_dataprof
     unread = Samples(tree=samples.tree, system=[busy(1.0, 0.0, 0.0), busy(3.0, 3.6, None)], window_start=1.0,
                      window_end=3.0)
     assert summarize(unread)["foreign_cpu_percent"] is None
+
+
+def test_the_trial_keeps_its_workers_until_the_parent_has_read_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+    import threading
+
+    from dataprof.measure import trial
+
+    events: list[dict[str, Any]] = []
+    read: list[bool] = []
+
+    def parent(event: dict[str, Any]) -> None:  # the runner: reads the workers' memory, then removes the file
+        events.append(event)
+
+        def reading() -> None:
+            read.append(True)
+            os.unlink(event["release"])
+
+        threading.Timer(0.05, reading).start()
+
+    trial.hold_for_the_end_mark(parent)
+    assert events[0]["ev"] == "window_end" and read == [True]  # it returned only once the parent had read
+    monkeypatch.setattr(trial, "END_MARK_WAIT_S", 0.0)
+    trial.hold_for_the_end_mark(events.append)  # a parent that never answers: the trial goes on, leaving no file
+    assert not os.path.exists(events[1]["release"])

@@ -68,7 +68,13 @@ _SHARED_MEMORY = ("/dev/shm/", "/memfd:", "/SYSV")
 
 
 def private_pages(smaps_text: str, parent_ranges: list[tuple[int, int]]) -> PrivatePages:
-    """Split one process's private pages (``/proc/PID/smaps``) by where they come from (see PrivatePages).
+    """Split one process's private pages (``/proc/PID/smaps``) by where they come from (see PrivatePages)."""
+    return smaps_memory(smaps_text, parent_ranges)[2]
+
+
+def smaps_memory(smaps_text: str, parent_ranges: list[tuple[int, int]]) -> tuple[int, int, PrivatePages]:
+    """One process's USS and PSS from its ``/proc/PID/smaps`` (as psutil reads them from ``smaps_rollup``: all
+    ``Private_*`` pages, all ``Pss``), and its private pages split by where they come from.
 
     A shared mapping of a file holds the file's pages, clean or dirty; a private
     mapping holds the file's pages while clean and copies once written; a
@@ -78,14 +84,18 @@ def private_pages(smaps_text: str, parent_ranges: list[tuple[int, int]]) -> Priv
 
     starts = [start for start, _ in parent_ranges]
     totals = {"inherited": 0, "file": 0, "new": 0}
-    clean = dirty = 0
+    uss = pss = clean = dirty = 0
     kinds = ("new", "new")  # where this mapping's clean and dirty pages go
-
     for line in smaps_text.splitlines() + [""]:
-        if line.startswith("Private_Clean:"):
-            clean = int(line.split()[1]) * 1024
-        elif line.startswith("Private_Dirty:"):
-            dirty = int(line.split()[1]) * 1024
+        if line.startswith("Private_"):
+            kb = int(line.split()[1])
+            uss += kb * 1024
+            if line.startswith("Private_Clean:"):
+                clean = kb * 1024
+            elif line.startswith("Private_Dirty:"):
+                dirty = kb * 1024
+        elif line.startswith("Pss:"):
+            pss += int(line.split()[1]) * 1024
         elif not line or not line[0].isupper():  # a mapping header (start-end perms offset dev inode path), or the end
             totals[kinds[0]] += clean
             totals[kinds[1]] += dirty
@@ -102,7 +112,11 @@ def private_pages(smaps_text: str, parent_ranges: list[tuple[int, int]]) -> Priv
                 kinds = ("file", "file") if is_file else ("new", "new")
             else:
                 kinds = ("file" if is_file else "new", "inherited" if in_parent else "new")
-    return PrivatePages(**totals)
+    return uss, pss, PrivatePages(**totals)
+
+
+def _past(deadline: float | None) -> bool:
+    return deadline is not None and time.monotonic() > deadline
 
 
 def _descends(proc: Any, ancestor: int) -> bool:
@@ -125,13 +139,15 @@ class ProcessTreeProbe:
         self.exclude = exclude
         """A descendant left out, with its own descendants: the sampler's process when it samples its parent."""
 
-    def sample(self, now: float, memory: bool = True, breakdown: bool = False) -> TreeSample | None:
+    def sample(self, now: float, memory: bool = True, breakdown: bool = False,
+               deadline: float | None = None) -> TreeSample | None:
         """CPU times of every process, then their PSS/USS unless ``memory`` is False (the costly part).
 
         All CPU times are read before any memory, so they stay one instant however long memory takes.
         Memory is read for every process of the tree or not at all: one that exits meanwhile (its USS
-        gone, or 0 as a zombie's) leaves the reading's memory fields None, never a partial sum.
-        ``breakdown`` (with ``memory``) also splits the workers' private pages (:class:`PrivatePages`).
+        gone, or 0 as a zombie's), or a reading still going at ``deadline`` (``time.monotonic``),
+        leaves the reading's memory fields None, never a partial sum. ``breakdown`` (with ``memory``)
+        also splits the workers' private pages (:class:`PrivatePages`), or None past ``deadline``.
         """
         psutil = self.psutil
         try:
@@ -154,50 +170,63 @@ class ProcessTreeProbe:
                                        None)
             except (psutil.NoSuchProcess, psutil.ZombieProcess):
                 continue
-        pss = main_uss = workers_uss = 0
-        memory_ok = self.with_memory and memory
-        for proc in procs if memory_ok else ():
-            try:
-                info = proc.memory_full_info()
-            except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
-                info = None
-            if info is None or not info.uss:  # gone, exiting (a zombie maps nothing) or not ours: a sum
-                memory_ok = False             # without it would be a number nobody measured
-                break
-            pss += getattr(info, "pss", info.uss)
-            if proc is self.root:
-                main_uss = info.uss
-            else:
-                workers_uss += info.uss
-        return TreeSample(
-            t=now,
-            cpu_s=cpu_s,
-            main_cpu_s=main_cpu,
-            main_thread_cpu_s=main_thread,
-            pss_bytes=pss if memory_ok else None,
-            main_uss_bytes=main_uss if memory_ok else None,
-            workers_uss_bytes=workers_uss if memory_ok else None,
-            processes=len(procs),
-            workers_private=self._workers_private(procs[1:]) if memory_ok and breakdown and len(procs) > 1 else None,
-        )
+        read = self._memory(procs, breakdown, deadline) if self.with_memory and memory else None
+        pss, main_uss, workers_uss, pages = read if read is not None else (None, None, None, None)
+        return TreeSample(t=now, cpu_s=cpu_s, main_cpu_s=main_cpu, main_thread_cpu_s=main_thread, pss_bytes=pss,
+                          main_uss_bytes=main_uss, workers_uss_bytes=workers_uss, processes=len(procs),
+                          workers_private=pages)
 
-    def _workers_private(self, workers: list[Any]) -> PrivatePages | None:
-        """The workers' private pages split by origin; None where smaps cannot be read (not Linux, not ours)."""
-        total = PrivatePages(0, 0, 0)
+    def _memory(self, procs: list[Any], breakdown: bool, deadline: float | None) \
+            -> tuple[int, int, int, PrivatePages | None] | None:
+        """The tree's PSS, the root's USS, the workers' USS and (``breakdown``) their private pages; None unless
+        every process was read by ``deadline``."""
+        psutil = self.psutil
+        pss = main_uss = workers_uss = 0
+        parent = self._parent_ranges() if breakdown and len(procs) > 1 else None
+        pages: PrivatePages | None = PrivatePages(0, 0, 0) if parent is not None else None
+        for proc in procs:
+            read = _smaps(proc.pid, parent) if parent is not None and proc is not self.root else None
+            if read is not None and pages is not None:  # a worker's smaps, read for its breakdown: its USS, PSS
+                uss, proc_pss, own = read
+                pages = PrivatePages(pages.inherited + own.inherited, pages.file + own.file, pages.new + own.new)
+            else:
+                if proc is not self.root:
+                    parent = pages = None  # no smaps here (not Linux, not ours): memory without the breakdown
+                try:
+                    info = proc.memory_full_info()
+                    uss, proc_pss = info.uss, getattr(info, "pss", info.uss)
+                except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
+                    uss = proc_pss = 0
+            if not uss or _past(deadline):  # gone, exiting (a zombie maps nothing), not ours, or out of time:
+                return None                 # a sum without it would be a number nobody measured
+            pss += proc_pss
+            if proc is self.root:
+                main_uss = uss
+            else:
+                workers_uss += uss
+        return pss, main_uss, workers_uss, pages
+
+    def _parent_ranges(self) -> list[tuple[int, int]] | None:
+        """The address ranges of the tree's root, which its workers' mappings are matched against; None where
+        ``/proc`` cannot be read."""
         try:
             with open(f"/proc/{self.root.pid}/maps") as handle:
-                parent = mapping_ranges(handle.read())
-            for worker in workers:
-                with open(f"/proc/{worker.pid}/smaps") as handle:
-                    text = handle.read()
-                if not text:  # a worker that is exiting (a zombie has no mappings): no reading of all of them
-                    return None
-                pages = private_pages(text, parent)
-                total = PrivatePages(total.inherited + pages.inherited, total.file + pages.file,
-                                     total.new + pages.new)
-        except (OSError, ValueError):
+                return mapping_ranges(handle.read())
+        except OSError:
             return None
-        return total
+
+
+def _smaps(pid: int, parent: list[tuple[int, int]]) -> tuple[int, int, PrivatePages] | None:
+    """:func:`smaps_memory` of one process; None where its smaps cannot be read; zero USS for one exiting (a
+    zombie maps nothing)."""
+    try:
+        with open(f"/proc/{pid}/smaps") as handle:
+            text = handle.read()
+    except FileNotFoundError:
+        return 0, 0, PrivatePages(0, 0, 0)  # gone
+    except OSError:
+        return None
+    return smaps_memory(text, parent)
 
 
 @dataclass(frozen=True)

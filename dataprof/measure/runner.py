@@ -7,6 +7,7 @@ sweep goes on.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
@@ -317,8 +318,14 @@ class TrialRunner:
                 elif kind == "window_start" and sampler is not None:
                     sampler.mark_window_start()
                     self.observer(kind, {"config": config})
-                elif kind == "window_end" and sampler is not None:
-                    sampler.mark_window_end()
+                elif kind == "window_end":
+                    try:
+                        if sampler is not None:
+                            sampler.mark_window_end()
+                    finally:
+                        if event.get("release") is not None:  # the trial keeps its workers until they are read
+                            with contextlib.suppress(OSError):
+                                os.unlink(event["release"])
                 elif kind in ("result", "error") and not result:
                     result = event  # the first word is the trial's; later ones come from its clean-up
                 elif kind == "trial_exit":
@@ -334,8 +341,9 @@ class TrialRunner:
         except Exception:
             return None  # the trial already exited
         own = (os.getpid(), self.host.proc.pid) if self.host is not None else (os.getpid(),)
-        return Sampler(tree, SystemProbe(own), gpu_probe, self.sample_interval_s,
-                       on_sample=on_sample, window_s=self.settings.trial_seconds).start()
+        settings = self.settings
+        return Sampler(tree, SystemProbe(own), gpu_probe, self.sample_interval_s, on_sample=on_sample,
+                       window_s=settings.trial_seconds, memory_limit_bytes=settings.memory_limit_bytes).start()
 
     @staticmethod
     def _outcome(result: Message, exit_event: Message, killed_for: dict[str, str],

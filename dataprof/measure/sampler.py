@@ -28,25 +28,31 @@ class Samples:
 
 
 MAX_DUTY = 0.05
-"""Share of one core the sampler may spend: reading the memory of many workers is not free."""
-MAX_INTERVAL_S = 2.0
-"""Longest gap between readings, however costly, so the memory limit is still enforced."""
-MARK_MEMORY_COST_S = 0.05
-"""A memory reading at the window's start is always affordable below this; above, the window's length sets it."""
+"""Share of one core the sampler may spend, on average: reading memory is not free. PSS of 64 workers with
+CUDA PyTorch loaded takes about a second of CPU, which a loader on two cores would otherwise have had."""
+MARK_MEMORY_COST_S = 0.25
+"""A memory reading inside the window may always take this long (the start's, with the breakdown, of two
+workers over a million Python dicts takes 0.14 s); above, the window's length sets it."""
+HEADROOM_SHARE = 0.5
+"""Memory is read early, whatever the duty, once the machine's available memory has fallen by this share of
+the room the last reading left below the memory limit: the guard must see a growing tree in time."""
 
 
 class Sampler:
     """Reads tree, system and GPU probes on a thread until stopped.
 
-    The interval stretches with the cost of a reading (PSS of 100 workers
-    takes a while) so the sampler never uses more than :data:`MAX_DUTY` of a
-    core, up to :data:`MAX_INTERVAL_S`. The window's own start and end are
-    always read, memory included (how much the workers' memory grew depends on
-    them): the end's always, since the window has closed (the trial keeps its
-    workers a moment for this reading, so it costs the measurement nothing);
-    the start's, which runs inside the window, while it costs at most
-    :data:`MAX_DUTY` of the expected window ``window_s``, and at least up to
-    :data:`MARK_MEMORY_COST_S`.
+    Every ``interval_s`` it reads CPU times (the tree's, the machine's) and the
+    GPU; the tree's memory only as often as :data:`MAX_DUTY` allows, however
+    costly it is to read (PSS of 100 workers takes a while), and inside the
+    window only as the start mark may (below), or early when the machine's
+    available memory falls towards the memory limit
+    (:data:`HEADROOM_SHARE`). The window's marks read memory with the
+    workers' private pages broken down (how much their memory grew depends on
+    them): the start's, which runs inside the window, while it takes at most
+    :data:`MAX_DUTY` of the expected window ``window_s`` (at least
+    :data:`MARK_MEMORY_COST_S`), cut off past that; the end's always, since
+    the window has closed and the trial waits for this reading (the breakdown
+    only when the start had one: a growth needs both).
     """
 
     def __init__(
@@ -58,6 +64,7 @@ class Sampler:
         clock: Callable[[], float] = time.monotonic,
         on_sample: Callable[[TreeSample], None] | None = None,
         window_s: float = 0.0,
+        memory_limit_bytes: int | None = None,
     ) -> None:
         self.tree_probe = tree_probe
         self.system_probe = system_probe
@@ -66,9 +73,17 @@ class Sampler:
         self.clock = clock
         self.on_sample = on_sample
         self.mark_memory_cost_s = max(MARK_MEMORY_COST_S, MAX_DUTY * window_s)
+        self.memory_limit_bytes = memory_limit_bytes
         self.samples = Samples()
-        self.full_cost_s = 0.0
+        self.memory_cost_s = 0.0
         """Wall time of the last reading with memory: PSS of many workers is slow to read."""
+        self.cpu_cost_s = 0.0
+        """Wall time of the last reading without memory."""
+        self._memory_at: float | None = None
+        """When memory was last read (or its reading cut off)."""
+        self._guard_base: tuple[int, int] | None = None
+        """The tree's PSS at the last reading that had it, and the machine's available memory then."""
+        self._start_breakdown = False
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="dataprof-sampler", daemon=True)
@@ -79,32 +94,69 @@ class Sampler:
         self._thread.start()
         return self
 
-    def sample_now(self, memory: bool = True, breakdown: bool = False) -> None:
-        """Take one reading now: the tree's CPU, its memory when ``memory`` (``breakdown``: the workers'
-        private pages too), the machine and the GPU."""
+    def sample_now(self, memory: bool | None = True, breakdown: bool = False, budget_s: float | None = None) -> None:
+        """Take one reading now: the machine, the tree's CPU, its memory when ``memory`` (None: when the
+        guard needs it, :meth:`_limit_near`, or the duty allows it, :meth:`_duty_allows`) and, with
+        ``breakdown``, the workers' private pages too, cut off past ``budget_s``; then the GPU."""
         with self._lock:
             now = self.clock()
-            started = time.perf_counter()
-            tree = self.tree_probe.sample(now, memory, breakdown)
+            system = self.system_probe.sample(now)
+            self.samples.system.append(system)
+            if memory is None:
+                memory = self._limit_near(system.available_bytes)
+                if not memory and self._duty_allows(now):
+                    memory = True
+                    if self._in_window():  # cut off as the start mark's is
+                        budget_s = self.mark_memory_cost_s
+            started = self.clock()
+            deadline = None if budget_s is None else started + budget_s
+            tree = self.tree_probe.sample(now, memory, breakdown, deadline)
+            cost = self.clock() - started
             if memory:
-                self.full_cost_s = time.perf_counter() - started
+                self.memory_cost_s, self._memory_at = cost, now
+                if tree is not None and tree.pss_bytes is not None:
+                    self._guard_base = (tree.pss_bytes, system.available_bytes)
+            else:
+                self.cpu_cost_s = cost
             if tree is not None:
                 self.samples.tree.append(tree)
-            self.samples.system.append(self.system_probe.sample(now))
             gpu = self.gpu_probe.sample(now)
             if gpu is not None:
                 self.samples.gpu.append(gpu)
         if tree is not None and self.on_sample is not None:
             self.on_sample(tree)
 
+    def _in_window(self) -> bool:
+        return self.samples.window_start is not None and self.samples.window_end is None
+
+    def _limit_near(self, available: int) -> bool:
+        """Whether the machine's available memory has fallen by :data:`HEADROOM_SHARE` of the room the last
+        reading left below the memory limit: the guard needs a reading now, whatever it costs."""
+        if self._guard_base is None or self.memory_limit_bytes is None:
+            return False
+        pss, available_then = self._guard_base
+        return available_then - available >= HEADROOM_SHARE * (self.memory_limit_bytes - pss)
+
+    def _duty_allows(self, now: float) -> bool:
+        """Whether the last memory reading's cost, spread since it was taken, is within :data:`MAX_DUTY`; inside
+        the window, only while that cost is within the start mark's budget too."""
+        if self._memory_at is None:
+            return True
+        if self._in_window() and self.memory_cost_s >= self.mark_memory_cost_s:
+            return False
+        return now - self._memory_at >= self.memory_cost_s / MAX_DUTY
+
     def mark_window_start(self) -> None:
-        """The trial's window opened: read everything, memory included, now."""
-        self.sample_now(memory=self.full_cost_s < self.mark_memory_cost_s, breakdown=True)
-        self.samples.window_start = self.samples.tree[-1].t if self.samples.tree else self.clock()
+        """The trial's window opened: read everything now, memory while affordable (see the class)."""
+        memory = self.memory_cost_s < self.mark_memory_cost_s
+        self.sample_now(memory=memory, breakdown=True, budget_s=self.mark_memory_cost_s)
+        last = self.samples.tree[-1] if self.samples.tree else None
+        self._start_breakdown = memory and last is not None and last.workers_private is not None
+        self.samples.window_start = last.t if last is not None else self.clock()
 
     def mark_window_end(self) -> None:
         """The trial's window closed: read everything, memory included (whatever it costs), now."""
-        self.sample_now(memory=True, breakdown=True)
+        self.sample_now(memory=True, breakdown=self._start_breakdown)
         self.samples.window_end = self.samples.tree[-1].t if self.samples.tree else self.clock()
 
     def stop(self) -> Samples:
@@ -117,9 +169,8 @@ class Sampler:
     def _run(self) -> None:
         wait = self.interval_s
         while not self._stop.wait(wait):
-            self.sample_now()
-            cost = self.full_cost_s
-            wait = min(MAX_INTERVAL_S, max(self.interval_s, cost / MAX_DUTY - cost))
+            self.sample_now(memory=None)
+            wait = max(self.interval_s, self.cpu_cost_s / MAX_DUTY - self.cpu_cost_s)
 
 
 def _in_window(items: list[Any], start: float | None, end: float | None) -> list[Any]:

@@ -9,9 +9,12 @@ for this process's GIL.
 
 from __future__ import annotations
 
+import contextlib
 import gc
+import os
 import pickle
 import signal
+import tempfile
 import time
 import traceback
 import zlib
@@ -56,8 +59,22 @@ where it read as copy-on-read growth. After one collection before the fork, a
 worker's first full collection comes only once it has made many objects of its
 own, as in a long-running training process.
 """
-END_MARK_GRACE_S = 0.25
-"""At the window's end the parent reads the workers' memory; the trial shuts them down only this long after."""
+END_MARK_WAIT_S = 30.0
+"""At the window's end the parent reads the workers' memory (a second or more for many workers): the trial
+keeps them until it has, at most this long."""
+
+
+def hold_for_the_end_mark(emit: Callable[[dict[str, Any]], None]) -> None:
+    """Announce the window's end and keep the workers until the parent has read them: it removes the file the
+    ``window_end`` event names once it has (or :data:`END_MARK_WAIT_S` passes)."""
+    handle, path = tempfile.mkstemp(prefix="dataprof-end-mark-")
+    os.close(handle)
+    emit({"ev": "window_end", "release": path})
+    deadline = time.monotonic() + END_MARK_WAIT_S
+    while os.path.exists(path) and time.monotonic() < deadline:
+        time.sleep(0.005)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
 
 
 def run_trial(
@@ -335,9 +352,10 @@ class TimedLoop:
         workers_started = len(getattr(iterator, "_workers", None) or [])
         sampler_s = self.recorder.busy_s - self.sampler_start if self.recorder is not None else None
         receive_s = self.receiver.busy_s - self.receive_start
-        self.emit({"ev": "window_end"})
         if workers_started:
-            time.sleep(END_MARK_GRACE_S)  # the parent reads the workers' memory now: they must still be there
+            hold_for_the_end_mark(self.emit)  # the parent reads the workers' memory now: they must still be there
+        else:
+            self.emit({"ev": "window_end"})
         backend.shutdown(iterator)
         assert self.window_first is not None  # the loop ends only inside the window
         figures = summarize(self.log, self.window_first, self.config.num_workers)
