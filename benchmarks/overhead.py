@@ -3,9 +3,12 @@
 The JPEG decode + augmentation example keeps all usable CPUs busy, so any CPU
 dataprof takes for itself (sampling, bookkeeping) would show as lost
 throughput. Each config runs dataprof and the bare loop in turn, twice, and
-the ratio of the medians is printed.
+the ratio of the medians is printed. The default counts are the usable CPUs,
+twice them, and 32 times them: the parent's reading of many workers' memory
+is what costs most (PSS of 64 workers with CUDA PyTorch imported takes about
+a second of CPU).
 
-    python benchmarks/overhead.py [--seconds 4]
+    python benchmarks/overhead.py [--seconds 4] [--workers 2,4,64]
 """
 
 from __future__ import annotations
@@ -33,15 +36,17 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=4.0)
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--workers", default="", help="worker counts (default: the usable CPUs, ×2, ×32)")
     opts = parser.parse_args()
     warnings.filterwarnings("ignore", message="This DataLoader will create")
     usable = cpu_budget().usable
+    counts = [int(w) for w in opts.workers.split(",")] if opts.workers else [usable, 2 * usable, 32 * usable]
     args = {"count": 128, "size": 256, "out_size": 160}
     JpegDataset(**args)  # writes the JPEG cache before anything is timed
     print(f"CPU-bound JPEG pipeline, {usable} usable CPUs")
     print(f"{'config':<16}{'bare loop':>11}{'dataprof':>10}{'dataprof/bare':>15}")
     worst = float("inf")
-    for workers in (usable, 2 * usable):
+    for workers in counts:
         config = LoaderConfig(workers, False, 2, True)
         ours, bare = [], []
         for _ in range(opts.repeats):

@@ -17,7 +17,7 @@ from dataprof.measure.probes import (
     SystemSample,
     TreeSample,
 )
-from dataprof.measure.sampler import MAX_DUTY, Sampler, Samples, summarize
+from dataprof.measure.sampler import Sampler, Samples, summarize
 
 
 def tree(t: float, cpu_s: float, pss: int, workers_uss: int = 0) -> TreeSample:
@@ -165,8 +165,8 @@ class CountingProbe:
         self.memory: list[bool] = []
         self.breakdown: list[bool] = []
 
-    def sample(self, now: float, memory: bool = True, breakdown: bool = False,
-               deadline: float | None = None) -> TreeSample:
+    def sample(self, now: float, memory: bool = True, breakdown: bool = False, deadline: float | None = None,
+               threads: int = 1) -> TreeSample:
         self.calls += 1
         self.memory.append(memory)
         self.breakdown.append(memory and breakdown)
@@ -205,13 +205,19 @@ def test_sampler_marks_window_and_reports_to_the_guard() -> None:
 def test_memory_readings_keep_to_the_duty_however_costly_they_are() -> None:
     clock = Clock()
     probe = CountingProbe(clock, memory_s=0.5)  # PSS of many workers: half a second a reading
-    sampler = Sampler(probe, machine(), NullGpuProbe(), interval_s=3600, clock=clock)
+    sampler = Sampler(probe, machine(), NullGpuProbe(), interval_s=3600, clock=clock, window_s=100.0)
     sampler.start()
-    for _ in range(40):  # a reading every 0.25 s for 10 s
+    for _ in range(8):  # the workers start (that start-up is timed): CPU times only
         clock.t += 0.25
         sampler.sample_now(memory=None)
-    assert 1 < probe.memory.count(True) <= 1 + 10.5 / (0.5 / MAX_DUTY)  # the first, then one per 10 s
-    assert probe.memory.count(False) >= 38  # CPU times at every tick
+    assert probe.memory == [True] + [False] * 8
+    sampler.mark_window_start()  # a long window affords the reading
+    for _ in range(60):  # a reading every 0.25 s for 15 s
+        clock.t += 0.25
+        sampler.sample_now(memory=None)
+    window = probe.memory[9:]
+    assert window[0] and window.count(True) == 2  # the start, then one 10 s on: 0.5 s is 5% of 10 s
+    assert window.count(False) == 59  # CPU times at every other tick
 
 
 def test_a_costly_memory_reading_is_not_taken_inside_the_window() -> None:
@@ -310,6 +316,9 @@ def test_the_tree_probe_reads_every_cpu_time_before_any_memory() -> None:
     late = probe.sample(6.5, deadline=time.monotonic() - 1)  # memory still going at its deadline: no figure
     assert late is not None and late.cpu_s == pytest.approx(4.5) and late.pss_bytes is None
     assert late.workers_uss_bytes is None and log[:3] == ["cpu 1", "cpu 2", "cpu 3"]
+    together = probe.sample(7.0, threads=2)  # the end mark's: processes read at once, summed the same
+    assert together is not None and (together.main_uss_bytes, together.workers_uss_bytes, together.pss_bytes) == \
+        (100, 30, 133)
     probe.exclude = 3  # the sampler's own process, when it samples the process that started it
     log.clear()
     assert probe.sample(7.0, memory=False).processes == 2  # type: ignore[union-attr]

@@ -480,3 +480,25 @@ def test_a_step_from_saturated_cpus_is_not_measured_again(above: float) -> None:
     assert all(t.repeats == 1 for t in saturated)
     idle, _ = run(AdaptiveStrategy(searched, Budget(usable_cpus=2)), shared(60.0))
     assert [t.config.num_workers for t in idle if t.repeats == 2] == [8]  # the noisier reading (a tie: the newer)
+
+
+@pytest.mark.parametrize("top_spread", [0.01, 0.05])
+def test_a_best_past_the_knee_spends_no_trial_above_it_nor_below_it_within_the_noise(top_spread: float) -> None:
+    """Linear at 235 samples/s per worker, then a ceiling near w46 and 1,700 samples/s lost per doubling past it
+    (the latency example's shape on 2 CPUs): w64 loads under 90% of the rise, so it is past the knee and no
+    count above it can load faster; below it the curve peaks +8% at most. A quiet top has a trial to spend
+    there; a top as noisy as the latency example's (±5% a trial) has not."""
+    def bent(config: LoaderConfig) -> TrialResult:
+        w = max(1, config.num_workers)
+        rate = min(235.0 * w, 9_900.0 - 1_700.0 * math.log2(w / 64))
+        return trial(config, rate, cpu=5.0 + 0.5 * w, spread=top_spread if w >= 64 else 0.01)
+
+    strategy = AdaptiveStrategy(space(2), Budget(usable_cpus=2))
+    history, why = run(strategy, bent)
+    assert best(history).num_workers <= 64
+    assert not [w for w in workers_tried(history) if 64 < w < 128]
+    between = [w for w in workers_tried(history) if 32 < w < 64]
+    if top_spread > 0.01:
+        assert between == [] and "past the knee" in why and "refining cannot pay" in why
+    else:
+        assert between, "a quiet top left the +8% the knee allows below w64 untried"

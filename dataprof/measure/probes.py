@@ -7,7 +7,8 @@ data, never an exception.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -139,8 +140,8 @@ class ProcessTreeProbe:
         self.exclude = exclude
         """A descendant left out, with its own descendants: the sampler's process when it samples its parent."""
 
-    def sample(self, now: float, memory: bool = True, breakdown: bool = False,
-               deadline: float | None = None) -> TreeSample | None:
+    def sample(self, now: float, memory: bool = True, breakdown: bool = False, deadline: float | None = None,
+               threads: int = 1) -> TreeSample | None:
         """CPU times of every process, then their PSS/USS unless ``memory`` is False (the costly part).
 
         All CPU times are read before any memory, so they stay one instant however long memory takes.
@@ -148,6 +149,7 @@ class ProcessTreeProbe:
         gone, or 0 as a zombie's), or a reading still going at ``deadline`` (``time.monotonic``),
         leaves the reading's memory fields None, never a partial sum. ``breakdown`` (with ``memory``)
         also splits the workers' private pages (:class:`PrivatePages`), or None past ``deadline``.
+        ``threads`` > 1 reads the memory of that many processes at once (once the window has closed).
         """
         psutil = self.psutil
         try:
@@ -170,40 +172,46 @@ class ProcessTreeProbe:
                                        None)
             except (psutil.NoSuchProcess, psutil.ZombieProcess):
                 continue
-        read = self._memory(procs, breakdown, deadline) if self.with_memory and memory else None
+        read = self._memory(procs, breakdown, deadline, threads) if self.with_memory and memory else None
         pss, main_uss, workers_uss, pages = read if read is not None else (None, None, None, None)
         return TreeSample(t=now, cpu_s=cpu_s, main_cpu_s=main_cpu, main_thread_cpu_s=main_thread, pss_bytes=pss,
                           main_uss_bytes=main_uss, workers_uss_bytes=workers_uss, processes=len(procs),
                           workers_private=pages)
 
-    def _memory(self, procs: list[Any], breakdown: bool, deadline: float | None) \
+    def _memory(self, procs: list[Any], breakdown: bool, deadline: float | None, threads: int) \
             -> tuple[int, int, int, PrivatePages | None] | None:
         """The tree's PSS, the root's USS, the workers' USS and (``breakdown``) their private pages; None unless
-        every process was read by ``deadline``."""
-        psutil = self.psutil
-        pss = main_uss = workers_uss = 0
+        every process was read by ``deadline``. ``threads`` > 1 reads that many processes at once."""
         parent = self._parent_ranges() if breakdown and len(procs) > 1 else None
-        pages: PrivatePages | None = PrivatePages(0, 0, 0) if parent is not None else None
-        for proc in procs:
+
+        def one(proc: Any) -> tuple[int, int, PrivatePages | None]:
             read = _smaps(proc.pid, parent) if parent is not None and proc is not self.root else None
-            if read is not None and pages is not None:  # a worker's smaps, read for its breakdown: its USS, PSS
-                uss, proc_pss, own = read
-                pages = PrivatePages(pages.inherited + own.inherited, pages.file + own.file, pages.new + own.new)
-            else:
-                if proc is not self.root:
-                    parent = pages = None  # no smaps here (not Linux, not ours): memory without the breakdown
-                try:
-                    info = proc.memory_full_info()
-                    uss, proc_pss = info.uss, getattr(info, "pss", info.uss)
-                except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
-                    uss = proc_pss = 0
+            if read is not None:  # a worker's smaps, read for its breakdown, gives its USS and PSS too
+                return read
+            try:
+                info = proc.memory_full_info()
+            except (self.psutil.NoSuchProcess, self.psutil.ZombieProcess, self.psutil.AccessDenied):
+                return 0, 0, None
+            return info.uss, getattr(info, "pss", info.uss), None
+
+        if threads > 1:
+            with ThreadPoolExecutor(threads) as pool:
+                readings: Iterable[tuple[int, int, PrivatePages | None]] = list(pool.map(one, procs))
+        else:
+            readings = map(one, procs)
+        pss = main_uss = workers_uss = 0
+        pages: PrivatePages | None = PrivatePages(0, 0, 0) if parent is not None else None
+        for proc, (uss, proc_pss, own) in zip(procs, readings, strict=True):
             if not uss or _past(deadline):  # gone, exiting (a zombie maps nothing), not ours, or out of time:
                 return None                 # a sum without it would be a number nobody measured
             pss += proc_pss
             if proc is self.root:
                 main_uss = uss
-            else:
-                workers_uss += uss
+                continue
+            workers_uss += uss
+            # a worker without smaps (not Linux, not ours) leaves the reading without the breakdown
+            pages = None if pages is None or own is None else \
+                PrivatePages(pages.inherited + own.inherited, pages.file + own.file, pages.new + own.new)
         return pss, main_uss, workers_uss, pages
 
     def _parent_ranges(self) -> list[tuple[int, int]] | None:

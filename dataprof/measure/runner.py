@@ -16,6 +16,7 @@ from typing import Any
 
 from dataprof.backends.frameworks import likely_framework
 from dataprof.config import LoaderConfig, SweepSettings
+from dataprof.measure.environment import cpu_budget
 from dataprof.measure.failures import died_by
 from dataprof.measure.link import Host, HostDied
 from dataprof.measure.probes import NullGpuProbe, NvmlProbe, ProcessTreeProbe, SystemProbe
@@ -343,7 +344,8 @@ class TrialRunner:
         own = (os.getpid(), self.host.proc.pid) if self.host is not None else (os.getpid(),)
         settings = self.settings
         return Sampler(tree, SystemProbe(own), gpu_probe, self.sample_interval_s, on_sample=on_sample,
-                       window_s=settings.trial_seconds, memory_limit_bytes=settings.memory_limit_bytes).start()
+                       window_s=settings.trial_seconds, memory_limit_bytes=settings.memory_limit_bytes,
+                       end_threads=cpu_budget().usable).start()
 
     @staticmethod
     def _outcome(result: Message, exit_event: Message, killed_for: dict[str, str],

@@ -42,17 +42,20 @@ class Sampler:
     """Reads tree, system and GPU probes on a thread until stopped.
 
     Every ``interval_s`` it reads CPU times (the tree's, the machine's) and the
-    GPU; the tree's memory only as often as :data:`MAX_DUTY` allows, however
-    costly it is to read (PSS of 100 workers takes a while), and inside the
-    window only as the start mark may (below), or early when the machine's
-    available memory falls towards the memory limit
-    (:data:`HEADROOM_SHARE`). The window's marks read memory with the
+    GPU; the tree's memory at the start, then none while the workers start
+    (that start-up is timed) unless the machine's available memory falls
+    towards the memory limit (:data:`HEADROOM_SHARE`); from the window on, as
+    often as :data:`MAX_DUTY` allows, however costly it is to read (PSS of 100
+    workers takes a while), and inside the window only as the start mark may
+    (below). The window's marks read memory with the
     workers' private pages broken down (how much their memory grew depends on
-    them): the start's, which runs inside the window, while it takes at most
-    :data:`MAX_DUTY` of the expected window ``window_s`` (at least
-    :data:`MARK_MEMORY_COST_S`), cut off past that; the end's always, since
-    the window has closed and the trial waits for this reading (the breakdown
-    only when the start had one: a growth needs both).
+    them): the start's, which runs inside the window, while it should take at
+    most :data:`MAX_DUTY` of the expected window ``window_s`` (at least
+    :data:`MARK_MEMORY_COST_S`; the last reading's cost per process times the
+    processes now), cut off past that; the end's always, since
+    the window has closed and the trial waits for this reading (``end_threads``
+    processes at a time; the breakdown only when the start had one: a growth
+    needs both).
     """
 
     def __init__(
@@ -65,6 +68,7 @@ class Sampler:
         on_sample: Callable[[TreeSample], None] | None = None,
         window_s: float = 0.0,
         memory_limit_bytes: int | None = None,
+        end_threads: int = 1,
     ) -> None:
         self.tree_probe = tree_probe
         self.system_probe = system_probe
@@ -74,6 +78,8 @@ class Sampler:
         self.on_sample = on_sample
         self.mark_memory_cost_s = max(MARK_MEMORY_COST_S, MAX_DUTY * window_s)
         self.memory_limit_bytes = memory_limit_bytes
+        self.end_threads = end_threads
+        """Processes the end mark reads at once: the window has closed and the workers are idle."""
         self.samples = Samples()
         self.memory_cost_s = 0.0
         """Wall time of the last reading with memory: PSS of many workers is slow to read."""
@@ -81,6 +87,8 @@ class Sampler:
         """Wall time of the last reading without memory."""
         self._memory_at: float | None = None
         """When memory was last read (or its reading cut off)."""
+        self._per_process_s = 0.0
+        """Wall time of the last memory reading per process it read: what the next one will cost."""
         self._guard_base: tuple[int, int] | None = None
         """The tree's PSS at the last reading that had it, and the machine's available memory then."""
         self._start_breakdown = False
@@ -94,10 +102,12 @@ class Sampler:
         self._thread.start()
         return self
 
-    def sample_now(self, memory: bool | None = True, breakdown: bool = False, budget_s: float | None = None) -> None:
+    def sample_now(self, memory: bool | None = True, breakdown: bool = False, budget_s: float | None = None,
+                   threads: int = 1) -> None:
         """Take one reading now: the machine, the tree's CPU, its memory when ``memory`` (None: when the
         guard needs it, :meth:`_limit_near`, or the duty allows it, :meth:`_duty_allows`) and, with
-        ``breakdown``, the workers' private pages too, cut off past ``budget_s``; then the GPU."""
+        ``breakdown``, the workers' private pages too, cut off past ``budget_s``, ``threads`` processes at a
+        time; then the GPU."""
         with self._lock:
             now = self.clock()
             system = self.system_probe.sample(now)
@@ -110,10 +120,12 @@ class Sampler:
                         budget_s = self.mark_memory_cost_s
             started = self.clock()
             deadline = None if budget_s is None else started + budget_s
-            tree = self.tree_probe.sample(now, memory, breakdown, deadline)
+            tree = self.tree_probe.sample(now, memory, breakdown, deadline, threads)
             cost = self.clock() - started
             if memory:
                 self.memory_cost_s, self._memory_at = cost, now
+                if tree is not None and tree.processes:
+                    self._per_process_s = cost / tree.processes
                 if tree is not None and tree.pss_bytes is not None:
                     self._guard_base = (tree.pss_bytes, system.available_bytes)
             else:
@@ -137,18 +149,25 @@ class Sampler:
         pss, available_then = self._guard_base
         return available_then - available >= HEADROOM_SHARE * (self.memory_limit_bytes - pss)
 
+    def _affordable(self) -> bool:
+        """Whether a memory reading of the tree as the last reading found it should cost within the window's
+        budget, at the cost per process the last memory reading had."""
+        processes = self.samples.tree[-1].processes if self.samples.tree else 1
+        return self._per_process_s * processes < self.mark_memory_cost_s
+
     def _duty_allows(self, now: float) -> bool:
-        """Whether the last memory reading's cost, spread since it was taken, is within :data:`MAX_DUTY`; inside
-        the window, only while that cost is within the start mark's budget too."""
+        """Whether the last memory reading's cost, spread since it was taken, is within :data:`MAX_DUTY`, once
+        the window has opened (before it, worker start-up is being timed); inside the window, only while the
+        reading should cost within the start mark's budget too."""
         if self._memory_at is None:
             return True
-        if self._in_window() and self.memory_cost_s >= self.mark_memory_cost_s:
+        if self.samples.window_start is None or (self._in_window() and not self._affordable()):
             return False
         return now - self._memory_at >= self.memory_cost_s / MAX_DUTY
 
     def mark_window_start(self) -> None:
         """The trial's window opened: read everything now, memory while affordable (see the class)."""
-        memory = self.memory_cost_s < self.mark_memory_cost_s
+        memory = self._affordable()
         self.sample_now(memory=memory, breakdown=True, budget_s=self.mark_memory_cost_s)
         last = self.samples.tree[-1] if self.samples.tree else None
         self._start_breakdown = memory and last is not None and last.workers_private is not None
@@ -156,7 +175,7 @@ class Sampler:
 
     def mark_window_end(self) -> None:
         """The trial's window closed: read everything, memory included (whatever it costs), now."""
-        self.sample_now(memory=True, breakdown=self._start_breakdown)
+        self.sample_now(memory=True, breakdown=self._start_breakdown, threads=self.end_threads)
         self.samples.window_end = self.samples.tree[-1].t if self.samples.tree else self.clock()
 
     def stop(self) -> Samples:

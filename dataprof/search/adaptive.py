@@ -11,7 +11,7 @@ from dataprof.config import EVIDENCE_KNOBS, LoaderConfig, SearchSpace, baseline
 from dataprof.model import TrialResult
 from dataprof.recommend import MAX_TRADE
 from dataprof.search.common import Budget, Proposal, Searching
-from dataprof.search.evidence import start_method_words, start_methods_to_try, tail_words, wait_figures
+from dataprof.search.evidence import knee_gain, start_method_words, start_methods_to_try, tail_words, wait_figures
 from dataprof.stats import available_cpus, heavy_tail, noise_between
 
 
@@ -214,12 +214,16 @@ class AdaptiveStrategy(Searching):
             return None
         best = max(ok, key=_rate)
         w = best.config.num_workers
+        knee = self._knee(ok, best)
+        if knee is not None and knee[1]:
+            return None
         baseline = done.get(self.baseline)
         below = next((t for t in reversed(ok) if t.config.num_workers < w),
                      baseline if baseline is not None and baseline.status == "ok" else None)
         above = next((t for t in measured if t.config.num_workers > w), None)
         sides: list[tuple[float, int, str]] = []
-        if above is not None and not self._saturated(best) and (above.status != "ok" or self._gains(best, above)):
+        if above is not None and knee is None and not self._saturated(best) \
+                and (above.status != "ok" or self._gains(best, above)):
             rising = below is not None and self._gains(best, below)
             promise = _rate(above) if above.status == "ok" else (_rate(best) if rising else 0.0)
             sides.append((promise, _between(w, above.config.num_workers),
@@ -244,6 +248,24 @@ class AdaptiveStrategy(Searching):
                 continue  # a bracket this narrow holds no gain worth a trial
             return Proposal(config, why, rival=best)
         return None
+
+    def _knee(self, ok: Sequence[TrialResult], best: TrialResult) -> tuple[float, str] | None:
+        """Past the knee of the curve (:func:`knee_gain`): the most a count below ``best`` can gain, and why
+        refining below cannot pay when that is within the noise (else an empty reason); None before it."""
+        w = best.config.num_workers
+        below = max((t for t in ok if 0 < t.config.num_workers < w), key=lambda t: t.config.num_workers, default=None)
+        above = min((t for t in ok if t.config.num_workers > w), key=lambda t: t.config.num_workers, default=None)
+        if below is None or above is None:
+            return None
+        gain = knee_gain(ok, below, best, above, self.linear)
+        if gain is None:
+            return None
+        noise = max(noise_between(best, below), noise_between(best, above))
+        why = "" if gain >= noise else (
+            f"; w{w} is past the knee (under {100 * self.linear:.0f}% of the fastest per-worker rate), so no count "
+            f"above it loads faster, and the curve from w{below.config.num_workers} can peak at most "
+            f"{100 * gain:+.1f}% above it, within the ±{100 * noise:.0f}% noise: refining cannot pay")
+        return gain, why
 
     def _best_at_climb_knobs(self, done: dict[LoaderConfig, TrialResult]) -> TrialResult | None:
         ok = [t for t in self._measured(done) if t.status == "ok"]
@@ -345,8 +367,11 @@ class AdaptiveStrategy(Searching):
     def _stop_reason(self, done: dict[LoaderConfig, TrialResult], history: Sequence[TrialResult],
                      best: TrialResult | None) -> str:
         climb = self._walk(done, history)[1]
+        ok = [t for t in self._measured(done) if t.status == "ok"]
+        knee = self._knee(ok, max(ok, key=_rate)) if ok else None
+        peaked = knee[1] if knee is not None else ""
         tail = f"; best {best.config.label()}, no untried neighbour left to beat it" if best else ""
-        return climb + tail + self._steady_note(done)
+        return climb + peaked + tail + self._steady_note(done)
 
     def _steady_note(self, done: dict[LoaderConfig, TrialResult]) -> str:
         """Why the space's other ``prefetch_factor`` values were not tried, when they were not."""

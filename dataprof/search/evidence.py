@@ -1,8 +1,10 @@
-"""What the trials say about the knobs beyond the worker count, in words the search story quotes: the wait
-figures behind a deeper buffer or ``in_order=False``, and the start methods worth a trial."""
+"""What the trials say, in words the search story quotes: how high the throughput curve can peak below a best
+past its knee, the wait figures behind a deeper buffer or ``in_order=False``, and the start
+methods worth a trial."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from dataprof.model import TrialResult
@@ -10,6 +12,35 @@ from dataprof.units import fmt_bytes
 
 COPIED_PER_WORKER = 8 * 1024 * 1024
 """Copy-on-read growth per worker (in the window) from which the other start methods are worth a try."""
+
+
+def knee_gain(trials: Sequence[TrialResult], below: TrialResult, best: TrialResult, above: TrialResult,
+              linear: float) -> float | None:
+    """How far above ``best`` a count between ``below`` and it can load, once ``best`` is past the knee of the
+    throughput curve; None when it is not (or ``above`` loads as fast as it), and more workers may still pay.
+
+    The curve rises as workers are added, never faster per worker than the fastest per-worker rate measured
+    (latency-bound counts load ``W / s``), then bends at a ceiling (the CPUs, the main process, workers
+    crowding each other) and falls from there at most as fast as it falls from ``best`` to ``above`` (linear
+    in log workers). ``best`` is past the knee when it loads under ``linear`` of that rise; then no count
+    above it can load faster, and below it the curve peaks at most where the rise meets the fall (no lower
+    than ``below``'s count): the figure returned, over ``best``'s rate."""
+    ok = [t for t in trials if t.status == "ok" and t.config.num_workers > 0 and t.samples_per_s]
+    rise = max(((t.samples_per_s or 0.0) / t.config.num_workers for t in ok), default=0.0)
+    w_low, w, w_high = below.config.num_workers, best.config.num_workers, above.config.num_workers
+    rate, lower = best.samples_per_s or 0.0, above.samples_per_s or 0.0
+    if not 0 < w_low < w < w_high or rate <= 0 or lower >= rate or rate >= linear * rise * w:
+        return None
+    fall = (rate - lower) / math.log2(w_high / w)  # samples/s lost per doubling of workers past the knee
+
+    def ceiling(workers: float) -> float:
+        return min(rise * workers, rate + fall * math.log2(w / workers))
+
+    low, high = float(w_low), float(w)  # the rise climbs with workers, the fall's extension descends: bisect
+    for _ in range(40):
+        middle = (low + high) / 2
+        low, high = (middle, high) if rise * middle < rate + fall * math.log2(w / middle) else (low, middle)
+    return max(ceiling(w_low), ceiling(low)) / rate - 1
 
 
 def start_methods_to_try(trial: TrialResult, start_method: str | None, available: Sequence[str]) -> tuple[str, ...]:
