@@ -273,8 +273,9 @@ class AdaptiveStrategy(Searching):
 
     def _tune(self, done: dict[LoaderConfig, TrialResult], history: Sequence[TrialResult]) -> Proposal | None:
         """One knob at a time at the best worker count: pin_memory (PyTorch) or use_shared_memory and
-        use_buffer_reader (Paddle), then prefetch_factor (on a flat top, at its most workers: :meth:`_deepest_peer`),
-        then the knobs the evidence calls for."""
+        use_buffer_reader (Paddle), then prefetch_factor, then the knobs the evidence calls for. A deeper buffer
+        goes where the bursts were measured: on a flat top, the same depth in fewer workers has fewer processes
+        sharing the CPUs (and a cheaper trial) than the most workers within noise."""
         anchor = self._best_at_climb_knobs(done)
         if anchor is None:
             return None
@@ -283,36 +284,21 @@ class AdaptiveStrategy(Searching):
         # not tuned (the climb uses it when it is the only value given).
         given = tuple((knob, values, "") for knob, values in self.space.tuned_knobs())
         for knob, values, because in (*given, *self._evidence(anchor, done)):
-            base = self._deepest_peer(current, done) if knob == "prefetch_factor" else current
-            where = "the best so far" if base is current else \
-                f"{base.config.label()}, the most workers within noise of the best ({current.config.label()})"
             tried = []
             for value in values:
-                config = dataclasses.replace(base.config, **{knob: value})  # type: ignore[arg-type]
-                if config == base.config:
+                config = dataclasses.replace(current.config, **{knob: value})  # type: ignore[arg-type]
+                if config == current.config:
                     continue
                 trial = done.get(config)
                 if trial is None:
                     if self.budget.forbids(config, history) is not None:
                         continue
-                    return Proposal(config, f"tune {knob}={value} at {where}{because}", rival=current)
+                    return Proposal(config, f"tune {knob}={value} at the best so far{because}", rival=current)
                 tried.append(trial)
             winners = [t for t in tried if t.status == "ok" and self._gains(t, current)]
             if winners:
                 current = max(winners, key=_rate)
         return None
-
-    def _deepest_peer(self, best: TrialResult, done: dict[LoaderConfig, TrialResult]) -> TrialResult:
-        """Where a deeper buffer is tried: at ``best``'s knobs, the most workers whose rate is within noise of
-        ``best``'s (a flat top), else ``best``. A config keeps ``W·prefetch_factor`` batches in flight, so a
-        deeper buffer at the best count only gives it what a count within noise of it with more workers already
-        had; the trial that can show a gain is the one whose depth no measured config has had."""
-        def peer(trial: TrialResult) -> bool:
-            knobs = dataclasses.replace(trial.config, num_workers=best.config.num_workers) == best.config
-            return knobs and trial.status == "ok" and trial.config.num_workers > best.config.num_workers \
-                and not self._gains(best, trial)
-
-        return max((t for t in done.values() if peer(t)), key=lambda t: t.config.num_workers, default=best)
 
     def _other_prefetch(self) -> tuple[int, ...]:
         """The space's ``prefetch_factor`` values besides the climb's, left to the evidence: worth a trial only
