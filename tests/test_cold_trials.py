@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from dataprof.cli import main
 from dataprof.measure import runner
-from dataprof.measure.probes import mapping_ranges, private_pages, smaps_memory
+from dataprof.measure.probes import mapping_ranges, smaps_memory
 
 FIX = str(Path(__file__).parent / "fixtures" / "datasets.py")
 QUICK = ["--trial-seconds", "0.3", "--prefetch-factor", "2", "--strategy", "grid", "--no-rules-of-thumb"]
@@ -47,14 +47,14 @@ def test_private_pages_tell_copies_of_the_parent_from_file_pages_and_new_memory(
     parent = mapping_ranges("00400000-00500000 r-xp 0 fe:00 1234 /usr/bin/python3\n"
                             "01000000-01800000 rw-p 0 00:00 0 [heap]\n"
                             "7f2000000000-7f2000100000 rw-s 0 00:01 77 /dev/shm/torch_1\n")
-    pages = private_pages(SMAPS, parent)
+    pages = smaps_memory(SMAPS, parent)[2]
     # the heap starts in the parent's heap: its dirty pages are the parent's, copied, and so are the binary's
     # written pages; the binary's clean pages and the shared mapping of a file (dirty too: written, not yet
     # on disk) are the file's; the anonymous mapping and the shared-memory tensor are the worker's own
     assert pages.inherited == (4096 + 8) * 1024
     assert pages.file == (1024 + 20480 + 100) * 1024
     assert pages.new == (512 + 256) * 1024
-    alone = private_pages(SMAPS, [])
+    alone = smaps_memory(SMAPS, [])[2]
     assert alone.inherited == 0 and alone.new == (8 + 4096 + 512 + 256) * 1024
 
 

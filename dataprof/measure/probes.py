@@ -68,11 +68,6 @@ _SHARED_MEMORY = ("/dev/shm/", "/memfd:", "/SYSV")
 """Paths of shared mappings that hold memory, not files (torch's shared-memory tensors, for one)."""
 
 
-def private_pages(smaps_text: str, parent_ranges: list[tuple[int, int]]) -> PrivatePages:
-    """Split one process's private pages (``/proc/PID/smaps``) by where they come from (see PrivatePages)."""
-    return smaps_memory(smaps_text, parent_ranges)[2]
-
-
 def smaps_memory(smaps_text: str, parent_ranges: list[tuple[int, int]]) -> tuple[int, int, PrivatePages]:
     """One process's USS and PSS from its ``/proc/PID/smaps`` (as psutil reads them from ``smaps_rollup``: all
     ``Private_*`` pages, all ``Pss``), and its private pages split by where they come from.
