@@ -7,6 +7,7 @@ is a pure function, tested on hand-made samples.
 
 from __future__ import annotations
 
+import math
 import statistics
 import threading
 import time
@@ -52,7 +53,8 @@ class Sampler:
     them): the start's, which runs inside the window, while it should take at
     most :data:`MAX_DUTY` of the expected window ``window_s`` (at least
     :data:`MARK_MEMORY_COST_S`; the last reading's cost per process times the
-    processes now), cut off past that; the end's always, since
+    processes now), cut off past that (``window_s`` unbounded, as for a
+    watched run whose window is its whole life: the duty alone); the end's always, since
     the window has closed and the trial waits for this reading (``end_threads``
     processes at a time; the breakdown only when the start had one: a growth
     needs both).
@@ -66,7 +68,7 @@ class Sampler:
         interval_s: float = 0.25,
         clock: Callable[[], float] = time.monotonic,
         on_sample: Callable[[TreeSample], None] | None = None,
-        window_s: float = 0.0,
+        window_s: float = math.inf,
         memory_limit_bytes: int | None = None,
         end_threads: int = 1,
     ) -> None:
