@@ -13,6 +13,7 @@ from dataprof.config import LoaderConfig, SearchSpace, adaptive_workers, auto_wo
 from dataprof.model import TrialResult, WaitStats
 from dataprof.recommend import recommend
 from dataprof.search import AdaptiveStrategy, Budget, GridStrategy, Proposal, rules_of_thumb
+from dataprof.search.evidence import first_dip
 from dataprof.stats import pooled
 
 Curve = Callable[[LoaderConfig], TrialResult]
@@ -501,3 +502,53 @@ def test_a_best_past_the_knee_spends_no_trial_above_it_nor_below_it_within_the_n
         assert between == [] and "past the knee" in why and "refining cannot pay" in why
     else:
         assert between, "a quiet top left the +8% the knee allows below w64 untried"
+
+
+def test_a_dip_in_the_curve_is_measured_again_before_it_steers_the_pick() -> None:
+    """Linear at 230 samples/s per worker to w32, a peak at w64, w128 a little lower: the refinement's first
+    reading of w64 was taken while the machine drifted (a fifth low, cut short). Below both w32 and w128 it
+    contradicts the curve's one peak, so it is measured again, and the pooled w64 is recommended."""
+    readings: dict[LoaderConfig, int] = {}
+
+    def drifted(config: LoaderConfig) -> TrialResult:
+        readings[config] = readings.get(config, 0) + 1
+        w = max(1, config.num_workers)
+        rate = min(230.0 * w, 8_500.0 - 500.0 * math.log2(w / 64))
+        if w == 64 and readings[config] == 1:
+            return dataclasses.replace(trial(config, 6_500.0, spread=0.02), samples=int(6_500 * 1.5), window_s=1.5)
+        return dataclasses.replace(trial(config, rate, cpu=5.0 + 0.5 * w, spread=0.02), window_s=3.0,
+                                   samples=int(rate * 3.0))
+
+    strategy = AdaptiveStrategy(space(2), Budget(usable_cpus=2))
+    history, _ = run(strategy, drifted)
+    w64 = next(t for t in history if t.config == LoaderConfig(64, False, 2, True))
+    assert w64.repeats == 2 and w64.samples_per_s is not None and w64.samples_per_s > 7_800.0
+    assert best(history).num_workers == 64
+
+    flat = [trial(LoaderConfig(w, False, 2, True), rate, spread=0.02)
+            for w, rate in ((2, 780.0), (4, 900.0), (8, 870.0), (16, 880.0))]
+    declining = [trial(LoaderConfig(w, False, 2, True), rate, spread=0.02)
+                 for w, rate in ((4, 900.0), (8, 500.0), (16, 400.0))]
+    dip = [trial(LoaderConfig(w, False, 2, True), rate, spread=0.02)
+           for w, rate in ((8, 1_800.0), (32, 7_300.0), (64, 6_500.0), (128, 8_000.0))]
+    assert first_dip(flat, 0.05) is None  # a flat top within the 5% the recommendation may trade
+    assert first_dip(declining, 0.05) is None  # a fall, however steep, is no dip
+    found = first_dip(dip, 0.05)
+    assert found is not None and found[0].config.num_workers == 64 and "14% below the line from w32 to w128" \
+        in found[1]
+    assert first_dip([*dip[:2], dataclasses.replace(dip[2], repeats=2), dip[3]], 0.05) is None  # measured twice
+
+
+def test_a_count_above_a_best_still_on_its_linear_rise_is_refined_however_noisy() -> None:
+    """w32 loads 230 samples/s per worker, the fastest rate per worker measured, so the curve has not bent at
+    w32; w128 reads within a ±20% noise of it, so the curve bent between them and its peak, at w64, lies
+    between: refined, although w32 is not beyond the noise above w128."""
+    def noisy_top(config: LoaderConfig) -> TrialResult:
+        w = max(1, config.num_workers)
+        if w == 128:
+            return trial(config, 6_800.0, spread=0.20)
+        return trial(config, min(230.0 * w, 8_500.0 - 500.0 * math.log2(w / 64)), cpu=5.0 + 0.5 * w,
+                     spread=0.02)
+
+    history, _ = run(AdaptiveStrategy(space(2), Budget(usable_cpus=2)), noisy_top)
+    assert 64 in workers_tried(history) and best(history).num_workers == 64

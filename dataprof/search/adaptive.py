@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from dataprof.config import EVIDENCE_KNOBS, LoaderConfig, SearchSpace, baseline
 from dataprof.model import TrialResult
 from dataprof.recommend import MAX_TRADE
+from dataprof.search import evidence
 from dataprof.search.common import Budget, Proposal, Searching
-from dataprof.search.evidence import knee_gain, start_method_words, start_methods_to_try, tail_words, wait_figures
 from dataprof.stats import available_cpus, heavy_tail, noise_between
 
 
@@ -77,7 +77,7 @@ class AdaptiveStrategy(Searching):
         mine = self._current_step(done)
         if mine is not None:
             return mine
-        for step in (self._climb, self._refine, self._tune):
+        for step in (self._climb, self._dip, self._refine, self._tune):
             proposal = step(done, history)
             if proposal is not None:
                 return proposal
@@ -175,6 +175,14 @@ class AdaptiveStrategy(Searching):
         return Proposal(again.config, f"re-measure {again.config.label()}: {_gain(trial, best)} is within the "
                                       f"±{noise:.0%} noise, which decides whether to climb on", repeat=True)
 
+    def _dip(self, done: dict[LoaderConfig, TrialResult], history: Sequence[TrialResult]) -> Proposal | None:
+        """A dip in the curve (:func:`first_dip`), not yet measured twice, is measured again, once: throughput
+        against workers has one peak, so a dip is a reading taken while the machine drifted, and it would
+        steer the refinement and the pick."""
+        dip = evidence.first_dip(self._measured(done), self.remeasure_noise)
+        return None if dip is None else Proposal(dip[0].config, f"re-measure {dip[0].config.label()}: {dip[1]}",
+                                                 repeat=True)
+
     def _scaling(self, low: TrialResult, high: TrialResult) -> bool:
         """Throughput still rose near-linearly from ``low`` to ``high`` workers (latency-bound, the CPUs not
         saturated): the curve has not bent yet, so no count between them can beat ``high`` and refining there
@@ -194,7 +202,9 @@ class AdaptiveStrategy(Searching):
             cpu / 100.0 >= self.budget.saturated_cpu * available_cpus(trial, self.budget.usable_cpus)
 
     def _refine(self, done: dict[LoaderConfig, TrialResult], history: Sequence[TrialResult]) -> Proposal | None:
-        """Bisect (geometrically, as the ladder is) between the best count and a clearly worse or failed neighbour.
+        """Bisect (geometrically, as the ladder is) between the best count and a clearly worse or failed neighbour,
+        or a count above a best still on the linear rise (loading at least :attr:`linear` of the fastest
+        per-worker rate) that loads no faster: the curve bent between the two, so its peak lies between.
 
         Where the curve cannot rise between two measured counts, no trial is spent there: below the best
         when the step into it still scaled near-linearly, or when the best sits on a flat top (its CPUs
@@ -222,8 +232,9 @@ class AdaptiveStrategy(Searching):
                      baseline if baseline is not None and baseline.status == "ok" else None)
         above = next((t for t in measured if t.config.num_workers > w), None)
         sides: list[tuple[float, int, str]] = []
+        on_the_rise = _rate(best) >= self.linear * evidence.per_worker_rise(ok) * w
         if above is not None and knee is None and not self._saturated(best) \
-                and (above.status != "ok" or self._gains(best, above)):
+                and (above.status != "ok" or self._gains(best, above) or on_the_rise):
             rising = below is not None and self._gains(best, below)
             promise = _rate(above) if above.status == "ok" else (_rate(best) if rising else 0.0)
             sides.append((promise, _between(w, above.config.num_workers),
@@ -257,7 +268,7 @@ class AdaptiveStrategy(Searching):
         above = min((t for t in ok if t.config.num_workers > w), key=lambda t: t.config.num_workers, default=None)
         if below is None or above is None:
             return None
-        gain = knee_gain(ok, below, best, above, self.linear)
+        gain = evidence.knee_gain(ok, below, best, above, self.linear)
         if gain is None:
             return None
         noise = max(noise_between(best, below), noise_between(best, above))
@@ -338,16 +349,16 @@ class AdaptiveStrategy(Searching):
         knobs: list[tuple[str, tuple[object, ...], str]] = []
         deeper, tailed = self._other_prefetch(), self._tailed(done)
         if deeper and tailed is not None:
-            knobs.append(("prefetch_factor", deeper, tail_words(tailed)))
+            knobs.append(("prefetch_factor", deeper, evidence.tail_words(tailed)))
         if space.framework != "torch":
             return tuple(knobs)
         left = set(EVIDENCE_KNOBS) - set(space.skipped) - set(space.forced)
         baseline = done.get(self.baseline)
         if "in_order" in left and baseline is not None and heavy_tail(baseline):
-            knobs.append(("in_order", (False,), tail_words(baseline)))
-        others = start_methods_to_try(anchor, space.start_method, space.available_start_methods)
+            knobs.append(("in_order", (False,), evidence.tail_words(baseline)))
+        others = evidence.start_methods_to_try(anchor, space.start_method, space.available_start_methods)
         if "multiprocessing_context" in left and others:
-            knobs.append(("multiprocessing_context", others, start_method_words(anchor, space.start_method)))
+            knobs.append(("multiprocessing_context", others, evidence.start_method_words(anchor, space.start_method)))
         return tuple(knobs)
 
     def _stop_reason(self, done: dict[LoaderConfig, TrialResult], history: Sequence[TrialResult],
@@ -364,7 +375,7 @@ class AdaptiveStrategy(Searching):
         others = self._other_prefetch()
         baseline = done.get(self.baseline)
         if not others or self._tailed(done) is not None or baseline is None or baseline.status != "ok" \
-                or not wait_figures(baseline):
+                or not evidence.wait_figures(baseline):
             return ""
         default = self.space.default_config(1).prefetch_factor
         values = ",".join(map(str, others))
@@ -374,12 +385,12 @@ class AdaptiveStrategy(Searching):
         if anchor is None:
             why = busy
         else:
-            figures = f" (wait {wait_figures(anchor)})" if wait_figures(anchor) else ""
+            figures = f" (wait {evidence.wait_figures(anchor)})" if evidence.wait_figures(anchor) else ""
             why = f" nor do they come in bursts at {anchor.config.label()}{figures}{busy}"
             if heavy_tail(anchor):  # bursts on CPUs used up: :meth:`_tailed` counts only those with CPUs to spare
                 why = (f", and they reach {anchor.config.label()} in bursts{figures} as its workers take turns on "
                        f"the {(anchor.cpu_percent or 0) / 100:.1f} CPUs it used up: a deeper buffer adds no CPU")
         return (f"; prefetch_factor {values} not tried: batches at num_workers=0 have no stragglers "
-                f"({wait_figures(baseline)}){why} (--prefetch-factor "
+                f"({evidence.wait_figures(baseline)}){why} (--prefetch-factor "
                 f"{','.join(map(str, self.space.prefetch_factors))} to measure {'them' if len(others) > 1 else 'it'} "
                 "anyway)")

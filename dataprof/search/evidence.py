@@ -1,6 +1,6 @@
 """What the trials say, in words the search story quotes: how high the throughput curve can peak below a best
-past its knee, the wait figures behind a deeper buffer or ``in_order=False``, and the start
-methods worth a trial."""
+past its knee, a dip that contradicts its one peak, the wait figures behind a deeper buffer or
+``in_order=False``, and the start methods worth a trial."""
 
 from __future__ import annotations
 
@@ -14,6 +14,13 @@ COPIED_PER_WORKER = 8 * 1024 * 1024
 """Copy-on-read growth per worker (in the window) from which the other start methods are worth a try."""
 
 
+def per_worker_rise(trials: Sequence[TrialResult]) -> float:
+    """The fastest rate per worker measured (samples/s ÷ ``num_workers``): the slope of the throughput curve
+    while it still rises linearly (latency-bound counts load ``W / s``); 0 before any trial with workers."""
+    ok = [t for t in trials if t.status == "ok" and t.config.num_workers > 0 and t.samples_per_s]
+    return max(((t.samples_per_s or 0.0) / t.config.num_workers for t in ok), default=0.0)
+
+
 def knee_gain(trials: Sequence[TrialResult], below: TrialResult, best: TrialResult, above: TrialResult,
               linear: float) -> float | None:
     """How far above ``best`` a count between ``below`` and it can load, once ``best`` is past the knee of the
@@ -25,8 +32,7 @@ def knee_gain(trials: Sequence[TrialResult], below: TrialResult, best: TrialResu
     in log workers). ``best`` is past the knee when it loads under ``linear`` of that rise; then no count
     above it can load faster, and below it the curve peaks at most where the rise meets the fall (no lower
     than ``below``'s count): the figure returned, over ``best``'s rate."""
-    ok = [t for t in trials if t.status == "ok" and t.config.num_workers > 0 and t.samples_per_s]
-    rise = max(((t.samples_per_s or 0.0) / t.config.num_workers for t in ok), default=0.0)
+    rise = per_worker_rise(trials)
     w_low, w, w_high = below.config.num_workers, best.config.num_workers, above.config.num_workers
     rate, lower = best.samples_per_s or 0.0, above.samples_per_s or 0.0
     if not 0 < w_low < w < w_high or rate <= 0 or lower >= rate or rate >= linear * rise * w:
@@ -41,6 +47,23 @@ def knee_gain(trials: Sequence[TrialResult], below: TrialResult, best: TrialResu
         middle = (low + high) / 2
         low, high = (middle, high) if rise * middle < rate + fall * math.log2(w / middle) else (low, middle)
     return max(ceiling(w_low), ceiling(low)) / rate - 1
+
+
+def first_dip(trials: Sequence[TrialResult], margin: float) -> tuple[TrialResult, str] | None:
+    """The first of ``trials`` (one knob setting, by worker count) measured once that loads slower than both
+    counts either side of it, and slower than the line between them by more than ``margin``, with the figures
+    in words; None when there is none. A curve of throughput against workers has one peak (it rises, bends,
+    then stays flat or falls), so such a dip contradicts it; measured twice, it stands."""
+    ok = sorted((t for t in trials if t.status == "ok" and t.config.num_workers > 0),
+                key=lambda t: t.config.num_workers)
+    for left, middle, right in zip(ok, ok[1:], ok[2:], strict=False):
+        (w_left, a), (w, rate), (w_right, b) = ((t.config.num_workers, t.samples_per_s or 0.0)
+                                                for t in (left, middle, right))
+        line = a + (b - a) * (w - w_left) / (w_right - w_left)
+        if middle.repeats == 1 and rate < min(a, b) and rate < line * (1 - margin):
+            return middle, (f"it loads {1 - rate / line:.0%} below the line from w{w_left} to w{w_right}, slower "
+                            "than both, and throughput against workers has one peak")
+    return None
 
 
 def start_methods_to_try(trial: TrialResult, start_method: str | None, available: Sequence[str]) -> tuple[str, ...]:
