@@ -468,18 +468,21 @@ def test_no_count_above_a_saturated_best_is_refined() -> None:
 @pytest.mark.parametrize("above", [860.0, 930.0])
 def test_a_step_from_saturated_cpus_is_not_measured_again(above: float) -> None:
     """w4 has used up the 2 CPUs; w8 reads 4% lower or 3% higher within a ±11% noise: more workers only share
-    the same CPUs, so that reading is not taken again. The same step from unsaturated CPUs is measured again."""
+    the same CPUs, so that reading is not taken again. The same step from unsaturated CPUs is measured again,
+    unless w8 is the top of the range: no climb is left for the noise to decide."""
     def shared(cpu: float) -> Curve:
         def curve(config: LoaderConfig) -> TrialResult:
             rate = {0: 400.0, 1: 400.0, 2: 700.0, 4: 900.0}.get(config.num_workers, above)
             return trial(config, rate, cpu=cpu, spread=0.04)
         return curve
 
-    searched = space(2, workers=(0, 2, 4, 8))
+    searched = space(2, workers=(0, 2, 4, 8, 16))
     saturated, _ = run(AdaptiveStrategy(searched, Budget(usable_cpus=2)), shared(186.0))
     assert all(t.repeats == 1 for t in saturated)
     idle, _ = run(AdaptiveStrategy(searched, Budget(usable_cpus=2)), shared(60.0))
     assert [t.config.num_workers for t in idle if t.repeats == 2] == [8]  # the noisier reading (a tie: the newer)
+    top, _ = run(AdaptiveStrategy(space(2, workers=(0, 2, 4, 8)), Budget(usable_cpus=2)), shared(60.0))
+    assert all(t.repeats == 1 for t in top) and 8 in workers_tried(top)
 
 
 @pytest.mark.parametrize("top_spread", [0.01, 0.05])

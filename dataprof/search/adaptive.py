@@ -4,7 +4,6 @@ count (and the knobs the measurements call for), then the rules of thumb."""
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Sequence
 
 from dataprof.config import EVIDENCE_KNOBS, LoaderConfig, SearchSpace, baseline
@@ -25,12 +24,6 @@ def _gain(new: TrialResult, old: TrialResult) -> str:
     before = f"w{old.config.num_workers}" if same_knobs else old.config.label()
     after = f"w{new.config.num_workers}" if same_knobs else new.config.label()
     return f"{before} → {after}: {_rate(new) / _rate(old) - 1:+.0%}"
-
-
-def _between(low: int, high: int) -> int:
-    """The geometric midpoint of two worker counts, strictly between them when there is room."""
-    middle = round(math.sqrt(low * high)) if low > 0 else high // 2
-    return middle if low < middle < high else (low + high) // 2
 
 
 class AdaptiveStrategy(Searching):
@@ -138,7 +131,7 @@ class AdaptiveStrategy(Searching):
             if trial.status != "ok":
                 return None, f"stopped climbing: {config.label()} {trial.status}"
             if best is not None and not self._gains(trial, best):
-                again = self._remeasure(trial, best)
+                again = self._remeasure(trial, best) if workers != self.ladder[-1] else None  # no climb left
                 if workers > 1 and again is not None:
                     return again, "re-measuring"
                 if workers > 1:
@@ -159,7 +152,8 @@ class AdaptiveStrategy(Searching):
 
     def _remeasure(self, trial: TrialResult, best: TrialResult) -> Proposal | None:
         """When the noise decides the climb (a step within a wide noise, up or down), measure the noisier of the
-        two readings again, once: the pooled figures settle it.
+        two readings again, once: the pooled figures settle it. Not at the top rung: no climb is left to decide
+        there, and the refinement's bisection below it measures what the pick needs.
 
         Not a step from a best with workers whose CPUs were used up: more workers only share the same CPUs
         there (a gain from that stays small), and the climb's one rung past saturation has measured it.
@@ -203,8 +197,9 @@ class AdaptiveStrategy(Searching):
 
     def _refine(self, done: dict[LoaderConfig, TrialResult], history: Sequence[TrialResult]) -> Proposal | None:
         """Bisect (geometrically, as the ladder is) between the best count and a clearly worse or failed neighbour,
-        or a count above a best still on the linear rise (loading at least :attr:`linear` of the fastest
-        per-worker rate) that loads no faster: the curve bent between the two, so its peak lies between.
+        or a neighbour that loads no better across a bracket one end of which is still on the linear rise
+        (loading at least :attr:`linear` of the fastest per-worker rate): the curve bent between the two, so its
+        peak lies between.
 
         Where the curve cannot rise between two measured counts, no trial is spent there: below the best
         when the step into it still scaled near-linearly, or when the best sits on a flat top (its CPUs
@@ -232,25 +227,23 @@ class AdaptiveStrategy(Searching):
                      baseline if baseline is not None and baseline.status == "ok" else None)
         above = next((t for t in measured if t.config.num_workers > w), None)
         sides: list[tuple[float, int, str]] = []
-        on_the_rise = _rate(best) >= self.linear * evidence.per_worker_rise(ok) * w
+        rise = self.linear * evidence.per_worker_rise(ok)
+        on_the_rise = _rate(best) >= rise * w
         if above is not None and knee is None and not self._saturated(best) \
                 and (above.status != "ok" or self._gains(best, above) or on_the_rise):
             rising = below is not None and self._gains(best, below)
             promise = _rate(above) if above.status == "ok" else (_rate(best) if rising else 0.0)
-            sides.append((promise, _between(w, above.config.num_workers),
+            sides.append((promise, evidence.midpoint(w, above.config.num_workers),
                           f"refine between w{w} and w{above.config.num_workers}"))
         flat = self._saturated(best) or (above is not None and above.status == "ok" and not self._gains(best, above))
         probed = above is None and below is not None and below.config.num_workers not in {0, *self._rungs(done)}
-        if below is not None and self._gains(best, below) and not self._scaling(below, best) and not flat \
-                and not probed:
-            sides.append((_rate(below), _between(below.config.num_workers, w),
+        rose_to_below = below is not None and 0 < rise * below.config.num_workers <= _rate(below)
+        if below is not None and (self._gains(best, below) or rose_to_below) and not self._scaling(below, best) \
+                and not flat and not probed:
+            sides.append((_rate(below), evidence.midpoint(below.config.num_workers, w),
                           f"refine between w{below.config.num_workers} and w{w}"))
-        rung = next((r for r in self.ladder if r > w and self.climb_config(r) not in done), None)
-        if above is None and rung is not None and self.budget.forbids(self.climb_config(rung), history):
-            fitting = next((n for n in range(rung - 1, w, -1)
-                            if self.budget.forbids(self.climb_config(n), history) is None), None)
-            if fitting is not None:
-                sides.append((float("inf"), fitting, f"the most workers the budget allows below w{rung}"))
+        if above is None:
+            sides += self._most_allowed(done, history, w)
         for _, workers, why in sorted(sides, key=lambda side: -side[0]):
             config = self.climb_config(workers)
             if workers in (w, 0) or config in done or self.budget.forbids(config, history) is not None:
@@ -259,6 +252,16 @@ class AdaptiveStrategy(Searching):
                 continue  # a bracket this narrow holds no gain worth a trial
             return Proposal(config, why, rival=best)
         return None
+
+    def _most_allowed(self, done: dict[LoaderConfig, TrialResult], history: Sequence[TrialResult],
+                      w: int) -> list[tuple[float, int, str]]:
+        """When the budget forbids the next rung above ``w``: the most workers below it the budget allows."""
+        rung = next((r for r in self.ladder if r > w and self.climb_config(r) not in done), None)
+        if rung is None or not self.budget.forbids(self.climb_config(rung), history):
+            return []
+        fitting = next((n for n in range(rung - 1, w, -1)
+                        if self.budget.forbids(self.climb_config(n), history) is None), None)
+        return [] if fitting is None else [(float("inf"), fitting, f"the most workers the budget allows below w{rung}")]
 
     def _knee(self, ok: Sequence[TrialResult], best: TrialResult) -> tuple[float, str] | None:
         """Past the knee of the curve (:func:`knee_gain`): the most a count below ``best`` can gain, and why

@@ -14,6 +14,13 @@ COPIED_PER_WORKER = 8 * 1024 * 1024
 """Copy-on-read growth per worker (in the window) from which the other start methods are worth a try."""
 
 
+def midpoint(low: int, high: int) -> int:
+    """The geometric midpoint of two worker counts (the ladder is geometric), strictly between them when there
+    is room."""
+    middle = round(math.sqrt(low * high)) if low > 0 else high // 2
+    return middle if low < middle < high else (low + high) // 2
+
+
 def per_worker_rise(trials: Sequence[TrialResult]) -> float:
     """The fastest rate per worker measured (samples/s ÷ ``num_workers``): the slope of the throughput curve
     while it still rises linearly (latency-bound counts load ``W / s``); 0 before any trial with workers."""
