@@ -4,13 +4,15 @@ Per scenario: both strategies run as real sweeps over the same space (the
 adaptive ladder of worker counts, up to 128 for the latency-bound scenario and
 16 for the CPU-bound one, × prefetch 2,4 × persistent on,off), and the
 script prints the ratio of their best throughputs and of their wall times
-(target: adaptive ≥ 95% of the grid's best in ≤ 30% of its time). The
+(target: adaptive finds ≥ 95% of the grid's best in ≤ 30% of its time). The
 machine drifts by ±20% over minutes, so the sweeps run interleaved, adaptive,
 grid, grid, adaptive (``--rounds 2``), and the time ratio is the adaptive
-sweeps' total over the grid's; the picks are the first pair's. When the
-two picks differ, both are re-measured side by side, interleaved, since the
-best of many noisy grid trials is biased upward; that median ratio counts
-when it meets the target. It also
+sweeps' total over the grid's; the bests are the first pair's. When the
+two bests differ, both are re-measured side by side, interleaved, since the
+best of many noisy trials is biased upward; that median ratio counts. The
+recommendation may trade up to 5% of the best for a cheaper config within the
+noise (docs/reading-the-report.md): the grid's reading of it is printed, and
+the plain-loop target below judges it. It also
 prints what a PaddlePaddle-style autotune (num_workers 0…CPUs/2 in steps of 2,
 keeping only ≥ 25% gains) and the rules of thumb would pick, read off the
 grid's own trials. For the latency-bound scenario, a default adaptive sweep
@@ -139,11 +141,12 @@ def compare(name: str, scenario: dict[str, Any], seconds: float, pairs: int, rou
         print(f"adaptive's recommendation as the grid measured it: {rate(by_config[rec.config]) / rate(top_grid):.3f} "
               "of the grid's best (one measurement for both: no trial-to-trial noise)")
     quality = 1.0  # the same config: the two figures differ only by noise
-    if rec is not None and rec.config != top_grid.config:
-        print(f"re-measuring adaptive's pick {rec.config.label()} against the grid's best {top_grid.config.label()}:")
-        quality = remeasured(scenario, rec.config, top_grid.config, seconds, pairs)
-        print(f"adaptive's pick / the grid's best, re-measured interleaved ({pairs} pairs, A B / B A): "
-              f"median {quality:.3f} (target ≥ 0.95)")
+    if top_adaptive.config != top_grid.config:
+        print(f"re-measuring adaptive's best {top_adaptive.config.label()} against the grid's best "
+              f"{top_grid.config.label()}:")
+        quality = remeasured(scenario, top_adaptive.config, top_grid.config, seconds, pairs)
+    print(f"adaptive's best / the grid's best, re-measured interleaved ({pairs} pairs, A B / B A) when they differ: "
+          f"median {quality:.3f} (target ≥ 0.95)")
     paddle = paddle_autotune_pick(grid, usable)
     print(f"paddle-style autotune would pick {paddle.config.label() if paddle else '–'}: "
           f"{rate(paddle) / rate(top_grid):.3f} of the grid's best")
@@ -193,8 +196,9 @@ def main() -> int:
     parser.add_argument("--scenarios", default="latency,cpu")
     parser.add_argument("--seconds", type=float, default=3.0, help="--trial-seconds of every sweep")
     parser.add_argument("--loop-workers", default="2,8,32,64,96,128")
-    parser.add_argument("--pairs", type=int, default=5,
-                        help="when the picks differ, re-measure both this many times, interleaved")
+    parser.add_argument("--pairs", type=int, default=7,
+                        help="when the bests (or the recommendation and the loop's fastest) differ, re-measure "
+                             "both this many times, interleaved")
     parser.add_argument("--rounds", type=int, default=2,
                         help="sweeps of each strategy per scenario, interleaved (A B, B A, …) for the time ratio")
     opts = parser.parse_args()
