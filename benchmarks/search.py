@@ -128,8 +128,11 @@ def compare(name: str, scenario: dict[str, Any], seconds: float, pairs: int, rou
     print(f"adaptive: {len(adaptive.trials):>3} trials {adaptive.wall_s:>6.1f} s  best "
           f"{top_adaptive.config.label():<18} {rate(top_adaptive):>9,.1f} samples/s  (recommends "
           f"{rec.config.label() if rec else '–'} {rec.samples_per_s if rec else 0:,.1f})")
-    print("adaptive ran: " + ", ".join(f"{t.config.label()} {rate(t):,.0f}" for t in adaptive.trials))
-    print(f"adaptive stop: {adaptive.search_stop}")
+    for n, report in enumerate(runs["adaptive"], 1):
+        print(f"adaptive sweep {n} ran (samples/s, seconds of the last reading, ×readings): " + ", ".join(
+            f"{t.config.label()} {rate(t):,.0f} {t.duration_s or 0:.1f}s" + (f" ×{t.repeats}" if t.repeats > 1 else "")
+            for t in report.trials))
+        print(f"adaptive sweep {n} stop: {report.search_stop}")
     print("grid ran: " + ", ".join(f"{t.config.label()} {rate(t):,.0f}" for t in grid.trials))
     for strategy, reports in runs.items():
         print(f"{strategy} sweeps, in run order: " + ", ".join(f"{len(r.trials)} trials {r.wall_s:.1f} s"
