@@ -83,7 +83,8 @@ SWEEP_OPTIONS = (
                   help="Model step time to simulate per batch; 0 measures the loader's ceiling."),
     click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N."),
     click.option("--strategy", type=click.Choice(STRATEGY_CHOICES), default="adaptive", show_default=True,
-                  help="adaptive: climb num_workers while it pays, refine, tune the other knobs at the best count; "
+                  help="adaptive: climb num_workers while it pays, refine, tune the other knobs at the count the "
+                       "recommendation would take; "
                        "grid: every combination."),
     click.option("--trial-seconds", type=click.FloatRange(min=0.1), default=3.0, show_default=True,
                   help="Longest steady-state window of a trial; it ends sooner once the rate is steady, or "
