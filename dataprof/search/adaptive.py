@@ -131,7 +131,7 @@ class AdaptiveStrategy(Searching):
             if trial.status != "ok":
                 return None, f"stopped climbing: {config.label()} {trial.status}"
             if best is not None and not self._gains(trial, best):
-                again = self._remeasure(trial, best) if workers != self.ladder[-1] else None  # no climb left
+                again = self._remeasure(trial, best)
                 if workers > 1 and again is not None:
                     return again, "re-measuring"
                 if workers > 1:
@@ -161,7 +161,7 @@ class AdaptiveStrategy(Searching):
         noise = noise_between(trial, best)
         if noise < self.remeasure_noise or abs(_rate(trial) / max(_rate(best), 1e-9) - 1) > noise:
             return None  # a quiet measurement, or a step beyond the noise either way: measured, not guessed
-        if trial.repeats > 1 or best.repeats > 1:
+        if trial.repeats > 1 or best.repeats > 1 or trial.config.num_workers == self.ladder[-1]:
             return None
         if best.config.num_workers > 0 and self._saturated(best):
             return None
