@@ -1,5 +1,5 @@
-"""The adaptive strategy: climb num_workers while it pays, refine around the peak, tune the other knobs at the best
-count (and the knobs the measurements call for), then the rules of thumb."""
+"""The adaptive strategy: climb num_workers while it pays, refine around the peak, tune the other knobs at the climb's
+pick (and the knobs the measurements call for), then the rules of thumb."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def _gain(new: TrialResult, old: TrialResult) -> str:
 
 
 class AdaptiveStrategy(Searching):
-    """Climb workers, refine around the peak, tune the other knobs at the best count, then the rules of thumb.
+    """Climb workers, refine around the peak, tune the other knobs at the climb's pick, then the rules of thumb.
 
     Stateless: every call re-reads the history from the start, so the same
     trials always give the same next step and the same reasons.
@@ -281,17 +281,17 @@ class AdaptiveStrategy(Searching):
             f"{100 * gain:+.1f}% above it, within the ±{100 * noise:.0f}% noise: refining cannot pay")
         return gain, why
 
-    def _best_at_climb_knobs(self, done: dict[LoaderConfig, TrialResult]) -> TrialResult | None:
+    def _climb_pick(self, done: dict[LoaderConfig, TrialResult]) -> TrialResult | None:
         """The climbing config :func:`recommend` would take (the cheapest within noise of the fastest, ≤ 5% off)."""
         chosen = recommend([t for t in self._measured(done) if t.status == "ok"])
         return None if chosen is None else done[chosen.config]
 
     def _tune(self, done: dict[LoaderConfig, TrialResult], history: Sequence[TrialResult]) -> Proposal | None:
-        """One knob at a time at the climb's pick (:meth:`_best_at_climb_knobs`): pin_memory (PyTorch) or
+        """One knob at a time at the climb's pick (:meth:`_climb_pick`): pin_memory (PyTorch) or
         use_shared_memory and use_buffer_reader (Paddle), then prefetch_factor, then the knobs the evidence calls
         for. On a flat top, the same buffer depth in fewer workers has fewer processes sharing the CPUs (and a
         cheaper trial) than the most workers within noise."""
-        anchor = self._best_at_climb_knobs(done)
+        anchor = self._climb_pick(done)
         if anchor is None:
             return None
         current = anchor
@@ -331,14 +331,14 @@ class AdaptiveStrategy(Searching):
         return tuple(v for v in self.space.prefetch_factors if v != default)
 
     def _tailed(self, done: dict[LoaderConfig, TrialResult]) -> TrialResult | None:
-        """The baseline if its wait for a batch has a heavy tail (stragglers among the batches), else the best
-        climbing config if its has while its CPUs were not used up (batches in bursts, workers idle between:
+        """The baseline if its wait for a batch has a heavy tail (stragglers among the batches), else the climb's
+        pick if its has while its CPUs were not used up (batches in bursts, workers idle between:
         many workers scheduled on few CPUs). Bursts on CPUs used up are workers taking turns: a deeper buffer
         adds no CPU."""
-        baseline, best = done.get(self.baseline), self._best_at_climb_knobs(done)
+        baseline, pick = done.get(self.baseline), self._climb_pick(done)
         if baseline is not None and heavy_tail(baseline):
             return baseline
-        return best if best is not None and heavy_tail(best) and not self._saturated(best) else None
+        return pick if pick is not None and heavy_tail(pick) and not self._saturated(pick) else None
 
     def _evidence(self, anchor: TrialResult,
                   done: dict[LoaderConfig, TrialResult]) -> tuple[tuple[str, tuple[object, ...], str], ...]:
@@ -383,7 +383,7 @@ class AdaptiveStrategy(Searching):
             return ""
         default = self.space.default_config(1).prefetch_factor
         values = ",".join(map(str, others))
-        anchor = self._best_at_climb_knobs(done)
+        anchor = self._climb_pick(done)
         busy = f", so the {default} batches per worker that prefetch_factor={default} keeps in flight already " \
                "keep every worker busy"
         if anchor is None:
