@@ -20,7 +20,7 @@ from dataprof.gates import Gates, evaluate
 from dataprof.model import Report
 from dataprof.render.console import render
 
-RUNS = Path(__file__).parent / "data" / "runs"
+RUNS = Path(__file__).parent / "data" / "sweep"
 FIX = str(Path(__file__).parent / "fixtures" / "datasets.py")
 QUICK = ["--trial-seconds", "0.3", "--prefetch-factor", "2"]
 

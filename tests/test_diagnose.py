@@ -1,4 +1,4 @@
-"""Every diagnosis rule, firing and quiet, on runs recorded from examples/scenarios (tests/data/runs).
+"""Every diagnosis rule, firing and quiet, on runs recorded from examples/scenarios (tests/data/sweep).
 
 Runs were recorded on a 2-CPU machine without a GPU, except transfer_bound and
 cuda_io_bound (an H200 machine). Variants are made by editing one measured
@@ -18,7 +18,7 @@ from dataprof.diagnose import findings as rules
 from dataprof.diagnose.facts import severity_for
 from dataprof.model import Report, TrialResult
 
-RUNS = Path(__file__).parent / "data" / "runs"
+RUNS = Path(__file__).parent / "data" / "sweep"
 TH = Thresholds()
 
 
@@ -221,7 +221,7 @@ def test_break_even_is_the_loader_batch_interval() -> None:
 
 
 def test_old_runs_without_the_new_figures_still_diagnose() -> None:
-    data = json.loads((Path(__file__).parent / "data" / "latency-run.json").read_text())
+    data = json.loads((Path(__file__).parent / "data" / "sweep" / "latency.json").read_text())
     verdict, findings = diagnose(Report.from_dict(data))
     assert verdict in PRIMARY_KINDS and findings
 

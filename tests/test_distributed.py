@@ -97,7 +97,7 @@ def test_the_cpu_ceiling_counts_every_ranks_cpu_not_the_pace_setters_share() -> 
 
 
 def test_rank_imbalance_names_the_slow_rank_and_its_node() -> None:
-    report = Report.from_dict(json.loads((ROOT / "tests" / "data" / "runs" / "io_bound.json").read_text()))
+    report = Report.from_dict(json.loads((ROOT / "tests" / "data" / "sweep" / "io_bound.json").read_text()))
     from dataprof.decide import decide
 
     report = decide(report)

@@ -11,7 +11,7 @@ from dataprof.model import Report, TrialResult
 from dataprof.recommend import recommend
 from dataprof.render import console
 
-RECORDED = Path(__file__).parent / "data" / "latency-run.json"
+RECORDED = Path(__file__).parent / "data" / "sweep" / "latency.json"
 
 
 def recorded() -> Report:

@@ -330,7 +330,7 @@ def test_compare_and_report_read_run_documents(tmp_path: Path) -> None:
     regressed = runner.invoke(main, ["compare", str(old), str(new)])
     assert regressed.exit_code == 1 and "800.0 → 600.0" in regressed.output and "-25.0%" in regressed.output
     assert runner.invoke(main, ["compare", str(old), str(old)]).exit_code == 0
-    sweep = ROOT / "tests" / "data" / "runs" / "io_bound.json"
+    sweep = ROOT / "tests" / "data" / "sweep" / "io_bound.json"
     mixed = runner.invoke(main, ["compare", str(old), str(sweep)])
     assert mixed.exit_code == 2 and "compare two of a kind" in mixed.output
     stale = dataclasses.replace(judge(_report(0.02)), verdict=None, next_command=None)

@@ -182,7 +182,7 @@ def test_ctrl_c_keeps_partial_results_and_leaves_nothing_behind(tmp_path: Path) 
 
 def test_diagnose_rerenders_a_saved_run(tmp_path: Path) -> None:
     # Recorded before the diagnosis existed: its "diagnosis" block is empty, and diagnose fills it.
-    recorded = Path(__file__).parent / "data" / "latency-run.json"
+    recorded = Path(__file__).parent / "data" / "sweep" / "latency.json"
     assert json.loads(recorded.read_text())["diagnosis"]["primary"] is None
     out = tmp_path / "again.json"
     result = CliRunner().invoke(main, ["diagnose", str(recorded), "--json", str(out)])

@@ -1,0 +1,97 @@
+"""What a user sees, held: every recorded document in tests/data, re-rendered through ``dataprof diagnose`` and
+``dataprof report``, and every command's ``--help``, gives the text its golden copy in tests/data/golden holds.
+
+A change that means to alter what users see regenerates the copies (``DATAPROF_UPDATE_GOLDEN=1 pytest
+tests/test_golden.py``) and the diff shows it in review; a refactoring leaves them as they are.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from dataprof.cli import main
+
+DATA = Path(__file__).parent / "data"
+GOLDEN = DATA / "golden"
+UPDATE = os.environ.get("DATAPROF_UPDATE_GOLDEN") == "1"
+ENV = {"COLUMNS": "120", "NO_COLOR": "1"}
+
+SWEEPS = sorted((DATA / "sweep").glob("*.json"))
+RUNS = sorted((DATA / "run").glob("*.json"))
+COMPARED = [(DATA / "sweep" / "latency.json", DATA / "sweep" / "io_bound.json"),
+            (DATA / "sweep" / "io_bound.json", DATA / "sweep" / "cpu_bound.json"),
+            (DATA / "run" / "train_w0.json", DATA / "run" / "train_w2.json")]
+
+
+def golden(name: str, text: str) -> None:
+    """``text`` is what ``GOLDEN / name`` holds (written there instead with DATAPROF_UPDATE_GOLDEN=1)."""
+    path = GOLDEN / name
+    if UPDATE:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        return
+    assert path.exists(), f"{path} is missing: DATAPROF_UPDATE_GOLDEN=1 writes it"
+    assert text == path.read_text()
+
+
+def invoke(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(main, list(args), env=ENV, prog_name="dataprof")
+    return result.exit_code, result.stdout
+
+
+def name_of(path: Path) -> str:
+    return f"{path.parent.name}/{path.stem}"
+
+
+def plain_html(text: str) -> str:
+    """The page without what plotly writes (its bundle, each chart's figure and random div ids): our words."""
+    text = re.sub(r"<script\b[^>]*>.*?</script>", "<script/>", text, flags=re.DOTALL)
+    return re.sub(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", "UUID", text)
+
+
+@pytest.mark.parametrize("path", SWEEPS + RUNS, ids=name_of)
+def test_diagnose_renders_and_writes_what_it_did(path: Path, tmp_path: Path) -> None:
+    out = tmp_path / "again.json"
+    code, stdout = invoke("diagnose", str(path), "--json", str(out))
+    assert code == 0
+    golden(f"{name_of(path)}.diagnose.txt", stdout)
+    golden(f"{name_of(path)}.diagnose.json", out.read_text())
+
+
+@pytest.mark.parametrize("path", RUNS, ids=name_of)
+def test_report_writes_the_page_it_did(path: Path, tmp_path: Path) -> None:
+    out = tmp_path / "page.html"
+    assert invoke("report", str(path), "--html", str(out))[0] == 0
+    golden(f"{name_of(path)}.report.html", plain_html(out.read_text()))
+
+
+@pytest.mark.slow  # plotly builds four charts per page: a fifth of a second each
+@pytest.mark.parametrize("path", SWEEPS, ids=name_of)
+def test_report_writes_the_sweep_page_it_did(path: Path, tmp_path: Path) -> None:
+    out = tmp_path / "page.html"
+    assert invoke("report", str(path), "--html", str(out))[0] == 0
+    golden(f"{name_of(path)}.report.html", plain_html(out.read_text()))
+
+
+@pytest.mark.parametrize(("old", "new"), COMPARED, ids=lambda path: name_of(path))
+def test_compare_renders_what_it_did(old: Path, new: Path) -> None:
+    code, stdout = invoke("compare", str(old), str(new))
+    golden(f"compare/{old.parent.name}-{old.stem}--{new.stem}.txt", f"exit code {code}\n{stdout}")
+
+
+def commands() -> list[tuple[str, ...]]:
+    assert isinstance(main, click.Group)
+    return [(), *((name,) for name in sorted(main.commands))]
+
+
+@pytest.mark.parametrize("command", commands(), ids=lambda command: " ".join(command) or "dataprof")
+def test_help_says_what_it_did(command: tuple[str, ...]) -> None:
+    code, stdout = invoke(*command, "--help")
+    assert code == 0
+    golden(f"help/{'-'.join(command) or 'dataprof'}.txt", stdout)
