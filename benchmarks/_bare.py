@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dataprof.config import LoaderConfig, SearchSpace, SweepSettings
+from dataprof.results.settings import LoaderConfig, SearchSpace, SweepSettings
 from dataprof.sweeper import run_sweep
 
 
@@ -25,7 +25,7 @@ def bare_rate(dataset: Any, config: LoaderConfig, batch_size: int, seconds: floa
         from paddle.io import DataLoader
     else:
         from torch.utils.data import DataLoader
-    from dataprof.target import loader_framework
+    from dataprof.backends.target import loader_framework
 
     # a DataLoader target is iterated as the user's code built it (``config`` then only names its settings)
     loader = dataset if loader_framework(dataset) else \
@@ -87,7 +87,7 @@ def dataprof_rates(target: str, args: dict[str, Any], configs: list[LoaderConfig
 if __name__ == "__main__":
     import warnings
 
-    from dataprof.target import build_dataset, load_object
+    from dataprof.backends.target import build_dataset, load_object
 
     warnings.filterwarnings("ignore", message="This DataLoader will create")
     request = json.loads(sys.argv[1])

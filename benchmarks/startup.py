@@ -20,8 +20,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from dataprof.config import SearchSpace, SweepSettings  # noqa: E402
-from dataprof.measure.runner import TrialRunner  # noqa: E402
+from dataprof.measure.sweep.runner import TrialRunner  # noqa: E402
+from dataprof.results.settings import SearchSpace, SweepSettings  # noqa: E402
 
 ARGS = {"sleep_ms": 4.0}
 

@@ -15,17 +15,17 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-from dataprof.config import SweepSettings
-from dataprof.inspection import Inspection
-from dataprof.machine import RankInfo
-from dataprof.model import Report
-from dataprof.runs import RunReport
+from dataprof.results.environment import RankInfo
+from dataprof.results.inspect import Inspection
+from dataprof.results.run import RunReport
+from dataprof.results.settings import SweepSettings
+from dataprof.results.sweep import Report
 
 _Shown = TypeVar("_Shown", Report, Inspection)
 
 
 class NotebookReport(Report):
-    """A :class:`~dataprof.model.Report` that displays itself in Jupyter (the HTML summary, no script)."""
+    """A :class:`~dataprof.results.sweep.Report` that displays itself in Jupyter (the HTML summary, no script)."""
 
     def _repr_html_(self) -> str:
         from dataprof.render.html import summary_fragment
@@ -34,7 +34,7 @@ class NotebookReport(Report):
 
 
 class NotebookInspection(Inspection):
-    """An :class:`~dataprof.inspection.Inspection` that displays itself in Jupyter."""
+    """An :class:`~dataprof.results.inspect.Inspection` that displays itself in Jupyter."""
 
     def _repr_html_(self) -> str:
         from dataprof.render.html import inspection_fragment
@@ -48,10 +48,10 @@ def _shown(result: _Shown, kind: type[_Shown]) -> _Shown:
 
 
 def sweep_settings(*, rank: RankInfo | None = None, **options: Any) -> SweepSettings:
-    """:func:`dataprof.options.build_settings` with what this machine offers: its CPU budget (each rank's
+    """:func:`dataprof.cli.params.build_settings` with what this machine offers: its CPU budget (each rank's
     share under torchrun) and its available RAM, read here."""
+    from dataprof.cli.params import build_settings
     from dataprof.measure.environment import available_ram, cpu_budget
-    from dataprof.options import build_settings
 
     return build_settings(**options, rank=rank, budget=cpu_budget(ranks_per_node=rank.local_world_size if rank else 1),
                           available_bytes=available_ram())
@@ -84,7 +84,7 @@ def sweep(dataset_or_target: Any, *, batch_size: int | None = None, workers: Any
           progress: bool = False, framework: str = "auto", use_shared_memory: Any = None,
           use_buffer_reader: Any = None, autotune_steps: int = 50, split: str = "train",
           current: str | Mapping[str, Any] | None = None) -> Report:
-    """Sweep DataLoader configurations and return the :class:`~dataprof.model.Report` the CLI renders.
+    """Sweep DataLoader configurations and return the :class:`~dataprof.results.sweep.Report` the CLI renders.
 
     ``dataset_or_target``: a Dataset, a DataLoader (its knobs are swept, the rest kept), a
     LightningDataModule (its ``<split>_dataloader()``), or an import path. ``report.best``,
@@ -96,7 +96,7 @@ def sweep(dataset_or_target: Any, *, batch_size: int | None = None, workers: Any
     ``pin_memory`` is PyTorch's, ``use_shared_memory``/``use_buffer_reader`` Paddle's.
     """
     from dataprof.errors import UsageError
-    from dataprof.progress import plain_observer
+    from dataprof.render.progress import plain_observer
     from dataprof.sweeper import run_sweep
 
     objects: dict[str, Any] = {}
@@ -135,9 +135,9 @@ def inspect(dataset_or_target: Any, *, samples: int = 200, seed: int = 0, batch_
             collate_fn: str | Callable[[list[Any]], Any] | None = None,
             args: Mapping[str, Any] | None = None, framework: str = "auto") -> Inspection:
     """Time samples, transform stages and collation in this process; return the
-    :class:`~dataprof.inspection.Inspection` the CLI renders (``.to_json()``; displays itself in Jupyter)."""
-    from dataprof.checks import analyse
-    from dataprof.measure.inspect import InspectSettings, run_inspection
+    :class:`~dataprof.results.inspect.Inspection` the CLI renders (``.to_json()``; displays itself in Jupyter)."""
+    from dataprof.decide.inspect import analyse
+    from dataprof.measure.inspect.samples import InspectSettings, run_inspection
 
     is_object = not isinstance(dataset_or_target, str)
     settings = InspectSettings(
@@ -155,7 +155,7 @@ def read_result(path: Path) -> Report:
     import json
 
     from dataprof.errors import UsageError
-    from dataprof.model import SCHEMA_VERSION
+    from dataprof.results.document import SCHEMA_VERSION
 
     try:
         data = json.loads(path.read_text())
@@ -179,8 +179,8 @@ def run(script: str, args: Iterable[str] = (), *, module: bool = False, max_step
         seconds: float | None = None) -> RunReport:
     """Run a training script (or ``module`` with ``module=True``) watched, as ``dataprof run`` does; its
     RunReport with the verdict. The script runs in its own process, with its own output."""
-    from dataprof.measure.watcher import WatchSettings, watch
-    from dataprof.verdict import judge
+    from dataprof.decide.run import judge
+    from dataprof.measure.watch.watcher import WatchSettings, watch
 
     return judge(watch(WatchSettings(target=script, args=tuple(args), module=module, max_steps=max_steps,
                                      seconds=seconds)))
@@ -191,8 +191,8 @@ def read_run(path: Path) -> RunReport:
     import json
 
     from dataprof.errors import UsageError
-    from dataprof.model import SCHEMA_VERSION
-    from dataprof.runs import KIND
+    from dataprof.results.document import SCHEMA_VERSION
+    from dataprof.results.run import KIND
 
     try:
         data = json.loads(path.read_text())
@@ -216,13 +216,13 @@ class Watch:
         """Set when the block ends, even when it raised."""
 
     def __enter__(self) -> Watch:
-        from dataprof.measure.inprocess import InProcessWatch
+        from dataprof.measure.watch.inprocess import InProcessWatch
 
         self._watch = InProcessWatch().start()
         return self
 
     def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> None:
-        from dataprof.verdict import judge
+        from dataprof.decide.run import judge
 
         self.report = judge(self._watch.stop(exc))
 
@@ -236,7 +236,7 @@ def read_document(path: Path) -> Report | RunReport:
     """A saved sweep result or run document, by its ``kind``; UsageError if it is neither."""
     import json
 
-    from dataprof.runs import KIND
+    from dataprof.results.run import KIND
 
     try:
         kind = json.loads(path.read_text()).get("kind")

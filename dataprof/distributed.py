@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from dataprof.errors import DataprofError, TargetError, UsageError
-from dataprof.machine import RankInfo
-from dataprof.model import RankResult, TrialResult
-from dataprof.runs import RankRun, RunReport
+from dataprof.results.environment import RankInfo
+from dataprof.results.run import RankRun, RunReport
+from dataprof.results.trial import RankResult, TrialResult
 
 
 def rank_from_env(env: Mapping[str, str] = os.environ) -> RankInfo | None:

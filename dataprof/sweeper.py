@@ -11,18 +11,19 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from dataprof.config import LoaderConfig, SweepSettings
-from dataprof.decide import decide
+from dataprof.decide.search import STRATEGIES, Budget, Proposal, Strategy
+from dataprof.decide.search.common import pooled
+from dataprof.decide.settings import resolve_settings
+from dataprof.decide.sweep import decide
 from dataprof.distributed import Coordinator, aggregate_ranks
 from dataprof.errors import DataprofError, TargetError, UsageError
-from dataprof.machine import RankInfo
 from dataprof.measure.environment import cuda_devices, probe_environment
-from dataprof.measure.runner import Observer, TrialRunner
+from dataprof.measure.sweep.runner import Observer, TrialRunner
 from dataprof.measure.timing import Rival
-from dataprof.model import AutotuneRun, DatasetInfo, Environment, Report, SearchStep, TrialResult
-from dataprof.options import resolve_settings
-from dataprof.search import STRATEGIES, Budget, Proposal, Strategy
-from dataprof.stats import pooled
+from dataprof.results.environment import DatasetInfo, Environment, RankInfo
+from dataprof.results.settings import LoaderConfig, SweepSettings
+from dataprof.results.sweep import AutotuneRun, Report, SearchStep
+from dataprof.results.trial import TrialResult
 from dataprof.version import __version__
 
 

@@ -7,10 +7,10 @@ import pytest
 
 from dataprof import cli
 from dataprof.backends import get_backend
-from dataprof.config import FRAMEWORKS, KNOBS, SearchSpace
+from dataprof.decide.gates import SEVERITY_ORDER
+from dataprof.decide.search import STRATEGIES, Budget
 from dataprof.errors import UsageError
-from dataprof.gates import SEVERITY_ORDER
-from dataprof.search import STRATEGIES, Budget
+from dataprof.results.settings import FRAMEWORKS, KNOBS, SearchSpace
 
 
 def choices(command: click.Command, option: str) -> tuple[str, ...]:

@@ -14,11 +14,11 @@ from torch.utils.data import Dataset
 
 import dataprof
 from dataprof.cli import main
-from dataprof.compare import compare
-from dataprof.decide import decide
-from dataprof.gates import Gates, evaluate
-from dataprof.model import Report
+from dataprof.decide.compare import compare
+from dataprof.decide.gates import Gates, evaluate
+from dataprof.decide.sweep import decide
 from dataprof.render.console import render
+from dataprof.results.sweep import Report
 
 RUNS = Path(__file__).parent / "data" / "sweep"
 FIX = str(Path(__file__).parent / "fixtures" / "datasets.py")

@@ -12,8 +12,8 @@ import pytest
 from click.testing import CliRunner
 
 from dataprof.cli import main
-from dataprof.measure import runner
 from dataprof.measure.probes import mapping_ranges, smaps_memory
+from dataprof.measure.sweep import runner
 
 FIX = str(Path(__file__).parent / "fixtures" / "datasets.py")
 QUICK = ["--trial-seconds", "0.3", "--prefetch-factor", "2", "--strategy", "grid", "--no-rules-of-thumb"]

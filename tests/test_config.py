@@ -4,16 +4,10 @@ from pathlib import Path
 
 import pytest
 
-from dataprof.config import (
-    LoaderConfig,
-    SearchSpace,
-    auto_workers,
-    baseline,
-    grid_configs,
-)
+from dataprof.cli.params import parse_int_list, parse_onoff_list, parse_size
 from dataprof.errors import UsageError
 from dataprof.measure.environment import cgroup_cpu_limit
-from dataprof.options import parse_int_list, parse_onoff_list, parse_size
+from dataprof.results.settings import LoaderConfig, SearchSpace, auto_workers, baseline, grid_configs
 
 
 def test_int_list_parses_and_dedups() -> None:
@@ -95,9 +89,9 @@ def test_sizes() -> None:
 def test_in_order_and_the_start_method_are_discovered_from_the_dataloader_signature() -> None:
     import dataclasses
 
-    from dataprof.config import KNOBS, SearchSpace, SweepSettings
+    from dataprof.decide.settings import resolve_settings
     from dataprof.errors import UsageError
-    from dataprof.options import resolve_settings
+    from dataprof.results.settings import KNOBS, SearchSpace, SweepSettings
 
     forced = SearchSpace((0, 2), in_order=(True, False), start_methods=("spawn",),
                          forced=("in_order", "multiprocessing_context"))

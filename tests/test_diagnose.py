@@ -13,10 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from dataprof.diagnose import PRIMARY_KINDS, TITLES, Thresholds, diagnose, primary
-from dataprof.diagnose import findings as rules
-from dataprof.diagnose.facts import severity_for
-from dataprof.model import Report, TrialResult
+from dataprof.decide.diagnose import PRIMARY_KINDS, TITLES, diagnose, primary
+from dataprof.decide.diagnose import findings as rules
+from dataprof.decide.diagnose.facts import severity_for
+from dataprof.decide.thresholds import Thresholds
+from dataprof.results.sweep import Report
+from dataprof.results.trial import TrialResult
 
 RUNS = Path(__file__).parent / "data" / "sweep"
 TH = Thresholds()
@@ -227,7 +229,7 @@ def test_old_runs_without_the_new_figures_still_diagnose() -> None:
 
 
 def test_recommendation_says_how_close_it_gets_to_the_cpu_ceiling() -> None:
-    from dataprof.decide import decide
+    from dataprof.decide.sweep import decide
     from dataprof.render.console import render
 
     cpu = decide(run("cpu_bound"))
@@ -239,7 +241,7 @@ def test_recommendation_says_how_close_it_gets_to_the_cpu_ceiling() -> None:
 
 
 def test_transfer_bound_weighs_the_copy_against_each_part_of_the_wait() -> None:
-    from dataprof.model import WaitStats
+    from dataprof.results.trial import WaitStats
 
     report = run("transfer_bound")
     rec = next(t for t in report.trials if report.recommendation and t.config == report.recommendation.config)
@@ -258,7 +260,7 @@ def test_transfer_bound_weighs_the_copy_against_each_part_of_the_wait() -> None:
 
 
 def test_paddle_run_rediagnoses_with_its_autotune_row() -> None:
-    from dataprof.decide import decide
+    from dataprof.decide.sweep import decide
 
     report = decide(run("paddle_latency"))
     assert report.environment.framework == "paddle"
@@ -297,8 +299,8 @@ def test_short_epochs_are_their_own_verdict_never_io() -> None:
 
 
 def test_a_busy_machine_is_named_and_its_cpus_are_not_counted_twice() -> None:
-    from dataprof.decide import decide
-    from dataprof.diagnose.machine import busy_machine
+    from dataprof.decide.diagnose.machine import busy_machine
+    from dataprof.decide.sweep import decide
     from dataprof.render.console import render
 
     quiet = decide(run("cpu_bound"))

@@ -17,12 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from dataprof.diagnose import Thresholds
-from dataprof.diagnose import findings as rules
+from dataprof.decide.diagnose import findings as rules
+from dataprof.decide.thresholds import Thresholds
 from dataprof.distributed import aggregate_ranks, rank_from_env, shared_batches
 from dataprof.errors import UsageError
-from dataprof.machine import RankInfo
-from dataprof.model import Report, TrialResult
+from dataprof.results.environment import RankInfo
+from dataprof.results.sweep import Report
+from dataprof.results.trial import TrialResult
 
 ROOT = Path(__file__).resolve().parent.parent
 FIX = str(ROOT / "tests" / "fixtures" / "datasets.py")
@@ -52,7 +53,7 @@ def rank(number: int, node: int = 0) -> RankInfo:
 
 
 def ok(rate: float) -> TrialResult:
-    from dataprof.config import LoaderConfig
+    from dataprof.results.settings import LoaderConfig
 
     return TrialResult(config=LoaderConfig(2, False, 2, True), status="ok", samples_per_s=rate, wait_fraction=0.5,
                        samples_per_s_spread=0.01, cpu_percent=50.0)
@@ -80,7 +81,7 @@ def test_the_slowest_rank_sets_the_pace_and_any_failure_fails_the_config() -> No
 
 
 def test_the_cpu_ceiling_counts_every_ranks_cpu_not_the_pace_setters_share() -> None:
-    from dataprof.diagnose.facts import cpu_ceiling
+    from dataprof.decide.diagnose.facts import cpu_ceiling
 
     def measured(rate: float, cpu: float) -> TrialResult:
         return dataclasses.replace(ok(rate), cpu_percent=cpu, main_cpu_percent=cpu / 10, main_thread_cpu_percent=0.0,
@@ -98,7 +99,7 @@ def test_the_cpu_ceiling_counts_every_ranks_cpu_not_the_pace_setters_share() -> 
 
 def test_rank_imbalance_names_the_slow_rank_and_its_node() -> None:
     report = Report.from_dict(json.loads((ROOT / "tests" / "data" / "sweep" / "io_bound.json").read_text()))
-    from dataprof.decide import decide
+    from dataprof.decide.sweep import decide
 
     report = decide(report)
     assert report.recommendation is not None
@@ -226,10 +227,9 @@ def test_nproc_per_node_under_torchrun_is_a_usage_error() -> None:
 
 
 def test_a_nodes_ram_and_dev_shm_are_shared_out_among_its_ranks() -> None:
-    from dataprof.machine import CpuBudget
+    from dataprof.cli.params import build_settings
     from dataprof.measure.environment import probe_environment
-    from dataprof.model import DatasetInfo
-    from dataprof.options import build_settings
+    from dataprof.results.environment import CpuBudget, DatasetInfo
     from dataprof.sweeper import search_budget
 
     info = RankInfo(rank=1, world_size=4, local_rank=1, local_world_size=2)

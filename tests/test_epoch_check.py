@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from dataprof.config import LoaderConfig, SearchSpace, SweepSettings
-from dataprof.measure.runner import TrialRunner
-from dataprof.search import rules_of_thumb
+from dataprof.decide.search import rules_of_thumb
+from dataprof.measure.sweep.runner import TrialRunner
+from dataprof.results.settings import LoaderConfig, SearchSpace, SweepSettings
 from dataprof.sweeper import check_persistent_epochs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,8 +27,8 @@ FIX = ROOT / "tests" / "fixtures" / "datasets.py"
 CHECK = """
 import importlib.util, json, sys
 from dataprof.backends.torch_backend import TorchBackend
-from dataprof.config import LoaderConfig
-from dataprof.measure.trial import run_epoch_check
+from dataprof.results.settings import LoaderConfig
+from dataprof.measure.sweep.trial import run_epoch_check
 
 class Backend(TorchBackend):
     def counting_stream(self, items):

@@ -13,12 +13,12 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from dataprof.checks import analyse
 from dataprof.cli import main
-from dataprof.inspection import InspectionData
-from dataprof.measure.inspect import InspectSettings, pickled_size, run_inspection, sample_order
-from dataprof.measure.stages import timed_pipeline
-from dataprof.model import DatasetInfo, Environment
+from dataprof.decide.inspect import analyse
+from dataprof.measure.inspect.samples import InspectSettings, pickled_size, run_inspection, sample_order
+from dataprof.measure.inspect.stages import timed_pipeline
+from dataprof.results.environment import DatasetInfo, Environment
+from dataprof.results.inspect import InspectionData
 
 STAGES = str(Path(__file__).parent / "fixtures" / "stages.py")
 

@@ -15,16 +15,19 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, RandomSampler, TensorDataset
 
+from dataprof.backends.construction import CONSTRUCTED, constructed_with, remember_arguments
 from dataprof.backends.loaders import LoaderTemplate
-from dataprof.config import LoaderConfig, SearchSpace, SweepSettings
-from dataprof.decide import decide
+from dataprof.backends.target import build_dataset, loader_framework
+from dataprof.cli.params import parse_current
+from dataprof.decide.search import AdaptiveStrategy, Budget, GridStrategy
+from dataprof.decide.settings import settle_loader
+from dataprof.decide.sweep import decide
 from dataprof.errors import TargetError, UsageError
-from dataprof.measure.construction import CONSTRUCTED, constructed_with, remember_arguments
-from dataprof.model import DatasetInfo, Environment, Report, TrialResult, YourSettings
-from dataprof.options import parse_current, settle_loader
 from dataprof.render import view
-from dataprof.search import AdaptiveStrategy, Budget, GridStrategy
-from dataprof.target import build_dataset, loader_framework
+from dataprof.results.environment import DatasetInfo, Environment
+from dataprof.results.settings import LoaderConfig, SearchSpace, SweepSettings
+from dataprof.results.sweep import Report, YourSettings
+from dataprof.results.trial import TrialResult
 
 FIXTURE = Path(__file__).parent / "fixtures" / "loaders.py"
 

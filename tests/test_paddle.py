@@ -21,10 +21,10 @@ pytest.importorskip("paddle", reason='paddlepaddle is not installed (pip install
 from dataprof.backends import detect_framework, get_backend  # noqa: E402
 from dataprof.backends.paddle_backend import PaddleBackend  # noqa: E402
 from dataprof.cli import main  # noqa: E402
-from dataprof.config import KNOBS, LoaderConfig, SearchSpace, SweepSettings, grid_configs  # noqa: E402
+from dataprof.decide.search import AUTOTUNE_RULE, rules_of_thumb  # noqa: E402
+from dataprof.decide.settings import resolve_settings  # noqa: E402
 from dataprof.errors import UsageError  # noqa: E402
-from dataprof.options import resolve_settings  # noqa: E402
-from dataprof.search import AUTOTUNE_RULE, rules_of_thumb  # noqa: E402
+from dataprof.results.settings import KNOBS, LoaderConfig, SearchSpace, SweepSettings, grid_configs  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 FIX = str(ROOT / "tests" / "fixtures" / "paddle_datasets.py")

@@ -6,10 +6,11 @@ import dataclasses
 import json
 from pathlib import Path
 
-from dataprof.config import LoaderConfig
-from dataprof.model import Report, TrialResult
-from dataprof.recommend import recommend
+from dataprof.decide.recommend import recommend
 from dataprof.render import console
+from dataprof.results.settings import LoaderConfig
+from dataprof.results.sweep import Report
+from dataprof.results.trial import TrialResult
 
 RECORDED = Path(__file__).parent / "data" / "sweep" / "latency.json"
 

@@ -15,11 +15,11 @@ from typing import Any
 import psutil
 import pytest
 
+from dataprof.decide.run import judge
 from dataprof.measure.protocol import Message
-from dataprof.measure.watched import Recorder, WatchedIterator, patch_dataloader
-from dataprof.model import Environment
-from dataprof.runs import LoaderRun, RunReport, RunResources
-from dataprof.verdict import judge
+from dataprof.measure.watch.watched import Recorder, WatchedIterator, patch_dataloader
+from dataprof.results.environment import Environment
+from dataprof.results.run import LoaderRun, RunReport, RunResources
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = "tests/fixtures/train_script.py"
@@ -194,7 +194,7 @@ def test_ctrl_c_keeps_the_partial_report_and_exits_130(tmp_path: Path) -> None:
 
 
 def test_run_gates_pass_and_fail_with_their_numbers() -> None:
-    from dataprof.gates import RunGates, evaluate_run
+    from dataprof.decide.gates import RunGates, evaluate_run
 
     report = judge(_report(0.3))
     results = {g.gate: g for g in evaluate_run(report, RunGates(max_data_wait=0.1, min_throughput=500.0,
@@ -209,8 +209,8 @@ def test_run_gates_pass_and_fail_with_their_numbers() -> None:
 
 
 def test_a_used_gpu_is_sampled_through_nvml_and_its_absence_said() -> None:
-    from dataprof.measure import watcher
     from dataprof.measure.sampler import Sampler
+    from dataprof.measure.watch import watcher
 
     class FakeProbe:
         def sample(self, now: float) -> None:
@@ -275,7 +275,7 @@ print(json.dumps({{"doc": w.report.to_dict(), "same": seen == plain,
 
 def test_rank_0_gathers_every_ranks_figures_and_names_a_missing_one(tmp_path: Path) -> None:
     from dataprof.distributed import gather_runs
-    from dataprof.machine import RankInfo
+    from dataprof.results.environment import RankInfo
 
     job = tmp_path / "job"
     slow = dataclasses.replace(_report(0.5), exit_code=0)
@@ -344,7 +344,7 @@ def test_compare_and_report_read_run_documents(tmp_path: Path) -> None:
 
 def test_the_gpu_timeline_slices_the_watch_and_draws_in_the_terminal() -> None:
     from dataprof.measure.probes import GpuSample
-    from dataprof.measure.watcher import gpu_timeline
+    from dataprof.measure.watch.watcher import gpu_timeline
     from dataprof.render.run import render
 
     samples = [GpuSample(t=float(t), util_percent=[100.0 if t >= 50 else 0.0], memory_used_bytes=1) for t in range(100)]
@@ -380,7 +380,7 @@ def make_frame(length: int = 256, cfg: Any = None, name: str = "x") -> Any:
 
 
 def test_a_module_level_function_is_a_factory_with_its_literal_arguments() -> None:
-    from dataprof.measure.factory import loader_factory, still_running
+    from dataprof.measure.watch.factory import loader_factory, still_running
 
     found = loader_factory(make_frame(300, name="y"))
     assert found["factory"] == f"{os.path.relpath(__file__)}:make_frame"

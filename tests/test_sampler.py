@@ -403,7 +403,7 @@ def test_the_trial_keeps_its_workers_until_the_parent_has_read_them(monkeypatch:
     import os
     import threading
 
-    from dataprof.measure import trial
+    from dataprof.measure.sweep import trial
 
     events: list[dict[str, Any]] = []
     read: list[bool] = []

@@ -9,12 +9,12 @@ from collections.abc import Callable
 
 import pytest
 
-from dataprof.config import LoaderConfig, SearchSpace, adaptive_workers, auto_workers
-from dataprof.model import TrialResult, WaitStats
-from dataprof.recommend import recommend
-from dataprof.search import AdaptiveStrategy, Budget, GridStrategy, Proposal, rules_of_thumb
-from dataprof.search.evidence import first_dip
-from dataprof.stats import pooled
+from dataprof.decide.recommend import recommend
+from dataprof.decide.search import AdaptiveStrategy, Budget, GridStrategy, Proposal, rules_of_thumb
+from dataprof.decide.search.common import pooled
+from dataprof.decide.search.evidence import first_dip
+from dataprof.results.settings import LoaderConfig, SearchSpace, adaptive_workers, auto_workers
+from dataprof.results.trial import TrialResult, WaitStats
 
 Curve = Callable[[LoaderConfig], TrialResult]
 

@@ -25,11 +25,11 @@ QUICK = ["--trial-seconds", "0.3", "--prefetch-factor", "2"]
 
 
 def leftover_processes() -> list[psutil.Process]:
-    """Any host, trial or worker process still alive (they all run dataprof.measure.host)."""
+    """Any host, trial or worker process still alive (they all run dataprof.measure.sweep.host)."""
     found = []
     for proc in psutil.process_iter(["cmdline", "status"]):
         cmdline = proc.info["cmdline"] or []
-        if any("dataprof.measure.host" in part for part in cmdline) and proc.info["status"] != "zombie":
+        if any("dataprof.measure.sweep.host" in part for part in cmdline) and proc.info["status"] != "zombie":
             found.append(proc)
     return found
 

@@ -8,9 +8,9 @@ import pytest
 
 from dataprof.backends.common import check_batchable as check
 from dataprof.backends.common import footprint
+from dataprof.backends.target import build_dataset, load_object, parse_kwarg, split_target
 from dataprof.backends.torch_backend import TorchBackend
 from dataprof.errors import TargetError, UsageError
-from dataprof.target import build_dataset, load_object, parse_kwarg, split_target
 
 TORCH = TorchBackend()
 

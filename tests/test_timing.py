@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from dataprof.measure.timing import BatchLog, Rival, summarize, warmup_batches, window_done
-from dataprof.stats import percentile
+from dataprof.results.stats import percentile
 
 
 def steady_log(batches: int, wait: float, copy: float, step: float, size: int) -> BatchLog:
@@ -98,7 +98,7 @@ class _DyingWorker:
 def test_a_broken_pipe_waits_for_the_dying_worker_to_name_its_signal() -> None:
     import signal
 
-    from dataprof.measure.failures import classify_loader_error, worker_signals
+    from dataprof.measure.sweep.failures import classify_loader_error, worker_signals
 
     iterator = types.SimpleNamespace(_workers=[_DyingWorker(0), _DyingWorker(-int(signal.SIGSEGV))])
     assert worker_signals(iterator) == []
@@ -121,8 +121,8 @@ def _four_workers(gap: Callable[[], float], rival: Rival | None = None) -> dict[
     their batches comes ``gap()`` seconds after the last one."""
     import torch
 
-    from dataprof.config import LoaderConfig
-    from dataprof.measure.trial import ReceiveTimer, TimedLoop
+    from dataprof.measure.sweep.trial import ReceiveTimer, TimedLoop
+    from dataprof.results.settings import LoaderConfig
 
     now = [0.0]
 
@@ -182,7 +182,7 @@ def test_a_worker_killed_by_a_signal_ends_a_blocked_trial_as_crashed() -> None:
     import threading
     from types import SimpleNamespace
 
-    from dataprof.measure.failures import DeadWorkerWatch, classify_loader_error, worker_signals
+    from dataprof.measure.sweep.failures import DeadWorkerWatch, classify_loader_error, worker_signals
 
     live = {"iterator": SimpleNamespace(_workers=[SimpleNamespace(exitcode=None), SimpleNamespace(exitcode=-11)])}
     said: list[tuple[str, str]] = []

@@ -10,8 +10,8 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from dataprof.backends.common import RecordingBatchSampler, defined_by
-from dataprof.config import LoaderConfig
 from dataprof.errors import UsageError
+from dataprof.results.settings import LoaderConfig
 
 
 class Backend(Protocol):

@@ -7,8 +7,8 @@ from collections.abc import Callable, Iterator
 from itertools import islice
 from typing import Any
 
+from dataprof.backends.target import describe_exception
 from dataprof.errors import TargetError
-from dataprof.target import describe_exception
 
 
 def dataset_length(dataset: Any) -> int | None:
@@ -132,3 +132,20 @@ class RecordingBatchSampler:
 
     def __len__(self) -> int:
         return len(self.inner)
+
+
+def batch_size_of(batch: Any) -> int:
+    """Samples in a batch: the leading dimension of its first collated field, else its length.
+
+    ``default_collate`` gives tensors (or tuples/dicts of them) whose first
+    dimension is the batch; a custom collate may return a plain list of samples.
+    """
+    if hasattr(batch, "shape") and len(batch.shape) > 0:
+        return int(batch.shape[0])
+    if isinstance(batch, dict) and batch:
+        return batch_size_of(next(iter(batch.values())))
+    if isinstance(batch, (list, tuple)) and batch:
+        first = batch[0]
+        collated_field = (hasattr(first, "shape") and len(first.shape) > 0) or isinstance(first, dict)
+        return batch_size_of(first) if collated_field else len(batch)
+    return 1

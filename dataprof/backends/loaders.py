@@ -3,7 +3,7 @@
 What defines the data is kept as the user wrote it: the dataset, the sampler or batch_sampler, the
 collate_fn, the worker_init_fn, the generator, drop_last, the batch size, the loader's class and its
 other constructor arguments (a subclass's own included). Only the swept knobs change. The recipe is the
-constructor call itself, recorded as the loader was built (``measure.construction``); a loader built
+constructor call itself, recorded as the loader was built (``backends.construction``); a loader built
 before the recording (one handed over by the Python API) is rebuilt from what it keeps on itself.
 """
 
@@ -14,12 +14,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dataprof.backends.common import describe_sample, footprint
-from dataprof.config import KNOBS, LoaderConfig, baseline
+from dataprof.backends.common import batch_size_of, describe_sample, footprint
+from dataprof.backends.construction import constructed_with
+from dataprof.backends.target import LOADER_CLASSES, describe_exception, loader_framework
 from dataprof.errors import TargetError
-from dataprof.measure.construction import constructed_with
-from dataprof.measure.timing import batch_size_of
-from dataprof.target import LOADER_CLASSES, describe_exception, loader_framework
+from dataprof.results.settings import KNOBS, LoaderConfig, baseline
 
 KEPT_ATTRIBUTES = {
     "torch": ("dataset", "collate_fn", "worker_init_fn", "generator", "timeout", "multiprocessing_context",

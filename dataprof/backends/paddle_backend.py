@@ -13,7 +13,7 @@ from typing import Any
 
 from dataprof.backends.common import RecordingBatchSampler
 from dataprof.backends.frameworks import import_paddle
-from dataprof.config import LoaderConfig
+from dataprof.results.settings import LoaderConfig
 
 
 class PaddleBackend:

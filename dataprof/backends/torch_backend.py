@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dataprof.backends.common import RecordingBatchSampler
-from dataprof.config import LoaderConfig
+from dataprof.results.settings import LoaderConfig
 
 
 class TorchBackend:

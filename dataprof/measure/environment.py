@@ -10,8 +10,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from dataprof.machine import CpuBudget, RankInfo
-from dataprof.model import Environment
+from dataprof.results.environment import CpuBudget, Environment, RankInfo
 
 
 def cgroup_cpu_limit(root: Path = Path("/sys/fs/cgroup")) -> float | None:

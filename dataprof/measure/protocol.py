@@ -14,8 +14,8 @@ import os
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from dataprof.config import SweepSettings
 from dataprof.measure.timing import Rival
+from dataprof.results.settings import SweepSettings
 
 
 def child_env() -> dict[str, str]:

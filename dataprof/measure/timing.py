@@ -13,7 +13,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from dataprof.stats import noise_of, percentile
+from dataprof.results.stats import noise_of, percentile
 
 
 @dataclass
@@ -96,7 +96,7 @@ class Rival:
 
     def settled_by(self, rate: float, spread: float) -> bool:
         """Whether a rate is slower (or, ``either_way``, faster) than this one's by more than the noise between
-        them (``stats.noise_of``, as the search judges a step): the answer is known, and a longer window would
+        them (``results.stats.noise_of``, as the search judges a step): the answer is known, and a longer window would
         only sharpen a figure that cannot change it."""
         noise = noise_of(spread, self.spread)
         return rate * (1.0 + noise) < self.rate or (self.either_way and rate > self.rate * (1.0 + noise))
@@ -147,18 +147,3 @@ def rate_spread(log: BatchLog, first: int, rounds: int, chunks: int = 5) -> floa
     return statistics.stdev(rates) / mean / math.sqrt(len(rates)) if mean > 0 else None
 
 
-def batch_size_of(batch: Any) -> int:
-    """Samples in a batch: the leading dimension of its first collated field, else its length.
-
-    ``default_collate`` gives tensors (or tuples/dicts of them) whose first
-    dimension is the batch; a custom collate may return a plain list of samples.
-    """
-    if hasattr(batch, "shape") and len(batch.shape) > 0:
-        return int(batch.shape[0])
-    if isinstance(batch, dict) and batch:
-        return batch_size_of(next(iter(batch.values())))
-    if isinstance(batch, (list, tuple)) and batch:
-        first = batch[0]
-        collated_field = (hasattr(first, "shape") and len(first.shape) > 0) or isinstance(first, dict)
-        return batch_size_of(first) if collated_field else len(batch)
-    return 1

@@ -1,1 +1,2 @@
-"""Renderers: a Report in, text out. Only the CLI writes it anywhere."""
+"""Renderers: a document in, text out (console, HTML), and the progress shown while sweeping. Only the CLI
+writes anything anywhere."""

@@ -9,8 +9,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from dataprof.compare import Comparison, RunComparison
-from dataprof.units import fmt_bytes
+from dataprof.decide.compare import Comparison, RunComparison
+from dataprof.results.units import fmt_bytes
 
 
 def _rate(value: float | None) -> str:

@@ -15,8 +15,8 @@ from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 
-from dataprof.model import Report
 from dataprof.render import view
+from dataprof.results.sweep import Report
 
 
 def trials_table(report: Report) -> Table:

@@ -14,10 +14,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from dataprof.errors import UsageError
-from dataprof.inspection import Inspection
-from dataprof.model import Report, TrialResult
 from dataprof.render import view
-from dataprof.units import fmt_bytes
+from dataprof.results.inspect import Inspection
+from dataprof.results.sweep import Report
+from dataprof.results.trial import TrialResult
+from dataprof.results.units import fmt_bytes
 
 STYLE = """
 body { font-family: system-ui, -apple-system, Segoe UI, Roboto, sans-serif; margin: 2rem auto; max-width: 1100px;

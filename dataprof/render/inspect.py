@@ -12,9 +12,9 @@ from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 
-from dataprof.inspection import Inspection
 from dataprof.render.console import SEVERITY_STYLE
-from dataprof.units import fmt_bytes
+from dataprof.results.inspect import Inspection
+from dataprof.results.units import fmt_bytes
 
 BAR_WIDTH = 12
 SAMPLE_KIND = {"computing": "mostly computing", "waiting": "mostly waiting", "mixed": "part computing, part waiting"}

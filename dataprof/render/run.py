@@ -8,12 +8,12 @@ from rich.console import Console
 from rich.rule import Rule
 from rich.text import Text
 
-from dataprof.diagnose.facts import Thresholds
+from dataprof.decide.run import TITLES, band
+from dataprof.decide.thresholds import Thresholds
 from dataprof.render.console import SEVERITY_STYLE
 from dataprof.render.view import num
-from dataprof.runs import RunReport
-from dataprof.units import fmt_bytes
-from dataprof.verdict import TITLES, band
+from dataprof.results.run import RunReport
+from dataprof.results.units import fmt_bytes
 
 
 def header(report: RunReport) -> Text:

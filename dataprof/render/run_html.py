@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import html
 
+from dataprof.decide.run import TITLES
 from dataprof.render.html import STYLE
 from dataprof.render.run import header, resources
 from dataprof.render.view import num
-from dataprof.runs import RunReport
-from dataprof.verdict import TITLES
+from dataprof.results.run import RunReport
 
 LOADER_HEAD = ("loader", "dataset", "batch", "workers", "batches", "epochs", "samples/s", "data wait %",
                "next() p50 ms", "step p50 ms", "step p95 ms", "first batch s")

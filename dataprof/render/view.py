@@ -11,13 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from dataprof.config import LoaderConfig
-from dataprof.diagnose import TITLES
-from dataprof.diagnose.facts import cpus_text, recommended_trial
-from dataprof.model import AutotuneRun, Report, TrialResult
-from dataprof.search import AUTOTUNE_RULE
-from dataprof.stats import best_by_workers, speedup
-from dataprof.units import fmt_bytes
+from dataprof.decide.diagnose import TITLES
+from dataprof.decide.diagnose.facts import cpus_text, recommended_trial
+from dataprof.decide.search import AUTOTUNE_RULE
+from dataprof.results.settings import LoaderConfig
+from dataprof.results.stats import best_by_workers, speedup
+from dataprof.results.sweep import AutotuneRun, Report
+from dataprof.results.trial import TrialResult
+from dataprof.results.units import fmt_bytes
 
 
 def num(value: float | None, fmt: str) -> str:

@@ -1,0 +1,90 @@
+"""``dataprof run``: the command that watches a training script (its options, gates, output and exit code)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from dataprof.cli.output import console, guarded, write_atomic
+from dataprof.errors import ExitCode, UsageError
+
+
+@click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("-m", "module", is_flag=True, help="SCRIPT is a module name, run as python -m runs it.")
+@click.option("--max-steps", type=click.IntRange(min=1), default=None, metavar="N",
+              help="End the watch, and stop the script cleanly, once the busiest DataLoader delivered N batches "
+                   "(exit 0 with the report: a CI smoke test).")
+@click.option("--seconds", type=click.FloatRange(min=0.1), default=None, metavar="S",
+              help="End the watch, and stop the script, at the first batch after S seconds.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help='Write the run document ("kind": "run") here.')
+@click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write a self-contained HTML page of the run.")
+@click.option("--max-data-wait", default=None, metavar="PCT",
+              help="Gate: exit 1 if the busiest loader's steady-state data wait exceeds PCT of each iteration.")
+@click.option("--min-gpu-util", type=click.FloatRange(min=0, max=100), default=None, metavar="PCT",
+              help="Gate: exit 1 if the mean GPU utilisation is below PCT (or was not measured).")
+@click.option("--min-throughput", type=click.FloatRange(min=0), default=None, metavar="N",
+              help="Gate: exit 1 if the busiest loader delivers fewer samples/s.")
+@click.option("--baseline", "baseline_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Gate: a saved run document to compare with (see --max-regression).")
+@click.option("--max-regression", default=None, metavar="PCT",
+              help="With --baseline: exit 1 if samples/s fell by more than this (default 10%).")
+@click.option("--debug", is_flag=True, help="Show tracebacks.")
+@click.argument("script")
+@click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
+@guarded
+def run(module: bool, max_steps: int | None, seconds: float | None, json_path: Path | None, html_path: Path | None,
+        max_data_wait: str | None, min_gpu_util: float | None, min_throughput: float | None,
+        baseline_path: Path | None, max_regression: str | None, debug: bool, script: str,
+        script_args: tuple[str, ...]) -> None:
+    """Watch your training script, unchanged, and say whether it waits for data.
+
+    dataprof's options come before SCRIPT; everything after it is the script's own argv:
+    dataprof run [OPTIONS] train.py --epochs 1
+    """
+    import dataclasses
+
+    from dataprof.api import read_run
+    from dataprof.api import run as run_watched
+    from dataprof.cli.params import parse_percent
+    from dataprof.decide.gates import RunGates, evaluate_run
+    from dataprof.distributed import gather_runs, rank_from_env, run_exchange_dir
+    from dataprof.render.run import print_run
+
+    if max_regression is not None and baseline_path is None:
+        raise UsageError("--max-regression needs --baseline OLD.json to compare with")
+    baseline = read_run(baseline_path) if baseline_path is not None else None
+    gates = RunGates(max_data_wait=None if max_data_wait is None else parse_percent(max_data_wait, "--max-data-wait"),
+                     min_gpu_util=min_gpu_util, min_throughput=min_throughput,
+                     max_regression=None if baseline is None else parse_percent(max_regression or "10%",
+                                                                                "--max-regression"))
+    report = run_watched(script, script_args, module=module, max_steps=max_steps, seconds=seconds)
+    rank = rank_from_env()
+    if rank is not None:  # under torchrun: rank 0 reports for every rank
+        gathered = gather_runs(report, rank, run_exchange_dir())
+        if gathered is None:
+            sys.exit(report.exit_code or 0)
+        report = gathered
+    if gates.any():
+        report = dataclasses.replace(report, gates=evaluate_run(report, gates, baseline))
+    print_run(console(), report)
+    if json_path is not None:
+        write_atomic(json_path, report.to_json())
+        click.echo(f"wrote {json_path}", err=True)
+    if html_path is not None:
+        from dataprof.render.run_html import run_page
+
+        write_atomic(html_path, run_page(report))
+        click.echo(f"wrote {html_path}", err=True)
+    failed = [g for g in report.gates if not g.passed]
+    for gate in failed:
+        click.echo(f"gate failed: {gate.gate}: {gate.message}", err=True)
+    if not report.complete:
+        sys.exit(int(ExitCode.INTERRUPTED))
+    if report.ended_by is None and report.exit_code:
+        sys.exit(report.exit_code)
+    if failed:
+        sys.exit(int(ExitCode.GATE_FAILED))

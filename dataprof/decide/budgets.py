@@ -1,0 +1,64 @@
+"""Budgets a configuration must fit, one rule each: the share of a budget it may plan to use, the CPUs other
+processes left, the memory each worker adds, the batches it keeps in /dev/shm.
+
+The search, the diagnosis and ``dataprof inspect`` apply the same rules, so they tell the same story.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from dataprof.results.settings import LoaderConfig
+from dataprof.results.trial import TrialResult
+
+HEADROOM = 0.8
+"""Share of a budget (memory limit, /dev/shm, open files) a configuration may plan to use.
+
+The search never proposes a config predicted past it, and the diagnosis and
+``dataprof inspect`` count the workers that fit with the same margin, so all
+three tell the same story.
+"""
+
+
+FOREIGN_CPUS = 0.25
+"""CPU (cores) other processes take during a trial from which it counts: the CPUs it had are fewer."""
+
+
+def available_cpus(trial: TrialResult, usable_cpus: int) -> float:
+    """The CPUs the trial had: the usable ones less what other processes took of them in its window (once that
+    competition reaches :data:`FOREIGN_CPUS`), never below one."""
+    foreign = (trial.foreign_cpu_percent or 0.0) / 100.0
+    return float(usable_cpus) if foreign < FOREIGN_CPUS else max(1.0, usable_cpus - foreign)
+
+
+def memory_fit(trials: Sequence[TrialResult]) -> tuple[float, float] | None:
+    """Least-squares ``peak PSS = base + per_worker × num_workers`` (bytes) over the trials; None under 2 counts."""
+    points = [(t.config.num_workers, t.peak_memory_bytes) for t in trials if t.peak_memory_bytes]
+    if len({w for w, _ in points}) < 2:
+        return None
+    n = len(points)
+    mean_w = sum(w for w, _ in points) / n
+    mean_m = sum(m for _, m in points) / n
+    var = sum((w - mean_w) ** 2 for w, _ in points)
+    slope = sum((w - mean_w) * (m - mean_m) for w, m in points) / var
+    return mean_m - slope * mean_w, slope
+
+
+def shm_in_flight(config: LoaderConfig, batch_bytes: int) -> int:
+    """Bytes of batches ``config`` keeps in /dev/shm: workers × prefetch_factor (2 when unset) × batch bytes;
+    0 without workers or with Paddle's ``use_shared_memory=False`` (batches go through a pipe)."""
+    if config.num_workers == 0 or config.use_shared_memory is False:
+        return 0
+    return config.num_workers * (config.prefetch_factor or 2) * batch_bytes
+
+
+def shm_workers(shm_free_bytes: int, batch_bytes: int, prefetch_factor: int) -> int:
+    """The one /dev/shm rule: how many workers' batches in flight fit in :data:`HEADROOM` of the free space."""
+    return int(HEADROOM * shm_free_bytes // (batch_bytes * prefetch_factor))
+
+
+def shm_fits(config: LoaderConfig, batch_bytes: int, shm_free_bytes: int) -> bool:
+    """Whether ``config``'s batches in flight fit in /dev/shm by :func:`shm_workers`' rule."""
+    if shm_in_flight(config, batch_bytes) == 0:
+        return True
+    return config.num_workers <= shm_workers(shm_free_bytes, batch_bytes, config.prefetch_factor or 2)

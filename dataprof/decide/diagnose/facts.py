@@ -1,0 +1,180 @@
+"""Figures the rules share, derived from a Report. Pure functions, no I/O."""
+
+from __future__ import annotations
+
+import math
+
+from dataprof.decide.budgets import available_cpus
+from dataprof.decide.thresholds import Thresholds
+from dataprof.results.stats import noise_between, rate
+from dataprof.results.sweep import Report
+from dataprof.results.trial import TrialResult
+
+
+def ok_trials(report: Report) -> list[TrialResult]:
+    """The trials that completed with a rate."""
+    return [t for t in report.trials if t.status == "ok" and t.samples_per_s]
+
+
+def recommended_trial(report: Report) -> TrialResult | None:
+    """The trial of the recommended config, if it completed."""
+    if report.recommendation is None:
+        return None
+    return next((t for t in ok_trials(report) if t.config == report.recommendation.config), None)
+
+
+def batch_size(report: Report) -> int:
+    """Samples per batch: the sweep's ``--batch-size``, else the first batch's size, else 1."""
+    return int(report.settings.get("batch_size") or (report.dataset.batch_samples if report.dataset else 1) or 1)
+
+
+def iteration_ms(trial: TrialResult, batch: int) -> float:
+    """Mean time per training iteration (wait + copy + step)."""
+    if trial.window_s and trial.batches:
+        return 1000.0 * trial.window_s / trial.batches
+    return 1000.0 * batch / rate(trial) if rate(trial) else math.nan
+
+
+def wait_share(trial: TrialResult) -> float:
+    """Share of the window the loop was blocked in ``next()`` (0 when unknown)."""
+    return trial.wait_fraction or 0.0
+
+
+def copy_share(trial: TrialResult, batch: int) -> float:
+    """Share of each iteration spent copying the batch to the device."""
+    iteration = iteration_ms(trial, batch)
+    return (trial.copy_ms_mean or 0.0) / iteration if iteration > 0 else 0.0
+
+
+def severity_for(share: float, thresholds: Thresholds, report: Report) -> str:
+    """By the share of each iteration spent waiting; without a model step there is nothing to wait against."""
+    if share < thresholds.model_bound_wait or not report.settings.get("step_ms"):
+        return "info"
+    return "critical" if share >= thresholds.critical_wait else "warning"
+
+
+def cores(percent: float | None) -> float | None:
+    """A CPU percentage (100 = one core) as cores; None kept."""
+    return None if percent is None else percent / 100.0
+
+
+def worker_cores(trial: TrialResult) -> float | None:
+    """CPU of the worker processes alone (tree minus main process), in cores."""
+    if trial.cpu_percent is None or trial.main_cpu_percent is None:
+        return None
+    return max(0.0, (trial.cpu_percent - trial.main_cpu_percent) / 100.0)
+
+
+def side_thread_cores(trial: TrialResult) -> float | None:
+    """CPU of the main process's threads other than the training loop (pin_memory's thread)."""
+    if trial.main_cpu_percent is None or trial.main_thread_cpu_percent is None:
+        return None
+    return max(0.0, (trial.main_cpu_percent - trial.main_thread_cpu_percent) / 100.0)
+
+
+def serial_loading(trial: TrialResult, batch: int) -> tuple[str, float, float] | None:
+    """At num_workers=0: the thread that loads, the share of a core it computes, its CPU ms per batch.
+
+    The main thread loads each batch in ``next()``, except with Paddle's buffer reader (on by default),
+    whose thread in the main process loads batches ahead while the main thread only takes them.
+    """
+    config = trial.config
+    if config.num_workers != 0:
+        return None
+    iteration = iteration_ms(trial, batch)
+    if config.framework == "paddle" and config.use_buffer_reader is not False:
+        side = side_thread_cores(trial)
+        if side is None:
+            return None
+        share = min(1.0, side)
+        return "Paddle's buffer-reader thread", share, share * iteration
+    wait = trial.wait_ms.mean if trial.wait_ms is not None and trial.wait_ms.mean is not None \
+        else wait_share(trial) * iteration
+    if trial.wait_cpu_ms_mean is None or wait <= 0:
+        return None
+    return "the main thread", trial.wait_cpu_ms_mean / wait, trial.wait_cpu_ms_mean
+
+
+def ranks(trial: TrialResult) -> int:
+    """Ranks that measured the trial together (1 outside a distributed sweep)."""
+    return max(1, len(trial.ranks))
+
+
+def rank_rate(trial: TrialResult) -> float:
+    """Samples/s of one rank: the trial's CPU, wait and copy figures are that (slowest) rank's."""
+    return rate(trial) / ranks(trial)
+
+
+def cpu_s_per_sample(trial: TrialResult, batch: int) -> float | None:
+    """CPU seconds the loading costs per sample: workers + pinning + the main loop's share in ``next()``.
+
+    Distributed: ranks sharing a node's CPUs take unequal shares of them, so the pace-setting rank's cost
+    is scaled to all ranks' CPU over all ranks' samples.
+    """
+    if not rate(trial) or trial.wait_cpu_ms_mean is None:
+        return None
+    workers = worker_cores(trial) or 0.0
+    side = side_thread_cores(trial) or 0.0
+    return ((workers + side) / rank_rate(trial) + trial.wait_cpu_ms_mean / 1000.0 / batch) * _ranks_cost_scale(trial)
+
+
+def _ranks_cost_scale(trial: TrialResult) -> float:
+    """All ranks' CPU per sample over the pace-setting rank's (1 outside a distributed sweep)."""
+    measured = [(r.cpu_percent, r.samples_per_s) for r in trial.ranks if r.cpu_percent and r.samples_per_s]
+    if len(measured) < 2 or len(measured) != len(trial.ranks) or not trial.cpu_percent:
+        return 1.0
+    everyone = sum(cpu for cpu, _ in measured) / sum(samples for _, samples in measured)
+    return everyone / (trial.cpu_percent / rank_rate(trial))
+
+
+def cpu_ceiling(trial: TrialResult, batch: int, usable_cpus: int) -> float | None:
+    """Samples/s the CPUs the trial had (each rank's, times the ranks) could load at its CPU cost per sample."""
+    cost = cpu_s_per_sample(trial, batch)
+    return ranks(trial) * available_cpus(trial, usable_cpus) / cost if cost else None
+
+
+def break_even_ms(trial: TrialResult, batch: int) -> float:
+    """Shortest model step (ms) this loader feeds without making it wait (each rank steps on its own batch)."""
+    return max(0.0, 1000.0 * batch / rank_rate(trial) - (trial.copy_ms_mean or 0.0))
+
+
+def faster(a: TrialResult, b: TrialResult) -> bool:
+    """``a`` beats ``b`` by more than the measurement noise."""
+    return rate(b) > 0 and (rate(a) - rate(b)) / rate(b) > noise_between(a, b)
+
+
+def memory_budget(report: Report) -> tuple[int, str] | None:
+    """Bytes the trial's process tree may use, and where that number comes from."""
+    limit = report.settings.get("memory_limit_bytes")
+    if limit:
+        return int(limit), "the --memory-limit"
+    if report.environment.available_ram_bytes:
+        return report.environment.available_ram_bytes, "available RAM"
+    return None
+
+
+def ms(value: float) -> str:
+    """Milliseconds with the precision the size deserves: ``120``, ``4.2``, ``0.35``."""
+    return f"{value:.0f}" if value >= 100 else f"{value:.1f}" if value >= 1 else f"{value:.2f}"
+
+
+def cpus_text(report: Report) -> str:
+    """``2 CPUs``; with several ranks, ``4 ranks × 2 CPUs`` (each rank's share, as the ceilings count them); on a
+    busy machine, ``the 1.1 of 2 CPUs other processes left`` (at the recommended config, as its ceiling counts)."""
+    env = report.environment
+    cpus = f"{env.usable_cpus} CPU{'s' if env.usable_cpus != 1 else ''}"
+    trial = recommended_trial(report)
+    left = available_cpus(trial, env.usable_cpus) if trial is not None else float(env.usable_cpus)
+    if left < env.usable_cpus:
+        cpus = f"the {left:.1f} of {cpus} other processes left"
+    return cpus if env.world_size == 1 else f"{env.world_size} ranks × {cpus}"
+
+
+def pct(value: float) -> str:
+    """A share (0.25) as ``25%``."""
+    return f"{100 * value:.0f}%"
+
+
+def rate_text(value: float) -> str:
+    """Samples/s as ``1,234 samples/s``."""
+    return f"{value:,.0f} samples/s"

@@ -1,0 +1,374 @@
+"""The primary bottleneck: exactly one verdict for the recommended config.
+
+Rules run in :data:`PRIMARY_RULES` order and the first that fires wins; the
+last (``io_bound``) fires whenever the loader is the limit and nothing more
+specific explains it. Each is a pure function of the Report.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+
+from dataprof.decide.budgets import HEADROOM, available_cpus, memory_fit
+from dataprof.decide.diagnose.facts import (
+    batch_size,
+    break_even_ms,
+    copy_share,
+    cores,
+    cpu_ceiling,
+    cpu_s_per_sample,
+    cpus_text,
+    faster,
+    iteration_ms,
+    memory_budget,
+    ms,
+    ok_trials,
+    pct,
+    rate_text,
+    recommended_trial,
+    serial_loading,
+    severity_for,
+    side_thread_cores,
+    wait_share,
+    worker_cores,
+)
+from dataprof.decide.thresholds import Thresholds
+from dataprof.results.findings import Finding
+from dataprof.results.stats import best_by_workers, rate
+from dataprof.results.sweep import Report
+from dataprof.results.trial import TrialResult
+from dataprof.results.units import fmt_bytes
+
+
+def _loader_limited(report: Report, th: Thresholds) -> TrialResult | None:
+    """The recommended trial, if the loop waits for data long enough for the loader to be the limit."""
+    rec = recommended_trial(report)
+    return rec if rec is not None and wait_share(rec) >= th.model_bound_wait else None
+
+
+def _wait_ms(trial: TrialResult, batch: int) -> float:
+    if trial.wait_ms is not None and trial.wait_ms.mean is not None:
+        return trial.wait_ms.mean
+    return wait_share(trial) * iteration_ms(trial, batch)
+
+
+def _sustains(trial: TrialResult, batch: int) -> str:
+    return (f"This loader sustains any model whose step takes ≥ {ms(break_even_ms(trial, batch))} ms "
+            f"at batch size {batch}.")
+
+
+def _lead(trial: TrialResult, report: Report) -> str:
+    """How much the recommended config waits; without a model step, that it can only wait."""
+    if not report.settings.get("step_ms"):
+        return (f"no model step was given (--step-ms 0), so {trial.config.label()} measures the loader's ceiling: "
+                f"{rate_text(rate(trial))}")
+    return f"{trial.config.label()} waits {pct(wait_share(trial))} of each iteration"
+
+
+def _growth(report: Report) -> str:
+    """How throughput moves over the last worker counts tried, e.g. ``w4 → w8: +38%``."""
+    curve = best_by_workers(ok_trials(report))
+    if len(curve) < 2:
+        return ""
+    a, b = curve[-2], curve[-1]
+    change = rate(b) / rate(a) - 1 if rate(a) else math.nan
+    return f"w{a.config.num_workers} → w{b.config.num_workers}: {100 * change:+.0f}%"
+
+
+def _still_rising(report: Report) -> bool:
+    curve = best_by_workers(ok_trials(report))
+    return len(curve) >= 2 and faster(curve[-1], curve[-2])
+
+
+def model_bound(report: Report, th: Thresholds) -> Finding | None:
+    """The loop waits under ``model_bound_wait`` of the time: the model, not the loader, is the limit."""
+    rec = recommended_trial(report)
+    if rec is None or wait_share(rec) >= th.model_bound_wait:
+        return None
+    batch = batch_size(report)
+    step = rec.step_ms_mean or 0.0
+    return Finding(
+        id="model_bound",
+        severity="info",
+        evidence=(f"{rec.config.label()} waits {pct(wait_share(rec))} of each iteration for data "
+                  f"({ms(_wait_ms(rec, batch))} ms of {ms(iteration_ms(rec, batch))} ms) at {rate_text(rate(rec))}. "
+                  f"It keeps up with the {ms(step)} ms step: this loader sustains any model whose step takes "
+                  f"≥ {ms(step)} ms at batch size {batch} (its own limit is higher; a smaller --step-ms finds it)."),
+        recommendation=("The loader is not your bottleneck: use the recommended DataLoader(...) and spend your "
+                        "effort on the model step."),
+    )
+
+
+def transfer_bound(report: Report, th: Thresholds) -> Finding | None:
+    """Host-to-device copies take at least ``transfer_share`` of each iteration."""
+    rec = recommended_trial(report)
+    if rec is None or report.environment.simulated_device:
+        return None
+    batch = batch_size(report)
+    share = copy_share(rec, batch)
+    copy = rec.copy_ms_mean or 0.0
+    wait = _wait_ms(rec, batch)
+    receiving = min(wait, rec.wait_cpu_ms_mean or 0.0)
+    # The copy must outweigh both parts of the wait: idle (workers too slow) and the main
+    # thread's own work inside next() (receiving the same bytes it will copy).
+    if share < th.transfer_share or copy < max(wait - receiving, receiving):
+        return None
+    size = report.dataset.batch_bytes if report.dataset else None
+    speed = f", {fmt_bytes(size)} per batch at {fmt_bytes(size / (copy / 1000))}/s" if size and copy else ""
+    changes = []
+    pinned = next((t for t in ok_trials(report) if t.config == dataclasses.replace(rec.config, pin_memory=True)), None)
+    if not rec.config.pin_memory and pinned is None:
+        changes.append("pin_memory=True with .to(device, non_blocking=True) so copies overlap the step")
+    elif pinned is not None and pinned is not rec:
+        thread = side_thread_cores(pinned)
+        busy = f", its thread busy {pct(thread)} of a core copying each batch once more" if thread else ""
+        changes.append(f"pin_memory=True did not help here ({pinned.config.label()}: {rate_text(rate(pinned))}"
+                       f"{busy})")
+    changes.append("send fewer bytes: uint8 images (or float16) and convert and normalise on the GPU, "
+                   "crop before the copy")
+    return Finding(
+        id="transfer_bound",
+        severity=severity_for(wait_share(rec) + share, th, report),
+        evidence=(f"copying each batch to {report.environment.device} takes {ms(copy)} ms, {pct(share)} of the "
+                  f"{ms(iteration_ms(rec, batch))} ms iteration{speed}; waiting for the loader takes "
+                  f"{ms(wait)} ms ({ms(receiving)} ms of it the main thread receiving batches). "
+                  f"{_sustains(rec, batch)}"),
+        recommendation="; ".join(changes) + ".",
+    )
+
+
+def main_process_bound(report: Report, th: Thresholds) -> Finding | None:
+    """The main process is the limit: receiving batches, the sampler, or the pin-memory thread saturate it."""
+    rec = _loader_limited(report, th)
+    if rec is None:
+        return None
+    batch = batch_size(report)
+    wait = _wait_ms(rec, batch)
+    busy = rec.wait_cpu_ms_mean
+    iteration = iteration_ms(rec, batch)
+    workers = rec.config.num_workers
+    causes: list[str] = []
+    changes: list[str] = []
+    receive = rec.receive_ms_mean
+    # Receiving must dominate the wait and be work, not a main thread starved of CPU by busy workers.
+    working = busy is not None and receive is not None and busy >= th.receive_cpu_share * receive
+    if workers > 0 and receive is not None and wait > 0 and receive >= th.main_busy * wait and working:
+        dataset = report.dataset
+        weight = ""
+        if dataset is not None and dataset.batch_objects is not None:
+            plural = "s" if dataset.batch_objects != 1 else ""
+            weight = (f"; each batch holds {dataset.batch_tensors or 0:,} tensors (a file descriptor fetched from "
+                      f"the worker for each) and {dataset.batch_objects:,} other Python object{plural}")
+        cpu = f" ({ms(busy)} ms of it on CPU)" if busy is not None else ""
+        causes.append(f"it spends {ms(receive)} ms per batch unpickling batches from the workers{cpu}, "
+                      f"{pct(receive / wait)} of the {ms(wait)} ms it waits{weight}")
+        pieces = (dataset.batch_tensors or 0) + (dataset.batch_objects or 0) if dataset is not None else 0
+        if pieces > 8:
+            changes.append("send fewer, larger objects: one tensor per field (concatenate small tensors, use "
+                           "arrays instead of lists of Python numbers or strings)")
+        changes.append("a larger batch_size spreads the fixed cost of each transfer over more samples")
+    side = side_thread_cores(rec)
+    if rec.config.pin_memory and side is not None and side >= th.pin_thread_cores:
+        causes.append(f"the pin-memory thread uses {pct(side)} of a core")
+        changes.append("pin_memory=False, or fewer bytes per batch (uint8, crop before batching)")
+    sampler = rec.sampler_ms_mean
+    if sampler is not None and iteration > 0 and sampler >= th.sampler_share * iteration:
+        causes.append(f"the sampler takes {ms(sampler)} ms per batch, {pct(sampler / iteration)} of the iteration")
+        changes.append("make the sampler cheaper: precompute the index order once per epoch")
+    tried_workers = any(t.config.num_workers > 0 for t in ok_trials(report))
+    serial = serial_loading(rec, batch)
+    if workers == 0 and tried_workers and serial is not None and serial[1] >= th.main_busy:
+        thread, _, cpu_ms = serial
+        causes.append(f"num_workers=0 was fastest: {thread} loads and collates each batch itself "
+                      f"({ms(cpu_ms)} ms of CPU per batch) and worker processes cost more than they save")
+        batched = report.dataset is not None and report.dataset.has_getitems
+        changes.append("keep num_workers=0 and make the batch fetch (its __getitems__) and collate cheaper"
+                       if batched else "keep num_workers=0 and make __getitem__ and collate cheaper, or load whole "
+                       "batches at once (a batch sampler with __getitems__)")
+    if not causes:
+        return None
+    return Finding(
+        id="main_process_bound",
+        severity=severity_for(wait_share(rec), th, report),
+        evidence=(f"{_lead(rec, report)}, and the main process is the limit: {'; '.join(causes)}. "
+                  f"{_sustains(rec, batch)}"),
+        recommendation="; ".join(changes) + ".",
+    )
+
+
+def memory_bound(report: Report, th: Thresholds) -> Finding | None:
+    """The workers that would pay do not fit in the memory budget (PSS per worker from the trials)."""
+    rec = _loader_limited(report, th)
+    if rec is None:
+        return None
+    batch = batch_size(report)
+    ok = ok_trials(report)
+    top = max(t.config.num_workers for t in ok)
+    stopped = [t for t in report.trials if t.config.num_workers > top and (
+        t.status == "oom" or (t.status == "crashed" and "SIGKILL" in (t.error or "")))]
+    fit = memory_fit(ok)
+    budget = memory_budget(report)
+    fits: int | None = None
+    if fit is not None and budget is not None and fit[1] > 0:
+        fits = max(0, math.floor((HEADROOM * budget[0] - fit[0]) / fit[1]))
+    if stopped:
+        first_stopped = min(t.config.num_workers for t in stopped)
+        fits = first_stopped - 1 if fits is None else min(fits, first_stopped - 1)
+    blocked = _still_rising(report) and fits is not None and fits < top + max(1, top // 2)
+    if not stopped and not blocked:
+        return None
+    parts = []
+    if _still_rising(report):
+        parts.append(f"throughput still rises with workers ({_growth(report)})")
+    if fit is not None and budget is not None:
+        parts.append(f"memory grows {fmt_bytes(fit[1])} per worker (PSS fitted over {len(ok)} trials: "
+                     f"{fmt_bytes(fit[0])} + {fmt_bytes(fit[1])} × workers) against {budget[1]} of "
+                     f"{fmt_bytes(budget[0])}: at most {fits} workers fit with {1 - HEADROOM:.0%} to spare")
+    if stopped:
+        trial = min(stopped, key=lambda t: t.config.num_workers)
+        parts.append(f"{trial.config.label()} ran out: {trial.error}")
+    return Finding(
+        id="memory_bound",
+        severity=severity_for(wait_share(rec), th, report),
+        evidence=(f"{_lead(rec, report)}; {'; '.join(parts)}. {_sustains(rec, batch)}"),
+        recommendation=("Cut memory per worker so more workers fit: keep the dataset in numpy/arrow arrays or a "
+                        "memory-mapped file rather than Python objects, do not cache decoded samples in each "
+                        "worker, open files lazily in the worker; or give the job more RAM."),
+    )
+
+
+def cpu_bound(report: Report, th: Thresholds) -> Finding | None:
+    """The usable CPUs are saturated and more workers stop helping: the samples' CPU cost is the limit."""
+    rec = _loader_limited(report, th)
+    if rec is None:
+        return None
+    batch = batch_size(report)
+    usable = report.environment.usable_cpus
+    tree = cores(rec.cpu_percent)
+    workers = rec.config.num_workers
+    per_worker = None
+    serial = serial_loading(rec, batch)
+    if workers > 0 and worker_cores(rec) is not None:
+        per_worker = (worker_cores(rec) or 0.0) / workers
+    elif serial is not None:
+        per_worker = serial[1]
+    saturated = tree is not None and tree >= th.cpu_saturated * available_cpus(rec, usable)
+    computing = per_worker is not None and per_worker >= th.worker_busy
+    machine = (rec.cpu_percent_system or 0.0) / 100.0
+    # Other processes crowding the CPUs limit the loader only once more workers stop helping.
+    crowded = machine >= th.machine_saturated and not _still_rising(report)
+    if not saturated and not computing and not crowded:
+        return None
+    parts = []
+    if tree is not None:
+        parts.append(f"the loader's processes use {tree:.1f} of {usable} usable CPUs ({pct(tree / usable)})")
+    if crowded:
+        parts.append(f"the machine's CPUs are {pct(machine)} busy in all, other processes included, so the "
+                     "loader cannot get more CPU time")
+    if per_worker is not None:
+        who = "each worker" if workers > 0 or serial is None else serial[0]
+        parts.append(f"{who} computes {pct(per_worker)} of the time")
+    cost = cpu_s_per_sample(rec, batch)
+    ceiling = cpu_ceiling(rec, batch, usable)
+    if cost and ceiling:
+        parts.append(f"loading costs {1000 * cost:.2f} ms of CPU per sample, so {cpus_text(report)} can load at most "
+                     f"{rate_text(ceiling)}; {rec.config.label()} reaches {rate_text(rate(rec))}, "
+                     f"{pct(rate(rec) / ceiling)} of that ceiling")
+    if _growth(report) and not _still_rising(report):
+        parts.append(f"more workers stop helping ({_growth(report)})")
+    change = ("Make each sample cheaper: find the costly transform (dataprof inspect), move augmentation to the "
+              "GPU, cache decoded or resized data, use a faster decoder; or get more CPUs.")
+    if crowded and not saturated:
+        change += " Or free the CPUs other processes take (see top) while training."
+    elif not saturated and workers < usable:
+        change += f" CPUs are left: try num_workers up to {usable}."
+    else:
+        change += " More workers will not help."
+    return Finding(
+        id="cpu_bound",
+        severity=severity_for(wait_share(rec), th, report),
+        evidence=(f"{_lead(rec, report)}; {'; '.join(parts)}. "
+                  f"{_sustains(rec, batch)}"),
+        recommendation=change,
+    )
+
+
+def short_epoch(report: Report, th: Thresholds) -> Finding | None:
+    """Epochs so short that the loop waits mostly at their starts, where the workers restart or refill."""
+    rec = _loader_limited(report, th)
+    if rec is None or not rec.epoch_starts_in_window or not rec.epoch_start_wait_s or not rec.window_s:
+        return None
+    waited = wait_share(rec) * rec.window_s
+    if rec.epoch_starts_in_window < 2 or rec.epoch_start_wait_s < th.epoch_start_share * waited:
+        return None
+    batch = batch_size(report)
+    workers = rec.config.num_workers
+    samples = rec.epoch_samples or (report.dataset.length if report.dataset else None)
+    size = ""
+    if samples:
+        batches = -(-samples // batch)
+        in_flight = workers * (rec.config.prefetch_factor or 2)
+        fewer = f", fewer than the {in_flight} the workers keep in flight" if workers and batches < in_flight else ""
+        size = f"an epoch is {batches:,} batch{'es' if batches != 1 else ''} ({samples:,} samples){fewer}; "
+    per_start = rec.epoch_start_wait_s / rec.epoch_starts_in_window
+    how = ("the workers start again (persistent_workers=False)" if workers and not rec.config.persistent_workers
+           else "the workers begin the new epoch's indices with the pipeline empty" if workers
+           else "the dataset begins a new epoch")
+    return Finding(
+        id="short_epoch",
+        severity=severity_for(wait_share(rec), th, report),
+        evidence=(f"{_lead(rec, report)}; {size}{rec.epoch_starts_in_window} epochs began in the "
+                  f"{rec.window_s:.1f} s window and the loop waited {ms(1000 * per_start)} ms for the first batch "
+                  f"of each while {how}: {pct(rec.epoch_start_wait_s / waited)} of its waiting "
+                  f"({pct(rec.epoch_start_wait_s / rec.window_s)} of the window). The epoch boundary is the limit, "
+                  "not storage or CPU."),
+        recommendation=("Make an epoch longer than the pipeline: draw more samples per epoch (e.g. "
+                        "RandomSampler(dataset, replacement=True, num_samples=k * len(dataset))) or repeat the "
+                        "dataset, or use a smaller batch; keep persistent_workers=True so workers are not started "
+                        "again at every epoch."),
+    )
+
+
+def io_bound(report: Report, th: Thresholds) -> Finding | None:
+    """The loader is the limit and the CPUs are not: samples wait on storage, network or locks."""
+    rec = _loader_limited(report, th)
+    if rec is None:
+        return None
+    batch = batch_size(report)
+    usable = report.environment.usable_cpus
+    tree = cores(rec.cpu_percent)
+    workers = rec.config.num_workers
+    parts = []
+    serial = serial_loading(rec, batch)
+    if workers > 0 and worker_cores(rec) is not None:
+        parts.append(f"each worker computes only {pct((worker_cores(rec) or 0.0) / workers)} of the time")
+    elif serial is not None:
+        parts.append(f"{serial[0]} computes only {pct(serial[1])} of the time it loads")
+    if tree is not None:
+        parts.append(f"the loader's processes use {tree:.1f} of {usable} usable CPUs")
+    parts.append("samples wait on something other than CPU (storage, network, sleeps, locks)")
+    top = max(t.config.num_workers for t in ok_trials(report))
+    if _still_rising(report):
+        parts.append(f"throughput still rises at the most workers tried ({_growth(report)})")
+        change = (f"Try more workers than {top} (--workers {top},{2 * max(1, top)},{4 * max(1, top)}): "
+                  "latency-bound loaders scale past the CPU count. Also: local or faster storage, packed formats "
+                  "(LMDB, WebDataset/TFRecord shards), caching, or concurrent reads inside __getitem__.")
+    else:
+        if _growth(report):
+            parts.append(f"throughput stopped rising ({_growth(report)}) with CPUs idle")
+        change = ("A shared resource sets the pace, not the worker count: check storage bandwidth, a server's "
+                  "rate limit or a lock in __getitem__; copy data to local disk, use packed formats, or cache.")
+    return Finding(
+        id="io_bound",
+        severity=severity_for(wait_share(rec), th, report),
+        evidence=(f"{_lead(rec, report)}; {'; '.join(parts)}. "
+                  f"{_sustains(rec, batch)}"),
+        recommendation=change,
+    )
+
+
+PRIMARY_RULES: tuple[Callable[[Report, Thresholds], Finding | None], ...] = (
+    transfer_bound, model_bound, main_process_bound, memory_bound, short_epoch, cpu_bound, io_bound,
+)

@@ -1,0 +1,327 @@
+"""``dataprof inspect``'s decisions: every figure and check of an Inspection, from its measurements alone.
+
+Pure: :func:`analyse` turns :class:`~dataprof.results.inspect.InspectionData` into
+the :class:`~dataprof.results.inspect.Inspection` the renderers read; each check
+returns a Finding or None; :func:`fatal` says which makes the command fail.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from dataprof.decide.budgets import HEADROOM, shm_workers
+from dataprof.results.findings import Finding
+from dataprof.results.inspect import Inspection, InspectionData, StageTiming, slowest_positions, to_ms
+from dataprof.results.stats import percentile
+from dataprof.results.units import fmt_bytes
+
+
+@dataclass(frozen=True)
+class InspectThresholds:
+    """Every threshold the inspect checks use, in one place."""
+
+    waiting_cpu_share: float = 0.5
+    """Below this share of CPU in the sample's wall time, samples mostly wait."""
+    computing_cpu_share: float = 0.8
+    """From this share, samples are CPU work."""
+    dominant_stage_share: float = 0.3
+    straggler_p99_ratio: float = 3.0
+    straggler_max_ratio: float = 10.0
+    repeat_ratio: float = 0.5
+    """A re-fetch at least this fraction of the first time makes the index itself slow."""
+    collate_share: float = 0.2
+    fd_headroom: float = 0.5
+    """Share of the open-file limit that tensors in flight may take."""
+    workers_to_check: int = 8
+    """A check warns when fewer workers than max(this, 2 × usable CPUs) fit."""
+
+
+def _tree(stage: StageTiming, samples: int, total_s: float) -> dict[str, Any]:
+    node: dict[str, Any] = {"name": stage.name, "path": stage.path,
+                            "mean_ms": 1000.0 * stage.total_seconds() / samples,
+                            "share": stage.total_seconds() / total_s if total_s else None}
+    if stage.composite:
+        node["children"] = [_tree(child, samples, total_s) for child in stage.children]
+    else:
+        node["calls"] = stage.calls
+    return node
+
+
+def analyse(data: InspectionData, th: InspectThresholds = InspectThresholds()) -> Inspection:
+    """Every figure and check of the report, from the measurements alone."""
+    count = len(data.wall_s)
+    total_s = sum(data.wall_s)
+    wall_ms = [1000.0 * s for s in data.wall_s]
+    latency = {} if not count else {
+        "p50": percentile(wall_ms, 50), "p95": percentile(wall_ms, 95), "p99": percentile(wall_ms, 99),
+        "max": max(wall_ms), "mean": total_s * 1000.0 / count}
+    slowest = tuple(
+        {"index": data.indices[pos], "ms": wall_ms[pos],
+         "repeat_ms": to_ms(data.repeat_s.get(data.indices[pos]))}
+        for pos in slowest_positions(data.wall_s))
+    cpu_total = sum(data.cpu_s)
+    cpu_share = cpu_total / total_s if total_s else None
+    leaves = [leaf for root in data.stages for leaf in root.leaves()]
+    ranked = sorted(leaves, key=lambda leaf: -leaf.seconds) if count and total_s else []
+    transforms = tuple({"name": leaf.name, "path": leaf.path, "mean_ms": 1000.0 * leaf.seconds / count,
+                        "share": leaf.seconds / total_s, "calls": leaf.calls} for leaf in ranked)
+    staged_s = sum(root.total_seconds() for root in data.stages)
+    outside = (1000.0 * (total_s - staged_s) / count, (total_s - staged_s) / total_s) \
+        if data.stages and count and total_s else (None, None)
+    batch = data.dataset.batch_samples or 0
+    collate_s = percentile(list(data.collate_s), 50) if data.collate_s else None
+    collate_cpu = percentile(list(data.collate_cpu_s), 50) if data.collate_cpu_s else 0.0
+    cpu_per_sample = (cpu_total / count + (collate_cpu / batch if batch else 0.0)) if count else None
+    usable = data.environment.usable_cpus
+    ceiling = usable / cpu_per_sample if cpu_per_sample else None
+    worker_rate = count / (total_s + (collate_s or 0.0) * count / max(batch, 1)) if total_s else None
+    prefetch = int(data.settings.get("prefetch_factor") or 2)
+    shm_fit = shm_workers(data.environment.shm_free_bytes, data.dataset.batch_bytes, prefetch) \
+        if data.environment.shm_free_bytes is not None and data.dataset.batch_bytes else None
+    file_workers = None
+    if data.sharing_strategy == "file_descriptor" and data.nofile_soft and data.dataset.batch_tensors:
+        file_workers = _fits(int(data.nofile_soft * th.fd_headroom), data.dataset.batch_tensors, prefetch)
+    inspection = Inspection(
+        data=data, latency_ms=latency, slowest=slowest, cpu_ms_mean=cpu_total * 1000.0 / count if count else None,
+        cpu_share=cpu_share, sample_kind=_sample_kind(cpu_share, th), transforms=transforms,
+        tree=tuple(_tree(root, count, total_s) for root in data.stages) if count else (),
+        outside_ms=outside[0], outside_share=outside[1], collate_ms=to_ms(collate_s),
+        bytes_per_sample=sum(data.sample_bytes) / len(data.sample_bytes) if data.sample_bytes else None,
+        cpu_s_per_sample=cpu_per_sample, cpu_ceiling=ceiling, worker_rate=worker_rate,
+        max_workers_shm=shm_fit, max_workers_files=file_workers, checks=())
+    checks = [check(inspection, th) for check in CHECKS]
+    return Inspection(**{**inspection.__dict__, "checks": tuple(c for c in checks if c is not None)})
+
+
+def _sample_kind(cpu_share: float | None, th: InspectThresholds) -> str | None:
+    """``waiting`` below the waiting share, ``computing`` from the computing share, else ``mixed``."""
+    if cpu_share is None:
+        return None
+    if cpu_share < th.waiting_cpu_share:
+        return "waiting"
+    return "computing" if cpu_share >= th.computing_cpu_share else "mixed"
+
+
+def _fits(budget: int | None, per_batch: int | None, prefetch: int) -> int | None:
+    """Workers whose ``prefetch`` batches in flight each fit in ``budget``."""
+    if budget is None or not per_batch:
+        return None
+    return int(budget // (per_batch * prefetch))
+
+
+FATAL = ("sample_errors", "collate")
+"""Checks whose critical finding makes ``dataprof inspect`` exit 3: a DataLoader over this dataset would fail."""
+
+
+def fatal(ins: Inspection) -> Finding | None:
+    """The critical finding that means the dataset cannot be loaded as it is, if any."""
+    return next((c for c in ins.checks if c.id in FATAL and c.severity == "critical"), None)
+
+
+def ceiling_text(rate: float | None, usable: int) -> str:
+    """``1,234 samples/s on 2 CPUs``, or ``unknown``."""
+    return f"{rate:,.0f} samples/s on {usable} CPU{'s' if usable != 1 else ''}" if rate else "unknown"
+
+
+def check_errors(ins: Inspection, th: InspectThresholds) -> Finding | None:
+    """Samples that raised: critical, since one raising sample stops a whole DataLoader epoch."""
+    errors = ins.data.errors
+    if not errors:
+        return None
+    index, message = errors[0]
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return Finding(
+        id="sample_errors", severity="critical",
+        evidence=f"{len(errors)} of {len(errors) + len(ins.data.wall_s)} samples raised: "
+                 f"dataset[{index}]: {message}{more}",
+        recommendation="Fix __getitem__ for these indices: one raising sample stops a whole DataLoader epoch.")
+
+
+def check_cpu_vs_wait(ins: Inspection, th: InspectThresholds) -> Finding | None:
+    """Whether a sample computes or waits (CPU over wall time), the CPU ceiling, and what workers can give."""
+    share = ins.cpu_share
+    if share is None or not ins.latency_ms:
+        return None
+    usable = ins.data.environment.usable_cpus
+    mean = ins.latency_ms["mean"]
+    evidence = (f"a sample takes {mean:.2f} ms of which {ins.cpu_ms_mean or 0:.2f} ms is CPU "
+                f"({share:.0%}); CPU ceiling {ceiling_text(ins.cpu_ceiling, usable)}; "
+                f"one worker delivers {ins.worker_rate or 0:,.0f} samples/s")
+    if share < th.waiting_cpu_share:
+        needed = ins.cpu_ceiling / ins.worker_rate if ins.cpu_ceiling and ins.worker_rate else None
+        reach = f"; about {needed:.0f} workers would reach the CPU ceiling" if needed else ""
+        return Finding(
+            id="cpu_vs_wait", severity="info",
+            evidence=evidence + reach,
+            recommendation=("Samples mostly wait (storage, network, sleeps, locks): throughput scales with "
+                            "workers past the CPU count, up to the CPU ceiling; sweep with more workers "
+                            "(dataprof sweep … --workers 4,8,16,32) or read faster/concurrently."))
+    if share >= th.computing_cpu_share:
+        return Finding(
+            id="cpu_vs_wait", severity="info", evidence=evidence,
+            recommendation=(f"Samples are mostly CPU work: no loader setting beats the CPU ceiling; workers past "
+                            f"the {usable} CPUs can only fill the {1 - share:.0%} of each sample's time that is not "
+                            "CPU (a sweep measures how much that gives). Cut the costliest stages, cache decoded "
+                            "data or move augmentation to the GPU."))
+    return Finding(id="cpu_vs_wait", severity="info", evidence=evidence,
+                   recommendation="Samples are part CPU, part waiting: expect gains from workers up to a little "
+                                  "past the CPU count; a sweep will find where they stop.")
+
+
+def check_dominant_stage(ins: Inspection, th: InspectThresholds) -> Finding | None:
+    """A transform stage taking at least ``dominant_stage_share`` of the sample time."""
+    if not ins.transforms:
+        return None
+    top = ins.transforms[0]
+    if top["share"] < th.dominant_stage_share:
+        return None
+    return Finding(
+        id="dominant_stage", severity="info",
+        evidence=f"{top['name']} ({top['path']}) takes {top['share']:.0%} of the sample time: "
+                 f"{top['mean_ms']:.2f} ms of {ins.latency_ms['mean']:.2f} ms per sample",
+        recommendation=f"Start with {top['name']}: a cheaper setting, running it on the GPU after the batch "
+                       "is built, or caching its output removes that share from every sample.")
+
+
+def check_stragglers(ins: Inspection, th: InspectThresholds) -> Finding | None:
+    """A heavy tail (p99 or max far above p50), with the slow indices told apart from slow moments."""
+    if len(ins.data.wall_s) < 20 or not ins.latency_ms:
+        return None
+    p50, p99, top = ins.latency_ms["p50"], ins.latency_ms["p99"], ins.latency_ms["max"]
+    if p50 <= 0 or (p99 < th.straggler_p99_ratio * p50 and top < th.straggler_max_ratio * p50):
+        return None
+    slow = [s for s in ins.slowest if s["ms"] >= th.straggler_p99_ratio * p50]
+    fetched = [s for s in slow if s["repeat_ms"] is not None]
+    repeated = [s for s in fetched if s["repeat_ms"] >= th.repeat_ratio * s["ms"]]
+    moments = [s for s in fetched if s not in repeated]
+    listed = ", ".join(f"[{s['index']}] {s['ms']:.1f} ms" for s in slow[:5])
+    evidence = f"p50 {p50:.2f} ms, p99 {p99:.2f} ms, max {top:.1f} ms; slowest: {listed}"
+    if repeated:
+        named = ", ".join(f"[{s['index']}]" for s in repeated[:5])
+        evidence += f"; fetched again, {len(repeated)} of {len(fetched)} stay slow ({named})"
+    if moments:
+        evidence += f"{', and' if repeated else '; fetched again,'} {len(moments)} of {len(fetched)} were fast"
+
+    def excess(group: list[dict[str, Any]]) -> float:
+        return sum(s["ms"] - p50 for s in group)
+
+    if repeated and excess(repeated) >= excess(moments):
+        advice = ("The samples that stay slow are expensive in themselves (large files, rare branches): "
+                  "pre-process or resize them once; with workers, a larger prefetch_factor hides an occasional "
+                  "slow one." + (" The others were slow moments, which cost less." if moments else ""))
+    elif moments:
+        advice = ("The slowness comes and goes (cold cache, remote storage hiccups, garbage collection, other "
+                  "processes taking the CPU): a larger prefetch_factor and more workers absorb it; local or "
+                  "cached storage removes it.")
+    else:
+        advice = "A larger prefetch_factor and more workers absorb occasional slow samples."
+    return Finding(id="stragglers", severity="warning", evidence=evidence, recommendation=advice)
+
+
+def check_collate(ins: Inspection, th: InspectThresholds) -> Finding | None:
+    """Collation's share of loading (ms per sample), or why collating failed (critical)."""
+    data = ins.data
+    if data.collate_error:
+        return Finding(id="collate", severity="critical", evidence=f"collating a batch failed: {data.collate_error}",
+                       recommendation="Make samples the same shape and type, or pass --collate-fn.")
+    batch = data.dataset.batch_samples
+    if ins.collate_ms is None or not batch or not ins.latency_ms:
+        return None
+    per_sample = ins.collate_ms / batch
+    share = per_sample / (per_sample + ins.latency_ms["mean"])
+    objects = data.dataset.batch_objects or 0
+    evidence = (f"collating {batch} samples takes {ins.collate_ms:.2f} ms ({per_sample:.3f} ms per sample, "
+                f"{share:.0%} of loading); a batch is {fmt_bytes(data.dataset.batch_bytes)} in "
+                f"{data.dataset.batch_tensors or 0} tensors and {objects} other Python objects")
+    if share < th.collate_share:
+        return Finding(id="collate", severity="info", evidence=evidence,
+                       recommendation="Collation is cheap next to loading a sample.")
+    return Finding(id="collate", severity="warning", evidence=evidence,
+                   recommendation="Collation is a large share: return tensors or numpy arrays of one dtype "
+                                  "rather than nested lists/dicts of Python numbers and strings.")
+
+
+def _capacity(check_id: str, fits: int, evidence: str, fine: str, advice: str, ins: Inspection,
+              th: InspectThresholds, zero_is_critical: bool = False) -> Finding:
+    """Info when at least max(8, 2 × usable CPUs) workers fit; a warning (critical if none fit) otherwise."""
+    if fits >= max(th.workers_to_check, 2 * ins.data.environment.usable_cpus):
+        return Finding(id=check_id, severity="info", evidence=evidence, recommendation=fine)
+    severity = "critical" if zero_is_critical and fits < 1 else "warning"
+    return Finding(id=check_id, severity=severity, evidence=evidence, recommendation=advice)
+
+
+def check_shm(ins: Inspection, th: InspectThresholds) -> Finding | None:
+    """How many workers' batches in flight fit in /dev/shm (the sweep's 80% rule)."""
+    env, data = ins.data.environment, ins.data
+    if ins.max_workers_shm is None:
+        return None
+    prefetch = int(data.settings.get("prefetch_factor") or 2)
+    return _capacity(
+        "shm_space", ins.max_workers_shm,
+        f"/dev/shm has {fmt_bytes(env.shm_free_bytes)} free; each worker keeps {prefetch} batches of "
+        f"{fmt_bytes(data.dataset.batch_bytes)} in flight, so {ins.max_workers_shm} workers fit "
+        f"in {HEADROOM:.0%} of it at prefetch_factor={prefetch}",
+        "Shared memory is not a limit for this batch size.",
+        "Workers beyond that die with 'bus error' / 'No space left on device': enlarge /dev/shm "
+        "(docker run --shm-size=8g), lower prefetch_factor or the batch size.",
+        ins, th, zero_is_critical=True)
+
+
+def check_open_files(ins: Inspection, th: InspectThresholds) -> Finding | None:
+    """How many workers' tensors in flight fit in half the open-file limit (``file_descriptor`` strategy)."""
+    data = ins.data
+    if data.nofile_soft is None:
+        return None
+    limit = f"open-file limit {data.nofile_soft} (hard {data.nofile_hard})"
+    if ins.max_workers_files is None:
+        strategy = data.sharing_strategy or "unknown"
+        if strategy == "file_descriptor":  # the batch's tensors are unknown: its collate failed
+            return Finding(id="open_files", severity="info", evidence=f"{limit}; sharing strategy {strategy}",
+                           recommendation=("Every tensor in flight holds one open file with this strategy; how many "
+                                           "a batch holds is unknown, as its samples could not be collated."))
+        return Finding(id="open_files", severity="info", evidence=f"{limit}; sharing strategy {strategy}",
+                       recommendation="Tensors in flight do not hold open files with this strategy.")
+    prefetch = int(data.settings.get("prefetch_factor") or 2)
+    return _capacity(
+        "open_files", ins.max_workers_files,
+        f"{limit}; with the file_descriptor sharing strategy every tensor in flight holds one: "
+        f"{data.dataset.batch_tensors} per batch × {prefetch} batches per worker, so "
+        f"{ins.max_workers_files} workers fit in half the limit",
+        "The open-file limit is not a constraint here.",
+        "Past that, loading fails with 'Too many open files' or 'received 0 items of ancdata': raise the "
+        "limit (ulimit -n), return fewer larger tensors per sample, or "
+        "torch.multiprocessing.set_sharing_strategy('file_system').",
+        ins, th)
+
+
+def check_start_method(ins: Inspection, th: InspectThresholds) -> Finding | None:
+    """What the multiprocessing start method costs: fork inherits the dataset, others pickle it per worker."""
+    data = ins.data
+    method = data.environment.start_method
+    size = fmt_bytes(data.pickle_bytes) if data.pickle_bytes is not None else None
+    pickled = (f"pickling the dataset gives {size} in {data.pickle_s or 0:.2f} s" if size
+               else f"the dataset cannot be pickled: {data.pickle_error}")
+    if method == "fork":
+        return Finding(
+            id="start_method", severity="info",
+            evidence=f"start method fork: workers inherit the dataset without pickling it ({pickled})",
+            recommendation=("Workers start fast; Python objects held by the dataset are copied into each worker "
+                            "as they are read, so keep large tables in numpy/arrow arrays."
+                            + ("" if size else " Under spawn or forkserver (macOS, Windows, Python 3.14 on "
+                               "Linux) these workers could not start.")))
+    if data.pickle_error:
+        return Finding(id="start_method", severity="critical",
+                       evidence=f"start method {method}: every worker receives the pickled dataset, but {pickled}",
+                       recommendation="Make the dataset picklable (open files and connections lazily in "
+                                      "__getitem__ or worker_init_fn, no lambdas), or use the fork start method.")
+    return Finding(
+        id="start_method", severity="info",
+        evidence=f"start method {method}: every worker start sends the pickled dataset ({pickled})",
+        recommendation="Use persistent_workers=True so that cost is paid once, not every epoch; keep the "
+                       "dataset small to pickle (paths, not loaded data).")
+
+
+CHECKS = (check_errors, check_cpu_vs_wait, check_dominant_stage, check_stragglers, check_collate, check_shm,
+          check_open_files, check_start_method)
+

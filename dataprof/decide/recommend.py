@@ -1,0 +1,77 @@
+"""Pick the config to recommend: the cheapest one within noise of the fastest.
+
+Pure function of the trials, so ``dataprof diagnose run.json`` reproduces it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from dataprof.results.stats import noise_between, speedup
+from dataprof.results.sweep import Recommendation
+from dataprof.results.trial import TrialResult
+
+MAX_TRADE = 0.05
+"""A cheaper config is recommended over the fastest only if it is at most this much slower, however noisy."""
+
+
+def tolerance(a: TrialResult, b: TrialResult) -> float:
+    """How much slower than the fastest a cheaper config may be: the noise, capped at :data:`MAX_TRADE`."""
+    return min(noise_between(a, b), MAX_TRADE)
+
+
+def _cost(trial: TrialResult) -> tuple[int, int, int, int, bool]:
+    """Fewer workers, less prefetch, Paddle's defaults kept, less memory, no pinning: cheaper."""
+    c = trial.config
+    changed = (c.use_shared_memory is False) + (c.use_buffer_reader is False) + (c.in_order is False) \
+        + (c.multiprocessing_context is not None)
+    return (c.num_workers, c.prefetch_factor or 0, changed, trial.peak_memory_bytes or 0, c.pin_memory)
+
+
+ORDER_CAVEAT = ("; in_order=False: batches come as they are ready, not in the sampler's order (the same "
+                "batches every epoch, in another order)")
+"""What a recommendation with ``in_order=False`` changes besides speed."""
+
+
+def recommend(trials: Sequence[TrialResult]) -> Recommendation | None:
+    """The cheapest completed config within noise (at most :data:`MAX_TRADE`) of the fastest; None if none ran."""
+    ok = [t for t in trials if t.status == "ok" and t.samples_per_s]
+    if not ok:
+        return None
+    fastest = max(ok, key=lambda t: t.samples_per_s or 0.0)
+    top = fastest.samples_per_s or 0.0
+    within = [t for t in ok if (top - (t.samples_per_s or 0.0)) / top <= tolerance(t, fastest)]
+    chosen = min(within, key=_cost)
+    baseline = next((t for t in ok if t.config.is_baseline), None)
+    return Recommendation(
+        config=chosen.config,
+        samples_per_s=chosen.samples_per_s or 0.0,
+        speedup_vs_baseline=speedup(chosen, baseline),
+        fastest=fastest.config,
+        fastest_samples_per_s=top,
+        reason=_reason(chosen, fastest, ok) + (ORDER_CAVEAT if chosen.config.in_order is False else ""),
+    )
+
+
+def _reason(chosen: TrialResult, fastest: TrialResult, ok: Sequence[TrialResult]) -> str:
+    if chosen is fastest:
+        others = [t for t in ok if t is not fastest]
+        if not others:
+            return "the only configuration that completed"
+        runner_up = max(others, key=lambda t: t.samples_per_s or 0.0)
+        gap = 1 - (runner_up.samples_per_s or 0.0) / (fastest.samples_per_s or 1.0)
+        noise = noise_between(runner_up, fastest)
+        if gap <= tolerance(runner_up, fastest):
+            return (f"fastest, and the cheapest within noise (next: {runner_up.config.label()} "
+                    f"−{100 * gap:.1f}%, noise ±{100 * noise:.1f}%)")
+        if gap <= noise:
+            return (f"fastest measured; the next best ({runner_up.config.label()}) is {100 * gap:.1f}% slower: "
+                    f"within the ±{100 * noise:.1f}% noise, but more than the {100 * MAX_TRADE:.0f}% a cheaper "
+                    "config may cost")
+        return (f"fastest measured; the next best ({runner_up.config.label()}) is "
+                f"{100 * gap:.1f}% slower, beyond the ±{100 * noise:.1f}% noise")
+    gap = 1 - (chosen.samples_per_s or 0.0) / (fastest.samples_per_s or 1.0)
+    saved = fastest.config.num_workers - chosen.config.num_workers
+    cheaper = f"{saved} fewer worker{'s' if saved != 1 else ''}" if saved > 0 else "less memory or buffering"
+    return (f"within noise of the fastest ({fastest.config.label()}: −{100 * gap:.1f}%, noise "
+            f"±{100 * noise_between(chosen, fastest):.1f}%) and uses {cheaper}")

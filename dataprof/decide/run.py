@@ -1,0 +1,132 @@
+"""``dataprof run``'s decisions: does the training wait for data, how much, why, and what to run next. Pure.
+
+The bands are the ones users know (TensorFlow's input-pipeline analyzer draws
+the same lines): under 5% of the step waiting for data is fine, 5–20% is
+moderate, from 20% the training is input-bound. Why it waits comes from the
+same facts as a sweep's diagnosis: workers saturating the usable CPUs, the
+main process saturated, no workers at all, or none of these (waiting on
+something other than CPU).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shlex
+
+from dataprof.decide.thresholds import Thresholds
+from dataprof.results.findings import Finding
+from dataprof.results.run import LoaderRun, RunReport
+
+TITLES = {
+    "model_bound": "model-bound: the loader keeps up",
+    "epoch_start": "waits for data at each epoch's start",
+    "cpu_bound": "waits for data: the workers use the CPUs up",
+    "main_process_bound": "waits for data: the training process is saturated",
+    "main_process_loading": "waits for data: batches load in the training process",
+    "io_bound": "waits for data: samples wait on something other than CPU",
+    "too_short": "too short to judge",
+    "no_loader": "no DataLoader iterated",
+}
+"""Human names of the verdict ids (the ids are the JSON contract)."""
+
+MAIN_SATURATED_PERCENT = 90.0
+"""CPU of the training process (100 = one core) from which its own loop is the limit."""
+
+
+def judge(report: RunReport, thresholds: Thresholds | None = None) -> RunReport:
+    """``report`` with its verdict on the busiest loader and the ``dataprof sweep`` to run next."""
+    th = thresholds or Thresholds()
+    if not report.loaders:
+        return dataclasses.replace(report, verdict=Finding(
+            id="no_loader", severity="info", evidence="the script iterated no torch DataLoader while watched",
+            recommendation="Run the script's training part (dataprof watches torch.utils.data.DataLoader "
+                           "iterators, subclasses included)."), next_command=None)
+    loader = report.loaders[0]
+    return dataclasses.replace(report, verdict=_verdict(report, loader, th), next_command=next_command(report, loader))
+
+
+def band(share: float, th: Thresholds) -> str:
+    """``fine`` (< 5%), ``moderate`` (5–20%) or ``input-bound`` (≥ 20%) for a data-wait share."""
+    if share < th.model_bound_wait:
+        return "fine"
+    return "moderate" if share < th.critical_wait else "input-bound"
+
+
+def _verdict(report: RunReport, loader: LoaderRun, th: Thresholds) -> Finding:
+    share = loader.data_wait_fraction
+    if share is None or loader.step_ms is None:
+        return Finding(id="too_short", severity="info",
+                       evidence=f"{loader.site}: {loader.batches} batches, too few past each epoch's warm-up",
+                       recommendation="Watch longer (more steps) to measure the steady state.")
+    step = loader.step_ms["p50"]
+    wait = (loader.wait_ms or {}).get("p50", 0.0)
+    numbers = (f"{loader.site} ({loader.dataset}, batch {loader.batch_size}, num_workers={loader.num_workers}): "
+               f"waiting for data {share:.0%} of each iteration (next() p50 {wait:.1f} ms, step p50 {step:.1f} ms, "
+               f"{loader.samples_per_s or 0:,.0f} samples/s)")
+    level = band(share, th)
+    warm = loader.warmup_wait_fraction
+    if level == "fine" and warm is not None and warm >= th.critical_wait:
+        return Finding(id="epoch_start", severity="warning",
+                       evidence=f"{numbers} in the steady state, but each epoch's start (first batch "
+                                f"{', '.join(f'{s:.2f}' for s in loader.first_batch_s[:3])} s, then the prefetch) "
+                                f"took {warm:.0%} of the loader's whole time over {loader.epochs} epoch(s) of "
+                                f"{loader.batches // max(1, loader.epochs)} batches",
+                       recommendation="Epochs are short next to the workers' start: keep the workers "
+                                      "(persistent_workers=True), or run longer epochs (fewer, larger passes).")
+    if level == "fine":
+        busy = report.resources.cpu_percent_system
+        if busy is not None and busy >= 100 * th.machine_saturated:
+            return Finding(id="model_bound", severity="info",
+                           evidence=f"{numbers}; the machine's CPUs were {busy:.0f}% busy (step p95 "
+                                    f"{loader.step_ms['p95']:.1f} ms)",
+                           recommendation="The loader is not your bottleneck, but its workers share the CPUs with "
+                                          "the step: on a CPU-only machine loading slows the step itself.")
+        return Finding(id="model_bound", severity="info", evidence=numbers,
+                       recommendation="The loader is not your bottleneck: the step itself sets the pace.")
+    severity = "warning" if level == "moderate" else "critical"
+    res, usable = report.resources, report.environment.usable_cpus
+    workers = loader.num_workers or 0
+    if workers and res.workers_cpu_percent is not None and res.workers_cpu_percent >= th.cpu_saturated * usable * 100:
+        return Finding(id="cpu_bound", severity=severity,
+                       evidence=f"{numbers}; the workers use {res.workers_cpu_percent / 100:.1f} of {usable} CPUs",
+                       recommendation="The samples' CPU cost is the limit: make each sample cheaper (decode less, "
+                                      "cache, move augmentation to the GPU) or run on more CPUs.")
+    if res.cpu_percent_system is not None and res.cpu_percent_system >= 100 * th.machine_saturated:
+        return Finding(id="cpu_bound", severity=severity,
+                       evidence=f"{numbers}; the machine's CPUs were {res.cpu_percent_system:.0f}% busy (the training "
+                                f"process {(res.main_cpu_percent or 0) / 100:.1f} cores, its workers "
+                                f"{(res.workers_cpu_percent or 0) / 100:.1f})",
+                       recommendation="Loading and the step compete for the CPUs: make samples cheaper (decode less, "
+                                      "cache), or give the training more CPUs; on a GPU the step leaves them free.")
+    if res.main_cpu_percent is not None and res.main_cpu_percent >= MAIN_SATURATED_PERCENT and workers:
+        return Finding(id="main_process_bound", severity=severity,
+                       evidence=f"{numbers}; the training process uses {res.main_cpu_percent / 100:.1f} cores",
+                       recommendation="The main process is saturated (receiving batches, the step's own CPU work): "
+                                      "return fewer, larger tensors per batch, or take CPU work out of the step.")
+    if workers == 0:
+        return Finding(id="main_process_loading", severity=severity, evidence=f"{numbers}; no worker processes",
+                       recommendation="Load in worker processes: sweep num_workers with the command below.")
+    return Finding(id="io_bound", severity=severity,
+                   evidence=f"{numbers}; the CPUs are not saturated"
+                            + ("" if res.cpu_percent is None else f" (the tree uses {res.cpu_percent / 100:.1f} "
+                                                                  f"of {usable})"),
+                   recommendation="Samples wait on something other than CPU (storage, network, locks): more "
+                                  "workers or a larger prefetch_factor hide it; the sweep below measures how many.")
+
+
+def next_command(report: RunReport, loader: LoaderRun) -> str:
+    """The sweep that comes next, with the measured step (``--step-ms``) for the guess. Its TARGET is the
+    function (or DataModule) that built the loader, when the script's own call can be repeated (the loader
+    then brings its batch size, sampler and settings); else the dataset, named by its file when that lies
+    under the directory the script ran in (a class in the script itself included), else by its module."""
+    step = f" --step-ms {loader.step_ms['p50']:.1f}" if loader.step_ms else ""
+    if loader.factory is not None and loader.factory_blocked is None:
+        args = "".join(f" --arg {shlex.quote(item)}" for item in loader.factory_args or ())
+        split = f" --split {loader.factory_split}" if loader.factory_split not in (None, "train") else ""
+        return f"dataprof sweep {loader.factory}{args}{split}{step}"
+    path = loader.dataset_file
+    if path is not None and not path.startswith("/") or loader.dataset_module in (None, "__main__"):
+        target = f"{path or '?'}:{loader.dataset}"
+    else:
+        target = f"{loader.dataset_module}:{loader.dataset}"
+    return f"dataprof sweep {target} --batch-size {loader.batch_size or 1}{step}"

@@ -1,0 +1,398 @@
+"""The adaptive strategy: climb num_workers while it pays, refine around the peak, tune the other knobs at the climb's
+pick (and the knobs the measurements call for), then the rules of thumb."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from dataprof.decide.budgets import available_cpus
+from dataprof.decide.recommend import MAX_TRADE, recommend
+from dataprof.decide.search import evidence
+from dataprof.decide.search.common import Budget, Proposal, Searching
+from dataprof.decide.thresholds import heavy_tail
+from dataprof.results.settings import EVIDENCE_KNOBS, LoaderConfig, SearchSpace, baseline
+from dataprof.results.stats import noise_between, rate
+from dataprof.results.trial import TrialResult
+
+
+def _gain(new: TrialResult, old: TrialResult) -> str:
+    """``w2 → w4: +98%`` (full labels when more than the worker count differs)."""
+    same_knobs = dataclasses.replace(old.config, num_workers=new.config.num_workers) == new.config
+    before = f"w{old.config.num_workers}" if same_knobs else old.config.label()
+    after = f"w{new.config.num_workers}" if same_knobs else new.config.label()
+    return f"{before} → {after}: {rate(new) / rate(old) - 1:+.0%}"
+
+
+class AdaptiveStrategy(Searching):
+    """Climb workers, refine around the peak, tune the other knobs at the climb's pick, then the rules of thumb.
+
+    Stateless: every call re-reads the history from the start, so the same
+    trials always give the same next step and the same reasons.
+    """
+
+    name = "adaptive"
+    max_refinements = 2
+    min_step = 0.15
+    """Refinement stops when the next count is within this share of the best one."""
+    linear = 0.9
+    """A doubling of workers that gives at least this share of a doubled rate scales near-linearly."""
+    remeasure_noise = MAX_TRADE
+    """A step within a noise wider than this is measured again before the climb stops: a noise wider than what
+    the recommendation may trade for a cheaper config can hide a gain it would take."""
+
+    def __init__(self, space: SearchSpace, budget: Budget | None = None, rules: bool = True,
+                 autotune: int | None = None, current: LoaderConfig | None = None) -> None:
+        super().__init__(space, budget, rules, autotune, current)
+        self.ladder = sorted({w for w in space.workers if w > 0})
+        self.baseline = baseline(space.framework)
+
+    def total(self) -> int | None:
+        """Unknown in advance (None): the climb stops when more workers stop paying."""
+        return None
+
+    def climb_config(self, workers: int) -> LoaderConfig:
+        """The space's default knobs at ``workers``; for Paddle, ``use_shared_memory=False`` (when the space has
+        it) where /dev/shm cannot hold the batches in flight, so a small /dev/shm does not end the climb."""
+        config = self.space.default_config(workers)
+        if config.use_shared_memory and False in self.space.use_shared_memory and self.budget.shm_forbids(config):
+            return dataclasses.replace(config, use_shared_memory=False)
+        return config
+
+    def propose(self, history: Sequence[TrialResult]) -> Proposal:
+        """Climb num_workers while it pays, refine around the best, then tune the other knobs there."""
+        done = {t.config: t for t in history}
+        if self.baseline not in done:
+            framework = "Paddle" if self.space.framework == "paddle" else "PyTorch"
+            return Proposal(self.baseline, f"baseline: num_workers=0, {framework}'s default")
+        mine = self._current_step(done)
+        if mine is not None:
+            return mine
+        for step in (self._climb, self._dip, self._refine, self._tune):
+            proposal = step(done, history)
+            if proposal is not None:
+                return proposal
+        best = max((t for t in history if t.status == "ok"), key=rate, default=None)
+        return self._rule_of_thumb_step(history, best) or Proposal(None, self._stop_reason(done, history, best))
+
+    def _measured(self, done: dict[LoaderConfig, TrialResult]) -> list[TrialResult]:
+        """Trials at the climbing knobs, by worker count."""
+        return sorted((t for c, t in done.items() if c.num_workers > 0 and c == self.climb_config(c.num_workers)),
+                      key=lambda t: t.config.num_workers)
+
+    def _rungs(self, done: dict[LoaderConfig, TrialResult]) -> list[int]:
+        """The ladder as climbed: after a step that scaled almost linearly, the next rung is skipped.
+
+        A latency-bound loader doubles its rate with each doubling of workers;
+        jumping ×4 there halves the climb, and refinement comes back for the
+        skipped counts if the peak lies among them.
+        """
+        rungs: list[int] = []
+        previous = done.get(self.baseline)
+        index = 0
+        while index < len(self.ladder):
+            workers = self.ladder[index]
+            rungs.append(workers)
+            trial = done.get(self.climb_config(workers))
+            step = 1
+            if trial is not None and trial.status == "ok" and previous is not None and rate(previous) > 0 \
+                    and not self._saturated(trial):  # past a saturated CPU budget, one rung at a time
+                ratio = workers / max(1, previous.config.num_workers)
+                if ratio >= 2 and rate(trial) / rate(previous) >= self.linear * ratio:
+                    step = 2
+            if trial is not None and trial.status == "ok":
+                previous = trial
+            index += step if index + step < len(self.ladder) else 1
+        return rungs
+
+    def _walk(self, done: dict[LoaderConfig, TrialResult],
+              history: Sequence[TrialResult]) -> tuple[Proposal | None, str]:
+        """Walk the climbed rungs: the next one to measure, or None and why climbing stopped."""
+        baseline = done.get(self.baseline)
+        best = baseline if baseline is not None and baseline.status == "ok" else None
+        last_step = ""
+        for workers in self._rungs(done):
+            config = self.climb_config(workers)
+            trial = done.get(config)
+            if trial is None:
+                blocked = self.budget.forbids(config, history)
+                if blocked is not None:
+                    return None, f"stopped climbing: {blocked}"
+                skipped = [r for r in self.ladder if best is not None and best.config.num_workers < r < workers]
+                skip = f", near-linear: skip w{','.join(map(str, skipped))}" if skipped else ""
+                piped = self.space.default_config(workers) != config
+                pipe = f"; use_shared_memory=False: {self.budget.shm_forbids(self.space.default_config(workers))}" \
+                    if piped else ""
+                why = (f"climb: {last_step}{skip}" if last_step else "climb") + pipe
+                # whether it gains beyond the noise decides the climb, either way: the trial may stop once it knows
+                return Proposal(config, why, rival=best, either_way=True), "climbing"
+            if trial.status != "ok":
+                return None, f"stopped climbing: {config.label()} {trial.status}"
+            if best is not None and not self._gains(trial, best):
+                again = self._remeasure(trial, best)
+                if workers > 1 and again is not None:
+                    return again, "re-measuring"
+                if workers > 1:
+                    noise = noise_between(trial, best)
+                    cpu = (f"; {best.config.label()} already used {(best.cpu_percent or 0) / 100:.1f} of "
+                           f"{self.budget.usable_cpus} usable CPUs" if self._saturated(best) else "")
+                    return None, f"stopped climbing: {_gain(trial, best)}, not beyond the ±{noise:.0%} noise{cpu}"
+                continue  # one worker loads no faster than the main process: parallelism starts at two
+            if best is not None:
+                last_step = f"{_gain(trial, best)} > noise"
+            best = trial
+        return None, (f"stopped climbing: top of the worker range (w{self.ladder[-1]})" if self.ladder
+                      else "no workers")
+
+    def _climb(self, done: dict[LoaderConfig, TrialResult], history: Sequence[TrialResult]) -> Proposal | None:
+        """Next rung of the worker ladder, or None once climbing has stopped."""
+        return self._walk(done, history)[0]
+
+    def _remeasure(self, trial: TrialResult, best: TrialResult) -> Proposal | None:
+        """When the noise decides the climb (a step within a wide noise, up or down), measure the noisier of the
+        two readings again, once: the pooled figures settle it. Not at the top rung: no climb is left to decide
+        there, and the refinement's bisection below it measures what the pick needs.
+
+        Not a step from a best with workers whose CPUs were used up: more workers only share the same CPUs
+        there (a gain from that stays small), and the climb's one rung past saturation has measured it.
+        """
+        noise = noise_between(trial, best)
+        if noise < self.remeasure_noise or abs(rate(trial) / max(rate(best), 1e-9) - 1) > noise:
+            return None  # a quiet measurement, or a step beyond the noise either way: measured, not guessed
+        if trial.repeats > 1 or best.repeats > 1 or trial.config.num_workers == self.ladder[-1]:
+            return None
+        if best.config.num_workers > 0 and self._saturated(best):
+            return None
+        again = max((trial, best), key=lambda t: t.samples_per_s_spread or 0.0)
+        return Proposal(again.config, f"re-measure {again.config.label()}: {_gain(trial, best)} is within the "
+                                      f"±{noise:.0%} noise, which decides whether to climb on", repeat=True)
+
+    def _dip(self, done: dict[LoaderConfig, TrialResult], history: Sequence[TrialResult]) -> Proposal | None:
+        """A dip in the curve (:func:`first_dip`), not yet measured twice, is measured again, once: throughput
+        against workers has one peak, so a dip is a reading taken while the machine drifted, and it would
+        steer the refinement and the pick."""
+        dip = evidence.first_dip(self._measured(done), self.remeasure_noise)
+        return None if dip is None else Proposal(dip[0].config, f"re-measure {dip[0].config.label()}: {dip[1]}",
+                                                 repeat=True)
+
+    def _scaling(self, low: TrialResult, high: TrialResult) -> bool:
+        """Throughput still rose near-linearly from ``low`` to ``high`` workers (latency-bound, the CPUs not
+        saturated): the curve has not bent yet, so no count between them can beat ``high`` and refining there
+        cannot pay."""
+        if low.config.num_workers == 0 or rate(low) <= 0 or self._saturated(high):
+            return False
+        ratio = high.config.num_workers / low.config.num_workers
+        return rate(high) / rate(low) >= self.linear * ratio
+
+    def _gains(self, trial: TrialResult, best: TrialResult) -> bool:
+        return rate(trial) > rate(best) * (1 + noise_between(trial, best))
+
+    def _saturated(self, trial: TrialResult) -> bool:
+        """The trial used most of the CPUs it had: the usable ones, less what other processes took."""
+        cpu = trial.cpu_percent
+        return cpu is not None and \
+            cpu / 100.0 >= self.budget.saturated_cpu * available_cpus(trial, self.budget.usable_cpus)
+
+    def _refine(self, done: dict[LoaderConfig, TrialResult], history: Sequence[TrialResult]) -> Proposal | None:
+        """Bisect (geometrically, as the ladder is) between the best count and a clearly worse or failed neighbour,
+        or a neighbour that loads no better across a bracket one end of which is still on the linear rise
+        (loading at least :attr:`linear` of the fastest per-worker rate): the curve bent between the two, so its
+        peak lies between.
+
+        Where the curve cannot rise between two measured counts, no trial is spent there: below the best
+        when the step into it still scaled near-linearly, or when the best sits on a flat top (its CPUs
+        saturated, or the count above it within noise of it: a count below cannot load faster); above a
+        best whose CPUs were saturated (the climb's one rung more already measured what more workers
+        sharing the same CPUs do); and below a top the climb rose into (no count above it) after one
+        probe there came out clearly worse: the counts between lie on the rise, none faster than the top.
+
+        The more promising side goes first: the better neighbour's, or a failed
+        one's above a still-rising curve. When the budget stopped the climb, the
+        most workers it allows is tried.
+        """
+        measured = self._measured(done)
+        ok = [t for t in measured if t.status == "ok"]
+        refined = sum(1 for t in measured if t.config.num_workers not in self.ladder and t.config != self.current)
+        if not ok or refined >= self.max_refinements:
+            return None
+        best = max(ok, key=rate)
+        w = best.config.num_workers
+        knee = self._knee(ok, best)
+        if knee is not None and knee[1]:
+            return None
+        baseline = done.get(self.baseline)
+        below = next((t for t in reversed(ok) if t.config.num_workers < w),
+                     baseline if baseline is not None and baseline.status == "ok" else None)
+        above = next((t for t in measured if t.config.num_workers > w), None)
+        sides: list[tuple[float, int, str]] = []
+        rise = self.linear * evidence.per_worker_rise(ok)
+        on_the_rise = rate(best) >= rise * w
+        if above is not None and knee is None and not self._saturated(best) \
+                and (above.status != "ok" or self._gains(best, above) or on_the_rise):
+            rising = below is not None and self._gains(best, below)
+            promise = rate(above) if above.status == "ok" else (rate(best) if rising else 0.0)
+            sides.append((promise, evidence.midpoint(w, above.config.num_workers),
+                          f"refine between w{w} and w{above.config.num_workers}"))
+        flat = self._saturated(best) or (above is not None and above.status == "ok" and not self._gains(best, above))
+        probed = above is None and below is not None and below.config.num_workers not in {0, *self._rungs(done)}
+        rose_to_below = below is not None and 0 < rise * below.config.num_workers <= rate(below)
+        if below is not None and (self._gains(best, below) or rose_to_below) and not self._scaling(below, best) \
+                and not flat and not probed:
+            sides.append((rate(below), evidence.midpoint(below.config.num_workers, w),
+                          f"refine between w{below.config.num_workers} and w{w}"))
+        if above is None:
+            sides += self._most_allowed(done, history, w)
+        for _, workers, why in sorted(sides, key=lambda side: -side[0]):
+            config = self.climb_config(workers)
+            if workers in (w, 0) or config in done or self.budget.forbids(config, history) is not None:
+                continue
+            if abs(workers - w) < self.min_step * w:
+                continue  # a bracket this narrow holds no gain worth a trial
+            return Proposal(config, why, rival=best)
+        return None
+
+    def _most_allowed(self, done: dict[LoaderConfig, TrialResult], history: Sequence[TrialResult],
+                      w: int) -> list[tuple[float, int, str]]:
+        """When the budget forbids the next rung above ``w``: the most workers below it the budget allows."""
+        rung = next((r for r in self.ladder if r > w and self.climb_config(r) not in done), None)
+        if rung is None or not self.budget.forbids(self.climb_config(rung), history):
+            return []
+        fitting = next((n for n in range(rung - 1, w, -1)
+                        if self.budget.forbids(self.climb_config(n), history) is None), None)
+        return [] if fitting is None else [(float("inf"), fitting, f"the most workers the budget allows below w{rung}")]
+
+    def _knee(self, ok: Sequence[TrialResult], best: TrialResult) -> tuple[float, str] | None:
+        """Past the knee of the curve (:func:`knee_gain`): the most a count below ``best`` can gain, and why
+        refining below cannot pay when that is within the noise (else an empty reason); None before it."""
+        w = best.config.num_workers
+        below = max((t for t in ok if 0 < t.config.num_workers < w), key=lambda t: t.config.num_workers, default=None)
+        above = min((t for t in ok if t.config.num_workers > w), key=lambda t: t.config.num_workers, default=None)
+        if below is None or above is None:
+            return None
+        gain = evidence.knee_gain(ok, below, best, above, self.linear)
+        if gain is None:
+            return None
+        noise = max(noise_between(best, below), noise_between(best, above))
+        why = "" if gain >= noise else (
+            f"; w{w} is past the knee (under {100 * self.linear:.0f}% of the fastest per-worker rate), so no count "
+            f"above it loads faster, and the curve from w{below.config.num_workers} can peak at most "
+            f"{100 * gain:+.1f}% above it, within the ±{100 * noise:.0f}% noise: refining cannot pay")
+        return gain, why
+
+    def _climb_pick(self, done: dict[LoaderConfig, TrialResult]) -> TrialResult | None:
+        """The climbing config :func:`recommend` would take (the cheapest within noise of the fastest, ≤ 5% off)."""
+        chosen = recommend([t for t in self._measured(done) if t.status == "ok"])
+        return None if chosen is None else done[chosen.config]
+
+    def _tune(self, done: dict[LoaderConfig, TrialResult], history: Sequence[TrialResult]) -> Proposal | None:
+        """One knob at a time at the climb's pick (:meth:`_climb_pick`): pin_memory (PyTorch) or
+        use_shared_memory and use_buffer_reader (Paddle), then prefetch_factor, then the knobs the evidence calls
+        for. On a flat top, the same buffer depth in fewer workers has fewer processes sharing the CPUs (and a
+        cheaper trial) than the most workers within noise."""
+        anchor = self._climb_pick(done)
+        if anchor is None:
+            return None
+        current = anchor
+        # persistent_workers=False only adds a worker restart every epoch: it cannot load faster, so it is
+        # not tuned (the climb uses it when it is the only value given).
+        given = tuple((knob, values, "") for knob, values in self.space.tuned_knobs())
+        for knob, values, because in (*given, *self._evidence(anchor, done)):
+            tried = []
+            for value in values:
+                config = dataclasses.replace(current.config, **{knob: value})  # type: ignore[arg-type]
+                if config == current.config:
+                    continue
+                trial = done.get(config)
+                if trial is None:
+                    if self.budget.forbids(config, history) is not None:
+                        continue
+                    return Proposal(config, f"tune {knob}={value} at the pick so far{because}", rival=current)
+                tried.append(trial)
+            winners = [t for t in tried if t.status == "ok" and self._gains(t, current)]
+            if winners:
+                current = max(winners, key=rate)
+        return None
+
+    def _other_prefetch(self) -> tuple[int, ...]:
+        """The space's ``prefetch_factor`` values besides the climb's, left to the evidence: worth a trial only
+        when a wait for a batch has a heavy tail (:meth:`_tailed`); none when the user gave them (then
+        :meth:`SearchSpace.tuned_knobs` tries them anyway) or the DataLoader lacks the knob.
+
+        By Little's law a loader with ``W`` busy workers has ``W`` batches in the making; ``prefetch_factor=2``
+        lets ``2W`` be in flight, so each worker has the next one queued while it works. More depth only
+        pays when a late batch holds the in-order queue up and the others, their slots full, sit idle
+        behind it, which the main process sees as a heavy tail of its wait.
+        """
+        if {"prefetch_factor"} & {*self.space.forced, *self.space.skipped}:
+            return ()
+        default = self.space.default_config(1).prefetch_factor
+        return tuple(v for v in self.space.prefetch_factors if v != default)
+
+    def _tailed(self, done: dict[LoaderConfig, TrialResult]) -> TrialResult | None:
+        """The baseline if its wait for a batch has a heavy tail (stragglers among the batches), else the climb's
+        pick if its has while its CPUs were not used up (batches in bursts, workers idle between:
+        many workers scheduled on few CPUs). Bursts on CPUs used up are workers taking turns: a deeper buffer
+        adds no CPU."""
+        baseline, pick = done.get(self.baseline), self._climb_pick(done)
+        if baseline is not None and heavy_tail(baseline):
+            return baseline
+        return pick if pick is not None and heavy_tail(pick) and not self._saturated(pick) else None
+
+    def _evidence(self, anchor: TrialResult,
+                  done: dict[LoaderConfig, TrialResult]) -> tuple[tuple[str, tuple[object, ...], str], ...]:
+        """The knobs the measurements say can matter, unless the user set them or the DataLoader lacks them, each
+        with the evidence in words: the other ``prefetch_factor`` values (:meth:`_other_prefetch`);
+        ``in_order=False`` when batches at ``num_workers=0`` have stragglers (a heavy-tailed load time: with
+        workers, the batches behind a slow one could overtake it); the start methods
+        :func:`start_methods_to_try` names."""
+        space = self.space
+        if anchor.config.num_workers == 0:
+            return ()
+        knobs: list[tuple[str, tuple[object, ...], str]] = []
+        deeper, tailed = self._other_prefetch(), self._tailed(done)
+        if deeper and tailed is not None:
+            knobs.append(("prefetch_factor", deeper, evidence.tail_words(tailed)))
+        if space.framework != "torch":
+            return tuple(knobs)
+        left = set(EVIDENCE_KNOBS) - set(space.skipped) - set(space.forced)
+        baseline = done.get(self.baseline)
+        if "in_order" in left and baseline is not None and heavy_tail(baseline):
+            knobs.append(("in_order", (False,), evidence.tail_words(baseline)))
+        others = evidence.start_methods_to_try(anchor, space.start_method, space.available_start_methods)
+        if "multiprocessing_context" in left and others:
+            knobs.append(("multiprocessing_context", others, evidence.start_method_words(anchor, space.start_method)))
+        return tuple(knobs)
+
+    def _stop_reason(self, done: dict[LoaderConfig, TrialResult], history: Sequence[TrialResult],
+                     best: TrialResult | None) -> str:
+        climb = self._walk(done, history)[1]
+        ok = [t for t in self._measured(done) if t.status == "ok"]
+        knee = self._knee(ok, max(ok, key=rate)) if ok else None
+        peaked = knee[1] if knee is not None else ""
+        tail = f"; best {best.config.label()}, no untried neighbour left to beat it" if best else ""
+        return climb + peaked + tail + self._steady_note(done)
+
+    def _steady_note(self, done: dict[LoaderConfig, TrialResult]) -> str:
+        """Why the space's other ``prefetch_factor`` values were not tried, when they were not."""
+        others = self._other_prefetch()
+        baseline = done.get(self.baseline)
+        if not others or self._tailed(done) is not None or baseline is None or baseline.status != "ok" \
+                or not evidence.wait_figures(baseline):
+            return ""
+        default = self.space.default_config(1).prefetch_factor
+        values = ",".join(map(str, others))
+        anchor = self._climb_pick(done)
+        busy = f", so the {default} batches per worker that prefetch_factor={default} keeps in flight already " \
+               "keep every worker busy"
+        if anchor is None:
+            why = busy
+        else:
+            figures = f" (wait {evidence.wait_figures(anchor)})" if evidence.wait_figures(anchor) else ""
+            why = f" nor do they come in bursts at {anchor.config.label()}{figures}{busy}"
+            if heavy_tail(anchor):  # bursts on CPUs used up: :meth:`_tailed` counts only those with CPUs to spare
+                why = (f", and they reach {anchor.config.label()} in bursts{figures} as its workers take turns on "
+                       f"the {(anchor.cpu_percent or 0) / 100:.1f} CPUs it used up: a deeper buffer adds no CPU")
+        return (f"; prefetch_factor {values} not tried: batches at num_workers=0 have no stragglers "
+                f"({evidence.wait_figures(baseline)}){why} (--prefetch-factor "
+                f"{','.join(map(str, self.space.prefetch_factors))} to measure {'them' if len(others) > 1 else 'it'} "
+                "anyway)")

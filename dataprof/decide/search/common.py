@@ -1,0 +1,177 @@
+"""What every strategy shares: a proposal, the budget a proposal must fit, the rules of thumb measured for
+comparison, the state both strategies hold, and a config measured twice pooled as one trial."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from dataprof.decide.budgets import HEADROOM, memory_fit, shm_fits, shm_in_flight
+from dataprof.results.settings import LoaderConfig, SearchSpace
+from dataprof.results.trial import TrialResult
+from dataprof.results.units import fmt_bytes
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """The next config to measure (None: stop) and the reason, in words the report prints."""
+
+    config: LoaderConfig | None
+    why: str
+    repeat: bool = False
+    """Measure a config already measured again; its figures then pool both trials (``pooled``)."""
+    rival: TrialResult | None = None
+    """The trial the decision weighs this one against (does it beat it?): the trial may stop as soon as it is
+    slower beyond the noise, which settles the decision. None: it runs to its full precision."""
+    either_way: bool = False
+    """Whether being faster beyond the noise settles the decision too (a climb: the climb goes on)."""
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What the machine allows, known before a trial runs; memory per worker comes from the trials."""
+
+    usable_cpus: int = 1
+    memory_bytes: int | None = None
+    """The tree's PSS limit (--memory-limit): a trial over it is killed."""
+    shm_free_bytes: int | None = None
+    batch_bytes: int | None = None
+    batch_tensors: int | None = None
+    open_files: int | None = None
+    """Soft open-file limit; it binds when tensors are shared through file descriptors."""
+    shares_fds: bool = True
+    saturated_cpu: float = 0.9
+    """Tree CPU use, as a share of the usable CPUs, from which the climb goes one rung at a time."""
+    fds_per_worker: int = 4
+    """Pipes and the process sentinel the main process holds for each worker."""
+
+    def shm_forbids(self, config: LoaderConfig) -> str | None:
+        """Why the batches ``config`` keeps in flight would not fit in /dev/shm; None if they fit or go elsewhere
+        (no workers, or Paddle's ``use_shared_memory=False``)."""
+        if self.shm_free_bytes is None or not self.batch_bytes \
+                or shm_fits(config, self.batch_bytes, self.shm_free_bytes):
+            return None
+        need = shm_in_flight(config, self.batch_bytes)
+        return (f"w{config.num_workers} would keep {fmt_bytes(need)} of batches in /dev/shm, "
+                f"which has {fmt_bytes(self.shm_free_bytes)} free")
+
+    def forbids(self, config: LoaderConfig, history: Sequence[TrialResult]) -> str | None:
+        """Why ``config`` would not fit, from what is known; None if it may run."""
+        workers = config.num_workers
+        if workers == 0:
+            return None
+        in_flight = workers * (config.prefetch_factor or 2)
+        shm = self.shm_forbids(config)
+        if shm is not None:
+            return shm
+        if self.shares_fds and self.open_files:
+            need = in_flight * (self.batch_tensors or 1) + workers * self.fds_per_worker
+            if need > HEADROOM * self.open_files:
+                return f"w{workers} would hold ~{need} open files; the limit is {self.open_files} (ulimit -n)"
+        fit = memory_fit([t for t in history if t.status == "ok"])
+        if self.memory_bytes and fit is not None:
+            base, per_worker = fit
+            predicted = base + max(per_worker, 0.0) * workers
+            if predicted > HEADROOM * self.memory_bytes:
+                return (f"w{workers} would need ~{predicted / 1e9:.1f} GB (measured {per_worker / 1e6:.0f} MB "
+                        f"per worker); the memory limit is {self.memory_bytes / 1e9:.1f} GB")
+        return None
+
+
+RULE_OF_THUMB_NAMES = ("0.75 × usable CPUs", "usable CPUs − 1")
+AUTOTUNE_RULE = "Paddle autotune"
+
+
+def rules_of_thumb(usable_cpus: int, space: SearchSpace,
+                   autotune: int | None = None) -> list[tuple[str, LoaderConfig]]:
+    """What common advice picks: ``0.75 × CPUs`` and ``CPUs − 1`` workers, pinned (PyTorch, with a GPU) and
+    persistent where the space allows, the other knobs at their defaults (the start method the space climbs
+    with: one the user gave alone); and ``autotune``, the worker count Paddle's own autotune picked, with
+    ``paddle.io.DataLoader``'s defaults (it changes nothing else)."""
+    pin = True in space.pin_memory
+    persistent = True in space.persistent_workers
+    prefetch = 2 if 2 in space.prefetch_factors else min(space.prefetch_factors)
+    counts = (max(1, int(0.75 * usable_cpus + 0.5)), max(1, usable_cpus - 1))
+    context = space.default_config(1).multiprocessing_context
+    rules = [(name, space.config(count, pin=pin, prefetch=prefetch, persistent=persistent, context=context))
+             for name, count in zip(RULE_OF_THUMB_NAMES, counts, strict=True)]
+    if autotune is not None:
+        rules.append((AUTOTUNE_RULE, space.config(autotune, prefetch=2, persistent=False)))
+    return rules
+
+
+class Strategy(Protocol):
+    """A search strategy: ``propose(history)`` gives the next config to measure (None: stop) and why."""
+    name: str
+
+    def propose(self, history: Sequence[TrialResult]) -> Proposal:
+        """The next config to measure and why, or a Proposal without a config to stop."""
+
+    def total(self) -> int | None:
+        """How many trials the search will run, when known in advance."""
+
+
+class Searching:
+    """What both strategies hold: the space, the budget, and the comparisons measured at the end."""
+
+    def __init__(self, space: SearchSpace, budget: Budget | None = None, rules: bool = True,
+                 autotune: int | None = None, current: LoaderConfig | None = None) -> None:
+        self.space = space
+        self.budget = budget or Budget()
+        self.rules = rules
+        self.autotune = autotune
+        """The worker count Paddle's autotune picked, measured with the rules of thumb."""
+        self.current = current
+        """The user's own settings (a DataLoader target's, or ``--current``): measured right after the baseline."""
+
+    def _current_step(self, done: Collection[LoaderConfig]) -> Proposal | None:
+        if self.current is None or self.current in done:
+            return None
+        return Proposal(self.current, f"your settings ({self.current.label()}), measured like the baseline")
+
+    def comparisons(self) -> list[tuple[str, LoaderConfig]]:
+        """How many trials the search compared so far."""
+        return rules_of_thumb(self.budget.usable_cpus, self.space, self.autotune) if self.rules else []
+
+    def _rule_of_thumb_step(self, history: Sequence[TrialResult],
+                            rival: TrialResult | None = None) -> Proposal | None:
+        """The next rule-of-thumb config not yet measured; ``rival``: the best so far, which it is compared with."""
+        done = {t.config for t in history}
+        for name, config in self.comparisons():
+            if config not in done and self.budget.forbids(config, history) is None:
+                return Proposal(config, f"rule of thumb ({name}), measured for comparison", rival=rival)
+        return None
+
+
+QUIETER = 2.0
+"""A reading whose spread is this many times smaller than the other's settles a re-measure by itself."""
+
+
+def pooled(first: TrialResult, again: TrialResult) -> TrialResult:
+    """One config measured twice, as one trial (``repeats`` counts both).
+
+    A reading far quieter than the other (its spread :data:`QUIETER` times smaller: the other was taken
+    while something else ran) stands for both. Two alike pool their windows: the samples of both over their
+    time, with a spread of at least half their relative difference (what separated them is noise too). A
+    re-measure that did not complete leaves the first figures.
+    """
+    repeats = first.repeats + again.repeats
+    readings = [t for t in (first, again) if t.status == "ok" and t.samples_per_s and t.window_s and t.samples]
+    if len(readings) < 2:
+        return dataclasses.replace(readings[0] if readings else first, repeats=repeats)
+    spread = {id(t): t.samples_per_s_spread or 0.0 for t in readings}
+    quiet = min(readings, key=lambda t: spread[id(t)])
+    loud = max(readings, key=lambda t: spread[id(t)])
+    if spread[id(loud)] > QUIETER * spread[id(quiet)]:
+        return dataclasses.replace(quiet, repeats=repeats)
+    window = (first.window_s or 0.0) + (again.window_s or 0.0)
+    rate_ = ((first.samples or 0) + (again.samples or 0)) / window
+    errors = [(t.window_s or 0.0) * spread[id(t)] * (t.samples_per_s or 0.0) for t in readings]
+    within = math.sqrt(sum(e * e for e in errors)) / window / rate_
+    a, b = (first.samples_per_s or 0.0), (again.samples_per_s or 0.0)
+    return dataclasses.replace(again, samples_per_s=rate_, samples_per_s_spread=max(within, abs(a - b) / (a + b)),
+                               samples=(first.samples or 0) + (again.samples or 0), window_s=window,
+                               batches=(first.batches or 0) + (again.batches or 0), repeats=repeats)

@@ -1,0 +1,38 @@
+"""The grid strategy: every config of the space, baseline first."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from dataprof.decide.search.common import Budget, Proposal, Searching
+from dataprof.results.settings import LoaderConfig, SearchSpace, baseline, grid_configs
+from dataprof.results.trial import TrialResult
+
+
+class GridStrategy(Searching):
+    """Every config of the space, baseline first, in a stable order; then the rules of thumb."""
+
+    name = "grid"
+
+    def __init__(self, space: SearchSpace, budget: Budget | None = None, rules: bool = True,
+                 autotune: int | None = None, current: LoaderConfig | None = None) -> None:
+        super().__init__(space, budget, rules, autotune, current)
+        self.configs = grid_configs(space)
+
+    def propose(self, history: Sequence[TrialResult]) -> Proposal:
+        """The baseline, the user's settings, the next config of the grid not yet measured, then the
+        rules-of-thumb comparisons, then a stop."""
+        done = {trial.config for trial in history}
+        mine = self._current_step(done) if self.configs[0] in done else None
+        if mine is not None:
+            return mine
+        config = next((c for c in self.configs if c not in done), None)
+        if config is not None:
+            return Proposal(config, "baseline" if config == baseline(self.space.framework) else "grid")
+        return self._rule_of_thumb_step(history) or \
+            Proposal(None, "every config of the grid ran")
+
+    def total(self) -> int | None:
+        """The configs of the grid, the user's settings, and the comparisons measured after them."""
+        mine = int(self.current is not None and self.current not in self.configs)
+        return len(self.configs) + mine + len(self.comparisons())

@@ -1,0 +1,78 @@
+"""Every decision a Report carries, made from its measurements alone.
+
+``decide(report)`` recommends a config, computes its CPU ceiling, diagnoses
+the bottleneck and compares the rules of thumb; the sweep calls it after every
+trial and ``dataprof diagnose`` re-runs it on saved runs, so improved rules
+apply to old measurements.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from dataprof.decide.diagnose import diagnose
+from dataprof.decide.diagnose.facts import batch_size, cpu_ceiling
+from dataprof.decide.recommend import recommend
+from dataprof.decide.search import rules_of_thumb
+from dataprof.results.settings import LoaderConfig, SearchSpace
+from dataprof.results.stats import noise_between
+from dataprof.results.sweep import Report, RuleOfThumb, YourSettings
+
+
+def compare_rules_of_thumb(report: Report) -> tuple[RuleOfThumb, ...]:
+    """What each rule of thumb picks, its measured throughput and how the recommendation compares."""
+    if not report.settings.get("rules_of_thumb", True):
+        return ()
+    rec = report.recommendation
+    rec_trial = next((t for t in report.trials if rec is not None and t.config == rec.config), None)
+    rows = []
+    autotune = report.autotune.num_workers if report.autotune is not None else None
+    space = SearchSpace.from_dict(report.settings)
+    for rule, config in rules_of_thumb(report.environment.usable_cpus, space, autotune):
+        trial = next((t for t in report.trials if t.config == config), None)
+        rate = trial.samples_per_s if trial is not None and trial.status == "ok" else None
+        speedup = rec.samples_per_s / rate if rec is not None and rate else None
+        within = bool(rec_trial is not None and trial is not None and rate
+                      and (rec.samples_per_s - rate) / rec.samples_per_s <= noise_between(rec_trial, trial)) \
+            if rec is not None else False
+        rows.append(RuleOfThumb(rule=rule, config=config, status=None if trial is None else trial.status,
+                                samples_per_s=rate, recommended_speedup=speedup, within_noise=within))
+    return tuple(rows)
+
+
+def compare_current(report: Report) -> YourSettings | None:
+    """The user's own settings (``settings.current``) against the recommendation: measured throughput, the
+    speedup, whether it is within noise, and the knobs that change."""
+    mine = report.settings.get("current")
+    if mine is None:
+        return None
+    config = LoaderConfig.from_dict(mine)
+    rec = report.recommendation
+    trial = next((t for t in report.trials if t.config == config), None)
+    rate = trial.samples_per_s if trial is not None and trial.status == "ok" else None
+    rec_trial = next((t for t in report.trials if rec is not None and t.config == rec.config), None)
+    within = bool(rec is not None and rec_trial is not None and trial is not None and rate
+                  and (rec.samples_per_s - rate) / rec.samples_per_s <= noise_between(rec_trial, trial))
+    changes: tuple[str, ...] = ()
+    if rec is not None:
+        ours, theirs = rec.config.to_dict(), config.to_dict()
+        changes = tuple(name for name in ours if ours[name] != theirs.get(name))
+    return YourSettings(source=report.settings.get("current_source") or "--current", config=config,
+                        status=None if trial is None else trial.status, samples_per_s=rate,
+                        recommended_speedup=rec.samples_per_s / rate if rec is not None and rate else None,
+                        within_noise=within, changes=changes)
+
+
+def decide(report: Report) -> Report:
+    """``report`` with its recommendation (and CPU ceiling), diagnosis, the user's settings compared, and the
+    rules-of-thumb rows (pure)."""
+    recommendation = recommend(report.trials)
+    trial = next((t for t in report.trials if recommendation and t.config == recommendation.config), None)
+    if recommendation is not None and trial is not None:
+        ceiling = cpu_ceiling(trial, batch_size(report), report.environment.usable_cpus)
+        recommendation = dataclasses.replace(recommendation, cpu_ceiling_samples_per_s=ceiling)
+    recommended = dataclasses.replace(report, recommendation=recommendation)
+    primary, findings = diagnose(recommended)
+    return dataclasses.replace(recommended, primary=primary, findings=findings,
+                               rules_of_thumb=compare_rules_of_thumb(recommended),
+                               current=compare_current(recommended))

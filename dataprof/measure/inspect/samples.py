@@ -1,0 +1,310 @@
+"""Measure one Dataset in this process: per sample, per transform stage, per batch.
+
+Samples are fetched one at a time, as a DataLoader worker fetches them (torch
+runs single-threaded here, as it does in a worker), so the CPU time of a
+sample is the CPU one worker spends on it.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import pickle
+import random
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from dataprof.backends.target import (
+    build_dataset,
+    describe_exception,
+    load_collate,
+    load_object,
+    loader_framework,
+    parse_kwarg,
+)
+from dataprof.errors import TargetError
+from dataprof.measure.environment import open_files_limit, probe_environment
+from dataprof.measure.inspect.stages import Pipeline, Stage, timed_pipeline
+from dataprof.results.environment import DatasetInfo
+from dataprof.results.inspect import SLOWEST, InspectionData, StageTiming, slowest_positions
+from dataprof.version import __version__
+
+COLLATE_REPEATS = 5
+COLLATE_BUDGET_S = 2.0
+
+
+@dataclass(frozen=True)
+class InspectSettings:
+    """What ``dataprof inspect`` measures, and of which target."""
+    target: str
+    args: tuple[str, ...] = ()
+    samples: int = 200
+    seed: int = 0
+    batch_size: int = 64
+    prefetch_factor: int = 2
+    """For the /dev/shm and open-file checks: batches each worker keeps in flight."""
+    max_seconds: float = 60.0
+    """Stop fetching samples after this long."""
+    collate_fn: str | None = None
+    cwd: str = field(default_factory=os.getcwd)
+    dataset: Any = None
+    """A Dataset object (Python API); ``target`` is then only its name."""
+    collate: Any = None
+    """A collate callable (Python API), instead of ``collate_fn``."""
+    framework: str = "auto"
+    """Whose default collate and thread settings apply: ``auto`` (from the dataset), ``torch`` or ``paddle``."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The settings as the inspect document's ``settings`` holds them."""
+        return {"framework": self.framework, "samples": self.samples, "seed": self.seed, "batch_size": self.batch_size,
+                "prefetch_factor": self.prefetch_factor, "max_seconds": self.max_seconds,
+                "collate_fn": self.collate_fn,
+                "target_kwargs": {k: repr(v) for k, v in (parse_kwarg(a) for a in self.args)}}
+
+
+class Interrupted(Exception):
+    """Ctrl-C while fetching samples; carries what was measured."""
+
+    def __init__(self, data: InspectionData) -> None:
+        super().__init__("interrupted")
+        self.data = data
+
+
+class _CountingSink:
+    """A write-only file that counts bytes, so pickling a large dataset never holds the bytes."""
+
+    def __init__(self) -> None:
+        self.size = 0
+
+    def write(self, chunk: bytes) -> int:
+        """Count the bytes written (the pickled size), keep none."""
+        self.size += len(chunk)
+        return len(chunk)
+
+
+def pickled_size(dataset: Any) -> tuple[int | None, float | None, str | None]:
+    """Bytes and seconds to pickle the dataset (what spawn/forkserver send to every worker), or the error."""
+    sink = _CountingSink()
+    start = time.perf_counter()
+    try:
+        pickle.dump(dataset, sink, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception as exc:
+        return None, None, describe_exception(exc)
+    return sink.size, time.perf_counter() - start, None
+
+
+def freeze(stage: Stage) -> StageTiming:
+    """A measured stage tree as immutable StageTiming data."""
+    return StageTiming(name=stage.name, path=stage.path, seconds=stage.seconds, calls=stage.calls,
+                       composite=stage.composite, children=tuple(freeze(child) for child in stage.children))
+
+
+def sample_order(length: int | None, count: int, seed: int) -> list[int]:
+    """A reproducible random sample of ``count`` indices (all of them, shuffled, for a small dataset)."""
+    if length is None:
+        return list(range(count))
+    return random.Random(seed).sample(range(length), min(count, length))
+
+
+class _Fetcher:
+    """``fetch(i)`` for map-style datasets; the next item of one iterator for iterables."""
+
+    def __init__(self, dataset: Any, kind: str) -> None:
+        self.dataset = dataset
+        self.kind = kind
+        self.iterator: Iterator[Any] | None = None
+
+    def fetch(self, index: int) -> Any:
+        """Sample ``index`` of a map-style dataset, or the stream's next item."""
+        if self.kind == "map":
+            return self.dataset[index]
+        if self.iterator is None:
+            self.iterator = iter(self.dataset)
+        return next(self.iterator)
+
+
+@dataclass
+class _Sampled:
+    """What fetching the samples one by one gave."""
+
+    indices: list[int] = field(default_factory=list)
+    wall: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
+    sizes: list[int] = field(default_factory=list)
+    errors: list[tuple[int, str]] = field(default_factory=list)
+    kept: list[Any] = field(default_factory=list)
+    """The first samples, up to a batch, to collate."""
+    stopped: str | None = None
+    first_s: float | None = None
+    described: str | None = None
+    interrupted: bool = False
+
+
+def _sample(fetcher: _Fetcher, order: list[int], settings: InspectSettings, pipeline: Pipeline) -> _Sampled:
+    """The warm-up fetch (not counted), then each sample in ``order`` timed, until the budget runs out."""
+    from dataprof.backends.common import describe_sample, footprint
+
+    got = _Sampled()
+    mapped = fetcher.kind == "map"
+    begin = time.perf_counter()
+    try:
+        try:
+            got.first_s, first = _timed_fetch(fetcher, order[0] if mapped else 0)
+            got.described = describe_sample(first)
+        except StopIteration:
+            raise TargetError("the dataset is empty: iterating it yields no sample") from None
+        except Exception as exc:
+            if not mapped:  # a map-style index that raises is recorded when the loop meets it
+                got.errors.append((0, describe_exception(exc)))
+        pipeline.reset()
+        for index in order if mapped else range(1, settings.samples + 1):
+            if time.perf_counter() - begin > settings.max_seconds:
+                got.stopped = f"time budget of {settings.max_seconds:g} s reached"
+                break
+            try:
+                cpu0 = time.process_time()
+                seconds, sample = _timed_fetch(fetcher, index)
+                cpu_s = time.process_time() - cpu0
+            except StopIteration:
+                got.stopped = f"the iterable ended after {index} items"
+                break
+            except Exception as exc:
+                got.errors.append((index, describe_exception(exc)))
+                continue
+            got.indices.append(index)
+            got.wall.append(seconds)
+            got.cpu.append(cpu_s)
+            got.sizes.append(footprint(sample)["bytes"])
+            if got.described is None:
+                got.described = describe_sample(sample)
+            if len(got.kept) < settings.batch_size:
+                got.kept.append(sample)
+    except KeyboardInterrupt:
+        got.interrupted, got.stopped = True, "interrupted"
+    return got
+
+
+def _build(settings: InspectSettings) -> tuple[Any, float, Any]:
+    """The dataset (the object given, or the target built: a DataLoader's or a DataModule's own), the seconds
+    building took, and the loader's collate function (None for a Dataset target)."""
+    start = time.perf_counter()
+    if settings.dataset is not None:
+        return settings.dataset, 0.0, None
+    obj = load_object(settings.target, settings.cwd)
+    made = build_dataset(obj, dict(parse_kwarg(item) for item in settings.args), settings.target)
+    if loader_framework(made) is not None:
+        return made.dataset, time.perf_counter() - start, getattr(made, "collate_fn", None)
+    return made, time.perf_counter() - start, None
+
+
+def run_inspection(settings: InspectSettings) -> InspectionData:
+    """Load the target and measure it. Raises TargetError when nothing could be measured; Interrupted on Ctrl-C."""
+    from dataprof.backends import detect_framework, get_backend
+    from dataprof.backends.common import dataset_length
+
+    dataset, init_s, own_collate = _build(settings)
+    backend = get_backend(detect_framework(dataset, settings.framework))
+    collate = settings.collate or load_collate(settings.collate_fn, settings.cwd) or own_collate or \
+        backend.default_collate()
+    kind = backend.dataset_kind(dataset)
+    length = dataset_length(dataset)
+    if kind == "map" and not length:
+        raise TargetError("the dataset is empty (len() is 0): nothing to inspect")
+    fetcher = _Fetcher(dataset, kind)
+    threads = backend.get_threads()
+    backend.set_threads(1)  # as in a DataLoader worker
+    try:
+        with timed_pipeline(dataset) as pipeline:
+            got = _sample(fetcher, sample_order(length if kind == "map" else None, settings.samples, settings.seed),
+                          settings, pipeline)
+        stages = tuple(freeze(root) for root in pipeline.roots if root.total_calls() > 0)
+        notes = list(pipeline.notes) + _pipeline_notes(pipeline, dataset)
+        repeats = {} if kind != "map" or got.interrupted else _refetch(fetcher, got.indices, got.wall)
+        collated = _collate(collate, got.kept) if got.kept and not got.interrupted else {}
+    finally:
+        backend.set_threads(threads)
+    if not got.wall and got.errors and not got.interrupted:
+        index, message = got.errors[0]
+        raise TargetError(f"every sample raised; dataset[{index}]: {message}")
+    pickle_bytes, pickle_s, pickle_error = (None, None, None) if got.interrupted else pickled_size(dataset)
+    soft, hard = open_files_limit()
+    data = InspectionData(
+        target=settings.target, tool_version=__version__, settings=settings.to_dict(),
+        environment=probe_environment("cpu", start_method=multiprocessing.get_start_method(), framework=backend.name),
+        dataset=DatasetInfo(kind=kind, type_name=type(dataset).__name__, length=length, init_s=init_s,
+                            sample=got.described, batch_samples=len(got.kept) or None,
+                            batch_bytes=collated.get("bytes"), batch_tensors=collated.get("tensors"),
+                            batch_objects=collated.get("objects")),
+        indices=tuple(got.indices), wall_s=tuple(got.wall), cpu_s=tuple(got.cpu), sample_bytes=tuple(got.sizes),
+        first_s=got.first_s, errors=tuple(got.errors), repeat_s=repeats, stages=stages, pipeline_notes=tuple(notes),
+        collate_s=tuple(collated.get("wall", ())), collate_cpu_s=tuple(collated.get("cpu", ())),
+        collate_error=collated.get("error"), pickle_bytes=pickle_bytes, pickle_s=pickle_s,
+        pickle_error=pickle_error, stopped=got.stopped, nofile_soft=soft, nofile_hard=hard,
+        sharing_strategy=backend.sharing_strategy())
+    if got.interrupted:
+        raise Interrupted(data)
+    return data
+
+
+def _timed_fetch(fetcher: _Fetcher, index: int) -> tuple[float, Any]:
+    start = time.perf_counter()
+    sample = fetcher.fetch(index)
+    return time.perf_counter() - start, sample
+
+
+def _refetch(fetcher: _Fetcher, indices: list[int], wall: list[float]) -> dict[int, float]:
+    """Fetch the slowest indices once more: a slow index stays slow, a slow moment does not."""
+    again: dict[int, float] = {}
+    for pos in slowest_positions(tuple(wall), SLOWEST):
+        try:
+            again[indices[pos]] = _timed_fetch(fetcher, indices[pos])[0]
+        except Exception:
+            continue
+    return again
+
+
+def _collate(collate: Callable[[list[Any]], Any], samples: list[Any]) -> dict[str, Any]:
+    """Collate the kept samples a few times (median is used), and weigh the batch."""
+    from dataprof.backends.common import footprint
+
+    wall: list[float] = []
+    cpu: list[float] = []
+    batch: Any = None
+    begin = time.perf_counter()
+    while len(wall) < COLLATE_REPEATS and (not wall or time.perf_counter() - begin < COLLATE_BUDGET_S):
+        cpu0, start = time.process_time(), time.perf_counter()
+        try:
+            batch = collate(samples)
+        except Exception as exc:
+            return {"error": describe_exception(exc)}
+        wall.append(time.perf_counter() - start)
+        cpu.append(time.process_time() - cpu0)
+    return {"wall": wall, "cpu": cpu, **footprint(batch)}
+
+
+def _user_class(dataset: Any) -> bool:
+    """Whether the dataset's class is the user's own code (not an installed library's, which it cannot change)."""
+    module = sys.modules.get(type(dataset).__module__)
+    path = getattr(module, "__file__", None) or ""
+    return bool(path) and not any(part in path for part in ("site-packages", "dist-packages"))
+
+
+def _pipeline_notes(pipeline: Pipeline, dataset: Any) -> list[str]:
+    """Say plainly what could not be introspected."""
+    if not pipeline.roots:
+        note = (f"{type(dataset).__name__} has no transform, transforms or target_transform attribute, so "
+                "only whole samples are timed")
+        return [note + ("; hold the steps as self.transform = Compose([...]) to see each"
+                        if _user_class(dataset) else "")]
+    notes = []
+    for root in pipeline.roots:
+        if root.total_calls() == 0:
+            notes.append(f"{root.path} ({root.name}) was never called while fetching samples")
+        elif not root.composite:
+            notes.append(f"{root.path} is a {root.name}, not a Compose-like object with a .transforms list, "
+                         "so it is timed as one stage")
+    return notes
+

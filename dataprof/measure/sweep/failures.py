@@ -1,0 +1,172 @@
+"""What ended a trial: a worker's signal, a worker's traceback, a raising index; and the watchers that end
+a trial the framework would leave blocked (a reader thread's error, a worker dead unnoticed)."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from dataprof.backends.target import describe_exception
+
+DEAD_WORKER_WAIT_S = 1.0
+"""How long a failed trial gives its workers to finish dying, so a crash is named by its signal."""
+
+_SIGNAL_RE = re.compile(r"killed by signal: (?P<name>[\w ]+)")
+_HINTS = {
+    "SIGBUS": "a bus error in a worker usually means /dev/shm is too small for the batches in flight "
+    "(in Docker: --shm-size); fewer workers or a lower prefetch_factor need less",
+    "SIGKILL": "SIGKILL usually comes from the kernel's OOM killer: fewer workers, or less memory per worker",
+    "SIGSEGV": "a segmentation fault in native code (a C extension, OpenCV/OpenMP after fork)",
+}
+
+
+def died_by(who: str, signame: str) -> str:
+    """``a DataLoader worker died by SIGBUS: <what it usually means>``."""
+    hint = _HINTS.get(signame, "")
+    return f"{who} died by {signame}" + (f": {hint}" if hint else "")
+
+
+def worker_signals(iterator: Any, wait_s: float = 0.0) -> list[str]:
+    """Names of the signals that killed this iterator's worker processes, if any.
+
+    ``wait_s``: how long to give workers to finish dying. A broken pipe from a
+    worker is seen before the kernel reports that worker's exit.
+    """
+    names = []
+    deadline = time.monotonic() + wait_s
+    for worker in getattr(iterator, "_workers", None) or []:
+        if getattr(worker, "exitcode", 0) is None and wait_s > 0:
+            worker.join(max(0.0, deadline - time.monotonic()))
+        code = getattr(worker, "exitcode", None)
+        if code is not None and code < 0:
+            try:
+                names.append(signal.Signals(-code).name)
+            except ValueError:
+                names.append(f"signal {-code}")
+    return names
+
+
+def classify_loader_error(exc: BaseException, killed_by: list[str] | None = None,
+                          internal: tuple[str, ...] = ("/torch/", "/paddle/")) -> tuple[str, str]:
+    """(status, one-line reason) for an exception that ended the loop."""
+    if killed_by:
+        return "crashed", died_by("a DataLoader worker", killed_by[0])
+    # KeyError's str() is the repr of its message; the message itself holds the worker's traceback lines
+    text = exc.args[0] if exc.args and isinstance(exc.args[0], str) else str(exc)
+    match = _SIGNAL_RE.search(text)
+    if match:
+        name = match.group("name").strip()
+        signame = {"Segmentation fault": "SIGSEGV", "Bus error": "SIGBUS", "Killed": "SIGKILL",
+                   "Aborted": "SIGABRT"}.get(name, name)
+        return "crashed", died_by("a DataLoader worker", signame)
+    if "exited unexpectedly" in text:
+        return "crashed", "a DataLoader worker exited unexpectedly"
+    if "Traceback (most recent call last)" in text:  # a worker's error, re-raised with its traceback as text
+        return "failed", worker_error_line(type(exc).__name__, text, internal)
+    return "failed", describe_exception(exc)
+
+
+_FRAME_RE = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
+
+
+def worker_error_line(type_name: str, text: str, internal: tuple[str, ...] = ("/torch/", "/paddle/")) -> str:
+    """Summarise a worker error re-raised with its traceback as text (torch's 'Original Traceback',
+    Paddle's 'DataLoader worker(N) caught … with message')."""
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    last = lines[-1].strip() if lines else type_name
+    frames = [m for m in _FRAME_RE.finditer(text)
+              if not any(path in m.group("file") for path in (*internal, "/dataprof/measure"))]
+    where = f" (at {frames[-1].group('file')}:{frames[-1].group('line')})" if frames else ""
+    worker = re.search(r"worker process (\d+)|DataLoader worker\((\d+)\)", text)
+    prefix = f"in worker {worker.group(1) or worker.group(2)}: " if worker else ""
+    return f"{prefix}{last}{where}"
+
+
+def locate_failure(dataset: Any, indices: list[int]) -> str | None:
+    """Re-fetch the last batch's indices one by one; describe the first that raises."""
+    for index in indices:
+        try:
+            dataset[index]
+        except Exception as exc:
+            return f"dataset[{index}] raised {describe_exception(exc)}"
+    return None
+
+
+class ThreadFailure:
+    """The first exception raised in a thread of the trial other than the main one.
+
+    Paddle loads batches in a reader thread of the main process: when it
+    raises, the main thread may stay blocked for good (num_workers=0) or
+    raise a generic "blocking queue is killed" error. The thread's own
+    exception is the news; if the main thread does not take it up within
+    ``grace_s``, the hook reports it and ends the trial itself.
+    """
+
+    def __init__(self, report: Callable[[BaseException, float], None], grace_s: float = 1.0) -> None:
+        self.report = report
+        self.grace_s = grace_s
+        self.exc: BaseException | None = None
+        self.arrived = threading.Event()
+        self.handled = threading.Event()
+        """Set once the main thread reports the trial's end (a result or an error)."""
+
+    def hook(self, args: Any) -> None:
+        """``threading.excepthook``: keep the first thread's exception; report it if the main thread does not."""
+        if self.exc is not None or args.exc_value is None or isinstance(args.exc_value, SystemExit):
+            return
+        self.exc = args.exc_value
+        self.arrived.set()
+        if not self.handled.wait(self.grace_s):
+            self.report(self.exc, DEAD_WORKER_WAIT_S)
+            os._exit(1)
+
+    def install(self) -> ThreadFailure:
+        """Become ``threading.excepthook`` (in this trial process)."""
+        threading.excepthook = self.hook
+        return self
+
+    def end(self, exc: BaseException, dead_peer: bool) -> None:
+        """Report what broke the main thread's loader loop: a reader thread's own error if that is the cause.
+
+        ``dead_peer``: the error suggests a worker died, whose signal needs a moment to be known.
+        """
+        self.handled.set()
+        # The framework's SIGCHLD handler raises again as each remaining worker dies; the first death is the news.
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        self.arrived.wait(0.5)
+        self.report(self.exc or exc, DEAD_WORKER_WAIT_S if dead_peer or self.exc is not None else 0.0)
+
+
+class DeadWorkerWatch:
+    """Ends a trial whose DataLoader worker died by a signal while the main thread stays blocked.
+
+    The framework usually notices a dead worker and raises; Paddle's loader
+    sometimes does not, and the main thread then waits for a batch that never
+    comes until the trial timeout. Every ``interval_s`` this thread looks at
+    the workers' exit codes; a worker killed by a signal and no end reported
+    within ``grace_s`` ends the trial as crashed, naming the signal.
+    """
+
+    def __init__(self, live: dict[str, Any], report: Callable[[BaseException, float], None],
+                 handled: threading.Event, interval_s: float = 0.5, grace_s: float = 2.0,
+                 end: Callable[[int], None] = os._exit) -> None:
+        self.live, self.report, self.handled = live, report, handled
+        self.interval_s, self.grace_s, self.end = interval_s, grace_s, end
+        self.thread = threading.Thread(target=self._run, name="dataprof-worker-watch", daemon=True)
+
+    def start(self) -> DeadWorkerWatch:
+        """Start watching the workers (a daemon thread)."""
+        self.thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self.handled.wait(self.interval_s):
+            if worker_signals(self.live.get("iterator")) and not self.handled.wait(self.grace_s):
+                self.report(RuntimeError("a DataLoader worker died and the loader did not notice"), 0.0)
+                self.end(1)
+                return

@@ -1,0 +1,370 @@
+"""The host process: a cold process that forks the probe and every trial.
+
+Started by the runner as ``python -m dataprof.measure.sweep.host CMD_FD EVT_FD``
+(or forked, for objects handed over by the Python API). Commands arrive on
+CMD_FD and events leave on EVT_FD, as ``measure.protocol`` frames them.
+
+A trial must be as cold as a training process: no partly iterated dataset, no
+heap or allocator warmed by checks, no batch collated before its DataLoader.
+So the host itself never runs the user's code to check it: ``load`` forks a
+probe that builds the dataset, collates its first batch, reports and exits.
+Then each trial, forked from the still-cold host, builds the dataset itself
+(``build`` per trial, the default: exactly what a training script does), or,
+after a ``share`` command (for a dataset costly to build), the host builds it
+once, never iterates it, and forks each trial from there.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import select
+import signal
+import sys
+import traceback
+from collections.abc import Mapping
+from typing import Any
+
+from dataprof.backends.construction import record_constructions
+from dataprof.measure.protocol import Channel, LineReader, LoadRequest, Message
+from dataprof.measure.sweep.building import Built, build, build_in_trial, describe, probe
+
+
+def prctl(option: int, value: int) -> None:
+    """Linux ``prctl(option, value)``; nothing elsewhere (the parent still kills process groups)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass  # not Linux: the parent still kills the trial's process group
+
+
+PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+
+_running_trial: int | None = None
+"""Process group of the trial in flight, killed if the host is told to stop."""
+
+
+def _stop(signum: int, frame: Any) -> None:
+    if _running_trial is not None:
+        _kill_group(_running_trial)
+    os._exit(128 + signum)
+
+
+def _error_event(exc: BaseException) -> Message:
+    return {"ev": "host_error", "message": describe(exc), "traceback": traceback.format_exc()}
+
+
+def run_probe(request: LoadRequest, shared: Built | None, events: Channel, objects: Mapping[str, Any]) -> Message:
+    """Fork the probe (it builds the dataset unless ``shared`` holds it) and return its last event.
+
+    ``built`` (the dataset is built; its first batch comes next) is passed on to ``events`` at once.
+    """
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            os.close(read_fd)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+            channel = Channel(write_fd)
+            try:
+                built = shared or build(request, objects)
+                channel.send({"ev": "built", "build_s": built.build_s})
+                event = {"ev": "host_ready", **probe(request, built, request.target in objects)}
+            except BaseException as exc:
+                event, code = _error_event(exc), 3
+            channel.send(event)
+            if shared is None:
+                exit_as_a_script(code)
+        finally:
+            os._exit(code)
+    os.close(write_fd)
+    reader = LineReader(read_fd)
+    last: Message | None = None
+    while (messages := reader.read()) is not None:
+        for event in messages:
+            if event["ev"] == "built":
+                events.send(event)
+            else:
+                last = event
+    os.close(read_fd)
+    _, status = os.waitpid(pid, 0)
+    _reap_orphans()
+    if last is not None:
+        return last
+    return {"ev": "host_error", "traceback": "",
+            "message": f"the process building the dataset died ({_status_text(status)})"}
+
+
+def _status_text(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        return f"killed by {signal.Signals(os.WTERMSIG(status)).name}"
+    return f"exit code {os.waitstatus_to_exitcode(status)}"
+
+
+EXIT_HANDLERS_S = 5.0
+"""Longest a child's exit handlers may take before it is ended anyway."""
+
+
+def exit_as_a_script(code: int) -> None:
+    """End a child that built its own dataset as a script ends: run threading's and atexit's exit handlers.
+
+    Libraries free what they own there (MosaicML Streaming unlinks its shared
+    memory, others remove locks and temporary files); skipped, they would leave
+    it to the next trial. Never returns; handlers still running after
+    :data:`EXIT_HANDLERS_S` are cut off. A child forked with the host's dataset
+    does not run them: they would free what the host still holds.
+    """
+    import atexit
+    import threading
+
+    watchdog = threading.Timer(EXIT_HANDLERS_S, os._exit, (code,))
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        threading._shutdown()  # type: ignore[attr-defined]
+        atexit._run_exitfuncs()
+    except BaseException:
+        pass  # a failing handler must not change how the child ends
+    os._exit(code)
+
+
+def single_threaded(framework: str) -> None:
+    """Keep a host that holds the dataset single-threaded; each trial forked from it restores the default.
+
+    A thread pool (OpenMP) started here would be unusable in a forked trial,
+    which hangs at its first parallel op.
+    """
+    from dataprof.backends import get_backend
+
+    get_backend(framework).set_threads(1)
+
+
+def _report_escape(channel: Channel, exc: BaseException) -> None:
+    """Tell the parent what ended the trial when it escaped run_trial (e.g. torch's SIGCHLD handler)."""
+    from dataprof.measure.sweep.failures import classify_loader_error
+
+    try:
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        status, message = classify_loader_error(exc) if isinstance(exc, Exception) else \
+            ("failed", type(exc).__name__)
+        channel.send({"ev": "error", "status": status, "message": message,
+                      "traceback": "".join(traceback.format_exception(exc))})
+    except BaseException:
+        pass  # the parent still sees the exit code
+
+
+def run_trial_process(shared: Built | None, load: LoadRequest, request: Message, events: Channel,
+                      info: Message, objects: Mapping[str, Any]) -> None:
+    """Fork the trial, relay its events, reap it and its whole process group.
+
+    ``shared``: the dataset and collate function the host built once, or None:
+    the trial then builds them itself from ``load`` (and emits ``built`` with
+    the seconds it took) as a training process would. ``info``: what the probe
+    found; with a shared dataset its ``intra_op_threads`` are restored in the
+    trial (the host runs single-threaded). A ``trial`` request measures one
+    config; an ``autotune`` request runs Paddle's own dataloader autotune; an
+    ``epoch_check`` request runs a config's DataLoader over four epochs of a tiny stream.
+    """
+    import dataprof.measure.sweep.autotune
+    import dataprof.measure.sweep.trial  # noqa: F401  (dataprof's own code is imported once, here, not by each trial)
+
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_fd)
+        os.close(events.fd)
+        _trial_child(shared, load, request, Channel(write_fd), info, objects)
+    try:
+        os.setpgid(pid, pid)
+    except OSError:
+        pass  # the child already did it, or already exited
+    global _running_trial
+    _running_trial = pid
+    os.close(write_fd)
+    events.send({"ev": "trial_started", "pid": pid})
+    _relay(LineReader(read_fd), pid, events)
+    os.close(read_fd)
+    _kill_group(pid)
+    _, status = os.waitpid(pid, 0)
+    _running_trial = None
+    _reap_orphans()
+    sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
+    events.send({"ev": "trial_exit", "returncode": os.waitstatus_to_exitcode(status),
+                 "signal": None if sig is None else signal.Signals(sig).name})
+
+
+def _trial_child(shared: Built | None, load: LoadRequest, request: Message, channel: Channel, info: Message,
+                 objects: Mapping[str, Any]) -> None:
+    """The forked trial: its own process group, then the request's work. Never returns."""
+    from dataprof.backends import get_backend
+    from dataprof.measure.protocol import AutotuneRequest, TrialSettings
+    from dataprof.measure.sweep.autotune import run_autotune
+    from dataprof.measure.sweep.trial import run_epoch_check, run_trial
+    from dataprof.results.settings import LoaderConfig
+
+    code = 0
+    try:
+        os.setpgid(0, 0)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        backend = get_backend(info["framework"])
+        if request["cmd"] == "epoch_check":
+            run_epoch_check(backend, LoaderConfig.from_dict(request["config"]), channel.send)
+            os._exit(0)
+        if shared is not None:
+            backend.set_threads(info["intra_op_threads"])
+        built = shared or build_in_trial(load, channel, objects)
+        if request["cmd"] == "autotune":
+            run_autotune(built.dataset, built.collate, AutotuneRequest.from_dict(request), channel.send)
+        else:
+            run_trial(backend, built.dataset, built.collate, LoaderConfig.from_dict(request["config"]),
+                      TrialSettings.from_dict(request["settings"]), channel.send, template=built.template)
+    except BaseException as exc:  # raised outside run_trial's own handling, e.g. by a signal handler
+        code = 1
+        _report_escape(channel, exc)
+    finally:
+        if shared is None:
+            exit_as_a_script(code)
+        os._exit(code)
+
+
+def _relay(reader: LineReader, pid: int, events: Channel) -> None:
+    """Pass the trial's events on until it exits, then whatever it wrote before exiting."""
+    while True:
+        if select.select([reader.fd], [], [], 0.2)[0]:
+            messages = reader.read()
+            for message in messages or []:
+                events.send(message)
+            if messages is not None:
+                continue
+        if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+            break
+    while select.select([reader.fd], [], [], 0)[0]:
+        messages = reader.read()
+        if messages is None:
+            break
+        for message in messages:
+            events.send(message)
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _reap_orphans() -> None:
+    """As child subreaper, orphaned workers land here: collect them."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+class _Server:
+    """The host's state between commands: what to build, the shared dataset if any, what the probe found."""
+
+    def __init__(self, events: Channel, objects: Mapping[str, Any]) -> None:
+        self.events = events
+        self.objects = objects
+        self.load: LoadRequest | None = None
+        self.shared: Built | None = None
+        self.info: Message = {}
+
+    def handle(self, request: Message) -> int | None:
+        """Answer one command; an exit code when the host must stop."""
+        cmd = request["cmd"]
+        if cmd == "exit":
+            return 0
+        if cmd == "load":
+            return self._load(LoadRequest.from_dict(request["request"]))
+        assert self.load is not None, "the first command is load"
+        if cmd == "share":
+            try:
+                self.shared = build(self.load, self.objects)
+            except BaseException as exc:
+                self.events.send(_error_event(exc))
+                return 3
+            single_threaded(self.info["framework"])
+            self.events.send({"ev": "shared", "build_s": self.shared.build_s})
+        elif cmd in ("trial", "autotune", "epoch_check"):
+            run_trial_process(self.shared, self.load, request, self.events, self.info, self.objects)
+        return None
+
+    def _load(self, load: LoadRequest) -> int | None:
+        self.load = load
+        if load.target in self.objects:
+            self.shared = build(load, self.objects)  # the caller's object: there is nothing to build again
+        if load.expected_framework is not None:
+            try:
+                _warm_imports(load.expected_framework)
+            except Exception:
+                pass  # the probe imports it again and reports what fails
+        event = run_probe(load, self.shared, self.events, self.objects)
+        if event["ev"] == "host_error":
+            self.events.send(event)
+            return 3
+        self.info = event
+        if load.expected_framework is None:
+            _warm_imports(event["framework"])
+        if self.shared is not None:
+            single_threaded(event["framework"])
+        self.events.send(event)
+        return None
+
+
+def serve(cmd_fd: int, evt_fd: int, objects: Mapping[str, Any]) -> int:
+    """Answer commands until ``exit`` or until the parent goes away.
+
+    A host that built no dataset ran none of the user's code, so it has no exit handler of theirs to run: it
+    ends at once, without the interpreter's teardown (most of a second once torch is imported).
+    """
+    server = _Server(Channel(evt_fd), objects)
+    code = _answer(server, LineReader(cmd_fd))
+    if server.shared is None:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
+
+
+def _answer(server: _Server, reader: LineReader) -> int:
+    """Handle the commands as they come; the exit code, once one says to stop."""
+    while (requests := reader.read()) is not None:
+        for request in requests:
+            code = server.handle(request)
+            if code is not None:
+                return code
+    return 0  # parent closed the pipe: nothing left to do
+
+
+def _warm_imports(framework: str) -> None:
+    """Import the framework's DataLoader before forking, as a training script has by its first batch.
+
+    Only modules are imported: no thread pool starts, and no user code runs in the host. Done before the probe
+    when the framework is expected (the probe and the trials inherit it: one import, not two), else after it.
+    """
+    from dataprof.backends import get_backend
+
+    get_backend(framework).loader_arguments()
+
+
+def main(argv: list[str], objects: Mapping[str, Any] | None = None) -> int:
+    """Serve on the command and event pipes ``argv`` names; ``objects``: a forked host's handed-over objects."""
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    prctl(PR_SET_CHILD_SUBREAPER, 1)
+    record_constructions()  # a DataLoader target is rebuilt from the call that made it
+    return serve(int(argv[0]), int(argv[1]), objects or {})
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

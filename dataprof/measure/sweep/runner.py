@@ -1,0 +1,377 @@
+"""Parent side of a trial: start the host, run one config, sample, guard, collect.
+
+The runner owns every process it starts: a trial that hangs, crashes or
+grows past the memory limit is killed with its whole process group, and the
+sweep goes on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from dataprof.backends.frameworks import likely_framework
+from dataprof.measure.environment import cpu_budget
+from dataprof.measure.probes import NullGpuProbe, NvmlProbe, ProcessTreeProbe, SystemProbe
+from dataprof.measure.protocol import AutotuneRequest, Message, TrialSettings
+from dataprof.measure.sampler import Sampler, summarize
+from dataprof.measure.sweep.failures import died_by
+from dataprof.measure.sweep.link import Host, HostDied
+from dataprof.measure.timing import Rival
+from dataprof.results.environment import DatasetInfo
+from dataprof.results.settings import LoaderConfig, SweepSettings
+from dataprof.results.sweep import AutotuneRun
+from dataprof.results.trial import TrialResult, WaitStats
+from dataprof.results.units import fmt_bytes
+
+Observer = Callable[[str, Message], None]
+
+SHARE_BUILD_S = 2.0
+"""A dataset that takes longer than this to build is built once and shared; a quicker one, in every trial."""
+
+
+class TrialRunner:
+    """Runs configs one at a time in fresh processes forked by the host.
+
+    Each trial builds the dataset itself, as cold as a training process, unless
+    building it takes over :data:`SHARE_BUILD_S`: the host then builds it once
+    and forks every trial from there (it never iterates it). A shared-dataset
+    trial that does not complete is run again building its own; if that one
+    completes, the shared instance was the cause, and every later trial builds
+    its own (``build_note`` says so).
+    """
+
+    def __init__(self, settings: SweepSettings, args: list[str], observer: Observer | None = None,
+                 sample_interval_s: float = 0.25, objects: Mapping[str, Any] | None = None) -> None:
+        self.settings = settings
+        self.args = args
+        self.objects: Mapping[str, Any] = objects or {}
+        """Objects handed over by the Python API, by name: the host is forked holding them."""
+        self.observer = observer or (lambda event, data: None)
+        self.sample_interval_s = sample_interval_s
+        self.host: Host | None = None
+        self.dataset_info: DatasetInfo | None = None
+        self.host_info: Message = {}
+        self.gpu_reason: str | None = None
+        self.gpu_name: str | None = None
+        self._current_pid: int | None = None
+        self.build_in_trials = True
+        """Whether each trial builds the dataset (else it is forked from the host's one instance)."""
+        self.build_note = ""
+        """How the trials get their dataset, and why, in words."""
+        self._per_trial_forced = False
+        self._fallback_tried = False
+        self._shared_build_s: float | None = None
+        """Set once a trial took over SHARE_BUILD_S to build the dataset: it is built once from then on."""
+        self.expected_framework = None if settings.target in self.objects else likely_framework(settings.framework)
+        """What the host imports before its probe (a handed-over object's process has its framework already)."""
+
+    def start(self) -> DatasetInfo:
+        """Start the host and check the dataset in a probe; TargetError if that fails."""
+        info = self._probed_host()
+        try:
+            self.build_in_trials = self.settings.target not in self.objects
+            if not self.build_in_trials:
+                self.build_note = "every trial is forked from the process holding the dataset object given"
+            elif self._shared_build_s is not None and not self._per_trial_forced:
+                self._share(self._shared_build_s)
+        except BaseException:
+            self.close()
+            raise
+        self.host_info = info
+        known = DatasetInfo.__dataclass_fields__
+        self.dataset_info = DatasetInfo(**{k: v for k, v in info.items() if k in known})
+        return self.dataset_info
+
+    def _probed_host(self) -> Message:
+        """A started host and what its probe found.
+
+        A host that expected another framework than the probe found (``auto`` guessed torch for a Paddle
+        dataset) imported one the trials must not inherit: a fresh host expecting the one found replaces it.
+        """
+        self.host = Host(self.settings, self.args, self.objects, self.expected_framework)
+        try:
+            info = self.host.load()
+        except BaseException:
+            self.close()
+            raise
+        if self.expected_framework in (None, info["framework"]):
+            return info
+        self.close()
+        self.expected_framework = info["framework"]
+        return self._probed_host()
+
+    def kill_current(self) -> None:
+        """Kill the running trial's whole process group (Ctrl-C, timeouts, limits)."""
+        if self._current_pid is not None:
+            try:
+                os.killpg(self._current_pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def close(self) -> None:
+        """Kill the trial in flight, stop the host."""
+        self.kill_current()
+        if self.host is not None:
+            self.host.close()
+            self.host = None
+
+    def _live_host(self) -> Host:
+        """The host, started again if it died with a trial."""
+        if self.host is None or self.host.proc.poll() is not None:
+            if self.host is not None:
+                self.host.close()
+            self.start()
+        assert self.host is not None
+        return self.host
+
+    def _share(self, build_s: float) -> None:
+        assert self.host is not None
+        self.host.share()
+        self.build_in_trials = False
+        self._shared_build_s = build_s
+        self.build_note = (f"building the dataset took {build_s:.1f} s in a trial, so from then on it is built once "
+                           "and each trial is forked from the process that built it (which never iterates it)")
+
+    def run(self, config: LoaderConfig, rival: Rival | None = None) -> TrialResult:
+        """Measure ``config`` in a fresh trial (rerun building its own dataset when a shared one failed);
+        ``rival``: what the decision it serves weighs it against (its window may end once that is settled)."""
+        shared = not self.build_in_trials
+        result = self._run(config, rival)
+        if shared and result.status in ("failed", "timeout", "crashed") and self._may_build_instead():
+            self._fallback_tried = self._per_trial_forced = True
+            self._restart()
+            again = self._run(config, rival)
+            if again.status == "ok":
+                self.build_note = (f"every trial builds the dataset in a fresh process: {config.label()} forked "
+                                   f"from the process that built it ended {result.status} ({result.error}), "
+                                   "and completed when the trial built its own")
+                return again
+            self._per_trial_forced = False
+            self._restart()
+            return again
+        if self.build_in_trials and result.build_s is not None and not self._per_trial_forced:
+            if result.build_s > SHARE_BUILD_S:
+                self._share(result.build_s)
+            elif not self.build_note:
+                self.build_note = (f"every trial builds the dataset ({result.build_s:.2f} s) in a fresh process "
+                                   "before its DataLoader, as a training script does")
+        return result
+
+    def _may_build_instead(self) -> bool:
+        return not self._fallback_tried and self.settings.target not in self.objects
+
+    def _restart(self) -> None:
+        if self.host is not None:
+            self.host.close()
+            self.host = None
+        self.start()
+
+    def _run(self, config: LoaderConfig, rival: Rival | None = None) -> TrialResult:
+        host = self._live_host()
+        started = time.monotonic()
+        settings = TrialSettings.of(self.settings, rival)
+        host.send({"cmd": "trial", "config": config.to_dict(), "settings": settings.to_dict()})
+        try:
+            outcome = self._follow(config)
+        except HostDied as exc:
+            outcome = {"status": "crashed", "error": f"the trial's host process died: {exc}".strip()}
+        finally:
+            self._current_pid = None
+        outcome["duration_s"] = time.monotonic() - started
+        return _trial_result(config, outcome)
+
+    def _side_run(self, request: Message, timeout_s: float,
+                  stall_s: float | None = None) -> tuple[str, Message]:
+        """Run a request the host forks like a trial but that measures nothing: its status and last word.
+
+        The status is ``ok`` (the word is its result), ``timeout``, ``crashed`` or ``failed``. It is
+        killed after ``timeout_s``, or ``stall_s`` after a ``progress`` event with none since.
+        """
+        host = self._live_host()
+        host.send(request)
+        overall = deadline = time.monotonic() + timeout_s
+        result: Message = {}
+        timed_out = False
+        exit_event: Message = {}
+        try:
+            while True:
+                event = host.next_event(0.25)
+                if event is None:
+                    if time.monotonic() > deadline and not timed_out:
+                        timed_out = True
+                        self.kill_current()
+                    continue
+                if event["ev"] == "progress" and stall_s is not None:
+                    deadline = min(overall, time.monotonic() + stall_s)
+                elif event["ev"] == "trial_started":
+                    self._current_pid = event["pid"]
+                elif event["ev"] in ("result", "error") and not result:
+                    result = event
+                elif event["ev"] == "trial_exit":
+                    exit_event = event
+                    break
+        except HostDied as exc:
+            return "crashed", {"message": f"the host process died: {exc}".strip()}
+        finally:
+            self._current_pid = None
+        if timed_out:
+            return "timeout", {"stalled": deadline < overall}
+        if result.get("ev") == "result":
+            return "ok", result
+        if result:
+            return result.get("status") or "failed", result
+        if exit_event.get("signal"):
+            return "crashed", {"message": died_by("it", exit_event["signal"])}
+        return "failed", {"message": "it exited without a result"}
+
+    def autotune(self, steps: int, timeout_s: float) -> AutotuneRun:
+        """Run Paddle's own dataloader autotune in a process forked by the host; what it picked."""
+        s = self.settings
+        request = AutotuneRequest(steps=steps, batch_size=s.batch_size, drop_last=s.drop_last)
+        status, word = self._side_run({"cmd": "autotune", **request.to_dict()}, timeout_s)
+        if status == "timeout":
+            return AutotuneRun(status="timeout", tuning_steps=steps,
+                               error=f"Paddle's autotune did not finish in {timeout_s:g} s: killed")
+        if status != "ok":
+            return AutotuneRun(status=status, tuning_steps=steps, error=word.get("message"))
+        return AutotuneRun(status="ok", num_workers=word["num_workers"], tuning_steps=steps,
+                           wall_s=word["wall_s"], max_workers=word["max_workers"],
+                           evaluations=tuple((int(w), float(c)) for w, c in word["evaluations"]),
+                           skipped=word.get("skipped"))
+
+    def epoch_check(self, config: LoaderConfig, timeout_s: float, stall_s: float) -> str | None:
+        """Why ``config``'s DataLoader fails across an IterableDataset's epoch end, or None when it does not.
+
+        ``timeout_s`` bounds the whole check; ``stall_s``, the wait for a batch once batches flow.
+        """
+        status, word = self._side_run({"cmd": "epoch_check", "config": config.to_dict()}, timeout_s, stall_s)
+        if status == "timeout":
+            return f"it hung: no batch for {stall_s:g} s" if word["stalled"] else f"no end in {timeout_s:g} s"
+        if status != "ok":
+            return str(word.get("message"))
+        if word["batches"] != [word["expected"]] * len(word["batches"]):
+            return (f"its epochs gave {' and '.join(map(str, word['batches']))} batches where the stream "
+                    f"holds {word['expected']}")
+        return None
+
+    def _memory_guard(self, killed_for: dict[str, str]) -> Callable[[Any], None]:
+        """The sampler's check of each reading: past the memory limit, the trial is killed (status ``oom``)."""
+        limit = self.settings.memory_limit_bytes
+
+        def guard(sample: Any) -> None:
+            if limit is not None and sample.pss_bytes is not None and sample.pss_bytes > limit \
+                    and not killed_for:
+                killed_for["oom"] = (
+                    f"the trial's {sample.processes} processes reached {fmt_bytes(sample.pss_bytes)} PSS, "
+                    f"over the {fmt_bytes(limit)} memory limit: killed before the OOM killer acts")
+                self.kill_current()
+
+        return guard
+
+    def _open_gpu(self, event: Message, sampler: Sampler | None) -> Any:
+        """The NVML probe of the device the trial's ``ready`` event names (a null probe without one)."""
+        probe: Any = NvmlProbe.open(event.get("uuid"), event.get("pci_bus_id"))
+        self.gpu_reason = getattr(probe, "reason", None) or None
+        self.gpu_name = event.get("name")
+        if sampler is not None:
+            sampler.gpu_probe = probe
+        return probe
+
+    def _follow(self, config: LoaderConfig) -> Message:
+        """Follow one trial's events to its exit: sample it, guard it, mark its window; its outcome."""
+        assert self.host is not None
+        host = self.host
+        killed_for: dict[str, str] = {}
+        guard_memory = self._memory_guard(killed_for)
+        sampler: Sampler | None = None
+        gpu_probe: Any = NullGpuProbe()
+        result: Message = {}
+        built_s: float | None = None
+        last_progress = time.monotonic()
+        try:
+            while True:
+                event = host.next_event(0.25)
+                now = time.monotonic()
+                if event is None:
+                    if now - last_progress > self.settings.trial_timeout_s and not killed_for:
+                        killed_for["timeout"] = (
+                            f"no batch for {self.settings.trial_timeout_s:g} s: the loader hung; "
+                            "killed the trial and its workers")
+                        self.kill_current()
+                    continue
+                kind = event["ev"]
+                if kind == "trial_started":
+                    self._current_pid = event["pid"]
+                    sampler = self._start_sampler(event["pid"], gpu_probe, guard_memory)
+                elif kind == "ready":
+                    if event.get("uuid") or event.get("pci_bus_id"):
+                        gpu_probe = self._open_gpu(event, sampler)
+                    last_progress = now
+                elif kind == "built":
+                    built_s = event["build_s"]
+                    last_progress = now
+                elif kind in ("first_batch", "progress"):
+                    last_progress = now
+                    self.observer(kind, {"config": config, **event})
+                elif kind == "window_start" and sampler is not None:
+                    sampler.mark_window_start()
+                    self.observer(kind, {"config": config})
+                elif kind == "window_end":
+                    try:
+                        if sampler is not None:
+                            sampler.mark_window_end()
+                    finally:
+                        if event.get("release") is not None:  # the trial keeps its workers until they are read
+                            with contextlib.suppress(OSError):
+                                os.unlink(event["release"])
+                elif kind in ("result", "error") and not result:
+                    result = event  # the first word is the trial's; later ones come from its clean-up
+                elif kind == "trial_exit":
+                    return {**self._outcome(result, event, killed_for, sampler), "build_s": built_s}
+        finally:
+            if sampler is not None:
+                sampler.stop()
+            gpu_probe.close()
+
+    def _start_sampler(self, pid: int, gpu_probe: Any, on_sample: Callable[[Any], None]) -> Sampler | None:
+        try:
+            tree = ProcessTreeProbe(pid)
+        except Exception:
+            return None  # the trial already exited
+        own = (os.getpid(), self.host.proc.pid) if self.host is not None else (os.getpid(),)
+        settings = self.settings
+        return Sampler(tree, SystemProbe(own), gpu_probe, self.sample_interval_s, on_sample=on_sample,
+                       window_s=settings.trial_seconds, memory_limit_bytes=settings.memory_limit_bytes,
+                       end_threads=cpu_budget().usable).start()
+
+    @staticmethod
+    def _outcome(result: Message, exit_event: Message, killed_for: dict[str, str],
+                 sampler: Sampler | None) -> Message:
+        resources = summarize(sampler.samples) if sampler is not None else {}
+        if killed_for:
+            status, error = next(iter(killed_for.items()))
+            return {"status": status, "error": error, **resources}
+        if result.get("ev") == "result":
+            figures = {k: v for k, v in result.items() if k != "ev"}
+            return {"status": "ok", **figures, **resources}
+        if result.get("ev") == "error":
+            return {"status": result["status"], "error": result["message"],
+                    "traceback": result.get("traceback"), **resources}
+        sig = exit_event.get("signal")
+        if sig:
+            return {"status": "crashed", "error": died_by("the trial process", sig), **resources}
+        return {"status": "failed", "error": f"the trial exited with code {exit_event.get('returncode')} "
+                "without a result", **resources}
+
+
+def _trial_result(config: LoaderConfig, outcome: Message) -> TrialResult:
+    wait = outcome.get("wait_ms")
+    fields = {k: v for k, v in outcome.items() if k in TrialResult.__dataclass_fields__}
+    fields["wait_ms"] = None if wait is None else WaitStats(**wait)
+    fields["batch_marks"] = tuple(outcome.get("batch_marks") or ())
+    return TrialResult(config=config, **fields)

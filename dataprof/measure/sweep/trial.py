@@ -1,0 +1,372 @@
+"""The trial: runs in its own process, builds one DataLoader and times it.
+
+It reports through ``emit`` (JSON events relayed to the parent): ``ready``,
+``first_batch``, ``window_start``, ``progress`` heartbeats, and finally
+``result`` or ``error``. Resource sampling is not done here: the parent
+samples this process tree from outside so the measurement does not compete
+for this process's GIL.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+import pickle
+import signal
+import tempfile
+import time
+import traceback
+import zlib
+from collections.abc import Callable
+from typing import Any
+
+from dataprof.backends import Backend
+from dataprof.backends.common import batch_size_of
+from dataprof.backends.loaders import LoaderTemplate
+from dataprof.backends.target import describe_exception
+from dataprof.measure.consumer import SimulatedDevice, make_cuda_consumer
+from dataprof.measure.protocol import TrialSettings
+from dataprof.measure.sweep.failures import (
+    DeadWorkerWatch,
+    ThreadFailure,
+    classify_loader_error,
+    locate_failure,
+    worker_signals,
+)
+from dataprof.measure.timing import (
+    MIN_WINDOW_S,
+    STEADY_CHECK_S,
+    BatchLog,
+    Rival,
+    rate_spread,
+    summarize,
+    warmup_batches,
+    window_done,
+)
+from dataprof.results.settings import LoaderConfig
+
+Emit = Callable[[dict[str, Any]], None]
+
+HEARTBEAT_S = 0.5
+FORK_CLEAN = """The trial collects its garbage once before the DataLoader forks its workers.
+
+Workers inherit the main process's garbage-collector counters. Left as the
+trial's own allocations happen to leave them, a worker's first full collection,
+which writes to every object the main process holds (and so copies their pages),
+fell at a different point of each trial, sometimes inside the timed window,
+where it read as copy-on-read growth. After one collection before the fork, a
+worker's first full collection comes only once it has made many objects of its
+own, as in a long-running training process.
+"""
+END_MARK_WAIT_S = 30.0
+"""At the window's end the parent reads the workers' memory (a second or more for many workers): the trial
+keeps them until it has, at most this long."""
+
+
+def hold_for_the_end_mark(emit: Callable[[dict[str, Any]], None]) -> None:
+    """Announce the window's end and keep the workers until the parent has read them: it removes the file the
+    ``window_end`` event names once it has (or :data:`END_MARK_WAIT_S` passes)."""
+    handle, path = tempfile.mkstemp(prefix="dataprof-end-mark-")
+    os.close(handle)
+    emit({"ev": "window_end", "release": path})
+    deadline = time.monotonic() + END_MARK_WAIT_S
+    while os.path.exists(path) and time.monotonic() < deadline:
+        time.sleep(0.005)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+
+
+def run_trial(
+    backend: Backend,
+    dataset: Any,
+    collate_fn: Callable[[list[Any]], Any] | None,
+    config: LoaderConfig,
+    settings: TrialSettings,
+    emit: Emit,
+    clock: Callable[[], float] = time.perf_counter,
+    template: LoaderTemplate | None = None,
+) -> None:
+    """Measure one config and emit its result (or error). Never raises.
+
+    ``template``: a DataLoader target, rebuilt with ``config``'s knobs (its own sampler, collate_fn and
+    batch size kept; ``collate_fn`` and a given batch size replace them).
+    """
+    # The trial runs in its own process group; Ctrl-C is the parent's to handle.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        consumer: Any
+        ids: dict[str, Any] = {}
+        if settings.device.startswith("cuda"):
+            consumer = make_cuda_consumer(backend.name, settings.device, settings.step_ms)
+            ids = consumer.device_ids()
+        else:
+            consumer = SimulatedDevice(settings.step_ms)
+        emit({"ev": "ready", **ids})
+        shard = (settings.rank, settings.world_size)
+        if template is not None:
+            loader, recorder = template.build(config, settings.batch_size if settings.batch_size_given else None,
+                                              collate_fn, shard), None
+        else:
+            loader, recorder = backend.build_loader(dataset, config, settings.batch_size, collate_fn,
+                                                    settings.shuffle, settings.drop_last, shard)
+    except Exception as exc:
+        emit({"ev": "error", "status": "failed", "message": describe_exception(exc),
+              "traceback": traceback.format_exc()})
+        return
+    live: dict[str, Any] = {}
+
+    def report(exc: BaseException, wait_s: float = 0.0) -> None:
+        status, message = classify_loader_error(exc, worker_signals(live.get("iterator"), wait_s),
+                                                backend.internal_paths)
+        if recorder is not None and config.num_workers == 0:
+            message = locate_failure(dataset, recorder.last) or message
+        emit({"ev": "error", "status": status, "message": message,
+              "traceback": "".join(traceback.format_exception(exc))})
+
+    failure = ThreadFailure(report).install()
+    DeadWorkerWatch(live, report, failure.handled).start()
+    try:
+        loop = TimedLoop(config, settings.trial_seconds, emit, consumer, clock, recorder, ReceiveTimer.install(),
+                         backend.dataset_kind(dataset) == "iterable", settings.rival)
+        figures = loop.run(loader, live, backend)
+    except Exception as exc:
+        # A batch that cannot be received, from a pipe or from shared memory, often means its worker died.
+        failure.end(exc, dead_peer=isinstance(exc, (OSError, EOFError, pickle.UnpicklingError)))
+        return
+    failure.handled.set()
+    emit({"ev": "result", **figures})
+
+
+EPOCH_CHECK_ITEMS = 32
+EPOCH_CHECK_BATCH = 2
+EPOCH_CHECK_EPOCHS = 4
+"""Every epoch's end is a chance for a racy failure to show (paddle 3.3's shows at most of them)."""
+
+
+def run_epoch_check(backend: Backend, config: LoaderConfig, emit: Emit) -> None:
+    """Epochs of a tiny IterableDataset through ``config``'s DataLoader: does it survive an epoch's end?
+
+    Persistent workers each meet the end of their share of a stream and must
+    start the next epoch; a trial's window seldom reaches an epoch's end, so
+    this checks the installed DataLoader itself. Emits the batches of each
+    epoch, or the error. Never raises.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    live: dict[str, Any] = {}
+
+    def report(exc: BaseException, wait_s: float = 0.0) -> None:
+        status, message = classify_loader_error(exc, worker_signals(live.get("iterator"), wait_s),
+                                                backend.internal_paths)
+        emit({"ev": "error", "status": status, "message": message,
+              "traceback": "".join(traceback.format_exception(exc))})
+
+    try:
+        loader, _ = backend.build_loader(backend.counting_stream(EPOCH_CHECK_ITEMS), config, EPOCH_CHECK_BATCH,
+                                         None, False, False)
+    except Exception as exc:
+        emit({"ev": "error", "status": "failed", "message": describe_exception(exc),
+              "traceback": traceback.format_exc()})
+        return
+    failure = ThreadFailure(report).install()
+    batches = []
+    try:
+        for _ in range(EPOCH_CHECK_EPOCHS):
+            live["iterator"] = iter(loader)
+            batches.append(0)
+            for _ in live["iterator"]:
+                batches[-1] += 1
+                emit({"ev": "progress"})
+    except Exception as exc:
+        failure.end(exc, dead_peer=True)
+        return
+    failure.handled.set()
+    emit({"ev": "result", "batches": batches, "expected": EPOCH_CHECK_ITEMS // EPOCH_CHECK_BATCH})
+
+
+class ReceiveTimer:
+    """Times the main process's unpickling of worker results (``multiprocessing.queues`` loads).
+
+    Rebuilding a batch's tensors (a file descriptor fetched from the worker
+    for each) and its Python objects happens there, in the main process,
+    whatever the number of workers: a serial cost that can cap throughput.
+    """
+
+    def __init__(self, inner: Any, clock: Callable[[], float] = time.perf_counter) -> None:
+        self.inner = inner
+        self.clock = clock
+        self.busy_s = 0.0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def loads(self, data: Any, *args: Any, **kwargs: Any) -> Any:
+        """Unpickle a worker's result, timing it."""
+        start = self.clock()
+        try:
+            return self.inner.loads(data, *args, **kwargs)
+        finally:
+            self.busy_s += self.clock() - start
+
+    @classmethod
+    def install(cls) -> ReceiveTimer:
+        """Wrap the pickler the DataLoader's result queue uses (in this trial process only)."""
+        import multiprocessing.queues
+
+        timer = cls(multiprocessing.queues._ForkingPickler)  # type: ignore[attr-defined]
+        multiprocessing.queues._ForkingPickler = timer  # type: ignore[attr-defined]
+        return timer
+
+
+BATCH_MARKS = 32
+"""Fingerprints of a stream's first batches kept in the result, to compare ranks' streams."""
+
+
+def fingerprint(batch: Any) -> int:
+    """A cheap identity for a batch: shapes and the leading bytes of its arrays."""
+    parts: list[bytes] = []
+
+    def walk(obj: Any, depth: int) -> None:
+        if len(parts) >= 16 or depth > 8:
+            return
+        if hasattr(obj, "reshape") and hasattr(obj, "shape"):
+            flat = obj.reshape(-1)[:64]
+            flat = flat.numpy() if hasattr(flat, "numpy") else flat
+            parts.append(repr(tuple(obj.shape)).encode() + bytes(memoryview(flat.tobytes())))
+        elif isinstance(obj, dict):
+            for value in obj.values():
+                walk(value, depth + 1)
+        elif isinstance(obj, (list, tuple)):
+            for value in obj[:16]:
+                walk(value, depth + 1)
+        else:
+            parts.append(repr(obj)[:256].encode())
+
+    walk(batch, 0)
+    return zlib.crc32(b"\0".join(parts))
+
+
+class TimedLoop:
+    """The training loop a trial times: warm-up until the prefetch buffer is drained, then the window.
+
+    Per iteration it records the wait in ``next()`` (and the main thread's CPU
+    in it), the copy to the device and the model step; it crosses epochs as
+    training does, and ends the window once the rate is steady, or has
+    settled the question ``rival`` stands for, or ``trial_s`` has passed. ``recorder``: the batch sampler's timer;
+    ``receiver``: the unpickling timer; ``iterable``: fingerprint the warm-up
+    batches (to catch workers repeating a stream).
+    """
+
+    def __init__(self, config: LoaderConfig, trial_s: float, emit: Emit, consumer: Any,
+                 clock: Callable[[], float], recorder: Any, receiver: ReceiveTimer, iterable: bool,
+                 rival: Rival | None = None) -> None:
+        self.config, self.trial_s, self.emit, self.consumer, self.clock = config, trial_s, emit, consumer, clock
+        self.rival = rival
+        self.recorder, self.receiver, self.iterable = recorder, receiver, iterable
+        self.log = BatchLog()
+        self.warmup = warmup_batches(config.num_workers, config.prefetch_factor)
+        self.epochs = 1
+        self.epoch_samples: int | None = None
+        self.marks: list[int] = []
+        self.repeats = 0
+        self.window_first: int | None = None
+        self.sampler_start = self.receive_start = 0.0
+
+    def run(self, loader: Any, live: dict[str, Any], backend: Backend) -> dict[str, Any]:
+        """Iterate ``loader`` through warm-up and the window; the trial's figures.
+
+        ``live["iterator"]`` always holds the current iterator, so a failure can name its workers' signals.
+        """
+        gc.collect()  # see FORK_CLEAN
+        created = self.clock()
+        iterator = live["iterator"] = iter(loader)
+        first_batch_s: float | None = None
+        last_beat = last_check = end = created
+        while True:
+            start = end
+            cpu_start = time.thread_time()
+            try:
+                batch = next(iterator)
+            except StopIteration:
+                iterator = live["iterator"] = self._next_epoch(loader)
+                batch = next(iterator)
+            wait_cpu = time.thread_time() - cpu_start
+            arrived = self.clock()
+            if first_batch_s is None:
+                first_batch_s = arrived - created
+                self.emit({"ev": "first_batch", "first_batch_s": first_batch_s})
+            end = self._consume(batch, start, arrived, wait_cpu)
+            if end - last_beat >= HEARTBEAT_S:
+                last_beat = end
+                self.emit({"ev": "progress", "batches": len(self.log)})
+            if self.window_first is not None:
+                spread, settled = None, False
+                elapsed = end - self.log.end_t[self.window_first]
+                batches = len(self.log) - 1 - self.window_first
+                rounds = max(1, self.config.num_workers)
+                # looked at on a whole round only: batches come in rounds, and the first batch after a check's
+                # interval is most often the same one of its round, so a check gated on time alone could miss
+                # every round's end
+                if elapsed >= min(MIN_WINDOW_S, self.trial_s) and end - last_check >= STEADY_CHECK_S \
+                        and batches % rounds == 0:
+                    last_check = end
+                    spread = rate_spread(self.log, self.window_first, rounds)
+                    settled = spread is not None and self.rival is not None and \
+                        self.rival.settled_by(sum(self.log.size[self.window_first + 1:]) / elapsed, spread)
+                if window_done(batches, elapsed, self.trial_s, self.config.num_workers, spread, settled):
+                    break
+        return self._finish(iterator, backend, first_batch_s)
+
+    def _next_epoch(self, loader: Any) -> Any:
+        """The iterator of the next epoch, once one ended."""
+        if len(self.log) == 0:
+            raise RuntimeError("the loader yielded no batch (dataset smaller than one batch with drop_last?)")
+        if self.epoch_samples is None:
+            self.epoch_samples = sum(self.log.size)
+        self.log.epoch_first.append(len(self.log))
+        self.epochs += 1
+        return iter(loader)
+
+    def _consume(self, batch: Any, start: float, arrived: float, wait_cpu: float) -> float:
+        """Copy and step one batch, record the iteration, open the window after warm-up; when it ended."""
+        on_device = self.consumer.to_device(batch)
+        copied = self.clock()
+        self.consumer.step(on_device)
+        end = self.clock()
+        self.log.add(arrived - start, wait_cpu, copied - arrived, end - copied, end, batch_size_of(batch))
+        if self.iterable and self.window_first is None and self.epoch_samples is None:
+            # Fingerprints are taken during warm-up only, so they cost the timed window nothing;
+            # unsharded workers repeat each other's batches from the first round.
+            mark = fingerprint(batch)
+            self.repeats += mark in self.marks
+            self.marks.append(mark)
+        if self.window_first is None and len(self.log) >= self.warmup:
+            self.window_first = len(self.log) - 1
+            self.sampler_start = self.recorder.busy_s if self.recorder is not None else 0.0
+            self.receive_start = self.receiver.busy_s
+            self.emit({"ev": "window_start"})
+        return end
+
+    def _finish(self, iterator: Any, backend: Backend, first_batch_s: float | None) -> dict[str, Any]:
+        """Close the window (the workers stay a moment for the parent's reading), shut down, summarise."""
+        workers_started = len(getattr(iterator, "_workers", None) or [])
+        sampler_s = self.recorder.busy_s - self.sampler_start if self.recorder is not None else None
+        receive_s = self.receiver.busy_s - self.receive_start
+        if workers_started:
+            hold_for_the_end_mark(self.emit)  # the parent reads the workers' memory now: they must still be there
+        else:
+            self.emit({"ev": "window_end"})
+        backend.shutdown(iterator)
+        assert self.window_first is not None  # the loop ends only inside the window
+        figures = summarize(self.log, self.window_first, self.config.num_workers)
+        figures.update(
+            first_batch_s=first_batch_s,
+            worker_processes=workers_started,
+            epochs_started=self.epochs,
+            epoch_samples=self.epoch_samples,
+            repeat_fraction=self.repeats / len(self.marks) if self.marks else None,
+            batch_marks=self.marks[:BATCH_MARKS],
+            sampler_ms_mean=None if sampler_s is None else 1000.0 * sampler_s / figures["batches"],
+            receive_ms_mean=1000.0 * receive_s / figures["batches"] if self.config.num_workers else None,
+        )
+        return figures

@@ -1,0 +1,96 @@
+"""Watching DataLoaders inside this Python process (``dataprof.watch()``), sampled from a process outside it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from typing import Any
+
+from dataprof.errors import UsageError
+from dataprof.measure.protocol import Message, child_env
+from dataprof.measure.watch.watched import Recorder, patch_dataloader
+from dataprof.measure.watch.watcher import Collector, resources_of
+from dataprof.results.run import RunReport
+
+SAMPLER_TIMEOUT_S = 30.0
+"""How long the sampler process may take to hand over its summary."""
+
+
+class ProcessMarks:
+    """The watch's marks, sent to the sampler process on its stdin."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self.proc = proc
+        self.started = False
+
+    def _send(self, command: Message) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(command) + "\n")
+        self.proc.stdin.flush()
+
+    def mark_window_start(self) -> None:
+        """The first batch came: the sampler's window opens."""
+        if not self.started:
+            self.started = True
+            self._send({"cmd": "start"})
+
+    def mark_window_end(self) -> None:
+        """The watched code ended."""
+        self._send({"cmd": "end"})
+
+    def use_gpu(self, uuid: str | None, pci_bus_id: str | None) -> str | None:
+        """Have the sampler open NVML for this device (it reports a failure in its summary)."""
+        self._send({"cmd": "device", "uuid": uuid, "pci_bus_id": pci_bus_id})
+        return None
+
+
+class _Sink:
+    """The recorder's channel: events go straight to the collector."""
+
+    def __init__(self, collector: Collector) -> None:
+        self.collector = collector
+
+    def send(self, message: Message) -> None:
+        """Hand one event to the collector."""
+        self.collector.handle(message)
+
+
+class InProcessWatch:
+    """Times every torch DataLoader iterated between :meth:`start` and :meth:`stop` in this process."""
+
+    def start(self) -> InProcessWatch:
+        """Patch torch's DataLoader and start the sampler process."""
+        try:
+            import torch.utils.data.dataloader as module
+        except ImportError:
+            raise UsageError("dataprof.watch() watches torch DataLoaders: torch is not installed") from None
+        self.proc = subprocess.Popen([sys.executable, "-m", "dataprof.measure.watch.tree_sampler", str(os.getpid())],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=child_env())
+        self.collector = Collector(ProcessMarks(self.proc))
+        self.recorder = Recorder(_Sink(self.collector), max_steps=None, seconds=None)  # type: ignore[arg-type]
+        self.restore = patch_dataloader(module, self.recorder)
+        self.started = time.monotonic()
+        return self
+
+    def stop(self, failed: BaseException | None) -> RunReport:
+        """Put the DataLoader back, collect the sampler's summary; what was measured (undecided)."""
+        self.restore()
+        self.recorder.flush()
+        self.recorder.report_device()
+        self.collector.handle({"ev": "exit", "code": 0 if failed is None else 1})
+        try:
+            out, _ = self.proc.communicate(timeout=SAMPLER_TIMEOUT_S)
+            figures: dict[str, Any] = json.loads(out)
+        except (subprocess.TimeoutExpired, ValueError):
+            self.proc.kill()
+            figures = {}
+        if figures.get("gpu_reason"):
+            self.collector.outcome["gpu_reason"] = figures["gpu_reason"]
+        empty = {key: None for key in ("cpu_percent", "main_cpu_percent", "cpu_percent_system", "iowait_percent",
+                                       "peak_memory_bytes", "gpu_util_percent", "gpu_memory_bytes")}
+        return self.collector.report(("python", "dataprof.watch()"), resources_of({**empty, **figures}),
+                                     time.monotonic() - self.started, None if failed else 0,
+                                     isinstance(failed, KeyboardInterrupt))

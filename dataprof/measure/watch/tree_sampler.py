@@ -1,0 +1,41 @@
+"""A sampler in a process of its own, for ``dataprof.watch()``: it samples the process that started it (and
+that process's workers, not itself) from outside, so no sampling thread competes for the training's GIL.
+
+Started as ``python -m dataprof.measure.watch.tree_sampler PID``. Commands arrive as JSON lines on stdin:
+``{"cmd": "start"}`` (the first batch came), ``{"cmd": "device", "uuid": …, "pci_bus_id": …}`` (sample this
+GPU), ``{"cmd": "end"}``. At the end of stdin it prints the sampler's summary as one JSON line and exits.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from dataprof.measure.probes import NullGpuProbe, NvmlProbe, ProcessTreeProbe, SystemProbe
+from dataprof.measure.sampler import Sampler, summarize
+from dataprof.measure.watch.watcher import gpu_timeline
+
+
+def main(argv: list[str]) -> int:
+    """Sample PID until stdin ends; print the summary (with ``gpu_reason``)."""
+    sampler = Sampler(ProcessTreeProbe(int(argv[0]), exclude=os.getpid()), SystemProbe(), NullGpuProbe()).start()
+    reason = None
+    for line in sys.stdin:
+        command = json.loads(line)
+        if command["cmd"] == "start" and sampler.samples.window_start is None:
+            sampler.mark_window_start()
+        elif command["cmd"] == "device":
+            sampler.gpu_probe = NvmlProbe.open(command.get("uuid"), command.get("pci_bus_id"))
+            reason = getattr(sampler.gpu_probe, "reason", None)
+        elif command["cmd"] == "end":
+            sampler.mark_window_end()
+    sampler.stop()
+    sampler.gpu_probe.close()
+    print(json.dumps({**summarize(sampler.samples), "gpu_timeline": gpu_timeline(sampler.samples.gpu),
+                      "gpu_reason": reason}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,308 @@
+"""The parent of ``dataprof run``: start the user's script watched, sample its process tree from outside,
+collect its loaders' batch timings, and turn them into a RunReport (undecided).
+
+The script's own stdin, stdout and stderr are the terminal's; its timings
+arrive on a pipe of their own (``measure.watch.watched``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from dataprof.errors import TargetError
+from dataprof.measure.environment import probe_environment
+from dataprof.measure.probes import GpuSample, NullGpuProbe, NvmlProbe, ProcessTreeProbe, SystemProbe
+from dataprof.measure.protocol import LineReader, Message, child_env
+from dataprof.measure.sampler import Sampler, summarize
+from dataprof.measure.sweep.host import PR_SET_CHILD_SUBREAPER, prctl
+from dataprof.measure.timing import warmup_batches
+from dataprof.results.run import LoaderRun, RunReport, RunResources
+from dataprof.results.stats import percentile
+from dataprof.version import __version__
+
+EXIT_GRACE_S = 10.0
+"""After Ctrl-C, how long the script has to end before it is killed."""
+LEFTOVER_GRACE_S = 5.0
+"""How long processes the script left behind (DataLoader workers) have to end once it exited."""
+
+
+@dataclass(frozen=True)
+class WatchSettings:
+    """What to run and how long to watch it."""
+
+    target: str
+    """The script's path, or the module's name with ``module``."""
+    args: tuple[str, ...] = ()
+    module: bool = False
+    max_steps: int | None = None
+    """End the watch (and the script) once the busiest loader delivered this many batches."""
+    seconds: float | None = None
+    """End the watch (and the script) at the first batch after this long."""
+    cwd: str = field(default_factory=os.getcwd)
+
+
+@dataclass
+class _Loader:
+    """A loader's registration and its batches as they arrive: (epoch, index, wait s, step s or -1, samples)."""
+
+    info: Message
+    rows: list[list[float]] = field(default_factory=list)
+    first_batch_s: dict[int, float] = field(default_factory=dict)
+
+
+def check_target(settings: WatchSettings) -> None:
+    """TargetError (exit 3) when the script does not exist or the module cannot be found."""
+    if settings.module:
+        sys.path.insert(0, settings.cwd)
+        try:
+            found = importlib.util.find_spec(settings.target) is not None
+        except (ImportError, ValueError):
+            found = False
+        finally:
+            sys.path.pop(0)
+        if not found:
+            raise TargetError(f"-m {settings.target}: no module of that name can be imported from {settings.cwd}")
+    elif not os.path.isfile(os.path.join(settings.cwd, settings.target)):
+        raise TargetError(f"{settings.target}: no such script")
+
+
+class Marks(Protocol):
+    """Where the resources are sampled: told when the first batch came, which GPU is used, when it ended."""
+
+    def mark_window_start(self) -> None:
+        """The first batch arrived: resources count from here."""
+
+    def mark_window_end(self) -> None:
+        """The watched code ended."""
+
+    def use_gpu(self, uuid: str | None, pci_bus_id: str | None) -> str | None:
+        """Sample this CUDA device through NVML; why not, if it cannot be."""
+
+
+class SamplerMarks:
+    """:class:`Marks` for a Sampler running in this (the parent) process."""
+
+    def __init__(self, sampler: Sampler) -> None:
+        self.sampler = sampler
+
+    def mark_window_start(self) -> None:
+        """Resources count from the first batch, not the imports."""
+        if self.sampler.samples.window_start is None:
+            self.sampler.mark_window_start()
+
+    def mark_window_end(self) -> None:
+        """The script is ending: the last reading."""
+        self.sampler.mark_window_end()
+
+    def use_gpu(self, uuid: str | None, pci_bus_id: str | None) -> str | None:
+        """Open NVML for the script's device."""
+        self.sampler.gpu_probe = NvmlProbe.open(uuid, pci_bus_id)
+        return getattr(self.sampler.gpu_probe, "reason", None)
+
+
+class Collector:
+    """The watched code's events, gathered: its loaders, its device, how it ended."""
+
+    def __init__(self, marks: Marks) -> None:
+        self.marks = marks
+        self.loaders: dict[int, _Loader] = {}
+        self.outcome: dict[str, Any] = {}
+
+    def handle(self, event: Message) -> None:
+        """Take one event of ``measure.watch.watched``."""
+        kind = event["ev"]
+        if kind == "loader":
+            self.loaders[event["loader"]] = _Loader(event)
+        elif kind == "batches":
+            self.loaders[event["loader"]].rows.extend(event["rows"])
+        elif kind == "epoch":
+            self.loaders[event["loader"]].first_batch_s[event["epoch"]] = event["first_batch_s"]
+            self.marks.mark_window_start()
+        elif kind == "device":
+            self.outcome["device"] = event["device"]
+            self.outcome["gpu_reason"] = self.marks.use_gpu(event.get("uuid"), event.get("pci_bus_id"))
+        elif kind == "ended":
+            self.outcome["ended"] = event["why"]
+        elif kind == "exit":
+            self.outcome["code"] = event["code"]
+            self.marks.mark_window_end()
+
+    def _framework(self) -> str:
+        """The busiest loader's framework (torch when none ran)."""
+        busiest = max(self.loaders.values(), key=lambda loader: len(loader.rows), default=None)
+        return "torch" if busiest is None else busiest.info.get("framework", "torch")
+
+    def report(self, command: tuple[str, ...], resources: RunResources, wall_s: float, exit_code: int | None,
+               interrupted: bool) -> RunReport:
+        """The RunReport of what was gathered (undecided)."""
+        return RunReport(
+            tool_version=__version__, command=command,
+            environment=probe_environment(self.outcome.get("device", "cpu"), framework=self._framework()),
+            loaders=tuple(sorted((_loader_run(loader) for loader in self.loaders.values()),
+                                 key=lambda r: -r.batches)),
+            resources=resources, wall_s=wall_s, exit_code=self.outcome.get("code", exit_code),
+            ended_by="Ctrl-C" if interrupted else self.outcome.get("ended"), complete=not interrupted,
+            notes=_gpu_note(self.outcome))
+
+
+def watch(settings: WatchSettings) -> RunReport:
+    """Run the script watched until it ends (or the watch ends it); what was measured."""
+    check_target(settings)
+    prctl(PR_SET_CHILD_SUBREAPER, 1)  # workers the script leaves behind become ours, to end
+    before = _children()
+    read_fd, write_fd = os.pipe()
+    limits = json.dumps({"max_steps": settings.max_steps, "seconds": settings.seconds})
+    started = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-m", "dataprof.measure.watch.watched", str(write_fd), limits,
+                             "module" if settings.module else "script", settings.target, *settings.args],
+                            pass_fds=(write_fd,), cwd=settings.cwd, env=child_env())
+    os.close(write_fd)
+    sampler = Sampler(ProcessTreeProbe(proc.pid), SystemProbe(), NullGpuProbe()).start()
+    collector = Collector(SamplerMarks(sampler))
+    interrupted = False
+    reader = LineReader(read_fd)
+    while True:
+        try:
+            if not _read(reader, collector) or "code" in collector.outcome \
+                    or (proc.poll() is not None and not select.select([read_fd], [], [], 1.0)[0]):
+                break  # its last word, or it died (a worker it left may hold the pipe open)
+        except KeyboardInterrupt:  # the script got the same Ctrl-C: give it time to end as it would
+            interrupted = True
+            _end(proc)
+    os.close(read_fd)
+    code = proc.wait()
+    _end_leftovers(before)
+    prctl(PR_SET_CHILD_SUBREAPER, 0)
+    sampler.stop()
+    sampler.gpu_probe.close()
+    return collector.report((("-m",) if settings.module else ()) + (settings.target, *settings.args),
+                            resources_of({**summarize(sampler.samples),
+                                          "gpu_timeline": gpu_timeline(sampler.samples.gpu)}),
+                            time.monotonic() - started,
+                            code if code >= 0 else 128 - code, interrupted)  # killed by signal N: 128 + N
+
+
+def _gpu_note(outcome: dict[str, Any]) -> tuple[str, ...]:
+    """Why the GPU fields are null, when they are."""
+    if "device" not in outcome:
+        return ("the script used no CUDA device while watched: GPU utilisation not measured",)
+    reason = outcome.get("gpu_reason")
+    return (f"GPU utilisation not measured: {reason}",) if reason else ()
+
+
+def _read(reader: LineReader, collector: Collector) -> bool:
+    """Handle the events one read brings; False at the end of the pipe."""
+    if not select.select([reader.fd], [], [], 0.5)[0]:
+        return True
+    messages = reader.read()
+    if messages is None:
+        return False
+    for event in messages:
+        collector.handle(event)
+    return True
+
+
+def _children() -> set[int]:
+    """This process's children now."""
+    import psutil
+
+    return {p.pid for p in psutil.Process().children()}
+
+
+def _end_leftovers(before: set[int], grace_s: float = LEFTOVER_GRACE_S) -> None:
+    """Processes the script left behind (its workers, orphaned to us; not children we had ``before``): given
+    ``grace_s`` to end, then killed."""
+    import psutil
+
+    left = [p for p in psutil.Process().children() if p.pid not in before]
+    _, alive = psutil.wait_procs(left, timeout=grace_s)
+    for proc in alive:
+        try:
+            proc.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(alive, timeout=grace_s)
+
+
+def _end(proc: subprocess.Popen[bytes]) -> None:
+    """After Ctrl-C: wait for the script to end, then kill it."""
+    try:
+        proc.wait(timeout=EXIT_GRACE_S)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGKILL)
+
+
+def _loader_run(loader: _Loader) -> LoaderRun:
+    """One loader's figures: warm-up batches of each epoch left out of the steady state."""
+    info = loader.info
+    warmup = warmup_batches(int(info.get("num_workers") or 0), info.get("prefetch_factor"))
+    steady = [row for row in loader.rows if row[1] >= warmup and row[3] >= 0]
+    waits = [row[2] for row in steady]
+    steps = [row[3] for row in steady]
+    total = sum(waits) + sum(steps)
+    epochs = len({int(row[0]) for row in loader.rows})
+    starts = sum(loader.first_batch_s.values())
+    warm = starts + sum(row[2] for row in loader.rows if 0 < row[1] < warmup)
+    whole = starts + sum(row[2] for row in loader.rows if row[1] > 0) \
+        + sum(row[3] for row in loader.rows if row[3] >= 0)
+    return LoaderRun(
+        site=info["site"], dataset=info["dataset"], dataset_module=info.get("dataset_module"),
+        dataset_file=info.get("dataset_file"),
+        loader_class=info["loader_class"], framework=info.get("framework", "torch"),
+        batch_size=info.get("batch_size"), num_workers=info.get("num_workers"),
+        prefetch_factor=info.get("prefetch_factor"), persistent_workers=info.get("persistent_workers"),
+        pin_memory=info.get("pin_memory"), batches=len(loader.rows), epochs=epochs, steady_batches=len(steady),
+        samples_per_s=sum(row[4] for row in steady) / total if total > 0 else None,
+        data_wait_fraction=sum(waits) / total if total > 0 else None,
+        wait_ms=_ms_stats(waits), step_ms=_ms_stats(steps),
+        first_batch_s=tuple(loader.first_batch_s[e] for e in sorted(loader.first_batch_s)),
+        warmup_wait_fraction=warm / whole if whole > 0 else None,
+        factory=info.get("factory"), factory_args=None if info.get("factory_args") is None
+        else tuple(info["factory_args"]), factory_blocked=info.get("factory_blocked"),
+        factory_split=info.get("factory_split"),
+    )
+
+
+def _ms_stats(seconds: Sequence[float]) -> dict[str, float] | None:
+    """p50, p95 and mean of ``seconds``, in milliseconds; None when empty."""
+    if not seconds:
+        return None
+    ms = [1000.0 * s for s in seconds]
+    return {"p50": percentile(ms, 50), "p95": percentile(ms, 95), "mean": sum(ms) / len(ms)}
+
+
+TIMELINE_SLICES = 60
+
+
+def gpu_timeline(samples: Sequence[GpuSample], slices: int = TIMELINE_SLICES) -> tuple[float, ...]:
+    """Mean GPU utilisation (%) in each of up to ``slices`` equal slices of the readings' time span."""
+    points = [(s.t, sum(s.util_percent) / len(s.util_percent)) for s in samples if s.util_percent]
+    if len(points) < 2:
+        return tuple(value for _, value in points)
+    start, span = points[0][0], (points[-1][0] - points[0][0]) or 1.0
+    count = min(slices, len(points))
+    buckets: list[list[float]] = [[] for _ in range(count)]
+    for t, value in points:
+        buckets[min(count - 1, int((t - start) / span * count))].append(value)
+    return tuple(round(sum(b) / len(b), 1) for b in buckets if b)
+
+
+def resources_of(figures: dict[str, Any]) -> RunResources:
+    """The tree's CPU, memory, the machine's iowait and the GPU over the watch, from the sampler's summary."""
+    cpu, main = figures["cpu_percent"], figures["main_cpu_percent"]
+    return RunResources(cpu_percent=cpu, main_cpu_percent=main,
+                        workers_cpu_percent=None if cpu is None or main is None else max(0.0, cpu - main),
+                        cpu_percent_system=figures["cpu_percent_system"], iowait_percent=figures["iowait_percent"],
+                        peak_memory_bytes=figures["peak_memory_bytes"], gpu_util_percent=figures["gpu_util_percent"],
+                        gpu_memory_bytes=figures["gpu_memory_bytes"],
+                        gpu_timeline=tuple(figures.get("gpu_timeline") or ()))

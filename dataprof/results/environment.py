@@ -1,0 +1,128 @@
+"""What the numbers were measured on, as data: the machine, the CPUs this process may use, the rank it runs
+as, and the dataset.
+
+Measured by ``measure.environment``, ``distributed`` and the probe; read everywhere else.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class CpuBudget:
+    """How many CPUs this process may really use, and why."""
+
+    usable: int
+    """CPUs for this process's loader: the node's usable CPUs, shared out among its ranks."""
+    affinity: int
+    quota: float | None
+    cpu_count: int
+    ranks_per_node: int = 1
+
+    def explain(self) -> str:
+        """Why this many CPUs, in words: affinity, cgroup quota, and the ranks sharing the node."""
+        quota = "no cgroup CPU quota" if self.quota is None else f"cgroup quota {self.quota:g} CPUs"
+        if self.ranks_per_node > 1:
+            return (f"{self.usable} usable CPU{'s' if self.usable != 1 else ''} per rank ({self.ranks_per_node} "
+                    f"ranks share this node's "
+                    f"{self.node_usable}: affinity {self.affinity} of {self.cpu_count}, {quota})")
+        return f"{self.usable} usable CPUs (affinity {self.affinity} of {self.cpu_count}, {quota})"
+
+    @property
+    def node_usable(self) -> int:
+        """CPUs the node offers this job: affinity, capped by the cgroup quota (rounded up)."""
+        return self.affinity if self.quota is None else max(1, min(self.affinity, math.ceil(self.quota)))
+
+
+@dataclass(frozen=True)
+class RankInfo:
+    """A process's place in a distributed job (torchrun's ``RANK``, ``WORLD_SIZE``, ``LOCAL_*``, ``GROUP_RANK``)."""
+
+    rank: int
+    world_size: int
+    local_rank: int = 0
+    local_world_size: int = 1
+    """Ranks on this node (they share its CPUs, RAM and /dev/shm)."""
+    node: int = 0
+    """``GROUP_RANK``: the node's index in the job."""
+    host: str = ""
+
+    @property
+    def nodes(self) -> int:
+        """Nodes in the job: world size over ranks per node."""
+        return max(1, self.world_size // max(1, self.local_world_size))
+
+
+@dataclass(frozen=True)
+class Environment:
+    """The machine the numbers were measured on."""
+
+    cpu_count: int
+    usable_cpus: int
+    cpu_reason: str
+    ram_bytes: int
+    available_ram_bytes: int
+    python: str
+    torch: str | None
+    device: str
+    """``cpu`` (simulated device) or ``cuda:N``."""
+    gpu_name: str | None = None
+    platform: str = ""
+    start_method: str | None = None
+    """multiprocessing start method the DataLoader workers use."""
+    shm_free_bytes: int | None = None
+    open_files_limit: int | None = None
+    """Soft RLIMIT_NOFILE; None when unlimited or unknown."""
+    sharing_strategy: str | None = None
+    """torch.multiprocessing sharing strategy (``file_descriptor`` holds one open file per tensor in flight)."""
+    framework: str = "torch"
+    """Whose DataLoader was measured: ``torch`` or ``paddle``."""
+    paddle: str | None = None
+    """Installed paddlepaddle version, if any."""
+    world_size: int = 1
+    """Ranks in a distributed sweep (torchrun); 1 otherwise."""
+    nodes: int = 1
+    local_world_size: int = 1
+    """Ranks per node: ``usable_cpus`` is each rank's share of the node's CPUs."""
+
+    @property
+    def framework_version(self) -> str | None:
+        """The measured framework's version."""
+        return self.paddle if self.framework == "paddle" else self.torch
+
+    @property
+    def simulated_device(self) -> bool:
+        """Whether the device was simulated (no CUDA device used)."""
+        return not self.device.startswith("cuda")
+
+
+@dataclass(frozen=True)
+class DatasetInfo:
+    """What the target turned out to be."""
+
+    kind: str
+    """``map`` or ``iterable``."""
+    type_name: str
+    length: int | None
+    init_s: float
+    """Time to import and construct the dataset, measured in the probe that checks its first batch."""
+    sample: str | None = None
+    """Structure of one sample, e.g. ``(Tensor[3,32,32] float32, int)``."""
+    batch_samples: int | None = None
+    """Samples in the first batch (the batch size, unless the dataset is smaller)."""
+    batch_bytes: int | None = None
+    """Array payload of one batch: what sits in shared memory while in flight."""
+    batch_tensors: int | None = None
+    batch_objects: int | None = None
+    """Python objects other than arrays in one batch, each pickled on its own."""
+    has_getitems: bool | None = None
+    """Whether the dataset fetches a batch's samples at once (``__getitems__``, as Hugging Face datasets do)."""
+    build: str | None = None
+    """How trials got the dataset: ``per_trial`` (each built its own, as cold as a training process) or
+    ``once`` (built once; every trial forked from the process that built it and never iterated it)."""
+    loader: dict[str, Any] | None = None
+    """A DataLoader target: what the sweep keeps of the user's loader (its class, batch size, sampler,
+    collate_fn, worker_init_fn, other arguments) and its own settings (``current``); None for a Dataset."""

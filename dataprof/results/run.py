@@ -1,0 +1,193 @@
+"""Result data of ``dataprof run``: what watching a real training script measured (``"kind": "run"``).
+
+Stdlib only. ``RunReport.to_dict()`` is the documented document (docs/run.md);
+``from_dict`` reads it back. Figures are steady state unless named otherwise:
+the first batches of each epoch (the workers' start and their prefetch) are
+reported apart, as in a sweep.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from dataprof.results.document import SCHEMA_VERSION, to_json
+from dataprof.results.environment import Environment
+from dataprof.results.findings import Finding, GateResult
+
+KIND = "run"
+"""The document's ``kind``: a sweep's document has none, ``dataprof inspect``'s is ``inspect``."""
+
+
+@dataclass(frozen=True)
+class LoaderRun:
+    """One DataLoader the script created and iterated, and how its batches arrived."""
+
+    site: str
+    """``file:line`` where the script created it."""
+    dataset: str
+    """The dataset's class name."""
+    dataset_module: str | None
+    dataset_file: str | None
+    """The file defining the dataset's class (relative to where the script ran, when under it)."""
+    loader_class: str
+    framework: str
+    """Whose DataLoader: ``torch`` or ``paddle``."""
+    batch_size: int | None
+    num_workers: int | None
+    prefetch_factor: int | None
+    persistent_workers: bool | None
+    pin_memory: bool | None
+    batches: int
+    """Batches the script took from it, warm-up included."""
+    epochs: int
+    """Epochs begun (iterators created)."""
+    steady_batches: int
+    """Batches in the steady state: each epoch's warm-up batches left out."""
+    samples_per_s: float | None
+    """Steady-state samples over steady-state (wait + step) time."""
+    data_wait_fraction: float | None
+    """Share of the steady-state iteration time the script was blocked in ``next()`` (0–1)."""
+    wait_ms: dict[str, float] | None
+    """Time blocked in ``next()`` per batch: ``p50``, ``p95``, ``mean`` (ms)."""
+    step_ms: dict[str, float] | None
+    """Time from a batch's arrival to the next ``next()`` (the training step): ``p50``, ``p95``, ``mean`` (ms)."""
+    first_batch_s: tuple[float, ...] = ()
+    """Per epoch: seconds from the iterator's creation to its first batch (worker start-up)."""
+    warmup_wait_fraction: float | None = None
+    """Share of the loader's whole time (every batch, every epoch) spent waiting at each epoch's start: its first
+    batch and the rest of its warm-up. Large when epochs are short next to the workers' start."""
+    factory: str | None = None
+    """The importable function (or DataModule) that built the loader, as a sweep TARGET; None if none."""
+    factory_args: tuple[str, ...] | None = None
+    """Its arguments as ``--arg`` items (those left at their defaults omitted)."""
+    factory_blocked: str | None = None
+    """Why the factory cannot be swept as called (an argument ``--arg`` cannot give); None when it can."""
+    factory_split: str | None = None
+    """A DataModule factory: the ``<split>_dataloader()`` that built the loader."""
+
+
+LOADER_DEFAULTS = {"framework": "torch", "dataset_file": None, "factory": None, "factory_args": None,
+                   "factory_blocked": None, "factory_split": None}
+"""What a loader's keys mean when a document lacks them."""
+
+
+@dataclass(frozen=True)
+class RunResources:
+    """The training process tree, sampled from outside over the whole watch."""
+
+    cpu_percent: float | None = None
+    """CPU of the whole tree; 100 = one core."""
+    main_cpu_percent: float | None = None
+    """CPU of the training process itself (all its threads)."""
+    workers_cpu_percent: float | None = None
+    """CPU of its child processes (DataLoader workers)."""
+    cpu_percent_system: float | None = None
+    """Whole machine, % of all CPUs."""
+    iowait_percent: float | None = None
+    peak_memory_bytes: int | None = None
+    """Peak PSS of the tree (shared pages counted once)."""
+    gpu_util_percent: float | None = None
+    """Mean NVML utilisation; None without an NVIDIA GPU."""
+    gpu_memory_bytes: int | None = None
+    gpu_timeline: tuple[float, ...] = ()
+    """GPU utilisation (%) over the watch, in up to 60 equal slices of time (the terminal draws it)."""
+
+
+@dataclass(frozen=True)
+class RankRun:
+    """One rank of a distributed run (torchrun), by its busiest loader."""
+
+    rank: int
+    host: str
+    exit_code: int | None
+    data_wait_fraction: float | None
+    samples_per_s: float | None
+    step_ms_p50: float | None
+
+
+@dataclass(frozen=True)
+class RunReport:
+    """A watched training run: its loaders, its resources, and the verdict decided from them."""
+
+    tool_version: str
+    command: tuple[str, ...]
+    """The script (or ``-m module``) and its arguments, as run."""
+    environment: Environment
+    loaders: tuple[LoaderRun, ...]
+    """Busiest first (most batches)."""
+    resources: RunResources
+    wall_s: float
+    exit_code: int | None
+    """The script's own exit code (128 + N when signal N killed it, as a shell says)."""
+    ended_by: str | None = None
+    """Why the watch ended before the script did (``--max-steps``, ``--seconds``, Ctrl-C); None if it ran out."""
+    complete: bool = True
+    verdict: Finding | None = None
+    """Whether the training waits for data, and what to do (decided by ``dataprof.decide.run``)."""
+    next_command: str | None = None
+    """The ``dataprof sweep …`` to run next, with the measured step."""
+    notes: tuple[str, ...] = field(default_factory=tuple)
+    gates: tuple[GateResult, ...] = ()
+    """The CI gates given (``--max-data-wait``, …), passed or failed."""
+    ranks: tuple[RankRun, ...] = ()
+    """Under torchrun, on rank 0: every rank's figures (this report's loaders are rank 0's)."""
+
+    def slowest_rank(self) -> RankRun | None:
+        """The rank that waited for data the most: in synchronous training it sets everyone's pace."""
+        waited = [r for r in self.ranks if r.data_wait_fraction is not None]
+        return max(waited, key=lambda r: r.data_wait_fraction or 0.0) if waited else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``dataprof run --json`` document (docs/run.md)."""
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "kind": KIND,
+            "tool": {"name": "dataprof", "version": self.tool_version},
+            "command": list(self.command),
+            "complete": self.complete,
+            "environment": dataclasses.asdict(self.environment),
+            "loaders": [{**dataclasses.asdict(loader), "first_batch_s": list(loader.first_batch_s),
+                         "gpu_util_percent": self.resources.gpu_util_percent} for loader in self.loaders],
+            "resources": {**dataclasses.asdict(self.resources), "gpu_timeline": list(self.resources.gpu_timeline)},
+            "wall_s": self.wall_s,
+            "exit_code": self.exit_code,
+            "ended_by": self.ended_by,
+            "verdict": None if self.verdict is None else dataclasses.asdict(self.verdict),
+            "next_command": self.next_command,
+            "notes": list(self.notes),
+            "gates": [dataclasses.asdict(g) for g in self.gates],
+            "ranks": [dataclasses.asdict(r) for r in self.ranks],
+        }
+
+    def to_json(self) -> str:
+        """The document as text."""
+        return to_json(self.to_dict())
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunReport:
+        """Read :meth:`to_dict` back (keys added later are optional)."""
+        env_fields = {f.name for f in dataclasses.fields(Environment)}
+        loader_fields = {f.name for f in dataclasses.fields(LoaderRun)}
+        return cls(
+            tool_version=data.get("tool", {}).get("version", "?"),
+            command=tuple(data.get("command", ())),
+            environment=Environment(**{k: v for k, v in data["environment"].items() if k in env_fields}),
+            loaders=tuple(LoaderRun(**{**LOADER_DEFAULTS, **{k: v for k, v in loader.items() if k in loader_fields},
+                                       "first_batch_s": tuple(loader.get("first_batch_s") or ()),
+                                       "factory_args": None if loader.get("factory_args") is None
+                                       else tuple(loader["factory_args"])})
+                          for loader in data.get("loaders", ())),
+            resources=RunResources(**{**(data.get("resources") or {}),
+                                      "gpu_timeline": tuple((data.get("resources") or {}).get("gpu_timeline") or ())}),
+            wall_s=data.get("wall_s", 0.0),
+            exit_code=data.get("exit_code"),
+            ended_by=data.get("ended_by"),
+            complete=data.get("complete", True),
+            verdict=None if data.get("verdict") is None else Finding(**data["verdict"]),
+            next_command=data.get("next_command"),
+            notes=tuple(data.get("notes", ())),
+            gates=tuple(GateResult(**g) for g in data.get("gates", ())),
+            ranks=tuple(RankRun(**r) for r in data.get("ranks", ())),
+        )

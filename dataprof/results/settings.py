@@ -1,0 +1,386 @@
+"""Frozen settings: one DataLoader configuration, the search space and the sweep's settings (the machine's CPU
+budget and a process's rank are in ``dataprof.results.environment``).
+
+Data layer: pure data and pure functions of it, standard library only. Nothing
+here reads the machine (``measure.environment`` does) or imports torch.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from dataclasses import dataclass, field
+from functools import total_ordering
+from typing import Any
+
+FRAMEWORKS = ("torch", "paddle")
+"""The loaders dataprof drives: ``torch.utils.data.DataLoader`` and ``paddle.io.DataLoader``."""
+
+KNOBS = {
+    "torch": ("num_workers", "pin_memory", "prefetch_factor", "persistent_workers", "in_order",
+              "multiprocessing_context"),
+    "paddle": ("num_workers", "use_shared_memory", "prefetch_factor", "use_buffer_reader", "persistent_workers"),
+}
+"""Each framework's swept DataLoader arguments, by their own names (the keys of a trial's JSON ``config``)."""
+EVIDENCE_KNOBS = ("in_order", "multiprocessing_context")
+"""PyTorch's knobs tried where the measurements say they can help (or where the user forces them), when the
+installed DataLoader has them."""
+DEFAULT_PREFETCH_FACTORS = "2,4"
+"""``--prefetch-factor`` left out: the values the grid sweeps; adaptive tries values other than the DataLoader's
+default only where a wait for a batch has a heavy tail (``prefetch_factor`` joins ``forced`` once given)."""
+
+
+DEFAULT_BATCH_SIZE = 64
+"""The batch size of a Dataset target when ``--batch-size`` is not given (a DataLoader target keeps its own)."""
+
+
+@total_ordering
+@dataclass(frozen=True)
+class LoaderConfig:
+    """The DataLoader settings one trial measures (a value of None is not passed to the loader)."""
+
+    num_workers: int
+    """Worker processes; 0 loads in the main process (the default of both frameworks)."""
+    pin_memory: bool = False
+    """PyTorch: page-locked host batches; only meaningful with an accelerator."""
+    prefetch_factor: int | None = None
+    """Batches buffered per worker; None when ``num_workers == 0``."""
+    persistent_workers: bool | None = False
+    """Keep workers alive across epochs; False when ``num_workers == 0``; None where the DataLoader lacks it."""
+    use_shared_memory: bool | None = None
+    """Paddle: workers hand batches over through /dev/shm (True) or pickled through a pipe; None at w0."""
+    use_buffer_reader: bool | None = None
+    """Paddle: a main-process thread reads batches ahead into a buffer."""
+    framework: str = "torch"
+    """Which DataLoader these settings are for (``torch`` or ``paddle``)."""
+    in_order: bool | None = None
+    """PyTorch ≥ 2.6: False lets ready batches overtake a slow one (the order changes, not the batches); None
+    is not passed (in order, the default); needs workers."""
+    multiprocessing_context: str | None = None
+    """PyTorch: how workers start (``fork``, ``forkserver``, ``spawn``); None is not passed (Python's default
+    start method); needs workers."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The framework's own argument names and values (``framework`` itself is in the environment)."""
+        return {name: getattr(self, name) for name in KNOBS[self.framework]}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LoaderConfig:
+        """Read :meth:`to_dict` back; Paddle's keys say the config is Paddle's (its null knobs stay None)."""
+        paddle = "use_shared_memory" in data or "use_buffer_reader" in data
+        persistent = data.get("persistent_workers")
+        return cls(
+            num_workers=int(data["num_workers"]),
+            pin_memory=bool(data.get("pin_memory", False)),
+            prefetch_factor=data.get("prefetch_factor"),
+            persistent_workers=persistent if paddle else bool(persistent),
+            use_shared_memory=data.get("use_shared_memory"),
+            use_buffer_reader=data.get("use_buffer_reader"),
+            framework="paddle" if paddle else "torch",
+            in_order=data.get("in_order"),
+            multiprocessing_context=data.get("multiprocessing_context"),
+        )
+
+    def __lt__(self, other: object) -> bool:
+        """Framework, then fewer workers, then the knobs (a knob not passed sorts first)."""
+        if not isinstance(other, LoaderConfig):
+            return NotImplemented
+        return self._key() < other._key()
+
+    def _key(self) -> tuple[Any, ...]:
+        return (self.framework, self.num_workers, self.pin_memory, self.prefetch_factor or 0,
+                -1 if self.persistent_workers is None else int(self.persistent_workers),
+                -1 if self.use_shared_memory is None else int(self.use_shared_memory),
+                -1 if self.use_buffer_reader is None else int(self.use_buffer_reader),
+                self.in_order is False, self.multiprocessing_context or "")
+
+    @property
+    def is_baseline(self) -> bool:
+        """The framework's default loader: no workers, no pinning, Paddle's buffer reader as by default."""
+        return self.num_workers == 0 and not self.pin_memory and self.use_buffer_reader is not False
+
+    def label(self) -> str:
+        """Short human label, e.g. ``w4 pf2 persist pin`` (Paddle: ``no-shm``, ``no-buf`` when turned off;
+        ``unordered`` for ``in_order=False``, the start method when one is given)."""
+        parts = [f"w{self.num_workers}"]
+        if self.num_workers > 0:
+            if self.prefetch_factor is not None:
+                parts.append(f"pf{self.prefetch_factor}")
+            parts.append("persist" if self.persistent_workers else "respawn")
+        if self.pin_memory:
+            parts.append("pin")
+        if self.use_shared_memory is False:
+            parts.append("no-shm")
+        if self.use_buffer_reader is False:
+            parts.append("no-buf")
+        if self.num_workers > 0 and self.in_order is False:
+            parts.append("unordered")
+        if self.num_workers > 0 and self.multiprocessing_context:
+            parts.append(self.multiprocessing_context)
+        return " ".join(parts)
+
+    def dataloader_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for the framework's DataLoader (arguments left None are not passed)."""
+        kwargs: dict[str, Any] = {"num_workers": self.num_workers}
+        if self.num_workers > 0:
+            kwargs["prefetch_factor"] = self.prefetch_factor
+            kwargs["persistent_workers"] = self.persistent_workers
+            kwargs["use_shared_memory"] = self.use_shared_memory
+        kwargs["use_buffer_reader"] = self.use_buffer_reader
+        if self.framework == "torch":
+            kwargs["pin_memory"] = self.pin_memory
+            if self.num_workers > 0:
+                kwargs["in_order"] = self.in_order
+                kwargs["multiprocessing_context"] = self.multiprocessing_context
+        return {k: v for k, v in kwargs.items() if v is not None}
+
+
+def baseline(framework: str) -> LoaderConfig:
+    """The framework's default loader (``num_workers=0``), measured in every sweep as the reference."""
+    if framework == "paddle":
+        return LoaderConfig(0, use_buffer_reader=True, framework="paddle")
+    return LoaderConfig(0)
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    """The values each knob may take; expanded by :func:`grid_configs`."""
+
+    workers: tuple[int, ...]
+    prefetch_factors: tuple[int, ...] = (2,)
+    pin_memory: tuple[bool, ...] = (False,)
+    persistent_workers: tuple[bool, ...] = (True,)
+    workers_reason: str = "given on the command line"
+    """Why this worker range (shown in the report)."""
+    use_shared_memory: tuple[bool, ...] = (True,)
+    """Paddle only."""
+    use_buffer_reader: tuple[bool, ...] = (True,)
+    """Paddle only."""
+    framework: str = "torch"
+    skipped: tuple[str, ...] = ()
+    """Knobs the installed DataLoader does not accept: held at its default, not passed."""
+    in_order: tuple[bool, ...] = (True,)
+    """PyTorch: ``in_order`` values (True: not passed, the default)."""
+    start_methods: tuple[str, ...] = ()
+    """PyTorch: ``multiprocessing_context`` values; empty: Python's default start method only."""
+    forced: tuple[str, ...] = ()
+    """Knobs the user gave (``--prefetch-factor``, ``--in-order``, ``--start-method``): swept as given, never
+    chosen by evidence."""
+    start_method: str | None = None
+    """The start method in effect when none is passed (Python's default here)."""
+    available_start_methods: tuple[str, ...] = ()
+    """The start methods this platform offers."""
+
+    def config(self, workers: int, *, pin: bool = False, prefetch: int | None = 2, persistent: bool = True,
+               shared_memory: bool = True, buffer_reader: bool = True, in_order: bool = True,
+               context: str | None = None) -> LoaderConfig:
+        """A config of this framework; knobs that need workers are dropped at ``workers == 0``."""
+        if self.framework == "paddle":
+            absent = set(self.skipped)
+            buffer = None if "use_buffer_reader" in absent else buffer_reader
+            if workers == 0:
+                return LoaderConfig(0, use_buffer_reader=buffer, framework="paddle")
+            return LoaderConfig(workers, False, None if "prefetch_factor" in absent else prefetch,
+                                None if "persistent_workers" in absent else persistent,
+                                None if "use_shared_memory" in absent else shared_memory, buffer, "paddle")
+        if workers == 0:
+            return LoaderConfig(0, pin_memory=pin)
+        if "multiprocessing_context" in self.skipped or context == self.start_method:
+            context = None  # the start method in effect anyway: not passed
+        return LoaderConfig(workers, pin, prefetch, persistent,
+                            in_order=None if in_order or "in_order" in self.skipped else False,
+                            multiprocessing_context=context)
+
+    def default_config(self, workers: int) -> LoaderConfig:
+        """The config the worker climb uses: each knob at its first preferred value in the space."""
+        default_start = not self.start_methods or self.start_method in self.start_methods
+        return self.config(workers, pin=True in self.pin_memory,
+                           prefetch=2 if 2 in self.prefetch_factors else min(self.prefetch_factors),
+                           persistent=True in self.persistent_workers,
+                           shared_memory=True in self.use_shared_memory,
+                           buffer_reader=True in self.use_buffer_reader, in_order=True in self.in_order,
+                           context=None if default_start else self.start_methods[0])
+
+    def to_dict(self) -> dict[str, Any]:
+        """The space as the JSON ``settings`` hold it (only the framework's own knobs)."""
+        data: dict[str, Any] = {"workers": list(self.workers), "workers_reason": self.workers_reason,
+                                "prefetch_factors": list(self.prefetch_factors),
+                                "persistent_workers": list(self.persistent_workers)}
+        if self.framework == "paddle":
+            data.update(use_shared_memory=list(self.use_shared_memory), use_buffer_reader=list(self.use_buffer_reader),
+                        skipped_knobs=list(self.skipped))
+        else:
+            data.update(pin_memory=list(self.pin_memory), in_order=list(self.in_order),
+                        start_methods=list(self.start_methods), forced_knobs=list(self.forced),
+                        start_method=self.start_method, available_start_methods=list(self.available_start_methods),
+                        skipped_knobs=list(self.skipped))
+        return data
+
+    @classmethod
+    def from_dict(cls, settings: dict[str, Any]) -> SearchSpace:
+        """Read :meth:`to_dict` back from a saved run's ``settings`` (absent knobs at their defaults)."""
+        return cls(
+            workers=tuple(settings.get("workers") or (0,)),
+            prefetch_factors=tuple(settings.get("prefetch_factors") or (2,)),
+            pin_memory=tuple(settings.get("pin_memory") or (False,)),
+            persistent_workers=tuple(settings.get("persistent_workers") or (True,)),
+            workers_reason=settings.get("workers_reason") or "given on the command line",
+            use_shared_memory=tuple(settings.get("use_shared_memory") or (True,)),
+            use_buffer_reader=tuple(settings.get("use_buffer_reader") or (True,)),
+            framework=settings.get("framework", "torch"),
+            skipped=tuple(settings.get("skipped_knobs") or ()),
+            in_order=tuple(settings.get("in_order") or (True,)),
+            start_methods=tuple(settings.get("start_methods") or ()),
+            forced=tuple(settings.get("forced_knobs") or ()),
+            start_method=settings.get("start_method"),
+            available_start_methods=tuple(settings.get("available_start_methods") or ()),
+        )
+
+    def tuned_knobs(self) -> tuple[tuple[str, tuple[object, ...]], ...]:
+        """The knobs tried one at a time at the best worker count, and their values; ``prefetch_factor``
+        only when the user gave it (the adaptive search otherwise tries it on evidence)."""
+        prefetch = [("prefetch_factor", self.prefetch_factors)] if "prefetch_factor" in self.forced else []
+        if self.framework == "paddle":
+            return (("use_shared_memory", self.use_shared_memory), ("use_buffer_reader", self.use_buffer_reader),
+                    *prefetch)
+        knobs: list[tuple[str, tuple[object, ...]]] = [("pin_memory", self.pin_memory), *prefetch]
+        if "in_order" in self.forced:
+            knobs.append(("in_order", tuple(None if value else False for value in self.in_order)))
+        if "multiprocessing_context" in self.forced:  # the start method in effect anyway is not passed
+            knobs.append(("multiprocessing_context",
+                          tuple(None if m == self.start_method else m for m in self.start_methods)))
+        return tuple(knobs)
+
+
+@dataclass(frozen=True)
+class SweepSettings:
+    """Everything a sweep needs besides the target itself."""
+
+    target: str
+    """Import path ``pkg.mod:attr`` or ``path/file.py:attr``."""
+    space: SearchSpace
+    batch_size: int = DEFAULT_BATCH_SIZE
+    target_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments for a class or factory target (``--arg``)."""
+    collate_fn: str | None = None
+    """Import path of a collate function, or None for the default."""
+    step_ms: float = 0.0
+    """Model step time the dummy consumer is calibrated to; 0 = loader ceiling."""
+    device: str = "cpu"
+    """Resolved device: ``cpu`` (simulated) or ``cuda:N``."""
+    strategy: str = "adaptive"
+    trial_seconds: float = 3.0
+    """Length of each trial's timed (steady-state) window."""
+    trial_timeout_s: float = 60.0
+    """A trial that delivers no batch for this long is killed."""
+    memory_limit_bytes: int | None = None
+    """A trial whose process tree's PSS passes this is killed (status ``oom``)."""
+    shuffle: bool = False
+    rules_of_thumb: bool = True
+    """Also measure what the common rules of thumb pick, for the comparison in the report."""
+    drop_last: bool = False
+    cwd: str = field(default_factory=os.getcwd)
+    """Directory put first on ``sys.path`` when the target is imported."""
+    framework: str = "auto"
+    """``auto`` until the dataset is loaded, then ``torch`` or ``paddle``."""
+    given: tuple[str, ...] = ()
+    """Framework-specific knob options given on the command line (checked against the framework found)."""
+    autotune_steps: int = 50
+    """Paddle: ``tuning_steps`` for Paddle's own dataloader autotune, run for comparison."""
+    require_gpu: bool = False
+    """A usage error unless the resolved device is a GPU."""
+    rank: int = 0
+    world_size: int = 1
+    """Under torchrun: each rank loads its shard (DistributedSampler) of the dataset."""
+    ranks_per_node: int = 1
+    """Local ranks sharing this node's CPUs (the ``auto`` worker range is divided among them)."""
+    batch_size_given: bool = True
+    """Whether the user gave ``batch_size``; if not, a DataLoader target keeps its own (else 64)."""
+    split: str = "train"
+    """A DataModule target: which ``<split>_dataloader()`` is swept."""
+    current: LoaderConfig | None = None
+    """The user's own settings, measured like the baseline and shown first: a DataLoader target's, or
+    ``--current``'s."""
+    current_source: str | None = None
+    """Where :attr:`current` came from: the loader's class name, or ``--current``."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON document's ``settings`` (docs/json.md); the space's keys as :meth:`SearchSpace.to_dict`."""
+        paddle = {"autotune_steps": self.autotune_steps} if self.framework == "paddle" else {}
+        return {
+            "framework": self.framework,
+            "world_size": self.world_size,
+            "ranks_per_node": self.ranks_per_node,
+            "batch_size": self.batch_size,
+            "step_ms": self.step_ms,
+            "strategy": self.strategy,
+            "rules_of_thumb": self.rules_of_thumb,
+            "device": self.device,
+            "trial_seconds": self.trial_seconds,
+            "trial_timeout_s": self.trial_timeout_s,
+            "memory_limit_bytes": self.memory_limit_bytes,
+            "shuffle": self.shuffle,
+            "drop_last": self.drop_last,
+            "collate_fn": self.collate_fn,
+            "target_kwargs": {k: repr(v) for k, v in self.target_kwargs.items()},
+            "split": self.split,
+            "current": None if self.current is None else self.current.to_dict(),
+            "current_source": self.current_source,
+            **self.space.to_dict(),
+            **paddle,
+        }
+
+
+def grid_configs(space: SearchSpace) -> list[LoaderConfig]:
+    """Every configuration of the space, baseline first, without duplicates.
+
+    ``prefetch_factor``, ``persistent_workers`` and Paddle's ``use_shared_memory``
+    only exist with workers, so ``num_workers=0`` runs once per ``pin_memory``
+    (PyTorch) or ``use_buffer_reader`` (Paddle) value. The baseline
+    (the framework's default loader) is always included.
+    """
+    configs: list[LoaderConfig] = [baseline(space.framework)]
+    knobs = itertools.product(sorted(set(space.workers)), space.pin_memory, space.use_buffer_reader,
+                              space.use_shared_memory, space.prefetch_factors, space.persistent_workers,
+                              space.in_order, space.start_methods or (None,))
+    for workers, pin, buffer, shm, prefetch, persistent, in_order, context in knobs:
+        configs.append(space.config(workers, pin=pin, prefetch=prefetch, persistent=persistent, shared_memory=shm,
+                                    buffer_reader=buffer, in_order=in_order, context=context))
+    return list(dict.fromkeys(configs))
+
+
+def auto_workers(usable_cpus: int) -> tuple[int, ...]:
+    """0, 1, 2, 4, … up to 2× the usable CPUs, plus the CPU count itself.
+
+    Latency-bound loaders keep scaling past the core count, CPU-bound ones
+    stop at it; this range shows both shapes without a huge grid.
+    """
+    top = 2 * max(1, usable_cpus)
+    values = {0, usable_cpus, top}
+    power = 1
+    while power <= top:
+        values.add(power)
+        power *= 2
+    return tuple(sorted(values))
+
+
+def adaptive_workers(usable_cpus: int) -> tuple[int, ...]:
+    """The ladder the adaptive search may climb: 0, 2, 4, 8, … up to max(128, 4× usable CPUs), plus the CPU count.
+
+    It climbs only while throughput rises beyond noise and the memory,
+    ``/dev/shm`` and open-file budgets allow, so a high top costs nothing for
+    a loader that stops scaling early. One worker is not a rung (it loads no
+    faster than the main process; refinement tries it when two workers win),
+    except on a single-CPU machine.
+    """
+    top = max(128, 4 * max(1, usable_cpus))
+    values = {0, usable_cpus}
+    power = 2
+    while power <= top:
+        values.add(power)
+        power *= 2
+    return tuple(sorted(values))
+
+
+START_METHODS = ("fork", "forkserver", "spawn")
+"""``--start-method`` values: how DataLoader workers start (``multiprocessing_context``)."""
