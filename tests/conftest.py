@@ -1,18 +1,25 @@
+"""What the tests share: where the fixtures' datasets and the recorded documents are, the command line run in
+this process, the shortest sweep options, and the guard that keeps the fast suite free of processes."""
+
 from __future__ import annotations
 
 import multiprocessing.process
 import os
 import platform
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
 ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = ROOT / "tests" / "fixtures" / "datasets.py"
+FIXTURES = ROOT / "tests" / "fixtures"
 DATA = ROOT / "tests" / "data"
+
+Invoke = Callable[..., tuple[int, str, str]]
+"""``cli("sweep", TARGET, ...)``: the command's exit code, stdout and stderr."""
 
 platform.platform(terse=True)  # cached from here on: its one `uname -p` is the environment probe's, not a test's
 
@@ -36,8 +43,96 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture
-def fixtures_target() -> str:
-    return str(FIXTURES)
+def datasets() -> str:
+    """The file of the test datasets (``f"{datasets}:Sleepy"`` is a target)."""
+    return str(FIXTURES / "datasets.py")
+
+
+@pytest.fixture
+def paddle_datasets() -> str:
+    """The file of the test datasets for ``paddle.io``."""
+    return str(FIXTURES / "paddle_datasets.py")
+
+
+@pytest.fixture
+def loaders() -> str:
+    """The file of the test DataLoader factories and DataModules."""
+    return str(FIXTURES / "loaders.py")
+
+
+@pytest.fixture
+def quick() -> list[str]:
+    """The shortest trials a sweep's figures still mean something at (a module may extend them)."""
+    return ["--trial-seconds", "0.3", "--prefetch-factor", "2"]
+
+
+@pytest.fixture
+def cli() -> Invoke:
+    """The ``dataprof`` command line, run in this process."""
+    from dataprof.cli import main
+
+    def invoke(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+        result = CliRunner().invoke(main, list(args), env=env)
+        return result.exit_code, result.stdout, result.stderr
+
+    return invoke
+
+
+def recorded(kind: str, name: str) -> Any:
+    """A recorded document, read back: ``tests/data/<kind>/<name>.json`` (kind: sweep, run or inspect)."""
+    from dataprof.api import read_document
+
+    return read_document(DATA / kind / f"{name}.json")
+
+
+def trial(workers: int, rate: float, spread: float = 0.005, status: str = "ok", memory: int = 0) -> Any:
+    """A trial of ``w{workers} pf2 persist`` (``w0`` at 0) at ``rate`` samples/s; a failed one says ``boom``."""
+    from dataprof.results.settings import LoaderConfig
+    from dataprof.results.trial import TrialResult
+
+    config = LoaderConfig(workers, False, 2 if workers else None, workers > 0)
+    return TrialResult(config=config, status=status, samples_per_s=rate if status == "ok" else None,
+                       samples_per_s_spread=spread, peak_memory_bytes=memory,
+                       error=None if status == "ok" else "boom")
+
+
+def run_report(wait: float, workers: int = 2, workers_cpu: float | None = 20.0, main_cpu: float = 30.0,
+               module: str = "__main__", machine: float = 40.0) -> Any:
+    """A watched run's document: one loader waiting ``wait`` of each iteration, and the CPU figures given."""
+    from dataprof.results.environment import Environment
+    from dataprof.results.run import LoaderRun, RunReport, RunResources
+
+    env = Environment(cpu_count=2, usable_cpus=2, cpu_reason="2 usable CPUs", ram_bytes=8 << 30,
+                      available_ram_bytes=4 << 30, python="3.11", torch="2.13", device="cpu")
+    loader = LoaderRun(site="train.py:40", dataset="Images", dataset_module=module,
+                       dataset_file="train.py" if module == "__main__" else "/site-packages/mypkg/data.py",
+                       loader_class="DataLoader", framework="torch",
+                       batch_size=32, num_workers=workers, prefetch_factor=2, persistent_workers=True,
+                       pin_memory=False, batches=500, epochs=1, steady_batches=490, samples_per_s=800.0,
+                       data_wait_fraction=wait, wait_ms={"p50": 10 * wait, "p95": 20 * wait, "mean": 10 * wait},
+                       step_ms={"p50": 40.0, "p95": 45.0, "mean": 41.0}, first_batch_s=(0.8,))
+    return RunReport(tool_version="0", command=("train.py", "--epochs", "1"), environment=env, loaders=(loader,),
+                     resources=RunResources(cpu_percent=(workers_cpu or 0) + main_cpu, main_cpu_percent=main_cpu,
+                                            workers_cpu_percent=workers_cpu, cpu_percent_system=machine),
+                     wall_s=30.0, exit_code=0)
+
+
+def decided(name: str) -> Any:
+    """A recorded sweep, decided again by the current rules."""
+    from dataprof.decide.sweep import decide
+
+    return decide(recorded("sweep", name))
+
+
+def scaled(report: Any, factor: float) -> Any:
+    """The same sweep with every throughput multiplied by ``factor``, decided again."""
+    import dataclasses
+
+    from dataprof.decide.sweep import decide
+
+    return decide(dataclasses.replace(report, trials=tuple(
+        dataclasses.replace(t, samples_per_s=t.samples_per_s * factor) if t.samples_per_s else t
+        for t in report.trials)))
 
 
 class StartsProcesses(Exception):

@@ -24,10 +24,13 @@ from dataprof.errors import UsageError
 from dataprof.results.environment import RankInfo
 from dataprof.results.sweep import Report
 from dataprof.results.trial import TrialResult
+from tests.conftest import ROOT, run_report
 
-ROOT = Path(__file__).resolve().parent.parent
-FIX = str(ROOT / "tests" / "fixtures" / "datasets.py")
-QUICK = ["--trial-seconds", "0.5", "--prefetch-factor", "2", "--batch-size", "8", "--no-rules-of-thumb"]
+
+@pytest.fixture
+def quick() -> list[str]:
+    """Two ranks share this machine's CPUs: longer windows of smaller batches, no rules of thumb."""
+    return ["--trial-seconds", "0.5", "--prefetch-factor", "2", "--batch-size", "8", "--no-rules-of-thumb"]
 
 
 def dataprof(*args: str, launcher: list[str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -43,7 +46,7 @@ def two_ranks(tmp_path: Path, target: str, *args: str, launcher: list[str] | Non
     """A 2-rank sweep (``--nproc-per-node 2`` unless a ``launcher`` starts the ranks); its JSON and process."""
     out = tmp_path / "run.json"
     ranks = [] if launcher else ["--nproc-per-node", "2"]
-    proc = dataprof(f"{FIX}:{target}", *args, *QUICK, *ranks, "--json", str(out), launcher=launcher)
+    proc = dataprof(target, *args, *ranks, "--json", str(out), launcher=launcher)
     assert proc.returncode == code, proc.stderr
     return json.loads(out.read_text()), proc
 
@@ -132,23 +135,25 @@ def check_two_ranks(run: dict, stdout: str) -> None:  # type: ignore[type-arg]
 
 
 @pytest.mark.slow
-def test_nproc_per_node_runs_two_ranks_through_the_launcher_api(tmp_path: Path) -> None:
-    run, proc = two_ranks(tmp_path, "make_tiny", "--arg", "length=256", "--workers", "0,2")
+def test_nproc_per_node_runs_two_ranks_through_the_launcher_api(tmp_path: Path, datasets: str,
+                                                                quick: list[str]) -> None:
+    run, proc = two_ranks(tmp_path, f"{datasets}:make_tiny", *quick, "--arg", "length=256", "--workers", "0,2")
     check_two_ranks(run, proc.stdout)
     assert any(t["epoch_samples"] == 128 for t in run["trials"])
 
 
 @pytest.mark.slow
-def test_under_torchrun_every_rank_measures_and_rank_0_reports(tmp_path: Path) -> None:
-    run, proc = two_ranks(tmp_path, "make_tiny", "--arg", "length=256", "--workers", "0,2",
+def test_under_torchrun_every_rank_measures_and_rank_0_reports(tmp_path: Path, datasets: str, quick: list[str]) -> None:
+    run, proc = two_ranks(tmp_path, f"{datasets}:make_tiny", *quick, "--arg", "length=256", "--workers", "0,2",
                           launcher=["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"])
     check_two_ranks(run, proc.stdout)
     assert "error" not in proc.stderr.lower()
 
 
 @pytest.mark.slow
-def test_a_rank_whose_trial_crashes_fails_the_config_for_all_and_the_sweep_goes_on(tmp_path: Path) -> None:
-    trials = two_ranks(tmp_path, "SegfaultOnRank", "--workers", "0,2")[0]["trials"]
+def test_a_rank_whose_trial_crashes_fails_the_config_for_all_and_the_sweep_goes_on(tmp_path: Path, datasets: str,
+                                                                                   quick: list[str]) -> None:
+    trials = two_ranks(tmp_path, f"{datasets}:SegfaultOnRank", *quick, "--workers", "0,2")[0]["trials"]
     assert trials[0]["status"] == "ok"
     crashed = next(t for t in trials if t["config"]["num_workers"] == 2)
     assert crashed["status"] == "crashed" and crashed["error"].startswith("rank 1 (node 0): a DataLoader worker "
@@ -157,8 +162,8 @@ def test_a_rank_whose_trial_crashes_fails_the_config_for_all_and_the_sweep_goes_
 
 
 @pytest.mark.slow
-def test_a_slow_rank_is_diagnosed_as_rank_imbalance(tmp_path: Path) -> None:
-    run, _ = two_ranks(tmp_path, "SlowRank", "--arg", "factor=3.0", "--workers", "0,2")
+def test_a_slow_rank_is_diagnosed_as_rank_imbalance(tmp_path: Path, datasets: str, quick: list[str]) -> None:
+    run, _ = two_ranks(tmp_path, f"{datasets}:SlowRank", *quick, "--arg", "factor=3.0", "--workers", "0,2")
     finding = next(f for f in run["diagnosis"]["findings"] if f["id"] == "rank_imbalance")
     assert "rank 1 (node 0" in finding["evidence"]
     best = next(t for t in run["trials"] if t["config"] == run["best"]["config"])
@@ -167,13 +172,14 @@ def test_a_slow_rank_is_diagnosed_as_rank_imbalance(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_ranks_loading_the_same_stream_are_told_apart_from_ranks_that_split_it(tmp_path: Path) -> None:
-    same, proc = two_ranks(tmp_path, "RankStream", "--arg", "by_rank=False", "--workers", "0,2")
+def test_ranks_loading_the_same_stream_are_told_apart_from_ranks_that_split_it(tmp_path: Path, datasets: str,
+                                                                               quick: list[str]) -> None:
+    same, proc = two_ranks(tmp_path, f"{datasets}:RankStream", *quick, "--arg", "by_rank=False", "--workers", "0,2")
     finding = next(f for f in same["diagnosis"]["findings"] if f["id"] == "rank_duplicates")
     assert finding["severity"] == "critical" and "RANK and WORLD_SIZE" in finding["recommendation"]
     assert all(t["rank_repeat_fraction"] == 1.0 for t in same["trials"])
     assert "each loading its own stream (an IterableDataset splits itself by rank)" in " ".join(proc.stdout.split())
-    split, _ = two_ranks(tmp_path, "RankStream", "--workers", "0,2")
+    split, _ = two_ranks(tmp_path, f"{datasets}:RankStream", *quick, "--workers", "0,2")
     assert all(t["rank_repeat_fraction"] == 0.0 for t in split["trials"])
     assert "rank_duplicates" not in [f["id"] for f in split["diagnosis"]["findings"]]
 
@@ -191,17 +197,19 @@ def test_shared_batches_is_the_share_of_each_ranks_batches_another_rank_loaded()
     ("BadInitOnRank", "error: rank 1 could not start: ", "BadInitOnRank(...) raised OSError: no such shard on rank 1"),
     ("BadInitOnRank --arg bad_rank=0", "error: ", "BadInitOnRank(...) raised OSError: no such shard on rank 0"),
 ])
-def test_a_failure_to_start_is_said_once(target: str, start: str, message: str) -> None:
+def test_a_failure_to_start_is_said_once(target: str, start: str, message: str, datasets: str,
+                                         quick: list[str]) -> None:
     name, *args = target.split()
-    proc = dataprof(f"{FIX}:{name}", *args, *QUICK, "--workers", "0", "--nproc-per-node", "2")
+    proc = dataprof(f"{datasets}:{name}", *args, *quick, "--workers", "0", "--nproc-per-node", "2")
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert proc.returncode == 3 and len(errors) == 1, proc.stderr
     assert errors[0].startswith(start) and message in errors[0], proc.stderr
 
 
 @pytest.mark.slow
-def test_a_rank_that_dies_stops_every_rank_and_keeps_what_was_measured(tmp_path: Path) -> None:
-    run, proc = two_ranks(tmp_path, "KillsRank", "--workers", "0,2", code=130)
+def test_a_rank_that_dies_stops_every_rank_and_keeps_what_was_measured(tmp_path: Path, datasets: str,
+                                                                       quick: list[str]) -> None:
+    run, proc = two_ranks(tmp_path, f"{datasets}:KillsRank", *quick, "--workers", "0,2", code=130)
     assert "error: rank 1 died by SIGKILL; the sweep stopped on every rank; the trials measured before are in " \
         f"{tmp_path / 'run.json'}" in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -209,31 +217,31 @@ def test_a_rank_that_dies_stops_every_rank_and_keeps_what_was_measured(tmp_path:
 
 
 @pytest.mark.slow
-def test_a_rank_without_a_rendezvous_gets_one_line_not_a_traceback() -> None:
+def test_a_rank_without_a_rendezvous_gets_one_line_not_a_traceback(datasets: str) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("MASTER_ADDR", "MASTER_PORT")}
     env.update(PYTHONPATH=str(ROOT), RANK="1", WORLD_SIZE="2", LOCAL_RANK="1")
-    proc = subprocess.run([sys.executable, "-m", "dataprof", "sweep", f"{FIX}:Tiny"], capture_output=True, text=True,
-                          env=env, timeout=120)
+    proc = subprocess.run([sys.executable, "-m", "dataprof", "sweep", f"{datasets}:Tiny"], capture_output=True,
+                          text=True, env=env, timeout=120)
     assert proc.returncode == 2 and "rank 1 could not join the ranks' gloo group" in proc.stderr
     assert "Traceback" not in proc.stderr
 
 
 @pytest.mark.slow
-def test_nproc_per_node_under_torchrun_is_a_usage_error() -> None:
+def test_nproc_per_node_under_torchrun_is_a_usage_error(datasets: str) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0"}
-    proc = subprocess.run([sys.executable, "-m", "dataprof", "sweep", f"{FIX}:Tiny", "--nproc-per-node", "2"],
+    proc = subprocess.run([sys.executable, "-m", "dataprof", "sweep", f"{datasets}:Tiny", "--nproc-per-node", "2"],
                           capture_output=True, text=True, env=env, timeout=60)
     assert proc.returncode == 2 and "already runs under torchrun" in proc.stderr
 
 
-def test_a_nodes_ram_and_dev_shm_are_shared_out_among_its_ranks() -> None:
+def test_a_nodes_ram_and_dev_shm_are_shared_out_among_its_ranks(datasets: str) -> None:
     from dataprof.cli.params import build_settings
     from dataprof.measure.environment import probe_environment
     from dataprof.results.environment import CpuBudget, DatasetInfo
     from dataprof.sweeper import search_budget
 
     info = RankInfo(rank=1, world_size=4, local_rank=1, local_world_size=2)
-    common = dict(target=f"{FIX}:Tiny", args=(), batch_size=8, workers="auto", prefetch_factor="2",
+    common = dict(target=f"{datasets}:Tiny", args=(), batch_size=8, workers="auto", prefetch_factor="2",
                   pin_memory=None, persistent_workers="on", step_ms=0.0, device="cpu", strategy="adaptive",
                   trial_seconds=1.0, trial_timeout=10.0, memory_limit="80%", collate_fn=None, shuffle=False,
                   available_bytes=1_000_000, budget=CpuBudget(usable=1, affinity=2, quota=None, cpu_count=2))
@@ -245,3 +253,17 @@ def test_a_nodes_ram_and_dev_shm_are_shared_out_among_its_ranks() -> None:
     budget = search_budget(shared, env, dataset, {})
     assert env.shm_free_bytes is not None and budget.shm_free_bytes == env.shm_free_bytes // 2
     assert env.world_size == 4 and env.local_world_size == 2 and "per rank" in env.cpu_reason
+
+
+def test_rank_0_gathers_every_ranks_figures_and_names_a_missing_one(tmp_path: Path) -> None:
+    from dataprof.distributed import gather_runs
+    from dataprof.results.environment import RankInfo
+
+    job = tmp_path / "job"
+    slow = dataclasses.replace(run_report(0.5), exit_code=0)
+    assert gather_runs(slow, RankInfo(rank=1, world_size=3, host="b"), job) is None  # rank 1 only leaves it
+    gathered = gather_runs(run_report(0.1), RankInfo(rank=0, world_size=3, host="a"), job, timeout_s=0.05,
+                           sleep=lambda s: None)
+    assert gathered is not None and [(r.rank, r.host) for r in gathered.ranks] == [(0, "a"), (1, "b")]
+    assert gathered.slowest_rank().rank == 1  # type: ignore[union-attr]
+    assert "ranks 2 left no report" in gathered.notes[-1] and not job.exists()  # nothing left behind in /tmp

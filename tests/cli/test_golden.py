@@ -2,7 +2,7 @@
 ``dataprof report``, and every command's ``--help``, gives the text its golden copy in tests/data/golden holds.
 
 A change that means to alter what users see regenerates the copies (``DATAPROF_UPDATE_GOLDEN=1 pytest
-tests/test_golden.py``) and the diff shows it in review; a refactoring leaves them as they are.
+tests/cli/test_golden.py``) and the diff shows it in review; a refactoring leaves them as they are.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import pytest
 from click.testing import CliRunner
 
 from dataprof.cli import main
+from tests.conftest import DATA
 
-DATA = Path(__file__).parent / "data"
 GOLDEN = DATA / "golden"
 UPDATE = os.environ.get("DATAPROF_UPDATE_GOLDEN") == "1"
 ENV = {"COLUMNS": "120", "NO_COLOR": "1"}

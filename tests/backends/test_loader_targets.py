@@ -7,7 +7,6 @@ import dataclasses
 import importlib.util
 import inspect
 import sys
-from pathlib import Path
 from types import ModuleType, SimpleNamespace
 from typing import Any
 
@@ -28,8 +27,9 @@ from dataprof.results.environment import DatasetInfo, Environment
 from dataprof.results.settings import LoaderConfig, SearchSpace, SweepSettings
 from dataprof.results.sweep import Report, YourSettings
 from dataprof.results.trial import TrialResult
+from tests.conftest import FIXTURES
 
-FIXTURE = Path(__file__).parent / "fixtures" / "loaders.py"
+FIXTURE = FIXTURES / "loaders.py"
 
 
 @pytest.fixture(scope="module")

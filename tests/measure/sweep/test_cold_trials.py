@@ -9,19 +9,16 @@ import time
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from dataprof.cli import main
 from dataprof.measure.probes import mapping_ranges, smaps_memory
 from dataprof.measure.sweep import runner
-
-FIX = str(Path(__file__).parent / "fixtures" / "datasets.py")
-QUICK = ["--trial-seconds", "0.3", "--prefetch-factor", "2", "--strategy", "grid", "--no-rules-of-thumb"]
+from tests.conftest import Invoke
 
 
-def sweep(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(main, ["sweep", *args])
-    return result.exit_code, result.stdout, result.stderr
+@pytest.fixture
+def quick(quick: list[str]) -> list[str]:
+    """The shortest trials, of exactly the configs asked for."""
+    return [*quick, "--strategy", "grid", "--no-rules-of-thumb"]
 
 
 SMAPS = """\
@@ -73,10 +70,12 @@ def test_a_workers_smaps_gives_its_uss_and_pss_as_psutil_reads_them() -> None:
 
 
 @pytest.mark.slow
-def test_a_dataset_that_a_forked_process_cannot_reuse_after_iterating_it_sweeps(tmp_path: Path) -> None:
+def test_a_dataset_that_a_forked_process_cannot_reuse_after_iterating_it_sweeps(tmp_path: Path, cli: Invoke,
+                                                                                datasets: str,
+                                                                                quick: list[str]) -> None:
     out = tmp_path / "run.json"
-    code, _, stderr = sweep(f"{FIX}:RefusesAfterParentIterated", "--batch-size", "8", "--workers", "0,2",
-                            *QUICK, "--json", str(out))
+    code, _, stderr = cli("sweep", f"{datasets}:RefusesAfterParentIterated", "--batch-size", "8", "--workers", "0,2",
+                          *quick, "--json", str(out))
     assert code == 0, stderr
     doc = json.loads(out.read_text())
     assert [t["status"] for t in doc["trials"]] == ["ok", "ok"]
@@ -87,11 +86,11 @@ def test_a_dataset_that_a_forked_process_cannot_reuse_after_iterating_it_sweeps(
 
 @pytest.mark.slow
 def test_a_shared_dataset_that_fails_where_its_own_would_not_makes_every_trial_build_its_own(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli: Invoke, datasets: str, quick: list[str]) -> None:
     monkeypatch.setattr(runner, "SHARE_BUILD_S", 0.3)
     out = tmp_path / "run.json"
-    code, _, stderr = sweep(f"{FIX}:OwnedByBuilder", "--batch-size", "8", "--workers", "0,2", *QUICK,
-                            "--json", str(out))
+    code, _, stderr = cli("sweep", f"{datasets}:OwnedByBuilder", "--batch-size", "8", "--workers", "0,2", *quick,
+                          "--json", str(out))
     assert code == 0, stderr
     doc = json.loads(out.read_text())
     assert [t["status"] for t in doc["trials"]] == ["ok", "ok"]
@@ -102,12 +101,12 @@ def test_a_shared_dataset_that_fails_where_its_own_would_not_makes_every_trial_b
 
 
 @pytest.mark.slow
-def test_a_dataset_slow_to_build_is_built_once_and_shared(tmp_path: Path,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_dataset_slow_to_build_is_built_once_and_shared(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli: Invoke,
+                                                           datasets: str, quick: list[str]) -> None:
     monkeypatch.setattr(runner, "SHARE_BUILD_S", 0.3)
     out = tmp_path / "run.json"
-    code, _, stderr = sweep(f"{FIX}:SlowToBuild", "--batch-size", "8", "--workers", "0,2,3", *QUICK,
-                            "--json", str(out))
+    code, _, stderr = cli("sweep", f"{datasets}:SlowToBuild", "--batch-size", "8", "--workers", "0,2,3", *quick,
+                          "--json", str(out))
     assert code == 0, stderr
     doc = json.loads(out.read_text())
     assert doc["dataset"]["build"] == "once"
@@ -118,11 +117,12 @@ def test_a_dataset_slow_to_build_is_built_once_and_shared(tmp_path: Path,
 
 
 @pytest.mark.slow
-def test_a_failure_in_every_config_is_a_target_error_within_one_trial(tmp_path: Path) -> None:
+def test_a_failure_in_every_config_is_a_target_error_within_one_trial(tmp_path: Path, cli: Invoke, datasets: str,
+                                                                      quick: list[str]) -> None:
     out = tmp_path / "run.json"
     started = time.monotonic()
-    code, stdout, stderr = sweep(f"{FIX}:HangsAfterFirstBatch", "--batch-size", "8", "--workers", "0,2,4",
-                                 *QUICK, "--trial-timeout", "3", "--json", str(out))
+    code, stdout, stderr = cli("sweep", f"{datasets}:HangsAfterFirstBatch", "--batch-size", "8", "--workers", "0,2,4",
+                               *quick, "--trial-timeout", "3", "--json", str(out))
     assert code == 3, stderr
     assert "the first trial (w0) hung, so every config would: no batch for 3 s" in stderr
     assert "Traceback" not in stdout + stderr
@@ -132,10 +132,11 @@ def test_a_failure_in_every_config_is_a_target_error_within_one_trial(tmp_path: 
 
 
 @pytest.mark.slow
-def test_a_first_batch_that_never_comes_is_a_target_error_not_a_hang() -> None:
+def test_a_first_batch_that_never_comes_is_a_target_error_not_a_hang(cli: Invoke, datasets: str,
+                                                                     quick: list[str]) -> None:
     import psutil
 
-    code, _, stderr = sweep(f"{FIX}:HangsFromTheStart", "--batch-size", "8", *QUICK, "--trial-timeout", "2")
+    code, _, stderr = cli("sweep", f"{datasets}:HangsFromTheStart", "--batch-size", "8", *quick, "--trial-timeout", "2")
     assert code == 3, stderr
     assert "the first batch of 8 did not come in 2 s (--trial-timeout) after the dataset was built" in stderr
     time.sleep(0.5)
@@ -143,9 +144,9 @@ def test_a_first_batch_that_never_comes_is_a_target_error_not_a_hang() -> None:
 
 
 @pytest.mark.slow
-def test_a_dataset_that_cannot_load_still_writes_the_json(tmp_path: Path) -> None:
+def test_a_dataset_that_cannot_load_still_writes_the_json(tmp_path: Path, cli: Invoke, datasets: str) -> None:
     out = tmp_path / "run.json"
-    code, _, stderr = sweep(f"{FIX}:BadInit", "--json", str(out))
+    code, _, stderr = cli("sweep", f"{datasets}:BadInit", "--json", str(out))
     assert code == 3 and "raised FileNotFoundError" in stderr
     doc = json.loads(out.read_text())
     assert doc["trials"] == [] and "raised FileNotFoundError" in doc["error"]
@@ -155,11 +156,11 @@ def _copy_on_read(doc: dict) -> dict | None:
     return next((f for f in doc["diagnosis"]["findings"] if f["id"] == "copy_on_read"), None)
 
 
-def _read_sweep(target: str, *args: str, reading: str, out: Path) -> dict:
+def _read_sweep(cli: Invoke, target: str, *args: str, reading: str, out: Path) -> dict:
     """The sweep's JSON, swept once more if its w2 trial's ``reading`` was not taken: a mark skips the workers'
     pages when a reading costs more than its budget, as it may on a busy machine (a null, never a number)."""
     for _ in range(2):
-        code, _, stderr = sweep(target, *args, "--json", str(out))
+        code, _, stderr = cli("sweep", target, *args, "--json", str(out))
         assert code == 0, stderr
         doc = json.loads(out.read_text())
         if next(t for t in doc["trials"] if t["config"]["num_workers"] == 2)[reading] is not None:
@@ -168,16 +169,17 @@ def _read_sweep(target: str, *args: str, reading: str, out: Path) -> dict:
 
 
 @pytest.mark.slow
-def test_copy_on_read_fires_on_python_records_and_not_on_a_memory_mapped_file(tmp_path: Path) -> None:
+def test_copy_on_read_fires_on_python_records_and_not_on_a_memory_mapped_file(tmp_path: Path, cli: Invoke,
+                                                                                  datasets: str) -> None:
     if not os.path.exists("/proc/self/smaps"):
         pytest.skip("needs /proc/PID/smaps")
     common = ["--batch-size", "16", "--workers", "0,2", "--step-ms", "2", "--strategy", "grid",
               "--no-rules-of-thumb", "--prefetch-factor", "2", "--trial-seconds", "2"]
-    records = _read_sweep(f"{FIX}:Records", *common, reading="workers_inherited_growth_bytes",
+    records = _read_sweep(cli, f"{datasets}:Records", *common, reading="workers_inherited_growth_bytes",
                           out=tmp_path / "records.json")
     finding = _copy_on_read(records)
     assert finding is not None and "copied" in finding["evidence"]
-    doc = _read_sweep(f"{FIX}:MemmapRows", "--arg", f"path={tmp_path / 'rows.npy'}", *common,
+    doc = _read_sweep(cli, f"{datasets}:MemmapRows", "--arg", f"path={tmp_path / 'rows.npy'}", *common,
                       reading="workers_file_growth_bytes", out=tmp_path / "mapped.json")
     assert _copy_on_read(doc) is None, doc["diagnosis"]
     w2 = next(t for t in doc["trials"] if t["config"]["num_workers"] == 2)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from pathlib import Path
 
 import pytest
 
@@ -19,8 +18,9 @@ from dataprof.decide.diagnose.facts import severity_for
 from dataprof.decide.thresholds import Thresholds
 from dataprof.results.sweep import Report
 from dataprof.results.trial import TrialResult
+from tests.conftest import DATA
 
-RUNS = Path(__file__).parent / "data" / "sweep"
+RUNS = DATA / "sweep"
 TH = Thresholds()
 
 
@@ -223,7 +223,7 @@ def test_break_even_is_the_loader_batch_interval() -> None:
 
 
 def test_old_runs_without_the_new_figures_still_diagnose() -> None:
-    data = json.loads((Path(__file__).parent / "data" / "sweep" / "latency.json").read_text())
+    data = json.loads((DATA / "sweep" / "latency.json").read_text())
     verdict, findings = diagnose(Report.from_dict(data))
     assert verdict in PRIMARY_KINDS and findings
 
@@ -256,7 +256,6 @@ def test_transfer_bound_weighs_the_copy_against_each_part_of_the_wait() -> None:
     assert primary.transfer_bound(waiting(copy + 1.5, copy - 0.5), TH) is not None
     # Longer than the copy and mostly idle (workers too slow): not transfer-bound.
     assert primary.transfer_bound(waiting(copy + 1.5, 0.5), TH) is None
-
 
 
 def test_paddle_run_rediagnoses_with_its_autotune_row() -> None:

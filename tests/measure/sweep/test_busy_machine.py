@@ -12,15 +12,13 @@ from click.testing import CliRunner
 
 from dataprof.cli import main
 
-FIX = str(Path(__file__).parent / "fixtures" / "datasets.py")
-
 
 @pytest.mark.slow
-def test_a_busy_loop_beside_the_sweep_is_measured_and_named(tmp_path: Path) -> None:
+def test_a_busy_loop_beside_the_sweep_is_measured_and_named(tmp_path: Path, datasets: str) -> None:
     out = tmp_path / "run.json"
     hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
-        result = CliRunner().invoke(main, ["sweep", f"{FIX}:Sleepy", "--arg", "sleep_ms=2", "--batch-size", "8",
+        result = CliRunner().invoke(main, ["sweep", f"{datasets}:Sleepy", "--arg", "sleep_ms=2", "--batch-size", "8",
                                            "--workers", "0,2", "--trial-seconds", "1", "--prefetch-factor", "2",
                                            "--no-rules-of-thumb", "--json", str(out)])
     finally:

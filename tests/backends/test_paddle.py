@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -25,37 +26,36 @@ from dataprof.decide.search import AUTOTUNE_RULE, rules_of_thumb  # noqa: E402
 from dataprof.decide.settings import resolve_settings  # noqa: E402
 from dataprof.errors import UsageError  # noqa: E402
 from dataprof.results.settings import KNOBS, LoaderConfig, SearchSpace, SweepSettings, grid_configs  # noqa: E402
-
-ROOT = Path(__file__).resolve().parent.parent
-FIX = str(ROOT / "tests" / "fixtures" / "paddle_datasets.py")
-TORCH_FIX = str(ROOT / "tests" / "fixtures" / "datasets.py")
-QUICK = ["--trial-seconds", "0.3", "--prefetch-factor", "2", "--batch-size", "8"]
+from tests.conftest import ROOT, Invoke
 
 
-def sweep(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(main, ["sweep", *args])
-    return result.exit_code, result.stdout, result.stderr
+@pytest.fixture
+def quick(quick: list[str]) -> list[str]:
+    """The shortest trials, in batches of 8."""
+    return [*quick, "--batch-size", "8"]
 
 
-def fixture(name: str) -> object:
+@pytest.fixture
+def paddle_module(paddle_datasets: str) -> Any:
+    """The module of the paddle.io test datasets."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("paddle_datasets", FIX)
+    spec = importlib.util.spec_from_file_location("paddle_datasets", paddle_datasets)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return getattr(module, name)
+    return module
 
 
-def test_auto_detects_paddle_datasets_and_keeps_others_on_torch() -> None:
+def test_auto_detects_paddle_datasets_and_keeps_others_on_torch(paddle_module: Any) -> None:
     from tests.fixtures.datasets import Tiny
 
-    assert detect_framework(fixture("Sleepy")(), "auto") == "paddle"  # type: ignore[operator]
-    assert detect_framework(fixture("Stream")(), "auto") == "paddle"  # type: ignore[operator]
+    assert detect_framework(paddle_module.Sleepy(), "auto") == "paddle"  # type: ignore[operator]
+    assert detect_framework(paddle_module.Stream(), "auto") == "paddle"  # type: ignore[operator]
     assert detect_framework(Tiny(), "auto") == "torch"
     assert detect_framework([1, 2, 3], "auto") == "torch"
     assert detect_framework(Tiny(), "paddle") == "paddle"  # an explicit choice wins
-    assert get_backend("paddle").dataset_kind(fixture("Stream")()) == "iterable"  # type: ignore[operator]
+    assert get_backend("paddle").dataset_kind(paddle_module.Stream()) == "iterable"  # type: ignore[operator]
 
 
 def test_knobs_come_from_the_installed_signature() -> None:
@@ -110,9 +110,10 @@ def test_paddle_configs_use_paddle_names_and_defaults() -> None:
 
 
 @pytest.mark.slow
-def test_real_paddle_sweep_with_autotune_comparison(tmp_path: Path) -> None:
+def test_real_paddle_sweep_with_autotune_comparison(tmp_path: Path, cli: Invoke, paddle_datasets: str,
+                                                    quick: list[str]) -> None:
     out = tmp_path / "run.json"
-    code, stdout, stderr = sweep(f"{FIX}:Sleepy", "--workers", "0,2", *QUICK, "--json", str(out))
+    code, stdout, stderr = cli("sweep", f"{paddle_datasets}:Sleepy", "--workers", "0,2", *quick, "--json", str(out))
     assert code == 0, stderr
     run = json.loads(out.read_text())
     assert run["environment"]["framework"] == "paddle" and run["environment"]["paddle"]
@@ -135,10 +136,11 @@ def test_real_paddle_sweep_with_autotune_comparison(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_framework_torch_sweeps_a_paddle_dataset_with_torchs_loader(tmp_path: Path) -> None:
+def test_framework_torch_sweeps_a_paddle_dataset_with_torchs_loader(tmp_path: Path, cli: Invoke, paddle_datasets: str,
+                                                                    quick: list[str]) -> None:
     out = tmp_path / "run.json"
-    code, stdout, stderr = sweep(f"{FIX}:Sleepy", "--arg", "sleep_ms=1", "--framework", "torch", "--workers", "0,2",
-                                 *QUICK, "--no-rules-of-thumb", "--json", str(out))
+    code, stdout, stderr = cli("sweep", f"{paddle_datasets}:Sleepy", "--arg", "sleep_ms=1", "--framework", "torch",
+                               "--workers", "0,2", *quick, "--no-rules-of-thumb", "--json", str(out))
     assert code == 0, stderr
     run = json.loads(out.read_text())
     assert run["environment"]["framework"] == "torch" and run["autotune"] is None
@@ -147,10 +149,11 @@ def test_framework_torch_sweeps_a_paddle_dataset_with_torchs_loader(tmp_path: Pa
 
 
 @pytest.mark.slow
-def test_factory_returning_a_paddle_dataset_is_detected(tmp_path: Path) -> None:
+def test_factory_returning_a_paddle_dataset_is_detected(tmp_path: Path, cli: Invoke, paddle_datasets: str,
+                                                        quick: list[str]) -> None:
     out = tmp_path / "run.json"
-    code, _, stderr = sweep(f"{FIX}:make_sleepy", "--arg", "sleep_ms=1", "--workers", "0", *QUICK,
-                            "--no-rules-of-thumb", "--json", str(out))
+    code, _, stderr = cli("sweep", f"{paddle_datasets}:make_sleepy", "--arg", "sleep_ms=1", "--workers", "0", *quick,
+                          "--no-rules-of-thumb", "--json", str(out))
     assert code == 0, stderr
     assert json.loads(out.read_text())["environment"]["framework"] == "paddle"
 
@@ -160,19 +163,22 @@ def test_factory_returning_a_paddle_dataset_is_detected(tmp_path: Path) -> None:
     ("RaisesAt", "0,2", "dataset[40] raised ValueError: corrupt record 40"),
     ("Ragged", "0,2", "samples cannot be batched by default_collate_fn"),
 ])
-def test_paddle_target_errors_exit_3_like_torch(attr: str, workers: str, message: str) -> None:
-    code, stdout, stderr = sweep(f"{FIX}:{attr}", "--workers", workers, *QUICK, "--no-rules-of-thumb")
+def test_paddle_target_errors_exit_3_like_torch(attr: str, workers: str, message: str, cli: Invoke,
+                                                paddle_datasets: str, quick: list[str]) -> None:
+    code, stdout, stderr = cli("sweep", f"{paddle_datasets}:{attr}", "--workers", workers, *quick,
+                               "--no-rules-of-thumb")
     assert code == 3, stderr
     assert message in stderr and "Traceback" not in stderr + stdout
 
 
 @pytest.mark.slow
-def test_worker_errors_and_crashes_are_classified_and_the_sweep_goes_on(tmp_path: Path) -> None:
+def test_worker_errors_and_crashes_are_classified_and_the_sweep_goes_on(tmp_path: Path, cli: Invoke,
+                                                                        paddle_datasets: str, quick: list[str]) -> None:
     for attr, status, words in [("RaisesInWorker", "failed", "KeyError: 'missing label for"),
                                 ("SegfaultInWorker", "crashed", "SIGSEGV")]:
         out = tmp_path / f"{attr}.json"
-        code, _, stderr = sweep(f"{FIX}:{attr}", "--workers", "0,2", *QUICK, "--no-rules-of-thumb",
-                                "--use-shared-memory", "on", "--use-buffer-reader", "on", "--json", str(out))
+        code, _, stderr = cli("sweep", f"{paddle_datasets}:{attr}", "--workers", "0,2", *quick, "--no-rules-of-thumb",
+                              "--use-shared-memory", "on", "--use-buffer-reader", "on", "--json", str(out))
         assert code == 0, stderr
         trials = json.loads(out.read_text())["trials"]
         assert trials[0]["status"] == "ok"
@@ -181,46 +187,49 @@ def test_worker_errors_and_crashes_are_classified_and_the_sweep_goes_on(tmp_path
 
 
 @pytest.mark.slow
-def test_options_of_the_other_framework_are_usage_errors() -> None:
-    code, _, stderr = sweep(f"{FIX}:Sleepy", "--pin-memory", "on", *QUICK)
+def test_options_of_the_other_framework_are_usage_errors(cli: Invoke, datasets: str, paddle_datasets: str,
+                                                         quick: list[str]) -> None:
+    code, _, stderr = cli("sweep", f"{paddle_datasets}:Sleepy", "--pin-memory", "on", *quick)
     assert code == 2 and "paddle.io.DataLoader has no pin_memory argument" in stderr
-    code, _, stderr = sweep(f"{TORCH_FIX}:Tiny", "--use-buffer-reader", "off", *QUICK)
+    code, _, stderr = cli("sweep", f"{datasets}:Tiny", "--use-buffer-reader", "off", *quick)
     assert code == 2 and "paddle.io.DataLoader only" in stderr
-    code, _, stderr = sweep(f"{FIX}:Sleepy", "--framework", "torch", "--use-shared-memory", "on", *QUICK)
+    code, _, stderr = cli("sweep", f"{paddle_datasets}:Sleepy", "--framework", "torch", "--use-shared-memory", "on",
+                          *quick)
     assert code == 2 and "paddle.io.DataLoader only" in stderr
 
 
 @pytest.mark.slow
-def test_a_paddle_run_never_imports_torch(tmp_path: Path) -> None:
+def test_a_paddle_run_never_imports_torch(tmp_path: Path, paddle_datasets: str, quick: list[str]) -> None:
     blocker = tmp_path / "torch"
     blocker.mkdir()
     (blocker / "__init__.py").write_text("raise ImportError('torch was imported in a Paddle run')\n")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
     out = tmp_path / "run.json"
-    proc = subprocess.run([sys.executable, "-m", "dataprof", "sweep", f"{FIX}:Sleepy", "--workers", "0,2",
-                           *QUICK, "--no-rules-of-thumb", "--json", str(out)],
+    proc = subprocess.run([sys.executable, "-m", "dataprof", "sweep", f"{paddle_datasets}:Sleepy", "--workers", "0,2",
+                           *quick, "--no-rules-of-thumb", "--json", str(out)],
                           capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert all(t["status"] == "ok" for t in json.loads(out.read_text())["trials"])
 
 
 @pytest.mark.slow
-def test_a_paddle_dataset_found_by_auto_gets_a_host_without_torch(tmp_path: Path) -> None:
+def test_a_paddle_dataset_found_by_auto_gets_a_host_without_torch(tmp_path: Path, cli: Invoke, paddle_datasets: str,
+                                                                  quick: list[str]) -> None:
     # torch is installed, so the host expects it and imports it before its probe; the probe finds Paddle, and
     # the trials must come from a fresh host that never imported torch
     out = tmp_path / "run.json"
-    code, _, stderr = sweep(f"{FIX}:FailsBesideTorch", "--workers", "0,2", *QUICK, "--no-rules-of-thumb",
-                            "--json", str(out))
+    code, _, stderr = cli("sweep", f"{paddle_datasets}:FailsBesideTorch", "--workers", "0,2", *quick,
+                          "--no-rules-of-thumb", "--json", str(out))
     assert code == 0, stderr
     doc = json.loads(out.read_text())
     assert doc["environment"]["framework"] == "paddle"
     assert doc["trials"] and all(t["status"] == "ok" for t in doc["trials"])
 
 
-def test_inspect_times_paddle_vision_stages(tmp_path: Path) -> None:
+def test_inspect_times_paddle_vision_stages(tmp_path: Path, paddle_datasets: str) -> None:
     out = tmp_path / "inspect.json"
-    result = CliRunner().invoke(main, ["inspect", f"{FIX}:Augmented", "--samples", "20", "--batch-size", "8",
-                                       "--json", str(out)])
+    result = CliRunner().invoke(main, ["inspect", f"{paddle_datasets}:Augmented", "--samples", "20", "--batch-size",
+                                       "8", "--json", str(out)])
     assert result.exit_code == 0, result.stderr
     doc = json.loads(out.read_text())
     assert doc["environment"]["framework"] == "paddle"
@@ -229,10 +238,12 @@ def test_inspect_times_paddle_vision_stages(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_an_iterable_paddle_sweep_measures_only_configs_that_survive_an_epoch_end(tmp_path: Path) -> None:
+def test_an_iterable_paddle_sweep_measures_only_configs_that_survive_an_epoch_end(tmp_path: Path, cli: Invoke,
+                                                                                  paddle_datasets: str,
+                                                                                  quick: list[str]) -> None:
     out = tmp_path / "run.json"
-    code, stdout, stderr = sweep(f"{FIX}:Stream", "--arg", "n=64", "--workers", "0,2", "--persistent-workers",
-                                 "on,off", *QUICK, "--json", str(out))
+    code, stdout, stderr = cli("sweep", f"{paddle_datasets}:Stream", "--arg", "n=64", "--workers", "0,2",
+                               "--persistent-workers", "on,off", *quick, "--json", str(out))
     assert code == 0, stderr
     run = json.loads(out.read_text())
     assert all(t["status"] == "ok" for t in run["trials"]), run["trials"]

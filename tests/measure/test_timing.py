@@ -72,7 +72,6 @@ def test_window_ends_on_whole_rounds_after_the_target_time() -> None:
     assert window_done(3, 5.0, 3.0, 0)
 
 
-
 def test_a_window_ends_once_the_question_it_serves_is_settled() -> None:
     assert not window_done(16, 1.6, 3.0, 4, spread=0.025)  # the default wants ±1%
     assert window_done(16, 1.6, 3.0, 4, spread=0.025, settled=True)  # slower than the best beyond the noise

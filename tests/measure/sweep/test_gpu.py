@@ -9,16 +9,15 @@ import pytest
 from click.testing import CliRunner
 
 from dataprof.cli import main
-
-FIX = str(Path(__file__).parent / "fixtures" / "datasets.py")
+from tests.conftest import ROOT
 
 pytestmark = pytest.mark.gpu
 
 
-def test_cuda_sweep_measures_copies_pinning_and_gpu_utilisation(tmp_path: Path) -> None:
+def test_cuda_sweep_measures_copies_pinning_and_gpu_utilisation(tmp_path: Path, datasets: str) -> None:
     out = tmp_path / "run.json"
     result = CliRunner().invoke(main, [
-        "sweep", f"{FIX}:Sleepy", "--arg", "sleep_ms=1", "--batch-size", "32", "--workers", "0,2",
+        "sweep", f"{datasets}:Sleepy", "--arg", "sleep_ms=1", "--batch-size", "32", "--workers", "0,2",
         "--prefetch-factor", "2", "--pin-memory", "on,off", "--step-ms", "5", "--device", "cuda",
         "--trial-seconds", "1", "--json", str(out)])
     assert result.exit_code == 0, result.output
@@ -35,15 +34,15 @@ def test_cuda_sweep_measures_copies_pinning_and_gpu_utilisation(tmp_path: Path) 
     assert "no_gpu" not in [f["id"] for f in data["diagnosis"]["findings"]]
 
 
-def test_two_cuda_ranks_bind_their_local_device_and_report_together(tmp_path: Path) -> None:
+def test_two_cuda_ranks_bind_their_local_device_and_report_together(tmp_path: Path, datasets: str) -> None:
     import os
     import subprocess
     import sys
 
     out = tmp_path / "run.json"
-    root = Path(__file__).resolve().parent.parent
+    root = ROOT
     proc = subprocess.run(
-        [sys.executable, "-m", "dataprof", "sweep", f"{FIX}:Sleepy", "--arg", "sleep_ms=1", "--batch-size", "32",
+        [sys.executable, "-m", "dataprof", "sweep", f"{datasets}:Sleepy", "--arg", "sleep_ms=1", "--batch-size", "32",
          "--workers", "0,2", "--prefetch-factor", "2", "--step-ms", "5", "--device", "cuda", "--trial-seconds", "1",
          "--no-rules-of-thumb", "--nproc-per-node", "2", "--json", str(out)],
         capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(root)}, timeout=300)

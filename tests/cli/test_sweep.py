@@ -19,9 +19,7 @@ import pytest
 from click.testing import CliRunner
 
 from dataprof.cli import main
-
-FIX = str(Path(__file__).parent / "fixtures" / "datasets.py")
-QUICK = ["--trial-seconds", "0.3", "--prefetch-factor", "2"]
+from tests.conftest import DATA, Invoke
 
 
 def leftover_processes() -> list[psutil.Process]:
@@ -34,16 +32,12 @@ def leftover_processes() -> list[psutil.Process]:
     return found
 
 
-def sweep(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(main, ["sweep", *args])
-    return result.exit_code, result.stdout, result.stderr
-
-
 @pytest.mark.slow
-def test_sweep_measures_every_config_and_writes_json(tmp_path: Path) -> None:
+def test_sweep_measures_every_config_and_writes_json(tmp_path: Path, cli: Invoke, datasets: str,
+                                                     quick: list[str]) -> None:
     out = tmp_path / "run.json"
-    code, stdout, stderr = sweep(f"{FIX}:Sleepy", "--arg", "sleep_ms=2", "--batch-size", "8",
-                                 "--workers", "1,2", *QUICK, "--json", str(out))
+    code, stdout, stderr = cli("sweep", f"{datasets}:Sleepy", "--arg", "sleep_ms=2", "--batch-size", "8",
+                               "--workers", "1,2", *quick, "--json", str(out))
     assert code == 0, stderr
     data = json.loads(out.read_text())
     configs = [(t["config"]["num_workers"], t["status"]) for t in data["trials"]]
@@ -61,10 +55,10 @@ def test_sweep_measures_every_config_and_writes_json(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_iterable_dataset_and_factory_args(tmp_path: Path) -> None:
+def test_iterable_dataset_and_factory_args(tmp_path: Path, cli: Invoke, datasets: str, quick: list[str]) -> None:
     out = tmp_path / "run.json"
-    code, _, stderr = sweep(f"{FIX}:Stream", "--arg", "length=100000", "--workers", "0,2", *QUICK,
-                            "--json", str(out))
+    code, _, stderr = cli("sweep", f"{datasets}:Stream", "--arg", "length=100000", "--workers", "0,2", *quick,
+                          "--json", str(out))
     assert code == 0, stderr
     data = json.loads(out.read_text())
     assert data["dataset"]["kind"] == "iterable"
@@ -72,10 +66,10 @@ def test_iterable_dataset_and_factory_args(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_step_ms_makes_the_model_the_bottleneck(tmp_path: Path) -> None:
+def test_step_ms_makes_the_model_the_bottleneck(tmp_path: Path, cli: Invoke, datasets: str, quick: list[str]) -> None:
     out = tmp_path / "run.json"
-    code, _, stderr = sweep(f"{FIX}:Tiny", "--arg", "length=100000", "--step-ms", "20", "--workers", "0",
-                            "--batch-size", "4", *QUICK, "--json", str(out))
+    code, _, stderr = cli("sweep", f"{datasets}:Tiny", "--arg", "length=100000", "--step-ms", "20", "--workers", "0",
+                          "--batch-size", "4", *quick, "--json", str(out))
     assert code == 0, stderr
     trial = json.loads(out.read_text())["trials"][0]
     assert trial["step_ms_mean"] >= 20.0
@@ -91,8 +85,8 @@ def test_step_ms_makes_the_model_the_bottleneck(tmp_path: Path) -> None:
     (["--device", "tpu"], "expected auto, cpu, cuda or cuda:N"),
     (["--arg", "oops"], "expected KEY=VALUE"),
 ])
-def test_usage_errors_exit_2_with_one_line(args: list[str], message: str) -> None:
-    code, stdout, stderr = sweep(f"{FIX}:Tiny", *args)
+def test_usage_errors_exit_2_with_one_line(args: list[str], message: str, cli: Invoke, datasets: str) -> None:
+    code, stdout, stderr = cli("sweep", f"{datasets}:Tiny", *args)
     assert code == 2
     assert message in stderr
     assert "Traceback" not in stderr + stdout
@@ -107,8 +101,9 @@ def test_usage_errors_exit_2_with_one_line(args: list[str], message: str) -> Non
     ("RaisesAt", "dataset[37] raised ValueError: corrupt record 37"),
     ("NOT_A_DATASET", "not a Dataset"),
 ])
-def test_target_errors_exit_3_with_one_line(attr: str, message: str) -> None:
-    code, stdout, stderr = sweep(f"{FIX}:{attr}", "--workers", "0,2", *QUICK)
+def test_target_errors_exit_3_with_one_line(attr: str, message: str, cli: Invoke, datasets: str,
+                                            quick: list[str]) -> None:
+    code, stdout, stderr = cli("sweep", f"{datasets}:{attr}", "--workers", "0,2", *quick)
     assert code == 3, stderr
     assert message in stderr
     assert "Traceback" not in stderr + stdout
@@ -116,30 +111,32 @@ def test_target_errors_exit_3_with_one_line(attr: str, message: str) -> None:
 
 
 @pytest.mark.slow
-def test_error_past_the_first_batch_is_a_target_error_found_once(tmp_path: Path) -> None:
+def test_error_past_the_first_batch_is_a_target_error_found_once(tmp_path: Path, cli: Invoke, datasets: str,
+                                                                 quick: list[str]) -> None:
     out = tmp_path / "run.json"
-    code, _, stderr = sweep(f"{FIX}:RaisesAt", "--arg", "bad_index=300", "--batch-size", "8",
-                            "--workers", "0,2,4", *QUICK, "--json", str(out))
+    code, _, stderr = cli("sweep", f"{datasets}:RaisesAt", "--arg", "bad_index=300", "--batch-size", "8",
+                          "--workers", "0,2,4", *quick, "--json", str(out))
     assert code == 3
     assert "dataset[300] raised ValueError: corrupt record 300" in stderr
     assert len(json.loads(out.read_text())["trials"]) == 1
 
 
 @pytest.mark.slow
-def test_debug_shows_the_traceback() -> None:
-    code, _, stderr = sweep(f"{FIX}:BadInit", "--debug")
+def test_debug_shows_the_traceback(cli: Invoke, datasets: str) -> None:
+    code, _, stderr = cli("sweep", f"{datasets}:BadInit", "--debug")
     assert code == 3 and "Traceback" in stderr
 
 
 @pytest.mark.slow
-def test_worker_faults_mark_the_trial_and_the_sweep_goes_on(tmp_path: Path) -> None:
+def test_worker_faults_mark_the_trial_and_the_sweep_goes_on(tmp_path: Path, cli: Invoke, datasets: str,
+                                                            quick: list[str]) -> None:
     for attr, status, words in [("SegfaultInWorker", "crashed", "SIGSEGV"),
                                 ("BusErrorInWorker", "crashed", "SIGBUS: a bus error in a worker usually means "
                                                                 "/dev/shm is too small"),
                                 ("HangInWorker", "timeout", "no batch for 3 s")]:
         out = tmp_path / f"{attr}.json"
-        code, _, stderr = sweep(f"{FIX}:{attr}", "--batch-size", "4", "--workers", "0,2", *QUICK,
-                                "--trial-timeout", "3", "--json", str(out))
+        code, _, stderr = cli("sweep", f"{datasets}:{attr}", "--batch-size", "4", "--workers", "0,2", *quick,
+                              "--trial-timeout", "3", "--json", str(out))
         assert code == 0, stderr
         trials = json.loads(out.read_text())["trials"]
         assert trials[0]["status"] == "ok"
@@ -148,10 +145,10 @@ def test_worker_faults_mark_the_trial_and_the_sweep_goes_on(tmp_path: Path) -> N
 
 
 @pytest.mark.slow
-def test_memory_limit_kills_a_leaking_trial(tmp_path: Path) -> None:
+def test_memory_limit_kills_a_leaking_trial(tmp_path: Path, cli: Invoke, datasets: str) -> None:
     out = tmp_path / "run.json"
-    code, _, stderr = sweep(f"{FIX}:LeakInWorker", "--batch-size", "4", "--workers", "0,2",
-                            "--trial-seconds", "5", "--memory-limit", "700MB", "--json", str(out))
+    code, _, stderr = cli("sweep", f"{datasets}:LeakInWorker", "--batch-size", "4", "--workers", "0,2",
+                          "--trial-seconds", "5", "--memory-limit", "700MB", "--json", str(out))
     assert code == 0, stderr
     trials = json.loads(out.read_text())["trials"]
     assert trials[1]["status"] == "oom" and "memory limit" in trials[1]["error"]
@@ -159,11 +156,11 @@ def test_memory_limit_kills_a_leaking_trial(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_ctrl_c_keeps_partial_results_and_leaves_nothing_behind(tmp_path: Path) -> None:
+def test_ctrl_c_keeps_partial_results_and_leaves_nothing_behind(tmp_path: Path, datasets: str) -> None:
     out = tmp_path / "run.json"
     shm_before = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "dataprof", "sweep", f"{FIX}:Sleepy", "--batch-size", "4", "--workers", "0,1,2,3",
+        [sys.executable, "-m", "dataprof", "sweep", f"{datasets}:Sleepy", "--batch-size", "4", "--workers", "0,1,2,3",
          "--trial-seconds", "2", "--json", str(out)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "NO_COLOR": "1"})
     deadline = time.monotonic() + 60
@@ -182,7 +179,7 @@ def test_ctrl_c_keeps_partial_results_and_leaves_nothing_behind(tmp_path: Path) 
 
 def test_diagnose_rerenders_a_saved_run(tmp_path: Path) -> None:
     # Recorded before the diagnosis existed: its "diagnosis" block is empty, and diagnose fills it.
-    recorded = Path(__file__).parent / "data" / "sweep" / "latency.json"
+    recorded = DATA / "sweep" / "latency.json"
     assert json.loads(recorded.read_text())["diagnosis"]["primary"] is None
     out = tmp_path / "again.json"
     result = CliRunner().invoke(main, ["diagnose", str(recorded), "--json", str(out)])
@@ -209,27 +206,28 @@ def test_version() -> None:
 
 
 @pytest.mark.slow
-def test_resume_skips_configs_already_measured(tmp_path: Path) -> None:
+def test_resume_skips_configs_already_measured(tmp_path: Path, cli: Invoke, datasets: str, quick: list[str]) -> None:
     out = tmp_path / "run.json"
-    code, _, stderr = sweep(f"{FIX}:Tiny", "--workers", "0,2", *QUICK, "--json", str(out))
+    code, _, stderr = cli("sweep", f"{datasets}:Tiny", "--workers", "0,2", *quick, "--json", str(out))
     assert code == 0, stderr
     first = json.loads(out.read_text())["trials"]
     assert [t["config"]["num_workers"] for t in first][:2] == [0, 2]
-    code, _, stderr = sweep(f"{FIX}:Tiny", "--workers", "0,2,3", "--strategy", "grid", *QUICK,
-                            "--resume", str(out))
+    code, _, stderr = cli("sweep", f"{datasets}:Tiny", "--workers", "0,2,3", "--strategy", "grid", *quick,
+                          "--resume", str(out))
     assert code == 0, stderr
     trials = json.loads(out.read_text())["trials"]
     assert trials[:len(first)] == first  # kept as measured, not re-run
     assert [t["config"]["num_workers"] for t in trials[len(first):]] == [3]
-    code, _, stderr = sweep(f"{FIX}:Tiny", "--batch-size", "8", *QUICK, "--resume", str(out))
+    code, _, stderr = cli("sweep", f"{datasets}:Tiny", "--batch-size", "8", *quick, "--resume", str(out))
     assert code == 2 and "the saved run used batch_size=64" in stderr
 
 
 @pytest.mark.slow
-def test_adaptive_search_explains_each_trial_and_measures_the_rules_of_thumb(tmp_path: Path) -> None:
+def test_adaptive_search_explains_each_trial_and_measures_the_rules_of_thumb(tmp_path: Path, cli: Invoke, datasets: str,
+                                                                             quick: list[str]) -> None:
     out = tmp_path / "run.json"
-    code, stdout, stderr = sweep(f"{FIX}:Sleepy", "--arg", "sleep_ms=2", "--batch-size", "4", "--workers", "1,2,4",
-                                 *QUICK, "--json", str(out))
+    code, stdout, stderr = cli("sweep", f"{datasets}:Sleepy", "--arg", "sleep_ms=2", "--batch-size", "4",
+                               "--workers", "1,2,4", *quick, "--json", str(out))
     assert code == 0, stderr
     doc = json.loads(out.read_text())
     search = doc["search"]
@@ -246,11 +244,12 @@ def test_adaptive_search_explains_each_trial_and_measures_the_rules_of_thumb(tmp
 
 
 @pytest.mark.slow
-def test_stragglers_get_in_order_off_measured_and_recommended_with_the_order_caveat(tmp_path: Path) -> None:
+def test_stragglers_get_in_order_off_measured_and_recommended_with_the_order_caveat(tmp_path: Path, cli: Invoke,
+                                                                                    datasets: str) -> None:
     out = tmp_path / "run.json"
-    code, stdout, stderr = sweep(f"{FIX}:EveryFourthBatchStalls", "--batch-size", "8", "--workers", "0,6",
-                                 "--trial-seconds", "2", "--prefetch-factor", "2", "--no-rules-of-thumb",
-                                 "--json", str(out))
+    code, stdout, stderr = cli("sweep", f"{datasets}:EveryFourthBatchStalls", "--batch-size", "8", "--workers", "0,6",
+                               "--trial-seconds", "2", "--prefetch-factor", "2", "--no-rules-of-thumb",
+                               "--json", str(out))
     assert code == 0, stderr
     data = json.loads(out.read_text())
     by_config = {(t["config"]["num_workers"], t["config"]["in_order"]): t for t in data["trials"]}
@@ -263,11 +262,11 @@ def test_stragglers_get_in_order_off_measured_and_recommended_with_the_order_cav
 
 
 @pytest.mark.slow
-def test_a_start_method_is_measured_against_the_default(tmp_path: Path) -> None:
+def test_a_start_method_is_measured_against_the_default(tmp_path: Path, cli: Invoke, datasets: str) -> None:
     out = tmp_path / "run.json"
-    code, _, stderr = sweep(f"{FIX}:BigInMemory", "--batch-size", "8", "--workers", "0,2", "--start-method",
-                            "fork,spawn", "--trial-seconds", "1", "--prefetch-factor", "2", "--no-rules-of-thumb",
-                            "--strategy", "grid", "--json", str(out))
+    code, _, stderr = cli("sweep", f"{datasets}:BigInMemory", "--batch-size", "8", "--workers", "0,2", "--start-method",
+                          "fork,spawn", "--trial-seconds", "1", "--prefetch-factor", "2", "--no-rules-of-thumb",
+                          "--strategy", "grid", "--json", str(out))
     assert code == 0, stderr
     data = json.loads(out.read_text())
     assert data["settings"]["start_method"] == "fork" and data["settings"]["start_methods"] == ["fork", "spawn"]

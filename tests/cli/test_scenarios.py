@@ -12,8 +12,9 @@ import pytest
 from click.testing import CliRunner
 
 from dataprof.cli import main
+from tests.conftest import ROOT
 
-SCENARIOS = Path(__file__).resolve().parent.parent / "examples" / "scenarios"
+SCENARIOS = ROOT / "examples" / "scenarios"
 
 
 def load(path: Path) -> ModuleType:

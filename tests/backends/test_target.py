@@ -11,6 +11,7 @@ from dataprof.backends.common import footprint
 from dataprof.backends.target import build_dataset, load_object, parse_kwarg, split_target
 from dataprof.backends.torch_backend import TorchBackend
 from dataprof.errors import TargetError, UsageError
+from tests.conftest import FIXTURES
 
 TORCH = TorchBackend()
 
@@ -22,11 +23,11 @@ def dataset_kind(dataset: object) -> str:
 def check_batchable(dataset: object, collate: Any, batch_size: int) -> dict[str, Any]:
     return check(dataset, dataset_kind(dataset), collate or TORCH.default_collate(), batch_size)
 
-FIXTURES = Path(__file__).parent / "fixtures" / "datasets.py"
+DATASETS = FIXTURES / "datasets.py"
 
 
 def load(attr: str, **kwargs: object) -> object:
-    name = f"{FIXTURES}:{attr}"
+    name = f"{DATASETS}:{attr}"
     return build_dataset(load_object(name), kwargs, name)
 
 
@@ -70,7 +71,7 @@ def test_iterable_is_recognised() -> None:
 @pytest.mark.parametrize("target,message", [
     ("no_such_module_xyz:DS", "module 'no_such_module_xyz' not found"),
     ("/nonexistent/file.py:DS", "target file not found"),
-    (f"{FIXTURES}:Missing", "has no attribute 'Missing'; it defines: BadInit"),
+    (f"{DATASETS}:Missing", "has no attribute 'Missing'; it defines: BadInit"),
 ])
 def test_load_errors_name_the_problem(target: str, message: str) -> None:
     with pytest.raises(TargetError, match=message):

@@ -10,7 +10,6 @@ import json
 import subprocess
 import sys
 import time
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -20,9 +19,9 @@ from dataprof.decide.search import rules_of_thumb
 from dataprof.measure.sweep.runner import TrialRunner
 from dataprof.results.settings import LoaderConfig, SearchSpace, SweepSettings
 from dataprof.sweeper import check_persistent_epochs
+from tests.conftest import FIXTURES, ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
-FIX = ROOT / "tests" / "fixtures" / "datasets.py"
+FIX = FIXTURES / "datasets.py"
 
 CHECK = """
 import importlib.util, json, sys

@@ -12,10 +12,13 @@ import pytest
 from click.testing import CliRunner
 
 from dataprof.cli import main
+from tests.conftest import FIXTURES
 
-FIXTURES = Path(__file__).parent / "fixtures"
-LOADERS = str(FIXTURES / "loaders.py")
-QUICK = ["--trial-seconds", "0.3", "--prefetch-factor", "2", "--no-rules-of-thumb"]
+
+@pytest.fixture
+def quick(quick: list[str]) -> list[str]:
+    """The shortest trials, without the rules of thumb."""
+    return [*quick, "--no-rules-of-thumb"]
 
 
 def sweep(tmp_path: Path, *args: str) -> tuple[int, str, str, dict[str, Any] | None]:
@@ -26,8 +29,9 @@ def sweep(tmp_path: Path, *args: str) -> tuple[int, str, str, dict[str, Any] | N
 
 
 @pytest.mark.slow
-def test_a_loader_factory_is_swept_as_itself_with_its_own_settings_first(tmp_path: Path) -> None:
-    code, stdout, stderr, data = sweep(tmp_path, f"{LOADERS}:make_loader", "--workers", "0,2,4", *QUICK)
+def test_a_loader_factory_is_swept_as_itself_with_its_own_settings_first(tmp_path: Path, loaders: str,
+                                                                         quick: list[str]) -> None:
+    code, stdout, stderr, data = sweep(tmp_path, f"{loaders}:make_loader", "--workers", "0,2,4", *quick)
     assert code == 0, stderr
     assert data is not None
     # every trial ran: the sampler (even indices), the collate (Items), worker_init_fn and the tag were kept
@@ -49,8 +53,8 @@ def test_a_loader_factory_is_swept_as_itself_with_its_own_settings_first(tmp_pat
 
 
 @pytest.mark.slow
-def test_a_loader_of_batches_is_never_batched_again(tmp_path: Path) -> None:
-    code, stdout, stderr, data = sweep(tmp_path, f"{LOADERS}:plain_batches", "--workers", "0,2", *QUICK)
+def test_a_loader_of_batches_is_never_batched_again(tmp_path: Path, loaders: str, quick: list[str]) -> None:
+    code, stdout, stderr, data = sweep(tmp_path, f"{loaders}:plain_batches", "--workers", "0,2", *quick)
     assert code == 0, stderr
     assert data is not None and data["dataset"]["batch_samples"] == 16 and data["settings"]["batch_size"] == 16
     for trial in data["trials"]:  # 62 batches of 16, then one of 8, each epoch: samples, not batches, are counted
@@ -58,8 +62,8 @@ def test_a_loader_of_batches_is_never_batched_again(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_batch_size_against_a_batch_sampler_is_a_usage_error(tmp_path: Path) -> None:
-    code, _, stderr, _ = sweep(tmp_path, f"{LOADERS}:batch_sampler_loader", "--batch-size", "32", *QUICK)
+def test_batch_size_against_a_batch_sampler_is_a_usage_error(tmp_path: Path, loaders: str, quick: list[str]) -> None:
+    code, _, stderr, _ = sweep(tmp_path, f"{loaders}:batch_sampler_loader", "--batch-size", "32", *quick)
     assert code == 2
     assert "--batch-size 32: DataLoader takes its batches from its batch_sampler (BatchSampler)" in stderr
     assert "wins; drop --batch-size" in stderr and "Traceback" not in stderr
@@ -71,17 +75,18 @@ def test_batch_size_against_a_batch_sampler_is_a_usage_error(tmp_path: Path) -> 
     ("BrokenDataModule", "BrokenDataModule.setup('fit') raised FileNotFoundError: no data under "
                          "/nonexistent/imagenet (at "),
 ])
-def test_a_target_that_gives_no_loader_is_one_line(tmp_path: Path, target: str, message: str) -> None:
-    code, _, stderr, _ = sweep(tmp_path, f"{LOADERS}:{target}", *QUICK)
+def test_a_target_that_gives_no_loader_is_one_line(tmp_path: Path, target: str, message: str, loaders: str,
+                                                   quick: list[str]) -> None:
+    code, _, stderr, _ = sweep(tmp_path, f"{loaders}:{target}", *quick)
     assert code == 3 and message in stderr and "Traceback" not in stderr
     if target == "BrokenDataModule":
         assert "loaders.py:" in stderr
 
 
 @pytest.mark.slow
-def test_a_datamodule_stand_in_sweeps_the_split_asked_for(tmp_path: Path) -> None:
-    code, _, stderr, data = sweep(tmp_path, f"{LOADERS}:StandInDataModule", "--split", "val", "--workers", "0,2",
-                                  *QUICK)
+def test_a_datamodule_stand_in_sweeps_the_split_asked_for(tmp_path: Path, loaders: str, quick: list[str]) -> None:
+    code, _, stderr, data = sweep(tmp_path, f"{loaders}:StandInDataModule", "--split", "val", "--workers", "0,2",
+                                  *quick)
     assert code == 0, stderr
     assert data is not None and data["settings"]["split"] == "val" and data["settings"]["batch_size"] == 8
     assert data["dataset"]["length"] == 1000 and data["current"]["config"]["num_workers"] == 0
@@ -89,10 +94,10 @@ def test_a_datamodule_stand_in_sweeps_the_split_asked_for(tmp_path: Path) -> Non
 
 
 @pytest.mark.slow
-def test_current_gives_a_dataset_target_your_settings(tmp_path: Path) -> None:
+def test_current_gives_a_dataset_target_your_settings(tmp_path: Path, quick: list[str]) -> None:
     code, stdout, stderr, data = sweep(tmp_path, f"{FIXTURES / 'datasets.py'}:Sleepy", "--arg", "sleep_ms=2",
                                        "--batch-size", "8", "--workers", "0,2", "--current", "num_workers=1",
-                                       *QUICK)
+                                       *quick)
     assert code == 0, stderr
     assert data is not None and data["current"]["source"] == "--current"
     assert data["current"]["config"]["num_workers"] == 1 and data["current"]["status"] == "ok"
@@ -101,9 +106,9 @@ def test_current_gives_a_dataset_target_your_settings(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("lightning") is None, reason="lightning is not installed")
-def test_a_real_lightning_datamodule(tmp_path: Path) -> None:
+def test_a_real_lightning_datamodule(tmp_path: Path, quick: list[str]) -> None:
     code, stdout, stderr, data = sweep(tmp_path, f"{FIXTURES / 'lightning_datamodule.py'}:SquaresDataModule",
-                                       "--arg", "batch_size=32", "--workers", "0,2", *QUICK)
+                                       "--arg", "batch_size=32", "--workers", "0,2", *quick)
     assert code == 0, stderr
     assert data is not None and data["settings"]["batch_size"] == 32 and data["settings"]["shuffle"] is True
     assert data["dataset"]["length"] == 3200  # setup('fit') ran: the train split
@@ -115,8 +120,8 @@ def test_a_real_lightning_datamodule(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("torchdata") is None, reason="torchdata is not installed")
-def test_torchdatas_stateful_dataloader_is_swept_as_itself(tmp_path: Path) -> None:
-    code, _, stderr, data = sweep(tmp_path, f"{LOADERS}:stateful_loader", "--workers", "0,2", *QUICK)
+def test_torchdatas_stateful_dataloader_is_swept_as_itself(tmp_path: Path, loaders: str, quick: list[str]) -> None:
+    code, _, stderr, data = sweep(tmp_path, f"{loaders}:stateful_loader", "--workers", "0,2", *quick)
     assert code == 0, stderr
     assert data is not None and all(t["status"] == "ok" for t in data["trials"])
     loader = data["dataset"]["loader"]
@@ -124,10 +129,10 @@ def test_torchdatas_stateful_dataloader_is_swept_as_itself(tmp_path: Path) -> No
 
 
 @pytest.mark.slow
-def test_the_python_api_sweeps_a_loader_object_rebuilt_from_its_attributes() -> None:
+def test_the_python_api_sweeps_a_loader_object_rebuilt_from_its_attributes(loaders: str) -> None:
     import dataprof
 
-    spec = importlib.util.spec_from_file_location("api_loader_fixtures", LOADERS)
+    spec = importlib.util.spec_from_file_location("api_loader_fixtures", loaders)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

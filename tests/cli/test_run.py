@@ -1,0 +1,177 @@
+"""``dataprof run``: the script runs as python runs it, its loaders are timed, the verdict follows the bands."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+from dataprof.decide.run import judge
+from dataprof.results.run import RunReport
+from tests.conftest import ROOT, run_report
+
+SCRIPT = "tests/fixtures/train_script.py"
+
+
+def dataprof_run(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "dataprof", "run", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=300, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+
+
+@pytest.mark.slow
+def test_the_script_sees_what_python_gives_it_and_the_same_batches(tmp_path: Path) -> None:
+    plain, watched = tmp_path / "plain.json", tmp_path / "watched.json"
+    common = ["--epochs", "2", "--workers", "2", "--length", "64"]
+    subprocess.run([sys.executable, SCRIPT, *common, "--record", str(plain)], cwd=ROOT, check=True,
+                   capture_output=True)
+    done = dataprof_run("--json", str(tmp_path / "run.json"), SCRIPT, *common, "--record", str(watched))
+    assert done.returncode == 0, done.stderr
+    seen, expected = json.loads(watched.read_text()), json.loads(plain.read_text())
+    assert seen["batches"] == expected["batches"] and seen["name"] == "__main__"
+    assert seen["argv"] == [SCRIPT, *common, "--record", str(watched)]
+    assert "trained on 16 batches" in done.stdout
+    doc = json.loads((tmp_path / "run.json").read_text())
+    loader = doc["loaders"][0]
+    assert (loader["batches"], loader["epochs"], loader["num_workers"]) == (16, 2, 2)
+    line = next(n for n, text in enumerate((ROOT / SCRIPT).read_text().splitlines(), 1) if "= DataLoader(" in text)
+    assert loader["site"] == f"{SCRIPT}:{line}" and len(loader["first_batch_s"]) == 2
+
+
+@pytest.mark.slow
+def test_the_scripts_exit_code_and_traceback_are_its_own() -> None:
+    done = dataprof_run(SCRIPT, "--exit-code", "7")
+    assert done.returncode == 7 and "exit code 7" in " ".join(done.stdout.split())
+    raised = dataprof_run(SCRIPT, "--raise-at", "5")
+    assert raised.returncode == 1
+    assert "RuntimeError: the step failed at batch 5" in raised.stderr and "train_script.py" in raised.stderr
+    assert "dataprof/measure" not in raised.stderr and "runpy" not in raised.stderr
+    assert "DataLoaders" in raised.stdout  # what was measured is still reported
+    killed = dataprof_run(SCRIPT, "--workers", "2", "--kill-at", "5")
+    assert killed.returncode == 128 + 9 and "exit code 137" in " ".join(killed.stdout.split())
+
+
+@pytest.mark.slow
+def test_max_steps_stops_the_script_cleanly_with_no_worker_left(tmp_path: Path) -> None:
+    out = tmp_path / "run.json"
+    done = dataprof_run("--max-steps", "10", "--json", str(out), SCRIPT, "--workers", "2", "--epochs", "50")
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(out.read_text())
+    assert doc["ended_by"] == "--max-steps 10 reached" and doc["loaders"][0]["batches"] == 10
+    assert "trained on" not in done.stdout  # the script was stopped, not run to its end
+    left = [p for p in psutil.process_iter(["cmdline"]) if SCRIPT in " ".join(p.info["cmdline"] or [])]
+    assert left == []
+
+
+@pytest.mark.slow
+def test_a_missing_script_or_module_is_one_line_and_exit_3() -> None:
+    for args in (["no_such_script.py"], ["-m", "no_such_module_xyz"]):
+        done = dataprof_run(*args)
+        assert done.returncode == 3 and done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+
+
+@pytest.mark.slow
+def test_ctrl_c_keeps_the_partial_report_and_exits_130(tmp_path: Path) -> None:
+    import signal
+    import time
+
+    out = tmp_path / "run.json"
+    proc = subprocess.Popen([sys.executable, "-m", "dataprof", "run", "--json", str(out), SCRIPT, "--workers", "2",
+                             "--epochs", "1000"], cwd=ROOT, start_new_session=True, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ, PYTHONPATH=str(ROOT)),
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.monotonic() + 120
+    while len(psutil.Process(proc.pid).children(recursive=True)) < 3 and time.monotonic() < deadline:
+        time.sleep(0.2)  # the script and its two workers: batches are flowing
+    time.sleep(1.0)
+    os.killpg(proc.pid, signal.SIGINT)
+    stdout, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    doc = json.loads(out.read_text())
+    assert doc["ended_by"] == "Ctrl-C" and doc["complete"] is False and doc["loaders"][0]["batches"] > 0
+    assert "Partial result" in stdout
+
+
+@pytest.mark.slow
+def test_gates_on_a_watched_run_exit_1_naming_the_gate(tmp_path: Path) -> None:
+    out = tmp_path / "run.json"
+    failed = dataprof_run("--max-data-wait", "1%", "--json", str(out), SCRIPT)
+    assert failed.returncode == 1 and "gate failed: max_data_wait" in failed.stderr
+    assert json.loads(out.read_text())["gates"][0]["passed"] is False  # the report is still written
+    passed = dataprof_run("--max-data-wait", "99%", "--baseline", str(out), "--max-regression", "50%", SCRIPT)
+    assert passed.returncode == 0, passed.stderr
+
+
+@pytest.mark.slow
+def test_under_torchrun_every_rank_is_watched_and_rank_0_reports(tmp_path: Path) -> None:
+    out = tmp_path / "run.json"
+    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                           "-m", "dataprof", "run", "--json", str(out), SCRIPT, "--length", "64"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("Verdict:") == 1 and "rank 1" in done.stdout
+    ranks = json.loads(out.read_text())["ranks"]
+    assert [r["rank"] for r in ranks] == [0, 1] and all(r["data_wait_fraction"] is not None for r in ranks)
+
+
+@pytest.mark.slow
+def test_a_paddle_dataloader_is_watched_too(tmp_path: Path) -> None:
+    pytest.importorskip("paddle")
+    out = tmp_path / "run.json"
+    done = dataprof_run("--json", str(out), "tests/fixtures/paddle_train_script.py")
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(out.read_text())
+    loader = doc["loaders"][0]
+    assert (loader["framework"], loader["batches"], loader["batch_size"]) == ("paddle", 8, 8)
+    assert doc["environment"]["framework"] == "paddle" and loader["data_wait_fraction"] is not None
+
+
+def _saved(tmp_path: Path, name: str, report: RunReport) -> Path:
+    path = tmp_path / name
+    path.write_text(report.to_json())
+    return path
+
+
+def test_compare_and_report_read_run_documents(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from dataprof.cli import main
+
+    old = _saved(tmp_path, "old.json", judge(run_report(0.3)))
+    slower = judge(run_report(0.3))
+    slower = dataclasses.replace(slower, loaders=(dataclasses.replace(slower.loaders[0], samples_per_s=600.0),))
+    new = _saved(tmp_path, "new.json", slower)
+    runner = CliRunner()
+    regressed = runner.invoke(main, ["compare", str(old), str(new)])
+    assert regressed.exit_code == 1 and "800.0 → 600.0" in regressed.output and "-25.0%" in regressed.output
+    assert runner.invoke(main, ["compare", str(old), str(old)]).exit_code == 0
+    sweep = ROOT / "tests" / "data" / "sweep" / "io_bound.json"
+    mixed = runner.invoke(main, ["compare", str(old), str(sweep)])
+    assert mixed.exit_code == 2 and "compare two of a kind" in mixed.output
+    stale = dataclasses.replace(judge(run_report(0.02)), verdict=None, next_command=None)
+    rejudged = runner.invoke(main, ["diagnose", str(_saved(tmp_path, "stale.json", stale))])
+    assert rejudged.exit_code == 0 and "model-bound" in rejudged.output
+    page = tmp_path / "run.html"
+    assert runner.invoke(main, ["report", str(old), "--html", str(page)]).exit_code == 0
+    text = page.read_text()
+    assert text.startswith("<!DOCTYPE html>") and "<script" not in text and "train.py:40" in text
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("inline", [False, True])
+def test_run_suggests_the_factory_only_when_it_returned_the_loader(tmp_path: Path, inline: bool) -> None:
+    out = tmp_path / "run.json"
+    done = dataprof_run("--json", str(out), "tests/fixtures/factory_script.py", "--length", "300",
+                        *(["--inline"] if inline else []))
+    assert done.returncode == 0, done.stderr
+    command = json.loads(out.read_text())["next_command"]
+    if inline:  # train_inline iterates its own loader: sweeping it would train, so the dataset is named
+        assert command.startswith("dataprof sweep tests/fixtures/datasets.py:Sleepy --batch-size 8 ")
+    else:
+        assert command.startswith("dataprof sweep tests/fixtures/factory_script.py:make_loader --arg length=300 "
+                                  "--step-ms ")

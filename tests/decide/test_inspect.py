@@ -1,0 +1,83 @@
+"""``dataprof inspect``'s checks, each on a measured-looking inspection varied one figure at a time."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from dataprof.decide.inspect import analyse
+from dataprof.results.environment import DatasetInfo, Environment
+from dataprof.results.inspect import InspectionData
+
+
+def synthetic(**changes: object) -> InspectionData:
+    """A measured-looking inspection to vary one figure at a time."""
+    env = Environment(cpu_count=2, usable_cpus=2, cpu_reason="2 usable CPUs", ram_bytes=8 << 30,
+                      available_ram_bytes=4 << 30, python="3.11", torch="2", device="cpu", start_method="fork",
+                      shm_free_bytes=1 << 30)
+    data = InspectionData(
+        target="x:y", tool_version="0", settings={"samples": 40, "seed": 0, "prefetch_factor": 2},
+        environment=env,
+        dataset=DatasetInfo(kind="map", type_name="D", length=100, init_s=0.0, sample="Tensor",
+                            batch_samples=64, batch_bytes=1 << 20, batch_tensors=2, batch_objects=1),
+        indices=tuple(range(40)), wall_s=(0.010,) * 40, cpu_s=(0.009,) * 40, sample_bytes=(16384,) * 40,
+        collate_s=(0.001,), collate_cpu_s=(0.001,), pickle_bytes=1000, pickle_s=0.001,
+        nofile_soft=1024, nofile_hard=4096, sharing_strategy="file_descriptor")
+    return dataclasses.replace(data, **changes)  # type: ignore[arg-type]
+
+
+def check(data: InspectionData, check_id: str):  # type: ignore[no-untyped-def]
+    return next((c for c in analyse(data).checks if c.id == check_id), None)
+
+
+def test_cpu_ceiling_is_usable_cpus_over_cpu_per_sample() -> None:
+    ins = analyse(synthetic())
+    per_sample = 0.009 + 0.001 / 64
+    assert ins.cpu_ceiling == pytest.approx(2 / per_sample)
+    assert "CPU work" in check(synthetic(), "cpu_vs_wait").recommendation
+    waiting = synthetic(cpu_s=(0.001,) * 40)
+    assert "mostly wait" in check(waiting, "cpu_vs_wait").recommendation
+
+
+def test_shm_and_open_file_checks_warn_only_when_few_workers_fit() -> None:
+    assert check(synthetic(), "shm_space").severity == "info"
+    small = synthetic(environment=dataclasses.replace(synthetic().environment, shm_free_bytes=8 << 20))
+    shm = check(small, "shm_space")
+    assert shm.severity == "warning" and "3 workers fit" in shm.evidence
+    assert check(synthetic(), "open_files").severity == "info"
+    many = synthetic(dataset=dataclasses.replace(synthetic().dataset, batch_tensors=128))
+    assert check(many, "open_files").severity == "warning"
+    assert check(synthetic(sharing_strategy="file_system"), "open_files").severity == "info"
+
+
+def stragglers_of(slow: dict[int, tuple[float, float]]) -> object:
+    """Samples of 0.5 ms, but for ``index: (first ms, second ms)``."""
+    wall = tuple(slow[i][0] / 1000 if i in slow else 0.0005 for i in range(40))
+    return check(synthetic(wall_s=wall, repeat_s={i: again / 1000 for i, (_, again) in slow.items()}), "stragglers")
+
+
+def test_slow_indices_are_told_apart_from_slow_moments_and_weighed_by_their_cost() -> None:
+    # A busy machine adds slow moments to three truly slow indices: the indices still carry the advice.
+    mixed = stragglers_of({3: (25, 25), 17: (25, 25), 30: (25, 24), 1: (3.4, 0.5), 9: (3.4, 0.5), 12: (3, 0.5)})
+    assert "3 of 6 stay slow ([3], [17], [30]), and 3 of 6 were fast" in mixed.evidence
+    assert "expensive in themselves" in mixed.recommendation and "slow moments" in mixed.recommendation
+    # One mildly slow index among long slow moments: the moments carry it.
+    moments = stragglers_of({3: (4, 4), 17: (25, 0.5), 30: (25, 0.6)})
+    assert "1 of 3 stay slow ([3]), and 2 of 3 were fast" in moments.evidence
+    assert "comes and goes" in moments.recommendation
+    only = stragglers_of({3: (25, 25), 17: (25, 25)})
+    assert "were fast" not in only.evidence and "slow moments" not in only.recommendation
+
+
+def test_start_method_cost() -> None:
+    assert "inherit" in check(synthetic(), "start_method").evidence
+    spawn_env = dataclasses.replace(synthetic().environment, start_method="spawn")
+    broken = synthetic(environment=spawn_env, pickle_bytes=None, pickle_error="PicklingError: lambda")
+    assert check(broken, "start_method").severity == "critical"
+    assert "persistent_workers" in check(synthetic(environment=spawn_env), "start_method").recommendation
+
+
+def test_collate_share() -> None:
+    assert check(synthetic(), "collate").severity == "info"
+    assert check(synthetic(collate_s=(0.5,)), "collate").severity == "warning"

@@ -1,0 +1,82 @@
+"""``dataprof run``'s decisions: the verdict, the next step, the gates."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shlex
+from typing import Any
+
+import pytest
+
+from dataprof.decide.run import judge
+from dataprof.results.run import RunReport
+from tests.conftest import run_report
+
+
+@pytest.mark.parametrize(("wait", "kwargs", "verdict", "severity"), [
+    (0.02, {}, "model_bound", "info"),
+    (0.10, {}, "io_bound", "warning"),
+    (0.45, {"workers_cpu": 190.0}, "cpu_bound", "critical"),
+    (0.30, {"main_cpu": 99.0}, "main_process_bound", "critical"),
+    (0.60, {"workers": 0, "workers_cpu": None}, "main_process_loading", "critical"),
+    (0.25, {"machine": 97.0}, "cpu_bound", "critical"),
+])
+def test_the_verdict_follows_the_bands_and_the_cpu_facts(wait: float, kwargs: dict[str, Any], verdict: str,
+                                                         severity: str) -> None:
+    judged = judge(run_report(wait, **kwargs))
+    assert judged.verdict is not None and (judged.verdict.id, judged.verdict.severity) == (verdict, severity)
+    assert f"{wait:.0%}" in judged.verdict.evidence
+
+
+def test_the_next_step_is_a_sweep_with_the_measured_step() -> None:
+    assert judge(run_report(0.3)).next_command == "dataprof sweep train.py:Images --batch-size 32 --step-ms 40.0"
+    assert judge(run_report(0.3, module="mypkg.data")).next_command.startswith("dataprof sweep mypkg.data:Images ")
+
+
+def test_the_run_document_round_trips() -> None:
+    report = judge(run_report(0.3))
+    data = json.loads(report.to_json())
+    assert data["kind"] == "run" and data["loaders"][0]["data_wait_fraction"] == 0.3
+    assert data["loaders"][0]["gpu_util_percent"] is None
+    assert RunReport.from_dict(data) == report
+    assert dataclasses.asdict(RunReport.from_dict(data).loaders[0]) == dataclasses.asdict(report.loaders[0])
+
+
+def test_run_gates_pass_and_fail_with_their_numbers() -> None:
+    from dataprof.decide.gates import RunGates, evaluate_run
+
+    report = judge(run_report(0.3))
+    results = {g.gate: g for g in evaluate_run(report, RunGates(max_data_wait=0.1, min_throughput=500.0,
+                                                                min_gpu_util=50.0))}
+    assert not results["max_data_wait"].passed and "30.0% > 10%" in results["max_data_wait"].message
+    assert results["min_throughput"].passed
+    assert not results["min_gpu_util"].passed and "not measured" in results["min_gpu_util"].message
+    faster = dataclasses.replace(report, loaders=(dataclasses.replace(report.loaders[0], samples_per_s=1000.0),))
+    regression = evaluate_run(report, RunGates(max_regression=0.1), baseline=faster)[0]
+    assert not regression.passed and "−20.0%" in regression.message.replace("-", "−")
+    assert evaluate_run(faster, RunGates(max_regression=0.1), baseline=report)[0].passed
+
+
+def test_short_epochs_whose_start_dominates_are_told_apart_from_a_fine_steady_state() -> None:
+    report = run_report(0.02)
+    short = dataclasses.replace(report, loaders=(dataclasses.replace(report.loaders[0], warmup_wait_fraction=0.4),))
+    verdict = judge(short).verdict
+    assert verdict is not None and verdict.id == "epoch_start" and "40%" in verdict.evidence
+    assert judge(report).verdict.id == "model_bound"  # type: ignore[union-attr]
+
+
+def test_the_next_step_sweeps_the_factory_that_built_the_loader() -> None:
+    report = run_report(0.3)
+    built = dataclasses.replace(report.loaders[0], factory="train.py:make_loader",
+                                factory_args=("length=300", "root='/data/my set'"))
+    judged = judge(dataclasses.replace(report, loaders=(built,)))
+    assert judged.next_command is not None
+    assert shlex.split(judged.next_command) == ["dataprof", "sweep", "train.py:make_loader", "--arg", "length=300",
+                                                "--arg", "root='/data/my set'", "--step-ms", "40.0"]
+    module = dataclasses.replace(built, factory="train.py:ImageNet", factory_args=(), factory_split="val")
+    assert judge(dataclasses.replace(report, loaders=(module,))).next_command == \
+        "dataprof sweep train.py:ImageNet --split val --step-ms 40.0"
+    blocked = dataclasses.replace(built, factory_blocked="its argument cfg is a Config, which --arg cannot give")
+    assert judge(dataclasses.replace(report, loaders=(blocked,))).next_command.startswith(
+        "dataprof sweep train.py:Images --batch-size 32")

@@ -1,0 +1,121 @@
+"""Watching a training's DataLoaders: the same batches, each timed; the GPU sampled; the factory found."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+import types
+from typing import Any
+
+import pytest
+
+from dataprof.decide.run import judge
+from dataprof.measure.protocol import Message
+from dataprof.measure.watch.watched import Recorder, WatchedIterator, patch_dataloader
+from dataprof.results.run import RunReport
+from tests.conftest import run_report
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.sent: list[Message] = []
+
+    def send(self, message: Message) -> None:
+        self.sent.append(message)
+
+
+class FakeLoader:
+    """A DataLoader's protocol, as a torch one would be patched."""
+
+    def __init__(self, batches: list[Any], batch_size: int = 2) -> None:
+        self.batches, self.batch_size, self.num_workers, self.dataset = batches, batch_size, 0, object()
+
+    def __iter__(self) -> Any:
+        return iter(self.batches)
+
+
+def test_a_watched_loader_yields_the_same_batches_and_records_each() -> None:
+    sink = Sink()
+    recorder = Recorder(sink, max_steps=None, seconds=None)  # type: ignore[arg-type]
+    module = types.SimpleNamespace(DataLoader=type("DataLoader", (FakeLoader,), {}))
+    patch_dataloader(module, recorder)  # type: ignore[arg-type]
+    batches = [[1, 2], [3, 4], [5, 6]]
+    loader = module.DataLoader(batches)
+    assert list(loader) == batches and list(loader) == batches  # two epochs, unchanged
+    recorder.flush()
+    rows = [row for m in sink.sent if m["ev"] == "batches" for row in m["rows"]]
+    assert [(row[0], row[1]) for row in rows] == [(1, 0), (1, 1), (1, 2), (2, 0), (2, 1), (2, 2)]
+    assert sink.sent[0]["ev"] == "loader" and sink.sent[0]["site"].startswith("tests/measure/watch/test_watch.py:")
+    assert isinstance(iter(loader), WatchedIterator)
+
+
+def test_max_steps_ends_the_loop_from_inside() -> None:
+    recorder = Recorder(Sink(), max_steps=2, seconds=None)  # type: ignore[arg-type]
+    module = types.SimpleNamespace(DataLoader=type("DataLoader", (FakeLoader,), {}))
+    patch_dataloader(module, recorder)  # type: ignore[arg-type]
+    taken = []
+    with pytest.raises(BaseException, match="--max-steps 2"):
+        for batch in module.DataLoader([[1], [2], [3], [4]]):
+            taken.append(batch)
+    assert taken == [[1], [2]]
+
+
+def test_a_used_gpu_is_sampled_through_nvml_and_its_absence_said() -> None:
+    from dataprof.measure.sampler import Sampler
+    from dataprof.measure.watch import watcher
+
+    class FakeProbe:
+        def sample(self, now: float) -> None:
+            return None
+
+    sampler = Sampler(FakeProbe(), FakeProbe(), FakeProbe())
+    opened = []
+    original = watcher.NvmlProbe.open
+    watcher.NvmlProbe.open = lambda uuid, pci: opened.append(uuid) or "probe"  # type: ignore[assignment,method-assign]
+    try:
+        collector = watcher.Collector(watcher.SamplerMarks(sampler))
+        collector.handle({"ev": "device", "device": "cuda:0", "uuid": "abc", "pci_bus_id": None, "name": "H200"})
+    finally:
+        watcher.NvmlProbe.open = original  # type: ignore[method-assign]
+    assert opened == ["abc"] and sampler.gpu_probe == "probe" and collector.outcome["device"] == "cuda:0"
+    assert watcher._gpu_note(collector.outcome) == ()
+    assert "no CUDA device" in watcher._gpu_note({})[0]
+
+
+def test_the_gpu_timeline_slices_the_watch_and_draws_in_the_terminal() -> None:
+    from dataprof.measure.probes import GpuSample
+    from dataprof.measure.watch.watcher import gpu_timeline
+    from dataprof.render.run import render
+
+    samples = [GpuSample(t=float(t), util_percent=[100.0 if t >= 50 else 0.0], memory_used_bytes=1) for t in range(100)]
+    timeline = gpu_timeline(samples, slices=4)
+    assert timeline == (0.0, 0.0, 100.0, 100.0)
+    report = judge(run_report(0.3))
+    shown = dataclasses.replace(report, resources=dataclasses.replace(report.resources, gpu_util_percent=50.0,
+                                                                      gpu_timeline=timeline))
+    assert "GPU utilisation over the watch (0–100%): ▁▁██ mean 50%" in render(shown)
+    assert RunReport.from_dict(json.loads(shown.to_json())).resources.gpu_timeline == timeline
+    assert "GPU utilisation over the watch" not in render(report)
+
+
+def make_frame(length: int = 256, cfg: Any = None, name: str = "x") -> Any:
+    """A module-level function: its frame is what a DataLoader built in it would see."""
+    return sys._getframe()
+
+
+def test_a_module_level_function_is_a_factory_with_its_literal_arguments() -> None:
+    from dataprof.measure.watch.factory import loader_factory, still_running
+
+    found = loader_factory(make_frame(300, name="y"))
+    assert found["factory"] == f"{os.path.relpath(__file__)}:make_frame"
+    assert found["factory_args"] == ["length=300", "name='y'"] and found["factory_blocked"] is None
+    blocked = loader_factory(make_frame(cfg=object()))
+    assert blocked["factory_blocked"] == "its argument cfg is a object, which --arg cannot give"
+
+    def nested() -> Any:
+        return sys._getframe()
+
+    assert loader_factory(nested())["factory"] is None
+    assert still_running(sys._getframe()) and not still_running(make_frame())

@@ -1,0 +1,68 @@
+"""The Python API: the same work as the command line, on objects or target strings."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from torch.utils.data import Dataset
+
+import dataprof
+from tests.conftest import ROOT
+
+
+@pytest.mark.slow
+def test_python_api_on_a_dataset_object_defined_here() -> None:
+    class Local(Dataset):  # not importable from anywhere: the API must not need an import path
+        def __len__(self) -> int:
+            return 256
+
+        def __getitem__(self, index: int) -> torch.Tensor:
+            return torch.full((4,), float(index))
+
+    report = dataprof.sweep(Local(), batch_size=8, workers=[0, 2], prefetch_factor=2, trial_seconds=0.3,
+                            rules_of_thumb=False)
+    assert {t.config.num_workers for t in report.trials} == {0, 2}
+    assert report.best is not None and report.best.samples_per_s > 0
+    assert report.diagnosis["primary"] is not None
+    assert json.loads(report.to_json())["best"]["config"] == report.best.config.to_dict()
+    assert "Recommended" in report._repr_html_() and "<script" not in report._repr_html_()
+    inspection = dataprof.inspect(Local(), samples=20, batch_size=4)
+    assert json.loads(inspection.to_json())["samples"]["count"] == 20
+    assert "CPU ceiling" in inspection._repr_html_()
+
+
+@pytest.mark.slow
+def test_python_api_on_a_target_string(datasets: str) -> None:
+    report = dataprof.sweep(f"{datasets}:Tiny", batch_size=8, workers="0", trial_seconds=0.3, rules_of_thumb=False)
+    assert report.best is not None and report.best.config.num_workers == 0
+
+
+@pytest.mark.slow
+def test_watch_in_python_times_the_block_and_puts_the_dataloader_back(tmp_path: Path) -> None:
+    code = f"""
+import json, sys, time
+sys.path.insert(0, {str(ROOT / 'tests' / 'fixtures')!r})
+import dataprof
+from torch.utils.data import DataLoader
+from train_script import SleepySamples
+loader = DataLoader(SleepySamples(96, 2.0), batch_size=8, num_workers=2)
+with dataprof.watch() as w:
+    seen = [batch[:, 0].tolist() for _ in range(2) for batch in loader if not time.sleep(0.004)]
+plain = [batch[:, 0].tolist() for _ in range(2) for batch in loader]
+print(json.dumps({{"doc": w.report.to_dict(), "same": seen == plain,
+                   "restored": type(iter(loader)).__name__ != "WatchedIterator"}}))
+"""
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["same"] and out["restored"]
+    loader = out["doc"]["loaders"][0]
+    assert (loader["batches"], loader["epochs"]) == (24, 2) and out["doc"]["verdict"]["id"] != "no_loader"
+    assert out["doc"]["resources"]["workers_cpu_percent"] is not None  # sampled from outside, workers included
