@@ -26,6 +26,7 @@ from dataprof.errors import DataprofError, TargetError, UsageError
 from dataprof.results.environment import RankInfo
 from dataprof.results.run import RankRun, RunReport
 from dataprof.results.trial import RankResult, TrialResult
+from dataprof.results.vocabulary import TrialStatus
 
 
 def rank_from_env(env: Mapping[str, str] = os.environ) -> RankInfo | None:
@@ -120,7 +121,9 @@ def follow_rank_0(coordinator: Coordinator, run: Callable[[], object]) -> None:
         coordinator.close()
 
 
-_SEVERITY = {"crashed": 0, "oom": 1, "timeout": 2, "failed": 3, "skipped": 4}
+GRAVITY = {TrialStatus.CRASHED: 0, TrialStatus.OOM: 1, TrialStatus.TIMEOUT: 2, TrialStatus.FAILED: 3,
+           TrialStatus.SKIPPED: 4, TrialStatus.OK: 5}
+"""Which rank's failure names a config's: the gravest (a rank without a rate fails it too, last)."""
 
 
 def aggregate_ranks(measured: list[tuple[RankInfo, TrialResult]]) -> TrialResult:
@@ -131,10 +134,10 @@ def aggregate_ranks(measured: list[tuple[RankInfo, TrialResult]]) -> TrialResult
     rate; each rank's own figures are kept in ``ranks``.
     """
     ranks = tuple(RankResult.of(trial, info.rank, info.node, info.local_rank, info.host) for info, trial in measured)
-    failed = [(info, trial) for info, trial in measured if trial.status != "ok" or not trial.samples_per_s]
+    failed = [(info, trial) for info, trial in measured if trial.status != TrialStatus.OK or not trial.samples_per_s]
     if failed:
-        info, trial = min(failed, key=lambda item: _SEVERITY.get(item[1].status, 5))
-        return dataclasses.replace(trial, status="failed" if trial.status == "ok" else trial.status,
+        info, trial = min(failed, key=lambda item: GRAVITY[item[1].status])
+        return dataclasses.replace(trial, status=TrialStatus.FAILED if trial.status == TrialStatus.OK else trial.status,
                                    error=f"rank {info.rank} (node {info.node}): {trial.error or 'no rate measured'}",
                                    samples_per_s=None, ranks=ranks)
     _, slowest = min(measured, key=lambda item: item[1].samples_per_s or 0.0)

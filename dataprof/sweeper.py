@@ -18,12 +18,13 @@ from dataprof.decide.sweep import decide
 from dataprof.distributed import Coordinator, aggregate_ranks
 from dataprof.errors import DataprofError, TargetError, UsageError
 from dataprof.measure.environment import cuda_devices, probe_environment
-from dataprof.measure.sweep.runner import Observer, TrialRunner
+from dataprof.measure.sweep.runner import TrialRunner
 from dataprof.measure.timing import Rival
 from dataprof.results.environment import DatasetInfo, Environment, RankInfo
 from dataprof.results.settings import LoaderConfig, SweepSettings
 from dataprof.results.sweep import AutotuneRun, Report, SearchStep
 from dataprof.results.trial import TrialResult
+from dataprof.results.vocabulary import Event, Observer, TrialStatus
 from dataprof.version import __version__
 
 
@@ -140,9 +141,9 @@ class _Sweep:
             self.trials.extend(resumable_trials(resume, settings))
             self.steps.extend(SearchStep(t.config, "measured before (--resume)") for t in self.trials)
         if settings.framework == "paddle" and settings.rules_of_thumb:
-            self.observer("autotune_start", {"steps": settings.autotune_steps})
+            self.observer(Event.AUTOTUNE_START, {"steps": settings.autotune_steps})
             self.autotune = runner.autotune(settings.autotune_steps, AUTOTUNE_TIMEOUT_S)
-            self.observer("autotune_done", {"autotune": self.autotune})
+            self.observer(Event.AUTOTUNE_DONE, {"autotune": self.autotune})
         if self.leader and self.dataset is not None and self.dataset.kind == "iterable":
             self.settings = runner.settings = check_persistent_epochs(settings, runner, self.checks)
         if not self.leader:
@@ -151,7 +152,7 @@ class _Sweep:
         strategy = STRATEGIES[self.settings.strategy](self.settings.space, budget, self.settings.rules_of_thumb,
                                                       self.autotune.num_workers if self.autotune else None,
                                                       self.settings.current)
-        self.observer("planned", {"total": strategy.total()})
+        self.observer(Event.PLANNED, {"total": strategy.total()})
         return strategy
 
     def _record(self, result: TrialResult, repeat: bool) -> int:
@@ -175,7 +176,7 @@ class _Sweep:
                 break
             if proposal is not None:  # rank 0
                 self.steps.append(SearchStep(config, proposal.why))
-                self.observer("trial_start", {"config": config, "index": len(self.trials), "why": proposal.why})
+                self.observer(Event.TRIAL_START, {"config": config, "index": len(self.trials), "why": proposal.why})
             if self.coordinator is not None:
                 result = on_every_rank(self.coordinator, self.runner, config)
             else:
@@ -183,7 +184,7 @@ class _Sweep:
             if result is None:
                 continue  # not rank 0: its measurement went to rank 0
             index = self._record(result, proposal is not None and proposal.repeat)
-            self.observer("trial_done", {"result": result, "index": index})
+            self.observer(Event.TRIAL_DONE, {"result": result, "index": index})
             if len(self.trials) == 1 and result.status in FIRST_TRIAL_FATAL:
                 if self.coordinator is not None:
                     self.coordinator.broadcast(None)
@@ -217,7 +218,7 @@ def run_sweep(
                    observer or (lambda event, data: None), coordinator, probe_environment(settings.device))
     updated = on_update or (lambda report: None)
     try:
-        sweep.observer("loading", {"target": settings.target})
+        sweep.observer(Event.LOADING, {"target": settings.target})
         sweep.load()
         sweep.search(sweep.prepare(resume), updated)
     except KeyboardInterrupt:
@@ -226,14 +227,14 @@ def run_sweep(
     finally:
         sweep.runner.close()
     final = sweep.report(True)
-    if sweep.leader and sweep.trials and not any(t.status == "ok" for t in sweep.trials):
-        reasons = "; ".join(sorted({f"{t.status}: {t.error}" for t in sweep.trials if t.status != "ok"}))
+    if sweep.leader and sweep.trials and not any(t.status == TrialStatus.OK for t in sweep.trials):
+        reasons = "; ".join(sorted({f"{t.status}: {t.error}" for t in sweep.trials if t.status != TrialStatus.OK}))
         raise SweepTargetError(f"no configuration completed ({reasons})", None, final)
     updated(final)
     return final
 
 
-FIRST_TRIAL_FATAL = {"failed": "failed", "timeout": "hung", "crashed": "crashed"}
+FIRST_TRIAL_FATAL = {TrialStatus.FAILED: "failed", TrialStatus.TIMEOUT: "hung", TrialStatus.CRASHED: "crashed"}
 """A first trial ending so (after a retry that built its own dataset) is the target's fault, not the config's."""
 
 EPOCH_CHECK_STALL_S = 5.0
@@ -264,7 +265,7 @@ def check_persistent_epochs(settings: SweepSettings, runner: Any, notes: list[st
 def rival_of(proposal: Proposal | None) -> Rival | None:
     """The figures of the trial a proposal's decision weighs it against, for its window to end once settled."""
     rival = proposal.rival if proposal is not None else None
-    if rival is None or rival.status != "ok" or not rival.samples_per_s:
+    if rival is None or rival.status != TrialStatus.OK or not rival.samples_per_s:
         return None
     return Rival(rival.samples_per_s, rival.samples_per_s_spread or 0.0, proposal is not None and proposal.either_way)
 

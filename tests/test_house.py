@@ -6,6 +6,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from dataprof.results.vocabulary import FindingId, Severity, TrialStatus
+
 PACKAGE = Path(__file__).resolve().parent.parent / "dataprof"
 MAX_FUNCTION_LINES = 60
 MAX_MODULE_LINES = 400
@@ -46,3 +48,33 @@ def test_no_module_is_longer_than_a_sitting() -> None:
     large = [f"{path.relative_to(PACKAGE.parent)} ({lines} lines)" for path, _, lines in sources()
              if lines > MAX_MODULE_LINES]
     assert large == []
+
+
+WORDS = {word.value for word in (*Severity, *TrialStatus)}
+ID_HOLDERS = {"id", "primary", "verdict"}
+
+
+def _literals(node: ast.expr) -> list[str]:
+    elements = node.elts if isinstance(node, (ast.Tuple, ast.List, ast.Set)) else [node]
+    return [e.value for e in elements if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+
+
+def _holds_an_id(node: ast.expr) -> bool:
+    name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else None
+    return name in ID_HOLDERS
+
+
+def test_no_severity_status_or_finding_id_is_compared_as_a_string_literal() -> None:
+    """``status == "ok"`` passes a typo silently; ``status == TrialStatus.OK`` cannot."""
+    ids = {word.value for word in FindingId}
+    found = []
+    for path, tree, _ in sources():
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Compare):
+                continue
+            operands = [node.left, *node.comparators]
+            literals = [word for operand in operands for word in _literals(operand)]
+            if any(word in WORDS for word in literals) or \
+                    (any(word in ids for word in literals) and any(_holds_an_id(operand) for operand in operands)):
+                found.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}: {ast.unparse(node)}")
+    assert found == []

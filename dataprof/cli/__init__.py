@@ -16,6 +16,7 @@ import click
 from dataprof.cli.options import FRAMEWORK_CHOICES, SETTINGS_OPTIONS, sweep_options, target_options
 from dataprof.cli.output import console, guarded, write_atomic
 from dataprof.errors import ExitCode, UsageError
+from dataprof.results.vocabulary import Severity
 from dataprof.version import __version__
 
 
@@ -90,7 +91,8 @@ def _gates(params: dict[str, Any]) -> tuple[Any, Any]:
     baseline = _read(params["baseline_path"]) if params["baseline_path"] is not None else None
     regression = None if baseline is None else parse_percent(params["max_regression"] or "10%", "--max-regression")
     return Gates(min_throughput=params["min_throughput"], min_speedup=params["min_speedup"],
-                 fail_on=params["fail_on"], max_regression=regression), baseline
+                 fail_on=None if params["fail_on"] is None else Severity(params["fail_on"]),
+                 max_regression=regression), baseline
 
 
 def _lead(settings: Any, args: list[str], json_path: Path | None, resume: Any, coordinator: Any) -> Any:

@@ -10,9 +10,9 @@ from typing import Any
 import click
 
 from dataprof.backends.target import SPLITS
-from dataprof.decide.gates import SEVERITY_ORDER
 from dataprof.decide.search import STRATEGIES
 from dataprof.results.settings import FRAMEWORKS
+from dataprof.results.vocabulary import Severity
 
 FRAMEWORK_CHOICES = ("auto", *FRAMEWORKS)
 """``--framework``: ``auto`` (detected from the dataset) or one of the frameworks dataprof drives."""
@@ -20,7 +20,7 @@ STRATEGY_CHOICES = tuple(STRATEGIES)
 """``--strategy``: the search strategies, by name (adaptive first, the default)."""
 SPLIT_CHOICES = tuple(SPLITS)
 """``--split``: the DataModule loaders dataprof can sweep."""
-FAIL_ON_CHOICES = tuple(level for level in SEVERITY_ORDER if level != "info")
+FAIL_ON_CHOICES = tuple(level.value for level in Severity if level.rank > Severity.INFO.rank)
 """``--fail-on``: the finding severities that can fail a gate."""
 
 

@@ -12,8 +12,7 @@ from dataprof.decide.compare import compare
 from dataprof.results.findings import GateResult
 from dataprof.results.run import RunReport
 from dataprof.results.sweep import Report
-
-SEVERITY_ORDER = {"info": 0, "warning": 1, "critical": 2}
+from dataprof.results.vocabulary import Severity
 
 
 @dataclass(frozen=True)
@@ -22,7 +21,7 @@ class Gates:
 
     min_throughput: float | None = None
     min_speedup: float | None = None
-    fail_on: str | None = None
+    fail_on: Severity | None = None
     """``warning`` or ``critical``: fail on a finding at least this severe."""
     max_regression: float | None = None
     """Largest allowed fall of the recommended throughput against ``baseline`` (0.1 = 10%)."""
@@ -50,9 +49,9 @@ def evaluate(report: Report, gates: Gates, baseline: Report | None = None) -> tu
             "min_speedup", ok, speedup, gates.min_speedup,
             f"speedup over num_workers=0 {what} {'≥' if ok else '<'} {gates.min_speedup:.2f}×"))
     if gates.fail_on is not None:
-        level = SEVERITY_ORDER[gates.fail_on]
-        bad = [f for f in report.findings if SEVERITY_ORDER.get(f.severity, 0) >= level]
-        worst = max((SEVERITY_ORDER[f.severity] for f in bad), default=None)
+        level = gates.fail_on.rank
+        bad = [f for f in report.findings if f.severity.rank >= level]
+        worst = max((f.severity.rank for f in bad), default=None)
         listed = ", ".join(f"{f.id} ({f.severity})" for f in bad)
         results.append(GateResult(
             "fail_on", not bad, worst, level,

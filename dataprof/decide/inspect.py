@@ -7,34 +7,15 @@ returns a Finding or None; :func:`fatal` says which makes the command fail.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from dataprof.decide.budgets import HEADROOM, shm_workers
+from dataprof.decide.thresholds import Thresholds
 from dataprof.results.findings import Finding
 from dataprof.results.inspect import Inspection, InspectionData, StageTiming, slowest_positions, to_ms
 from dataprof.results.stats import percentile
 from dataprof.results.units import fmt_bytes
-
-
-@dataclass(frozen=True)
-class InspectThresholds:
-    """Every threshold the inspect checks use, in one place."""
-
-    waiting_cpu_share: float = 0.5
-    """Below this share of CPU in the sample's wall time, samples mostly wait."""
-    computing_cpu_share: float = 0.8
-    """From this share, samples are CPU work."""
-    dominant_stage_share: float = 0.3
-    straggler_p99_ratio: float = 3.0
-    straggler_max_ratio: float = 10.0
-    repeat_ratio: float = 0.5
-    """A re-fetch at least this fraction of the first time makes the index itself slow."""
-    collate_share: float = 0.2
-    fd_headroom: float = 0.5
-    """Share of the open-file limit that tensors in flight may take."""
-    workers_to_check: int = 8
-    """A check warns when fewer workers than max(this, 2 × usable CPUs) fit."""
+from dataprof.results.vocabulary import FindingId, Severity
 
 
 def _tree(stage: StageTiming, samples: int, total_s: float) -> dict[str, Any]:
@@ -48,8 +29,9 @@ def _tree(stage: StageTiming, samples: int, total_s: float) -> dict[str, Any]:
     return node
 
 
-def analyse(data: InspectionData, th: InspectThresholds = InspectThresholds()) -> Inspection:
+def analyse(data: InspectionData, thresholds: Thresholds | None = None) -> Inspection:
     """Every figure and check of the report, from the measurements alone."""
+    th = thresholds or Thresholds()
     count = len(data.wall_s)
     total_s = sum(data.wall_s)
     wall_ms = [1000.0 * s for s in data.wall_s]
@@ -94,7 +76,7 @@ def analyse(data: InspectionData, th: InspectThresholds = InspectThresholds()) -
     return Inspection(**{**inspection.__dict__, "checks": tuple(c for c in checks if c is not None)})
 
 
-def _sample_kind(cpu_share: float | None, th: InspectThresholds) -> str | None:
+def _sample_kind(cpu_share: float | None, th: Thresholds) -> str | None:
     """``waiting`` below the waiting share, ``computing`` from the computing share, else ``mixed``."""
     if cpu_share is None:
         return None
@@ -110,13 +92,13 @@ def _fits(budget: int | None, per_batch: int | None, prefetch: int) -> int | Non
     return int(budget // (per_batch * prefetch))
 
 
-FATAL = ("sample_errors", "collate")
+FATAL = (FindingId.SAMPLE_ERRORS, FindingId.COLLATE)
 """Checks whose critical finding makes ``dataprof inspect`` exit 3: a DataLoader over this dataset would fail."""
 
 
 def fatal(ins: Inspection) -> Finding | None:
     """The critical finding that means the dataset cannot be loaded as it is, if any."""
-    return next((c for c in ins.checks if c.id in FATAL and c.severity == "critical"), None)
+    return next((c for c in ins.checks if c.id in FATAL and c.severity == Severity.CRITICAL), None)
 
 
 def ceiling_text(rate: float | None, usable: int) -> str:
@@ -124,7 +106,7 @@ def ceiling_text(rate: float | None, usable: int) -> str:
     return f"{rate:,.0f} samples/s on {usable} CPU{'s' if usable != 1 else ''}" if rate else "unknown"
 
 
-def check_errors(ins: Inspection, th: InspectThresholds) -> Finding | None:
+def check_errors(ins: Inspection, th: Thresholds) -> Finding | None:
     """Samples that raised: critical, since one raising sample stops a whole DataLoader epoch."""
     errors = ins.data.errors
     if not errors:
@@ -132,13 +114,13 @@ def check_errors(ins: Inspection, th: InspectThresholds) -> Finding | None:
     index, message = errors[0]
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
     return Finding(
-        id="sample_errors", severity="critical",
+        id=FindingId.SAMPLE_ERRORS, severity=Severity.CRITICAL,
         evidence=f"{len(errors)} of {len(errors) + len(ins.data.wall_s)} samples raised: "
                  f"dataset[{index}]: {message}{more}",
         recommendation="Fix __getitem__ for these indices: one raising sample stops a whole DataLoader epoch.")
 
 
-def check_cpu_vs_wait(ins: Inspection, th: InspectThresholds) -> Finding | None:
+def check_cpu_vs_wait(ins: Inspection, th: Thresholds) -> Finding | None:
     """Whether a sample computes or waits (CPU over wall time), the CPU ceiling, and what workers can give."""
     share = ins.cpu_share
     if share is None or not ins.latency_ms:
@@ -152,24 +134,24 @@ def check_cpu_vs_wait(ins: Inspection, th: InspectThresholds) -> Finding | None:
         needed = ins.cpu_ceiling / ins.worker_rate if ins.cpu_ceiling and ins.worker_rate else None
         reach = f"; about {needed:.0f} workers would reach the CPU ceiling" if needed else ""
         return Finding(
-            id="cpu_vs_wait", severity="info",
+            id=FindingId.CPU_VS_WAIT, severity=Severity.INFO,
             evidence=evidence + reach,
             recommendation=("Samples mostly wait (storage, network, sleeps, locks): throughput scales with "
                             "workers past the CPU count, up to the CPU ceiling; sweep with more workers "
                             "(dataprof sweep … --workers 4,8,16,32) or read faster/concurrently."))
     if share >= th.computing_cpu_share:
         return Finding(
-            id="cpu_vs_wait", severity="info", evidence=evidence,
+            id=FindingId.CPU_VS_WAIT, severity=Severity.INFO, evidence=evidence,
             recommendation=(f"Samples are mostly CPU work: no loader setting beats the CPU ceiling; workers past "
                             f"the {usable} CPUs can only fill the {1 - share:.0%} of each sample's time that is not "
                             "CPU (a sweep measures how much that gives). Cut the costliest stages, cache decoded "
                             "data or move augmentation to the GPU."))
-    return Finding(id="cpu_vs_wait", severity="info", evidence=evidence,
+    return Finding(id=FindingId.CPU_VS_WAIT, severity=Severity.INFO, evidence=evidence,
                    recommendation="Samples are part CPU, part waiting: expect gains from workers up to a little "
                                   "past the CPU count; a sweep will find where they stop.")
 
 
-def check_dominant_stage(ins: Inspection, th: InspectThresholds) -> Finding | None:
+def check_dominant_stage(ins: Inspection, th: Thresholds) -> Finding | None:
     """A transform stage taking at least ``dominant_stage_share`` of the sample time."""
     if not ins.transforms:
         return None
@@ -177,21 +159,21 @@ def check_dominant_stage(ins: Inspection, th: InspectThresholds) -> Finding | No
     if top["share"] < th.dominant_stage_share:
         return None
     return Finding(
-        id="dominant_stage", severity="info",
+        id=FindingId.DOMINANT_STAGE, severity=Severity.INFO,
         evidence=f"{top['name']} ({top['path']}) takes {top['share']:.0%} of the sample time: "
                  f"{top['mean_ms']:.2f} ms of {ins.latency_ms['mean']:.2f} ms per sample",
         recommendation=f"Start with {top['name']}: a cheaper setting, running it on the GPU after the batch "
                        "is built, or caching its output removes that share from every sample.")
 
 
-def check_stragglers(ins: Inspection, th: InspectThresholds) -> Finding | None:
+def check_stragglers(ins: Inspection, th: Thresholds) -> Finding | None:
     """A heavy tail (p99 or max far above p50), with the slow indices told apart from slow moments."""
     if len(ins.data.wall_s) < 20 or not ins.latency_ms:
         return None
     p50, p99, top = ins.latency_ms["p50"], ins.latency_ms["p99"], ins.latency_ms["max"]
-    if p50 <= 0 or (p99 < th.straggler_p99_ratio * p50 and top < th.straggler_max_ratio * p50):
+    if p50 <= 0 or (p99 < th.straggler_ratio * p50 and top < th.straggler_max_ratio * p50):
         return None
-    slow = [s for s in ins.slowest if s["ms"] >= th.straggler_p99_ratio * p50]
+    slow = [s for s in ins.slowest if s["ms"] >= th.straggler_ratio * p50]
     fetched = [s for s in slow if s["repeat_ms"] is not None]
     repeated = [s for s in fetched if s["repeat_ms"] >= th.repeat_ratio * s["ms"]]
     moments = [s for s in fetched if s not in repeated]
@@ -216,14 +198,15 @@ def check_stragglers(ins: Inspection, th: InspectThresholds) -> Finding | None:
                   "cached storage removes it.")
     else:
         advice = "A larger prefetch_factor and more workers absorb occasional slow samples."
-    return Finding(id="stragglers", severity="warning", evidence=evidence, recommendation=advice)
+    return Finding(id=FindingId.STRAGGLERS, severity=Severity.WARNING, evidence=evidence, recommendation=advice)
 
 
-def check_collate(ins: Inspection, th: InspectThresholds) -> Finding | None:
+def check_collate(ins: Inspection, th: Thresholds) -> Finding | None:
     """Collation's share of loading (ms per sample), or why collating failed (critical)."""
     data = ins.data
     if data.collate_error:
-        return Finding(id="collate", severity="critical", evidence=f"collating a batch failed: {data.collate_error}",
+        return Finding(id=FindingId.COLLATE, severity=Severity.CRITICAL,
+                       evidence=f"collating a batch failed: {data.collate_error}",
                        recommendation="Make samples the same shape and type, or pass --collate-fn.")
     batch = data.dataset.batch_samples
     if ins.collate_ms is None or not batch or not ins.latency_ms:
@@ -235,30 +218,30 @@ def check_collate(ins: Inspection, th: InspectThresholds) -> Finding | None:
                 f"{share:.0%} of loading); a batch is {fmt_bytes(data.dataset.batch_bytes)} in "
                 f"{data.dataset.batch_tensors or 0} tensors and {objects} other Python objects")
     if share < th.collate_share:
-        return Finding(id="collate", severity="info", evidence=evidence,
+        return Finding(id=FindingId.COLLATE, severity=Severity.INFO, evidence=evidence,
                        recommendation="Collation is cheap next to loading a sample.")
-    return Finding(id="collate", severity="warning", evidence=evidence,
+    return Finding(id=FindingId.COLLATE, severity=Severity.WARNING, evidence=evidence,
                    recommendation="Collation is a large share: return tensors or numpy arrays of one dtype "
                                   "rather than nested lists/dicts of Python numbers and strings.")
 
 
-def _capacity(check_id: str, fits: int, evidence: str, fine: str, advice: str, ins: Inspection,
-              th: InspectThresholds, zero_is_critical: bool = False) -> Finding:
+def _capacity(check_id: FindingId, fits: int, evidence: str, fine: str, advice: str, ins: Inspection,
+              th: Thresholds, zero_is_critical: bool = False) -> Finding:
     """Info when at least max(8, 2 × usable CPUs) workers fit; a warning (critical if none fit) otherwise."""
     if fits >= max(th.workers_to_check, 2 * ins.data.environment.usable_cpus):
-        return Finding(id=check_id, severity="info", evidence=evidence, recommendation=fine)
-    severity = "critical" if zero_is_critical and fits < 1 else "warning"
+        return Finding(id=check_id, severity=Severity.INFO, evidence=evidence, recommendation=fine)
+    severity = Severity.CRITICAL if zero_is_critical and fits < 1 else Severity.WARNING
     return Finding(id=check_id, severity=severity, evidence=evidence, recommendation=advice)
 
 
-def check_shm(ins: Inspection, th: InspectThresholds) -> Finding | None:
+def check_shm(ins: Inspection, th: Thresholds) -> Finding | None:
     """How many workers' batches in flight fit in /dev/shm (the sweep's 80% rule)."""
     env, data = ins.data.environment, ins.data
     if ins.max_workers_shm is None:
         return None
     prefetch = int(data.settings.get("prefetch_factor") or 2)
     return _capacity(
-        "shm_space", ins.max_workers_shm,
+        FindingId.SHM_SPACE, ins.max_workers_shm,
         f"/dev/shm has {fmt_bytes(env.shm_free_bytes)} free; each worker keeps {prefetch} batches of "
         f"{fmt_bytes(data.dataset.batch_bytes)} in flight, so {ins.max_workers_shm} workers fit "
         f"in {HEADROOM:.0%} of it at prefetch_factor={prefetch}",
@@ -268,7 +251,7 @@ def check_shm(ins: Inspection, th: InspectThresholds) -> Finding | None:
         ins, th, zero_is_critical=True)
 
 
-def check_open_files(ins: Inspection, th: InspectThresholds) -> Finding | None:
+def check_open_files(ins: Inspection, th: Thresholds) -> Finding | None:
     """How many workers' tensors in flight fit in half the open-file limit (``file_descriptor`` strategy)."""
     data = ins.data
     if data.nofile_soft is None:
@@ -277,14 +260,16 @@ def check_open_files(ins: Inspection, th: InspectThresholds) -> Finding | None:
     if ins.max_workers_files is None:
         strategy = data.sharing_strategy or "unknown"
         if strategy == "file_descriptor":  # the batch's tensors are unknown: its collate failed
-            return Finding(id="open_files", severity="info", evidence=f"{limit}; sharing strategy {strategy}",
+            return Finding(id=FindingId.OPEN_FILES, severity=Severity.INFO,
+                           evidence=f"{limit}; sharing strategy {strategy}",
                            recommendation=("Every tensor in flight holds one open file with this strategy; how many "
                                            "a batch holds is unknown, as its samples could not be collated."))
-        return Finding(id="open_files", severity="info", evidence=f"{limit}; sharing strategy {strategy}",
+        return Finding(id=FindingId.OPEN_FILES, severity=Severity.INFO,
+                       evidence=f"{limit}; sharing strategy {strategy}",
                        recommendation="Tensors in flight do not hold open files with this strategy.")
     prefetch = int(data.settings.get("prefetch_factor") or 2)
     return _capacity(
-        "open_files", ins.max_workers_files,
+        FindingId.OPEN_FILES, ins.max_workers_files,
         f"{limit}; with the file_descriptor sharing strategy every tensor in flight holds one: "
         f"{data.dataset.batch_tensors} per batch × {prefetch} batches per worker, so "
         f"{ins.max_workers_files} workers fit in half the limit",
@@ -295,7 +280,7 @@ def check_open_files(ins: Inspection, th: InspectThresholds) -> Finding | None:
         ins, th)
 
 
-def check_start_method(ins: Inspection, th: InspectThresholds) -> Finding | None:
+def check_start_method(ins: Inspection, th: Thresholds) -> Finding | None:
     """What the multiprocessing start method costs: fork inherits the dataset, others pickle it per worker."""
     data = ins.data
     method = data.environment.start_method
@@ -304,19 +289,19 @@ def check_start_method(ins: Inspection, th: InspectThresholds) -> Finding | None
                else f"the dataset cannot be pickled: {data.pickle_error}")
     if method == "fork":
         return Finding(
-            id="start_method", severity="info",
+            id=FindingId.START_METHOD, severity=Severity.INFO,
             evidence=f"start method fork: workers inherit the dataset without pickling it ({pickled})",
             recommendation=("Workers start fast; Python objects held by the dataset are copied into each worker "
                             "as they are read, so keep large tables in numpy/arrow arrays."
                             + ("" if size else " Under spawn or forkserver (macOS, Windows, Python 3.14 on "
                                "Linux) these workers could not start.")))
     if data.pickle_error:
-        return Finding(id="start_method", severity="critical",
+        return Finding(id=FindingId.START_METHOD, severity=Severity.CRITICAL,
                        evidence=f"start method {method}: every worker receives the pickled dataset, but {pickled}",
                        recommendation="Make the dataset picklable (open files and connections lazily in "
                                       "__getitem__ or worker_init_fn, no lambdas), or use the fork start method.")
     return Finding(
-        id="start_method", severity="info",
+        id=FindingId.START_METHOD, severity=Severity.INFO,
         evidence=f"start method {method}: every worker start sends the pickled dataset ({pickled})",
         recommendation="Use persistent_workers=True so that cost is paid once, not every epoch; keep the "
                        "dataset small to pickle (paths, not loaded data).")

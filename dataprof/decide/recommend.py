@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataprof.results.stats import noise_between, speedup
 from dataprof.results.sweep import Recommendation
 from dataprof.results.trial import TrialResult
+from dataprof.results.vocabulary import TrialStatus
 
 MAX_TRADE = 0.05
 """A cheaper config is recommended over the fastest only if it is at most this much slower, however noisy."""
@@ -35,7 +36,7 @@ ORDER_CAVEAT = ("; in_order=False: batches come as they are ready, not in the sa
 
 def recommend(trials: Sequence[TrialResult]) -> Recommendation | None:
     """The cheapest completed config within noise (at most :data:`MAX_TRADE`) of the fastest; None if none ran."""
-    ok = [t for t in trials if t.status == "ok" and t.samples_per_s]
+    ok = [t for t in trials if t.status == TrialStatus.OK and t.samples_per_s]
     if not ok:
         return None
     fastest = max(ok, key=lambda t: t.samples_per_s or 0.0)

@@ -16,21 +16,7 @@ import shlex
 from dataprof.decide.thresholds import Thresholds
 from dataprof.results.findings import Finding
 from dataprof.results.run import LoaderRun, RunReport
-
-TITLES = {
-    "model_bound": "model-bound: the loader keeps up",
-    "epoch_start": "waits for data at each epoch's start",
-    "cpu_bound": "waits for data: the workers use the CPUs up",
-    "main_process_bound": "waits for data: the training process is saturated",
-    "main_process_loading": "waits for data: batches load in the training process",
-    "io_bound": "waits for data: samples wait on something other than CPU",
-    "too_short": "too short to judge",
-    "no_loader": "no DataLoader iterated",
-}
-"""Human names of the verdict ids (the ids are the JSON contract)."""
-
-MAIN_SATURATED_PERCENT = 90.0
-"""CPU of the training process (100 = one core) from which its own loop is the limit."""
+from dataprof.results.vocabulary import FindingId, Severity
 
 
 def judge(report: RunReport, thresholds: Thresholds | None = None) -> RunReport:
@@ -38,7 +24,8 @@ def judge(report: RunReport, thresholds: Thresholds | None = None) -> RunReport:
     th = thresholds or Thresholds()
     if not report.loaders:
         return dataclasses.replace(report, verdict=Finding(
-            id="no_loader", severity="info", evidence="the script iterated no torch DataLoader while watched",
+            id=FindingId.NO_LOADER, severity=Severity.INFO,
+            evidence="the script iterated no torch DataLoader while watched",
             recommendation="Run the script's training part (dataprof watches torch.utils.data.DataLoader "
                            "iterators, subclasses included)."), next_command=None)
     loader = report.loaders[0]
@@ -55,7 +42,7 @@ def band(share: float, th: Thresholds) -> str:
 def _verdict(report: RunReport, loader: LoaderRun, th: Thresholds) -> Finding:
     share = loader.data_wait_fraction
     if share is None or loader.step_ms is None:
-        return Finding(id="too_short", severity="info",
+        return Finding(id=FindingId.TOO_SHORT, severity=Severity.INFO,
                        evidence=f"{loader.site}: {loader.batches} batches, too few past each epoch's warm-up",
                        recommendation="Watch longer (more steps) to measure the steady state.")
     step = loader.step_ms["p50"]
@@ -66,7 +53,7 @@ def _verdict(report: RunReport, loader: LoaderRun, th: Thresholds) -> Finding:
     level = band(share, th)
     warm = loader.warmup_wait_fraction
     if level == "fine" and warm is not None and warm >= th.critical_wait:
-        return Finding(id="epoch_start", severity="warning",
+        return Finding(id=FindingId.EPOCH_START, severity=Severity.WARNING,
                        evidence=f"{numbers} in the steady state, but each epoch's start (first batch "
                                 f"{', '.join(f'{s:.2f}' for s in loader.first_batch_s[:3])} s, then the prefetch) "
                                 f"took {warm:.0%} of the loader's whole time over {loader.epochs} epoch(s) of "
@@ -76,37 +63,37 @@ def _verdict(report: RunReport, loader: LoaderRun, th: Thresholds) -> Finding:
     if level == "fine":
         busy = report.resources.cpu_percent_system
         if busy is not None and busy >= 100 * th.machine_saturated:
-            return Finding(id="model_bound", severity="info",
+            return Finding(id=FindingId.MODEL_BOUND, severity=Severity.INFO,
                            evidence=f"{numbers}; the machine's CPUs were {busy:.0f}% busy (step p95 "
                                     f"{loader.step_ms['p95']:.1f} ms)",
                            recommendation="The loader is not your bottleneck, but its workers share the CPUs with "
                                           "the step: on a CPU-only machine loading slows the step itself.")
-        return Finding(id="model_bound", severity="info", evidence=numbers,
+        return Finding(id=FindingId.MODEL_BOUND, severity=Severity.INFO, evidence=numbers,
                        recommendation="The loader is not your bottleneck: the step itself sets the pace.")
-    severity = "warning" if level == "moderate" else "critical"
+    severity = Severity.WARNING if level == "moderate" else Severity.CRITICAL
     res, usable = report.resources, report.environment.usable_cpus
     workers = loader.num_workers or 0
     if workers and res.workers_cpu_percent is not None and res.workers_cpu_percent >= th.cpu_saturated * usable * 100:
-        return Finding(id="cpu_bound", severity=severity,
+        return Finding(id=FindingId.CPU_BOUND, severity=severity,
                        evidence=f"{numbers}; the workers use {res.workers_cpu_percent / 100:.1f} of {usable} CPUs",
                        recommendation="The samples' CPU cost is the limit: make each sample cheaper (decode less, "
                                       "cache, move augmentation to the GPU) or run on more CPUs.")
     if res.cpu_percent_system is not None and res.cpu_percent_system >= 100 * th.machine_saturated:
-        return Finding(id="cpu_bound", severity=severity,
+        return Finding(id=FindingId.CPU_BOUND, severity=severity,
                        evidence=f"{numbers}; the machine's CPUs were {res.cpu_percent_system:.0f}% busy (the training "
                                 f"process {(res.main_cpu_percent or 0) / 100:.1f} cores, its workers "
                                 f"{(res.workers_cpu_percent or 0) / 100:.1f})",
                        recommendation="Loading and the step compete for the CPUs: make samples cheaper (decode less, "
                                       "cache), or give the training more CPUs; on a GPU the step leaves them free.")
-    if res.main_cpu_percent is not None and res.main_cpu_percent >= MAIN_SATURATED_PERCENT and workers:
-        return Finding(id="main_process_bound", severity=severity,
+    if res.main_cpu_percent is not None and res.main_cpu_percent >= 100 * th.main_saturated and workers:
+        return Finding(id=FindingId.MAIN_PROCESS_BOUND, severity=severity,
                        evidence=f"{numbers}; the training process uses {res.main_cpu_percent / 100:.1f} cores",
                        recommendation="The main process is saturated (receiving batches, the step's own CPU work): "
                                       "return fewer, larger tensors per batch, or take CPU work out of the step.")
     if workers == 0:
-        return Finding(id="main_process_loading", severity=severity, evidence=f"{numbers}; no worker processes",
+        return Finding(id=FindingId.MAIN_PROCESS_LOADING, severity=severity, evidence=f"{numbers}; no worker processes",
                        recommendation="Load in worker processes: sweep num_workers with the command below.")
-    return Finding(id="io_bound", severity=severity,
+    return Finding(id=FindingId.IO_BOUND, severity=severity,
                    evidence=f"{numbers}; the CPUs are not saturated"
                             + ("" if res.cpu_percent is None else f" (the tree uses {res.cpu_percent / 100:.1f} "
                                                                   f"of {usable})"),

@@ -17,6 +17,7 @@ from dataprof.decide.search import rules_of_thumb
 from dataprof.results.settings import LoaderConfig, SearchSpace
 from dataprof.results.stats import noise_between
 from dataprof.results.sweep import Report, RuleOfThumb, YourSettings
+from dataprof.results.vocabulary import TrialStatus
 
 
 def compare_rules_of_thumb(report: Report) -> tuple[RuleOfThumb, ...]:
@@ -30,7 +31,7 @@ def compare_rules_of_thumb(report: Report) -> tuple[RuleOfThumb, ...]:
     space = SearchSpace.from_dict(report.settings)
     for rule, config in rules_of_thumb(report.environment.usable_cpus, space, autotune):
         trial = next((t for t in report.trials if t.config == config), None)
-        rate = trial.samples_per_s if trial is not None and trial.status == "ok" else None
+        rate = trial.samples_per_s if trial is not None and trial.status == TrialStatus.OK else None
         speedup = rec.samples_per_s / rate if rec is not None and rate else None
         within = bool(rec_trial is not None and trial is not None and rate
                       and (rec.samples_per_s - rate) / rec.samples_per_s <= noise_between(rec_trial, trial)) \
@@ -49,7 +50,7 @@ def compare_current(report: Report) -> YourSettings | None:
     config = LoaderConfig.from_dict(mine)
     rec = report.recommendation
     trial = next((t for t in report.trials if t.config == config), None)
-    rate = trial.samples_per_s if trial is not None and trial.status == "ok" else None
+    rate = trial.samples_per_s if trial is not None and trial.status == TrialStatus.OK else None
     rec_trial = next((t for t in report.trials if rec is not None and t.config == rec.config), None)
     within = bool(rec is not None and rec_trial is not None and trial is not None and rate
                   and (rec.samples_per_s - rate) / rec.samples_per_s <= noise_between(rec_trial, trial))

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from dataprof.decide.budgets import FOREIGN_CPUS
 from dataprof.results.trial import TrialResult
+from dataprof.results.vocabulary import TrialStatus
 
 STRAGGLER_RATIO = 3.0
 STRAGGLER_MIN_MS = 2.0
@@ -19,7 +20,8 @@ median is this share of its mean, has stragglers (a heavy tail; rare scheduler h
 
 @dataclass(frozen=True)
 class Thresholds:
-    """Where each rule draws its line; documented in docs/diagnosis.md."""
+    """Where each rule draws its line, for every kind of document: a sweep's diagnosis (docs/diagnosis.md),
+    ``dataprof run``'s verdict (docs/run.md) and ``dataprof inspect``'s checks (docs/inspect.md)."""
 
     model_bound_wait: float = 0.05
     """Wait share under which the loader keeps up (TF profiler: < 5% is not input-bound)."""
@@ -37,6 +39,8 @@ class Thresholds:
     """Share of the iteration spent in the sampler that makes it the main process's load."""
     cpu_saturated: float = 0.75
     """Share of the usable CPUs the process tree uses when CPU-bound."""
+    main_saturated: float = 0.9
+    """``dataprof run``: CPU of the training process (cores) from which its own loop is the limit."""
     machine_saturated: float = 0.9
     """Share of all the machine's CPUs busy (the loader and any other process) that also makes a waiting
     loader CPU-bound: it cannot get more CPU time."""
@@ -68,13 +72,29 @@ class Thresholds:
     and the CPU ceilings count only what they left (``budgets.available_cpus``)."""
     foreign_warning: float = 0.25
     """…and the share of the usable CPUs they take from which the figures are called noisy (a warning)."""
+    waiting_cpu_share: float = 0.5
+    """``dataprof inspect``: below this share of CPU in a sample's wall time, samples mostly wait."""
+    computing_cpu_share: float = 0.8
+    """…from this share, samples are CPU work."""
+    dominant_stage_share: float = 0.3
+    """Share of the sample time one transform stage takes that makes it the one to start with."""
+    straggler_max_ratio: float = 10.0
+    """A slowest sample this many times the median is a straggler too (``straggler_ratio`` holds for p99)."""
+    repeat_ratio: float = 0.5
+    """A re-fetch at least this fraction of the first time makes the index itself slow."""
+    collate_share: float = 0.2
+    """Share of loading a sample that collation may take before it is worth a warning."""
+    fd_headroom: float = 0.5
+    """Share of the open-file limit that tensors in flight may take."""
+    workers_to_check: int = 8
+    """A capacity check warns when fewer workers than max(this, 2 × usable CPUs) fit."""
 
 
 def heavy_tail(trial: TrialResult, ratio: float = STRAGGLER_RATIO, min_ms: float = STRAGGLER_MIN_MS,
                share: float = STRAGGLER_TAIL_SHARE) -> bool:
     """Whether the trial's wait for a batch has stragglers (see :data:`STRAGGLER_RATIO`)."""
     waits = trial.wait_ms
-    if trial.status != "ok" or waits is None or waits.p99 is None:
+    if trial.status != TrialStatus.OK or waits is None or waits.p99 is None:
         return False
     if not waits.mean or waits.p99 < ratio * waits.p50 or waits.p99 - waits.p50 < min_ms:
         return False

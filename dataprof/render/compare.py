@@ -11,6 +11,7 @@ from rich.text import Text
 
 from dataprof.decide.compare import Comparison, RunComparison
 from dataprof.results.units import fmt_bytes
+from dataprof.results.vocabulary import TrialStatus
 
 
 def _rate(value: float | None) -> str:
@@ -52,7 +53,7 @@ def print_comparison(console: Console, comparison: Comparison, threshold: float 
         style = "red" if threshold is not None and row.regressed(threshold) else None
         table.add_row(
             row.config.label(),
-            f"{_rate(o.samples_per_s)} → {_rate(n.samples_per_s)}" if o.status == n.status == "ok"
+            f"{_rate(o.samples_per_s)} → {_rate(n.samples_per_s)}" if o.status == n.status == TrialStatus.OK
             else f"{o.status} → {n.status}",
             _pct(change),
             f"{_wait(o.wait_fraction)} → {_wait(n.wait_fraction)}",

@@ -17,6 +17,7 @@ from rich.text import Text
 
 from dataprof.render import view
 from dataprof.results.sweep import Report
+from dataprof.results.vocabulary import Severity
 
 
 def trials_table(report: Report) -> Table:
@@ -73,7 +74,7 @@ def recommendation(report: Report) -> tuple[RenderableType, str | None]:
         answer.loader_line
 
 
-SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
+SEVERITY_STYLE = {Severity.CRITICAL: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 
 
 def verdict(report: Report) -> RenderableType | None:

@@ -19,6 +19,7 @@ from dataprof.results.inspect import Inspection
 from dataprof.results.sweep import Report
 from dataprof.results.trial import TrialResult
 from dataprof.results.units import fmt_bytes
+from dataprof.results.vocabulary import TrialStatus
 
 STYLE = """
 body { font-family: system-ui, -apple-system, Segoe UI, Roboto, sans-serif; margin: 2rem auto; max-width: 1100px;
@@ -62,7 +63,7 @@ def _series(report: Report) -> dict[str, list[TrialResult]]:
     """Completed trials grouped by everything but num_workers, each sorted by workers."""
     groups: dict[str, list[TrialResult]] = defaultdict(list)
     for trial in report.trials:
-        if trial.status == "ok":
+        if trial.status == TrialStatus.OK:
             groups[_series_name(trial)].append(trial)
     return {name: sorted(trials, key=lambda t: t.config.num_workers) for name, trials in sorted(groups.items())}
 
@@ -75,7 +76,7 @@ def _figure(report: Report, title: str, y_title: str, value: Any, lines: tuple[t
     for name, trials in _series(report).items():
         fig.add_trace(go.Scatter(x=[str(t.config.num_workers) for t in trials], y=[value(t) for t in trials],
                                  mode="lines+markers", name=name))
-    values = [v for t in report.trials if t.status == "ok" and (v := value(t)) is not None]
+    values = [v for t in report.trials if t.status == TrialStatus.OK and (v := value(t)) is not None]
     top = max(values, default=0.0)
     far = []
     for level, label in lines:

@@ -11,26 +11,27 @@ import sys
 from collections.abc import Callable
 from typing import Any, TextIO
 
-Observer = Callable[[str, dict[str, Any]], None]
+from dataprof.results.vocabulary import Event, Observer, TrialStatus
 
 
 def plain_observer(stream: TextIO) -> Observer:
     """An observer that prints one plain line per event worth a line (not a terminal, or NO_COLOR)."""
     state: dict[str, Any] = {"total": None}
 
-    def observe(event: str, data: dict[str, Any]) -> None:
-        if event == "loading":
+    def observe(event: Event, data: dict[str, Any]) -> None:
+        if event == Event.LOADING:
             print(f"loading {data['target']} …", file=stream, flush=True)
-        elif event == "planned":
+        elif event == Event.PLANNED:
             state["total"] = data["total"]
-        elif event == "autotune_start":
+        elif event == Event.AUTOTUNE_START:
             print(f"running Paddle's own dataloader autotune (tuning_steps={data['steps']}) for comparison …",
                   file=stream, flush=True)
-        elif event == "autotune_done":
+        elif event == Event.AUTOTUNE_DONE:
             run = data["autotune"]
-            outcome = f"picked num_workers={run.num_workers}" if run.status == "ok" else f"{run.status}: {run.error}"
+            ok = run.status == TrialStatus.OK
+            outcome = f"picked num_workers={run.num_workers}" if ok else f"{run.status}: {run.error}"
             print(f"Paddle's autotune: {outcome}", file=stream, flush=True)
-        elif event == "trial_done":
+        elif event == Event.TRIAL_DONE:
             result = data["result"]
             total = f"/{state['total']}" if state["total"] else ""
             figure = f"{result.samples_per_s:,.1f} samples/s" if result.samples_per_s else result.error
@@ -53,16 +54,16 @@ def make_observer(console: Any, stream: TextIO | None = None) -> tuple[Observer,
     task = progress.add_task("loading the dataset", total=None)
     progress.start()
 
-    def observe(event: str, data: dict[str, Any]) -> None:
-        if event == "planned":
+    def observe(event: Event, data: dict[str, Any]) -> None:
+        if event == Event.PLANNED:
             progress.update(task, total=data["total"], description="sweeping")
-        elif event == "autotune_start":
+        elif event == Event.AUTOTUNE_START:
             progress.update(task, description="Paddle's own autotune, for comparison")
-        elif event == "trial_start":
+        elif event == Event.TRIAL_START:
             progress.update(task, description=f"{data['config'].label()}: starting workers")
-        elif event == "window_start":
+        elif event == Event.WINDOW_START:
             progress.update(task, description=f"{data['config'].label()}: measuring")
-        elif event == "trial_done":
+        elif event == Event.TRIAL_DONE:
             result = data["result"]
             progress.advance(task)
             figure = f"{result.samples_per_s:,.1f} samples/s" if result.samples_per_s else result.status

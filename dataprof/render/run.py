@@ -8,12 +8,13 @@ from rich.console import Console
 from rich.rule import Rule
 from rich.text import Text
 
-from dataprof.decide.run import TITLES, band
+from dataprof.decide.run import band
 from dataprof.decide.thresholds import Thresholds
 from dataprof.render.console import SEVERITY_STYLE
 from dataprof.render.view import num
 from dataprof.results.run import RunReport
 from dataprof.results.units import fmt_bytes
+from dataprof.results.vocabulary import TITLES
 
 
 def header(report: RunReport) -> Text:
@@ -89,7 +90,7 @@ def print_run(console: Console, report: RunReport) -> None:
     console.print(header(report))
     if report.verdict is not None:
         verdict = report.verdict
-        console.print(Rule(Text(f"Verdict: {TITLES.get(verdict.id, verdict.id)} ({verdict.severity})",
+        console.print(Rule(Text(f"Verdict: {TITLES[verdict.id]} ({verdict.severity})",
                                 style=SEVERITY_STYLE.get(verdict.severity, "")), align="left"))
         console.print(Text(verdict.evidence))
         console.print(Text("→ " + verdict.recommendation, style="bold"))

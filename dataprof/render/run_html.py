@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import html
 
-from dataprof.decide.run import TITLES
 from dataprof.render.html import STYLE
 from dataprof.render.run import header, resources
 from dataprof.render.view import num
 from dataprof.results.run import RunReport
+from dataprof.results.vocabulary import TITLES
 
 LOADER_HEAD = ("loader", "dataset", "batch", "workers", "batches", "epochs", "samples/s", "data wait %",
                "next() p50 ms", "step p50 ms", "step p95 ms", "first batch s")
@@ -30,7 +30,7 @@ def run_page(report: RunReport) -> str:
              "<div class='meta'>" + "<br>".join(map(_e, head)) + "</div>"]
     if report.verdict is not None:
         v = report.verdict
-        parts.append(f"<div class='verdict {_e(v.severity)}'><b>{_e(TITLES.get(v.id, v.id))}</b> "
+        parts.append(f"<div class='verdict {_e(v.severity)}'><b>{_e(TITLES[v.id])}</b> "
                      f"<span class='meta'>[{_e(v.id)}, {_e(v.severity)}]</span><p>{_e(v.evidence)}</p>"
                      f"<p>→ <b>{_e(v.recommendation)}</b></p></div>")
     rows = [_row([r.site, r.dataset, num(r.batch_size, "d"), num(r.num_workers, "d"), str(r.batches), str(r.epochs),

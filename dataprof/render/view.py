@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from dataprof.decide.diagnose import TITLES
 from dataprof.decide.diagnose.facts import cpus_text, recommended_trial
 from dataprof.decide.search import AUTOTUNE_RULE
 from dataprof.results.settings import LoaderConfig
@@ -19,6 +18,7 @@ from dataprof.results.stats import best_by_workers, speedup
 from dataprof.results.sweep import AutotuneRun, Report
 from dataprof.results.trial import TrialResult
 from dataprof.results.units import fmt_bytes
+from dataprof.results.vocabulary import TITLES, FindingId, Severity, TrialStatus
 
 
 def num(value: float | None, fmt: str) -> str:
@@ -179,7 +179,7 @@ TRIAL_COLUMNS = ("config", "samples/s", "±%", "×w0", "wait%", "1st s", "p95 ms
 
 def trial_columns(report: Report, errors: bool = False) -> tuple[str, ...]:
     """The columns worth showing: GPU% with a GPU, status when a trial failed, the error text if asked."""
-    failed = any(t.status != "ok" for t in report.trials)
+    failed = any(t.status != TrialStatus.OK for t in report.trials)
     hidden = {"GPU%"} if report.environment.simulated_device else set()
     if not failed and not errors:
         hidden.add("status")
@@ -203,7 +203,7 @@ def trial_rows(report: Report) -> list[TrialRow]:
     baseline = report.baseline
     chosen = report.recommendation.config if report.recommendation else None
     rows = []
-    for t in sorted(report.trials, key=lambda t: (t.status != "ok", -(t.samples_per_s or 0.0))):
+    for t in sorted(report.trials, key=lambda t: (t.status != TrialStatus.OK, -(t.samples_per_s or 0.0))):
         mark = "★ " if t.config == chosen else "  "
         cells = {"config": mark + t.config.label(), "samples/s": num(t.samples_per_s, ",.1f"),
                  "±%": percent(t.samples_per_s_spread), "×w0": num(speedup(t, baseline), ".2f"),
@@ -211,13 +211,13 @@ def trial_rows(report: Report) -> list[TrialRow]:
                  "p95 ms": num(t.wait_ms.p95 if t.wait_ms else None, ".1f"), "CPU%": num(t.cpu_percent, ".0f"),
                  "PSS": fmt_bytes(t.peak_memory_bytes), "GPU%": num(t.gpu_util_percent, ".0f"), "status": t.status,
                  "error": t.error or ""}
-        rows.append(TrialRow(cells, t.config == chosen, t.status == "ok"))
+        rows.append(TrialRow(cells, t.config == chosen, t.status == TrialStatus.OK))
     return rows
 
 
 def throughput_curve(report: Report) -> list[tuple[int, float, bool]]:
     """(num_workers, best samples/s at that count, is the recommended count) in worker order; empty under two."""
-    curve = best_by_workers([t for t in report.trials if t.status == "ok" and t.samples_per_s])
+    curve = best_by_workers([t for t in report.trials if t.status == TrialStatus.OK and t.samples_per_s])
     if len(curve) < 2:
         return []
     chosen = report.recommendation.config.num_workers if report.recommendation else None
@@ -231,8 +231,8 @@ class FindingView:
     label: str
     """``Bottleneck`` for the primary verdict, ``Finding`` otherwise."""
     title: str
-    id: str
-    severity: str
+    id: FindingId
+    severity: Severity
     evidence: str
     recommendation: str
 
@@ -240,13 +240,13 @@ class FindingView:
 def findings(report: Report) -> list[FindingView]:
     """The diagnosis, primary verdict first, with the human title of each id."""
     return [FindingView("Bottleneck" if index == 0 and report.primary is not None else "Finding",
-                        TITLES.get(f.id, f.id), f.id, f.severity, f.evidence, f.recommendation)
+                        TITLES[f.id], f.id, f.severity, f.evidence, f.recommendation)
             for index, f in enumerate(report.findings)]
 
 
 def autotune_text(run: AutotuneRun) -> str:
     """What Paddle's own autotune tried and picked, in its own numbers."""
-    if run.status != "ok":
+    if run.status != TrialStatus.OK:
         return f"Paddle's autotune (tuning_steps={run.tuning_steps}): {run.status}: {run.error}"
     if run.skipped:
         return f"Paddle's autotune (paddle.incubate.autotune) tuned nothing: {run.skipped}; it keeps num_workers=" \
@@ -323,7 +323,7 @@ def rank_rows(report: Report) -> tuple[str, list[tuple[list[str], bool]], list[s
 
 def failures(report: Report) -> list[str]:
     """One line per trial that did not finish: what happened, in a sentence."""
-    return [f"{t.config.label()}: {t.status}: {t.error}" for t in report.trials if t.status != "ok"]
+    return [f"{t.config.label()}: {t.status}: {t.error}" for t in report.trials if t.status != TrialStatus.OK]
 
 
 PARTIAL = "Partial result: the sweep did not finish."

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
+
+from dataprof.results.vocabulary import FindingId, Severity
 
 
 @dataclass(frozen=True)
@@ -19,8 +22,14 @@ class GateResult:
 @dataclass(frozen=True)
 class Finding:
     """One diagnosis: its id (the JSON contract), severity, the numbers behind it and what to change."""
-    id: str
-    severity: str
-    """``info`` | ``warning`` | ``critical``."""
+
+    id: FindingId
+    severity: Severity
     evidence: str
     recommendation: str
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Finding:
+        """Read a finding back from a document (ValueError for an id or severity this dataprof does not know)."""
+        return cls(id=FindingId(data["id"]), severity=Severity(data["severity"]), evidence=data["evidence"],
+                   recommendation=data["recommendation"])

@@ -185,7 +185,7 @@ class RunReport:
             exit_code=data.get("exit_code"),
             ended_by=data.get("ended_by"),
             complete=data.get("complete", True),
-            verdict=None if data.get("verdict") is None else Finding(**data["verdict"]),
+            verdict=None if data.get("verdict") is None else Finding.from_dict(data["verdict"]),
             next_command=data.get("next_command"),
             notes=tuple(data.get("notes", ())),
             gates=tuple(GateResult(**g) for g in data.get("gates", ())),

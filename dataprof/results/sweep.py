@@ -16,6 +16,12 @@ from dataprof.results.environment import DatasetInfo, Environment
 from dataprof.results.findings import Finding, GateResult
 from dataprof.results.settings import LoaderConfig
 from dataprof.results.trial import TrialResult
+from dataprof.results.vocabulary import FindingId, TrialStatus
+
+
+def _status(value: str | None) -> TrialStatus | None:
+    """A status read back from a document (None kept: not measured)."""
+    return None if value is None else TrialStatus(value)
 
 
 @dataclass(frozen=True)
@@ -51,7 +57,7 @@ class RuleOfThumb:
 
     rule: str
     config: LoaderConfig
-    status: str | None
+    status: TrialStatus | None
     """The trial's status; None when it was not measured (the budget forbade it, or the sweep stopped)."""
     samples_per_s: float | None
     recommended_speedup: float | None
@@ -67,7 +73,7 @@ class YourSettings:
     source: str
     """The loader's class name, or ``--current``."""
     config: LoaderConfig
-    status: str | None
+    status: TrialStatus | None
     """The trial's status; None when it was not measured (the sweep stopped first)."""
     samples_per_s: float | None
     recommended_speedup: float | None
@@ -86,17 +92,18 @@ class YourSettings:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> YourSettings:
         """Read :meth:`to_dict` back."""
-        return cls(source=data["source"], config=LoaderConfig.from_dict(data["config"]), status=data.get("status"),
-                   samples_per_s=data.get("samples_per_s"), recommended_speedup=data.get("recommended_speedup"),
-                   within_noise=bool(data.get("within_noise")), changes=tuple(data.get("changes") or ()))
+        return cls(source=data["source"], config=LoaderConfig.from_dict(data["config"]),
+                   status=_status(data.get("status")), samples_per_s=data.get("samples_per_s"),
+                   recommended_speedup=data.get("recommended_speedup"), within_noise=bool(data.get("within_noise")),
+                   changes=tuple(data.get("changes") or ()))
 
 
 @dataclass(frozen=True)
 class AutotuneRun:
     """What Paddle's own dataloader autotune (``paddle.incubate.autotune``) picked, run in this sweep."""
 
-    status: str
-    """``ok``, ``failed`` or ``timeout``."""
+    status: TrialStatus
+    """``ok``, ``failed``, ``timeout`` or ``crashed``."""
     num_workers: int | None = None
     """Its pick; the sweep measures ``paddle.io.DataLoader``'s defaults with it."""
     tuning_steps: int = 0
@@ -124,6 +131,7 @@ class AutotuneRun:
         values = {k: v for k, v in data.items() if k in known}
         values["evaluations"] = tuple((int(e["num_workers"]), float(e["batch_s"]))
                                       for e in data.get("evaluations") or ())
+        values["status"] = TrialStatus(data["status"])
         return cls(**values)
 
 
@@ -138,7 +146,7 @@ class Report:
     trials: tuple[TrialResult, ...]
     dataset: DatasetInfo | None = None
     recommendation: Recommendation | None = None
-    primary: str | None = None
+    primary: FindingId | None = None
     findings: tuple[Finding, ...] = ()
     wall_s: float = 0.0
     complete: bool = True
@@ -174,7 +182,7 @@ class Report:
     def baseline(self) -> TrialResult | None:
         """The completed trial of the framework's default loader (``num_workers=0``), if any."""
         for trial in self.trials:
-            if trial.config.is_baseline and trial.status == "ok":
+            if trial.config.is_baseline and trial.status == TrialStatus.OK:
                 return trial
         return None
 
@@ -243,8 +251,8 @@ class Report:
             trials=tuple(TrialResult.from_dict(t) for t in data.get("trials", [])),
             dataset=None if dataset is None else DatasetInfo(**dataset),
             recommendation=recommendation,
-            primary=diagnosis.get("primary"),
-            findings=tuple(Finding(**f) for f in diagnosis.get("findings", [])),
+            primary=None if diagnosis.get("primary") is None else FindingId(diagnosis["primary"]),
+            findings=tuple(Finding.from_dict(f) for f in diagnosis.get("findings", [])),
             wall_s=data.get("search", {}).get("wall_s", 0.0),
             search_steps=tuple(SearchStep(LoaderConfig.from_dict(step["config"]), step["why"])
                                for step in data.get("search", {}).get("steps", [])),
@@ -255,7 +263,7 @@ class Report:
             error=data.get("error"),
             autotune=None if data.get("autotune") is None else AutotuneRun.from_dict(data["autotune"]),
             rules_of_thumb=tuple(RuleOfThumb(rule=r["rule"], config=LoaderConfig.from_dict(r["config"]),
-                                             status=r.get("status"), samples_per_s=r.get("samples_per_s"),
+                                             status=_status(r.get("status")), samples_per_s=r.get("samples_per_s"),
                                              recommended_speedup=r.get("recommended_speedup"),
                                              within_noise=bool(r.get("within_noise")))
                                  for r in data.get("rules_of_thumb", [])),

@@ -7,9 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dataprof.results.settings import LoaderConfig
-
-STATUSES = ("ok", "failed", "timeout", "oom", "crashed", "skipped")
-"""How a trial can end (``TrialResult.status``)."""
+from dataprof.results.vocabulary import TrialStatus
 
 
 @dataclass(frozen=True)
@@ -31,7 +29,7 @@ class RankResult:
     node: int
     local_rank: int
     host: str
-    status: str
+    status: TrialStatus
     error: str | None = None
     samples_per_s: float | None = None
     samples_per_s_spread: float | None = None
@@ -55,8 +53,7 @@ class TrialResult:
     """One configuration, measured in its own process."""
 
     config: LoaderConfig
-    status: str
-    """One of :data:`STATUSES`."""
+    status: TrialStatus
     error: str | None = None
     """One-line reason when status is not ``ok``."""
     samples_per_s: float | None = None
@@ -157,7 +154,9 @@ class TrialResult:
         values["config"] = LoaderConfig.from_dict(data["config"])
         if values.get("wait_ms") is not None:
             values["wait_ms"] = WaitStats(**values["wait_ms"])
-        values["ranks"] = tuple(RankResult(**r) for r in data.get("ranks") or ())
+        values["status"] = TrialStatus(data["status"])
+        values["ranks"] = tuple(RankResult(**{**r, "status": TrialStatus(r["status"])})
+                                for r in data.get("ranks") or ())
         return cls(**values)
 
 

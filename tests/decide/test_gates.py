@@ -6,6 +6,7 @@ import dataclasses
 
 from dataprof.decide.gates import Gates, evaluate
 from dataprof.results.sweep import Report
+from dataprof.results.vocabulary import Severity
 from tests.conftest import decided, scaled
 
 
@@ -27,10 +28,10 @@ def test_throughput_and_speedup_gates_pass_and_fail() -> None:
 
 def test_fail_on_severity_gate() -> None:
     critical = decided("io_bound")  # critical: the loop waits most of each iteration
-    assert not gate(critical, Gates(fail_on="critical"))[0]
+    assert not gate(critical, Gates(fail_on=Severity.CRITICAL))[0]
     healthy = decided("model_bound")
-    assert gate(healthy, Gates(fail_on="warning"))[0]
-    assert "io_bound (critical)" in gate(critical, Gates(fail_on="warning"))[1]
+    assert gate(healthy, Gates(fail_on=Severity.WARNING))[0]
+    assert "io_bound (critical)" in gate(critical, Gates(fail_on=Severity.WARNING))[1]
 
 
 def test_regression_gate_against_a_baseline() -> None:

@@ -9,11 +9,12 @@ from dataprof.decide.thresholds import Thresholds
 from dataprof.results.stats import noise_between, rate
 from dataprof.results.sweep import Report
 from dataprof.results.trial import TrialResult
+from dataprof.results.vocabulary import Severity, TrialStatus
 
 
 def ok_trials(report: Report) -> list[TrialResult]:
     """The trials that completed with a rate."""
-    return [t for t in report.trials if t.status == "ok" and t.samples_per_s]
+    return [t for t in report.trials if t.status == TrialStatus.OK and t.samples_per_s]
 
 
 def recommended_trial(report: Report) -> TrialResult | None:
@@ -46,11 +47,11 @@ def copy_share(trial: TrialResult, batch: int) -> float:
     return (trial.copy_ms_mean or 0.0) / iteration if iteration > 0 else 0.0
 
 
-def severity_for(share: float, thresholds: Thresholds, report: Report) -> str:
+def severity_for(share: float, thresholds: Thresholds, report: Report) -> Severity:
     """By the share of each iteration spent waiting; without a model step there is nothing to wait against."""
     if share < thresholds.model_bound_wait or not report.settings.get("step_ms"):
-        return "info"
-    return "critical" if share >= thresholds.critical_wait else "warning"
+        return Severity.INFO
+    return Severity.CRITICAL if share >= thresholds.critical_wait else Severity.WARNING
 
 
 def cores(percent: float | None) -> float | None:

@@ -24,6 +24,7 @@ from dataprof.results.stats import rate
 from dataprof.results.sweep import Report
 from dataprof.results.trial import TrialResult
 from dataprof.results.units import fmt_bytes
+from dataprof.results.vocabulary import FindingId, Severity, TrialStatus
 
 
 def copy_on_read(report: Report, th: Thresholds) -> Finding | None:
@@ -56,8 +57,8 @@ def copy_on_read(report: Report, th: Thresholds) -> Finding | None:
                f"{fmt_bytes(per_worker)} are such copies and {fmt_bytes(max(0.0, file))} pages of memory-mapped "
                "files")
     return Finding(
-        id="copy_on_read",
-        severity="warning",
+        id=FindingId.COPY_ON_READ,
+        severity=Severity.WARNING,
         evidence=(f"{trial.config.label()}: each worker copied {fmt_bytes(per_worker)} of the main process's memory "
                   f"in the {window:.1f} s window{speed}{uss}: reading Python objects writes their reference counts, "
                   "so the pages they sit on are copied into every worker" + start_method_text(report, trial)),
@@ -82,8 +83,8 @@ def worker_startup(report: Report, th: Thresholds) -> Finding | None:
         gain, on, off = max(gains, key=lambda item: item[0])
         using = rec is not None and rec.config.persistent_workers
         return Finding(
-            id="worker_startup",
-            severity="info" if using else "warning",
+            id=FindingId.WORKER_STARTUP,
+            severity=Severity.INFO if using else Severity.WARNING,
             evidence=(f"keeping {on.config.num_workers} workers alive across epochs loads {gain + 1:.1f}× as fast: "
                       f"{on.config.label()} {rate_text(rate(on))} vs {off.config.label()} {rate_text(rate(off))}, "
                       f"which restarts them every epoch (first batch after {off.first_batch_s or 0:.2f} s)"),
@@ -100,8 +101,8 @@ def worker_startup(report: Report, th: Thresholds) -> Finding | None:
     method = report.environment.start_method or "fork"
     slow_start = "" if method == "fork" else f" ({method} pickles the dataset into each worker)"
     return Finding(
-        id="worker_startup",
-        severity="info" if rec.config.persistent_workers else "warning",
+        id=FindingId.WORKER_STARTUP,
+        severity=Severity.INFO if rec.config.persistent_workers else Severity.WARNING,
         evidence=(f"starting {rec.config.num_workers} workers takes {rec.first_batch_s:.2f} s before the first "
                   f"batch{slow_start}, {pct(share)} of a {epoch_s:.1f} s epoch of {length:,} samples"
                   + start_method_text(report, rec)),
@@ -128,8 +129,8 @@ def stragglers(report: Report, th: Thresholds) -> Finding | None:
     prefetch = rec.config.prefetch_factor if rec is not None else None
     more = f"prefetch_factor above {prefetch}" if prefetch else "a larger prefetch_factor"
     return Finding(
-        id="stragglers",
-        severity="warning" if felt else "info",
+        id=FindingId.STRAGGLERS,
+        severity=Severity.WARNING if felt else Severity.INFO,
         evidence=(f"at num_workers=0 a batch of {batch_size(report)} loads in {waits.p50:.1f} ms at the median but "
                   f"{waits.p99:.1f} ms at p99 (max {ms(waits.max)} ms); time above the median is {pct(tail)} of the "
                   "loading time: some samples are far slower than the rest"
@@ -164,8 +165,8 @@ def iterable_duplicates(report: Report, th: Thresholds) -> Finding | None:
         else:
             continue
         return Finding(
-            id="iterable_duplicates",
-            severity="critical",
+            id=FindingId.ITERABLE_DUPLICATES,
+            severity=Severity.CRITICAL,
             evidence=evidence + ": every worker yields the whole stream, and the throughputs above count the "
                      "duplicates",
             recommendation=("Shard the stream in __iter__: read torch.utils.data.get_worker_info() and yield only "
@@ -184,8 +185,8 @@ def rank_duplicates(report: Report, th: Thresholds) -> Finding | None:
     trial = max(shared, key=lambda t: t.rank_repeat_fraction or 0.0)
     world = report.environment.world_size
     return Finding(
-        id="rank_duplicates",
-        severity="critical",
+        id=FindingId.RANK_DUPLICATES,
+        severity=Severity.CRITICAL,
         evidence=(f"at {trial.config.label()}, {pct(trial.rank_repeat_fraction or 0.0)} of the first batches the "
                   f"{world} ranks loaded were loaded by another rank too: the stream is not split by rank, so every "
                   "rank trains on the same samples and the aggregate samples/s counts them once per rank"),
@@ -204,7 +205,7 @@ def shm_risk(report: Report, th: Thresholds) -> Finding | None:
     size = report.dataset.batch_bytes if report.dataset else None
     if not free or not size:
         return None
-    bus_errors = [t for t in report.trials if t.status == "crashed" and "SIGBUS" in (t.error or "")]
+    bus_errors = [t for t in report.trials if t.status == TrialStatus.CRASHED and "SIGBUS" in (t.error or "")]
     rec = recommended_trial(report)
     candidates = [t for t in ([rec] if rec and rec.config.use_shared_memory is not False else []) + bus_errors
                   if t.config.num_workers > 0]
@@ -221,13 +222,13 @@ def shm_risk(report: Report, th: Thresholds) -> Finding | None:
     if trial.config.framework == "paddle":
         piped = next((t for t in ok_trials(report)
                       if t.config == dataclasses.replace(trial.config, use_shared_memory=False)), None)
-        cost = "" if piped is None or trial.status != "ok" else (
+        cost = "" if piped is None or trial.status != TrialStatus.OK else (
             f" (measured here: {piped.config.label()} {rate_text(rate(piped))} vs {rate_text(rate(trial))})")
         recommendation += (" Or use_shared_memory=False: Paddle's workers then send batches through a pipe and "
                            f"/dev/shm is not used{cost}.")
     return Finding(
-        id="shm_risk",
-        severity="critical" if bus_errors or in_flight >= free else "warning",
+        id=FindingId.SHM_RISK,
+        severity=Severity.CRITICAL if bus_errors or in_flight >= free else Severity.WARNING,
         evidence=(f"{trial.config.label()} keeps about {fmt_bytes(in_flight)} of batches in shared memory "
                   f"({fmt_bytes(size)} per batch × {trial.config.num_workers} workers × prefetch "
                   f"{trial.config.prefetch_factor or 2}); /dev/shm has {fmt_bytes(free)} free{crashed}"),
@@ -246,8 +247,8 @@ def single_process(report: Report, th: Thresholds) -> Finding | None:
            f"the DataLoader started no worker process ({platform})")
     labels = ", ".join(t.config.label() for t in alone[:4]) + ("…" if len(alone) > 4 else "")
     return Finding(
-        id="single_process",
-        severity="warning",
+        id=FindingId.SINGLE_PROCESS,
+        severity=Severity.WARNING,
         evidence=f"{len(alone)} trial(s) asked for workers but loaded in the main process ({labels}): {why}",
         recommendation=("Worker counts change nothing here: make each sample cheaper, or run on Linux "
                         "(a Linux container or WSL2) to load in parallel." if paddle else
@@ -281,8 +282,8 @@ def oversubscribed(report: Report, th: Thresholds) -> Finding | None:
              f"{usable} usable CPUs per rank ({ranks} ranks × {over.config.num_workers} workers = "
              f"{ranks * over.config.num_workers} on the node's {usable * ranks})")
     return Finding(
-        id="oversubscribed",
-        severity="warning" if rec is not None and rec.config.num_workers > usable else "info",
+        id=FindingId.OVERSUBSCRIBED,
+        severity=Severity.WARNING if rec is not None and rec.config.num_workers > usable else Severity.INFO,
         evidence=(f"{over.config.label()} on {where} loads {rate_text(rate(over))}, {100 * loss:.0f}% "
                   f"less than {best.config.label()} ({rate_text(rate(best))}): more workers than CPUs "
                   "compete for them"),
@@ -312,8 +313,8 @@ def rank_imbalance(report: Report, th: Thresholds) -> Finding | None:
     wait = statistics.median(r.wait_fraction or 0.0 for r in ranks)
     world = len(ranks)
     return Finding(
-        id="rank_imbalance",
-        severity="critical" if gap >= th.rank_critical else "warning",
+        id=FindingId.RANK_IMBALANCE,
+        severity=Severity.CRITICAL if gap >= th.rank_critical else Severity.WARNING,
         evidence=(f"at {trial.config.label()}, rank {slow.rank} (node {slow.node}, {slow.host or '?'}) loads "
                   f"{rate_text(slow.samples_per_s or 0.0)}, {100 * gap:.0f}% below the ranks' median "
                   f"{rate_text(median)}; it waits {pct(slow.wait_fraction or 0.0)} of each iteration (median "
@@ -343,8 +344,8 @@ def ipc_overhead(report: Report, th: Thresholds) -> Finding | None:
         return None
     rec = recommended_trial(report)
     return Finding(
-        id="ipc_overhead",
-        severity="info" if rec is None or wait_share(rec) < th.model_bound_wait else "warning",
+        id=FindingId.IPC_OVERHEAD,
+        severity=Severity.INFO if rec is None or wait_share(rec) < th.model_bound_wait else Severity.WARNING,
         evidence=(f"num_workers=0 loads {rate_text(rate(serial))}, the best with workers ({best.config.label()}) "
                   f"{rate_text(rate(best))}: loading a batch in the main process takes {ms(work)} ms, and receiving "
                   f"one from a worker costs the main process {ms(transfer)} ms ({smallest.config.label()}), "
@@ -362,8 +363,8 @@ def no_gpu(report: Report, th: Thresholds) -> Finding | None:
     step = report.settings.get("step_ms")
     torch = report.environment.framework == "torch"
     return Finding(
-        id="no_gpu",
-        severity="info",
+        id=FindingId.NO_GPU,
+        severity=Severity.INFO,
         evidence=("no CUDA device: " + (f"each model step slept {step:g} ms on a simulated device" if step else
                                          "the simulated device ran no model step (--step-ms 0)")
                   + ", so there was no host-to-device copy to time, "

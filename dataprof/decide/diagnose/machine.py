@@ -9,6 +9,7 @@ from dataprof.decide.diagnose.facts import ok_trials
 from dataprof.decide.thresholds import Thresholds
 from dataprof.results.findings import Finding
 from dataprof.results.sweep import Report
+from dataprof.results.vocabulary import FindingId, Severity
 
 
 def busy_machine(report: Report, th: Thresholds) -> Finding | None:
@@ -22,8 +23,8 @@ def busy_machine(report: Report, th: Thresholds) -> Finding | None:
     usable = report.environment.usable_cpus
     share = typical / usable
     return Finding(
-        id="busy_machine",
-        severity="warning" if share >= th.foreign_warning else "info",
+        id=FindingId.BUSY_MACHINE,
+        severity=Severity.WARNING if share >= th.foreign_warning else Severity.INFO,
         evidence=(f"other processes used {typical:.1f} of {usable} usable CPUs during the sweep (the median over "
                   f"{len(measured)} trials, up to {most:.1f}): the loader had about {max(1.0, usable - typical):.1f}, "
                   "and the figures are noisy (see ±% per trial); CPU ceilings count only the CPUs left"),

@@ -40,6 +40,7 @@ from dataprof.results.stats import best_by_workers, rate
 from dataprof.results.sweep import Report
 from dataprof.results.trial import TrialResult
 from dataprof.results.units import fmt_bytes
+from dataprof.results.vocabulary import FindingId, Severity, TrialStatus
 
 
 def _loader_limited(report: Report, th: Thresholds) -> TrialResult | None:
@@ -90,8 +91,8 @@ def model_bound(report: Report, th: Thresholds) -> Finding | None:
     batch = batch_size(report)
     step = rec.step_ms_mean or 0.0
     return Finding(
-        id="model_bound",
-        severity="info",
+        id=FindingId.MODEL_BOUND,
+        severity=Severity.INFO,
         evidence=(f"{rec.config.label()} waits {pct(wait_share(rec))} of each iteration for data "
                   f"({ms(_wait_ms(rec, batch))} ms of {ms(iteration_ms(rec, batch))} ms) at {rate_text(rate(rec))}. "
                   f"It keeps up with the {ms(step)} ms step: this loader sustains any model whose step takes "
@@ -129,7 +130,7 @@ def transfer_bound(report: Report, th: Thresholds) -> Finding | None:
     changes.append("send fewer bytes: uint8 images (or float16) and convert and normalise on the GPU, "
                    "crop before the copy")
     return Finding(
-        id="transfer_bound",
+        id=FindingId.TRANSFER_BOUND,
         severity=severity_for(wait_share(rec) + share, th, report),
         evidence=(f"copying each batch to {report.environment.device} takes {ms(copy)} ms, {pct(share)} of the "
                   f"{ms(iteration_ms(rec, batch))} ms iteration{speed}; waiting for the loader takes "
@@ -190,7 +191,7 @@ def main_process_bound(report: Report, th: Thresholds) -> Finding | None:
     if not causes:
         return None
     return Finding(
-        id="main_process_bound",
+        id=FindingId.MAIN_PROCESS_BOUND,
         severity=severity_for(wait_share(rec), th, report),
         evidence=(f"{_lead(rec, report)}, and the main process is the limit: {'; '.join(causes)}. "
                   f"{_sustains(rec, batch)}"),
@@ -207,7 +208,7 @@ def memory_bound(report: Report, th: Thresholds) -> Finding | None:
     ok = ok_trials(report)
     top = max(t.config.num_workers for t in ok)
     stopped = [t for t in report.trials if t.config.num_workers > top and (
-        t.status == "oom" or (t.status == "crashed" and "SIGKILL" in (t.error or "")))]
+        t.status == TrialStatus.OOM or (t.status == TrialStatus.CRASHED and "SIGKILL" in (t.error or "")))]
     fit = memory_fit(ok)
     budget = memory_budget(report)
     fits: int | None = None
@@ -230,7 +231,7 @@ def memory_bound(report: Report, th: Thresholds) -> Finding | None:
         trial = min(stopped, key=lambda t: t.config.num_workers)
         parts.append(f"{trial.config.label()} ran out: {trial.error}")
     return Finding(
-        id="memory_bound",
+        id=FindingId.MEMORY_BOUND,
         severity=severity_for(wait_share(rec), th, report),
         evidence=(f"{_lead(rec, report)}; {'; '.join(parts)}. {_sustains(rec, batch)}"),
         recommendation=("Cut memory per worker so more workers fit: keep the dataset in numpy/arrow arrays or a "
@@ -287,7 +288,7 @@ def cpu_bound(report: Report, th: Thresholds) -> Finding | None:
     else:
         change += " More workers will not help."
     return Finding(
-        id="cpu_bound",
+        id=FindingId.CPU_BOUND,
         severity=severity_for(wait_share(rec), th, report),
         evidence=(f"{_lead(rec, report)}; {'; '.join(parts)}. "
                   f"{_sustains(rec, batch)}"),
@@ -317,7 +318,7 @@ def short_epoch(report: Report, th: Thresholds) -> Finding | None:
            else "the workers begin the new epoch's indices with the pipeline empty" if workers
            else "the dataset begins a new epoch")
     return Finding(
-        id="short_epoch",
+        id=FindingId.SHORT_EPOCH,
         severity=severity_for(wait_share(rec), th, report),
         evidence=(f"{_lead(rec, report)}; {size}{rec.epoch_starts_in_window} epochs began in the "
                   f"{rec.window_s:.1f} s window and the loop waited {ms(1000 * per_start)} ms for the first batch "
@@ -361,7 +362,7 @@ def io_bound(report: Report, th: Thresholds) -> Finding | None:
         change = ("A shared resource sets the pace, not the worker count: check storage bandwidth, a server's "
                   "rate limit or a lock in __getitem__; copy data to local disk, use packed formats, or cache.")
     return Finding(
-        id="io_bound",
+        id=FindingId.IO_BOUND,
         severity=severity_for(wait_share(rec), th, report),
         evidence=(f"{_lead(rec, report)}; {'; '.join(parts)}. "
                   f"{_sustains(rec, batch)}"),

@@ -14,6 +14,7 @@ from dataprof.decide.thresholds import heavy_tail
 from dataprof.results.settings import EVIDENCE_KNOBS, LoaderConfig, SearchSpace, baseline
 from dataprof.results.stats import noise_between, rate
 from dataprof.results.trial import TrialResult
+from dataprof.results.vocabulary import TrialStatus
 
 
 def _gain(new: TrialResult, old: TrialResult) -> str:
@@ -72,7 +73,7 @@ class AdaptiveStrategy(Searching):
             proposal = step(done, history)
             if proposal is not None:
                 return proposal
-        best = max((t for t in history if t.status == "ok"), key=rate, default=None)
+        best = max((t for t in history if t.status == TrialStatus.OK), key=rate, default=None)
         return self._rule_of_thumb_step(history, best) or Proposal(None, self._stop_reason(done, history, best))
 
     def _measured(self, done: dict[LoaderConfig, TrialResult]) -> list[TrialResult]:
@@ -95,12 +96,12 @@ class AdaptiveStrategy(Searching):
             rungs.append(workers)
             trial = done.get(self.climb_config(workers))
             step = 1
-            if trial is not None and trial.status == "ok" and previous is not None and rate(previous) > 0 \
+            if trial is not None and trial.status == TrialStatus.OK and previous is not None and rate(previous) > 0 \
                     and not self._saturated(trial):  # past a saturated CPU budget, one rung at a time
                 ratio = workers / max(1, previous.config.num_workers)
                 if ratio >= 2 and rate(trial) / rate(previous) >= self.linear * ratio:
                     step = 2
-            if trial is not None and trial.status == "ok":
+            if trial is not None and trial.status == TrialStatus.OK:
                 previous = trial
             index += step if index + step < len(self.ladder) else 1
         return rungs
@@ -109,7 +110,7 @@ class AdaptiveStrategy(Searching):
               history: Sequence[TrialResult]) -> tuple[Proposal | None, str]:
         """Walk the climbed rungs: the next one to measure, or None and why climbing stopped."""
         baseline = done.get(self.baseline)
-        best = baseline if baseline is not None and baseline.status == "ok" else None
+        best = baseline if baseline is not None and baseline.status == TrialStatus.OK else None
         last_step = ""
         for workers in self._rungs(done):
             config = self.climb_config(workers)
@@ -126,7 +127,7 @@ class AdaptiveStrategy(Searching):
                 why = (f"climb: {last_step}{skip}" if last_step else "climb") + pipe
                 # whether it gains beyond the noise decides the climb, either way: the trial may stop once it knows
                 return Proposal(config, why, rival=best, either_way=True), "climbing"
-            if trial.status != "ok":
+            if trial.status != TrialStatus.OK:
                 return None, f"stopped climbing: {config.label()} {trial.status}"
             if best is not None and not self._gains(trial, best):
                 again = self._remeasure(trial, best)
@@ -211,7 +212,7 @@ class AdaptiveStrategy(Searching):
         most workers it allows is tried.
         """
         measured = self._measured(done)
-        ok = [t for t in measured if t.status == "ok"]
+        ok = [t for t in measured if t.status == TrialStatus.OK]
         refined = sum(1 for t in measured if t.config.num_workers not in self.ladder and t.config != self.current)
         if not ok or refined >= self.max_refinements:
             return None
@@ -222,18 +223,19 @@ class AdaptiveStrategy(Searching):
             return None
         baseline = done.get(self.baseline)
         below = next((t for t in reversed(ok) if t.config.num_workers < w),
-                     baseline if baseline is not None and baseline.status == "ok" else None)
+                     baseline if baseline is not None and baseline.status == TrialStatus.OK else None)
         above = next((t for t in measured if t.config.num_workers > w), None)
         sides: list[tuple[float, int, str]] = []
         rise = self.linear * evidence.per_worker_rise(ok)
         on_the_rise = rate(best) >= rise * w
         if above is not None and knee is None and not self._saturated(best) \
-                and (above.status != "ok" or self._gains(best, above) or on_the_rise):
+                and (above.status != TrialStatus.OK or self._gains(best, above) or on_the_rise):
             rising = below is not None and self._gains(best, below)
-            promise = rate(above) if above.status == "ok" else (rate(best) if rising else 0.0)
+            promise = rate(above) if above.status == TrialStatus.OK else (rate(best) if rising else 0.0)
             sides.append((promise, evidence.midpoint(w, above.config.num_workers),
                           f"refine between w{w} and w{above.config.num_workers}"))
-        flat = self._saturated(best) or (above is not None and above.status == "ok" and not self._gains(best, above))
+        flat = self._saturated(best) or (above is not None and above.status == TrialStatus.OK
+                                         and not self._gains(best, above))
         probed = above is None and below is not None and below.config.num_workers not in {0, *self._rungs(done)}
         rose_to_below = below is not None and 0 < rise * below.config.num_workers <= rate(below)
         if below is not None and (self._gains(best, below) or rose_to_below) and not self._scaling(below, best) \
@@ -281,7 +283,7 @@ class AdaptiveStrategy(Searching):
 
     def _climb_pick(self, done: dict[LoaderConfig, TrialResult]) -> TrialResult | None:
         """The climbing config :func:`recommend` would take (the cheapest within noise of the fastest, ≤ 5% off)."""
-        chosen = recommend([t for t in self._measured(done) if t.status == "ok"])
+        chosen = recommend([t for t in self._measured(done) if t.status == TrialStatus.OK])
         return None if chosen is None else done[chosen.config]
 
     def _tune(self, done: dict[LoaderConfig, TrialResult], history: Sequence[TrialResult]) -> Proposal | None:
@@ -308,7 +310,7 @@ class AdaptiveStrategy(Searching):
                         continue
                     return Proposal(config, f"tune {knob}={value} at the pick so far{because}", rival=current)
                 tried.append(trial)
-            winners = [t for t in tried if t.status == "ok" and self._gains(t, current)]
+            winners = [t for t in tried if t.status == TrialStatus.OK and self._gains(t, current)]
             if winners:
                 current = max(winners, key=rate)
         return None
@@ -366,7 +368,7 @@ class AdaptiveStrategy(Searching):
     def _stop_reason(self, done: dict[LoaderConfig, TrialResult], history: Sequence[TrialResult],
                      best: TrialResult | None) -> str:
         climb = self._walk(done, history)[1]
-        ok = [t for t in self._measured(done) if t.status == "ok"]
+        ok = [t for t in self._measured(done) if t.status == TrialStatus.OK]
         knee = self._knee(ok, max(ok, key=rate)) if ok else None
         peaked = knee[1] if knee is not None else ""
         tail = f"; best {best.config.label()}, no untried neighbour left to beat it" if best else ""
@@ -376,7 +378,7 @@ class AdaptiveStrategy(Searching):
         """Why the space's other ``prefetch_factor`` values were not tried, when they were not."""
         others = self._other_prefetch()
         baseline = done.get(self.baseline)
-        if not others or self._tailed(done) is not None or baseline is None or baseline.status != "ok" \
+        if not others or self._tailed(done) is not None or baseline is None or baseline.status != TrialStatus.OK \
                 or not evidence.wait_figures(baseline):
             return ""
         default = self.space.default_config(1).prefetch_factor

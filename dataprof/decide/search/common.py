@@ -13,6 +13,7 @@ from dataprof.decide.budgets import HEADROOM, memory_fit, shm_fits, shm_in_fligh
 from dataprof.results.settings import LoaderConfig, SearchSpace
 from dataprof.results.trial import TrialResult
 from dataprof.results.units import fmt_bytes
+from dataprof.results.vocabulary import TrialStatus
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,7 @@ class Budget:
             need = in_flight * (self.batch_tensors or 1) + workers * self.fds_per_worker
             if need > HEADROOM * self.open_files:
                 return f"w{workers} would hold ~{need} open files; the limit is {self.open_files} (ulimit -n)"
-        fit = memory_fit([t for t in history if t.status == "ok"])
+        fit = memory_fit([t for t in history if t.status == TrialStatus.OK])
         if self.memory_bytes and fit is not None:
             base, per_worker = fit
             predicted = base + max(per_worker, 0.0) * workers
@@ -159,7 +160,8 @@ def pooled(first: TrialResult, again: TrialResult) -> TrialResult:
     re-measure that did not complete leaves the first figures.
     """
     repeats = first.repeats + again.repeats
-    readings = [t for t in (first, again) if t.status == "ok" and t.samples_per_s and t.window_s and t.samples]
+    readings = [t for t in (first, again)
+                if t.status == TrialStatus.OK and t.samples_per_s and t.window_s and t.samples]
     if len(readings) < 2:
         return dataclasses.replace(readings[0] if readings else first, repeats=repeats)
     spread = {id(t): t.samples_per_s_spread or 0.0 for t in readings}

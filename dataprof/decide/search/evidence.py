@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from dataprof.results.trial import TrialResult
 from dataprof.results.units import fmt_bytes
+from dataprof.results.vocabulary import TrialStatus
 
 COPIED_PER_WORKER = 8 * 1024 * 1024
 """Copy-on-read growth per worker (in the window) from which the other start methods are worth a try."""
@@ -24,7 +25,7 @@ def midpoint(low: int, high: int) -> int:
 def per_worker_rise(trials: Sequence[TrialResult]) -> float:
     """The fastest rate per worker measured (samples/s ÷ ``num_workers``): the slope of the throughput curve
     while it still rises linearly (latency-bound counts load ``W / s``); 0 before any trial with workers."""
-    ok = [t for t in trials if t.status == "ok" and t.config.num_workers > 0 and t.samples_per_s]
+    ok = [t for t in trials if t.status == TrialStatus.OK and t.config.num_workers > 0 and t.samples_per_s]
     return max(((t.samples_per_s or 0.0) / t.config.num_workers for t in ok), default=0.0)
 
 
@@ -61,7 +62,7 @@ def first_dip(trials: Sequence[TrialResult], margin: float) -> tuple[TrialResult
     counts either side of it, and slower than the line between them by more than ``margin``, with the figures
     in words; None when there is none. A curve of throughput against workers has one peak (it rises, bends,
     then stays flat or falls), so such a dip contradicts it; measured twice, it stands."""
-    ok = sorted((t for t in trials if t.status == "ok" and t.config.num_workers > 0),
+    ok = sorted((t for t in trials if t.status == TrialStatus.OK and t.config.num_workers > 0),
                 key=lambda t: t.config.num_workers)
     for left, middle, right in zip(ok, ok[1:], ok[2:], strict=False):
         (w_left, a), (w, rate), (w_right, b) = ((t.config.num_workers, t.samples_per_s or 0.0)

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dataprof.backends.target import describe_exception
+from dataprof.results.vocabulary import TrialStatus
 
 DEAD_WORKER_WAIT_S = 1.0
 """How long a failed trial gives its workers to finish dying, so a crash is named by its signal."""
@@ -55,7 +56,7 @@ def classify_loader_error(exc: BaseException, killed_by: list[str] | None = None
                           internal: tuple[str, ...] = ("/torch/", "/paddle/")) -> tuple[str, str]:
     """(status, one-line reason) for an exception that ended the loop."""
     if killed_by:
-        return "crashed", died_by("a DataLoader worker", killed_by[0])
+        return TrialStatus.CRASHED, died_by("a DataLoader worker", killed_by[0])
     # KeyError's str() is the repr of its message; the message itself holds the worker's traceback lines
     text = exc.args[0] if exc.args and isinstance(exc.args[0], str) else str(exc)
     match = _SIGNAL_RE.search(text)
@@ -63,12 +64,12 @@ def classify_loader_error(exc: BaseException, killed_by: list[str] | None = None
         name = match.group("name").strip()
         signame = {"Segmentation fault": "SIGSEGV", "Bus error": "SIGBUS", "Killed": "SIGKILL",
                    "Aborted": "SIGABRT"}.get(name, name)
-        return "crashed", died_by("a DataLoader worker", signame)
+        return TrialStatus.CRASHED, died_by("a DataLoader worker", signame)
     if "exited unexpectedly" in text:
-        return "crashed", "a DataLoader worker exited unexpectedly"
+        return TrialStatus.CRASHED, "a DataLoader worker exited unexpectedly"
     if "Traceback (most recent call last)" in text:  # a worker's error, re-raised with its traceback as text
-        return "failed", worker_error_line(type(exc).__name__, text, internal)
-    return "failed", describe_exception(exc)
+        return TrialStatus.FAILED, worker_error_line(type(exc).__name__, text, internal)
+    return TrialStatus.FAILED, describe_exception(exc)
 
 
 _FRAME_RE = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')

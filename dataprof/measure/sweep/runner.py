@@ -27,8 +27,7 @@ from dataprof.results.settings import LoaderConfig, SweepSettings
 from dataprof.results.sweep import AutotuneRun
 from dataprof.results.trial import TrialResult, WaitStats
 from dataprof.results.units import fmt_bytes
-
-Observer = Callable[[str, Message], None]
+from dataprof.results.vocabulary import Event, Observer, TrialStatus
 
 SHARE_BUILD_S = 2.0
 """A dataset that takes longer than this to build is built once and shared; a quicker one, in every trial."""
@@ -142,11 +141,12 @@ class TrialRunner:
         ``rival``: what the decision it serves weighs it against (its window may end once that is settled)."""
         shared = not self.build_in_trials
         result = self._run(config, rival)
-        if shared and result.status in ("failed", "timeout", "crashed") and self._may_build_instead():
+        failed = result.status in (TrialStatus.FAILED, TrialStatus.TIMEOUT, TrialStatus.CRASHED)
+        if shared and failed and self._may_build_instead():
             self._fallback_tried = self._per_trial_forced = True
             self._restart()
             again = self._run(config, rival)
-            if again.status == "ok":
+            if again.status == TrialStatus.OK:
                 self.build_note = (f"every trial builds the dataset in a fresh process: {config.label()} forked "
                                    f"from the process that built it ended {result.status} ({result.error}), "
                                    "and completed when the trial built its own")
@@ -179,14 +179,14 @@ class TrialRunner:
         try:
             outcome = self._follow(config)
         except HostDied as exc:
-            outcome = {"status": "crashed", "error": f"the trial's host process died: {exc}".strip()}
+            outcome = {"status": TrialStatus.CRASHED, "error": f"the trial's host process died: {exc}".strip()}
         finally:
             self._current_pid = None
         outcome["duration_s"] = time.monotonic() - started
         return _trial_result(config, outcome)
 
     def _side_run(self, request: Message, timeout_s: float,
-                  stall_s: float | None = None) -> tuple[str, Message]:
+                  stall_s: float | None = None) -> tuple[TrialStatus, Message]:
         """Run a request the host forks like a trial but that measures nothing: its status and last word.
 
         The status is ``ok`` (the word is its result), ``timeout``, ``crashed`` or ``failed``. It is
@@ -216,30 +216,30 @@ class TrialRunner:
                     exit_event = event
                     break
         except HostDied as exc:
-            return "crashed", {"message": f"the host process died: {exc}".strip()}
+            return TrialStatus.CRASHED, {"message": f"the host process died: {exc}".strip()}
         finally:
             self._current_pid = None
         if timed_out:
-            return "timeout", {"stalled": deadline < overall}
+            return TrialStatus.TIMEOUT, {"stalled": deadline < overall}
         if result.get("ev") == "result":
-            return "ok", result
+            return TrialStatus.OK, result
         if result:
-            return result.get("status") or "failed", result
+            return TrialStatus(result["status"]) if result.get("status") else TrialStatus.FAILED, result
         if exit_event.get("signal"):
-            return "crashed", {"message": died_by("it", exit_event["signal"])}
-        return "failed", {"message": "it exited without a result"}
+            return TrialStatus.CRASHED, {"message": died_by("it", exit_event["signal"])}
+        return TrialStatus.FAILED, {"message": "it exited without a result"}
 
     def autotune(self, steps: int, timeout_s: float) -> AutotuneRun:
         """Run Paddle's own dataloader autotune in a process forked by the host; what it picked."""
         s = self.settings
         request = AutotuneRequest(steps=steps, batch_size=s.batch_size, drop_last=s.drop_last)
         status, word = self._side_run({"cmd": "autotune", **request.to_dict()}, timeout_s)
-        if status == "timeout":
-            return AutotuneRun(status="timeout", tuning_steps=steps,
+        if status == TrialStatus.TIMEOUT:
+            return AutotuneRun(status=TrialStatus.TIMEOUT, tuning_steps=steps,
                                error=f"Paddle's autotune did not finish in {timeout_s:g} s: killed")
-        if status != "ok":
+        if status != TrialStatus.OK:
             return AutotuneRun(status=status, tuning_steps=steps, error=word.get("message"))
-        return AutotuneRun(status="ok", num_workers=word["num_workers"], tuning_steps=steps,
+        return AutotuneRun(status=TrialStatus.OK, num_workers=word["num_workers"], tuning_steps=steps,
                            wall_s=word["wall_s"], max_workers=word["max_workers"],
                            evaluations=tuple((int(w), float(c)) for w, c in word["evaluations"]),
                            skipped=word.get("skipped"))
@@ -250,9 +250,9 @@ class TrialRunner:
         ``timeout_s`` bounds the whole check; ``stall_s``, the wait for a batch once batches flow.
         """
         status, word = self._side_run({"cmd": "epoch_check", "config": config.to_dict()}, timeout_s, stall_s)
-        if status == "timeout":
+        if status == TrialStatus.TIMEOUT:
             return f"it hung: no batch for {stall_s:g} s" if word["stalled"] else f"no end in {timeout_s:g} s"
-        if status != "ok":
+        if status != TrialStatus.OK:
             return str(word.get("message"))
         if word["batches"] != [word["expected"]] * len(word["batches"]):
             return (f"its epochs gave {' and '.join(map(str, word['batches']))} batches where the stream "
@@ -266,7 +266,7 @@ class TrialRunner:
         def guard(sample: Any) -> None:
             if limit is not None and sample.pss_bytes is not None and sample.pss_bytes > limit \
                     and not killed_for:
-                killed_for["oom"] = (
+                killed_for[TrialStatus.OOM] = (
                     f"the trial's {sample.processes} processes reached {fmt_bytes(sample.pss_bytes)} PSS, "
                     f"over the {fmt_bytes(limit)} memory limit: killed before the OOM killer acts")
                 self.kill_current()
@@ -299,7 +299,7 @@ class TrialRunner:
                 now = time.monotonic()
                 if event is None:
                     if now - last_progress > self.settings.trial_timeout_s and not killed_for:
-                        killed_for["timeout"] = (
+                        killed_for[TrialStatus.TIMEOUT] = (
                             f"no batch for {self.settings.trial_timeout_s:g} s: the loader hung; "
                             "killed the trial and its workers")
                         self.kill_current()
@@ -317,10 +317,10 @@ class TrialRunner:
                     last_progress = now
                 elif kind in ("first_batch", "progress"):
                     last_progress = now
-                    self.observer(kind, {"config": config, **event})
+                    self.observer(Event(kind), {"config": config, **event})
                 elif kind == "window_start" and sampler is not None:
                     sampler.mark_window_start()
-                    self.observer(kind, {"config": config})
+                    self.observer(Event.WINDOW_START, {"config": config})
                 elif kind == "window_end":
                     try:
                         if sampler is not None:
@@ -358,14 +358,14 @@ class TrialRunner:
             return {"status": status, "error": error, **resources}
         if result.get("ev") == "result":
             figures = {k: v for k, v in result.items() if k != "ev"}
-            return {"status": "ok", **figures, **resources}
+            return {"status": TrialStatus.OK, **figures, **resources}
         if result.get("ev") == "error":
             return {"status": result["status"], "error": result["message"],
                     "traceback": result.get("traceback"), **resources}
         sig = exit_event.get("signal")
         if sig:
-            return {"status": "crashed", "error": died_by("the trial process", sig), **resources}
-        return {"status": "failed", "error": f"the trial exited with code {exit_event.get('returncode')} "
+            return {"status": TrialStatus.CRASHED, "error": died_by("the trial process", sig), **resources}
+        return {"status": TrialStatus.FAILED, "error": f"the trial exited with code {exit_event.get('returncode')} "
                 "without a result", **resources}
 
 

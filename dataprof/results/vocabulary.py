@@ -1,0 +1,147 @@
+"""The words the documents are made of: severities, trial statuses and finding ids, as ``str`` enums.
+
+Each member is its JSON string (``Severity.WARNING == "warning"``, ``json.dumps`` writes ``"warning"``), so the
+documents read as before; in the code a misspelt word is an ``AttributeError`` or a type error, never a silent
+miss. Reading a document, an unknown word is an error (``Word(value)`` raises ``ValueError``).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from typing import Any
+
+
+class Word(str, enum.Enum):
+    """A word of the vocabulary: printed, formatted and hashed as its string."""
+
+    __hash__ = str.__hash__
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+
+class Severity(Word):
+    """How much a finding matters, least first."""
+
+    INFO = "info"
+    WARNING = "warning"
+    CRITICAL = "critical"
+
+    @property
+    def rank(self) -> int:
+        """0 for ``info``, 1 for ``warning``, 2 for ``critical``: the one order every list and gate uses."""
+        return list(Severity).index(self)
+
+
+class TrialStatus(Word):
+    """How a trial (or Paddle's autotune, or one rank's share of a trial) ended."""
+
+    OK = "ok"
+    FAILED = "failed"
+    """The loader raised: the user's code, a worker's exception, a sample that cannot be collated."""
+    TIMEOUT = "timeout"
+    """No batch for ``--trial-timeout`` seconds: killed."""
+    OOM = "oom"
+    """Its processes passed ``--memory-limit``: killed before the OOM killer acts."""
+    CRASHED = "crashed"
+    """A process died by a signal (a segfault, the OOM killer, a bus error on /dev/shm)."""
+    SKIPPED = "skipped"
+
+
+class FindingId(Word):
+    """What a finding is about: a sweep's primary verdict or other finding, ``dataprof run``'s verdict, or
+    ``dataprof inspect``'s check (the ids are the JSON contract; docs/diagnosis.md, run.md, inspect.md)."""
+
+    MODEL_BOUND = "model_bound"
+    TRANSFER_BOUND = "transfer_bound"
+    MAIN_PROCESS_BOUND = "main_process_bound"
+    MEMORY_BOUND = "memory_bound"
+    SHORT_EPOCH = "short_epoch"
+    CPU_BOUND = "cpu_bound"
+    IO_BOUND = "io_bound"
+    COPY_ON_READ = "copy_on_read"
+    WORKER_STARTUP = "worker_startup"
+    STRAGGLERS = "stragglers"
+    ITERABLE_DUPLICATES = "iterable_duplicates"
+    RANK_DUPLICATES = "rank_duplicates"
+    SHM_RISK = "shm_risk"
+    SINGLE_PROCESS = "single_process"
+    RANK_IMBALANCE = "rank_imbalance"
+    OVERSUBSCRIBED = "oversubscribed"
+    IPC_OVERHEAD = "ipc_overhead"
+    NO_GPU = "no_gpu"
+    BUSY_MACHINE = "busy_machine"
+    EPOCH_START = "epoch_start"
+    MAIN_PROCESS_LOADING = "main_process_loading"
+    TOO_SHORT = "too_short"
+    NO_LOADER = "no_loader"
+    SAMPLE_ERRORS = "sample_errors"
+    CPU_VS_WAIT = "cpu_vs_wait"
+    DOMINANT_STAGE = "dominant_stage"
+    COLLATE = "collate"
+    SHM_SPACE = "shm_space"
+    OPEN_FILES = "open_files"
+    START_METHOD = "start_method"
+
+
+TITLES: dict[FindingId, str] = {
+    FindingId.MODEL_BOUND: "model-bound: the loader keeps up",
+    FindingId.TRANSFER_BOUND: "transfer-bound: host-to-device copies",
+    FindingId.MAIN_PROCESS_BOUND: "main-process-bound",
+    FindingId.MEMORY_BOUND: "memory-bound: RAM limits the worker count",
+    FindingId.SHORT_EPOCH: "short epochs: the loader restarts at every epoch",
+    FindingId.CPU_BOUND: "CPU-bound",
+    FindingId.IO_BOUND: "I/O-bound: samples wait on something other than CPU",
+    FindingId.COPY_ON_READ: "copy-on-read memory growth",
+    FindingId.WORKER_STARTUP: "worker start-up",
+    FindingId.STRAGGLERS: "slow samples (stragglers)",
+    FindingId.ITERABLE_DUPLICATES: "IterableDataset duplicates",
+    FindingId.RANK_DUPLICATES: "every rank loads the same stream",
+    FindingId.SHM_RISK: "shared memory (/dev/shm)",
+    FindingId.SINGLE_PROCESS: "workers never started",
+    FindingId.RANK_IMBALANCE: "a slow rank sets the pace",
+    FindingId.OVERSUBSCRIBED: "oversubscribed CPUs",
+    FindingId.IPC_OVERHEAD: "worker overhead exceeds the work",
+    FindingId.NO_GPU: "simulated device",
+    FindingId.BUSY_MACHINE: "other processes compete for the CPUs",
+    FindingId.EPOCH_START: "waits for data at each epoch's start",
+    FindingId.MAIN_PROCESS_LOADING: "waits for data: batches load in the training process",
+    FindingId.TOO_SHORT: "too short to judge",
+    FindingId.NO_LOADER: "no DataLoader iterated",
+    FindingId.SAMPLE_ERRORS: "samples that raise",
+    FindingId.CPU_VS_WAIT: "computing or waiting",
+    FindingId.DOMINANT_STAGE: "one transform stage dominates",
+    FindingId.COLLATE: "collation",
+    FindingId.SHM_SPACE: "room in /dev/shm for the workers' batches",
+    FindingId.OPEN_FILES: "open files for the tensors in flight",
+    FindingId.START_METHOD: "how workers start",
+}
+"""The one human name of each id, for every kind of document (the ids are the JSON contract)."""
+
+
+class Event(Word):
+    """What a sweep tells its observer while it runs (the progress shown; ``data`` carries the figures)."""
+
+    LOADING = "loading"
+    """The dataset is being loaded: ``target``."""
+    AUTOTUNE_START = "autotune_start"
+    """Paddle's own autotune starts: ``steps``."""
+    AUTOTUNE_DONE = "autotune_done"
+    """…and ended: ``autotune`` (an AutotuneRun)."""
+    PLANNED = "planned"
+    """The search knows how many trials it plans at most: ``total``."""
+    TRIAL_START = "trial_start"
+    """A trial starts: ``config``, ``index``, ``why``."""
+    FIRST_BATCH = "first_batch"
+    """Its first batch came: ``config``."""
+    PROGRESS = "progress"
+    """A heartbeat while it runs: ``config``."""
+    WINDOW_START = "window_start"
+    """Its timed window opens: ``config``."""
+    TRIAL_DONE = "trial_done"
+    """It ended: ``result`` (a TrialResult), ``index``."""
+
+
+Observer = Callable[[Event, dict[str, Any]], None]
+"""Told of each :class:`Event` of a sweep, with its data: the progress a renderer shows."""
