@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import sys
 from collections.abc import Callable, Iterable, Mapping
-from pathlib import Path
 from typing import Any, TypeVar
 
 from dataprof.results.environment import RankInfo
@@ -150,31 +149,6 @@ def inspect(dataset_or_target: Any, *, samples: int = 200, seed: int = 0, batch_
     return _shown(analyse(run_inspection(settings)), NotebookInspection)
 
 
-def read_result(path: Path) -> Report:
-    """Load a saved --json result as a Report; UsageError if it is not one. Never evaluates the file."""
-    import json
-
-    from dataprof.errors import UsageError
-    from dataprof.results.document import SCHEMA_VERSION
-
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"{path}: cannot read a JSON result ({exc})") from exc
-    if not isinstance(data, dict) or not isinstance(data.get("tool"), dict) \
-            or data["tool"].get("name") != "dataprof":
-        raise UsageError(f"{path}: not a dataprof result (no tool.name = dataprof)")
-    if data.get("kind") in ("inspect", "run"):
-        raise UsageError(f"{path}: a `dataprof {data['kind']}` result, not a sweep result")
-    if data.get("schema_version") != SCHEMA_VERSION:
-        raise UsageError(f"{path}: schema_version {data.get('schema_version')!r} is not supported "
-                         f"(this dataprof reads {SCHEMA_VERSION})")
-    try:
-        return Report.from_dict(data)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise UsageError(f"{path}: malformed dataprof result ({type(exc).__name__}: {exc})") from exc
-
-
 def run(script: str, args: Iterable[str] = (), *, module: bool = False, max_steps: int | None = None,
         seconds: float | None = None) -> RunReport:
     """Run a training script (or ``module`` with ``module=True``) watched, as ``dataprof run`` does; its
@@ -184,26 +158,6 @@ def run(script: str, args: Iterable[str] = (), *, module: bool = False, max_step
 
     return judge(watch(WatchSettings(target=script, args=tuple(args), module=module, max_steps=max_steps,
                                      seconds=seconds)))
-
-
-def read_run(path: Path) -> RunReport:
-    """Load a saved ``dataprof run --json`` document; UsageError if it is not one. Never evaluates the file."""
-    import json
-
-    from dataprof.errors import UsageError
-    from dataprof.results.document import SCHEMA_VERSION
-    from dataprof.results.run import KIND
-
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"{path}: cannot read a JSON result ({exc})") from exc
-    if not isinstance(data, dict) or data.get("kind") != KIND or data.get("schema_version") != SCHEMA_VERSION:
-        raise UsageError(f"{path}: not a dataprof run document of schema_version {SCHEMA_VERSION}")
-    try:
-        return RunReport.from_dict(data)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise UsageError(f"{path}: malformed dataprof run document ({type(exc).__name__}: {exc})") from exc
 
 
 class Watch:
@@ -230,16 +184,3 @@ class Watch:
 def watch() -> Watch:
     """Watch the DataLoaders of the code in a ``with`` block: ``with dataprof.watch() as w: train()``."""
     return Watch()
-
-
-def read_document(path: Path) -> Report | RunReport:
-    """A saved sweep result or run document, by its ``kind``; UsageError if it is neither."""
-    import json
-
-    from dataprof.results.run import KIND
-
-    try:
-        kind = json.loads(path.read_text()).get("kind")
-    except (OSError, ValueError, AttributeError):
-        kind = None  # read_result says what is wrong with it
-    return read_run(path) if kind == KIND else read_result(path)

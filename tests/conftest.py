@@ -80,9 +80,9 @@ def cli() -> Invoke:
 
 def recorded(kind: str, name: str) -> Any:
     """A recorded document, read back: ``tests/data/<kind>/<name>.json`` (kind: sweep, run or inspect)."""
-    from dataprof.api import read_document
+    from dataprof.results.load import load_document
 
-    return read_document(DATA / kind / f"{name}.json")
+    return load_document(DATA / kind / f"{name}.json")
 
 
 def trial(workers: int, rate: float, spread: float = 0.005, status: str = "ok", memory: int = 0) -> Any:

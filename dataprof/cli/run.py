@@ -47,16 +47,17 @@ def run(module: bool, max_steps: int | None, seconds: float | None, json_path: P
     """
     import dataclasses
 
-    from dataprof.api import read_run
     from dataprof.api import run as run_watched
     from dataprof.cli.params import parse_percent
     from dataprof.decide.gates import RunGates, evaluate_run
     from dataprof.distributed import gather_runs, rank_from_env, run_exchange_dir
-    from dataprof.render.run import print_run
+    from dataprof.render.documents import HtmlRenderer, print_document
+    from dataprof.results.load import load_as
+    from dataprof.results.run import RunReport
 
     if max_regression is not None and baseline_path is None:
         raise UsageError("--max-regression needs --baseline OLD.json to compare with")
-    baseline = read_run(baseline_path) if baseline_path is not None else None
+    baseline = load_as(baseline_path, RunReport) if baseline_path is not None else None
     gates = RunGates(max_data_wait=None if max_data_wait is None else parse_percent(max_data_wait, "--max-data-wait"),
                      min_gpu_util=min_gpu_util, min_throughput=min_throughput,
                      max_regression=None if baseline is None else parse_percent(max_regression or "10%",
@@ -70,14 +71,12 @@ def run(module: bool, max_steps: int | None, seconds: float | None, json_path: P
         report = gathered
     if gates.any():
         report = dataclasses.replace(report, gates=evaluate_run(report, gates, baseline))
-    print_run(console(), report)
+    print_document(console(), report)
     if json_path is not None:
         write_atomic(json_path, report.to_json())
         click.echo(f"wrote {json_path}", err=True)
     if html_path is not None:
-        from dataprof.render.run_html import run_page
-
-        write_atomic(html_path, run_page(report))
+        write_atomic(html_path, HtmlRenderer().render(report))
         click.echo(f"wrote {html_path}", err=True)
     failed = [g for g in report.gates if not g.passed]
     for gate in failed:

@@ -7,12 +7,21 @@ returns a Finding or None; :func:`fatal` says which makes the command fail.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from dataprof.decide.budgets import HEADROOM, shm_workers
 from dataprof.decide.thresholds import Thresholds
 from dataprof.results.findings import Finding
-from dataprof.results.inspect import Inspection, InspectionData, StageTiming, slowest_positions, to_ms
+from dataprof.results.inspect import (
+    InspectedMachine,
+    InspectedSamples,
+    Inspection,
+    InspectionData,
+    StageTiming,
+    slowest_positions,
+    to_ms,
+)
 from dataprof.results.stats import percentile
 from dataprof.results.units import fmt_bytes
 from dataprof.results.vocabulary import FindingId, Severity
@@ -30,8 +39,7 @@ def _tree(stage: StageTiming, samples: int, total_s: float) -> dict[str, Any]:
 
 
 def analyse(data: InspectionData, thresholds: Thresholds | None = None) -> Inspection:
-    """Every figure and check of the report, from the measurements alone."""
-    th = thresholds or Thresholds()
+    """The document of an inspection: every figure of its report from the measurements, then its checks."""
     count = len(data.wall_s)
     total_s = sum(data.wall_s)
     wall_ms = [1000.0 * s for s in data.wall_s]
@@ -43,11 +51,8 @@ def analyse(data: InspectionData, thresholds: Thresholds | None = None) -> Inspe
          "repeat_ms": to_ms(data.repeat_s.get(data.indices[pos]))}
         for pos in slowest_positions(data.wall_s))
     cpu_total = sum(data.cpu_s)
-    cpu_share = cpu_total / total_s if total_s else None
     leaves = [leaf for root in data.stages for leaf in root.leaves()]
     ranked = sorted(leaves, key=lambda leaf: -leaf.seconds) if count and total_s else []
-    transforms = tuple({"name": leaf.name, "path": leaf.path, "mean_ms": 1000.0 * leaf.seconds / count,
-                        "share": leaf.seconds / total_s, "calls": leaf.calls} for leaf in ranked)
     staged_s = sum(root.total_seconds() for root in data.stages)
     outside = (1000.0 * (total_s - staged_s) / count, (total_s - staged_s) / total_s) \
         if data.stages and count and total_s else (None, None)
@@ -55,25 +60,42 @@ def analyse(data: InspectionData, thresholds: Thresholds | None = None) -> Inspe
     collate_s = percentile(list(data.collate_s), 50) if data.collate_s else None
     collate_cpu = percentile(list(data.collate_cpu_s), 50) if data.collate_cpu_s else 0.0
     cpu_per_sample = (cpu_total / count + (collate_cpu / batch if batch else 0.0)) if count else None
-    usable = data.environment.usable_cpus
-    ceiling = usable / cpu_per_sample if cpu_per_sample else None
-    worker_rate = count / (total_s + (collate_s or 0.0) * count / max(batch, 1)) if total_s else None
-    prefetch = int(data.settings.get("prefetch_factor") or 2)
-    shm_fit = shm_workers(data.environment.shm_free_bytes, data.dataset.batch_bytes, prefetch) \
-        if data.environment.shm_free_bytes is not None and data.dataset.batch_bytes else None
-    file_workers = None
-    if data.sharing_strategy == "file_descriptor" and data.nofile_soft and data.dataset.batch_tensors:
-        file_workers = _fits(int(data.nofile_soft * th.fd_headroom), data.dataset.batch_tensors, prefetch)
-    inspection = Inspection(
-        data=data, latency_ms=latency, slowest=slowest, cpu_ms_mean=cpu_total * 1000.0 / count if count else None,
-        cpu_share=cpu_share, sample_kind=_sample_kind(cpu_share, th), transforms=transforms,
+    samples = InspectedSamples(
+        count=count, requested=data.settings.get("samples"), stopped=data.stopped, first_ms=to_ms(data.first_s),
+        latency_ms=latency, cpu_ms_mean=cpu_total * 1000.0 / count if count else None,
+        cpu_share=cpu_total / total_s if total_s else None, slowest=slowest, errors=data.errors)
+    return decide_inspection(Inspection(
+        target=data.target, tool_version=data.tool_version, settings=data.settings,
+        environment=InspectedMachine.of(data), dataset=data.dataset, samples=samples,
+        transforms=tuple({"name": leaf.name, "path": leaf.path, "mean_ms": 1000.0 * leaf.seconds / count,
+                          "share": leaf.seconds / total_s, "calls": leaf.calls} for leaf in ranked),
         tree=tuple(_tree(root, count, total_s) for root in data.stages) if count else (),
-        outside_ms=outside[0], outside_share=outside[1], collate_ms=to_ms(collate_s),
+        notes=data.pipeline_notes, outside_ms=outside[0], outside_share=outside[1], collate_ms=to_ms(collate_s),
+        collate_error=data.collate_error,
         bytes_per_sample=sum(data.sample_bytes) / len(data.sample_bytes) if data.sample_bytes else None,
-        cpu_s_per_sample=cpu_per_sample, cpu_ceiling=ceiling, worker_rate=worker_rate,
+        pickle_bytes=data.pickle_bytes, pickle_s=data.pickle_s, pickle_error=data.pickle_error,
+        cpu_s_per_sample=cpu_per_sample,
+        cpu_ceiling=data.environment.usable_cpus / cpu_per_sample if cpu_per_sample else None,
+        worker_rate=count / (total_s + (collate_s or 0.0) * count / max(batch, 1)) if total_s else None,
+        max_workers_shm=None, max_workers_files=None), thresholds)
+
+
+def decide_inspection(ins: Inspection, thresholds: Thresholds | None = None) -> Inspection:
+    """``ins`` with its decisions made again from its figures alone: the kind of sample, the workers that fit
+    in /dev/shm and in the open-file limit, and every check (``dataprof diagnose`` re-applies improved rules)."""
+    th = thresholds or Thresholds()
+    env, ds = ins.environment, ins.dataset
+    prefetch = int(ins.settings.get("prefetch_factor") or 2)
+    shm_fit = shm_workers(env.shm_free_bytes, ds.batch_bytes, prefetch) \
+        if env.shm_free_bytes is not None and ds.batch_bytes else None
+    file_workers = None
+    if env.sharing_strategy == "file_descriptor" and env.open_files_limit and ds.batch_tensors:
+        file_workers = _fits(int(env.open_files_limit * th.fd_headroom), ds.batch_tensors, prefetch)
+    decided = dataclasses.replace(
+        ins, samples=dataclasses.replace(ins.samples, kind=_sample_kind(ins.samples.cpu_share, th)),
         max_workers_shm=shm_fit, max_workers_files=file_workers, checks=())
-    checks = [check(inspection, th) for check in CHECKS]
-    return Inspection(**{**inspection.__dict__, "checks": tuple(c for c in checks if c is not None)})
+    found = [check(decided, th) for check in CHECKS]
+    return dataclasses.replace(decided, checks=tuple(c for c in found if c is not None))
 
 
 def _sample_kind(cpu_share: float | None, th: Thresholds) -> str | None:
@@ -108,26 +130,26 @@ def ceiling_text(rate: float | None, usable: int) -> str:
 
 def check_errors(ins: Inspection, th: Thresholds) -> Finding | None:
     """Samples that raised: critical, since one raising sample stops a whole DataLoader epoch."""
-    errors = ins.data.errors
+    errors = ins.samples.errors
     if not errors:
         return None
     index, message = errors[0]
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
     return Finding(
         id=FindingId.SAMPLE_ERRORS, severity=Severity.CRITICAL,
-        evidence=f"{len(errors)} of {len(errors) + len(ins.data.wall_s)} samples raised: "
+        evidence=f"{len(errors)} of {len(errors) + ins.samples.count} samples raised: "
                  f"dataset[{index}]: {message}{more}",
         recommendation="Fix __getitem__ for these indices: one raising sample stops a whole DataLoader epoch.")
 
 
 def check_cpu_vs_wait(ins: Inspection, th: Thresholds) -> Finding | None:
     """Whether a sample computes or waits (CPU over wall time), the CPU ceiling, and what workers can give."""
-    share = ins.cpu_share
-    if share is None or not ins.latency_ms:
+    share = ins.samples.cpu_share
+    if share is None or not ins.samples.latency_ms:
         return None
-    usable = ins.data.environment.usable_cpus
-    mean = ins.latency_ms["mean"]
-    evidence = (f"a sample takes {mean:.2f} ms of which {ins.cpu_ms_mean or 0:.2f} ms is CPU "
+    usable = ins.environment.usable_cpus
+    mean = ins.samples.latency_ms["mean"]
+    evidence = (f"a sample takes {mean:.2f} ms of which {ins.samples.cpu_ms_mean or 0:.2f} ms is CPU "
                 f"({share:.0%}); CPU ceiling {ceiling_text(ins.cpu_ceiling, usable)}; "
                 f"one worker delivers {ins.worker_rate or 0:,.0f} samples/s")
     if share < th.waiting_cpu_share:
@@ -161,19 +183,19 @@ def check_dominant_stage(ins: Inspection, th: Thresholds) -> Finding | None:
     return Finding(
         id=FindingId.DOMINANT_STAGE, severity=Severity.INFO,
         evidence=f"{top['name']} ({top['path']}) takes {top['share']:.0%} of the sample time: "
-                 f"{top['mean_ms']:.2f} ms of {ins.latency_ms['mean']:.2f} ms per sample",
+                 f"{top['mean_ms']:.2f} ms of {ins.samples.latency_ms['mean']:.2f} ms per sample",
         recommendation=f"Start with {top['name']}: a cheaper setting, running it on the GPU after the batch "
                        "is built, or caching its output removes that share from every sample.")
 
 
 def check_stragglers(ins: Inspection, th: Thresholds) -> Finding | None:
     """A heavy tail (p99 or max far above p50), with the slow indices told apart from slow moments."""
-    if len(ins.data.wall_s) < 20 or not ins.latency_ms:
+    if ins.samples.count < 20 or not ins.samples.latency_ms:
         return None
-    p50, p99, top = ins.latency_ms["p50"], ins.latency_ms["p99"], ins.latency_ms["max"]
+    p50, p99, top = (ins.samples.latency_ms[k] for k in ("p50", "p99", "max"))
     if p50 <= 0 or (p99 < th.straggler_ratio * p50 and top < th.straggler_max_ratio * p50):
         return None
-    slow = [s for s in ins.slowest if s["ms"] >= th.straggler_ratio * p50]
+    slow = [s for s in ins.samples.slowest if s["ms"] >= th.straggler_ratio * p50]
     fetched = [s for s in slow if s["repeat_ms"] is not None]
     repeated = [s for s in fetched if s["repeat_ms"] >= th.repeat_ratio * s["ms"]]
     moments = [s for s in fetched if s not in repeated]
@@ -203,16 +225,16 @@ def check_stragglers(ins: Inspection, th: Thresholds) -> Finding | None:
 
 def check_collate(ins: Inspection, th: Thresholds) -> Finding | None:
     """Collation's share of loading (ms per sample), or why collating failed (critical)."""
-    data = ins.data
+    data = ins
     if data.collate_error:
         return Finding(id=FindingId.COLLATE, severity=Severity.CRITICAL,
                        evidence=f"collating a batch failed: {data.collate_error}",
                        recommendation="Make samples the same shape and type, or pass --collate-fn.")
     batch = data.dataset.batch_samples
-    if ins.collate_ms is None or not batch or not ins.latency_ms:
+    if ins.collate_ms is None or not batch or not ins.samples.latency_ms:
         return None
     per_sample = ins.collate_ms / batch
-    share = per_sample / (per_sample + ins.latency_ms["mean"])
+    share = per_sample / (per_sample + ins.samples.latency_ms["mean"])
     objects = data.dataset.batch_objects or 0
     evidence = (f"collating {batch} samples takes {ins.collate_ms:.2f} ms ({per_sample:.3f} ms per sample, "
                 f"{share:.0%} of loading); a batch is {fmt_bytes(data.dataset.batch_bytes)} in "
@@ -228,7 +250,7 @@ def check_collate(ins: Inspection, th: Thresholds) -> Finding | None:
 def _capacity(check_id: FindingId, fits: int, evidence: str, fine: str, advice: str, ins: Inspection,
               th: Thresholds, zero_is_critical: bool = False) -> Finding:
     """Info when at least max(8, 2 × usable CPUs) workers fit; a warning (critical if none fit) otherwise."""
-    if fits >= max(th.workers_to_check, 2 * ins.data.environment.usable_cpus):
+    if fits >= max(th.workers_to_check, 2 * ins.environment.usable_cpus):
         return Finding(id=check_id, severity=Severity.INFO, evidence=evidence, recommendation=fine)
     severity = Severity.CRITICAL if zero_is_critical and fits < 1 else Severity.WARNING
     return Finding(id=check_id, severity=severity, evidence=evidence, recommendation=advice)
@@ -236,7 +258,7 @@ def _capacity(check_id: FindingId, fits: int, evidence: str, fine: str, advice: 
 
 def check_shm(ins: Inspection, th: Thresholds) -> Finding | None:
     """How many workers' batches in flight fit in /dev/shm (the sweep's 80% rule)."""
-    env, data = ins.data.environment, ins.data
+    env, data = ins.environment, ins
     if ins.max_workers_shm is None:
         return None
     prefetch = int(data.settings.get("prefetch_factor") or 2)
@@ -253,12 +275,12 @@ def check_shm(ins: Inspection, th: Thresholds) -> Finding | None:
 
 def check_open_files(ins: Inspection, th: Thresholds) -> Finding | None:
     """How many workers' tensors in flight fit in half the open-file limit (``file_descriptor`` strategy)."""
-    data = ins.data
-    if data.nofile_soft is None:
+    data = ins
+    if data.environment.open_files_limit is None:
         return None
-    limit = f"open-file limit {data.nofile_soft} (hard {data.nofile_hard})"
+    limit = f"open-file limit {data.environment.open_files_limit} (hard {data.environment.open_files_hard_limit})"
     if ins.max_workers_files is None:
-        strategy = data.sharing_strategy or "unknown"
+        strategy = data.environment.sharing_strategy or "unknown"
         if strategy == "file_descriptor":  # the batch's tensors are unknown: its collate failed
             return Finding(id=FindingId.OPEN_FILES, severity=Severity.INFO,
                            evidence=f"{limit}; sharing strategy {strategy}",
@@ -282,7 +304,7 @@ def check_open_files(ins: Inspection, th: Thresholds) -> Finding | None:
 
 def check_start_method(ins: Inspection, th: Thresholds) -> Finding | None:
     """What the multiprocessing start method costs: fork inherits the dataset, others pickle it per worker."""
-    data = ins.data
+    data = ins
     method = data.environment.start_method
     size = fmt_bytes(data.pickle_bytes) if data.pickle_bytes is not None else None
     pickled = (f"pickling the dataset gives {size} in {data.pickle_s or 0:.2f} s" if size

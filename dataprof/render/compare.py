@@ -1,15 +1,18 @@
-"""The console rendering of ``dataprof compare``: the verdict first, then every config side by side."""
+"""``dataprof compare`` rendered: the verdict first, then every config (or loader) side by side.
+
+:func:`comparison_view` says what is shown, as plain text; the console and the HTML page lay it out.
+"""
 
 from __future__ import annotations
 
-import io
+from dataclasses import dataclass
 
 from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from dataprof.decide.compare import Comparison, RunComparison
+from dataprof.results.compare import Comparison, RunComparison
 from dataprof.results.units import fmt_bytes
 from dataprof.results.vocabulary import TrialStatus
 
@@ -26,102 +29,116 @@ def _wait(value: float | None) -> str:
     return "–" if value is None else f"{100 * value:.0f}"
 
 
-def print_comparison(console: Console, comparison: Comparison, threshold: float | None = None) -> None:
-    """The verdict (recommended throughput old → new, against ``threshold``), then every common config."""
-    old, new = comparison.old, comparison.new
-    console.print(f"dataprof compare · {old.target}" + (f" → {new.target}" if new.target != old.target else ""))
-    if comparison.same_machine:
-        console.print(f"same environment: {new.environment.cpu_reason} · {new.environment.framework} "
-                      f"{new.environment.framework_version} · "
-                      f"{new.environment.device}", style="dim")
-    else:
-        console.print("different environments, so differences may come from the machine, not the code: "
-                      + "; ".join(comparison.environment_changes), style="yellow")
-    old_rec, new_rec = old.recommendation, new.recommendation
-    line = Text("recommended: ")
-    line.append(f"{old_rec.config.label() if old_rec else '–'} {_rate(comparison.old_rate)} → "
-                f"{new_rec.config.label() if new_rec else '–'} {_rate(comparison.new_rate)} samples/s "
-                f"({_pct(comparison.change)})", style="bold")
-    console.print(line)
-    if old.primary != new.primary:
-        console.print(f"bottleneck: {old.primary} → {new.primary}")
-    _verdict_line(console, comparison, threshold)
-    table = _table("Configs measured in both (old → new)", ("config", "samples/s", "change", "wait%", "PSS", "1st s"))
-    for row in comparison.common:
-        o, n = row.old, row.new
-        change = row.change
-        style = "red" if threshold is not None and row.regressed(threshold) else None
-        table.add_row(
-            row.config.label(),
-            f"{_rate(o.samples_per_s)} → {_rate(n.samples_per_s)}" if o.status == n.status == TrialStatus.OK
-            else f"{o.status} → {n.status}",
-            _pct(change),
-            f"{_wait(o.wait_fraction)} → {_wait(n.wait_fraction)}",
-            f"{fmt_bytes(o.peak_memory_bytes)} → {fmt_bytes(n.peak_memory_bytes)}",
-            f"{_num(o.first_batch_s)} → {_num(n.first_batch_s)}",
-            style=style,
-        )
-    console.print(table)
-    if comparison.only_old:
-        console.print("only in old: " + ", ".join(c.label() for c in comparison.only_old), style="dim")
-    if comparison.only_new:
-        console.print("only in new: " + ", ".join(c.label() for c in comparison.only_new), style="dim")
-
-
-def print_run_comparison(console: Console, comparison: RunComparison, threshold: float | None = None) -> None:
-    """Two watched runs: the busiest loader's samples/s old → new against ``threshold``, then each loader."""
-    old, new = comparison.old, comparison.new
-    console.print(f"dataprof compare · run {' '.join(new.command)}")
-    if comparison.same_machine:
-        console.print(f"same environment: {new.environment.cpu_reason}", style="dim")
-    else:
-        console.print("different environments, so differences may come from the machine, not the code: "
-                      + "; ".join(comparison.environment_changes), style="yellow")
-    line = Text("busiest loader: ")
-    line.append(f"{_rate(comparison.old_rate)} → {_rate(comparison.new_rate)} samples/s ({_pct(comparison.change)})",
-                style="bold")
-    console.print(line)
-    if old.verdict is not None and new.verdict is not None and old.verdict.id != new.verdict.id:
-        console.print(f"verdict: {old.verdict.id} → {new.verdict.id}")
-    _verdict_line(console, comparison, threshold)
-    table = _table("DataLoaders watched in both (old → new)",
-                   ("loader", "samples/s", "change", "data wait%", "step p50 ms"))
-    for row in comparison.loaders:
-        o, n = row.old, row.new
-        table.add_row(row.site, f"{_rate(o.samples_per_s)} → {_rate(n.samples_per_s)}", _pct(row.change),
-                      f"{_wait(o.data_wait_fraction)} → {_wait(n.data_wait_fraction)}",
-                      f"{_num((o.step_ms or {}).get('p50'))} → {_num((n.step_ms or {}).get('p50'))}",
-                      style="red" if threshold is not None and row.change is not None and row.change < -threshold
-                      else None)
-    console.print(table)
-    for label, sites in (("only in old", comparison.only_old), ("only in new", comparison.only_new)):
-        if sites:
-            console.print(f"{label}: " + ", ".join(sites), style="dim")
-
-
 def _num(value: float | None) -> str:
     return "–" if value is None else f"{value:.2f}"
 
 
-def render(comparison: Comparison, threshold: float | None = None, width: int = 120) -> str:
-    """Plain text of the comparison (no colour), as a test or a log would see it."""
-    buffer = io.StringIO()
-    print_comparison(Console(width=width, file=buffer, color_system=None), comparison, threshold)
-    return buffer.getvalue()
+@dataclass(frozen=True)
+class Line:
+    """One line of the head: ``text`` then ``emphasis`` (bold), the whole in ``style``."""
+
+    text: str
+    emphasis: str = ""
+    style: str | None = None
 
 
-def _verdict_line(console: Console, comparison: Comparison | RunComparison, threshold: float | None) -> None:
-    """``REGRESSION: allowed −10%`` or ``ok: …`` when a threshold was given (a sweep's or a run's comparison)."""
+@dataclass(frozen=True)
+class ComparisonView:
+    """What a comparison shows: the head lines, the table (title, columns, each row and whether it regressed),
+    the closing lines."""
+
+    head: tuple[Line, ...]
+    title: str
+    columns: tuple[str, ...]
+    rows: tuple[tuple[tuple[str, ...], bool], ...]
+    tail: tuple[str, ...]
+
+
+def _machines(comparison: Comparison | RunComparison, same: str) -> Line:
+    if comparison.same_machine:
+        return Line(same, style="dim")
+    return Line("different environments, so differences may come from the machine, not the code: "
+                + "; ".join(comparison.environment_changes), style="yellow")
+
+
+def _verdict(comparison: Comparison | RunComparison) -> tuple[Line, ...]:
+    """``REGRESSION: allowed −10%`` or ``ok: …`` when a threshold was given."""
+    threshold = comparison.threshold
     if threshold is None:
-        return
+        return ()
     regressed = comparison.regressed(threshold)
-    console.print(f"{'REGRESSION' if regressed else 'ok'}: allowed −{100 * threshold:g}%",
-                  style="bold red" if regressed else "green")
+    return (Line(f"{'REGRESSION' if regressed else 'ok'}: allowed −{100 * threshold:g}%",
+                 style="bold red" if regressed else "green"),)
 
 
-def _table(title: str, columns: tuple[str, ...]) -> Table:
-    """A comparison table: the first column (what is compared) left-aligned, the figures right-aligned."""
-    table = Table(box=box.SIMPLE_HEAD, title=title, title_justify="left", pad_edge=False, padding=(0, 1, 0, 0))
-    for name in columns:
-        table.add_column(name, justify="left" if name == columns[0] else "right", no_wrap=True)
-    return table
+def sweeps_view(comparison: Comparison) -> ComparisonView:
+    """Two sweeps: the recommended throughput old → new, the bottleneck, then every config both measured."""
+    old, new, threshold = comparison.old, comparison.new, comparison.threshold
+    env = new.environment
+    old_rec, new_rec = old.recommendation, new.recommendation
+    head = [Line(f"dataprof compare · {old.target}" + (f" → {new.target}" if new.target != old.target else "")),
+            _machines(comparison, f"same environment: {env.cpu_reason} · {env.framework} {env.framework_version} · "
+                                  f"{env.device}"),
+            Line("recommended: ", f"{old_rec.config.label() if old_rec else '–'} {_rate(comparison.old_rate)} → "
+                                  f"{new_rec.config.label() if new_rec else '–'} {_rate(comparison.new_rate)} "
+                                  f"samples/s ({_pct(comparison.change)})")]
+    if old.primary != new.primary:
+        head.append(Line(f"bottleneck: {old.primary} → {new.primary}"))
+    rows = tuple(((row.config.label(),
+                   f"{_rate(row.old.samples_per_s)} → {_rate(row.new.samples_per_s)}"
+                   if row.old.status == row.new.status == TrialStatus.OK else f"{row.old.status} → {row.new.status}",
+                   _pct(row.change), f"{_wait(row.old.wait_fraction)} → {_wait(row.new.wait_fraction)}",
+                   f"{fmt_bytes(row.old.peak_memory_bytes)} → {fmt_bytes(row.new.peak_memory_bytes)}",
+                   f"{_num(row.old.first_batch_s)} → {_num(row.new.first_batch_s)}"),
+                  threshold is not None and row.regressed(threshold)) for row in comparison.common)
+    tail = tuple(f"{label}: " + ", ".join(c.label() for c in configs)
+                 for label, configs in (("only in old", comparison.only_old), ("only in new", comparison.only_new))
+                 if configs)
+    return ComparisonView((*head, *_verdict(comparison)), "Configs measured in both (old → new)",
+                          ("config", "samples/s", "change", "wait%", "PSS", "1st s"), rows, tail)
+
+
+def runs_view(comparison: RunComparison) -> ComparisonView:
+    """Two watched runs: the busiest loader's samples/s old → new, the verdict, then each loader."""
+    old, new, threshold = comparison.old, comparison.new, comparison.threshold
+    head = [Line(f"dataprof compare · run {' '.join(new.command)}"),
+            _machines(comparison, f"same environment: {new.environment.cpu_reason}"),
+            Line("busiest loader: ", f"{_rate(comparison.old_rate)} → {_rate(comparison.new_rate)} samples/s "
+                                     f"({_pct(comparison.change)})")]
+    if old.verdict is not None and new.verdict is not None and old.verdict.id != new.verdict.id:
+        head.append(Line(f"verdict: {old.verdict.id} → {new.verdict.id}"))
+    rows = tuple(((row.site, f"{_rate(row.old.samples_per_s)} → {_rate(row.new.samples_per_s)}", _pct(row.change),
+                   f"{_wait(row.old.data_wait_fraction)} → {_wait(row.new.data_wait_fraction)}",
+                   f"{_num((row.old.step_ms or {}).get('p50'))} → {_num((row.new.step_ms or {}).get('p50'))}"),
+                  threshold is not None and row.change is not None and row.change < -threshold)
+                 for row in comparison.loaders)
+    tail = tuple(f"{label}: " + ", ".join(sites)
+                 for label, sites in (("only in old", comparison.only_old), ("only in new", comparison.only_new))
+                 if sites)
+    return ComparisonView((*head, *_verdict(comparison)), "DataLoaders watched in both (old → new)",
+                          ("loader", "samples/s", "change", "data wait%", "step p50 ms"), rows, tail)
+
+
+def comparison_view(comparison: Comparison | RunComparison) -> ComparisonView:
+    """What either kind of comparison shows."""
+    return runs_view(comparison) if isinstance(comparison, RunComparison) else sweeps_view(comparison)
+
+
+def print_comparison(console: Console, comparison: Comparison | RunComparison) -> None:
+    """The comparison on ``console``: the head, the table (rows that regressed in red), the closing lines."""
+    view = comparison_view(comparison)
+    for line in view.head:
+        if line.emphasis:
+            text = Text(line.text)
+            text.append(line.emphasis, style="bold")
+            console.print(text)
+        else:
+            console.print(line.text, style=line.style)
+    table = Table(box=box.SIMPLE_HEAD, title=view.title, title_justify="left", pad_edge=False, padding=(0, 1, 0, 0))
+    for name in view.columns:
+        table.add_column(name, justify="left" if name == view.columns[0] else "right", no_wrap=True)
+    for cells, regressed in view.rows:
+        table.add_row(*cells, style="red" if regressed else None)
+    console.print(table)
+    for closing in view.tail:
+        console.print(closing, style="dim")

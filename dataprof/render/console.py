@@ -6,8 +6,6 @@ lays it out with rich.
 
 from __future__ import annotations
 
-import io
-
 from rich import box
 from rich.console import Console, Group, RenderableType
 from rich.padding import Padding
@@ -158,10 +156,3 @@ def print_report(console: Console, report: Report) -> None:
         console.print(view.PARTIAL, style="yellow")
     for note in report.notes:
         console.print(f"note: {note}", style="dim", markup=False)
-
-
-def render(report: Report, width: int = 120) -> str:
-    """Plain text of the report (no colour), as a test or a log would see it."""
-    buffer = io.StringIO()
-    print_report(Console(width=width, file=buffer, color_system=None), report)
-    return buffer.getvalue()

@@ -15,6 +15,8 @@ from typing import Any
 
 from dataprof.errors import UsageError
 from dataprof.render import view
+from dataprof.render.compare import comparison_view
+from dataprof.results.compare import Comparison, RunComparison
 from dataprof.results.inspect import Inspection
 from dataprof.results.sweep import Report
 from dataprof.results.trial import TrialResult
@@ -175,8 +177,8 @@ def _search(report: Report) -> str:
             + (f"<h2>{_e(view.search_title(report))}</h2>{_table([], steps)}{stop}" if steps else ""))
 
 
-def render(report: Report) -> str:
-    """The whole page. Needs plotly (check with :func:`check_available`)."""
+def sweep_page(report: Report) -> str:
+    """A sweep's whole page. Needs plotly (check with :func:`check_available`)."""
     figures = charts(report)
     divs = [figure.to_html(full_html=False, include_plotlyjs=(i == 0),
                            config={"displayModeBar": False, "responsive": True})
@@ -192,21 +194,43 @@ def render(report: Report) -> str:
 
 def inspection_fragment(ins: Inspection) -> str:
     """``dataprof inspect`` as HTML without any script (Jupyter)."""
-    data, lat = ins.data, ins.latency_ms
-    parts = [f"<h1>dataprof inspect · {_e(data.target)}</h1><div class='meta'>{_e(data.dataset.type_name)} "
-             f"({_e(data.dataset.kind)}) · {len(data.wall_s)} samples · sample {_e(data.dataset.sample)}</div>"]
+    lat = ins.samples.latency_ms
+    parts = [f"<h1>dataprof inspect · {_e(ins.target)}</h1><div class='meta'>{_e(ins.dataset.type_name)} "
+             f"({_e(ins.dataset.kind)}) · {ins.samples.count} samples · sample {_e(ins.dataset.sample)}</div>"]
     if lat:
         parts.append(f"<p>per sample: p50 {lat['p50']:.2f} ms · p95 {lat['p95']:.2f} ms · p99 {lat['p99']:.2f} ms "
-                     f"· max {lat['max']:.2f} ms · CPU {ins.cpu_share or 0:.0%} of wall</p>")
+                     f"· max {lat['max']:.2f} ms · CPU {ins.samples.cpu_share or 0:.0%} of wall</p>")
     if ins.cpu_ceiling:
         parts.append(f"<p><b>CPU ceiling: {ins.cpu_ceiling:,.0f} samples/s</b> on "
-                     f"{data.environment.usable_cpus} CPUs</p>")
+                     f"{ins.environment.usable_cpus} CPUs</p>")
     if ins.transforms:
         rows = "".join(f"<tr><td>{_e(t['name'])}</td><td>{_e(t['path'])}</td><td>{t['mean_ms']:.3f}</td>"
                        f"<td>{100 * t['share']:.0f}%</td></tr>" for t in ins.transforms)
         parts.append("<table><thead><tr><th>stage</th><th>path</th><th>ms/sample</th><th>share</th></tr></thead>"
                      f"<tbody>{rows}</tbody></table>")
-    parts += [f"<p class='meta'>note: {_e(note)}</p>" for note in data.pipeline_notes]
+    parts += [f"<p class='meta'>note: {_e(note)}</p>" for note in ins.notes]
     parts += [f"<div class='verdict {_e(c.severity)}'><b>{_e(c.id)}</b> ({_e(c.severity)}): {_e(c.evidence)}"
               f"<br>→ {_e(c.recommendation)}</div>" for c in ins.checks]
     return "<div>" + "".join(parts) + "</div>"
+
+
+def page(title: str, body: str) -> str:
+    """A self-contained page without any script: the report's style, ``body`` (HTML)."""
+    return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{_e(title)}</title>"
+            f"<style>{STYLE}</style></head><body>{body}</body></html>\n")
+
+
+def inspection_page(ins: Inspection) -> str:
+    """``dataprof inspect``'s whole page: the fragment Jupyter shows, with the report's style."""
+    return page(f"dataprof inspect · {ins.target}", inspection_fragment(ins))
+
+
+def comparison_page(comparison: Comparison | RunComparison) -> str:
+    """``dataprof compare``'s page: the head lines, the table (rows that regressed marked), the closing lines."""
+    shown = comparison_view(comparison)
+    head = "".join(f"<p class='{_e(line.style or '')}'>{_e(line.text)}<b>{_e(line.emphasis)}</b></p>"
+                   for line in shown.head)
+    rows = [(list(cells), "bad" if regressed else "") for cells, regressed in shown.rows]
+    tail = "".join(f"<p class='meta'>{_e(line)}</p>" for line in shown.tail)
+    return page("dataprof compare", f"<h1>{_e(shown.head[0].text)}</h1>{head}<h2>{_e(shown.title)}</h2>"
+                                    f"{_table(shown.columns, rows)}{tail}")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 from typing import Any
 
 from rich import box
@@ -22,36 +21,37 @@ SAMPLE_KIND = {"computing": "mostly computing", "waiting": "mostly waiting", "mi
 
 def header(ins: Inspection) -> Text:
     """What was inspected, and how."""
-    data, ds, env = ins.data, ins.data.dataset, ins.data.environment
+    ds, env, count = ins.dataset, ins.environment, ins.samples.count
     length = f"{ds.length:,} samples" if ds.length is not None else "no len()"
-    chosen = (f"{len(data.wall_s)} random samples (seed {data.settings.get('seed')})" if ds.kind == "map"
-              else f"the first {len(data.wall_s)} items, in stream order")
-    lines = [f"dataprof {data.tool_version} · inspect {data.target}",
+    chosen = (f"{count} random samples (seed {ins.settings.get('seed')})" if ds.kind == "map"
+              else f"the first {count} items, in stream order")
+    lines = [f"dataprof {ins.tool_version} · inspect {ins.target}",
              f"{ds.type_name} ({ds.kind}, {length}, built in {ds.init_s:.2f} s) · sample {ds.sample or '?'}",
              f"{chosen} · {env.framework} {env.framework_version or '?'} single-threaded, as in a DataLoader worker"
              f" · {env.cpu_reason}"]
-    if data.stopped:
-        lines.append(f"stopped early: {data.stopped}")
+    if ins.samples.stopped:
+        lines.append(f"stopped early: {ins.samples.stopped}")
     return Text("\n".join(lines))
 
 
 def per_sample(ins: Inspection) -> RenderableType:
     """Per-sample latency (p50…max), CPU share and size, and the slowest indices."""
-    lat = ins.latency_ms
+    samples = ins.samples
+    lat = samples.latency_ms
     if not lat:
         return Group(Rule("Per sample", align="left"), Text("no sample was fetched", style="red"))
-    first = f" · first fetch {ins.data.first_s * 1000:.1f} ms (not counted)" if ins.data.first_s else ""
+    first = f" · first fetch {samples.first_ms:.1f} ms (not counted)" if samples.first_ms else ""
     lines: list[RenderableType] = [
         Rule("Per sample (__getitem__)", align="left"),
         Text(f"p50 {lat['p50']:.2f} ms · p95 {lat['p95']:.2f} ms · p99 {lat['p99']:.2f} ms · "
              f"max {lat['max']:.2f} ms · mean {lat['mean']:.2f} ms{first}"),
-        Text(f"CPU {ins.cpu_ms_mean or 0:.2f} ms per sample = {ins.cpu_share or 0:.0%} of its wall time "
-             f"({SAMPLE_KIND.get(ins.sample_kind or '', '?')}) · "
+        Text(f"CPU {samples.cpu_ms_mean or 0:.2f} ms per sample = {samples.cpu_share or 0:.0%} of its wall time "
+             f"({SAMPLE_KIND.get(samples.kind or '', '?')}) · "
              f"{fmt_bytes(ins.bytes_per_sample)} per sample"),
     ]
-    label = "slowest indices" if ins.data.dataset.kind == "map" else "slowest items (stream position)"
+    label = "slowest indices" if ins.dataset.kind == "map" else "slowest items (stream position)"
     parts = []
-    for item in ins.slowest[:5]:
+    for item in samples.slowest[:5]:
         again = f" (again {item['repeat_ms']:.1f})" if item["repeat_ms"] is not None else ""
         parts.append(f"[{item['index']}] {item['ms']:.1f} ms{again}")
     lines.append(Text(f"{label}: " + " · ".join(parts)))
@@ -89,26 +89,26 @@ def transforms(ins: Inspection) -> RenderableType:
         if ins.transforms:
             top = ", ".join(f"{t['name']} {t['share']:.0%}" for t in ins.transforms[:3])
             lines.append(Text(f"costliest stages: {top}"))
-    for note in ins.data.pipeline_notes:
+    for note in ins.notes:
         lines.append(Text(f"note: {note}", style="yellow"))
     return Group(*lines)
 
 
 def batch(ins: Inspection) -> RenderableType:
     """Collation, the pickled dataset, and the CPU ceiling."""
-    data, ds = ins.data, ins.data.dataset
+    ds = ins.dataset
     lines: list[RenderableType] = [Rule("Batch and workers", align="left")]
     if ins.collate_ms is not None and ds.batch_samples:
         lines.append(Text(f"collate {ds.batch_samples} samples: {ins.collate_ms:.2f} ms "
                           f"({ins.collate_ms / ds.batch_samples:.3f} ms per sample) · batch "
                           f"{fmt_bytes(ds.batch_bytes)} in {ds.batch_tensors} tensor(s) + "
                           f"{ds.batch_objects} other Python object(s)"))
-    pickled = (f"{fmt_bytes(data.pickle_bytes)} (pickled in {data.pickle_s or 0:.3f} s)"
-               if data.pickle_bytes is not None else f"cannot be pickled: {data.pickle_error}")
-    lines.append(Text(f"dataset object: {pickled} · start method {data.environment.start_method}"))
+    pickled = (f"{fmt_bytes(ins.pickle_bytes)} (pickled in {ins.pickle_s or 0:.3f} s)"
+               if ins.pickle_bytes is not None else f"cannot be pickled: {ins.pickle_error}")
+    lines.append(Text(f"dataset object: {pickled} · start method {ins.environment.start_method}"))
     if ins.cpu_ceiling and ins.cpu_s_per_sample:
         lines.append(Text(
-            f"CPU ceiling: {data.environment.usable_cpus} CPUs ÷ {ins.cpu_s_per_sample * 1000:.2f} ms CPU per "
+            f"CPU ceiling: {ins.environment.usable_cpus} CPUs ÷ {ins.cpu_s_per_sample * 1000:.2f} ms CPU per "
             f"sample (collation included) = {ins.cpu_ceiling:,.0f} samples/s · one worker delivers "
             f"{ins.worker_rate or 0:,.0f} samples/s", style="bold"))
     return Group(*lines)
@@ -133,10 +133,3 @@ def print_inspection(console: Console, ins: Inspection) -> None:
     for block in (per_sample(ins), transforms(ins), batch(ins), checks(ins)):
         if block is not None:
             console.print(block)
-
-
-def render(ins: Inspection, width: int = 120) -> str:
-    """Plain text of the report (no colour), as a test or a log would see it."""
-    buffer = io.StringIO()
-    print_inspection(Console(width=width, file=buffer, color_system=None), ins)
-    return buffer.getvalue()

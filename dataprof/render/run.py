@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import io
-
 from rich.console import Console
 from rich.rule import Rule
 from rich.text import Text
@@ -108,10 +106,3 @@ def print_run(console: Console, report: RunReport) -> None:
         console.print("Partial result: the watch was interrupted.", style="yellow")
     for note in report.notes:
         console.print(f"note: {note}", style="dim", markup=False)
-
-
-def render(report: RunReport, width: int = 120) -> str:
-    """Plain text of the run report (no colour), as a test or a log would see it."""
-    buffer = io.StringIO()
-    print_run(Console(width=width, file=buffer, color_system=None), report)
-    return buffer.getvalue()

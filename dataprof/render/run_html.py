@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import html
 
-from dataprof.render.html import STYLE
+from dataprof.render.html import page
 from dataprof.render.run import header, resources
 from dataprof.render.view import num
 from dataprof.results.run import RunReport
@@ -52,5 +52,4 @@ def run_page(report: RunReport) -> str:
     if report.next_command:
         parts.append(f"<h2>Next</h2><pre>{_e(report.next_command)}</pre>")
     parts += [f"<p class='meta'>note: {_e(n)}</p>" for n in report.notes]
-    return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>dataprof run</title>"
-            f"<style>{STYLE}</style></head><body>{''.join(parts)}</body></html>\n")
+    return page("dataprof run", "".join(parts))

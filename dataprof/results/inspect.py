@@ -1,17 +1,19 @@
 """``dataprof inspect``'s data: what one Dataset costs per sample, per stage, per batch. Stdlib only.
 
-:class:`InspectionData` is what the measurement produced; ``decide.inspect.analyse``
-derives from it the :class:`Inspection` every renderer reads.
+:class:`InspectionData` is what the measurement produced; ``decide.inspect.analyse`` derives from it the
+:class:`Inspection` document every renderer reads, which its JSON holds whole (``from_dict`` reads it back).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
 from dataprof.results.document import SCHEMA_VERSION, to_json
 from dataprof.results.environment import DatasetInfo, Environment
 from dataprof.results.findings import Finding
+from dataprof.results.vocabulary import Kind
 
 
 @dataclass(frozen=True)
@@ -73,30 +75,98 @@ class InspectionData:
 
 
 @dataclass(frozen=True)
-class Inspection:
-    """Everything the inspect report shows, derived from :class:`InspectionData`."""
+class InspectedMachine:
+    """The machine an inspection ran on, as its document holds it (the ``environment`` block)."""
 
-    data: InspectionData
+    cpu_count: int
+    usable_cpus: int
+    cpu_reason: str
+    ram_bytes: int
+    python: str
+    torch: str | None
+    platform: str
+    start_method: str | None
+    shm_free_bytes: int | None
+    open_files_limit: int | None
+    """Soft RLIMIT_NOFILE."""
+    open_files_hard_limit: int | None
+    sharing_strategy: str | None
+    """torch.multiprocessing's strategy: ``file_descriptor`` keeps one open file per tensor in flight."""
+    framework: str
+    paddle: str | None
+
+    @property
+    def framework_version(self) -> str | None:
+        """The inspected framework's version."""
+        return self.paddle if self.framework == "paddle" else self.torch
+
+    @classmethod
+    def of(cls, data: InspectionData) -> InspectedMachine:
+        """What an inspection's measurements say of the machine."""
+        env = data.environment
+        return cls(cpu_count=env.cpu_count, usable_cpus=env.usable_cpus, cpu_reason=env.cpu_reason,
+                   ram_bytes=env.ram_bytes, python=env.python, torch=env.torch, platform=env.platform,
+                   start_method=env.start_method, shm_free_bytes=env.shm_free_bytes,
+                   open_files_limit=data.nofile_soft, open_files_hard_limit=data.nofile_hard,
+                   sharing_strategy=data.sharing_strategy, framework=env.framework, paddle=env.paddle)
+
+
+@dataclass(frozen=True)
+class InspectedSamples:
+    """The samples an inspection timed, as its document holds them (the ``samples`` block)."""
+
+    count: int
+    requested: int | None
+    stopped: str | None
+    """Why fewer samples than asked were measured, if so."""
+    first_ms: float | None
+    """The warm-up fetch (lazy opens, caches), not counted in the statistics."""
     latency_ms: dict[str, float]
-    slowest: tuple[dict[str, Any], ...]
+    """``p50``, ``p95``, ``p99``, ``max``, ``mean`` wall time per sample; empty without samples."""
     cpu_ms_mean: float | None
     cpu_share: float | None
     """CPU time over wall time of a sample (1.0: pure computation)."""
-    sample_kind: str | None
-    """``computing``, ``waiting`` or ``mixed``, by the cpu_vs_wait check's thresholds; None without samples."""
+    slowest: tuple[dict[str, Any], ...]
+    """``index``, ``ms`` and ``repeat_ms`` (the second fetch) of the slowest samples, slowest first."""
+    errors: tuple[tuple[int, str], ...]
+    kind: str | None = None
+    """``computing``, ``waiting`` or ``mixed``, by the thresholds of the cpu_vs_wait check; None without samples
+    (and in documents written before it was saved)."""
+
+
+@dataclass(frozen=True)
+class Inspection:
+    """``dataprof inspect``'s document: every figure and check its reports show, derived from
+    :class:`InspectionData` (``decide.inspect.analyse``) or read back from its JSON."""
+
+    target: str
+    tool_version: str
+    settings: dict[str, Any]
+    environment: InspectedMachine
+    dataset: DatasetInfo
+    samples: InspectedSamples
     transforms: tuple[dict[str, Any], ...]
+    """The timed stages, costliest first: ``name``, ``path``, ``mean_ms``, ``share``, ``calls``."""
     tree: tuple[dict[str, Any], ...]
+    """The transform tree as found, each node with its ``mean_ms`` and ``share`` (composites their children)."""
+    notes: tuple[str, ...]
+    """What the pipeline search says of the pipeline (an opaque transform, a wrapped dataset)."""
     outside_ms: float | None
     outside_share: float | None
+    """Time per sample in ``__getitem__`` outside the timed stages, and its share."""
     collate_ms: float | None
+    collate_error: str | None
     bytes_per_sample: float | None
+    pickle_bytes: int | None
+    pickle_s: float | None
+    pickle_error: str | None
     cpu_s_per_sample: float | None
     cpu_ceiling: float | None
     worker_rate: float | None
     """Samples/s one worker delivers at the measured wall time per sample."""
     max_workers_shm: int | None
     max_workers_files: int | None
-    checks: tuple[Finding, ...]
+    checks: tuple[Finding, ...] = ()
 
     def to_json(self) -> str:
         """The ``--json`` document of ``dataprof inspect`` as text."""
@@ -104,58 +174,81 @@ class Inspection:
 
     def to_dict(self) -> dict[str, Any]:
         """The ``dataprof inspect --json`` document (docs/inspect.md)."""
-        data = self.data
-        env = data.environment
+        ds, samples = self.dataset, self.samples
         return {
             "schema_version": SCHEMA_VERSION,
-            "tool": {"name": "dataprof", "version": data.tool_version},
-            "kind": "inspect",
-            "target": data.target,
-            "settings": dict(data.settings),
-            "environment": {
-                "cpu_count": env.cpu_count, "usable_cpus": env.usable_cpus, "cpu_reason": env.cpu_reason,
-                "ram_bytes": env.ram_bytes, "python": env.python, "torch": env.torch, "platform": env.platform,
-                "start_method": env.start_method, "shm_free_bytes": env.shm_free_bytes,
-                "open_files_limit": data.nofile_soft, "open_files_hard_limit": data.nofile_hard,
-                "sharing_strategy": data.sharing_strategy, "framework": env.framework, "paddle": env.paddle,
-            },
-            "dataset": {
-                "kind": data.dataset.kind, "type": data.dataset.type_name, "length": data.dataset.length,
-                "init_s": data.dataset.init_s, "sample": data.dataset.sample,
-            },
-            "samples": {
-                "count": len(data.wall_s),
-                "requested": data.settings.get("samples"),
-                "stopped": data.stopped,
-                "first_ms": to_ms(data.first_s),
-                "latency_ms": self.latency_ms,
-                "cpu_ms_mean": self.cpu_ms_mean,
-                "cpu_share": self.cpu_share,
-                "slowest": list(self.slowest),
-                "errors": [{"index": index, "error": error} for index, error in data.errors],
-            },
+            "tool": {"name": "dataprof", "version": self.tool_version},
+            "kind": Kind.INSPECT,
+            "target": self.target,
+            "settings": dict(self.settings),
+            "environment": dataclasses.asdict(self.environment),
+            "dataset": {"kind": ds.kind, "type": ds.type_name, "length": ds.length, "init_s": ds.init_s,
+                        "sample": ds.sample},
+            "samples": {**{k: v for k, v in dataclasses.asdict(samples).items() if k != "kind"},
+                        "slowest": list(samples.slowest),
+                        "errors": [{"index": index, "error": error} for index, error in samples.errors]},
             "transforms": list(self.transforms),
             "transform_tree": list(self.tree),
-            "transforms_note": "; ".join(data.pipeline_notes) or None,
+            "transforms_note": "; ".join(self.notes) or None,
             "outside_transforms_ms": self.outside_ms,
             "collate_ms": self.collate_ms,
-            "collate_error": data.collate_error,
+            "collate_error": self.collate_error,
             "bytes_per_sample": self.bytes_per_sample,
-            "bytes_per_batch": data.dataset.batch_bytes,
-            "batch_samples": data.dataset.batch_samples,
-            "batch_tensors": data.dataset.batch_tensors,
-            "batch_objects": data.dataset.batch_objects,
-            "pickled_dataset_bytes": data.pickle_bytes,
-            "pickle_s": data.pickle_s,
-            "pickle_error": data.pickle_error,
+            "bytes_per_batch": ds.batch_bytes,
+            "batch_samples": ds.batch_samples,
+            "batch_tensors": ds.batch_tensors,
+            "batch_objects": ds.batch_objects,
+            "pickled_dataset_bytes": self.pickle_bytes,
+            "pickle_s": self.pickle_s,
+            "pickle_error": self.pickle_error,
             "cpu_s_per_sample": self.cpu_s_per_sample,
             "cpu_ceiling_samples_per_s": self.cpu_ceiling,
             "worker_samples_per_s": self.worker_rate,
             "max_workers_shm": self.max_workers_shm,
             "max_workers_open_files": self.max_workers_files,
-            "checks": [{"id": c.id, "severity": c.severity, "evidence": c.evidence,
-                        "recommendation": c.recommendation} for c in self.checks],
+            "checks": [dataclasses.asdict(c) for c in self.checks],
+            "sample_kind": samples.kind,
+            "transforms_notes": list(self.notes),
+            "outside_transforms_share": self.outside_share,
         }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Inspection:
+        """Read :meth:`to_dict` back (the keys added later are optional)."""
+        ds, samples = data["dataset"], data["samples"]
+        note = data.get("transforms_note")
+        return cls(
+            target=data["target"], tool_version=data.get("tool", {}).get("version", "?"),
+            settings=dict(data.get("settings") or {}), environment=InspectedMachine(**data["environment"]),
+            dataset=DatasetInfo(kind=ds["kind"], type_name=ds["type"], length=ds["length"], init_s=ds["init_s"],
+                                sample=ds["sample"], batch_samples=data["batch_samples"],
+                                batch_bytes=data["bytes_per_batch"], batch_tensors=data["batch_tensors"],
+                                batch_objects=data["batch_objects"]),
+            samples=InspectedSamples(
+                count=samples["count"], requested=samples["requested"], stopped=samples["stopped"],
+                first_ms=samples["first_ms"], latency_ms=dict(samples["latency_ms"]),
+                cpu_ms_mean=samples["cpu_ms_mean"], cpu_share=samples["cpu_share"],
+                slowest=tuple(samples["slowest"]), kind=data.get("sample_kind"),
+                errors=tuple((e["index"], e["error"]) for e in samples["errors"])),
+            transforms=tuple(data["transforms"]), tree=tuple(data["transform_tree"]),
+            notes=tuple(data.get("transforms_notes", [note] if note else [])),
+            outside_ms=data["outside_transforms_ms"], outside_share=data.get("outside_transforms_share",
+                                                                             _share(data["outside_transforms_ms"],
+                                                                                    samples["latency_ms"])),
+            collate_ms=data["collate_ms"], collate_error=data["collate_error"],
+            bytes_per_sample=data["bytes_per_sample"], pickle_bytes=data["pickled_dataset_bytes"],
+            pickle_s=data["pickle_s"], pickle_error=data["pickle_error"],
+            cpu_s_per_sample=data["cpu_s_per_sample"], cpu_ceiling=data["cpu_ceiling_samples_per_s"],
+            worker_rate=data["worker_samples_per_s"], max_workers_shm=data["max_workers_shm"],
+            max_workers_files=data["max_workers_open_files"],
+            checks=tuple(Finding.from_dict(c) for c in data["checks"]))
+
+
+
+
+def _share(outside_ms: float | None, latency_ms: dict[str, float]) -> float | None:
+    """The share of a sample's time spent outside its timed stages (documents before it was saved)."""
+    return outside_ms / latency_ms["mean"] if outside_ms is not None and latency_ms.get("mean") else None
 
 
 def to_ms(seconds: float | None) -> float | None:

@@ -15,9 +15,7 @@ from typing import Any
 from dataprof.results.document import SCHEMA_VERSION, to_json
 from dataprof.results.environment import Environment
 from dataprof.results.findings import Finding, GateResult
-
-KIND = "run"
-"""The document's ``kind``: a sweep's document has none, ``dataprof inspect``'s is ``inspect``."""
+from dataprof.results.vocabulary import Kind
 
 
 @dataclass(frozen=True)
@@ -143,7 +141,7 @@ class RunReport:
         """The ``dataprof run --json`` document (docs/run.md)."""
         return {
             "schema_version": SCHEMA_VERSION,
-            "kind": KIND,
+            "kind": Kind.RUN,
             "tool": {"name": "dataprof", "version": self.tool_version},
             "command": list(self.command),
             "complete": self.complete,

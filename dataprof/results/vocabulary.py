@@ -21,6 +21,14 @@ class Word(str, enum.Enum):
         return str(self.value)
 
 
+class Kind(Word):
+    """What a saved document holds: a sweep's result (its JSON has no ``kind``), a watched run, an inspection."""
+
+    SWEEP = "sweep"
+    RUN = "run"
+    INSPECT = "inspect"
+
+
 class Severity(Word):
     """How much a finding matters, least first."""
 

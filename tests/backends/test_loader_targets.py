@@ -260,12 +260,13 @@ def test_each_rank_gets_a_distributed_sampler_unless_the_loader_has_its_own(fx: 
 
 
 def test_both_renderers_lead_with_your_settings() -> None:
-    from dataprof.render import console, html
+    from dataprof.render import html
+    from dataprof.render.documents import ConsoleRenderer
 
     mine = LoaderConfig(2, False, 2, True)
     report = report_with([trial(LoaderConfig(0), 100.0), trial(mine, 200.0),
                           trial(LoaderConfig(8, False, 4, True), 800.0)], mine)
-    text = console.render(report, width=200)
+    text = ConsoleRenderer(200).render(report)
     yours = text.index("your settings (w2 pf2 persist, TaggedLoader): 200.0 samples/s → recommended")
     assert yours < text.index("w8 pf4 persist: 800.0 samples/s") < text.index("TaggedLoader(..., num_workers=8")
     assert "your settings (w2 pf2 persist, TaggedLoader)" in html.summary_fragment(report)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import click
 import pytest
 
-from dataprof import cli
 from dataprof.backends import get_backend
+from dataprof.cli.inspect import inspect
+from dataprof.cli.sweep import sweep
 from dataprof.decide.search import STRATEGIES, Budget
 from dataprof.errors import UsageError
 from dataprof.results.settings import FRAMEWORKS, LoaderConfig, SearchSpace
@@ -19,14 +20,14 @@ def choices(command: click.Command, option: str) -> tuple[str, ...]:
 
 
 def test_every_strategy_choice_builds_a_strategy_that_measures_the_baseline_first() -> None:
-    assert choices(cli.sweep, "strategy") == ("adaptive", "grid")
+    assert choices(sweep, "strategy") == ("adaptive", "grid")
     space = SearchSpace(workers=(0, 2))
-    for name in choices(cli.sweep, "strategy"):
+    for name in choices(sweep, "strategy"):
         first = STRATEGIES[name](space, Budget(usable_cpus=2), False, None, None).propose([])
         assert first is not None and first.config == LoaderConfig(0), name
 
 
-@pytest.mark.parametrize("command", [cli.sweep, cli.inspect])
+@pytest.mark.parametrize("command", [sweep, inspect])
 def test_every_framework_choice_is_a_backend_or_auto(command: click.Command) -> None:
     assert choices(command, "framework") == ("auto", "torch", "paddle")
     for name in FRAMEWORKS:
@@ -37,4 +38,4 @@ def test_every_framework_choice_is_a_backend_or_auto(command: click.Command) -> 
 
 
 def test_fail_on_offers_the_severities_a_finding_can_fail_a_gate_at() -> None:
-    assert choices(cli.sweep, "fail_on") == ("warning", "critical")
+    assert choices(sweep, "fail_on") == ("warning", "critical")

@@ -24,6 +24,7 @@ ENV = {"COLUMNS": "120", "NO_COLOR": "1"}
 
 SWEEPS = sorted((DATA / "sweep").glob("*.json"))
 RUNS = sorted((DATA / "run").glob("*.json"))
+INSPECTIONS = sorted((DATA / "inspect").glob("*.json"))
 COMPARED = [(DATA / "sweep" / "latency.json", DATA / "sweep" / "io_bound.json"),
             (DATA / "sweep" / "io_bound.json", DATA / "sweep" / "cpu_bound.json"),
             (DATA / "run" / "train_w0.json", DATA / "run" / "train_w2.json")]
@@ -55,7 +56,7 @@ def plain_html(text: str) -> str:
     return re.sub(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", "UUID", text)
 
 
-@pytest.mark.parametrize("path", SWEEPS + RUNS, ids=name_of)
+@pytest.mark.parametrize("path", SWEEPS + RUNS + INSPECTIONS, ids=name_of)
 def test_diagnose_renders_and_writes_what_it_did(path: Path, tmp_path: Path) -> None:
     out = tmp_path / "again.json"
     code, stdout = invoke("diagnose", str(path), "--json", str(out))
@@ -64,7 +65,7 @@ def test_diagnose_renders_and_writes_what_it_did(path: Path, tmp_path: Path) -> 
     golden(f"{name_of(path)}.diagnose.json", out.read_text())
 
 
-@pytest.mark.parametrize("path", RUNS, ids=name_of)
+@pytest.mark.parametrize("path", RUNS + INSPECTIONS, ids=name_of)
 def test_report_writes_the_page_it_did(path: Path, tmp_path: Path) -> None:
     out = tmp_path / "page.html"
     assert invoke("report", str(path), "--html", str(out))[0] == 0

@@ -230,7 +230,9 @@ def test_old_runs_without_the_new_figures_still_diagnose() -> None:
 
 def test_recommendation_says_how_close_it_gets_to_the_cpu_ceiling() -> None:
     from dataprof.decide.sweep import decide
-    from dataprof.render.console import render
+    from dataprof.render.documents import ConsoleRenderer
+
+    render = ConsoleRenderer().render
 
     cpu = decide(run("cpu_bound"))
     assert cpu.recommendation is not None and 0.8 < (cpu.recommendation.cpu_ceiling_share or 0) <= 1.05
@@ -300,7 +302,9 @@ def test_short_epochs_are_their_own_verdict_never_io() -> None:
 def test_a_busy_machine_is_named_and_its_cpus_are_not_counted_twice() -> None:
     from dataprof.decide.diagnose.machine import busy_machine
     from dataprof.decide.sweep import decide
-    from dataprof.render.console import render
+    from dataprof.render.documents import ConsoleRenderer
+
+    render = ConsoleRenderer().render
 
     quiet = decide(run("cpu_bound"))
     assert busy_machine(quiet, TH) is None

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 
-from dataprof.render import console
+from dataprof.render.documents import ConsoleRenderer
 from tests.conftest import decided, recorded, trial
 
 
 def test_console_report_shows_every_trial_the_winner_and_a_dataloader_line() -> None:
-    text = console.render(recorded("sweep", "latency"), width=100)
+    text = ConsoleRenderer(100).render(recorded("sweep", "latency"))
     assert "Trials (steady state" in text
     assert text.count("persist") >= 2 and " w0 " in text
     assert "★ w4 pf2 persist" in text
@@ -20,13 +20,13 @@ def test_console_report_shows_every_trial_the_winner_and_a_dataloader_line() -> 
 
 def test_console_lists_failures_with_their_reason() -> None:
     report = dataclasses.replace(recorded("sweep", "latency"), trials=(trial(0, 100), trial(4, 0, status="timeout")))
-    text = console.render(report, width=100)
+    text = ConsoleRenderer(100).render(report)
     assert "w4 pf2 persist: timeout: boom" in text
     assert "status" in text
 
 
 def test_console_fits_80_columns_except_the_line_to_copy() -> None:
-    text = console.render(recorded("sweep", "latency"), width=80)
+    text = ConsoleRenderer(80).render(recorded("sweep", "latency"))
     assert "…" not in text
     lines = text.splitlines()
     assert max(len(line) for line in lines if not line.startswith("DataLoader(")) <= 80
@@ -34,7 +34,7 @@ def test_console_fits_80_columns_except_the_line_to_copy() -> None:
 
 
 def test_terminal_chart_shows_the_curve() -> None:
-    text = console.render(decided("io_bound"))
+    text = ConsoleRenderer().render(decided("io_bound"))
     assert "Throughput by num_workers" in text
     bars = [line for line in text.splitlines() if "│" in line and line.strip().startswith("w")]
     lengths = [line.count("█") for line in bars]

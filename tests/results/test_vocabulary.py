@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from dataprof.api import read_document
 from dataprof.distributed import GRAVITY
 from dataprof.errors import UsageError
 from dataprof.render.console import SEVERITY_STYLE
+from dataprof.results.load import load_document
 from dataprof.results.vocabulary import TITLES, FindingId, Severity, TrialStatus
 from tests.conftest import DATA, ROOT
 
@@ -48,4 +48,4 @@ def test_a_document_with_an_unknown_word_is_malformed(tmp_path, key: str, word: 
     path = tmp_path / "run.json"
     path.write_text(json.dumps(data))
     with pytest.raises(UsageError, match="malformed dataprof result"):
-        read_document(path)
+        load_document(path)

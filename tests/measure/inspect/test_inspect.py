@@ -63,15 +63,15 @@ def test_pipeline_found_on_a_wrapped_dataset() -> None:
 
 def test_slow_indices_are_named_and_found_slow_again() -> None:
     ins = analyse(inspect("SlowIndices", samples=60, batch_size=8))
-    assert {s["index"] for s in ins.slowest[:3]} == {3, 17, 42}
+    assert {s["index"] for s in ins.samples.slowest[:3]} == {3, 17, 42}
     straggle = next(c for c in ins.checks if c.id == "stragglers")
     assert "stay slow" in straggle.evidence and "expensive in themselves" in straggle.recommendation
-    assert ins.transforms == () and "no transform" in ins.data.pipeline_notes[0]
+    assert ins.transforms == () and "no transform" in ins.notes[0]
 
 
 def test_a_slow_moment_is_told_apart_from_a_slow_index() -> None:
     ins = analyse(inspect("ColdCache", samples=60, batch_size=8))
-    assert {s["index"] for s in ins.slowest[:2]} == {5, 30}
+    assert {s["index"] for s in ins.samples.slowest[:2]} == {5, 30}
     straggle = next(c for c in ins.checks if c.id == "stragglers")
     assert "were fast" in straggle.evidence
 
@@ -79,14 +79,14 @@ def test_a_slow_moment_is_told_apart_from_a_slow_index() -> None:
 def test_an_opaque_transform_is_timed_as_one_stage_and_said_so() -> None:
     ins = analyse(inspect("Opaque", samples=10, batch_size=4))
     assert [t["name"] for t in ins.transforms] == ["Heavy"]
-    assert "not a Compose-like object" in ins.data.pipeline_notes[0]
+    assert "not a Compose-like object" in ins.notes[0]
 
 
 def test_iterable_dataset_times_the_first_items_in_stream_order() -> None:
     data = inspect("Counting", samples=20, batch_size=4)
     assert data.dataset.kind == "iterable" and data.indices == tuple(range(1, 21))
     ins = analyse(data)
-    assert ins.slowest[0]["index"] == 7 and ins.slowest[0]["repeat_ms"] is None
+    assert ins.samples.slowest[0]["index"] == 7 and ins.samples.slowest[0]["repeat_ms"] is None
     assert ins.transforms[0]["name"] == "Light"
 
 

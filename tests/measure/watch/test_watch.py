@@ -87,7 +87,9 @@ def test_a_used_gpu_is_sampled_through_nvml_and_its_absence_said() -> None:
 def test_the_gpu_timeline_slices_the_watch_and_draws_in_the_terminal() -> None:
     from dataprof.measure.probes import GpuSample
     from dataprof.measure.watch.watcher import gpu_timeline
-    from dataprof.render.run import render
+    from dataprof.render.documents import ConsoleRenderer
+
+    render = ConsoleRenderer().render
 
     samples = [GpuSample(t=float(t), util_percent=[100.0 if t >= 50 else 0.0], memory_used_bytes=1) for t in range(100)]
     timeline = gpu_timeline(samples, slices=4)

@@ -1,0 +1,148 @@
+"""``dataprof sweep``: parse its options, run the sweep (ranks included), show and save the report, exit code."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from dataprof.cli.options import SETTINGS_OPTIONS, sweep_options
+from dataprof.cli.output import console, guarded, write_atomic
+from dataprof.errors import ExitCode, UsageError
+from dataprof.results.vocabulary import Severity
+
+
+def _read_sweep(path: Path) -> Any:
+    """A saved sweep result (UsageError if it is not one)."""
+    from dataprof.results.load import load_as
+    from dataprof.results.sweep import Report
+
+    return load_as(path, Report)
+
+
+@click.command()
+@sweep_options
+@click.option("--debug", is_flag=True, help="Show tracebacks.")
+@guarded
+def sweep(**params: Any) -> None:
+    """Measure DataLoader configs over TARGET (pkg.mod:Attr or path/file.py:Attr): a Dataset, a DataLoader or a
+    function returning one (its knobs swept, the rest kept), or a LightningDataModule."""
+    from dataprof.api import sweep_settings
+    from dataprof.distributed import Coordinator, follow_rank_0, rank_from_env
+    from dataprof.sweeper import SweepInterrupted, run_sweep
+
+    rank = rank_from_env()
+    if params["nproc_per_node"] is not None and params["nproc_per_node"] > 1:
+        _launch_ranks(params, rank)
+    gates, baseline = _gates(params)
+    settings = sweep_settings(**{name: params[name] for name in SETTINGS_OPTIONS}, rank=rank)
+    if params["html_path"] is not None:
+        from dataprof.render.html import check_available
+
+        check_available()
+    resume = _read_sweep(params["resume_path"]) if params["resume_path"] is not None else None
+    json_path = params["json_path"] or params["resume_path"]
+    coordinator = None if rank is None else Coordinator(rank, timeout_s=max(600.0, 10 * params["trial_timeout"]))
+    if coordinator is not None and not coordinator.leader:  # it measures; only rank 0 reports
+        try:
+            follow_rank_0(coordinator, lambda: run_sweep(settings, list(params["args"]), resume=resume,
+                                                         coordinator=coordinator))
+        except SweepInterrupted:
+            sys.exit(int(ExitCode.INTERRUPTED))
+        return
+    report = _lead(settings, list(params["args"]), json_path, resume, coordinator)
+    _finish(report, gates, baseline, json_path, params["html_path"])
+
+
+def _launch_ranks(params: dict[str, Any], rank: Any) -> None:
+    """--nproc-per-node: run the same sweep as that many ranks here; exit with the run's code."""
+    from dataprof.distributed import launch_ranks
+
+    if rank is not None:
+        raise UsageError(f"--nproc-per-node: this already runs under torchrun as rank {rank.rank} of "
+                         f"{rank.world_size}; give the rank count to torchrun only")
+    code, message = launch_ranks(params["nproc_per_node"], _rank_entry, dict(params, nproc_per_node=None))
+    if message is not None:
+        kept = f"; the trials measured before are in {params['json_path']}" if params["json_path"] else ""
+        click.echo(f"error: {message}{kept}", err=True)
+    sys.exit(code)
+
+
+def _gates(params: dict[str, Any]) -> tuple[Any, Any]:
+    """The CI gates asked for, and the --baseline run they compare with (None without)."""
+    from dataprof.cli.params import parse_percent
+    from dataprof.decide.gates import Gates
+
+    if params["max_regression"] is not None and params["baseline_path"] is None:
+        raise UsageError("--max-regression needs --baseline OLD.json to compare with")
+    baseline = _read_sweep(params["baseline_path"]) if params["baseline_path"] is not None else None
+    regression = None if baseline is None else parse_percent(params["max_regression"] or "10%", "--max-regression")
+    return Gates(min_throughput=params["min_throughput"], min_speedup=params["min_speedup"],
+                 fail_on=None if params["fail_on"] is None else Severity(params["fail_on"]),
+                 max_regression=regression), baseline
+
+
+def _lead(settings: Any, args: list[str], json_path: Path | None, resume: Any, coordinator: Any) -> Any:
+    """Run the sweep with progress on stderr, saving the JSON after every trial. An interrupted sweep
+    prints and keeps what it measured (exit 130); a target error prints the trials measured before it."""
+    from dataprof.render.documents import print_document
+    from dataprof.render.progress import make_observer
+    from dataprof.sweeper import SweepInterrupted, SweepTargetError, run_sweep
+
+    out = console()
+    observer, finish = make_observer(out)
+    try:
+        return run_sweep(settings, args, observer=observer, on_update=lambda report: _save(json_path, report),
+                         resume=resume, coordinator=coordinator)
+    except SweepInterrupted as exc:
+        finish()
+        _save(json_path, exc.report)
+        print_document(out, exc.report)
+        click.echo("interrupted: partial results kept" + (f" in {json_path}" if json_path else ""), err=True)
+        sys.exit(int(ExitCode.INTERRUPTED))
+    except SweepTargetError as exc:
+        finish()
+        _save(json_path, exc.report)
+        if exc.report.trials:  # what was measured is shown before the error line
+            print_document(out, exc.report)
+        raise
+    finally:
+        finish()
+        if coordinator is not None:
+            coordinator.close()
+
+
+def _finish(report: Any, gates: Any, baseline: Any, json_path: Path | None, html_path: Path | None) -> None:
+    """Evaluate the gates, print the report, write the files; exit 1 when a gate failed."""
+    from dataprof.decide.gates import evaluate
+    from dataprof.render.documents import HtmlRenderer, print_document
+
+    if gates.any():
+        report = dataclasses.replace(report, gates=evaluate(report, gates, baseline))
+        _save(json_path, report)
+    print_document(console(), report)
+    if json_path is not None:
+        click.echo(f"wrote {json_path}", err=True)
+    if html_path is not None:
+        write_atomic(html_path, HtmlRenderer().render(report))
+        click.echo(f"wrote {html_path}", err=True)
+    failed = [g for g in report.gates if not g.passed]
+    for gate in failed:
+        click.echo(f"gate failed: {gate.gate}: {gate.message}", err=True)
+    if failed:
+        sys.exit(int(ExitCode.GATE_FAILED))
+
+
+def _save(json_path: Path | None, report: Any) -> None:
+    """Write the --json document, if one was asked for."""
+    if json_path is not None:
+        write_atomic(json_path, report.to_json())
+
+
+def _rank_entry(params: dict[str, Any]) -> None:
+    """One rank started by --nproc-per-node: the same sweep, with torchrun's environment set."""
+    assert sweep.callback is not None
+    sweep.callback(**params)

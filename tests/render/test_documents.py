@@ -1,0 +1,70 @@
+"""One renderer interface: every renderer turns every kind of document into text, and each recorded document
+in tests/data (and two of a kind compared) goes through every renderer."""
+
+from __future__ import annotations
+
+import html
+import typing
+from pathlib import Path
+
+import pytest
+
+from dataprof.decide.compare import compare_documents
+from dataprof.render.documents import PAGES, PRINTERS, RENDERERS, Rendered
+from dataprof.results.inspect import Inspection
+from dataprof.results.load import load_document
+from dataprof.results.run import RunReport
+from dataprof.results.sweep import Report
+from tests.conftest import DATA
+
+RECORDED = sorted(DATA.glob("*/*.json"))
+PAIRS = [("sweep/io_bound", "sweep/cpu_bound"), ("run/train_w0", "run/train_w2")]
+
+
+def test_every_renderer_maps_every_kind_of_document() -> None:
+    kinds = set(typing.get_args(Rendered))
+    assert set(PRINTERS) == kinds and set(PAGES) == kinds
+
+
+def documents() -> list[typing.Any]:
+    """Every recorded document, then each pair compared; a sweep's page needs plotly's charts (slow)."""
+    params = []
+    for path in RECORDED:
+        for name in RENDERERS:
+            marks = [pytest.mark.slow] if name == "html" and path.parent.name == "sweep" else []
+            params.append(pytest.param(name, path, id=f"{name}-{path.parent.name}/{path.stem}", marks=marks))
+    for old, new in PAIRS:
+        for name in RENDERERS:
+            params.append(pytest.param(name, (DATA / f"{old}.json", DATA / f"{new}.json"), id=f"{name}-{old}--{new}"))
+    return params
+
+
+def load(source: Path | tuple[Path, Path]) -> Rendered:
+    if isinstance(source, tuple):
+        old, new = (load_document(path) for path in source)
+        assert isinstance(old, (Report, RunReport)) and isinstance(new, (Report, RunReport))
+        return compare_documents(old, new, 0.1)
+    return load_document(source)
+
+
+def headline(document: Rendered) -> str:
+    """What the report of ``document`` must name: its target, its script, or its new rate."""
+    if isinstance(document, (Report, Inspection)):
+        return document.target
+    if isinstance(document, RunReport):
+        return " ".join(document.command)
+    return f"{document.new_rate:,.1f}"
+
+
+@pytest.mark.parametrize(("renderer", "source"), documents())
+def test_every_renderer_renders_every_recorded_document(renderer: str, source: Path | tuple[Path, Path]) -> None:
+    document = load(source)
+    text = RENDERERS[renderer]().render(document)
+    escape = html.escape if renderer == "html" else str
+    assert escape(headline(document)) in text
+    findings = [document.verdict] if isinstance(document, RunReport) and document.verdict else \
+        list(getattr(document, "findings", getattr(document, "checks", ())))
+    for finding in findings:
+        assert f"[{finding.id}" in text or escape(finding.evidence)[:40] in text.replace("\n", " ")
+    if renderer == "html":
+        assert text.startswith("<!DOCTYPE html>") and text.rstrip().endswith("</html>")
