@@ -80,7 +80,7 @@ def dataprof_rates(target: str, args: dict[str, Any], configs: list[LoaderConfig
         batch_size=batch_size or 64, batch_size_given=batch_size is not None, target_kwargs=args,
         trial_seconds=seconds, strategy="grid", rules_of_thumb=False,
     )
-    report = run_sweep(settings, [f"{k}={v!r}" for k, v in args.items()])
+    report = run_sweep(settings)
     return {t.config: t.samples_per_s or 0.0 for t in report.trials if t.status == "ok"}
 
 

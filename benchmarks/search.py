@@ -63,7 +63,7 @@ def sweep(scenario: dict[str, Any], strategy: str, space: SearchSpace, seconds: 
     settings = SweepSettings(target=scenario["target"], space=space, batch_size=scenario["batch_size"],
                              target_kwargs=scenario["args"], strategy=strategy, trial_seconds=seconds,
                              cwd=str(ROOT))
-    return run_sweep(settings, [f"{k}={v!r}" for k, v in scenario["args"].items()])
+    return run_sweep(settings)
 
 
 def best(report: Report) -> TrialResult:

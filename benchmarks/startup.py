@@ -30,7 +30,7 @@ def start_and_close(expect: bool) -> tuple[float, float]:
     """Seconds to start the host (its probe included) and to close it, expecting the framework or not."""
     settings = SweepSettings(target="examples/latency.py:SleepDataset", space=SearchSpace(workers=(2,)),
                              batch_size=16, target_kwargs=ARGS, cwd=str(ROOT))
-    runner = TrialRunner(settings, [f"{k}={v!r}" for k, v in ARGS.items()])
+    runner = TrialRunner(settings)
     if not expect:
         runner.expected_framework = None  # the probe imports it, then the host does
     started = time.monotonic()

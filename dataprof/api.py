@@ -16,6 +16,14 @@ from typing import Any, TypeVar
 
 from dataprof.results.environment import RankInfo
 from dataprof.results.inspect import Inspection
+from dataprof.results.request import (
+    LoadOptions,
+    MemoryLimit,
+    SweepOptions,
+    SweepRequest,
+    TrialBudgets,
+    current_config,
+)
 from dataprof.results.run import RunReport
 from dataprof.results.settings import SweepSettings
 from dataprof.results.sweep import Report
@@ -46,29 +54,22 @@ def _shown(result: _Shown, kind: type[_Shown]) -> _Shown:
     return kind(**{f.name: getattr(result, f.name) for f in dataclasses.fields(result)})
 
 
-def sweep_settings(*, rank: RankInfo | None = None, **options: Any) -> SweepSettings:
-    """:func:`dataprof.cli.params.build_settings` with what this machine offers: its CPU budget (each rank's
-    share under torchrun) and its available RAM, read here."""
-    from dataprof.cli.params import build_settings
+def sweep_settings(request: SweepRequest, rank: RankInfo | None = None) -> SweepSettings:
+    """The settings ``request`` plans on this machine: with its CPU budget (each rank's share under torchrun)
+    and its available RAM, read here (``decide.settings.plan``)."""
+    from dataprof.decide.settings import plan
     from dataprof.measure.environment import available_ram, cpu_budget
 
-    return build_settings(**options, rank=rank, budget=cpu_budget(ranks_per_node=rank.local_world_size if rank else 1),
-                          available_bytes=available_ram())
+    return plan(request, cpu_budget(ranks_per_node=rank.local_world_size if rank else 1), available_ram(), rank)
 
 
-def _values(value: str | int | bool | Iterable[Any]) -> str:
-    """``"auto"``, ``4``, ``[0, 2, 4]`` or ``[True, False]`` → the CLI's text form."""
-    if isinstance(value, str):
+def _knob(value: Any, parse: Callable[[str, str], tuple[Any, ...]], flag: str) -> tuple[Any, ...] | None:
+    """An API knob's values: None kept, text read as the CLI reads it, one value or an iterable as a tuple."""
+    if value is None or isinstance(value, tuple):
         return value
-    if isinstance(value, bool):
-        return "on" if value else "off"
-    if isinstance(value, int):
-        return str(value)
-    return ",".join(_values(item) for item in value)
-
-
-def _optional(value: Any) -> str | None:
-    return None if value is None else _values(value)
+    if isinstance(value, str):
+        return parse(value, flag)
+    return (value,) if isinstance(value, (bool, int)) else tuple(value)
 
 
 def _name(obj: Any) -> str:
@@ -78,7 +79,7 @@ def _name(obj: Any) -> str:
 def sweep(dataset_or_target: Any, *, batch_size: int | None = None, workers: Any = "auto", prefetch_factor: Any = None,
           pin_memory: Any = None, persistent_workers: Any = "on", step_ms: float = 0.0, device: str = "auto",
           strategy: str = "adaptive", trial_seconds: float = 3.0, trial_timeout: float = 60.0,
-          memory_limit: str = "80%", collate_fn: str | Callable[[list[Any]], Any] | None = None,
+          memory_limit: str | int = "80%", collate_fn: str | Callable[[list[Any]], Any] | None = None,
           shuffle: bool = False, rules_of_thumb: bool = True, args: Mapping[str, Any] | None = None,
           progress: bool = False, framework: str = "auto", use_shared_memory: Any = None,
           use_buffer_reader: Any = None, autotune_steps: int = 50, split: str = "train",
@@ -91,9 +92,12 @@ def sweep(dataset_or_target: Any, *, batch_size: int | None = None, workers: Any
     Jupyter the report displays itself. ``args`` are keyword arguments for a class or factory target.
     ``batch_size`` None: a DataLoader's own, else 64. ``current``: your settings for a Dataset target
     (``{"num_workers": 8}`` or ``"num_workers=8"``). ``progress=True`` prints a line per trial on stderr.
-    Knob values are lists (``[0, 2, 4]``, ``[True, False]``) or CLI strings;
-    ``pin_memory`` is PyTorch's, ``use_shared_memory``/``use_buffer_reader`` Paddle's.
+    Knob values are lists (``[0, 2, 4]``, ``[True, False]``) or CLI strings; ``memory_limit`` is bytes or
+    a CLI size (``"3GB"``, ``"80%"``); ``pin_memory`` is PyTorch's, ``use_shared_memory``/``use_buffer_reader``
+    Paddle's.
     """
+    from dataprof.cli.params import parse_current, parse_int_list, parse_onoff_list, parse_size
+    from dataprof.cli.params import workers as text_workers
     from dataprof.errors import UsageError
     from dataprof.render.progress import plain_observer
     from dataprof.sweeper import run_sweep
@@ -109,24 +113,25 @@ def sweep(dataset_or_target: Any, *, batch_size: int | None = None, workers: Any
             raise UsageError("a collate_fn callable needs a Dataset object; with a target string, "
                              "pass collate_fn as 'module:attr'")
         objects[_name(collate_fn)] = collate_fn
-    arg_list = settings_args(args)
-    settings = sweep_settings(
-        target=target, args=tuple(arg_list), batch_size=batch_size,
-        workers=_values(workers), prefetch_factor=_optional(prefetch_factor), pin_memory=_optional(pin_memory),
-        persistent_workers=_values(persistent_workers), step_ms=step_ms, device=device, strategy=strategy,
-        trial_seconds=trial_seconds, trial_timeout=trial_timeout, memory_limit=memory_limit,
-        collate_fn=collate_name, shuffle=shuffle, rules_of_thumb=rules_of_thumb, framework=framework,
-        use_shared_memory=_optional(use_shared_memory), use_buffer_reader=_optional(use_buffer_reader),
-        autotune_steps=autotune_steps, split=split,
-        current=current if current is None or isinstance(current, str)
-        else ",".join(f"{k}={_values(v)}" for k, v in current.items()))
+    request = SweepRequest(
+        load=LoadOptions(target=target, kwargs=dict(args or {}), collate_fn=collate_name, framework=framework,
+                         split=split, batch_size=batch_size, shuffle=shuffle),
+        sweep=SweepOptions(
+            workers=text_workers(workers) if isinstance(workers, str) else _knob(workers, parse_int_list, "--workers"),
+            prefetch_factors=_knob(prefetch_factor, parse_int_list, "--prefetch-factor"),
+            pin_memory=_knob(pin_memory, parse_onoff_list, "--pin-memory"),
+            persistent_workers=_knob(persistent_workers, parse_onoff_list, "--persistent-workers") or (True,),
+            use_shared_memory=_knob(use_shared_memory, parse_onoff_list, "--use-shared-memory"),
+            use_buffer_reader=_knob(use_buffer_reader, parse_onoff_list, "--use-buffer-reader"),
+            strategy=strategy, rules_of_thumb=rules_of_thumb, autotune_steps=autotune_steps,
+            current=parse_current(current) if isinstance(current, str) else
+            None if current is None else current_config(current)),
+        budgets=TrialBudgets(step_ms=step_ms, device=device, trial_seconds=trial_seconds,
+                             trial_timeout_s=trial_timeout,
+                             memory_limit=parse_size(memory_limit) if isinstance(memory_limit, str)
+                             else MemoryLimit(bytes=memory_limit)))
     observer = plain_observer(sys.stderr) if progress else None
-    return _shown(run_sweep(settings, arg_list, observer=observer, objects=objects), NotebookReport)
-
-
-def settings_args(args: Mapping[str, Any] | None) -> list[str]:
-    """Keyword arguments as ``--arg`` items: ``KEY=repr(value)``."""
-    return [f"{k}={v!r}" for k, v in (args or {}).items()]
+    return _shown(run_sweep(sweep_settings(request), observer=observer, objects=objects), NotebookReport)
 
 
 def inspect(dataset_or_target: Any, *, samples: int = 200, seed: int = 0, batch_size: int = 64,
@@ -141,7 +146,7 @@ def inspect(dataset_or_target: Any, *, samples: int = 200, seed: int = 0, batch_
     is_object = not isinstance(dataset_or_target, str)
     settings = InspectSettings(
         target=_name(dataset_or_target) if is_object else dataset_or_target,
-        args=tuple(settings_args(args)), samples=samples, seed=seed, batch_size=batch_size,
+        kwargs=dict(args or {}), samples=samples, seed=seed, batch_size=batch_size,
         prefetch_factor=prefetch_factor, max_seconds=max_seconds,
         collate_fn=collate_fn if isinstance(collate_fn, str) else None,
         dataset=dataset_or_target if is_object else None,

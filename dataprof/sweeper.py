@@ -84,13 +84,18 @@ class _Sweep:
     coordinator: Coordinator | None
     environment: Environment
     """The machine; probed again once the dataset has settled the device and framework."""
-    started: float = dataclasses.field(default_factory=time.monotonic)
+    clock: Callable[[], float] = time.monotonic
+    """Seconds, for the sweep's wall time (a test's fake clock)."""
+    started: float = dataclasses.field(init=False)
     trials: list[TrialResult] = dataclasses.field(default_factory=list)
     steps: list[SearchStep] = dataclasses.field(default_factory=list)
     stop: str | None = None
     dataset: DatasetInfo | None = None
     autotune: AutotuneRun | None = None
     checks: list[str] = dataclasses.field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.started = self.clock()
 
     @property
     def rank(self) -> RankInfo | None:
@@ -115,7 +120,7 @@ class _Sweep:
             notes += (f"GPU utilisation not measured: {runner.gpu_reason}",)
         built = None if self.dataset is None else \
             dataclasses.replace(self.dataset, build="per_trial" if runner.build_in_trials else "once")
-        return build_report(self.settings, env, built, self.trials, time.monotonic() - self.started, complete,
+        return build_report(self.settings, env, built, self.trials, self.clock() - self.started, complete,
                             notes, self.steps, self.stop, self.autotune)
 
     def load(self) -> None:
@@ -180,7 +185,7 @@ class _Sweep:
             if self.coordinator is not None:
                 result = on_every_rank(self.coordinator, self.runner, config)
             else:
-                result = self.runner.run(config, rival_of(proposal))
+                result = self.runner.measure(config, rival_of(proposal))
             if result is None:
                 continue  # not rank 0: its measurement went to rank 0
             index = self._record(result, proposal is not None and proposal.repeat)
@@ -197,12 +202,12 @@ class _Sweep:
 
 def run_sweep(
     settings: SweepSettings,
-    args: list[str],
     observer: Observer | None = None,
     on_update: Callable[[Report], None] | None = None,
     resume: Report | None = None,
     coordinator: Coordinator | None = None,
     objects: Mapping[str, Any] | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> Report:
     """Measure every config the strategy proposes. Raises TargetError, UsageError, SweepInterrupted.
 
@@ -212,10 +217,11 @@ def run_sweep(
     torchrun, rank 0 searches and every rank measures each config at the same
     time; rank 0's report aggregates them (other ranks return one without trials).
     ``objects``: Python objects (a Dataset, a collate function) named by the
-    settings' target and collate_fn, handed over by the Python API.
+    settings' target and collate_fn, handed over by the Python API. ``clock``: seconds, for the wall time and the
+    trials' timeouts.
     """
-    sweep = _Sweep(settings, TrialRunner(settings, args, observer, objects=objects or {}),
-                   observer or (lambda event, data: None), coordinator, probe_environment(settings.device))
+    sweep = _Sweep(settings, TrialRunner(settings, observer, objects=objects or {}, clock=clock),
+                   observer or (lambda event, data: None), coordinator, probe_environment(settings.device), clock)
     updated = on_update or (lambda report: None)
     try:
         sweep.observer(Event.LOADING, {"target": settings.target})
@@ -273,7 +279,7 @@ def rival_of(proposal: Proposal | None) -> Rival | None:
 def on_every_rank(coordinator: Coordinator, runner: Any, config: LoaderConfig) -> TrialResult | None:
     """Every rank measures ``config`` at once (a barrier opens the trial); rank 0 gets the aggregate."""
     coordinator.barrier()
-    result = runner.run(config)
+    result = runner.measure(config)
     gathered = coordinator.gather((coordinator.info, result))
     return aggregate_ranks(gathered) if gathered is not None else None
 

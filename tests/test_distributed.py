@@ -235,23 +235,22 @@ def test_nproc_per_node_under_torchrun_is_a_usage_error(datasets: str) -> None:
 
 
 def test_a_nodes_ram_and_dev_shm_are_shared_out_among_its_ranks(datasets: str) -> None:
-    from dataprof.cli.params import build_settings
+    from dataprof.decide.settings import plan
     from dataprof.measure.environment import probe_environment
     from dataprof.results.environment import CpuBudget, DatasetInfo
+    from dataprof.results.request import LoadOptions, SweepRequest
     from dataprof.sweeper import search_budget
 
     info = RankInfo(rank=1, world_size=4, local_rank=1, local_world_size=2)
-    common = dict(target=f"{datasets}:Tiny", args=(), batch_size=8, workers="auto", prefetch_factor="2",
-                  pin_memory=None, persistent_workers="on", step_ms=0.0, device="cpu", strategy="adaptive",
-                  trial_seconds=1.0, trial_timeout=10.0, memory_limit="80%", collate_fn=None, shuffle=False,
-                  available_bytes=1_000_000, budget=CpuBudget(usable=1, affinity=2, quota=None, cpu_count=2))
-    assert build_settings(**common).memory_limit_bytes == 800_000  # type: ignore[arg-type]
-    shared = build_settings(**common, rank=info)  # type: ignore[arg-type]
+    request = SweepRequest(LoadOptions(f"{datasets}:Tiny", batch_size=8))
+    budget = CpuBudget(usable=1, affinity=2, quota=None, cpu_count=2)
+    assert plan(request, budget, 1_000_000).memory_limit_bytes == 800_000
+    shared = plan(request, budget, 1_000_000, info)
     assert shared.memory_limit_bytes == 400_000 and (shared.rank, shared.world_size, shared.ranks_per_node) == (1, 4, 2)
     env = probe_environment("cpu", rank=info)
     dataset = DatasetInfo(kind="map", type_name="Tiny", length=8, init_s=0.0, batch_bytes=1000)
-    budget = search_budget(shared, env, dataset, {})
-    assert env.shm_free_bytes is not None and budget.shm_free_bytes == env.shm_free_bytes // 2
+    limits = search_budget(shared, env, dataset, {})
+    assert env.shm_free_bytes is not None and limits.shm_free_bytes == env.shm_free_bytes // 2
     assert env.world_size == 4 and env.local_world_size == 2 and "per rank" in env.cpu_reason
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from dataprof.errors import TargetError, UsageError
+from dataprof.results.request import SPLITS, split_target
 
 
 def parse_kwarg(text: str) -> tuple[str, Any]:
@@ -30,16 +31,6 @@ def parse_kwarg(text: str) -> tuple[str, Any]:
     except (ValueError, SyntaxError):
         value = raw
     return key, value
-
-
-def split_target(text: str) -> tuple[str, str]:
-    """Split ``module_or_file:attr``; raise UsageError when malformed."""
-    where, sep, attr = text.rpartition(":")
-    if not sep or not where or not attr:
-        raise UsageError(
-            f"target {text!r}: expected MODULE:ATTR or path/to/file.py:ATTR, e.g. mypkg.data:MyDataset"
-        )
-    return where, attr
 
 
 def user_frame(exc: BaseException) -> str | None:
@@ -128,10 +119,6 @@ def is_dataset(obj: Any) -> bool:
 
 LOADER_CLASSES = {("torch.utils.data.dataloader", "DataLoader"): "torch", ("paddle.io.reader", "DataLoader"): "paddle"}
 """Each framework's DataLoader, by module and name (a target is checked against them without importing either)."""
-
-SPLITS = {"train": "fit", "val": "fit", "test": "test", "predict": "predict"}
-"""``--split``: the DataModule's ``<split>_dataloader()``, and the stage its ``setup`` is called with (as
-Lightning's Trainer does: ``fit`` prepares both the train and the val loaders)."""
 
 
 def loader_framework(obj: Any) -> str | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -30,19 +31,16 @@ from dataprof.errors import ExitCode
               help="Write the inspect document here.")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 @guarded
-def inspect(target: str, args: tuple[str, ...], samples: int, seed: int, batch_size: int, prefetch_factor: int,
-            max_seconds: float, collate_fn: str | None, framework: str, json_path: Path | None,
+def inspect(target: str, args: tuple[tuple[str, Any], ...], samples: int, seed: int, batch_size: int,
+            prefetch_factor: int, max_seconds: float, collate_fn: str | None, framework: str, json_path: Path | None,
             debug: bool) -> None:
     """Time TARGET's samples, transform stages and collation in this process; check its limits."""
-    from dataprof.backends.target import parse_kwarg
     from dataprof.decide.inspect import analyse, fatal
     from dataprof.errors import TargetError
     from dataprof.measure.inspect.samples import InspectSettings, Interrupted, run_inspection
     from dataprof.render.documents import print_document
 
-    for item in args:
-        parse_kwarg(item)
-    settings = InspectSettings(target=target, args=args, samples=samples, seed=seed, batch_size=batch_size,
+    settings = InspectSettings(target=target, kwargs=dict(args), samples=samples, seed=seed, batch_size=batch_size,
                                prefetch_factor=prefetch_factor, max_seconds=max_seconds, collate_fn=collate_fn,
                                framework=framework)
     click.echo(f"inspecting {target}: up to {samples} samples or {max_seconds:g} s …", err=True)

@@ -9,8 +9,9 @@ from typing import Any
 
 import click
 
-from dataprof.backends.target import SPLITS
+from dataprof.cli.params import CURRENT, INT_LIST, KEY_VALUE, ON_OFF, SIZE, WORDS, WORKERS, percent
 from dataprof.decide.search import STRATEGIES
+from dataprof.results.request import SPLITS
 from dataprof.results.settings import FRAMEWORKS
 from dataprof.results.vocabulary import Severity
 
@@ -26,7 +27,7 @@ FAIL_ON_CHOICES = tuple(level.value for level in Severity if level.rank > Severi
 
 def target_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     """TARGET and --arg, shared by the commands that load a dataset."""
-    fn = click.option("--arg", "args", multiple=True, metavar="KEY=VALUE",
+    fn = click.option("--arg", "args", multiple=True, metavar="KEY=VALUE", type=KEY_VALUE,
                       help="Keyword argument for a class or factory target (Python literal, else string). "
                            "Repeatable.")(fn)
     return click.argument("target")(fn)
@@ -39,45 +40,39 @@ def sweep_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return target_options(fn)
 
 
-SETTINGS_OPTIONS = ("target", "args", "batch_size", "workers", "prefetch_factor", "pin_memory", "persistent_workers",
-                    "step_ms", "device", "strategy", "trial_seconds", "trial_timeout", "memory_limit", "collate_fn",
-                    "shuffle", "rules_of_thumb", "framework", "use_shared_memory", "use_buffer_reader",
-                    "autotune_steps", "require_gpu", "split", "current", "in_order", "start_method")
-"""The sweep command's options that become its SweepSettings."""
-
-
 SWEEP_OPTIONS = (
     click.option("--batch-size", type=click.IntRange(min=1), default=None,
                  help="Batch size, as in training [default: a DataLoader target's own, else 64]."),
     click.option("--split", type=click.Choice(SPLIT_CHOICES), default="train", show_default=True,
                  help="A LightningDataModule target: which <split>_dataloader() to sweep (setup('fit') before train "
                       "and val)."),
-    click.option("--current", default=None, metavar="KNOBS",
+    click.option("--current", default=None, metavar="KNOBS", type=CURRENT,
                  help="Your settings, e.g. num_workers=8,prefetch_factor=2: measured like the baseline and shown "
                       "first against the best (a DataLoader target carries its own)."),
-    click.option("--workers", default="auto", show_default=True,
+    click.option("--workers", default="auto", show_default=True, type=WORKERS,
                   help="num_workers values: a list like 0,2,4,8, or 'auto': adaptive climbs 2,4,8,… (up to "
                        "max(128, 4× usable CPUs)) while throughput rises; grid tries 0,1,2,4,… up to 2× usable "
                        "CPUs."),
     click.option("--framework", type=click.Choice(FRAMEWORK_CHOICES), default="auto", show_default=True,
                   help="Whose DataLoader to sweep; auto: paddle.io.DataLoader for a paddle.io dataset, else "
                        "PyTorch's."),
-    click.option("--prefetch-factor", default=None,
+    click.option("--prefetch-factor", default=None, type=INT_LIST["--prefetch-factor"],
                   help="prefetch_factor values (configs with workers only) [default: 2,4]. Adaptive tries a "
                        "value other than 2 only when the wait for a batch has a heavy tail, unless given."),
-    click.option("--pin-memory", default=None, help="PyTorch: pin_memory values [default: on,off]; swept only when "
-                                                     "a GPU is used."),
-    click.option("--use-shared-memory", default=None,
+    click.option("--pin-memory", default=None, type=ON_OFF["--pin-memory"],
+                 help="PyTorch: pin_memory values [default: on,off]; swept only when a GPU is used."),
+    click.option("--use-shared-memory", default=None, type=ON_OFF["--use-shared-memory"],
                   help="Paddle: use_shared_memory values [default: on,off] (configs with workers only)."),
-    click.option("--use-buffer-reader", default=None, help="Paddle: use_buffer_reader values [default: on,off]."),
-    click.option("--in-order", default=None, metavar="ON,OFF",
+    click.option("--use-buffer-reader", default=None, type=ON_OFF["--use-buffer-reader"],
+                 help="Paddle: use_buffer_reader values [default: on,off]."),
+    click.option("--in-order", default=None, metavar="ON,OFF", type=ON_OFF["--in-order"],
                  help="PyTorch ≥ 2.6: in_order values to sweep [default: off is tried when batches at num_workers=0 "
                       "have stragglers]; off lets fast batches overtake a slow one (batch order changes, not the "
                       "batches)."),
-    click.option("--start-method", default=None, metavar="METHODS",
+    click.option("--start-method", default=None, metavar="METHODS", type=WORDS,
                  help="PyTorch: multiprocessing_context values, some of fork,forkserver,spawn [default: fork is "
                       "tried under another default, the others after copy-on-read growth]."),
-    click.option("--persistent-workers", default="on", show_default=True,
+    click.option("--persistent-workers", default="on", show_default=True, type=ON_OFF["--persistent-workers"],
                   help="persistent_workers values, e.g. on,off (configs with workers only)."),
     click.option("--step-ms", type=click.FloatRange(min=0), default=0.0, show_default=True,
                   help="Model step time to simulate per batch; 0 measures the loader's ceiling."),
@@ -92,7 +87,7 @@ SWEEP_OPTIONS = (
                        "a climb trial: slower or faster)."),
     click.option("--trial-timeout", type=click.FloatRange(min=1), default=60.0, show_default=True,
                   help="Kill a trial that delivers no batch for this many seconds."),
-    click.option("--memory-limit", default="80%", show_default=True,
+    click.option("--memory-limit", default="80%", show_default=True, type=SIZE,
                   help="Kill a trial whose processes' PSS passes this: bytes, 3GB, 512MiB or % of available RAM."),
     click.option("--collate-fn", default=None, metavar="MOD:ATTR", help="Collate function to use."),
     click.option("--shuffle/--no-shuffle", default=False, show_default=True, help="Shuffle indices, as in training."),
@@ -116,7 +111,7 @@ SWEEP_OPTIONS = (
                   help="Gate: exit 1 on a diagnosis finding at least this severe."),
     click.option("--baseline", "baseline_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
                   help="Gate: a saved --json run to compare with (see --max-regression)."),
-    click.option("--max-regression", default=None, metavar="PCT",
+    click.option("--max-regression", default=None, metavar="PCT", type=percent("--max-regression"),
                   help="With --baseline: exit 1 if the recommended throughput falls by more than this (default 10%)."),
     click.option("--nproc-per-node", type=click.IntRange(min=1), default=None, metavar="P",
                   help="Run P ranks on this machine, as a DDP job would (torch.distributed's launcher, gloo): each "

@@ -9,9 +9,10 @@ from typing import Any
 
 import click
 
-from dataprof.cli.options import SETTINGS_OPTIONS, sweep_options
+from dataprof.cli.options import sweep_options
 from dataprof.cli.output import console, guarded, write_atomic
 from dataprof.errors import ExitCode, UsageError
+from dataprof.results.request import LoadOptions, SweepOptions, SweepRequest, TrialBudgets
 from dataprof.results.vocabulary import Severity
 
 
@@ -38,7 +39,7 @@ def sweep(**params: Any) -> None:
     if params["nproc_per_node"] is not None and params["nproc_per_node"] > 1:
         _launch_ranks(params, rank)
     gates, baseline = _gates(params)
-    settings = sweep_settings(**{name: params[name] for name in SETTINGS_OPTIONS}, rank=rank)
+    settings = sweep_settings(request_of(params), rank)
     if params["html_path"] is not None:
         from dataprof.render.html import check_available
 
@@ -48,13 +49,33 @@ def sweep(**params: Any) -> None:
     coordinator = None if rank is None else Coordinator(rank, timeout_s=max(600.0, 10 * params["trial_timeout"]))
     if coordinator is not None and not coordinator.leader:  # it measures; only rank 0 reports
         try:
-            follow_rank_0(coordinator, lambda: run_sweep(settings, list(params["args"]), resume=resume,
-                                                         coordinator=coordinator))
+            follow_rank_0(coordinator, lambda: run_sweep(settings, resume=resume, coordinator=coordinator))
         except SweepInterrupted:
             sys.exit(int(ExitCode.INTERRUPTED))
         return
-    report = _lead(settings, list(params["args"]), json_path, resume, coordinator)
+    report = _lead(settings, json_path, resume, coordinator)
     _finish(report, gates, baseline, json_path, params["html_path"])
+
+
+def request_of(params: dict[str, Any]) -> SweepRequest:
+    """What the options ask the sweep for, typed (click's ParamTypes have read their text)."""
+    return SweepRequest(
+        load=LoadOptions(target=params["target"], kwargs=dict(params["args"]), collate_fn=params["collate_fn"],
+                         framework=params["framework"], split=params["split"], batch_size=params["batch_size"],
+                         shuffle=params["shuffle"]),
+        sweep=SweepOptions(workers=params["workers"], prefetch_factors=params["prefetch_factor"],
+                           pin_memory=params["pin_memory"], persistent_workers=params["persistent_workers"],
+                           use_shared_memory=params["use_shared_memory"], use_buffer_reader=params["use_buffer_reader"],
+                           in_order=params["in_order"], start_methods=params["start_method"],
+                           strategy=params["strategy"], rules_of_thumb=params["rules_of_thumb"],
+                           autotune_steps=params["autotune_steps"], current=params["current"]),
+        budgets=TrialBudgets(step_ms=params["step_ms"], device=params["device"], require_gpu=params["require_gpu"],
+                             trial_seconds=params["trial_seconds"], trial_timeout_s=params["trial_timeout"],
+                             memory_limit=params["memory_limit"]))
+
+
+DEFAULT_REGRESSION = 0.1
+"""``--max-regression`` left out beside ``--baseline``: a fall of more than 10% fails the gate."""
 
 
 def _launch_ranks(params: dict[str, Any], rank: Any) -> None:
@@ -73,19 +94,18 @@ def _launch_ranks(params: dict[str, Any], rank: Any) -> None:
 
 def _gates(params: dict[str, Any]) -> tuple[Any, Any]:
     """The CI gates asked for, and the --baseline run they compare with (None without)."""
-    from dataprof.cli.params import parse_percent
     from dataprof.decide.gates import Gates
 
     if params["max_regression"] is not None and params["baseline_path"] is None:
         raise UsageError("--max-regression needs --baseline OLD.json to compare with")
     baseline = _read_sweep(params["baseline_path"]) if params["baseline_path"] is not None else None
-    regression = None if baseline is None else parse_percent(params["max_regression"] or "10%", "--max-regression")
+    regression = None if baseline is None else params["max_regression"] or DEFAULT_REGRESSION
     return Gates(min_throughput=params["min_throughput"], min_speedup=params["min_speedup"],
                  fail_on=None if params["fail_on"] is None else Severity(params["fail_on"]),
                  max_regression=regression), baseline
 
 
-def _lead(settings: Any, args: list[str], json_path: Path | None, resume: Any, coordinator: Any) -> Any:
+def _lead(settings: Any, json_path: Path | None, resume: Any, coordinator: Any) -> Any:
     """Run the sweep with progress on stderr, saving the JSON after every trial. An interrupted sweep
     prints and keeps what it measured (exit 130); a target error prints the trials measured before it."""
     from dataprof.render.documents import print_document
@@ -95,7 +115,7 @@ def _lead(settings: Any, args: list[str], json_path: Path | None, resume: Any, c
     out = console()
     observer, finish = make_observer(out)
     try:
-        return run_sweep(settings, args, observer=observer, on_update=lambda report: _save(json_path, report),
+        return run_sweep(settings, observer=observer, on_update=lambda report: _save(json_path, report),
                          resume=resume, coordinator=coordinator)
     except SweepInterrupted as exc:
         finish()

@@ -1,8 +1,8 @@
-"""Settle a sweep's settings once its dataset is loaded: the framework found, the device, and the knobs that
-exist for both.
+"""A sweep's settings: planned from what the user asked for (:func:`plan`), then settled once its dataset is
+loaded (:func:`resolve_settings`: the framework found, the device, the knobs that exist for both).
 
-Pure: what the machine offers (the CUDA devices) and what loading the dataset
-found are measured by the caller and passed in, so every rule here is testable without them.
+Pure: what the machine offers (its CPU budget, its RAM, the CUDA devices) and what loading the dataset found
+are measured by the caller and passed in, so every rule here is testable without them.
 """
 
 from __future__ import annotations
@@ -12,8 +12,21 @@ from collections.abc import Callable
 from typing import Any
 
 from dataprof.errors import UsageError
-from dataprof.results.environment import RankInfo
-from dataprof.results.settings import EVIDENCE_KNOBS, KNOBS, START_METHODS, LoaderConfig, SearchSpace, SweepSettings
+from dataprof.results.environment import CpuBudget, RankInfo
+from dataprof.results.request import SPLITS, MemoryLimit, SweepOptions, SweepRequest, split_target
+from dataprof.results.settings import (
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_PREFETCH_FACTORS,
+    EVIDENCE_KNOBS,
+    FRAMEWORKS,
+    KNOBS,
+    START_METHODS,
+    LoaderConfig,
+    SearchSpace,
+    SweepSettings,
+    adaptive_workers,
+    auto_workers,
+)
 
 FRAMEWORK_OPTIONS = {"pin_memory": "torch", "use_shared_memory": "paddle", "use_buffer_reader": "paddle",
                      "in_order": "torch", "multiprocessing_context": "torch"}
@@ -28,6 +41,106 @@ def wrong_framework(option: str, framework: str) -> str:
                 "runs on a GPU); sweep use_shared_memory and use_buffer_reader instead")
     owner = "paddle.io.DataLoader" if FRAMEWORK_OPTIONS[option] == "paddle" else "torch.utils.data.DataLoader"
     return f"{flag}: an argument of {owner} only; this is a {framework} sweep"
+
+
+def plan(request: SweepRequest, budget: CpuBudget, available_bytes: int, rank: RankInfo | None = None) -> SweepSettings:
+    """The settings a sweep starts with, or a UsageError for what cannot be asked. ``budget``: this process's CPUs
+    (each rank's share under torchrun); ``available_bytes``: the node's available RAM, of which a memory limit
+    may be a share. The framework, the device and the knobs that depend on them are settled by
+    :func:`resolve_settings` once the dataset is loaded."""
+    load, options, budgets = request.load, request.sweep, request.budgets
+    _check_names(load.target, load.collate_fn, load.framework, load.split)
+    check_device(budgets.device)
+    given = {"pin_memory": options.pin_memory, "use_shared_memory": options.use_shared_memory,
+             "use_buffer_reader": options.use_buffer_reader, "in_order": options.in_order,
+             "multiprocessing_context": options.start_methods}
+    for name, value in given.items():
+        if value is not None and load.framework not in ("auto", FRAMEWORK_OPTIONS[name]):
+            raise UsageError(wrong_framework(name, load.framework))
+    if budgets.trial_timeout_s <= budgets.trial_seconds:
+        raise UsageError(f"--trial-timeout {budgets.trial_timeout_s:g} must be longer than --trial-seconds "
+                         f"{budgets.trial_seconds:g}")
+    ranks = rank.local_world_size if rank else 1
+    return SweepSettings(
+        target=load.target, space=_space(options, budget), batch_size=load.batch_size or DEFAULT_BATCH_SIZE,
+        batch_size_given=load.batch_size is not None, split=load.split, current=options.current,
+        current_source=None if options.current is None else "--current", target_kwargs=dict(load.kwargs),
+        collate_fn=load.collate_fn, step_ms=budgets.step_ms, device=budgets.device.strip().lower(),
+        strategy=options.strategy, trial_seconds=budgets.trial_seconds, trial_timeout_s=budgets.trial_timeout_s,
+        memory_limit_bytes=_memory_bytes(budgets.memory_limit, available_bytes // ranks),  # the node's RAM, shared
+        shuffle=load.shuffle, rules_of_thumb=options.rules_of_thumb, cwd=load.cwd, framework=load.framework,
+        given=tuple(name for name, value in given.items() if value is not None),
+        autotune_steps=options.autotune_steps, require_gpu=budgets.require_gpu, rank=rank.rank if rank else 0,
+        world_size=rank.world_size if rank else 1, ranks_per_node=ranks)
+
+
+def worker_space(workers: tuple[int, ...] | None, budget: CpuBudget,
+                 strategy: str = "adaptive") -> tuple[tuple[int, ...], str]:
+    """``workers`` (None: ``auto``, from ``budget``, each rank's share under torchrun), with the reason the report
+    shows for them."""
+    if workers is not None:
+        return _at_least(workers, "--workers", 0), "given with --workers"
+    if strategy == "adaptive":
+        values = adaptive_workers(budget.usable)
+        return values, (f"auto: climbs 2, 4, 8, … up to {values[-1]} while throughput rises beyond noise "
+                        f"and memory, /dev/shm and open files allow; {budget.explain()}")
+    values = auto_workers(budget.usable)
+    return values, (f"auto: 0, 1, 2, 4, … up to 2× the {budget.explain()}, plus the CPU count; "
+                    "latency-bound loaders scale past the cores, CPU-bound ones stop at them")
+
+
+def _at_least(values: tuple[int, ...], flag: str, minimum: int) -> tuple[int, ...]:
+    """``values`` unless one is below ``minimum`` (a UsageError naming ``flag``)."""
+    low = next((value for value in values if value < minimum), None)
+    if low is not None:
+        raise UsageError(f"{flag}: {low} is below the minimum of {minimum}")
+    return values
+
+
+def _space(options: SweepOptions, budget: CpuBudget) -> SearchSpace:
+    """The search space the options ask for (a knob left out at its default values)."""
+    workers, reason = worker_space(options.workers, budget, options.strategy)
+    evidence = {"prefetch_factor": options.prefetch_factors, "in_order": options.in_order,
+                "multiprocessing_context": options.start_methods}
+    return SearchSpace(
+        workers=workers, workers_reason=reason,
+        prefetch_factors=_at_least(options.prefetch_factors or DEFAULT_PREFETCH_FACTORS,
+                                   "--prefetch-factor", 1),
+        pin_memory=options.pin_memory or (True, False), persistent_workers=options.persistent_workers,
+        use_shared_memory=options.use_shared_memory or (True, False),
+        use_buffer_reader=options.use_buffer_reader or (True, False), in_order=options.in_order or (True,),
+        start_methods=_start_methods(options.start_methods),
+        forced=tuple(name for name in ("prefetch_factor", *EVIDENCE_KNOBS) if evidence[name] is not None),
+    )
+
+
+def _start_methods(values: tuple[str, ...] | None) -> tuple[str, ...]:
+    """``--start-method`` values, each one Python offers somewhere; empty when not given."""
+    if values is None:
+        return ()
+    if not values or any(value not in START_METHODS for value in values):
+        raise UsageError(f"--start-method {','.join(values)!r}: expected some of {', '.join(START_METHODS)}")
+    return values
+
+
+def _memory_bytes(limit: MemoryLimit, available_bytes: int) -> int:
+    """The limit in bytes: as given, or its share of ``available_bytes``."""
+    if limit.bytes is not None and limit.bytes > 0:
+        return limit.bytes
+    if limit.share is not None and 0 < limit.share <= 1:
+        return int(available_bytes * limit.share)
+    raise UsageError(f"--memory-limit: {limit} is not a size (use bytes, 3GB, 512MiB or a percentage like 80%)")
+
+
+def _check_names(target: str, collate_fn: str | None, framework: str, split: str) -> None:
+    """UsageError for a malformed TARGET or --collate-fn, or an unknown --framework or --split."""
+    split_target(target)
+    if collate_fn is not None:
+        split_target(collate_fn)
+    if framework not in ("auto", *FRAMEWORKS):
+        raise UsageError(f"--framework {framework}: expected auto, torch or paddle")
+    if split not in SPLITS:
+        raise UsageError(f"--split {split}: expected one of {', '.join(SPLITS)}")
 
 
 def resolve_settings(settings: SweepSettings, host_info: dict[str, Any], count_devices: Callable[[str], int],

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 from dataprof.measure.timing import Rival
 from dataprof.results.settings import SweepSettings
+from dataprof.results.vocabulary import TrialStatus
 
 
 def child_env() -> dict[str, str]:
@@ -69,8 +70,17 @@ class LineReader:
 _Request = TypeVar("_Request", bound="_Typed")
 
 
+class ProtocolError(Exception):
+    """A message between dataprof's own processes does not match its type: a key unknown or missing (a bug, or
+    two versions of dataprof talking)."""
+
+
+ROUTING = ("cmd", "ev")
+"""The keys that say what a message is; the typed payload is the rest."""
+
+
 class _Typed:
-    """A frozen request that crosses the process boundary as a JSON object."""
+    """A frozen message that crosses the process boundary as a JSON object, read back strictly."""
 
     def to_dict(self) -> Message:
         """Its fields, by name."""
@@ -78,9 +88,15 @@ class _Typed:
 
     @classmethod
     def from_dict(cls: type[_Request], data: Message) -> _Request:
-        """Read :meth:`to_dict` back (unknown keys are ignored)."""
-        known = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-        return cls(**{k: v for k, v in data.items() if k in known})
+        """Read :meth:`to_dict` back (``cmd``/``ev`` aside); ProtocolError for a key unknown or missing."""
+        fields = dataclasses.fields(cls)  # type: ignore[arg-type]
+        given = {k: v for k, v in data.items() if k not in ROUTING}
+        unknown = sorted(set(given) - {f.name for f in fields})
+        missing = sorted(f.name for f in fields if f.name not in given
+                         and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
+        if unknown or missing:
+            raise ProtocolError(f"{cls.__name__}: unknown keys {unknown}, missing keys {missing}")
+        return cls(**given)
 
 
 @dataclass(frozen=True)
@@ -90,7 +106,8 @@ class LoadRequest(_Typed):
     target: str
     """Import path, or the name of an object handed over by the Python API."""
     args: tuple[str, ...]
-    """``KEY=VALUE`` keyword arguments for a class or factory target."""
+    """Keyword arguments for a class or factory target, as ``KEY=repr(value)`` (``backends.target.parse_kwarg``
+    reads them back: a Python literal, else the string)."""
     cwd: str
     """Directory put first on ``sys.path`` for the import."""
     collate_fn: str | None
@@ -112,9 +129,10 @@ class LoadRequest(_Typed):
         return self.batch_size if self.batch_size_given else None
 
     @classmethod
-    def of(cls, settings: SweepSettings, args: list[str], expected_framework: str | None = None) -> LoadRequest:
+    def of(cls, settings: SweepSettings, expected_framework: str | None = None) -> LoadRequest:
         """The request for a sweep's target."""
-        return cls(target=settings.target, args=tuple(args), cwd=settings.cwd, collate_fn=settings.collate_fn,
+        return cls(target=settings.target, args=tuple(f"{k}={v!r}" for k, v in settings.target_kwargs.items()),
+                   cwd=settings.cwd, collate_fn=settings.collate_fn,
                    batch_size=settings.batch_size, framework=settings.framework, split=settings.split,
                    batch_size_given=settings.batch_size_given, expected_framework=expected_framework)
 
@@ -167,3 +185,53 @@ class AutotuneRequest(_Typed):
     """Its ``tuning_steps``: batches timed per worker count it tries."""
     batch_size: int
     drop_last: bool
+
+
+@dataclass(frozen=True)
+class TrialFigures(_Typed):
+    """What a trial measured in its own process: its ``result`` event (``timing.summarize``'s window figures and
+    the loop's own), every key required and no other allowed."""
+
+    samples_per_s: float
+    samples_per_s_spread: float | None
+    wait_fraction: float
+    wait_ms: dict[str, float]
+    wait_cpu_ms_mean: float
+    copy_ms_mean: float
+    step_ms_mean: float
+    batches: int
+    samples: int
+    window_s: float
+    epoch_starts_in_window: int
+    epoch_start_wait_s: float
+    first_batch_s: float | None
+    worker_processes: int
+    epochs_started: int
+    epoch_samples: int | None
+    repeat_fraction: float | None
+    batch_marks: tuple[int, ...]
+    sampler_ms_mean: float | None
+    receive_ms_mean: float | None
+
+
+@dataclass(frozen=True)
+class TrialError(_Typed):
+    """Why a trial (or a request run like one) could not measure: its ``error`` event."""
+
+    status: TrialStatus
+    message: str
+    traceback: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Message) -> TrialError:
+        """Read an ``error`` event strictly (its status one of :class:`TrialStatus`)."""
+        error = super().from_dict(data)
+        try:
+            return dataclasses.replace(error, status=TrialStatus(error.status))
+        except ValueError:
+            raise ProtocolError(f"TrialError: unknown status {error.status!r}") from None
+
+
+def error_event(status: TrialStatus, message: str, traceback: str | None = None) -> Message:
+    """The ``error`` event that ends a trial: its status, the one line to show, the traceback for --debug."""
+    return {"ev": "error", **TrialError(status, message, traceback).to_dict()}

@@ -25,7 +25,7 @@ KNOBS = {
 EVIDENCE_KNOBS = ("in_order", "multiprocessing_context")
 """PyTorch's knobs tried where the measurements say they can help (or where the user forces them), when the
 installed DataLoader has them."""
-DEFAULT_PREFETCH_FACTORS = "2,4"
+DEFAULT_PREFETCH_FACTORS = (2, 4)
 """``--prefetch-factor`` left out: the values the grid sweeps; adaptive tries values other than the DataLoader's
 default only where a wait for a batch has a heavy tail (``prefetch_factor`` joins ``forced`` once given)."""
 

@@ -17,7 +17,6 @@ from torch.utils.data import DataLoader, RandomSampler, TensorDataset
 from dataprof.backends.construction import CONSTRUCTED, constructed_with, remember_arguments
 from dataprof.backends.loaders import LoaderTemplate
 from dataprof.backends.target import build_dataset, loader_framework
-from dataprof.cli.params import parse_current
 from dataprof.decide.search import AdaptiveStrategy, Budget, GridStrategy
 from dataprof.decide.settings import settle_loader
 from dataprof.decide.sweep import decide
@@ -162,16 +161,6 @@ def test_options_that_contradict_the_loader_are_usage_errors(change: dict[str, A
     settings = dataclasses.replace(SweepSettings(target="t.py:f", space=SearchSpace((0, 2))), **change)
     with pytest.raises(UsageError, match=message):
         settle_loader(settings, dict(LOADER_INFO, batch_size=None, batch_sampler="MySampler"), 10)
-
-
-def test_current_parses_as_the_dataloader_takes_it() -> None:
-    assert parse_current("num_workers=8") == LoaderConfig(8, False, 2, False)
-    assert parse_current("num_workers=4, prefetch_factor=4, persistent_workers=on") == LoaderConfig(4, False, 4, True)
-    assert parse_current("num_workers=0,pin_memory=true") == LoaderConfig(0, pin_memory=True)
-    assert parse_current("num_workers=2,use_shared_memory=off").framework == "paddle"
-    for bad in ("prefetch_factor=2", "num_workers=two", "workers=2", "num_workers"):
-        with pytest.raises(UsageError, match="--current"):
-            parse_current(bad)
 
 
 @pytest.mark.parametrize("strategy", [AdaptiveStrategy, GridStrategy])

@@ -121,7 +121,6 @@ def test_real_paddle_sweep_with_autotune_comparison(tmp_path: Path, cli: Invoke,
     assert all(t["status"] == "ok" for t in run["trials"]), run["trials"]
     by_label = {LoaderConfig.from_dict(t["config"]).label(): t for t in run["trials"]}
     assert by_label["w2 pf2 persist"]["worker_processes"] == 2
-    assert by_label["w2 pf2 persist"]["samples_per_s"] > 1.5 * by_label["w0"]["samples_per_s"]  # 4 ms sleeps
     assert "w2 pf2 persist no-shm" in by_label and "w2 pf2 persist no-buf" in by_label  # Paddle's knobs tuned
     tuned = run["autotune"]
     assert tuned["status"] == "ok" and tuned["tuning_steps"] == 50

@@ -1,27 +1,26 @@
-"""The command line's option text into typed values."""
+"""The command line's option text into typed values (whether the values are allowed is the plan's to say)."""
 
 from __future__ import annotations
 
 import pytest
 
-from dataprof.cli.params import parse_int_list, parse_onoff_list, parse_size
+from dataprof.cli.params import parse_current, parse_int_list, parse_onoff_list, parse_size, parse_words, workers
 from dataprof.errors import UsageError
+from dataprof.results.request import MemoryLimit
+from dataprof.results.settings import LoaderConfig
 
 
 def test_int_list_parses_and_dedups() -> None:
-    assert parse_int_list("0, 2,4,2", "--workers", 0) == (0, 2, 4)
+    assert parse_int_list("0, 2,4,2", "--workers") == (0, 2, 4)
+    assert parse_int_list("-1", "--workers") == (-1,)  # read; the plan refuses it
+    assert workers("auto") is None and workers(" AUTO ") is None and workers("2,4") == (2, 4)
 
 
-@pytest.mark.parametrize("text,fragment", [("-1", "below the minimum"), ("2,x", "'x' is not an integer"),
+@pytest.mark.parametrize("text,fragment", [("2,x", "--workers: 'x' is not an integer"),
                                            ("", "'' is not an integer"), ("2,,4", "is not an integer")])
 def test_int_list_rejects(text: str, fragment: str) -> None:
     with pytest.raises(UsageError, match=fragment):
-        parse_int_list(text, "--workers", 0)
-
-
-def test_prefetch_zero_is_rejected() -> None:
-    with pytest.raises(UsageError, match="--prefetch-factor: 0 is below the minimum of 1"):
-        parse_int_list("0", "--prefetch-factor", 1)
+        parse_int_list(text, "--workers")
 
 
 def test_onoff() -> None:
@@ -31,11 +30,27 @@ def test_onoff() -> None:
         parse_onoff_list("maybe", "--pin-memory")
 
 
+def test_words_are_lower_case_and_unique() -> None:
+    assert parse_words("Fork, spawn,fork,") == ("fork", "spawn")
+
+
 def test_sizes() -> None:
-    assert parse_size("3GB", 0) == 3 * 10**9
-    assert parse_size("512MiB", 0) == 512 * 2**20
-    assert parse_size("50%", 1000) == 500
-    assert parse_size("1e9", 0) == 10**9
+    assert parse_size("3GB") == MemoryLimit(bytes=3 * 10**9)
+    assert parse_size("512MiB") == MemoryLimit(bytes=512 * 2**20)
+    assert parse_size("50%") == MemoryLimit(share=0.5)
+    assert parse_size("1e9") == MemoryLimit(bytes=10**9)
     for bad in ("lots", "0", "150%", "-1GB"):
-        with pytest.raises(UsageError):
-            parse_size(bad, 1000)
+        with pytest.raises(UsageError, match="--memory-limit"):
+            parse_size(bad)
+
+
+def test_current_settings_read_as_the_dataloader_takes_them() -> None:
+    assert parse_current("num_workers=8") == LoaderConfig(8, False, 2, False)
+    assert parse_current("num_workers=4, prefetch_factor=4, persistent_workers=on") == LoaderConfig(4, False, 4, True)
+    assert parse_current("num_workers=0,pin_memory=true") == LoaderConfig(0, pin_memory=True)
+    assert parse_current("num_workers=2,use_shared_memory=off").framework == "paddle"
+    for bad, message in (("workers=8", "expected KNOB=VALUE"), ("prefetch_factor=2", "give num_workers"),
+                         ("num_workers=-1", "below the minimum of 0"), ("num_workers=two", "not an integer"),
+                         ("num_workers", "expected KNOB=VALUE")):
+        with pytest.raises(UsageError, match=message):
+            parse_current(bad)

@@ -1,11 +1,15 @@
-"""Settling a sweep's settings once the dataset is loaded."""
+"""A sweep's settings: planned from what was asked, settled once the dataset is loaded."""
 
 from __future__ import annotations
+
+import re
+from typing import Any
 
 import pytest
 
 from dataprof.errors import UsageError
-from dataprof.results.settings import SearchSpace, grid_configs
+from dataprof.results.request import MemoryLimit
+from dataprof.results.settings import SearchSpace, SweepSettings, adaptive_workers, grid_configs
 
 
 def test_in_order_and_the_start_method_are_discovered_from_the_dataloader_signature() -> None:
@@ -32,3 +36,35 @@ def test_in_order_and_the_start_method_are_discovered_from_the_dataloader_signat
     with pytest.raises(UsageError, match="--start-method forkserver: not offered here"):
         unoffered = dataclasses.replace(forced, start_methods=("forkserver",))
         resolve_settings(dataclasses.replace(settings, space=unoffered), lonely, lambda framework: 0)
+
+
+def plan_of(**options: Any) -> SweepSettings:
+    """The plan of a sweep of ``t.py:D`` on 2 CPUs and 1 GB of RAM, with ``options`` (``sweep`` or ``budgets``)."""
+    from dataprof.decide.settings import plan
+    from dataprof.results.environment import CpuBudget
+    from dataprof.results.request import LoadOptions, SweepOptions, SweepRequest, TrialBudgets
+
+    sweep = SweepOptions(**{k: v for k, v in options.items() if k in SweepOptions.__dataclass_fields__})
+    budgets = TrialBudgets(**{k: v for k, v in options.items() if k in TrialBudgets.__dataclass_fields__})
+    return plan(SweepRequest(LoadOptions("t.py:D"), sweep, budgets), CpuBudget(2, 2, None, 2), 10**9)
+
+
+def test_a_plan_takes_the_defaults_and_the_machine_for_what_was_left_out() -> None:
+    settings = plan_of()
+    assert settings.space.workers == adaptive_workers(2) and settings.space.prefetch_factors == (2, 4)
+    assert settings.memory_limit_bytes == 8 * 10**8 and settings.batch_size == 64 and not settings.batch_size_given
+    assert plan_of(memory_limit=MemoryLimit(bytes=5000)).memory_limit_bytes == 5000
+    assert plan_of(workers=(0, 2), prefetch_factors=(2,)).space.forced == ("prefetch_factor",)
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"workers": (-1,)}, "--workers: -1 is below the minimum of 0"),
+    ({"prefetch_factors": (0,)}, "--prefetch-factor: 0 is below the minimum of 1"),
+    ({"start_methods": ("bogus",)}, "--start-method 'bogus': expected some of fork, forkserver, spawn"),
+    ({"trial_seconds": 5.0, "trial_timeout_s": 5.0}, "--trial-timeout 5 must be longer than --trial-seconds 5"),
+    ({"device": "tpu"}, "expected auto, cpu, cuda or cuda:N"),
+    ({"memory_limit": MemoryLimit(share=1.5)}, "--memory-limit"),
+])
+def test_a_plan_refuses_what_cannot_be_asked(options: dict[str, Any], message: str) -> None:
+    with pytest.raises(UsageError, match=re.escape(message)):
+        plan_of(**options)

@@ -115,9 +115,9 @@ def test_a_steady_window_may_end_before_the_target() -> None:
     assert window_done(16, 3.0, 3.0, 4, spread=None)
 
 
-def _four_workers(gap: Callable[[], float], rival: Rival | None = None) -> dict[str, Any]:
+def _four_workers(gap: Callable[[], float], rival: Rival | None = None, step_s: float = 0.0) -> dict[str, Any]:
     """The figures of the real TimedLoop over a fake loader of four workers, on a fake clock: each round of
-    their batches comes ``gap()`` seconds after the last one."""
+    their batches comes ``gap()`` seconds after the last one; the model's step takes ``step_s``."""
     import torch
 
     from dataprof.measure.sweep.trial import ReceiveTimer, TimedLoop
@@ -134,10 +134,21 @@ def _four_workers(gap: Callable[[], float], rival: Rival | None = None) -> dict[
         def __iter__(self) -> Iterator[Any]:
             return rounds()
 
-    consumer = types.SimpleNamespace(to_device=lambda batch: batch, step=lambda batch: None)
+    def step(batch: Any) -> None:
+        now[0] += step_s
+
+    consumer = types.SimpleNamespace(to_device=lambda batch: batch, step=step)
     loop = TimedLoop(LoaderConfig(4, False, 2, True), 3.0, lambda event: None, consumer, lambda: now[0], None,
                      ReceiveTimer(None), False, rival)
-    return loop.run(Loader(), {}, types.SimpleNamespace(shutdown=lambda iterator: None))
+    return loop.run(Loader(), {}, types.SimpleNamespace(shutdown=lambda iterator: None)).to_dict()
+
+
+def test_a_model_step_longer_than_loading_leaves_the_loop_waiting_a_small_share() -> None:
+    """A 20 ms step behind batches that take 1.3 ms a round of four: the wait is that share of each round."""
+    figures = _four_workers(lambda: 0.001, step_s=0.020)
+    assert figures["step_ms_mean"] == pytest.approx(20.0)
+    assert figures["wait_fraction"] == pytest.approx(0.0013 / (0.0013 + 4 * 0.020))
+    assert figures["samples_per_s"] == pytest.approx(4 * 16 / (0.0013 + 4 * 0.020))
 
 
 def test_a_steady_window_ends_early_whatever_batch_of_a_round_its_checks_land_on() -> None:

@@ -13,7 +13,7 @@ import pickle
 import random
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,7 +23,6 @@ from dataprof.backends.target import (
     load_collate,
     load_object,
     loader_framework,
-    parse_kwarg,
 )
 from dataprof.errors import TargetError
 from dataprof.measure.environment import open_files_limit, probe_environment
@@ -39,8 +38,10 @@ COLLATE_BUDGET_S = 2.0
 @dataclass(frozen=True)
 class InspectSettings:
     """What ``dataprof inspect`` measures, and of which target."""
+
     target: str
-    args: tuple[str, ...] = ()
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    """Keyword arguments for a class or factory target."""
     samples: int = 200
     seed: int = 0
     batch_size: int = 64
@@ -62,7 +63,7 @@ class InspectSettings:
         return {"framework": self.framework, "samples": self.samples, "seed": self.seed, "batch_size": self.batch_size,
                 "prefetch_factor": self.prefetch_factor, "max_seconds": self.max_seconds,
                 "collate_fn": self.collate_fn,
-                "target_kwargs": {k: repr(v) for k, v in (parse_kwarg(a) for a in self.args)}}
+                "target_kwargs": {k: repr(v) for k, v in self.kwargs.items()}}
 
 
 class Interrupted(Exception):
@@ -194,7 +195,7 @@ def _build(settings: InspectSettings) -> tuple[Any, float, Any]:
     if settings.dataset is not None:
         return settings.dataset, 0.0, None
     obj = load_object(settings.target, settings.cwd)
-    made = build_dataset(obj, dict(parse_kwarg(item) for item in settings.args), settings.target)
+    made = build_dataset(obj, dict(settings.kwargs), settings.target)
     if loader_framework(made) is not None:
         return made.dataset, time.perf_counter() - start, getattr(made, "collate_fn", None)
     return made, time.perf_counter() - start, None

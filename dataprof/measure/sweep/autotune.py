@@ -21,7 +21,8 @@ from collections.abc import Callable
 from typing import Any
 
 from dataprof.backends.target import describe_exception
-from dataprof.measure.protocol import AutotuneRequest
+from dataprof.measure.protocol import AutotuneRequest, error_event
+from dataprof.results.vocabulary import TrialStatus
 
 Emit = Callable[[dict[str, Any]], None]
 
@@ -74,8 +75,7 @@ def run_autotune(dataset: Any, collate: Any, request: AutotuneRequest, emit: Emi
                                       drop_last=request.drop_last, collate_fn=collate)
         wall_s = time.perf_counter() - start
     except Exception as exc:
-        emit({"ev": "error", "status": "failed", "message": describe_exception(exc),
-              "traceback": traceback.format_exc()})
+        emit(error_event(TrialStatus.FAILED, describe_exception(exc), traceback.format_exc()))
         return
     finally:
         root.removeHandler(collect)

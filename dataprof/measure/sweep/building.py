@@ -10,7 +10,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from dataprof.errors import DataprofError
-from dataprof.measure.protocol import Channel, LoadRequest, Message
+from dataprof.measure.protocol import Channel, LoadRequest, Message, error_event
+from dataprof.results.vocabulary import TrialStatus
 
 if TYPE_CHECKING:
     from dataprof.backends.loaders import LoaderTemplate
@@ -116,8 +117,8 @@ def build_in_trial(load: LoadRequest, channel: Channel, objects: Mapping[str, An
     try:
         built = build(load, objects)
     except BaseException as exc:
-        channel.send({"ev": "error", "status": "failed", "message": f"building the dataset: {describe(exc)}",
-                      "traceback": traceback.format_exc()})
+        channel.send(error_event(TrialStatus.FAILED, f"building the dataset: {describe(exc)}",
+                                 traceback.format_exc()))
         os._exit(1)
     channel.send({"ev": "built", "build_s": built.build_s})
     return built

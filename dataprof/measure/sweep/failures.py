@@ -53,7 +53,7 @@ def worker_signals(iterator: Any, wait_s: float = 0.0) -> list[str]:
 
 
 def classify_loader_error(exc: BaseException, killed_by: list[str] | None = None,
-                          internal: tuple[str, ...] = ("/torch/", "/paddle/")) -> tuple[str, str]:
+                          internal: tuple[str, ...] = ("/torch/", "/paddle/")) -> tuple[TrialStatus, str]:
     """(status, one-line reason) for an exception that ended the loop."""
     if killed_by:
         return TrialStatus.CRASHED, died_by("a DataLoader worker", killed_by[0])

@@ -26,8 +26,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from dataprof.backends.construction import record_constructions
-from dataprof.measure.protocol import Channel, LineReader, LoadRequest, Message
+from dataprof.measure.protocol import Channel, LineReader, LoadRequest, Message, error_event
 from dataprof.measure.sweep.building import Built, build, build_in_trial, describe, probe
+from dataprof.results.vocabulary import TrialStatus
 
 
 def prctl(option: int, value: int) -> None:
@@ -149,9 +150,8 @@ def _report_escape(channel: Channel, exc: BaseException) -> None:
     try:
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         status, message = classify_loader_error(exc) if isinstance(exc, Exception) else \
-            ("failed", type(exc).__name__)
-        channel.send({"ev": "error", "status": status, "message": message,
-                      "traceback": "".join(traceback.format_exception(exc))})
+            (TrialStatus.FAILED, type(exc).__name__)
+        channel.send(error_event(status, message, "".join(traceback.format_exception(exc))))
     except BaseException:
         pass  # the parent still sees the exit code
 

@@ -73,10 +73,10 @@ class ForkedHost:
 class Host:
     """The long-lived process that holds the dataset and forks trials."""
 
-    def __init__(self, settings: SweepSettings, args: list[str], objects: Mapping[str, Any],
+    def __init__(self, settings: SweepSettings, objects: Mapping[str, Any],
                  expected_framework: str | None = None) -> None:
         self.settings = settings
-        self.request = LoadRequest.of(settings, args, expected_framework)
+        self.request = LoadRequest.of(settings, expected_framework)
         cmd_read, self.cmd_fd = os.pipe()
         self.evt_fd, evt_write = os.pipe()
         self.log = tempfile.TemporaryFile(prefix="dataprof-host-")  # noqa: SIM115 (closed in close())

@@ -17,7 +17,7 @@ from typing import Any
 from dataprof.backends.frameworks import likely_framework
 from dataprof.measure.environment import cpu_budget
 from dataprof.measure.probes import NullGpuProbe, NvmlProbe, ProcessTreeProbe, SystemProbe
-from dataprof.measure.protocol import AutotuneRequest, Message, TrialSettings
+from dataprof.measure.protocol import AutotuneRequest, Message, ProtocolError, TrialError, TrialFigures, TrialSettings
 from dataprof.measure.sampler import Sampler, summarize
 from dataprof.measure.sweep.failures import died_by
 from dataprof.measure.sweep.link import Host, HostDied
@@ -44,10 +44,12 @@ class TrialRunner:
     its own (``build_note`` says so).
     """
 
-    def __init__(self, settings: SweepSettings, args: list[str], observer: Observer | None = None,
-                 sample_interval_s: float = 0.25, objects: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, settings: SweepSettings, observer: Observer | None = None,
+                 sample_interval_s: float = 0.25, objects: Mapping[str, Any] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.settings = settings
-        self.args = args
+        self.clock = clock
+        """Seconds, for the trials' durations and the timeouts that end them (a test's fake clock)."""
         self.objects: Mapping[str, Any] = objects or {}
         """Objects handed over by the Python API, by name: the host is forked holding them."""
         self.observer = observer or (lambda event, data: None)
@@ -92,7 +94,7 @@ class TrialRunner:
         A host that expected another framework than the probe found (``auto`` guessed torch for a Paddle
         dataset) imported one the trials must not inherit: a fresh host expecting the one found replaces it.
         """
-        self.host = Host(self.settings, self.args, self.objects, self.expected_framework)
+        self.host = Host(self.settings, self.objects, self.expected_framework)
         try:
             info = self.host.load()
         except BaseException:
@@ -136,7 +138,7 @@ class TrialRunner:
         self.build_note = (f"building the dataset took {build_s:.1f} s in a trial, so from then on it is built once "
                            "and each trial is forked from the process that built it (which never iterates it)")
 
-    def run(self, config: LoaderConfig, rival: Rival | None = None) -> TrialResult:
+    def measure(self, config: LoaderConfig, rival: Rival | None = None) -> TrialResult:
         """Measure ``config`` in a fresh trial (rerun building its own dataset when a shared one failed);
         ``rival``: what the decision it serves weighs it against (its window may end once that is settled)."""
         shared = not self.build_in_trials
@@ -173,7 +175,7 @@ class TrialRunner:
 
     def _run(self, config: LoaderConfig, rival: Rival | None = None) -> TrialResult:
         host = self._live_host()
-        started = time.monotonic()
+        started = self.clock()
         settings = TrialSettings.of(self.settings, rival)
         host.send({"cmd": "trial", "config": config.to_dict(), "settings": settings.to_dict()})
         try:
@@ -182,7 +184,7 @@ class TrialRunner:
             outcome = {"status": TrialStatus.CRASHED, "error": f"the trial's host process died: {exc}".strip()}
         finally:
             self._current_pid = None
-        outcome["duration_s"] = time.monotonic() - started
+        outcome["duration_s"] = self.clock() - started
         return _trial_result(config, outcome)
 
     def _side_run(self, request: Message, timeout_s: float,
@@ -194,7 +196,7 @@ class TrialRunner:
         """
         host = self._live_host()
         host.send(request)
-        overall = deadline = time.monotonic() + timeout_s
+        overall = deadline = self.clock() + timeout_s
         result: Message = {}
         timed_out = False
         exit_event: Message = {}
@@ -202,12 +204,12 @@ class TrialRunner:
             while True:
                 event = host.next_event(0.25)
                 if event is None:
-                    if time.monotonic() > deadline and not timed_out:
+                    if self.clock() > deadline and not timed_out:
                         timed_out = True
                         self.kill_current()
                     continue
                 if event["ev"] == "progress" and stall_s is not None:
-                    deadline = min(overall, time.monotonic() + stall_s)
+                    deadline = min(overall, self.clock() + stall_s)
                 elif event["ev"] == "trial_started":
                     self._current_pid = event["pid"]
                 elif event["ev"] in ("result", "error") and not result:
@@ -224,7 +226,11 @@ class TrialRunner:
         if result.get("ev") == "result":
             return TrialStatus.OK, result
         if result:
-            return TrialStatus(result["status"]) if result.get("status") else TrialStatus.FAILED, result
+            try:
+                word = TrialError.from_dict(result)
+            except ProtocolError as exc:
+                return TrialStatus.FAILED, {"message": _broken(exc)}
+            return word.status, {"message": word.message}
         if exit_event.get("signal"):
             return TrialStatus.CRASHED, {"message": died_by("it", exit_event["signal"])}
         return TrialStatus.FAILED, {"message": "it exited without a result"}
@@ -259,7 +265,7 @@ class TrialRunner:
                     f"holds {word['expected']}")
         return None
 
-    def _memory_guard(self, killed_for: dict[str, str]) -> Callable[[Any], None]:
+    def _memory_guard(self, killed_for: dict[TrialStatus, str]) -> Callable[[Any], None]:
         """The sampler's check of each reading: past the memory limit, the trial is killed (status ``oom``)."""
         limit = self.settings.memory_limit_bytes
 
@@ -286,17 +292,17 @@ class TrialRunner:
         """Follow one trial's events to its exit: sample it, guard it, mark its window; its outcome."""
         assert self.host is not None
         host = self.host
-        killed_for: dict[str, str] = {}
+        killed_for: dict[TrialStatus, str] = {}
         guard_memory = self._memory_guard(killed_for)
         sampler: Sampler | None = None
         gpu_probe: Any = NullGpuProbe()
         result: Message = {}
         built_s: float | None = None
-        last_progress = time.monotonic()
+        last_progress = self.clock()
         try:
             while True:
                 event = host.next_event(0.25)
-                now = time.monotonic()
+                now = self.clock()
                 if event is None:
                     if now - last_progress > self.settings.trial_timeout_s and not killed_for:
                         killed_for[TrialStatus.TIMEOUT] = (
@@ -350,18 +356,21 @@ class TrialRunner:
                        end_threads=cpu_budget().usable).start()
 
     @staticmethod
-    def _outcome(result: Message, exit_event: Message, killed_for: dict[str, str],
+    def _outcome(result: Message, exit_event: Message, killed_for: dict[TrialStatus, str],
                  sampler: Sampler | None) -> Message:
+        """The TrialResult's fields but its config: the trial's last word, read strictly, and the resources."""
         resources = summarize(sampler.samples) if sampler is not None else {}
         if killed_for:
             status, error = next(iter(killed_for.items()))
             return {"status": status, "error": error, **resources}
-        if result.get("ev") == "result":
-            figures = {k: v for k, v in result.items() if k != "ev"}
-            return {"status": TrialStatus.OK, **figures, **resources}
-        if result.get("ev") == "error":
-            return {"status": result["status"], "error": result["message"],
-                    "traceback": result.get("traceback"), **resources}
+        try:
+            if result.get("ev") == "result":
+                return {"status": TrialStatus.OK, **_measured(TrialFigures.from_dict(result)), **resources}
+            if result.get("ev") == "error":
+                word = TrialError.from_dict(result)
+                return {"status": word.status, "error": word.message, **resources}
+        except ProtocolError as exc:
+            return {"status": TrialStatus.FAILED, "error": _broken(exc), **resources}
         sig = exit_event.get("signal")
         if sig:
             return {"status": TrialStatus.CRASHED, "error": died_by("the trial process", sig), **resources}
@@ -369,9 +378,16 @@ class TrialRunner:
                 "without a result", **resources}
 
 
+def _broken(exc: ProtocolError) -> str:
+    """The one line of a trial whose last word dataprof's parent could not read."""
+    return f"the trial's last word does not follow dataprof's protocol ({exc}): a bug in dataprof, please report it"
+
+
+def _measured(figures: TrialFigures) -> Message:
+    """A trial's figures as TrialResult fields."""
+    return {**figures.to_dict(), "wait_ms": WaitStats(**figures.wait_ms), "batch_marks": tuple(figures.batch_marks)}
+
+
 def _trial_result(config: LoaderConfig, outcome: Message) -> TrialResult:
-    wait = outcome.get("wait_ms")
-    fields = {k: v for k, v in outcome.items() if k in TrialResult.__dataclass_fields__}
-    fields["wait_ms"] = None if wait is None else WaitStats(**wait)
-    fields["batch_marks"] = tuple(outcome.get("batch_marks") or ())
-    return TrialResult(config=config, **fields)
+    """The TrialResult of ``config``: every key of ``outcome`` is one of its fields (a TypeError otherwise)."""
+    return TrialResult(config=config, **outcome)

@@ -26,7 +26,7 @@ from dataprof.backends.common import batch_size_of
 from dataprof.backends.loaders import LoaderTemplate
 from dataprof.backends.target import describe_exception
 from dataprof.measure.consumer import SimulatedDevice, make_cuda_consumer
-from dataprof.measure.protocol import TrialSettings
+from dataprof.measure.protocol import TrialFigures, TrialSettings, error_event
 from dataprof.measure.sweep.failures import (
     DeadWorkerWatch,
     ThreadFailure,
@@ -45,6 +45,7 @@ from dataprof.measure.timing import (
     window_done,
 )
 from dataprof.results.settings import LoaderConfig
+from dataprof.results.vocabulary import TrialStatus
 
 Emit = Callable[[dict[str, Any]], None]
 
@@ -111,8 +112,7 @@ def run_trial(
             loader, recorder = backend.build_loader(dataset, config, settings.batch_size, collate_fn,
                                                     settings.shuffle, settings.drop_last, shard)
     except Exception as exc:
-        emit({"ev": "error", "status": "failed", "message": describe_exception(exc),
-              "traceback": traceback.format_exc()})
+        emit(error_event(TrialStatus.FAILED, describe_exception(exc), traceback.format_exc()))
         return
     live: dict[str, Any] = {}
 
@@ -121,8 +121,7 @@ def run_trial(
                                                 backend.internal_paths)
         if recorder is not None and config.num_workers == 0:
             message = locate_failure(dataset, recorder.last) or message
-        emit({"ev": "error", "status": status, "message": message,
-              "traceback": "".join(traceback.format_exception(exc))})
+        emit(error_event(status, message, "".join(traceback.format_exception(exc))))
 
     failure = ThreadFailure(report).install()
     DeadWorkerWatch(live, report, failure.handled).start()
@@ -135,7 +134,7 @@ def run_trial(
         failure.end(exc, dead_peer=isinstance(exc, (OSError, EOFError, pickle.UnpicklingError)))
         return
     failure.handled.set()
-    emit({"ev": "result", **figures})
+    emit({"ev": "result", **figures.to_dict()})
 
 
 EPOCH_CHECK_ITEMS = 32
@@ -158,15 +157,13 @@ def run_epoch_check(backend: Backend, config: LoaderConfig, emit: Emit) -> None:
     def report(exc: BaseException, wait_s: float = 0.0) -> None:
         status, message = classify_loader_error(exc, worker_signals(live.get("iterator"), wait_s),
                                                 backend.internal_paths)
-        emit({"ev": "error", "status": status, "message": message,
-              "traceback": "".join(traceback.format_exception(exc))})
+        emit(error_event(status, message, "".join(traceback.format_exception(exc))))
 
     try:
         loader, _ = backend.build_loader(backend.counting_stream(EPOCH_CHECK_ITEMS), config, EPOCH_CHECK_BATCH,
                                          None, False, False)
     except Exception as exc:
-        emit({"ev": "error", "status": "failed", "message": describe_exception(exc),
-              "traceback": traceback.format_exc()})
+        emit(error_event(TrialStatus.FAILED, describe_exception(exc), traceback.format_exc()))
         return
     failure = ThreadFailure(report).install()
     batches = []
@@ -272,7 +269,7 @@ class TimedLoop:
         self.window_first: int | None = None
         self.sampler_start = self.receive_start = 0.0
 
-    def run(self, loader: Any, live: dict[str, Any], backend: Backend) -> dict[str, Any]:
+    def run(self, loader: Any, live: dict[str, Any], backend: Backend) -> TrialFigures:
         """Iterate ``loader`` through warm-up and the window; the trial's figures.
 
         ``live["iterator"]`` always holds the current iterator, so a failure can name its workers' signals.
@@ -347,7 +344,7 @@ class TimedLoop:
             self.emit({"ev": "window_start"})
         return end
 
-    def _finish(self, iterator: Any, backend: Backend, first_batch_s: float | None) -> dict[str, Any]:
+    def _finish(self, iterator: Any, backend: Backend, first_batch_s: float | None) -> TrialFigures:
         """Close the window (the workers stay a moment for the parent's reading), shut down, summarise."""
         workers_started = len(getattr(iterator, "_workers", None) or [])
         sampler_s = self.recorder.busy_s - self.sampler_start if self.recorder is not None else None
@@ -359,14 +356,14 @@ class TimedLoop:
         backend.shutdown(iterator)
         assert self.window_first is not None  # the loop ends only inside the window
         figures = summarize(self.log, self.window_first, self.config.num_workers)
-        figures.update(
+        return TrialFigures(
+            **figures,
             first_batch_s=first_batch_s,
             worker_processes=workers_started,
             epochs_started=self.epochs,
             epoch_samples=self.epoch_samples,
             repeat_fraction=self.repeats / len(self.marks) if self.marks else None,
-            batch_marks=self.marks[:BATCH_MARKS],
+            batch_marks=tuple(self.marks[:BATCH_MARKS]),
             sampler_ms_mean=None if sampler_s is None else 1000.0 * sampler_s / figures["batches"],
             receive_ms_mean=1000.0 * receive_s / figures["batches"] if self.config.num_workers else None,
         )
-        return figures

@@ -17,7 +17,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from dataprof.backends.target import SPLITS, is_datamodule
+from dataprof.backends.target import is_datamodule
+from dataprof.results.request import SPLITS
 
 
 def _literal(value: Any) -> bool:

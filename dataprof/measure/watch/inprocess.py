@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from dataprof.errors import UsageError
@@ -61,6 +62,10 @@ class _Sink:
 class InProcessWatch:
     """Times every torch DataLoader iterated between :meth:`start` and :meth:`stop` in this process."""
 
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        """Seconds, for the watch's wall time."""
+
     def start(self) -> InProcessWatch:
         """Patch torch's DataLoader and start the sampler process."""
         try:
@@ -72,7 +77,7 @@ class InProcessWatch:
         self.collector = Collector(ProcessMarks(self.proc))
         self.recorder = Recorder(_Sink(self.collector), max_steps=None, seconds=None)  # type: ignore[arg-type]
         self.restore = patch_dataloader(module, self.recorder)
-        self.started = time.monotonic()
+        self.started = self.clock()
         return self
 
     def stop(self, failed: BaseException | None) -> RunReport:
@@ -92,5 +97,5 @@ class InProcessWatch:
         empty = {key: None for key in ("cpu_percent", "main_cpu_percent", "cpu_percent_system", "iowait_percent",
                                        "peak_memory_bytes", "gpu_util_percent", "gpu_memory_bytes")}
         return self.collector.report(("python", "dataprof.watch()"), resources_of({**empty, **figures}),
-                                     time.monotonic() - self.started, None if failed else 0,
+                                     self.clock() - self.started, None if failed else 0,
                                      isinstance(failed, KeyboardInterrupt))

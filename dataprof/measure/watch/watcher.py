@@ -15,7 +15,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -155,14 +155,15 @@ class Collector:
             notes=_gpu_note(self.outcome))
 
 
-def watch(settings: WatchSettings) -> RunReport:
-    """Run the script watched until it ends (or the watch ends it); what was measured."""
+def watch(settings: WatchSettings, clock: Callable[[], float] = time.monotonic) -> RunReport:
+    """Run the script watched until it ends (or the watch ends it); what was measured (``clock``: seconds, for
+    its wall time)."""
     check_target(settings)
     prctl(PR_SET_CHILD_SUBREAPER, 1)  # workers the script leaves behind become ours, to end
     before = _children()
     read_fd, write_fd = os.pipe()
     limits = json.dumps({"max_steps": settings.max_steps, "seconds": settings.seconds})
-    started = time.monotonic()
+    started = clock()
     proc = subprocess.Popen([sys.executable, "-m", "dataprof.measure.watch.watched", str(write_fd), limits,
                              "module" if settings.module else "script", settings.target, *settings.args],
                             pass_fds=(write_fd,), cwd=settings.cwd, env=child_env())
@@ -188,7 +189,7 @@ def watch(settings: WatchSettings) -> RunReport:
     return collector.report((("-m",) if settings.module else ()) + (settings.target, *settings.args),
                             resources_of({**summarize(sampler.samples),
                                           "gpu_timeline": gpu_timeline(sampler.samples.gpu)}),
-                            time.monotonic() - started,
+                            clock() - started,
                             code if code >= 0 else 128 - code, interrupted)  # killed by signal N: 128 + N
 
 

@@ -37,7 +37,7 @@ def test_stages_are_ranked_by_their_known_cost_and_nesting_shows_as_a_tree() -> 
 
 
 def test_stages_held_in_a_tuple_are_timed_too() -> None:
-    ins = analyse(inspect("Staged", samples=10, batch_size=4, args=("tuple_stages=True",)))
+    ins = analyse(inspect("Staged", samples=10, batch_size=4, kwargs={"tuple_stages": True}))
     assert ins.transforms[0]["name"] == "Heavy"
 
 
@@ -91,7 +91,7 @@ def test_iterable_dataset_times_the_first_items_in_stream_order() -> None:
 
 
 def test_iterable_shorter_than_asked_says_so() -> None:
-    data = inspect("Counting", samples=100, batch_size=4, args=("length=30",))
+    data = inspect("Counting", samples=100, batch_size=4, kwargs={"length": 30})
     assert len(data.wall_s) == 29 and "ended after" in (data.stopped or "")
 
 

@@ -120,7 +120,6 @@ def test_a_dataset_slow_to_build_is_built_once_and_shared(tmp_path: Path, monkey
 def test_a_failure_in_every_config_is_a_target_error_within_one_trial(tmp_path: Path, cli: Invoke, datasets: str,
                                                                       quick: list[str]) -> None:
     out = tmp_path / "run.json"
-    started = time.monotonic()
     code, stdout, stderr = cli("sweep", f"{datasets}:HangsAfterFirstBatch", "--batch-size", "8", "--workers", "0,2,4",
                                *quick, "--trial-timeout", "3", "--json", str(out))
     assert code == 3, stderr
@@ -128,7 +127,6 @@ def test_a_failure_in_every_config_is_a_target_error_within_one_trial(tmp_path: 
     assert "Traceback" not in stdout + stderr
     doc = json.loads(out.read_text())
     assert len(doc["trials"]) == 1 and doc["error"].startswith("the first trial (w0) hung")
-    assert time.monotonic() - started < 3 + 15  # one trial's timeout, plus starting the host and the trial
 
 
 @pytest.mark.slow

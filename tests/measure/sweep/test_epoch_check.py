@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from types import SimpleNamespace
 from typing import Any
 
@@ -18,6 +17,7 @@ import pytest
 from dataprof.decide.search import rules_of_thumb
 from dataprof.measure.sweep.runner import TrialRunner
 from dataprof.results.settings import LoaderConfig, SearchSpace, SweepSettings
+from dataprof.results.vocabulary import TrialStatus
 from dataprof.sweeper import check_persistent_epochs
 from tests.conftest import FIXTURES, ROOT
 
@@ -64,13 +64,19 @@ def test_a_loader_that_breaks_at_an_epoch_end_is_named() -> None:
     assert check("read-once", persistent=False)[0]["ev"] == "result"
 
 
-class ScriptedHost:
-    """A host whose check sends one batch, then nothing until it is killed."""
+NO_SUCH_PID = 2**22 + 1
+"""Above Linux's largest pid: the sampler finds no process to read."""
 
-    def __init__(self, runner: TrialRunner) -> None:
-        self.proc = SimpleNamespace(poll=lambda: None)
-        self.events: list[dict[str, Any]] = [{"ev": "trial_started", "pid": 4242}, {"ev": "progress"}]
+
+class ScriptedHost:
+    """A host whose check (or trial) sends ``events``, then nothing until it is killed; each wait for an event
+    moves the runner's fake clock on by the time it waited."""
+
+    def __init__(self, runner: TrialRunner, events: list[dict[str, Any]]) -> None:
+        self.proc = SimpleNamespace(poll=lambda: None, pid=4243)
+        self.events = [{"ev": "trial_started", "pid": NO_SUCH_PID}, *events]
         self.runner = runner
+        self.now = 0.0
 
     def send(self, request: dict[str, Any]) -> None:
         self.request = request
@@ -80,19 +86,36 @@ class ScriptedHost:
             return self.events.pop(0)
         if self.runner.killed:  # type: ignore[attr-defined]
             return {"ev": "trial_exit", "signal": "SIGKILL"}
-        time.sleep(min(timeout, 0.05))
+        self.now += timeout
         return None
 
 
-def test_a_check_that_stops_delivering_batches_is_killed_as_a_hang() -> None:
-    runner = TrialRunner.__new__(TrialRunner)
+def scripted_runner(events: list[dict[str, Any]], settings: SweepSettings | None = None) -> TrialRunner:
+    """A runner over a :class:`ScriptedHost` sending ``events``, on the host's fake clock."""
+    runner = TrialRunner(settings or SweepSettings(target="x:y", space=SearchSpace((2,)), trial_seconds=1.0,
+                                                   trial_timeout_s=30.0))
     runner.killed = False  # type: ignore[attr-defined]
     runner.kill_current = lambda: setattr(runner, "killed", True)  # type: ignore[method-assign]
-    runner.host = ScriptedHost(runner)  # type: ignore[assignment]
-    runner._current_pid = None
-    problem = runner.epoch_check(LoaderConfig(2, False, 2, True), timeout_s=600, stall_s=0.2)
-    assert runner.killed and problem == "it hung: no batch for 0.2 s"
+    host = ScriptedHost(runner, events)
+    runner.host = host  # type: ignore[assignment]
+    runner.clock = lambda: host.now
+    return runner
+
+
+def test_a_check_that_stops_delivering_batches_is_killed_as_a_hang() -> None:
+    runner = scripted_runner([{"ev": "progress"}])
+    problem = runner.epoch_check(LoaderConfig(2, False, 2, True), timeout_s=600, stall_s=45)
+    assert runner.killed and problem == "it hung: no batch for 45 s"
+    assert runner.host.now == pytest.approx(45.25)  # type: ignore[union-attr]  # killed at its first wait past it
     assert runner.host.request == {"cmd": "epoch_check", "config": LoaderConfig(2, False, 2, True).to_dict()}
+
+
+def test_a_trial_that_stops_delivering_batches_times_out_on_the_clock_the_runner_is_given() -> None:
+    runner = scripted_runner([{"ev": "ready"}, {"ev": "first_batch", "first_batch_s": 0.5}])
+    result = runner.measure(LoaderConfig(2, False, 2, True))
+    assert runner.killed and result.status == TrialStatus.TIMEOUT
+    assert result.error == "no batch for 30 s: the loader hung; killed the trial and its workers"
+    assert result.duration_s == pytest.approx(30.25)
 
 
 class CheckRunner:

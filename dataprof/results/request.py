@@ -1,0 +1,123 @@
+"""What a user asks a sweep for, as typed data: what to load, what to sweep, the budgets of each trial.
+
+The command line (its click ParamTypes) and the Python API both build a :class:`SweepRequest`; nothing below
+them parses option text. ``decide.settings.plan`` checks it and turns it, with what the machine offers, into
+the :class:`~dataprof.results.settings.SweepSettings` the sweep runs with.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from dataprof.errors import UsageError
+from dataprof.results.settings import KNOBS, LoaderConfig, SearchSpace
+
+
+def split_target(text: str) -> tuple[str, str]:
+    """Split ``module_or_file:attr``; raise UsageError when malformed."""
+    where, sep, attr = text.rpartition(":")
+    if not sep or not where or not attr:
+        raise UsageError(
+            f"target {text!r}: expected MODULE:ATTR or path/to/file.py:ATTR, e.g. mypkg.data:MyDataset"
+        )
+    return where, attr
+
+
+SPLITS = {"train": "fit", "val": "fit", "test": "test", "predict": "predict"}
+"""``--split``: the DataModule's ``<split>_dataloader()``, and the stage its ``setup`` is called with (as
+Lightning's Trainer does: ``fit`` prepares both the train and the val loaders)."""
+
+
+
+@dataclass(frozen=True)
+class LoadOptions:
+    """What to load and how to batch it (TARGET, ``--arg``, ``--collate-fn``, ``--framework``, ``--split``,
+    ``--batch-size``, ``--shuffle``)."""
+
+    target: str
+    """Import path ``pkg.mod:attr`` or ``path/file.py:attr``, or the name of an object the Python API hands over."""
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    """Keyword arguments for a class or factory target."""
+    collate_fn: str | None = None
+    framework: str = "auto"
+    split: str = "train"
+    batch_size: int | None = None
+    """None: a DataLoader target's own, else 64."""
+    shuffle: bool = False
+    cwd: str = field(default_factory=os.getcwd)
+    """Directory put first on ``sys.path`` when the target is imported."""
+
+
+@dataclass(frozen=True)
+class SweepOptions:
+    """What to sweep: each knob's values (None: the default, tried on evidence where the search does so), the
+    strategy, and what is measured beside it for comparison."""
+
+    workers: tuple[int, ...] | None = None
+    """None: ``auto``, from the usable CPUs."""
+    prefetch_factors: tuple[int, ...] | None = None
+    pin_memory: tuple[bool, ...] | None = None
+    persistent_workers: tuple[bool, ...] = (True,)
+    use_shared_memory: tuple[bool, ...] | None = None
+    use_buffer_reader: tuple[bool, ...] | None = None
+    in_order: tuple[bool, ...] | None = None
+    start_methods: tuple[str, ...] | None = None
+    """``multiprocessing_context`` values."""
+    strategy: str = "adaptive"
+    rules_of_thumb: bool = True
+    autotune_steps: int = 50
+    """Paddle: ``tuning_steps`` of Paddle's own autotune, run for comparison."""
+    current: LoaderConfig | None = None
+    """The user's own settings for a Dataset target (``--current``)."""
+
+
+@dataclass(frozen=True)
+class MemoryLimit:
+    """A trial's memory limit: bytes, or a share of the available RAM (of each rank's share under torchrun)."""
+
+    bytes: int | None = None
+    share: float | None = None
+
+
+@dataclass(frozen=True)
+class TrialBudgets:
+    """How each trial runs and what ends it: the model step, the device, the window, the timeout, the memory."""
+
+    step_ms: float = 0.0
+    device: str = "auto"
+    require_gpu: bool = False
+    trial_seconds: float = 3.0
+    trial_timeout_s: float = 60.0
+    memory_limit: MemoryLimit = MemoryLimit(share=0.8)
+
+
+@dataclass(frozen=True)
+class SweepRequest:
+    """Everything a sweep is asked for (its CI gates apart: ``decide.gates.Gates``)."""
+
+    load: LoadOptions
+    sweep: SweepOptions = SweepOptions()
+    budgets: TrialBudgets = TrialBudgets()
+
+
+def current_config(values: Mapping[str, Any]) -> LoaderConfig:
+    """The user's own settings (``--current``, or the API's ``current``), as the DataLoader takes them: a knob
+    left out at the DataLoader's default; a Paddle knob makes them Paddle's."""
+    known = sorted({k for knobs in KNOBS.values() for k in knobs})
+    unknown = [key for key in values if key not in known]
+    if unknown:
+        raise UsageError(f"--current: {', '.join(unknown)} is not a knob (one of {', '.join(known)})")
+    if "num_workers" not in values:
+        raise UsageError("--current: give num_workers (e.g. num_workers=8,prefetch_factor=2)")
+    for key, minimum in (("num_workers", 0), ("prefetch_factor", 1)):
+        if key in values and values[key] < minimum:
+            raise UsageError(f"--current {key}: {values[key]} is below the minimum of {minimum}")
+    paddle = "use_shared_memory" in values or "use_buffer_reader" in values
+    space = SearchSpace(workers=(values["num_workers"],), framework="paddle" if paddle else "torch")
+    return space.config(values["num_workers"], pin=values.get("pin_memory", False),
+                        prefetch=values.get("prefetch_factor", 2), persistent=values.get("persistent_workers", False),
+                        shared_memory=values.get("use_shared_memory", True),
+                        buffer_reader=values.get("use_buffer_reader", True))

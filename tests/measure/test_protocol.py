@@ -1,0 +1,68 @@
+"""The messages between dataprof's processes are typed end to end: a key the reader does not know, or one it
+misses, is an error, never a silent None."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from dataprof.measure.protocol import ProtocolError, TrialError, TrialFigures, TrialSettings, error_event
+from dataprof.measure.sampler import Samples, summarize
+from dataprof.measure.sweep.runner import TrialRunner, _trial_result
+from dataprof.results.settings import LoaderConfig
+from dataprof.results.vocabulary import TrialStatus
+
+FIGURES = TrialFigures(
+    samples_per_s=800.0, samples_per_s_spread=0.01, wait_fraction=0.5,
+    wait_ms={"p50": 10.0, "p95": 12.0, "p99": 13.0, "max": 14.0, "mean": 10.5}, wait_cpu_ms_mean=1.0,
+    copy_ms_mean=0.0, step_ms_mean=10.0, batches=40, samples=320, window_s=0.4, epoch_starts_in_window=0,
+    epoch_start_wait_s=0.0, first_batch_s=0.2, worker_processes=2, epochs_started=1, epoch_samples=None,
+    repeat_fraction=None, batch_marks=(), sampler_ms_mean=0.01, receive_ms_mean=0.2)
+
+
+def result_event(**changes: object) -> dict[str, object]:
+    return {"ev": "result", **{k: v for k, v in dataclasses.asdict(FIGURES).items() if k not in changes},
+            **{k: v for k, v in changes.items() if v is not None}}
+
+
+def test_a_result_reads_back_whole() -> None:
+    assert TrialFigures.from_dict(result_event()) == FIGURES
+
+
+@pytest.mark.parametrize(("changes", "message"), [
+    ({"sampels_per_s": 1.0}, "unknown keys \\['sampels_per_s'\\]"),
+    ({"window_s": None}, "missing keys \\['window_s'\\]"),
+])
+def test_a_result_with_a_key_unknown_or_missing_is_an_error(changes: dict[str, object], message: str) -> None:
+    with pytest.raises(ProtocolError, match=message):
+        TrialFigures.from_dict(result_event(**changes))
+
+
+def test_an_error_event_is_typed_and_its_status_known() -> None:
+    word = TrialError.from_dict(error_event(TrialStatus.CRASHED, "a worker died", "tb"))
+    assert word == TrialError(TrialStatus.CRASHED, "a worker died", "tb") and word.status is TrialStatus.CRASHED
+    with pytest.raises(ProtocolError, match="unknown status 'exploded'"):
+        TrialError.from_dict({"ev": "error", "status": "exploded", "message": "?"})
+
+
+def test_the_parent_turns_a_broken_last_word_into_a_failed_trial_not_a_silent_none() -> None:
+    outcome = TrialRunner._outcome(result_event(sampels_per_s=1.0), {}, {}, None)
+    assert outcome["status"] == TrialStatus.FAILED and "protocol" in outcome["error"]
+    good = _trial_result(LoaderConfig(2, False, 2, True), TrialRunner._outcome(result_event(), {}, {}, None))
+    assert good.samples_per_s == 800.0 and good.wait_ms is not None and good.wait_ms.p99 == 13.0
+
+
+def test_every_figure_the_sampler_summarises_is_a_field_of_the_trial() -> None:
+    trial = _trial_result(LoaderConfig(0), {"status": TrialStatus.OK, **summarize(Samples())})
+    assert trial.cpu_percent is None and trial.status is TrialStatus.OK
+    with pytest.raises(TypeError):
+        _trial_result(LoaderConfig(0), {"status": TrialStatus.OK, "cpu_percnt": 1.0})
+
+
+def test_requests_are_read_back_strictly_too() -> None:
+    settings = TrialSettings(device="cpu", step_ms=0.0, batch_size=8, shuffle=False, drop_last=False,
+                             trial_seconds=1.0)
+    assert TrialSettings.from_dict(settings.to_dict()) == settings
+    with pytest.raises(ProtocolError, match="unknown keys \\['future_knob'\\]"):
+        TrialSettings.from_dict({**settings.to_dict(), "future_knob": 1})
