@@ -128,7 +128,7 @@ def test_no_import_circle() -> None:
 @pytest.mark.parametrize(("source", "expected"), [
     ("from dataprof.render.html import summary_fragment\n", {"dataprof.render.html"}),
     ("def f():\n    from dataprof import cli\n", {"dataprof.cli"}),
-    ("from ..render import console\n", {"dataprof.render.console"}),
+    ("from ..render import sweep\n", {"dataprof.render.sweep"}),
     ("import dataprof.decide.search\nfrom dataprof.results.sweep import Report\n",
      {"dataprof.decide.search", "dataprof.results.sweep"}),
 ])

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from rich.console import Console
 
 from dataprof.render import compare, html, inspect, run, run_html
-from dataprof.render import console as sweep_console
+from dataprof.render import sweep as sweep_report
 from dataprof.results.compare import Comparison, RunComparison
 from dataprof.results.inspect import Inspection
 from dataprof.results.run import RunReport
@@ -25,7 +25,7 @@ Rendered = Report | RunReport | Inspection | Comparison | RunComparison
 """What a renderer takes: a document, or two of a kind compared."""
 
 PRINTERS: dict[type, Callable[[Console, Any], None]] = {
-    Report: sweep_console.print_report, RunReport: run.print_run, Inspection: inspect.print_inspection,
+    Report: sweep_report.print_report, RunReport: run.print_run, Inspection: inspect.print_inspection,
     Comparison: compare.print_comparison, RunComparison: compare.print_comparison}
 """How each kind is printed on a console."""
 

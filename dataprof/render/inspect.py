@@ -11,7 +11,7 @@ from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 
-from dataprof.render.console import SEVERITY_STYLE
+from dataprof.render.view import SEVERITY_STYLE
 from dataprof.results.inspect import Inspection
 from dataprof.results.units import fmt_bytes
 
@@ -120,7 +120,7 @@ def checks(ins: Inspection) -> RenderableType | None:
         return None
     lines: list[RenderableType] = [Rule("Checks", align="left")]
     for check in ins.checks:
-        head = Text(f"{check.severity}: ", style=SEVERITY_STYLE.get(check.severity, ""))
+        head = Text(f"{check.severity}: ", style=SEVERITY_STYLE[check.severity])
         head.append(f"[{check.id}] ", style="dim")
         head.append(check.evidence)
         lines += [head, Padding(Text("→ " + check.recommendation), (0, 0, 0, 2))]

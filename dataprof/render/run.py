@@ -8,8 +8,7 @@ from rich.text import Text
 
 from dataprof.decide.run import band
 from dataprof.decide.thresholds import Thresholds
-from dataprof.render.console import SEVERITY_STYLE
-from dataprof.render.view import num
+from dataprof.render.view import SEVERITY_STYLE, num
 from dataprof.results.run import RunReport
 from dataprof.results.units import fmt_bytes
 from dataprof.results.vocabulary import TITLES
@@ -89,7 +88,7 @@ def print_run(console: Console, report: RunReport) -> None:
     if report.verdict is not None:
         verdict = report.verdict
         console.print(Rule(Text(f"Verdict: {TITLES[verdict.id]} ({verdict.severity})",
-                                style=SEVERITY_STYLE.get(verdict.severity, "")), align="left"))
+                                style=SEVERITY_STYLE[verdict.severity]), align="left"))
         console.print(Text(verdict.evidence))
         console.print(Text("→ " + verdict.recommendation, style="bold"))
     for line in loader_lines(report):

@@ -3,7 +3,8 @@
 Each function reads a decided Report and returns strings and rows; the
 console renderer lays them out with rich, the HTML renderer with tags. No
 figure is computed here that the data or decision layers already define
-(speedup, best per worker count, the CPU text come from there).
+(speedup, best per worker count, the CPU text come from there). The severity colours here are every console
+report's.
 """
 
 from __future__ import annotations
@@ -328,3 +329,7 @@ def failures(report: Report) -> list[str]:
 
 PARTIAL = "Partial result: the sweep did not finish."
 NO_RESULT = "No configuration completed: see the reasons above."
+
+
+SEVERITY_STYLE = {Severity.CRITICAL: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
+"""How every console report colours a severity."""

@@ -9,7 +9,7 @@ import pytest
 
 from dataprof.distributed import GRAVITY
 from dataprof.errors import UsageError
-from dataprof.render.console import SEVERITY_STYLE
+from dataprof.render.view import SEVERITY_STYLE
 from dataprof.results.load import load_document
 from dataprof.results.vocabulary import TITLES, FindingId, Severity, TrialStatus
 from tests.conftest import DATA, ROOT

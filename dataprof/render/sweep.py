@@ -1,4 +1,4 @@
-"""The rich console report: the answer, the ready-to-paste DataLoader, the verdict, then the evidence.
+"""A sweep's console report: the answer, the ready-to-paste DataLoader, the verdict, then the evidence.
 
 What each block says comes from :mod:`dataprof.render.view`, shared with the HTML report; this module only
 lays it out with rich.
@@ -15,7 +15,6 @@ from rich.text import Text
 
 from dataprof.render import view
 from dataprof.results.sweep import Report
-from dataprof.results.vocabulary import Severity
 
 
 def trials_table(report: Report) -> Table:
@@ -72,9 +71,6 @@ def recommendation(report: Report) -> tuple[RenderableType, str | None]:
         answer.loader_line
 
 
-SEVERITY_STYLE = {Severity.CRITICAL: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
-
-
 def verdict(report: Report) -> RenderableType | None:
     """The primary bottleneck: what limits the recommended config, the numbers, what to change."""
     shown = view.findings(report)
@@ -82,7 +78,7 @@ def verdict(report: Report) -> RenderableType | None:
         return None
     primary = shown[0]
     return Group(
-        Rule(Text(f"Bottleneck: {primary.title} ({primary.severity})", style=SEVERITY_STYLE.get(primary.severity, "")),
+        Rule(Text(f"Bottleneck: {primary.title} ({primary.severity})", style=view.SEVERITY_STYLE[primary.severity]),
              align="left"),
         Text(primary.evidence),
         Text("→ " + primary.recommendation, style="bold"),
@@ -96,7 +92,7 @@ def other_findings(report: Report) -> RenderableType | None:
         return None
     lines: list[RenderableType] = [Rule("Also found", align="left")]
     for finding in rest:
-        head = Text(f"{finding.severity}: {finding.title} ", style=SEVERITY_STYLE.get(finding.severity, ""))
+        head = Text(f"{finding.severity}: {finding.title} ", style=view.SEVERITY_STYLE[finding.severity])
         head.append(f"[{finding.id}]", style="dim")
         lines += [head, Padding(Text(finding.evidence), (0, 0, 0, 2)),
                   Padding(Text("→ " + finding.recommendation), (0, 0, 0, 2))]
