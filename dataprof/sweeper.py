@@ -109,17 +109,17 @@ class _Sweep:
 
     def report(self, complete: bool) -> Report:
         """The Report of what was measured so far, decided."""
-        runner = self.runner
-        env = dataclasses.replace(self.environment, gpu_name=runner.gpu_name,
+        runner, facts = self.runner, self.runner.facts
+        env = dataclasses.replace(self.environment, gpu_name=facts.gpu_name,
                                   start_method=runner.host_info.get("start_method"),
                                   sharing_strategy=runner.host_info.get("sharing_strategy"))
         notes = sweep_notes(self.settings) + tuple(self.checks)
-        if runner.build_note:
-            notes += (runner.build_note,)
-        if runner.gpu_reason:
-            notes += (f"GPU utilisation not measured: {runner.gpu_reason}",)
+        if facts.build_note:
+            notes += (facts.build_note,)
+        if facts.gpu_reason:
+            notes += (f"GPU utilisation not measured: {facts.gpu_reason}",)
         built = None if self.dataset is None else \
-            dataclasses.replace(self.dataset, build="per_trial" if runner.build_in_trials else "once")
+            dataclasses.replace(self.dataset, build="per_trial" if facts.build_per_trial else "once")
         return build_report(self.settings, env, built, self.trials, self.clock() - self.started, complete,
                             notes, self.steps, self.stop, self.autotune)
 

@@ -9,7 +9,7 @@ import pytest
 
 from dataprof.measure.protocol import ProtocolError, TrialError, TrialFigures, TrialSettings, error_event
 from dataprof.measure.sampler import Samples, summarize
-from dataprof.measure.sweep.runner import TrialRunner, _trial_result
+from dataprof.measure.sweep.outcome import outcome_of, trial_result
 from dataprof.results.settings import LoaderConfig
 from dataprof.results.vocabulary import TrialStatus
 
@@ -47,17 +47,17 @@ def test_an_error_event_is_typed_and_its_status_known() -> None:
 
 
 def test_the_parent_turns_a_broken_last_word_into_a_failed_trial_not_a_silent_none() -> None:
-    outcome = TrialRunner._outcome(result_event(sampels_per_s=1.0), {}, {}, None)
+    outcome = outcome_of(result_event(sampels_per_s=1.0), {}, {}, {})
     assert outcome["status"] == TrialStatus.FAILED and "protocol" in outcome["error"]
-    good = _trial_result(LoaderConfig(2, False, 2, True), TrialRunner._outcome(result_event(), {}, {}, None))
+    good = trial_result(LoaderConfig(2, False, 2, True), outcome_of(result_event(), {}, {}, {}))
     assert good.samples_per_s == 800.0 and good.wait_ms is not None and good.wait_ms.p99 == 13.0
 
 
 def test_every_figure_the_sampler_summarises_is_a_field_of_the_trial() -> None:
-    trial = _trial_result(LoaderConfig(0), {"status": TrialStatus.OK, **summarize(Samples())})
+    trial = trial_result(LoaderConfig(0), {"status": TrialStatus.OK, **summarize(Samples())})
     assert trial.cpu_percent is None and trial.status is TrialStatus.OK
     with pytest.raises(TypeError):
-        _trial_result(LoaderConfig(0), {"status": TrialStatus.OK, "cpu_percnt": 1.0})
+        trial_result(LoaderConfig(0), {"status": TrialStatus.OK, "cpu_percnt": 1.0})
 
 
 def test_requests_are_read_back_strictly_too() -> None:

@@ -12,25 +12,53 @@ import os
 import signal
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from dataprof.backends.frameworks import likely_framework
 from dataprof.measure.environment import cpu_budget
 from dataprof.measure.probes import NullGpuProbe, NvmlProbe, ProcessTreeProbe, SystemProbe
-from dataprof.measure.protocol import AutotuneRequest, Message, ProtocolError, TrialError, TrialFigures, TrialSettings
+from dataprof.measure.protocol import AutotuneRequest, Message, ProtocolError, TrialError, TrialSettings
 from dataprof.measure.sampler import Sampler, summarize
 from dataprof.measure.sweep.failures import died_by
 from dataprof.measure.sweep.link import Host, HostDied
+from dataprof.measure.sweep.outcome import broken, outcome_of, trial_result
 from dataprof.measure.timing import Rival
 from dataprof.results.environment import DatasetInfo
 from dataprof.results.settings import LoaderConfig, SweepSettings
 from dataprof.results.sweep import AutotuneRun
-from dataprof.results.trial import TrialResult, WaitStats
+from dataprof.results.trial import TrialResult
 from dataprof.results.units import fmt_bytes
 from dataprof.results.vocabulary import Event, Observer, TrialStatus
 
 SHARE_BUILD_S = 2.0
 """A dataset that takes longer than this to build is built once and shared; a quicker one, in every trial."""
+
+
+@dataclass
+class DatasetSharing:
+    """How the trials get their dataset, and what decided it."""
+
+    per_trial: bool = True
+    """Each trial builds the dataset (else it is forked from the host's one instance)."""
+    note: str = ""
+    """How, and why, in words."""
+    forced_per_trial: bool = False
+    """A trial forked with the shared dataset failed where one building its own did not."""
+    fallback_tried: bool = False
+    shared_build_s: float | None = None
+    """Set once a trial took over SHARE_BUILD_S to build the dataset: it is built once from then on."""
+
+
+@dataclass(frozen=True)
+class RunnerFacts:
+    """What the trials showed the runner that the report tells: the GPU they used, why its utilisation was not
+    measured, how they got their dataset."""
+
+    gpu_name: str | None
+    gpu_reason: str | None
+    build_note: str
+    build_per_trial: bool
 
 
 class TrialRunner:
@@ -41,7 +69,7 @@ class TrialRunner:
     and forks every trial from there (it never iterates it). A shared-dataset
     trial that does not complete is run again building its own; if that one
     completes, the shared instance was the cause, and every later trial builds
-    its own (``build_note`` says so).
+    its own (:attr:`facts` says so).
     """
 
     def __init__(self, settings: SweepSettings, observer: Observer | None = None,
@@ -55,38 +83,36 @@ class TrialRunner:
         self.observer = observer or (lambda event, data: None)
         self.sample_interval_s = sample_interval_s
         self.host: Host | None = None
-        self.dataset_info: DatasetInfo | None = None
         self.host_info: Message = {}
-        self.gpu_reason: str | None = None
-        self.gpu_name: str | None = None
+        """What the probe found: the framework, the DataLoader's arguments, the start method, …"""
+        self.sharing = DatasetSharing()
+        self._gpu: tuple[str | None, str | None] = (None, None)
+        """The GPU the trials used, and why its utilisation was not measured (None, None without one)."""
         self._current_pid: int | None = None
-        self.build_in_trials = True
-        """Whether each trial builds the dataset (else it is forked from the host's one instance)."""
-        self.build_note = ""
-        """How the trials get their dataset, and why, in words."""
-        self._per_trial_forced = False
-        self._fallback_tried = False
-        self._shared_build_s: float | None = None
-        """Set once a trial took over SHARE_BUILD_S to build the dataset: it is built once from then on."""
         self.expected_framework = None if settings.target in self.objects else likely_framework(settings.framework)
         """What the host imports before its probe (a handed-over object's process has its framework already)."""
+
+    @property
+    def facts(self) -> RunnerFacts:
+        """What the trials so far showed, for the report."""
+        return RunnerFacts(*self._gpu, self.sharing.note, self.sharing.per_trial)
 
     def start(self) -> DatasetInfo:
         """Start the host and check the dataset in a probe; TargetError if that fails."""
         info = self._probed_host()
+        sharing = self.sharing
         try:
-            self.build_in_trials = self.settings.target not in self.objects
-            if not self.build_in_trials:
-                self.build_note = "every trial is forked from the process holding the dataset object given"
-            elif self._shared_build_s is not None and not self._per_trial_forced:
-                self._share(self._shared_build_s)
+            sharing.per_trial = self.settings.target not in self.objects
+            if not sharing.per_trial:
+                sharing.note = "every trial is forked from the process holding the dataset object given"
+            elif sharing.shared_build_s is not None and not sharing.forced_per_trial:
+                self._share(sharing.shared_build_s)
         except BaseException:
             self.close()
             raise
         self.host_info = info
         known = DatasetInfo.__dataclass_fields__
-        self.dataset_info = DatasetInfo(**{k: v for k, v in info.items() if k in known})
-        return self.dataset_info
+        return DatasetInfo(**{k: v for k, v in info.items() if k in known})
 
     def _probed_host(self) -> Message:
         """A started host and what its probe found.
@@ -133,39 +159,40 @@ class TrialRunner:
     def _share(self, build_s: float) -> None:
         assert self.host is not None
         self.host.share()
-        self.build_in_trials = False
-        self._shared_build_s = build_s
-        self.build_note = (f"building the dataset took {build_s:.1f} s in a trial, so from then on it is built once "
+        self.sharing.per_trial = False
+        self.sharing.shared_build_s = build_s
+        self.sharing.note = (f"building the dataset took {build_s:.1f} s in a trial, so from then on it is built once "
                            "and each trial is forked from the process that built it (which never iterates it)")
 
     def measure(self, config: LoaderConfig, rival: Rival | None = None) -> TrialResult:
         """Measure ``config`` in a fresh trial (rerun building its own dataset when a shared one failed);
         ``rival``: what the decision it serves weighs it against (its window may end once that is settled)."""
-        shared = not self.build_in_trials
+        sharing = self.sharing
+        shared = not sharing.per_trial
         result = self._run(config, rival)
         failed = result.status in (TrialStatus.FAILED, TrialStatus.TIMEOUT, TrialStatus.CRASHED)
         if shared and failed and self._may_build_instead():
-            self._fallback_tried = self._per_trial_forced = True
+            sharing.fallback_tried = sharing.forced_per_trial = True
             self._restart()
             again = self._run(config, rival)
             if again.status == TrialStatus.OK:
-                self.build_note = (f"every trial builds the dataset in a fresh process: {config.label()} forked "
+                sharing.note = (f"every trial builds the dataset in a fresh process: {config.label()} forked "
                                    f"from the process that built it ended {result.status} ({result.error}), "
                                    "and completed when the trial built its own")
                 return again
-            self._per_trial_forced = False
+            sharing.forced_per_trial = False
             self._restart()
             return again
-        if self.build_in_trials and result.build_s is not None and not self._per_trial_forced:
+        if sharing.per_trial and result.build_s is not None and not sharing.forced_per_trial:
             if result.build_s > SHARE_BUILD_S:
                 self._share(result.build_s)
-            elif not self.build_note:
-                self.build_note = (f"every trial builds the dataset ({result.build_s:.2f} s) in a fresh process "
+            elif not sharing.note:
+                sharing.note = (f"every trial builds the dataset ({result.build_s:.2f} s) in a fresh process "
                                    "before its DataLoader, as a training script does")
         return result
 
     def _may_build_instead(self) -> bool:
-        return not self._fallback_tried and self.settings.target not in self.objects
+        return not self.sharing.fallback_tried and self.settings.target not in self.objects
 
     def _restart(self) -> None:
         if self.host is not None:
@@ -185,7 +212,7 @@ class TrialRunner:
         finally:
             self._current_pid = None
         outcome["duration_s"] = self.clock() - started
-        return _trial_result(config, outcome)
+        return trial_result(config, outcome)
 
     def _side_run(self, request: Message, timeout_s: float,
                   stall_s: float | None = None) -> tuple[TrialStatus, Message]:
@@ -229,7 +256,7 @@ class TrialRunner:
             try:
                 word = TrialError.from_dict(result)
             except ProtocolError as exc:
-                return TrialStatus.FAILED, {"message": _broken(exc)}
+                return TrialStatus.FAILED, {"message": broken(exc)}
             return word.status, {"message": word.message}
         if exit_event.get("signal"):
             return TrialStatus.CRASHED, {"message": died_by("it", exit_event["signal"])}
@@ -282,8 +309,7 @@ class TrialRunner:
     def _open_gpu(self, event: Message, sampler: Sampler | None) -> Any:
         """The NVML probe of the device the trial's ``ready`` event names (a null probe without one)."""
         probe: Any = NvmlProbe.open(event.get("uuid"), event.get("pci_bus_id"))
-        self.gpu_reason = getattr(probe, "reason", None) or None
-        self.gpu_name = event.get("name")
+        self._gpu = (event.get("name"), getattr(probe, "reason", None) or None)
         if sampler is not None:
             sampler.gpu_probe = probe
         return probe
@@ -338,7 +364,8 @@ class TrialRunner:
                 elif kind in ("result", "error") and not result:
                     result = event  # the first word is the trial's; later ones come from its clean-up
                 elif kind == "trial_exit":
-                    return {**self._outcome(result, event, killed_for, sampler), "build_s": built_s}
+                    resources = summarize(sampler.samples) if sampler is not None else {}
+                    return {**outcome_of(result, event, killed_for, resources), "build_s": built_s}
         finally:
             if sampler is not None:
                 sampler.stop()
@@ -354,40 +381,3 @@ class TrialRunner:
         return Sampler(tree, SystemProbe(own), gpu_probe, self.sample_interval_s, on_sample=on_sample,
                        window_s=settings.trial_seconds, memory_limit_bytes=settings.memory_limit_bytes,
                        end_threads=cpu_budget().usable).start()
-
-    @staticmethod
-    def _outcome(result: Message, exit_event: Message, killed_for: dict[TrialStatus, str],
-                 sampler: Sampler | None) -> Message:
-        """The TrialResult's fields but its config: the trial's last word, read strictly, and the resources."""
-        resources = summarize(sampler.samples) if sampler is not None else {}
-        if killed_for:
-            status, error = next(iter(killed_for.items()))
-            return {"status": status, "error": error, **resources}
-        try:
-            if result.get("ev") == "result":
-                return {"status": TrialStatus.OK, **_measured(TrialFigures.from_dict(result)), **resources}
-            if result.get("ev") == "error":
-                word = TrialError.from_dict(result)
-                return {"status": word.status, "error": word.message, **resources}
-        except ProtocolError as exc:
-            return {"status": TrialStatus.FAILED, "error": _broken(exc), **resources}
-        sig = exit_event.get("signal")
-        if sig:
-            return {"status": TrialStatus.CRASHED, "error": died_by("the trial process", sig), **resources}
-        return {"status": TrialStatus.FAILED, "error": f"the trial exited with code {exit_event.get('returncode')} "
-                "without a result", **resources}
-
-
-def _broken(exc: ProtocolError) -> str:
-    """The one line of a trial whose last word dataprof's parent could not read."""
-    return f"the trial's last word does not follow dataprof's protocol ({exc}): a bug in dataprof, please report it"
-
-
-def _measured(figures: TrialFigures) -> Message:
-    """A trial's figures as TrialResult fields."""
-    return {**figures.to_dict(), "wait_ms": WaitStats(**figures.wait_ms), "batch_marks": tuple(figures.batch_marks)}
-
-
-def _trial_result(config: LoaderConfig, outcome: Message) -> TrialResult:
-    """The TrialResult of ``config``: every key of ``outcome`` is one of its fields (a TypeError otherwise)."""
-    return TrialResult(config=config, **outcome)

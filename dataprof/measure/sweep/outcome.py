@@ -1,0 +1,47 @@
+"""A trial's outcome, read strictly: what ended it, in the fields of the TrialResult it becomes."""
+
+from __future__ import annotations
+
+from dataprof.measure.protocol import Message, ProtocolError, TrialError, TrialFigures
+from dataprof.measure.sweep.failures import died_by
+from dataprof.results.settings import LoaderConfig
+from dataprof.results.trial import TrialResult, WaitStats
+from dataprof.results.vocabulary import TrialStatus
+
+
+def outcome_of(result: Message, exit_event: Message, killed_for: dict[TrialStatus, str],
+               resources: Message) -> Message:
+    """The TrialResult's fields but its config and duration: why it was killed (``killed_for``), else the
+    trial's last word (``result``), read strictly, else how its process exited; and the ``resources`` the
+    sampler summarised."""
+    if killed_for:
+        status, error = next(iter(killed_for.items()))
+        return {"status": status, "error": error, **resources}
+    try:
+        if result.get("ev") == "result":
+            return {"status": TrialStatus.OK, **measured(TrialFigures.from_dict(result)), **resources}
+        if result.get("ev") == "error":
+            word = TrialError.from_dict(result)
+            return {"status": word.status, "error": word.message, **resources}
+    except ProtocolError as exc:
+        return {"status": TrialStatus.FAILED, "error": broken(exc), **resources}
+    sig = exit_event.get("signal")
+    if sig:
+        return {"status": TrialStatus.CRASHED, "error": died_by("the trial process", sig), **resources}
+    return {"status": TrialStatus.FAILED, "error": f"the trial exited with code {exit_event.get('returncode')} "
+            "without a result", **resources}
+
+
+def broken(exc: ProtocolError) -> str:
+    """The one line of a trial whose last word dataprof's parent could not read."""
+    return f"the trial's last word does not follow dataprof's protocol ({exc}): a bug in dataprof, please report it"
+
+
+def measured(figures: TrialFigures) -> Message:
+    """A trial's figures as TrialResult fields."""
+    return {**figures.to_dict(), "wait_ms": WaitStats(**figures.wait_ms), "batch_marks": tuple(figures.batch_marks)}
+
+
+def trial_result(config: LoaderConfig, outcome: Message) -> TrialResult:
+    """The TrialResult of ``config``: every key of ``outcome`` is one of its fields (a TypeError otherwise)."""
+    return TrialResult(config=config, **outcome)
