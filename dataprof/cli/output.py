@@ -7,13 +7,14 @@ import os
 import sys
 import tempfile
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import click
 
 from dataprof.errors import DataprofError
+from dataprof.results.findings import GateResult
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -60,3 +61,20 @@ def console() -> Any:
     from rich.console import Console
 
     return Console()
+
+
+def write_page(path: Path | None, document: Any) -> None:
+    """Write the self-contained HTML page of ``document`` (``--html``), if one was asked for."""
+    if path is not None:
+        from dataprof.render.documents import HtmlRenderer
+
+        write_atomic(path, HtmlRenderer().render(document))
+        click.echo(f"wrote {path}", err=True)
+
+
+def failed_gates(gates: Sequence[GateResult]) -> bool:
+    """Say each gate that failed, in one line; whether any did."""
+    failed = [gate for gate in gates if not gate.passed]
+    for gate in failed:
+        click.echo(f"gate failed: {gate.gate}: {gate.message}", err=True)
+    return bool(failed)

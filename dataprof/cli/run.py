@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from dataprof.cli.output import console, guarded, write_atomic
+from dataprof.cli.output import console, failed_gates, guarded, write_atomic, write_page
 from dataprof.errors import ExitCode, UsageError
 
 
@@ -51,7 +51,7 @@ def run(module: bool, max_steps: int | None, seconds: float | None, json_path: P
     from dataprof.cli.params import parse_percent
     from dataprof.decide.gates import RunGates, evaluate_run
     from dataprof.distributed import gather_runs, rank_from_env, run_exchange_dir
-    from dataprof.render.documents import HtmlRenderer, print_document
+    from dataprof.render.documents import print_document
     from dataprof.results.load import load_as
     from dataprof.results.run import RunReport
 
@@ -75,12 +75,8 @@ def run(module: bool, max_steps: int | None, seconds: float | None, json_path: P
     if json_path is not None:
         write_atomic(json_path, report.to_json())
         click.echo(f"wrote {json_path}", err=True)
-    if html_path is not None:
-        write_atomic(html_path, HtmlRenderer().render(report))
-        click.echo(f"wrote {html_path}", err=True)
-    failed = [g for g in report.gates if not g.passed]
-    for gate in failed:
-        click.echo(f"gate failed: {gate.gate}: {gate.message}", err=True)
+    write_page(html_path, report)
+    failed = failed_gates(report.gates)
     if not report.complete:
         sys.exit(int(ExitCode.INTERRUPTED))
     if report.ended_by is None and report.exit_code:

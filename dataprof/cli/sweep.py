@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from dataprof.cli.options import sweep_options
-from dataprof.cli.output import console, guarded, write_atomic
+from dataprof.cli.output import console, failed_gates, guarded, write_atomic, write_page
 from dataprof.errors import ExitCode, UsageError
 from dataprof.results.request import LoadOptions, SweepOptions, SweepRequest, TrialBudgets
 from dataprof.results.vocabulary import Severity
@@ -138,7 +138,7 @@ def _lead(settings: Any, json_path: Path | None, resume: Any, coordinator: Any) 
 def _finish(report: Any, gates: Any, baseline: Any, json_path: Path | None, html_path: Path | None) -> None:
     """Evaluate the gates, print the report, write the files; exit 1 when a gate failed."""
     from dataprof.decide.gates import evaluate
-    from dataprof.render.documents import HtmlRenderer, print_document
+    from dataprof.render.documents import print_document
 
     if gates.any():
         report = dataclasses.replace(report, gates=evaluate(report, gates, baseline))
@@ -146,13 +146,8 @@ def _finish(report: Any, gates: Any, baseline: Any, json_path: Path | None, html
     print_document(console(), report)
     if json_path is not None:
         click.echo(f"wrote {json_path}", err=True)
-    if html_path is not None:
-        write_atomic(html_path, HtmlRenderer().render(report))
-        click.echo(f"wrote {html_path}", err=True)
-    failed = [g for g in report.gates if not g.passed]
-    for gate in failed:
-        click.echo(f"gate failed: {gate.gate}: {gate.message}", err=True)
-    if failed:
+    write_page(html_path, report)
+    if failed_gates(report.gates):
         sys.exit(int(ExitCode.GATE_FAILED))
 
 

@@ -51,8 +51,9 @@ def name_of(path: Path) -> str:
 
 
 def plain_html(text: str) -> str:
-    """The page without what plotly writes (its bundle, each chart's figure and random div ids): our words."""
-    text = re.sub(r"<script\b[^>]*>.*?</script>", "<script/>", text, flags=re.DOTALL)
+    """The page without what plotly writes (its bundle, each chart's figure and random div ids) and without
+    its style sheet: our words."""
+    text = re.sub(r"<(script|style)\b[^>]*>.*?</\1>", r"<\1/>", text, flags=re.DOTALL)
     return re.sub(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", "UUID", text)
 
 
