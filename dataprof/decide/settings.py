@@ -62,7 +62,8 @@ def plan(request: SweepRequest, budget: CpuBudget, available_bytes: int, rank: R
                          f"{budgets.trial_seconds:g}")
     ranks = rank.local_world_size if rank else 1
     return SweepSettings(
-        target=load.target, space=_space(options, budget), batch_size=load.batch_size or DEFAULT_BATCH_SIZE,
+        target=load.target, space=_space(options, budget),
+        batch_size=DEFAULT_BATCH_SIZE if load.batch_size is None else load.batch_size,
         batch_size_given=load.batch_size is not None, split=load.split, current=options.current,
         current_source=None if options.current is None else "--current", target_kwargs=dict(load.kwargs),
         collate_fn=load.collate_fn, step_ms=budgets.step_ms, device=budgets.device.strip().lower(),

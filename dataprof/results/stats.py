@@ -1,9 +1,11 @@
-"""The statistics every layer shares: noise between trials, budgets' headroom, fits, percentiles.
+"""The statistics every layer shares: percentiles, a trial's rate and speedup, the noise between two trials,
+the throughput curve.
 
 Pure functions of result data (stdlib only), so the trial's summary, the
 search, the recommendation, the diagnosis, ``dataprof inspect`` and the
 renderers compute each figure one way: where two of them state the same
-fact, they cannot contradict each other.
+fact, they cannot contradict each other. (The budgets' rules are
+``decide.budgets``', the straggler rule ``decide.thresholds``'.)
 """
 
 from __future__ import annotations
