@@ -57,10 +57,10 @@ def _shown(result: _Shown, kind: type[_Shown]) -> _Shown:
 def sweep_settings(request: SweepRequest, rank: RankInfo | None = None) -> SweepSettings:
     """The settings ``request`` plans on this machine: with its CPU budget (each rank's share under torchrun)
     and its available RAM, read here (``decide.settings.plan``)."""
-    from dataprof.decide.settings import plan
+    from dataprof.decide.settings import settings_for
     from dataprof.measure.environment import available_ram, cpu_budget
 
-    return plan(request, cpu_budget(ranks_per_node=rank.local_world_size if rank else 1), available_ram(), rank)
+    return settings_for(request, cpu_budget(ranks_per_node=rank.local_world_size if rank else 1), available_ram(), rank)
 
 
 def _knob(value: Any, parse: Callable[[str, str], tuple[Any, ...]], flag: str) -> tuple[Any, ...] | None:
@@ -83,7 +83,7 @@ def sweep(dataset_or_target: Any, *, batch_size: int | None = None, workers: Any
           shuffle: bool = False, rules_of_thumb: bool = True, args: Mapping[str, Any] | None = None,
           progress: bool = False, framework: str = "auto", use_shared_memory: Any = None,
           use_buffer_reader: Any = None, autotune_steps: int = 50, split: str = "train",
-          current: str | Mapping[str, Any] | None = None) -> Report:
+          current: str | Mapping[str, Any] | None = None, cpus: int | None = None) -> Report:
     """Sweep DataLoader configurations and return the :class:`~dataprof.results.sweep.Report` the CLI renders.
 
     ``dataset_or_target``: a Dataset, a DataLoader (its knobs are swept, the rest kept), a
@@ -91,7 +91,8 @@ def sweep(dataset_or_target: Any, *, batch_size: int | None = None, workers: Any
     ``report.current`` (your settings against the best), ``report.diagnosis``, ``report.to_json()``; in
     Jupyter the report displays itself. ``args`` are keyword arguments for a class or factory target.
     ``batch_size`` None: a DataLoader's own, else 64. ``current``: your settings for a Dataset target
-    (``{"num_workers": 8}`` or ``"num_workers=8"``). ``progress=True`` prints a line per trial on stderr.
+    (``{"num_workers": 8}`` or ``"num_workers=8"``). ``cpus``: pin the trials to that many of the usable CPUs.
+    ``progress=True`` prints a line per trial on stderr.
     Knob values are lists (``[0, 2, 4]``, ``[True, False]``) or CLI strings; ``memory_limit`` is bytes or
     a CLI size (``"3GB"``, ``"80%"``); ``pin_memory`` is PyTorch's, ``use_shared_memory``/``use_buffer_reader``
     Paddle's.
@@ -126,7 +127,7 @@ def sweep(dataset_or_target: Any, *, batch_size: int | None = None, workers: Any
             strategy=strategy, rules_of_thumb=rules_of_thumb, autotune_steps=autotune_steps,
             current=parse_current(current) if isinstance(current, str) else
             None if current is None else current_config(current)),
-        budgets=TrialBudgets(step_ms=step_ms, device=device, trial_seconds=trial_seconds,
+        budgets=TrialBudgets(step_ms=step_ms, device=device, trial_seconds=trial_seconds, cpus=cpus,
                              trial_timeout_s=trial_timeout,
                              memory_limit=parse_size(memory_limit) if isinstance(memory_limit, str)
                              else MemoryLimit(bytes=memory_limit)))
@@ -137,12 +138,15 @@ def sweep(dataset_or_target: Any, *, batch_size: int | None = None, workers: Any
 def inspect(dataset_or_target: Any, *, samples: int = 200, seed: int = 0, batch_size: int = 64,
             prefetch_factor: int = 2, max_seconds: float = 60.0,
             collate_fn: str | Callable[[list[Any]], Any] | None = None,
-            args: Mapping[str, Any] | None = None, framework: str = "auto") -> Inspection:
+            args: Mapping[str, Any] | None = None, framework: str = "auto", cpus: int | None = None) -> Inspection:
     """Time samples, transform stages and collation in this process; return the
     :class:`~dataprof.results.inspect.Inspection` the CLI renders (``.to_json()``; displays itself in Jupyter)."""
     from dataprof.decide.inspect import analyse
+    from dataprof.decide.settings import pinned
+    from dataprof.measure.environment import cpu_budget
     from dataprof.measure.inspect.samples import InspectSettings, run_inspection
 
+    pinned(cpu_budget(), cpus)  # a UsageError for more than there are
     is_object = not isinstance(dataset_or_target, str)
     settings = InspectSettings(
         target=_name(dataset_or_target) if is_object else dataset_or_target,
@@ -150,7 +154,7 @@ def inspect(dataset_or_target: Any, *, samples: int = 200, seed: int = 0, batch_
         prefetch_factor=prefetch_factor, max_seconds=max_seconds,
         collate_fn=collate_fn if isinstance(collate_fn, str) else None,
         dataset=dataset_or_target if is_object else None,
-        collate=collate_fn if callable(collate_fn) else None, framework=framework)
+        collate=collate_fn if callable(collate_fn) else None, framework=framework, cpus=cpus)
     return _shown(analyse(run_inspection(settings)), NotebookInspection)
 
 

@@ -13,14 +13,14 @@ from typing import Any
 
 from dataprof.decide.search import STRATEGIES, Budget, Proposal, Strategy
 from dataprof.decide.search.common import pooled
-from dataprof.decide.settings import resolve_settings
+from dataprof.decide.settings import pinned, resolve_settings
 from dataprof.decide.sweep import decide
 from dataprof.distributed import Coordinator, aggregate_ranks
 from dataprof.errors import DataprofError, TargetError, UsageError
-from dataprof.measure.environment import cuda_devices, probe_environment
+from dataprof.measure.environment import cpu_budget, cuda_devices, probe_environment
 from dataprof.measure.sweep.runner import TrialRunner
 from dataprof.measure.timing import Rival
-from dataprof.results.environment import DatasetInfo, Environment, RankInfo
+from dataprof.results.environment import CpuBudget, DatasetInfo, Environment, RankInfo
 from dataprof.results.settings import LoaderConfig, SweepSettings
 from dataprof.results.sweep import AutotuneRun, Report, SearchStep
 from dataprof.results.trial import TrialResult
@@ -137,7 +137,13 @@ class _Sweep:
             raise
         if self.coordinator is not None:
             self.coordinator.agree(None)
-        self.environment = probe_environment(self.settings.device, framework=self.settings.framework, rank=self.rank)
+        self.environment = probe_environment(self.settings.device, budget=self._budget(),
+                                             framework=self.settings.framework, rank=self.rank)
+
+    def _budget(self) -> CpuBudget:
+        """The CPUs the trials may use: this rank's share of the node's, pinned to ``--cpus`` when given."""
+        local = self.rank.local_world_size if self.rank else 1
+        return pinned(cpu_budget(ranks_per_node=local), self.settings.cpus)
 
     def prepare(self, resume: Report | None) -> Strategy | None:
         """Resumed trials, Paddle's autotune, the epoch check; the strategy (rank 0 only)."""
@@ -300,7 +306,7 @@ def search_budget(settings: SweepSettings, environment: Environment, dataset: Da
 
 
 RESUME_KEYS = ("framework", "batch_size", "step_ms", "device", "trial_seconds", "shuffle", "drop_last", "collate_fn",
-               "target_kwargs")
+               "target_kwargs", "cpus")
 """Settings that change what a trial measures: a resumed sweep must match them."""
 
 

@@ -235,7 +235,7 @@ def test_nproc_per_node_under_torchrun_is_a_usage_error(datasets: str) -> None:
 
 
 def test_a_nodes_ram_and_dev_shm_are_shared_out_among_its_ranks(datasets: str) -> None:
-    from dataprof.decide.settings import plan
+    from dataprof.decide.settings import settings_for
     from dataprof.measure.environment import probe_environment
     from dataprof.results.environment import CpuBudget, DatasetInfo
     from dataprof.results.request import LoadOptions, SweepRequest
@@ -244,8 +244,8 @@ def test_a_nodes_ram_and_dev_shm_are_shared_out_among_its_ranks(datasets: str) -
     info = RankInfo(rank=1, world_size=4, local_rank=1, local_world_size=2)
     request = SweepRequest(LoadOptions(f"{datasets}:Tiny", batch_size=8))
     budget = CpuBudget(usable=1, affinity=2, quota=None, cpu_count=2)
-    assert plan(request, budget, 1_000_000).memory_limit_bytes == 800_000
-    shared = plan(request, budget, 1_000_000, info)
+    assert settings_for(request, budget, 1_000_000).memory_limit_bytes == 800_000
+    shared = settings_for(request, budget, 1_000_000, info)
     assert shared.memory_limit_bytes == 400_000 and (shared.rank, shared.world_size, shared.ranks_per_node) == (1, 4, 2)
     env = probe_environment("cpu", rank=info)
     dataset = DatasetInfo(kind="map", type_name="Tiny", length=8, init_s=0.0, batch_bytes=1000)

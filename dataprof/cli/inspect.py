@@ -27,22 +27,27 @@ from dataprof.errors import ExitCode
 @click.option("--collate-fn", default=None, metavar="MOD:ATTR", help="Collate function to use.")
 @click.option("--framework", type=click.Choice(FRAMEWORK_CHOICES), default="auto", show_default=True,
               help="Whose default collate and thread settings apply; auto: paddle for a paddle.io dataset.")
+@click.option("--cpus", type=int, default=None, metavar="N",
+              help="Measure pinned to N of the usable CPUs (affinity), the CPU ceiling for N [default: all].")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the inspect document here.")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 @guarded
 def inspect(target: str, args: tuple[tuple[str, Any], ...], samples: int, seed: int, batch_size: int,
-            prefetch_factor: int, max_seconds: float, collate_fn: str | None, framework: str, json_path: Path | None,
-            debug: bool) -> None:
+            prefetch_factor: int, max_seconds: float, collate_fn: str | None, framework: str, cpus: int | None,
+            json_path: Path | None, debug: bool) -> None:
     """Time TARGET's samples, transform stages and collation in this process; check its limits."""
     from dataprof.decide.inspect import analyse, fatal
+    from dataprof.decide.settings import pinned
     from dataprof.errors import TargetError
+    from dataprof.measure.environment import cpu_budget
     from dataprof.measure.inspect.samples import InspectSettings, Interrupted, run_inspection
     from dataprof.render.documents import print_document
 
+    pinned(cpu_budget(), cpus)  # a UsageError for more than there are
     settings = InspectSettings(target=target, kwargs=dict(args), samples=samples, seed=seed, batch_size=batch_size,
                                prefetch_factor=prefetch_factor, max_seconds=max_seconds, collate_fn=collate_fn,
-                               framework=framework)
+                               framework=framework, cpus=cpus)
     click.echo(f"inspecting {target}: up to {samples} samples or {max_seconds:g} s …", err=True)
     interrupted = False
     try:

@@ -113,6 +113,9 @@ SWEEP_OPTIONS = (
                   help="Gate: a saved --json run to compare with (see --max-regression)."),
     click.option("--max-regression", default=None, metavar="PCT", type=percent("--max-regression"),
                   help="With --baseline: exit 1 if the recommended throughput falls by more than this (default 10%)."),
+    click.option("--cpus", type=int, default=None, metavar="N",
+                 help="Run the trials pinned to N of the usable CPUs (affinity): measure as a rank with N CPUs "
+                      "would load [default: all of them]."),
     click.option("--nproc-per-node", type=click.IntRange(min=1), default=None, metavar="P",
                   help="Run P ranks on this machine, as a DDP job would (torch.distributed's launcher, gloo): each "
                        "loads its DistributedSampler shard with the same config at the same time; rank 0 reports. "

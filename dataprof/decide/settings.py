@@ -43,13 +43,15 @@ def wrong_framework(option: str, framework: str) -> str:
     return f"{flag}: an argument of {owner} only; this is a {framework} sweep"
 
 
-def plan(request: SweepRequest, budget: CpuBudget, available_bytes: int, rank: RankInfo | None = None) -> SweepSettings:
+def settings_for(request: SweepRequest, budget: CpuBudget, available_bytes: int,
+                 rank: RankInfo | None = None) -> SweepSettings:
     """The settings a sweep starts with, or a UsageError for what cannot be asked. ``budget``: this process's CPUs
     (each rank's share under torchrun); ``available_bytes``: the node's available RAM, of which a memory limit
     may be a share. The framework, the device and the knobs that depend on them are settled by
     :func:`resolve_settings` once the dataset is loaded."""
     load, options, budgets = request.load, request.sweep, request.budgets
     _check_names(load.target, load.collate_fn, load.framework, load.split)
+    budget = pinned(budget, budgets.cpus)
     check_device(budgets.device)
     given = {"pin_memory": options.pin_memory, "use_shared_memory": options.use_shared_memory,
              "use_buffer_reader": options.use_buffer_reader, "in_order": options.in_order,
@@ -72,7 +74,17 @@ def plan(request: SweepRequest, budget: CpuBudget, available_bytes: int, rank: R
         shuffle=load.shuffle, rules_of_thumb=options.rules_of_thumb, cwd=load.cwd, framework=load.framework,
         given=tuple(name for name, value in given.items() if value is not None),
         autotune_steps=options.autotune_steps, require_gpu=budgets.require_gpu, rank=rank.rank if rank else 0,
-        world_size=rank.world_size if rank else 1, ranks_per_node=ranks)
+        world_size=rank.world_size if rank else 1, ranks_per_node=ranks, cpus=budgets.cpus)
+
+
+def pinned(budget: CpuBudget, cpus: int | None) -> CpuBudget:
+    """``budget`` with the trials pinned to ``cpus`` of its usable CPUs (``--cpus``): a UsageError for more
+    than it has, or fewer than one."""
+    if cpus is None:
+        return budget
+    if not 1 <= cpus <= budget.usable:
+        raise UsageError(f"--cpus {cpus}: this process may use {budget.explain()}; give 1 to {budget.usable}")
+    return budget.pin(cpus)
 
 
 def worker_space(workers: tuple[int, ...] | None, budget: CpuBudget,

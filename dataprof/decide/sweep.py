@@ -12,6 +12,7 @@ import dataclasses
 
 from dataprof.decide.diagnose import diagnose
 from dataprof.decide.diagnose.facts import batch_size, cpu_ceiling
+from dataprof.decide.model import fit
 from dataprof.decide.recommend import recommend
 from dataprof.decide.search import rules_of_thumb
 from dataprof.results.settings import LoaderConfig, SearchSpace
@@ -65,14 +66,14 @@ def compare_current(report: Report) -> YourSettings | None:
 
 
 def decide(report: Report) -> Report:
-    """``report`` with its recommendation (and CPU ceiling), diagnosis, the user's settings compared, and the
-    rules-of-thumb rows (pure)."""
+    """``report`` with its recommendation (and CPU ceiling), diagnosis, the user's settings compared, the
+    rules-of-thumb rows and the model of its pipeline (pure)."""
     recommendation = recommend(report.trials)
     trial = next((t for t in report.trials if recommendation and t.config == recommendation.config), None)
     if recommendation is not None and trial is not None:
         ceiling = cpu_ceiling(trial, batch_size(report), report.environment.usable_cpus)
         recommendation = dataclasses.replace(recommendation, cpu_ceiling_samples_per_s=ceiling)
-    recommended = dataclasses.replace(report, recommendation=recommendation)
+    recommended = dataclasses.replace(report, recommendation=recommendation, model=fit(report))
     primary, findings = diagnose(recommended)
     return dataclasses.replace(recommended, primary=primary, findings=findings,
                                rules_of_thumb=compare_rules_of_thumb(recommended),

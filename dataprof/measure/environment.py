@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib.metadata
 import os
 import platform
 import shutil
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from dataprof.results.environment import CpuBudget, Environment, RankInfo
@@ -39,6 +41,30 @@ def cpu_budget(cgroup_root: Path = Path("/sys/fs/cgroup"), ranks_per_node: int =
     whole = CpuBudget(usable=1, affinity=affinity, quota=quota, cpu_count=count)
     ranks = max(1, ranks_per_node)
     return dataclasses.replace(whole, usable=max(1, whole.node_usable // ranks), ranks_per_node=ranks)
+
+
+def pinned_cpus(count: int | None, local_rank: int = 0) -> list[int] | None:
+    """The CPUs ``--cpus count`` pins a trial to: ``count`` of this process's, the ``local_rank``-th such group
+    (so that ranks sharing a node take their own); None without ``--cpus``."""
+    if count is None:
+        return None
+    mine = sorted(os.sched_getaffinity(0))
+    start = (local_rank * count) % max(1, len(mine))
+    return (mine[start:] + mine[:start])[:count]
+
+
+@contextlib.contextmanager
+def pinned_to(cpus: list[int] | None) -> Iterator[None]:
+    """This process runs on ``cpus`` inside the block (all of its own again after); None changes nothing."""
+    if cpus is None:
+        yield
+        return
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, cpus)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
 
 
 def available_ram() -> int:

@@ -253,15 +253,18 @@ class SystemSample:
 class SystemProbe:
     """psutil reader of the machine's CPU times (all CPUs, and those of this process's affinity), available RAM,
     and the CPU time of dataprof's own processes: with the measured tree's, what the other processes took."""
-    def __init__(self, own_pids: Sequence[int] = ()) -> None:
+    def __init__(self, own_pids: Sequence[int] = (), cpus: Sequence[int] | None = None) -> None:
         import psutil
 
         self.psutil = psutil
         self.own = [psutil.Process(pid) for pid in own_pids if psutil.pid_exists(pid)]
-        try:
-            self.cpus: list[int] | None = sorted(psutil.Process().cpu_affinity() or [])
-        except (AttributeError, psutil.Error, OSError):  # no affinity on this platform
-            self.cpus = None
+        self.cpus: list[int] | None = None if cpus is None else sorted(cpus)
+        """The usable CPUs: those the trials are pinned to (``--cpus``), else this process's affinity."""
+        if self.cpus is None:
+            try:
+                self.cpus = sorted(psutil.Process().cpu_affinity() or [])
+            except (AttributeError, psutil.Error, OSError):  # no affinity on this platform
+                self.cpus = None
 
     def sample(self, now: float) -> SystemSample:
         """The machine's CPU times and available RAM now."""

@@ -21,10 +21,19 @@ class CpuBudget:
     quota: float | None
     cpu_count: int
     ranks_per_node: int = 1
+    pinned_from: int | None = None
+    """With ``--cpus``: the CPUs this process had before its trials were pinned to :attr:`usable` of them."""
+
+    def pin(self, cpus: int) -> CpuBudget:
+        """This budget with the trials pinned to ``cpus`` of its usable CPUs (``--cpus``)."""
+        return CpuBudget(cpus, self.affinity, self.quota, self.cpu_count, self.ranks_per_node, self.usable)
 
     def explain(self) -> str:
-        """Why this many CPUs, in words: affinity, cgroup quota, and the ranks sharing the node."""
+        """Why this many CPUs, in words: affinity, cgroup quota, the ranks sharing the node, ``--cpus``."""
         quota = "no cgroup CPU quota" if self.quota is None else f"cgroup quota {self.quota:g} CPUs"
+        if self.pinned_from is not None:
+            return (f"{self.usable} CPU{'s' if self.usable != 1 else ''} pinned with --cpus, of the "
+                    f"{self.pinned_from} usable (affinity {self.affinity} of {self.cpu_count}, {quota})")
         if self.ranks_per_node > 1:
             return (f"{self.usable} usable CPU{'s' if self.usable != 1 else ''} per rank ({self.ranks_per_node} "
                     f"ranks share this node's "

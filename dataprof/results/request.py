@@ -92,6 +92,8 @@ class TrialBudgets:
     trial_seconds: float = 3.0
     trial_timeout_s: float = 60.0
     memory_limit: MemoryLimit = MemoryLimit(share=0.8)
+    cpus: int | None = None
+    """Pin the trials to this many of the usable CPUs (``--cpus``); None: all of them."""
 
 
 @dataclass(frozen=True)

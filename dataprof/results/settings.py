@@ -303,6 +303,8 @@ class SweepSettings:
     ``--current``'s."""
     current_source: str | None = None
     """Where :attr:`current` came from: the loader's class name, or ``--current``."""
+    cpus: int | None = None
+    """The trials run pinned to this many of the usable CPUs (``--cpus``); None: on all of them."""
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON document's ``settings`` (docs/json.md); the space's keys as :meth:`SearchSpace.to_dict`."""
@@ -326,6 +328,7 @@ class SweepSettings:
             "split": self.split,
             "current": None if self.current is None else self.current.to_dict(),
             "current_source": self.current_source,
+            "cpus": self.cpus,
             **self.space.to_dict(),
             **paddle,
         }

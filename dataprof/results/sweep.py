@@ -14,6 +14,7 @@ from typing import Any
 from dataprof.results.document import SCHEMA_VERSION, to_json
 from dataprof.results.environment import DatasetInfo, Environment
 from dataprof.results.findings import Finding, GateResult
+from dataprof.results.pipeline import PipelineModel
 from dataprof.results.settings import LoaderConfig
 from dataprof.results.trial import TrialResult
 from dataprof.results.vocabulary import FindingId, TrialStatus
@@ -163,6 +164,8 @@ class Report:
     """Why the sweep ended without a result (the one line printed with exit code 3); None otherwise."""
     current: YourSettings | None = None
     """The user's own settings against the recommendation, when the target carried them (or ``--current``)."""
+    model: PipelineModel | None = None
+    """The pipeline's costs fitted from the trials, from which ``dataprof plan`` predicts other machines."""
 
     @property
     def best(self) -> Recommendation | None:
@@ -223,6 +226,7 @@ class Report:
             "autotune": None if self.autotune is None else self.autotune.to_dict(),
             "notes": list(self.notes),
             "error": self.error,
+            "model": None if self.model is None else self.model.to_dict(),
         }
 
     @classmethod
@@ -268,4 +272,5 @@ class Report:
                                              within_noise=bool(r.get("within_noise")))
                                  for r in data.get("rules_of_thumb", [])),
             current=None if data.get("current") is None else YourSettings.from_dict(data["current"]),
+            model=None if data.get("model") is None else PipelineModel.from_dict(data["model"]),
         )

@@ -40,13 +40,13 @@ def test_in_order_and_the_start_method_are_discovered_from_the_dataloader_signat
 
 def plan_of(**options: Any) -> SweepSettings:
     """The plan of a sweep of ``t.py:D`` on 2 CPUs and 1 GB of RAM, with ``options`` (``sweep`` or ``budgets``)."""
-    from dataprof.decide.settings import plan
+    from dataprof.decide.settings import settings_for
     from dataprof.results.environment import CpuBudget
     from dataprof.results.request import LoadOptions, SweepOptions, SweepRequest, TrialBudgets
 
     sweep = SweepOptions(**{k: v for k, v in options.items() if k in SweepOptions.__dataclass_fields__})
     budgets = TrialBudgets(**{k: v for k, v in options.items() if k in TrialBudgets.__dataclass_fields__})
-    return plan(SweepRequest(LoadOptions("t.py:D"), sweep, budgets), CpuBudget(2, 2, None, 2), 10**9)
+    return settings_for(SweepRequest(LoadOptions("t.py:D"), sweep, budgets), CpuBudget(2, 2, None, 2), 10**9)
 
 
 def test_a_plan_takes_the_defaults_and_the_machine_for_what_was_left_out() -> None:

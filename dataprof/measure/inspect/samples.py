@@ -25,7 +25,7 @@ from dataprof.backends.target import (
     loader_framework,
 )
 from dataprof.errors import TargetError
-from dataprof.measure.environment import open_files_limit, probe_environment
+from dataprof.measure.environment import cpu_budget, open_files_limit, pinned_cpus, pinned_to, probe_environment
 from dataprof.measure.inspect.stages import Pipeline, Stage, timed_pipeline
 from dataprof.results.environment import DatasetInfo
 from dataprof.results.inspect import SLOWEST, InspectionData, StageTiming, slowest_positions
@@ -57,13 +57,15 @@ class InspectSettings:
     """A collate callable (Python API), instead of ``collate_fn``."""
     framework: str = "auto"
     """Whose default collate and thread settings apply: ``auto`` (from the dataset), ``torch`` or ``paddle``."""
+    cpus: int | None = None
+    """Measure pinned to this many of the usable CPUs (``--cpus``), for the CPU ceiling of that many."""
 
     def to_dict(self) -> dict[str, Any]:
         """The settings as the inspect document's ``settings`` holds them."""
         return {"framework": self.framework, "samples": self.samples, "seed": self.seed, "batch_size": self.batch_size,
                 "prefetch_factor": self.prefetch_factor, "max_seconds": self.max_seconds,
                 "collate_fn": self.collate_fn,
-                "target_kwargs": {k: repr(v) for k, v in self.kwargs.items()}}
+                "target_kwargs": {k: repr(v) for k, v in self.kwargs.items()}, "cpus": self.cpus}
 
 
 class Interrupted(Exception):
@@ -202,7 +204,13 @@ def _build(settings: InspectSettings) -> tuple[Any, float, Any]:
 
 
 def run_inspection(settings: InspectSettings) -> InspectionData:
-    """Load the target and measure it. Raises TargetError when nothing could be measured; Interrupted on Ctrl-C."""
+    """Load the target and measure it (pinned to ``settings.cpus`` of this process's CPUs, when given). Raises
+    TargetError when nothing could be measured; Interrupted on Ctrl-C."""
+    with pinned_to(pinned_cpus(settings.cpus)):
+        return _inspect(settings)
+
+
+def _inspect(settings: InspectSettings) -> InspectionData:
     from dataprof.backends import detect_framework, get_backend
     from dataprof.backends.common import dataset_length
 
@@ -234,7 +242,8 @@ def run_inspection(settings: InspectSettings) -> InspectionData:
     soft, hard = open_files_limit()
     data = InspectionData(
         target=settings.target, tool_version=__version__, settings=settings.to_dict(),
-        environment=probe_environment("cpu", start_method=multiprocessing.get_start_method(), framework=backend.name),
+        environment=probe_environment("cpu", budget=cpu_budget().pin(settings.cpus) if settings.cpus else None,
+                                      start_method=multiprocessing.get_start_method(), framework=backend.name),
         dataset=DatasetInfo(kind=kind, type_name=type(dataset).__name__, length=length, init_s=init_s,
                             sample=got.described, batch_samples=len(got.kept) or None,
                             batch_bytes=collated.get("bytes"), batch_tensors=collated.get("tensors"),

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dataprof.errors import TargetError
@@ -74,7 +74,7 @@ class Host:
     """The long-lived process that holds the dataset and forks trials."""
 
     def __init__(self, settings: SweepSettings, objects: Mapping[str, Any],
-                 expected_framework: str | None = None) -> None:
+                 expected_framework: str | None = None, cpus: Sequence[int] | None = None) -> None:
         self.settings = settings
         self.request = LoadRequest.of(settings, expected_framework)
         cmd_read, self.cmd_fd = os.pipe()
@@ -89,6 +89,8 @@ class Host:
                 pass_fds=(cmd_read, evt_write), stdin=subprocess.DEVNULL, stdout=self.log,
                 stderr=subprocess.STDOUT, start_new_session=True, env=child_env(), cwd=settings.cwd,
             )
+        if cpus is not None:  # before its first fork: the probe and every trial inherit it
+            os.sched_setaffinity(self.proc.pid, cpus)
         os.close(cmd_read)
         os.close(evt_write)
         self.commands = Channel(self.cmd_fd)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dataprof.backends.frameworks import likely_framework
-from dataprof.measure.environment import cpu_budget
+from dataprof.measure.environment import cpu_budget, pinned_cpus
 from dataprof.measure.probes import NullGpuProbe, NvmlProbe, ProcessTreeProbe, SystemProbe
 from dataprof.measure.protocol import AutotuneRequest, Message, ProtocolError, TrialError, TrialSettings
 from dataprof.measure.sampler import Sampler, summarize
@@ -89,6 +89,8 @@ class TrialRunner:
         self._gpu: tuple[str | None, str | None] = (None, None)
         """The GPU the trials used, and why its utilisation was not measured (None, None without one)."""
         self._current_pid: int | None = None
+        self.cpus = pinned_cpus(settings.cpus, settings.rank % max(1, settings.ranks_per_node))
+        """The CPUs the host and its trials are pinned to (``--cpus``); None: this process's."""
         self.expected_framework = None if settings.target in self.objects else likely_framework(settings.framework)
         """What the host imports before its probe (a handed-over object's process has its framework already)."""
 
@@ -120,7 +122,7 @@ class TrialRunner:
         A host that expected another framework than the probe found (``auto`` guessed torch for a Paddle
         dataset) imported one the trials must not inherit: a fresh host expecting the one found replaces it.
         """
-        self.host = Host(self.settings, self.objects, self.expected_framework)
+        self.host = Host(self.settings, self.objects, self.expected_framework, self.cpus)
         try:
             info = self.host.load()
         except BaseException:
@@ -378,6 +380,6 @@ class TrialRunner:
             return None  # the trial already exited
         own = (os.getpid(), self.host.proc.pid) if self.host is not None else (os.getpid(),)
         settings = self.settings
-        return Sampler(tree, SystemProbe(own), gpu_probe, self.sample_interval_s, on_sample=on_sample,
+        return Sampler(tree, SystemProbe(own, self.cpus), gpu_probe, self.sample_interval_s, on_sample=on_sample,
                        window_s=settings.trial_seconds, memory_limit_bytes=settings.memory_limit_bytes,
-                       end_threads=cpu_budget().usable).start()
+                       end_threads=len(self.cpus) if self.cpus else cpu_budget().usable).start()

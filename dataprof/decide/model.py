@@ -1,0 +1,209 @@
+"""Fit a model of the pipeline from a sweep's trials, and predict from it the rate of any worker count on any
+number of CPUs, at any model step. Pure.
+
+A worker spends ``c`` seconds of CPU and waits ``d`` seconds on something else per sample, so ``W`` workers
+deliver at most ``W / (c + d)`` samples/s; the CPUs, of which the processes reach a share ``u``, allow at most
+``u × C / (c + main CPU per sample)``; the main process, receiving a batch in ``m`` seconds, at most
+``batch / m``; and the training loop takes a batch only every ``m + copy + step``. At ``num_workers=0`` the main
+process loads each batch itself, in a time measured once. The fit takes each figure from the trials that show
+it, and gives every trial's rate back, so that a trial the assumptions do not hold for shows as a residual.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+
+from dataprof.decide.budgets import available_cpus, memory_fit
+from dataprof.decide.diagnose.facts import batch_size, ok_trials
+from dataprof.results.pipeline import Estimate, PipelineModel, Residual
+from dataprof.results.stats import MIN_NOISE
+from dataprof.results.sweep import Report
+from dataprof.results.trial import TrialResult
+
+CONTENDED = 0.75
+"""A trial whose processes used this share of its CPUs or more shows CPU time, not the wait beside it."""
+
+REACHABLE_CPU_SHARE = 0.95
+"""The share of its CPUs a pipeline is taken to reach when no trial used them up (one that did says its own)."""
+
+LIMITS = {"workers": "too few workers: each waits on its samples", "cpus": "the CPUs are used up",
+          "main": "the main process receiving batches", "serial": "num_workers=0: the main process loads",
+          "step": "the training step: the loader keeps up"}
+"""What holds a predicted rate back, in words."""
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """A predicted rate (samples/s), its range, and what holds it back (a key of :data:`LIMITS`)."""
+
+    samples_per_s: float
+    low: float
+    high: float
+    limit: str
+
+
+def fit(report: Report) -> PipelineModel | None:
+    """The model of ``report``'s pipeline; None when its trials cannot give one (no completed trial with
+    workers, or none without)."""
+    completed = ok_trials(report)
+    ok = [t for t in completed if _steady(t)]
+    serial = [t for t in ok if t.config.num_workers == 0]
+    workers = [t for t in ok if t.config.num_workers > 0 and _worker_cpu(t) is not None]
+    if not workers:
+        return None
+    batch = batch_size(report)
+    cpus = min(available_cpus(t, report.environment.usable_cpus) for t in ok)
+    work = Estimate.of([cpu for t in workers if (cpu := _worker_cpu(t)) is not None])
+    waits = [w for t in ok if (w := _wait(t, batch, cpus)) is not None]
+    memory = memory_fit(ok)
+    startup = _line([(t.config.num_workers, t.first_batch_s) for t in ok if t.first_batch_s is not None])
+    model = PipelineModel(
+        batch_size=batch, cpus=cpus, worker_cpu_s_per_sample=work, wait_s_per_sample=Estimate.of(waits),
+        serial_s_per_batch=Estimate.of([_serial(t) for t in serial]),
+        serial_overlaps_step=bool(serial) and _overlaps(serial[0]),
+        main_s_per_batch=Estimate.of([_receive(t) for t in workers]),
+        main_cpu_s_per_batch=Estimate.of([t.main_cpu_percent / 100 * batch / (t.samples_per_s or 1)
+                                          for t in workers if t.main_cpu_percent is not None]),
+        copy_s_per_batch=statistics.median((t.copy_ms_mean or 0.0) / 1000 for t in ok),
+        cpu_share=_cpu_share(ok, cpus),
+        memory_base_bytes=memory[0] if memory else None, memory_per_worker_bytes=memory[1] if memory else None,
+        worker_growth_bytes_per_s=Estimate.of([t.workers_inherited_growth_bytes / t.config.num_workers / t.window_s
+                                               for t in workers if t.workers_inherited_growth_bytes is not None
+                                               and t.window_s]),
+        shm_bytes_per_batch=report.dataset.batch_bytes if report.dataset else None,
+        startup_base_s=startup[0] if startup else None, startup_per_worker_s=startup[1] if startup else None,
+        measured_workers=tuple(sorted({t.config.num_workers for t in ok})),
+        notes=_notes(serial, waits, len(completed) - len(ok)))
+    step_s = float(report.settings.get("step_ms") or 0.0) / 1000
+    residuals = tuple(Residual(t.config.label(), t.samples_per_s or 0.0,
+                               predict(model, t.config.num_workers, cpus, step_s, batch).samples_per_s)
+                      for t in completed)
+    return PipelineModel(**{**model.__dict__, "residuals": residuals})
+
+
+def _steady(trial: TrialResult) -> bool:
+    """A trial whose workers lived through its window: workers started again at each epoch cost what the
+    epoch's length decides, which the model does not know."""
+    return trial.config.num_workers == 0 or trial.config.persistent_workers is not False \
+        or (trial.epochs_started or 1) <= 1
+
+
+def _cpu_share(trials: list[TrialResult], cpus: float) -> float:
+    """The share of their CPUs the processes can use: the most a trial used, once one used them up."""
+    most = min(1.0, max((t.cpu_percent or 0.0) / 100 / cpus for t in trials))
+    return most if most >= CONTENDED else REACHABLE_CPU_SHARE
+
+
+def _worker_cpu(trial: TrialResult) -> float | None:
+    """CPU seconds the workers spent per sample: the tree's CPU less the main process's, over the rate."""
+    if trial.cpu_percent is None or trial.main_cpu_percent is None or not trial.samples_per_s:
+        return None
+    return max(0.0, trial.cpu_percent - trial.main_cpu_percent) / 100 / trial.samples_per_s
+
+
+def _serial(trial: TrialResult) -> float:
+    """``num_workers=0``: the main process's time to load (and copy) a batch: an iteration less its step (the
+    whole iteration when a reader thread loads beside the loop)."""
+    per_batch = (trial.window_s or 0.0) / max(1, trial.batches or 1)
+    return per_batch if _overlaps(trial) else max(0.0, per_batch - (trial.step_ms_mean or 0.0) / 1000)
+
+
+def _overlaps(trial: TrialResult) -> bool:
+    """Paddle's buffer reader loads batches in a thread beside the loop, even at ``num_workers=0``."""
+    return trial.config.framework == "paddle" and trial.config.use_buffer_reader is not False
+
+
+def _receive(trial: TrialResult) -> float:
+    """The main process's time per batch taking it from a worker (unpickling, the sampler)."""
+    return ((trial.receive_ms_mean or trial.wait_cpu_ms_mean or 0.0) + (trial.sampler_ms_mean or 0.0)) / 1000
+
+
+def _wait(trial: TrialResult, batch: int, cpus: float) -> float | None:
+    """What a sample waited on besides CPU in this trial: a worker's wall time per sample less its CPU, read
+    only where the loop waited for data (the workers were the limit) and the CPUs were not contended."""
+    rate = trial.samples_per_s or 0.0
+    if not rate or (trial.wait_fraction or 0.0) < 0.05 or (trial.cpu_percent or 0.0) / 100 >= CONTENDED * cpus:
+        return None
+    workers = trial.config.num_workers
+    if workers == 0:
+        if _overlaps(trial) or trial.wait_cpu_ms_mean is None:
+            return None
+        return max(0.0, _serial(trial) - trial.wait_cpu_ms_mean / 1000) / batch
+    cpu = _worker_cpu(trial)
+    return None if cpu is None else max(0.0, workers / rate - cpu)
+
+
+def _line(points: list[tuple[int, float]]) -> tuple[float, float] | None:
+    """Least-squares ``y = a + b × x``; None under two distinct x."""
+    if len({x for x, _ in points}) < 2:
+        return None
+    n = len(points)
+    mean_x, mean_y = sum(x for x, _ in points) / n, sum(y for _, y in points) / n
+    slope = sum((x - mean_x) * (y - mean_y) for x, y in points) / sum((x - mean_x) ** 2 for x, _ in points)
+    return mean_y - slope * mean_x, slope
+
+
+def _notes(serial: list[TrialResult], waits: list[float], respawned: int) -> tuple[str, ...]:
+    notes = []
+    if respawned:
+        notes.append(f"{respawned} trial(s) started their workers again at each epoch: not fitted (what that "
+                     "costs depends on the epoch's length), only predicted back")
+    if not serial:
+        notes.append("num_workers=0 did not complete: its rate is not predicted")
+    if not waits:
+        notes.append("no trial showed the wait beside the CPU (each was contended or kept up with its loop): "
+                     "taken as none")
+    return tuple(notes)
+
+
+@dataclass(frozen=True)
+class _Costs:
+    """The model's figures at one end of their ranges."""
+
+    work: float
+    wait: float
+    main: float
+    main_cpu: float
+    serial: float | None
+
+
+def _costs(model: PipelineModel, end: str) -> _Costs:
+    """The figures at ``value``, ``low`` (the fastest pipeline) or ``high`` (the slowest)."""
+    def pick(estimate: Estimate | None) -> float:
+        return 0.0 if estimate is None else float(getattr(estimate, end))
+
+    serial = None if model.serial_s_per_batch is None else pick(model.serial_s_per_batch)
+    return _Costs(pick(model.worker_cpu_s_per_sample), pick(model.wait_s_per_sample), pick(model.main_s_per_batch),
+                  pick(model.main_cpu_s_per_batch), serial)
+
+
+def _rate(model: PipelineModel, costs: _Costs, workers: int, cpus: float, step_s: float,
+          batch: int) -> tuple[float, str]:
+    """The loop's rate at ``workers`` on ``cpus`` with ``costs``, and what holds it back."""
+    scale = batch / model.batch_size  # per-batch costs grow with the batch
+    consumer = step_s + model.copy_s_per_batch * scale
+    if workers == 0:
+        if costs.serial is None:
+            return math.nan, "serial"
+        load = costs.serial * scale / min(1.0, cpus)  # its copy included
+        per_batch = max(load, step_s) if model.serial_overlaps_step else load + step_s
+        return batch / per_batch, ("step" if model.serial_overlaps_step and step_s >= load else "serial")
+    main_cpu, loop = costs.main_cpu * scale, costs.main * scale + consumer  # the loop takes a batch every `loop`
+    limits = {"workers": workers / (costs.work + costs.wait) if costs.work + costs.wait > 0 else math.inf,
+              "cpus": model.cpu_share * cpus * batch / (costs.work * batch + main_cpu) if costs.work else math.inf,
+              "step" if step_s > costs.main * scale else "main": batch / loop if loop > 0 else math.inf}
+    limit = min(limits, key=lambda name: limits[name])
+    return limits[limit], limit
+
+
+def predict(model: PipelineModel, workers: int, cpus: float, step_s: float, batch: int | None = None,
+            noise: float = MIN_NOISE) -> Prediction:
+    """The loop's samples/s at ``workers`` on ``cpus`` CPUs with a ``step_s`` model step and ``batch`` samples
+    per batch (the sweep's by default); its range spans the fitted figures' and ``noise``."""
+    batch = batch or model.batch_size
+    value, limit = _rate(model, _costs(model, "value"), workers, cpus, step_s, batch)
+    fast, _ = _rate(model, _costs(model, "low"), workers, cpus, step_s, batch)
+    slow, _ = _rate(model, _costs(model, "high"), workers, cpus, step_s, batch)
+    return Prediction(value, min(value, slow) * (1 - noise), max(value, fast) * (1 + noise), limit)
