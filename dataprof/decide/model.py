@@ -63,7 +63,7 @@ def fit(report: Report) -> PipelineModel | None:
         batch_size=batch, cpus=cpus, worker_cpu_s_per_sample=work, wait_s_per_sample=Estimate.of(waits),
         serial_s_per_batch=Estimate.of([_serial(t) for t in serial]),
         serial_overlaps_step=bool(serial) and _overlaps(serial[0]),
-        main_s_per_batch=Estimate.of([_receive(t) for t in workers]),
+        main_s_per_batch=_least([_receive(t) for t in workers]),
         main_cpu_s_per_batch=Estimate.of([t.main_cpu_percent / 100 * batch / (t.samples_per_s or 1)
                                           for t in workers if t.main_cpu_percent is not None]),
         copy_s_per_batch=statistics.median((t.copy_ms_mean or 0.0) / 1000 for t in ok),
@@ -75,12 +75,19 @@ def fit(report: Report) -> PipelineModel | None:
         shm_bytes_per_batch=report.dataset.batch_bytes if report.dataset else None,
         startup_base_s=startup[0] if startup else None, startup_per_worker_s=startup[1] if startup else None,
         measured_workers=tuple(sorted({t.config.num_workers for t in ok})),
+        noise=max(MIN_NOISE, statistics.median(t.samples_per_s_spread or 0.0 for t in ok)),
         notes=_notes(serial, waits, len(completed) - len(ok)))
     step_s = float(report.settings.get("step_ms") or 0.0) / 1000
     residuals = tuple(Residual(t.config.label(), t.samples_per_s or 0.0,
                                predict(model, t.config.num_workers, cpus, step_s, batch).samples_per_s)
                       for t in completed)
     return PipelineModel(**{**model.__dict__, "residuals": residuals})
+
+
+def _least(values: list[float]) -> Estimate | None:
+    """The least of ``values`` as the figure (the least contended reading), their range beside it."""
+    found = Estimate.of(values)
+    return None if found is None else Estimate(found.low, found.low, found.high, found.trials)
 
 
 def _steady(trial: TrialResult) -> bool:
@@ -198,10 +205,10 @@ def _rate(model: PipelineModel, costs: _Costs, workers: int, cpus: float, step_s
     return limits[limit], limit
 
 
-def predict(model: PipelineModel, workers: int, cpus: float, step_s: float, batch: int | None = None,
-            noise: float = MIN_NOISE) -> Prediction:
+def predict(model: PipelineModel, workers: int, cpus: float, step_s: float, batch: int | None = None) -> Prediction:
     """The loop's samples/s at ``workers`` on ``cpus`` CPUs with a ``step_s`` model step and ``batch`` samples
-    per batch (the sweep's by default); its range spans the fitted figures' and ``noise``."""
+    per batch (the sweep's by default); its range spans the fitted figures' and the trials' noise."""
+    noise = model.noise
     batch = batch or model.batch_size
     value, limit = _rate(model, _costs(model, "value"), workers, cpus, step_s, batch)
     fast, _ = _rate(model, _costs(model, "low"), workers, cpus, step_s, batch)

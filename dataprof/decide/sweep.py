@@ -13,6 +13,7 @@ import dataclasses
 from dataprof.decide.diagnose import diagnose
 from dataprof.decide.diagnose.facts import batch_size, cpu_ceiling
 from dataprof.decide.model import fit
+from dataprof.decide.plan import feeding, machine_of
 from dataprof.decide.recommend import recommend
 from dataprof.decide.search import rules_of_thumb
 from dataprof.results.settings import LoaderConfig, SearchSpace
@@ -73,7 +74,9 @@ def decide(report: Report) -> Report:
     if recommendation is not None and trial is not None:
         ceiling = cpu_ceiling(trial, batch_size(report), report.environment.usable_cpus)
         recommendation = dataclasses.replace(recommendation, cpu_ceiling_samples_per_s=ceiling)
-    recommended = dataclasses.replace(report, recommendation=recommendation, model=fit(report))
+    model = fit(report)
+    recommended = dataclasses.replace(report, recommendation=recommendation, model=model,
+                                      feeding=None if model is None else feeding(model, machine_of(report)))
     primary, findings = diagnose(recommended)
     return dataclasses.replace(recommended, primary=primary, findings=findings,
                                rules_of_thumb=compare_rules_of_thumb(recommended),

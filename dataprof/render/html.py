@@ -148,8 +148,9 @@ def _answer(report: Report) -> str:
     if answer is None:
         return f"<div class='answer'>{_e(view.NO_RESULT)}</div>"
     yours = f"<b>{_e(answer.yours)}</b><br>" if answer.yours else ""
+    feeding = f"<br><span class='meta'>step: {_e(answer.feeding)}</span>" if answer.feeding else ""
     return (f"<div class='answer'>{yours}<b>Recommended: {_e(answer.headline)}</b><br><span class='meta'>"
-            f"{_e(answer.reason)}</span><pre>{_e(answer.loader_line)}</pre></div>")
+            f"{_e(answer.reason)}</span>{feeding}<pre>{_e(answer.loader_line)}</pre></div>")
 
 
 def _findings(report: Report) -> str:

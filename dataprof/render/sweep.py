@@ -67,8 +67,9 @@ def recommendation(report: Report) -> tuple[RenderableType, str | None]:
     if answer is None:
         return Text(view.NO_RESULT, style="red"), None
     lines = [Text(answer.yours, style="bold")] if answer.yours else []
-    return Group(Rule("Recommended", align="left"), *lines, Text(answer.headline), Text(f"why: {answer.reason}")), \
-        answer.loader_line
+    feeding = [Text(f"step: {answer.feeding}")] if answer.feeding else []
+    return Group(Rule("Recommended", align="left"), *lines, Text(answer.headline), Text(f"why: {answer.reason}"),
+                 *feeding), answer.loader_line
 
 
 def verdict(report: Report) -> RenderableType | None:

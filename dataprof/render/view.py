@@ -14,6 +14,7 @@ from typing import Any
 
 from dataprof.decide.diagnose.facts import cpus_text, recommended_trial
 from dataprof.decide.search import AUTOTUNE_RULE
+from dataprof.results.plan import Feeding
 from dataprof.results.settings import LoaderConfig
 from dataprof.results.stats import best_by_workers, speedup
 from dataprof.results.sweep import AutotuneRun, Report
@@ -30,6 +31,23 @@ def num(value: float | None, fmt: str) -> str:
 def percent(share: float | None, fmt: str = ".0f") -> str:
     """A share (0.25) as a percentage number (``25``), ``–`` when unknown."""
     return num(None if share is None else 100 * share, fmt)
+
+
+def feeding_text(feeding: Feeding) -> str:
+    """``this pipeline needs 9.5 CPUs per rank (13 workers) to feed a 120 ms step at batch 256; with 12 it has
+    26% headroom``, or why no CPU count can."""
+    step = f"a {feeding.step_ms:g} ms step at batch {feeding.batch_size}"
+    if feeding.cpus_per_rank is None:
+        return f"no CPU count feeds {step}: {feeding.reason}"
+    if feeding.workers == 0:
+        need = f"the main process alone feeds {step}, without workers"
+    else:
+        need = (f"this pipeline needs {feeding.cpus_per_rank:.1f} CPUs per rank ({feeding.workers} worker"
+                f"{'s' if feeding.workers != 1 else ''}) to feed {step}")
+    headroom = feeding.headroom or 0.0
+    have = f"{feeding.cpus:g}"
+    return f"{need}; with {have} it has {headroom:.0%} headroom" if headroom >= 0 else \
+        f"{need}; {have} are {-headroom / (1 + headroom):.0%} too few"
 
 
 def dataloader_line(config: LoaderConfig, batch_size: int, shuffle: bool, collate_fn: str | None) -> str:
@@ -119,6 +137,8 @@ class Answer:
     """The ready-to-paste ``DataLoader(...)``: with the user's own settings known, only what changes."""
     yours: str | None = None
     """``your settings (w8 pf2 persist, MyLoader): X samples/s → recommended (…): Y samples/s, Z× as fast``."""
+    feeding: str | None = None
+    """With a model step: the CPUs per rank feeding it takes (:func:`feeding_text`)."""
 
 
 def your_settings(report: Report) -> str | None:
@@ -170,7 +190,7 @@ def answer(report: Report) -> Answer | None:
         dataloader_line(rec.config, report.settings.get("batch_size", 0), bool(report.settings.get("shuffle")),
                         report.settings.get("collate_fn"))
     return Answer(f"{rec.config.label()}: {rec.samples_per_s:,.1f} samples/s{speed}{ceiling}", rec.reason, line,
-                  your_settings(report))
+                  your_settings(report), None if report.feeding is None else feeding_text(report.feeding))
 
 
 TRIAL_COLUMNS = ("config", "samples/s", "±%", "×w0", "wait%", "1st s", "p95 ms", "CPU%", "PSS", "GPU%", "status",

@@ -93,6 +93,8 @@ class PipelineModel:
     """Loader creation to first batch = base + per worker × num_workers."""
     measured_workers: tuple[int, ...]
     """The worker counts the trials measured."""
+    noise: float = 0.03
+    """The trials' typical relative spread (their median, at least 3%): a prediction's range widens by it."""
     residuals: tuple[Residual, ...] = ()
     """Each completed trial's rate against the model's: where a trial contradicts the assumptions."""
     notes: tuple[str, ...] = ()

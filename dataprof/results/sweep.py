@@ -15,6 +15,7 @@ from dataprof.results.document import SCHEMA_VERSION, to_json
 from dataprof.results.environment import DatasetInfo, Environment
 from dataprof.results.findings import Finding, GateResult
 from dataprof.results.pipeline import PipelineModel
+from dataprof.results.plan import Feeding
 from dataprof.results.settings import LoaderConfig
 from dataprof.results.trial import TrialResult
 from dataprof.results.vocabulary import FindingId, TrialStatus
@@ -166,6 +167,8 @@ class Report:
     """The user's own settings against the recommendation, when the target carried them (or ``--current``)."""
     model: PipelineModel | None = None
     """The pipeline's costs fitted from the trials, from which ``dataprof plan`` predicts other machines."""
+    feeding: Feeding | None = None
+    """With a model step (``--step-ms``): what feeding it takes on a rank, by the model."""
 
     @property
     def best(self) -> Recommendation | None:
@@ -227,6 +230,7 @@ class Report:
             "notes": list(self.notes),
             "error": self.error,
             "model": None if self.model is None else self.model.to_dict(),
+            "feeding": None if self.feeding is None else dataclasses.asdict(self.feeding),
         }
 
     @classmethod
@@ -273,4 +277,5 @@ class Report:
                                  for r in data.get("rules_of_thumb", [])),
             current=None if data.get("current") is None else YourSettings.from_dict(data["current"]),
             model=None if data.get("model") is None else PipelineModel.from_dict(data["model"]),
+            feeding=None if data.get("feeding") is None else Feeding(**data["feeding"]),
         )

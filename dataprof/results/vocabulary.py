@@ -22,11 +22,13 @@ class Word(str, enum.Enum):
 
 
 class Kind(Word):
-    """What a saved document holds: a sweep's result (its JSON has no ``kind``), a watched run, an inspection."""
+    """What a saved document holds: a sweep's result (its JSON has no ``kind``), a watched run, an inspection,
+    a plan for another machine."""
 
     SWEEP = "sweep"
     RUN = "run"
     INSPECT = "inspect"
+    PLAN = "plan"
 
 
 class Severity(Word):

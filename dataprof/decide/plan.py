@@ -1,0 +1,165 @@
+"""Plan for another machine from a sweep's pipeline model: the rate of each worker count there, the config to
+use on each rank, what feeding a model step takes, and where the plan leaves what was measured. Pure.
+"""
+
+from __future__ import annotations
+
+import math
+
+from dataprof.decide.budgets import HEADROOM
+from dataprof.decide.diagnose.facts import batch_size, ok_trials
+from dataprof.decide.model import predict
+from dataprof.decide.recommend import MAX_TRADE
+from dataprof.decide.thresholds import Thresholds
+from dataprof.errors import UsageError
+from dataprof.results.pipeline import PipelineModel
+from dataprof.results.plan import Feeding, Plan, PlanPoint, TargetMachine
+from dataprof.results.settings import LoaderConfig, baseline
+from dataprof.results.sweep import Report
+from dataprof.version import __version__
+
+NOT_ENOUGH = ("its trials cannot be fitted: a plan needs num_workers=0 and at least one worker count to have "
+              "completed, with their CPU read (dataprof sweep TARGET --workers 0,2,4)")
+"""Why a sweep gives no plan."""
+
+
+def machine_of(report: Report, cpus: float | None = None, ranks_per_node: int = 1, ram_bytes: int | None = None,
+               shm_bytes: int | None = None, step_ms: float | None = None,
+               batch: int | None = None) -> TargetMachine:
+    """The machine a plan is for: what is given, the sweep's own machine for the rest (its CPUs per rank times
+    the ranks, its available RAM and free /dev/shm, its step and batch size)."""
+    env = report.environment
+    machine = TargetMachine(
+        cpus=env.usable_cpus * ranks_per_node if cpus is None else cpus, ranks_per_node=ranks_per_node,
+        ram_bytes=env.available_ram_bytes if ram_bytes is None else ram_bytes,
+        shm_bytes=env.shm_free_bytes if shm_bytes is None else shm_bytes,
+        step_ms=float(report.settings.get("step_ms") or 0.0) if step_ms is None else step_ms,
+        batch_size=batch or batch_size(report))
+    for value, flag in ((machine.cpus, "--cpus"), (machine.ranks_per_node, "--ranks-per-node"),
+                        (machine.batch_size, "--batch-size")):
+        if value <= 0:
+            raise UsageError(f"{flag} {value:g}: must be above 0")
+    if machine.step_ms < 0:
+        raise UsageError(f"--step-ms {machine.step_ms:g}: must be 0 or more")
+    return machine
+
+
+def make_plan(report: Report, machine: TargetMachine) -> Plan:
+    """The plan for ``machine`` from ``report`` (decided: its model fitted); UsageError when it has none."""
+    if report.model is None:
+        raise UsageError(NOT_ENOUGH)
+    measured = {"cpus": report.model.cpus, "cpu_reason": report.environment.cpu_reason,
+                "trials": len(ok_trials(report)), "workers": list(report.model.measured_workers),
+                "step_ms": float(report.settings.get("step_ms") or 0.0), "batch_size": report.model.batch_size}
+    knobs = report.recommendation.config if report.recommendation else baseline(report.environment.framework)
+    return plan_for(report.target, measured, machine, report.model, knobs)
+
+
+def plan_again(plan: Plan) -> Plan:
+    """``plan`` made again from the model it holds, by the current rules (``dataprof diagnose``)."""
+    return plan_for(plan.target, plan.measured, plan.machine, plan.model, plan.knobs)
+
+
+def plan_for(target: str, measured: dict[str, object], machine: TargetMachine, model: PipelineModel,
+             knobs: LoaderConfig) -> Plan:
+    """The plan for ``machine`` from ``model``; ``knobs``: the sweep's pick, whose num_workers it changes."""
+    feed = feeding(model, machine)
+    counts = _counts(model, machine, feed)
+    curve = tuple(_point(model, machine, knobs, workers) for workers in counts)
+    recommended = _recommended(curve, machine)
+    notes = list(model.notes)
+    if not recommended.fits:
+        notes.append("no worker count fits the RAM and /dev/shm given: the one shown needs more")
+    return Plan(tool_version=__version__, target=target, measured=measured, machine=machine, model=model,
+                knobs=knobs, curve=curve, recommended=recommended, feeding=feed,
+                extrapolations=_extrapolations(model, machine, recommended), notes=tuple(notes))
+
+
+def feeding(model: PipelineModel, machine: TargetMachine, th: Thresholds | None = None) -> Feeding | None:
+    """What feeding ``machine``'s step takes on a rank: the loop may wait at most ``model_bound_wait`` (5%) of
+    each iteration, the main process's own receiving included; None without a step."""
+    if not machine.step_ms:
+        return None
+    th = th or Thresholds()
+    batch, scale = machine.batch_size, machine.batch_size / model.batch_size
+    consumer = machine.step_ms / 1000 + model.copy_s_per_batch * scale
+    longest = consumer / (1 - th.model_bound_wait)
+    main = (model.main_s_per_batch.value if model.main_s_per_batch else 0.0) * scale
+    have = machine.cpus_per_rank
+    work = model.worker_cpu_s_per_sample.value if model.worker_cpu_s_per_sample else 0.0
+    wait = model.wait_s_per_sample.value if model.wait_s_per_sample else 0.0
+    main_cpu = (model.main_cpu_s_per_batch.value if model.main_cpu_s_per_batch else 0.0) * scale
+
+    def need(rate: float) -> tuple[float, int]:
+        """CPUs per rank and workers that deliver ``rate`` samples/s."""
+        return rate * (work + main_cpu / batch) / model.cpu_share, max(1, math.ceil(rate * (work + wait)))
+
+    if main + consumer > longest:
+        cpus, workers = need(batch / (main + consumer))
+        return Feeding(machine.step_ms, batch, None, None, have, reason=(
+            f"receiving each batch of {batch} takes the main process {1000 * main:.1f} ms, "
+            f"{main / (main + consumer):.0%} of each iteration, whatever the CPUs; {cpus:.1f} CPUs per rank "
+            f"({workers} workers) reach that ceiling (return fewer, larger tensors per sample, or take larger "
+            "batches)"))
+    serial = model.serial_s_per_batch
+    if serial is not None and serial.value * scale + (0.0 if model.serial_overlaps_step else consumer) <= longest:
+        return Feeding(machine.step_ms, batch, 1.0, 0, have)  # the main process alone keeps up
+    cpus, workers = need(batch / longest)
+    return Feeding(machine.step_ms, batch, cpus, workers, have)
+
+
+def _counts(model: PipelineModel, machine: TargetMachine, feed: Feeding | None) -> list[int]:
+    """The worker counts the curve shows: 0, 1, 2, 4, … past four per CPU, those the sweep measured, and the
+    count that feeds the step."""
+    top = max(8, 4 * math.ceil(machine.cpus_per_rank), *model.measured_workers)
+    counts = {0, *(2 ** k for k in range(11) if 2 ** k <= top), *model.measured_workers}
+    if feed is not None and feed.workers is not None:
+        counts.add(feed.workers)
+    return sorted(counts)
+
+
+def _point(model: PipelineModel, machine: TargetMachine, knobs: LoaderConfig, workers: int) -> PlanPoint:
+    """One worker count on ``machine``: its rate, and what the node's ranks need for it."""
+    prediction = predict(model, workers, machine.cpus_per_rank, machine.step_ms / 1000, machine.batch_size)
+    ranks, scale = machine.ranks_per_node, machine.batch_size / model.batch_size
+    memory = None if model.memory_base_bytes is None or model.memory_per_worker_bytes is None else \
+        ranks * (model.memory_base_bytes + model.memory_per_worker_bytes * workers)
+    shm = None
+    if model.shm_bytes_per_batch is not None:
+        shared = workers > 0 and knobs.use_shared_memory is not False
+        shm = ranks * workers * (knobs.prefetch_factor or 2) * model.shm_bytes_per_batch * scale if shared else 0.0
+    fits = (memory is None or machine.ram_bytes is None or memory <= HEADROOM * machine.ram_bytes) and \
+        (shm is None or machine.shm_bytes is None or shm <= HEADROOM * machine.shm_bytes)
+    return PlanPoint(workers, prediction.samples_per_s, prediction.low, prediction.high, prediction.limit,
+                     memory, shm, fits)
+
+
+def _recommended(curve: tuple[PlanPoint, ...], machine: TargetMachine) -> PlanPoint:
+    """With a step, the fewest workers that keep up with it; without, the fewest within 5% of the fastest: of
+    the counts that fit (of all, when none does)."""
+    fitting = [p for p in curve if p.fits and not math.isnan(p.samples_per_s)] or \
+        [p for p in curve if not math.isnan(p.samples_per_s)]
+    keeping_up = [p for p in fitting if p.limit == "step"]
+    if machine.step_ms and keeping_up:
+        return keeping_up[0]
+    best = max(p.samples_per_s for p in fitting)
+    return next(p for p in fitting if p.samples_per_s >= (1 - MAX_TRADE) * best)
+
+
+def _extrapolations(model: PipelineModel, machine: TargetMachine, recommended: PlanPoint) -> tuple[str, ...]:
+    """Where the plan leaves what the sweep measured."""
+    found = []
+    cpus = machine.cpus_per_rank
+    if not math.isclose(cpus, model.cpus, rel_tol=0.01):
+        more = "more" if cpus > model.cpus else "fewer"
+        found.append(f"{cpus:g} CPUs per rank, {more} than the {model.cpus:g} the sweep's trials had: a sample is "
+                     "taken to cost the same CPU time there")
+    if recommended.num_workers not in model.measured_workers:
+        top = max(model.measured_workers)
+        where = "more than the sweep measured" if recommended.num_workers > top else "a count the sweep skipped"
+        found.append(f"w{recommended.num_workers}, {where} (it measured "
+                     f"{', '.join(f'w{w}' for w in model.measured_workers)})")
+    if machine.batch_size != model.batch_size:
+        found.append(f"batch size {machine.batch_size}, not the {model.batch_size} the sweep measured: its per-batch "
+                     f"costs are scaled by {machine.batch_size / model.batch_size:g}")
+    return tuple(found)

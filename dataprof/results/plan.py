@@ -1,0 +1,150 @@
+"""``dataprof plan``'s document (``"kind": "plan"``): what a sweep's pipeline model predicts for another
+machine, the config to use there, and what feeding a model step takes. Data only: ``decide.plan`` makes it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from dataprof.results.document import SCHEMA_VERSION, to_json
+from dataprof.results.pipeline import PipelineModel
+from dataprof.results.settings import LoaderConfig, baseline
+from dataprof.results.vocabulary import Kind
+
+
+@dataclass(frozen=True)
+class TargetMachine:
+    """The machine a plan is for: the CPUs, RAM and /dev/shm the job gets on a node, shared by its ranks."""
+
+    cpus: float
+    """The node's CPUs for the job (a share of a node is fine: 3.5)."""
+    ranks_per_node: int
+    ram_bytes: int | None
+    shm_bytes: int | None
+    step_ms: float
+    """The model's step per batch on that machine; 0: the loader's ceiling is asked."""
+    batch_size: int
+
+    @property
+    def cpus_per_rank(self) -> float:
+        """Each rank's share of the CPUs."""
+        return self.cpus / self.ranks_per_node
+
+
+@dataclass(frozen=True)
+class Feeding:
+    """What feeding a model step takes on a rank: its CPUs and workers, or why no CPU count can."""
+
+    step_ms: float
+    batch_size: int
+    cpus_per_rank: float | None
+    """CPUs a rank needs for the loader to keep up with the step (its wait under 5% of each iteration)."""
+    workers: int | None
+    """Workers it needs for that."""
+    cpus: float
+    """The CPUs per rank it is weighed against."""
+    reason: str | None = None
+    """Why no CPU count can feed the step (None when some can)."""
+
+    @property
+    def headroom(self) -> float | None:
+        """How many more CPUs than needed the rank has (0.26: 26% more; below zero: too few)."""
+        return self.cpus / self.cpus_per_rank - 1 if self.cpus_per_rank else None
+
+
+@dataclass(frozen=True)
+class PlanPoint:
+    """One worker count on the planned machine: its predicted rate and range, what holds it back, and what
+    the node's ranks need for it."""
+
+    num_workers: int
+    samples_per_s: float
+    samples_per_s_low: float
+    samples_per_s_high: float
+    limit: str
+    """What holds the rate back (``decide.model.LIMITS``)."""
+    memory_bytes: float | None
+    """Peak PSS of every rank's processes on the node."""
+    shm_bytes: float | None
+    """Batches every rank's workers keep in /dev/shm."""
+    fits: bool
+    """RAM and /dev/shm allow it (with the sweep's headroom)."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A prediction for another machine from a sweep's pipeline model, and where it leaves what was measured."""
+
+    tool_version: str
+    target: str
+    measured: dict[str, Any]
+    """What the prediction comes from: the sweep's CPUs (``cpus``), its ``cpu_reason``, its ``trials`` and
+    the worker counts it measured (``workers``)."""
+    machine: TargetMachine
+    model: PipelineModel
+    knobs: LoaderConfig
+    """The sweep's recommended config: the plan changes its num_workers only."""
+    curve: tuple[PlanPoint, ...]
+    recommended: PlanPoint
+    feeding: Feeding | None
+    """With a step: what feeding it takes."""
+    extrapolations: tuple[str, ...] = ()
+    """Where the plan leaves the measured range (more or fewer CPUs, a worker count never tried, …)."""
+    notes: tuple[str, ...] = ()
+
+    @property
+    def config(self) -> LoaderConfig:
+        """The config to use on each rank."""
+        return dataclasses.replace(self.knobs, num_workers=self.recommended.num_workers) \
+            if self.recommended.num_workers else baseline(self.knobs.framework)
+
+    @property
+    def feeds_step(self) -> bool | None:
+        """Whether the recommended config feeds the step (None without one)."""
+        if self.feeding is None:
+            return None
+        needed = self.feeding.cpus_per_rank
+        return needed is not None and needed <= self.machine.cpus_per_rank and self.recommended.limit == "step"
+
+    def to_json(self) -> str:
+        """The document as text."""
+        return to_json(self.to_dict())
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``dataprof plan --json`` document (docs/plan.md)."""
+        rec = self.recommended
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "tool": {"name": "dataprof", "version": self.tool_version},
+            "kind": Kind.PLAN,
+            "target": self.target,
+            "machine": {**dataclasses.asdict(self.machine), "cpus_per_rank": self.machine.cpus_per_rank},
+            "recommended": {"config": self.config.to_dict(), "samples_per_s": rec.samples_per_s,
+                            "samples_per_s_low": rec.samples_per_s_low, "samples_per_s_high": rec.samples_per_s_high,
+                            "feeds_step": self.feeds_step, "limit": rec.limit, "memory_bytes": rec.memory_bytes,
+                            "shm_bytes": rec.shm_bytes},
+            "curve": [dataclasses.asdict(point) for point in self.curve],
+            "cpus_per_rank_to_feed_step": None if self.feeding is None else self.feeding.cpus_per_rank,
+            "feeding": None if self.feeding is None else dataclasses.asdict(self.feeding),
+            "extrapolated": bool(self.extrapolations),
+            "extrapolations": list(self.extrapolations),
+            "measured": dict(self.measured),
+            "knobs": self.knobs.to_dict(),
+            "model": self.model.to_dict(),
+            "notes": list(self.notes),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Plan:
+        """Read :meth:`to_dict` back."""
+        machine = {k: v for k, v in data["machine"].items() if k != "cpus_per_rank"}
+        curve = tuple(PlanPoint(**point) for point in data["curve"])
+        wanted = data["recommended"]["config"]["num_workers"]
+        return cls(tool_version=data.get("tool", {}).get("version", "?"), target=data["target"],
+                   measured=dict(data["measured"]), machine=TargetMachine(**machine),
+                   model=PipelineModel.from_dict(data["model"]), knobs=LoaderConfig.from_dict(data["knobs"]),
+                   curve=curve, recommended=next(p for p in curve if p.num_workers == wanted),
+                   feeding=None if data.get("feeding") is None else Feeding(**data["feeding"]),
+                   extrapolations=tuple(data.get("extrapolations") or ()), notes=tuple(data.get("notes") or ()))
