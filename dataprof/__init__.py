@@ -4,6 +4,7 @@
     report = dataprof.sweep(MyDataset(), batch_size=64)      # or "pkg.mod:MyDataset"
     report.best, report.diagnosis, report.to_json()
     dataprof.inspect(MyDataset())
+    dataprof.plan(report, cpus=96, ranks_per_node=8, step_ms=120)   # that machine's config, predicted
     with dataprof.watch() as w: train()       # then w.report: does the training wait for data?
 
 Importing this package is cheap: torch, psutil and pynvml are imported only by
@@ -12,7 +13,7 @@ the modules that need them.
 
 from __future__ import annotations
 
-from dataprof.api import inspect, sweep, watch
+from dataprof.api import inspect, plan, sweep, watch
 from dataprof.version import __version__
 
-__all__ = ["__version__", "inspect", "sweep", "watch"]
+__all__ = ["__version__", "inspect", "plan", "sweep", "watch"]

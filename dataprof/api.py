@@ -1,6 +1,7 @@
-"""The Python API: ``dataprof.sweep(...)`` and ``dataprof.inspect(...)``, the same work as the CLI.
+"""The Python API: ``dataprof.sweep(...)``, ``dataprof.inspect(...)`` and ``dataprof.plan(...)``, the same work
+as the CLI.
 
-Both accept a Dataset object or a target string (``pkg.mod:Attr`` or
+``sweep`` and ``inspect`` accept a Dataset object or a target string (``pkg.mod:Attr`` or
 ``path/file.py:Attr``). A Dataset object is measured by a host process forked
 from this one, so it needs no import path (a class defined in a notebook
 works); it is measured as it is at the call. Errors are
@@ -10,12 +11,14 @@ works); it is measured as it is at the call. Errors are
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 from dataprof.results.environment import RankInfo
 from dataprof.results.inspect import Inspection
+from dataprof.results.plan import Plan
 from dataprof.results.request import (
     LoadOptions,
     MemoryLimit,
@@ -167,6 +170,29 @@ def run(script: str, args: Iterable[str] = (), *, module: bool = False, max_step
 
     return judge(watch(WatchSettings(target=script, args=tuple(args), module=module, max_steps=max_steps,
                                      seconds=seconds)))
+
+
+def plan(report_or_path: Report | str | os.PathLike[str], *, cpus: float | None = None, ranks_per_node: int = 1,
+         ram: int | str | None = None, shm: int | str | None = None, step_ms: float | None = None,
+         batch_size: int | None = None) -> Plan:
+    """Predict, from a sweep (a Report or its saved --json document), the rate of each num_workers on a machine
+    with ``cpus`` CPUs shared by ``ranks_per_node`` ranks, the config to use on each rank, and what feeding a
+    ``step_ms`` step at ``batch_size`` takes (each left out: the sweep's own); ``ram``/``shm`` (bytes or
+    ``"32GB"``), when given, are checked. Measures nothing: the :class:`~dataprof.results.plan.Plan`
+    ``dataprof plan`` renders (``.to_json()``)."""
+    from pathlib import Path
+
+    from dataprof.cli.params import parse_bytes
+    from dataprof.decide.plan import machine_of, make_plan
+    from dataprof.decide.sweep import decide
+    from dataprof.results.load import load_as
+
+    report = report_or_path if isinstance(report_or_path, Report) else load_as(Path(report_or_path), Report)
+    sizes = {flag: parse_bytes(value, flag) if isinstance(value, str) else value
+             for flag, value in (("--ram", ram), ("--shm", shm))}
+    decided = decide(report)
+    return make_plan(decided, machine_of(decided, cpus, ranks_per_node, sizes["--ram"], sizes["--shm"], step_ms,
+                                         batch_size))
 
 
 class Watch:

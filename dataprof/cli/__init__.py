@@ -1,7 +1,7 @@
 """Command line: parse the options, call the orchestration (api, sweeper), render, write files, exit code.
 
 Glue only: what to measure, decide and show lives in the layers below; the option choices come from their
-registries. One module per command group: ``sweep``, ``inspect``, ``run``, and ``documents`` (``diagnose``,
+registries. One module per command group: ``sweep``, ``inspect``, ``run``, ``plan``, and ``documents`` (``diagnose``,
 ``compare``, ``report`` on saved documents).
 """
 
@@ -14,6 +14,7 @@ import click
 from dataprof.cli.documents import compare, diagnose, report
 from dataprof.cli.inspect import inspect
 from dataprof.cli.output import fail
+from dataprof.cli.plan import plan
 from dataprof.cli.run import run
 from dataprof.cli.sweep import sweep
 from dataprof.errors import DataprofError
@@ -38,5 +39,5 @@ def main() -> None:
     """Find the DataLoader settings that feed your model fastest, measured on this machine."""
 
 
-for command in (sweep, diagnose, inspect, compare, report, run):
+for command in (sweep, diagnose, inspect, plan, compare, report, run):
     main.add_command(command)

@@ -84,6 +84,14 @@ def parse_size(text: str, name: str = "--memory-limit") -> MemoryLimit:
     return MemoryLimit(bytes=int(value))
 
 
+def parse_bytes(text: str, name: str) -> int:
+    """A size in bytes (``32GB``, ``512MiB``, ``1e9``): a share of this machine's RAM means nothing for another."""
+    limit = parse_size(text, name)
+    if limit.bytes is None:
+        raise UsageError(f"{name}: {text!r} is not a size in bytes (use 32GB, 512MiB or 1e9)")
+    return limit.bytes
+
+
 def parse_current(text: str) -> LoaderConfig:
     """``--current "num_workers=8,prefetch_factor=2,persistent_workers=true"``: the user's settings, as the
     DataLoader takes them (a knob left out at the DataLoader's default)."""
@@ -128,6 +136,7 @@ ON_OFF = {flag: TextValue(parse_onoff_list, flag)
 WORKERS = TextValue(workers)
 WORDS = TextValue(parse_words)
 SIZE = TextValue(parse_size)
+BYTES = {flag: TextValue(parse_bytes, flag) for flag in ("--ram", "--shm")}
 CURRENT = TextValue(parse_current)
 KEY_VALUE = TextValue(parse_kwarg)
 """The ParamTypes of the options; each turns its text into the typed value the request holds."""

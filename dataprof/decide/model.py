@@ -45,13 +45,13 @@ class Prediction:
 
 
 def fit(report: Report) -> PipelineModel | None:
-    """The model of ``report``'s pipeline; None when its trials cannot give one (no completed trial with
-    workers, or none without)."""
+    """The model of ``report``'s pipeline; None when its trials cannot give one: fewer than two configs
+    completed, or none with workers whose CPU was read."""
     completed = ok_trials(report)
     ok = [t for t in completed if _steady(t)]
     serial = [t for t in ok if t.config.num_workers == 0]
     workers = [t for t in ok if t.config.num_workers > 0 and _worker_cpu(t) is not None]
-    if not workers:
+    if not workers or len({t.config for t in ok}) < 2:
         return None
     batch = batch_size(report)
     cpus = min(available_cpus(t, report.environment.usable_cpus) for t in ok)
@@ -63,7 +63,7 @@ def fit(report: Report) -> PipelineModel | None:
         batch_size=batch, cpus=cpus, worker_cpu_s_per_sample=work, wait_s_per_sample=Estimate.of(waits),
         serial_s_per_batch=Estimate.of([_serial(t) for t in serial]),
         serial_overlaps_step=bool(serial) and _overlaps(serial[0]),
-        main_s_per_batch=_least([_receive(t) for t in workers]),
+        main_s_per_batch=_receiving(workers),
         main_cpu_s_per_batch=Estimate.of([t.main_cpu_percent / 100 * batch / (t.samples_per_s or 1)
                                           for t in workers if t.main_cpu_percent is not None]),
         copy_s_per_batch=statistics.median((t.copy_ms_mean or 0.0) / 1000 for t in ok),
@@ -84,10 +84,11 @@ def fit(report: Report) -> PipelineModel | None:
     return PipelineModel(**{**model.__dict__, "residuals": residuals})
 
 
-def _least(values: list[float]) -> Estimate | None:
-    """The least of ``values`` as the figure (the least contended reading), their range beside it."""
-    found = Estimate.of(values)
-    return None if found is None else Estimate(found.low, found.low, found.high, found.trials)
+def _receiving(trials: list[TrialResult]) -> Estimate | None:
+    """The main process's time to receive a batch: its least reading. Longer ones wait on something else: a CPU
+    (the CPU limit counts that) or a busy worker handing over its tensors' file descriptors."""
+    least = min((_receive(t) for t in trials), default=None)
+    return None if least is None else Estimate(least, least, least, len(trials))
 
 
 def _steady(trial: TrialResult) -> bool:

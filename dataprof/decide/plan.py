@@ -18,25 +18,27 @@ from dataprof.results.settings import LoaderConfig, baseline
 from dataprof.results.sweep import Report
 from dataprof.version import __version__
 
-NOT_ENOUGH = ("its trials cannot be fitted: a plan needs num_workers=0 and at least one worker count to have "
-              "completed, with their CPU read (dataprof sweep TARGET --workers 0,2,4)")
+NOT_ENOUGH = ("a plan fits its model to at least two completed configs, one of them with workers whose CPU was "
+              "read (older documents lack the main process's CPU): sweep again with "
+              "num_workers=0 and two worker counts (dataprof sweep TARGET --workers 0,2,4)")
 """Why a sweep gives no plan."""
 
 
 def machine_of(report: Report, cpus: float | None = None, ranks_per_node: int = 1, ram_bytes: int | None = None,
                shm_bytes: int | None = None, step_ms: float | None = None,
                batch: int | None = None) -> TargetMachine:
-    """The machine a plan is for: what is given, the sweep's own machine for the rest (its CPUs per rank times
-    the ranks, its available RAM and free /dev/shm, its step and batch size)."""
-    env = report.environment
+    """The machine a plan is for: what is given, the sweep's for the rest (its CPUs for each rank, its step and
+    batch size); RAM and /dev/shm not given are not checked (another machine's are unknown)."""
+    if ranks_per_node <= 0:
+        raise UsageError(f"--ranks-per-node {ranks_per_node}: must be above 0")
     machine = TargetMachine(
-        cpus=env.usable_cpus * ranks_per_node if cpus is None else cpus, ranks_per_node=ranks_per_node,
-        ram_bytes=env.available_ram_bytes if ram_bytes is None else ram_bytes,
-        shm_bytes=env.shm_free_bytes if shm_bytes is None else shm_bytes,
+        cpus=report.environment.usable_cpus * ranks_per_node if cpus is None else cpus,
+        ranks_per_node=ranks_per_node, ram_bytes=ram_bytes, shm_bytes=shm_bytes,
         step_ms=float(report.settings.get("step_ms") or 0.0) if step_ms is None else step_ms,
         batch_size=batch or batch_size(report))
-    for value, flag in ((machine.cpus, "--cpus"), (machine.ranks_per_node, "--ranks-per-node"),
-                        (machine.batch_size, "--batch-size")):
+    for value, flag in ((machine.cpus, "--cpus"), (machine.batch_size, "--batch-size"),
+                        (1 if ram_bytes is None else ram_bytes, "--ram"),
+                        (1 if shm_bytes is None else shm_bytes, "--shm")):
         if value <= 0:
             raise UsageError(f"{flag} {value:g}: must be above 0")
     if machine.step_ms < 0:
@@ -47,10 +49,12 @@ def machine_of(report: Report, cpus: float | None = None, ranks_per_node: int = 
 def make_plan(report: Report, machine: TargetMachine) -> Plan:
     """The plan for ``machine`` from ``report`` (decided: its model fitted); UsageError when it has none."""
     if report.model is None:
-        raise UsageError(NOT_ENOUGH)
+        completed = len(ok_trials(report))
+        raise UsageError(f"{report.target}: {completed} of {len(report.trials)} trials completed; {NOT_ENOUGH}")
     measured = {"cpus": report.model.cpus, "cpu_reason": report.environment.cpu_reason,
                 "trials": len(ok_trials(report)), "workers": list(report.model.measured_workers),
-                "step_ms": float(report.settings.get("step_ms") or 0.0), "batch_size": report.model.batch_size}
+                "step_ms": float(report.settings.get("step_ms") or 0.0), "batch_size": report.model.batch_size,
+                "shuffle": bool(report.settings.get("shuffle")), "collate_fn": report.settings.get("collate_fn")}
     knobs = report.recommendation.config if report.recommendation else baseline(report.environment.framework)
     return plan_for(report.target, measured, machine, report.model, knobs)
 
@@ -64,9 +68,12 @@ def plan_for(target: str, measured: dict[str, object], machine: TargetMachine, m
              knobs: LoaderConfig) -> Plan:
     """The plan for ``machine`` from ``model``; ``knobs``: the sweep's pick, whose num_workers it changes."""
     feed = feeding(model, machine)
-    counts = _counts(model, machine, feed)
-    curve = tuple(_point(model, machine, knobs, workers) for workers in counts)
-    recommended = _recommended(curve, machine)
+    top = max(8, 4 * math.ceil(machine.cpus_per_rank), *model.measured_workers)
+    recommended = _recommended(tuple(_point(model, machine, knobs, feed, w) for w in range(top + 1)))
+    shown = {0, *(2 ** k for k in range(11) if 2 ** k <= top), *model.measured_workers, recommended.num_workers}
+    if feed is not None and feed.workers is not None:
+        shown.add(feed.workers)
+    curve = tuple(_point(model, machine, knobs, feed, workers) for workers in sorted(shown))
     notes = list(model.notes)
     if not recommended.fits:
         notes.append("no worker count fits the RAM and /dev/shm given: the one shown needs more")
@@ -96,29 +103,20 @@ def feeding(model: PipelineModel, machine: TargetMachine, th: Thresholds | None 
 
     if main + consumer > longest:
         cpus, workers = need(batch / (main + consumer))
-        return Feeding(machine.step_ms, batch, None, None, have, reason=(
+        return Feeding(machine.step_ms, batch, batch / longest, None, None, have, reason=(
             f"receiving each batch of {batch} takes the main process {1000 * main:.1f} ms, "
             f"{main / (main + consumer):.0%} of each iteration, whatever the CPUs; {cpus:.1f} CPUs per rank "
             f"({workers} workers) reach that ceiling (return fewer, larger tensors per sample, or take larger "
             "batches)"))
     serial = model.serial_s_per_batch
     if serial is not None and serial.value * scale + (0.0 if model.serial_overlaps_step else consumer) <= longest:
-        return Feeding(machine.step_ms, batch, 1.0, 0, have)  # the main process alone keeps up
+        return Feeding(machine.step_ms, batch, batch / longest, 1.0, 0, have)  # the main process alone keeps up
     cpus, workers = need(batch / longest)
-    return Feeding(machine.step_ms, batch, cpus, workers, have)
+    return Feeding(machine.step_ms, batch, batch / longest, cpus, workers, have)
 
 
-def _counts(model: PipelineModel, machine: TargetMachine, feed: Feeding | None) -> list[int]:
-    """The worker counts the curve shows: 0, 1, 2, 4, … past four per CPU, those the sweep measured, and the
-    count that feeds the step."""
-    top = max(8, 4 * math.ceil(machine.cpus_per_rank), *model.measured_workers)
-    counts = {0, *(2 ** k for k in range(11) if 2 ** k <= top), *model.measured_workers}
-    if feed is not None and feed.workers is not None:
-        counts.add(feed.workers)
-    return sorted(counts)
-
-
-def _point(model: PipelineModel, machine: TargetMachine, knobs: LoaderConfig, workers: int) -> PlanPoint:
+def _point(model: PipelineModel, machine: TargetMachine, knobs: LoaderConfig, feed: Feeding | None,
+           workers: int) -> PlanPoint:
     """One worker count on ``machine``: its rate, and what the node's ranks need for it."""
     prediction = predict(model, workers, machine.cpus_per_rank, machine.step_ms / 1000, machine.batch_size)
     ranks, scale = machine.ranks_per_node, machine.batch_size / model.batch_size
@@ -130,17 +128,18 @@ def _point(model: PipelineModel, machine: TargetMachine, knobs: LoaderConfig, wo
         shm = ranks * workers * (knobs.prefetch_factor or 2) * model.shm_bytes_per_batch * scale if shared else 0.0
     fits = (memory is None or machine.ram_bytes is None or memory <= HEADROOM * machine.ram_bytes) and \
         (shm is None or machine.shm_bytes is None or shm <= HEADROOM * machine.shm_bytes)
+    feeds = None if feed is None else feed.cpus_per_rank is not None and prediction.samples_per_s >= feed.samples_per_s
     return PlanPoint(workers, prediction.samples_per_s, prediction.low, prediction.high, prediction.limit,
-                     memory, shm, fits)
+                     memory, shm, fits, feeds)
 
 
-def _recommended(curve: tuple[PlanPoint, ...], machine: TargetMachine) -> PlanPoint:
-    """With a step, the fewest workers that keep up with it; without, the fewest within 5% of the fastest: of
-    the counts that fit (of all, when none does)."""
+def _recommended(curve: tuple[PlanPoint, ...]) -> PlanPoint:
+    """Of every worker count up to four per CPU: the fewest that feed the step; without a step or any that
+    does, the fewest within 5% of the fastest; of the counts that fit (of all, when none does)."""
     fitting = [p for p in curve if p.fits and not math.isnan(p.samples_per_s)] or \
         [p for p in curve if not math.isnan(p.samples_per_s)]
-    keeping_up = [p for p in fitting if p.limit == "step"]
-    if machine.step_ms and keeping_up:
+    keeping_up = [p for p in fitting if p.feeds_step]
+    if keeping_up:
         return keeping_up[0]
     best = max(p.samples_per_s for p in fitting)
     return next(p for p in fitting if p.samples_per_s >= (1 - MAX_TRADE) * best)
@@ -161,5 +160,6 @@ def _extrapolations(model: PipelineModel, machine: TargetMachine, recommended: P
                      f"{', '.join(f'w{w}' for w in model.measured_workers)})")
     if machine.batch_size != model.batch_size:
         found.append(f"batch size {machine.batch_size}, not the {model.batch_size} the sweep measured: its per-batch "
-                     f"costs are scaled by {machine.batch_size / model.batch_size:g}")
+                     f"costs and /dev/shm are scaled by {machine.batch_size / model.batch_size:g}, its memory is "
+                     "the sweep's")
     return tuple(found)

@@ -1,7 +1,7 @@
 """One interface for every renderer: ``render(document) -> str`` for any kind of document, as pyinstrument's
 renderers take any session.
 
-The kinds are a sweep's Report, a watched run's RunReport, an Inspection, and the comparison of two sweeps or
+The kinds are a sweep's Report, a watched run's RunReport, an Inspection, a Plan, and the comparison of two sweeps or
 two runs; each renderer maps every one of them (a test holds it). ``print_document`` writes one on a live
 console (the terminal's width and colours), which is what the CLI shows.
 """
@@ -14,24 +14,26 @@ from typing import Any, Protocol
 
 from rich.console import Console
 
-from dataprof.render import compare, html, inspect, run, run_html
+from dataprof.render import compare, html, inspect, plan, run, run_html
 from dataprof.render import sweep as sweep_report
 from dataprof.results.compare import Comparison, RunComparison
 from dataprof.results.inspect import Inspection
+from dataprof.results.plan import Plan
 from dataprof.results.run import RunReport
 from dataprof.results.sweep import Report
 
-Rendered = Report | RunReport | Inspection | Comparison | RunComparison
+Rendered = Report | RunReport | Inspection | Plan | Comparison | RunComparison
 """What a renderer takes: a document, or two of a kind compared."""
 
 PRINTERS: dict[type, Callable[[Console, Any], None]] = {
     Report: sweep_report.print_report, RunReport: run.print_run, Inspection: inspect.print_inspection,
-    Comparison: compare.print_comparison, RunComparison: compare.print_comparison}
+    Plan: plan.print_plan, Comparison: compare.print_comparison, RunComparison: compare.print_comparison}
 """How each kind is printed on a console."""
 
 PAGES: dict[type, Callable[[Any], str]] = {
     Report: html.sweep_page, RunReport: run_html.run_page, Inspection: html.inspection_page,
-    Comparison: html.comparison_page, RunComparison: html.comparison_page}
+    Plan: plan.plan_page, Comparison: html.comparison_page,
+    RunComparison: html.comparison_page}
 """Each kind's self-contained HTML page."""
 
 

@@ -118,7 +118,7 @@ def charts(report: Report) -> list[Any]:
     ]
 
 
-def _table(head: Sequence[str], rows: Sequence[tuple[list[str], str | None]]) -> str:
+def html_table(head: Sequence[str], rows: Sequence[tuple[list[str], str | None]]) -> str:
     """A table: the header cells, then each row's cells with its CSS class (empty for none)."""
     body = "".join((f"<tr class='{css}'>" if css is not None else "<tr>") + "".join(f"<td>{_e(c)}</td>" for c in cells)
                    + "</tr>" for cells, css in rows)
@@ -130,7 +130,7 @@ def _trials_table(report: Report) -> str:
     columns = view.trial_columns(report, errors=True)
     rows = [([row.cells[c].strip() for c in columns], "best" if row.chosen else ("bad" if not row.ok else ""))
             for row in view.trial_rows(report)]
-    return _table(columns, rows)
+    return html_table(columns, rows)
 
 
 def _ranks(report: Report) -> str:
@@ -139,7 +139,7 @@ def _ranks(report: Report) -> str:
     if ranks is None:
         return ""
     title, rows, nodes = ranks
-    table = _table(view.RANK_COLUMNS, [(cells, "bad" if slowest else "") for cells, slowest in rows])
+    table = html_table(view.RANK_COLUMNS, [(cells, "bad" if slowest else "") for cells, slowest in rows])
     return f"<h2>{_e(title)}</h2>{table}" + "".join(f"<p class='meta'>{_e(line)}</p>" for line in nodes)
 
 
@@ -175,7 +175,7 @@ def _search(report: Report) -> str:
     stop = f"<p class='meta'>stop: {_e(report.search_stop)}</p>" if report.search_stop else ""
     thumbs = "".join(f"<li>{_e(line)}</li>" for line, _ in view.rules_of_thumb(report))
     return ((f"<h2>Against the rules of thumb</h2><ul>{thumbs}</ul>" if thumbs else "")
-            + (f"<h2>{_e(view.search_title(report))}</h2>{_table([], steps)}{stop}" if steps else ""))
+            + (f"<h2>{_e(view.search_title(report))}</h2>{html_table([], steps)}{stop}" if steps else ""))
 
 
 def sweep_page(report: Report) -> str:
@@ -234,4 +234,4 @@ def comparison_page(comparison: Comparison | RunComparison) -> str:
     rows = [(list(cells), "bad" if regressed else "") for cells, regressed in shown.rows]
     tail = "".join(f"<p class='meta'>{_e(line)}</p>" for line in shown.tail)
     return page("dataprof compare", f"<h1>{_e(shown.head[0].text)}</h1>{head}<h2>{_e(shown.title)}</h2>"
-                                    f"{_table(shown.columns, rows)}{tail}")
+                                    f"{html_table(shown.columns, rows)}{tail}")

@@ -46,6 +46,8 @@ def feeding_text(feeding: Feeding) -> str:
                 f"{'s' if feeding.workers != 1 else ''}) to feed {step}")
     headroom = feeding.headroom or 0.0
     have = f"{feeding.cpus:g}"
+    if headroom >= 1:
+        return f"{need}; with {have} it has {1 + headroom:.1f}× what it needs"
     return f"{need}; with {have} it has {headroom:.0%} headroom" if headroom >= 0 else \
         f"{need}; {have} are {-headroom / (1 + headroom):.0%} too few"
 

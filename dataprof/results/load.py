@@ -1,4 +1,4 @@
-"""Read any saved document back: a sweep's result, a watched run or an inspection, known by its ``kind``.
+"""Read any saved document back: a sweep's result, a watched run, an inspection or a plan, known by its ``kind``.
 
 Never evaluates the file. Whatever is wrong with it is a one-line :class:`~dataprof.errors.UsageError` naming
 the file: not JSON, not dataprof's, a kind the command does not read, a schema this dataprof does not read, or
@@ -15,18 +15,19 @@ from typing import Any, TypeVar
 from dataprof.errors import UsageError
 from dataprof.results.document import SCHEMA_VERSION
 from dataprof.results.inspect import Inspection
+from dataprof.results.plan import Plan
 from dataprof.results.run import RunReport
 from dataprof.results.sweep import Report
 from dataprof.results.vocabulary import Kind
 
-Document = Report | RunReport | Inspection
+Document = Report | RunReport | Inspection | Plan
 """A document dataprof saves and reads back."""
 
-TYPES: dict[Kind, type[Report] | type[RunReport] | type[Inspection]] = {
-    Kind.SWEEP: Report, Kind.RUN: RunReport, Kind.INSPECT: Inspection}
+TYPES: dict[Kind, type[Report] | type[RunReport] | type[Inspection] | type[Plan]] = {
+    Kind.SWEEP: Report, Kind.RUN: RunReport, Kind.INSPECT: Inspection, Kind.PLAN: Plan}
 """The document of each kind (each reads itself from its JSON: ``from_dict``)."""
 
-NOUNS = {Kind.SWEEP: "result", Kind.RUN: "run document", Kind.INSPECT: "inspect document"}
+NOUNS = {Kind.SWEEP: "result", Kind.RUN: "run document", Kind.INSPECT: "inspect document", Kind.PLAN: "plan"}
 """What a malformed document of each kind is called."""
 
 
@@ -57,7 +58,7 @@ def load_document(path: Path, kinds: Collection[Kind] = tuple(Kind)) -> Document
         raise UsageError(f"{path}: malformed dataprof {NOUNS[kind]} ({type(exc).__name__}: {exc})") from exc
 
 
-_D = TypeVar("_D", Report, RunReport, Inspection)
+_D = TypeVar("_D", Report, RunReport, Inspection, Plan)
 
 
 def load_as(path: Path, document_type: type[_D]) -> _D:

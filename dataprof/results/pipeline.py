@@ -74,7 +74,7 @@ class PipelineModel:
     serial_overlaps_step: bool
     """``num_workers=0`` loads in a thread beside the training loop (Paddle's buffer reader)."""
     main_s_per_batch: Estimate | None
-    """With workers: the main process receiving a batch (wall time, the least contended reading)."""
+    """With workers: the main process receiving a batch (wall time, the least reading of ``trials``)."""
     main_cpu_s_per_batch: Estimate | None
     """With workers: the main process's CPU per batch (its loop and its other threads)."""
     copy_s_per_batch: float

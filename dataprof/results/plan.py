@@ -39,6 +39,8 @@ class Feeding:
 
     step_ms: float
     batch_size: int
+    samples_per_s: float
+    """The rate that feeds the step."""
     cpus_per_rank: float | None
     """CPUs a rank needs for the loader to keep up with the step (its wait under 5% of each iteration)."""
     workers: int | None
@@ -71,6 +73,8 @@ class PlanPoint:
     """Batches every rank's workers keep in /dev/shm."""
     fits: bool
     """RAM and /dev/shm allow it (with the sweep's headroom)."""
+    feeds_step: bool | None
+    """It delivers what feeding the step takes (None without a step)."""
 
 
 @dataclass(frozen=True)
@@ -100,14 +104,6 @@ class Plan:
         return dataclasses.replace(self.knobs, num_workers=self.recommended.num_workers) \
             if self.recommended.num_workers else baseline(self.knobs.framework)
 
-    @property
-    def feeds_step(self) -> bool | None:
-        """Whether the recommended config feeds the step (None without one)."""
-        if self.feeding is None:
-            return None
-        needed = self.feeding.cpus_per_rank
-        return needed is not None and needed <= self.machine.cpus_per_rank and self.recommended.limit == "step"
-
     def to_json(self) -> str:
         """The document as text."""
         return to_json(self.to_dict())
@@ -123,7 +119,7 @@ class Plan:
             "machine": {**dataclasses.asdict(self.machine), "cpus_per_rank": self.machine.cpus_per_rank},
             "recommended": {"config": self.config.to_dict(), "samples_per_s": rec.samples_per_s,
                             "samples_per_s_low": rec.samples_per_s_low, "samples_per_s_high": rec.samples_per_s_high,
-                            "feeds_step": self.feeds_step, "limit": rec.limit, "memory_bytes": rec.memory_bytes,
+                            "feeds_step": rec.feeds_step, "limit": rec.limit, "memory_bytes": rec.memory_bytes,
                             "shm_bytes": rec.shm_bytes},
             "curve": [dataclasses.asdict(point) for point in self.curve],
             "cpus_per_rank_to_feed_step": None if self.feeding is None else self.feeding.cpus_per_rank,

@@ -25,6 +25,12 @@ ENV = {"COLUMNS": "120", "NO_COLOR": "1"}
 SWEEPS = sorted((DATA / "sweep").glob("*.json"))
 RUNS = sorted((DATA / "run").glob("*.json"))
 INSPECTIONS = sorted((DATA / "inspect").glob("*.json"))
+PLANS = sorted((DATA / "plan").glob("*.json"))
+PLANNED = {"node": ("cpu_bound", "--cpus", "96", "--ranks-per-node", "8", "--step-ms", "120", "--batch-size", "256",
+                    "--ram", "200GB", "--shm", "64GB"),
+           "runner": ("io_bound", "--cpus", "4", "--ram", "1GB", "--step-ms", "20"),
+           "one_cpu": ("model_bound", "--cpus", "1")}
+"""How each recorded plan was made: the sweep in tests/data/sweep, then ``dataprof plan``'s options."""
 COMPARED = [(DATA / "sweep" / "latency.json", DATA / "sweep" / "io_bound.json"),
             (DATA / "sweep" / "io_bound.json", DATA / "sweep" / "cpu_bound.json"),
             (DATA / "run" / "train_w0.json", DATA / "run" / "train_w2.json")]
@@ -57,7 +63,7 @@ def plain_html(text: str) -> str:
     return re.sub(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", "UUID", text)
 
 
-@pytest.mark.parametrize("path", SWEEPS + RUNS + INSPECTIONS, ids=name_of)
+@pytest.mark.parametrize("path", SWEEPS + RUNS + INSPECTIONS + PLANS, ids=name_of)
 def test_diagnose_renders_and_writes_what_it_did(path: Path, tmp_path: Path) -> None:
     out = tmp_path / "again.json"
     code, stdout = invoke("diagnose", str(path), "--json", str(out))
@@ -66,7 +72,7 @@ def test_diagnose_renders_and_writes_what_it_did(path: Path, tmp_path: Path) -> 
     golden(f"{name_of(path)}.diagnose.json", out.read_text())
 
 
-@pytest.mark.parametrize("path", RUNS + INSPECTIONS, ids=name_of)
+@pytest.mark.parametrize("path", RUNS + INSPECTIONS + PLANS, ids=name_of)
 def test_report_writes_the_page_it_did(path: Path, tmp_path: Path) -> None:
     out = tmp_path / "page.html"
     assert invoke("report", str(path), "--html", str(out))[0] == 0
@@ -85,6 +91,16 @@ def test_report_writes_the_sweep_page_it_did(path: Path, tmp_path: Path) -> None
 def test_compare_renders_what_it_did(old: Path, new: Path) -> None:
     code, stdout = invoke("compare", str(old), str(new))
     golden(f"compare/{old.parent.name}-{old.stem}--{new.stem}.txt", f"exit code {code}\n{stdout}")
+
+
+@pytest.mark.parametrize("name", sorted(PLANNED))
+def test_plan_renders_and_writes_what_it_did(name: str, tmp_path: Path) -> None:
+    sweep, *options = PLANNED[name]
+    out = tmp_path / "plan.json"
+    code, stdout = invoke("plan", str(DATA / "sweep" / f"{sweep}.json"), *options, "--json", str(out))
+    assert code == 0
+    golden(f"plan/{name}.plan.txt", stdout)
+    assert out.read_text() == (DATA / "plan" / f"{name}.json").read_text()  # the recorded plan is this one
 
 
 def commands() -> list[tuple[str, ...]]:

@@ -13,6 +13,7 @@ from dataprof.decide.compare import compare_documents
 from dataprof.render.documents import PAGES, PRINTERS, RENDERERS, Rendered
 from dataprof.results.inspect import Inspection
 from dataprof.results.load import load_document
+from dataprof.results.plan import Plan
 from dataprof.results.run import RunReport
 from dataprof.results.sweep import Report
 from tests.conftest import DATA
@@ -49,7 +50,7 @@ def load(source: Path | tuple[Path, Path]) -> Rendered:
 
 def headline(document: Rendered) -> str:
     """What the report of ``document`` must name: its target, its script, or its new rate."""
-    if isinstance(document, (Report, Inspection)):
+    if isinstance(document, (Report, Inspection, Plan)):
         return document.target
     if isinstance(document, RunReport):
         return " ".join(document.command)
