@@ -57,12 +57,13 @@ def bare_rate(dataset: Any, config: LoaderConfig, batch_size: int, seconds: floa
 
 
 def bare_rate_fresh(target: str, args: dict[str, Any], config: LoaderConfig, batch_size: int,
-                    seconds: float) -> float:
-    """:func:`bare_rate` in a new Python process."""
+                    seconds: float, prefix: tuple[str, ...] = ()) -> float:
+    """:func:`bare_rate` in a new Python process (started through ``prefix``: ``("taskset", "-c", "0")``)."""
     root = Path(__file__).resolve().parent.parent
     spec = json.dumps({"target": target, "args": args, "config": config.to_dict(), "batch_size": batch_size,
                        "seconds": seconds})
-    out = subprocess.run([sys.executable, __file__, spec], check=True, capture_output=True, text=True, cwd=root)
+    out = subprocess.run([*prefix, sys.executable, __file__, spec], check=True, capture_output=True, text=True,
+                         cwd=root)
     return float(out.stdout.strip().splitlines()[-1])
 
 

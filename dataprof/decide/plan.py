@@ -35,7 +35,7 @@ def machine_of(report: Report, cpus: float | None = None, ranks_per_node: int = 
         cpus=report.environment.usable_cpus * ranks_per_node if cpus is None else cpus,
         ranks_per_node=ranks_per_node, ram_bytes=ram_bytes, shm_bytes=shm_bytes,
         step_ms=float(report.settings.get("step_ms") or 0.0) if step_ms is None else step_ms,
-        batch_size=batch or batch_size(report))
+        batch_size=batch_size(report) if batch is None else batch)
     for value, flag in ((machine.cpus, "--cpus"), (machine.batch_size, "--batch-size"),
                         (1 if ram_bytes is None else ram_bytes, "--ram"),
                         (1 if shm_bytes is None else shm_bytes, "--shm")):
