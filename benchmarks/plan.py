@@ -105,6 +105,10 @@ class Round:
     best: float
     curve_error: float
     """The largest |measured / predicted - 1| over the check sweep's worker counts."""
+    cpu_source: float | None
+    cpu_check: float | None
+    """A worker's CPU per sample (ms) as the source sweep's model and the check sweep's read it: where they
+    differ, the samples cost another CPU time there (the machine's drift, or CPUs that are not alike)."""
 
 
 def sweep(target: str, args: dict[str, Any], batch: int, workers: list[int], cpus: int, seconds: float) -> Any:
@@ -137,7 +141,16 @@ def one_round(name: str, source_cpus: int, target_cpus: int, workers: list[int],
     error = max(abs(measured[w] / predicted[w] - 1) for w in measured if w in predicted and predicted[w])
     return Round(rec.num_workers, rec.samples_per_s, rec.samples_per_s_low, rec.samples_per_s_high,
                  bool(planned.extrapolations), measured.get(rec.num_workers, 0.0), checks["bare"], best,
-                 measured[best], error)
+                 measured[best], error, _worker_cpu_ms(source), _worker_cpu_ms(checks["dataprof"]))
+
+
+def _worker_cpu_ms(report: Any) -> float | None:
+    figure = report.model.worker_cpu_s_per_sample if report.model is not None else None
+    return None if figure is None else 1000 * figure.value
+
+
+def _ms(value: float | None) -> str:
+    return "?" if value is None else f"{value:.2f}"
 
 
 def main() -> int:
@@ -160,7 +173,7 @@ def main() -> int:
     workers = [int(w) for w in opts.workers.split(",")]
     summary = []
     print(f"{'pipeline':<9}{'CPUs':>6}{'round':>6}{'plan':>6}{'predicted (range)':>24}{'dataprof':>10}"
-          f"{'bare':>9}{'err':>8}{'best':>12}{'plan/best':>10}{'curve err':>10}")
+          f"{'bare':>9}{'err':>8}{'best':>12}{'plan/best':>10}{'curve err':>10}{'CPU/sample ms':>16}")
     for name in opts.pipelines.split(","):
         for source_cpus, target_cpus in directions:
             rounds = []
@@ -172,7 +185,7 @@ def main() -> int:
                          f"w{r.workers}{'*' if r.extrapolated else ''}".rjust(6), predicted.rjust(24),
                          f"{r.dataprof:>10,.0f}", f"{r.bare:>9,.0f}", f"{r.bare / r.predicted - 1:>+8.1%}",
                          f"w{r.best_workers} {r.best:,.0f}".rjust(12), f"{r.dataprof / r.best:>10.2f}",
-                         f"{r.curve_error:>10.1%}"]
+                         f"{r.curve_error:>10.1%}", f"{_ms(r.cpu_source)} → {_ms(r.cpu_check)}".rjust(16)]
                 print("".join(cells), flush=True)
             error = statistics.median(r.bare / r.predicted - 1 for r in rounds)
             share = statistics.median(r.dataprof / r.best for r in rounds)

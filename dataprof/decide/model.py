@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from dataprof.decide.budgets import available_cpus, memory_fit
 from dataprof.decide.diagnose.facts import batch_size, ok_trials
+from dataprof.decide.thresholds import Thresholds
 from dataprof.results.pipeline import Estimate, PipelineModel, Residual
 from dataprof.results.stats import MIN_NOISE
 from dataprof.results.sweep import Report
@@ -201,9 +202,15 @@ def _rate(model: PipelineModel, costs: _Costs, workers: int, cpus: float, step_s
     main_cpu, loop = costs.main_cpu * scale, costs.main * scale + consumer  # the loop takes a batch every `loop`
     limits = {"workers": workers / (costs.work + costs.wait) if costs.work + costs.wait > 0 else math.inf,
               "cpus": model.cpu_share * cpus * batch / (costs.work * batch + main_cpu) if costs.work else math.inf,
-              "step" if step_s > costs.main * scale else "main": batch / loop if loop > 0 else math.inf}
+              _loop_limit(costs.main * scale, consumer): batch / loop if loop > 0 else math.inf}
     limit = min(limits, key=lambda name: limits[name])
     return limits[limit], limit
+
+
+def _loop_limit(main: float, consumer: float) -> str:
+    """What holds back a loop that takes a batch every ``main + consumer``: the step, when the main process's
+    receiving is under the model-bound wait (5%) of each iteration; else the main process."""
+    return "step" if consumer > 0 and main <= Thresholds().model_bound_wait * (main + consumer) else "main"
 
 
 def predict(model: PipelineModel, workers: int, cpus: float, step_s: float, batch: int | None = None) -> Prediction:

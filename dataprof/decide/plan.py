@@ -23,6 +23,9 @@ NOT_ENOUGH = ("a plan fits its model to at least two completed configs, one of t
               "num_workers=0 and two worker counts (dataprof sweep TARGET --workers 0,2,4)")
 """Why a sweep gives no plan."""
 
+MOST_WORKERS = 1024
+"""The most workers a plan weighs."""
+
 
 def machine_of(report: Report, cpus: float | None = None, ranks_per_node: int = 1, ram_bytes: int | None = None,
                shm_bytes: int | None = None, step_ms: float | None = None,
@@ -68,9 +71,10 @@ def plan_for(target: str, measured: dict[str, object], machine: TargetMachine, m
              knobs: LoaderConfig) -> Plan:
     """The plan for ``machine`` from ``model``; ``knobs``: the sweep's pick, whose num_workers it changes."""
     feed = feeding(model, machine)
-    top = max(8, 4 * math.ceil(machine.cpus_per_rank), *model.measured_workers)
+    top = max(8, 4 * math.ceil(machine.cpus_per_rank), *model.measured_workers, _enough(model, machine))
     recommended = _recommended(tuple(_point(model, machine, knobs, feed, w) for w in range(top + 1)))
-    shown = {0, *(2 ** k for k in range(11) if 2 ** k <= top), *model.measured_workers, recommended.num_workers}
+    powers = (2 ** k for k in range(MOST_WORKERS.bit_length()) if 2 ** k <= top)
+    shown = {0, *powers, *model.measured_workers, recommended.num_workers}
     if feed is not None and feed.workers is not None:
         shown.add(feed.workers)
     curve = tuple(_point(model, machine, knobs, feed, workers) for workers in sorted(shown))
@@ -80,6 +84,16 @@ def plan_for(target: str, measured: dict[str, object], machine: TargetMachine, m
     return Plan(tool_version=__version__, target=target, measured=measured, machine=machine, model=model,
                 knobs=knobs, curve=curve, recommended=recommended, feeding=feed,
                 extrapolations=_extrapolations(model, machine, recommended), notes=tuple(notes))
+
+
+def _enough(model: PipelineModel, machine: TargetMachine) -> int:
+    """Workers past which more cannot help: those that deliver what the CPUs, the main process or the step
+    allow (a latency-bound pipeline's can be many per CPU), with a quarter more to show the curve flatten."""
+    per_sample = sum(e.value for e in (model.worker_cpu_s_per_sample, model.wait_s_per_sample) if e is not None)
+    ceiling = predict(model, MOST_WORKERS, machine.cpus_per_rank, machine.step_ms / 1000, machine.batch_size)
+    if per_sample <= 0 or math.isnan(ceiling.samples_per_s):
+        return 0
+    return min(MOST_WORKERS, math.ceil(1.25 * ceiling.samples_per_s * per_sample))
 
 
 def feeding(model: PipelineModel, machine: TargetMachine, th: Thresholds | None = None) -> Feeding | None:
@@ -134,8 +148,8 @@ def _point(model: PipelineModel, machine: TargetMachine, knobs: LoaderConfig, fe
 
 
 def _recommended(curve: tuple[PlanPoint, ...]) -> PlanPoint:
-    """Of every worker count up to four per CPU: the fewest that feed the step; without a step or any that
-    does, the fewest within 5% of the fastest; of the counts that fit (of all, when none does)."""
+    """Of every worker count weighed: the fewest that feed the step; without a step or any that does, the
+    fewest within 5% of the fastest; of the counts that fit (of all, when none does)."""
     fitting = [p for p in curve if p.fits and not math.isnan(p.samples_per_s)] or \
         [p for p in curve if not math.isnan(p.samples_per_s)]
     keeping_up = [p for p in fitting if p.feeds_step]

@@ -1,12 +1,13 @@
 """Pick the config to recommend: the cheapest one within noise of the fastest.
 
-Pure function of the trials, so ``dataprof diagnose run.json`` reproduces it.
+Pure function of the trials (and of the model fitted from them), so ``dataprof diagnose run.json`` reproduces it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
+from dataprof.decide.model import LIMITS
 from dataprof.results.stats import noise_between, speedup
 from dataprof.results.sweep import Recommendation
 from dataprof.results.trial import TrialResult
@@ -34,15 +35,25 @@ ORDER_CAVEAT = ("; in_order=False: batches come as they are ready, not in the sa
 """What a recommendation with ``in_order=False`` changes besides speed."""
 
 
-def recommend(trials: Sequence[TrialResult]) -> Recommendation | None:
-    """The cheapest completed config within noise (at most :data:`MAX_TRADE`) of the fastest; None if none ran."""
+Model = Callable[[TrialResult], tuple[float, str]]
+"""A trial's rate by the model of the pipeline, and what holds it back (``decide.model.predict``)."""
+
+
+def recommend(trials: Sequence[TrialResult], model: Model | None = None) -> Recommendation | None:
+    """The cheapest completed config within noise (at most :data:`MAX_TRADE`) of the fastest; None if none ran.
+
+    With ``model``, noise the 5% cap leaves unsettled is settled by it: a cheaper config within the noise of the
+    fastest, however far, that the model says is no slower (both at the CPUs' limit, say) is recommended."""
     ok = [t for t in trials if t.status == TrialStatus.OK and t.samples_per_s]
     if not ok:
         return None
     fastest = max(ok, key=lambda t: t.samples_per_s or 0.0)
     top = fastest.samples_per_s or 0.0
     within = [t for t in ok if (top - (t.samples_per_s or 0.0)) / top <= tolerance(t, fastest)]
-    chosen = min(within, key=_cost)
+    settled = [t for t in ok if model is not None and t not in within
+               and (top - (t.samples_per_s or 0.0)) / top <= noise_between(t, fastest)
+               and model(t)[0] >= (1 - MAX_TRADE) * model(fastest)[0]]
+    chosen = min(within + settled, key=_cost)
     baseline = next((t for t in ok if t.config.is_baseline), None)
     return Recommendation(
         config=chosen.config,
@@ -50,8 +61,18 @@ def recommend(trials: Sequence[TrialResult]) -> Recommendation | None:
         speedup_vs_baseline=speedup(chosen, baseline),
         fastest=fastest.config,
         fastest_samples_per_s=top,
-        reason=_reason(chosen, fastest, ok) + (ORDER_CAVEAT if chosen.config.in_order is False else ""),
+        reason=_reason(chosen, fastest, ok) + (_settled(chosen, fastest, model) if chosen in settled else "")
+        + (ORDER_CAVEAT if chosen.config.in_order is False else ""),
     )
+
+
+def _settled(chosen: TrialResult, fastest: TrialResult, model: Model | None) -> str:
+    """Why the model settles what the noise could not."""
+    assert model is not None
+    (mine, limit), (theirs, _) = model(chosen), model(fastest)
+    return (f"; more than the {100 * MAX_TRADE:.0f}% a cheaper config may cost, but the model of the pipeline "
+            f"puts it at {mine:,.0f} samples/s against {theirs:,.0f} ({limit}: {LIMITS[limit]}), so the gap is "
+            "noise")
 
 
 def _reason(chosen: TrialResult, fastest: TrialResult, ok: Sequence[TrialResult]) -> str:

@@ -1,6 +1,7 @@
 """Every decision a Report carries, made from its measurements alone.
 
-``decide(report)`` recommends a config, computes its CPU ceiling, diagnoses
+``decide(report)`` fits the model of the pipeline, recommends a config (the model settling what the noise
+cannot), computes its CPU ceiling, diagnoses
 the bottleneck and compares the rules of thumb; the sweep calls it after every
 trial and ``dataprof diagnose`` re-runs it on saved runs, so improved rules
 apply to old measurements.
@@ -9,16 +10,19 @@ apply to old measurements.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 from dataprof.decide.diagnose import diagnose
 from dataprof.decide.diagnose.facts import batch_size, cpu_ceiling
-from dataprof.decide.model import fit
+from dataprof.decide.model import fit, predict
 from dataprof.decide.plan import feeding, machine_of
 from dataprof.decide.recommend import recommend
 from dataprof.decide.search import rules_of_thumb
+from dataprof.results.pipeline import PipelineModel
 from dataprof.results.settings import LoaderConfig, SearchSpace
 from dataprof.results.stats import noise_between
 from dataprof.results.sweep import Report, RuleOfThumb, YourSettings
+from dataprof.results.trial import TrialResult
 from dataprof.results.vocabulary import TrialStatus
 
 
@@ -66,15 +70,26 @@ def compare_current(report: Report) -> YourSettings | None:
                         within_noise=within, changes=changes)
 
 
+def _by(model: PipelineModel, report: Report) -> Callable[[TrialResult], tuple[float, str]]:
+    """A trial's rate by ``model``, on the sweep's CPUs at its step, and what holds it back."""
+    step_s = float(report.settings.get("step_ms") or 0.0) / 1000
+
+    def rate(trial: TrialResult) -> tuple[float, str]:
+        found = predict(model, trial.config.num_workers, model.cpus, step_s)
+        return found.samples_per_s, found.limit
+
+    return rate
+
+
 def decide(report: Report) -> Report:
     """``report`` with its recommendation (and CPU ceiling), diagnosis, the user's settings compared, the
     rules-of-thumb rows and the model of its pipeline (pure)."""
-    recommendation = recommend(report.trials)
+    model = fit(report)
+    recommendation = recommend(report.trials, None if model is None else _by(model, report))
     trial = next((t for t in report.trials if recommendation and t.config == recommendation.config), None)
     if recommendation is not None and trial is not None:
         ceiling = cpu_ceiling(trial, batch_size(report), report.environment.usable_cpus)
         recommendation = dataclasses.replace(recommendation, cpu_ceiling_samples_per_s=ceiling)
-    model = fit(report)
     recommended = dataclasses.replace(report, recommendation=recommendation, model=model,
                                       feeding=None if model is None else feeding(model, machine_of(report)))
     primary, findings = diagnose(recommended)

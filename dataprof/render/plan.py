@@ -76,9 +76,10 @@ def plan_view(plan: Plan) -> PlanView:
     ram = "RAM not checked (--ram)" if m.ram_bytes is None else f"RAM {fmt_bytes(m.ram_bytes)}"
     shm = "/dev/shm not checked (--shm)" if m.shm_bytes is None else f"/dev/shm {fmt_bytes(m.shm_bytes)}"
     step = f"a {m.step_ms:g} ms step" if m.step_ms else "no model step (the loader's ceiling)"
+    ranks = f"{m.cpus:g} CPUs, one rank" if m.ranks_per_node == 1 else \
+        f"{m.cpus:g} CPUs, {m.ranks_per_node} ranks per node → {m.cpus_per_rank:g} CPUs per rank"
     head = (f"dataprof {plan.tool_version} · plan for {plan.target}",
-            f"for: {m.cpus:g} CPUs, {m.ranks_per_node} rank(s) per node → {m.cpus_per_rank:g} CPUs per rank · "
-            f"{ram} · {shm} · {step} · batch size {m.batch_size}",
+            f"for: {ranks} · {ram} · {shm} · {step} · batch size {m.batch_size}",
             f"from: a sweep of {measured.get('trials')} trials on {measured.get('cpus', 0):g} CPUs "
             f"({', '.join(f'w{w}' for w in measured.get('workers', []))}), batch size {measured.get('batch_size')}: "
             "predicted, not measured")
@@ -92,8 +93,8 @@ def plan_view(plan: Plan) -> PlanView:
     answer = [f"{plan.config.label()}: {_rate(rec)}{per}; {held}"]
     if plan.feeding is not None:
         answer.append(f"step: {feeding_text(plan.feeding)}")
-    answer.append(f"the node's {m.ranks_per_node} rank(s) need RAM {_size(rec.memory_bytes, m.ram_bytes)}, "
-                  f"/dev/shm {_size(rec.shm_bytes, m.shm_bytes)}")
+    who = "it needs" if m.ranks_per_node == 1 else f"the node's {m.ranks_per_node} ranks need"
+    answer.append(f"{who} RAM {_size(rec.memory_bytes, m.ram_bytes)}, /dev/shm {_size(rec.shm_bytes, m.shm_bytes)}")
     line = dataloader_line(plan.config, m.batch_size, bool(measured.get("shuffle")), measured.get("collate_fn"))
     return PlanView(head, columns, rows, tuple(answer), line, plan.extrapolations, model_lines(plan.model), plan.notes)
 

@@ -23,7 +23,7 @@ def invoke(*args: str) -> tuple[int, str, str]:
 def test_the_command_and_the_api_give_the_same_plan(tmp_path: Path) -> None:
     out = tmp_path / "plan.json"
     code, stdout, _ = invoke(str(SWEEP), "--cpus", "3.5", "--step-ms", "40", "--ram", "8GB", "--json", str(out))
-    assert code == 0 and "3.5 CPUs per rank" in stdout
+    assert code == 0 and "for: 3.5 CPUs, one rank" in stdout
     planned = dataprof.plan(str(SWEEP), cpus=3.5, step_ms=40, ram="8GB")
     assert json.loads(out.read_text()) == planned.to_dict()
     assert planned.machine.ram_bytes == 8_000_000_000

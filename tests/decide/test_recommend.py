@@ -36,3 +36,33 @@ def test_failed_trials_are_never_recommended() -> None:
     rec = recommend([trial(0, 100), trial(8, 0, status="crashed")])
     assert rec is not None and rec.config.num_workers == 0
     assert recommend([trial(2, 0, status="timeout")]) is None
+
+
+def test_the_model_settles_a_gap_within_noise_that_the_cap_leaves_open() -> None:
+    at_the_cpus = {4: (400.0, "cpus"), 8: (400.0, "cpus")}
+    model = lambda t: at_the_cpus.get(t.config.num_workers, (100.0, "serial"))  # noqa: E731
+    noisy = [trial(0, 100), trial(4, 360, spread=0.1), trial(8, 400, spread=0.1)]  # 10% apart, ±14% noise
+    rec = recommend(noisy, model)
+    assert rec is not None and rec.config.num_workers == 4
+    assert "the model of the pipeline puts it at 400 samples/s against 400" in rec.reason
+    more_workers_pay = {4: (360.0, "workers"), 8: (400.0, "workers")}
+    rec = recommend(noisy, lambda t: more_workers_pay.get(t.config.num_workers, (100.0, "serial")))
+    assert rec is not None and rec.config.num_workers == 8  # the model says the gap is real
+    quiet = [trial(0, 100), trial(4, 360), trial(8, 400)]  # 10% apart beyond the noise: measured, not settled
+    rec = recommend(quiet, model)
+    assert rec is not None and rec.config.num_workers == 8
+
+
+def test_the_sweep_s_model_settles_a_cpu_bound_tie() -> None:
+    import dataclasses
+
+    from dataprof.decide.sweep import decide
+    from tests.conftest import recorded
+
+    report = recorded("sweep", "cpu_bound")  # 2 CPUs used up from w2 on
+    noisy = tuple(dataclasses.replace(t, samples_per_s=650.0 if t.config.num_workers == 4 else t.samples_per_s,
+                                      samples_per_s_spread=0.2) for t in report.trials)
+    decided = decide(dataclasses.replace(report, trials=noisy))
+    assert decided.recommendation is not None and decided.recommendation.config.num_workers == 2
+    assert decided.recommendation.fastest.num_workers == 4
+    assert "the CPUs are used up" in decided.recommendation.reason
