@@ -57,7 +57,8 @@ def fit(report: Report) -> PipelineModel | None:
     batch = batch_size(report)
     cpus = min(available_cpus(t, report.environment.usable_cpus) for t in ok)
     work = Estimate.of([cpu for t in workers if (cpu := _worker_cpu(t)) is not None])
-    waits = [w for t in ok if (w := _wait(t, batch, cpus)) is not None]
+    share = _cpu_share(ok, cpus)
+    waits = [w for t in ok if (w := _wait(t, batch, cpus, share)) is not None]
     memory = memory_fit(ok)
     startup = _line([(t.config.num_workers, t.first_batch_s) for t in ok if t.first_batch_s is not None])
     model = PipelineModel(
@@ -68,7 +69,7 @@ def fit(report: Report) -> PipelineModel | None:
         main_cpu_s_per_batch=Estimate.of([t.main_cpu_percent / 100 * batch / (t.samples_per_s or 1)
                                           for t in workers if t.main_cpu_percent is not None]),
         copy_s_per_batch=statistics.median((t.copy_ms_mean or 0.0) / 1000 for t in ok),
-        cpu_share=_cpu_share(ok, cpus),
+        cpu_share=share,
         memory_base_bytes=memory[0] if memory else None, memory_per_worker_bytes=memory[1] if memory else None,
         worker_growth_bytes_per_s=Estimate.of([t.workers_inherited_growth_bytes / t.config.num_workers / t.window_s
                                                for t in workers if t.workers_inherited_growth_bytes is not None
@@ -129,9 +130,11 @@ def _receive(trial: TrialResult) -> float:
     return ((trial.receive_ms_mean or trial.wait_cpu_ms_mean or 0.0) + (trial.sampler_ms_mean or 0.0)) / 1000
 
 
-def _wait(trial: TrialResult, batch: int, cpus: float) -> float | None:
-    """What a sample waited on besides CPU in this trial: a worker's wall time per sample less its CPU, read
-    only where the loop waited for data (the workers were the limit) and the CPUs were not contended."""
+def _wait(trial: TrialResult, batch: int, cpus: float, share: float) -> float | None:
+    """What a sample waited on besides CPU in this trial, read only where the loop waited for data (the workers
+    were the limit) and the CPUs were not contended: at ``num_workers=0``, a batch's load less its CPU; with
+    workers, the wait at which :func:`delivered` gives the trial's rate (a worker's wall time per sample less
+    its CPU, less the time its samples queued for a CPU another worker held)."""
     rate = trial.samples_per_s or 0.0
     if not rate or (trial.wait_fraction or 0.0) < 0.05 or (trial.cpu_percent or 0.0) / 100 >= CONTENDED * cpus:
         return None
@@ -141,7 +144,16 @@ def _wait(trial: TrialResult, batch: int, cpus: float) -> float | None:
             return None
         return max(0.0, _serial(trial) - trial.wait_cpu_ms_mean / 1000) / batch
     cpu = _worker_cpu(trial)
-    return None if cpu is None else max(0.0, workers / rate - cpu)
+    if cpu is None:
+        return None
+    left = share * cpus - (trial.main_cpu_percent or 0.0) / 100  # the CPUs the main process left the workers
+    low, high = 0.0, workers / rate
+    if left <= 0 or delivered(workers, left, cpu, low) <= rate:
+        return 0.0  # the CPUs alone explain the rate
+    for _ in range(40):  # the rate falls as the wait grows: halve the bracket
+        middle = (low + high) / 2
+        low, high = (middle, high) if delivered(workers, left, cpu, middle) > rate else (low, middle)
+    return (low + high) / 2
 
 
 def _line(points: list[tuple[int, float]]) -> tuple[float, float] | None:
@@ -199,12 +211,55 @@ def _rate(model: PipelineModel, costs: _Costs, workers: int, cpus: float, step_s
         load = costs.serial * scale / min(1.0, cpus)  # its copy included
         per_batch = max(load, step_s) if model.serial_overlaps_step else load + step_s
         return batch / per_batch, ("step" if model.serial_overlaps_step and step_s >= load else "serial")
-    main_cpu, loop = costs.main_cpu * scale, costs.main * scale + consumer  # the loop takes a batch every `loop`
-    limits = {"workers": workers / (costs.work + costs.wait) if costs.work + costs.wait > 0 else math.inf,
-              "cpus": model.cpu_share * cpus * batch / (costs.work * batch + main_cpu) if costs.work else math.inf,
-              _loop_limit(costs.main * scale, consumer): batch / loop if loop > 0 else math.inf}
-    limit = min(limits, key=lambda name: limits[name])
-    return limits[limit], limit
+    loop = costs.main * scale + consumer  # the loop takes a batch every `loop`
+    main_cpu = costs.main_cpu * scale / batch  # the main process's CPU per sample
+    usable = model.cpu_share * cpus
+    asymptotes = {"workers": workers / (costs.work + costs.wait) if costs.work + costs.wait > 0 else math.inf,
+                  "cpus": usable / (costs.work + main_cpu) if costs.work + main_cpu > 0 else math.inf}
+    # the workers queue for the CPUs the main process leaves them at the rate the bounds allow
+    left = usable - main_cpu * min(asymptotes.values()) if main_cpu else usable
+    loader = delivered(workers, left, costs.work, costs.wait)
+    looping = batch / loop if loop > 0 else math.inf
+    if looping < loader:
+        return looping, _loop_limit(costs.main * scale, consumer)
+    return loader, min(asymptotes, key=lambda name: asymptotes[name])
+
+
+def delivered(workers: int, cpus: float, demand: float, wait: float) -> float:
+    """Samples/s of ``workers`` that each wait ``wait`` s away from the CPUs, then take ``demand`` s of one of
+    ``cpus`` CPUs, in turn: the machine-repairman queue (W sources, C servers). With W workers it lies below
+    both ``W / (demand + wait)`` and ``C / demand``, most near where they meet: a worker ready to compute waits
+    for a CPU another holds. Its stationary law does not depend on how the wait is distributed; the CPU time
+    is taken as exponential. Below one CPU, the share is a slower CPU; above, a fraction counts pro rata
+    between its neighbours."""
+    if workers <= 0:
+        return 0.0
+    if demand <= 0:
+        return workers / wait if wait > 0 else math.inf
+    if wait <= 0:
+        return min(workers, cpus) / demand
+    if cpus < 1:
+        return delivered(workers, 1, demand / cpus, wait)  # a share of a CPU is a slower CPU
+    whole = math.floor(cpus)
+    rate = _repairman(workers, whole, demand / wait) / demand
+    if cpus == whole:
+        return rate
+    return rate + (cpus - whole) * (_repairman(workers, whole + 1, demand / wait) / demand - rate)
+
+
+def _repairman(workers: int, servers: int, ratio: float) -> float:
+    """The mean number of busy servers: ``p(k) ∝ W! / (W - k)! × ratio^k / (k! for k ≤ C, else C! C^(k-C))``."""
+    term = total = 1.0  # k = 0
+    busy = 0.0
+    for k in range(1, workers + 1):
+        term *= (workers - k + 1) * ratio / min(k, servers)
+        total += term
+        busy += min(k, servers) * term
+        if total > 1e250:
+            term, total, busy = term / 1e250, total / 1e250, busy / 1e250
+        elif term < 1e-12 * total and (workers - k) * ratio < min(k, servers):
+            break  # past the mode, the rest is negligible
+    return busy / total
 
 
 def _loop_limit(main: float, consumer: float) -> str:

@@ -71,7 +71,8 @@ def plan_for(target: str, measured: dict[str, object], machine: TargetMachine, m
              knobs: LoaderConfig) -> Plan:
     """The plan for ``machine`` from ``model``; ``knobs``: the sweep's pick, whose num_workers it changes."""
     feed = feeding(model, machine)
-    top = max(8, 4 * math.ceil(machine.cpus_per_rank), *model.measured_workers, _enough(model, machine))
+    enough = _enough(model, machine.cpus_per_rank, machine.step_ms / 1000, machine.batch_size)
+    top = max(8, 4 * math.ceil(machine.cpus_per_rank), *model.measured_workers, enough)
     recommended = _recommended(tuple(_point(model, machine, knobs, feed, w) for w in range(top + 1)))
     powers = (2 ** k for k in range(MOST_WORKERS.bit_length()) if 2 ** k <= top)
     shown = {0, *powers, *model.measured_workers, recommended.num_workers}
@@ -86,11 +87,12 @@ def plan_for(target: str, measured: dict[str, object], machine: TargetMachine, m
                 extrapolations=_extrapolations(model, machine, recommended), notes=tuple(notes))
 
 
-def _enough(model: PipelineModel, machine: TargetMachine) -> int:
-    """Workers past which more cannot help: those that deliver what the CPUs, the main process or the step
-    allow (a latency-bound pipeline's can be many per CPU), with a quarter more to show the curve flatten."""
+def _enough(model: PipelineModel, cpus: float, step_s: float, batch: int) -> int:
+    """Workers past which more cannot help on ``cpus`` CPUs: those that deliver what the CPUs, the main process
+    or the step allow (a latency-bound pipeline's can be many per CPU), with a quarter more to show the curve
+    flatten."""
     per_sample = sum(e.value for e in (model.worker_cpu_s_per_sample, model.wait_s_per_sample) if e is not None)
-    ceiling = predict(model, MOST_WORKERS, machine.cpus_per_rank, machine.step_ms / 1000, machine.batch_size)
+    ceiling = predict(model, MOST_WORKERS, cpus, step_s, batch)
     if per_sample <= 0 or math.isnan(ceiling.samples_per_s):
         return 0
     return min(MOST_WORKERS, math.ceil(1.25 * ceiling.samples_per_s * per_sample))
@@ -103,7 +105,8 @@ def feeding(model: PipelineModel, machine: TargetMachine, th: Thresholds | None 
         return None
     th = th or Thresholds()
     batch, scale = machine.batch_size, machine.batch_size / model.batch_size
-    consumer = machine.step_ms / 1000 + model.copy_s_per_batch * scale
+    step_s = machine.step_ms / 1000
+    consumer = step_s + model.copy_s_per_batch * scale
     longest = consumer / (1 - th.model_bound_wait)
     main = (model.main_s_per_batch.value if model.main_s_per_batch else 0.0) * scale
     have = machine.cpus_per_rank
@@ -112,8 +115,32 @@ def feeding(model: PipelineModel, machine: TargetMachine, th: Thresholds | None 
     main_cpu = (model.main_cpu_s_per_batch.value if model.main_cpu_s_per_batch else 0.0) * scale
 
     def need(rate: float) -> tuple[float, int]:
-        """CPUs per rank and workers that deliver ``rate`` samples/s."""
-        return rate * (work + main_cpu / batch) / model.cpu_share, max(1, math.ceil(rate * (work + wait)))
+        """The fewest CPUs per rank on which the model delivers ``rate`` samples/s with no more workers than a
+        plan weighs there, and the fewest workers that do on them."""
+        def reaches(cpus: float, workers: int | None = None) -> bool:
+            workers = _enough(model, cpus, step_s, batch) if workers is None else workers
+            return _keeps_up(predict(model, workers, cpus, step_s, batch).samples_per_s, rate)
+
+        low = rate * (work + main_cpu / batch) / model.cpu_share  # what the samples cost: no fewer CPUs do it
+        high = max(low, 1e-3)
+        for _ in range(20):
+            if reaches(high):
+                break
+            high *= 2
+        else:  # more workers than a plan weighs: the samples' cost, and the workers that take at that rate
+            return low, max(1, math.ceil(rate * (work + wait)))
+        if low <= 0 or reaches(low):
+            cpus = low
+        else:
+            for _ in range(40):
+                middle = (low + high) / 2
+                low, high = (low, middle) if reaches(middle) else (middle, high)
+            cpus = high
+        few, many = 0, max(1, _enough(model, cpus, step_s, batch))
+        while many - few > 1:  # the rate grows with the workers: halve the bracket
+            middle = (few + many) // 2
+            few, many = (few, middle) if reaches(cpus, middle) else (middle, many)
+        return cpus, many
 
     if main + consumer > longest:
         cpus, workers = need(batch / (main + consumer))
@@ -129,6 +156,11 @@ def feeding(model: PipelineModel, machine: TargetMachine, th: Thresholds | None 
     return Feeding(machine.step_ms, batch, batch / longest, cpus, workers, have)
 
 
+def _keeps_up(rate: float, needed: float) -> bool:
+    """``rate`` delivers ``needed``, to within rounding."""
+    return rate >= needed * (1 - 1e-9)
+
+
 def _point(model: PipelineModel, machine: TargetMachine, knobs: LoaderConfig, feed: Feeding | None,
            workers: int) -> PlanPoint:
     """One worker count on ``machine``: its rate, and what the node's ranks need for it."""
@@ -142,7 +174,8 @@ def _point(model: PipelineModel, machine: TargetMachine, knobs: LoaderConfig, fe
         shm = ranks * workers * (knobs.prefetch_factor or 2) * model.shm_bytes_per_batch * scale if shared else 0.0
     fits = (memory is None or machine.ram_bytes is None or memory <= HEADROOM * machine.ram_bytes) and \
         (shm is None or machine.shm_bytes is None or shm <= HEADROOM * machine.shm_bytes)
-    feeds = None if feed is None else feed.cpus_per_rank is not None and prediction.samples_per_s >= feed.samples_per_s
+    feeds = None if feed is None else feed.cpus_per_rank is not None and \
+        _keeps_up(prediction.samples_per_s, feed.samples_per_s)
     return PlanPoint(workers, prediction.samples_per_s, prediction.low, prediction.high, prediction.limit,
                      memory, shm, fits, feeds)
 

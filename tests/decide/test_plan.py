@@ -64,6 +64,22 @@ def test_the_cpus_a_step_needs_are_what_the_samples_cost_at_the_rate_that_feeds_
     assert predict(model(), rec.num_workers - 1, 24, 0.120, 256).samples_per_s < rate
 
 
+def test_workers_that_also_wait_need_more_cpus_than_their_samples_cost_where_they_queue_for_them() -> None:
+    waiting = model(work=0.010, wait=0.010)  # as long away from the CPUs as on them
+    target = machine(cpus=96, ranks=4)
+    feed = plan(waiting, target).feeding
+    assert feed is not None and feed.workers is not None and feed.cpus_per_rank is not None
+    cost = feed.samples_per_s * (0.010 + 0.001 / 256) / 0.95
+    assert cost < feed.cpus_per_rank < 1.15 * cost
+    assert predict(waiting, feed.workers, feed.cpus_per_rank, 0.120, 256).samples_per_s == \
+        pytest.approx(feed.samples_per_s, rel=1e-6)
+    assert predict(waiting, feed.workers - 1, feed.cpus_per_rank, 0.120, 256).samples_per_s < feed.samples_per_s
+    enough, fewer = (plan(waiting, machine(cpus=4 * cpus, ranks=4))
+                     for cpus in (feed.cpus_per_rank, 0.99 * feed.cpus_per_rank))
+    assert enough.recommended.feeds_step and enough.recommended.num_workers == feed.workers
+    assert not fewer.recommended.feeds_step
+
+
 def test_too_few_cpus_say_how_many_too_few_and_give_the_fastest_config_there() -> None:
     planned = plan(model(), machine(cpus=8))
     feed = planned.feeding
