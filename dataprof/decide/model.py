@@ -78,7 +78,7 @@ def fit(report: Report) -> PipelineModel | None:
         startup_base_s=startup[0] if startup else None, startup_per_worker_s=startup[1] if startup else None,
         measured_workers=tuple(sorted({t.config.num_workers for t in ok})),
         noise=max(MIN_NOISE, statistics.median(t.samples_per_s_spread or 0.0 for t in ok)),
-        notes=_notes(serial, waits, len(completed) - len(ok)))
+        notes=_notes(serial, waits, len(completed) - len(ok), _most_used(ok, cpus), cpus))
     step_s = float(report.settings.get("step_ms") or 0.0) / 1000
     residuals = tuple(Residual(t.config.label(), t.samples_per_s or 0.0,
                                predict(model, t.config.num_workers, cpus, step_s, batch).samples_per_s)
@@ -102,8 +102,13 @@ def _steady(trial: TrialResult) -> bool:
 
 def _cpu_share(trials: list[TrialResult], cpus: float) -> float:
     """The share of their CPUs the processes can use: the most a trial used, once one used them up."""
-    most = min(1.0, max((t.cpu_percent or 0.0) / 100 / cpus for t in trials))
+    most = _most_used(trials, cpus)
     return most if most >= CONTENDED else REACHABLE_CPU_SHARE
+
+
+def _most_used(trials: list[TrialResult], cpus: float) -> float:
+    """The largest share of its CPUs a trial's processes used."""
+    return min(1.0, max((t.cpu_percent or 0.0) / 100 / cpus for t in trials))
 
 
 def _worker_cpu(trial: TrialResult) -> float | None:
@@ -166,8 +171,12 @@ def _line(points: list[tuple[int, float]]) -> tuple[float, float] | None:
     return mean_y - slope * mean_x, slope
 
 
-def _notes(serial: list[TrialResult], waits: list[float], respawned: int) -> tuple[str, ...]:
+def _notes(serial: list[TrialResult], waits: list[float], respawned: int, used: float,
+           cpus: float) -> tuple[str, ...]:
     notes = []
+    if used < CONTENDED:
+        notes.append(f"no trial used the CPUs up (at most {used * cpus:.1f} of {cpus:g}): the share of them the "
+                     f"processes reach is taken as {REACHABLE_CPU_SHARE:.0%}: a plan's CPU limit rests on it")
     if respawned:
         notes.append(f"{respawned} trial(s) started their workers again at each epoch: not fitted (what that "
                      "costs depends on the epoch's length), only predicted back")
