@@ -16,8 +16,8 @@ pipeline and direction the medians: the goal is the prediction within 15% of the
 ``num_workers`` within 5% of the best measured there. The last column is a worker's CPU per sample as the
 source sweep and the check sweep read it: where they differ, the samples cost another CPU time there.
 
-Pipelines: ``cpu`` (pure-Python work, 2 ms of CPU a sample), ``latency`` (``examples/latency.py``'s
-SleepDataset, 5 ms a sample), ``mixed`` (1 ms of CPU and 3 ms of sleep) and ``decode`` (JPEG decode and
+Pipelines: ``cpu`` (a pure-Python loop a sample), ``latency`` (``examples/latency.py``'s
+SleepDataset, 5 ms a sample), ``mixed`` (half that loop and 3 ms of sleep) and ``decode`` (JPEG decode and
 torchvision's augmentation, ``benchmarks/pipelines.py:JpegDecode``; without torchvision, its PIL stand-in).
 
     python benchmarks/plan.py [--pipelines cpu,latency,mixed,decode] [--directions 2:1,1:2] [--rounds 3]
@@ -59,7 +59,7 @@ def _work(iterations: int) -> int:
 
 
 class Busy(Dataset):
-    """CPU-bound: ``iterations`` of a pure-Python loop a sample (about 2 ms here), a small tensor out."""
+    """CPU-bound: ``iterations`` of a pure-Python loop a sample, a small tensor out."""
 
     def __init__(self, length: int = 100_000, iterations: int = 40_000) -> None:
         self.length, self.iterations = length, iterations
