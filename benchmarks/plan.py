@@ -5,7 +5,7 @@ For each pipeline and each direction (measured on ``FROM`` CPUs, planned for ``T
 1. sweeps ``--workers`` on ``FROM`` CPUs (``--cpus``), then plans for ``TO`` CPUs (``dataprof.plan``): the
    planned ``num_workers`` and its predicted samples/s;
 2. measures on ``TO`` CPUs, in alternating order (A B, then B A), a dataprof sweep pinned with ``--cpus`` over
-   the same worker counts and the planned one, and a bare ``for batch in DataLoader(...)`` loop in a fresh
+   the same worker counts, the planned one and twice that, and a bare ``for batch in DataLoader(...)`` loop in a fresh
    process pinned by ``taskset`` to the same CPUs, at the planned config.
 
 Each round's prediction and its checks are a minute apart at most, so the machine's drift over minutes does
@@ -135,7 +135,7 @@ def one_round(name: str, source_cpus: int, target_cpus: int, workers: list[int],
     source = sweep(target, args, batch, workers, source_cpus, seconds)
     planned = dataprof.plan(source, cpus=target_cpus, step_ms=0)
     rec = planned.recommended
-    grid = sorted({*workers, rec.num_workers})
+    grid = sorted({*workers, rec.num_workers, 2 * rec.num_workers})  # would more workers than planned help?
     checks: dict[str, Any] = {}
     for side in (("bare", "dataprof") if flip else ("dataprof", "bare")):
         checks[side] = bare(target, args, batch, rec.num_workers, target_cpus, seconds) if side == "bare" else \

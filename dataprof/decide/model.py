@@ -78,6 +78,7 @@ def fit(report: Report) -> PipelineModel | None:
         startup_base_s=startup[0] if startup else None, startup_per_worker_s=startup[1] if startup else None,
         measured_workers=tuple(sorted({t.config.num_workers for t in ok})),
         noise=max(MIN_NOISE, statistics.median(t.samples_per_s_spread or 0.0 for t in ok)),
+        cpus_used=_most_used(ok, cpus) * cpus,
         notes=_notes(serial, waits, len(completed) - len(ok), _most_used(ok, cpus), cpus))
     step_s = float(report.settings.get("step_ms") or 0.0) / 1000
     residuals = tuple(Residual(t.config.label(), t.samples_per_s or 0.0,

@@ -8,7 +8,7 @@ import math
 
 from dataprof.decide.budgets import HEADROOM
 from dataprof.decide.diagnose.facts import batch_size, ok_trials
-from dataprof.decide.model import predict
+from dataprof.decide.model import CONTENDED, predict
 from dataprof.decide.recommend import MAX_TRADE
 from dataprof.decide.thresholds import Thresholds
 from dataprof.errors import UsageError
@@ -205,6 +205,11 @@ def _extrapolations(model: PipelineModel, machine: TargetMachine, recommended: P
         where = "more than the sweep measured" if recommended.num_workers > top else "a count the sweep skipped"
         found.append(f"w{recommended.num_workers}, {where} (it measured "
                      f"{', '.join(f'w{w}' for w in model.measured_workers)})")
+    if recommended.limit == "cpus" and model.cpus_used is not None and model.cpus_used < CONTENDED * model.cpus:
+        found.append(f"w{recommended.num_workers} is held back by the CPUs, a limit the sweep never reached (its "
+                     f"trials used at most {model.cpus_used:.1f} of {model.cpus:g}): a sample's CPU was read on "
+                     "idler CPUs, and a pipeline that waits often costs less CPU on busy ones, so more workers "
+                     "than planned may go faster (measure there, or sweep with more workers)")
     if machine.batch_size != model.batch_size:
         found.append(f"batch size {machine.batch_size}, not the {model.batch_size} the sweep measured: its per-batch "
                      f"costs and /dev/shm are scaled by {machine.batch_size / model.batch_size:g}, its memory is "

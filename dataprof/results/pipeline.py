@@ -95,6 +95,8 @@ class PipelineModel:
     """The worker counts the trials measured."""
     noise: float = 0.03
     """The trials' typical relative spread (their median, at least 3%): a prediction's range widens by it."""
+    cpus_used: float | None = None
+    """The most CPUs a trial's processes used (None in documents older than it)."""
     residuals: tuple[Residual, ...] = ()
     """Each completed trial's rate against the model's: where a trial contradicts the assumptions."""
     notes: tuple[str, ...] = ()

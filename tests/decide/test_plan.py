@@ -80,6 +80,16 @@ def test_workers_that_also_wait_need_more_cpus_than_their_samples_cost_where_the
     assert not fewer.recommended.feeds_step
 
 
+def test_a_cpu_limit_no_trial_reached_is_said_where_the_plan_rests_on_it() -> None:
+    idle = plan(model(wait=0.050, cpus_used=0.3), machine(cpus=1, step_ms=0))  # on 1 CPU the CPUs hold it back
+    assert idle.recommended.limit == "cpus"
+    assert any("a limit the sweep never reached (its trials used at most 0.3 of 2)" in e for e in idle.extrapolations)
+    busy = plan(model(wait=0.050, cpus_used=1.9), machine(cpus=1, step_ms=0))
+    assert not any("never reached" in e for e in busy.extrapolations)
+    ample = plan(model(wait=0.050, cpus_used=0.3), machine(cpus=64, step_ms=0))  # the main process holds it back
+    assert ample.recommended.limit != "cpus" and not any("never reached" in e for e in ample.extrapolations)
+
+
 def test_too_few_cpus_say_how_many_too_few_and_give_the_fastest_config_there() -> None:
     planned = plan(model(), machine(cpus=8))
     feed = planned.feeding
