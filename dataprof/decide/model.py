@@ -259,15 +259,17 @@ def delivered(workers: int, cpus: float, demand: float, wait: float) -> float:
 
 def _repairman(workers: int, servers: int, ratio: float) -> float:
     """The mean number of busy servers: ``p(k) ∝ W! / (W - k)! × ratio^k / (k! for k ≤ C, else C! C^(k-C))``."""
+    if workers <= servers:  # no worker ever queues: each computes a ratio / (1 + ratio) share of its time
+        return workers * ratio / (1 + ratio)
     term = total = 1.0  # k = 0
     busy = 0.0
-    for k in range(1, workers + 1):
-        term *= (workers - k + 1) * ratio / min(k, servers)
+    for k in range(1, workers + 1):  # k workers at the CPUs: min(k, C) computing, the rest queued
+        term *= (workers - k + 1) * (ratio / k if k <= servers else ratio / servers)
         total += term
-        busy += min(k, servers) * term
+        busy += (k if k <= servers else servers) * term
         if total > 1e250:
             term, total, busy = term / 1e250, total / 1e250, busy / 1e250
-        elif term < 1e-12 * total and (workers - k) * ratio < min(k, servers):
+        elif k > servers and term < 1e-12 * total and (workers - k) * ratio < servers:
             break  # past the mode, the rest is negligible
     return busy / total
 
