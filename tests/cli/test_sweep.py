@@ -161,8 +161,9 @@ def test_ctrl_c_keeps_partial_results_and_leaves_nothing_behind(tmp_path: Path, 
     proc = subprocess.Popen(
         [sys.executable, "-m", "dataprof", "sweep", f"{datasets}:Sleepy", "--batch-size", "4", "--workers", "0,1,2,3",
          "--trial-seconds", "2", "--json", str(out)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "NO_COLOR": "1"})
-    deadline = time.monotonic() + 60
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "NO_COLOR": "1"},
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as a terminal starts it, even when
+    deadline = time.monotonic() + 60  # this suite runs in the background, whose SIGINT a child inherits ignored
     while not out.exists() and time.monotonic() < deadline:
         time.sleep(0.1)
     proc.send_signal(signal.SIGINT)
