@@ -57,7 +57,8 @@ def fit(report: Report) -> PipelineModel | None:
     batch = batch_size(report)
     cpus = min(available_cpus(t, report.environment.usable_cpus) for t in ok)
     work = Estimate.of([cpu for t in workers if (cpu := _worker_cpu(t)) is not None])
-    share = _cpu_share(ok, cpus)
+    used = _most_used(ok, cpus)
+    share = used if used >= CONTENDED else REACHABLE_CPU_SHARE  # the most a trial used, once one used them up
     waits = [w for t in ok if (w := _wait(t, batch, cpus, share)) is not None]
     memory = memory_fit(ok)
     startup = _line([(t.config.num_workers, t.first_batch_s) for t in ok if t.first_batch_s is not None])
@@ -78,8 +79,8 @@ def fit(report: Report) -> PipelineModel | None:
         startup_base_s=startup[0] if startup else None, startup_per_worker_s=startup[1] if startup else None,
         measured_workers=tuple(sorted({t.config.num_workers for t in ok})),
         noise=max(MIN_NOISE, statistics.median(t.samples_per_s_spread or 0.0 for t in ok)),
-        cpus_used=_most_used(ok, cpus) * cpus,
-        notes=_notes(serial, waits, len(completed) - len(ok), _most_used(ok, cpus), cpus))
+        cpus_used=used * cpus,
+        notes=_notes(serial, waits, len(completed) - len(ok), used, cpus))
     step_s = float(report.settings.get("step_ms") or 0.0) / 1000
     residuals = tuple(Residual(t.config.label(), t.samples_per_s or 0.0,
                                predict(model, t.config.num_workers, cpus, step_s, batch).samples_per_s)
@@ -99,12 +100,6 @@ def _steady(trial: TrialResult) -> bool:
     epoch's length decides, which the model does not know."""
     return trial.config.num_workers == 0 or trial.config.persistent_workers is not False \
         or (trial.epochs_started or 1) <= 1
-
-
-def _cpu_share(trials: list[TrialResult], cpus: float) -> float:
-    """The share of their CPUs the processes can use: the most a trial used, once one used them up."""
-    most = _most_used(trials, cpus)
-    return most if most >= CONTENDED else REACHABLE_CPU_SHARE
 
 
 def _most_used(trials: list[TrialResult], cpus: float) -> float:

@@ -50,9 +50,11 @@ def recommend(trials: Sequence[TrialResult], model: Model | None = None) -> Reco
     fastest = max(ok, key=lambda t: t.samples_per_s or 0.0)
     top = fastest.samples_per_s or 0.0
     within = [t for t in ok if (top - (t.samples_per_s or 0.0)) / top <= tolerance(t, fastest)]
-    settled = [t for t in ok if model is not None and t not in within
-               and (top - (t.samples_per_s or 0.0)) / top <= noise_between(t, fastest)
-               and model(t)[0] >= (1 - MAX_TRADE) * model(fastest)[0]]
+    settled = []
+    if model is not None:
+        floor = (1 - MAX_TRADE) * model(fastest)[0]
+        settled = [t for t in ok if t not in within and (top - (t.samples_per_s or 0.0)) / top
+                   <= noise_between(t, fastest) and model(t)[0] >= floor]
     chosen = min(within + settled, key=_cost)
     baseline = next((t for t in ok if t.config.is_baseline), None)
     return Recommendation(
