@@ -86,7 +86,7 @@ def sweep(dataset_or_target: Any, *, batch_size: int | None = None, workers: Any
           shuffle: bool = False, rules_of_thumb: bool = True, args: Mapping[str, Any] | None = None,
           progress: bool = False, framework: str = "auto", use_shared_memory: Any = None,
           use_buffer_reader: Any = None, autotune_steps: int = 50, split: str = "train",
-          current: str | Mapping[str, Any] | None = None, cpus: int | None = None) -> Report:
+          current: str | Mapping[str, Any] | None = None, cpus: int | None = None, cache: str = "auto") -> Report:
     """Sweep DataLoader configurations and return the :class:`~dataprof.results.sweep.Report` the CLI renders.
 
     ``dataset_or_target``: a Dataset, a DataLoader (its knobs are swept, the rest kept), a
@@ -95,6 +95,7 @@ def sweep(dataset_or_target: Any, *, batch_size: int | None = None, workers: Any
     Jupyter the report displays itself. ``args`` are keyword arguments for a class or factory target.
     ``batch_size`` None: a DataLoader's own, else 64. ``current``: your settings for a Dataset target
     (``{"num_workers": 8}`` or ``"num_workers=8"``). ``cpus``: pin the trials to that many of the usable CPUs.
+    ``cache``: when to measure cold (``"auto"``, ``"warm"``, ``"cold"``, ``"both"``; ``--cache``).
     ``progress=True`` prints a line per trial on stderr.
     Knob values are lists (``[0, 2, 4]``, ``[True, False]``) or CLI strings; ``memory_limit`` is bytes or
     a CLI size (``"3GB"``, ``"80%"``); ``pin_memory`` is PyTorch's, ``use_shared_memory``/``use_buffer_reader``
@@ -130,7 +131,7 @@ def sweep(dataset_or_target: Any, *, batch_size: int | None = None, workers: Any
             strategy=strategy, rules_of_thumb=rules_of_thumb, autotune_steps=autotune_steps,
             current=parse_current(current) if isinstance(current, str) else
             None if current is None else current_config(current)),
-        budgets=TrialBudgets(step_ms=step_ms, device=device, trial_seconds=trial_seconds, cpus=cpus,
+        budgets=TrialBudgets(step_ms=step_ms, device=device, trial_seconds=trial_seconds, cpus=cpus, cache=cache,
                              trial_timeout_s=trial_timeout,
                              memory_limit=parse_size(memory_limit) if isinstance(memory_limit, str)
                              else MemoryLimit(bytes=memory_limit)))

@@ -14,16 +14,21 @@ from typing import Any
 from dataprof.decide.search import STRATEGIES, Budget, Proposal, Strategy
 from dataprof.decide.search.common import pooled
 from dataprof.decide.settings import pinned, resolve_settings
+from dataprof.decide.storage import next_cold, why_no_cold
 from dataprof.decide.sweep import decide
 from dataprof.distributed import Coordinator, aggregate_ranks
 from dataprof.errors import DataprofError, TargetError, UsageError
 from dataprof.measure.environment import cpu_budget, cuda_devices, probe_environment
+from dataprof.measure.footprint import footprint, page_cache_room
+from dataprof.measure.storage import Eviction
 from dataprof.measure.sweep.runner import TrialRunner
 from dataprof.measure.timing import Rival
 from dataprof.results.environment import CpuBudget, DatasetInfo, Environment, RankInfo
 from dataprof.results.settings import LoaderConfig, SweepSettings
+from dataprof.results.storage import DataFootprint
 from dataprof.results.sweep import AutotuneRun, Report, SearchStep
 from dataprof.results.trial import TrialResult
+from dataprof.results.units import fmt_bytes
 from dataprof.results.vocabulary import Event, Observer, TrialStatus
 from dataprof.version import __version__
 
@@ -47,7 +52,8 @@ class SweepTargetError(TargetError):
 def build_report(settings: SweepSettings, environment: Environment, dataset: DatasetInfo | None,
                  trials: list[TrialResult], wall_s: float, complete: bool,
                  notes: tuple[str, ...] = (), steps: Sequence[SearchStep] = (), stop: str | None = None,
-                 autotune: AutotuneRun | None = None) -> Report:
+                 autotune: AutotuneRun | None = None, cold_trials: Sequence[TrialResult] = (),
+                 data_footprint: DataFootprint | None = None) -> Report:
     """Assemble the Report and its decisions (pure)."""
     return decide(Report(
         target=settings.target,
@@ -62,11 +68,37 @@ def build_report(settings: SweepSettings, environment: Environment, dataset: Dat
         search_steps=tuple(steps),
         search_stop=stop,
         autotune=autotune,
+        cold_trials=tuple(cold_trials),
+        data_footprint=data_footprint,
     ))
 
 
 AUTOTUNE_TIMEOUT_S = 300.0
 """Paddle's autotune is killed after this long (it times tuning_steps batches per worker count it tries)."""
+
+
+def cold_notes(evictions: Sequence[Eviction], cold: Sequence[TrialResult]) -> tuple[str, ...]:
+    """What the cold trials' evictions did and what their windows were: the notes a cold figure needs."""
+    if not evictions:
+        return ()
+    last = evictions[-1]
+    notes = [f"cold trials: before each, the {last.files:,} data files ({fmt_bytes(last.bytes)}) the trials had "
+             "read were evicted from the page cache (posix_fadvise DONTNEED: no root, nothing written), and "
+             "nothing else"]
+    stayed = [e for e in evictions if e.effective is False]
+    if stayed:
+        share = (stayed[-1].resident_after or 0) / max(1, stayed[-1].bytes)
+        notes.append(f"eviction had no effect: {100 * share:.0f}% of the files stayed in the page cache (a "
+                     "filesystem held in memory, or pages mapped by a running process); the cold figures are warm")
+    skipped = [s for e in evictions for s in e.skipped]
+    if skipped:
+        notes.append(f"{len(skipped)} file(s) could not be evicted and were skipped (e.g. {skipped[0]})")
+    short = [t for t in cold if t.first_pass_end and t.window_s is not None]
+    if short:
+        notes.append("the dataset's first pass ended the cold window of " + ", ".join(
+            f"{t.config.label()} after {t.window_s:.1f} s" for t in short) + ": past it the data read is cached, "
+            "so a cold window is no longer than the first pass (its figure is noisier for it)")
+    return tuple(notes)
 
 
 def sweep_notes(settings: SweepSettings) -> tuple[str, ...]:
@@ -93,6 +125,8 @@ class _Sweep:
     dataset: DatasetInfo | None = None
     autotune: AutotuneRun | None = None
     checks: list[str] = dataclasses.field(default_factory=list)
+    cold: list[TrialResult] = dataclasses.field(default_factory=list)
+    footprint: DataFootprint | None = None
 
     def __post_init__(self) -> None:
         self.started = self.clock()
@@ -120,8 +154,9 @@ class _Sweep:
             notes += (f"GPU utilisation not measured: {facts.gpu_reason}",)
         built = None if self.dataset is None else \
             dataclasses.replace(self.dataset, build="per_trial" if facts.build_per_trial else "once")
+        notes += cold_notes(self.runner.evictions, self.cold)
         return build_report(self.settings, env, built, self.trials, self.clock() - self.started, complete,
-                            notes, self.steps, self.stop, self.autotune)
+                            notes, self.steps, self.stop, self.autotune, self.cold, self.footprint)
 
     def load(self) -> None:
         """Load the dataset in a probe, settle the settings; every rank agrees whether it loaded."""
@@ -205,6 +240,30 @@ class _Sweep:
             on_update(self.report(False))
         self.stop = proposal.why if proposal is not None else None
 
+    def cold_search(self, on_update: Callable[[Report], None]) -> None:
+        """Measure cold what :func:`next_cold` asks for, once the warm search has found the data files."""
+        if self.settings.cache == "warm" or not self.leader:
+            return
+        if self.coordinator is not None:
+            self.checks.append("no cold trial: cold trials are not run across ranks yet (--nproc-per-node, "
+                               "torchrun); sweep one rank with --cache cold for its cold figure")
+            return
+        if self.runner.data_files.sizes:
+            self.footprint = footprint(self.runner.data_files, page_cache_room())
+        report = self.report(False)
+        if (why := why_no_cold(report)) is not None:
+            self.checks.append(why)
+        while (step := next_cold(report)) is not None:
+            config, why = step
+            self.steps.append(SearchStep(config, f"cold: {why}", cache="cold"))
+            self.observer(Event.TRIAL_START, {"config": config, "index": len(self.trials) + len(self.cold),
+                                              "why": f"cold: {why}"})
+            result = self.runner.measure(config, cold=True)
+            self.cold.append(result)
+            self.observer(Event.TRIAL_DONE, {"result": result, "index": len(self.trials) + len(self.cold) - 1})
+            report = self.report(False)
+            on_update(report)
+
 
 def run_sweep(
     settings: SweepSettings,
@@ -233,6 +292,7 @@ def run_sweep(
         sweep.observer(Event.LOADING, {"target": settings.target})
         sweep.load()
         sweep.search(sweep.prepare(resume), updated)
+        sweep.cold_search(updated)
     except KeyboardInterrupt:
         sweep.runner.kill_current()
         raise SweepInterrupted(sweep.report(False)) from None

@@ -12,7 +12,7 @@ import click
 from dataprof.cli.params import CURRENT, INT_LIST, KEY_VALUE, ON_OFF, SIZE, WORDS, WORKERS, percent
 from dataprof.decide.search import STRATEGIES
 from dataprof.results.request import SPLITS
-from dataprof.results.settings import FRAMEWORKS
+from dataprof.results.settings import CACHE_MODES, FRAMEWORKS
 from dataprof.results.vocabulary import Severity
 
 FRAMEWORK_CHOICES = ("auto", *FRAMEWORKS)
@@ -116,6 +116,11 @@ SWEEP_OPTIONS = (
     click.option("--cpus", type=int, default=None, metavar="N",
                  help="Run the trials pinned to N of the usable CPUs (affinity): measure as a rank with N CPUs "
                       "would load [default: all of them]."),
+    click.option("--cache", type=click.Choice(CACHE_MODES), default="auto", show_default=True,
+                 help="Cold trials: evict the data files the trials read from the page cache (no root, nothing "
+                      "written) and measure the first pass. auto: when the dataset reads files; cold: the "
+                      "recommendation is measured cold whatever fits in RAM; both: every config warm and cold; "
+                      "warm: never."),
     click.option("--nproc-per-node", type=click.IntRange(min=1), default=None, metavar="P",
                   help="Run P ranks on this machine, as a DDP job would (torch.distributed's launcher, gloo): each "
                        "loads its DistributedSampler shard with the same config at the same time; rank 0 reports. "

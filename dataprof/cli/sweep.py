@@ -71,7 +71,8 @@ def request_of(params: dict[str, Any]) -> SweepRequest:
                            autotune_steps=params["autotune_steps"], current=params["current"]),
         budgets=TrialBudgets(step_ms=params["step_ms"], device=params["device"], require_gpu=params["require_gpu"],
                              trial_seconds=params["trial_seconds"], trial_timeout_s=params["trial_timeout"],
-                             memory_limit=params["memory_limit"], cpus=params["cpus"]))
+                             memory_limit=params["memory_limit"], cpus=params["cpus"],
+                             cache=params["cache"]))
 
 
 DEFAULT_REGRESSION = 0.1

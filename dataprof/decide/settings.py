@@ -15,6 +15,7 @@ from dataprof.errors import UsageError
 from dataprof.results.environment import CpuBudget, RankInfo
 from dataprof.results.request import SPLITS, MemoryLimit, SweepOptions, SweepRequest, split_target
 from dataprof.results.settings import (
+    CACHE_MODES,
     DEFAULT_BATCH_SIZE,
     DEFAULT_PREFETCH_FACTORS,
     EVIDENCE_KNOBS,
@@ -59,6 +60,8 @@ def settings_for(request: SweepRequest, budget: CpuBudget, available_bytes: int,
     for name, value in given.items():
         if value is not None and load.framework not in ("auto", FRAMEWORK_OPTIONS[name]):
             raise UsageError(wrong_framework(name, load.framework))
+    if budgets.cache not in CACHE_MODES:
+        raise UsageError(f"--cache {budgets.cache!r}: one of {', '.join(CACHE_MODES)}")
     if budgets.trial_timeout_s <= budgets.trial_seconds:
         raise UsageError(f"--trial-timeout {budgets.trial_timeout_s:g} must be longer than --trial-seconds "
                          f"{budgets.trial_seconds:g}")
@@ -74,7 +77,8 @@ def settings_for(request: SweepRequest, budget: CpuBudget, available_bytes: int,
         shuffle=load.shuffle, rules_of_thumb=options.rules_of_thumb, cwd=load.cwd, framework=load.framework,
         given=tuple(name for name, value in given.items() if value is not None),
         autotune_steps=options.autotune_steps, require_gpu=budgets.require_gpu, rank=rank.rank if rank else 0,
-        world_size=rank.world_size if rank else 1, ranks_per_node=ranks, cpus=budgets.cpus)
+        world_size=rank.world_size if rank else 1, ranks_per_node=ranks, cpus=budgets.cpus,
+        cache=budgets.cache)
 
 
 def pinned(budget: CpuBudget, cpus: int | None) -> CpuBudget:

@@ -18,10 +18,12 @@ from dataprof.decide.model import fit, predict
 from dataprof.decide.plan import feeding, machine_of
 from dataprof.decide.recommend import recommend
 from dataprof.decide.search import rules_of_thumb
+from dataprof.decide.storage import outlook, steady_case
 from dataprof.results.pipeline import PipelineModel
 from dataprof.results.settings import LoaderConfig, SearchSpace
 from dataprof.results.stats import noise_between
-from dataprof.results.sweep import Report, RuleOfThumb, YourSettings
+from dataprof.results.storage import StorageOutlook
+from dataprof.results.sweep import Recommendation, Report, RuleOfThumb, YourSettings
 from dataprof.results.trial import TrialResult
 from dataprof.results.vocabulary import TrialStatus
 
@@ -31,12 +33,13 @@ def compare_rules_of_thumb(report: Report) -> tuple[RuleOfThumb, ...]:
     if not report.settings.get("rules_of_thumb", True):
         return ()
     rec = report.recommendation
-    rec_trial = next((t for t in report.trials if rec is not None and t.config == rec.config), None)
+    pool = report.recommended_pool
+    rec_trial = next((t for t in pool if rec is not None and t.config == rec.config), None)
     rows = []
     autotune = report.autotune.num_workers if report.autotune is not None else None
     space = SearchSpace.from_dict(report.settings)
     for rule, config in rules_of_thumb(report.environment.usable_cpus, space, autotune):
-        trial = next((t for t in report.trials if t.config == config), None)
+        trial = next((t for t in pool if t.config == config), None)
         rate = trial.samples_per_s if trial is not None and trial.status == TrialStatus.OK else None
         speedup = rec.samples_per_s / rate if rec is not None and rate else None
         within = bool(rec_trial is not None and trial is not None and rate
@@ -55,9 +58,10 @@ def compare_current(report: Report) -> YourSettings | None:
         return None
     config = LoaderConfig.from_dict(mine)
     rec = report.recommendation
-    trial = next((t for t in report.trials if t.config == config), None)
+    pool = report.recommended_pool
+    trial = next((t for t in pool if t.config == config), None)
     rate = trial.samples_per_s if trial is not None and trial.status == TrialStatus.OK else None
-    rec_trial = next((t for t in report.trials if rec is not None and t.config == rec.config), None)
+    rec_trial = next((t for t in pool if rec is not None and t.config == rec.config), None)
     within = bool(rec is not None and rec_trial is not None and trial is not None and rate
                   and (rec.samples_per_s - rate) / rec.samples_per_s <= noise_between(rec_trial, trial))
     changes: tuple[str, ...] = ()
@@ -81,16 +85,33 @@ def _by(model: PipelineModel, report: Report) -> Callable[[TrialResult], tuple[f
     return rate
 
 
+def _on_the_steady_figure(report: Report, warm: Recommendation | None) -> tuple[Recommendation | None,
+                                                                              StorageOutlook | None]:
+    """The recommendation made on the figure that matches the training (cold when every epoch reads from
+    storage and configs were measured cold), and the storage outlook."""
+    case = steady_case(report)
+    cold = recommend(report.cold_trials)
+    warm_trial = next((t for t in report.trials if warm is not None and t.config == warm.config), None)
+    cold_trial = next((t for t in report.cold_trials if cold is not None and t.config == cold.config), None)
+    chosen = warm
+    if case is not None and case[0] == "cold" and cold is not None:
+        chosen = dataclasses.replace(cold, cache="cold",
+                                     reason=f"measured cold, as the training reads ({case[1]}): {cold.reason}")
+    return chosen, outlook(report, warm_trial, cold_trial)
+
+
 def decide(report: Report) -> Report:
     """``report`` with its recommendation (and CPU ceiling), diagnosis, the user's settings compared, the
-    rules-of-thumb rows and the model of its pipeline (pure)."""
+    rules-of-thumb rows, the model of its pipeline and the storage outlook (pure)."""
     model = fit(report)
-    recommendation = recommend(report.trials, None if model is None else _by(model, report))
-    trial = next((t for t in report.trials if recommendation and t.config == recommendation.config), None)
+    warm = recommend(report.trials, None if model is None else _by(model, report))
+    recommendation, storage = _on_the_steady_figure(report, warm)
+    pool = report.cold_trials if recommendation is not None and recommendation.cache == "cold" else report.trials
+    trial = next((t for t in pool if recommendation and t.config == recommendation.config), None)
     if recommendation is not None and trial is not None:
         ceiling = cpu_ceiling(trial, batch_size(report), report.environment.usable_cpus)
         recommendation = dataclasses.replace(recommendation, cpu_ceiling_samples_per_s=ceiling)
-    recommended = dataclasses.replace(report, recommendation=recommendation, model=model,
+    recommended = dataclasses.replace(report, recommendation=recommendation, model=model, storage=storage,
                                       feeding=None if model is None else feeding(model, machine_of(report)))
     primary, findings = diagnose(recommended)
     return dataclasses.replace(recommended, primary=primary, findings=findings,

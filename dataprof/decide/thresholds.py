@@ -27,6 +27,8 @@ class Thresholds:
     """Wait share under which the loader keeps up (TF profiler: < 5% is not input-bound)."""
     critical_wait: float = 0.20
     """Wait share from which a verdict is critical."""
+    storage_gap: float = 0.2
+    """A config cold this much slower than warm (or more) is held back by storage."""
     transfer_share: float = 0.20
     """Host-to-device copy share of the iteration that makes a run transfer-bound."""
     main_busy: float = 0.5

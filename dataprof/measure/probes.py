@@ -1,4 +1,4 @@
-"""Probes read resources from outside the measured processes.
+"""Probes read the process tree and the machine from outside the measured processes (the GPU's: measure.gpu).
 
 Each probe returns plain numbers or ``None``; a missing GPU or NVML library is
 data, never an exception.
@@ -11,6 +11,8 @@ from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
+
+from dataprof.measure.storage import held_paths
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,11 @@ class TreeSample:
     processes: int
     workers_private: PrivatePages | None = None
     """Where the workers' private pages lie (read at the window's marks only: it is costly)."""
+    read_bytes: int | None = None
+    """Bytes the tree had read from storage so far (``/proc/PID/io`` ``read_bytes``: page-cache misses), workers
+    already exited and reaped included (the kernel adds them to their parent's)."""
+    read_chars: int | None = None
+    """Bytes the tree had read through ``read()`` so far, from the page cache or not (``rchar``; pipes too)."""
 
 
 @dataclass(frozen=True)
@@ -126,7 +133,8 @@ def _descends(proc: Any, ancestor: int) -> bool:
 class ProcessTreeProbe:
     """psutil reader for one process and its descendants."""
 
-    def __init__(self, pid: int, with_memory: bool = True, exclude: int | None = None) -> None:
+    def __init__(self, pid: int, with_memory: bool = True, exclude: int | None = None,
+                 files: bool = False) -> None:
         import psutil
 
         self.psutil = psutil
@@ -134,6 +142,10 @@ class ProcessTreeProbe:
         self.with_memory = with_memory
         self.exclude = exclude
         """A descendant left out, with its own descendants: the sampler's process when it samples its parent."""
+        self.files = files
+        self.held: set[str] = set()
+        """With ``files``: every path the tree's processes held open at a reading, or had mapped at a reading with
+        ``breakdown`` (the window's marks), unfiltered (``storage.held_paths``)."""
 
     def sample(self, now: float, memory: bool = True, breakdown: bool = False, deadline: float | None = None,
                threads: int = 1) -> TreeSample | None:
@@ -156,6 +168,9 @@ class ProcessTreeProbe:
         cpu_s = 0.0
         main_cpu: float | None = None
         main_thread: float | None = None
+        io = self._io(procs)
+        if self.files:
+            self.held |= held_paths([p.pid for p in procs], maps=breakdown)
         for proc in procs:
             try:
                 times = proc.cpu_times()
@@ -171,7 +186,22 @@ class ProcessTreeProbe:
         pss, main_uss, workers_uss, pages = read if read is not None else (None, None, None, None)
         return TreeSample(t=now, cpu_s=cpu_s, main_cpu_s=main_cpu, main_thread_cpu_s=main_thread, pss_bytes=pss,
                           main_uss_bytes=main_uss, workers_uss_bytes=workers_uss, processes=len(procs),
-                          workers_private=pages)
+                          workers_private=pages, read_bytes=None if io is None else io[0],
+                          read_chars=None if io is None else io[1])
+
+    def _io(self, procs: list[Any]) -> tuple[int, int] | None:
+        """The tree's storage reads and all reads so far (``read_bytes``, ``rchar``); None unless every process
+        was read (a sum without one would be a number nobody measured)."""
+        storage = chars = 0
+        for proc in procs:
+            try:
+                counters = proc.io_counters()
+            except (self.psutil.NoSuchProcess, self.psutil.ZombieProcess, self.psutil.AccessDenied,
+                    AttributeError, NotImplementedError):
+                return None
+            storage += counters.read_bytes
+            chars += getattr(counters, "read_chars", 0)
+        return storage, chars
 
     def _memory(self, procs: list[Any], breakdown: bool, deadline: float | None, threads: int) \
             -> tuple[int, int, int, PrivatePages | None] | None:
@@ -290,104 +320,3 @@ class SystemProbe:
                 return None  # one of them is gone: no figure rather than a part of one
             total += times.user + times.system
         return total
-
-
-@dataclass(frozen=True)
-class GpuSample:
-    """One NVML reading: the utilisation samples since the last one (%), memory used (bytes)."""
-    t: float
-    util_percent: list[float]
-    """Utilisation samples NVML recorded since the previous reading."""
-    memory_used_bytes: int | None
-
-
-class NullGpuProbe:
-    """No GPU, or no NVML: every reading is empty."""
-
-    available = False
-    reason = "no GPU"
-
-    def sample(self, now: float) -> GpuSample | None:
-        """Nothing to read."""
-        return None
-
-    def close(self) -> None:
-        """Nothing to release."""
-
-
-class NvmlProbe:
-    """GPU utilisation from NVML's sample buffer, for the device torch uses.
-
-    The handle is matched by UUID (or PCI bus id), not by index: CUDA's and
-    NVML's device orders differ when ``CUDA_VISIBLE_DEVICES`` reorders them.
-    """
-
-    available = True
-    reason = ""
-
-    def __init__(self, nvml: Any, handle: Any) -> None:
-        self.nvml = nvml
-        self.handle = handle
-        self.last_timestamp = 0
-
-    @classmethod
-    def open(cls, uuid: str | None, pci_bus_id: str | None, nvml: Any = None) -> NvmlProbe | NullGpuProbe:
-        """Open NVML and find the device; a NullGpuProbe (with a reason) on any failure."""
-        try:
-            if nvml is None:
-                import pynvml
-
-                nvml = pynvml
-            nvml.nvmlInit()
-        except Exception as exc:  # ImportError, NVMLError_LibraryNotFound, driver missing
-            null = NullGpuProbe()
-            null.reason = f"NVML unavailable ({type(exc).__name__})"
-            return null
-        handle = None
-        try:
-            if uuid:
-                handle = nvml.nvmlDeviceGetHandleByUUID(uuid if uuid.startswith(("GPU-", "MIG-")) else f"GPU-{uuid}")
-            elif pci_bus_id:
-                handle = nvml.nvmlDeviceGetHandleByPciBusId(pci_bus_id)
-        except Exception:
-            handle = None
-        if handle is None:
-            nvml.nvmlShutdown()
-            null = NullGpuProbe()
-            null.reason = "NVML could not match the CUDA device (no UUID or PCI id)"
-            return null
-        probe = cls(nvml, handle)
-        probe.last_timestamp = probe._now_us()
-        return probe
-
-    @staticmethod
-    def _now_us() -> int:
-        return int(time.time() * 1e6)
-
-    def sample(self, now: float) -> GpuSample | None:
-        """Utilisation samples since the last reading and memory used, or None if NVML fails."""
-        nvml = self.nvml
-        values: list[float] = []
-        try:
-            _kind, samples = nvml.nvmlDeviceGetSamples(self.handle, nvml.NVML_GPU_UTILIZATION_SAMPLES,
-                                                       self.last_timestamp)
-            for item in samples:
-                values.append(float(item.sampleValue.uiVal))
-                self.last_timestamp = max(self.last_timestamp, int(item.timeStamp))
-        except Exception:
-            try:
-                values = [float(nvml.nvmlDeviceGetUtilizationRates(self.handle).gpu)]
-            except Exception:
-                values = []
-        try:
-            memory: int | None = int(nvml.nvmlDeviceGetMemoryInfo(self.handle).used)
-        except Exception:
-            memory = None
-        return GpuSample(t=now, util_percent=values, memory_used_bytes=memory)
-
-    def close(self) -> None:
-        """Shut NVML down."""
-        try:
-            self.nvml.nvmlShutdown()
-        except Exception:
-            pass

@@ -161,15 +161,22 @@ class TrialSettings(_Typed):
     """The :class:`~dataprof.measure.timing.Rival` the decision this trial serves weighs it against: its window
     may end, once it has lasted its minimum, as soon as its rate settles that. None: the window runs to
     :data:`~dataprof.measure.timing.STEADY_SPREAD` or ``trial_seconds``."""
+    first_pass: bool = False
+    """A cold trial: the window ends when the dataset's first pass does (after it, the data read is cached)."""
+    opens_dir: str | None = None
+    """Where the trial's processes log the files they open (``storage.OpenLog``); None: not logged."""
 
     @classmethod
-    def of(cls, settings: SweepSettings, rival: Rival | None = None) -> TrialSettings:
-        """The trial settings of a sweep; ``rival``: what the decision this trial serves weighs it against."""
+    def of(cls, settings: SweepSettings, rival: Rival | None = None, first_pass: bool = False,
+           opens_dir: str | None = None) -> TrialSettings:
+        """The trial settings of a sweep; ``rival``: what the decision this trial serves weighs it against;
+        ``first_pass`` and ``opens_dir`` as the fields say."""
         return cls(device=settings.device, step_ms=settings.step_ms, batch_size=settings.batch_size,
                    shuffle=settings.shuffle, drop_last=settings.drop_last, trial_seconds=settings.trial_seconds,
                    rank=settings.rank, world_size=settings.world_size, batch_size_given=settings.batch_size_given,
                    rival_rate=rival.rate if rival else None, rival_spread=rival.spread if rival else 0.0,
-                   rival_either_way=rival.either_way if rival else False)
+                   rival_either_way=rival.either_way if rival else False, first_pass=first_pass,
+                   opens_dir=opens_dir)
 
     @property
     def rival(self) -> Rival | None:
@@ -212,6 +219,7 @@ class TrialFigures(_Typed):
     batch_marks: tuple[int, ...]
     sampler_ms_mean: float | None
     receive_ms_mean: float | None
+    first_pass_end: bool
 
 
 @dataclass(frozen=True)

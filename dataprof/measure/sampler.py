@@ -15,7 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from dataprof.measure.probes import GpuSample, SystemSample, TreeSample
+from dataprof.measure.gpu import GpuSample
+from dataprof.measure.probes import SystemSample, TreeSample
 
 
 @dataclass
@@ -247,6 +248,7 @@ def summarize(samples: Samples) -> dict[str, Any]:
         "workers_uss_start_bytes": None, "workers_uss_end_bytes": None, "main_uss_bytes": None,
         "gpu_util_percent": None, "gpu_memory_bytes": None,
         "workers_inherited_growth_bytes": None, "workers_file_growth_bytes": None,
+        "storage_read_bytes_per_s": None, "read_chars_per_s": None,
     }
     if len(tree) >= 2 and tree[-1].t > tree[0].t:
         span = tree[-1].t - tree[0].t
@@ -258,6 +260,11 @@ def summarize(samples: Samples) -> dict[str, Any]:
         out["workers_uss_start_bytes"], out["workers_uss_end_bytes"] = _settled_uss(tree)
         out["main_uss_bytes"] = next((s.main_uss_bytes for s in reversed(tree) if s.main_uss_bytes is not None),
                                      None)
+        read = [s for s in tree if s.read_bytes is not None and s.read_chars is not None]
+        if len(read) >= 2 and read[-1].t > read[0].t:
+            io_span = read[-1].t - read[0].t
+            out["storage_read_bytes_per_s"] = (read[-1].read_bytes - read[0].read_bytes) / io_span  # type: ignore[operator]
+            out["read_chars_per_s"] = (read[-1].read_chars - read[0].read_chars) / io_span  # type: ignore[operator]
         marks = [(s.processes, s.workers_private) for s in tree if s.workers_private is not None]
         # both marks must cover the same workers: one read as workers exit would show a loss, not a growth
         if len(marks) >= 2 and marks[0][0] == marks[-1][0]:

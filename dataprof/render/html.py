@@ -15,6 +15,7 @@ from typing import Any
 
 from dataprof.errors import UsageError
 from dataprof.render import view
+from dataprof.render.cold import COLD_COLUMNS, cold_rows
 from dataprof.render.compare import comparison_view
 from dataprof.results.compare import Comparison, RunComparison
 from dataprof.results.inspect import Inspection
@@ -133,6 +134,11 @@ def _trials_table(report: Report) -> str:
     return html_table(columns, rows)
 
 
+def _cold_table(report: Report) -> str:
+    rows = [([c.strip() for c in cells], "best" if chosen else "") for cells, chosen in cold_rows(report)]
+    return f"<h2>Cold trials (page cache evicted first)</h2>{html_table(COLD_COLUMNS, rows)}" if rows else ""
+
+
 def _ranks(report: Report) -> str:
     """Each rank at the recommended config (distributed sweeps)."""
     ranks = view.rank_rows(report)
@@ -149,6 +155,7 @@ def _answer(report: Report) -> str:
         return f"<div class='answer'>{_e(view.NO_RESULT)}</div>"
     yours = f"<b>{_e(answer.yours)}</b><br>" if answer.yours else ""
     feeding = f"<br><span class='meta'>step: {_e(answer.feeding)}</span>" if answer.feeding else ""
+    feeding += f"<br><span class='meta'>data: {_e(answer.storage)}</span>" if answer.storage else ""
     return (f"<div class='answer'>{yours}<b>Recommended: {_e(answer.headline)}</b><br><span class='meta'>"
             f"{_e(answer.reason)}</span>{feeding}<pre>{_e(answer.loader_line)}</pre></div>")
 
@@ -189,7 +196,7 @@ def sweep_page(report: Report) -> str:
     return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>dataprof · {_e(report.target)}"
             f"</title><style>{STYLE}</style></head><body>{_header(report)}{partial}{_answer(report)}"
             f"{_findings(report)}<h2>Curves</h2><div class='charts'>{''.join(divs)}</div>"
-            f"{_ranks(report)}<h2>Every trial</h2>{_trials_table(report)}{_search(report)}"
+            f"{_ranks(report)}<h2>Every trial</h2>{_trials_table(report)}{_cold_table(report)}{_search(report)}"
             f"{'<h2>Notes</h2><ul>' + notes + '</ul>' if notes else ''}</body></html>\n")
 
 

@@ -14,6 +14,10 @@ from typing import Any, TextIO
 from dataprof.results.vocabulary import Event, Observer, TrialStatus
 
 
+def _cold(result: Any) -> str:
+    return " cold" if result.cache == "cold" else ""
+
+
 def plain_observer(stream: TextIO) -> Observer:
     """An observer that prints one plain line per event worth a line (not a terminal, or NO_COLOR)."""
     state: dict[str, Any] = {"total": None}
@@ -35,7 +39,7 @@ def plain_observer(stream: TextIO) -> Observer:
             result = data["result"]
             total = f"/{state['total']}" if state["total"] else ""
             figure = f"{result.samples_per_s:,.1f} samples/s" if result.samples_per_s else result.error
-            print(f"[{data['index'] + 1}{total}] {result.config.label()}: {result.status} · {figure}",
+            print(f"[{data['index'] + 1}{total}] {result.config.label()}{_cold(result)}: {result.status} · {figure}",
                   file=stream, flush=True)
 
     return observe
@@ -67,6 +71,6 @@ def make_observer(console: Any, stream: TextIO | None = None) -> tuple[Observer,
             result = data["result"]
             progress.advance(task)
             figure = f"{result.samples_per_s:,.1f} samples/s" if result.samples_per_s else result.status
-            progress.console.print(f"  {result.config.label()}: {figure}")
+            progress.console.print(f"  {result.config.label()}{_cold(result)}: {figure}")
 
     return observe, progress.stop

@@ -14,7 +14,22 @@ from rich.table import Table
 from rich.text import Text
 
 from dataprof.render import view
+from dataprof.render.cold import COLD_COLUMNS, cold_rows
 from dataprof.results.sweep import Report
+
+
+def cold_table(report: Report) -> Table | None:
+    """The cold trials beside their warm twins (◂: the window ended with the dataset's first pass)."""
+    rows = cold_rows(report)
+    if not rows:
+        return None
+    table = Table(box=box.SIMPLE_HEAD, title="Cold trials (page cache evicted first; ◂ window = first pass)",
+                  title_justify="left", pad_edge=False, padding=(0, 1, 0, 0))
+    for name in COLD_COLUMNS:
+        table.add_column(name, justify="left" if name == "config" else "right", no_wrap=True)
+    for cells, chosen in rows:
+        table.add_row(*cells, style="bold" if chosen else None)
+    return table
 
 
 def trials_table(report: Report) -> Table:
@@ -68,8 +83,9 @@ def recommendation(report: Report) -> tuple[RenderableType, str | None]:
         return Text(view.NO_RESULT, style="red"), None
     lines = [Text(answer.yours, style="bold")] if answer.yours else []
     feeding = [Text(f"step: {answer.feeding}")] if answer.feeding else []
+    storage = [Text(f"data: {answer.storage}")] if answer.storage else []
     return Group(Rule("Recommended", align="left"), *lines, Text(answer.headline), Text(f"why: {answer.reason}"),
-                 *feeding), answer.loader_line
+                 *feeding, *storage), answer.loader_line
 
 
 def verdict(report: Report) -> RenderableType | None:
@@ -143,7 +159,7 @@ def print_report(console: Console, report: Report) -> None:
     console.print(block)
     if loader_line is not None:
         console.print(loader_line, style="bold green", soft_wrap=True, markup=False, highlight=False)
-    parts = (verdict(report), ranks_table(report), rules_of_thumb(report), trials_table(report),
+    parts = (verdict(report), ranks_table(report), rules_of_thumb(report), trials_table(report), cold_table(report),
              *(Text(line, style="red") for line in view.failures(report)), throughput_chart(report),
              search_story(report), other_findings(report))
     for part in parts:

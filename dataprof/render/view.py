@@ -14,6 +14,7 @@ from typing import Any
 
 from dataprof.decide.diagnose.facts import cpus_text, recommended_trial
 from dataprof.decide.search import AUTOTUNE_RULE
+from dataprof.render.cold import storage_text
 from dataprof.results.plan import Feeding
 from dataprof.results.settings import LoaderConfig
 from dataprof.results.stats import best_by_workers, speedup
@@ -141,6 +142,8 @@ class Answer:
     """``your settings (w8 pf2 persist, MyLoader): X samples/s → recommended (…): Y samples/s, Z× as fast``."""
     feeding: str | None = None
     """With a model step: the CPUs per rank feeding it takes (:func:`feeding_text`)."""
+    storage: str | None = None
+    """With data files: the dataset against the page cache, and the epoch forecast (:func:`storage_text`)."""
 
 
 def your_settings(report: Report) -> str | None:
@@ -191,8 +194,10 @@ def answer(report: Report) -> Answer | None:
     line = changes_line(report) if report.current is not None else \
         dataloader_line(rec.config, report.settings.get("batch_size", 0), bool(report.settings.get("shuffle")),
                         report.settings.get("collate_fn"))
-    return Answer(f"{rec.config.label()}: {rec.samples_per_s:,.1f} samples/s{speed}{ceiling}", rec.reason, line,
-                  your_settings(report), None if report.feeding is None else feeding_text(report.feeding))
+    cold = " cold" if rec.cache == "cold" else ""
+    return Answer(f"{rec.config.label()}: {rec.samples_per_s:,.1f} samples/s{cold}{speed}{ceiling}", rec.reason,
+                  line, your_settings(report), None if report.feeding is None else feeding_text(report.feeding),
+                  storage_text(report))
 
 
 TRIAL_COLUMNS = ("config", "samples/s", "±%", "×w0", "wait%", "1st s", "p95 ms", "CPU%", "PSS", "GPU%", "status",
@@ -224,7 +229,8 @@ class TrialRow:
 def trial_rows(report: Report) -> list[TrialRow]:
     """Every trial, fastest first; failures last with their status."""
     baseline = report.baseline
-    chosen = report.recommendation.config if report.recommendation else None
+    chosen = report.recommendation.config if report.recommendation and report.recommendation.cache == "warm" \
+        else None
     rows = []
     for t in sorted(report.trials, key=lambda t: (t.status != TrialStatus.OK, -(t.samples_per_s or 0.0))):
         mark = "★ " if t.config == chosen else "  "
@@ -310,10 +316,11 @@ def search_title(report: Report) -> str:
 
 def search_steps(report: Report) -> list[tuple[int, str, str, str]]:
     """(number, config, its samples/s or status, why the search chose it), in the order run."""
-    by_config: dict[LoaderConfig, TrialResult] = {t.config: t for t in report.trials}
+    warm: dict[LoaderConfig, TrialResult] = {t.config: t for t in report.trials}
+    cold: dict[LoaderConfig, TrialResult] = {t.config: t for t in report.cold_trials}
     rows = []
     for number, step in enumerate(report.search_steps, 1):
-        trial = by_config.get(step.config)
+        trial = (cold if step.cache == "cold" else warm).get(step.config)
         figure = "" if trial is None else (f"{trial.samples_per_s:,.1f} samples/s" if trial.samples_per_s
                                            else trial.status)
         rows.append((number, step.config.label(), figure, step.why))

@@ -94,6 +94,8 @@ class TrialBudgets:
     memory_limit: MemoryLimit = MemoryLimit(share=0.8)
     cpus: int | None = None
     """Pin the trials to this many of the usable CPUs (``--cpus``); None: all of them."""
+    cache: str = "auto"
+    """``--cache``: when to measure cold (``SweepSettings.cache``)."""
 
 
 @dataclass(frozen=True)

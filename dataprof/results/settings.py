@@ -305,6 +305,9 @@ class SweepSettings:
     """Where :attr:`current` came from: the loader's class name, or ``--current``."""
     cpus: int | None = None
     """The trials run pinned to this many of the usable CPUs (``--cpus``); None: on all of them."""
+    cache: str = "auto"
+    """Cold trials (``--cache``): ``auto`` when the trials read data files, ``warm`` never, ``cold`` the
+    recommendation made cold, ``both`` every config measured warm measured cold too."""
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON document's ``settings`` (docs/json.md); the space's keys as :meth:`SearchSpace.to_dict`."""
@@ -329,9 +332,14 @@ class SweepSettings:
             "current": None if self.current is None else self.current.to_dict(),
             "current_source": self.current_source,
             "cpus": self.cpus,
+            "cache": self.cache,
             **self.space.to_dict(),
             **paddle,
         }
+
+
+CACHE_MODES = ("auto", "warm", "cold", "both")
+"""``--cache`` values (:attr:`SweepSettings.cache`)."""
 
 
 def grid_configs(space: SearchSpace) -> list[LoaderConfig]:

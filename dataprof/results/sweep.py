@@ -17,6 +17,7 @@ from dataprof.results.findings import Finding, GateResult
 from dataprof.results.pipeline import PipelineModel
 from dataprof.results.plan import Feeding
 from dataprof.results.settings import LoaderConfig
+from dataprof.results.storage import DataFootprint, StorageOutlook
 from dataprof.results.trial import TrialResult
 from dataprof.results.vocabulary import FindingId, TrialStatus
 
@@ -38,6 +39,8 @@ class Recommendation:
     reason: str
     cpu_ceiling_samples_per_s: float | None = None
     """What the usable CPUs could load at the recommended config's CPU cost per sample."""
+    cache: str = "warm"
+    """The figures it was chosen on: ``cold`` when every epoch of the training reads from storage."""
 
     @property
     def cpu_ceiling_share(self) -> float | None:
@@ -51,6 +54,8 @@ class SearchStep:
 
     config: LoaderConfig
     why: str
+    cache: str = "warm"
+    """``cold`` for a cold trial (:attr:`Report.cold_trials`)."""
 
 
 @dataclass(frozen=True)
@@ -169,6 +174,12 @@ class Report:
     """The pipeline's costs fitted from the trials, from which ``dataprof plan`` predicts other machines."""
     feeding: Feeding | None = None
     """With a model step (``--step-ms``): what feeding it takes on a rank, by the model."""
+    cold_trials: tuple[TrialResult, ...] = ()
+    """Configs measured again cold: the data files the trials read evicted from the page cache first."""
+    data_footprint: DataFootprint | None = None
+    """The data files the trials read and the dataset they belong to; None when they read none."""
+    storage: StorageOutlook | None = None
+    """Which case the training is in (cold every epoch, or only the first) and the epoch forecast."""
 
     @property
     def best(self) -> Recommendation | None:
@@ -183,6 +194,12 @@ class Report:
     def to_json(self) -> str:
         """The ``--json`` document as text (NaN and infinities written as null)."""
         return to_json(self.to_dict())
+
+    @property
+    def recommended_pool(self) -> tuple[TrialResult, ...]:
+        """The trials the recommendation was chosen among: the cold ones when it was made cold."""
+        cold = self.recommendation is not None and self.recommendation.cache == "cold"
+        return self.cold_trials if cold else self.trials
 
     @property
     def baseline(self) -> TrialResult | None:
@@ -215,12 +232,14 @@ class Report:
                 "reason": best.reason,
                 "cpu_ceiling_samples_per_s": best.cpu_ceiling_samples_per_s,
                 "cpu_ceiling_share": best.cpu_ceiling_share,
+                "cache": best.cache,
             },
             "diagnosis": self.diagnosis,
             "gates": [dataclasses.asdict(g) for g in self.gates],
             "search": {"strategy": self.settings.get("strategy"), "trials_run": len(self.trials),
                        "wall_s": self.wall_s,
-                       "steps": [{"config": step.config.to_dict(), "why": step.why} for step in self.search_steps],
+                       "steps": [{"config": step.config.to_dict(), "why": step.why, "cache": step.cache}
+                                 for step in self.search_steps],
                        "stopped": self.search_stop},
             "current": None if self.current is None else self.current.to_dict(),
             "rules_of_thumb": [{"rule": r.rule, "config": r.config.to_dict(), "status": r.status,
@@ -231,6 +250,9 @@ class Report:
             "error": self.error,
             "model": None if self.model is None else self.model.to_dict(),
             "feeding": None if self.feeding is None else dataclasses.asdict(self.feeding),
+            "cold_trials": [t.to_dict() for t in self.cold_trials],
+            "data_footprint": None if self.data_footprint is None else self.data_footprint.to_dict(),
+            "storage": None if self.storage is None else dataclasses.asdict(self.storage),
         }
 
     @classmethod
@@ -248,6 +270,7 @@ class Report:
                 fastest_samples_per_s=best.get("fastest", best)["samples_per_s"],
                 reason=best.get("reason", ""),
                 cpu_ceiling_samples_per_s=best.get("cpu_ceiling_samples_per_s"),
+                cache=best.get("cache", "warm"),
             )
         diagnosis = data.get("diagnosis") or {}
         dataset = data.get("dataset")
@@ -262,7 +285,8 @@ class Report:
             primary=None if diagnosis.get("primary") is None else FindingId(diagnosis["primary"]),
             findings=tuple(Finding.from_dict(f) for f in diagnosis.get("findings", [])),
             wall_s=data.get("search", {}).get("wall_s", 0.0),
-            search_steps=tuple(SearchStep(LoaderConfig.from_dict(step["config"]), step["why"])
+            search_steps=tuple(SearchStep(LoaderConfig.from_dict(step["config"]), step["why"],
+                                          step.get("cache", "warm"))
                                for step in data.get("search", {}).get("steps", [])),
             search_stop=data.get("search", {}).get("stopped"),
             gates=tuple(GateResult(**g) for g in data.get("gates", [])),
@@ -278,4 +302,8 @@ class Report:
             current=None if data.get("current") is None else YourSettings.from_dict(data["current"]),
             model=None if data.get("model") is None else PipelineModel.from_dict(data["model"]),
             feeding=None if data.get("feeding") is None else Feeding(**data["feeding"]),
+            cold_trials=tuple(TrialResult.from_dict(t) for t in data.get("cold_trials") or ()),
+            data_footprint=None if data.get("data_footprint") is None
+            else DataFootprint.from_dict(data["data_footprint"]),
+            storage=None if data.get("storage") is None else StorageOutlook(**data["storage"]),
         )

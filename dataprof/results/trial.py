@@ -134,6 +134,31 @@ class TrialResult:
     ranks: tuple[RankResult, ...] = ()
     """Distributed sweeps: each rank's measurement; the figures above are the pace-setting (slowest) rank's,
     and ``samples_per_s`` is world size × its rate, as synchronous training would run."""
+    cache: str = "warm"
+    """``warm``: the trial read what the page cache held; ``cold``: the data files the trials read were evicted from
+    the page cache right before it, and its window ended before the dataset's first pass did."""
+    storage_read_bytes_per_s: float | None = None
+    """Bytes per second the trial's processes read from storage in the window (``/proc/PID/io`` ``read_bytes``:
+    page-cache misses, exited workers included)."""
+    storage_read_bytes: int | None = None
+    """``storage_read_bytes_per_s`` over the window: what its samples took from storage."""
+    read_bytes_per_sample: float | None = None
+    """``storage_read_bytes`` per sample."""
+    read_chars_per_s: float | None = None
+    """Bytes per second read through ``read()`` in the window, from the page cache or storage (``rchar``; the
+    workers' pipes too; a memory-mapped file's pages are not counted)."""
+    read_chars_per_sample: float | None = None
+    files_read: int | None = None
+    """Distinct data files the trial's processes opened or mapped (None when none could be seen)."""
+    files_per_sample: float | None = None
+    """Data files opened per sample of the window (through Python's ``open``; C code's opens are not counted)."""
+    first_pass_end: bool = False
+    """A cold trial's window ended because the dataset's first pass did: what came after would be warm."""
+    evicted_files: int | None = None
+    """A cold trial: the files evicted from the page cache before it."""
+    evicted_bytes: int | None = None
+    resident_after_eviction: float | None = None
+    """Share of the evicted bytes still in the page cache after the eviction (1.0 on tmpfs)."""
     repeats: int = 1
     """Trials of this config the rate pools: a close call the noise decided is measured again (the search's
     re-measure), and the rate is then the samples of both windows over their time."""

@@ -70,6 +70,7 @@ class FindingId(Word):
     SHORT_EPOCH = "short_epoch"
     CPU_BOUND = "cpu_bound"
     IO_BOUND = "io_bound"
+    STORAGE_BOUND = "storage_bound"
     COPY_ON_READ = "copy_on_read"
     WORKER_STARTUP = "worker_startup"
     STRAGGLERS = "stragglers"
@@ -96,6 +97,7 @@ class FindingId(Word):
 
 
 TITLES: dict[FindingId, str] = {
+    FindingId.STORAGE_BOUND: "storage-bound: cold reads set the pace",
     FindingId.MODEL_BOUND: "model-bound: the loader keeps up",
     FindingId.TRANSFER_BOUND: "transfer-bound: host-to-device copies",
     FindingId.MAIN_PROCESS_BOUND: "main-process-bound",

@@ -18,7 +18,7 @@ FIGURES = TrialFigures(
     wait_ms={"p50": 10.0, "p95": 12.0, "p99": 13.0, "max": 14.0, "mean": 10.5}, wait_cpu_ms_mean=1.0,
     copy_ms_mean=0.0, step_ms_mean=10.0, batches=40, samples=320, window_s=0.4, epoch_starts_in_window=0,
     epoch_start_wait_s=0.0, first_batch_s=0.2, worker_processes=2, epochs_started=1, epoch_samples=None,
-    repeat_fraction=None, batch_marks=(), sampler_ms_mean=0.01, receive_ms_mean=0.2)
+    repeat_fraction=None, batch_marks=(), sampler_ms_mean=0.01, receive_ms_mean=0.2, first_pass_end=False)
 
 
 def result_event(**changes: object) -> dict[str, object]:

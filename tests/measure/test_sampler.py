@@ -8,10 +8,8 @@ from typing import Any
 import pytest
 
 from dataprof.measure.consumer import visible_gpu_uuid
+from dataprof.measure.gpu import GpuSample, NullGpuProbe, NvmlProbe
 from dataprof.measure.probes import (
-    GpuSample,
-    NullGpuProbe,
-    NvmlProbe,
     PrivatePages,
     ProcessTreeProbe,
     SystemSample,
@@ -304,7 +302,7 @@ def test_the_tree_probe_reads_every_cpu_time_before_any_memory() -> None:
     root, workers = FakeProcess(1, log, 100), [FakeProcess(2, log, 10), FakeProcess(3, log, 20)]
     root.children = lambda recursive: workers  # type: ignore[attr-defined]
     probe = ProcessTreeProbe.__new__(ProcessTreeProbe)
-    probe.psutil, probe.root, probe.with_memory, probe.exclude = psutil, root, True, None
+    probe.psutil, probe.root, probe.with_memory, probe.exclude, probe.files = psutil, root, True, None, False
     reading = probe.sample(5.0)
     assert log == ["cpu 1", "cpu 2", "cpu 3", "memory 1", "memory 2", "memory 3"]
     assert reading is not None and reading.cpu_s == pytest.approx(4.5) and reading.main_cpu_s == pytest.approx(1.5)
@@ -370,7 +368,7 @@ def test_a_memory_reading_missing_a_process_is_no_reading() -> None:
 
     root = FakeProcess(1, log, 100)
     probe = ProcessTreeProbe.__new__(ProcessTreeProbe)
-    probe.psutil, probe.root, probe.with_memory, probe.exclude = psutil, root, True, None
+    probe.psutil, probe.root, probe.with_memory, probe.exclude, probe.files = psutil, root, True, None, False
     for workers in ([FakeProcess(2, log, 10), Exiting(3, log, 0)], [FakeProcess(2, log, 10), FakeProcess(3, log, 0)]):
         root.children = lambda recursive, w=workers: w  # type: ignore[attr-defined, misc]
         reading = probe.sample(5.0)

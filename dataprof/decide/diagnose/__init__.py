@@ -16,7 +16,7 @@ from dataprof.results.findings import Finding
 from dataprof.results.sweep import Report
 from dataprof.results.vocabulary import FindingId
 
-PRIMARY_KINDS = (FindingId.MODEL_BOUND, FindingId.TRANSFER_BOUND, FindingId.MAIN_PROCESS_BOUND,
+PRIMARY_KINDS = (FindingId.STORAGE_BOUND, FindingId.MODEL_BOUND, FindingId.TRANSFER_BOUND, FindingId.MAIN_PROCESS_BOUND,
                  FindingId.MEMORY_BOUND, FindingId.SHORT_EPOCH, FindingId.CPU_BOUND, FindingId.IO_BOUND)
 """The primary verdicts a sweep can reach, one per report."""
 

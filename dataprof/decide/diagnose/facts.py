@@ -6,6 +6,7 @@ import math
 
 from dataprof.decide.budgets import available_cpus
 from dataprof.decide.thresholds import Thresholds
+from dataprof.results.settings import LoaderConfig
 from dataprof.results.stats import noise_between, rate
 from dataprof.results.sweep import Report
 from dataprof.results.trial import TrialResult
@@ -179,3 +180,15 @@ def pct(value: float) -> str:
 def rate_text(value: float) -> str:
     """Samples/s as ``1,234 samples/s``."""
     return f"{value:,.0f} samples/s"
+
+
+def cold_twin(report: Report, config: LoaderConfig) -> TrialResult | None:
+    """The completed cold trial of ``config``."""
+    return next((t for t in report.cold_trials if t.config == config and t.status == TrialStatus.OK
+                 and t.samples_per_s), None)
+
+
+def slower_cold(warm: TrialResult, cold: TrialResult) -> float:
+    """How much slower ``cold`` reads than ``warm`` (0.4 = 40% slower); 0 within the noise between them."""
+    gap = 1 - (cold.samples_per_s or 0.0) / (warm.samples_per_s or 1.0)
+    return gap if gap > noise_between(warm, cold) else 0.0

@@ -34,6 +34,7 @@ from dataprof.decide.diagnose.facts import (
     wait_share,
     worker_cores,
 )
+from dataprof.decide.diagnose.storage import storage_bound
 from dataprof.decide.thresholds import Thresholds
 from dataprof.results.findings import Finding
 from dataprof.results.stats import best_by_workers, rate
@@ -371,5 +372,5 @@ def io_bound(report: Report, th: Thresholds) -> Finding | None:
 
 
 PRIMARY_RULES: tuple[Callable[[Report, Thresholds], Finding | None], ...] = (
-    transfer_bound, model_bound, main_process_bound, memory_bound, short_epoch, cpu_bound, io_bound,
+    storage_bound, transfer_bound, model_bound, main_process_bound, memory_bound, short_epoch, cpu_bound, io_bound,
 )

@@ -201,6 +201,7 @@ def _trial_child(shared: Built | None, load: LoadRequest, request: Message, chan
     """The forked trial: its own process group, then the request's work. Never returns."""
     from dataprof.backends import get_backend
     from dataprof.measure.protocol import AutotuneRequest, TrialSettings
+    from dataprof.measure.storage import OpenLog
     from dataprof.measure.sweep.autotune import run_autotune
     from dataprof.measure.sweep.trial import run_epoch_check, run_trial
     from dataprof.results.settings import LoaderConfig
@@ -216,6 +217,9 @@ def _trial_child(shared: Built | None, load: LoadRequest, request: Message, chan
             os._exit(0)
         if shared is not None:
             backend.set_threads(info["intra_op_threads"])
+        opens_dir = (request.get("settings") or {}).get("opens_dir")
+        if opens_dir:
+            OpenLog(opens_dir).install()
         built = shared or build_in_trial(load, channel, objects)
         if request["cmd"] == "autotune":
             run_autotune(built.dataset, built.collate, AutotuneRequest.from_dict(request), channel.send)

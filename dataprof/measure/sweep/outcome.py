@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from dataprof.measure.protocol import Message, ProtocolError, TrialError, TrialFigures
 from dataprof.measure.sweep.failures import died_by
 from dataprof.results.settings import LoaderConfig
@@ -43,5 +45,13 @@ def measured(figures: TrialFigures) -> Message:
 
 
 def trial_result(config: LoaderConfig, outcome: Message) -> TrialResult:
-    """The TrialResult of ``config``: every key of ``outcome`` is one of its fields (a TypeError otherwise)."""
-    return TrialResult(config=config, **outcome)
+    """The TrialResult of ``config``: every key of ``outcome`` is one of its fields (a TypeError otherwise); the
+    window's reads per sample and in all, from their rates."""
+    trial = TrialResult(config=config, **outcome)
+    rate, window = trial.samples_per_s, trial.window_s
+    storage, chars = trial.storage_read_bytes_per_s, trial.read_chars_per_s
+    return dataclasses.replace(
+        trial,
+        storage_read_bytes=None if storage is None or window is None else round(storage * window),
+        read_bytes_per_sample=storage / rate if storage is not None and rate else None,
+        read_chars_per_sample=chars / rate if chars is not None and rate else None)

@@ -9,20 +9,25 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
+import tempfile
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from dataprof.backends.frameworks import likely_framework
 from dataprof.measure.environment import cpu_budget, pinned_cpus
-from dataprof.measure.probes import NullGpuProbe, NvmlProbe, ProcessTreeProbe, SystemProbe
+from dataprof.measure.footprint import DataFiles
+from dataprof.measure.gpu import NullGpuProbe, NvmlProbe
+from dataprof.measure.probes import ProcessTreeProbe, SystemProbe
 from dataprof.measure.protocol import AutotuneRequest, Message, ProtocolError, TrialError, TrialSettings
 from dataprof.measure.sampler import Sampler, summarize
+from dataprof.measure.storage import OWN_PREFIX, Eviction, OpenLog, evict
 from dataprof.measure.sweep.failures import died_by
 from dataprof.measure.sweep.link import Host, HostDied
 from dataprof.measure.sweep.outcome import broken, outcome_of, trial_result
+from dataprof.measure.sweep.sharing import DatasetSharing, RunnerFacts
 from dataprof.measure.timing import Rival
 from dataprof.results.environment import DatasetInfo
 from dataprof.results.settings import LoaderConfig, SweepSettings
@@ -33,32 +38,6 @@ from dataprof.results.vocabulary import Event, Observer, TrialStatus
 
 SHARE_BUILD_S = 2.0
 """A dataset that takes longer than this to build is built once and shared; a quicker one, in every trial."""
-
-
-@dataclass
-class DatasetSharing:
-    """How the trials get their dataset, and what decided it."""
-
-    per_trial: bool = True
-    """Each trial builds the dataset (else it is forked from the host's one instance)."""
-    note: str = ""
-    """How, and why, in words."""
-    forced_per_trial: bool = False
-    """A trial forked with the shared dataset failed where one building its own did not."""
-    fallback_tried: bool = False
-    shared_build_s: float | None = None
-    """Set once a trial took over SHARE_BUILD_S to build the dataset: it is built once from then on."""
-
-
-@dataclass(frozen=True)
-class RunnerFacts:
-    """What the trials showed the runner that the report tells: the GPU they used, why its utilisation was not
-    measured, how they got their dataset."""
-
-    gpu_name: str | None
-    gpu_reason: str | None
-    build_note: str
-    build_per_trial: bool
 
 
 class TrialRunner:
@@ -92,6 +71,10 @@ class TrialRunner:
         self.cpus = pinned_cpus(settings.cpus, settings.rank % max(1, settings.ranks_per_node))
         """The CPUs the host and its trials are pinned to (``--cpus``); None: this process's."""
         self.expected_framework = None if settings.target in self.objects else likely_framework(settings.framework)
+        self.data_files = DataFiles()
+        """The data files the trials read so far: what a cold trial evicts first."""
+        self.evictions: list[Eviction] = []
+        """What each cold trial's eviction did, in order."""
         """What the host imports before its probe (a handed-over object's process has its framework already)."""
 
     @property
@@ -166,9 +149,13 @@ class TrialRunner:
         self.sharing.note = (f"building the dataset took {build_s:.1f} s in a trial, so from then on it is built once "
                            "and each trial is forked from the process that built it (which never iterates it)")
 
-    def measure(self, config: LoaderConfig, rival: Rival | None = None) -> TrialResult:
+    def measure(self, config: LoaderConfig, rival: Rival | None = None, cold: bool = False) -> TrialResult:
         """Measure ``config`` in a fresh trial (rerun building its own dataset when a shared one failed);
-        ``rival``: what the decision it serves weighs it against (its window may end once that is settled)."""
+        ``rival``: what the decision it serves weighs it against (its window may end once that is settled);
+        ``cold``: the data files read so far are evicted from the page cache first, and the window ends with
+        the dataset's first pass."""
+        if cold:
+            return self._run(config, rival, cold=True)
         sharing = self.sharing
         shared = not sharing.per_trial
         result = self._run(config, rival)
@@ -202,19 +189,43 @@ class TrialRunner:
             self.host = None
         self.start()
 
-    def _run(self, config: LoaderConfig, rival: Rival | None = None) -> TrialResult:
+    def _run(self, config: LoaderConfig, rival: Rival | None = None, cold: bool = False) -> TrialResult:
         host = self._live_host()
-        started = self.clock()
-        settings = TrialSettings.of(self.settings, rival)
-        host.send({"cmd": "trial", "config": config.to_dict(), "settings": settings.to_dict()})
+        opens_dir = tempfile.mkdtemp(prefix=OWN_PREFIX + "opens-")
         try:
-            outcome = self._follow(config)
-        except HostDied as exc:
-            outcome = {"status": TrialStatus.CRASHED, "error": f"the trial's host process died: {exc}".strip()}
+            evicted = evict(self.data_files.sizes) if cold else None
+            started = self.clock()
+            settings = TrialSettings.of(self.settings, rival, first_pass=cold, opens_dir=opens_dir)
+            host.send({"cmd": "trial", "config": config.to_dict(), "settings": settings.to_dict()})
+            try:
+                outcome = self._follow(config, opens_dir)
+            except HostDied as exc:
+                outcome = {"status": TrialStatus.CRASHED, "error": f"the trial's host process died: {exc}".strip()}
+            finally:
+                self._current_pid = None
         finally:
-            self._current_pid = None
+            shutil.rmtree(opens_dir, ignore_errors=True)
         outcome["duration_s"] = self.clock() - started
+        if evicted is not None:
+            self.evictions.append(evicted)
+            outcome.update(cache="cold", evicted_files=evicted.files, evicted_bytes=evicted.bytes,
+                           resident_after_eviction=None if evicted.resident_after is None or not evicted.bytes
+                           else evicted.resident_after / evicted.bytes)
         return trial_result(config, outcome)
+
+    def _files_read(self, sampler: Sampler | None, opens_dir: str, rate: float | None) -> Message:
+        """The data files the trial read (``files_read``: those its processes held open or mapped at a reading,
+        and those they opened through Python, kept in :attr:`data_files`), and how many they opened per sample
+        of the window at ``rate`` samples/s (``files_per_sample``)."""
+        if sampler is None:
+            return {}
+        opened = OpenLog.read(opens_dir)
+        kept = self.data_files.add(sampler.tree_probe.held | {path for _, path in opened})
+        start, end = sampler.samples.window_start, sampler.samples.window_end
+        if start is None or end is None or end <= start or not kept or not rate:
+            return {"files_read": len(kept) or None}
+        in_window = sum(1 for t, path in opened if start <= t <= end and path in kept)
+        return {"files_read": len(kept), "files_per_sample": in_window / (end - start) / rate}
 
     def _side_run(self, request: Message, timeout_s: float,
                   stall_s: float | None = None) -> tuple[TrialStatus, Message]:
@@ -316,8 +327,9 @@ class TrialRunner:
             sampler.gpu_probe = probe
         return probe
 
-    def _follow(self, config: LoaderConfig) -> Message:
-        """Follow one trial's events to its exit: sample it, guard it, mark its window; its outcome."""
+    def _follow(self, config: LoaderConfig, opens_dir: str) -> Message:
+        """Follow one trial's events to its exit: sample it, guard it, mark its window, gather the data files it
+        read (``opens_dir``: where its processes log the files they open); its outcome."""
         assert self.host is not None
         host = self.host
         killed_for: dict[TrialStatus, str] = {}
@@ -367,7 +379,8 @@ class TrialRunner:
                     result = event  # the first word is the trial's; later ones come from its clean-up
                 elif kind == "trial_exit":
                     resources = summarize(sampler.samples) if sampler is not None else {}
-                    return {**outcome_of(result, event, killed_for, resources), "build_s": built_s}
+                    outcome = {**outcome_of(result, event, killed_for, resources), "build_s": built_s}
+                    return {**outcome, **self._files_read(sampler, opens_dir, outcome.get("samples_per_s"))}
         finally:
             if sampler is not None:
                 sampler.stop()
@@ -375,7 +388,7 @@ class TrialRunner:
 
     def _start_sampler(self, pid: int, gpu_probe: Any, on_sample: Callable[[Any], None]) -> Sampler | None:
         try:
-            tree = ProcessTreeProbe(pid)
+            tree = ProcessTreeProbe(pid, files=True)
         except Exception:
             return None  # the trial already exited
         own = (os.getpid(), self.host.proc.pid) if self.host is not None else (os.getpid(),)

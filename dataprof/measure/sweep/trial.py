@@ -127,7 +127,7 @@ def run_trial(
     DeadWorkerWatch(live, report, failure.handled).start()
     try:
         loop = TimedLoop(config, settings.trial_seconds, emit, consumer, clock, recorder, ReceiveTimer.install(),
-                         backend.dataset_kind(dataset) == "iterable", settings.rival)
+                         backend.dataset_kind(dataset) == "iterable", settings.rival, settings.first_pass)
         figures = loop.run(loader, live, backend)
     except Exception as exc:
         # A batch that cannot be received, from a pipe or from shared memory, often means its worker died.
@@ -256,9 +256,11 @@ class TimedLoop:
 
     def __init__(self, config: LoaderConfig, trial_s: float, emit: Emit, consumer: Any,
                  clock: Callable[[], float], recorder: Any, receiver: ReceiveTimer, iterable: bool,
-                 rival: Rival | None = None) -> None:
+                 rival: Rival | None = None, first_pass: bool = False) -> None:
         self.config, self.trial_s, self.emit, self.consumer, self.clock = config, trial_s, emit, consumer, clock
         self.rival = rival
+        self.first_pass = first_pass
+        self.first_pass_end = False
         self.recorder, self.receiver, self.iterable = recorder, receiver, iterable
         self.log = BatchLog()
         self.warmup = warmup_batches(config.num_workers, config.prefetch_factor)
@@ -285,6 +287,9 @@ class TimedLoop:
             try:
                 batch = next(iterator)
             except StopIteration:
+                if self.first_pass:
+                    self._end_of_first_pass()
+                    break
                 iterator = live["iterator"] = self._next_epoch(loader)
                 batch = next(iterator)
             wait_cpu = time.thread_time() - cpu_start
@@ -313,6 +318,15 @@ class TimedLoop:
                 if window_done(batches, elapsed, self.trial_s, self.config.num_workers, spread, settled):
                     break
         return self._finish(iterator, backend, first_batch_s)
+
+    def _end_of_first_pass(self) -> None:
+        """A cold trial's dataset ended its first pass: its window ends here (what follows would be read warm);
+        a pass that ends before the window opened leaves no cold figure."""
+        if self.window_first is None or len(self.log) - 1 - self.window_first < 1:
+            raise RuntimeError(f"the dataset's first pass ended after {len(self.log)} batches, before a cold "
+                               "window could open: too small to measure cold (its data is read once, then cached)")
+        self.epoch_samples = sum(self.log.size)
+        self.first_pass_end = True
 
     def _next_epoch(self, loader: Any) -> Any:
         """The iterator of the next epoch, once one ended."""
@@ -366,4 +380,5 @@ class TimedLoop:
             batch_marks=tuple(self.marks[:BATCH_MARKS]),
             sampler_ms_mean=None if sampler_s is None else 1000.0 * sampler_s / figures["batches"],
             receive_ms_mean=1000.0 * receive_s / figures["batches"] if self.config.num_workers else None,
+            first_pass_end=self.first_pass_end,
         )

@@ -12,7 +12,8 @@ import json
 import os
 import sys
 
-from dataprof.measure.probes import NullGpuProbe, NvmlProbe, ProcessTreeProbe, SystemProbe
+from dataprof.measure.gpu import NullGpuProbe, NvmlProbe
+from dataprof.measure.probes import ProcessTreeProbe, SystemProbe
 from dataprof.measure.sampler import Sampler, summarize
 from dataprof.measure.watch.watcher import gpu_timeline
 

@@ -21,7 +21,8 @@ from typing import Any, Protocol
 
 from dataprof.errors import TargetError
 from dataprof.measure.environment import probe_environment
-from dataprof.measure.probes import GpuSample, NullGpuProbe, NvmlProbe, ProcessTreeProbe, SystemProbe
+from dataprof.measure.gpu import GpuSample, NullGpuProbe, NvmlProbe
+from dataprof.measure.probes import ProcessTreeProbe, SystemProbe
 from dataprof.measure.protocol import LineReader, Message, child_env
 from dataprof.measure.sampler import Sampler, summarize
 from dataprof.measure.sweep.host import PR_SET_CHILD_SUBREAPER, prctl

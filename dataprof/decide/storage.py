@@ -1,0 +1,118 @@
+"""Cold data: which configs to measure cold, which case the training is in, and the epoch forecast (pure).
+
+A cold trial reads what storage serves: the data files the trials read were evicted from the page cache right
+before it, and its window ended with the dataset's first pass. Whether that figure or the warm one is the
+training's steady state depends on whether the dataset fits in the page cache.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from dataprof.decide.recommend import recommend
+from dataprof.results.settings import LoaderConfig, SearchSpace
+from dataprof.results.storage import FITS_SHARE, StorageOutlook
+from dataprof.results.sweep import Report
+from dataprof.results.trial import TrialResult
+from dataprof.results.units import fmt_bytes
+from dataprof.results.vocabulary import TrialStatus
+
+MAX_COLD_TRIALS = 4
+"""Cold trials the climb may run besides ``--cache both``'s twins: each reads the dataset's first pass from
+storage."""
+
+
+def _ok(trials: Sequence[TrialResult]) -> list[TrialResult]:
+    return [t for t in trials if t.status == TrialStatus.OK and t.samples_per_s]
+
+
+def why_no_cold(report: Report) -> str | None:
+    """Why the sweep measures nothing cold (a note), or None when it does (or the cache mode says not to)."""
+    mode = report.settings.get("cache", "auto")
+    footprint = report.data_footprint
+    if mode == "warm":
+        return None
+    if footprint is None:
+        if not _ok(report.trials):
+            return None
+        return ("no cold trial: the trials read no data file (an in-memory, generated or remote dataset, or files "
+                "opened by C code between samples), so there is nothing to evict")
+    if footprint.evictable is False:
+        return (f"no cold trial: the data lives on {footprint.filesystem}, whose files are held in memory; evicting "
+                "them has no effect, so cold is warm here")
+    return None
+
+
+def next_cold(report: Report) -> tuple[LoaderConfig, str] | None:
+    """The next config to measure cold and why, or None when the cold search is done.
+
+    ``both``: every config measured warm. Otherwise the warm recommendation first, then more workers while
+    they pay: cold reads that wait on storage's latency often want more workers than warm ones.
+    """
+    mode = report.settings.get("cache", "auto")
+    if mode == "warm" or why_no_cold(report) is not None or report.data_footprint is None:
+        return None
+    measured = {t.config for t in report.cold_trials}
+    if mode == "both":
+        return next(((t.config, f"measured warm at {t.samples_per_s:,.0f} samples/s; now cold")
+                     for t in _ok(report.trials) if t.config not in measured), None)
+    warm = recommend(report.trials)
+    if warm is None:
+        return None
+    if warm.config not in measured:
+        return warm.config, "the warm recommendation, measured cold"
+    cold = _ok(report.cold_trials)
+    if not cold or len(report.cold_trials) >= MAX_COLD_TRIALS:
+        return None
+    best = max(cold, key=lambda t: t.samples_per_s or 0.0)
+    if any(t.config.num_workers > best.config.num_workers for t in report.cold_trials):
+        return None  # more workers were tried cold and did not pay
+    space = SearchSpace.from_dict(report.settings)
+    workers = best.config.num_workers
+    above = sorted(w for w in space.workers if w >= max(2 * workers, workers + 1))
+    if not above:
+        return None
+    more = above[0]
+    config = dataclasses.replace(best.config, num_workers=more) if workers else space.default_config(more)
+    if config in measured:
+        return None
+    return config, (f"cold w{workers} reads {best.samples_per_s:,.0f} samples/s; do more workers hide the "
+                    "storage's latency?")
+
+
+def steady_case(report: Report) -> tuple[str, str] | None:
+    """``("cold"|"warm", why)``: which figure is the training's steady state; None without data files."""
+    footprint = report.data_footprint
+    if footprint is None:
+        return None
+    size = f"the dataset is {fmt_bytes(footprint.bytes)}"
+    if report.settings.get("cache") == "cold":
+        return "cold", f"{size}; --cache cold: the training reads it from storage"
+    if footprint.evictable is False:
+        return "warm", f"{size} on {footprint.filesystem}: its files live in memory"
+    ratio = footprint.cache_ratio
+    cache = fmt_bytes(footprint.page_cache_bytes)
+    if footprint.fits_in_page_cache:
+        return "warm", f"{size}, {100 * (ratio or 0):.0f}% of the {cache} page cache: it stays cached after epoch 1"
+    return "cold", (f"{size}, {ratio or 0:.1f}× the {cache} page cache (fits under {FITS_SHARE:.0%}): every epoch "
+                    "reads from storage")
+
+
+def outlook(report: Report, warm: TrialResult | None, cold: TrialResult | None) -> StorageOutlook | None:
+    """The steady case and how long an epoch takes cold (the first) and after, from the warm and cold trials of
+    the recommended configs."""
+    case = steady_case(report)
+    if case is None:
+        return None
+    steady, why = case
+    samples = report.dataset.length if report.dataset is not None and report.dataset.kind == "map" else None
+    if samples is not None:
+        samples = -(-samples // max(1, int(report.settings.get("world_size") or 1)))
+    cold_rate = cold.samples_per_s if cold is not None else None
+    warm_rate = warm.samples_per_s if warm is not None else None
+    first = samples / cold_rate if samples and cold_rate else None
+    later_rate = cold_rate if steady == "cold" else warm_rate
+    return StorageOutlook(steady=steady, reason=why, samples_per_epoch=samples, cold_samples_per_s=cold_rate,
+                          warm_samples_per_s=warm_rate, first_epoch_s=first,
+                          later_epoch_s=samples / later_rate if samples and later_rate else None)

@@ -1,0 +1,290 @@
+"""Data files on storage: which ones a trial reads, how much of them the page cache holds, and evicting them.
+
+Nothing here needs root. The parent lists the regular files the trial's processes hold open or have mapped
+(``/proc/PID/fd``, ``/proc/PID/maps``); the trial logs the files its Python code opens for reading
+(:class:`OpenLog`), which catches the many that are opened, read and closed between two samples. Residency
+is ``mincore`` on a read-only mapping; eviction is ``posix_fadvise(POSIX_FADV_DONTNEED)`` on a read-only
+descriptor: the kernel drops the file's clean pages from the page cache. Pages a writer left dirty (a dataset
+generated moments ago) are written back first (``fdatasync``: the file's own pending writes), then dropped.
+"""
+
+from __future__ import annotations
+
+import builtins
+import ctypes
+import io
+import mmap
+import os
+import site
+import stat
+import sys
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+CODE_SUFFIXES = (".py", ".pyc", ".pyi", ".pth", ".so", ".dylib", ".whl", ".egg-link")
+"""Files a process opens to run, not to read data."""
+SYSTEM_ROOTS = ("/usr/lib", "/usr/lib64", "/usr/libexec", "/usr/share", "/usr/local/lib", "/lib", "/lib64",
+                "/etc", "/proc", "/sys", "/dev", "/run", "/var/lib", "/var/cache", "/snap")
+"""Directories of the system's own files (libraries, locales, configuration), never a dataset."""
+OWN_PREFIX = "dataprof-"
+"""dataprof's own temporary files (the trial's end mark, the open logs' directory)."""
+NO_EVICTION = ("tmpfs", "ramfs", "devtmpfs", "hugetlbfs", "squashfs")
+"""Filesystems whose files live in memory (or are unpacked there): nothing to evict, cold is warm."""
+
+
+def excluded_roots() -> tuple[str, ...]:
+    """The interpreter's and packages' directories, and the system's: their files are code, not data."""
+    roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, *SYSTEM_ROOTS}
+    try:
+        roots.update(site.getsitepackages())
+        roots.add(site.getusersitepackages())
+    except AttributeError:  # a virtualenv's old site module
+        pass
+    return tuple(sorted(os.path.join(os.path.realpath(r), "") for r in roots if r))
+
+
+def is_data_file(path: str, roots: tuple[str, ...]) -> bool:
+    """Whether ``path`` is a regular file outside ``roots`` that is not code: a file a dataset reads."""
+    if not path.startswith("/") or path.endswith(" (deleted)"):
+        return False
+    name = os.path.basename(path)
+    if "/" + OWN_PREFIX in path or name.endswith(CODE_SUFFIXES) or ".so." in name:
+        return False
+    if os.path.join(os.path.realpath(path), "").startswith(roots):
+        return False
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+def held_paths(pids: Iterable[int], maps: bool) -> set[str]:
+    """Paths of the files ``pids`` hold open (``/proc/PID/fd``) and, with ``maps``, have mapped: unfiltered."""
+    found: set[str] = set()
+    for pid in pids:
+        try:
+            names = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for name in names:
+            try:
+                target = os.readlink(f"/proc/{pid}/fd/{name}")
+            except OSError:
+                continue
+            if target.startswith("/"):
+                found.add(target)
+        if not maps:
+            continue
+        try:
+            with open(f"/proc/{pid}/maps") as handle:
+                for line in handle:
+                    fields = line.split(None, 5)
+                    if len(fields) == 6 and fields[5].startswith("/"):
+                        found.add(fields[5].rstrip("\n"))
+        except OSError:
+            continue
+    return found
+
+
+class OpenLog:
+    """The files a trial's processes open for reading through Python (``open``, ``io.open``, ``os.open``, hence
+    numpy, PIL, pathlib), logged with the time, one file per process under ``directory``.
+
+    Installed in the trial before it builds its dataset; the DataLoader's workers, forked from it, inherit the
+    wrappers and log to files of their own. It costs an open one ``write``; nothing else is touched. Files opened by
+    C code (OpenCV, Arrow) are seen only by the parent's sampling of the processes' open files.
+    """
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+        self._fd: int | None = None
+        self._pid = -1
+        self._open = builtins.open
+        self._os_open = os.open
+
+    def install(self) -> None:
+        """Wrap the openers of this process (and of the workers it will fork)."""
+        real_open, real_os_open, note = self._open, self._os_open, self.note
+
+        def logged_open(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
+            handle = real_open(file, mode, *args, **kwargs)
+            if not isinstance(file, int) and not any(c in mode for c in "wax+"):
+                note(file)
+            return handle
+
+        def logged_os_open(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+            fd = real_os_open(path, flags, *args, **kwargs)
+            if not flags & (os.O_WRONLY | os.O_RDWR):
+                note(path)
+            return fd
+
+        builtins.open = io.open = logged_open  # type: ignore[assignment]
+        os.open = logged_os_open  # type: ignore[assignment]
+
+    def note(self, file: Any) -> None:
+        """Log one opened path with the time (``time.monotonic``, the parent's clock too)."""
+        try:
+            line = f"{time.monotonic():.6f}\t{os.path.abspath(os.fsdecode(file))}\n".encode()
+            if self._pid != os.getpid():  # a worker forked since: a file of its own
+                self._pid = os.getpid()
+                self._fd = self._os_open(os.path.join(self.directory, f"{self._pid}.opens"),
+                                         os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            assert self._fd is not None
+            os.write(self._fd, line)
+        except (OSError, TypeError, ValueError):
+            pass  # a path that is not one, a full disk: the trial goes on unlogged
+
+    @staticmethod
+    def read(directory: str) -> list[tuple[float, str]]:
+        """Every ``(time, path)`` the processes logged under ``directory``."""
+        opened: list[tuple[float, str]] = []
+        try:
+            names = os.listdir(directory)
+        except OSError:
+            return opened
+        for name in names:
+            try:
+                with open(os.path.join(directory, name), encoding="utf-8", errors="replace") as handle:
+                    for line in handle:
+                        stamp, _, path = line.rstrip("\n").partition("\t")
+                        try:
+                            opened.append((float(stamp), path))
+                        except ValueError:
+                            continue  # a line cut short by a killed process
+            except OSError:
+                continue
+        return opened
+
+
+_libc: Any = None
+
+
+def _mincore_lib() -> Any:
+    """libc with ``mmap``, ``mincore`` and ``munmap`` typed, or None where it cannot be loaded."""
+    global _libc
+    if _libc is None:
+        try:
+            lib = ctypes.CDLL(None, use_errno=True)
+            lib.mmap.restype = ctypes.c_void_p
+            lib.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                                 ctypes.c_long]
+            lib.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_ubyte)]
+            lib.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+            _libc = lib
+        except (OSError, AttributeError):
+            _libc = False
+    return _libc or None
+
+
+CHUNK = 1 << 30
+"""A file's residency is read this many bytes of mapping at a time."""
+
+
+def resident_bytes(path: str) -> tuple[int, int] | None:
+    """Bytes of ``path`` in the page cache now and its size (``mincore``); None where it cannot be read."""
+    lib = _mincore_lib()
+    if lib is None:
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        size = os.fstat(fd).st_size
+        page = mmap.PAGESIZE
+        resident = 0
+        for offset in range(0, size, CHUNK):
+            length = min(CHUNK, size - offset)
+            address = lib.mmap(None, length, mmap.PROT_READ, mmap.MAP_SHARED, fd, offset)
+            if address in (None, ctypes.c_void_p(-1).value):
+                return None
+            try:
+                pages = (length + page - 1) // page
+                vector = (ctypes.c_ubyte * pages)()
+                if lib.mincore(address, length, vector) != 0:
+                    return None
+                resident += sum(1 for v in bytes(vector) if v & 1) * page
+            finally:
+                lib.munmap(address, length)
+        return min(resident, size), size
+    finally:
+        os.close(fd)
+
+
+def filesystem_of(path: str, mounts: str | None = None) -> str | None:
+    """The type of the filesystem ``path`` lives on (the longest mount point above it in ``/proc/mounts``)."""
+    if mounts is None:
+        try:
+            with open("/proc/mounts") as handle:
+                mounts = handle.read()
+        except OSError:
+            return None
+    real = os.path.realpath(path)
+    best, kind = "", None
+    for line in mounts.splitlines():
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        point = fields[1].replace("\\040", " ")
+        if (real == point or real.startswith(os.path.join(point, ""))) and len(point) >= len(best):
+            best, kind = point, fields[2]
+    return kind
+
+
+@dataclass(frozen=True)
+class Eviction:
+    """What one eviction did: the files and bytes whose pages were dropped, what was still cached after, the files
+    skipped and why."""
+
+    files: int
+    bytes: int
+    resident_before: int | None
+    resident_after: int | None
+    skipped: tuple[str, ...] = ()
+    took_s: float = 0.0
+
+    @property
+    def effective(self) -> bool | None:
+        """Whether the pages left the page cache (a tmpfs keeps them all); None when residency was not read."""
+        if self.resident_after is None or self.bytes == 0:
+            return None
+        return self.resident_after <= 0.1 * self.bytes
+
+
+def evict(paths: Iterable[str], check: bool = True) -> Eviction:
+    """Drop ``paths``' pages from the page cache (``POSIX_FADV_DONTNEED``; read-only, no root). A file that vanished
+    or cannot be opened is skipped with its reason; with ``check``, residency is read before and after."""
+    started = time.monotonic()
+    files = size = 0
+    before = after = 0 if check else None
+    skipped: list[str] = []
+    for path in sorted(set(paths)):
+        if check:
+            read = resident_bytes(path)
+            if read is not None and before is not None:
+                before += read[0]
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError as exc:
+            skipped.append(f"{path}: {exc.strerror or exc}")
+            continue
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            if check and (read := resident_bytes(path)) is not None and read[0]:
+                # pages written but not yet on storage stay: write them back (the file's own pending writes,
+                # nothing new), then drop them
+                os.fdatasync(fd)
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            size += os.fstat(fd).st_size
+            files += 1
+        except OSError as exc:
+            skipped.append(f"{path}: {exc.strerror or exc}")
+            continue
+        finally:
+            os.close(fd)
+        if check and after is not None:
+            read = resident_bytes(path)
+            after = None if read is None else after + read[0]
+    return Eviction(files, size, before, after, tuple(skipped), time.monotonic() - started)

@@ -1,0 +1,71 @@
+"""The dataset on storage, and which case the training is in: data only. Stdlib only."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+FITS_SHARE = 0.9
+"""A dataset fits in the page cache when it takes at most this share of it: the training's own memory grows, and
+a file read in a cycle slightly larger than the cache is evicted just before it is read again."""
+
+
+@dataclass(frozen=True)
+class DataFootprint:
+    """The data files the trials read, the dataset they belong to, and the page cache that could hold it."""
+
+    bytes: int
+    """Size of the dataset on storage: the files of the kinds the trials read under the directory they share
+    (``directory``), or the files read when they share none or the walk found less."""
+    files: int
+    read_files: int
+    """Distinct data files the trials read."""
+    read_bytes: int
+    """Their total size."""
+    resident_fraction: float | None
+    """Share of the files read that sat in the page cache when the sweep ended (``mincore``)."""
+    page_cache_bytes: int
+    """RAM the page cache may use: available memory, within the cgroup's limit."""
+    filesystem: str | None = None
+    directory: str | None = None
+    walk_cut: bool = False
+    """The directory held more than dataprof walks: ``bytes`` counts the part walked."""
+    evictable: bool | None = None
+    """Whether eviction can make the files cold (not on tmpfs, whose files live in memory)."""
+
+    @property
+    def cache_ratio(self) -> float | None:
+        """The dataset's size over the page cache's."""
+        return self.bytes / self.page_cache_bytes if self.page_cache_bytes else None
+
+    @property
+    def fits_in_page_cache(self) -> bool:
+        """Whether the whole dataset stays cached after its first pass (:data:`FITS_SHARE`)."""
+        return self.bytes <= FITS_SHARE * self.page_cache_bytes
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON ``data_footprint`` block (docs/json.md)."""
+        return {**dataclasses.asdict(self), "fits_in_page_cache": self.fits_in_page_cache,
+                "cache_ratio": self.cache_ratio}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> DataFootprint:
+        """Read :meth:`to_dict` back."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+@dataclass(frozen=True)
+class StorageOutlook:
+    """Which case the training is in, from the footprint and the trials: the figure that is its steady state,
+    and how long an epoch takes cold and warm."""
+
+    steady: str
+    """``cold`` (every epoch reads from storage) or ``warm`` (only the first does)."""
+    reason: str
+    samples_per_epoch: int | None = None
+    cold_samples_per_s: float | None = None
+    warm_samples_per_s: float | None = None
+    first_epoch_s: float | None = None
+    later_epoch_s: float | None = None
