@@ -27,7 +27,7 @@ def storage_text(report: Report) -> str | None:
     where = ", ".join(p for p in (footprint.filesystem, footprint.directory) if p)
     text = f"{footprint.files:,} files" + (f" ({where})" if where else "") + f"; {storage.reason}"
     epochs = []
-    if storage.first_epoch_s is not None and storage.cold_samples_per_s:
+    if storage.first_epoch_s is not None and storage.cold_samples_per_s and storage.steady == "warm":
         epochs.append(f"epoch 1 ≈ {_duration(storage.first_epoch_s)} cold ({storage.cold_samples_per_s:,.0f} "
                       "samples/s)")
     if storage.later_epoch_s is not None:
@@ -38,13 +38,14 @@ def storage_text(report: Report) -> str | None:
     return text + ("; " + ", ".join(epochs) if epochs else "")
 
 
-COLD_COLUMNS = ("config", "cold/s", "warm/s", "cold÷warm", "storage", "read/sample", "files/sample", "iowait%",
-                "window")
+COLD_COLUMNS = ("config", "cold/s", "warm/s", "c÷w", "storage/s", "per sample", "files", "window")
 """The cold trials' table."""
 
 
 def cold_rows(report: Report) -> list[tuple[list[str], bool]]:
-    """Each cold trial beside its warm twin: cells by :data:`COLD_COLUMNS`, and whether it is the recommendation."""
+    """Each cold trial beside its warm twin: cells by :data:`COLD_COLUMNS` (samples/s cold and warm, their ratio,
+    storage's bytes per second, bytes and data files read per sample, the window), and whether it is the
+    recommendation."""
     warm = {t.config: t for t in report.trials if t.status == TrialStatus.OK}
     chosen = report.recommendation.config if report.recommendation and report.recommendation.cache == "cold" \
         else None
@@ -54,15 +55,14 @@ def cold_rows(report: Report) -> list[tuple[list[str], bool]]:
         ratio = (t.samples_per_s / twin.samples_per_s) if twin is not None and twin.samples_per_s \
             and t.samples_per_s else None
         if t.status != TrialStatus.OK:
-            rows.append(([t.config.label(), str(t.status), "", "", "", "", "", "", t.error or ""], False))
+            rows.append(([t.config.label(), str(t.status), "", "", "", "", "", t.error or ""], False))
             continue
-        rows.append(([("★ " if t.config == chosen else "  ") + t.config.label(), f"{t.samples_per_s or 0:,.1f}",
-                      "–" if twin is None else f"{twin.samples_per_s or 0:,.1f}",
+        rows.append(([("★ " if t.config == chosen else "  ") + t.config.label(), f"{t.samples_per_s or 0:,.0f}",
+                      "–" if twin is None else f"{twin.samples_per_s or 0:,.0f}",
                       "–" if ratio is None else f"{ratio:.2f}",
                       "–" if t.storage_read_bytes_per_s is None else f"{fmt_bytes(t.storage_read_bytes_per_s)}/s",
                       fmt_bytes(t.read_bytes_per_sample),
                       "–" if t.files_per_sample is None else f"{t.files_per_sample:.2f}",
-                      "–" if t.iowait_percent is None else f"{t.iowait_percent:.0f}",
                       "–" if t.window_s is None else f"{t.window_s:.1f} s" + (" ◂" if t.first_pass_end else "")],
                      t.config == chosen))
     return rows

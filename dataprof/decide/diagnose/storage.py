@@ -75,7 +75,7 @@ def storage_bound(report: Report, th: Thresholds) -> Finding | None:
         top = cold.config.num_workers
         advice.append(f"reads still scale with workers: try more than {top} (--workers {top},{2 * max(1, top)},"
                       f"{4 * max(1, top)} --cache cold); network storage's latency hides behind concurrency")
-    if footprint.cache_ratio is not None and footprint.cache_ratio < 2:
+    if not footprint.fits_in_page_cache and footprint.cache_ratio is not None and footprint.cache_ratio < 2:
         more = footprint.bytes / FITS_SHARE - footprint.page_cache_bytes
         advice.append(f"{fmt_bytes(max(0.0, more))} more page cache (RAM not held by the training) would keep the "
                       "dataset cached after epoch 1")

@@ -1,0 +1,120 @@
+"""Cold data decisions on recorded runs: which configs to measure cold, which case the training is in, and the
+``storage_bound`` verdict."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+from dataprof.decide.diagnose import diagnose
+from dataprof.decide.storage import next_cold, steady_case, why_no_cold
+from dataprof.decide.sweep import decide
+from dataprof.results.storage import DataFootprint
+from dataprof.results.sweep import Report
+from dataprof.results.vocabulary import FindingId
+
+DATA = Path(__file__).resolve().parent.parent / "data" / "sweep"
+
+
+def recorded(name: str) -> Report:
+    return decide(Report.from_dict(json.loads((DATA / f"{name}.json").read_text())))
+
+
+def with_(report: Report, **changes: object) -> Report:
+    return decide(dataclasses.replace(report, **changes))  # type: ignore[arg-type]
+
+
+def cached(report: Report, **settings: object) -> Report:
+    return with_(report, settings={**report.settings, **settings})
+
+
+def test_a_dataset_that_fits_is_warm_after_its_first_epoch() -> None:
+    report = recorded("cold_fits")
+    assert report.data_footprint is not None and report.data_footprint.fits_in_page_cache
+    assert steady_case(report) == ("warm", "the dataset is 1.1GB, 4% of the 24.4GB page cache: it stays cached "
+                                           "after epoch 1")
+    assert report.recommendation is not None and report.recommendation.cache == "warm"
+    assert report.storage is not None and report.storage.first_epoch_s is not None
+    assert report.storage.later_epoch_s is not None and report.storage.later_epoch_s < report.storage.first_epoch_s
+
+
+def test_a_dataset_bigger_than_the_page_cache_is_recommended_cold() -> None:
+    report = recorded("cold_fits")
+    assert report.data_footprint is not None
+    small = dataclasses.replace(report.data_footprint, page_cache_bytes=report.data_footprint.bytes // 2)
+    bigger = with_(report, data_footprint=small)
+    steady, why = steady_case(bigger) or ("", "")
+    assert steady == "cold" and "2.0× the 537MB page cache" in why
+    assert bigger.recommendation is not None and bigger.recommendation.cache == "cold"
+    fastest_cold = max(bigger.cold_trials, key=lambda t: t.samples_per_s or 0.0)
+    assert bigger.recommendation.config == fastest_cold.config
+    assert bigger.recommended_pool == bigger.cold_trials
+
+
+def test_cold_starts_at_the_warm_recommendation_then_climbs_while_it_pays() -> None:
+    report = recorded("cold_fits")
+    none_yet = with_(report, cold_trials=())
+    first = next_cold(none_yet)
+    assert first is not None and first[0] == none_yet.recommendation.config  # type: ignore[union-attr]
+    w2 = next(t for t in report.cold_trials if t.config.num_workers == 2)
+    after_w2 = next_cold(with_(report, cold_trials=(w2,)))
+    assert after_w2 is not None and after_w2[0].num_workers == 4 and "more workers" in after_w2[1]
+    assert next_cold(report) is None  # w4 is the most workers the space holds
+
+
+def test_a_climb_that_lost_stops() -> None:
+    report = recorded("storage_bound")
+    trials = tuple(t if t.config.num_workers < 8 else dataclasses.replace(t, samples_per_s=100.0)
+                   for t in report.cold_trials)
+    assert next_cold(with_(report, cold_trials=trials)) is None
+
+
+def test_both_measures_every_warm_config_cold_and_warm_none() -> None:
+    report = recorded("cold_fits")
+    both = cached(with_(report, cold_trials=()), cache="both")
+    seen = []
+    while (step := next_cold(both)) is not None:
+        seen.append(step[0])
+        twin = next(t for t in report.trials if t.config == step[0])
+        both = with_(both, cold_trials=(*both.cold_trials, dataclasses.replace(twin, cache="cold")))
+    assert sorted(seen, key=lambda c: c.num_workers) == sorted((t.config for t in report.trials),
+                                                               key=lambda c: c.num_workers)
+    assert next_cold(cached(with_(report, cold_trials=()), cache="warm")) is None
+
+
+def test_no_data_file_or_tmpfs_gets_no_cold_trial_and_says_why() -> None:
+    report = with_(recorded("cold_fits"), cold_trials=())
+    without = with_(report, data_footprint=None)
+    assert next_cold(without) is None and "no data file" in (why_no_cold(without) or "")
+    assert without.storage is None
+    footprint = report.data_footprint
+    assert footprint is not None
+    tmpfs = with_(report, data_footprint=dataclasses.replace(footprint, filesystem="tmpfs", evictable=False))
+    assert next_cold(tmpfs) is None and "tmpfs" in (why_no_cold(tmpfs) or "")
+
+
+def test_storage_bound_fires_when_every_epoch_is_cold_and_cold_is_slower() -> None:
+    report = recorded("storage_bound")
+    assert report.primary == FindingId.STORAGE_BOUND
+    finding = report.findings[0]
+    assert "cold against" in finding.evidence and "MB/s" in finding.evidence
+    assert "pack the 4,096 files" in finding.recommendation  # one file per sample of 262KB
+    assert "try more than 8" in finding.recommendation  # reads rose from w4 to w8
+
+
+def test_storage_bound_stays_quiet_when_the_data_stays_cached_or_cold_is_as_fast() -> None:
+    assert recorded("cold_fits").primary != FindingId.STORAGE_BOUND
+    report = recorded("storage_bound")
+    fast = max(t.samples_per_s or 0.0 for t in report.trials)
+    as_fast = tuple(dataclasses.replace(t, samples_per_s=fast) for t in report.cold_trials)
+    primary, _ = diagnose(with_(report, cold_trials=as_fast))
+    assert primary != FindingId.STORAGE_BOUND
+
+
+def test_the_footprint_reads_back_with_its_derived_fields() -> None:
+    footprint = DataFootprint(bytes=10, files=2, read_files=1, read_bytes=5, resident_fraction=1.0,
+                              page_cache_bytes=100)
+    data = footprint.to_dict()
+    assert data["fits_in_page_cache"] is True and data["cache_ratio"] == 0.1
+    assert DataFootprint.from_dict(data) == footprint

@@ -1,0 +1,134 @@
+"""Data files: which files count, the processes' open and mapped files, residency and eviction (``mincore``)."""
+
+from __future__ import annotations
+
+import mmap
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from dataprof.measure.footprint import DataFiles, dataset_directory, footprint, walk_size
+from dataprof.measure.storage import (
+    OpenLog,
+    evict,
+    excluded_roots,
+    filesystem_of,
+    held_paths,
+    is_data_file,
+    resident_bytes,
+)
+
+MOUNTS = """/dev/vda / ext4 rw,relatime 0 0
+tmpfs /dev/shm tmpfs rw 0 0
+nfs:/export /mnt/data nfs4 rw 0 0
+tmpfs /mnt/data/scratch tmpfs rw 0 0
+"""
+
+
+def _write(path: Path, size: int) -> Path:
+    path.write_bytes(os.urandom(size))
+    return path
+
+
+def _evictable(path: Path) -> bool:
+    return filesystem_of(str(path)) not in ("tmpfs", "ramfs", None)
+
+
+def test_data_files_leave_out_code_libraries_and_dataprofs_own(tmp_path: Path) -> None:
+    roots = excluded_roots()
+    data = _write(tmp_path / "shard-000.tar", 10)
+    code = _write(tmp_path / "transforms.py", 10)
+    own = tmp_path / "dataprof-opens-x"
+    own.mkdir()
+    log = _write(own / "123.opens", 10)
+    assert is_data_file(str(data), roots)
+    assert not is_data_file(str(code), roots)
+    assert not is_data_file(str(log), roots)
+    assert not is_data_file(os.__file__, roots)  # the standard library, under sys.base_prefix
+    assert not is_data_file(str(tmp_path), roots)  # a directory
+    assert not is_data_file(str(tmp_path / "gone.npy"), roots)
+    assert not is_data_file("pipe:[1234]", roots)
+
+
+def test_the_filesystem_is_the_longest_mount_above_the_path() -> None:
+    assert filesystem_of("/mnt/data/train/0001.jpg", MOUNTS) == "nfs4"
+    assert filesystem_of("/mnt/data/scratch/a.npy", MOUNTS) == "tmpfs"
+    assert filesystem_of("/mnt/database/a.npy", MOUNTS) == "ext4"  # a prefix of the name is not a parent
+
+
+def test_a_process_s_open_and_mapped_files_are_found(tmp_path: Path) -> None:
+    held = _write(tmp_path / "open.bin", 4096)
+    mapped = _write(tmp_path / "mapped.bin", 4096)
+    with open(held, "rb"), open(mapped, "rb") as handle:
+        view = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+        try:
+            assert str(held) in held_paths([os.getpid()], maps=False)
+            found = held_paths([os.getpid()], maps=True)
+        finally:
+            view.close()
+    assert {str(held), str(mapped)} <= found
+    files = DataFiles()
+    assert files.add(found) >= {str(held), str(mapped)}
+    assert not any(path.startswith(sys.base_prefix) for path in files.sizes)  # libraries are mapped too
+
+
+def test_the_open_log_keeps_each_path_with_its_time(tmp_path: Path) -> None:
+    log = OpenLog(str(tmp_path))
+    log.note(tmp_path / "a.npy")
+    log.note(b"relative.npy")
+    opened = OpenLog.read(str(tmp_path))
+    assert [path for _, path in opened] == [str(tmp_path / "a.npy"), os.path.abspath("relative.npy")]
+    assert opened[0][0] <= opened[1][0]
+
+
+def test_eviction_drops_the_files_read_and_leaves_the_others_resident(tmp_path: Path) -> None:
+    if not _evictable(tmp_path):
+        pytest.skip(f"{tmp_path} is on {filesystem_of(str(tmp_path))}: eviction has no effect there")
+    files = [_write(tmp_path / f"{i}.npy", 256 * 1024) for i in range(6)]
+    for path in files:
+        path.read_bytes()
+    read, unread = [str(p) for p in files[:3]], [str(p) for p in files[3:]]
+    assert all(resident_bytes(p) == (256 * 1024, 256 * 1024) for p in read + unread)
+    done = evict(read)
+    assert (done.files, done.bytes, done.effective) == (3, 3 * 256 * 1024, True)
+    assert [resident_bytes(p) for p in read] == [(0, 256 * 1024)] * 3
+    assert [resident_bytes(p) for p in unread] == [(256 * 1024, 256 * 1024)] * 3  # never evicted
+
+
+def test_a_file_that_vanished_is_skipped_with_its_reason(tmp_path: Path) -> None:
+    here = _write(tmp_path / "here.npy", 4096)
+    done = evict([str(here), str(tmp_path / "gone.npy")])
+    assert done.files == 1
+    assert len(done.skipped) == 1 and "gone.npy" in done.skipped[0]
+
+
+def test_eviction_on_tmpfs_is_seen_to_have_no_effect() -> None:
+    shm = Path("/dev/shm")
+    if filesystem_of(str(shm)) != "tmpfs" or not os.access(shm, os.W_OK):
+        pytest.skip("no writable tmpfs at /dev/shm")
+    path = _write(shm / f"dataprof-test-{os.getpid()}.bin", 64 * 1024)
+    try:
+        done = evict([str(path)])
+        assert done.effective is False
+    finally:
+        path.unlink()
+
+
+def test_the_dataset_is_its_directory_s_files_of_the_kinds_read(tmp_path: Path) -> None:
+    for klass in ("cat", "dog"):
+        (tmp_path / klass).mkdir()
+        for i in range(3):
+            _write(tmp_path / klass / f"{i}.jpg", 1000)
+    _write(tmp_path / "README.txt", 50_000)
+    read = [str(tmp_path / "cat" / "0.jpg"), str(tmp_path / "dog" / "1.jpg")]
+    assert dataset_directory(read) == str(tmp_path)
+    assert walk_size(str(tmp_path), {".jpg"}) == (6000, 6, False)
+    files = DataFiles()
+    files.add(read)
+    found = footprint(files, page_cache_bytes=10_000)
+    assert found is not None
+    assert (found.bytes, found.files, found.read_files, found.read_bytes) == (6000, 6, 2, 2000)
+    assert found.fits_in_page_cache and found.directory == str(tmp_path)
+    assert footprint(DataFiles(), 10_000) is None
