@@ -14,7 +14,7 @@ from typing import Any
 from dataprof.decide.search import STRATEGIES, Budget, Proposal, Strategy
 from dataprof.decide.search.common import pooled
 from dataprof.decide.settings import pinned, resolve_settings
-from dataprof.decide.storage import next_cold, why_no_cold
+from dataprof.decide.storage import next_cold, warm_misses, why_no_cold
 from dataprof.decide.sweep import decide
 from dataprof.distributed import Coordinator, aggregate_ranks
 from dataprof.errors import DataprofError, TargetError, UsageError
@@ -155,6 +155,8 @@ class _Sweep:
         built = None if self.dataset is None else \
             dataclasses.replace(self.dataset, build="per_trial" if facts.build_per_trial else "once")
         notes += cold_notes(self.runner.evictions, self.cold)
+        missed = warm_misses(self.trials, self.cold)
+        notes += (missed,) if missed else ()
         return build_report(self.settings, env, built, self.trials, self.clock() - self.started, complete,
                             notes, self.steps, self.stop, self.autotune, self.cold, self.footprint)
 

@@ -77,7 +77,7 @@ def analyse(data: InspectionData, thresholds: Thresholds | None = None) -> Inspe
         cpu_s_per_sample=cpu_per_sample,
         cpu_ceiling=data.environment.usable_cpus / cpu_per_sample if cpu_per_sample else None,
         worker_rate=count / (total_s + (collate_s or 0.0) * count / max(batch, 1)) if total_s else None,
-        max_workers_shm=None, max_workers_files=None), thresholds)
+        max_workers_shm=None, max_workers_files=None, storage=data.storage), thresholds)
 
 
 def decide_inspection(ins: Inspection, thresholds: Thresholds | None = None) -> Inspection:

@@ -116,3 +116,22 @@ def outlook(report: Report, warm: TrialResult | None, cold: TrialResult | None) 
     return StorageOutlook(steady=steady, reason=why, samples_per_epoch=samples, cold_samples_per_s=cold_rate,
                           warm_samples_per_s=warm_rate, first_epoch_s=first,
                           later_epoch_s=samples / later_rate if samples and later_rate else None)
+
+
+WARM_MISS_SHARE = 0.1
+"""A warm trial that read this share of its bytes from storage was not warm."""
+
+
+def warm_misses(trials: Sequence[TrialResult], cold_trials: Sequence[TrialResult]) -> str | None:
+    """A note naming the warm trials that read a share of their data from storage (the page cache did not hold
+    it all: the first trial, or a dataset bigger than the cache): their figures mix cold and warm reads."""
+    cold_bytes = max((t.read_bytes_per_sample or 0.0 for t in _ok(cold_trials)), default=0.0)
+    missed = []
+    for trial in _ok(trials):
+        read = max(trial.read_chars_per_sample or 0.0, cold_bytes)
+        if trial.read_bytes_per_sample and read and trial.read_bytes_per_sample >= WARM_MISS_SHARE * read:
+            missed.append(f"{trial.config.label()} ({fmt_bytes(trial.read_bytes_per_sample)} per sample)")
+    if not missed:
+        return None
+    return ("warm trials that read from storage: " + ", ".join(missed) + "; the page cache did not hold all "
+            "their data, so their figures mix cold and warm reads")

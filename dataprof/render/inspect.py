@@ -13,6 +13,7 @@ from rich.text import Text
 
 from dataprof.render.view import SEVERITY_STYLE
 from dataprof.results.inspect import Inspection
+from dataprof.results.storage import PassReads
 from dataprof.results.units import fmt_bytes
 
 BAR_WIDTH = 12
@@ -114,6 +115,40 @@ def batch(ins: Inspection) -> RenderableType:
     return Group(*lines)
 
 
+def _pass(label: str, reads: PassReads | None) -> Text | None:
+    if reads is None:
+        return None
+    files = "" if reads.files_per_sample is None else f" · {reads.files_per_sample:.2f} files opened per sample"
+    return Text(f"{label}: {reads.samples} samples, {reads.wall_ms_mean:.2f} ms each · from storage "
+                f"{fmt_bytes(reads.read_bytes_per_sample)} per sample · read() {fmt_bytes(reads.read_chars_per_sample)}"
+                f" per sample{files}")
+
+
+def storage(ins: Inspection) -> RenderableType | None:
+    """What the samples read: as the page cache found them, cold and warm; the dataset against the page cache."""
+    reads = ins.storage
+    if reads is None:
+        return None
+    lines: list[RenderableType] = [Rule("Storage", align="left")]
+    found = reads.footprint
+    if found is not None:
+        where = ", ".join(p for p in (found.filesystem, found.directory) if p)
+        fits = "fits: later epochs read it warm" if found.fits_in_page_cache else \
+            "does not fit: every epoch reads from storage"
+        lines.append(Text(f"dataset: {fmt_bytes(found.bytes)} in {found.files:,} files ({where}), "
+                          f"{100 * (found.cache_ratio or 0):.0f}% of the {fmt_bytes(found.page_cache_bytes)} page "
+                          f"cache: it {fits}"))
+    lines += [line for line in (_pass("as found", reads.first), _pass("cold", reads.cold), _pass("warm", reads.warm))
+              if line is not None]
+    if reads.cold is not None and reads.warm is not None and reads.warm.wall_ms_mean:
+        lines.append(Text(f"cold samples take {reads.cold.wall_ms_mean / reads.warm.wall_ms_mean:.1f}× as long as "
+                          "warm ones (dataprof sweep --cache cold measures what that does to a loader)",
+                          style="bold"))
+    if reads.note:
+        lines.append(Text(f"note: {reads.note}", style="yellow"))
+    return Group(*lines)
+
+
 def checks(ins: Inspection) -> RenderableType | None:
     """Every check, most severe first as analysed."""
     if not ins.checks:
@@ -130,6 +165,6 @@ def checks(ins: Inspection) -> RenderableType | None:
 def print_inspection(console: Console, ins: Inspection) -> None:
     """Print the whole inspect report on ``console``."""
     console.print(header(ins))
-    for block in (per_sample(ins), transforms(ins), batch(ins), checks(ins)):
+    for block in (per_sample(ins), transforms(ins), batch(ins), storage(ins), checks(ins)):
         if block is not None:
             console.print(block)

@@ -8,7 +8,7 @@ from rich.text import Text
 
 from dataprof.decide.run import band
 from dataprof.decide.thresholds import Thresholds
-from dataprof.render.view import SEVERITY_STYLE, num
+from dataprof.render.view import SEVERITY_STYLE, num, percent
 from dataprof.results.run import RunReport
 from dataprof.results.units import fmt_bytes
 from dataprof.results.vocabulary import TITLES
@@ -67,6 +67,22 @@ def gpu_line(report: RunReport) -> Text | None:
                 f"{num(report.resources.gpu_util_percent, '.0f')}%")
 
 
+def storage_line(report: RunReport) -> Text | None:
+    """What the training read from storage over the watch, as a one-line chart, and how much of its data files the
+    page cache held at the end; None when it read nothing and held no data file."""
+    res = report.resources
+    if not res.storage_timeline and not res.data_files:
+        return None
+    top = max(res.storage_timeline, default=0.0)
+    bars = "".join(SPARKS[min(len(SPARKS) - 1, int(value / top * len(SPARKS)))] if top else SPARKS[0]
+                   for value in res.storage_timeline)
+    files = "" if not res.data_files else (
+        f" · {res.data_files:,} data files held open or mapped ({fmt_bytes(res.data_bytes)}), "
+        f"{percent(res.data_resident_fraction)}% in the page cache at the end")
+    chart = f": {bars} (0–{fmt_bytes(top)}/s)" if bars else ""
+    return Text(f"storage reads {fmt_bytes(res.storage_read_bytes_per_s)}/s over the watch{chart}{files}")
+
+
 def rank_lines(report: RunReport) -> list[Text]:
     """Under torchrun: each rank's data wait, rate and step, the slowest marked (it sets everyone's pace)."""
     if not report.ranks:
@@ -94,6 +110,8 @@ def print_run(console: Console, report: RunReport) -> None:
     for line in loader_lines(report):
         console.print(line)
     console.print(resources(report))
+    if (storage := storage_line(report)) is not None:
+        console.print(storage)
     if (gpu := gpu_line(report)) is not None:
         console.print(gpu)
     for line in rank_lines(report):

@@ -13,6 +13,7 @@ from typing import Any
 from dataprof.results.document import SCHEMA_VERSION, to_json
 from dataprof.results.environment import DatasetInfo, Environment
 from dataprof.results.findings import Finding
+from dataprof.results.storage import StorageReads
 from dataprof.results.vocabulary import Kind
 
 
@@ -72,6 +73,8 @@ class InspectionData:
     nofile_hard: int | None = None
     sharing_strategy: str | None = None
     """torch.multiprocessing's strategy: ``file_descriptor`` keeps one open file per tensor in flight."""
+    storage: StorageReads | None = None
+    """What the samples read from storage and the page cache, cold and warm; None when they read no data file."""
 
 
 @dataclass(frozen=True)
@@ -167,6 +170,7 @@ class Inspection:
     max_workers_shm: int | None
     max_workers_files: int | None
     checks: tuple[Finding, ...] = ()
+    storage: StorageReads | None = None
 
     def to_json(self) -> str:
         """The ``--json`` document of ``dataprof inspect`` as text."""
@@ -210,6 +214,7 @@ class Inspection:
             "sample_kind": samples.kind,
             "transforms_notes": list(self.notes),
             "outside_transforms_share": self.outside_share,
+            "storage": None if self.storage is None else self.storage.to_dict(),
         }
 
     @classmethod
@@ -241,7 +246,8 @@ class Inspection:
             cpu_s_per_sample=data["cpu_s_per_sample"], cpu_ceiling=data["cpu_ceiling_samples_per_s"],
             worker_rate=data["worker_samples_per_s"], max_workers_shm=data["max_workers_shm"],
             max_workers_files=data["max_workers_open_files"],
-            checks=tuple(Finding.from_dict(c) for c in data["checks"]))
+            checks=tuple(Finding.from_dict(c) for c in data["checks"]),
+            storage=None if data.get("storage") is None else StorageReads.from_dict(data["storage"]))
 
 
 

@@ -91,6 +91,15 @@ class RunResources:
     gpu_memory_bytes: int | None = None
     gpu_timeline: tuple[float, ...] = ()
     """GPU utilisation (%) over the watch, in up to 60 equal slices of time (the terminal draws it)."""
+    storage_read_bytes_per_s: float | None = None
+    """Bytes per second the tree read from storage (``/proc/PID/io`` ``read_bytes``: page-cache misses)."""
+    storage_timeline: tuple[float, ...] = ()
+    """Those bytes per second over the watch, in up to 60 equal slices: reads that stop after epoch 1 went warm."""
+    data_files: int | None = None
+    """Data files the tree held open or had mapped at a reading (not the interpreter's, libraries' or code)."""
+    data_bytes: int | None = None
+    data_resident_fraction: float | None = None
+    """Share of those files in the page cache when the watch ended (``mincore``)."""
 
 
 @dataclass(frozen=True)
@@ -178,7 +187,9 @@ class RunReport:
                                        else tuple(loader["factory_args"])})
                           for loader in data.get("loaders", ())),
             resources=RunResources(**{**(data.get("resources") or {}),
-                                      "gpu_timeline": tuple((data.get("resources") or {}).get("gpu_timeline") or ())}),
+                                      "gpu_timeline": tuple((data.get("resources") or {}).get("gpu_timeline") or ()),
+                                      "storage_timeline": tuple((data.get("resources") or {}).get("storage_timeline")
+                                                                or ())}),
             wall_s=data.get("wall_s", 0.0),
             exit_code=data.get("exit_code"),
             ended_by=data.get("ended_by"),

@@ -69,3 +69,46 @@ class StorageOutlook:
     warm_samples_per_s: float | None = None
     first_epoch_s: float | None = None
     later_epoch_s: float | None = None
+
+
+@dataclass(frozen=True)
+class PassReads:
+    """``dataprof inspect``: one pass over some samples, fetched one by one, and what they read."""
+
+    samples: int
+    wall_ms_mean: float
+    read_bytes_per_sample: float | None
+    """From storage (``/proc/self/io`` ``read_bytes``: the page cache's misses)."""
+    read_chars_per_sample: float | None
+    """Through ``read()``, cached or not (``rchar``)."""
+    files_per_sample: float | None
+    """Data files opened per sample (through Python's ``open``)."""
+
+
+@dataclass(frozen=True)
+class StorageReads:
+    """``dataprof inspect``: what the samples read, as the page cache first found them, then cold (the data files
+    they read evicted first) and warm (the same samples again, cached), and the dataset against the page cache."""
+
+    first: PassReads | None
+    cold: PassReads | None = None
+    warm: PassReads | None = None
+    footprint: DataFootprint | None = None
+    note: str | None = None
+    """Why there is no cold pass, when there is none."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON ``storage`` block of an inspection (docs/inspect.md)."""
+        return {"first": None if self.first is None else dataclasses.asdict(self.first),
+                "cold": None if self.cold is None else dataclasses.asdict(self.cold),
+                "warm": None if self.warm is None else dataclasses.asdict(self.warm),
+                "footprint": None if self.footprint is None else self.footprint.to_dict(), "note": self.note}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> StorageReads:
+        """Read :meth:`to_dict` back."""
+        def one(value: dict[str, Any] | None) -> PassReads | None:
+            return None if value is None else PassReads(**value)
+        return cls(first=one(data.get("first")), cold=one(data.get("cold")), warm=one(data.get("warm")),
+                   footprint=None if data.get("footprint") is None else DataFootprint.from_dict(data["footprint"]),
+                   note=data.get("note"))

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from dataprof.decide.diagnose import diagnose
-from dataprof.decide.storage import next_cold, steady_case, why_no_cold
+from dataprof.decide.storage import next_cold, steady_case, warm_misses, why_no_cold
 from dataprof.decide.sweep import decide
 from dataprof.results.storage import DataFootprint
 from dataprof.results.sweep import Report
@@ -118,3 +118,11 @@ def test_the_footprint_reads_back_with_its_derived_fields() -> None:
     data = footprint.to_dict()
     assert data["fits_in_page_cache"] is True and data["cache_ratio"] == 0.1
     assert DataFootprint.from_dict(data) == footprint
+
+
+def test_a_warm_trial_that_read_from_storage_is_named() -> None:
+    report = recorded("storage_bound")
+    assert warm_misses(report.trials, report.cold_trials) is None  # warm trials read ~0 from storage
+    first = dataclasses.replace(report.trials[0], read_bytes_per_sample=100_000.0)
+    note = warm_misses((first, *report.trials[1:]), report.cold_trials)
+    assert note is not None and note.startswith(f"warm trials that read from storage: {first.config.label()} (100KB")

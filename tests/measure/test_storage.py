@@ -78,6 +78,7 @@ def test_the_open_log_keeps_each_path_with_its_time(tmp_path: Path) -> None:
     log = OpenLog(str(tmp_path))
     log.note(tmp_path / "a.npy")
     log.note(b"relative.npy")
+    log.flush()
     opened = OpenLog.read(str(tmp_path))
     assert [path for _, path in opened] == [str(tmp_path / "a.npy"), os.path.abspath("relative.npy")]
     assert opened[0][0] <= opened[1][0]
@@ -132,3 +133,27 @@ def test_the_dataset_is_its_directory_s_files_of_the_kinds_read(tmp_path: Path) 
     assert (found.bytes, found.files, found.read_files, found.read_bytes) == (6000, 6, 2, 2000)
     assert found.fits_in_page_cache and found.directory == str(tmp_path)
     assert footprint(DataFiles(), 10_000) is None
+
+
+def test_a_watch_reports_storage_reads_over_time_and_its_data_files_residency(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from dataprof.measure.probes import TreeSample
+    from dataprof.measure.sampler import Samples
+    from dataprof.measure.watch.watcher import storage_of
+
+    data = _write(tmp_path / "train.bin", 8192)
+    data.read_bytes()
+
+    def reading(t: float, read: int) -> TreeSample:
+        return TreeSample(t=t, cpu_s=0.0, main_cpu_s=None, main_thread_cpu_s=None, pss_bytes=None,
+                          main_uss_bytes=None, workers_uss_bytes=None, processes=1, read_bytes=read)
+
+    # epoch 1 reads 100 MB/s from storage, epoch 2 nothing: it went warm
+    samples = Samples(tree=[reading(t, int(min(t, 2.0) * 100e6)) for t in (0.0, 1.0, 2.0, 3.0, 4.0)])
+    sampler = SimpleNamespace(samples=samples, tree_probe=SimpleNamespace(held={str(data), os.__file__}))
+    figures = storage_of(sampler)  # type: ignore[arg-type]
+    assert figures["storage_timeline"] == (100e6, 100e6, 0, 0)
+    assert (figures["data_files"], figures["data_bytes"]) == (1, 8192)
+    if _evictable(tmp_path):
+        assert figures["data_resident_fraction"] == 1.0

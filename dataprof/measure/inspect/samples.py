@@ -26,6 +26,7 @@ from dataprof.backends.target import (
 )
 from dataprof.errors import TargetError
 from dataprof.measure.environment import cpu_budget, open_files_limit, pinned_cpus, pinned_to, probe_environment
+from dataprof.measure.inspect.reads import logged, storage_reads
 from dataprof.measure.inspect.stages import Pipeline, Stage, timed_pipeline
 from dataprof.results.environment import DatasetInfo
 from dataprof.results.inspect import SLOWEST, InspectionData, StageTiming, slowest_positions
@@ -226,13 +227,17 @@ def _inspect(settings: InspectSettings) -> InspectionData:
     threads = backend.get_threads()
     backend.set_threads(1)  # as in a DataLoader worker
     try:
-        with timed_pipeline(dataset) as pipeline:
+        began = time.perf_counter()
+        with logged() as first, timed_pipeline(dataset) as pipeline:
             got = _sample(fetcher, sample_order(length if kind == "map" else None, settings.samples, settings.seed),
                           settings, pipeline)
+        took = time.perf_counter() - began
         stages = tuple(freeze(root) for root in pipeline.roots if root.total_calls() > 0)
         notes = list(pipeline.notes) + _pipeline_notes(pipeline, dataset)
         repeats = {} if kind != "map" or got.interrupted else _refetch(fetcher, got.indices, got.wall)
         collated = _collate(collate, got.kept) if got.kept and not got.interrupted else {}
+        storage = None if got.interrupted else storage_reads(first, len(got.wall) + 1, took,
+                                                             fetcher.fetch if kind == "map" else None, got.indices)
     finally:
         backend.set_threads(threads)
     if not got.wall and got.errors and not got.interrupted:
@@ -253,7 +258,7 @@ def _inspect(settings: InspectSettings) -> InspectionData:
         collate_s=tuple(collated.get("wall", ())), collate_cpu_s=tuple(collated.get("cpu", ())),
         collate_error=collated.get("error"), pickle_bytes=pickle_bytes, pickle_s=pickle_s,
         pickle_error=pickle_error, stopped=got.stopped, nofile_soft=soft, nofile_hard=hard,
-        sharing_strategy=backend.sharing_strategy())
+        sharing_strategy=backend.sharing_strategy(), storage=storage)
     if got.interrupted:
         raise Interrupted(data)
     return data

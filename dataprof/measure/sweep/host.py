@@ -16,6 +16,7 @@ once, never iterates it, and forks each trial from there.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import select
@@ -207,6 +208,7 @@ def _trial_child(shared: Built | None, load: LoadRequest, request: Message, chan
     from dataprof.results.settings import LoaderConfig
 
     code = 0
+    opens: OpenLog | None = None
     try:
         os.setpgid(0, 0)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -219,7 +221,8 @@ def _trial_child(shared: Built | None, load: LoadRequest, request: Message, chan
             backend.set_threads(info["intra_op_threads"])
         opens_dir = (request.get("settings") or {}).get("opens_dir")
         if opens_dir:
-            OpenLog(opens_dir).install()
+            opens = OpenLog(opens_dir)
+            opens.install()
         built = shared or build_in_trial(load, channel, objects)
         if request["cmd"] == "autotune":
             run_autotune(built.dataset, built.collate, AutotuneRequest.from_dict(request), channel.send)
@@ -230,6 +233,9 @@ def _trial_child(shared: Built | None, load: LoadRequest, request: Message, chan
         code = 1
         _report_escape(channel, exc)
     finally:
+        if opens is not None:
+            with contextlib.suppress(OSError):
+                opens.flush()  # the trial's own last opens (a worker's last ones go with it)
         if shared is None:
             exit_as_a_script(code)
         os._exit(code)

@@ -15,12 +15,13 @@ import sys
 from dataprof.measure.gpu import NullGpuProbe, NvmlProbe
 from dataprof.measure.probes import ProcessTreeProbe, SystemProbe
 from dataprof.measure.sampler import Sampler, summarize
-from dataprof.measure.watch.watcher import gpu_timeline
+from dataprof.measure.watch.watcher import gpu_timeline, storage_of
 
 
 def main(argv: list[str]) -> int:
     """Sample PID until stdin ends; print the summary (with ``gpu_reason``)."""
-    sampler = Sampler(ProcessTreeProbe(int(argv[0]), exclude=os.getpid()), SystemProbe(), NullGpuProbe()).start()
+    sampler = Sampler(ProcessTreeProbe(int(argv[0]), exclude=os.getpid(), files=True), SystemProbe(),
+                      NullGpuProbe()).start()
     reason = None
     for line in sys.stdin:
         command = json.loads(line)
@@ -33,8 +34,8 @@ def main(argv: list[str]) -> int:
             sampler.mark_window_end()
     sampler.stop()
     sampler.gpu_probe.close()
-    print(json.dumps({**summarize(sampler.samples), "gpu_timeline": gpu_timeline(sampler.samples.gpu),
-                      "gpu_reason": reason}), flush=True)
+    print(json.dumps({**summarize(sampler.samples), **storage_of(sampler),
+                      "gpu_timeline": gpu_timeline(sampler.samples.gpu), "gpu_reason": reason}), flush=True)
     return 0
 
 

@@ -21,10 +21,12 @@ from typing import Any, Protocol
 
 from dataprof.errors import TargetError
 from dataprof.measure.environment import probe_environment
+from dataprof.measure.footprint import DataFiles
 from dataprof.measure.gpu import GpuSample, NullGpuProbe, NvmlProbe
 from dataprof.measure.probes import ProcessTreeProbe, SystemProbe
 from dataprof.measure.protocol import LineReader, Message, child_env
 from dataprof.measure.sampler import Sampler, summarize
+from dataprof.measure.storage import resident_bytes
 from dataprof.measure.sweep.host import PR_SET_CHILD_SUBREAPER, prctl
 from dataprof.measure.timing import warmup_batches
 from dataprof.results.run import LoaderRun, RunReport, RunResources
@@ -169,7 +171,7 @@ def watch(settings: WatchSettings, clock: Callable[[], float] = time.monotonic) 
                              "module" if settings.module else "script", settings.target, *settings.args],
                             pass_fds=(write_fd,), cwd=settings.cwd, env=child_env())
     os.close(write_fd)
-    sampler = Sampler(ProcessTreeProbe(proc.pid), SystemProbe(), NullGpuProbe()).start()
+    sampler = Sampler(ProcessTreeProbe(proc.pid, files=True), SystemProbe(), NullGpuProbe()).start()
     collector = Collector(SamplerMarks(sampler))
     interrupted = False
     reader = LineReader(read_fd)
@@ -188,7 +190,7 @@ def watch(settings: WatchSettings, clock: Callable[[], float] = time.monotonic) 
     sampler.stop()
     sampler.gpu_probe.close()
     return collector.report((("-m",) if settings.module else ()) + (settings.target, *settings.args),
-                            resources_of({**summarize(sampler.samples),
+                            resources_of({**summarize(sampler.samples), **storage_of(sampler),
                                           "gpu_timeline": gpu_timeline(sampler.samples.gpu)}),
                             clock() - started,
                             code if code >= 0 else 128 - code, interrupted)  # killed by signal N: 128 + N
@@ -299,6 +301,29 @@ def gpu_timeline(samples: Sequence[GpuSample], slices: int = TIMELINE_SLICES) ->
     return tuple(round(sum(b) / len(b), 1) for b in buckets if b)
 
 
+def storage_of(sampler: Sampler, slices: int = TIMELINE_SLICES) -> dict[str, Any]:
+    """Storage's bytes per second over the watch (up to ``slices`` equal slices), and the data files the tree held
+    open or mapped with how much of them the page cache holds now."""
+    read = [s for s in sampler.samples.tree if s.read_bytes is not None]
+    rates = [(b.t, (b.read_bytes - a.read_bytes) / (b.t - a.t))  # type: ignore[operator]
+             for a, b in zip(read, read[1:], strict=False) if b.t > a.t]
+    timeline: tuple[float, ...] = ()
+    if rates:
+        start, span = rates[0][0], (rates[-1][0] - rates[0][0]) or 1.0
+        count = min(slices, len(rates))
+        buckets: list[list[float]] = [[] for _ in range(count)]
+        for t, value in rates:
+            buckets[min(count - 1, int((t - start) / span * count))].append(value)
+        timeline = tuple(round(sum(b) / len(b)) for b in buckets if b)
+    files = DataFiles()
+    files.add(sampler.tree_probe.held)
+    resident = [r for r in (resident_bytes(p) for p in files.sizes) if r is not None]
+    size = sum(s for _, s in resident)
+    return {"storage_timeline": timeline, "data_files": len(files.sizes) or None,
+            "data_bytes": sum(files.sizes.values()) if files.sizes else None,
+            "data_resident_fraction": sum(r for r, _ in resident) / size if size else None}
+
+
 def resources_of(figures: dict[str, Any]) -> RunResources:
     """The tree's CPU, memory, the machine's iowait and the GPU over the watch, from the sampler's summary."""
     cpu, main = figures["cpu_percent"], figures["main_cpu_percent"]
@@ -307,4 +332,8 @@ def resources_of(figures: dict[str, Any]) -> RunResources:
                         cpu_percent_system=figures["cpu_percent_system"], iowait_percent=figures["iowait_percent"],
                         peak_memory_bytes=figures["peak_memory_bytes"], gpu_util_percent=figures["gpu_util_percent"],
                         gpu_memory_bytes=figures["gpu_memory_bytes"],
-                        gpu_timeline=tuple(figures.get("gpu_timeline") or ()))
+                        gpu_timeline=tuple(figures.get("gpu_timeline") or ()),
+                        storage_read_bytes_per_s=figures.get("storage_read_bytes_per_s"),
+                        storage_timeline=tuple(figures.get("storage_timeline") or ()),
+                        data_files=figures.get("data_files"), data_bytes=figures.get("data_bytes"),
+                        data_resident_fraction=figures.get("data_resident_fraction"))
