@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import builtins
+import io
+import json
 import mmap
 import os
 import sys
@@ -157,3 +160,45 @@ def test_a_watch_reports_storage_reads_over_time_and_its_data_files_residency(tm
     assert (figures["data_files"], figures["data_bytes"]) == (1, 8192)
     if _evictable(tmp_path):
         assert figures["data_resident_fraction"] == 1.0
+
+
+def test_inspect_reads_samples_as_found_then_cold_then_warm(tmp_path: Path) -> None:
+    import dataprof
+    from tests.conftest import ROOT
+
+    if not _evictable(tmp_path):
+        pytest.skip(f"{tmp_path} is on {filesystem_of(str(tmp_path))}: no cold pass there")
+    inspection = dataprof.inspect(f"{ROOT}/examples/files.py:NpyFiles",
+                                  args={"root": str(tmp_path), "count": 128, "kib": 64}, samples=40, batch_size=8)
+    reads = inspection.storage
+    assert reads is not None and reads.first is not None and reads.cold is not None and reads.warm is not None
+    size = 64 * 1024
+    assert reads.cold.samples == reads.warm.samples == 40
+    assert 0.9 * size <= (reads.cold.read_bytes_per_sample or 0) <= 1.2 * size  # a file a sample, from storage
+    assert (reads.warm.read_bytes_per_sample or 0) < 0.1 * size  # the same samples again: cached
+    assert reads.cold.files_per_sample == reads.warm.files_per_sample == 1.0
+    assert reads.footprint is not None and reads.footprint.files == 128
+    assert builtins.open is io.open and "logged" not in builtins.open.__name__  # the openers were put back
+    assert inspection.to_dict()["storage"]["cold"]["samples"] == 40
+
+
+def test_the_run_report_draws_storage_reads_and_residency() -> None:
+    from rich.console import Console
+
+    from dataprof.render.run import storage_line
+    from dataprof.results.run import RunReport
+
+    data = json.loads((Path(__file__).resolve().parent.parent / "data" / "run" / "train_w2.json").read_text())
+    data["resources"].update(storage_read_bytes_per_s=50e6, storage_timeline=[100e6, 100e6, 0, 0],
+                             data_files=3, data_bytes=3e9, data_resident_fraction=1.0)
+    report = RunReport.from_dict(data)
+    assert report.resources.storage_timeline == (100e6, 100e6, 0, 0)
+    line = storage_line(report)
+    assert line is not None
+    console = Console(width=200, record=True)
+    console.print(line)
+    text = console.export_text()
+    assert "storage reads 50.0MB/s over the watch: ██▁▁ (0–100MB/s)" in text
+    assert "3 data files held open or mapped (3.0GB), 100% in the page cache at the end" in text
+    assert storage_line(RunReport.from_dict(json.loads(
+        (Path(__file__).resolve().parent.parent / "data" / "run" / "train_w2.json").read_text()))) is None
