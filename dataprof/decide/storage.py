@@ -81,16 +81,34 @@ def next_cold(report: Report) -> tuple[LoaderConfig, str] | None:
                     "storage's latency?")
 
 
+def dataset_bytes(report: Report) -> tuple[int, bool]:
+    """The dataset's size on storage, and whether it is estimated: when the walk of its directory stopped short,
+    the mean size of the files read × the data files a sample opens × the samples of an epoch, if larger."""
+    footprint = report.data_footprint
+    assert footprint is not None
+    length = report.dataset.length if report.dataset is not None else None
+    if not footprint.walk_cut or not length or not footprint.read_files:
+        return footprint.bytes, False
+    opened = [t.files_per_sample for t in _ok(report.trials) if t.files_per_sample]
+    per_sample = max(opened) if opened else 1.0
+    estimate = round(footprint.read_bytes / footprint.read_files * per_sample * length)
+    return max(footprint.bytes, estimate), True
+
+
 def steady_case(report: Report) -> tuple[str, str] | None:
     """``("cold"|"warm", why)``: which figure is the training's steady state; None without data files."""
     footprint = report.data_footprint
     if footprint is None:
         return None
-    size = f"the dataset is {fmt_bytes(footprint.bytes)}"
+    total, estimated = dataset_bytes(report)
+    size = f"the dataset is {'≈ ' if estimated else ''}{fmt_bytes(total)}" + (
+        " (its directory held more files than dataprof walks: estimated from the files read and the samples of "
+        "an epoch)" if estimated else "")
     if report.settings.get("cache") == "cold":
         return "cold", f"{size}; --cache cold: the training reads it from storage"
     if footprint.evictable is False:
         return "warm", f"{size} on {footprint.filesystem}: its files live in memory"
+    footprint = dataclasses.replace(footprint, bytes=total)
     ratio = footprint.cache_ratio
     cache = fmt_bytes(footprint.page_cache_bytes)
     if footprint.fits_in_page_cache:

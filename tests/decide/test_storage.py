@@ -126,3 +126,14 @@ def test_a_warm_trial_that_read_from_storage_is_named() -> None:
     first = dataclasses.replace(report.trials[0], read_bytes_per_sample=100_000.0)
     note = warm_misses((first, *report.trials[1:]), report.cold_trials)
     assert note is not None and note.startswith(f"warm trials that read from storage: {first.config.label()} (100KB")
+
+
+def test_a_directory_too_big_to_walk_is_estimated_from_the_samples_of_an_epoch() -> None:
+    report = recorded("cold_fits")
+    footprint = report.data_footprint
+    assert footprint is not None and report.dataset is not None
+    # the walk stopped after 100 files; the epoch's 4,096 samples each read one 262KB file: 1.1GB
+    cut = dataclasses.replace(footprint, bytes=100 * 262_272, files=100, walk_cut=True,
+                              page_cache_bytes=500_000_000)
+    steady, why = steady_case(with_(report, data_footprint=cut)) or ("", "")
+    assert steady == "cold" and why.startswith("the dataset is ≈ 1.1GB (its directory held more files")
