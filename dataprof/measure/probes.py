@@ -170,7 +170,7 @@ class ProcessTreeProbe:
         main_thread: float | None = None
         io = self._io(procs)
         if self.files:
-            self.held |= held_paths([p.pid for p in procs], maps=breakdown)
+            self.held |= held_paths([p.pid for p in procs], maps=breakdown, known=self.held)
         for proc in procs:
             try:
                 times = proc.cpu_times()

@@ -60,8 +60,10 @@ def is_data_file(path: str, roots: tuple[str, ...]) -> bool:
         return False
 
 
-def held_paths(pids: Iterable[int], maps: bool) -> set[str]:
-    """Paths of the files ``pids`` hold open (``/proc/PID/fd``) and, with ``maps``, have mapped: unfiltered."""
+def held_paths(pids: Iterable[int], maps: bool, known: set[str] | frozenset[str] = frozenset()) -> set[str]:
+    """Paths of the files ``pids`` hold open for reading only (``/proc/PID/fd``: a descriptor's link has the
+    permissions of its open mode) and, with ``maps``, have mapped without a shared writable mapping: unfiltered.
+    A path in ``known`` is taken without checking its mode again."""
     found: set[str] = set()
     for pid in pids:
         try:
@@ -69,19 +71,22 @@ def held_paths(pids: Iterable[int], maps: bool) -> set[str]:
         except OSError:
             continue
         for name in names:
+            link = f"/proc/{pid}/fd/{name}"
             try:
-                target = os.readlink(f"/proc/{pid}/fd/{name}")
+                target = os.readlink(link)
+                if not target.startswith("/") or (target not in known and os.lstat(link).st_mode & stat.S_IWUSR):
+                    continue  # not a file, or open for writing: the dataset's output, not its data
             except OSError:
                 continue
-            if target.startswith("/"):
-                found.add(target)
+            found.add(target)
         if not maps:
             continue
         try:
             with open(f"/proc/{pid}/maps") as handle:
                 for line in handle:
                     fields = line.split(None, 5)
-                    if len(fields) == 6 and fields[5].startswith("/"):
+                    written = len(fields) > 1 and fields[1][1:2] == "w" and fields[1][3:4] == "s"
+                    if len(fields) == 6 and fields[5].startswith("/") and not written:
                         found.add(fields[5].rstrip("\n"))
         except OSError:
             continue

@@ -202,3 +202,9 @@ def test_the_run_report_draws_storage_reads_and_residency() -> None:
     assert "3 data files held open or mapped (3.0GB), 100% in the page cache at the end" in text
     assert storage_line(RunReport.from_dict(json.loads(
         (Path(__file__).resolve().parent.parent / "data" / "run" / "train_w2.json").read_text()))) is None
+
+
+def test_a_file_open_for_writing_is_not_data(tmp_path: Path) -> None:
+    written = tmp_path / "train.log"
+    with open(written, "a"):
+        assert str(written) not in held_paths([os.getpid()], maps=False)

@@ -290,7 +290,11 @@ TIMELINE_SLICES = 60
 
 def gpu_timeline(samples: Sequence[GpuSample], slices: int = TIMELINE_SLICES) -> tuple[float, ...]:
     """Mean GPU utilisation (%) in each of up to ``slices`` equal slices of the readings' time span."""
-    points = [(s.t, sum(s.util_percent) / len(s.util_percent)) for s in samples if s.util_percent]
+    return timeline([(s.t, sum(s.util_percent) / len(s.util_percent)) for s in samples if s.util_percent], slices)
+
+
+def timeline(points: Sequence[tuple[float, float]], slices: int = TIMELINE_SLICES) -> tuple[float, ...]:
+    """The mean of ``(time, value)`` points in each of up to ``slices`` equal slices of their time span."""
     if len(points) < 2:
         return tuple(value for _, value in points)
     start, span = points[0][0], (points[-1][0] - points[0][0]) or 1.0
@@ -307,19 +311,12 @@ def storage_of(sampler: Sampler, slices: int = TIMELINE_SLICES) -> dict[str, Any
     read = [s for s in sampler.samples.tree if s.read_bytes is not None]
     rates = [(b.t, (b.read_bytes - a.read_bytes) / (b.t - a.t))  # type: ignore[operator]
              for a, b in zip(read, read[1:], strict=False) if b.t > a.t]
-    timeline: tuple[float, ...] = ()
-    if rates:
-        start, span = rates[0][0], (rates[-1][0] - rates[0][0]) or 1.0
-        count = min(slices, len(rates))
-        buckets: list[list[float]] = [[] for _ in range(count)]
-        for t, value in rates:
-            buckets[min(count - 1, int((t - start) / span * count))].append(value)
-        timeline = tuple(round(sum(b) / len(b)) for b in buckets if b)
     files = DataFiles()
     files.add(sampler.tree_probe.held)
     resident = [r for r in (resident_bytes(p) for p in files.sizes) if r is not None]
     size = sum(s for _, s in resident)
-    return {"storage_timeline": timeline, "data_files": len(files.sizes) or None,
+    return {"storage_timeline": tuple(round(v) for v in timeline(rates, slices)),
+            "data_files": len(files.sizes) or None,
             "data_bytes": sum(files.sizes.values()) if files.sizes else None,
             "data_resident_fraction": sum(r for r, _ in resident) / size if size else None}
 
