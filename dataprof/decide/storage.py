@@ -28,14 +28,15 @@ def _ok(trials: Sequence[TrialResult]) -> list[TrialResult]:
 
 
 def why_no_cold(report: Report) -> str | None:
-    """Why the sweep measures nothing cold (a note), or None when it does (or the cache mode says not to)."""
+    """Why the sweep measures nothing cold (a note), or None when it does, when the cache mode says not to, or
+    when ``auto`` found no data file to make cold (an in-memory dataset needs no word about it)."""
     mode = report.settings.get("cache", "auto")
     footprint = report.data_footprint
     if mode == "warm":
         return None
     if footprint is None:
-        if not _ok(report.trials):
-            return None
+        if not _ok(report.trials) or mode == "auto":
+            return None  # --cache auto stays quiet on a dataset that reads no file
         return ("no cold trial: the trials read no data file (an in-memory, generated or remote dataset, or files "
                 "opened by C code between samples), so there is nothing to evict")
     if footprint.evictable is False:
