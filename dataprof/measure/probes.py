@@ -6,6 +6,7 @@ data, never an exception.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -13,6 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from dataprof.measure.storage import held_paths
+
+FILES_EVERY_S = 1.0
+"""The tree's open files are listed at most this often (and at the window's marks)."""
 
 
 @dataclass(frozen=True)
@@ -143,9 +147,12 @@ class ProcessTreeProbe:
         self.exclude = exclude
         """A descendant left out, with its own descendants: the sampler's process when it samples its parent."""
         self.files = files
+        self._files_at = -math.inf
         self.held: set[str] = set()
-        """With ``files``: every path the tree's processes held open at a reading, or had mapped at a reading with
-        ``breakdown`` (the window's marks), unfiltered (``storage.held_paths``)."""
+        """With ``files``: every path the tree's processes held open at a reading (every :data:`FILES_EVERY_S`, and
+        at the window's marks), or had mapped at a reading with ``breakdown`` (the window's marks), unfiltered
+        (``storage.held_paths``). A data file a dataset holds (a shard, a mapped table) stays open for long; a
+        pipeline with thousands of tensors in flight holds as many descriptors, which are not read every time."""
 
     def sample(self, now: float, memory: bool = True, breakdown: bool = False, deadline: float | None = None,
                threads: int = 1) -> TreeSample | None:
@@ -169,7 +176,8 @@ class ProcessTreeProbe:
         main_cpu: float | None = None
         main_thread: float | None = None
         io = self._io(procs)
-        if self.files:
+        if self.files and (breakdown or now - self._files_at >= FILES_EVERY_S):
+            self._files_at = now
             self.held |= held_paths([p.pid for p in procs], maps=breakdown, known=self.held)
         for proc in procs:
             try:

@@ -28,6 +28,9 @@ CODE_SUFFIXES = (".py", ".pyc", ".pyi", ".pth", ".so", ".dylib", ".whl", ".egg-l
 SYSTEM_ROOTS = ("/usr/lib", "/usr/lib64", "/usr/libexec", "/usr/share", "/usr/local/lib", "/lib", "/lib64",
                 "/etc", "/proc", "/sys", "/dev", "/run", "/var/lib", "/var/cache", "/snap")
 """Directories of the system's own files (libraries, locales, configuration), never a dataset."""
+NOT_FILES = ("/dev/", "/proc/", "/sys/", "/memfd:", "/run/")
+"""Open descriptors that are never a dataset's files: devices, shared memory (torch's tensors in flight), kernel
+files."""
 OWN_PREFIX = "dataprof-"
 """dataprof's own temporary files (the trial's end mark, the open logs' directory)."""
 NO_EVICTION = ("tmpfs", "ramfs", "devtmpfs", "hugetlbfs", "squashfs")
@@ -74,8 +77,10 @@ def held_paths(pids: Iterable[int], maps: bool, known: set[str] | frozenset[str]
             link = f"/proc/{pid}/fd/{name}"
             try:
                 target = os.readlink(link)
-                if not target.startswith("/") or (target not in known and os.lstat(link).st_mode & stat.S_IWUSR):
-                    continue  # not a file, or open for writing: the dataset's output, not its data
+                if not target.startswith("/") or target.startswith(NOT_FILES) or target.endswith(" (deleted)"):
+                    continue  # a pipe, a socket, shared memory (a tensor in flight), a removed file
+                if target not in known and os.lstat(link).st_mode & stat.S_IWUSR:
+                    continue  # open for writing: the dataset's output, not its data
             except OSError:
                 continue
             found.add(target)
