@@ -82,9 +82,11 @@ def cold_notes(evictions: Sequence[Eviction], cold: Sequence[TrialResult]) -> tu
     if not evictions:
         return ()
     last = evictions[-1]
+    before = "" if last.resident_before is None or not last.bytes else \
+        f"; {100 * last.resident_before / last.bytes:.0f}% of them were cached before the last one"
     notes = [f"cold trials: before each, the {last.files:,} data files ({fmt_bytes(last.bytes)}) the trials had "
              "read were evicted from the page cache (posix_fadvise DONTNEED: no root, nothing written), and "
-             "nothing else"]
+             f"nothing else, in {last.took_s:.1f} s{before}"]
     stayed = [e for e in evictions if e.effective is False]
     if stayed:
         share = (stayed[-1].resident_after or 0) / max(1, stayed[-1].bytes)
