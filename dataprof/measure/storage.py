@@ -104,37 +104,52 @@ class OpenLog:
 
     Installed in the trial before it builds its dataset; the DataLoader's workers, forked from it, inherit the
     wrappers and log to files of their own. Lines are written in bulk, at most :data:`FLUSH_S` after they were
-    noted (a worker killed at the trial's end loses what it had not written): an open costs a line in memory,
-    not a ``write``. Files opened by C code (OpenCV, Arrow) are seen only by the parent's sampling of the
-    processes' open files.
+    noted (a worker killed at the trial's end loses what it had not written). Files opened by C code (OpenCV,
+    Arrow) are seen only by the parent's sampling of the processes' open files.
     """
 
     FLUSH_S = 0.05
     FLUSH_LINES = 256
+    READ_MODES = frozenset(("r", "rb", "rt", "br", "tr"))
+    """The common read-only modes, recognised at once; others are checked for ``w``, ``a``, ``x`` and ``+``."""
 
     def __init__(self, directory: str) -> None:
         self.directory = directory
         self._fd: int | None = None
-        self._pid = -1
         self._open = builtins.open
         self._os_open = os.open
-        self._lines: list[str] = []
+        self._noted: list[tuple[float, Any]] = []
+        """``(time, path as given)``: the path is made absolute text when written, not on the open's path."""
         self._flushed = 0.0
 
     def uninstall(self) -> None:
         """Write what is left and put this process's openers back as :meth:`install` found them."""
         builtins.open = io.open = self._open  # type: ignore[assignment]
         os.open = self._os_open  # type: ignore[assignment]
-        if self._lines:
+        if self._noted:
             self.flush()
 
+    def _forked(self) -> None:
+        """In a worker just forked: a file of its own, without its parent's unwritten lines."""
+        self._fd = None
+        del self._noted[:]
+
     def install(self) -> None:
-        """Wrap the openers of this process (and of the workers it will fork)."""
-        real_open, real_os_open, note = self._open, self._os_open, self.note
+        """Wrap the openers of this process (and of the workers it will fork). An open costs a tuple in a list,
+        about a microsecond: the wrapper must not slow the pipeline it measures."""
+        real_open, real_os_open, noted, monotonic = self._open, self._os_open, self._noted, time.monotonic
+        read_modes, limit, log = self.READ_MODES, self.FLUSH_LINES, self
+
+        def note(file: Any) -> None:
+            now = monotonic()
+            noted.append((now, file))
+            if len(noted) >= limit or now - log._flushed >= log.FLUSH_S:
+                log.flush(now)
 
         def logged_open(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
             handle = real_open(file, mode, *args, **kwargs)
-            if not isinstance(file, int) and not any(c in mode for c in "wax+"):
+            reading = mode in read_modes or not ("w" in mode or "a" in mode or "x" in mode or "+" in mode)
+            if reading and not isinstance(file, int):
                 note(file)
             return handle
 
@@ -144,29 +159,33 @@ class OpenLog:
                 note(path)
             return fd
 
+        os.register_at_fork(after_in_child=self._forked)
         builtins.open = io.open = logged_open  # type: ignore[assignment]
         os.open = logged_os_open  # type: ignore[assignment]
 
     def note(self, file: Any) -> None:
-        """Log one opened path with the time (``time.monotonic``, the parent's clock too)."""
-        try:
-            now = time.monotonic()
-            if self._pid != os.getpid():  # a worker forked since: a file of its own, without its parent's lines
-                self._pid, self._fd, self._lines = os.getpid(), None, []
-            self._lines.append(f"{now:.6f}\t{os.path.abspath(os.fsdecode(file))}\n")
-            if now - self._flushed >= self.FLUSH_S or len(self._lines) >= self.FLUSH_LINES:
-                self.flush(now)
-        except (OSError, TypeError, ValueError):
-            pass  # a path that is not one, a full disk: the trial goes on unlogged
+        """Log one opened path with the time (``time.monotonic``, the parent's clock too), as the wrappers do."""
+        self._noted.append((time.monotonic(), file))
 
     def flush(self, now: float | None = None) -> None:
-        """Write the lines noted so far."""
-        if self._fd is None:
-            self._fd = self._os_open(os.path.join(self.directory, f"{os.getpid()}.opens"),
-                                     os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        lines, self._lines = self._lines, []
-        os.write(self._fd, "".join(lines).encode())
+        """Write the paths noted so far, absolute, one line each; a path that is not one is left out, a full disk
+        leaves them unwritten: the trial goes on."""
+        lines = []
+        for stamp, file in self._noted:
+            try:
+                path = file if type(file) is str and file.startswith("/") else os.path.abspath(os.fsdecode(file))
+                lines.append(f"{stamp:.6f}\t{path}\n")
+            except (TypeError, ValueError):
+                continue
+        del self._noted[:]
         self._flushed = time.monotonic() if now is None else now
+        try:
+            if self._fd is None:
+                self._fd = self._os_open(os.path.join(self.directory, f"{os.getpid()}.opens"),
+                                         os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            os.write(self._fd, "".join(lines).encode())
+        except OSError:
+            pass
 
     @staticmethod
     def read(directory: str) -> list[tuple[float, str]]:
