@@ -138,7 +138,7 @@ class ProcessTreeProbe:
     """psutil reader for one process and its descendants."""
 
     def __init__(self, pid: int, with_memory: bool = True, exclude: int | None = None,
-                 files: bool = False) -> None:
+                 files: bool = False, files_every_s: float = FILES_EVERY_S) -> None:
         import psutil
 
         self.psutil = psutil
@@ -147,12 +147,15 @@ class ProcessTreeProbe:
         self.exclude = exclude
         """A descendant left out, with its own descendants: the sampler's process when it samples its parent."""
         self.files = files
+        self.files_every_s = files_every_s
+        """With ``files``: how often a reading lists the open files too (``math.inf``: only :meth:`list_files`, as a
+        trial does once its window has closed, so that the listing costs the window nothing)."""
         self._files_at = -math.inf
         self.held: set[str] = set()
-        """With ``files``: every path the tree's processes held open at a reading (every :data:`FILES_EVERY_S`, and
-        at the window's marks), or had mapped at a reading with ``breakdown`` (the window's marks), unfiltered
-        (``storage.held_paths``). A data file a dataset holds (a shard, a mapped table) stays open for long; a
-        pipeline with thousands of tensors in flight holds as many descriptors, which are not read every time."""
+        """With ``files``: every path the tree's processes held open at a listing, or had mapped at
+        :meth:`list_files`, unfiltered (``storage.held_paths``). A data file a dataset holds (a shard, a mapped
+        table) stays open for long; a pipeline with thousands of tensors in flight holds as many descriptors,
+        which are not read every time."""
 
     def sample(self, now: float, memory: bool = True, breakdown: bool = False, deadline: float | None = None,
                threads: int = 1) -> TreeSample | None:
@@ -176,9 +179,9 @@ class ProcessTreeProbe:
         main_cpu: float | None = None
         main_thread: float | None = None
         io = self._io(procs)
-        if self.files and (breakdown or now - self._files_at >= FILES_EVERY_S):
+        if self.files and now - self._files_at >= self.files_every_s:
             self._files_at = now
-            self.held |= held_paths([p.pid for p in procs], maps=breakdown, known=self.held)
+            self.held |= held_paths([p.pid for p in procs], maps=False, known=self.held)
         for proc in procs:
             try:
                 times = proc.cpu_times()
@@ -196,6 +199,16 @@ class ProcessTreeProbe:
                           main_uss_bytes=main_uss, workers_uss_bytes=workers_uss, processes=len(procs),
                           workers_private=pages, read_bytes=None if io is None else io[0],
                           read_chars=None if io is None else io[1])
+
+    def list_files(self) -> None:
+        """With ``files``: add the files the tree holds open or has mapped now to :attr:`held`."""
+        if not self.files:
+            return
+        try:
+            pids = [self.root.pid] + [p.pid for p in self.root.children(recursive=True)]
+        except (self.psutil.NoSuchProcess, self.psutil.ZombieProcess):
+            return
+        self.held |= held_paths([pid for pid in pids if pid != self.exclude], maps=True, known=self.held)
 
     def _io(self, procs: list[Any]) -> tuple[int, int] | None:
         """The tree's storage reads and all reads so far (``read_bytes``, ``rchar``); None unless every process

@@ -177,9 +177,13 @@ class Sampler:
         self.samples.window_start = last.t if last is not None else self.clock()
 
     def mark_window_end(self) -> None:
-        """The trial's window closed: read everything, memory included (whatever it costs), now."""
+        """The trial's window closed: read everything, memory included (whatever it costs), now; then the files the
+        tree holds open or has mapped, where the tree probe lists them."""
         self.sample_now(memory=True, breakdown=self._start_breakdown, threads=self.end_threads)
         self.samples.window_end = self.samples.tree[-1].t if self.samples.tree else self.clock()
+        list_files = getattr(self.tree_probe, "list_files", None)
+        if list_files is not None:
+            list_files()
 
     def stop(self) -> Samples:
         """Stop the sampling thread and wait for it."""

@@ -232,8 +232,10 @@ def test_adaptive_search_explains_each_trial_and_measures_the_rules_of_thumb(tmp
     doc = json.loads(out.read_text())
     search = doc["search"]
     assert search["strategy"] == "adaptive" and search["trials_run"] == len(doc["trials"])
-    assert [step["config"] for step in search["steps"]] == [t["config"] for t in doc["trials"]]
-    whys = [step["why"] for step in search["steps"]]
+    # a close call the noise decided is measured again, and pooled into its config's row
+    steps = [step for step in search["steps"] if not step["why"].startswith("re-measure")]
+    assert [step["config"] for step in steps] == [t["config"] for t in doc["trials"]]
+    whys = [step["why"] for step in steps]
     assert whys[0].startswith("baseline") and whys[1:3] == ["climb", "climb"]
     assert whys[3].startswith("climb: w0 → w2")
     assert "top of the worker range (w4)" in search["stopped"] or "not beyond" in search["stopped"]

@@ -8,6 +8,7 @@ sweep goes on.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import shutil
 import signal
@@ -388,7 +389,7 @@ class TrialRunner:
 
     def _start_sampler(self, pid: int, gpu_probe: Any, on_sample: Callable[[Any], None]) -> Sampler | None:
         try:
-            tree = ProcessTreeProbe(pid, files=True)
+            tree = ProcessTreeProbe(pid, files=True, files_every_s=math.inf)  # listed once the window has closed
         except Exception:
             return None  # the trial already exited
         own = (os.getpid(), self.host.proc.pid) if self.host is not None else (os.getpid(),)
