@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dataprof.measure.storage import NO_EVICTION, excluded_roots, filesystem_of, is_data_file, resident_bytes
+from dataprof.measure.storage import NO_EVICTION, data_file_size, excluded_roots, filesystem_of, residency
 from dataprof.results.storage import DataFootprint
 
 
@@ -27,11 +27,9 @@ class DataFiles:
             if path in self.sizes:
                 kept.add(path)
                 continue
-            if is_data_file(path, self.roots):
-                try:
-                    self.sizes[path] = os.stat(path).st_size
-                except OSError:
-                    continue
+            size = data_file_size(path, self.roots)
+            if size is not None:
+                self.sizes[path] = size
                 kept.add(path)
         return kept
 
@@ -108,13 +106,7 @@ def footprint(files: DataFiles, page_cache_bytes: int) -> DataFootprint | None:
         walked, walked_files, cut = walk_size(directory, suffixes)
         if walked >= read_bytes:
             total, count = walked, walked_files
-    resident = 0
-    readable = 0
-    for path, size in files.sizes.items():
-        read = resident_bytes(path)
-        if read is not None:
-            resident += read[0]
-            readable += size
+    resident, readable = residency(files.sizes)
     system = filesystem_of(next(iter(files.sizes)))
     return DataFootprint(
         bytes=total, files=count, read_files=len(files.sizes), read_bytes=read_bytes,

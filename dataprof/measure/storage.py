@@ -48,19 +48,26 @@ def excluded_roots() -> tuple[str, ...]:
     return tuple(sorted(os.path.join(os.path.realpath(r), "") for r in roots if r))
 
 
-def is_data_file(path: str, roots: tuple[str, ...]) -> bool:
-    """Whether ``path`` is a regular file outside ``roots`` that is not code: a file a dataset reads."""
+def data_file_size(path: str, roots: tuple[str, ...]) -> int | None:
+    """The size of ``path`` if it is a regular file outside ``roots`` that is not code (a file a dataset reads),
+    else None: one ``stat``."""
     if not path.startswith("/") or path.endswith(" (deleted)"):
-        return False
+        return None
     name = os.path.basename(path)
     if "/" + OWN_PREFIX in path or name.endswith(CODE_SUFFIXES) or ".so." in name:
-        return False
+        return None
     if os.path.join(os.path.realpath(path), "").startswith(roots):
-        return False
+        return None
     try:
-        return stat.S_ISREG(os.stat(path).st_mode)
+        found = os.stat(path)
     except OSError:
-        return False
+        return None
+    return found.st_size if stat.S_ISREG(found.st_mode) else None
+
+
+def is_data_file(path: str, roots: tuple[str, ...]) -> bool:
+    """Whether ``path`` is a file a dataset reads (:func:`data_file_size`)."""
+    return data_file_size(path, roots) is not None
 
 
 def held_paths(pids: Iterable[int], maps: bool, known: set[str] | frozenset[str] = frozenset()) -> set[str]:
@@ -137,14 +144,7 @@ class OpenLog:
     def install(self) -> None:
         """Wrap the openers of this process (and of the workers it will fork). An open costs a tuple in a list,
         about a microsecond: the wrapper must not slow the pipeline it measures."""
-        real_open, real_os_open, noted, monotonic = self._open, self._os_open, self._noted, time.monotonic
-        read_modes, limit, log = self.READ_MODES, self.FLUSH_LINES, self
-
-        def note(file: Any) -> None:
-            now = monotonic()
-            noted.append((now, file))
-            if len(noted) >= limit or now - log._flushed >= log.FLUSH_S:
-                log.flush(now)
+        real_open, real_os_open, read_modes, note = self._open, self._os_open, self.READ_MODES, self.note
 
         def logged_open(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
             handle = real_open(file, mode, *args, **kwargs)
@@ -164,8 +164,12 @@ class OpenLog:
         os.open = logged_os_open  # type: ignore[assignment]
 
     def note(self, file: Any) -> None:
-        """Log one opened path with the time (``time.monotonic``, the parent's clock too), as the wrappers do."""
-        self._noted.append((time.monotonic(), file))
+        """Log one opened path with the time (``time.monotonic``, the parent's clock too); write the lines once
+        :data:`FLUSH_LINES` wait or :data:`FLUSH_S` has passed since the last write."""
+        now = time.monotonic()
+        self._noted.append((now, file))
+        if len(self._noted) >= self.FLUSH_LINES or now - self._flushed >= self.FLUSH_S:
+            self.flush(now)
 
     def flush(self, now: float | None = None) -> None:
         """Write the paths noted so far, absolute, one line each; a path that is not one is left out, a full disk
@@ -264,6 +268,12 @@ def resident_bytes(path: str) -> tuple[int, int] | None:
         os.close(fd)
 
 
+def residency(paths: Iterable[str]) -> tuple[int, int]:
+    """Bytes of ``paths`` in the page cache now, and the size of those whose residency could be read."""
+    reads = [r for r in map(resident_bytes, paths) if r is not None]
+    return sum(r for r, _ in reads), sum(s for _, s in reads)
+
+
 def filesystem_of(path: str, mounts: str | None = None) -> str | None:
     """The type of the filesystem ``path`` lives on (the longest mount point above it in ``/proc/mounts``)."""
     if mounts is None:
@@ -323,11 +333,13 @@ def evict(paths: Iterable[str], check: bool = True) -> Eviction:
             continue
         try:
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-            if check and (read := resident_bytes(path)) is not None and read[0]:
+            left = resident_bytes(path) if check else None
+            if left is not None and left[0]:
                 # pages written but not yet on storage stay: write them back (the file's own pending writes,
                 # nothing new), then drop them
                 os.fdatasync(fd)
                 os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                left = resident_bytes(path)
             size += os.fstat(fd).st_size
             files += 1
         except OSError as exc:
@@ -336,6 +348,5 @@ def evict(paths: Iterable[str], check: bool = True) -> Eviction:
         finally:
             os.close(fd)
         if check and after is not None:
-            read = resident_bytes(path)
-            after = None if read is None else after + read[0]
+            after = None if left is None else after + left[0]
     return Eviction(files, size, before, after, tuple(skipped), time.monotonic() - started)

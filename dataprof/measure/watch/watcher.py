@@ -26,7 +26,7 @@ from dataprof.measure.gpu import GpuSample, NullGpuProbe, NvmlProbe
 from dataprof.measure.probes import ProcessTreeProbe, SystemProbe
 from dataprof.measure.protocol import LineReader, Message, child_env
 from dataprof.measure.sampler import Sampler, summarize
-from dataprof.measure.storage import resident_bytes
+from dataprof.measure.storage import residency
 from dataprof.measure.sweep.host import PR_SET_CHILD_SUBREAPER, prctl
 from dataprof.measure.timing import warmup_batches
 from dataprof.results.run import LoaderRun, RunReport, RunResources
@@ -313,12 +313,11 @@ def storage_of(sampler: Sampler, slices: int = TIMELINE_SLICES) -> dict[str, Any
              for a, b in zip(read, read[1:], strict=False) if b.t > a.t]
     files = DataFiles()
     files.add(sampler.tree_probe.held)
-    resident = [r for r in (resident_bytes(p) for p in files.sizes) if r is not None]
-    size = sum(s for _, s in resident)
+    resident, size = residency(files.sizes)
     return {"storage_timeline": tuple(round(v) for v in timeline(rates, slices)),
             "data_files": len(files.sizes) or None,
             "data_bytes": sum(files.sizes.values()) if files.sizes else None,
-            "data_resident_fraction": sum(r for r, _ in resident) / size if size else None}
+            "data_resident_fraction": resident / size if size else None}
 
 
 def resources_of(figures: dict[str, Any]) -> RunResources:
