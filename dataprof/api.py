@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from dataprof.results.environment import RankInfo
@@ -79,6 +79,13 @@ def _name(obj: Any) -> str:
     return f"python:{type(obj).__name__}@{id(obj):x}"
 
 
+def _words(value: str | Sequence[str] | None) -> tuple[str, ...] | None:
+    """A list option given as CLI text (``"process,thread"``) or as a list; None stays None."""
+    from dataprof.cli.params import parse_words
+
+    return None if value is None else parse_words(value) if isinstance(value, str) else tuple(value)
+
+
 def sweep(dataset_or_target: Any, *, batch_size: int | None = None, workers: Any = "auto", prefetch_factor: Any = None,
           pin_memory: Any = None, persistent_workers: Any = "on", step_ms: float = 0.0, device: str = "auto",
           strategy: str = "adaptive", trial_seconds: float = 3.0, trial_timeout: float = 60.0,
@@ -86,7 +93,8 @@ def sweep(dataset_or_target: Any, *, batch_size: int | None = None, workers: Any
           shuffle: bool = False, rules_of_thumb: bool = True, args: Mapping[str, Any] | None = None,
           progress: bool = False, framework: str = "auto", use_shared_memory: Any = None,
           use_buffer_reader: Any = None, autotune_steps: int = 50, split: str = "train",
-          current: str | Mapping[str, Any] | None = None, cpus: int | None = None, cache: str = "auto") -> Report:
+          current: str | Mapping[str, Any] | None = None, cpus: int | None = None, cache: str = "auto",
+          worker_kind: str | Sequence[str] | None = None) -> Report:
     """Sweep DataLoader configurations and return the :class:`~dataprof.results.sweep.Report` the CLI renders.
 
     ``dataset_or_target``: a Dataset, a DataLoader (its knobs are swept, the rest kept), a
@@ -95,11 +103,11 @@ def sweep(dataset_or_target: Any, *, batch_size: int | None = None, workers: Any
     Jupyter the report displays itself. ``args`` are keyword arguments for a class or factory target.
     ``batch_size`` None: a DataLoader's own, else 64. ``current``: your settings for a Dataset target
     (``{"num_workers": 8}`` or ``"num_workers=8"``). ``cpus``: pin the trials to that many of the usable CPUs.
-    ``cache``: when to measure cold (``"auto"``, ``"warm"``, ``"cold"``, ``"both"``; ``--cache``).
+    ``cache``: when to measure cold (``"auto"``, ``"warm"``, ``"cold"``, ``"both"``; ``--cache``). ``worker_kind``:
+    ``"process"``, ``"thread"`` or both (a list; ``--worker-kind``); None: threads where the evidence calls for them.
     ``progress=True`` prints a line per trial on stderr.
-    Knob values are lists (``[0, 2, 4]``, ``[True, False]``) or CLI strings; ``memory_limit`` is bytes or
-    a CLI size (``"3GB"``, ``"80%"``); ``pin_memory`` is PyTorch's, ``use_shared_memory``/``use_buffer_reader``
-    Paddle's.
+    Knob values are lists (``[0, 2, 4]``, ``[True, False]``) or CLI strings; ``memory_limit`` is bytes or a CLI
+    size (``"3GB"``, ``"80%"``); ``pin_memory`` is PyTorch's, ``use_shared_memory``/``use_buffer_reader`` Paddle's.
     """
     from dataprof.cli.params import parse_current, parse_int_list, parse_onoff_list, parse_size
     from dataprof.cli.params import workers as text_workers
@@ -128,6 +136,7 @@ def sweep(dataset_or_target: Any, *, batch_size: int | None = None, workers: Any
             persistent_workers=_knob(persistent_workers, parse_onoff_list, "--persistent-workers") or (True,),
             use_shared_memory=_knob(use_shared_memory, parse_onoff_list, "--use-shared-memory"),
             use_buffer_reader=_knob(use_buffer_reader, parse_onoff_list, "--use-buffer-reader"),
+            worker_kinds=_words(worker_kind),
             strategy=strategy, rules_of_thumb=rules_of_thumb, autotune_steps=autotune_steps,
             current=parse_current(current) if isinstance(current, str) else
             None if current is None else current_config(current)),

@@ -13,11 +13,12 @@ from typing import Any
 
 from dataprof.decide.search import STRATEGIES, Budget, Proposal, Strategy
 from dataprof.decide.search.common import pooled
-from dataprof.decide.settings import pinned, resolve_settings
+from dataprof.decide.settings import pinned, resolve_settings, resumable_trials
 from dataprof.decide.storage import next_cold, warm_misses, why_no_cold
 from dataprof.decide.sweep import decide
+from dataprof.decide.threads import thread_notes
 from dataprof.distributed import Coordinator, aggregate_ranks
-from dataprof.errors import DataprofError, TargetError, UsageError
+from dataprof.errors import DataprofError, TargetError
 from dataprof.measure.environment import cpu_budget, cuda_devices, probe_environment
 from dataprof.measure.footprint import footprint, page_cache_room
 from dataprof.measure.storage import Eviction
@@ -27,6 +28,7 @@ from dataprof.results.environment import CpuBudget, DatasetInfo, Environment, Ra
 from dataprof.results.settings import LoaderConfig, SweepSettings
 from dataprof.results.storage import DataFootprint
 from dataprof.results.sweep import AutotuneRun, Report, SearchStep
+from dataprof.results.threads import ThreadCheck
 from dataprof.results.trial import TrialResult
 from dataprof.results.units import fmt_bytes
 from dataprof.results.vocabulary import Event, Observer, TrialStatus
@@ -53,7 +55,7 @@ def build_report(settings: SweepSettings, environment: Environment, dataset: Dat
                  trials: list[TrialResult], wall_s: float, complete: bool,
                  notes: tuple[str, ...] = (), steps: Sequence[SearchStep] = (), stop: str | None = None,
                  autotune: AutotuneRun | None = None, cold_trials: Sequence[TrialResult] = (),
-                 data_footprint: DataFootprint | None = None) -> Report:
+                 data_footprint: DataFootprint | None = None, thread_check: ThreadCheck | None = None) -> Report:
     """Assemble the Report and its decisions (pure)."""
     return decide(Report(
         target=settings.target,
@@ -70,6 +72,7 @@ def build_report(settings: SweepSettings, environment: Environment, dataset: Dat
         autotune=autotune,
         cold_trials=tuple(cold_trials),
         data_footprint=data_footprint,
+        thread_check=thread_check,
     ))
 
 
@@ -129,6 +132,7 @@ class _Sweep:
     checks: list[str] = dataclasses.field(default_factory=list)
     cold: list[TrialResult] = dataclasses.field(default_factory=list)
     footprint: DataFootprint | None = None
+    thread_check: ThreadCheck | None = None
 
     def __post_init__(self) -> None:
         self.started = self.clock()
@@ -159,8 +163,10 @@ class _Sweep:
         notes += cold_notes(self.runner.evictions, self.cold)
         missed = warm_misses(self.trials, self.cold)
         notes += (missed,) if missed else ()
+        notes += thread_notes(self.settings.to_dict(), self.dataset, self.thread_check)
         return build_report(self.settings, env, built, self.trials, self.clock() - self.started, complete,
-                            notes, self.steps, self.stop, self.autotune, self.cold, self.footprint)
+                            notes, self.steps, self.stop, self.autotune, self.cold, self.footprint,
+                            self.thread_check)
 
     def load(self) -> None:
         """Load the dataset in a probe, settle the settings; every rank agrees whether it loaded."""
@@ -230,7 +236,7 @@ class _Sweep:
             if self.coordinator is not None:
                 result = on_every_rank(self.coordinator, self.runner, config)
             else:
-                result = self.runner.measure(config, rival_of(proposal))
+                result = self._unsafe_threads(config) or self.runner.measure(config, rival_of(proposal))
             if result is None:
                 continue  # not rank 0: its measurement went to rank 0
             index = self._record(result, proposal is not None and proposal.repeat)
@@ -243,6 +249,16 @@ class _Sweep:
                     f"would: {result.error}", None, self.report(False))
             on_update(self.report(False))
         self.stop = proposal.why if proposal is not None else None
+
+    def _unsafe_threads(self, config: LoaderConfig) -> TrialResult | None:
+        """A thread config's trial failed without running when the thread check (run before the first thread
+        trial) found threads return other samples than one process; None when it may run."""
+        if not config.threads:
+            return None
+        if self.thread_check is None:
+            self.thread_check = self.runner.thread_check(config, self.settings.trial_timeout_s)
+        reason = self.thread_check.failure()
+        return None if reason is None else TrialResult(config, TrialStatus.FAILED, error=reason)
 
     def cold_search(self, on_update: Callable[[Report], None]) -> None:
         """Measure cold what :func:`next_cold` asks for, once the warm search has found the data files."""
@@ -367,21 +383,3 @@ def search_budget(settings: SweepSettings, environment: Environment, dataset: Da
         open_files=environment.open_files_limit,
         shares_fds=host_info.get("sharing_strategy", "file_descriptor") == "file_descriptor",
     )
-
-
-RESUME_KEYS = ("framework", "batch_size", "step_ms", "device", "trial_seconds", "shuffle", "drop_last", "collate_fn",
-               "target_kwargs", "cpus")
-"""Settings that change what a trial measures: a resumed sweep must match them."""
-
-
-def resumable_trials(previous: Report, settings: SweepSettings) -> tuple[TrialResult, ...]:
-    """The saved trials, if they were measured with the same target and settings."""
-    if previous.target != settings.target:
-        raise UsageError(f"--resume: the saved run profiled {previous.target}, not {settings.target}")
-    current = settings.to_dict()
-    saved = {"framework": "torch", **previous.settings}  # runs saved before Paddle support were PyTorch's
-    for key in RESUME_KEYS:
-        if saved.get(key) != current[key]:
-            raise UsageError(f"--resume: the saved run used {key}={saved.get(key)!r}, "
-                             f"this one {current[key]!r}; start a new sweep or match it")
-    return previous.trials

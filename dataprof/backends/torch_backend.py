@@ -7,6 +7,8 @@ from collections.abc import Callable
 from typing import Any
 
 from dataprof.backends.common import RecordingBatchSampler
+from dataprof.backends.threads import TORCH_THREAD_ARGUMENT, NodesLoader, thread_loader
+from dataprof.errors import TargetError
 from dataprof.results.settings import LoaderConfig
 
 
@@ -52,7 +54,10 @@ class TorchBackend:
         kwargs = config.dataloader_kwargs()
         if collate_fn is not None:
             kwargs["collate_fn"] = collate_fn
-        if self.dataset_kind(dataset) == "iterable":
+        iterable = self.dataset_kind(dataset) == "iterable"
+        if config.threads and iterable:
+            raise TargetError("thread workers load a map-style dataset: threads cannot shard an IterableDataset")
+        if iterable:
             return DataLoader(dataset, batch_size=batch_size, drop_last=drop_last, **kwargs), None
         rank, world_size = shard
         sampler: Any
@@ -61,7 +66,23 @@ class TorchBackend:
         else:
             sampler = RandomSampler(dataset) if shuffle else SequentialSampler(dataset)
         recording = RecordingBatchSampler(BatchSampler(sampler, batch_size, drop_last))
+        if config.threads:
+            return self._thread_loader(dataset, recording, config, kwargs), recording
         return DataLoader(dataset, batch_sampler=recording, **kwargs), recording
+
+    def _thread_loader(self, dataset: Any, batches: RecordingBatchSampler, config: LoaderConfig,
+                       kwargs: dict[str, Any]) -> Any:
+        """``config`` over threads (:mod:`dataprof.backends.threads`): the DataLoader's own thread workers, else
+        a ``torchdata.nodes`` pipeline; a TargetError when neither is installed."""
+        from torch.utils.data import DataLoader
+
+        kind = thread_loader(self.loader_arguments())
+        if kind == "torch":
+            return DataLoader(dataset, batch_sampler=batches, **{**kwargs, TORCH_THREAD_ARGUMENT: "thread"})
+        if kind is None:
+            raise TargetError("thread workers need torchdata (pip install torchdata) or a torch whose DataLoader "
+                              f"takes {TORCH_THREAD_ARGUMENT}")
+        return NodesLoader(dataset, batches, kwargs.get("collate_fn") or self.default_collate(), config)
 
     def get_threads(self) -> int:
         """torch's intra-op CPU threads (``torch.get_num_threads()``)."""

@@ -72,6 +72,11 @@ SWEEP_OPTIONS = (
     click.option("--start-method", default=None, metavar="METHODS", type=WORDS,
                  help="PyTorch: multiprocessing_context values, some of fork,forkserver,spawn [default: fork is "
                       "tried under another default, the others after copy-on-read growth]."),
+    click.option("--worker-kind", default=None, metavar="KINDS", type=WORDS,
+                 help="PyTorch: process, thread or process,thread: the worker kinds to sweep at every count "
+                      "[default: processes, and threads where the evidence calls for them: samples that release "
+                      "the GIL, copy-on-read growth, /dev/shm or start-up limits, IPC at the CPU ceiling]. "
+                      "Threads need torchdata (or a DataLoader with worker_method)."),
     click.option("--persistent-workers", default="on", show_default=True, type=ON_OFF["--persistent-workers"],
                   help="persistent_workers values, e.g. on,off (configs with workers only)."),
     click.option("--step-ms", type=click.FloatRange(min=0), default=0.0, show_default=True,

@@ -32,8 +32,10 @@ def available_cpus(trial: TrialResult, usable_cpus: int) -> float:
 
 
 def memory_fit(trials: Sequence[TrialResult]) -> tuple[float, float] | None:
-    """Least-squares ``peak PSS = base + per_worker × num_workers`` (bytes) over the trials; None under 2 counts."""
-    points = [(t.config.num_workers, t.peak_memory_bytes) for t in trials if t.peak_memory_bytes]
+    """Least-squares ``peak PSS = base + per_worker × num_workers`` (bytes) over the trials with worker processes
+    (a thread weighs no process); None under 2 counts."""
+    points = [(t.config.num_workers, t.peak_memory_bytes) for t in trials
+              if t.peak_memory_bytes and not t.config.threads]
     if len({w for w, _ in points}) < 2:
         return None
     n = len(points)
@@ -46,8 +48,9 @@ def memory_fit(trials: Sequence[TrialResult]) -> tuple[float, float] | None:
 
 def shm_in_flight(config: LoaderConfig, batch_bytes: int) -> int:
     """Bytes of batches ``config`` keeps in /dev/shm: workers × prefetch_factor (2 when unset) × batch bytes;
-    0 without workers or with Paddle's ``use_shared_memory=False`` (batches go through a pipe)."""
-    if config.num_workers == 0 or config.use_shared_memory is False:
+    0 without workers, with threads (one heap) or with Paddle's ``use_shared_memory=False`` (batches go through
+    a pipe)."""
+    if config.num_workers == 0 or config.threads or config.use_shared_memory is False:
         return 0
     return config.num_workers * (config.prefetch_factor or 2) * batch_bytes
 

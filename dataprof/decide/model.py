@@ -46,9 +46,9 @@ class Prediction:
 
 
 def fit(report: Report) -> PipelineModel | None:
-    """The model of ``report``'s pipeline; None when its trials cannot give one: fewer than two configs
-    completed, or none with workers whose CPU was read."""
-    completed = ok_trials(report)
+    """The model of ``report``'s pipeline over worker processes (thread trials are not in it); None when its
+    trials cannot give one: fewer than two configs completed, or none with workers whose CPU was read."""
+    completed = [t for t in ok_trials(report) if not t.config.threads]  # a model of the worker processes
     ok = [t for t in completed if _steady(t)]
     serial = [t for t in ok if t.config.num_workers == 0]
     workers = [t for t in ok if t.config.num_workers > 0 and _worker_cpu(t) is not None]

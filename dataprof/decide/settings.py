@@ -22,15 +22,16 @@ from dataprof.results.settings import (
     FRAMEWORKS,
     KNOBS,
     START_METHODS,
+    WORKER_KINDS,
     LoaderConfig,
     SearchSpace,
     SweepSettings,
-    adaptive_workers,
-    auto_workers,
 )
+from dataprof.results.sweep import Report
+from dataprof.results.trial import TrialResult
 
 FRAMEWORK_OPTIONS = {"pin_memory": "torch", "use_shared_memory": "paddle", "use_buffer_reader": "paddle",
-                     "in_order": "torch", "multiprocessing_context": "torch"}
+                     "in_order": "torch", "multiprocessing_context": "torch", "worker_kind": "torch"}
 """Options that exist for one framework's DataLoader only."""
 
 
@@ -40,6 +41,8 @@ def wrong_framework(option: str, framework: str) -> str:
     if option == "pin_memory":
         return (f"{flag}: paddle.io.DataLoader has no pin_memory argument (Paddle pins batches itself when it "
                 "runs on a GPU); sweep use_shared_memory and use_buffer_reader instead")
+    if option == "worker_kind":
+        return f"{flag}: thread workers load PyTorch datasets (torchdata.nodes); this is a {framework} sweep"
     owner = "paddle.io.DataLoader" if FRAMEWORK_OPTIONS[option] == "paddle" else "torch.utils.data.DataLoader"
     return f"{flag}: an argument of {owner} only; this is a {framework} sweep"
 
@@ -56,7 +59,7 @@ def settings_for(request: SweepRequest, budget: CpuBudget, available_bytes: int,
     check_device(budgets.device)
     given = {"pin_memory": options.pin_memory, "use_shared_memory": options.use_shared_memory,
              "use_buffer_reader": options.use_buffer_reader, "in_order": options.in_order,
-             "multiprocessing_context": options.start_methods}
+             "multiprocessing_context": options.start_methods, "worker_kind": options.worker_kinds}
     for name, value in given.items():
         if value is not None and load.framework not in ("auto", FRAMEWORK_OPTIONS[name]):
             raise UsageError(wrong_framework(name, load.framework))
@@ -127,8 +130,18 @@ def _space(options: SweepOptions, budget: CpuBudget) -> SearchSpace:
         use_shared_memory=options.use_shared_memory or (True, False),
         use_buffer_reader=options.use_buffer_reader or (True, False), in_order=options.in_order or (True,),
         start_methods=_start_methods(options.start_methods),
+        worker_kinds=_worker_kinds(options.worker_kinds),
         forced=tuple(name for name in ("prefetch_factor", *EVIDENCE_KNOBS) if evidence[name] is not None),
     )
+
+
+def _worker_kinds(values: tuple[str, ...] | None) -> tuple[str, ...]:
+    """``--worker-kind`` values, in :data:`WORKER_KINDS`' order; empty when not given."""
+    if values is None:
+        return ()
+    if not values or any(value not in WORKER_KINDS for value in values):
+        raise UsageError(f"--worker-kind {','.join(values)!r}: expected process, thread or process,thread")
+    return tuple(kind for kind in WORKER_KINDS if kind in values)
 
 
 def _start_methods(values: tuple[str, ...] | None) -> tuple[str, ...]:
@@ -199,9 +212,11 @@ def resolve_settings(settings: SweepSettings, host_info: dict[str, Any], count_d
             prefetch_factors=(2,) if "prefetch_factor" in skipped else space.prefetch_factors,
             persistent_workers=(False,) if "persistent_workers" in skipped else space.persistent_workers,
             use_shared_memory=(True,) if "use_shared_memory" in skipped else space.use_shared_memory,
-            use_buffer_reader=(True,) if "use_buffer_reader" in skipped else space.use_buffer_reader)
+            use_buffer_reader=(True,) if "use_buffer_reader" in skipped else space.use_buffer_reader,
+            worker_kinds=())
     else:
-        space = _torch_space(space, host_info, device)
+        # threads are not swept across ranks yet (decide.threads.thread_notes says so)
+        space = _torch_space(space, host_info if rank is None else {**host_info, "thread_loader": None}, device)
     return dataclasses.replace(settings, framework=framework, device=device, space=space)
 
 
@@ -222,7 +237,21 @@ def _torch_space(space: SearchSpace, host_info: dict[str, Any], device: str) -> 
         in_order=(True,) if "in_order" in skipped else space.in_order,
         start_methods=() if "multiprocessing_context" in skipped else space.start_methods,
         forced=tuple(k for k in space.forced if k not in skipped),
-        start_method=host_info.get("start_method"), available_start_methods=available)
+        start_method=host_info.get("start_method"), available_start_methods=available,
+        **thread_facts(space, host_info))
+
+
+def thread_facts(space: SearchSpace, host_info: dict[str, Any]) -> dict[str, Any]:
+    """What the probe found for thread workers (what builds them, how much of a sample releases the GIL), and
+    the worker kinds left to sweep: threads are dropped where nothing can load the target by threads (an
+    IterableDataset, a DataLoader target, neither library installed: the report's notes say why), and a sweep
+    of threads alone sweeps processes then."""
+    loader = host_info.get("thread_loader") if host_info.get("kind") == "map" and not host_info.get("loader") \
+        else None  # threads load a map-style Dataset target (see decide.threads.thread_notes)
+    gil = host_info.get("gil") or {}
+    kinds = space.worker_kinds if loader is not None else tuple(k for k in space.worker_kinds if k != "thread")
+    return {"thread_loader": loader, "gil_release": gil.get("release"), "free_threaded": bool(gil.get("free_threaded")),
+            "worker_kinds": kinds if kinds or not space.worker_kinds else ("process",)}
 
 
 def settle_loader(settings: SweepSettings, loader: dict[str, Any], batch_samples: int | None) -> SweepSettings:
@@ -275,3 +304,52 @@ def resolve_device(requested: str, count_devices: Callable[[], int]) -> str:
     return f"cuda:{index}"
 
 
+def auto_workers(usable_cpus: int) -> tuple[int, ...]:
+    """0, 1, 2, 4, … up to 2× the usable CPUs, plus the CPU count itself.
+
+    Latency-bound loaders keep scaling past the core count, CPU-bound ones
+    stop at it; this range shows both shapes without a huge grid.
+    """
+    top = 2 * max(1, usable_cpus)
+    values = {0, usable_cpus, top}
+    power = 1
+    while power <= top:
+        values.add(power)
+        power *= 2
+    return tuple(sorted(values))
+
+
+def adaptive_workers(usable_cpus: int) -> tuple[int, ...]:
+    """The ladder the adaptive search may climb: 0, 2, 4, 8, … up to max(128, 4× usable CPUs), plus the CPU count.
+
+    It climbs only while throughput rises beyond noise and the memory,
+    ``/dev/shm`` and open-file budgets allow, so a high top costs nothing for
+    a loader that stops scaling early. One worker is not a rung (it loads no
+    faster than the main process; refinement tries it when two workers win),
+    except on a single-CPU machine.
+    """
+    top = max(128, 4 * max(1, usable_cpus))
+    values = {0, usable_cpus}
+    power = 2
+    while power <= top:
+        values.add(power)
+        power *= 2
+    return tuple(sorted(values))
+
+
+RESUME_KEYS = ("framework", "batch_size", "step_ms", "device", "trial_seconds", "shuffle", "drop_last", "collate_fn",
+               "target_kwargs", "cpus")
+"""Settings that change what a trial measures: a resumed sweep must match them."""
+
+
+def resumable_trials(previous: Report, settings: SweepSettings) -> tuple[TrialResult, ...]:
+    """The saved trials, if they were measured with the same target and settings."""
+    if previous.target != settings.target:
+        raise UsageError(f"--resume: the saved run profiled {previous.target}, not {settings.target}")
+    current = settings.to_dict()
+    saved = {"framework": "torch", **previous.settings}  # runs saved before Paddle support were PyTorch's
+    for key in RESUME_KEYS:
+        if saved.get(key) != current[key]:
+            raise UsageError(f"--resume: the saved run used {key}={saved.get(key)!r}, "
+                             f"this one {current[key]!r}; start a new sweep or match it")
+    return previous.trials

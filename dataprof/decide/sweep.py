@@ -19,6 +19,7 @@ from dataprof.decide.plan import feeding, machine_of
 from dataprof.decide.recommend import recommend
 from dataprof.decide.search import rules_of_thumb
 from dataprof.decide.storage import outlook, steady_case
+from dataprof.decide.threads import worker_kinds
 from dataprof.results.pipeline import PipelineModel
 from dataprof.results.settings import LoaderConfig, SearchSpace
 from dataprof.results.stats import noise_between
@@ -116,4 +117,4 @@ def decide(report: Report) -> Report:
     primary, findings = diagnose(recommended)
     return dataclasses.replace(recommended, primary=primary, findings=findings,
                                rules_of_thumb=compare_rules_of_thumb(recommended),
-                               current=compare_current(recommended))
+                               current=compare_current(recommended), worker_kinds=worker_kinds(recommended))

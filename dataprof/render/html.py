@@ -156,6 +156,7 @@ def _answer(report: Report) -> str:
     yours = f"<b>{_e(answer.yours)}</b><br>" if answer.yours else ""
     feeding = f"<br><span class='meta'>step: {_e(answer.feeding)}</span>" if answer.feeding else ""
     feeding += f"<br><span class='meta'>data: {_e(answer.storage)}</span>" if answer.storage else ""
+    feeding += f"<br><span class='meta'>kinds: {_e(answer.kinds)}</span>" if answer.kinds else ""
     return (f"<div class='answer'>{yours}<b>Recommended: {_e(answer.headline)}</b><br><span class='meta'>"
             f"{_e(answer.reason)}</span>{feeding}<pre>{_e(answer.loader_line)}</pre></div>")
 

@@ -84,6 +84,7 @@ def recommendation(report: Report) -> tuple[RenderableType, str | None]:
     lines = [Text(answer.yours, style="bold")] if answer.yours else []
     feeding = [Text(f"step: {answer.feeding}")] if answer.feeding else []
     storage = [Text(f"data: {answer.storage}")] if answer.storage else []
+    storage += [Text(f"kinds: {answer.kinds}")] if answer.kinds else []
     return Group(Rule("Recommended", align="left"), *lines, Text(answer.headline), Text(f"why: {answer.reason}"),
                  *feeding, *storage), answer.loader_line
 

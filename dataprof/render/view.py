@@ -15,6 +15,7 @@ from typing import Any
 from dataprof.decide.diagnose.facts import cpus_text, recommended_trial
 from dataprof.decide.search import AUTOTUNE_RULE
 from dataprof.render.cold import storage_text
+from dataprof.render.threads import kinds_text, thread_loader_code
 from dataprof.results.plan import Feeding
 from dataprof.results.settings import LoaderConfig
 from dataprof.results.stats import best_by_workers, speedup
@@ -144,6 +145,8 @@ class Answer:
     """With a model step: the CPUs per rank feeding it takes (:func:`feeding_text`)."""
     storage: str | None = None
     """With data files: the dataset against the page cache, and the epoch forecast (:func:`storage_text`)."""
+    kinds: str | None = None
+    """With thread and process configs measured: the fastest of each kind (:func:`kinds_text`)."""
 
 
 def your_settings(report: Report) -> str | None:
@@ -191,13 +194,18 @@ def answer(report: Report) -> Answer | None:
     ceiling = "" if rec.cpu_ceiling_share is None else (
         f" · {rec.cpu_ceiling_share:.0%} of what {cpus_text(report)} can do "
         f"(CPU ceiling {rec.cpu_ceiling_samples_per_s:,.0f} samples/s)")
-    line = changes_line(report) if report.current is not None else \
-        dataloader_line(rec.config, report.settings.get("batch_size", 0), bool(report.settings.get("shuffle")),
-                        report.settings.get("collate_fn"))
+    batch, shuffle, collate = (report.settings.get("batch_size", 0), bool(report.settings.get("shuffle")),
+                               report.settings.get("collate_fn"))
+    if rec.config.threads:
+        line = thread_loader_code(rec.config, batch, shuffle, collate, report.settings.get("thread_loader"),
+                                  bool(report.settings.get("drop_last")))
+    else:
+        line = changes_line(report) if report.current is not None else \
+            dataloader_line(rec.config, batch, shuffle, collate)
     cold = " cold" if rec.cache == "cold" else ""
     return Answer(f"{rec.config.label()}: {rec.samples_per_s:,.1f} samples/s{cold}{speed}{ceiling}", rec.reason,
                   line, your_settings(report), None if report.feeding is None else feeding_text(report.feeding),
-                  storage_text(report))
+                  storage_text(report), kinds_text(report))
 
 
 TRIAL_COLUMNS = ("config", "samples/s", "±%", "×w0", "wait%", "1st s", "p95 ms", "CPU%", "PSS", "GPU%", "status",

@@ -135,3 +135,9 @@ class DatasetInfo:
     loader: dict[str, Any] | None = None
     """A DataLoader target: what the sweep keeps of the user's loader (its class, batch size, sampler,
     collate_fn, worker_init_fn, other arguments) and its own settings (``current``); None for a Dataset."""
+    thread_loader: str | None = None
+    """What builds a thread config's loader here (``torch``, ``torchdata.nodes``); None: neither is installed,
+    or the target cannot be loaded by threads (an IterableDataset, a DataLoader target, Paddle)."""
+    gil: dict[str, Any] | None = None
+    """How much of a sample's ``__getitem__`` releases the GIL (``results.threads.GilShare.to_dict``), measured
+    in the probe when threads can load the dataset."""

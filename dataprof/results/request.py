@@ -66,6 +66,8 @@ class SweepOptions:
     in_order: tuple[bool, ...] | None = None
     start_methods: tuple[str, ...] | None = None
     """``multiprocessing_context`` values."""
+    worker_kinds: tuple[str, ...] | None = None
+    """``--worker-kind``: ``process``, ``thread`` or both; None: threads where the evidence calls for them."""
     strategy: str = "adaptive"
     rules_of_thumb: bool = True
     autotune_steps: int = 50

@@ -7,7 +7,7 @@ here reads the machine (``measure.environment`` does) or imports torch.
 
 from __future__ import annotations
 
-import itertools
+import dataclasses
 import os
 from dataclasses import dataclass, field
 from functools import total_ordering
@@ -25,6 +25,12 @@ KNOBS = {
 EVIDENCE_KNOBS = ("in_order", "multiprocessing_context")
 """PyTorch's knobs tried where the measurements say they can help (or where the user forces them), when the
 installed DataLoader has them."""
+WORKER_KINDS = ("process", "thread")
+"""How a loader's workers run: PyTorch's worker processes, or threads of the one process (``torchdata.nodes``, or
+the DataLoader's own thread workers where the installed torch has them)."""
+THREAD_LOADERS = ("torch", "torchdata.nodes")
+"""What builds a thread config's loader, first found first: the DataLoader's ``worker_method="thread"`` (found by
+its signature), else ``torchdata.nodes`` (a ``ParallelMapper`` over threads)."""
 DEFAULT_PREFETCH_FACTORS = (2, 4)
 """``--prefetch-factor`` left out: the values the grid sweeps; adaptive tries values other than the DataLoader's
 default only where a wait for a batch has a heavy tail (``prefetch_factor`` joins ``forced`` once given)."""
@@ -59,26 +65,32 @@ class LoaderConfig:
     multiprocessing_context: str | None = None
     """PyTorch: how workers start (``fork``, ``forkserver``, ``spawn``); None is not passed (Python's default
     start method); needs workers."""
+    worker_kind: str = "process"
+    """PyTorch: ``process`` (DataLoader's worker processes) or ``thread`` (``num_workers`` threads of the one
+    process, :data:`THREAD_LOADERS`); a thread config has no ``persistent_workers`` nor start method."""
 
     def to_dict(self) -> dict[str, Any]:
-        """The framework's own argument names and values (``framework`` itself is in the environment)."""
-        return {name: getattr(self, name) for name in KNOBS[self.framework]}
+        """The framework's own argument names and values (``framework`` itself is in the environment), and
+        ``worker_kind``."""
+        return {**{name: getattr(self, name) for name in KNOBS[self.framework]}, "worker_kind": self.worker_kind}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LoaderConfig:
         """Read :meth:`to_dict` back; Paddle's keys say the config is Paddle's (its null knobs stay None)."""
         paddle = "use_shared_memory" in data or "use_buffer_reader" in data
         persistent = data.get("persistent_workers")
+        threads = data.get("worker_kind") == "thread"
         return cls(
             num_workers=int(data["num_workers"]),
             pin_memory=bool(data.get("pin_memory", False)),
             prefetch_factor=data.get("prefetch_factor"),
-            persistent_workers=persistent if paddle else bool(persistent),
+            persistent_workers=persistent if paddle or threads else bool(persistent),
             use_shared_memory=data.get("use_shared_memory"),
             use_buffer_reader=data.get("use_buffer_reader"),
             framework="paddle" if paddle else "torch",
             in_order=data.get("in_order"),
             multiprocessing_context=data.get("multiprocessing_context"),
+            worker_kind=data.get("worker_kind") or "process",
         )
 
     def __lt__(self, other: object) -> bool:
@@ -92,7 +104,23 @@ class LoaderConfig:
                 -1 if self.persistent_workers is None else int(self.persistent_workers),
                 -1 if self.use_shared_memory is None else int(self.use_shared_memory),
                 -1 if self.use_buffer_reader is None else int(self.use_buffer_reader),
-                self.in_order is False, self.multiprocessing_context or "")
+                self.in_order is False, self.multiprocessing_context or "", self.worker_kind)
+
+    @property
+    def threads(self) -> bool:
+        """Whether the workers are threads of the one process."""
+        return self.worker_kind == "thread" and self.num_workers > 0
+
+    def as_threads(self) -> LoaderConfig:
+        """The same loader over threads: ``num_workers`` threads, the same buffer, pinning and order; no
+        persistent workers nor start method (threads start in microseconds, in the one process)."""
+        return dataclasses.replace(self, worker_kind="thread", persistent_workers=None, multiprocessing_context=None)
+
+    @property
+    def prefetched_batches(self) -> int:
+        """Batches kept ready ahead of the loop: ``prefetch_factor`` per worker (a thread loader's Prefetcher
+        keeps as many)."""
+        return max(1, (self.prefetch_factor or 2) * max(1, self.num_workers))
 
     @property
     def is_baseline(self) -> bool:
@@ -101,12 +129,13 @@ class LoaderConfig:
 
     def label(self) -> str:
         """Short human label, e.g. ``w4 pf2 persist pin`` (Paddle: ``no-shm``, ``no-buf`` when turned off;
-        ``unordered`` for ``in_order=False``, the start method when one is given)."""
-        parts = [f"w{self.num_workers}"]
+        ``unordered`` for ``in_order=False``, the start method when one is given); threads: ``t8 pf2``."""
+        parts = [f"t{self.num_workers}" if self.threads else f"w{self.num_workers}"]
         if self.num_workers > 0:
             if self.prefetch_factor is not None:
                 parts.append(f"pf{self.prefetch_factor}")
-            parts.append("persist" if self.persistent_workers else "respawn")
+            if not self.threads:
+                parts.append("persist" if self.persistent_workers else "respawn")
         if self.pin_memory:
             parts.append("pin")
         if self.use_shared_memory is False:
@@ -120,7 +149,8 @@ class LoaderConfig:
         return " ".join(parts)
 
     def dataloader_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments for the framework's DataLoader (arguments left None are not passed)."""
+        """Keyword arguments for the framework's DataLoader (arguments left None are not passed); a thread
+        config's ``worker_method`` is the backend's to add, where the DataLoader has it."""
         kwargs: dict[str, Any] = {"num_workers": self.num_workers}
         if self.num_workers > 0:
             kwargs["prefetch_factor"] = self.prefetch_factor
@@ -170,11 +200,29 @@ class SearchSpace:
     """The start method in effect when none is passed (Python's default here)."""
     available_start_methods: tuple[str, ...] = ()
     """The start methods this platform offers."""
+    worker_kinds: tuple[str, ...] = ()
+    """PyTorch: the worker kinds the user gave (``--worker-kind``), swept as given; empty: processes, and threads
+    where the evidence calls for them."""
+    thread_loader: str | None = None
+    """What builds a thread config's loader here (:data:`THREAD_LOADERS`); None: neither is installed, or
+    threads cannot load this target."""
+    gil_release: float | None = None
+    """How much of a sample's ``__getitem__`` releases the GIL (0–1), measured by the probe; None: not told."""
+    free_threaded: bool = False
+    """The interpreter runs without the GIL (``sys._is_gil_enabled()`` false): threads are always tried."""
+
+    @property
+    def only_threads(self) -> bool:
+        """The user asked for thread workers alone: the climb climbs threads."""
+        return self.worker_kinds == ("thread",)
 
     def config(self, workers: int, *, pin: bool = False, prefetch: int | None = 2, persistent: bool = True,
                shared_memory: bool = True, buffer_reader: bool = True, in_order: bool = True,
-               context: str | None = None) -> LoaderConfig:
-        """A config of this framework; knobs that need workers are dropped at ``workers == 0``."""
+               context: str | None = None, thread: bool = False) -> LoaderConfig:
+        """A config of this framework; knobs that need workers are dropped at ``workers == 0``; ``thread``:
+        over threads (:meth:`LoaderConfig.as_threads`)."""
+        if thread and workers > 0:
+            return self.config(workers, pin=pin, prefetch=prefetch, in_order=in_order).as_threads()
         if self.framework == "paddle":
             absent = set(self.skipped)
             buffer = None if "use_buffer_reader" in absent else buffer_reader
@@ -199,7 +247,7 @@ class SearchSpace:
                            persistent=True in self.persistent_workers,
                            shared_memory=True in self.use_shared_memory,
                            buffer_reader=True in self.use_buffer_reader, in_order=True in self.in_order,
-                           context=None if default_start else self.start_methods[0])
+                           context=None if default_start else self.start_methods[0], thread=self.only_threads)
 
     def to_dict(self) -> dict[str, Any]:
         """The space as the JSON ``settings`` hold it (only the framework's own knobs)."""
@@ -213,7 +261,9 @@ class SearchSpace:
             data.update(pin_memory=list(self.pin_memory), in_order=list(self.in_order),
                         start_methods=list(self.start_methods), forced_knobs=list(self.forced),
                         start_method=self.start_method, available_start_methods=list(self.available_start_methods),
-                        skipped_knobs=list(self.skipped))
+                        skipped_knobs=list(self.skipped), worker_kinds=list(self.worker_kinds),
+                        thread_loader=self.thread_loader, gil_release=self.gil_release,
+                        free_threaded=self.free_threaded)
         return data
 
     @classmethod
@@ -234,6 +284,10 @@ class SearchSpace:
             forced=tuple(settings.get("forced_knobs") or ()),
             start_method=settings.get("start_method"),
             available_start_methods=tuple(settings.get("available_start_methods") or ()),
+            worker_kinds=tuple(settings.get("worker_kinds") or ()),
+            thread_loader=settings.get("thread_loader"),
+            gil_release=settings.get("gil_release"),
+            free_threaded=bool(settings.get("free_threaded")),
         )
 
     def tuned_knobs(self) -> tuple[tuple[str, tuple[object, ...]], ...]:
@@ -340,57 +394,6 @@ class SweepSettings:
 
 CACHE_MODES = ("auto", "warm", "cold", "both")
 """``--cache`` values (:attr:`SweepSettings.cache`)."""
-
-
-def grid_configs(space: SearchSpace) -> list[LoaderConfig]:
-    """Every configuration of the space, baseline first, without duplicates.
-
-    ``prefetch_factor``, ``persistent_workers`` and Paddle's ``use_shared_memory``
-    only exist with workers, so ``num_workers=0`` runs once per ``pin_memory``
-    (PyTorch) or ``use_buffer_reader`` (Paddle) value. The baseline
-    (the framework's default loader) is always included.
-    """
-    configs: list[LoaderConfig] = [baseline(space.framework)]
-    knobs = itertools.product(sorted(set(space.workers)), space.pin_memory, space.use_buffer_reader,
-                              space.use_shared_memory, space.prefetch_factors, space.persistent_workers,
-                              space.in_order, space.start_methods or (None,))
-    for workers, pin, buffer, shm, prefetch, persistent, in_order, context in knobs:
-        configs.append(space.config(workers, pin=pin, prefetch=prefetch, persistent=persistent, shared_memory=shm,
-                                    buffer_reader=buffer, in_order=in_order, context=context))
-    return list(dict.fromkeys(configs))
-
-
-def auto_workers(usable_cpus: int) -> tuple[int, ...]:
-    """0, 1, 2, 4, … up to 2× the usable CPUs, plus the CPU count itself.
-
-    Latency-bound loaders keep scaling past the core count, CPU-bound ones
-    stop at it; this range shows both shapes without a huge grid.
-    """
-    top = 2 * max(1, usable_cpus)
-    values = {0, usable_cpus, top}
-    power = 1
-    while power <= top:
-        values.add(power)
-        power *= 2
-    return tuple(sorted(values))
-
-
-def adaptive_workers(usable_cpus: int) -> tuple[int, ...]:
-    """The ladder the adaptive search may climb: 0, 2, 4, 8, … up to max(128, 4× usable CPUs), plus the CPU count.
-
-    It climbs only while throughput rises beyond noise and the memory,
-    ``/dev/shm`` and open-file budgets allow, so a high top costs nothing for
-    a loader that stops scaling early. One worker is not a rung (it loads no
-    faster than the main process; refinement tries it when two workers win),
-    except on a single-CPU machine.
-    """
-    top = max(128, 4 * max(1, usable_cpus))
-    values = {0, usable_cpus}
-    power = 2
-    while power <= top:
-        values.add(power)
-        power *= 2
-    return tuple(sorted(values))
 
 
 START_METHODS = ("fork", "forkserver", "spawn")

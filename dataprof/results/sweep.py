@@ -18,6 +18,7 @@ from dataprof.results.pipeline import PipelineModel
 from dataprof.results.plan import Feeding
 from dataprof.results.settings import LoaderConfig
 from dataprof.results.storage import DataFootprint, StorageOutlook
+from dataprof.results.threads import ThreadCheck, WorkerKinds
 from dataprof.results.trial import TrialResult
 from dataprof.results.vocabulary import FindingId, TrialStatus
 
@@ -180,6 +181,10 @@ class Report:
     """The data files the trials read and the dataset they belong to; None when they read none."""
     storage: StorageOutlook | None = None
     """Which case the training is in (cold every epoch, or only the first) and the epoch forecast."""
+    thread_check: ThreadCheck | None = None
+    """Whether the thread loader returned the samples one process does, checked before the thread trials."""
+    worker_kinds: WorkerKinds | None = None
+    """The fastest thread config beside the fastest process config, when both completed."""
 
     @property
     def best(self) -> Recommendation | None:
@@ -253,6 +258,8 @@ class Report:
             "cold_trials": [t.to_dict() for t in self.cold_trials],
             "data_footprint": None if self.data_footprint is None else self.data_footprint.to_dict(),
             "storage": None if self.storage is None else dataclasses.asdict(self.storage),
+            "thread_check": None if self.thread_check is None else self.thread_check.to_dict(),
+            "worker_kinds": None if self.worker_kinds is None else self.worker_kinds.to_dict(),
         }
 
     @classmethod
@@ -306,4 +313,6 @@ class Report:
             data_footprint=None if data.get("data_footprint") is None
             else DataFootprint.from_dict(data["data_footprint"]),
             storage=None if data.get("storage") is None else StorageOutlook(**data["storage"]),
+            thread_check=None if data.get("thread_check") is None else ThreadCheck.from_dict(data["thread_check"]),
+            worker_kinds=None if data.get("worker_kinds") is None else WorkerKinds.from_dict(data["worker_kinds"]),
         )

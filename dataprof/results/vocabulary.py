@@ -44,6 +44,18 @@ class Severity(Word):
         return list(Severity).index(self)
 
 
+class ThreadVerdict(Word):
+    """What comparing a thread loader's batches with the same indices fetched one by one found."""
+
+    SAME = "same"
+    DIFFERS = "differs"
+    """Other samples: the dataset's ``__getitem__`` is not thread-safe; thread trials fail."""
+    UNCHECKED = "unchecked"
+    """The same indices fetched twice one by one differ (random samples): nothing to compare."""
+    FAILED = "failed"
+    """The check itself raised or hung."""
+
+
 class TrialStatus(Word):
     """How a trial (or Paddle's autotune, or one rank's share of a trial) ended."""
 

@@ -23,9 +23,10 @@ from dataprof.backends import detect_framework, get_backend  # noqa: E402
 from dataprof.backends.paddle_backend import PaddleBackend  # noqa: E402
 from dataprof.cli import main  # noqa: E402
 from dataprof.decide.search import AUTOTUNE_RULE, rules_of_thumb  # noqa: E402
+from dataprof.decide.search.grid import grid_configs  # noqa: E402
 from dataprof.decide.settings import resolve_settings  # noqa: E402
 from dataprof.errors import UsageError  # noqa: E402
-from dataprof.results.settings import KNOBS, LoaderConfig, SearchSpace, SweepSettings, grid_configs  # noqa: E402
+from dataprof.results.settings import KNOBS, LoaderConfig, SearchSpace, SweepSettings  # noqa: E402
 from tests.conftest import ROOT, Invoke
 
 
@@ -100,13 +101,14 @@ def test_paddle_configs_use_paddle_names_and_defaults() -> None:
     space = SearchSpace(workers=(0, 4), framework="paddle")
     config = space.config(4, shared_memory=False)
     assert config.to_dict() == {"num_workers": 4, "use_shared_memory": False, "prefetch_factor": 2,
-                                "use_buffer_reader": True, "persistent_workers": True}
+                                "use_buffer_reader": True, "persistent_workers": True, "worker_kind": "process"}
     assert LoaderConfig.from_dict(config.to_dict()) == config
     assert config.label() == "w4 pf2 persist no-shm"
     assert space.config(0).is_baseline and not space.config(0, buffer_reader=False).is_baseline
     autotune = dict(rules_of_thumb(8, space, autotune=2))[AUTOTUNE_RULE]
     assert autotune.to_dict() == {"num_workers": 2, "use_shared_memory": True, "prefetch_factor": 2,
-                                  "use_buffer_reader": True, "persistent_workers": False}  # Paddle's defaults
+                                  "use_buffer_reader": True, "persistent_workers": False,
+                                      "worker_kind": "process"}  # Paddle's defaults
 
 
 @pytest.mark.slow

@@ -13,7 +13,8 @@ from dataprof.decide.recommend import recommend
 from dataprof.decide.search import AdaptiveStrategy, Budget, GridStrategy, Proposal, rules_of_thumb
 from dataprof.decide.search.common import pooled
 from dataprof.decide.search.evidence import first_dip
-from dataprof.results.settings import LoaderConfig, SearchSpace, adaptive_workers, auto_workers
+from dataprof.decide.settings import adaptive_workers, auto_workers
+from dataprof.results.settings import LoaderConfig, SearchSpace
 from dataprof.results.trial import TrialResult, WaitStats
 
 Curve = Callable[[LoaderConfig], TrialResult]

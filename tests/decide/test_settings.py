@@ -7,9 +7,11 @@ from typing import Any
 
 import pytest
 
+from dataprof.decide.search.grid import grid_configs
+from dataprof.decide.settings import adaptive_workers
 from dataprof.errors import UsageError
 from dataprof.results.request import MemoryLimit
-from dataprof.results.settings import SearchSpace, SweepSettings, adaptive_workers, grid_configs
+from dataprof.results.settings import SearchSpace, SweepSettings
 
 
 def test_in_order_and_the_start_method_are_discovered_from_the_dataloader_signature() -> None:

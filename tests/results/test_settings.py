@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataprof.results.settings import LoaderConfig, SearchSpace, auto_workers, baseline, grid_configs
+from dataprof.decide.search.grid import grid_configs
+from dataprof.decide.settings import auto_workers
+from dataprof.results.settings import LoaderConfig, SearchSpace, baseline
 
 
 def test_auto_workers_goes_past_the_cores() -> None:
@@ -37,7 +39,8 @@ def test_the_new_knobs_are_config_keys_and_reach_the_dataloader_line() -> None:
 
     config = LoaderConfig(8, False, 2, True, in_order=False, multiprocessing_context="spawn")
     assert config.to_dict() == {"num_workers": 8, "pin_memory": False, "prefetch_factor": 2,
-                                "persistent_workers": True, "in_order": False, "multiprocessing_context": "spawn"}
+                                "persistent_workers": True, "in_order": False, "multiprocessing_context": "spawn",
+                                "worker_kind": "process"}
     assert LoaderConfig.from_dict(config.to_dict()) == config
     assert LoaderConfig.from_dict({"num_workers": 8, "pin_memory": False, "prefetch_factor": 2,
                                    "persistent_workers": True}) == LoaderConfig(8, False, 2, True)  # older files

@@ -238,7 +238,8 @@ def shm_risk(report: Report, th: Thresholds) -> Finding | None:
 
 def single_process(report: Report, th: Thresholds) -> Finding | None:
     """Trials asked for workers but none started: the framework loaded in the main process."""
-    alone = [t for t in ok_trials(report) if t.config.num_workers > 0 and t.worker_processes == 0]
+    alone = [t for t in ok_trials(report) if t.config.num_workers > 0 and not t.config.threads
+             and t.worker_processes == 0]
     if not alone:
         return None
     platform = report.environment.platform or "this platform"

@@ -10,6 +10,7 @@ from dataprof.decide.budgets import available_cpus
 from dataprof.decide.recommend import MAX_TRADE, recommend
 from dataprof.decide.search import evidence
 from dataprof.decide.search.common import Budget, Proposal, Searching
+from dataprof.decide.search.threads import ThreadSteps, gain
 from dataprof.decide.thresholds import heavy_tail
 from dataprof.results.settings import EVIDENCE_KNOBS, LoaderConfig, SearchSpace, baseline
 from dataprof.results.stats import noise_between, rate
@@ -17,15 +18,7 @@ from dataprof.results.trial import TrialResult
 from dataprof.results.vocabulary import TrialStatus
 
 
-def _gain(new: TrialResult, old: TrialResult) -> str:
-    """``w2 → w4: +98%`` (full labels when more than the worker count differs)."""
-    same_knobs = dataclasses.replace(old.config, num_workers=new.config.num_workers) == new.config
-    before = f"w{old.config.num_workers}" if same_knobs else old.config.label()
-    after = f"w{new.config.num_workers}" if same_knobs else new.config.label()
-    return f"{before} → {after}: {rate(new) / rate(old) - 1:+.0%}"
-
-
-class AdaptiveStrategy(Searching):
+class AdaptiveStrategy(ThreadSteps, Searching):
     """Climb workers, refine around the peak, tune the other knobs at the climb's pick, then the rules of thumb.
 
     Stateless: every call re-reads the history from the start, so the same
@@ -69,7 +62,7 @@ class AdaptiveStrategy(Searching):
         mine = self._current_step(done)
         if mine is not None:
             return mine
-        for step in (self._climb, self._dip, self._refine, self._tune):
+        for step in (self._climb, self._dip, self._refine, self._tune, self._threads):
             proposal = step(done, history)
             if proposal is not None:
                 return proposal
@@ -137,10 +130,10 @@ class AdaptiveStrategy(Searching):
                     noise = noise_between(trial, best)
                     cpu = (f"; {best.config.label()} already used {(best.cpu_percent or 0) / 100:.1f} of "
                            f"{self.budget.usable_cpus} usable CPUs" if self._saturated(best) else "")
-                    return None, f"stopped climbing: {_gain(trial, best)}, not beyond the ±{noise:.0%} noise{cpu}"
+                    return None, f"stopped climbing: {gain(trial, best)}, not beyond the ±{noise:.0%} noise{cpu}"
                 continue  # one worker loads no faster than the main process: parallelism starts at two
             if best is not None:
-                last_step = f"{_gain(trial, best)} > noise"
+                last_step = f"{gain(trial, best)} > noise"
             best = trial
         return None, (f"stopped climbing: top of the worker range (w{self.ladder[-1]})" if self.ladder
                       else "no workers")
@@ -165,7 +158,7 @@ class AdaptiveStrategy(Searching):
         if best.config.num_workers > 0 and self._saturated(best):
             return None
         again = max((trial, best), key=lambda t: t.samples_per_s_spread or 0.0)
-        return Proposal(again.config, f"re-measure {again.config.label()}: {_gain(trial, best)} is within the "
+        return Proposal(again.config, f"re-measure {again.config.label()}: {gain(trial, best)} is within the "
                                       f"±{noise:.0%} noise, which decides whether to climb on", repeat=True)
 
     def _dip(self, done: dict[LoaderConfig, TrialResult], history: Sequence[TrialResult]) -> Proposal | None:
@@ -350,6 +343,9 @@ class AdaptiveStrategy(Searching):
         space = self.space
         if anchor.config.num_workers == 0:
             return ()
+        if anchor.config.threads:
+            deeper, tailed = self._other_prefetch(), self._tailed(done)
+            return (("prefetch_factor", deeper, evidence.tail_words(tailed)),) if deeper and tailed else ()
         knobs: list[tuple[str, tuple[object, ...], str]] = []
         deeper, tailed = self._other_prefetch(), self._tailed(done)
         if deeper and tailed is not None:
@@ -372,7 +368,10 @@ class AdaptiveStrategy(Searching):
         knee = self._knee(ok, max(ok, key=rate)) if ok else None
         peaked = knee[1] if knee is not None else ""
         tail = f"; best {best.config.label()}, no untried neighbour left to beat it" if best else ""
-        return climb + peaked + tail + self._steady_note(done)
+        untried = self._thread_anchor(done) is not None and not self.space.worker_kinds \
+            and not any(c.threads for c in done)
+        return climb + peaked + tail + self._steady_note(done) + (evidence.no_thread_words(self.space)
+                                                                   if untried else "")
 
     def _steady_note(self, done: dict[LoaderConfig, TrialResult]) -> str:
         """Why the space's other ``prefetch_factor`` values were not tried, when they were not."""

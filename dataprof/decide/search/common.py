@@ -60,9 +60,10 @@ class Budget:
                 f"which has {fmt_bytes(self.shm_free_bytes)} free")
 
     def forbids(self, config: LoaderConfig, history: Sequence[TrialResult]) -> str | None:
-        """Why ``config`` would not fit, from what is known; None if it may run."""
+        """Why ``config`` would not fit, from what is known; None if it may run (threads share the one process's
+        memory and hold no /dev/shm nor pipes: the budget's rules are the worker processes')."""
         workers = config.num_workers
-        if workers == 0:
+        if workers == 0 or config.threads:
             return None
         in_flight = workers * (config.prefetch_factor or 2)
         shm = self.shm_forbids(config)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from dataprof.results.settings import SearchSpace
 from dataprof.results.trial import TrialResult
 from dataprof.results.units import fmt_bytes
 from dataprof.results.vocabulary import TrialStatus
@@ -108,3 +109,48 @@ def tail_words(trial: TrialResult) -> str:
     if trial.config.num_workers == 0:
         return f": the batches at num_workers=0 have stragglers ({wait_figures(trial)})"
     return f": batches reach {trial.config.label()} in bursts (wait {wait_figures(trial)})"
+
+
+GIL_RELEASED = 0.5
+"""A sample that releases the GIL this share of its time or more: threads can load it side by side."""
+STARTUP_S = 1.0
+"""Seconds to a first batch from which starting worker processes is worth avoiding."""
+IPC_SHARE = 0.1
+"""Share of a CPU the main process spends unpickling workers' batches that counts, at the CPU ceiling."""
+
+
+def thread_evidence(anchor: TrialResult, space: SearchSpace, saturated: bool, shm_blocked: str | None) -> str:
+    """Why threads are worth a trial beside ``anchor`` (the process config the climb picked), in words the
+    search story quotes; empty when nothing calls for them. ``saturated``: ``anchor`` used the CPUs up;
+    ``shm_blocked``: why /dev/shm stopped more worker processes, if it did."""
+    if space.free_threaded:
+        return ": this Python runs without the GIL (free-threaded), so threads run side by side"
+    reasons = []
+    if space.gil_release is not None and space.gil_release >= GIL_RELEASED:
+        reasons.append(f"a sample releases the GIL {space.gil_release:.0%} of its time")
+    if _copied(anchor) >= COPIED_PER_WORKER:
+        reasons.append(f"each worker copied {fmt_bytes(int(_copied(anchor)))} of the main process's pages "
+                       "(copy-on-read)")
+    if shm_blocked:
+        reasons.append(shm_blocked)
+    if (anchor.first_batch_s or 0.0) >= STARTUP_S:
+        reasons.append(f"{anchor.config.label()} took {anchor.first_batch_s:.1f} s to start its workers")
+    ipc = receive_share(anchor)
+    if saturated and ipc >= IPC_SHARE:
+        reasons.append(f"at the CPU ceiling, the main process spends {ipc:.0%} of a CPU unpickling the workers' "
+                       "batches")
+    return ": " + "; ".join(reasons) if reasons else ""
+
+
+def receive_share(trial: TrialResult) -> float:
+    """Share of a CPU the main process spent unpickling the workers' batches (0 when not measured)."""
+    if not trial.receive_ms_mean or not trial.samples_per_s or not trial.batches or not trial.samples:
+        return 0.0
+    return trial.receive_ms_mean / 1000 * trial.samples_per_s / (trial.samples / trial.batches)
+
+
+def no_thread_words(space: SearchSpace) -> str:
+    """Why the search tried no thread config, when threads could have loaded the dataset."""
+    held = "" if space.gil_release is None else f"a sample releases the GIL {space.gil_release:.0%} of its time, "
+    return (f"; threads not tried: {held}and the worker processes showed no copy-on-read growth, /dev/shm or "
+            "start-up limit, nor IPC at the CPU ceiling (--worker-kind process,thread to measure them anyway)")

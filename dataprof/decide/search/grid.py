@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 from dataprof.decide.search.common import Budget, Proposal, Searching
-from dataprof.results.settings import LoaderConfig, SearchSpace, baseline, grid_configs
+from dataprof.results.settings import LoaderConfig, SearchSpace, baseline
 from dataprof.results.trial import TrialResult
 
 
@@ -36,3 +37,22 @@ class GridStrategy(Searching):
         """The configs of the grid, the user's settings, and the comparisons measured after them."""
         mine = int(self.current is not None and self.current not in self.configs)
         return len(self.configs) + mine + len(self.comparisons())
+
+
+def grid_configs(space: SearchSpace) -> list[LoaderConfig]:
+    """Every configuration of the space, baseline first, without duplicates.
+
+    ``prefetch_factor``, ``persistent_workers`` and Paddle's ``use_shared_memory``
+    only exist with workers, so ``num_workers=0`` runs once per ``pin_memory``
+    (PyTorch) or ``use_buffer_reader`` (Paddle) value. The baseline
+    (the framework's default loader) is always included. Each ``--worker-kind`` given is swept at every count.
+    """
+    configs: list[LoaderConfig] = [baseline(space.framework)]
+    knobs = itertools.product(sorted(set(space.workers)), space.pin_memory, space.use_buffer_reader,
+                              space.use_shared_memory, space.prefetch_factors, space.persistent_workers,
+                              space.in_order, space.start_methods or (None,), space.worker_kinds or ("process",))
+    for workers, pin, buffer, shm, prefetch, persistent, in_order, context, kind in knobs:
+        configs.append(space.config(workers, pin=pin, prefetch=prefetch, persistent=persistent, shared_memory=shm,
+                                    buffer_reader=buffer, in_order=in_order, context=context,
+                                    thread=kind == "thread"))
+    return list(dict.fromkeys(configs))

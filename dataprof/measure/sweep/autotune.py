@@ -22,6 +22,7 @@ from typing import Any
 
 from dataprof.backends.target import describe_exception
 from dataprof.measure.protocol import AutotuneRequest, error_event
+from dataprof.results.sweep import AutotuneRun
 from dataprof.results.vocabulary import TrialStatus
 
 Emit = Callable[[dict[str, Any]], None]
@@ -83,3 +84,16 @@ def run_autotune(dataset: Any, collate: Any, request: AutotuneRequest, emit: Emi
     emit({"ev": "result", "num_workers": int(loader.num_workers), "wall_s": wall_s,
           "max_workers": multiprocessing.cpu_count() / 2, "evaluations": collect.costs,
           "skipped": None if collect.started else _why_untuned(paddle, dataset)})
+
+
+def autotune_run(steps: int, timeout_s: float, status: TrialStatus, word: dict[str, Any]) -> AutotuneRun:
+    """What Paddle's autotune picked, from the status and last word of its forked run."""
+    if status == TrialStatus.TIMEOUT:
+        return AutotuneRun(status=TrialStatus.TIMEOUT, tuning_steps=steps,
+                           error=f"Paddle's autotune did not finish in {timeout_s:g} s: killed")
+    if status != TrialStatus.OK:
+        return AutotuneRun(status=status, tuning_steps=steps, error=word.get("message"))
+    return AutotuneRun(status=TrialStatus.OK, num_workers=word["num_workers"], tuning_steps=steps,
+                       wall_s=word["wall_s"], max_workers=word["max_workers"],
+                       evaluations=tuple((int(w), float(c)) for w, c in word["evaluations"]),
+                       skipped=word.get("skipped"))

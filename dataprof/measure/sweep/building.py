@@ -77,6 +77,7 @@ def probe(request: LoadRequest, built: Built, handed_over: bool) -> Message:
 
     from dataprof.backends import detect_framework, get_backend
     from dataprof.backends.common import check_batchable, dataset_length
+    from dataprof.backends.threads import thread_loader
 
     dataset, collate, build_s, template = built
     framework = template.framework if template is not None else detect_framework(dataset, request.framework)
@@ -89,7 +90,10 @@ def probe(request: LoadRequest, built: Built, handed_over: bool) -> Message:
         batch = check_batchable(dataset, kind, collate or backend.default_collate(), int(request.batch_size))
     else:
         batch = template.check(request.given_batch_size, collate, backend.default_collate())
+    by_threads = thread_loader(backend.loader_arguments()) if backend.name == "torch" else None
     return {
+        "thread_loader": by_threads,
+        "gil": sample_gil(dataset) if by_threads is not None and kind == "map" and template is None else None,
         "kind": kind,
         "type_name": type(dataset).__name__,
         "length": dataset_length(dataset),
@@ -105,6 +109,21 @@ def probe(request: LoadRequest, built: Built, handed_over: bool) -> Message:
         "intra_op_threads": threads,
         "loader": None if template is None else template.describe(),
     }
+
+
+GIL_SAMPLES = 64
+"""Samples at most the probe times alone and in two threads, within :func:`release_share`'s budget."""
+
+
+def sample_gil(dataset: Any) -> dict[str, Any] | None:
+    """How much of ``dataset[i]`` releases the GIL (``GilShare.to_dict``); None when a sample raises (the
+    probe's batch check names it)."""
+    from dataprof.measure.gil import release_share
+
+    try:
+        return release_share(dataset.__getitem__, range(min(GIL_SAMPLES, len(dataset)))).to_dict()
+    except Exception:
+        return None
 
 
 def describe(exc: BaseException) -> str:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dataprof.backends.target import describe_exception
+from dataprof.backends.threads import SampleError
 from dataprof.results.vocabulary import TrialStatus
 
 DEAD_WORKER_WAIT_S = 1.0
@@ -55,6 +56,8 @@ def worker_signals(iterator: Any, wait_s: float = 0.0) -> list[str]:
 def classify_loader_error(exc: BaseException, killed_by: list[str] | None = None,
                           internal: tuple[str, ...] = ("/torch/", "/paddle/")) -> tuple[TrialStatus, str]:
     """(status, one-line reason) for an exception that ended the loop."""
+    if isinstance(exc, SampleError):  # a loader thread's sample: its index and the user's line already
+        return TrialStatus.FAILED, str(exc)
     if killed_by:
         return TrialStatus.CRASHED, died_by("a DataLoader worker", killed_by[0])
     # KeyError's str() is the repr of its message; the message itself holds the worker's traceback lines

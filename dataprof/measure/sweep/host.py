@@ -167,7 +167,8 @@ def run_trial_process(shared: Built | None, load: LoadRequest, request: Message,
     found; with a shared dataset its ``intra_op_threads`` are restored in the
     trial (the host runs single-threaded). A ``trial`` request measures one
     config; an ``autotune`` request runs Paddle's own dataloader autotune; an
-    ``epoch_check`` request runs a config's DataLoader over four epochs of a tiny stream.
+    ``epoch_check`` request runs a config's DataLoader over four epochs of a tiny stream; a ``thread_check``
+    request compares a thread loader's batches with the same indices fetched one by one.
     """
     import dataprof.measure.sweep.autotune
     import dataprof.measure.sweep.trial  # noqa: F401  (dataprof's own code is imported once, here, not by each trial)
@@ -204,6 +205,7 @@ def _trial_child(shared: Built | None, load: LoadRequest, request: Message, chan
     from dataprof.measure.protocol import AutotuneRequest, TrialSettings
     from dataprof.measure.storage import OpenLog
     from dataprof.measure.sweep.autotune import run_autotune
+    from dataprof.measure.sweep.thread_check import run_thread_check
     from dataprof.measure.sweep.trial import run_epoch_check, run_trial
     from dataprof.results.settings import LoaderConfig
 
@@ -224,7 +226,10 @@ def _trial_child(shared: Built | None, load: LoadRequest, request: Message, chan
             opens = OpenLog(opens_dir)
             opens.install()
         built = shared or build_in_trial(load, channel, objects)
-        if request["cmd"] == "autotune":
+        if request["cmd"] == "thread_check":
+            run_thread_check(backend, built.dataset, built.collate, LoaderConfig.from_dict(request["config"]),
+                             int(request["batch_size"]), channel.send)
+        elif request["cmd"] == "autotune":
             run_autotune(built.dataset, built.collate, AutotuneRequest.from_dict(request), channel.send)
         else:
             run_trial(backend, built.dataset, built.collate, LoaderConfig.from_dict(request["config"]),
@@ -304,7 +309,7 @@ class _Server:
                 return 3
             single_threaded(self.info["framework"])
             self.events.send({"ev": "shared", "build_s": self.shared.build_s})
-        elif cmd in ("trial", "autotune", "epoch_check"):
+        elif cmd in ("trial", "autotune", "epoch_check", "thread_check"):
             run_trial_process(self.shared, self.load, request, self.events, self.info, self.objects)
         return None
 

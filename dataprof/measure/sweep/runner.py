@@ -25,14 +25,17 @@ from dataprof.measure.probes import ProcessTreeProbe, SystemProbe
 from dataprof.measure.protocol import AutotuneRequest, Message, ProtocolError, TrialError, TrialSettings
 from dataprof.measure.sampler import Sampler, summarize
 from dataprof.measure.storage import OWN_PREFIX, Eviction, OpenLog, evict
+from dataprof.measure.sweep.autotune import autotune_run
 from dataprof.measure.sweep.failures import died_by
 from dataprof.measure.sweep.link import Host, HostDied
 from dataprof.measure.sweep.outcome import broken, outcome_of, trial_result
 from dataprof.measure.sweep.sharing import DatasetSharing, RunnerFacts
+from dataprof.measure.sweep.thread_check import checked
 from dataprof.measure.timing import Rival
 from dataprof.results.environment import DatasetInfo
 from dataprof.results.settings import LoaderConfig, SweepSettings
 from dataprof.results.sweep import AutotuneRun
+from dataprof.results.threads import ThreadCheck
 from dataprof.results.trial import TrialResult
 from dataprof.results.units import fmt_bytes
 from dataprof.results.vocabulary import Event, Observer, TrialStatus
@@ -280,16 +283,7 @@ class TrialRunner:
         """Run Paddle's own dataloader autotune in a process forked by the host; what it picked."""
         s = self.settings
         request = AutotuneRequest(steps=steps, batch_size=s.batch_size, drop_last=s.drop_last)
-        status, word = self._side_run({"cmd": "autotune", **request.to_dict()}, timeout_s)
-        if status == TrialStatus.TIMEOUT:
-            return AutotuneRun(status=TrialStatus.TIMEOUT, tuning_steps=steps,
-                               error=f"Paddle's autotune did not finish in {timeout_s:g} s: killed")
-        if status != TrialStatus.OK:
-            return AutotuneRun(status=status, tuning_steps=steps, error=word.get("message"))
-        return AutotuneRun(status=TrialStatus.OK, num_workers=word["num_workers"], tuning_steps=steps,
-                           wall_s=word["wall_s"], max_workers=word["max_workers"],
-                           evaluations=tuple((int(w), float(c)) for w, c in word["evaluations"]),
-                           skipped=word.get("skipped"))
+        return autotune_run(steps, timeout_s, *self._side_run({"cmd": "autotune", **request.to_dict()}, timeout_s))
 
     def epoch_check(self, config: LoaderConfig, timeout_s: float, stall_s: float) -> str | None:
         """Why ``config``'s DataLoader fails across an IterableDataset's epoch end, or None when it does not.
@@ -305,6 +299,11 @@ class TrialRunner:
             return (f"its epochs gave {' and '.join(map(str, word['batches']))} batches where the stream "
                     f"holds {word['expected']}")
         return None
+
+    def thread_check(self, config: LoaderConfig, timeout_s: float) -> ThreadCheck:
+        """Whether ``config``'s threads return the samples a worker process would (:mod:`.thread_check`)."""
+        request = {"cmd": "thread_check", "config": config.to_dict(), "batch_size": self.settings.batch_size}
+        return checked(config, *self._side_run(request, timeout_s))
 
     def _memory_guard(self, killed_for: dict[TrialStatus, str]) -> Callable[[Any], None]:
         """The sampler's check of each reading: past the memory limit, the trial is killed (status ``oom``)."""

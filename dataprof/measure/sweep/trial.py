@@ -360,7 +360,7 @@ class TimedLoop:
 
     def _finish(self, iterator: Any, backend: Backend, first_batch_s: float | None) -> TrialFigures:
         """Close the window (the workers stay a moment for the parent's reading), shut down, summarise."""
-        workers_started = len(getattr(iterator, "_workers", None) or [])
+        workers_started = 0 if self.config.threads else len(getattr(iterator, "_workers", None) or [])
         sampler_s = self.recorder.busy_s - self.sampler_start if self.recorder is not None else None
         receive_s = self.receiver.busy_s - self.receive_start
         if workers_started:
@@ -379,6 +379,7 @@ class TimedLoop:
             repeat_fraction=self.repeats / len(self.marks) if self.marks else None,
             batch_marks=tuple(self.marks[:BATCH_MARKS]),
             sampler_ms_mean=None if sampler_s is None else 1000.0 * sampler_s / figures["batches"],
-            receive_ms_mean=1000.0 * receive_s / figures["batches"] if self.config.num_workers else None,
+            receive_ms_mean=1000.0 * receive_s / figures["batches"]
+            if self.config.num_workers and not self.config.threads else None,
             first_pass_end=self.first_pass_end,
         )

@@ -1,0 +1,99 @@
+"""Threads beside worker processes in the adaptive search: where the evidence (or the user) calls for them, as
+many threads as the pick so far has workers, then twice as many while it pays."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Protocol
+
+from dataprof.decide.recommend import recommend
+from dataprof.decide.search import evidence
+from dataprof.decide.search.common import Budget, Proposal
+from dataprof.results.settings import LoaderConfig, SearchSpace
+from dataprof.results.stats import rate
+from dataprof.results.trial import TrialResult
+from dataprof.results.vocabulary import TrialStatus
+
+
+def gain(new: TrialResult, old: TrialResult) -> str:
+    """``w2 → w4: +98%`` (``t2 → t4`` for threads; full labels when more than the worker count differs)."""
+    same_knobs = dataclasses.replace(old.config, num_workers=new.config.num_workers) == new.config
+    before = old.config.label().split()[0] if same_knobs else old.config.label()
+    after = new.config.label().split()[0] if same_knobs else new.config.label()
+    return f"{before} → {after}: {rate(new) / rate(old) - 1:+.0%}"
+
+
+class Climbing(Protocol):
+    """What the thread steps use of the adaptive strategy: its space, budget and ladder, its judgements of a
+    gain and of CPUs used up, and the thread steps themselves."""
+
+    space: SearchSpace
+    budget: Budget
+    ladder: list[int]
+
+    def climb_config(self, workers: int) -> LoaderConfig:
+        """The climb's config at ``workers``."""
+
+    def _gains(self, trial: TrialResult, best: TrialResult) -> bool:
+        """``trial`` is faster than ``best`` beyond the noise."""
+
+    def _saturated(self, trial: TrialResult) -> bool:
+        """``trial`` used most of its CPUs."""
+
+    def _thread_anchor(self: Climbing, done: dict[LoaderConfig, TrialResult]) -> TrialResult | None:
+        """See :meth:`ThreadSteps._thread_anchor`."""
+
+    def _thread_reason(self: Climbing, anchor: TrialResult, done: dict[LoaderConfig, TrialResult]) -> str:
+        """See :meth:`ThreadSteps._thread_reason`."""
+
+
+class ThreadSteps:
+    """The thread steps of :class:`~dataprof.decide.search.adaptive.AdaptiveStrategy`."""
+
+    def _threads(self: Climbing, done: dict[LoaderConfig, TrialResult],
+                 history: Sequence[TrialResult]) -> Proposal | None:
+        """Threads beside the worker processes, where the user asked for both or the evidence calls for them
+        (:func:`evidence.thread_evidence`): first as many threads as the pick so far has workers, with its
+        buffer, pinning and order, then twice as many while each doubling gains beyond the noise, up to the
+        ladder's top."""
+        anchor = self._thread_anchor(done)
+        if anchor is None:
+            return None
+        because = self._thread_reason(anchor, done)
+        if not because:
+            return None
+        best: TrialResult | None = None
+        previous = anchor
+        count, top = anchor.config.num_workers, max(self.ladder, default=0)
+        while count <= top:
+            config = dataclasses.replace(anchor.config.as_threads(), num_workers=count)
+            trial = done.get(config)
+            if trial is None:
+                if best is None:
+                    return Proposal(config, f"threads at the pick so far ({anchor.config.label()}){because}",
+                                    rival=anchor)
+                return Proposal(config, f"climb threads: {gain(best, previous)}", rival=best, either_way=True)
+            if trial.status != TrialStatus.OK or (best is not None and not self._gains(trial, best)):
+                return None
+            previous, best, count = best or anchor, trial, 2 * count
+        return None
+
+    def _thread_anchor(self: Climbing, done: dict[LoaderConfig, TrialResult]) -> TrialResult | None:
+        """The process config threads are tried beside: the pick after tuning (the fastest process config the
+        recommendation would take); None where threads are not to be tried."""
+        space = self.space
+        if space.framework != "torch" or space.thread_loader is None or space.only_threads \
+                or space.worker_kinds == ("process",):
+            return None
+        chosen = recommend([t for c, t in done.items() if c.num_workers > 0 and not c.threads
+                            and t.status == TrialStatus.OK])
+        return None if chosen is None else done[chosen.config]
+
+    def _thread_reason(self: Climbing, anchor: TrialResult, done: dict[LoaderConfig, TrialResult]) -> str:
+        """Why threads are tried beside ``anchor``: the user asked (``--worker-kind``), or the evidence."""
+        if "thread" in self.space.worker_kinds:
+            return " (--worker-kind process,thread)"
+        above = next((w for w in self.ladder if w > anchor.config.num_workers), None)
+        shm = None if above is None else self.budget.shm_forbids(self.climb_config(above))
+        return evidence.thread_evidence(anchor, self.space, self._saturated(anchor), shm)

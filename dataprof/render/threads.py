@@ -1,0 +1,54 @@
+"""Thread workers as the report shows them: the two kinds side by side, and the loader code a thread config is."""
+
+from __future__ import annotations
+
+from dataprof.results.settings import LoaderConfig
+from dataprof.results.sweep import Report
+from dataprof.results.units import fmt_bytes
+
+TORCH_THREAD_ARGUMENT = "worker_method"
+"""The DataLoader argument of PyTorch's own thread workers."""
+
+
+def kinds_text(report: Report) -> str | None:
+    """``threads: t8 pf2 1,930 samples/s, PSS 412MB; processes: w4 pf2 persist 1,880 samples/s, PSS 1.9GB``
+    when both kinds completed; None otherwise."""
+    kinds = report.worker_kinds
+    if kinds is None:
+        return None
+
+    def one(name: str, config: LoaderConfig, rate: float, pss: int | None) -> str:
+        memory = f", PSS {fmt_bytes(pss)}" if pss else ""
+        return f"{name}: {config.label()} {rate:,.0f} samples/s{memory}"
+
+    threads = one("threads", kinds.thread, kinds.thread_samples_per_s, kinds.thread_peak_memory_bytes)
+    processes = one("processes", kinds.process, kinds.process_samples_per_s, kinds.process_peak_memory_bytes)
+    first, second = (threads, processes) if kinds.winner == "thread" else (processes, threads)
+    return f"{first}; {second}"
+
+
+def thread_loader_code(config: LoaderConfig, batch_size: int, shuffle: bool, collate_fn: str | None,
+                       thread_loader: str | None, drop_last: bool = False) -> str:
+    """The thread config as code to paste: the DataLoader with ``worker_method="thread"`` where the installed
+    torch has it, else the ``torchdata.nodes`` pipeline dataprof measured (``dataset`` is the user's)."""
+    collate = collate_fn.rpartition(":")[2] if collate_fn else None
+    if thread_loader == "torch":
+        parts = ["dataset", f"batch_size={batch_size}", *(["shuffle=True"] if shuffle else []),
+                 *(f"{name}={value!r}" for name, value in config.dataloader_kwargs().items()),
+                 f'{TORCH_THREAD_ARGUMENT}="thread"', *([f"collate_fn={collate}"] if collate else [])]
+        return f"DataLoader({', '.join(parts)})"
+    sampler = "RandomSampler" if shuffle else "SequentialSampler"
+    order = "" if config.in_order is not False else ", in_order=False"
+    lines = [
+        "import torchdata.nodes as tn",
+        f"from torch.utils.data import BatchSampler, {sampler}, default_collate",
+        *([f"collate_fn = {collate}"] if collate else ["collate_fn = default_collate"]),
+        "def fetch(indices):  # one thread fetches and collates a whole batch, as a DataLoader worker does",
+        "    return collate_fn([dataset[i] for i in indices])",
+        f"node = tn.SamplerWrapper(BatchSampler({sampler}(dataset), batch_size={batch_size}, drop_last={drop_last}))",
+        f'node = tn.ParallelMapper(node, map_fn=fetch, num_workers={config.num_workers}, method="thread"{order})',
+        *(["node = tn.PinMemory(node)"] if config.pin_memory else []),
+        f"node = tn.Prefetcher(node, prefetch_factor={config.prefetched_batches})",
+        "loader = tn.Loader(node)  # each `for batch in loader` is an epoch",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,112 @@
+"""Thread workers beside worker processes: how much of the work releases the GIL, whether threads return the
+samples processes do, and the two kinds side by side. Stdlib only."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from dataprof.results.settings import LoaderConfig
+from dataprof.results.vocabulary import ThreadVerdict
+
+
+@dataclass(frozen=True)
+class GilShare:
+    """How much of a piece of work releases the GIL (``measure.gil``)."""
+
+    release: float | None
+    """Share of its time two threads overlap (0: holds the GIL throughout, 1: releases it throughout); None
+    when it could not be told (``why``)."""
+    calls: int
+    """Calls timed alone, and by each of two threads."""
+    alone_s: float
+    """Seconds one thread took for them."""
+    paired_s: float
+    """Seconds two threads took, each doing them all."""
+    free_threaded: bool = False
+    """The interpreter runs without the GIL: threads always overlap."""
+    why: str | None = None
+    """Why ``release`` is None."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (docs/json.md)."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> GilShare:
+        """Read :meth:`to_dict` back."""
+        return cls(release=data.get("release"), calls=int(data.get("calls") or 0),
+                   alone_s=float(data.get("alone_s") or 0.0), paired_s=float(data.get("paired_s") or 0.0),
+                   free_threaded=bool(data.get("free_threaded")), why=data.get("why"))
+
+    def words(self) -> str:
+        """``releases the GIL 92% of its time`` / ``holds the GIL (pure Python)`` / why it was not told."""
+        if self.free_threaded:
+            return "runs without a GIL (free-threaded Python): threads run side by side"
+        if self.release is None:
+            return f"GIL share not measured ({self.why})"
+        if self.release >= 0.8:
+            return (f"releases the GIL {self.release:.0%} of its time (C code, I/O or sleep): threads run it side "
+                    "by side")
+        if self.release <= 0.2:
+            return f"holds the GIL (pure Python, {self.release:.0%} released): threads take turns at it"
+        return f"releases the GIL {self.release:.0%} of its time: threads overlap that share of it"
+
+
+@dataclass(frozen=True)
+class ThreadCheck:
+    """Thread batches against the same indices loaded one by one, as a worker process does."""
+
+    verdict: ThreadVerdict
+    batches: int
+    """Batches compared."""
+    detail: str = ""
+    """The first batch that differed, why it could not be told, or the error."""
+    config: LoaderConfig | None = None
+    """The thread config checked."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (docs/json.md)."""
+        return {"verdict": str(self.verdict), "batches": self.batches, "detail": self.detail,
+                "config": None if self.config is None else self.config.to_dict()}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ThreadCheck:
+        """Read :meth:`to_dict` back."""
+        config = data.get("config")
+        return cls(verdict=ThreadVerdict(data["verdict"]), batches=int(data.get("batches") or 0),
+                   detail=data.get("detail") or "", config=None if config is None else LoaderConfig.from_dict(config))
+
+    def failure(self) -> str | None:
+        """The reason thread trials fail with after this check; None when they may run."""
+        if self.verdict != ThreadVerdict.DIFFERS:
+            return None
+        return ("threads returned other samples than one process for the same indices: the dataset's "
+                f"__getitem__ is not thread-safe ({self.detail}); threads need a thread-safe __getitem__ (no "
+                "shared file handle or decoder state between calls)")
+
+
+@dataclass(frozen=True)
+class WorkerKinds:
+    """The fastest thread config beside the fastest process config, when both were measured."""
+
+    thread: LoaderConfig
+    thread_samples_per_s: float
+    thread_peak_memory_bytes: int | None
+    process: LoaderConfig
+    process_samples_per_s: float
+    process_peak_memory_bytes: int | None
+    winner: str
+    """``thread`` or ``process``: the kind of the recommendation, else of the faster."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (docs/json.md)."""
+        data = asdict(self)
+        data["thread"], data["process"] = self.thread.to_dict(), self.process.to_dict()
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> WorkerKinds:
+        """Read :meth:`to_dict` back."""
+        return cls(**{**data, "thread": LoaderConfig.from_dict(data["thread"]),
+                      "process": LoaderConfig.from_dict(data["process"])})

@@ -1,0 +1,85 @@
+"""The thread loader: the same batches as the DataLoader, a raising sample named, what is installed, and the
+thread-safety check."""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Any
+
+import pytest
+import torch
+
+from dataprof.backends.threads import SampleError, thread_loader
+from dataprof.backends.torch_backend import TorchBackend
+from dataprof.errors import TargetError
+from dataprof.measure.sweep.thread_check import run_thread_check
+from dataprof.results.settings import LoaderConfig
+from tests.fixtures.datasets import RaisesAt, RandomSamples, SharedCursor, Stream, Tiny
+
+pytest.importorskip("torchdata.nodes")
+THREADS = LoaderConfig(4, prefetch_factor=2).as_threads()
+
+
+def batches(config: LoaderConfig, dataset: Any, shuffle: bool = False) -> list[list[float]]:
+    if shuffle:
+        torch.manual_seed(7)
+    loader, _ = TorchBackend().build_loader(dataset, config, 8, None, shuffle, False)
+    return [batch[:, 0].tolist() for batch in loader]
+
+
+def test_the_thread_loader_yields_the_dataloaders_batches_in_its_order() -> None:
+    dataset = Tiny(100)  # 12 full batches and a short one
+    assert batches(THREADS, dataset) == batches(LoaderConfig(0), dataset)
+    shuffled = batches(THREADS, dataset, shuffle=True)  # the sampler's own order (its seed drawn otherwise)
+    assert shuffled != batches(THREADS, dataset) and sorted(sum(shuffled, [])) == sorted(sum(batches(THREADS,
+                                                                                                  dataset), []))
+
+
+@pytest.mark.slow
+def test_the_thread_loader_yields_what_worker_processes_yield() -> None:
+    dataset = Tiny(100)
+    assert batches(THREADS, dataset) == batches(LoaderConfig(2, prefetch_factor=2, persistent_workers=True), dataset)
+
+
+def test_a_sample_that_raises_in_a_thread_is_named_by_its_index_and_line() -> None:
+    with pytest.raises(SampleError, match=r"in a loader thread: dataset\[37\] raised ValueError: .*datasets.py:\d+"):
+        batches(THREADS, RaisesAt(37))
+
+
+def test_threads_do_not_load_an_iterable_dataset() -> None:
+    with pytest.raises(TargetError, match="IterableDataset"):
+        TorchBackend().build_loader(Stream(64), THREADS, 8, None, False, False)
+
+
+def test_the_dataloaders_own_thread_workers_are_found_by_signature() -> None:
+    assert thread_loader(["dataset", "num_workers", "worker_method"]) == "torch"
+    assert thread_loader(["dataset", "num_workers"]) == "torchdata.nodes"
+
+
+def test_without_torchdata_threads_are_not_built(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name.startswith("torchdata") else real(name, *a))
+    assert thread_loader(["dataset", "num_workers"]) is None
+    with pytest.raises(TargetError, match="pip install torchdata"):
+        TorchBackend().build_loader(Tiny(64), THREADS, 8, None, False, False)
+
+
+def check(dataset: Any) -> dict[str, Any]:
+    events: list[dict[str, Any]] = []
+    run_thread_check(TorchBackend(), dataset, None, THREADS, 8, events.append)
+    return events[-1]
+
+
+def test_the_thread_check_passes_a_thread_safe_dataset() -> None:
+    word = check(Tiny(200))
+    assert word["verdict"] == "same" and word["batches"] == 8  # two batches per thread
+
+
+def test_the_thread_check_catches_a_shared_cursor() -> None:
+    word = check(SharedCursor(200))
+    assert word["verdict"] == "differs" and "indices" in word["detail"]
+
+
+def test_the_thread_check_says_random_samples_cannot_be_compared() -> None:
+    assert check(RandomSamples(200))["verdict"] == "unchecked"

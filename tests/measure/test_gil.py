@@ -1,0 +1,45 @@
+"""The GIL measure on work whose answer is known: a sleep releases the GIL, a Python loop holds it, a numpy sort
+releases it. A CPU taken away only lowers the share of work that releases the GIL (the pair overlaps less), so
+that share is the best of three measures; the Python loop's, the least of three."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from dataprof.measure.gil import gil_enabled, release_share, usable_cpus
+
+pytestmark = pytest.mark.skipif(usable_cpus() < 2 or not gil_enabled(), reason="needs two CPUs and a GIL")
+
+
+def test_a_sleep_releases_the_gil() -> None:
+    share = release_share(lambda _: time.sleep(0.005), range(64), budget_s=0.2)
+    assert share.release is not None and share.release >= 0.7
+    assert share.calls >= 2 and share.paired_s < 2 * share.alone_s
+
+
+def test_a_python_loop_holds_the_gil() -> None:
+    def spin(_: int) -> int:
+        total = 0
+        for i in range(20_000):
+            total += i * i
+        return total
+
+    assert min(release_share(spin, range(64), budget_s=0.2).release or 0.0 for _ in range(3)) <= 0.3
+
+
+def test_a_numpy_sort_releases_the_gil() -> None:
+    data = np.random.default_rng(0).random(200_000)
+    assert max(release_share(lambda _: np.sort(data), range(256), budget_s=0.4).release or 0.0
+               for _ in range(3)) >= 0.5
+
+
+def test_one_cpu_cannot_tell(monkeypatch: pytest.MonkeyPatch) -> None:
+    import dataprof.measure.gil as gil
+
+    monkeypatch.setattr(gil, "usable_cpus", lambda: 1)
+    share = gil.release_share(lambda _: None, range(4))
+    assert share.release is None and share.why is not None and "one usable CPU" in share.why
+    assert "not measured" in share.words()
