@@ -62,9 +62,11 @@ def throughput_chart(report: Report) -> RenderableType | None:
     if not curve:
         return None
     top = max(rate for _, rate, _ in curve)
-    lines: list[RenderableType] = [Text("Throughput by num_workers (best config at each)", style="bold")]
+    title = "Throughput by num_workers (best config at each" + (
+        "; t: threads)" if any(label.startswith("t") for label, _, _ in curve) else ")")
+    lines: list[RenderableType] = [Text(title, style="bold")]
     for w, rate, chosen in curve:
-        line = Text(f" w{w:<4}│", style="dim")
+        line = Text(f" {w:<5}│", style="dim")
         line.append(_bar(rate, top).ljust(CHART_WIDTH), style="green" if chosen else "cyan")
         line.append(f" {rate:,.0f}" + (" ★" if chosen else ""))
         lines.append(line)

@@ -252,13 +252,16 @@ def trial_rows(report: Report) -> list[TrialRow]:
     return rows
 
 
-def throughput_curve(report: Report) -> list[tuple[int, float, bool]]:
-    """(num_workers, best samples/s at that count, is the recommended count) in worker order; empty under two."""
-    curve = best_by_workers([t for t in report.trials if t.status == TrialStatus.OK and t.samples_per_s])
+def throughput_curve(report: Report) -> list[tuple[str, float, bool]]:
+    """(``w8``, best samples/s at that count, whether the recommendation has that count and kind) in worker
+    order, worker processes then threads (``t8``); empty under two points."""
+    ok = [t for t in report.trials if t.status == TrialStatus.OK and t.samples_per_s]
+    curve = best_by_workers(ok) + [t for t in best_by_workers(ok, threads=True) if t.config.num_workers]
     if len(curve) < 2:
         return []
-    chosen = report.recommendation.config.num_workers if report.recommendation else None
-    return [(t.config.num_workers, t.samples_per_s or 0.0, t.config.num_workers == chosen) for t in curve]
+    chosen = report.recommendation.config if report.recommendation else None
+    return [(t.config.label().split()[0], t.samples_per_s or 0.0, chosen is not None and
+             (t.config.num_workers, t.config.threads) == (chosen.num_workers, chosen.threads)) for t in curve]
 
 
 @dataclass(frozen=True)

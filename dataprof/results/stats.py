@@ -52,11 +52,14 @@ def speedup(trial: TrialResult, baseline: TrialResult | None) -> float | None:
     return trial.samples_per_s / baseline.samples_per_s
 
 
-def best_by_workers(trials: Sequence[TrialResult]) -> list[TrialResult]:
-    """The fastest trial at each worker count, in worker order (the throughput curve)."""
+def best_by_workers(trials: Sequence[TrialResult], threads: bool = False) -> list[TrialResult]:
+    """The fastest trial at each worker count, in worker order (the throughput curve): of the worker processes,
+    or with ``threads`` of the thread counts (``num_workers=0`` starts both curves)."""
     best: dict[int, TrialResult] = {}
     for trial in trials:
         w = trial.config.num_workers
+        if w and trial.config.threads != threads:
+            continue
         if w not in best or rate(trial) > rate(best[w]):
             best[w] = trial
     return [best[w] for w in sorted(best)]

@@ -17,7 +17,7 @@ from dataprof.decide.diagnose.facts import (
     recommended_trial,
     wait_share,
 )
-from dataprof.decide.diagnose.knobs import in_order_gain, in_order_text, start_method_text
+from dataprof.decide.diagnose.knobs import in_order_gain, in_order_text, start_method_text, threads_text
 from dataprof.decide.thresholds import Thresholds, heavy_tail
 from dataprof.results.findings import Finding
 from dataprof.results.stats import rate
@@ -63,8 +63,12 @@ def copy_on_read(report: Report, th: Thresholds) -> Finding | None:
                   f"in the {window:.1f} s window{speed}{uss}: reading Python objects writes their reference counts, "
                   "so the pages they sit on are copied into every worker" + start_method_text(report, trial)),
         recommendation=("Hold the dataset's records in numpy/arrow arrays or one bytes buffer (with offsets) instead "
-                        "of lists/dicts of Python objects; over an epoch each worker would otherwise copy all of it."),
+                        "of lists/dicts of Python objects; over an epoch each worker would otherwise copy all of it."
+                        + threads_text(report, "copies (one heap)")),
     )
+
+
+STARTUP_SPARED = "start-up (a thread starts in microseconds, in the one process)"
 
 
 def worker_startup(report: Report, th: Thresholds) -> Finding | None:
@@ -89,7 +93,8 @@ def worker_startup(report: Report, th: Thresholds) -> Finding | None:
                       f"{on.config.label()} {rate_text(rate(on))} vs {off.config.label()} {rate_text(rate(off))}, "
                       f"which restarts them every epoch (first batch after {off.first_batch_s or 0:.2f} s)"),
             recommendation=("Keep persistent_workers=True (the recommendation does)" if using else
-                            "Set persistent_workers=True") + ": workers start once, not every epoch.",
+                            "Set persistent_workers=True") + ": workers start once, not every epoch."
+            + threads_text(report, STARTUP_SPARED),
         )
     length = report.dataset.length if report.dataset else None
     if rec is None or rec.config.num_workers == 0 or not length or not rec.first_batch_s:
@@ -108,7 +113,8 @@ def worker_startup(report: Report, th: Thresholds) -> Finding | None:
                   + start_method_text(report, rec)),
         recommendation=("persistent_workers=True pays this once per run rather than once per epoch"
                         + (" (the recommendation has it)" if rec.config.persistent_workers else "")
-                        + "; a smaller dataset object or the fork start method starts workers faster."),
+                        + "; a smaller dataset object or the fork start method starts workers faster."
+                        + threads_text(report, STARTUP_SPARED)),
     )
 
 
@@ -218,7 +224,7 @@ def shm_risk(report: Report, th: Thresholds) -> Finding | None:
     crashed = f"; {bus_errors[0].config.label()} died by SIGBUS" if bus_errors else ""
     recommendation = ("Give the container more shared memory (docker run --shm-size=8g, or a memory-backed "
                       "emptyDir on Kubernetes), or keep fewer batches in flight (lower prefetch_factor or fewer "
-                      "workers).")
+                      "workers)." + threads_text(report, "/dev/shm (batches stay in the one process)"))
     if trial.config.framework == "paddle":
         piped = next((t for t in ok_trials(report)
                       if t.config == dataclasses.replace(trial.config, use_shared_memory=False)), None)

@@ -70,17 +70,24 @@ def _lead(trial: TrialResult, report: Report) -> str:
 
 
 def _growth(report: Report) -> str:
-    """How throughput moves over the last worker counts tried, e.g. ``w4 → w8: +38%``."""
-    curve = best_by_workers(ok_trials(report))
+    """How throughput moves over the last worker counts tried, e.g. ``w4 → w8: +38%`` (``t8 → t16`` where
+    threads are recommended)."""
+    curve = _curve(report)
     if len(curve) < 2:
         return ""
     a, b = curve[-2], curve[-1]
     change = rate(b) / rate(a) - 1 if rate(a) else math.nan
-    return f"w{a.config.num_workers} → w{b.config.num_workers}: {100 * change:+.0f}%"
+    return f"{a.config.label().split()[0]} → {b.config.label().split()[0]}: {100 * change:+.0f}%"
+
+
+def _curve(report: Report) -> list[TrialResult]:
+    """The throughput curve of the recommended kind of workers (processes, or threads)."""
+    rec = recommended_trial(report)
+    return best_by_workers(ok_trials(report), threads=rec is not None and rec.config.threads)
 
 
 def _still_rising(report: Report) -> bool:
-    curve = best_by_workers(ok_trials(report))
+    curve = _curve(report)
     return len(curve) >= 2 and faster(curve[-1], curve[-2])
 
 
