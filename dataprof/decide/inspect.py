@@ -35,6 +35,7 @@ def _tree(stage: StageTiming, samples: int, total_s: float) -> dict[str, Any]:
         node["children"] = [_tree(child, samples, total_s) for child in stage.children]
     else:
         node["calls"] = stage.calls
+        node["gil_release"] = stage.gil_release
     return node
 
 
@@ -68,7 +69,8 @@ def analyse(data: InspectionData, thresholds: Thresholds | None = None) -> Inspe
         target=data.target, tool_version=data.tool_version, settings=data.settings,
         environment=InspectedMachine.of(data), dataset=data.dataset, samples=samples,
         transforms=tuple({"name": leaf.name, "path": leaf.path, "mean_ms": 1000.0 * leaf.seconds / count,
-                          "share": leaf.seconds / total_s, "calls": leaf.calls} for leaf in ranked),
+                          "share": leaf.seconds / total_s, "calls": leaf.calls, "gil_release": leaf.gil_release}
+                         for leaf in ranked),
         tree=tuple(_tree(root, count, total_s) for root in data.stages) if count else (),
         notes=data.pipeline_notes, outside_ms=outside[0], outside_share=outside[1], collate_ms=to_ms(collate_s),
         collate_error=data.collate_error,
@@ -77,7 +79,7 @@ def analyse(data: InspectionData, thresholds: Thresholds | None = None) -> Inspe
         cpu_s_per_sample=cpu_per_sample,
         cpu_ceiling=data.environment.usable_cpus / cpu_per_sample if cpu_per_sample else None,
         worker_rate=count / (total_s + (collate_s or 0.0) * count / max(batch, 1)) if total_s else None,
-        max_workers_shm=None, max_workers_files=None, storage=data.storage), thresholds)
+        max_workers_shm=None, max_workers_files=None, storage=data.storage, gil=data.gil), thresholds)
 
 
 def decide_inspection(ins: Inspection, thresholds: Thresholds | None = None) -> Inspection:

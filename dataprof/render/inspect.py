@@ -14,6 +14,7 @@ from rich.text import Text
 from dataprof.render.view import SEVERITY_STYLE
 from dataprof.results.inspect import Inspection
 from dataprof.results.storage import PassReads
+from dataprof.results.threads import GilShare
 from dataprof.results.units import fmt_bytes
 
 BAR_WIDTH = 12
@@ -64,14 +65,33 @@ def _bar(share: float | None) -> str:
     return "█" * filled + "·" * (BAR_WIDTH - filled)
 
 
-def _add_rows(table: Table, node: dict[str, Any], depth: int) -> None:
+def _add_rows(table: Table, node: dict[str, Any], depth: int, gil: bool) -> None:
     composite = "children" in node
     calls = "" if composite else str(node["calls"])
     table.add_row("  " * depth + node["name"], f"{node['mean_ms']:.3f}",
                   f"{(node['share'] or 0):.0%}", _bar(node["share"]), calls,
-                  style="bold" if composite else None)
+                  *([gil_cell(node.get("gil_release"))] if gil else []), style="bold" if composite else None)
     for child in node.get("children", ()):
-        _add_rows(table, child, depth + 1)
+        _add_rows(table, child, depth + 1, gil)
+
+
+def gil_cell(release: float | None) -> str:
+    """A stage's GIL column: ``released 92%``, ``held``, or empty when not measured."""
+    if release is None:
+        return ""
+    return "held" if release <= 0.2 else f"released {release:.0%}"
+
+
+def threads_advice(gil: GilShare) -> str:
+    """What a sample's GIL share means for thread workers."""
+    if gil.release is None and not gil.free_threaded:
+        return "measure both kinds with dataprof sweep --worker-kind process,thread"
+    if gil.free_threaded or (gil.release or 0.0) >= 0.8:
+        return ("thread workers load it side by side in one process (one heap, no /dev/shm, no start-up): "
+                "dataprof sweep --worker-kind process,thread measures both")
+    if (gil.release or 0.0) <= 0.2:
+        return "threads would take turns at it: worker processes load it in parallel"
+    return "threads overlap that share of it: dataprof sweep --worker-kind process,thread measures which wins"
 
 
 def transforms(ins: Inspection) -> RenderableType:
@@ -79,13 +99,14 @@ def transforms(ins: Inspection) -> RenderableType:
     lines: list[RenderableType] = [Rule("Transforms (timed in place; share of the sample time)", align="left")]
     if ins.tree:
         table = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0))
-        for name in ("stage", "ms/sample", "share", "", "calls"):
-            table.add_column(name, justify="left" if name in ("stage", "") else "right", no_wrap=True)
+        gil = any(t.get("gil_release") is not None for t in ins.transforms)
+        for name in ("stage", "ms/sample", "share", "", "calls", *(["GIL"] if gil else [])):
+            table.add_column(name, justify="left" if name in ("stage", "", "GIL") else "right", no_wrap=True)
         for root in ins.tree:
-            _add_rows(table, root, 0)
+            _add_rows(table, root, 0, gil)
         if ins.outside_ms is not None:
             table.add_row("(rest of __getitem__)", f"{ins.outside_ms:.3f}", f"{ins.outside_share or 0:.0%}",
-                          _bar(ins.outside_share), "", style="dim")
+                          _bar(ins.outside_share), "", *([""] if gil else []), style="dim")
         lines.append(table)
         if ins.transforms:
             top = ", ".join(f"{t['name']} {t['share']:.0%}" for t in ins.transforms[:3])
@@ -107,6 +128,8 @@ def batch(ins: Inspection) -> RenderableType:
     pickled = (f"{fmt_bytes(ins.pickle_bytes)} (pickled in {ins.pickle_s or 0:.3f} s)"
                if ins.pickle_bytes is not None else f"cannot be pickled: {ins.pickle_error}")
     lines.append(Text(f"dataset object: {pickled} · start method {ins.environment.start_method}"))
+    if ins.gil is not None:
+        lines.append(Text(f"threads: a sample {ins.gil.words()}; {threads_advice(ins.gil)}"))
     if ins.cpu_ceiling and ins.cpu_s_per_sample:
         lines.append(Text(
             f"CPU ceiling: {ins.environment.usable_cpus} CPUs ÷ {ins.cpu_s_per_sample * 1000:.2f} ms CPU per "

@@ -14,6 +14,7 @@ from dataprof.results.document import SCHEMA_VERSION, to_json
 from dataprof.results.environment import DatasetInfo, Environment
 from dataprof.results.findings import Finding
 from dataprof.results.storage import StorageReads
+from dataprof.results.threads import GilShare
 from dataprof.results.vocabulary import Kind
 
 
@@ -27,6 +28,8 @@ class StageTiming:
     calls: int
     composite: bool = False
     children: tuple[StageTiming, ...] = ()
+    gil_release: float | None = None
+    """Share of the stage's time that releases the GIL (``measure.gil``); None: not measured."""
 
     def total_seconds(self) -> float:
         """Seconds spent in this stage: its own, or its children's for a composite."""
@@ -75,6 +78,8 @@ class InspectionData:
     """torch.multiprocessing's strategy: ``file_descriptor`` keeps one open file per tensor in flight."""
     storage: StorageReads | None = None
     """What the samples read from storage and the page cache, cold and warm; None when they read no data file."""
+    gil: GilShare | None = None
+    """How much of a whole sample's fetch releases the GIL (map-style datasets)."""
 
 
 @dataclass(frozen=True)
@@ -171,6 +176,8 @@ class Inspection:
     max_workers_files: int | None
     checks: tuple[Finding, ...] = ()
     storage: StorageReads | None = None
+    gil: GilShare | None = None
+    """How much of a sample's fetch releases the GIL, and so what threads can do with it."""
 
     def to_json(self) -> str:
         """The ``--json`` document of ``dataprof inspect`` as text."""
@@ -215,6 +222,7 @@ class Inspection:
             "transforms_notes": list(self.notes),
             "outside_transforms_share": self.outside_share,
             "storage": None if self.storage is None else self.storage.to_dict(),
+            "gil": None if self.gil is None else self.gil.to_dict(),
         }
 
     @classmethod
@@ -247,7 +255,8 @@ class Inspection:
             worker_rate=data["worker_samples_per_s"], max_workers_shm=data["max_workers_shm"],
             max_workers_files=data["max_workers_open_files"],
             checks=tuple(Finding.from_dict(c) for c in data["checks"]),
-            storage=None if data.get("storage") is None else StorageReads.from_dict(data["storage"]))
+            storage=None if data.get("storage") is None else StorageReads.from_dict(data["storage"]),
+            gil=None if data.get("gil") is None else GilShare.from_dict(data["gil"]))
 
 
 

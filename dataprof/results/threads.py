@@ -40,17 +40,17 @@ class GilShare:
                    free_threaded=bool(data.get("free_threaded")), why=data.get("why"))
 
     def words(self) -> str:
-        """``releases the GIL 92% of its time`` / ``holds the GIL (pure Python)`` / why it was not told."""
+        """``releases the GIL 92% of its time (C code, I/O or sleep)`` / ``holds the GIL (pure Python, …)`` /
+        why it was not told."""
         if self.free_threaded:
-            return "runs without a GIL (free-threaded Python): threads run side by side"
+            return "runs without a GIL (free-threaded Python)"
         if self.release is None:
-            return f"GIL share not measured ({self.why})"
+            return f"was not measured for the GIL ({self.why})"
         if self.release >= 0.8:
-            return (f"releases the GIL {self.release:.0%} of its time (C code, I/O or sleep): threads run it side "
-                    "by side")
+            return f"releases the GIL {self.release:.0%} of its time (C code, I/O or sleep)"
         if self.release <= 0.2:
-            return f"holds the GIL (pure Python, {self.release:.0%} released): threads take turns at it"
-        return f"releases the GIL {self.release:.0%} of its time: threads overlap that share of it"
+            return f"holds the GIL (pure Python: {self.release:.0%} released)"
+        return f"releases the GIL {self.release:.0%} of its time"
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,8 @@ sample is the CPU one worker spends on it.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import multiprocessing
 import os
 import pickle
@@ -26,10 +28,12 @@ from dataprof.backends.target import (
 )
 from dataprof.errors import TargetError
 from dataprof.measure.environment import cpu_budget, open_files_limit, pinned_cpus, pinned_to, probe_environment
+from dataprof.measure.gil import release_share
 from dataprof.measure.inspect.reads import logged, storage_reads
 from dataprof.measure.inspect.stages import Pipeline, Stage, timed_pipeline
 from dataprof.results.environment import DatasetInfo
 from dataprof.results.inspect import SLOWEST, InspectionData, StageTiming, slowest_positions
+from dataprof.results.threads import GilShare
 from dataprof.version import __version__
 
 COLLATE_REPEATS = 5
@@ -238,6 +242,7 @@ def _inspect(settings: InspectSettings) -> InspectionData:
         collated = _collate(collate, got.kept) if got.kept and not got.interrupted else {}
         storage = None if got.interrupted else storage_reads(first, len(got.wall) + 1, took,
                                                              fetcher.fetch if kind == "map" else None, got.indices)
+        gil, stages = (None, stages) if got.interrupted else gil_shares(fetcher, got.indices, pipeline, stages)
     finally:
         backend.set_threads(threads)
     if not got.wall and got.errors and not got.interrupted:
@@ -258,10 +263,44 @@ def _inspect(settings: InspectSettings) -> InspectionData:
         collate_s=tuple(collated.get("wall", ())), collate_cpu_s=tuple(collated.get("cpu", ())),
         collate_error=collated.get("error"), pickle_bytes=pickle_bytes, pickle_s=pickle_s,
         pickle_error=pickle_error, stopped=got.stopped, nofile_soft=soft, nofile_hard=hard,
-        sharing_strategy=backend.sharing_strategy(), storage=storage)
+        sharing_strategy=backend.sharing_strategy(), storage=storage, gil=gil)
     if got.interrupted:
         raise Interrupted(data)
     return data
+
+
+GIL_STAGE_SHARE = 0.05
+"""Stages under this share of the sample's time are not measured for the GIL (their share cannot matter)."""
+GIL_STAGES = 8
+"""The costliest stages measured for the GIL, at most."""
+
+
+def gil_shares(fetcher: _Fetcher, indices: list[int], pipeline: Pipeline,
+               stages: tuple[StageTiming, ...]) -> tuple[GilShare | None, tuple[StageTiming, ...]]:
+    """How much of a sample's fetch (a map-style dataset's) and of each costly stage releases the GIL: each
+    timed alone, then with a second thread doing the same (``measure.gil``). A stage is replayed on its first
+    call's arguments; one that raises on the replay is left unmeasured."""
+    sample = None
+    if fetcher.kind == "map" and indices:
+        with contextlib.suppress(Exception):
+            sample = release_share(fetcher.fetch, indices[:64])
+    total = sum(stage.total_seconds() for root in pipeline.roots for stage in root.leaves()) or 1.0
+    leaves = sorted((leaf for root in pipeline.roots for leaf in root.leaves() if leaf.replay is not None
+                     and leaf.seconds / total >= GIL_STAGE_SHARE), key=lambda leaf: -leaf.seconds)[:GIL_STAGES]
+    released: dict[str, float | None] = {}
+    for leaf in leaves:
+        replays = [leaf.replay] * 64
+        try:
+            released[leaf.path] = release_share(lambda replay: replay(), replays, budget_s=0.3).release
+        except Exception:
+            continue
+    return sample, tuple(_with_gil(stage, released) for stage in stages)
+
+
+def _with_gil(stage: StageTiming, released: dict[str, float | None]) -> StageTiming:
+    if stage.composite:
+        return dataclasses.replace(stage, children=tuple(_with_gil(child, released) for child in stage.children))
+    return dataclasses.replace(stage, gil_release=released.get(stage.path))
 
 
 def _timed_fetch(fetcher: _Fetcher, index: int) -> tuple[float, Any]:

@@ -43,6 +43,8 @@ class Stage:
     """A Compose-like node: its time is the sum of its children's."""
     seconds: float = 0.0
     calls: int = 0
+    replay: Callable[[], Any] | None = None
+    """The stage's first call again, untimed, with the same arguments (to measure how much of it holds the GIL)."""
 
     def total_seconds(self) -> float:
         """Seconds spent in this stage: its own, or its children's for a composite."""
@@ -89,6 +91,8 @@ class _Timed:
         self._clock = clock
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self._stage.replay is None:
+            self._stage.replay = functools.partial(self._fn, *args, **kwargs)
         start = self._clock()
         try:
             return self._fn(*args, **kwargs)
@@ -108,6 +112,8 @@ def _timed_class(cls: type, stage: Stage, clock: Callable[[], float]) -> type:
     original = cls.__call__  # type: ignore[operator]
 
     def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if stage.replay is None:
+            stage.replay = functools.partial(original, self, *args, **kwargs)
         start = clock()
         try:
             return original(self, *args, **kwargs)

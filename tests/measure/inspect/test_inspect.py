@@ -164,3 +164,17 @@ def test_a_with_transform_function_is_timed_and_put_back() -> None:
     assert [root.path for root in pipeline.roots] == ["with_transform"]
     assert [(leaf.name, leaf.calls) for leaf in pipeline.roots[0].leaves()] == [("Heavy", 4), ("Light", 4)]
     assert dataset._format_kwargs["transform"] is original
+
+
+def test_each_costly_stage_is_measured_for_the_gil() -> None:
+    from dataprof.measure.gil import usable_cpus
+
+    ins = analyse(inspect("GilStaged", samples=12, batch_size=4))
+    released = {t["name"]: t["gil_release"] for t in ins.transforms}
+    assert set(released) == {"Sleep", "Spin", "NumpySort"}
+    if usable_cpus() < 2:
+        assert all(value is None for value in released.values())  # cannot be told on one CPU
+        return
+    assert released["Sleep"] >= 0.6 and released["Spin"] <= 0.4  # wide margins: a share of two timings
+    assert released["NumpySort"] is not None
+    assert ins.gil is not None and ins.gil.release is not None and ins.gil.calls >= 1
