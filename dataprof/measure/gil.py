@@ -17,6 +17,9 @@ from typing import Any
 
 from dataprof.results.threads import GilShare
 
+PAIRED_TIMEOUT_S = 1.0
+"""Two threads that have not finished this long (plus ten times what one took) are left behind: the work
+blocks in a second thread."""
 ROUNDS = 5
 """Alone and paired are each timed this many times, interleaved; the quickest of each counts (noise only ever
 adds time: a CPU taken by another process, or by the hypervisor, makes the pair overlap less than it could)."""
@@ -54,14 +57,20 @@ def release_share(call: Callable[[Any], Any], items: Sequence[Any], budget_s: fl
     alone, paired = [], []
     for _ in range(ROUNDS):
         alone.append(_timed(call, chosen, 1, clock))
-        paired.append(_timed(call, chosen, 2, clock))
+        paired.append(_timed(call, chosen, 2, clock, PAIRED_TIMEOUT_S + 10 * alone[-1]))
+        if paired[-1] is None:
+            return GilShare(release=None, calls=count, alone_s=min(alone), paired_s=0.0,
+                            why="its calls did not finish in a second thread (a lock or state only one thread "
+                                "gets: threads cannot load it)")
     one, two = min(alone), min(paired)
     share = max(0.0, min(1.0, (2 * one - two) / one)) if one > 0 else None
     return GilShare(release=share, calls=count, alone_s=one, paired_s=two)
 
 
-def _timed(call: Callable[[Any], Any], items: Sequence[Any], threads: int, clock: Callable[[], float]) -> float:
-    """Seconds ``threads`` threads take to each run ``call`` over ``items``, started together."""
+def _timed(call: Callable[[Any], Any], items: Sequence[Any], threads: int, clock: Callable[[], float],
+           timeout_s: float | None = None) -> Any:
+    """Seconds ``threads`` threads take to each run ``call`` over ``items``, started together; None when they
+    did not finish within ``timeout_s`` (they are daemons, left behind)."""
     if threads == 1:
         start = clock()
         for item in items:
@@ -84,7 +93,9 @@ def _timed(call: Callable[[Any], Any], items: Sequence[Any], threads: int, clock
     gate.wait()
     start = clock()
     for worker in workers:
-        worker.join()
+        worker.join(None if timeout_s is None else max(0.0, start + timeout_s - clock()))
+    if any(worker.is_alive() for worker in workers):
+        return None
     if errors:
         raise errors[0]
     return clock() - start

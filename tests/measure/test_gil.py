@@ -43,3 +43,14 @@ def test_one_cpu_cannot_tell(monkeypatch: pytest.MonkeyPatch) -> None:
     share = gil.release_share(lambda _: None, range(4))
     assert share.release is None and share.why is not None and "one usable CPU" in share.why
     assert "not measured" in share.words()
+
+
+def test_work_that_blocks_in_a_second_thread_is_left_behind() -> None:
+    import threading
+
+    def main_thread_only(_: int) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            threading.Event().wait()
+
+    share = release_share(main_thread_only, range(4))
+    assert share.release is None and share.why is not None and "did not finish in a second thread" in share.why
