@@ -31,7 +31,8 @@ def worker_kinds(report: Report) -> WorkerKinds | None:
     return WorkerKinds(thread=thread.config, thread_samples_per_s=rate(thread),
                        thread_peak_memory_bytes=thread.peak_memory_bytes, process=process.config,
                        process_samples_per_s=rate(process), process_peak_memory_bytes=process.peak_memory_bytes,
-                       winner=winner)
+                       winner=winner, thread_cpu_percent=thread.cpu_percent, process_cpu_percent=process.cpu_percent,
+                       busiest_thread_cpu_percent=thread.thread_cpu_percent[0] if thread.thread_cpu_percent else None)
 
 
 def thread_notes(settings: dict[str, Any], dataset: DatasetInfo | None,

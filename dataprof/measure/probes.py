@@ -42,6 +42,9 @@ class TreeSample:
     already exited and reaped included (the kernel adds them to their parent's)."""
     read_chars: int | None = None
     """Bytes the tree had read through ``read()`` so far, from the page cache or not (``rchar``; pipes too)."""
+    thread_cpu_s: tuple[tuple[int, float], ...] = ()
+    """CPU seconds of each thread of the root process but its main one, by thread id (loader threads, torch's
+    own, a prefetcher's)."""
 
 
 @dataclass(frozen=True)
@@ -178,6 +181,7 @@ class ProcessTreeProbe:
         cpu_s = 0.0
         main_cpu: float | None = None
         main_thread: float | None = None
+        others: tuple[tuple[int, float], ...] = ()
         io = self._io(procs)
         if self.files and now - self._files_at >= self.files_every_s:
             self._files_at = now
@@ -189,15 +193,16 @@ class ProcessTreeProbe:
                 cpu_s += times.user + times.system + times.children_user + times.children_system
                 if proc is self.root:
                     main_cpu = times.user + times.system
-                    main_thread = next((t.user_time + t.system_time for t in proc.threads() if t.id == proc.pid),
-                                       None)
+                    each = {t.id: t.user_time + t.system_time for t in proc.threads()}
+                    main_thread = each.pop(proc.pid, None)
+                    others = tuple(each.items())
             except (psutil.NoSuchProcess, psutil.ZombieProcess):
                 continue
         read = self._memory(procs, breakdown, deadline, threads) if self.with_memory and memory else None
         pss, main_uss, workers_uss, pages = read if read is not None else (None, None, None, None)
         return TreeSample(t=now, cpu_s=cpu_s, main_cpu_s=main_cpu, main_thread_cpu_s=main_thread, pss_bytes=pss,
                           main_uss_bytes=main_uss, workers_uss_bytes=workers_uss, processes=len(procs),
-                          workers_private=pages, read_bytes=None if io is None else io[0],
+                          workers_private=pages, read_bytes=None if io is None else io[0], thread_cpu_s=others,
                           read_chars=None if io is None else io[1])
 
     def list_files(self) -> None:

@@ -237,6 +237,20 @@ def _foreign(system: list[SystemSample], tree_percent: float | None) -> float | 
     return max(0.0, busy - tree_percent - own)
 
 
+THREADS_KEPT = 32
+"""The busiest threads whose CPU a trial keeps."""
+
+
+def _thread_cpu(first: TreeSample, last: TreeSample) -> tuple[float, ...] | None:
+    """CPU (100 = one core) of each thread of the root process but its main one over the window, busiest first;
+    threads that ran through the window only (a thread started or ended within it is partly counted: left out)."""
+    span = last.t - first.t
+    start = dict(first.thread_cpu_s)
+    each = sorted((100.0 * (cpu - start[tid]) / span for tid, cpu in last.thread_cpu_s if tid in start),
+                  reverse=True)
+    return tuple(round(value, 1) for value in each[:THREADS_KEPT]) if each else None
+
+
 def summarize(samples: Samples) -> dict[str, Any]:
     """Window figures for a TrialResult (None where nothing was measured)."""
     tree = _in_window(samples.tree, samples.window_start, samples.window_end)
@@ -252,7 +266,7 @@ def summarize(samples: Samples) -> dict[str, Any]:
         "workers_uss_start_bytes": None, "workers_uss_end_bytes": None, "main_uss_bytes": None,
         "gpu_util_percent": None, "gpu_memory_bytes": None,
         "workers_inherited_growth_bytes": None, "workers_file_growth_bytes": None,
-        "storage_read_bytes_per_s": None, "read_chars_per_s": None,
+        "storage_read_bytes_per_s": None, "read_chars_per_s": None, "thread_cpu_percent": None,
     }
     if len(tree) >= 2 and tree[-1].t > tree[0].t:
         span = tree[-1].t - tree[0].t
@@ -261,6 +275,7 @@ def summarize(samples: Samples) -> dict[str, Any]:
             out["main_cpu_percent"] = 100.0 * (tree[-1].main_cpu_s - tree[0].main_cpu_s) / span
         if tree[0].main_thread_cpu_s is not None and tree[-1].main_thread_cpu_s is not None:
             out["main_thread_cpu_percent"] = 100.0 * (tree[-1].main_thread_cpu_s - tree[0].main_thread_cpu_s) / span
+        out["thread_cpu_percent"] = _thread_cpu(tree[0], tree[-1])
         out["workers_uss_start_bytes"], out["workers_uss_end_bytes"] = _settled_uss(tree)
         out["main_uss_bytes"] = next((s.main_uss_bytes for s in reversed(tree) if s.main_uss_bytes is not None),
                                      None)

@@ -11,18 +11,24 @@ TORCH_THREAD_ARGUMENT = "worker_method"
 
 
 def kinds_text(report: Report) -> str | None:
-    """``threads: t8 pf2 1,930 samples/s, PSS 412MB; processes: w4 pf2 persist 1,880 samples/s, PSS 1.9GB``
-    when both kinds completed; None otherwise."""
+    """``threads: t8 pf2 1,930 samples/s, PSS 412MB, CPU 1.2 cores (busiest thread 0.3); processes: w4 pf2
+    persist 1,880 samples/s, PSS 1.9GB, CPU 1.9 cores``, the recommended kind first, when both kinds completed;
+    None otherwise."""
     kinds = report.worker_kinds
     if kinds is None:
         return None
 
-    def one(name: str, config: LoaderConfig, rate: float, pss: int | None) -> str:
+    def one(name: str, config: LoaderConfig, rate: float, pss: int | None, cpu: float | None) -> str:
         memory = f", PSS {fmt_bytes(pss)}" if pss else ""
-        return f"{name}: {config.label()} {rate:,.0f} samples/s{memory}"
+        cores = f", CPU {cpu / 100:.1f} cores" if cpu is not None else ""
+        return f"{name}: {config.label()} {rate:,.0f} samples/s{memory}{cores}"
 
-    threads = one("threads", kinds.thread, kinds.thread_samples_per_s, kinds.thread_peak_memory_bytes)
-    processes = one("processes", kinds.process, kinds.process_samples_per_s, kinds.process_peak_memory_bytes)
+    threads = one("threads", kinds.thread, kinds.thread_samples_per_s, kinds.thread_peak_memory_bytes,
+                  kinds.thread_cpu_percent)
+    if kinds.busiest_thread_cpu_percent is not None:
+        threads += f" (busiest thread {kinds.busiest_thread_cpu_percent / 100:.1f})"
+    processes = one("processes", kinds.process, kinds.process_samples_per_s, kinds.process_peak_memory_bytes,
+                    kinds.process_cpu_percent)
     first, second = (threads, processes) if kinds.winner == "thread" else (processes, threads)
     return f"{first}; {second}"
 

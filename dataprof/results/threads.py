@@ -98,6 +98,13 @@ class WorkerKinds:
     process_peak_memory_bytes: int | None
     winner: str
     """``thread`` or ``process``: the kind of the recommendation, else of the faster."""
+    thread_cpu_percent: float | None = None
+    """CPU of the thread config's process through its window (100 = one core)."""
+    process_cpu_percent: float | None = None
+    """CPU of the process config's tree (main process and workers) through its window."""
+    busiest_thread_cpu_percent: float | None = None
+    """CPU of the thread config's busiest thread besides the main one: near 100 with the others idle, the GIL
+    lets one run at a time."""
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (docs/json.md)."""

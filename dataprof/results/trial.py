@@ -103,6 +103,9 @@ class TrialResult:
     """CPU of the main process alone (all its threads, e.g. pin_memory's)."""
     main_thread_cpu_percent: float | None = None
     """CPU of the main process's main thread (the training loop)."""
+    thread_cpu_percent: tuple[float, ...] | None = None
+    """CPU of each other thread of the main process through the window, busiest first, 100 = one core: a thread
+    config's loader threads (how many the GIL lets run at once), torch's own, pin_memory's."""
     cpu_percent_system: float | None = None
     """Whole-machine CPU in the window, % of all CPUs."""
     foreign_cpu_percent: float | None = None
@@ -180,6 +183,8 @@ class TrialResult:
         if values.get("wait_ms") is not None:
             values["wait_ms"] = WaitStats(**values["wait_ms"])
         values["status"] = TrialStatus(data["status"])
+        if values.get("thread_cpu_percent") is not None:
+            values["thread_cpu_percent"] = tuple(values["thread_cpu_percent"])
         values["ranks"] = tuple(RankResult(**{**r, "status": TrialStatus(r["status"])})
                                 for r in data.get("ranks") or ())
         return cls(**values)

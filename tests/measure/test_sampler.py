@@ -45,6 +45,14 @@ def test_summary_uses_the_window_only() -> None:
     assert out["gpu_util_percent"] is None
 
 
+def test_each_thread_of_the_main_process_is_read_through_the_window() -> None:
+    start = dataclasses.replace(tree(1, 5.0, 900), thread_cpu_s=((11, 1.0), (12, 0.5), (13, 0.0)))
+    end = dataclasses.replace(tree(3, 8.0, 700), thread_cpu_s=((11, 2.8), (12, 0.7), (14, 0.9)))  # 13 ended, 14 new
+    out = summarize(Samples(tree=[start, end], system=[system(1, 0, 1), system(3, 1, 2)], window_start=1,
+                            window_end=3))
+    assert out["thread_cpu_percent"] == (90.0, 10.0)  # busiest first; a thread not there throughout left out
+
+
 def test_window_ends_on_a_complete_process_tree() -> None:
     # The last reading caught the workers exiting (1 process instead of 3): their CPU would vanish.
     exiting = TreeSample(t=3, cpu_s=2.5, main_cpu_s=1.0, main_thread_cpu_s=0.5, pss_bytes=10,
