@@ -17,8 +17,16 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-LOADER_MODULES = {"torch.utils.data.dataloader": "torch", "paddle.io.reader": "paddle"}
-"""The modules defining each framework's DataLoader, patched as soon as they are imported."""
+LOADER_MODULES = {"torch.utils.data.dataloader": "torch", "paddle.io.reader": "paddle",
+                  "torchdata.nodes.loader": "torch"}
+"""The modules defining each framework's loader, patched as soon as they are imported."""
+LOADER_CLASSES = {"torchdata.nodes.loader": "Loader"}
+"""A loader module's loader class, where it is not ``DataLoader``: torchdata's ``Loader`` over a node pipeline."""
+
+
+def loader_class(module: ModuleType) -> Any:
+    """The loader class ``module`` (one of :data:`LOADER_MODULES`) defines."""
+    return getattr(module, LOADER_CLASSES.get(getattr(module, "__name__", ""), "DataLoader"))
 
 CONSTRUCTED = "_dataprof_constructed"
 """Instance attribute holding ``(args, kwargs)`` of the constructor call."""
@@ -75,6 +83,8 @@ class _KeepArguments:
 def remember_arguments(module: ModuleType) -> None:
     """Make ``module.DataLoader`` (and every subclass without a ``__new__`` of its own) keep its
     constructor arguments on the instance (:func:`constructed_with`)."""
+    if getattr(module, "__name__", "") in LOADER_CLASSES:
+        return  # a DataLoader target is rebuilt from its arguments; another loader class is not a target
     cls = module.DataLoader
     if "__new__" not in cls.__dict__:
         cls.__new__ = _KeepArguments()  # type: ignore[assignment]

@@ -105,7 +105,8 @@ def next_command(report: RunReport, loader: LoaderRun) -> str:
     """The sweep that comes next, with the measured step (``--step-ms``) for the guess. Its TARGET is the
     function (or DataModule) that built the loader, when the script's own call can be repeated (the loader
     then brings its batch size, sampler and settings); else the dataset, named by its file when that lies
-    under the directory the script ran in (a class in the script itself included), else by its module."""
+    under the directory the script ran in (a class in the script itself included), else by its module. A
+    loader over threads is swept over both kinds of workers."""
     step = f" --step-ms {loader.step_ms['p50']:.1f}" if loader.step_ms else ""
     if loader.factory is not None and loader.factory_blocked is None:
         args = "".join(f" --arg {shlex.quote(item)}" for item in loader.factory_args or ())
@@ -116,4 +117,5 @@ def next_command(report: RunReport, loader: LoaderRun) -> str:
         target = f"{path or '?'}:{loader.dataset}"
     else:
         target = f"{loader.dataset_module}:{loader.dataset}"
-    return f"dataprof sweep {target} --batch-size {loader.batch_size or 1}{step}"
+    kinds = " --worker-kind process,thread" if loader.worker_kind == "thread" else ""
+    return f"dataprof sweep {target} --batch-size {loader.batch_size or 1}{step}{kinds}"

@@ -34,7 +34,8 @@ def loader_lines(report: RunReport) -> list[Text]:
         wait = loader.data_wait_fraction
         step = loader.step_ms or {}
         lines.append(Text(f" {loader.site} · {loader.loader_class}({loader.dataset}, batch_size={loader.batch_size}, "
-                          f"num_workers={loader.num_workers}) · {loader.batches} batches in {loader.epochs} epoch(s)"))
+                          f"num_workers={loader.num_workers}{' threads' if loader.worker_kind == 'thread' else ''}) · "
+                          f"{loader.batches} batches in {loader.epochs} epoch(s)"))
         share = "–" if wait is None else f"{wait:.0%} ({band(wait, Thresholds())})"
         lines.append(Text(f"   {num(loader.samples_per_s, ',.1f')} samples/s · data wait {share} · next() p50 "
                           f"{num((loader.wait_ms or {}).get('p50'), '.1f')} ms · step p50 "

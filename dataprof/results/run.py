@@ -64,10 +64,12 @@ class LoaderRun:
     """Why the factory cannot be swept as called (an argument ``--arg`` cannot give); None when it can."""
     factory_split: str | None = None
     """A DataModule factory: the ``<split>_dataloader()`` that built the loader."""
+    worker_kind: str = "process"
+    """``thread`` for a loader whose workers are threads (a ``torchdata.nodes`` ParallelMapper over threads)."""
 
 
 LOADER_DEFAULTS = {"framework": "torch", "dataset_file": None, "factory": None, "factory_args": None,
-                   "factory_blocked": None, "factory_split": None}
+                   "factory_blocked": None, "factory_split": None, "worker_kind": "process"}
 """What a loader's keys mean when a document lacks them."""
 
 

@@ -131,6 +131,19 @@ def test_a_paddle_dataloader_is_watched_too(tmp_path: Path) -> None:
     assert doc["environment"]["framework"] == "paddle" and loader["data_wait_fraction"] is not None
 
 
+@pytest.mark.slow
+def test_a_torchdata_nodes_loader_over_threads_is_watched_too(tmp_path: Path) -> None:
+    pytest.importorskip("torchdata.nodes")
+    out = tmp_path / "run.json"
+    done = dataprof_run("--json", str(out), "tests/fixtures/nodes_train_script.py")
+    assert done.returncode == 0, done.stderr
+    (loader,) = json.loads(out.read_text())["loaders"]
+    assert (loader["loader_class"], loader["dataset"], loader["worker_kind"]) == ("Loader", "Sleepy", "thread")
+    assert (loader["num_workers"], loader["prefetch_factor"], loader["batch_size"]) == (4, 2, 16)
+    assert (loader["batches"], loader["epochs"]) == (50, 2)  # 400 samples in batches of 16, twice
+    assert "num_workers=4 threads" in done.stdout and "--worker-kind process,thread" in done.stdout
+
+
 def _saved(tmp_path: Path, name: str, report: RunReport) -> Path:
     path = tmp_path / name
     path.write_text(report.to_json())

@@ -23,7 +23,7 @@ from types import FrameType, ModuleType
 from typing import Any
 
 from dataprof.backends.common import batch_size_of
-from dataprof.backends.construction import patch_loader_modules
+from dataprof.backends.construction import loader_class, patch_loader_modules
 from dataprof.measure.protocol import Channel
 from dataprof.measure.watch.factory import loader_factory, still_running
 
@@ -56,16 +56,19 @@ class Recorder:
         """A new DataLoader: its identity, settings and the function that built it (:func:`loader_factory`),
         sent at once; its number."""
         number = len(self.loaders)
-        info = {"loader": number, "site": site, "dataset": type(getattr(loader, "dataset", None)).__name__,
-                "dataset_module": type(getattr(loader, "dataset", None)).__module__,
-                "dataset_file": _source_file(type(getattr(loader, "dataset", None))),
+        settings = nodes_settings(loader) if hasattr(loader, "root") else {}
+        dataset = settings.pop("dataset", None) if settings else getattr(loader, "dataset", None)
+        info = {"loader": number, "site": site, "dataset": type(dataset).__name__,
+                "dataset_module": type(dataset).__module__,
+                "dataset_file": _source_file(type(dataset)),
                 "loader_class": type(loader).__name__, "batch_size": getattr(loader, "batch_size", None),
                 "num_workers": getattr(loader, "num_workers", None),
                 "prefetch_factor": getattr(loader, "prefetch_factor", None),
                 "persistent_workers": getattr(loader, "persistent_workers",
                                               getattr(loader, "_persistent_workers", None)),
                 "framework": "paddle" if type(loader).__module__.startswith("paddle") else "torch",
-                "pin_memory": getattr(loader, "pin_memory", None), **factory, "batches": 0}
+                "pin_memory": getattr(loader, "pin_memory", None), "worker_kind": "process", **settings,
+                **factory, "batches": 0}
         self.loaders[number] = info
         self.pending[number] = []
         self.channel.send({"ev": "loader", **{k: v for k, v in info.items() if k != "batches"}})
@@ -108,6 +111,37 @@ class Recorder:
             if rows:
                 self.channel.send({"ev": "batches", "loader": number, "rows": rows})
                 self.pending[number] = []
+
+
+NODE_DEPTH = 32
+"""Nodes followed at most from a ``torchdata.nodes.Loader``'s root to its sampler."""
+
+
+def nodes_settings(loader: Any) -> dict[str, Any]:
+    """What a ``torchdata.nodes.Loader``'s pipeline says of its loading, as a DataLoader's attributes would: the
+    ParallelMapper's workers and their kind (``thread`` or ``process``), the Prefetcher's depth per worker,
+    PinMemory, the batch sampler's batch size and the dataset its sampler draws from."""
+    found: dict[str, Any] = {"pin_memory": False, "num_workers": 0}
+    node, depth = loader.root, 0
+    while node is not None and depth < NODE_DEPTH:
+        name = type(node).__name__
+        if name == "ParallelMapper":
+            found["num_workers"] = int(getattr(node, "num_workers", 0) or 0)
+            found["worker_kind"] = "thread" if getattr(node, "method", "thread") == "thread" else "process"
+        elif name == "Prefetcher":
+            found["prefetch_depth"] = getattr(node, "prefetch_factor", None)
+        elif name == "PinMemory":
+            found["pin_memory"] = True
+        elif name == "SamplerWrapper":
+            sampler = getattr(node, "sampler", None)
+            found["batch_size"] = getattr(sampler, "batch_size", None)
+            inner = getattr(sampler, "sampler", sampler)
+            found["dataset"] = getattr(inner, "data_source", None)
+        node, depth = getattr(node, "source", None), depth + 1
+    depth_total = found.pop("prefetch_depth", None)
+    if depth_total and found["num_workers"]:
+        found["prefetch_factor"] = max(1, depth_total // found["num_workers"])
+    return found
 
 
 class WatchedIterator:
@@ -181,9 +215,9 @@ def _site(frame: FrameType | None) -> str:
 
 
 def patch_dataloader(module: ModuleType, recorder: Recorder) -> Callable[[], None]:
-    """Make ``module.DataLoader`` (and so its subclasses) record its site and wrap every iterator it returns;
-    the function that puts the class back as it was."""
-    cls = module.DataLoader
+    """Make ``module.DataLoader`` (and so its subclasses; torchdata's ``Loader`` in ``torchdata.nodes.loader``)
+    record its site and wrap every iterator it returns; the function that puts the class back as it was."""
+    cls = loader_class(module)
     original_init, original_iter = cls.__init__, cls.__iter__
 
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:

@@ -273,7 +273,7 @@ def _loader_run(loader: _Loader) -> LoaderRun:
         warmup_wait_fraction=warm / whole if whole > 0 else None,
         factory=info.get("factory"), factory_args=None if info.get("factory_args") is None
         else tuple(info["factory_args"]), factory_blocked=info.get("factory_blocked"),
-        factory_split=info.get("factory_split"),
+        factory_split=info.get("factory_split"), worker_kind=info.get("worker_kind") or "process",
     )
 
 
