@@ -66,6 +66,10 @@ def recommend(trials: Sequence[TrialResult], model: Model | None = None) -> Reco
         settled = [t for t in ok if t not in within and not t.config.threads and (top - (t.samples_per_s or 0.0))
                    / top <= noise_between(t, fastest) and model(t)[0] >= floor]
     chosen = min(within + settled, key=_cost)
+    heavier = [t for t in within + settled if chosen.config.threads and not t.config.threads
+               and 0 < (t.peak_memory_bytes or 0) < (chosen.peak_memory_bytes or 0)]
+    if heavier:  # threads are the lighter loader only when they weigh less: these processes weighed less
+        chosen = min(heavier, key=_cost)
     baseline = next((t for t in ok if t.config.is_baseline), None)
     return Recommendation(
         config=chosen.config,

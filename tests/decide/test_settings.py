@@ -66,7 +66,29 @@ def test_a_plan_takes_the_defaults_and_the_machine_for_what_was_left_out() -> No
     ({"trial_seconds": 5.0, "trial_timeout_s": 5.0}, "--trial-timeout 5 must be longer than --trial-seconds 5"),
     ({"device": "tpu"}, "expected auto, cpu, cuda or cuda:N"),
     ({"memory_limit": MemoryLimit(share=1.5)}, "--memory-limit"),
+    ({"worker_kinds": ("fibers",)}, "--worker-kind 'fibers': expected process, thread or process,thread"),
 ])
 def test_a_plan_refuses_what_cannot_be_asked(options: dict[str, Any], message: str) -> None:
     with pytest.raises(UsageError, match=re.escape(message)):
         plan_of(**options)
+
+
+def test_worker_kinds_are_settled_by_what_the_probe_found() -> None:
+    from dataprof.decide.settings import resolve_settings
+    from dataprof.results.settings import KNOBS
+
+    found = {"framework": "torch", "loader_arguments": list(KNOBS["torch"]), "kind": "map",
+             "thread_loader": "torchdata.nodes", "gil": {"release": 0.9, "free_threaded": False}}
+    both = plan_of(worker_kinds=("thread", "process"))
+    assert both.space.worker_kinds == ("process", "thread")  # in their own order
+    space = resolve_settings(both, found, lambda framework: 0).space
+    assert (space.worker_kinds, space.thread_loader, space.gil_release) == (("process", "thread"),
+                                                                           "torchdata.nodes", 0.9)
+    alone = resolve_settings(plan_of(worker_kinds=("thread",)), found, lambda framework: 0).space
+    assert alone.only_threads and alone.default_config(4).threads
+    for absent in ({**found, "thread_loader": None}, {**found, "kind": "iterable"}):
+        left = resolve_settings(plan_of(worker_kinds=("thread",)), absent, lambda framework: 0).space
+        assert left.thread_loader is None and left.worker_kinds == ("process",)  # threads alone: processes then
+    paddle = {"framework": "paddle", "loader_arguments": list(KNOBS["paddle"]), "kind": "map",
+              "thread_loader": None}
+    assert resolve_settings(plan_of(), paddle, lambda framework: 0).space.worker_kinds == ()

@@ -43,6 +43,14 @@ def test_threads_are_tried_beside_the_pick_when_a_sample_releases_the_gil() -> N
     assert "threads instead of worker processes" in chosen.reason and "peak PSS" in chosen.reason
 
 
+def test_threads_within_noise_but_heavier_are_not_the_lighter_choice() -> None:
+    process = trial(LoaderConfig(2, prefetch_factor=2, persistent_workers=True), 1000.0, memory=200_000_000)
+    heavy = trial(LoaderConfig(2, prefetch_factor=2).as_threads(), 1010.0, memory=330_000_000)
+    light = dataclasses.replace(heavy, peak_memory_bytes=120_000_000)
+    assert recommend([process, heavy]).config == process.config  # type: ignore[union-attr]
+    assert recommend([process, light]).config == light.config  # type: ignore[union-attr]
+
+
 def test_no_thread_is_tried_without_evidence_and_the_stop_says_why() -> None:
     history, why = run(AdaptiveStrategy(threaded(gil_release=0.05), Budget(usable_cpus=2)), cpu_bound_gil_free)
     assert not any(t.config.threads for t in history)

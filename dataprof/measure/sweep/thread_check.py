@@ -23,7 +23,7 @@ from dataprof.results.settings import LoaderConfig
 from dataprof.results.threads import ThreadCheck
 from dataprof.results.vocabulary import ThreadVerdict, TrialStatus
 
-CHECK_SAMPLES = 512
+CHECK_SAMPLES = 256
 """Samples compared at most (at least two batches, and two per thread when that is fewer)."""
 
 
