@@ -12,6 +12,7 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -95,3 +96,26 @@ if __name__ == "__main__":
     sys.path.insert(0, ".")
     dataset = build_dataset(load_object(request["target"], "."), request["args"], request["target"])
     print(bare_rate(dataset, LoaderConfig.from_dict(request["config"]), request["batch_size"], request["seconds"]))
+
+
+def interleaved(runs: dict[str, Callable[[], Any]], number: int) -> tuple[list[str], dict[str, Any]]:
+    """Round ``number`` of ``runs``: in their order on even rounds, reversed on odd ones (A B C, then C B A), so
+    the machine's drift over minutes weighs on each alike. The order, and the row: the ``dataprof`` run's
+    figures (a dict) beside each other run's result by name."""
+    order = list(runs) if number % 2 == 0 else list(reversed(runs))
+    got = {name: runs[name]() for name in order}
+    return order, {**got.pop("dataprof"), **got}
+
+
+def median(rows: list[dict[str, Any]], key: str) -> float:
+    """The median of ``key`` over the rounds' rows (a missing figure counts as 0)."""
+    import statistics
+
+    return statistics.median(row[key] or 0.0 for row in rows)
+
+
+def median_error(rows: list[dict[str, Any]], key: str, bare: str) -> float:
+    """The median over the rounds of dataprof's ``key`` against the bare loop's ``bare``, each round apart."""
+    import statistics
+
+    return statistics.median(row[key] / row[bare] - 1 for row in rows)

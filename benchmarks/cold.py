@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import subprocess
 import sys
 import time
@@ -32,6 +31,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "examples")]
+
+from _bare import interleaved, median, median_error  # noqa: E402
 
 import dataprof  # noqa: E402
 from dataprof.measure.storage import evict  # noqa: E402
@@ -114,9 +115,7 @@ def main() -> None:
                 "bare_warm": lambda w=workers: ([Path(p).read_bytes() for p in paths],
                                                 bare_fresh({**spec, "workers": w, "cold": False}))[1],
             }
-            order = list(runs) if number % 2 == 0 else list(reversed(runs))
-            got = {name: runs[name]() for name in order}
-            row = {**got.pop("dataprof"), **got}
+            order, row = interleaved(runs, number)
             rows.setdefault(workers, []).append(row)
             print(f"w{workers} round {number + 1} ({'→'.join(order)}): cold {row['cold']:,.0f} vs bare "
                   f"{row['bare_cold']:,.0f} ({row['cold'] / row['bare_cold'] - 1:+.1%}), warm {row['warm']:,.0f} "
@@ -130,9 +129,8 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|---|")
     for workers, runs in rows.items():
         def med(key: str, runs: list[dict[str, Any]] = runs) -> float:
-            return statistics.median(r[key] or 0.0 for r in runs)
-        cold_error = statistics.median(r["cold"] / r["bare_cold"] - 1 for r in runs)
-        warm_error = statistics.median(r["warm"] / r["bare_warm"] - 1 for r in runs)
+            return median(runs, key)
+        cold_error, warm_error = median_error(runs, "cold", "bare_cold"), median_error(runs, "warm", "bare_warm")
         print(f"| w{workers} | {med('cold'):,.0f} | {med('bare_cold'):,.0f} | {cold_error:+.1%} | {med('warm'):,.0f} "
               f"| {med('bare_warm'):,.0f} | {warm_error:+.1%} | {med('bare_cold') / med('bare_warm'):.2f} "
               f"| {med('bytes') / file_bytes:.2f} |")

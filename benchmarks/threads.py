@@ -33,6 +33,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "examples")]
 
+from _bare import interleaved, median, median_error  # noqa: E402
+
 import dataprof  # noqa: E402
 from dataprof.measure.timing import warmup_batches  # noqa: E402
 
@@ -113,9 +115,7 @@ def main() -> None:
                 "bare_process": lambda p=pipeline: bare_fresh({**spec, "pipeline": p, "kind": "process"}),
                 "bare_thread": lambda p=pipeline: bare_fresh({**spec, "pipeline": p, "kind": "thread"}),
             }
-            order = list(runs) if number % 2 == 0 else list(reversed(runs))
-            got = {name: runs[name]() for name in order}
-            row = {**got.pop("dataprof"), **got}
+            order, row = interleaved(runs, number)
             rows.setdefault(pipeline, []).append(row)
             print(f"{pipeline} round {number + 1} ({'→'.join(order)}): GIL released {row['gil'] or 0:.0%}; "
                   f"w{args.workers} {row['process']:,.0f} vs bare {row['bare_process']:,.0f} "
@@ -129,9 +129,9 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for pipeline, runs in rows.items():
         def med(key: str, runs: list[dict[str, Any]] = runs) -> float:
-            return statistics.median(r[key] or 0.0 for r in runs)
-        process_error = statistics.median(r["process"] / r["bare_process"] - 1 for r in runs)
-        thread_error = statistics.median(r["thread"] / r["bare_thread"] - 1 for r in runs)
+            return median(runs, key)
+        process_error, thread_error = median_error(runs, "process", "bare_process"), \
+            median_error(runs, "thread", "bare_thread")
         faster = "thread" if med("bare_thread") > med("bare_process") else "process"
         chosen = statistics.mode(r["recommended"] for r in runs)
         print(f"| {pipeline} | {med('gil'):.0%} | {med('process'):,.0f} | {med('bare_process'):,.0f} | "
