@@ -20,6 +20,8 @@ from dataprof.results.threads import GilShare
 PAIRED_TIMEOUT_S = 1.0
 """Two threads that have not finished this long (plus ten times what one took) are left behind: the work
 blocks in a second thread."""
+MAX_CALLS = 100_000
+"""Calls timed at most per thread and round, however quick each."""
 ROUNDS = 5
 """Alone and paired are each timed this many times, interleaved; the quickest of each counts (noise only ever
 adds time: a CPU taken by another process, or by the hypervisor, makes the pair overlap less than it could)."""
@@ -41,7 +43,8 @@ def usable_cpus() -> int:
 
 def release_share(call: Callable[[Any], Any], items: Sequence[Any], budget_s: float = 0.6,
                   clock: Callable[[], float] = time.perf_counter) -> GilShare:
-    """How much of ``call`` (over ``items``, as many as fit the budget: each call runs ``3 × ROUNDS + 1`` times)
+    """How much of ``call`` (over ``items``, cycled through as many as fit the budget: each call runs
+    ``3 × ROUNDS + 1`` times)
     releases the GIL. Needs two CPUs: on one, work that releases the GIL cannot overlap either (``release`` is
     None then)."""
     if not gil_enabled():
@@ -50,10 +53,10 @@ def release_share(call: Callable[[Any], Any], items: Sequence[Any], budget_s: fl
         return GilShare(release=None, calls=0, alone_s=0.0, paired_s=0.0,
                         why="one usable CPU: work that releases the GIL cannot overlap on it either")
     count, start = 0, clock()
-    while count < len(items) and (count == 0 or clock() - start < budget_s / (3 * ROUNDS + 1)):
-        call(items[count])  # warms the work up, and sizes the measurement
+    while count < MAX_CALLS and (count == 0 or clock() - start < budget_s / (3 * ROUNDS + 1)):
+        call(items[count % len(items)])  # warms the work up, and sizes the measurement (items again if quick)
         count += 1
-    chosen = list(items[:count])
+    chosen = [items[n % len(items)] for n in range(count)]
     alone, paired = [], []
     for _ in range(ROUNDS):
         alone.append(_timed(call, chosen, 1, clock))

@@ -119,7 +119,7 @@ def test_real_paddle_sweep_with_autotune_comparison(tmp_path: Path, cli: Invoke,
     assert code == 0, stderr
     run = json.loads(out.read_text())
     assert run["environment"]["framework"] == "paddle" and run["environment"]["paddle"]
-    assert all(set(t["config"]) == set(KNOBS["paddle"]) for t in run["trials"])
+    assert all(set(t["config"]) == {*KNOBS["paddle"], "worker_kind"} for t in run["trials"])
     assert all(t["status"] == "ok" for t in run["trials"]), run["trials"]
     by_label = {LoaderConfig.from_dict(t["config"]).label(): t for t in run["trials"]}
     assert by_label["w2 pf2 persist"]["worker_processes"] == 2
@@ -141,11 +141,12 @@ def test_framework_torch_sweeps_a_paddle_dataset_with_torchs_loader(tmp_path: Pa
                                                                     quick: list[str]) -> None:
     out = tmp_path / "run.json"
     code, stdout, stderr = cli("sweep", f"{paddle_datasets}:Sleepy", "--arg", "sleep_ms=1", "--framework", "torch",
-                               "--workers", "0,2", *quick, "--no-rules-of-thumb", "--json", str(out))
+                               "--workers", "0,2", "--worker-kind", "process", *quick, "--no-rules-of-thumb",
+                               "--json", str(out))
     assert code == 0, stderr
     run = json.loads(out.read_text())
     assert run["environment"]["framework"] == "torch" and run["autotune"] is None
-    assert all(set(t["config"]) == set(KNOBS["torch"]) and t["status"] == "ok" for t in run["trials"])
+    assert all(set(t["config"]) == {*KNOBS["torch"], "worker_kind"} and t["status"] == "ok" for t in run["trials"])
     assert "\nDataLoader(dataset, batch_size=8" in stdout
 
 

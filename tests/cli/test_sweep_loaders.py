@@ -45,7 +45,8 @@ def test_a_loader_factory_is_swept_as_itself_with_its_own_settings_first(tmp_pat
     assert data["dataset"]["sample"] == "Item"
     current = data["current"]
     assert current["config"] == {"num_workers": 2, "pin_memory": False, "prefetch_factor": 2,
-                                 "persistent_workers": True, "in_order": None, "multiprocessing_context": None}
+                                 "persistent_workers": True, "in_order": None, "multiprocessing_context": None,
+                                 "worker_kind": "process"}
     assert current["status"] == "ok" and current["samples_per_s"] == data["trials"][1]["samples_per_s"]
     assert current["recommended_speedup"] == pytest.approx(data["best"]["samples_per_s"] / current["samples_per_s"])
     assert "your settings (w2 pf2 persist, TaggedLoader):" in stdout

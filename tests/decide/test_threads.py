@@ -69,6 +69,13 @@ def test_copy_on_read_growth_calls_for_threads_even_when_samples_hold_the_gil() 
     assert "copy-on-read" in strategy.propose(history[:first]).why
 
 
+def test_a_free_threaded_python_always_tries_threads() -> None:
+    strategy = AdaptiveStrategy(threaded(gil_release=0.0, free_threaded=True), Budget(usable_cpus=2))
+    history, _ = run(strategy, cpu_bound_gil_free)
+    first = next(n for n, t in enumerate(history) if t.config.threads)
+    assert "free-threaded" in strategy.propose(history[:first]).why
+
+
 def test_threads_are_not_tried_where_the_user_or_the_machine_rules_them_out() -> None:
     for ruled_out in (threaded(0.9, worker_kinds=("process",)), space(2, gil_release=0.9)):  # no thread loader
         history, _ = run(AdaptiveStrategy(ruled_out, Budget(usable_cpus=2)), cpu_bound_gil_free)
@@ -121,3 +128,26 @@ def test_notes_say_why_threads_were_not_measured() -> None:
     assert "not checked" in thread_notes({}, absent, random)[0]
     unsafe = ThreadCheck(ThreadVerdict.DIFFERS, 4, "batch 1 differs")
     assert unsafe.failure() is not None and "thread-safe" in unsafe.failure()  # type: ignore[operator]
+
+
+def test_on_a_recorded_sweep_the_search_asks_for_threads_on_its_evidence_and_they_win() -> None:
+    from tests.conftest import decided
+
+    won = decided("threads_win")  # a sleep per sample: the probe measured the GIL released 98% of the time
+    space = SearchSpace.from_dict(won.settings)
+    assert space.thread_loader == "torchdata.nodes" and (space.gil_release or 0) > 0.9
+    processes = [t for t in won.trials if not t.config.threads]
+    proposal = AdaptiveStrategy(space, Budget(usable_cpus=2), rules=False).propose(processes)
+    assert proposal.config is not None and proposal.config.threads
+    assert "releases the GIL" in proposal.why
+    assert won.best is not None and won.best.config.threads
+    assert won.worker_kinds is not None and won.worker_kinds.winner == "thread"
+
+
+def test_on_a_recorded_sweep_of_pure_python_processes_win() -> None:
+    from tests.conftest import decided
+
+    lost = decided("threads_lose")
+    assert lost.best is not None and not lost.best.config.threads and lost.best.config.num_workers == 2
+    assert lost.worker_kinds is not None and lost.worker_kinds.winner == "process"
+    assert lost.worker_kinds.thread_samples_per_s < lost.worker_kinds.process_samples_per_s / 2

@@ -61,7 +61,10 @@ def cores(percent: float | None) -> float | None:
 
 
 def worker_cores(trial: TrialResult) -> float | None:
-    """CPU of the worker processes alone (tree minus main process), in cores."""
+    """CPU of the worker processes alone (tree minus main process), in cores; of a thread config, the loader's
+    threads (the main process's threads besides the loop's)."""
+    if trial.config.threads:
+        return side_thread_cores(trial)
     if trial.cpu_percent is None or trial.main_cpu_percent is None:
         return None
     return max(0.0, (trial.cpu_percent - trial.main_cpu_percent) / 100.0)
@@ -116,7 +119,7 @@ def cpu_s_per_sample(trial: TrialResult, batch: int) -> float | None:
     if not rate(trial) or trial.wait_cpu_ms_mean is None:
         return None
     workers = worker_cores(trial) or 0.0
-    side = side_thread_cores(trial) or 0.0
+    side = 0.0 if trial.config.threads else side_thread_cores(trial) or 0.0  # threads: counted as the workers
     return ((workers + side) / rank_rate(trial) + trial.wait_cpu_ms_mean / 1000.0 / batch) * _ranks_cost_scale(trial)
 
 

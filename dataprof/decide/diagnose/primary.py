@@ -178,7 +178,7 @@ def main_process_bound(report: Report, th: Thresholds) -> Finding | None:
             changes.append("send fewer, larger objects: one tensor per field (concatenate small tensors, use "
                            "arrays instead of lists of Python numbers or strings)")
         changes.append("a larger batch_size spreads the fixed cost of each transfer over more samples")
-    side = side_thread_cores(rec)
+    side = None if rec.config.threads else side_thread_cores(rec)  # a thread config's are its loader threads
     if rec.config.pin_memory and side is not None and side >= th.pin_thread_cores:
         causes.append(f"the pin-memory thread uses {pct(side)} of a core")
         changes.append("pin_memory=False, or fewer bytes per batch (uint8, crop before batching)")
@@ -277,7 +277,8 @@ def cpu_bound(report: Report, th: Thresholds) -> Finding | None:
         parts.append(f"the machine's CPUs are {pct(machine)} busy in all, other processes included, so the "
                      "loader cannot get more CPU time")
     if per_worker is not None:
-        who = "each worker" if workers > 0 or serial is None else serial[0]
+        who = ("each loader thread" if rec.config.threads else "each worker") if workers > 0 or serial is None \
+            else serial[0]
         parts.append(f"{who} computes {pct(per_worker)} of the time")
     cost = cpu_s_per_sample(rec, batch)
     ceiling = cpu_ceiling(rec, batch, usable)
@@ -352,7 +353,8 @@ def io_bound(report: Report, th: Thresholds) -> Finding | None:
     parts = []
     serial = serial_loading(rec, batch)
     if workers > 0 and worker_cores(rec) is not None:
-        parts.append(f"each worker computes only {pct((worker_cores(rec) or 0.0) / workers)} of the time")
+        who = "each loader thread" if rec.config.threads else "each worker"
+        parts.append(f"{who} computes only {pct((worker_cores(rec) or 0.0) / workers)} of the time")
     elif serial is not None:
         parts.append(f"{serial[0]} computes only {pct(serial[1])} of the time it loads")
     if tree is not None:

@@ -41,10 +41,10 @@ class Climbing(Protocol):
     def _saturated(self, trial: TrialResult) -> bool:
         """``trial`` used most of its CPUs."""
 
-    def _thread_anchor(self: Climbing, done: dict[LoaderConfig, TrialResult]) -> TrialResult | None:
+    def _thread_anchor(self, done: dict[LoaderConfig, TrialResult]) -> TrialResult | None:
         """See :meth:`ThreadSteps._thread_anchor`."""
 
-    def _thread_reason(self: Climbing, anchor: TrialResult, done: dict[LoaderConfig, TrialResult]) -> str:
+    def _thread_reason(self, anchor: TrialResult) -> str:
         """See :meth:`ThreadSteps._thread_reason`."""
 
 
@@ -60,7 +60,7 @@ class ThreadSteps:
         anchor = self._thread_anchor(done)
         if anchor is None:
             return None
-        because = self._thread_reason(anchor, done)
+        because = self._thread_reason(anchor)
         if not because:
             return None
         best: TrialResult | None = None
@@ -90,7 +90,7 @@ class ThreadSteps:
                             and t.status == TrialStatus.OK])
         return None if chosen is None else done[chosen.config]
 
-    def _thread_reason(self: Climbing, anchor: TrialResult, done: dict[LoaderConfig, TrialResult]) -> str:
+    def _thread_reason(self: Climbing, anchor: TrialResult) -> str:
         """Why threads are tried beside ``anchor``: the user asked (``--worker-kind``), or the evidence."""
         if "thread" in self.space.worker_kinds:
             return " (--worker-kind process,thread)"

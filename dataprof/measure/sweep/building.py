@@ -3,6 +3,7 @@ trial, or once in the host."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 import traceback
@@ -115,15 +116,29 @@ GIL_SAMPLES = 64
 """Samples at most the probe times alone and in two threads, within :func:`release_share`'s budget."""
 
 
+GIL_WAIT_S = 2.0
+"""The probe's GIL measure is left behind after this long (a dataset that hangs past its first batch hangs the
+trials, which say so, not the probe)."""
+
+
 def sample_gil(dataset: Any) -> dict[str, Any] | None:
-    """How much of ``dataset[i]`` releases the GIL (``GilShare.to_dict``); None when a sample raises (the
-    probe's batch check names it)."""
+    """How much of ``dataset[i]`` releases the GIL (``GilShare.to_dict``), measured in a daemon thread that is
+    left behind after :data:`GIL_WAIT_S`; None when a sample raises (the probe's batch check names it) or the
+    measure did not end in time."""
+    import threading
+
     from dataprof.measure.gil import release_share
 
-    try:
-        return release_share(dataset.__getitem__, range(min(GIL_SAMPLES, len(dataset)))).to_dict()
-    except Exception:
-        return None
+    found: list[dict[str, Any]] = []
+
+    def measure() -> None:
+        with contextlib.suppress(Exception):
+            found.append(release_share(dataset.__getitem__, range(min(GIL_SAMPLES, len(dataset)))).to_dict())
+
+    worker = threading.Thread(target=measure, daemon=True)
+    worker.start()
+    worker.join(GIL_WAIT_S)
+    return found[0] if found else None
 
 
 def describe(exc: BaseException) -> str:

@@ -46,8 +46,12 @@ def measured(figures: TrialFigures) -> Message:
 
 def trial_result(config: LoaderConfig, outcome: Message) -> TrialResult:
     """The TrialResult of ``config``: every key of ``outcome`` is one of its fields (a TypeError otherwise); the
-    window's reads per sample and in all, from their rates."""
+    window's reads per sample and in all, from their rates. A thread config has no worker process: its workers'
+    memory is not read (null), not 0."""
     trial = TrialResult(config=config, **outcome)
+    if config.threads:
+        trial = dataclasses.replace(trial, workers_uss_start_bytes=None, workers_uss_end_bytes=None,
+                                    workers_inherited_growth_bytes=None, workers_file_growth_bytes=None)
     rate, window = trial.samples_per_s, trial.window_s
     storage, chars = trial.storage_read_bytes_per_s, trial.read_chars_per_s
     return dataclasses.replace(
