@@ -7,9 +7,9 @@ from collections.abc import Callable
 from typing import Any
 
 from dataprof.backends.common import RecordingBatchSampler
-from dataprof.backends.threads import TORCH_THREAD_ARGUMENT, NodesLoader, thread_loader
+from dataprof.backends.threads import NodesLoader, thread_loader
 from dataprof.errors import TargetError
-from dataprof.results.settings import LoaderConfig
+from dataprof.results.settings import TORCH_THREAD_ARGUMENT, LoaderConfig
 
 
 class TorchBackend:

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from dataprof.results.settings import LoaderConfig
+from dataprof.results.settings import TORCH_THREAD_ARGUMENT, LoaderConfig
 from dataprof.results.sweep import Report
 from dataprof.results.units import fmt_bytes
-
-TORCH_THREAD_ARGUMENT = "worker_method"
-"""The DataLoader argument of PyTorch's own thread workers."""
 
 
 def kinds_text(report: Report) -> str | None:

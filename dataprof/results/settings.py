@@ -31,6 +31,8 @@ the DataLoader's own thread workers where the installed torch has them)."""
 THREAD_LOADERS = ("torch", "torchdata.nodes")
 """What builds a thread config's loader, first found first: the DataLoader's ``worker_method="thread"`` (found by
 its signature), else ``torchdata.nodes`` (a ``ParallelMapper`` over threads)."""
+TORCH_THREAD_ARGUMENT = "worker_method"
+"""The DataLoader parameter of PyTorch's own thread workers (``worker_method="thread"``, pytorch#161044)."""
 DEFAULT_PREFETCH_FACTORS = (2, 4)
 """``--prefetch-factor`` left out: the values the grid sweeps; adaptive tries values other than the DataLoader's
 default only where a wait for a batch has a heavy tail (``prefetch_factor`` joins ``forced`` once given)."""
