@@ -62,8 +62,10 @@ def loaders() -> str:
 
 @pytest.fixture
 def quick() -> list[str]:
-    """The shortest trials a sweep's figures still mean something at (a module may extend them)."""
-    return ["--trial-seconds", "0.3", "--prefetch-factor", "2"]
+    """The shortest trials a sweep's figures still mean something at (a module may extend them), over worker
+    processes only: whether threads are tried rests on a GIL measure, and a test of something else should not
+    (tests/measure/sweep/test_threads.py asks for both kinds)."""
+    return ["--trial-seconds", "0.3", "--prefetch-factor", "2", "--worker-kind", "process"]
 
 
 @pytest.fixture

@@ -59,7 +59,8 @@ def settings_for(request: SweepRequest, budget: CpuBudget, available_bytes: int,
     check_device(budgets.device)
     given = {"pin_memory": options.pin_memory, "use_shared_memory": options.use_shared_memory,
              "use_buffer_reader": options.use_buffer_reader, "in_order": options.in_order,
-             "multiprocessing_context": options.start_methods, "worker_kind": options.worker_kinds}
+             "multiprocessing_context": options.start_methods,
+             "worker_kind": options.worker_kinds if "thread" in (options.worker_kinds or ()) else None}
     for name, value in given.items():
         if value is not None and load.framework not in ("auto", FRAMEWORK_OPTIONS[name]):
             raise UsageError(wrong_framework(name, load.framework))

@@ -141,8 +141,7 @@ def test_framework_torch_sweeps_a_paddle_dataset_with_torchs_loader(tmp_path: Pa
                                                                     quick: list[str]) -> None:
     out = tmp_path / "run.json"
     code, stdout, stderr = cli("sweep", f"{paddle_datasets}:Sleepy", "--arg", "sleep_ms=1", "--framework", "torch",
-                               "--workers", "0,2", "--worker-kind", "process", *quick, "--no-rules-of-thumb",
-                               "--json", str(out))
+                               "--workers", "0,2", *quick, "--no-rules-of-thumb", "--json", str(out))
     assert code == 0, stderr
     run = json.loads(out.read_text())
     assert run["environment"]["framework"] == "torch" and run["autotune"] is None

@@ -37,7 +37,7 @@ def test_sweep_measures_every_config_and_writes_json(tmp_path: Path, cli: Invoke
                                                      quick: list[str]) -> None:
     out = tmp_path / "run.json"
     code, stdout, stderr = cli("sweep", f"{datasets}:Sleepy", "--arg", "sleep_ms=2", "--batch-size", "8",
-                               "--workers", "1,2", "--worker-kind", "process", *quick, "--json", str(out))
+                               "--workers", "1,2", *quick, "--json", str(out))
     assert code == 0, stderr
     data = json.loads(out.read_text())
     configs = [(t["config"]["num_workers"], t["status"]) for t in data["trials"]]
