@@ -29,15 +29,12 @@ WORKER_KINDS = ("process", "thread")
 """How a loader's workers run: PyTorch's worker processes, or threads of the one process (``torchdata.nodes``, or
 the DataLoader's own thread workers where the installed torch has them)."""
 THREAD_LOADERS = ("torch", "torchdata.nodes")
-"""What builds a thread config's loader, first found first: the DataLoader's ``worker_method="thread"`` (found by
-its signature), else ``torchdata.nodes`` (a ``ParallelMapper`` over threads)."""
-TORCH_THREAD_ARGUMENT = "worker_method"
-"""The DataLoader parameter of PyTorch's own thread workers (``worker_method="thread"``, pytorch#161044)."""
+"""What builds a thread config's loader, first found first: the DataLoader's own (its signature has
+:data:`TORCH_THREAD_ARGUMENT`), else ``torchdata.nodes`` (a ``ParallelMapper`` over threads)."""
+TORCH_THREAD_ARGUMENT = "worker_method"  # pytorch#161044: DataLoader(..., worker_method="thread")
 DEFAULT_PREFETCH_FACTORS = (2, 4)
 """``--prefetch-factor`` left out: the values the grid sweeps; adaptive tries values other than the DataLoader's
 default only where a wait for a batch has a heavy tail (``prefetch_factor`` joins ``forced`` once given)."""
-
-
 DEFAULT_BATCH_SIZE = 64
 """The batch size of a Dataset target when ``--batch-size`` is not given (a DataLoader target keeps its own)."""
 
