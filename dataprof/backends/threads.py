@@ -80,7 +80,6 @@ class NodesLoader:
         import torchdata.nodes as tn
 
         self.fetch = FetchBatch(dataset, collate)
-        self.config = config
         node: Any = tn.SamplerWrapper(batch_sampler)
         node = tn.ParallelMapper(node, map_fn=self.fetch, num_workers=config.num_workers, method="thread",
                                  in_order=config.in_order is not False)

@@ -43,10 +43,9 @@ def usable_cpus() -> int:
 
 def release_share(call: Callable[[Any], Any], items: Sequence[Any], budget_s: float = 0.6,
                   clock: Callable[[], float] = time.perf_counter) -> GilShare:
-    """How much of ``call`` (over ``items``, cycled through as many as fit the budget: each call runs
-    ``3 × ROUNDS + 1`` times)
-    releases the GIL. Needs two CPUs: on one, work that releases the GIL cannot overlap either (``release`` is
-    None then)."""
+    """How much of ``call`` releases the GIL, over ``items`` cycled through as many times as fit ``budget_s``
+    (each call then runs ``3 × ROUNDS + 1`` times). Needs two CPUs: on one, work that releases the GIL cannot
+    overlap either (``release`` is None then)."""
     if not gil_enabled():
         return GilShare(release=1.0, calls=0, alone_s=0.0, paired_s=0.0, free_threaded=True)
     if usable_cpus() < 2 or not items:

@@ -260,7 +260,7 @@ def throughput_curve(report: Report) -> list[tuple[str, float, bool]]:
     if len(curve) < 2:
         return []
     chosen = report.recommendation.config if report.recommendation else None
-    return [(t.config.label().split()[0], t.samples_per_s or 0.0, chosen is not None and
+    return [(t.config.short_label, t.samples_per_s or 0.0, chosen is not None and
              (t.config.num_workers, t.config.threads) == (chosen.num_workers, chosen.threads)) for t in curve]
 
 

@@ -26,11 +26,9 @@ EVIDENCE_KNOBS = ("in_order", "multiprocessing_context")
 """PyTorch's knobs tried where the measurements say they can help (or where the user forces them), when the
 installed DataLoader has them."""
 WORKER_KINDS = ("process", "thread")
-"""How a loader's workers run: PyTorch's worker processes, or threads of the one process (``torchdata.nodes``, or
-the DataLoader's own thread workers where the installed torch has them)."""
+"""How a loader's workers run: PyTorch's worker processes, or threads of one process (:data:`THREAD_LOADERS`)."""
 THREAD_LOADERS = ("torch", "torchdata.nodes")
-"""What builds a thread config's loader, first found first: the DataLoader's own (its signature has
-:data:`TORCH_THREAD_ARGUMENT`), else ``torchdata.nodes`` (a ``ParallelMapper`` over threads)."""
+"""What builds a thread config's loader, first found first: the DataLoader's own, else ``torchdata.nodes``."""
 TORCH_THREAD_ARGUMENT = "worker_method"  # pytorch#161044: DataLoader(..., worker_method="thread")
 DEFAULT_PREFETCH_FACTORS = (2, 4)
 """``--prefetch-factor`` left out: the values the grid sweeps; adaptive tries values other than the DataLoader's
@@ -111,14 +109,17 @@ class LoaderConfig:
         return self.worker_kind == "thread" and self.num_workers > 0
 
     def as_threads(self) -> LoaderConfig:
-        """The same loader over threads: ``num_workers`` threads, the same buffer, pinning and order; no
-        persistent workers nor start method (threads start in microseconds, in the one process)."""
+        """The same loader over threads: the same count, buffer, pinning and order; no persistence nor start method."""
         return dataclasses.replace(self, worker_kind="thread", persistent_workers=None, multiprocessing_context=None)
 
     @property
+    def short_label(self) -> str:
+        """``w4`` (worker processes) or ``t8`` (threads): the label's first word."""
+        return f"t{self.num_workers}" if self.threads else f"w{self.num_workers}"
+
+    @property
     def prefetched_batches(self) -> int:
-        """Batches kept ready ahead of the loop: ``prefetch_factor`` per worker (a thread loader's Prefetcher
-        keeps as many)."""
+        """Batches kept ready ahead of the loop: ``prefetch_factor`` per worker (a thread loader's Prefetcher too)."""
         return max(1, (self.prefetch_factor or 2) * max(1, self.num_workers))
 
     @property
@@ -129,7 +130,7 @@ class LoaderConfig:
     def label(self) -> str:
         """Short human label, e.g. ``w4 pf2 persist pin`` (Paddle: ``no-shm``, ``no-buf`` when turned off;
         ``unordered`` for ``in_order=False``, the start method when one is given); threads: ``t8 pf2``."""
-        parts = [f"t{self.num_workers}" if self.threads else f"w{self.num_workers}"]
+        parts = [self.short_label]
         if self.num_workers > 0:
             if self.prefetch_factor is not None:
                 parts.append(f"pf{self.prefetch_factor}")

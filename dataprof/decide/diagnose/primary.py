@@ -77,7 +77,7 @@ def _growth(report: Report) -> str:
         return ""
     a, b = curve[-2], curve[-1]
     change = rate(b) / rate(a) - 1 if rate(a) else math.nan
-    return f"{a.config.label().split()[0]} → {b.config.label().split()[0]}: {100 * change:+.0f}%"
+    return f"{a.config.short_label} → {b.config.short_label}: {100 * change:+.0f}%"
 
 
 def _curve(report: Report) -> list[TrialResult]:

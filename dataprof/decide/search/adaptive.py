@@ -343,14 +343,11 @@ class AdaptiveStrategy(ThreadSteps, Searching):
         space = self.space
         if anchor.config.num_workers == 0:
             return ()
-        if anchor.config.threads:
-            deeper, tailed = self._other_prefetch(), self._tailed(done)
-            return (("prefetch_factor", deeper, evidence.tail_words(tailed)),) if deeper and tailed else ()
         knobs: list[tuple[str, tuple[object, ...], str]] = []
         deeper, tailed = self._other_prefetch(), self._tailed(done)
         if deeper and tailed is not None:
             knobs.append(("prefetch_factor", deeper, evidence.tail_words(tailed)))
-        if space.framework != "torch":
+        if space.framework != "torch" or anchor.config.threads:  # threads have no start method to try
             return tuple(knobs)
         left = set(EVIDENCE_KNOBS) - set(space.skipped) - set(space.forced)
         baseline = done.get(self.baseline)

@@ -19,8 +19,8 @@ from dataprof.results.vocabulary import TrialStatus
 def gain(new: TrialResult, old: TrialResult) -> str:
     """``w2 → w4: +98%`` (``t2 → t4`` for threads; full labels when more than the worker count differs)."""
     same_knobs = dataclasses.replace(old.config, num_workers=new.config.num_workers) == new.config
-    before = old.config.label().split()[0] if same_knobs else old.config.label()
-    after = new.config.label().split()[0] if same_knobs else new.config.label()
+    before = old.config.short_label if same_knobs else old.config.label()
+    after = new.config.short_label if same_knobs else new.config.label()
     return f"{before} → {after}: {rate(new) / rate(old) - 1:+.0%}"
 
 

@@ -270,7 +270,7 @@ def _inspect(settings: InspectSettings) -> InspectionData:
 
 
 GIL_STAGE_SHARE = 0.05
-"""Stages under this share of the sample's time are not measured for the GIL (their share cannot matter)."""
+"""Stages under this share of the timed stages' time are not measured for the GIL (their share cannot matter)."""
 GIL_STAGES = 8
 """The costliest stages measured for the GIL, at most."""
 
@@ -289,9 +289,8 @@ def gil_shares(fetcher: _Fetcher, indices: list[int], pipeline: Pipeline,
                      and leaf.seconds / total >= GIL_STAGE_SHARE), key=lambda leaf: -leaf.seconds)[:GIL_STAGES]
     released: dict[str, float | None] = {}
     for leaf in leaves:
-        replays = [leaf.replay] * 64
         try:
-            released[leaf.path] = release_share(lambda replay: replay(), replays, budget_s=0.3).release
+            released[leaf.path] = release_share(lambda replay: replay(), [leaf.replay], budget_s=0.3).release
         except Exception:
             continue
     return sample, tuple(_with_gil(stage, released) for stage in stages)

@@ -114,8 +114,6 @@ def probe(request: LoadRequest, built: Built, handed_over: bool) -> Message:
 
 GIL_SAMPLES = 64
 """Samples at most the probe times alone and in two threads, within :func:`release_share`'s budget."""
-
-
 GIL_WAIT_S = 2.0
 """The probe's GIL measure is left behind after this long (a dataset that hangs past its first batch hangs the
 trials, which say so, not the probe)."""

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import signal
 import traceback
-import zlib
 from collections.abc import Callable
 from itertools import islice
 from typing import Any
@@ -19,35 +18,13 @@ from typing import Any
 from dataprof.backends import Backend
 from dataprof.backends.target import describe_exception
 from dataprof.measure.protocol import error_event
+from dataprof.measure.sweep.trial import fingerprint
 from dataprof.results.settings import LoaderConfig
 from dataprof.results.threads import ThreadCheck
 from dataprof.results.vocabulary import ThreadVerdict, TrialStatus
 
 CHECK_SAMPLES = 256
 """Samples compared at most (at least two batches, and two per thread when that is fewer)."""
-
-
-def digest(batch: Any) -> int:
-    """A checksum of everything in a batch: every array's shape and bytes, every other value's repr."""
-    crc = 0
-
-    def walk(obj: Any) -> None:
-        nonlocal crc
-        if hasattr(obj, "shape") and (hasattr(obj, "numpy") or hasattr(obj, "tobytes")):
-            array = obj.detach().cpu().contiguous().numpy() if hasattr(obj, "detach") else obj
-            crc = zlib.crc32(repr(tuple(array.shape)).encode() + bytes(memoryview(array.tobytes())), crc)
-        elif isinstance(obj, dict):
-            for key, value in obj.items():
-                crc = zlib.crc32(repr(key).encode(), crc)
-                walk(value)
-        elif isinstance(obj, (list, tuple)):
-            for value in obj:
-                walk(value)
-        else:
-            crc = zlib.crc32(repr(obj).encode(), crc)
-
-    walk(batch)
-    return crc
 
 
 def batches_to_check(config: LoaderConfig, batch_size: int, length: int) -> int:
@@ -65,13 +42,13 @@ def run_thread_check(backend: Backend, dataset: Any, collate: Callable[[list[Any
         loader, recorder = backend.build_loader(dataset, config, batch_size, collate, False, False)
         count = batches_to_check(config, batch_size, len(dataset))
         iterator = iter(loader)
-        threaded = [digest(batch) for batch in islice(iterator, count)]
+        threaded = [fingerprint(batch, whole=True) for batch in islice(iterator, count)]
         backend.shutdown(iterator)
         assert recorder is not None  # a map-style dataset's loader records its batches
         indices = [list(batch) for batch in islice(iter(recorder.inner), len(threaded))]
         fold = collate or backend.default_collate()
-        first = [digest(fold([dataset[i] for i in batch])) for batch in indices]
-        second = [digest(fold([dataset[i] for i in batch])) for batch in indices]
+        first = [fingerprint(fold([dataset[i] for i in batch]), whole=True) for batch in indices]
+        second = [fingerprint(fold([dataset[i] for i in batch]), whole=True) for batch in indices]
     except Exception as exc:
         emit(error_event(TrialStatus.FAILED, describe_exception(exc), traceback.format_exc()))
         return
