@@ -14,23 +14,22 @@ from typing import Any
 from dataprof.decide.search import STRATEGIES, Budget, Proposal, Strategy
 from dataprof.decide.search.common import pooled
 from dataprof.decide.settings import pinned, resolve_settings, resumable_trials
-from dataprof.decide.storage import next_cold, warm_misses, why_no_cold
+from dataprof.decide.storage import cold_notes, next_cold, warm_again, warm_misses, warmed_note, why_no_cold
 from dataprof.decide.sweep import decide
 from dataprof.decide.threads import thread_notes
 from dataprof.distributed import Coordinator, aggregate_ranks
 from dataprof.errors import DataprofError, TargetError
 from dataprof.measure.environment import cpu_budget, cuda_devices, probe_environment
 from dataprof.measure.footprint import footprint, page_cache_room
-from dataprof.measure.storage import Eviction
+from dataprof.measure.page_cache import can_evict, read_back
 from dataprof.measure.sweep.runner import TrialRunner
 from dataprof.measure.timing import Rival
 from dataprof.results.environment import CpuBudget, DatasetInfo, Environment, RankInfo
 from dataprof.results.settings import LoaderConfig, SweepSettings
-from dataprof.results.storage import DataFootprint
+from dataprof.results.storage import DataFootprint, ReadBack
 from dataprof.results.sweep import AutotuneRun, Report, SearchStep
 from dataprof.results.threads import ThreadCheck
 from dataprof.results.trial import TrialResult
-from dataprof.results.units import fmt_bytes
 from dataprof.results.vocabulary import Event, Observer, TrialStatus
 from dataprof.version import __version__
 
@@ -80,32 +79,6 @@ AUTOTUNE_TIMEOUT_S = 300.0
 """Paddle's autotune is killed after this long (it times tuning_steps batches per worker count it tries)."""
 
 
-def cold_notes(evictions: Sequence[Eviction], cold: Sequence[TrialResult]) -> tuple[str, ...]:
-    """What the cold trials' evictions did and what their windows were: the notes a cold figure needs."""
-    if not evictions:
-        return ()
-    last = evictions[-1]
-    before = "" if last.resident_before is None or not last.bytes else \
-        f"; {100 * last.resident_before / last.bytes:.0f}% of them were cached before the last one"
-    notes = [f"cold trials: before each, the {last.files:,} data files ({fmt_bytes(last.bytes)}) the trials had "
-             "read were evicted from the page cache (posix_fadvise DONTNEED: no root, nothing written), and "
-             f"nothing else, in {last.took_s:.1f} s{before}"]
-    stayed = [e for e in evictions if e.effective is False]
-    if stayed:
-        share = (stayed[-1].resident_after or 0) / max(1, stayed[-1].bytes)
-        notes.append(f"eviction had no effect: {100 * share:.0f}% of the files stayed in the page cache (a "
-                     "filesystem held in memory, or pages mapped by a running process); the cold figures are warm")
-    skipped = [s for e in evictions for s in e.skipped]
-    if skipped:
-        notes.append(f"{len(skipped)} file(s) could not be evicted and were skipped (e.g. {skipped[0]})")
-    short = [t for t in cold if t.first_pass_end and t.window_s is not None]
-    if short:
-        notes.append("the dataset's first pass ended the cold window of " + ", ".join(
-            f"{t.config.label()} after {t.window_s:.1f} s" for t in short) + ": past it the data read is cached, "
-            "so a cold window is no longer than the first pass (its figure is noisier for it)")
-    return tuple(notes)
-
-
 def sweep_notes(settings: SweepSettings) -> tuple[str, ...]:
     """The notes every sweep's report carries (why these worker counts)."""
     return (f"workers {','.join(map(str, settings.space.workers))}: {settings.space.workers_reason}",)
@@ -133,6 +106,10 @@ class _Sweep:
     cold: list[TrialResult] = dataclasses.field(default_factory=list)
     footprint: DataFootprint | None = None
     thread_check: ThreadCheck | None = None
+    warmed: list[tuple[str, ReadBack]] = dataclasses.field(default_factory=list)
+    """Warm trials measured again once their data was cached, with what that reading took."""
+    restored: ReadBack | None = None
+    """What reading the evicted files back after the cold trials did."""
 
     def __post_init__(self) -> None:
         self.started = self.clock()
@@ -160,7 +137,9 @@ class _Sweep:
             notes += (f"GPU utilisation not measured: {facts.gpu_reason}",)
         built = None if self.dataset is None else \
             dataclasses.replace(self.dataset, build="per_trial" if facts.build_per_trial else "once")
-        notes += cold_notes(self.runner.evictions, self.cold)
+        warmed = warmed_note(self.warmed)
+        notes += (warmed,) if warmed else ()
+        notes += cold_notes(self.runner.evictions, self.cold, self.restored)
         missed = warm_misses(self.trials, self.cold)
         notes += (missed,) if missed else ()
         notes += thread_notes(self.settings.to_dict(), self.dataset, self.thread_check)
@@ -236,7 +215,7 @@ class _Sweep:
             if self.coordinator is not None:
                 result = on_every_rank(self.coordinator, self.runner, config)
             else:
-                result = self._unsafe_threads(config) or self.runner.measure(config, rival_of(proposal))
+                result = self._unsafe_threads(config) or self._measure_warm(config, rival_of(proposal))
             if result is None:
                 continue  # not rank 0: its measurement went to rank 0
             index = self._record(result, proposal is not None and proposal.repeat)
@@ -249,6 +228,18 @@ class _Sweep:
                     f"would: {result.error}", None, self.report(False))
             on_update(self.report(False))
         self.stop = proposal.why if proposal is not None else None
+
+    def _measure_warm(self, config: LoaderConfig, rival: Rival | None) -> TrialResult:
+        """``config`` measured warm: a trial that read from storage is measured again once the data files read so
+        far are read into the page cache, when they fit it (:func:`warm_again`)."""
+        result = self.runner.measure(config, rival)
+        if self.settings.cache == "cold" or any(label == config.label() for label, _ in self.warmed):
+            return result
+        files = self.runner.data_files.sizes
+        if not warm_again(result, sum(files.values()), page_cache_room()):
+            return result
+        self.warmed.append((config.label(), read_back(list(files))))
+        return self.runner.measure(config, rival)
 
     def _unsafe_threads(self, config: LoaderConfig) -> TrialResult | None:
         """A thread config's trial failed without running when the thread check (run before the first thread
@@ -270,9 +261,17 @@ class _Sweep:
             return
         if self.runner.data_files.sizes:
             self.footprint = footprint(self.runner.data_files, page_cache_room())
+            if (missing := can_evict()) is not None:
+                self.checks.append(f"no cold trial: {missing}")
+                return
         report = self.report(False)
         if (why := why_no_cold(report)) is not None:
             self.checks.append(why)
+        self._cold_trials(report, on_update)
+        if self.runner.evictions:  # the files cached before the cold trials, cached again, as the training found them
+            self.restored = read_back(self.runner.evictions[0].cached_before)
+
+    def _cold_trials(self, report: Report, on_update: Callable[[Report], None]) -> None:
         while (step := next_cold(report)) is not None:
             config, why = step
             self.steps.append(SearchStep(config, f"cold: {why}", cache="cold"))

@@ -19,7 +19,8 @@ DEFAULT_ROOT = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / 
 
 
 def generate(root: Path, count: int, kib: int) -> list[Path]:
-    """Write ``count`` files of ``kib`` KiB of float32 noise once (``root/kib/00000.npy`` …); reuse them after."""
+    """Write ``count`` files of ``kib`` KiB of float32 noise once (``root/kib/00000.npy`` …), each on storage
+    before it is used (the page cache drops only pages that are); reuse them after."""
     folder = root / f"{kib}k"
     folder.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(0)
@@ -28,7 +29,10 @@ def generate(root: Path, count: int, kib: int) -> list[Path]:
         if path.exists():
             continue
         tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp.npy")
-        np.save(tmp, rng.standard_normal(kib * 256, dtype=np.float32))
+        with open(tmp, "wb") as handle:
+            np.save(handle, rng.standard_normal(kib * 256, dtype=np.float32))
+            handle.flush()
+            os.fsync(handle.fileno())  # on storage now: a cold trial moments later can evict its pages
         os.replace(tmp, path)
     return paths
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.util
+import os
 import warnings
 from typing import Any
 
@@ -28,3 +30,23 @@ def import_paddle() -> Any:
         warnings.simplefilter("ignore")
         import paddle
     return paddle
+
+
+@functools.cache
+def package_dir(name: str) -> tuple[str, ...]:
+    """Where the installed package ``name`` lives, each directory ending in a separator, found without importing
+    it; empty when it is not installed. A frame is the package's by where it is, never by a directory's name (a
+    user's checkout under ``~/dataprof/`` is the user's)."""
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return ()
+    locations = (spec.submodule_search_locations or []) if spec is not None else []
+    return tuple(sorted({os.path.join(os.path.realpath(p), "") for p in locations} |
+                        {os.path.join(os.path.abspath(p), "") for p in locations}))
+
+
+def in_package(path: str, *names: str) -> bool:
+    """Whether the file at ``path`` belongs to one of the installed packages ``names`` (:func:`package_dir`)."""
+    dirs = tuple(d for name in names for d in package_dir(name))
+    return bool(dirs) and (path.startswith(dirs) or os.path.realpath(path).startswith(dirs))

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from dataprof.backends.frameworks import in_package
 from dataprof.errors import TargetError, UsageError
 from dataprof.results.request import SPLITS, split_target
 
@@ -38,7 +39,7 @@ def user_frame(exc: BaseException) -> str | None:
     frames = traceback.extract_tb(exc.__traceback__)
     for frame in reversed(frames):
         path = frame.filename.replace("\\", "/")
-        if "/dataprof/" in path and "/examples/" not in path:
+        if in_package(frame.filename, "dataprof"):
             continue
         if "/torch/" in path or "/importlib/" in path or path.startswith("<frozen"):
             continue

@@ -42,8 +42,12 @@ def machine_of(report: Report, cpus: float | None = None, ranks_per_node: int = 
     for value, flag in ((machine.cpus, "--cpus"), (machine.batch_size, "--batch-size"),
                         (1 if ram_bytes is None else ram_bytes, "--ram"),
                         (1 if shm_bytes is None else shm_bytes, "--shm")):
+        if not math.isfinite(value):
+            raise UsageError(f"{flag} {value:g}: must be a finite number")
         if value <= 0:
             raise UsageError(f"{flag} {value:g}: must be above 0")
+    if not math.isfinite(machine.step_ms):
+        raise UsageError(f"--step-ms {machine.step_ms:g}: must be a finite number")
     if machine.step_ms < 0:
         raise UsageError(f"--step-ms {machine.step_ms:g}: must be 0 or more")
     return machine

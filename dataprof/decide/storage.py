@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from dataprof.decide.recommend import recommend
 from dataprof.results.settings import LoaderConfig, SearchSpace
-from dataprof.results.storage import FITS_SHARE, StorageOutlook
+from dataprof.results.storage import FITS_SHARE, Eviction, ReadBack, StorageOutlook
 from dataprof.results.sweep import Report
 from dataprof.results.trial import TrialResult
 from dataprof.results.units import fmt_bytes
@@ -105,10 +105,11 @@ def steady_case(report: Report) -> tuple[str, str] | None:
     size = f"the dataset is {'≈ ' if estimated else ''}{fmt_bytes(total)}" + (
         " (its directory held more files than dataprof walks: estimated from the files read and the samples of "
         "an epoch)" if estimated else "")
+    if footprint.evictable is False:
+        asked = "; --cache cold cannot make them cold" if report.settings.get("cache") == "cold" else ""
+        return "warm", f"{size} on {footprint.filesystem}: its files live in memory{asked}"
     if report.settings.get("cache") == "cold":
         return "cold", f"{size}; --cache cold: the training reads it from storage"
-    if footprint.evictable is False:
-        return "warm", f"{size} on {footprint.filesystem}: its files live in memory"
     footprint = dataclasses.replace(footprint, bytes=total)
     ratio = footprint.cache_ratio
     cache = fmt_bytes(footprint.page_cache_bytes)
@@ -141,16 +142,77 @@ WARM_MISS_SHARE = 0.1
 """A warm trial that read this share of its bytes from storage was not warm."""
 
 
+def read_from_storage(trial: TrialResult, cold_trials: Sequence[TrialResult] = ()) -> bool:
+    """Whether a warm trial read :data:`WARM_MISS_SHARE` or more of its data from storage (the page cache did not
+    hold it all): its figure mixes cold and warm reads."""
+    if trial.status != TrialStatus.OK or not trial.read_bytes_per_sample:
+        return False
+    cold_bytes = max((t.read_bytes_per_sample or 0.0 for t in _ok(cold_trials)), default=0.0)
+    read = max(trial.read_chars_per_sample or 0.0, cold_bytes)
+    return bool(read) and trial.read_bytes_per_sample >= WARM_MISS_SHARE * read
+
+
+def warm_again(trial: TrialResult, data_bytes: int, page_cache_bytes: int) -> bool:
+    """Whether a warm trial that read from storage is measured again once the data files read so far
+    (``data_bytes``) are read into the page cache: only when they fit it, as they will in the training after its
+    first epoch. A dataset bigger than the cache reads from storage in every epoch: that figure stays."""
+    return read_from_storage(trial) and data_bytes <= FITS_SHARE * page_cache_bytes
+
+
 def warm_misses(trials: Sequence[TrialResult], cold_trials: Sequence[TrialResult]) -> str | None:
     """A note naming the warm trials that read a share of their data from storage (the page cache did not hold
-    it all: the first trial, or a dataset bigger than the cache): their figures mix cold and warm reads."""
-    cold_bytes = max((t.read_bytes_per_sample or 0.0 for t in _ok(cold_trials)), default=0.0)
-    missed = []
-    for trial in _ok(trials):
-        read = max(trial.read_chars_per_sample or 0.0, cold_bytes)
-        if trial.read_bytes_per_sample and read and trial.read_bytes_per_sample >= WARM_MISS_SHARE * read:
-            missed.append(f"{trial.config.label()} ({fmt_bytes(trial.read_bytes_per_sample)} per sample)")
+    it all: a dataset bigger than the cache): their figures mix cold and warm reads."""
+    missed = [f"{t.config.label()} ({fmt_bytes(t.read_bytes_per_sample or 0)} per sample)"
+              for t in _ok(trials) if read_from_storage(t, cold_trials)]
     if not missed:
         return None
     return ("warm trials that read from storage: " + ", ".join(missed) + "; the page cache did not hold all "
             "their data, so their figures mix cold and warm reads")
+
+
+def cold_notes(evictions: Sequence[Eviction], cold: Sequence[TrialResult],
+               restored: ReadBack | None = None) -> tuple[str, ...]:
+    """What the cold trials' evictions did, what their windows were, and whether the files were read back into
+    the page cache after them: the notes a cold figure needs."""
+    if not evictions:
+        return ()
+    last = evictions[-1]
+    before = "" if last.resident_before is None or not last.bytes else \
+        f"; {100 * last.resident_before / last.bytes:.0f}% of them were cached before the last one"
+    notes = [f"cold trials: before each, the {last.files:,} data files ({fmt_bytes(last.bytes)}) the trials had "
+             "read were evicted from the page cache (posix_fadvise DONTNEED: no root, nothing written), and "
+             f"nothing else, in {last.took_s:.1f} s{before}"]
+    stayed = [e for e in evictions if e.effective is False]
+    if stayed:
+        share = (stayed[-1].resident_after or 0) / max(1, stayed[-1].bytes)
+        notes.append(f"eviction had no effect: {100 * share:.0f}% of the files stayed in the page cache (a "
+                     "filesystem held in memory, pages mapped by a running process, or pages written moments ago "
+                     "and not yet on storage, which dataprof never writes back); the cold figures are warm")
+    skipped = [s for e in evictions for s in e.skipped]
+    if skipped:
+        notes.append(f"{len(skipped)} file(s) could not be evicted and were skipped (e.g. {skipped[0]})")
+    short = [t for t in cold if t.first_pass_end and t.window_s is not None]
+    if short:
+        notes.append("the dataset's first pass ended the cold window of " + ", ".join(
+            f"{t.config.label()} after {t.window_s:.1f} s" for t in short) + ": past it the data read is cached, "
+            "so a cold window is no longer than the first pass (its figure is noisier for it)")
+    if restored is not None and restored.left_files:
+        notes.append(f"the data was left cold: {restored.left_files:,} of the files cached before the cold trials "
+                     f"({fmt_bytes(restored.left_bytes)}) were not read back in the {restored.took_s:.0f} s allowed; "
+                     "the training's next epoch reads them from storage")
+    elif restored is not None and restored.files:
+        notes.append(f"after the cold trials, the {restored.files:,} files cached before them "
+                     f"({fmt_bytes(restored.bytes)}) were read back into the page cache in {restored.took_s:.1f} s")
+    return tuple(notes)
+
+
+def warmed_note(warmed: Sequence[tuple[str, ReadBack]]) -> str | None:
+    """Which warm trials read from storage and were measured again once their data was read into the page cache
+    (a sweep started on data not yet cached: after a reboot, or another job's eviction)."""
+    if not warmed:
+        return None
+    files = sum(r.files for _, r in warmed)
+    size = sum(r.bytes for _, r in warmed)
+    return (f"{', '.join(label for label, _ in warmed)} read from storage (the data was not all cached when the "
+            f"sweep started): the {files:,} data files read so far ({fmt_bytes(size)}) were read into the page "
+            "cache, and each was measured again: its warm figure is the second")

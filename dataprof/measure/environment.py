@@ -12,6 +12,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+from dataprof.errors import UsageError
 from dataprof.results.environment import CpuBudget, Environment, RankInfo
 
 
@@ -45,26 +46,46 @@ def cpu_budget(cgroup_root: Path = Path("/sys/fs/cgroup"), ranks_per_node: int =
 
 def pinned_cpus(count: int | None, local_rank: int = 0) -> list[int] | None:
     """The CPUs ``--cpus count`` pins a trial to: ``count`` of this process's, the ``local_rank``-th such group
-    (so that ranks sharing a node take their own); None without ``--cpus``."""
+    (so that ranks sharing a node take their own); None without ``--cpus``. A UsageError where the platform
+    cannot pin a process (macOS, Windows: no ``sched_setaffinity``)."""
     if count is None:
         return None
+    if not hasattr(os, "sched_getaffinity") or not hasattr(os, "sched_setaffinity"):
+        raise UsageError(f"--cpus {count}: this platform ({platform.system()}) cannot pin a process to CPUs (no "
+                         "sched_setaffinity); run without --cpus, or on Linux")
     mine = sorted(os.sched_getaffinity(0))
     start = (local_rank * count) % max(1, len(mine))
     return (mine[start:] + mine[:start])[:count]
 
 
+def _threads() -> list[int]:
+    """The ids of this process's threads (``/proc/self/task``); ``[0]``, the calling thread, without /proc."""
+    try:
+        return [int(name) for name in os.listdir("/proc/self/task")]
+    except (OSError, ValueError):
+        return [0]
+
+
 @contextlib.contextmanager
 def pinned_to(cpus: list[int] | None) -> Iterator[None]:
-    """This process runs on ``cpus`` inside the block (all of its own again after); None changes nothing."""
+    """Every thread of this process runs on ``cpus`` inside the block, those it starts there too; after it, each
+    thread runs where it did before (a thread started inside, where the process did): the caller is left as it
+    was. None changes nothing."""
     if cpus is None:
         yield
         return
-    before = os.sched_getaffinity(0)
-    os.sched_setaffinity(0, cpus)
+    whole = os.sched_getaffinity(0)
+    before: dict[int, set[int]] = {}
+    for tid in _threads():
+        with contextlib.suppress(OSError):  # a thread that ended meanwhile
+            before[tid] = os.sched_getaffinity(tid)
+            os.sched_setaffinity(tid, cpus)
     try:
         yield
     finally:
-        os.sched_setaffinity(0, before)
+        for tid in _threads():
+            with contextlib.suppress(OSError):
+                os.sched_setaffinity(tid, before.get(tid, whole))
 
 
 def available_ram() -> int:

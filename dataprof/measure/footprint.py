@@ -8,8 +8,10 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from dataprof.measure.storage import NO_EVICTION, data_file_size, excluded_roots, filesystem_of, residency
+from dataprof.measure.page_cache import residency
+from dataprof.measure.storage import NO_EVICTION, data_file_size, excluded_roots, filesystem_of
 from dataprof.results.storage import DataFootprint
 
 
@@ -19,6 +21,8 @@ class DataFiles:
 
     sizes: dict[str, int] = field(default_factory=dict)
     roots: tuple[str, ...] = field(default_factory=excluded_roots)
+    own: set[str] = field(default_factory=set)
+    """dataprof's own files and directories (a directory ends in ``/``), by the exact paths it made them at."""
 
     def add(self, paths: Iterable[str]) -> set[str]:
         """Keep the data files among ``paths``; the ones kept."""
@@ -27,51 +31,88 @@ class DataFiles:
             if path in self.sizes:
                 kept.add(path)
                 continue
-            size = data_file_size(path, self.roots)
+            size = data_file_size(path, self.roots, self.own)
             if size is not None:
                 self.sizes[path] = size
                 kept.add(path)
         return kept
 
 
+def files_read(files: DataFiles, held: set[str], opened: list[tuple[float, str]],
+               window: tuple[float | None, float | None], rate: float | None) -> dict[str, Any]:
+    """What a trial read: ``files_read``, its data files (those its processes ``held`` open or mapped at a reading,
+    and those they ``opened`` through Python, kept in ``files``), and ``files_per_sample``, how many they opened
+    per sample of the ``window`` at ``rate`` samples/s."""
+    kept = files.add(held | {path for _, path in opened})
+    start, end = window
+    if start is None or end is None or end <= start or not kept or not rate:
+        return {"files_read": len(kept) or None}
+    in_window = sum(1 for t, path in opened if start <= t <= end and path in kept)
+    return {"files_read": len(kept), "files_per_sample": in_window / (end - start) / rate}
+
+
 WALK_LIMIT = 200_000
 WALK_S = 5.0
-"""The dataset's directory is walked for at most this many entries, or seconds: beyond, the size is extrapolated."""
+"""The dataset's directories are walked for at most this many entries, or seconds, in all: beyond, the size is
+extrapolated."""
 
 
-def dataset_directory(paths: Iterable[str]) -> str | None:
-    """The directory the data files share (their common parent), or None when they share only ``/``."""
-    dirs = {os.path.dirname(p) for p in paths}
-    if not dirs:
-        return None
-    common = os.path.commonpath(sorted(dirs))
-    return None if common in ("/", os.path.expanduser("~")) else common
+def _broad(directory: str) -> bool:
+    """``/``, the home directory or a directory above it: never one dataset's, never walked."""
+    return directory == "/" or os.path.join(os.path.expanduser("~"), "").startswith(os.path.join(directory, ""))
 
 
-def walk_size(directory: str, suffixes: set[str], clock: Callable[[], float] = time.monotonic) \
-        -> tuple[int, int, bool]:
-    """Bytes and files under ``directory`` whose suffix is one of ``suffixes``; whether the walk was cut short."""
+def _shallow(directory: str) -> bool:
+    """Too broad for two directories meeting there to be one dataset: :func:`_broad`, or a top-level directory."""
+    return _broad(directory) or directory.count("/") < 2
+
+
+def dataset_directories(paths: Iterable[str]) -> dict[str | None, list[str]]:
+    """The data files grouped by the directory each group shares: files whose directories meet below a broad one
+    (:func:`_shallow`) form one group; files in a broad directory (an annotation file in ``~``) are grouped under
+    None (their size is their own: nothing around them is walked)."""
+    groups: list[tuple[str, list[str]]] = []
+    for path in sorted(paths, key=lambda p: os.path.dirname(p).split("/")):  # a directory, then those under it
+        parent = os.path.dirname(path)
+        if groups:
+            key, members = groups[-1]
+            common = os.path.commonpath([key, parent])
+            if not _shallow(common) or (common == key and not _broad(key)):
+                members.append(path)
+                groups[-1] = (common, members)
+                continue
+        groups.append((parent, [path]))
+    found: dict[str | None, list[str]] = {}
+    for key, members in groups:
+        found.setdefault(None if _broad(key) else key, []).extend(members)
+    return found
+
+
+def walk_size(directory: str, suffixes: set[str], clock: Callable[[], float] = time.monotonic,
+              budget_s: float = WALK_S, limit: int = WALK_LIMIT) -> tuple[int, int, bool]:
+    """Bytes and files under ``directory`` whose suffix is one of ``suffixes``; whether the walk was cut short
+    (after ``limit`` entries or ``budget_s``, checked entry by entry: a huge directory is never listed whole)."""
     total = files = seen = 0
-    deadline = clock() + WALK_S
+    deadline = clock() + budget_s
     stack = [directory]
     while stack:
         top = stack.pop()
         try:
-            entries = list(os.scandir(top))
+            with os.scandir(top) as entries:
+                for entry in entries:
+                    seen += 1
+                    if seen > limit or clock() > deadline:
+                        return total, files, True
+                    try:
+                        if entry.is_dir(follow_symlinks=False):
+                            stack.append(entry.path)
+                        elif entry.is_file(follow_symlinks=False) and Path(entry.name).suffix in suffixes:
+                            total += entry.stat(follow_symlinks=False).st_size
+                            files += 1
+                    except OSError:
+                        continue
         except OSError:
             continue
-        for entry in entries:
-            seen += 1
-            if seen > WALK_LIMIT or clock() > deadline:
-                return total, files, True
-            try:
-                if entry.is_dir(follow_symlinks=False):
-                    stack.append(entry.path)
-                elif entry.is_file() and Path(entry.name).suffix in suffixes:
-                    total += entry.stat().st_size
-                    files += 1
-            except OSError:
-                continue
     return total, files, False
 
 
@@ -93,23 +134,34 @@ def page_cache_room(cgroup: Path = Path("/sys/fs/cgroup")) -> int:
     return max(0, room)
 
 
-def footprint(files: DataFiles, page_cache_bytes: int) -> DataFootprint | None:
-    """The dataset on storage, from the data files the trials read: its directory's files of the same kinds (or
-    the files themselves), how much of what was read is cached now, the filesystem. None without data files."""
+def footprint(files: DataFiles, page_cache_bytes: int, clock: Callable[[], float] = time.monotonic) \
+        -> DataFootprint | None:
+    """The dataset on storage, from the data files the trials read: for each group of them
+    (:func:`dataset_directories`), its directory's files of the same kinds (or the files themselves), how much of
+    what was read is cached now, the filesystem. None without data files."""
     if not files.sizes:
         return None
     read_bytes = sum(files.sizes.values())
-    directory = dataset_directory(files.sizes)
-    total, count, cut = read_bytes, len(files.sizes), False
-    if directory is not None:
-        suffixes = {Path(p).suffix for p in files.sizes}
-        walked, walked_files, cut = walk_size(directory, suffixes)
-        if walked >= read_bytes:
-            total, count = walked, walked_files
+    total = count = 0
+    cut = False
+    deadline = clock() + WALK_S
+    groups = dataset_directories(files.sizes)
+    for directory, members in groups.items():
+        read = sum(files.sizes[p] for p in members)
+        walked = walked_files = 0
+        if directory is not None:
+            walked, walked_files, short = walk_size(directory, {Path(p).suffix for p in members}, clock,
+                                                    max(0.0, deadline - clock()))
+            cut = cut or short
+        if walked >= read:
+            total, count = total + walked, count + walked_files
+        else:
+            total, count = total + read, count + len(members)
     resident, readable = residency(files.sizes)
     system = filesystem_of(next(iter(files.sizes)))
     return DataFootprint(
         bytes=total, files=count, read_files=len(files.sizes), read_bytes=read_bytes,
         resident_fraction=resident / readable if readable else None, page_cache_bytes=page_cache_bytes,
-        filesystem=system, directory=directory, walk_cut=cut,
+        filesystem=system, walk_cut=cut,
+        directory=max((d for d in groups if d), key=lambda d: len(groups[d]), default=None),
         evictable=None if system is None else system not in NO_EVICTION)

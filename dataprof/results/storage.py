@@ -112,3 +112,36 @@ class StorageReads:
         return cls(first=one(data.get("first")), cold=one(data.get("cold")), warm=one(data.get("warm")),
                    footprint=None if data.get("footprint") is None else DataFootprint.from_dict(data["footprint"]),
                    note=data.get("note"))
+
+
+@dataclass(frozen=True)
+class Eviction:
+    """What one eviction did: the files and bytes whose pages were dropped, what was still cached after, the files
+    skipped and why, and the files that were cached before it (to read back once the cold trials are done)."""
+
+    files: int
+    bytes: int
+    resident_before: int | None
+    resident_after: int | None
+    skipped: tuple[str, ...] = ()
+    took_s: float = 0.0
+    cached_before: tuple[str, ...] = ()
+    """The files that had pages in the page cache before the eviction."""
+
+    @property
+    def effective(self) -> bool | None:
+        """Whether the pages left the page cache (a tmpfs keeps them all); None when residency was not read."""
+        if self.resident_after is None or self.bytes == 0:
+            return None
+        return self.resident_after <= 0.1 * self.bytes
+
+
+@dataclass(frozen=True)
+class ReadBack:
+    """What reading files back into the page cache did: the files and bytes read, those left cold."""
+
+    files: int
+    bytes: int
+    left_files: int
+    left_bytes: int
+    took_s: float

@@ -130,3 +130,22 @@ def test_batch_footprint_counts_arrays_and_python_objects() -> None:
                         "name": "abcd"})
     assert weight == {"bytes": 12 + 40 + 4 + len("image") + len("ids") + len("raw") + len("name"),
                       "tensors": 2, "objects": 1 + 4 + 1 + 3 + 1}
+
+
+def test_a_users_checkout_under_a_directory_named_dataprof_is_the_users(tmp_path: Path) -> None:
+    from dataprof.backends.target import user_frame
+
+    home = tmp_path / "dataprof" / "src"
+    home.mkdir(parents=True)
+    (home / "mydata.py").write_text("def load():\n    raise ValueError('bad shard')\n")
+    sys.path.insert(0, str(home))
+    try:
+        import mydata  # type: ignore[import-not-found]
+
+        try:
+            mydata.load()
+        except ValueError as exc:
+            assert user_frame(exc) == f"{home / 'mydata.py'}:2"
+    finally:
+        sys.path.remove(str(home))
+        sys.modules.pop("mydata", None)

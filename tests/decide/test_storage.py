@@ -8,7 +8,14 @@ import json
 from pathlib import Path
 
 from dataprof.decide.diagnose import diagnose
-from dataprof.decide.storage import next_cold, steady_case, warm_misses, why_no_cold
+from dataprof.decide.storage import (
+    next_cold,
+    read_from_storage,
+    steady_case,
+    warm_again,
+    warm_misses,
+    why_no_cold,
+)
 from dataprof.decide.sweep import decide
 from dataprof.results.storage import DataFootprint
 from dataprof.results.sweep import Report
@@ -96,6 +103,18 @@ def test_no_data_file_or_tmpfs_gets_no_cold_trial_and_says_why() -> None:
     assert next_cold(tmpfs) is None and "tmpfs" in (why_no_cold(tmpfs) or "")
 
 
+def test_cold_asked_on_tmpfs_tells_one_story() -> None:
+    report = recorded("cold_fits")
+    footprint = report.data_footprint
+    assert footprint is not None
+    tmpfs = cached(with_(report, cold_trials=(), data_footprint=dataclasses.replace(
+        footprint, filesystem="tmpfs", evictable=False)), cache="cold")
+    case = steady_case(tmpfs)
+    assert case is not None and case[0] == "warm"
+    assert "its files live in memory; --cache cold cannot make them cold" in case[1]
+    assert "reads it from storage" not in case[1]
+
+
 def test_storage_bound_fires_when_every_epoch_is_cold_and_cold_is_slower() -> None:
     report = recorded("storage_bound")
     assert report.primary == FindingId.STORAGE_BOUND
@@ -128,6 +147,16 @@ def test_a_warm_trial_that_read_from_storage_is_named() -> None:
     first = dataclasses.replace(report.trials[0], read_bytes_per_sample=100_000.0)
     note = warm_misses((first, *report.trials[1:]), report.cold_trials)
     assert note is not None and note.startswith(f"warm trials that read from storage: {first.config.label()} (100KB")
+
+
+def test_a_warm_trial_that_read_from_storage_is_measured_again_only_when_its_data_fits() -> None:
+    report = recorded("storage_bound")
+    calm = report.trials[0]
+    missed = dataclasses.replace(calm, read_bytes_per_sample=100_000.0, read_chars_per_sample=120_000.0)
+    assert read_from_storage(missed) and not read_from_storage(calm)
+    assert warm_again(missed, data_bytes=10**9, page_cache_bytes=10**10)
+    assert not warm_again(missed, data_bytes=10**10, page_cache_bytes=10**10)  # bigger than the cache: stays
+    assert not warm_again(calm, data_bytes=10**9, page_cache_bytes=10**10)
 
 
 def test_a_directory_too_big_to_walk_is_estimated_from_the_samples_of_an_epoch() -> None:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import threading
 from pathlib import Path
+
+import pytest
 
 from dataprof.measure.environment import cgroup_cpu_limit
 
@@ -21,3 +25,39 @@ def test_cgroup_v1_quota(tmp_path: Path) -> None:
     assert cgroup_cpu_limit(tmp_path) == 3.0
     (tmp_path / "cpu" / "cpu.cfs_quota_us").write_text("-1")
     assert cgroup_cpu_limit(tmp_path) is None
+
+
+def test_pinning_covers_every_thread_and_leaves_the_caller_as_it_was() -> None:
+    from dataprof.measure.environment import pinned_to
+
+    mine = sorted(os.sched_getaffinity(0))
+    if len(mine) < 2:
+        pytest.skip("one CPU: nothing to pin to")
+    stop = threading.Event()
+    before = threading.Thread(target=stop.wait)
+    before.start()
+    try:
+        with pinned_to(mine[:1]):
+            inside = threading.Thread(target=stop.wait)
+            inside.start()
+            assert before.native_id and inside.native_id
+            assert os.sched_getaffinity(before.native_id) == {mine[0]}  # a thread that was there already
+            assert os.sched_getaffinity(inside.native_id) == {mine[0]}
+            assert os.sched_getaffinity(0) == {mine[0]}
+        assert os.sched_getaffinity(0) == set(mine)
+        assert os.sched_getaffinity(before.native_id) == set(mine)
+        assert os.sched_getaffinity(inside.native_id) == set(mine)  # started inside, not left pinned
+    finally:
+        stop.set()
+        before.join()
+        inside.join()
+
+
+def test_cpus_is_one_line_where_the_platform_cannot_pin(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dataprof.errors import UsageError
+    from dataprof.measure.environment import pinned_cpus
+
+    monkeypatch.delattr(os, "sched_getaffinity")
+    assert pinned_cpus(None) is None
+    with pytest.raises(UsageError, match="cannot pin a process to CPUs"):
+        pinned_cpus(2)

@@ -8,20 +8,16 @@ import json
 import mmap
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from dataprof.measure.footprint import DataFiles, dataset_directory, footprint, walk_size
-from dataprof.measure.storage import (
-    OpenLog,
-    evict,
-    excluded_roots,
-    filesystem_of,
-    held_paths,
-    is_data_file,
-    resident_bytes,
-)
+from dataprof.measure import open_log
+from dataprof.measure.footprint import DataFiles, dataset_directories, footprint, walk_size
+from dataprof.measure.open_log import LoggingWorkerInit, OpenLog
+from dataprof.measure.page_cache import can_evict, evict, read_back, residency, resident_bytes
+from dataprof.measure.storage import excluded_roots, filesystem_of, held_paths, is_data_file
 
 MOUNTS = """/dev/vda / ext4 rw,relatime 0 0
 tmpfs /dev/shm tmpfs rw 0 0
@@ -31,7 +27,11 @@ tmpfs /mnt/data/scratch tmpfs rw 0 0
 
 
 def _write(path: Path, size: int) -> Path:
-    path.write_bytes(os.urandom(size))
+    """A file of ``size`` random bytes, on storage (eviction drops clean pages only)."""
+    with open(path, "wb") as handle:
+        handle.write(os.urandom(size))
+        handle.flush()
+        os.fsync(handle.fileno())
     return path
 
 
@@ -46,13 +46,23 @@ def test_data_files_leave_out_code_libraries_and_dataprofs_own(tmp_path: Path) -
     own = tmp_path / "dataprof-opens-x"
     own.mkdir()
     log = _write(own / "123.opens", 10)
-    assert is_data_file(str(data), roots)
-    assert not is_data_file(str(code), roots)
-    assert not is_data_file(str(log), roots)
+    mark = _write(tmp_path / "end-mark", 0)
+    mine = (os.path.join(str(own), ""), str(mark))
+    assert is_data_file(str(data), roots, mine)
+    assert not is_data_file(str(code), roots, mine)
+    assert not is_data_file(str(log), roots, mine) and not is_data_file(str(mark), roots, mine)
     assert not is_data_file(os.__file__, roots)  # the standard library, under sys.base_prefix
     assert not is_data_file(str(tmp_path), roots)  # a directory
     assert not is_data_file(str(tmp_path / "gone.npy"), roots)
     assert not is_data_file("pipe:[1234]", roots)
+
+
+def test_a_users_directory_named_like_dataprofs_files_holds_data(tmp_path: Path) -> None:
+    bench = tmp_path / "dataprof-bench"
+    bench.mkdir()
+    data = _write(bench / "0.npy", 10)
+    files = DataFiles(own={os.path.join(str(tmp_path / "dataprof-opens-1"), "")})
+    assert files.add([str(data)]) == {str(data)}  # dataprof's own files are known by their paths, not by name
 
 
 def test_the_filesystem_is_the_longest_mount_above_the_path() -> None:
@@ -127,7 +137,7 @@ def test_the_dataset_is_its_directory_s_files_of_the_kinds_read(tmp_path: Path) 
             _write(tmp_path / klass / f"{i}.jpg", 1000)
     _write(tmp_path / "README.txt", 50_000)
     read = [str(tmp_path / "cat" / "0.jpg"), str(tmp_path / "dog" / "1.jpg")]
-    assert dataset_directory(read) == str(tmp_path)
+    assert dataset_directories(read) == {str(tmp_path): sorted(read)}
     assert walk_size(str(tmp_path), {".jpg"}) == (6000, 6, False)
     files = DataFiles()
     files.add(read)
@@ -208,3 +218,176 @@ def test_a_file_open_for_writing_is_not_data(tmp_path: Path) -> None:
     written = tmp_path / "train.log"
     with open(written, "a"):
         assert str(written) not in held_paths([os.getpid()], maps=False)
+
+
+def test_a_stray_file_in_home_does_not_size_the_dataset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home = tmp_path / "home"
+    data = tmp_path / "mnt" / "shards"
+    (home / "work").mkdir(parents=True)
+    data.mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    for i in range(10):
+        _write(data / f"{i}.tar", 1000)
+    notes = _write(home / "labels.json", 50)
+    _write(home / "work" / "unrelated.json", 70_000)  # beside the stray file, never walked
+    read = [str(data / "0.tar"), str(data / "1.tar"), str(notes)]
+    assert dataset_directories(read) == {None: [str(notes)], str(data): read[:2]}
+    files = DataFiles()
+    files.add(read)
+    found = footprint(files, page_cache_bytes=100_000)
+    assert found is not None
+    # the shards' directory is walked; the annotation counts for itself: 10 × 1000 + 50
+    assert (found.bytes, found.files, found.directory) == (10_050, 11, str(data))
+
+
+def test_the_walk_checks_its_limits_entry_by_entry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    listed = []
+    real_scandir = os.scandir
+
+    class Entries:
+        def __init__(self, path: str) -> None:
+            self.path = path
+
+        def __enter__(self) -> Entries:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            return None
+
+        def __iter__(self) -> Iterator[os.DirEntry[str]]:
+            with real_scandir(self.path) as inner:
+                for entry in inner:
+                    listed.append(entry.name)
+                    yield entry
+
+    for i in range(50):
+        _write(tmp_path / f"{i}.npy", 10)
+    monkeypatch.setattr(os, "scandir", Entries)
+    assert walk_size(str(tmp_path), {".npy"}, limit=5)[2] is True
+    assert len(listed) <= 6  # a huge directory is never listed whole before its limits are checked
+
+
+def test_a_fifo_swapped_in_for_a_data_file_is_skipped_not_waited_on(tmp_path: Path) -> None:
+    import threading
+
+    fifo = tmp_path / "0.npy"
+    os.mkfifo(fifo)
+    done: list[object] = []
+    worker = threading.Thread(target=lambda: done.append(evict([str(fifo)])), daemon=True)
+    worker.start()
+    worker.join(10)
+    assert done, "evicting a FIFO blocked on its open"
+    eviction = done[0]
+    assert eviction.files == 0 and "not a regular file" in eviction.skipped[0]  # type: ignore[attr-defined]
+    assert resident_bytes(str(fifo)) is None
+
+
+def test_a_link_is_resolved_and_its_file_evicted(tmp_path: Path) -> None:
+    target = _write(tmp_path / "blob", 8192)
+    link = tmp_path / "0.npy"
+    link.symlink_to(target)
+    assert evict([str(link)]).files == 1
+
+
+def test_eviction_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: object) -> None:
+        raise AssertionError("eviction wrote a file back")
+
+    monkeypatch.setattr(os, "fdatasync", refuse)
+    monkeypatch.setattr(os, "fsync", refuse)
+    dirty = tmp_path / "data.mdb"
+    dirty.write_bytes(os.urandom(256 * 1024))  # written moments ago: its pages are still dirty
+    done = evict([str(dirty)])
+    assert done.files == 1 and not done.skipped
+
+
+class Ticks:
+    """A clock that moves ``step`` seconds at each reading."""
+
+    def __init__(self, step: float) -> None:
+        self.now, self.step = 0.0, step
+
+    def __call__(self) -> float:
+        self.now += self.step
+        return self.now
+
+
+def test_eviction_and_residency_are_bounded_in_time(tmp_path: Path) -> None:
+    paths = [str(_write(tmp_path / f"{i}.npy", 4096)) for i in range(20)]
+    done = evict(paths, budget_s=10.0, clock=Ticks(1.0))
+    assert 0 < done.files < 20 and done.skipped[-1].endswith("files not reached: the eviction's 10 s ran out")
+    resident, size = residency(paths, budget_s=5.0, clock=Ticks(1.0))
+    assert 0 < size < 20 * 4096
+
+
+def test_files_read_back_are_in_the_page_cache_again(tmp_path: Path) -> None:
+    if not _evictable(tmp_path):
+        pytest.skip(f"{tmp_path} is on {filesystem_of(str(tmp_path))}: eviction has no effect there")
+    paths = [str(_write(tmp_path / f"{i}.npy", 128 * 1024)) for i in range(4)]
+    for path in paths:
+        Path(path).read_bytes()
+    eviction = evict(paths)
+    assert sorted(eviction.cached_before) == sorted(paths)
+    assert all(resident_bytes(p) == (0, 128 * 1024) for p in paths)
+    back = read_back(eviction.cached_before)
+    assert (back.files, back.bytes, back.left_files) == (4, 4 * 128 * 1024, 0)
+    assert all(resident_bytes(p) == (128 * 1024, 128 * 1024) for p in paths)
+    assert read_back(paths, budget_s=-1.0).left_files == 4  # out of time: left as they are, and said
+
+
+def test_the_open_log_registers_one_fork_handler_however_often_installed(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    registered: list[object] = []
+    monkeypatch.setattr(os, "register_at_fork", lambda **kw: registered.append(kw))
+    monkeypatch.setattr(open_log, "_fork_handler", False)
+    for _ in range(3):
+        log = OpenLog(str(tmp_path))
+        log.install()
+        log.uninstall()
+    assert len(registered) == 1
+
+
+def test_notes_made_while_the_log_flushes_are_kept(tmp_path: Path) -> None:
+    import threading
+
+    log = OpenLog(str(tmp_path))
+    count = 20_000
+    writer = threading.Thread(target=lambda: [log.note(f"/data/{i}.npy") for i in range(count)])
+    writer.start()
+    while writer.is_alive():
+        log.flush()
+    log.flush()
+    assert len(OpenLog.read(str(tmp_path))) == count
+
+
+def test_a_worker_that_was_not_forked_installs_the_log_itself(tmp_path: Path) -> None:
+    import pickle
+
+    seen: list[int] = []
+    data = _write(tmp_path / "0.npy", 10)
+    logs = tmp_path / "opens"
+    logs.mkdir()
+    init = LoggingWorkerInit(str(logs), seen.append)
+    assert pickle.loads(pickle.dumps(LoggingWorkerInit(str(logs)))).directory == str(logs)  # as spawn sends it
+    saved = builtins.open, io.open, os.open
+    try:
+        init(3)
+        with open(data, "rb"):
+            pass
+        assert open_log._installed is not None
+        open_log._installed.uninstall()
+    finally:
+        builtins.open, io.open, os.open = saved  # type: ignore[assignment]
+    assert seen == [3] and [path for _, path in OpenLog.read(str(logs))] == [str(data)]
+
+
+def test_without_posix_fadvise_there_is_no_cold_pass_and_it_says_why(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from dataprof.measure.inspect.reads import Logged, storage_reads
+
+    monkeypatch.delattr(os, "posix_fadvise")
+    assert "no posix_fadvise" in (can_evict() or "")
+    data = _write(tmp_path / "0.npy", 4096)
+    reads = storage_reads(Logged(opened=[(0.0, str(data))]), 1, 0.1, lambda i: data.read_bytes(), [0])
+    assert reads is not None and reads.cold is None and reads.note is not None
+    assert reads.note.startswith("no cold pass: this platform has no posix_fadvise")

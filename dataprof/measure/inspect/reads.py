@@ -17,7 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dataprof.measure.footprint import DataFiles, footprint, page_cache_room
-from dataprof.measure.storage import NO_EVICTION, OWN_PREFIX, OpenLog, evict, held_paths
+from dataprof.measure.open_log import OpenLog
+from dataprof.measure.page_cache import can_evict, evict, read_back
+from dataprof.measure.storage import NO_EVICTION, OWN_PREFIX, held_paths
 from dataprof.results.storage import PassReads, StorageReads
 
 PASS_SAMPLES = 64
@@ -45,6 +47,8 @@ class Logged:
     io: tuple[int, int] | None = None
     opened: list[tuple[float, str]] = field(default_factory=list)
     held: set[str] = field(default_factory=set)
+    own: set[str] = field(default_factory=set)
+    """The log's own directory (``/``-ended): never a data file, whatever its name."""
 
 
 @contextlib.contextmanager
@@ -53,6 +57,7 @@ def logged() -> Iterator[Logged]:
     got = Logged()
     before_held = held_paths([os.getpid()], maps=True)
     with tempfile.TemporaryDirectory(prefix=OWN_PREFIX + "opens-") as directory:
+        got.own.add(os.path.join(directory, ""))
         log = OpenLog(directory)
         start = self_io()
         log.install()
@@ -67,6 +72,7 @@ def logged() -> Iterator[Logged]:
 
 
 def _reads(got: Logged, samples: int, seconds: float, files: DataFiles) -> PassReads:
+    files.own |= got.own
     kept = files.add({path for _, path in got.opened} | got.held)
     opens = sum(1 for _, path in got.opened if path in kept)
     return PassReads(samples=samples, wall_ms_mean=1000.0 * seconds / samples if samples else 0.0,
@@ -102,6 +108,8 @@ def storage_reads(first: Logged, count: int, seconds: float, fetch: Callable[[in
     if fetch is None:
         return StorageReads(reads, footprint=found, note="no cold pass: an IterableDataset cannot be read again "
                                                          "from the same samples")
+    if (missing := can_evict()) is not None:
+        return StorageReads(reads, footprint=found, note=f"no cold pass: {missing}")
     if found is not None and found.filesystem in NO_EVICTION:
         return StorageReads(reads, footprint=found, note=f"no cold pass: the data lives on {found.filesystem}, "
                                                          "whose files are held in memory")
@@ -109,6 +117,7 @@ def storage_reads(first: Logged, count: int, seconds: float, fetch: Callable[[in
     eviction = evict(files.sizes)
     cold = _pass(fetch, again, files)
     warm = _pass(fetch, again, files)
+    read_back(eviction.cached_before)
     note = None if eviction.effective is not False else \
         "eviction had no effect: the files stayed in the page cache, so the cold pass read them warm"
     return StorageReads(reads, cold, warm, found, note)

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from dataprof.backends.frameworks import in_package
 from dataprof.backends.target import describe_exception
 from dataprof.backends.threads import SampleError
 from dataprof.results.vocabulary import TrialStatus
@@ -84,7 +85,7 @@ def worker_error_line(type_name: str, text: str, internal: tuple[str, ...] = ("/
     lines = [ln for ln in text.splitlines() if ln.strip()]
     last = lines[-1].strip() if lines else type_name
     frames = [m for m in _FRAME_RE.finditer(text)
-              if not any(path in m.group("file") for path in (*internal, "/dataprof/measure"))]
+              if not any(path in m.group("file") for path in internal) and not in_package(m.group("file"), "dataprof")]
     where = f" (at {frames[-1].group('file')}:{frames[-1].group('line')})" if frames else ""
     worker = re.search(r"worker process (\d+)|DataLoader worker\((\d+)\)", text)
     prefix = f"in worker {worker.group(1) or worker.group(2)}: " if worker else ""

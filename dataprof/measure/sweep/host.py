@@ -202,8 +202,8 @@ def _trial_child(shared: Built | None, load: LoadRequest, request: Message, chan
                  objects: Mapping[str, Any]) -> None:
     """The forked trial: its own process group, then the request's work. Never returns."""
     from dataprof.backends import get_backend
+    from dataprof.measure.open_log import OpenLog
     from dataprof.measure.protocol import AutotuneRequest, TrialSettings
-    from dataprof.measure.storage import OpenLog
     from dataprof.measure.sweep.autotune import run_autotune
     from dataprof.measure.sweep.thread_check import run_thread_check
     from dataprof.measure.sweep.trial import run_epoch_check, run_trial
@@ -372,7 +372,11 @@ def _warm_imports(framework: str) -> None:
 
 
 def main(argv: list[str], objects: Mapping[str, Any] | None = None) -> int:
-    """Serve on the command and event pipes ``argv`` names; ``objects``: a forked host's handed-over objects."""
+    """Serve on the command and event pipes ``argv`` names (then, with ``--cpus``, the CPUs to run on, pinned
+    before anything else runs: every thread and process the host starts inherits them); ``objects``: a forked
+    host's handed-over objects."""
+    if len(argv) > 2:
+        os.sched_setaffinity(0, [int(cpu) for cpu in argv[2].split(",")])
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     prctl(PR_SET_PDEATHSIG, signal.SIGTERM)

@@ -26,7 +26,7 @@ class HostDied(Exception):
 class ForkedHost:
     """A host forked from this process (for a Dataset object given to the Python API); Popen's interface."""
 
-    def __init__(self, cmd_read: int, evt_write: int, close_in_child: tuple[int, ...], log_fd: int,
+    def __init__(self, argv: list[str], close_in_child: tuple[int, ...], log_fd: int,
                  objects: Mapping[str, Any]) -> None:
         self.returncode: int | None = None
         self.pid = os.fork()
@@ -40,7 +40,7 @@ class ForkedHost:
                 os.dup2(devnull, 0)
                 os.dup2(log_fd, 1)
                 os.dup2(log_fd, 2)
-                code = host.main([str(cmd_read), str(evt_write)], objects)
+                code = host.main(argv, objects)
             finally:
                 os._exit(code)
 
@@ -81,16 +81,15 @@ class Host:
         self.evt_fd, evt_write = os.pipe()
         self.log = tempfile.TemporaryFile(prefix="dataprof-host-")  # noqa: SIM115 (closed in close())
         self.proc: subprocess.Popen[bytes] | ForkedHost
+        argv = [str(cmd_read), str(evt_write)] + ([",".join(map(str, cpus))] if cpus is not None else [])
         if settings.target in objects:
-            self.proc = ForkedHost(cmd_read, evt_write, (self.cmd_fd, self.evt_fd), self.log.fileno(), objects)
+            self.proc = ForkedHost(argv, (self.cmd_fd, self.evt_fd), self.log.fileno(), objects)
         else:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "dataprof.measure.sweep.host", str(cmd_read), str(evt_write)],
+                [sys.executable, "-m", "dataprof.measure.sweep.host", *argv],
                 pass_fds=(cmd_read, evt_write), stdin=subprocess.DEVNULL, stdout=self.log,
                 stderr=subprocess.STDOUT, start_new_session=True, env=child_env(), cwd=settings.cwd,
             )
-        if cpus is not None:  # before its first fork: the probe and every trial inherit it
-            os.sched_setaffinity(self.proc.pid, cpus)
         os.close(cmd_read)
         os.close(evt_write)
         self.commands = Channel(self.cmd_fd)

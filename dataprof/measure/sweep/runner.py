@@ -19,12 +19,14 @@ from typing import Any
 
 from dataprof.backends.frameworks import likely_framework
 from dataprof.measure.environment import cpu_budget, pinned_cpus
-from dataprof.measure.footprint import DataFiles
+from dataprof.measure.footprint import DataFiles, files_read
 from dataprof.measure.gpu import NullGpuProbe, NvmlProbe
+from dataprof.measure.open_log import OpenLog
+from dataprof.measure.page_cache import evict
 from dataprof.measure.probes import ProcessTreeProbe, SystemProbe
 from dataprof.measure.protocol import AutotuneRequest, Message, ProtocolError, TrialError, TrialSettings
 from dataprof.measure.sampler import Sampler, summarize
-from dataprof.measure.storage import OWN_PREFIX, Eviction, OpenLog, evict
+from dataprof.measure.storage import OWN_PREFIX
 from dataprof.measure.sweep.autotune import autotune_run
 from dataprof.measure.sweep.failures import died_by
 from dataprof.measure.sweep.link import Host, HostDied
@@ -34,6 +36,7 @@ from dataprof.measure.sweep.thread_check import checked
 from dataprof.measure.timing import Rival
 from dataprof.results.environment import DatasetInfo
 from dataprof.results.settings import LoaderConfig, SweepSettings
+from dataprof.results.storage import Eviction
 from dataprof.results.sweep import AutotuneRun
 from dataprof.results.threads import ThreadCheck
 from dataprof.results.trial import TrialResult
@@ -79,7 +82,6 @@ class TrialRunner:
         """The data files the trials read so far: what a cold trial evicts first."""
         self.evictions: list[Eviction] = []
         """What each cold trial's eviction did, in order."""
-        """What the host imports before its probe (a handed-over object's process has its framework already)."""
 
     @property
     def facts(self) -> RunnerFacts:
@@ -196,6 +198,7 @@ class TrialRunner:
     def _run(self, config: LoaderConfig, rival: Rival | None = None, cold: bool = False) -> TrialResult:
         host = self._live_host()
         opens_dir = tempfile.mkdtemp(prefix=OWN_PREFIX + "opens-")
+        self.data_files.own.add(os.path.join(opens_dir, ""))
         try:
             evicted = evict(self.data_files.sizes) if cold else None
             started = self.clock()
@@ -218,18 +221,11 @@ class TrialRunner:
         return trial_result(config, outcome)
 
     def _files_read(self, sampler: Sampler | None, opens_dir: str, rate: float | None) -> Message:
-        """The data files the trial read (``files_read``: those its processes held open or mapped at a reading,
-        and those they opened through Python, kept in :attr:`data_files`), and how many they opened per sample
-        of the window at ``rate`` samples/s (``files_per_sample``)."""
+        """The data files the trial read (:func:`files_read`), kept in :attr:`data_files`."""
         if sampler is None:
             return {}
-        opened = OpenLog.read(opens_dir)
-        kept = self.data_files.add(sampler.tree_probe.held | {path for _, path in opened})
-        start, end = sampler.samples.window_start, sampler.samples.window_end
-        if start is None or end is None or end <= start or not kept or not rate:
-            return {"files_read": len(kept) or None}
-        in_window = sum(1 for t, path in opened if start <= t <= end and path in kept)
-        return {"files_read": len(kept), "files_per_sample": in_window / (end - start) / rate}
+        window = sampler.samples.window_start, sampler.samples.window_end
+        return files_read(self.data_files, sampler.tree_probe.held, OpenLog.read(opens_dir), window, rate)
 
     def _side_run(self, request: Message, timeout_s: float,
                   stall_s: float | None = None) -> tuple[TrialStatus, Message]:
@@ -373,6 +369,7 @@ class TrialRunner:
                             sampler.mark_window_end()
                     finally:
                         if event.get("release") is not None:  # the trial keeps its workers until they are read
+                            self.data_files.own.add(event["release"])
                             with contextlib.suppress(OSError):
                                 os.unlink(event["release"])
                 elif kind in ("result", "error") and not result:

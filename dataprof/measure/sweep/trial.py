@@ -26,6 +26,7 @@ from dataprof.backends.common import batch_size_of
 from dataprof.backends.loaders import LoaderTemplate
 from dataprof.backends.target import describe_exception
 from dataprof.measure.consumer import SimulatedDevice, make_cuda_consumer
+from dataprof.measure.open_log import log_workers
 from dataprof.measure.protocol import TrialFigures, TrialSettings, error_event
 from dataprof.measure.sweep.failures import (
     DeadWorkerWatch,
@@ -111,6 +112,8 @@ def run_trial(
         else:
             loader, recorder = backend.build_loader(dataset, config, settings.batch_size, collate_fn,
                                                     settings.shuffle, settings.drop_last, shard)
+        if settings.opens_dir:
+            log_workers(loader, settings.opens_dir)
     except Exception as exc:
         emit(error_event(TrialStatus.FAILED, describe_exception(exc), traceback.format_exc()))
         return

@@ -24,6 +24,7 @@ from typing import Any
 
 from dataprof.backends.common import batch_size_of
 from dataprof.backends.construction import loader_class, patch_loader_modules
+from dataprof.backends.frameworks import in_package
 from dataprof.measure.protocol import Channel
 from dataprof.measure.watch.factory import loader_factory, still_running
 
@@ -190,8 +191,9 @@ def _source_file(cls: type) -> str | None:
     return path if relative.startswith("..") else relative
 
 
-_NOT_THE_USERS = ("/torch/", "/paddle/", "/dataprof/measure/", "/dataprof/backends/", "<frozen")
-"""Paths of the frames between the user's call and a DataLoader's construction (dataprof's patch included)."""
+_NOT_THE_USERS = ("/torch/", "/paddle/", "<frozen")
+"""Paths of the frames between the user's call and a DataLoader's construction (dataprof's own, where it is
+installed)."""
 
 
 def _user_frame(loader: Any) -> FrameType | None:
@@ -200,7 +202,8 @@ def _user_frame(loader: Any) -> FrameType | None:
     frame = sys._getframe(2)
     while frame is not None:
         path = frame.f_code.co_filename
-        if not any(part in path for part in _NOT_THE_USERS) and frame.f_locals.get("self") is not loader:
+        if not any(part in path for part in _NOT_THE_USERS) and not in_package(path, "dataprof") \
+                and frame.f_locals.get("self") is not loader:
             return frame
         frame = frame.f_back  # type: ignore[assignment]
     return None

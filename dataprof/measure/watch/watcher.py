@@ -23,10 +23,10 @@ from dataprof.errors import TargetError
 from dataprof.measure.environment import probe_environment
 from dataprof.measure.footprint import DataFiles
 from dataprof.measure.gpu import GpuSample, NullGpuProbe, NvmlProbe
+from dataprof.measure.page_cache import residency
 from dataprof.measure.probes import ProcessTreeProbe, SystemProbe
 from dataprof.measure.protocol import LineReader, Message, child_env
 from dataprof.measure.sampler import Sampler, summarize
-from dataprof.measure.storage import residency
 from dataprof.measure.sweep.host import PR_SET_CHILD_SUBREAPER, prctl
 from dataprof.measure.timing import warmup_batches
 from dataprof.results.run import LoaderRun, RunReport, RunResources

@@ -1,0 +1,174 @@
+"""The files a trial's processes open for reading through Python, logged with the time: the many that are opened,
+read and closed between two of the parent's samples of its open files."""
+
+from __future__ import annotations
+
+import builtins
+import collections
+import io
+import os
+import time
+from typing import Any
+
+
+class OpenLog:
+    """The files a trial's processes open for reading through Python (``open``, ``io.open``, ``os.open``, hence
+    numpy, PIL, pathlib), logged with the time, one file per process under ``directory``.
+
+    Installed in the trial before it builds its dataset. Worker processes log to files of their own: a forked
+    worker inherits the wrappers (one handler at fork, however many logs were installed, starts its own file),
+    and a worker started by spawn or forkserver installs the log itself (:class:`LoggingWorkerInit`, its
+    ``worker_init_fn``). Lines are written in bulk, at most :data:`FLUSH_S` after they were noted (a worker
+    killed at the trial's end loses what it had not written). Files opened by C code (OpenCV, Arrow) are seen only
+    by the parent's sampling of the processes' open files.
+    """
+
+    FLUSH_S = 0.05
+    FLUSH_LINES = 256
+    READ_MODES = frozenset(("r", "rb", "rt", "br", "tr"))
+    """The common read-only modes, recognised at once; others are checked for ``w``, ``a``, ``x`` and ``+``."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+        self._fd: int | None = None
+        self._open = builtins.open
+        self._os_open = os.open
+        self._noted: collections.deque[tuple[float, Any]] = collections.deque()
+        """``(time, path as given)``: the path is made absolute text when written, not on the open's path. A
+        deque: a loader thread's note while another thread flushes is kept for the next write."""
+        self._flushed = 0.0
+
+    def uninstall(self) -> None:
+        """Write what is left and put this process's openers back as :meth:`install` found them."""
+        global _installed
+        builtins.open = io.open = self._open  # type: ignore[assignment]
+        os.open = self._os_open  # type: ignore[assignment]
+        if _installed is self:
+            _installed = None
+        if self._noted:
+            self.flush()
+
+    def _forked(self) -> None:
+        """In a worker just forked: a file of its own, without its parent's unwritten lines."""
+        self._fd = None
+        self._noted.clear()
+
+    def install(self) -> None:
+        """Wrap the openers of this process (and of the workers it will fork). An open costs a tuple in a deque,
+        about a microsecond: the wrapper must not slow the pipeline it measures."""
+        global _installed
+        real_open, real_os_open, read_modes, note = self._open, self._os_open, self.READ_MODES, self.note
+
+        def logged_open(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
+            handle = real_open(file, mode, *args, **kwargs)
+            reading = mode in read_modes or not ("w" in mode or "a" in mode or "x" in mode or "+" in mode)
+            if reading and not isinstance(file, int):
+                note(file)
+            return handle
+
+        def logged_os_open(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+            fd = real_os_open(path, flags, *args, **kwargs)
+            if not flags & (os.O_WRONLY | os.O_RDWR):
+                note(path)
+            return fd
+
+        _on_fork_once()
+        _installed = self
+        builtins.open = io.open = logged_open  # type: ignore[assignment]
+        os.open = logged_os_open  # type: ignore[assignment]
+
+    def note(self, file: Any) -> None:
+        """Log one opened path with the time (``time.monotonic``, the parent's clock too); write the lines once
+        :data:`FLUSH_LINES` wait or :data:`FLUSH_S` has passed since the last write."""
+        now = time.monotonic()
+        self._noted.append((now, file))
+        if len(self._noted) >= self.FLUSH_LINES or now - self._flushed >= self.FLUSH_S:
+            self.flush(now)
+
+    def flush(self, now: float | None = None) -> None:
+        """Write the paths noted so far, absolute, one line each; a path that is not one is left out, a full disk
+        leaves them unwritten: the trial goes on."""
+        lines = []
+        self._flushed = time.monotonic() if now is None else now
+        while True:
+            try:
+                stamp, file = self._noted.popleft()
+            except IndexError:
+                break
+            try:
+                path = file if type(file) is str and file.startswith("/") else os.path.abspath(os.fsdecode(file))
+                lines.append(f"{stamp:.6f}\t{path}\n")
+            except (TypeError, ValueError):
+                continue
+        try:
+            if self._fd is None:
+                self._fd = self._os_open(os.path.join(self.directory, f"{os.getpid()}.opens"),
+                                         os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            os.write(self._fd, "".join(lines).encode())
+        except OSError:
+            pass
+
+    @staticmethod
+    def read(directory: str) -> list[tuple[float, str]]:
+        """Every ``(time, path)`` the processes logged under ``directory``."""
+        opened: list[tuple[float, str]] = []
+        try:
+            names = os.listdir(directory)
+        except OSError:
+            return opened
+        for name in names:
+            try:
+                with open(os.path.join(directory, name), encoding="utf-8", errors="replace") as handle:
+                    for line in handle:
+                        stamp, _, path = line.rstrip("\n").partition("\t")
+                        try:
+                            opened.append((float(stamp), path))
+                        except ValueError:
+                            continue  # a line cut short by a killed process
+            except OSError:
+                continue
+        return opened
+
+
+_installed: OpenLog | None = None
+"""The log whose wrappers this process runs, if any."""
+_fork_handler = False
+"""Whether this process registered the one at-fork handler (``os.register_at_fork`` handlers cannot be removed:
+one per install would pile up)."""
+
+
+def _on_fork_once() -> None:
+    global _fork_handler
+    if not _fork_handler and hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=_forked_child)
+        _fork_handler = True
+
+
+def _forked_child() -> None:
+    if _installed is not None:
+        _installed._forked()
+
+
+class LoggingWorkerInit:
+    """A DataLoader's ``worker_init_fn`` that installs the trial's open log in the worker, then calls the user's
+    own. Needed where workers are not forked (spawn, forkserver): they start without the trial's wrappers; a
+    forked worker already runs them and installs nothing. Picklable, as spawn needs."""
+
+    def __init__(self, directory: str, user_init: Any = None) -> None:
+        self.directory = directory
+        self.user_init = user_init
+
+    def __call__(self, worker_id: int) -> None:
+        if _installed is None or _installed.directory != self.directory:
+            OpenLog(self.directory).install()
+        if self.user_init is not None:
+            self.user_init(worker_id)
+
+
+def log_workers(loader: Any, directory: str) -> None:
+    """Have ``loader``'s worker processes log their opens under ``directory`` however they start (its
+    ``worker_init_fn`` wrapped in :class:`LoggingWorkerInit`); a loader without worker processes is left as it
+    is (threads run the wrappers of the process they share)."""
+    if getattr(loader, "num_workers", 0) and hasattr(loader, "worker_init_fn") \
+            and not isinstance(loader.worker_init_fn, LoggingWorkerInit):
+        loader.worker_init_fn = LoggingWorkerInit(directory, loader.worker_init_fn)
