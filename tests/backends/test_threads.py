@@ -3,6 +3,7 @@ thread-safety check."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 from typing import Any
 
@@ -12,9 +13,9 @@ import torch
 from dataprof.backends.threads import SampleError, thread_loader
 from dataprof.backends.torch_backend import TorchBackend
 from dataprof.errors import TargetError
-from dataprof.measure.sweep.thread_check import run_thread_check
+from dataprof.measure.sweep.thread_check import in_a_fresh_copy, in_this_process, run_thread_check, verdict
 from dataprof.results.settings import LoaderConfig
-from tests.fixtures.datasets import RaisesAt, RandomSamples, SharedCursor, Stream, Tiny
+from tests.fixtures.datasets import RacyCache, RaisesAt, RandomSamples, SharedCursor, SlowBatches, Stream, Tiny
 
 pytest.importorskip("torchdata.nodes")
 THREADS = LoaderConfig(4, prefetch_factor=2).as_threads()
@@ -65,9 +66,10 @@ def test_without_torchdata_threads_are_not_built(monkeypatch: pytest.MonkeyPatch
         TorchBackend().build_loader(Tiny(64), THREADS, 8, None, False, False)
 
 
-def check(dataset: Any) -> dict[str, Any]:
+def check(dataset: Any, config: LoaderConfig = THREADS, reference: Any = in_this_process) -> dict[str, Any]:
+    """The thread check's last word; the one-by-one pass fetched here, first (a fork is a slow test's)."""
     events: list[dict[str, Any]] = []
-    run_thread_check(TorchBackend(), dataset, None, THREADS, 8, events.append)
+    run_thread_check(TorchBackend(), dataset, None, config, 8, events.append, reference)
     return events[-1]
 
 
@@ -83,3 +85,27 @@ def test_the_thread_check_catches_a_shared_cursor() -> None:
 
 def test_the_thread_check_says_random_samples_cannot_be_compared() -> None:
     assert check(RandomSamples(200))["verdict"] == "unchecked"
+
+
+def test_batches_delivered_out_of_order_are_compared_by_their_indices() -> None:
+    unordered = dataclasses.replace(THREADS, in_order=False)
+    loader, _ = TorchBackend().build_loader(SlowBatches(64), unordered, 8, None, False, False)
+    firsts = [batch[0, 0].item() for batch in loader]
+    assert firsts != sorted(firsts)  # the slow batches came last: out of order
+    word = check(SlowBatches(64), unordered)
+    assert word["verdict"] == "same", word
+
+
+def test_the_verdict_compares_what_the_same_indices_gave() -> None:
+    indices = [[0, 1], [2, 3], [4, 5]]
+    assert verdict([30, 10, 20], [10, 20, 30], [10, 20, 30], indices)["verdict"] == "same"
+    wrong = verdict([30, 10, 99], [10, 20, 30], [10, 20, 30], indices)
+    assert wrong["verdict"] == "differs" and "indices 2, 3 (batch 1)" in wrong["detail"]
+    assert verdict([10, 20], [10, 20, 30], [10, 20, 30], indices)["verdict"] == "differs"  # a batch missing
+
+
+@pytest.mark.slow
+def test_a_racy_cache_is_caught_with_the_reference_fetched_in_a_fresh_copy() -> None:
+    word = check(RacyCache(200), reference=in_a_fresh_copy)
+    assert word["verdict"] == "differs", word
+    assert check(Tiny(200), reference=in_a_fresh_copy)["verdict"] == "same"

@@ -2,17 +2,22 @@
 thread trial counts.
 
 Threads share the one dataset object: a ``__getitem__`` that is not thread-safe (a shared file handle, a
-decoder with global state) can return wrong samples without an error. A worker process fetches a batch's
-samples one by one, alone: the check fetches the same indices so, twice (a dataset whose samples are random
-cannot be compared, and is said to be), and through the thread loader once between, and compares every byte.
+decoder with global state, a cache filled racily) can return wrong samples without an error. A worker process
+fetches a batch's samples one by one, alone: the check fetches the first batches' indices so, twice (a dataset
+whose samples are random cannot be compared, and is said to be), in a fresh copy of the dataset (a process
+forked before any thread touched it: a racy cache filled by the threads cannot poison what they are compared
+with), then through the thread loader, and compares every byte of what the same indices gave, whatever order the
+batches came in (``in_order=False`` delivers them as they are ready).
 """
 
 from __future__ import annotations
 
+import json
+import os
 import signal
 import traceback
-from collections.abc import Callable
-from itertools import islice
+from collections import Counter
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from dataprof.backends import Backend
@@ -26,6 +31,9 @@ from dataprof.results.vocabulary import ThreadVerdict, TrialStatus
 CHECK_SAMPLES = 256
 """Samples compared at most (at least two batches, and two per thread when that is fewer)."""
 
+Reference = Callable[[Callable[[list[int]], int], list[list[int]]], tuple[list[int], list[int]]]
+"""How the one-by-one checksums are made: ``(fetch a batch's checksum, batches) -> (first pass, second pass)``."""
+
 
 def batches_to_check(config: LoaderConfig, batch_size: int, length: int) -> int:
     """Two batches per thread (every thread busy at once), at least two, within :data:`CHECK_SAMPLES`."""
@@ -33,40 +41,99 @@ def batches_to_check(config: LoaderConfig, batch_size: int, length: int) -> int:
     return max(1, min(wanted, max(2, CHECK_SAMPLES // max(1, batch_size)), -(-length // max(1, batch_size))))
 
 
+class Head:
+    """The first ``length`` samples of a map-style dataset: the thread loader's epoch is exactly the batches
+    compared, whatever order its threads deliver them in."""
+
+    def __init__(self, dataset: Any, length: int) -> None:
+        self.dataset = dataset
+        self.length = length
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, index: int) -> Any:
+        return self.dataset[index]
+
+
+def in_this_process(checksum: Callable[[list[int]], int], batches: list[list[int]]) -> tuple[list[int], list[int]]:
+    """The one-by-one checksums of ``batches``, twice, fetched here (before any thread touches the dataset)."""
+    return [checksum(b) for b in batches], [checksum(b) for b in batches]
+
+
+def in_a_fresh_copy(checksum: Callable[[list[int]], int], batches: list[list[int]]) -> tuple[list[int], list[int]]:
+    """:func:`in_this_process`, in a process forked now: its dataset is a copy no thread will touch; an error
+    there is raised here, with its text."""
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            os.close(read_fd)
+            try:
+                word: dict[str, Any] = {"passes": in_this_process(checksum, batches)}
+            except Exception as exc:
+                word = {"error": describe_exception(exc)}
+            os.write(write_fd, json.dumps(word).encode())
+        except BaseException:
+            code = 1
+        finally:
+            os._exit(code)
+    os.close(write_fd)
+    chunks = []
+    while chunk := os.read(read_fd, 1 << 16):
+        chunks.append(chunk)
+    os.close(read_fd)
+    _, status = os.waitpid(pid, 0)
+    if not chunks:
+        raise RuntimeError(f"the process fetching the samples one by one died ({os.waitstatus_to_exitcode(status)})")
+    got = json.loads(b"".join(chunks))
+    if "error" in got:
+        raise RuntimeError(got["error"])
+    first, second = got["passes"]
+    return first, second
+
+
 def run_thread_check(backend: Backend, dataset: Any, collate: Callable[[list[Any]], Any] | None,
-                     config: LoaderConfig, batch_size: int, emit: Callable[[dict[str, Any]], None]) -> None:
-    """Compare the thread loader's first batches with the same indices fetched one by one; emit the verdict
-    (``same``, ``differs``, ``unchecked``) or the error. Never raises."""
+                     config: LoaderConfig, batch_size: int, emit: Callable[[dict[str, Any]], None],
+                     reference: Reference = in_a_fresh_copy) -> None:
+    """Compare what the thread loader gave for its first batches' indices with what the same indices give
+    fetched one by one (``reference``: in a fresh copy of the dataset, first); emit the verdict (``same``,
+    ``differs``, ``unchecked``) or the error. Never raises."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        loader, recorder = backend.build_loader(dataset, config, batch_size, collate, False, False)
         count = batches_to_check(config, batch_size, len(dataset))
-        iterator = iter(loader)
-        threaded = [fingerprint(batch, whole=True) for batch in islice(iterator, count)]
-        backend.shutdown(iterator)
-        assert recorder is not None  # a map-style dataset's loader records its batches
-        indices = [list(batch) for batch in islice(iter(recorder.inner), len(threaded))]
+        size = min(len(dataset), count * batch_size)
+        indices = [list(range(start, min(start + batch_size, size))) for start in range(0, size, batch_size)]
         fold = collate or backend.default_collate()
-        first = [fingerprint(fold([dataset[i] for i in batch]), whole=True) for batch in indices]
-        second = [fingerprint(fold([dataset[i] for i in batch]), whole=True) for batch in indices]
+        first, second = reference(lambda batch: fingerprint(fold([dataset[i] for i in batch]), whole=True), indices)
+        loader, _ = backend.build_loader(Head(dataset, size), config, batch_size, collate, False, False)
+        iterator = iter(loader)
+        threaded = [fingerprint(batch, whole=True) for batch in iterator]
+        backend.shutdown(iterator)
     except Exception as exc:
         emit(error_event(TrialStatus.FAILED, describe_exception(exc), traceback.format_exc()))
         return
     emit({"ev": "result", **verdict(threaded, first, second, indices)})
 
 
-def verdict(threaded: list[int], first: list[int], second: list[int], indices: list[list[int]]) -> dict[str, Any]:
-    """The check's verdict from the batches' checksums: through threads, then one by one twice."""
-    if first != second:
+def verdict(threaded: Sequence[int], first: Sequence[int], second: Sequence[int],
+            indices: Sequence[Sequence[int]]) -> dict[str, Any]:
+    """The check's verdict from the batches' checksums: through threads (in the order they came), and one by one
+    twice (in the order of ``indices``). The threads' batches are compared with what the same indices gave, as
+    a multiset: their order is the loader's, not the dataset's."""
+    if list(first) != list(second):
         return {"verdict": ThreadVerdict.UNCHECKED, "batches": len(first),
                 "detail": "the same indices fetched twice one by one gave other samples (random transforms?), "
                           "so the threads' samples cannot be compared"}
-    wrong = next((n for n, (a, b) in enumerate(zip(threaded, first, strict=True)) if a != b), None)
-    if wrong is None:
+    missing = Counter(first) - Counter(threaded)
+    if not missing and len(threaded) == len(first):
         return {"verdict": ThreadVerdict.SAME, "batches": len(first), "detail": ""}
+    wrong = next((n for n, checksum in enumerate(first) if checksum in missing), 0)
     shown = ", ".join(map(str, indices[wrong][:4])) + ("…" if len(indices[wrong]) > 4 else "")
     return {"verdict": ThreadVerdict.DIFFERS, "batches": len(first),
-            "detail": f"batch {wrong} (indices {shown}) differs from the same indices fetched one by one"}
+            "detail": f"threads gave other samples for indices {shown} (batch {wrong}) than the same indices "
+                      "fetched one by one"}
 
 
 def checked(config: LoaderConfig, status: TrialStatus, word: dict[str, Any]) -> ThreadCheck:
