@@ -9,7 +9,7 @@ import math
 from dataprof.decide.budgets import HEADROOM
 from dataprof.decide.diagnose.facts import batch_size, ok_trials
 from dataprof.decide.model import CONTENDED, predict
-from dataprof.decide.recommend import MAX_TRADE
+from dataprof.decide.recommend import MAX_TRADE, recommend
 from dataprof.decide.thresholds import Thresholds
 from dataprof.errors import UsageError
 from dataprof.results.pipeline import PipelineModel
@@ -62,18 +62,37 @@ def make_plan(report: Report, machine: TargetMachine) -> Plan:
                 "trials": len(ok_trials(report)), "workers": list(report.model.measured_workers),
                 "step_ms": float(report.settings.get("step_ms") or 0.0), "batch_size": report.model.batch_size,
                 "shuffle": bool(report.settings.get("shuffle")), "collate_fn": report.settings.get("collate_fn")}
-    knobs = report.recommendation.config if report.recommendation else baseline(report.environment.framework)
-    return plan_for(report.target, measured, machine, report.model, knobs)
+    knobs, why = planned_knobs(report)
+    return plan_for(report.target, measured, machine, report.model, knobs, why)
+
+
+def planned_knobs(report: Report) -> tuple[LoaderConfig, str | None]:
+    """The config whose num_workers a plan changes: the sweep's recommendation, or, when threads won, its best
+    worker-process config, with why. The model is of worker processes (each receives and unpickles batches,
+    holds its own copy of the main process's pages, passes batches through /dev/shm): it does not predict
+    threads, and a plan never mixes the two."""
+    framework = report.environment.framework
+    rec = report.recommendation
+    if rec is None or not rec.config.threads:
+        return (rec.config if rec else baseline(framework)), None
+    processes = recommend([t for t in report.trials if not t.config.threads])
+    knobs = processes.config if processes is not None else baseline(framework)
+    return knobs, (f"the sweep recommended threads ({rec.config.label()}), which the model does not predict (it "
+                   "is of worker processes: each receives and unpickles batches, holds a copy of the main "
+                   "process's pages and passes batches through /dev/shm); this plans worker processes from "
+                   f"the sweep's best process config ({knobs.label()}). Measure threads on that machine "
+                   "with --worker-kind process,thread")
 
 
 def plan_again(plan: Plan) -> Plan:
     """``plan`` made again from the model it holds, by the current rules (``dataprof diagnose``)."""
-    return plan_for(plan.target, plan.measured, plan.machine, plan.model, plan.knobs)
+    return plan_for(plan.target, plan.measured, plan.machine, plan.model, plan.knobs, plan.knobs_reason)
 
 
 def plan_for(target: str, measured: dict[str, object], machine: TargetMachine, model: PipelineModel,
-             knobs: LoaderConfig) -> Plan:
-    """The plan for ``machine`` from ``model``; ``knobs``: the sweep's pick, whose num_workers it changes."""
+             knobs: LoaderConfig, knobs_reason: str | None = None) -> Plan:
+    """The plan for ``machine`` from ``model``; ``knobs``: the config whose num_workers it changes (a worker
+    process config), ``knobs_reason``: why it is not the sweep's pick."""
     feed = feeding(model, machine)
     enough = _enough(model, machine.cpus_per_rank, machine.step_ms / 1000, machine.batch_size)
     top = max(8, 4 * math.ceil(machine.cpus_per_rank), *model.measured_workers, enough)
@@ -83,12 +102,13 @@ def plan_for(target: str, measured: dict[str, object], machine: TargetMachine, m
     if feed is not None and feed.workers is not None:
         shown.add(feed.workers)
     curve = tuple(_point(model, machine, knobs, feed, workers) for workers in sorted(shown))
-    notes = list(model.notes)
+    notes = ([knobs_reason] if knobs_reason else []) + list(model.notes)
     if not recommended.fits:
         notes.append("no worker count fits the RAM and /dev/shm given: the one shown needs more")
     return Plan(tool_version=__version__, target=target, measured=measured, machine=machine, model=model,
                 knobs=knobs, curve=curve, recommended=recommended, feeding=feed,
-                extrapolations=_extrapolations(model, machine, recommended), notes=tuple(notes))
+                extrapolations=_extrapolations(model, machine, recommended), notes=tuple(notes),
+                knobs_reason=knobs_reason)
 
 
 def _enough(model: PipelineModel, cpus: float, step_s: float, batch: int) -> int:

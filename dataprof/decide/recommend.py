@@ -53,7 +53,9 @@ def recommend(trials: Sequence[TrialResult], model: Model | None = None) -> Reco
     """The cheapest completed config within noise (at most :data:`MAX_TRADE`) of the fastest; None if none ran.
 
     With ``model``, noise the 5% cap leaves unsettled is settled by it: a cheaper config within the noise of the
-    fastest, however far, that the model says is no slower (both at the CPUs' limit, say) is recommended."""
+    fastest, however far, that the model says is no slower (both at the CPUs' limit, say) is recommended. The
+    model sees a config's worker count only: between two configs of one count (pinning, prefetch) it cannot
+    tell, and settles nothing."""
     ok = [t for t in trials if t.status == TrialStatus.OK and t.samples_per_s]
     if not ok:
         return None
@@ -63,8 +65,9 @@ def recommend(trials: Sequence[TrialResult], model: Model | None = None) -> Reco
     settled = []
     if model is not None and not fastest.config.threads:  # the model is of the worker processes
         floor = (1 - MAX_TRADE) * model(fastest)[0]
-        settled = [t for t in ok if t not in within and not t.config.threads and (top - (t.samples_per_s or 0.0))
-                   / top <= noise_between(t, fastest) and model(t)[0] >= floor]
+        settled = [t for t in ok if t not in within and not t.config.threads
+                   and t.config.num_workers != fastest.config.num_workers
+                   and (top - (t.samples_per_s or 0.0)) / top <= noise_between(t, fastest) and model(t)[0] >= floor]
     chosen = min(within + settled, key=_cost)
     heavier = [t for t in within + settled if chosen.config.threads and not t.config.threads
                and 0 < (t.peak_memory_bytes or 0) < (chosen.peak_memory_bytes or 0)]

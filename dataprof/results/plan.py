@@ -89,7 +89,8 @@ class Plan:
     machine: TargetMachine
     model: PipelineModel
     knobs: LoaderConfig
-    """The sweep's recommended config: the plan changes its num_workers only."""
+    """The sweep's recommended config (its best worker-process config when threads won: the model is of
+    worker processes): the plan changes its num_workers only."""
     curve: tuple[PlanPoint, ...]
     recommended: PlanPoint
     feeding: Feeding | None
@@ -97,6 +98,8 @@ class Plan:
     extrapolations: tuple[str, ...] = ()
     """Where the plan leaves the measured range (more or fewer CPUs, a worker count never tried, …)."""
     notes: tuple[str, ...] = ()
+    knobs_reason: str | None = None
+    """Why :attr:`knobs` is not the sweep's recommendation (threads won), or None when it is."""
 
     @property
     def config(self) -> LoaderConfig:
@@ -128,6 +131,7 @@ class Plan:
             "extrapolations": list(self.extrapolations),
             "measured": dict(self.measured),
             "knobs": self.knobs.to_dict(),
+            "knobs_reason": self.knobs_reason,
             "model": self.model.to_dict(),
             "notes": list(self.notes),
         }
@@ -143,4 +147,5 @@ class Plan:
                    model=PipelineModel.from_dict(data["model"]), knobs=LoaderConfig.from_dict(data["knobs"]),
                    curve=curve, recommended=next(p for p in curve if p.num_workers == wanted),
                    feeding=None if data.get("feeding") is None else Feeding(**data["feeding"]),
-                   extrapolations=tuple(data.get("extrapolations") or ()), notes=tuple(data.get("notes") or ()))
+                   extrapolations=tuple(data.get("extrapolations") or ()), notes=tuple(data.get("notes") or ()),
+                   knobs_reason=data.get("knobs_reason"))

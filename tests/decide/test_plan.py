@@ -185,3 +185,17 @@ def test_a_sweep_of_one_config_gives_no_plan_and_says_what_to_sweep() -> None:
     one = dataclasses.replace(report, trials=(trial(2, 500.0), trial(4, 0.0, status="failed")), model=None)
     with pytest.raises(UsageError, match=r"1 of 2 trials completed.*--workers 0,2,4"):
         make_plan(one, machine_of(report))
+
+
+def test_a_sweep_that_threads_won_plans_its_best_worker_process_config_and_says_why() -> None:
+    report = decided("threads_win")
+    assert report.recommendation is not None and report.recommendation.config.threads
+    plan = make_plan(report, machine_of(report, cpus=8))
+    assert not plan.config.threads and not plan.knobs.threads
+    assert plan.knobs == LoaderConfig(128, False, 2, True)  # the sweep's best process config
+    assert plan.knobs_reason is not None and plan.notes[0] == plan.knobs_reason
+    assert "the sweep recommended threads (t128 pf2), which the model does not predict" in plan.knobs_reason
+    assert not any(" t1" in e or "t148" in e for e in plan.extrapolations)
+    again = Plan.from_dict(json.loads(plan.to_json()))
+    assert again == plan and plan_again(again) == plan
+    assert make_plan(decided("cpu_bound"), machine_of(decided("cpu_bound"))).knobs_reason is None

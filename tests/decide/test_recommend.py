@@ -53,6 +53,19 @@ def test_the_model_settles_a_gap_within_noise_that_the_cap_leaves_open() -> None
     assert rec is not None and rec.config.num_workers == 8
 
 
+def test_the_model_settles_nothing_between_two_configs_of_one_worker_count() -> None:
+    import dataclasses
+
+    model = lambda t: (400.0, "cpus") if t.config.num_workers == 8 else (100.0, "serial")  # noqa: E731
+    fastest = trial(8, 400, spread=0.1)
+    pinned = dataclasses.replace(fastest, config=dataclasses.replace(fastest.config, prefetch_factor=4))
+    lighter = dataclasses.replace(trial(8, 360, spread=0.1), config=dataclasses.replace(fastest.config,
+                                                                                       prefetch_factor=1))
+    rec = recommend([trial(0, 100), pinned, lighter], model)  # 10% apart, within the ±14% noise
+    assert rec is not None and rec.config.prefetch_factor == 4  # the model cannot see prefetch: not settled
+    assert "model" not in rec.reason and "noise, but more than the 5% a cheaper config may cost" in rec.reason
+
+
 def test_the_sweep_s_model_settles_a_cpu_bound_tie() -> None:
     import dataclasses
 
