@@ -251,7 +251,8 @@ def thread_facts(space: SearchSpace, host_info: dict[str, Any]) -> dict[str, Any
         else None  # threads load a map-style Dataset target (see decide.threads.thread_notes)
     gil = host_info.get("gil") or {}
     kinds = space.worker_kinds if loader is not None else tuple(k for k in space.worker_kinds if k != "thread")
-    return {"thread_loader": loader, "gil_release": gil.get("release"), "free_threaded": bool(gil.get("free_threaded")),
+    return {"thread_loader": loader, "gil_release": gil.get("release"), "gil_release_high": gil.get("release_high"),
+            "free_threaded": bool(gil.get("free_threaded")),
             "worker_kinds": kinds if kinds or not space.worker_kinds else ("process",)}
 
 

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from dataprof.measure.forked import ForkFailed, run_forked
 from dataprof.results.threads import GilShare
 
 PAIRED_TIMEOUT_S = 1.0
@@ -65,8 +66,44 @@ def release_share(call: Callable[[Any], Any], items: Sequence[Any], budget_s: fl
                             why="its calls did not finish in a second thread (a lock or state only one thread "
                                 "gets: threads cannot load it)")
     one, two = min(alone), min(paired)
-    share = max(0.0, min(1.0, (2 * one - two) / one)) if one > 0 else None
-    return GilShare(release=share, calls=count, alone_s=one, paired_s=two)
+    rounds = [_share(a, p) for a, p in zip(alone, paired, strict=True)]
+    known = [r for r in rounds if r is not None]
+    return GilShare(release=_share(one, two), calls=count, alone_s=one, paired_s=two,
+                    release_low=min(known, default=None), release_high=max(known, default=None))
+
+
+def _share(alone: float, paired: float) -> float | None:
+    """The share of the work that overlapped: ``(2 × alone − paired) / alone``, within 0–1."""
+    return max(0.0, min(1.0, (2 * alone - paired) / alone)) if alone > 0 else None
+
+
+SAMPLE_S_MAX = 2.0
+"""A call slower than this is not measured for the GIL: its rounds would take minutes."""
+APART_WAIT_S = 2.0
+"""What the measure in its own process may take beyond its calls' own time."""
+
+
+def release_share_apart(call: Callable[[Any], Any], items: Sequence[Any], budget_s: float = 0.6,
+                        clock: Callable[[], float] = time.perf_counter) -> GilShare:
+    """:func:`release_share`, run in a process forked for it: a call that crashes in a second thread (a C
+    extension that is not thread-safe) costs only this figure, and threads left behind end with that process.
+    One call is timed here first; the measure's time scales with it (each round runs the call alone, then in two
+    threads at once), and a call slower than :data:`SAMPLE_S_MAX` is not measured."""
+    if not gil_enabled() or usable_cpus() < 2 or not items:
+        return release_share(call, items, budget_s, clock)  # told without calling
+    start = clock()
+    call(items[0])
+    took = clock() - start
+    if took > SAMPLE_S_MAX:
+        return GilShare(release=None, calls=1, alone_s=took, paired_s=0.0,
+                        why=f"a call takes {took:.1f} s: too slow to time in rounds")
+    calls = 3 * ROUNDS + 1 + 2 * ROUNDS
+    try:
+        found = run_forked(lambda: release_share(call, items, budget_s, clock).to_dict(),
+                           timeout_s=APART_WAIT_S + budget_s + 2 * calls * took)
+    except ForkFailed as exc:
+        return GilShare(release=None, calls=0, alone_s=took, paired_s=0.0, why=f"the measure failed: {exc}")
+    return GilShare.from_dict(found)
 
 
 def _timed(call: Callable[[Any], Any], items: Sequence[Any], threads: int, clock: Callable[[], float],

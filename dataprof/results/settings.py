@@ -1,9 +1,5 @@
-"""Frozen settings: one DataLoader configuration, the search space and the sweep's settings (the machine's CPU
-budget and a process's rank are in ``dataprof.results.environment``).
-
-Data layer: pure data and pure functions of it, standard library only. Nothing
-here reads the machine (``measure.environment`` does) or imports torch.
-"""
+"""Frozen settings: one DataLoader configuration, the search space and the sweep's settings (the CPU budget and a
+rank are in ``results.environment``). Pure data, standard library only: nothing here reads the machine."""
 
 from __future__ import annotations
 
@@ -207,7 +203,8 @@ class SearchSpace:
     """What builds a thread config's loader here (:data:`THREAD_LOADERS`); None: neither is installed, or
     threads cannot load this target."""
     gil_release: float | None = None
-    """How much of a sample's ``__getitem__`` releases the GIL (0–1), measured by the probe; None: not told."""
+    gil_release_high: float | None = None
+    """How much of a sample's ``__getitem__`` releases the GIL (0–1), by the probe, and the most one round read."""
     free_threaded: bool = False
     """The interpreter runs without the GIL (``sys._is_gil_enabled()`` false): threads are always tried."""
 
@@ -263,7 +260,7 @@ class SearchSpace:
                         start_method=self.start_method, available_start_methods=list(self.available_start_methods),
                         skipped_knobs=list(self.skipped), worker_kinds=list(self.worker_kinds),
                         thread_loader=self.thread_loader, gil_release=self.gil_release,
-                        free_threaded=self.free_threaded)
+                        gil_release_high=self.gil_release_high, free_threaded=self.free_threaded)
         return data
 
     @classmethod
@@ -287,6 +284,7 @@ class SearchSpace:
             worker_kinds=tuple(settings.get("worker_kinds") or ()),
             thread_loader=settings.get("thread_loader"),
             gil_release=settings.get("gil_release"),
+            gil_release_high=settings.get("gil_release_high"),
             free_threaded=bool(settings.get("free_threaded")),
         )
 

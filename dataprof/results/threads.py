@@ -27,6 +27,9 @@ class GilShare:
     """The interpreter runs without the GIL: threads always overlap."""
     why: str | None = None
     """Why ``release`` is None."""
+    release_low: float | None = None
+    release_high: float | None = None
+    """The least and the most any one round (alone, then paired) read: the measure's spread."""
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (docs/json.md)."""
@@ -37,7 +40,8 @@ class GilShare:
         """Read :meth:`to_dict` back."""
         return cls(release=data.get("release"), calls=int(data.get("calls") or 0),
                    alone_s=float(data.get("alone_s") or 0.0), paired_s=float(data.get("paired_s") or 0.0),
-                   free_threaded=bool(data.get("free_threaded")), why=data.get("why"))
+                   free_threaded=bool(data.get("free_threaded")), why=data.get("why"),
+                   release_low=data.get("release_low"), release_high=data.get("release_high"))
 
     def words(self) -> str:
         """``releases the GIL 92% of its time (C code, I/O or sleep)`` / ``holds the GIL (pure Python, …)`` /

@@ -54,7 +54,21 @@ def test_threads_within_noise_but_heavier_are_not_the_lighter_choice() -> None:
 def test_no_thread_is_tried_without_evidence_and_the_stop_says_why() -> None:
     history, why = run(AdaptiveStrategy(threaded(gil_release=0.05), Budget(usable_cpus=2)), cpu_bound_gil_free)
     assert not any(t.config.threads for t in history)
-    assert "threads not tried: a sample releases the GIL 5% of its time" in why
+    assert "threads not tried: a sample releases the GIL 5% of its time, under the 20% threads need" in why
+
+
+def test_the_thread_twin_is_tried_unless_the_gil_measure_clearly_says_no() -> None:
+    for told, says in ((0.3, "a sample releases the GIL 30% of its time"),  # between the lines: noisy, tried
+                       (None, "the GIL share was not told")):
+        strategy = AdaptiveStrategy(threaded(gil_release=told), Budget(usable_cpus=2))
+        history, _ = run(strategy, cpu_bound_gil_free)
+        first = next(n for n, t in enumerate(history) if t.config.threads)
+        why = strategy.propose(history[:first]).why
+        assert f"threads can load this dataset and nothing rules them out ({says}" in why
+    # one quick round read 64%: the lowest figure does not clearly say the sample holds the GIL
+    spread = AdaptiveStrategy(threaded(gil_release=0.05, gil_release_high=0.64), Budget(usable_cpus=2))
+    history, _ = run(spread, cpu_bound_gil_free)
+    assert any(t.config.threads for t in history)
 
 
 def test_copy_on_read_growth_calls_for_threads_even_when_samples_hold_the_gil() -> None:

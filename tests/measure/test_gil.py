@@ -1,6 +1,7 @@
 """The GIL measure on work whose answer is known: a sleep releases the GIL, a Python loop holds it, a numpy sort
 releases it. A CPU taken away only lowers the share of work that releases the GIL (the pair overlaps less), so
-that share is the best of several measures; the Python loop's, the least of three."""
+that share is the best of several measures; the Python loop's, the least of three. Timing real work, those are
+slow tests; so are the measures in a process of their own (a crash or a hang there costs only the figure)."""
 
 from __future__ import annotations
 
@@ -9,17 +10,19 @@ import time
 import numpy as np
 import pytest
 
-from dataprof.measure.gil import gil_enabled, release_share, usable_cpus
+from dataprof.measure.gil import gil_enabled, release_share, release_share_apart, usable_cpus
 
 pytestmark = pytest.mark.skipif(usable_cpus() < 2 or not gil_enabled(), reason="needs two CPUs and a GIL")
 
 
+@pytest.mark.slow
 def test_a_sleep_releases_the_gil() -> None:
     share = release_share(lambda _: time.sleep(0.005), range(64), budget_s=0.2)
     assert share.release is not None and share.release >= 0.7
     assert share.calls >= 2 and share.paired_s < 2 * share.alone_s
 
 
+@pytest.mark.slow
 def test_a_python_loop_holds_the_gil() -> None:
     def spin(_: int) -> int:
         total = 0
@@ -30,6 +33,7 @@ def test_a_python_loop_holds_the_gil() -> None:
     assert min(release_share(spin, range(64), budget_s=0.2).release or 0.0 for _ in range(3)) <= 0.3
 
 
+@pytest.mark.slow
 def test_a_numpy_sort_releases_the_gil() -> None:
     data = np.random.default_rng(0).random(200_000)
     assert max(release_share(lambda _: np.sort(data), range(256), budget_s=0.4).release or 0.0
@@ -45,15 +49,39 @@ def test_one_cpu_cannot_tell(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "not measured" in share.words()
 
 
-def test_work_that_blocks_in_a_second_thread_is_left_behind() -> None:
+@pytest.mark.slow
+def test_work_that_blocks_in_a_second_thread_ends_with_the_measure_s_process() -> None:
     import threading
 
     def main_thread_only(_: int) -> None:
         if threading.current_thread() is not threading.main_thread():
             threading.Event().wait()
 
-    share = release_share(main_thread_only, range(4))
+    before = threading.active_count()
+    share = release_share_apart(main_thread_only, range(4))
     assert share.release is None and share.why is not None and "did not finish in a second thread" in share.why
+    assert threading.active_count() == before  # nothing left behind here
+
+
+@pytest.mark.slow
+def test_a_sample_that_crashes_in_a_second_thread_costs_only_the_figure() -> None:
+    import ctypes
+    import threading
+
+    def crashes_in_threads(_: int) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            ctypes.string_at(0)  # a C extension that is not thread-safe
+
+    share = release_share_apart(crashes_in_threads, range(4))
+    assert share.release is None and share.why is not None and "killed by SIGSEGV" in share.why
+
+
+@pytest.mark.slow
+def test_a_slow_sample_is_measured_in_time_scaled_to_it() -> None:
+    share = release_share_apart(lambda _: time.sleep(0.25), range(4))
+    assert share.release is not None and share.release >= 0.7, share
+    assert share.release_low is not None and share.release_high is not None
+    assert share.release_low <= share.release <= share.release_high + 1e-9 or share.release_high >= 0.7
 
 
 def test_a_free_threaded_interpreter_releases_everything(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -366,7 +366,7 @@ class AdaptiveStrategy(ThreadSteps, Searching):
         peaked = knee[1] if knee is not None else ""
         tail = f"; best {best.config.label()}, no untried neighbour left to beat it" if best else ""
         untried = self._thread_anchor(done) is not None and not self.space.worker_kinds \
-            and not any(c.threads for c in done)
+            and not any(c.threads for c in done) and evidence.gil_held(self.space)
         return climb + peaked + tail + self._steady_note(done) + (evidence.no_thread_words(self.space)
                                                                    if untried else "")
 

@@ -113,21 +113,40 @@ def tail_words(trial: TrialResult) -> str:
 
 GIL_RELEASED = 0.5
 """A sample that releases the GIL this share of its time or more: threads can load it side by side."""
+GIL_HELD = 0.2
+"""A sample that released the GIL under this share of its time in every round of the measure holds it: threads
+run it one at a time, and that is the one evidence that rules thread trials out."""
 STARTUP_S = 1.0
 """Seconds to a first batch from which starting worker processes is worth avoiding."""
 IPC_SHARE = 0.1
 """Share of a CPU the main process spends unpickling workers' batches that counts, at the CPU ceiling."""
 
 
+def gil_held(space: SearchSpace) -> bool:
+    """Whether the probe's GIL measure clearly says a sample holds the GIL: even its most favourable round read
+    less than :data:`GIL_HELD` (an older document without the spread: its one figure)."""
+    high = space.gil_release_high if space.gil_release_high is not None else space.gil_release
+    return high is not None and high < GIL_HELD
+
+
+def _released(space: SearchSpace) -> str:
+    """``a sample releases the GIL 30% of its time (12–64% over the measure's rounds)``; empty when not told."""
+    if space.gil_release is None:
+        return ""
+    spread = f" ({space.gil_release_high:.0%} at most in a round)" if space.gil_release_high is not None else ""
+    return f"a sample releases the GIL {space.gil_release:.0%} of its time{spread}"
+
+
 def thread_evidence(anchor: TrialResult, space: SearchSpace, saturated: bool, shm_blocked: str | None) -> str:
-    """Why threads are worth a trial beside ``anchor`` (the process config the climb picked), in words the
-    search story quotes; empty when nothing calls for them. ``saturated``: ``anchor`` used the CPUs up;
-    ``shm_blocked``: why /dev/shm stopped more worker processes, if it did."""
+    """Why the thread twin of ``anchor`` (the process config the climb picked) is worth a trial, in words the
+    search story quotes; empty only when the evidence clearly says no (:func:`gil_held`, and nothing else for
+    threads). A trial costs seconds; a missed 1.5× costs the user far more, and a GIL share alone is noisy.
+    ``saturated``: ``anchor`` used the CPUs up; ``shm_blocked``: why /dev/shm stopped more worker processes."""
     if space.free_threaded:
         return ": this Python runs without the GIL (free-threaded), so threads run side by side"
     reasons = []
     if space.gil_release is not None and space.gil_release >= GIL_RELEASED:
-        reasons.append(f"a sample releases the GIL {space.gil_release:.0%} of its time")
+        reasons.append(_released(space))
     if _copied(anchor) >= COPIED_PER_WORKER:
         reasons.append(f"each worker copied {fmt_bytes(int(_copied(anchor)))} of the main process's pages "
                        "(copy-on-read)")
@@ -139,7 +158,12 @@ def thread_evidence(anchor: TrialResult, space: SearchSpace, saturated: bool, sh
     if saturated and ipc >= IPC_SHARE:
         reasons.append(f"at the CPU ceiling, the main process spends {ipc:.0%} of a CPU unpickling the workers' "
                        "batches")
-    return ": " + "; ".join(reasons) if reasons else ""
+    if reasons:
+        return ": " + "; ".join(reasons)
+    if gil_held(space):
+        return ""
+    told = _released(space) or "the GIL share was not told"
+    return f": threads can load this dataset and nothing rules them out ({told})"
 
 
 def receive_share(trial: TrialResult) -> float:
@@ -150,7 +174,8 @@ def receive_share(trial: TrialResult) -> float:
 
 
 def no_thread_words(space: SearchSpace) -> str:
-    """Why the search tried no thread config, when threads could have loaded the dataset."""
-    held = "" if space.gil_release is None else f"a sample releases the GIL {space.gil_release:.0%} of its time, "
-    return (f"; threads not tried: {held}and the worker processes showed no copy-on-read growth, /dev/shm or "
-            "start-up limit, nor IPC at the CPU ceiling (--worker-kind process,thread to measure them anyway)")
+    """Why the search tried no thread config, when threads could have loaded the dataset: a sample holds the
+    GIL, clearly, and nothing else called for threads."""
+    return (f"; threads not tried: {_released(space)}, under the {GIL_HELD:.0%} threads need to overlap, and the "
+            "worker processes showed no copy-on-read growth, /dev/shm or start-up limit, nor IPC at the CPU "
+            "ceiling (--worker-kind process,thread to measure them anyway)")

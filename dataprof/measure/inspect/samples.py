@@ -28,7 +28,7 @@ from dataprof.backends.target import (
 )
 from dataprof.errors import TargetError
 from dataprof.measure.environment import cpu_budget, open_files_limit, pinned_cpus, pinned_to, probe_environment
-from dataprof.measure.gil import release_share
+from dataprof.measure.gil import release_share_apart
 from dataprof.measure.inspect.reads import logged, storage_reads
 from dataprof.measure.inspect.stages import Pipeline, Stage, timed_pipeline
 from dataprof.results.environment import DatasetInfo
@@ -283,14 +283,14 @@ def gil_shares(fetcher: _Fetcher, indices: list[int], pipeline: Pipeline,
     sample = None
     if fetcher.kind == "map" and indices:
         with contextlib.suppress(Exception):
-            sample = release_share(fetcher.fetch, indices[:64])
+            sample = release_share_apart(fetcher.fetch, indices[:64])
     total = sum(stage.total_seconds() for root in pipeline.roots for stage in root.leaves()) or 1.0
     leaves = sorted((leaf for root in pipeline.roots for leaf in root.leaves() if leaf.replay is not None
                      and leaf.seconds / total >= GIL_STAGE_SHARE), key=lambda leaf: -leaf.seconds)[:GIL_STAGES]
     released: dict[str, float | None] = {}
     for leaf in leaves:
         try:
-            released[leaf.path] = release_share(lambda replay: replay(), [leaf.replay], budget_s=0.3).release
+            released[leaf.path] = release_share_apart(lambda replay: replay(), [leaf.replay], budget_s=0.3).release
         except Exception:
             continue
     return sample, tuple(_with_gil(stage, released) for stage in stages)

@@ -3,7 +3,6 @@ trial, or once in the host."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 import traceback
@@ -113,30 +112,18 @@ def probe(request: LoadRequest, built: Built, handed_over: bool) -> Message:
 
 
 GIL_SAMPLES = 64
-"""Samples at most the probe times alone and in two threads, within :func:`release_share`'s budget."""
-GIL_WAIT_S = 2.0
-"""The probe's GIL measure is left behind after this long (a dataset that hangs past its first batch hangs the
-trials, which say so, not the probe)."""
+"""Samples at most the probe times alone and in two threads, within :func:`release_share_apart`'s budget."""
 
 
 def sample_gil(dataset: Any) -> dict[str, Any] | None:
-    """How much of ``dataset[i]`` releases the GIL (``GilShare.to_dict``), measured in a daemon thread that is
-    left behind after :data:`GIL_WAIT_S`; None when a sample raises (the probe's batch check names it) or the
-    measure did not end in time."""
-    import threading
+    """How much of ``dataset[i]`` releases the GIL (``GilShare.to_dict``), measured in a process of its own
+    (:func:`release_share_apart`); None when a sample raises (the probe's batch check names it)."""
+    from dataprof.measure.gil import release_share_apart
 
-    from dataprof.measure.gil import release_share
-
-    found: list[dict[str, Any]] = []
-
-    def measure() -> None:
-        with contextlib.suppress(Exception):
-            found.append(release_share(dataset.__getitem__, range(min(GIL_SAMPLES, len(dataset)))).to_dict())
-
-    worker = threading.Thread(target=measure, daemon=True)
-    worker.start()
-    worker.join(GIL_WAIT_S)
-    return found[0] if found else None
+    try:
+        return release_share_apart(dataset.__getitem__, range(min(GIL_SAMPLES, len(dataset)))).to_dict()
+    except Exception:
+        return None
 
 
 def describe(exc: BaseException) -> str:

@@ -12,8 +12,6 @@ batches came in (``in_order=False`` delivers them as they are ready).
 
 from __future__ import annotations
 
-import json
-import os
 import signal
 import traceback
 from collections import Counter
@@ -22,6 +20,7 @@ from typing import Any
 
 from dataprof.backends import Backend
 from dataprof.backends.target import describe_exception
+from dataprof.measure.forked import ForkFailed, run_forked
 from dataprof.measure.protocol import error_event
 from dataprof.measure.sweep.trial import fingerprint
 from dataprof.results.settings import LoaderConfig
@@ -63,34 +62,11 @@ def in_this_process(checksum: Callable[[list[int]], int], batches: list[list[int
 
 def in_a_fresh_copy(checksum: Callable[[list[int]], int], batches: list[list[int]]) -> tuple[list[int], list[int]]:
     """:func:`in_this_process`, in a process forked now: its dataset is a copy no thread will touch; an error
-    there is raised here, with its text."""
-    read_fd, write_fd = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        code = 0
-        try:
-            os.close(read_fd)
-            try:
-                word: dict[str, Any] = {"passes": in_this_process(checksum, batches)}
-            except Exception as exc:
-                word = {"error": describe_exception(exc)}
-            os.write(write_fd, json.dumps(word).encode())
-        except BaseException:
-            code = 1
-        finally:
-            os._exit(code)
-    os.close(write_fd)
-    chunks = []
-    while chunk := os.read(read_fd, 1 << 16):
-        chunks.append(chunk)
-    os.close(read_fd)
-    _, status = os.waitpid(pid, 0)
-    if not chunks:
-        raise RuntimeError(f"the process fetching the samples one by one died ({os.waitstatus_to_exitcode(status)})")
-    got = json.loads(b"".join(chunks))
-    if "error" in got:
-        raise RuntimeError(got["error"])
-    first, second = got["passes"]
+    or a crash there is raised here, with its text."""
+    try:
+        first, second = run_forked(lambda: in_this_process(checksum, batches))
+    except ForkFailed as exc:
+        raise RuntimeError(f"fetching the samples one by one in a fresh copy: {exc}") from None
     return first, second
 
 

@@ -5,6 +5,7 @@ Assertions are on rankings, indices and structure, never on times.
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from dataprof.decide.inspect import analyse
@@ -166,6 +167,7 @@ def test_a_with_transform_function_is_timed_and_put_back() -> None:
     assert dataset._format_kwargs["transform"] is original
 
 
+@pytest.mark.slow
 def test_each_costly_stage_is_measured_for_the_gil() -> None:
     from dataprof.measure.gil import usable_cpus
 

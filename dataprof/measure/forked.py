@@ -1,0 +1,92 @@
+"""Work done in a process forked for it, its result handed back as JSON: where the user's code may crash or hang,
+a crash costs only that work's result, and a hang is ended with everything it started."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import time
+from collections.abc import Callable
+from typing import Any
+
+from dataprof.backends.target import describe_exception
+
+
+class ForkFailed(Exception):
+    """The forked work raised, died or ran out of time: the message says which, in one line."""
+
+
+def run_forked(work: Callable[[], Any], timeout_s: float | None = None,
+               clock: Callable[[], float] = time.monotonic) -> Any:
+    """``work()`` in a process forked now (its own process group), its JSON-able result returned here. Raises
+    :class:`ForkFailed` when it raised (its description), died (by which signal), or ran past ``timeout_s``
+    (killed, with every process it started)."""
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            os.close(read_fd)
+            os.setpgid(0, 0)
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            try:
+                word: dict[str, Any] = {"result": work()}
+            except Exception as exc:
+                word = {"error": describe_exception(exc)}
+            os.write(write_fd, json.dumps(word).encode())
+        except BaseException:
+            code = 1
+        finally:
+            os._exit(code)
+    os.close(write_fd)
+    try:
+        os.setpgid(pid, pid)
+    except OSError:
+        pass  # the child did it first, or has exited
+    try:
+        chunks = _read_until(read_fd, None if timeout_s is None else clock() + timeout_s, clock)
+    finally:
+        os.close(read_fd)
+        status = _end(pid)
+    if chunks is None:
+        raise ForkFailed(f"it did not finish in {timeout_s:g} s (ended)")
+    if not chunks:
+        raise ForkFailed(f"it died ({_died(status)})")
+    got = json.loads(b"".join(chunks))
+    if "error" in got:
+        raise ForkFailed(got["error"])
+    return got["result"]
+
+
+def _read_until(fd: int, deadline: float | None, clock: Callable[[], float]) -> list[bytes] | None:
+    """What the child wrote until it closed its end; None when ``deadline`` came first."""
+    chunks: list[bytes] = []
+    while True:
+        wait = None if deadline is None else deadline - clock()
+        if wait is not None and wait <= 0:
+            return None
+        if not select.select([fd], [], [], wait)[0]:
+            continue
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            return chunks
+        chunks.append(chunk)
+
+
+def _end(pid: int) -> int:
+    """Kill the child's process group (whatever is left of it) and reap the child; its wait status."""
+    for kill in (os.killpg, os.kill):
+        try:
+            kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    _, status = os.waitpid(pid, 0)
+    return status
+
+
+def _died(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        return f"killed by {signal.Signals(os.WTERMSIG(status)).name}"
+    return f"exit code {os.waitstatus_to_exitcode(status)}"
