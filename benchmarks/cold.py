@@ -3,7 +3,8 @@
 A dataset of ``.npy`` files (``examples/files.py:NpyFiles``, ~1 GB: 4096 files of 256 KiB, one ``np.load`` a
 sample). For each config, every round, in alternating order (A B C, then C B A):
 
-- A: a dataprof sweep of that config alone with ``cache="cold"``, every file read first: its warm trial, then its
+- A: a dataprof sweep of that config alone with ``--cache cold`` (its workers started by ``--start-methods``: a
+  row each), every file read first: its warm trial, then its
   cold trial (the data files the trials read evicted from the page cache first; the window ends with the first
   pass);
 - B: a bare ``for batch in DataLoader(...)`` loop in a fresh process after the same eviction (every file of the
@@ -16,7 +17,7 @@ files' size, then the medians: the goal is dataprof within 10% of each bare loop
 here needs it.
 
     python benchmarks/cold.py [--root /var/tmp/coldbench] [--count 4096] [--kib 256] [--workers 0,4]
-                              [--rounds 3] [--seconds 3] [--batch-size 32]
+                              [--rounds 3] [--seconds 3] [--batch-size 32] [--start-methods fork,forkserver]
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import argparse
 import json
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -34,7 +36,6 @@ sys.path[:0] = [str(ROOT), str(ROOT / "examples")]
 
 from _bare import interleaved, median, median_error  # noqa: E402
 
-import dataprof  # noqa: E402
 from dataprof.measure.page_cache import evict  # noqa: E402
 from dataprof.measure.timing import warmup_batches  # noqa: E402
 
@@ -49,8 +50,9 @@ def bare(spec: dict[str, Any]) -> float:
 
     workers = spec["workers"]
     dataset = NpyFiles(spec["root"], spec["count"], spec["kib"])
+    method = {"multiprocessing_context": spec["method"]} if workers and spec.get("method") else {}
     loader = DataLoader(dataset, batch_size=spec["batch_size"], num_workers=workers,
-                        **({"prefetch_factor": 2, "persistent_workers": True} if workers else {}))
+                        **({"prefetch_factor": 2, "persistent_workers": True, **method} if workers else {}))
     iterator = iter(loader)
     for _ in range(warmup_batches(workers, 2 if workers else None)):
         next(iterator)
@@ -76,15 +78,24 @@ def bare_fresh(spec: dict[str, Any]) -> float:
     return float(out.stdout.strip().splitlines()[-1])
 
 
-def dataprof_rates(args: argparse.Namespace, workers: int) -> dict[str, Any]:
-    report = dataprof.sweep(TARGET, args={"root": args.root, "count": args.count, "kib": args.kib},
-                            batch_size=args.batch_size, workers=[workers], prefetch_factor=2,
-                            trial_seconds=args.seconds, rules_of_thumb=False, cache="cold")
-    warm = next(t for t in report.trials if t.config.num_workers == workers and t.status == "ok")
-    cold = next(t for t in report.cold_trials if t.config.num_workers == workers and t.status == "ok")
-    return {"warm": warm.samples_per_s, "cold": cold.samples_per_s, "bytes": cold.read_bytes_per_sample,
-            "files": cold.files_per_sample, "window": cold.window_s, "pass_end": cold.first_pass_end,
-            "resident": cold.resident_after_eviction}
+def dataprof_rates(args: argparse.Namespace, workers: int, method: str | None) -> dict[str, Any]:
+    """A sweep of ``workers`` alone (``method``: its workers' start method), warm then cold, as the command line
+    runs it."""
+    with tempfile.TemporaryDirectory() as out:
+        path = Path(out) / "run.json"
+        subprocess.run([sys.executable, "-m", "dataprof", "sweep", TARGET, "--arg", f"root={args.root}",
+                        "--arg", f"count={args.count}", "--arg", f"kib={args.kib}", "--batch-size",
+                        str(args.batch_size), "--workers", str(workers), "--prefetch-factor", "2",
+                        "--trial-seconds", str(args.seconds), "--no-rules-of-thumb", "--strategy", "grid",
+                        "--cache", "cold", "--worker-kind", "process", "--json", str(path),
+                        *(["--start-method", method] if method and workers else [])],
+                       check=True, capture_output=True, cwd=ROOT)
+        report = json.loads(path.read_text())
+    warm = next(t for t in report["trials"] if t["config"]["num_workers"] == workers and t["status"] == "ok")
+    cold = next(t for t in report["cold_trials"] if t["config"]["num_workers"] == workers and t["status"] == "ok")
+    return {"warm": warm["samples_per_s"], "cold": cold["samples_per_s"], "bytes": cold["read_bytes_per_sample"],
+            "files": cold["files_per_sample"], "window": cold["window_s"], "pass_end": cold["first_pass_end"],
+            "resident": cold["resident_after_eviction"]}
 
 
 def main() -> None:
@@ -96,6 +107,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--start-methods", default="fork",
+                        help="the start methods of the worker rows, each a row of its own (fork,forkserver)")
     args = parser.parse_args()
     from files import generate
 
@@ -105,19 +118,24 @@ def main() -> None:
           f"batch {args.batch_size}, {args.rounds} rounds")
     spec = {"root": args.root, "count": args.count, "kib": args.kib, "batch_size": args.batch_size,
             "seconds": args.seconds}
-    rows: dict[int, list[dict[str, Any]]] = {}
-    for workers in (int(w) for w in args.workers.split(",")):
+    rows: dict[str, list[dict[str, Any]]] = {}
+    configs = [(w, m) for w in (int(w) for w in args.workers.split(",")) for m in
+               (args.start_methods.split(",") if w else ["fork"])]
+    for workers, method in configs:
+        label = f"w{workers}" + (f" {method}" if workers and method != "fork" else "")
         for number in range(args.rounds):
             runs = {  # every run that starts warm reads every file first: a run before it may have evicted them
-                "dataprof": lambda w=workers: ([Path(p).read_bytes() for p in paths], dataprof_rates(args, w))[1],
-                "bare_cold": lambda w=workers: (evict(paths, check=False), bare_fresh({**spec, "workers": w,
-                                                                                        "cold": True}))[1],
-                "bare_warm": lambda w=workers: ([Path(p).read_bytes() for p in paths],
-                                                bare_fresh({**spec, "workers": w, "cold": False}))[1],
+                "dataprof": lambda w=workers, m=method: ([Path(p).read_bytes() for p in paths],
+                                                         dataprof_rates(args, w, m))[1],
+                "bare_cold": lambda w=workers, m=method: (evict(paths, check=False), bare_fresh(
+                    {**spec, "workers": w, "method": m, "cold": True}))[1],
+                "bare_warm": lambda w=workers, m=method: ([Path(p).read_bytes() for p in paths],
+                                                          bare_fresh({**spec, "workers": w, "method": m,
+                                                                      "cold": False}))[1],
             }
             order, row = interleaved(runs, number)
-            rows.setdefault(workers, []).append(row)
-            print(f"w{workers} round {number + 1} ({'→'.join(order)}): cold {row['cold']:,.0f} vs bare "
+            rows.setdefault(label, []).append(row)
+            print(f"{label} round {number + 1} ({'→'.join(order)}): cold {row['cold']:,.0f} vs bare "
                   f"{row['bare_cold']:,.0f} ({row['cold'] / row['bare_cold'] - 1:+.1%}), warm {row['warm']:,.0f} "
                   f"vs bare {row['bare_warm']:,.0f} ({row['warm'] / row['bare_warm'] - 1:+.1%}); cold read "
                   f"{row['bytes'] or 0:,.0f} B/sample ({(row['bytes'] or 0) / file_bytes:.2f}× the file), "
@@ -127,11 +145,11 @@ def main() -> None:
     print("\n| config | dataprof cold | bare cold | error | dataprof warm | bare warm | error | cold ÷ warm (bare) "
           "| storage bytes/sample ÷ file |")
     print("|---|---|---|---|---|---|---|---|---|")
-    for workers, runs in rows.items():
+    for label, runs in rows.items():
         def med(key: str, runs: list[dict[str, Any]] = runs) -> float:
             return median(runs, key)
         cold_error, warm_error = median_error(runs, "cold", "bare_cold"), median_error(runs, "warm", "bare_warm")
-        print(f"| w{workers} | {med('cold'):,.0f} | {med('bare_cold'):,.0f} | {cold_error:+.1%} | {med('warm'):,.0f} "
+        print(f"| {label} | {med('cold'):,.0f} | {med('bare_cold'):,.0f} | {cold_error:+.1%} | {med('warm'):,.0f} "
               f"| {med('bare_warm'):,.0f} | {warm_error:+.1%} | {med('bare_cold') / med('bare_warm'):.2f} "
               f"| {med('bytes') / file_bytes:.2f} |")
 
