@@ -115,3 +115,17 @@ def test_the_files_cached_before_the_cold_trials_are_cached_after(tmp_path: Path
     paths = [str(p) for p in sorted((tmp_path / f"{KIB}k").glob("*.npy"))]
     resident, size = residency(paths)
     assert resident >= 0.9 * size  # the sweep read them all (count 512 at batch 16) and left them cached
+
+
+@pytest.mark.slow
+def test_without_posix_fadvise_a_sweep_runs_warm_and_says_why_there_is_no_cold_trial(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    monkeypatch.delattr(os, "posix_fadvise")  # as on macOS: the sweep's own process cannot evict
+    report = dataprof.sweep(FILES, args={"root": str(tmp_path), "count": 64, "kib": KIB}, batch_size=16,
+                            workers=[0], trial_seconds=0.3, rules_of_thumb=False, cache="cold",
+                            worker_kind="process")
+    assert [t.status for t in report.trials] == ["ok"] and report.cold_trials == ()
+    assert "no cold trial: this platform has no posix_fadvise (macOS, Windows): a file cannot be evicted from the " \
+           "page cache" in report.notes
