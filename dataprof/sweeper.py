@@ -30,7 +30,7 @@ from dataprof.results.storage import DataFootprint, ReadBack
 from dataprof.results.sweep import AutotuneRun, Report, SearchStep
 from dataprof.results.threads import ThreadCheck
 from dataprof.results.trial import TrialResult
-from dataprof.results.vocabulary import Event, Observer, TrialStatus
+from dataprof.results.vocabulary import CacheMode, DatasetKind, Event, Observer, TrialStatus
 from dataprof.version import __version__
 
 
@@ -179,7 +179,7 @@ class _Sweep:
             self.observer(Event.AUTOTUNE_START, {"steps": settings.autotune_steps})
             self.autotune = runner.autotune(settings.autotune_steps, AUTOTUNE_TIMEOUT_S)
             self.observer(Event.AUTOTUNE_DONE, {"autotune": self.autotune})
-        if self.leader and self.dataset is not None and self.dataset.kind == "iterable":
+        if self.leader and self.dataset is not None and self.dataset.kind == DatasetKind.ITERABLE:
             self.settings = runner.settings = check_persistent_epochs(settings, runner, self.checks)
         if not self.leader:
             return None
@@ -233,7 +233,7 @@ class _Sweep:
         """``config`` measured warm: a trial that read from storage is measured again once the data files read so
         far are read into the page cache, when they fit it (:func:`warm_again`)."""
         result = self.runner.measure(config, rival)
-        if self.settings.cache == "cold" or any(label == config.label() for label, _ in self.warmed):
+        if self.settings.cache == CacheMode.COLD or any(label == config.label() for label, _ in self.warmed):
             return result
         files = self.runner.data_files.sizes
         if not warm_again(result, sum(files.values()), page_cache_room()):
@@ -253,7 +253,7 @@ class _Sweep:
 
     def cold_search(self, on_update: Callable[[Report], None]) -> None:
         """Measure cold what :func:`next_cold` asks for, once the warm search has found the data files."""
-        if self.settings.cache == "warm" or not self.leader:
+        if self.settings.cache == CacheMode.WARM or not self.leader:
             return
         if self.coordinator is not None:
             self.checks.append("no cold trial: cold trials are not run across ranks yet (--nproc-per-node, "

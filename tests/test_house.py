@@ -6,7 +6,15 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from dataprof.results.vocabulary import FindingId, Severity, TrialStatus
+from dataprof.results.vocabulary import (
+    CacheMode,
+    DatasetKind,
+    FindingId,
+    Severity,
+    StartMethod,
+    TrialStatus,
+    WorkerKind,
+)
 
 PACKAGE = Path(__file__).resolve().parent.parent / "dataprof"
 MAX_FUNCTION_LINES = 60
@@ -50,7 +58,10 @@ def test_no_module_is_longer_than_a_sitting() -> None:
     assert large == []
 
 
-WORDS = {word.value for word in (*Severity, *TrialStatus)}
+WORDS = {word.value for word in (*Severity, *TrialStatus, *WorkerKind, *CacheMode, *StartMethod, *DatasetKind)} \
+    - {"auto"}
+"""The vocabulary's words, each compared only as its enum member. ``auto`` is also the word of ``--device``,
+``--framework`` and ``--workers``: it is left out, and ``CacheMode.AUTO`` is compared as a member by custom."""
 ID_HOLDERS = {"id", "primary", "verdict"}
 
 
@@ -64,8 +75,9 @@ def _holds_an_id(node: ast.expr) -> bool:
     return name in ID_HOLDERS
 
 
-def test_no_severity_status_or_finding_id_is_compared_as_a_string_literal() -> None:
-    """``status == "ok"`` passes a typo silently; ``status == TrialStatus.OK`` cannot."""
+def test_no_word_of_the_vocabulary_is_compared_as_a_string_literal() -> None:
+    """``status == "ok"`` passes a typo silently; ``status == TrialStatus.OK`` cannot. The same for worker kinds,
+    cache modes, start methods and dataset kinds, and for finding ids."""
     ids = {word.value for word in FindingId}
     found = []
     for path, tree, _ in sources():

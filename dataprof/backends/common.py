@@ -9,6 +9,7 @@ from typing import Any
 
 from dataprof.backends.target import describe_exception
 from dataprof.errors import TargetError
+from dataprof.results.vocabulary import DatasetKind
 
 
 def dataset_length(dataset: Any) -> int | None:
@@ -39,7 +40,7 @@ def describe_sample(sample: Any, depth: int = 0) -> str:
 
 def first_samples(dataset: Any, kind: str, count: int) -> list[Any]:
     """Fetch the first ``count`` samples; a failing index becomes a TargetError."""
-    if kind == "iterable":
+    if kind == DatasetKind.ITERABLE:
         try:
             return list(islice(iter(dataset), count))
         except Exception as exc:
@@ -78,7 +79,7 @@ def footprint(obj: Any, depth: int = 0) -> dict[str, int]:
 
 def check_batchable(dataset: Any, kind: str, collate: Callable[[list[Any]], Any], batch_size: int) -> dict[str, Any]:
     """Collate the first batch; describe the sample and the batch's footprint, or raise TargetError."""
-    if kind == "map" and not dataset_length(dataset):
+    if kind == DatasetKind.MAP and not dataset_length(dataset):
         raise TargetError("the dataset is empty (len() is 0): nothing to load")
     samples = first_samples(dataset, kind, batch_size)
     if not samples:

@@ -14,6 +14,7 @@ from typing import Any
 from dataprof.backends.common import RecordingBatchSampler
 from dataprof.backends.frameworks import import_paddle
 from dataprof.results.settings import LoaderConfig
+from dataprof.results.vocabulary import DatasetKind
 
 
 class PaddleBackend:
@@ -55,7 +56,7 @@ class PaddleBackend:
         kwargs = {k: v for k, v in config.dataloader_kwargs().items() if k in accepted}
         if collate_fn is not None:
             kwargs["collate_fn"] = collate_fn
-        if self.dataset_kind(dataset) == "iterable":
+        if self.dataset_kind(dataset) == DatasetKind.ITERABLE:
             return io.DataLoader(dataset, batch_size=batch_size, drop_last=drop_last, **kwargs), None
         sampler = io.RandomSampler(dataset) if shuffle else io.SequenceSampler(dataset)
         recording = RecordingBatchSampler(io.BatchSampler(sampler=sampler, batch_size=batch_size,

@@ -10,6 +10,7 @@ from dataprof.backends.common import RecordingBatchSampler
 from dataprof.backends.threads import NodesLoader, thread_loader
 from dataprof.errors import TargetError
 from dataprof.results.settings import TORCH_THREAD_ARGUMENT, LoaderConfig
+from dataprof.results.vocabulary import DatasetKind
 
 
 class TorchBackend:
@@ -54,7 +55,7 @@ class TorchBackend:
         kwargs = config.dataloader_kwargs()
         if collate_fn is not None:
             kwargs["collate_fn"] = collate_fn
-        iterable = self.dataset_kind(dataset) == "iterable"
+        iterable = self.dataset_kind(dataset) == DatasetKind.ITERABLE
         if config.threads and iterable:
             raise TargetError("thread workers load a map-style dataset: threads cannot shard an IterableDataset")
         if iterable:

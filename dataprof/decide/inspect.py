@@ -24,7 +24,7 @@ from dataprof.results.inspect import (
 )
 from dataprof.results.stats import percentile
 from dataprof.results.units import fmt_bytes
-from dataprof.results.vocabulary import FindingId, Severity
+from dataprof.results.vocabulary import FindingId, Severity, StartMethod
 
 
 def _tree(stage: StageTiming, samples: int, total_s: float) -> dict[str, Any]:
@@ -311,7 +311,7 @@ def check_start_method(ins: Inspection, th: Thresholds) -> Finding | None:
     size = fmt_bytes(data.pickle_bytes) if data.pickle_bytes is not None else None
     pickled = (f"pickling the dataset gives {size} in {data.pickle_s or 0:.2f} s" if size
                else f"the dataset cannot be pickled: {data.pickle_error}")
-    if method == "fork":
+    if method == StartMethod.FORK:
         return Finding(
             id=FindingId.START_METHOD, severity=Severity.INFO,
             evidence=f"start method fork: workers inherit the dataset without pickling it ({pickled})",

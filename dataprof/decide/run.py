@@ -16,7 +16,7 @@ import shlex
 from dataprof.decide.thresholds import Thresholds
 from dataprof.results.findings import Finding
 from dataprof.results.run import LoaderRun, RunReport
-from dataprof.results.vocabulary import FindingId, Severity
+from dataprof.results.vocabulary import FindingId, Severity, WorkerKind
 
 
 def judge(report: RunReport, thresholds: Thresholds | None = None) -> RunReport:
@@ -117,5 +117,5 @@ def next_command(report: RunReport, loader: LoaderRun) -> str:
         target = f"{path or '?'}:{loader.dataset}"
     else:
         target = f"{loader.dataset_module}:{loader.dataset}"
-    kinds = " --worker-kind process,thread" if loader.worker_kind == "thread" else ""
+    kinds = " --worker-kind process,thread" if loader.worker_kind == WorkerKind.THREAD else ""
     return f"dataprof sweep {target} --batch-size {loader.batch_size or 1}{step}{kinds}"

@@ -29,6 +29,7 @@ from dataprof.results.settings import (
 )
 from dataprof.results.sweep import Report
 from dataprof.results.trial import TrialResult
+from dataprof.results.vocabulary import DatasetKind, WorkerKind
 
 FRAMEWORK_OPTIONS = {"pin_memory": "torch", "use_shared_memory": "paddle", "use_buffer_reader": "paddle",
                      "in_order": "torch", "multiprocessing_context": "torch", "worker_kind": "torch"}
@@ -60,7 +61,7 @@ def settings_for(request: SweepRequest, budget: CpuBudget, available_bytes: int,
     given = {"pin_memory": options.pin_memory, "use_shared_memory": options.use_shared_memory,
              "use_buffer_reader": options.use_buffer_reader, "in_order": options.in_order,
              "multiprocessing_context": options.start_methods,
-             "worker_kind": options.worker_kinds if "thread" in (options.worker_kinds or ()) else None}
+             "worker_kind": options.worker_kinds if WorkerKind.THREAD in (options.worker_kinds or ()) else None}
     for name, value in given.items():
         if value is not None and load.framework not in ("auto", FRAMEWORK_OPTIONS[name]):
             raise UsageError(wrong_framework(name, load.framework))
@@ -247,10 +248,10 @@ def thread_facts(space: SearchSpace, host_info: dict[str, Any]) -> dict[str, Any
     the worker kinds left to sweep: threads are dropped where nothing can load the target by threads (an
     IterableDataset, a DataLoader target, neither library installed: the report's notes say why), and a sweep
     of threads alone sweeps processes then."""
-    loader = host_info.get("thread_loader") if host_info.get("kind") == "map" and not host_info.get("loader") \
-        else None  # threads load a map-style Dataset target (see decide.threads.thread_notes)
+    mapped = host_info.get("kind") == DatasetKind.MAP and not host_info.get("loader")
+    loader = host_info.get("thread_loader") if mapped else None  # threads load a map-style Dataset target
     gil = host_info.get("gil") or {}
-    kinds = space.worker_kinds if loader is not None else tuple(k for k in space.worker_kinds if k != "thread")
+    kinds = space.worker_kinds if loader is not None else tuple(k for k in space.worker_kinds if k != WorkerKind.THREAD)
     return {"thread_loader": loader, "gil_release": gil.get("release"), "gil_release_high": gil.get("release_high"),
             "free_threaded": bool(gil.get("free_threaded")),
             "worker_kinds": kinds if kinds or not space.worker_kinds else ("process",)}

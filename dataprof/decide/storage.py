@@ -16,7 +16,7 @@ from dataprof.results.storage import FITS_SHARE, Eviction, ReadBack, StorageOutl
 from dataprof.results.sweep import Report
 from dataprof.results.trial import TrialResult
 from dataprof.results.units import fmt_bytes
-from dataprof.results.vocabulary import TrialStatus
+from dataprof.results.vocabulary import CacheMode, DatasetKind, TrialStatus
 
 MAX_COLD_TRIALS = 4
 """Cold trials the climb may run besides ``--cache both``'s twins: each reads the dataset's first pass from
@@ -32,7 +32,7 @@ def why_no_cold(report: Report) -> str | None:
     when ``auto`` found no data file to make cold (an in-memory dataset needs no word about it)."""
     mode = report.settings.get("cache", "auto")
     footprint = report.data_footprint
-    if mode == "warm":
+    if mode == CacheMode.WARM:
         return None
     if footprint is None:
         if not _ok(report.trials) or mode == "auto":
@@ -52,10 +52,10 @@ def next_cold(report: Report) -> tuple[LoaderConfig, str] | None:
     they pay: cold reads that wait on storage's latency often want more workers than warm ones.
     """
     mode = report.settings.get("cache", "auto")
-    if mode == "warm" or why_no_cold(report) is not None or report.data_footprint is None:
+    if mode == CacheMode.WARM or why_no_cold(report) is not None or report.data_footprint is None:
         return None
     measured = {t.config for t in report.cold_trials}
-    if mode == "both":
+    if mode == CacheMode.BOTH:
         return next(((t.config, f"measured warm at {t.samples_per_s:,.0f} samples/s; now cold")
                      for t in _ok(report.trials) if t.config not in measured), None)
     warm = recommend(report.trials)
@@ -106,9 +106,9 @@ def steady_case(report: Report) -> tuple[str, str] | None:
         " (its directory held more files than dataprof walks: estimated from the files read and the samples of "
         "an epoch)" if estimated else "")
     if footprint.evictable is False:
-        asked = "; --cache cold cannot make them cold" if report.settings.get("cache") == "cold" else ""
+        asked = "; --cache cold cannot make them cold" if report.settings.get("cache") == CacheMode.COLD else ""
         return "warm", f"{size} on {footprint.filesystem}: its files live in memory{asked}"
-    if report.settings.get("cache") == "cold":
+    if report.settings.get("cache") == CacheMode.COLD:
         return "cold", f"{size}; --cache cold: the training reads it from storage"
     footprint = dataclasses.replace(footprint, bytes=total)
     ratio = footprint.cache_ratio
@@ -126,13 +126,13 @@ def outlook(report: Report, warm: TrialResult | None, cold: TrialResult | None) 
     if case is None:
         return None
     steady, why = case
-    samples = report.dataset.length if report.dataset is not None and report.dataset.kind == "map" else None
+    samples = report.dataset.length if report.dataset is not None and report.dataset.kind == DatasetKind.MAP else None
     if samples is not None:
         samples = -(-samples // max(1, int(report.settings.get("world_size") or 1)))
     cold_rate = cold.samples_per_s if cold is not None else None
     warm_rate = warm.samples_per_s if warm is not None else None
     first = samples / cold_rate if samples and cold_rate else None
-    later_rate = cold_rate if steady == "cold" else warm_rate
+    later_rate = cold_rate if steady == CacheMode.COLD else warm_rate
     return StorageOutlook(steady=steady, reason=why, samples_per_epoch=samples, cold_samples_per_s=cold_rate,
                           warm_samples_per_s=warm_rate, first_epoch_s=first,
                           later_epoch_s=samples / later_rate if samples and later_rate else None)

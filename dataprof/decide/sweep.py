@@ -26,7 +26,7 @@ from dataprof.results.stats import noise_between
 from dataprof.results.storage import StorageOutlook
 from dataprof.results.sweep import Recommendation, Report, RuleOfThumb, YourSettings
 from dataprof.results.trial import TrialResult
-from dataprof.results.vocabulary import TrialStatus
+from dataprof.results.vocabulary import CacheMode, TrialStatus
 
 
 def compare_rules_of_thumb(report: Report) -> tuple[RuleOfThumb, ...]:
@@ -95,7 +95,7 @@ def _on_the_steady_figure(report: Report, warm: Recommendation | None) -> tuple[
     warm_trial = next((t for t in report.trials if warm is not None and t.config == warm.config), None)
     cold_trial = next((t for t in report.cold_trials if cold is not None and t.config == cold.config), None)
     chosen = warm
-    if case is not None and case[0] == "cold" and cold is not None:
+    if case is not None and case[0] == CacheMode.COLD and cold is not None:
         chosen = dataclasses.replace(cold, cache="cold",
                                      reason=f"measured cold, as the training reads ({case[1]}): {cold.reason}")
     return chosen, outlook(report, warm_trial, cold_trial)
@@ -107,7 +107,8 @@ def decide(report: Report) -> Report:
     model = fit(report)
     warm = recommend(report.trials, None if model is None else _by(model, report))
     recommendation, storage = _on_the_steady_figure(report, warm)
-    pool = report.cold_trials if recommendation is not None and recommendation.cache == "cold" else report.trials
+    cold = recommendation is not None and recommendation.cache == CacheMode.COLD
+    pool = report.cold_trials if cold else report.trials
     trial = next((t for t in pool if recommendation and t.config == recommendation.config), None)
     if recommendation is not None and trial is not None:
         ceiling = cpu_ceiling(trial, batch_size(report), report.environment.usable_cpus)

@@ -9,7 +9,7 @@ from dataprof.results.environment import DatasetInfo
 from dataprof.results.stats import rate
 from dataprof.results.sweep import Report
 from dataprof.results.threads import ThreadCheck, WorkerKinds
-from dataprof.results.vocabulary import ThreadVerdict, TrialStatus
+from dataprof.results.vocabulary import DatasetKind, ThreadVerdict, TrialStatus, WorkerKind
 
 INSTALL = "pip install torchdata (or a torch whose DataLoader takes worker_method)"
 
@@ -39,14 +39,14 @@ def thread_notes(settings: dict[str, Any], dataset: DatasetInfo | None,
                  check: ThreadCheck | None) -> tuple[str, ...]:
     """Why threads were not measured where the user asked for them or the target rules them out, and what the
     thread check found when it did not clear them (``settings``: the report's)."""
-    asked = "thread" in (settings.get("worker_kinds") or [])
+    asked = WorkerKind.THREAD in (settings.get("worker_kinds") or [])
     installed = dataset is not None and dataset.thread_loader is not None
     notes = []
     if settings.get("framework") == "paddle" or dataset is None:
         return ()
     if asked and not installed:
         notes.append(f"--worker-kind thread: no thread loader is installed here; {INSTALL}")
-    elif installed and dataset.kind == "iterable":
+    elif installed and dataset.kind == DatasetKind.ITERABLE:
         notes.append("threads not tried: an IterableDataset yields its own stream, which threads cannot split "
                      "among themselves as worker processes do (get_worker_info); a map-style Dataset can be")
     elif installed and dataset.loader:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataprof.results.sweep import Report
 from dataprof.results.trial import TrialResult
 from dataprof.results.units import fmt_bytes
-from dataprof.results.vocabulary import TrialStatus
+from dataprof.results.vocabulary import CacheMode, TrialStatus
 
 
 def _duration(seconds: float) -> str:
@@ -27,13 +27,13 @@ def storage_text(report: Report) -> str | None:
     where = ", ".join(p for p in (footprint.filesystem, footprint.directory) if p)
     text = f"{footprint.files:,} files" + (f" ({where})" if where else "") + f"; {storage.reason}"
     epochs = []
-    if storage.first_epoch_s is not None and storage.cold_samples_per_s and storage.steady == "warm":
+    if storage.first_epoch_s is not None and storage.cold_samples_per_s and storage.steady == CacheMode.WARM:
         epochs.append(f"epoch 1 ≈ {_duration(storage.first_epoch_s)} cold ({storage.cold_samples_per_s:,.0f} "
                       "samples/s)")
     if storage.later_epoch_s is not None:
-        rate = storage.cold_samples_per_s if storage.steady == "cold" else storage.warm_samples_per_s
-        epochs.append(f"{'every' if storage.steady == 'cold' else 'later'} epoch"
-                      f"{'' if storage.steady == 'cold' else 's'} ≈ {_duration(storage.later_epoch_s)} "
+        rate = storage.cold_samples_per_s if storage.steady == CacheMode.COLD else storage.warm_samples_per_s
+        epochs.append(f"{'every' if storage.steady == CacheMode.COLD else 'later'} epoch"
+                      f"{'' if storage.steady == CacheMode.COLD else 's'} ≈ {_duration(storage.later_epoch_s)} "
                       f"{storage.steady} ({rate or 0:,.0f} samples/s)")
     return text + ("; " + ", ".join(epochs) if epochs else "")
 
@@ -47,7 +47,7 @@ def cold_rows(report: Report) -> list[tuple[list[str], bool]]:
     storage's bytes per second, bytes and data files read per sample, the window), and whether it is the
     recommendation."""
     warm = {t.config: t for t in report.trials if t.status == TrialStatus.OK}
-    chosen = report.recommendation.config if report.recommendation and report.recommendation.cache == "cold" \
+    chosen = report.recommendation.config if report.recommendation and report.recommendation.cache == CacheMode.COLD \
         else None
     rows = []
     for t in sorted(report.cold_trials, key=lambda t: t.config.num_workers):

@@ -16,6 +16,7 @@ from dataprof.results.inspect import Inspection
 from dataprof.results.storage import PassReads
 from dataprof.results.threads import GilShare
 from dataprof.results.units import fmt_bytes
+from dataprof.results.vocabulary import DatasetKind
 
 BAR_WIDTH = 12
 SAMPLE_KIND = {"computing": "mostly computing", "waiting": "mostly waiting", "mixed": "part computing, part waiting"}
@@ -25,7 +26,7 @@ def header(ins: Inspection) -> Text:
     """What was inspected, and how."""
     ds, env, count = ins.dataset, ins.environment, ins.samples.count
     length = f"{ds.length:,} samples" if ds.length is not None else "no len()"
-    chosen = (f"{count} random samples (seed {ins.settings.get('seed')})" if ds.kind == "map"
+    chosen = (f"{count} random samples (seed {ins.settings.get('seed')})" if ds.kind == DatasetKind.MAP
               else f"the first {count} items, in stream order")
     lines = [f"dataprof {ins.tool_version} · inspect {ins.target}",
              f"{ds.type_name} ({ds.kind}, {length}, built in {ds.init_s:.2f} s) · sample {ds.sample or '?'}",
@@ -51,7 +52,7 @@ def per_sample(ins: Inspection) -> RenderableType:
              f"({SAMPLE_KIND.get(samples.kind or '', '?')}) · "
              f"{fmt_bytes(ins.bytes_per_sample)} per sample"),
     ]
-    label = "slowest indices" if ins.dataset.kind == "map" else "slowest items (stream position)"
+    label = "slowest indices" if ins.dataset.kind == DatasetKind.MAP else "slowest items (stream position)"
     parts = []
     for item in samples.slowest[:5]:
         again = f" (again {item['repeat_ms']:.1f})" if item["repeat_ms"] is not None else ""

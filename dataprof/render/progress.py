@@ -11,11 +11,11 @@ import sys
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from dataprof.results.vocabulary import Event, Observer, TrialStatus
+from dataprof.results.vocabulary import CacheMode, Event, Observer, TrialStatus
 
 
 def _cold(result: Any) -> str:
-    return " cold" if result.cache == "cold" else ""
+    return " cold" if result.cache == CacheMode.COLD else ""
 
 
 def plain_observer(stream: TextIO) -> Observer:

@@ -11,7 +11,7 @@ from dataprof.decide.thresholds import Thresholds
 from dataprof.render.view import SEVERITY_STYLE, num, percent
 from dataprof.results.run import RunReport
 from dataprof.results.units import fmt_bytes
-from dataprof.results.vocabulary import TITLES
+from dataprof.results.vocabulary import TITLES, WorkerKind
 
 
 def header(report: RunReport) -> Text:
@@ -33,8 +33,9 @@ def loader_lines(report: RunReport) -> list[Text]:
         first = ", ".join(f"{s:.2f}" for s in loader.first_batch_s[:4]) + ("…" if len(loader.first_batch_s) > 4 else "")
         wait = loader.data_wait_fraction
         step = loader.step_ms or {}
+        threads = " threads" if loader.worker_kind == WorkerKind.THREAD else ""
         lines.append(Text(f" {loader.site} · {loader.loader_class}({loader.dataset}, batch_size={loader.batch_size}, "
-                          f"num_workers={loader.num_workers}{' threads' if loader.worker_kind == 'thread' else ''}) · "
+                          f"num_workers={loader.num_workers}{threads}) · "
                           f"{loader.batches} batches in {loader.epochs} epoch(s)"))
         share = "–" if wait is None else f"{wait:.0%} ({band(wait, Thresholds())})"
         lines.append(Text(f"   {num(loader.samples_per_s, ',.1f')} samples/s · data wait {share} · next() p50 "

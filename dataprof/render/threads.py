@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataprof.results.settings import TORCH_THREAD_ARGUMENT, LoaderConfig
 from dataprof.results.sweep import Report
 from dataprof.results.units import fmt_bytes
+from dataprof.results.vocabulary import WorkerKind
 
 
 def kinds_text(report: Report) -> str | None:
@@ -26,7 +27,7 @@ def kinds_text(report: Report) -> str | None:
         threads += f" (busiest thread {kinds.busiest_thread_cpu_percent / 100:.1f})"
     processes = one("processes", kinds.process, kinds.process_samples_per_s, kinds.process_peak_memory_bytes,
                     kinds.process_cpu_percent)
-    first, second = (threads, processes) if kinds.winner == "thread" else (processes, threads)
+    first, second = (threads, processes) if kinds.winner == WorkerKind.THREAD else (processes, threads)
     return f"{first}; {second}"
 
 

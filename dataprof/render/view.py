@@ -22,7 +22,7 @@ from dataprof.results.stats import best_by_workers, speedup
 from dataprof.results.sweep import AutotuneRun, Report
 from dataprof.results.trial import TrialResult
 from dataprof.results.units import fmt_bytes
-from dataprof.results.vocabulary import TITLES, FindingId, Severity, TrialStatus
+from dataprof.results.vocabulary import TITLES, CacheMode, DatasetKind, FindingId, Severity, TrialStatus
 
 
 def num(value: float | None, fmt: str) -> str:
@@ -99,8 +99,9 @@ def header_lines(report: Report) -> list[str]:
     if skipped:
         lines.append(f"skipped: {', '.join(skipped)} (not an argument of this {env.framework} version's DataLoader)")
     if env.world_size > 1:
-        shard = "its own stream (an IterableDataset splits itself by rank)" \
-            if report.dataset is not None and report.dataset.kind == "iterable" else "its DistributedSampler shard"
+        stream = report.dataset is not None and report.dataset.kind == DatasetKind.ITERABLE
+        shard = "its own stream (an IterableDataset splits itself by rank)" if stream else \
+            "its DistributedSampler shard"
         lines.append(f"{env.world_size} ranks ({env.nodes} node(s) × {env.local_world_size}), each loading {shard}; "
                      f"configs are per rank, samples/s = {env.world_size} × the slowest rank's, the pace of "
                      "synchronous training")
@@ -202,7 +203,7 @@ def answer(report: Report) -> Answer | None:
     else:
         line = changes_line(report) if report.current is not None else \
             dataloader_line(rec.config, batch, shuffle, collate)
-    cold = " cold" if rec.cache == "cold" else ""
+    cold = " cold" if rec.cache == CacheMode.COLD else ""
     return Answer(f"{rec.config.label()}: {rec.samples_per_s:,.1f} samples/s{cold}{speed}{ceiling}", rec.reason,
                   line, your_settings(report), None if report.feeding is None else feeding_text(report.feeding),
                   storage_text(report), kinds_text(report))
@@ -237,7 +238,7 @@ class TrialRow:
 def trial_rows(report: Report) -> list[TrialRow]:
     """Every trial, fastest first; failures last with their status."""
     baseline = report.baseline
-    chosen = report.recommendation.config if report.recommendation and report.recommendation.cache == "warm" \
+    chosen = report.recommendation.config if report.recommendation and report.recommendation.cache == CacheMode.WARM \
         else None
     rows = []
     for t in sorted(report.trials, key=lambda t: (t.status != TrialStatus.OK, -(t.samples_per_s or 0.0))):
@@ -331,7 +332,7 @@ def search_steps(report: Report) -> list[tuple[int, str, str, str]]:
     cold: dict[LoaderConfig, TrialResult] = {t.config: t for t in report.cold_trials}
     rows = []
     for number, step in enumerate(report.search_steps, 1):
-        trial = (cold if step.cache == "cold" else warm).get(step.config)
+        trial = (cold if step.cache == CacheMode.COLD else warm).get(step.config)
         figure = "" if trial is None else (f"{trial.samples_per_s:,.1f} samples/s" if trial.samples_per_s
                                            else trial.status)
         rows.append((number, step.config.label(), figure, step.why))

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from functools import total_ordering
 from typing import Any
 
+from dataprof.results.vocabulary import CacheMode, StartMethod, WorkerKind
+
 FRAMEWORKS = ("torch", "paddle")
 """The loaders dataprof drives: ``torch.utils.data.DataLoader`` and ``paddle.io.DataLoader``."""
 
@@ -21,7 +23,7 @@ KNOBS = {
 EVIDENCE_KNOBS = ("in_order", "multiprocessing_context")
 """PyTorch's knobs tried where the measurements say they can help (or where the user forces them), when the
 installed DataLoader has them."""
-WORKER_KINDS = ("process", "thread")
+WORKER_KINDS = tuple(kind.value for kind in WorkerKind)
 """How a loader's workers run: PyTorch's worker processes, or threads of one process (:data:`THREAD_LOADERS`)."""
 THREAD_LOADERS = ("torch", "torchdata.nodes")
 """What builds a thread config's loader, first found first: the DataLoader's own, else ``torchdata.nodes``."""
@@ -72,7 +74,7 @@ class LoaderConfig:
         """Read :meth:`to_dict` back; Paddle's keys say the config is Paddle's (its null knobs stay None)."""
         paddle = "use_shared_memory" in data or "use_buffer_reader" in data
         persistent = data.get("persistent_workers")
-        threads = data.get("worker_kind") == "thread"
+        threads = data.get("worker_kind") == WorkerKind.THREAD
         return cls(
             num_workers=int(data["num_workers"]),
             pin_memory=bool(data.get("pin_memory", False)),
@@ -102,7 +104,7 @@ class LoaderConfig:
     @property
     def threads(self) -> bool:
         """Whether the workers are threads of the one process."""
-        return self.worker_kind == "thread" and self.num_workers > 0
+        return self.worker_kind == WorkerKind.THREAD and self.num_workers > 0
 
     def as_threads(self) -> LoaderConfig:
         """The same loader over threads: the same count, buffer, pinning and order; no persistence nor start method."""
@@ -211,7 +213,7 @@ class SearchSpace:
     @property
     def only_threads(self) -> bool:
         """The user asked for thread workers alone: the climb climbs threads."""
-        return self.worker_kinds == ("thread",)
+        return self.worker_kinds == (WorkerKind.THREAD,)
 
     def config(self, workers: int, *, pin: bool = False, prefetch: int | None = 2, persistent: bool = True,
                shared_memory: bool = True, buffer_reader: bool = True, in_order: bool = True,
@@ -390,9 +392,9 @@ class SweepSettings:
         }
 
 
-CACHE_MODES = ("auto", "warm", "cold", "both")
+CACHE_MODES = tuple(mode.value for mode in CacheMode)
 """``--cache`` values (:attr:`SweepSettings.cache`)."""
 
 
-START_METHODS = ("fork", "forkserver", "spawn")
+START_METHODS = tuple(method.value for method in StartMethod)
 """``--start-method`` values: how DataLoader workers start (``multiprocessing_context``)."""

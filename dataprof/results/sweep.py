@@ -20,7 +20,7 @@ from dataprof.results.settings import LoaderConfig
 from dataprof.results.storage import DataFootprint, StorageOutlook
 from dataprof.results.threads import ThreadCheck, WorkerKinds
 from dataprof.results.trial import TrialResult
-from dataprof.results.vocabulary import FindingId, TrialStatus
+from dataprof.results.vocabulary import CacheMode, FindingId, TrialStatus
 
 
 def _status(value: str | None) -> TrialStatus | None:
@@ -203,7 +203,7 @@ class Report:
     @property
     def recommended_pool(self) -> tuple[TrialResult, ...]:
         """The trials the recommendation was chosen among: the cold ones when it was made cold."""
-        cold = self.recommendation is not None and self.recommendation.cache == "cold"
+        cold = self.recommendation is not None and self.recommendation.cache == CacheMode.COLD
         return self.cold_trials if cold else self.trials
 
     @property

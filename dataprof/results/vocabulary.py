@@ -56,6 +56,42 @@ class ThreadVerdict(Word):
     """The check itself raised or hung."""
 
 
+class WorkerKind(Word):
+    """How a loader's workers run (``--worker-kind``, a trial config's ``worker_kind``)."""
+
+    PROCESS = "process"
+    """The DataLoader's worker processes."""
+    THREAD = "thread"
+    """Threads of the one process (``torchdata.nodes``, or the DataLoader's own ``worker_method``)."""
+
+
+class CacheMode(Word):
+    """``--cache``: when a sweep measures cold; ``warm`` and ``cold`` also say which figure a recommendation, a
+    trial or the training's steady state is."""
+
+    AUTO = "auto"
+    """Cold trials when the trials read data files."""
+    WARM = "warm"
+    COLD = "cold"
+    BOTH = "both"
+    """Every config measured warm is measured cold too."""
+
+
+class StartMethod(Word):
+    """How worker processes start (``--start-method``, the DataLoader's ``multiprocessing_context``)."""
+
+    FORK = "fork"
+    FORKSERVER = "forkserver"
+    SPAWN = "spawn"
+
+
+class DatasetKind(Word):
+    """A map-style dataset (``__getitem__`` and ``__len__``) or an iterable one (a stream)."""
+
+    MAP = "map"
+    ITERABLE = "iterable"
+
+
 class TrialStatus(Word):
     """How a trial (or Paddle's autotune, or one rank's share of a trial) ended."""
 

@@ -24,7 +24,7 @@ from dataprof.results.stats import rate
 from dataprof.results.sweep import Report
 from dataprof.results.trial import TrialResult
 from dataprof.results.units import fmt_bytes
-from dataprof.results.vocabulary import FindingId, Severity, TrialStatus
+from dataprof.results.vocabulary import DatasetKind, FindingId, Severity, StartMethod, TrialStatus
 
 
 def copy_on_read(report: Report, th: Thresholds) -> Finding | None:
@@ -104,7 +104,7 @@ def worker_startup(report: Report, th: Thresholds) -> Finding | None:
     if share < th.startup_share:
         return None
     method = report.environment.start_method or "fork"
-    slow_start = "" if method == "fork" else f" ({method} pickles the dataset into each worker)"
+    slow_start = "" if method == StartMethod.FORK else f" ({method} pickles the dataset into each worker)"
     return Finding(
         id=FindingId.WORKER_STARTUP,
         severity=Severity.INFO if rec.config.persistent_workers else Severity.WARNING,
@@ -150,7 +150,7 @@ def stragglers(report: Report, th: Thresholds) -> Finding | None:
 
 def iterable_duplicates(report: Report, th: Thresholds) -> Finding | None:
     """An IterableDataset not split among workers: more workers repeat its samples."""
-    if report.dataset is None or report.dataset.kind != "iterable":
+    if report.dataset is None or report.dataset.kind != DatasetKind.ITERABLE:
         return None
     ok = ok_trials(report)
     serial = next((t for t in ok if t.config.num_workers == 0), None)
@@ -183,7 +183,7 @@ def iterable_duplicates(report: Report, th: Thresholds) -> Finding | None:
 
 def rank_duplicates(report: Report, th: Thresholds) -> Finding | None:
     """Distributed: ranks load the same batches of an IterableDataset that does not split its stream by rank."""
-    if report.dataset is None or report.dataset.kind != "iterable":
+    if report.dataset is None or report.dataset.kind != DatasetKind.ITERABLE:
         return None
     shared = [t for t in ok_trials(report) if (t.rank_repeat_fraction or 0.0) >= th.repeat_fraction]
     if not shared:

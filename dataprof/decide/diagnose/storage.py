@@ -10,7 +10,7 @@ from dataprof.results.storage import FITS_SHARE
 from dataprof.results.sweep import Report
 from dataprof.results.trial import TrialResult
 from dataprof.results.units import fmt_bytes
-from dataprof.results.vocabulary import FindingId, Severity, TrialStatus
+from dataprof.results.vocabulary import CacheMode, FindingId, Severity, TrialStatus
 
 
 def _per_second(value: float | None) -> str:
@@ -40,7 +40,7 @@ def storage_bound(report: Report, th: Thresholds) -> Finding | None:
     (``storage_gap``), the loop waiting on the reads."""
     storage, footprint = report.storage, report.data_footprint
     rec = report.recommendation
-    if storage is None or footprint is None or storage.steady != "cold" or rec is None:
+    if storage is None or footprint is None or storage.steady != CacheMode.COLD or rec is None:
         return None
     cold = cold_twin(report, rec.config)
     warm = max(ok_trials(report), key=rate, default=None)

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataprof.results.settings import SearchSpace
 from dataprof.results.trial import TrialResult
 from dataprof.results.units import fmt_bytes
-from dataprof.results.vocabulary import TrialStatus
+from dataprof.results.vocabulary import StartMethod, TrialStatus
 
 COPIED_PER_WORKER = 8 * 1024 * 1024
 """Copy-on-read growth per worker (in the window) from which the other start methods are worth a try."""
@@ -81,14 +81,14 @@ def start_methods_to_try(trial: TrialResult, start_method: str | None, available
     under fork, the others only when the workers copied the main process's pages (copy-on-read), where a
     worker holding its own unpickled copy can weigh less. Fork starts workers fastest, so a slow start under
     fork is no reason to try the others."""
-    if (start_method or "fork") != "fork":
-        return ("fork",) if "fork" in available else ()
-    return tuple(m for m in available if m != "fork") if _copied(trial) >= COPIED_PER_WORKER else ()
+    if (start_method or "fork") != StartMethod.FORK:
+        return ("fork",) if StartMethod.FORK in available else ()
+    return tuple(m for m in available if m != StartMethod.FORK) if _copied(trial) >= COPIED_PER_WORKER else ()
 
 
 def start_method_words(trial: TrialResult, start_method: str | None) -> str:
     """Why :func:`start_methods_to_try` named the start methods it did at ``trial``'s config."""
-    if (start_method or "fork") != "fork":
+    if (start_method or "fork") != StartMethod.FORK:
         return f": workers start by {start_method} here"
     return f": each worker copied {fmt_bytes(int(_copied(trial)))} of the main process's pages (copy-on-read)"
 

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataprof.decide.search.common import Budget, Proposal, Searching
 from dataprof.results.settings import LoaderConfig, SearchSpace, baseline
 from dataprof.results.trial import TrialResult
+from dataprof.results.vocabulary import WorkerKind
 
 
 class GridStrategy(Searching):
@@ -54,5 +55,5 @@ def grid_configs(space: SearchSpace) -> list[LoaderConfig]:
     for workers, pin, buffer, shm, prefetch, persistent, in_order, context, kind in knobs:
         configs.append(space.config(workers, pin=pin, prefetch=prefetch, persistent=persistent, shared_memory=shm,
                                     buffer_reader=buffer, in_order=in_order, context=context,
-                                    thread=kind == "thread"))
+                                    thread=kind == WorkerKind.THREAD))
     return list(dict.fromkeys(configs))

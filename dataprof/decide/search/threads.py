@@ -13,7 +13,7 @@ from dataprof.decide.search.common import Budget, Proposal
 from dataprof.results.settings import LoaderConfig, SearchSpace
 from dataprof.results.stats import rate
 from dataprof.results.trial import TrialResult
-from dataprof.results.vocabulary import TrialStatus
+from dataprof.results.vocabulary import TrialStatus, WorkerKind
 
 
 def gain(new: TrialResult, old: TrialResult) -> str:
@@ -84,7 +84,7 @@ class ThreadSteps:
         recommendation would take); None where threads are not to be tried."""
         space = self.space
         if space.framework != "torch" or space.thread_loader is None or space.only_threads \
-                or space.worker_kinds == ("process",):
+                or space.worker_kinds == (WorkerKind.PROCESS,):
             return None
         chosen = recommend([t for c, t in done.items() if c.num_workers > 0 and not c.threads
                             and t.status == TrialStatus.OK])
@@ -92,7 +92,7 @@ class ThreadSteps:
 
     def _thread_reason(self: Climbing, anchor: TrialResult) -> str:
         """Why threads are tried beside ``anchor``: the user asked (``--worker-kind``), or the evidence."""
-        if "thread" in self.space.worker_kinds:
+        if WorkerKind.THREAD in self.space.worker_kinds:
             return " (--worker-kind process,thread)"
         above = next((w for w in self.ladder if w > anchor.config.num_workers), None)
         shm = None if above is None else self.budget.shm_forbids(self.climb_config(above))

@@ -34,6 +34,7 @@ from dataprof.measure.inspect.stages import Pipeline, Stage, timed_pipeline
 from dataprof.results.environment import DatasetInfo
 from dataprof.results.inspect import SLOWEST, InspectionData, StageTiming, slowest_positions
 from dataprof.results.threads import GilShare
+from dataprof.results.vocabulary import DatasetKind
 from dataprof.version import __version__
 
 COLLATE_REPEATS = 5
@@ -127,7 +128,7 @@ class _Fetcher:
 
     def fetch(self, index: int) -> Any:
         """Sample ``index`` of a map-style dataset, or the stream's next item."""
-        if self.kind == "map":
+        if self.kind == DatasetKind.MAP:
             return self.dataset[index]
         if self.iterator is None:
             self.iterator = iter(self.dataset)
@@ -156,7 +157,7 @@ def _sample(fetcher: _Fetcher, order: list[int], settings: InspectSettings, pipe
     from dataprof.backends.common import describe_sample, footprint
 
     got = _Sampled()
-    mapped = fetcher.kind == "map"
+    mapped = fetcher.kind == DatasetKind.MAP
     begin = time.perf_counter()
     try:
         try:
@@ -225,7 +226,7 @@ def _inspect(settings: InspectSettings) -> InspectionData:
         backend.default_collate()
     kind = backend.dataset_kind(dataset)
     length = dataset_length(dataset)
-    if kind == "map" and not length:
+    if kind == DatasetKind.MAP and not length:
         raise TargetError("the dataset is empty (len() is 0): nothing to inspect")
     fetcher = _Fetcher(dataset, kind)
     threads = backend.get_threads()
@@ -233,15 +234,15 @@ def _inspect(settings: InspectSettings) -> InspectionData:
     try:
         began = time.perf_counter()
         with logged() as first, timed_pipeline(dataset) as pipeline:
-            got = _sample(fetcher, sample_order(length if kind == "map" else None, settings.samples, settings.seed),
-                          settings, pipeline)
+            order = sample_order(length if kind == DatasetKind.MAP else None, settings.samples, settings.seed)
+            got = _sample(fetcher, order, settings, pipeline)
         took = time.perf_counter() - began
         stages = tuple(freeze(root) for root in pipeline.roots if root.total_calls() > 0)
         notes = list(pipeline.notes) + _pipeline_notes(pipeline, dataset)
-        repeats = {} if kind != "map" or got.interrupted else _refetch(fetcher, got.indices, got.wall)
+        repeats = {} if kind != DatasetKind.MAP or got.interrupted else _refetch(fetcher, got.indices, got.wall)
         collated = _collate(collate, got.kept) if got.kept and not got.interrupted else {}
-        storage = None if got.interrupted else storage_reads(first, len(got.wall) + 1, took,
-                                                             fetcher.fetch if kind == "map" else None, got.indices)
+        again = fetcher.fetch if kind == DatasetKind.MAP else None
+        storage = None if got.interrupted else storage_reads(first, len(got.wall) + 1, took, again, got.indices)
         gil, stages = (None, stages) if got.interrupted else gil_shares(fetcher, got.indices, pipeline, stages)
     finally:
         backend.set_threads(threads)
@@ -281,7 +282,7 @@ def gil_shares(fetcher: _Fetcher, indices: list[int], pipeline: Pipeline,
     timed alone, then with a second thread doing the same (``measure.gil``). A stage is replayed on its first
     call's arguments; one that raises on the replay is left unmeasured."""
     sample = None
-    if fetcher.kind == "map" and indices:
+    if fetcher.kind == DatasetKind.MAP and indices:
         with contextlib.suppress(Exception):
             sample = release_share_apart(fetcher.fetch, indices[:64])
     total = sum(stage.total_seconds() for root in pipeline.roots for stage in root.leaves()) or 1.0

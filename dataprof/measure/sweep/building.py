@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from dataprof.errors import DataprofError
 from dataprof.measure.protocol import Channel, LoadRequest, Message, error_event
-from dataprof.results.vocabulary import TrialStatus
+from dataprof.results.vocabulary import DatasetKind, TrialStatus
 
 if TYPE_CHECKING:
     from dataprof.backends.loaders import LoaderTemplate
@@ -93,7 +93,7 @@ def probe(request: LoadRequest, built: Built, handed_over: bool) -> Message:
     by_threads = thread_loader(backend.loader_arguments()) if backend.name == "torch" else None
     return {
         "thread_loader": by_threads,
-        "gil": sample_gil(dataset) if by_threads is not None and kind == "map" and template is None else None,
+        "gil": sample_gil(dataset) if by_threads is not None and kind == DatasetKind.MAP and template is None else None,
         "kind": kind,
         "type_name": type(dataset).__name__,
         "length": dataset_length(dataset),

@@ -46,7 +46,7 @@ from dataprof.measure.timing import (
     window_done,
 )
 from dataprof.results.settings import LoaderConfig
-from dataprof.results.vocabulary import TrialStatus
+from dataprof.results.vocabulary import DatasetKind, TrialStatus
 
 Emit = Callable[[dict[str, Any]], None]
 
@@ -130,7 +130,7 @@ def run_trial(
     DeadWorkerWatch(live, report, failure.handled).start()
     try:
         loop = TimedLoop(config, settings.trial_seconds, emit, consumer, clock, recorder, ReceiveTimer.install(),
-                         backend.dataset_kind(dataset) == "iterable", settings.rival, settings.first_pass)
+                         backend.dataset_kind(dataset) == DatasetKind.ITERABLE, settings.rival, settings.first_pass)
         figures = loop.run(loader, live, backend)
     except Exception as exc:
         # A batch that cannot be received, from a pipe or from shared memory, often means its worker died.

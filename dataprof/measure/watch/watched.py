@@ -27,6 +27,7 @@ from dataprof.backends.construction import loader_class, patch_loader_modules
 from dataprof.backends.frameworks import in_package
 from dataprof.measure.protocol import Channel
 from dataprof.measure.watch.factory import loader_factory, still_running
+from dataprof.results.vocabulary import WorkerKind
 
 FLUSH_S = 0.5
 """How often each loader's new batch timings are sent to the parent."""
@@ -128,7 +129,7 @@ def nodes_settings(loader: Any) -> dict[str, Any]:
         name = type(node).__name__
         if name == "ParallelMapper":
             found["num_workers"] = int(getattr(node, "num_workers", 0) or 0)
-            found["worker_kind"] = "thread" if getattr(node, "method", "thread") == "thread" else "process"
+            found["worker_kind"] = "thread" if getattr(node, "method", "thread") == WorkerKind.THREAD else "process"
         elif name == "Prefetcher":
             found["prefetch_depth"] = getattr(node, "prefetch_factor", None)
         elif name == "PinMemory":
