@@ -11,13 +11,14 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from dataprof.decide.ranks import aggregate_ranks
 from dataprof.decide.search import STRATEGIES, Budget, Proposal, Strategy
 from dataprof.decide.search.common import pooled
 from dataprof.decide.settings import pinned, resolve_settings, resumable_trials
 from dataprof.decide.storage import cold_notes, next_cold, warm_again, warm_misses, warmed_note, why_no_cold
-from dataprof.decide.sweep import decide
+from dataprof.decide.sweep import decide, persistent_epochs_note, sweep_notes
 from dataprof.decide.threads import thread_notes
-from dataprof.distributed import Coordinator, aggregate_ranks
+from dataprof.distributed import Coordinator
 from dataprof.errors import DataprofError, TargetError
 from dataprof.measure.environment import cpu_budget, cuda_devices, probe_environment
 from dataprof.measure.footprint import footprint, page_cache_room
@@ -77,11 +78,6 @@ def build_report(settings: SweepSettings, environment: Environment, dataset: Dat
 
 AUTOTUNE_TIMEOUT_S = 300.0
 """Paddle's autotune is killed after this long (it times tuning_steps batches per worker count it tries)."""
-
-
-def sweep_notes(settings: SweepSettings) -> tuple[str, ...]:
-    """The notes every sweep's report carries (why these worker counts)."""
-    return (f"workers {','.join(map(str, settings.space.workers))}: {settings.space.workers_reason}",)
 
 
 @dataclasses.dataclass
@@ -346,10 +342,8 @@ def check_persistent_epochs(settings: SweepSettings, runner: Any, notes: list[st
     problem = runner.epoch_check(config, settings.trial_timeout_s, EPOCH_CHECK_STALL_S)
     if problem is None:
         return settings
-    version = runner.host_info.get("framework_version") or ""
-    notes.append(f"persistent_workers=True not tried: {settings.framework} {version}'s DataLoader fails at the end "
-                 f"of an IterableDataset's epoch with 2 persistent workers (checked on a tiny stream: {problem}); "
-                 "each epoch starts its workers again")
+    notes.append(persistent_epochs_note(settings.framework, runner.host_info.get("framework_version") or "",
+                                        problem))
     return dataclasses.replace(settings, space=dataclasses.replace(space, persistent_workers=(False,)))
 
 

@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 
 from dataprof.decide.diagnose import findings as rules
+from dataprof.decide.ranks import aggregate_ranks, shared_batches
 from dataprof.decide.thresholds import Thresholds
-from dataprof.distributed import aggregate_ranks, rank_from_env, shared_batches
+from dataprof.distributed import rank_from_env
 from dataprof.errors import UsageError
 from dataprof.results.environment import RankInfo
 from dataprof.results.sweep import Report

@@ -4,6 +4,7 @@ module grows past what one can read at once."""
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 from dataprof.results.vocabulary import (
@@ -21,7 +22,9 @@ MAX_FUNCTION_LINES = 60
 MAX_MODULE_LINES = 400
 
 
+@functools.cache
 def sources() -> list[tuple[Path, ast.Module, int]]:
+    """Every module of the package, parsed once for all the rules."""
     return [(path, ast.parse(path.read_text()), len(path.read_text().splitlines()))
             for path in sorted(PACKAGE.rglob("*.py"))]
 

@@ -7,6 +7,7 @@ TYPE_CHECKING or not: a lazy upward import is still an upward dependency.
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -75,7 +76,9 @@ def imports(module: str, path: Path, known: dict[str, Path]) -> set[str]:
     return {name for name in found if name in known and name != module}
 
 
+@functools.cache
 def graph() -> dict[str, set[str]]:
+    """Each module's imports of the package's modules, read once for all the rules."""
     known = modules()
     return {module: imports(module, path, known) for module, path in known.items()}
 

@@ -21,7 +21,7 @@ from dataprof.decide.search import rules_of_thumb
 from dataprof.decide.storage import outlook, steady_case
 from dataprof.decide.threads import worker_kinds
 from dataprof.results.pipeline import PipelineModel
-from dataprof.results.settings import LoaderConfig, SearchSpace
+from dataprof.results.settings import LoaderConfig, SearchSpace, SweepSettings
 from dataprof.results.stats import noise_between
 from dataprof.results.storage import StorageOutlook
 from dataprof.results.sweep import Recommendation, Report, RuleOfThumb, YourSettings
@@ -119,3 +119,15 @@ def decide(report: Report) -> Report:
     return dataclasses.replace(recommended, primary=primary, findings=findings,
                                rules_of_thumb=compare_rules_of_thumb(recommended),
                                current=compare_current(recommended), worker_kinds=worker_kinds(recommended))
+
+
+def sweep_notes(settings: SweepSettings) -> tuple[str, ...]:
+    """The notes every sweep's report carries (why these worker counts)."""
+    return (f"workers {','.join(map(str, settings.space.workers))}: {settings.space.workers_reason}",)
+
+
+def persistent_epochs_note(framework: str, version: str, problem: str) -> str:
+    """Why ``persistent_workers=True`` is not tried: the installed DataLoader failed the epoch check."""
+    return (f"persistent_workers=True not tried: {framework} {version}'s DataLoader fails at the end of an "
+            f"IterableDataset's epoch with 2 persistent workers (checked on a tiny stream: {problem}); each epoch "
+            "starts its workers again")

@@ -391,6 +391,33 @@ class SweepSettings:
             **paddle,
         }
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], target: str = "") -> SweepSettings:
+        """Read :meth:`to_dict` back (a saved document's ``settings``, ``target`` its own): a key an older document
+        lacks takes its default; each value is kept as written, and ``target_kwargs`` keep their text (the values
+        were written as their ``repr``)."""
+        current = data.get("current")
+        return cls(
+            target=target, space=SearchSpace.from_dict(data),
+            batch_size=data.get("batch_size", DEFAULT_BATCH_SIZE),
+            target_kwargs={key: Shown(text) for key, text in (data.get("target_kwargs") or {}).items()},
+            collate_fn=data.get("collate_fn"), step_ms=data.get("step_ms") or 0.0, device=data.get("device") or "cpu",
+            strategy=data.get("strategy") or "adaptive", trial_seconds=data.get("trial_seconds", 3.0),
+            trial_timeout_s=data.get("trial_timeout_s", 60.0), memory_limit_bytes=data.get("memory_limit_bytes"),
+            shuffle=bool(data.get("shuffle")), rules_of_thumb=bool(data.get("rules_of_thumb", True)),
+            drop_last=bool(data.get("drop_last")), framework=data.get("framework") or "auto",
+            autotune_steps=data.get("autotune_steps", 50), world_size=data.get("world_size") or 1,
+            ranks_per_node=data.get("ranks_per_node") or 1, split=data.get("split") or "train",
+            current=None if current is None else LoaderConfig.from_dict(current),
+            current_source=data.get("current_source"), cpus=data.get("cpus"), cache=data.get("cache") or "auto")
+
+
+class Shown(str):
+    """A value read back as the text it was written as (its ``repr``): its ``repr`` is that text again."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
 
 CACHE_MODES = tuple(mode.value for mode in CacheMode)
 """``--cache`` values (:attr:`SweepSettings.cache`)."""

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from dataprof.distributed import GRAVITY
+from dataprof.decide.ranks import GRAVITY
 from dataprof.errors import UsageError
 from dataprof.render.view import SEVERITY_STYLE
 from dataprof.results.load import load_document
