@@ -16,7 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from dataprof.results.settings import LoaderConfig, SearchSpace, SweepSettings
+from dataprof.results.knobs import LoaderConfig, SearchSpace
+from dataprof.results.settings import SweepSettings
 from dataprof.sweeper import run_sweep
 
 

@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _bare import bare_rate_fresh, dataprof_rates  # noqa: E402
 
 from dataprof.measure.environment import cpu_budget  # noqa: E402
-from dataprof.results.settings import LoaderConfig  # noqa: E402
+from dataprof.results.knobs import LoaderConfig  # noqa: E402
 from examples.images import JpegDataset  # noqa: E402
 
 TARGET = "examples/images.py:JpegDataset"

@@ -26,7 +26,8 @@ from dataprof.measure.page_cache import can_evict, read_back
 from dataprof.measure.sweep.runner import TrialRunner
 from dataprof.measure.timing import Rival
 from dataprof.results.environment import CpuBudget, DatasetInfo, Environment, RankInfo
-from dataprof.results.settings import LoaderConfig, SweepSettings
+from dataprof.results.knobs import LoaderConfig
+from dataprof.results.settings import SweepSettings
 from dataprof.results.storage import DataFootprint, ReadBack
 from dataprof.results.sweep import AutotuneRun, Report, SearchStep
 from dataprof.results.threads import ThreadCheck
@@ -61,7 +62,7 @@ def build_report(settings: SweepSettings, environment: Environment, dataset: Dat
         target=settings.target,
         tool_version=__version__,
         environment=environment,
-        settings=settings.to_dict(),
+        settings=settings,
         trials=tuple(trials),
         dataset=dataset,
         wall_s=wall_s,
@@ -138,7 +139,7 @@ class _Sweep:
         notes += cold_notes(self.runner.evictions, self.cold, self.restored)
         missed = warm_misses(self.trials, self.cold)
         notes += (missed,) if missed else ()
-        notes += thread_notes(self.settings.to_dict(), self.dataset, self.thread_check)
+        notes += thread_notes(self.settings, self.dataset, self.thread_check)
         return build_report(self.settings, env, built, self.trials, self.clock() - self.started, complete,
                             notes, self.steps, self.stop, self.autotune, self.cold, self.footprint,
                             self.thread_check)

@@ -89,7 +89,7 @@ def recorded(kind: str, name: str) -> Any:
 
 def trial(workers: int, rate: float, spread: float = 0.005, status: str = "ok", memory: int = 0) -> Any:
     """A trial of ``w{workers} pf2 persist`` (``w0`` at 0) at ``rate`` samples/s; a failed one says ``boom``."""
-    from dataprof.results.settings import LoaderConfig
+    from dataprof.results.knobs import LoaderConfig
     from dataprof.results.trial import TrialResult
 
     config = LoaderConfig(workers, False, 2 if workers else None, workers > 0)

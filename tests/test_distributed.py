@@ -57,7 +57,7 @@ def rank(number: int, node: int = 0) -> RankInfo:
 
 
 def ok(rate: float) -> TrialResult:
-    from dataprof.results.settings import LoaderConfig
+    from dataprof.results.knobs import LoaderConfig
 
     return TrialResult(config=LoaderConfig(2, False, 2, True), status="ok", samples_per_s=rate, wait_fraction=0.5,
                        samples_per_s_spread=0.01, cpu_percent=50.0)

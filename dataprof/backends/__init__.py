@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 from dataprof.backends.common import RecordingBatchSampler, defined_by
 from dataprof.errors import UsageError
-from dataprof.results.settings import LoaderConfig
+from dataprof.results.knobs import LoaderConfig
 
 
 class Backend(Protocol):

@@ -18,7 +18,7 @@ from dataprof.backends.common import batch_size_of, describe_sample, footprint
 from dataprof.backends.construction import constructed_with
 from dataprof.backends.target import LOADER_CLASSES, describe_exception, loader_framework
 from dataprof.errors import TargetError
-from dataprof.results.settings import KNOBS, LoaderConfig, baseline
+from dataprof.results.knobs import KNOBS, LoaderConfig, baseline
 
 KEPT_ATTRIBUTES = {
     "torch": ("dataset", "collate_fn", "worker_init_fn", "generator", "timeout", "multiprocessing_context",

@@ -13,7 +13,7 @@ from typing import Any
 
 from dataprof.backends.common import RecordingBatchSampler
 from dataprof.backends.frameworks import import_paddle
-from dataprof.results.settings import LoaderConfig
+from dataprof.results.knobs import LoaderConfig
 from dataprof.results.vocabulary import DatasetKind
 
 

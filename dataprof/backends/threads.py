@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from dataprof.backends.target import describe_exception
-from dataprof.results.settings import TORCH_THREAD_ARGUMENT, LoaderConfig
+from dataprof.results.knobs import TORCH_THREAD_ARGUMENT, LoaderConfig
 
 
 def thread_loader(loader_arguments: Sequence[str]) -> str | None:

@@ -9,7 +9,7 @@ from typing import Any
 from dataprof.backends.common import RecordingBatchSampler
 from dataprof.backends.threads import NodesLoader, thread_loader
 from dataprof.errors import TargetError
-from dataprof.results.settings import TORCH_THREAD_ARGUMENT, LoaderConfig
+from dataprof.results.knobs import TORCH_THREAD_ARGUMENT, LoaderConfig
 from dataprof.results.vocabulary import DatasetKind
 
 

@@ -41,8 +41,9 @@ def inspect(target: str, args: tuple[tuple[str, Any], ...], samples: int, seed: 
     from dataprof.decide.settings import pinned
     from dataprof.errors import TargetError
     from dataprof.measure.environment import cpu_budget
-    from dataprof.measure.inspect.samples import InspectSettings, Interrupted, run_inspection
+    from dataprof.measure.inspect.samples import Interrupted, run_inspection
     from dataprof.render.documents import print_document
+    from dataprof.results.inspect import InspectSettings
 
     pinned(cpu_budget(), cpus)  # a UsageError for more than there are
     settings = InspectSettings(target=target, kwargs=dict(args), samples=samples, seed=seed, batch_size=batch_size,

@@ -11,8 +11,9 @@ import click
 
 from dataprof.cli.params import CURRENT, INT_LIST, KEY_VALUE, ON_OFF, SIZE, WORDS, WORKERS, percent
 from dataprof.decide.search import STRATEGIES
+from dataprof.results.knobs import FRAMEWORKS
 from dataprof.results.request import SPLITS
-from dataprof.results.settings import CACHE_MODES, FRAMEWORKS
+from dataprof.results.settings import CACHE_MODES
 from dataprof.results.vocabulary import Severity
 
 FRAMEWORK_CHOICES = ("auto", *FRAMEWORKS)

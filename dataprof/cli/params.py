@@ -13,8 +13,8 @@ import click
 
 from dataprof.backends.target import parse_kwarg
 from dataprof.errors import UsageError
+from dataprof.results.knobs import KNOBS, LoaderConfig
 from dataprof.results.request import MemoryLimit, current_config
-from dataprof.results.settings import KNOBS, LoaderConfig
 
 
 def parse_percent(text: str, name: str) -> float:

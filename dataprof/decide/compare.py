@@ -36,7 +36,7 @@ def environment_changes(old: Report, new: Report) -> tuple[str, ...]:
     """What differs between the runs' machines and settings, one ``label: before → after`` each."""
     changes = machine_changes(old.environment, new.environment)
     for key, label in (("batch_size", "batch size"), ("step_ms", "model step ms")):
-        before, after = old.settings.get(key), new.settings.get(key)
+        before, after = getattr(old.settings, key), getattr(new.settings, key)
         if before != after:
             changes.append(f"{label}: {before} → {after}")
     if old.target != new.target:

@@ -62,7 +62,7 @@ def analyse(data: InspectionData, thresholds: Thresholds | None = None) -> Inspe
     collate_cpu = percentile(list(data.collate_cpu_s), 50) if data.collate_cpu_s else 0.0
     cpu_per_sample = (cpu_total / count + (collate_cpu / batch if batch else 0.0)) if count else None
     samples = InspectedSamples(
-        count=count, requested=data.settings.get("samples"), stopped=data.stopped, first_ms=to_ms(data.first_s),
+        count=count, requested=data.settings.samples, stopped=data.stopped, first_ms=to_ms(data.first_s),
         latency_ms=latency, cpu_ms_mean=cpu_total * 1000.0 / count if count else None,
         cpu_share=cpu_total / total_s if total_s else None, slowest=slowest, errors=data.errors)
     return decide_inspection(Inspection(
@@ -87,7 +87,7 @@ def decide_inspection(ins: Inspection, thresholds: Thresholds | None = None) -> 
     in /dev/shm and in the open-file limit, and every check (``dataprof diagnose`` re-applies improved rules)."""
     th = thresholds or Thresholds()
     env, ds = ins.environment, ins.dataset
-    prefetch = int(ins.settings.get("prefetch_factor") or 2)
+    prefetch = ins.settings.prefetch_factor
     shm_fit = shm_workers(env.shm_free_bytes, ds.batch_bytes, prefetch) \
         if env.shm_free_bytes is not None and ds.batch_bytes else None
     file_workers = None
@@ -263,7 +263,7 @@ def check_shm(ins: Inspection, th: Thresholds) -> Finding | None:
     env, data = ins.environment, ins
     if ins.max_workers_shm is None:
         return None
-    prefetch = int(data.settings.get("prefetch_factor") or 2)
+    prefetch = data.settings.prefetch_factor
     return _capacity(
         FindingId.SHM_SPACE, ins.max_workers_shm,
         f"/dev/shm has {fmt_bytes(env.shm_free_bytes)} free; each worker keeps {prefetch} batches of "
@@ -291,7 +291,7 @@ def check_open_files(ins: Inspection, th: Thresholds) -> Finding | None:
         return Finding(id=FindingId.OPEN_FILES, severity=Severity.INFO,
                        evidence=f"{limit}; sharing strategy {strategy}",
                        recommendation="Tensors in flight do not hold open files with this strategy.")
-    prefetch = int(data.settings.get("prefetch_factor") or 2)
+    prefetch = data.settings.prefetch_factor
     return _capacity(
         FindingId.OPEN_FILES, ins.max_workers_files,
         f"{limit}; with the file_descriptor sharing strategy every tensor in flight holds one: "

@@ -81,7 +81,7 @@ def fit(report: Report) -> PipelineModel | None:
         noise=max(MIN_NOISE, statistics.median(t.samples_per_s_spread or 0.0 for t in ok)),
         cpus_used=used * cpus,
         notes=_notes(serial, waits, len(completed) - len(ok), used, cpus))
-    step_s = float(report.settings.get("step_ms") or 0.0) / 1000
+    step_s = float(report.settings.step_ms) / 1000
     residuals = tuple(Residual(t.config.label(), t.samples_per_s or 0.0,
                                predict(model, t.config.num_workers, cpus, step_s, batch).samples_per_s)
                       for t in completed)

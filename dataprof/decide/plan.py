@@ -12,9 +12,9 @@ from dataprof.decide.model import CONTENDED, predict
 from dataprof.decide.recommend import MAX_TRADE, recommend
 from dataprof.decide.thresholds import Thresholds
 from dataprof.errors import UsageError
+from dataprof.results.knobs import LoaderConfig, baseline
 from dataprof.results.pipeline import PipelineModel
 from dataprof.results.plan import Feeding, Plan, PlanPoint, TargetMachine
-from dataprof.results.settings import LoaderConfig, baseline
 from dataprof.results.sweep import Report
 from dataprof.version import __version__
 
@@ -37,7 +37,7 @@ def machine_of(report: Report, cpus: float | None = None, ranks_per_node: int = 
     machine = TargetMachine(
         cpus=report.environment.usable_cpus * ranks_per_node if cpus is None else cpus,
         ranks_per_node=ranks_per_node, ram_bytes=ram_bytes, shm_bytes=shm_bytes,
-        step_ms=float(report.settings.get("step_ms") or 0.0) if step_ms is None else step_ms,
+        step_ms=float(report.settings.step_ms) if step_ms is None else step_ms,
         batch_size=batch_size(report) if batch is None else batch)
     for value, flag in ((machine.cpus, "--cpus"), (machine.batch_size, "--batch-size"),
                         (1 if ram_bytes is None else ram_bytes, "--ram"),
@@ -60,8 +60,8 @@ def make_plan(report: Report, machine: TargetMachine) -> Plan:
         raise UsageError(f"{report.target}: {completed} of {len(report.trials)} trials completed; {NOT_ENOUGH}")
     measured = {"cpus": report.model.cpus, "cpu_reason": report.environment.cpu_reason,
                 "trials": len(ok_trials(report)), "workers": list(report.model.measured_workers),
-                "step_ms": float(report.settings.get("step_ms") or 0.0), "batch_size": report.model.batch_size,
-                "shuffle": bool(report.settings.get("shuffle")), "collate_fn": report.settings.get("collate_fn")}
+                "step_ms": float(report.settings.step_ms), "batch_size": report.model.batch_size,
+                "shuffle": report.settings.shuffle, "collate_fn": report.settings.collate_fn}
     knobs, why = planned_knobs(report)
     return plan_for(report.target, measured, machine, report.model, knobs, why)
 

@@ -13,9 +13,7 @@ from typing import Any
 
 from dataprof.errors import UsageError
 from dataprof.results.environment import CpuBudget, RankInfo
-from dataprof.results.request import SPLITS, MemoryLimit, SweepOptions, SweepRequest, split_target
-from dataprof.results.settings import (
-    CACHE_MODES,
+from dataprof.results.knobs import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_PREFETCH_FACTORS,
     EVIDENCE_KNOBS,
@@ -25,8 +23,9 @@ from dataprof.results.settings import (
     WORKER_KINDS,
     LoaderConfig,
     SearchSpace,
-    SweepSettings,
 )
+from dataprof.results.request import SPLITS, MemoryLimit, SweepOptions, SweepRequest, split_target
+from dataprof.results.settings import CACHE_MODES, SweepSettings
 from dataprof.results.sweep import Report
 from dataprof.results.trial import TrialResult
 from dataprof.results.vocabulary import DatasetKind, WorkerKind
@@ -350,7 +349,7 @@ def resumable_trials(previous: Report, settings: SweepSettings) -> tuple[TrialRe
     if previous.target != settings.target:
         raise UsageError(f"--resume: the saved run profiled {previous.target}, not {settings.target}")
     current = settings.to_dict()
-    saved = {"framework": "torch", **previous.settings}  # runs saved before Paddle support were PyTorch's
+    saved = {"framework": "torch", **previous.settings_document()}  # saved before Paddle support: PyTorch's
     for key in RESUME_KEYS:
         if saved.get(key) != current[key]:
             raise UsageError(f"--resume: the saved run used {key}={saved.get(key)!r}, "

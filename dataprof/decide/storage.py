@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Sequence
 
 from dataprof.decide.recommend import recommend
-from dataprof.results.settings import LoaderConfig, SearchSpace
+from dataprof.results.knobs import LoaderConfig
 from dataprof.results.storage import FITS_SHARE, Eviction, ReadBack, StorageOutlook
 from dataprof.results.sweep import Report
 from dataprof.results.trial import TrialResult
@@ -30,7 +30,7 @@ def _ok(trials: Sequence[TrialResult]) -> list[TrialResult]:
 def why_no_cold(report: Report) -> str | None:
     """Why the sweep measures nothing cold (a note), or None when it does, when the cache mode says not to, or
     when ``auto`` found no data file to make cold (an in-memory dataset needs no word about it)."""
-    mode = report.settings.get("cache", "auto")
+    mode = report.settings.cache
     footprint = report.data_footprint
     if mode == CacheMode.WARM:
         return None
@@ -51,7 +51,7 @@ def next_cold(report: Report) -> tuple[LoaderConfig, str] | None:
     ``both``: every config measured warm. Otherwise the warm recommendation first, then more workers while
     they pay: cold reads that wait on storage's latency often want more workers than warm ones.
     """
-    mode = report.settings.get("cache", "auto")
+    mode = report.settings.cache
     if mode == CacheMode.WARM or why_no_cold(report) is not None or report.data_footprint is None:
         return None
     measured = {t.config for t in report.cold_trials}
@@ -69,7 +69,7 @@ def next_cold(report: Report) -> tuple[LoaderConfig, str] | None:
     best = max(cold, key=lambda t: t.samples_per_s or 0.0)
     if any(t.config.num_workers > best.config.num_workers for t in report.cold_trials):
         return None  # more workers were tried cold and did not pay
-    space = SearchSpace.from_dict(report.settings)
+    space = report.settings.space
     workers = best.config.num_workers
     above = sorted(w for w in space.workers if w >= max(2 * workers, workers + 1))
     if not above:
@@ -106,9 +106,9 @@ def steady_case(report: Report) -> tuple[str, str] | None:
         " (its directory held more files than dataprof walks: estimated from the files read and the samples of "
         "an epoch)" if estimated else "")
     if footprint.evictable is False:
-        asked = "; --cache cold cannot make them cold" if report.settings.get("cache") == CacheMode.COLD else ""
+        asked = "; --cache cold cannot make them cold" if report.settings.cache == CacheMode.COLD else ""
         return "warm", f"{size} on {footprint.filesystem}: its files live in memory{asked}"
-    if report.settings.get("cache") == CacheMode.COLD:
+    if report.settings.cache == CacheMode.COLD:
         return "cold", f"{size}; --cache cold: the training reads it from storage"
     footprint = dataclasses.replace(footprint, bytes=total)
     ratio = footprint.cache_ratio
@@ -128,7 +128,7 @@ def outlook(report: Report, warm: TrialResult | None, cold: TrialResult | None) 
     steady, why = case
     samples = report.dataset.length if report.dataset is not None and report.dataset.kind == DatasetKind.MAP else None
     if samples is not None:
-        samples = -(-samples // max(1, int(report.settings.get("world_size") or 1)))
+        samples = -(-samples // max(1, report.settings.world_size))
     cold_rate = cold.samples_per_s if cold is not None else None
     warm_rate = warm.samples_per_s if warm is not None else None
     first = samples / cold_rate if samples and cold_rate else None

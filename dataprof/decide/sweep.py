@@ -21,7 +21,7 @@ from dataprof.decide.search import rules_of_thumb
 from dataprof.decide.storage import outlook, steady_case
 from dataprof.decide.threads import worker_kinds
 from dataprof.results.pipeline import PipelineModel
-from dataprof.results.settings import LoaderConfig, SearchSpace, SweepSettings
+from dataprof.results.settings import SweepSettings
 from dataprof.results.stats import noise_between
 from dataprof.results.storage import StorageOutlook
 from dataprof.results.sweep import Recommendation, Report, RuleOfThumb, YourSettings
@@ -31,14 +31,14 @@ from dataprof.results.vocabulary import CacheMode, TrialStatus
 
 def compare_rules_of_thumb(report: Report) -> tuple[RuleOfThumb, ...]:
     """What each rule of thumb picks, its measured throughput and how the recommendation compares."""
-    if not report.settings.get("rules_of_thumb", True):
+    if not report.settings.rules_of_thumb:
         return ()
     rec = report.recommendation
     pool = report.recommended_pool
     rec_trial = next((t for t in pool if rec is not None and t.config == rec.config), None)
     rows = []
     autotune = report.autotune.num_workers if report.autotune is not None else None
-    space = SearchSpace.from_dict(report.settings)
+    space = report.settings.space
     for rule, config in rules_of_thumb(report.environment.usable_cpus, space, autotune):
         trial = next((t for t in pool if t.config == config), None)
         rate = trial.samples_per_s if trial is not None and trial.status == TrialStatus.OK else None
@@ -54,10 +54,9 @@ def compare_rules_of_thumb(report: Report) -> tuple[RuleOfThumb, ...]:
 def compare_current(report: Report) -> YourSettings | None:
     """The user's own settings (``settings.current``) against the recommendation: measured throughput, the
     speedup, whether it is within noise, and the knobs that change."""
-    mine = report.settings.get("current")
-    if mine is None:
+    config = report.settings.current
+    if config is None:
         return None
-    config = LoaderConfig.from_dict(mine)
     rec = report.recommendation
     pool = report.recommended_pool
     trial = next((t for t in pool if t.config == config), None)
@@ -69,7 +68,7 @@ def compare_current(report: Report) -> YourSettings | None:
     if rec is not None:
         ours, theirs = rec.config.to_dict(), config.to_dict()
         changes = tuple(name for name in ours if ours[name] != theirs.get(name))
-    return YourSettings(source=report.settings.get("current_source") or "--current", config=config,
+    return YourSettings(source=report.settings.current_source or "--current", config=config,
                         status=None if trial is None else trial.status, samples_per_s=rate,
                         recommended_speedup=rec.samples_per_s / rate if rec is not None and rate else None,
                         within_noise=within, changes=changes)
@@ -77,7 +76,7 @@ def compare_current(report: Report) -> YourSettings | None:
 
 def _by(model: PipelineModel, report: Report) -> Callable[[TrialResult], tuple[float, str]]:
     """A trial's rate by ``model``, on the sweep's CPUs at its step, and what holds it back."""
-    step_s = float(report.settings.get("step_ms") or 0.0) / 1000
+    step_s = float(report.settings.step_ms) / 1000
 
     def rate(trial: TrialResult) -> tuple[float, str]:
         found = predict(model, trial.config.num_workers, model.cpus, step_s)

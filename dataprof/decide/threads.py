@@ -3,9 +3,8 @@ measured or what their check found (pure)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from dataprof.results.environment import DatasetInfo
+from dataprof.results.settings import SweepSettings
 from dataprof.results.stats import rate
 from dataprof.results.sweep import Report
 from dataprof.results.threads import ThreadCheck, WorkerKinds
@@ -35,14 +34,14 @@ def worker_kinds(report: Report) -> WorkerKinds | None:
                        busiest_thread_cpu_percent=thread.thread_cpu_percent[0] if thread.thread_cpu_percent else None)
 
 
-def thread_notes(settings: dict[str, Any], dataset: DatasetInfo | None,
+def thread_notes(settings: SweepSettings, dataset: DatasetInfo | None,
                  check: ThreadCheck | None) -> tuple[str, ...]:
     """Why threads were not measured where the user asked for them or the target rules them out, and what the
     thread check found when it did not clear them (``settings``: the report's)."""
-    asked = WorkerKind.THREAD in (settings.get("worker_kinds") or [])
+    asked = WorkerKind.THREAD in settings.space.worker_kinds
     installed = dataset is not None and dataset.thread_loader is not None
     notes = []
-    if settings.get("framework") == "paddle" or dataset is None:
+    if settings.framework == "paddle" or dataset is None:
         return ()
     if asked and not installed:
         notes.append(f"--worker-kind thread: no thread loader is installed here; {INSTALL}")
@@ -52,7 +51,7 @@ def thread_notes(settings: dict[str, Any], dataset: DatasetInfo | None,
     elif installed and dataset.loader:
         notes.append("threads not tried: a DataLoader target is rebuilt with its own class; sweep its Dataset "
                      "to measure threads")
-    elif installed and settings.get("world_size", 1) > 1 and asked:
+    elif installed and settings.world_size > 1 and asked:
         notes.append("threads not tried: thread trials do not run across ranks yet; sweep one rank with "
                      "--worker-kind process,thread")
     if check is not None and check.verdict == ThreadVerdict.UNCHECKED:

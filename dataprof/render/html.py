@@ -104,7 +104,7 @@ def charts(report: Report) -> list[Any]:
     memory_lines: list[tuple[float, str]] = []
     if env.available_ram_bytes:
         memory_lines.append((env.available_ram_bytes / 1e9, f"available RAM {fmt_bytes(env.available_ram_bytes)}"))
-    limit = report.settings.get("memory_limit_bytes")
+    limit = report.settings.memory_limit_bytes
     if limit:
         memory_lines.append((limit / 1e9, f"--memory-limit {fmt_bytes(limit)}"))
     return [

@@ -26,7 +26,7 @@ def header(ins: Inspection) -> Text:
     """What was inspected, and how."""
     ds, env, count = ins.dataset, ins.environment, ins.samples.count
     length = f"{ds.length:,} samples" if ds.length is not None else "no len()"
-    chosen = (f"{count} random samples (seed {ins.settings.get('seed')})" if ds.kind == DatasetKind.MAP
+    chosen = (f"{count} random samples (seed {ins.settings.seed})" if ds.kind == DatasetKind.MAP
               else f"the first {count} items, in stream order")
     lines = [f"dataprof {ins.tool_version} · inspect {ins.target}",
              f"{ds.type_name} ({ds.kind}, {length}, built in {ds.init_s:.2f} s) · sample {ds.sample or '?'}",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataprof.results.settings import TORCH_THREAD_ARGUMENT, LoaderConfig
+from dataprof.results.knobs import TORCH_THREAD_ARGUMENT, LoaderConfig
 from dataprof.results.sweep import Report
 from dataprof.results.units import fmt_bytes
 from dataprof.results.vocabulary import WorkerKind

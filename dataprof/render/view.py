@@ -16,8 +16,8 @@ from dataprof.decide.diagnose.facts import cpus_text, recommended_trial
 from dataprof.decide.search import AUTOTUNE_RULE
 from dataprof.render.cold import storage_text
 from dataprof.render.threads import kinds_text, thread_loader_code
+from dataprof.results.knobs import LoaderConfig
 from dataprof.results.plan import Feeding
-from dataprof.results.settings import LoaderConfig
 from dataprof.results.stats import best_by_workers, speedup
 from dataprof.results.sweep import AutotuneRun, Report
 from dataprof.results.trial import TrialResult
@@ -84,18 +84,18 @@ def dataset_text(report: Report) -> str:
 def header_lines(report: Report) -> list[str]:
     """Who measured what, where: the lines above the answer."""
     env = report.environment
-    step = report.settings.get("step_ms", 0)
+    step = report.settings.step_ms
     model = f"model step {step:g} ms" if step else "no model step (loader ceiling)"
     loader = "paddle.io.DataLoader" if env.framework == "paddle" else "torch DataLoader"
     lines = [
         f"dataprof {report.tool_version} · {report.target} {dataset_text(report)}".rstrip(),
-        f"{loader} ({env.framework} {env.framework_version or '?'}) · batch size {report.settings.get('batch_size')}"
+        f"{loader} ({env.framework} {env.framework_version or '?'}) · batch size {report.settings.batch_size}"
         f" · {model} · {device_text(report)} · {env.cpu_reason}",
     ]
     if report.dataset is not None and report.dataset.loader:
         lines.append(loader_text(report.dataset.loader))
     lines.append(start_method_text(report))
-    skipped = report.settings.get("skipped_knobs") or []
+    skipped = report.settings.space.skipped
     if skipped:
         lines.append(f"skipped: {', '.join(skipped)} (not an argument of this {env.framework} version's DataLoader)")
     if env.world_size > 1:
@@ -195,11 +195,10 @@ def answer(report: Report) -> Answer | None:
     ceiling = "" if rec.cpu_ceiling_share is None else (
         f" · {rec.cpu_ceiling_share:.0%} of what {cpus_text(report)} can do "
         f"(CPU ceiling {rec.cpu_ceiling_samples_per_s:,.0f} samples/s)")
-    batch, shuffle, collate = (report.settings.get("batch_size", 0), bool(report.settings.get("shuffle")),
-                               report.settings.get("collate_fn"))
+    batch, shuffle, collate = report.settings.batch_size, report.settings.shuffle, report.settings.collate_fn
     if rec.config.threads:
-        line = thread_loader_code(rec.config, batch, shuffle, collate, report.settings.get("thread_loader"),
-                                  bool(report.settings.get("drop_last")))
+        line = thread_loader_code(rec.config, batch, shuffle, collate, report.settings.space.thread_loader,
+                                  report.settings.drop_last)
     else:
         line = changes_line(report) if report.current is not None else \
             dataloader_line(rec.config, batch, shuffle, collate)
@@ -323,7 +322,7 @@ def rules_of_thumb(report: Report) -> list[tuple[str, bool]]:
 
 def search_title(report: Report) -> str:
     """``Search: adaptive, 7 trials in 41 s``."""
-    return f"Search: {report.settings.get('strategy', '?')}, {len(report.trials)} trials in {report.wall_s:.0f} s"
+    return f"Search: {report.settings.strategy}, {len(report.trials)} trials in {report.wall_s:.0f} s"
 
 
 def search_steps(report: Report) -> list[tuple[int, str, str, str]]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from dataprof.results.knobs import LoaderConfig
 from dataprof.results.run import LoaderRun, RunReport
-from dataprof.results.settings import LoaderConfig
 from dataprof.results.sweep import Report
 from dataprof.results.trial import TrialResult
 

@@ -23,3 +23,16 @@ def _finite(value: Any) -> Any:
 def to_json(document: dict[str, Any]) -> str:
     """A result document (a sweep's or an inspect run's) as indented JSON text, one trailing newline."""
     return json.dumps(_finite(document), indent=2) + "\n"
+
+
+class Shown(str):
+    """A value read back as the text it was written as (its ``repr``): its ``repr`` is that text again."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def kept(whole: dict[str, Any], keys: tuple[str, ...] | None) -> dict[str, Any]:
+    """A document's block as written back: ``whole``, or only the ``keys`` the document it was read from held, in
+    their order (an older document gains no key by being read and written again)."""
+    return whole if keys is None else {key: whole[key] for key in keys if key in whole}

@@ -7,10 +7,12 @@
 from __future__ import annotations
 
 import dataclasses
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from dataprof.results.document import SCHEMA_VERSION, to_json
+from dataprof.results.document import SCHEMA_VERSION, Shown, kept, to_json
 from dataprof.results.environment import DatasetInfo, Environment
 from dataprof.results.findings import Finding
 from dataprof.results.storage import StorageReads
@@ -43,12 +45,55 @@ class StageTiming:
 
 
 @dataclass(frozen=True)
+class InspectSettings:
+    """What ``dataprof inspect`` measures, and of which target."""
+
+    target: str
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    """Keyword arguments for a class or factory target."""
+    samples: int = 200
+    seed: int = 0
+    batch_size: int = 64
+    prefetch_factor: int = 2
+    """For the /dev/shm and open-file checks: batches each worker keeps in flight."""
+    max_seconds: float = 60.0
+    """Stop fetching samples after this long."""
+    collate_fn: str | None = None
+    cwd: str = field(default_factory=os.getcwd)
+    dataset: Any = None
+    """A Dataset object (Python API); ``target`` is then only its name."""
+    collate: Any = None
+    """A collate callable (Python API), instead of ``collate_fn``."""
+    framework: str = "auto"
+    """Whose default collate and thread settings apply: ``auto`` (from the dataset), ``torch`` or ``paddle``."""
+    cpus: int | None = None
+    """Measure pinned to this many of the usable CPUs (``--cpus``), for the CPU ceiling of that many."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The settings as the inspect document's ``settings`` holds them."""
+        return {"framework": self.framework, "samples": self.samples, "seed": self.seed, "batch_size": self.batch_size,
+                "prefetch_factor": self.prefetch_factor, "max_seconds": self.max_seconds,
+                "collate_fn": self.collate_fn,
+                "target_kwargs": {k: repr(v) for k, v in self.kwargs.items()}, "cpus": self.cpus}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], target: str = "") -> InspectSettings:
+        """Read :meth:`to_dict` back (an inspect document's ``settings``, ``target`` its own): a key an older
+        document lacks takes its default, ``target_kwargs`` keep their text."""
+        return cls(target=target, framework=data.get("framework") or "auto", samples=data.get("samples", 200),
+                   seed=data.get("seed", 0), batch_size=data.get("batch_size", 64),
+                   prefetch_factor=data.get("prefetch_factor") or 2, max_seconds=data.get("max_seconds", 60.0),
+                   collate_fn=data.get("collate_fn"), cpus=data.get("cpus"),
+                   kwargs={key: Shown(text) for key, text in (data.get("target_kwargs") or {}).items()})
+
+
+@dataclass(frozen=True)
 class InspectionData:
     """Raw measurements of one ``dataprof inspect`` run (seconds and bytes)."""
 
     target: str
     tool_version: str
-    settings: dict[str, Any]
+    settings: InspectSettings
     environment: Environment
     dataset: DatasetInfo
     indices: tuple[int, ...]
@@ -149,7 +194,7 @@ class Inspection:
 
     target: str
     tool_version: str
-    settings: dict[str, Any]
+    settings: InspectSettings
     environment: InspectedMachine
     dataset: DatasetInfo
     samples: InspectedSamples
@@ -178,6 +223,8 @@ class Inspection:
     storage: StorageReads | None = None
     gil: GilShare | None = None
     """How much of a sample's fetch releases the GIL, and so what threads can do with it."""
+    settings_keys: tuple[str, ...] | None = None
+    """The ``settings`` keys of the document this was read from (:func:`~dataprof.results.document.kept`)."""
 
     def to_json(self) -> str:
         """The ``--json`` document of ``dataprof inspect`` as text."""
@@ -191,7 +238,7 @@ class Inspection:
             "tool": {"name": "dataprof", "version": self.tool_version},
             "kind": Kind.INSPECT,
             "target": self.target,
-            "settings": dict(self.settings),
+            "settings": kept(self.settings.to_dict(), self.settings_keys),
             "environment": dataclasses.asdict(self.environment),
             "dataset": {"kind": ds.kind, "type": ds.type_name, "length": ds.length, "init_s": ds.init_s,
                         "sample": ds.sample},
@@ -232,7 +279,8 @@ class Inspection:
         note = data.get("transforms_note")
         return cls(
             target=data["target"], tool_version=data.get("tool", {}).get("version", "?"),
-            settings=dict(data.get("settings") or {}), environment=InspectedMachine(**data["environment"]),
+            settings=InspectSettings.from_dict(data.get("settings") or {}, data["target"]),
+            settings_keys=tuple(data.get("settings") or {}), environment=InspectedMachine(**data["environment"]),
             dataset=DatasetInfo(kind=ds["kind"], type_name=ds["type"], length=ds["length"], init_s=ds["init_s"],
                                 sample=ds["sample"], batch_samples=data["batch_samples"],
                                 batch_bytes=data["bytes_per_batch"], batch_tensors=data["batch_tensors"],

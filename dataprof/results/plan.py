@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from dataprof.results.document import SCHEMA_VERSION, to_json
+from dataprof.results.knobs import LoaderConfig, baseline
 from dataprof.results.pipeline import PipelineModel
-from dataprof.results.settings import LoaderConfig, baseline
 from dataprof.results.vocabulary import Kind
 
 

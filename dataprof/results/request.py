@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dataprof.errors import UsageError
-from dataprof.results.settings import KNOBS, LoaderConfig, SearchSpace
+from dataprof.results.knobs import KNOBS, LoaderConfig, SearchSpace
 
 
 def split_target(text: str) -> tuple[str, str]:

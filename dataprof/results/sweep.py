@@ -11,12 +11,13 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from dataprof.results.document import SCHEMA_VERSION, to_json
+from dataprof.results.document import SCHEMA_VERSION, kept, to_json
 from dataprof.results.environment import DatasetInfo, Environment
 from dataprof.results.findings import Finding, GateResult
+from dataprof.results.knobs import LoaderConfig
 from dataprof.results.pipeline import PipelineModel
 from dataprof.results.plan import Feeding
-from dataprof.results.settings import LoaderConfig
+from dataprof.results.settings import SweepSettings
 from dataprof.results.storage import DataFootprint, StorageOutlook
 from dataprof.results.threads import ThreadCheck, WorkerKinds
 from dataprof.results.trial import TrialResult
@@ -150,7 +151,7 @@ class Report:
     target: str
     tool_version: str
     environment: Environment
-    settings: dict[str, Any]
+    settings: SweepSettings
     trials: tuple[TrialResult, ...]
     dataset: DatasetInfo | None = None
     recommendation: Recommendation | None = None
@@ -185,6 +186,9 @@ class Report:
     """Whether the thread loader returned the samples one process does, checked before the thread trials."""
     worker_kinds: WorkerKinds | None = None
     """The fastest thread config beside the fastest process config, when both completed."""
+    settings_keys: tuple[str, ...] | None = None
+    """The ``settings`` keys of the document this was read from, in its order: written back as read (an older
+    document's keys, no more); None for a sweep made here, whose settings are written whole."""
 
     @property
     def best(self) -> Recommendation | None:
@@ -214,6 +218,10 @@ class Report:
                 return trial
         return None
 
+    def settings_document(self) -> dict[str, Any]:
+        """The JSON ``settings``: whole, or the keys the document read held (:attr:`settings_keys`)."""
+        return kept(self.settings.to_dict(), self.settings_keys)
+
     def to_dict(self) -> dict[str, Any]:
         """The ``--json`` document (docs/json.md), ``schema_version`` first."""
         baseline = self.baseline
@@ -225,7 +233,7 @@ class Report:
             "complete": self.complete,
             "environment": dataclasses.asdict(self.environment),
             "dataset": None if self.dataset is None else dataclasses.asdict(self.dataset),
-            "settings": dict(self.settings),
+            "settings": self.settings_document(),
             "trials": [t.to_dict() for t in self.trials],
             "baseline": None if baseline is None else {
                 "config": baseline.config.to_dict(), "samples_per_s": baseline.samples_per_s},
@@ -241,7 +249,7 @@ class Report:
             },
             "diagnosis": self.diagnosis,
             "gates": [dataclasses.asdict(g) for g in self.gates],
-            "search": {"strategy": self.settings.get("strategy"), "trials_run": len(self.trials),
+            "search": {"strategy": self.settings.strategy, "trials_run": len(self.trials),
                        "wall_s": self.wall_s,
                        "steps": [{"config": step.config.to_dict(), "why": step.why, "cache": step.cache}
                                  for step in self.search_steps],
@@ -285,7 +293,8 @@ class Report:
             target=data["target"],
             tool_version=data.get("tool", {}).get("version", "?"),
             environment=Environment(**{k: v for k, v in data["environment"].items() if k in env_fields}),
-            settings=dict(data.get("settings", {})),
+            settings=SweepSettings.from_dict(data.get("settings") or {}, data["target"]),
+            settings_keys=tuple(data.get("settings") or {}),
             trials=tuple(TrialResult.from_dict(t) for t in data.get("trials", [])),
             dataset=None if dataset is None else DatasetInfo(**dataset),
             recommendation=recommendation,

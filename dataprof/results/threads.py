@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from dataprof.results.settings import LoaderConfig
+from dataprof.results.knobs import LoaderConfig
 from dataprof.results.vocabulary import ThreadVerdict
 
 

@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from dataprof.results.settings import LoaderConfig
+from dataprof.results.knobs import LoaderConfig
 from dataprof.results.vocabulary import TrialStatus
 
 

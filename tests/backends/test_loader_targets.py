@@ -23,7 +23,8 @@ from dataprof.decide.sweep import decide
 from dataprof.errors import TargetError, UsageError
 from dataprof.render import view
 from dataprof.results.environment import DatasetInfo, Environment
-from dataprof.results.settings import LoaderConfig, SearchSpace, SweepSettings
+from dataprof.results.knobs import LoaderConfig, SearchSpace
+from dataprof.results.settings import SweepSettings
 from dataprof.results.sweep import Report, YourSettings
 from dataprof.results.trial import TrialResult
 from tests.conftest import FIXTURES
@@ -188,7 +189,7 @@ def report_with(trials: list[TrialResult], current: LoaderConfig | None, source:
     env = Environment(cpu_count=2, usable_cpus=2, cpu_reason="2 usable CPUs", ram_bytes=8 << 30,
                       available_ram_bytes=4 << 30, python="3.11", torch="2", device="cpu", start_method="fork")
     return decide(Report(target="t.py:f", tool_version="x", environment=env,
-                         settings=settings, trials=tuple(trials),
+                         settings=SweepSettings.from_dict(settings, "t.py:f"), trials=tuple(trials),
                          dataset=DatasetInfo("map", "PickyDataset", 4000, 0.1, loader=loader)))
 
 

@@ -14,7 +14,7 @@ from dataprof.backends.threads import SampleError, thread_loader
 from dataprof.backends.torch_backend import TorchBackend
 from dataprof.errors import TargetError
 from dataprof.measure.sweep.thread_check import in_a_fresh_copy, in_this_process, run_thread_check, verdict
-from dataprof.results.settings import LoaderConfig
+from dataprof.results.knobs import LoaderConfig
 from tests.fixtures.datasets import RacyCache, RaisesAt, RandomSamples, SharedCursor, SlowBatches, Stream, Tiny
 
 pytest.importorskip("torchdata.nodes")

@@ -10,7 +10,7 @@ from dataprof.cli.inspect import inspect
 from dataprof.cli.sweep import sweep
 from dataprof.decide.search import STRATEGIES, Budget
 from dataprof.errors import UsageError
-from dataprof.results.settings import FRAMEWORKS, LoaderConfig, SearchSpace
+from dataprof.results.knobs import FRAMEWORKS, LoaderConfig, SearchSpace
 
 
 def choices(command: click.Command, option: str) -> tuple[str, ...]:

@@ -6,8 +6,8 @@ import pytest
 
 from dataprof.cli.params import parse_current, parse_int_list, parse_onoff_list, parse_size, parse_words, workers
 from dataprof.errors import UsageError
+from dataprof.results.knobs import LoaderConfig
 from dataprof.results.request import MemoryLimit
-from dataprof.results.settings import LoaderConfig
 
 
 def test_int_list_parses_and_dedups() -> None:

@@ -117,7 +117,8 @@ def test_main_process_bound_names_a_saturated_pin_memory_thread() -> None:
 def test_memory_bound_fits_memory_per_worker_and_is_quiet_with_room() -> None:
     finding = primary.memory_bound(run("memory_bound"), TH)
     assert finding is not None and "per worker" in finding.evidence and "ran out" in finding.evidence
-    roomy = dataclasses.replace(run("io_bound"), settings={**run("io_bound").settings, "memory_limit_bytes": 10**12})
+    io_bound = run("io_bound")
+    roomy = dataclasses.replace(io_bound, settings=dataclasses.replace(io_bound.settings, memory_limit_bytes=10**12))
     assert primary.memory_bound(roomy, TH) is None
 
 
@@ -209,7 +210,7 @@ def test_no_gpu_only_on_a_simulated_device() -> None:
     (0.04, 10, "info"), (0.05, 10, "warning"), (0.19, 10, "warning"), (0.2, 10, "critical"), (0.9, 0, "info"),
 ])
 def test_severity_follows_the_wait_share(share: float, step: float, expected: str) -> None:
-    report = dataclasses.replace(run("io_bound"), settings={**run("io_bound").settings, "step_ms": step})
+    report = dataclasses.replace(run("io_bound"), settings=dataclasses.replace(run("io_bound").settings, step_ms=step))
     assert severity_for(share, TH, report) == expected
 
 

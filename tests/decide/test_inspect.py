@@ -8,7 +8,7 @@ import pytest
 
 from dataprof.decide.inspect import analyse
 from dataprof.results.environment import DatasetInfo, Environment
-from dataprof.results.inspect import InspectionData
+from dataprof.results.inspect import InspectionData, InspectSettings
 
 
 def synthetic(**changes: object) -> InspectionData:
@@ -17,7 +17,7 @@ def synthetic(**changes: object) -> InspectionData:
                       available_ram_bytes=4 << 30, python="3.11", torch="2", device="cpu", start_method="fork",
                       shm_free_bytes=1 << 30)
     data = InspectionData(
-        target="x:y", tool_version="0", settings={"samples": 40, "seed": 0, "prefetch_factor": 2},
+        target="x:y", tool_version="0", settings=InspectSettings("x:y", samples=40),
         environment=env,
         dataset=DatasetInfo(kind="map", type_name="D", length=100, init_s=0.0, sample="Tensor",
                             batch_samples=64, batch_bytes=1 << 20, batch_tensors=2, batch_objects=1),

@@ -11,9 +11,9 @@ import pytest
 from dataprof.decide.model import predict
 from dataprof.decide.plan import machine_of, make_plan, plan_again, plan_for
 from dataprof.errors import UsageError
+from dataprof.results.knobs import LoaderConfig
 from dataprof.results.pipeline import Estimate, PipelineModel
 from dataprof.results.plan import Plan, TargetMachine
-from dataprof.results.settings import LoaderConfig
 from tests.conftest import decided, trial
 
 KNOBS = LoaderConfig(4, False, 2, True)
@@ -168,7 +168,7 @@ def test_the_sweep_s_own_machine_and_step_are_the_defaults() -> None:
     report = decided("model_bound")
     target = machine_of(report)
     assert target.cpus == report.environment.usable_cpus and target.ranks_per_node == 1
-    assert target.step_ms == report.settings["step_ms"] and target.batch_size == report.settings["batch_size"]
+    assert target.step_ms == report.settings.step_ms and target.batch_size == report.settings.batch_size
     assert target.ram_bytes is None and target.shm_bytes is None  # another machine's are not known
 
 

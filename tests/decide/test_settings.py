@@ -10,15 +10,17 @@ import pytest
 from dataprof.decide.search.grid import grid_configs
 from dataprof.decide.settings import adaptive_workers
 from dataprof.errors import UsageError
+from dataprof.results.knobs import SearchSpace
 from dataprof.results.request import MemoryLimit
-from dataprof.results.settings import SearchSpace, SweepSettings
+from dataprof.results.settings import SweepSettings
 
 
 def test_in_order_and_the_start_method_are_discovered_from_the_dataloader_signature() -> None:
     import dataclasses
 
     from dataprof.decide.settings import resolve_settings
-    from dataprof.results.settings import KNOBS, SweepSettings
+    from dataprof.results.knobs import KNOBS
+    from dataprof.results.settings import SweepSettings
 
     forced = SearchSpace((0, 2), in_order=(True, False), start_methods=("spawn",),
                          forced=("in_order", "multiprocessing_context"))
@@ -75,7 +77,7 @@ def test_a_plan_refuses_what_cannot_be_asked(options: dict[str, Any], message: s
 
 def test_worker_kinds_are_settled_by_what_the_probe_found() -> None:
     from dataprof.decide.settings import resolve_settings
-    from dataprof.results.settings import KNOBS
+    from dataprof.results.knobs import KNOBS
 
     found = {"framework": "torch", "loader_arguments": list(KNOBS["torch"]), "kind": "map",
              "thread_loader": "torchdata.nodes", "gil": {"release": 0.9, "free_threaded": False}}

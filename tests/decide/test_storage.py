@@ -33,7 +33,7 @@ def with_(report: Report, **changes: object) -> Report:
 
 
 def cached(report: Report, **settings: object) -> Report:
-    return with_(report, settings={**report.settings, **settings})
+    return with_(report, settings=dataclasses.replace(report.settings, **settings))
 
 
 def test_a_dataset_that_fits_is_warm_after_its_first_epoch() -> None:

@@ -9,7 +9,8 @@ from dataprof.decide.recommend import recommend
 from dataprof.decide.search import AdaptiveStrategy, Budget
 from dataprof.decide.threads import thread_notes, worker_kinds
 from dataprof.results.environment import DatasetInfo, Environment
-from dataprof.results.settings import LoaderConfig, SearchSpace
+from dataprof.results.knobs import LoaderConfig, SearchSpace
+from dataprof.results.settings import SweepSettings
 from dataprof.results.sweep import Report
 from dataprof.results.threads import ThreadCheck
 from dataprof.results.trial import TrialResult
@@ -114,11 +115,16 @@ def test_threads_climb_while_each_doubling_gains() -> None:
     assert [t.config.num_workers for t in history if t.config.threads] == [8]  # the ladder's top: no doubling
 
 
-def report(trials: tuple[TrialResult, ...], **settings: object) -> Report:
+def settings(**values: object) -> SweepSettings:
+    """A PyTorch sweep's settings, as a document holds them, with ``values``."""
+    return SweepSettings.from_dict({"framework": "torch", **values}, "x:Y")
+
+
+def report(trials: tuple[TrialResult, ...], **values: object) -> Report:
     env = Environment(cpu_count=2, usable_cpus=2, cpu_reason="2 usable CPUs", ram_bytes=8 << 30,
                       available_ram_bytes=4 << 30, python="3.11", torch="2.13", device="cpu")
     return Report(target="x:Y", tool_version="0", environment=env,
-                  settings={"framework": "torch", **settings}, trials=trials,
+                  settings=settings(**values), trials=trials,
                   dataset=DatasetInfo(kind="map", type_name="Y", length=100, init_s=0.0,
                                       thread_loader="torchdata.nodes"))
 
@@ -134,12 +140,12 @@ def test_worker_kinds_name_the_fastest_of_each_kind() -> None:
 
 def test_notes_say_why_threads_were_not_measured() -> None:
     stream = DatasetInfo(kind="iterable", type_name="S", length=None, init_s=0.0, thread_loader="torchdata.nodes")
-    assert "IterableDataset" in thread_notes({"framework": "torch"}, stream, None)[0]
+    assert "IterableDataset" in thread_notes(settings(framework="torch"), stream, None)[0]
     absent = DatasetInfo(kind="map", type_name="D", length=9, init_s=0.0)
-    assert "pip install torchdata" in thread_notes({"worker_kinds": ["thread"]}, absent, None)[0]
-    assert thread_notes({}, absent, None) == ()  # nothing asked, nothing installed: quiet
+    assert "pip install torchdata" in thread_notes(settings(worker_kinds=("thread",)), absent, None)[0]
+    assert thread_notes(settings(), absent, None) == ()  # nothing asked, nothing installed: quiet
     random = ThreadCheck(ThreadVerdict.UNCHECKED, 4, "the same indices fetched twice gave other samples")
-    assert "not checked" in thread_notes({}, absent, random)[0]
+    assert "not checked" in thread_notes(settings(), absent, random)[0]
     unsafe = ThreadCheck(ThreadVerdict.DIFFERS, 4, "batch 1 differs")
     assert unsafe.failure() is not None and "thread-safe" in unsafe.failure()  # type: ignore[operator]
 
@@ -148,7 +154,7 @@ def test_on_a_recorded_sweep_the_search_asks_for_threads_on_its_evidence_and_the
     from tests.conftest import decided
 
     won = decided("threads_win")  # a sleep per sample: the probe measured the GIL released 98% of the time
-    space = SearchSpace.from_dict(won.settings)
+    space = won.settings.space
     assert space.thread_loader == "torchdata.nodes" and (space.gil_release or 0) > 0.9
     processes = [t for t in won.trials if not t.config.threads]
     proposal = AdaptiveStrategy(space, Budget(usable_cpus=2), rules=False).propose(processes)

@@ -10,7 +10,7 @@ import pytest
 from dataprof.measure.protocol import ProtocolError, TrialError, TrialFigures, TrialSettings, error_event
 from dataprof.measure.sampler import Samples, summarize
 from dataprof.measure.sweep.outcome import outcome_of, trial_result
-from dataprof.results.settings import LoaderConfig
+from dataprof.results.knobs import LoaderConfig
 from dataprof.results.vocabulary import TrialStatus
 
 FIGURES = TrialFigures(

@@ -121,7 +121,7 @@ def _four_workers(gap: Callable[[], float], rival: Rival | None = None, step_s: 
     import torch
 
     from dataprof.measure.sweep.trial import ReceiveTimer, TimedLoop
-    from dataprof.results.settings import LoaderConfig
+    from dataprof.results.knobs import LoaderConfig
 
     now = [0.0]
 

@@ -8,7 +8,7 @@ import pytest
 from torch.utils.data import DataLoader
 
 from dataprof.render.threads import thread_loader_code
-from dataprof.results.settings import LoaderConfig
+from dataprof.results.knobs import LoaderConfig
 from tests.fixtures.datasets import Tiny
 
 THREADS = LoaderConfig(4, prefetch_factor=2).as_threads()

@@ -6,7 +6,7 @@ import math
 
 from dataprof.decide.budgets import available_cpus
 from dataprof.decide.thresholds import Thresholds
-from dataprof.results.settings import LoaderConfig
+from dataprof.results.knobs import LoaderConfig
 from dataprof.results.stats import noise_between, rate
 from dataprof.results.sweep import Report
 from dataprof.results.trial import TrialResult
@@ -27,7 +27,7 @@ def recommended_trial(report: Report) -> TrialResult | None:
 
 def batch_size(report: Report) -> int:
     """Samples per batch: the sweep's ``--batch-size``, else the first batch's size, else 1."""
-    return int(report.settings.get("batch_size") or (report.dataset.batch_samples if report.dataset else 1) or 1)
+    return int(report.settings.batch_size or (report.dataset.batch_samples if report.dataset else 1) or 1)
 
 
 def iteration_ms(trial: TrialResult, batch: int) -> float:
@@ -50,7 +50,7 @@ def copy_share(trial: TrialResult, batch: int) -> float:
 
 def severity_for(share: float, thresholds: Thresholds, report: Report) -> Severity:
     """By the share of each iteration spent waiting; without a model step there is nothing to wait against."""
-    if share < thresholds.model_bound_wait or not report.settings.get("step_ms"):
+    if share < thresholds.model_bound_wait or not report.settings.step_ms:
         return Severity.INFO
     return Severity.CRITICAL if share >= thresholds.critical_wait else Severity.WARNING
 
@@ -150,7 +150,7 @@ def faster(a: TrialResult, b: TrialResult) -> bool:
 
 def memory_budget(report: Report) -> tuple[int, str] | None:
     """Bytes the trial's process tree may use, and where that number comes from."""
-    limit = report.settings.get("memory_limit_bytes")
+    limit = report.settings.memory_limit_bytes
     if limit:
         return int(limit), "the --memory-limit"
     if report.environment.available_ram_bytes:

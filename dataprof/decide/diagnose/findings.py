@@ -367,7 +367,7 @@ def no_gpu(report: Report, th: Thresholds) -> Finding | None:
     """The device was simulated (no GPU): copies and pin_memory are not measured."""
     if not report.environment.simulated_device:
         return None
-    step = report.settings.get("step_ms")
+    step = report.settings.step_ms
     torch = report.environment.framework == "torch"
     return Finding(
         id=FindingId.NO_GPU,

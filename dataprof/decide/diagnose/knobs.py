@@ -64,6 +64,6 @@ def threads_text(report: Report, spared: str) -> str:
         return (f" Threads spare the workers' {spared}: {kinds.thread.label()} loaded "
                 f"{rate_text(kinds.thread_samples_per_s)}{memory} here ({kinds.process.label()}: "
                 f"{rate_text(kinds.process_samples_per_s)}{theirs}).")
-    if report.settings.get("thread_loader") and not any(t.config.threads for t in report.trials):
+    if report.settings.space.thread_loader and not any(t.config.threads for t in report.trials):
         return f" Threads spare the workers' {spared}: measure them with --worker-kind process,thread."
     return ""

@@ -63,7 +63,7 @@ def _sustains(trial: TrialResult, batch: int) -> str:
 
 def _lead(trial: TrialResult, report: Report) -> str:
     """How much the recommended config waits; without a model step, that it can only wait."""
-    if not report.settings.get("step_ms"):
+    if not report.settings.step_ms:
         return (f"no model step was given (--step-ms 0), so {trial.config.label()} measures the loader's ceiling: "
                 f"{rate_text(rate(trial))}")
     return f"{trial.config.label()} waits {pct(wait_share(trial))} of each iteration"

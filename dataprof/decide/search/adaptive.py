@@ -12,7 +12,7 @@ from dataprof.decide.search import evidence
 from dataprof.decide.search.common import Budget, Proposal, Searching
 from dataprof.decide.search.threads import ThreadSteps, gain
 from dataprof.decide.thresholds import heavy_tail
-from dataprof.results.settings import EVIDENCE_KNOBS, LoaderConfig, SearchSpace, baseline
+from dataprof.results.knobs import EVIDENCE_KNOBS, LoaderConfig, SearchSpace, baseline
 from dataprof.results.stats import noise_between, rate
 from dataprof.results.trial import TrialResult
 from dataprof.results.vocabulary import TrialStatus

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from dataprof.decide.budgets import HEADROOM, memory_fit, shm_fits, shm_in_flight
-from dataprof.results.settings import LoaderConfig, SearchSpace
+from dataprof.results.knobs import LoaderConfig, SearchSpace
 from dataprof.results.trial import TrialResult
 from dataprof.results.units import fmt_bytes
 from dataprof.results.vocabulary import TrialStatus

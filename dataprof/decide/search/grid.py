@@ -6,7 +6,7 @@ import itertools
 from collections.abc import Sequence
 
 from dataprof.decide.search.common import Budget, Proposal, Searching
-from dataprof.results.settings import LoaderConfig, SearchSpace, baseline
+from dataprof.results.knobs import LoaderConfig, SearchSpace, baseline
 from dataprof.results.trial import TrialResult
 from dataprof.results.vocabulary import WorkerKind
 

@@ -10,7 +10,7 @@ from typing import Protocol
 from dataprof.decide.recommend import recommend
 from dataprof.decide.search import evidence
 from dataprof.decide.search.common import Budget, Proposal
-from dataprof.results.settings import LoaderConfig, SearchSpace
+from dataprof.results.knobs import LoaderConfig, SearchSpace
 from dataprof.results.stats import rate
 from dataprof.results.trial import TrialResult
 from dataprof.results.vocabulary import TrialStatus, WorkerKind

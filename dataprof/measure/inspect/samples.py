@@ -10,12 +10,11 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import multiprocessing
-import os
 import pickle
 import random
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,46 +31,13 @@ from dataprof.measure.gil import release_share_apart
 from dataprof.measure.inspect.reads import logged, storage_reads
 from dataprof.measure.inspect.stages import Pipeline, Stage, timed_pipeline
 from dataprof.results.environment import DatasetInfo
-from dataprof.results.inspect import SLOWEST, InspectionData, StageTiming, slowest_positions
+from dataprof.results.inspect import SLOWEST, InspectionData, InspectSettings, StageTiming, slowest_positions
 from dataprof.results.threads import GilShare
 from dataprof.results.vocabulary import DatasetKind
 from dataprof.version import __version__
 
 COLLATE_REPEATS = 5
 COLLATE_BUDGET_S = 2.0
-
-
-@dataclass(frozen=True)
-class InspectSettings:
-    """What ``dataprof inspect`` measures, and of which target."""
-
-    target: str
-    kwargs: Mapping[str, Any] = field(default_factory=dict)
-    """Keyword arguments for a class or factory target."""
-    samples: int = 200
-    seed: int = 0
-    batch_size: int = 64
-    prefetch_factor: int = 2
-    """For the /dev/shm and open-file checks: batches each worker keeps in flight."""
-    max_seconds: float = 60.0
-    """Stop fetching samples after this long."""
-    collate_fn: str | None = None
-    cwd: str = field(default_factory=os.getcwd)
-    dataset: Any = None
-    """A Dataset object (Python API); ``target`` is then only its name."""
-    collate: Any = None
-    """A collate callable (Python API), instead of ``collate_fn``."""
-    framework: str = "auto"
-    """Whose default collate and thread settings apply: ``auto`` (from the dataset), ``torch`` or ``paddle``."""
-    cpus: int | None = None
-    """Measure pinned to this many of the usable CPUs (``--cpus``), for the CPU ceiling of that many."""
-
-    def to_dict(self) -> dict[str, Any]:
-        """The settings as the inspect document's ``settings`` holds them."""
-        return {"framework": self.framework, "samples": self.samples, "seed": self.seed, "batch_size": self.batch_size,
-                "prefetch_factor": self.prefetch_factor, "max_seconds": self.max_seconds,
-                "collate_fn": self.collate_fn,
-                "target_kwargs": {k: repr(v) for k, v in self.kwargs.items()}, "cpus": self.cpus}
 
 
 class Interrupted(Exception):
@@ -252,7 +218,7 @@ def _inspect(settings: InspectSettings) -> InspectionData:
     pickle_bytes, pickle_s, pickle_error = (None, None, None) if got.interrupted else pickled_size(dataset)
     soft, hard = open_files_limit()
     data = InspectionData(
-        target=settings.target, tool_version=__version__, settings=settings.to_dict(),
+        target=settings.target, tool_version=__version__, settings=settings,
         environment=probe_environment("cpu", budget=cpu_budget().pin(settings.cpus) if settings.cpus else None,
                                       start_method=multiprocessing.get_start_method(), framework=backend.name),
         dataset=DatasetInfo(kind=kind, type_name=type(dataset).__name__, length=length, init_s=init_s,

@@ -207,7 +207,7 @@ def _trial_child(shared: Built | None, load: LoadRequest, request: Message, chan
     from dataprof.measure.sweep.autotune import run_autotune
     from dataprof.measure.sweep.thread_check import run_thread_check
     from dataprof.measure.sweep.trial import run_epoch_check, run_trial
-    from dataprof.results.settings import LoaderConfig
+    from dataprof.results.knobs import LoaderConfig
 
     code = 0
     opens: OpenLog | None = None

@@ -6,7 +6,7 @@ import dataclasses
 
 from dataprof.measure.protocol import Message, ProtocolError, TrialError, TrialFigures
 from dataprof.measure.sweep.failures import died_by
-from dataprof.results.settings import LoaderConfig
+from dataprof.results.knobs import LoaderConfig
 from dataprof.results.trial import TrialResult, WaitStats
 from dataprof.results.vocabulary import TrialStatus
 

@@ -35,7 +35,8 @@ from dataprof.measure.sweep.sharing import DatasetSharing, RunnerFacts
 from dataprof.measure.sweep.thread_check import checked
 from dataprof.measure.timing import Rival
 from dataprof.results.environment import DatasetInfo
-from dataprof.results.settings import LoaderConfig, SweepSettings
+from dataprof.results.knobs import LoaderConfig
+from dataprof.results.settings import SweepSettings
 from dataprof.results.storage import Eviction
 from dataprof.results.sweep import AutotuneRun
 from dataprof.results.threads import ThreadCheck

@@ -45,7 +45,7 @@ from dataprof.measure.timing import (
     warmup_batches,
     window_done,
 )
-from dataprof.results.settings import LoaderConfig
+from dataprof.results.knobs import LoaderConfig
 from dataprof.results.vocabulary import DatasetKind, TrialStatus
 
 Emit = Callable[[dict[str, Any]], None]

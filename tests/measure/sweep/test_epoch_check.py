@@ -16,7 +16,8 @@ import pytest
 
 from dataprof.decide.search import rules_of_thumb
 from dataprof.measure.sweep.runner import TrialRunner
-from dataprof.results.settings import LoaderConfig, SearchSpace, SweepSettings
+from dataprof.results.knobs import LoaderConfig, SearchSpace
+from dataprof.results.settings import SweepSettings
 from dataprof.results.vocabulary import TrialStatus
 from dataprof.sweeper import check_persistent_epochs
 from tests.conftest import FIXTURES, ROOT
@@ -26,7 +27,7 @@ FIX = FIXTURES / "datasets.py"
 CHECK = """
 import importlib.util, json, sys
 from dataprof.backends.torch_backend import TorchBackend
-from dataprof.results.settings import LoaderConfig
+from dataprof.results.knobs import LoaderConfig
 from dataprof.measure.sweep.trial import run_epoch_check
 
 class Backend(TorchBackend):

@@ -1,0 +1,310 @@
+"""The knobs of a loader: one configuration a trial measures (:class:`LoaderConfig`), the values each knob may
+take in a sweep (:class:`SearchSpace`), and the frameworks' and knobs' constants. Pure data, standard library
+only: nothing here reads the machine."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from functools import total_ordering
+from typing import Any
+
+from dataprof.results.vocabulary import StartMethod, WorkerKind
+
+FRAMEWORKS = ("torch", "paddle")
+"""The loaders dataprof drives: ``torch.utils.data.DataLoader`` and ``paddle.io.DataLoader``."""
+
+KNOBS = {
+    "torch": ("num_workers", "pin_memory", "prefetch_factor", "persistent_workers", "in_order",
+              "multiprocessing_context"),
+    "paddle": ("num_workers", "use_shared_memory", "prefetch_factor", "use_buffer_reader", "persistent_workers"),
+}
+"""Each framework's swept DataLoader arguments, by their own names (the keys of a trial's JSON ``config``)."""
+EVIDENCE_KNOBS = ("in_order", "multiprocessing_context")
+"""PyTorch's knobs tried where the measurements say they can help (or where the user forces them), when the
+installed DataLoader has them."""
+WORKER_KINDS = tuple(kind.value for kind in WorkerKind)
+"""How a loader's workers run: PyTorch's worker processes, or threads of one process (:data:`THREAD_LOADERS`)."""
+THREAD_LOADERS = ("torch", "torchdata.nodes")
+"""What builds a thread config's loader, first found first: the DataLoader's own, else ``torchdata.nodes``."""
+TORCH_THREAD_ARGUMENT = "worker_method"  # pytorch#161044: DataLoader(..., worker_method="thread")
+DEFAULT_PREFETCH_FACTORS = (2, 4)
+"""``--prefetch-factor`` left out: the values the grid sweeps; adaptive tries values other than the DataLoader's
+default only where a wait for a batch has a heavy tail (``prefetch_factor`` joins ``forced`` once given)."""
+DEFAULT_BATCH_SIZE = 64
+"""The batch size of a Dataset target when ``--batch-size`` is not given (a DataLoader target keeps its own)."""
+
+
+@total_ordering
+@dataclass(frozen=True)
+class LoaderConfig:
+    """The DataLoader settings one trial measures (a value of None is not passed to the loader)."""
+
+    num_workers: int
+    """Worker processes; 0 loads in the main process (the default of both frameworks)."""
+    pin_memory: bool = False
+    """PyTorch: page-locked host batches; only meaningful with an accelerator."""
+    prefetch_factor: int | None = None
+    """Batches buffered per worker; None when ``num_workers == 0``."""
+    persistent_workers: bool | None = False
+    """Keep workers alive across epochs; False when ``num_workers == 0``; None where the DataLoader lacks it."""
+    use_shared_memory: bool | None = None
+    """Paddle: workers hand batches over through /dev/shm (True) or pickled through a pipe; None at w0."""
+    use_buffer_reader: bool | None = None
+    """Paddle: a main-process thread reads batches ahead into a buffer."""
+    framework: str = "torch"
+    """Which DataLoader these settings are for (``torch`` or ``paddle``)."""
+    in_order: bool | None = None
+    """PyTorch ≥ 2.6: False lets ready batches overtake a slow one (the order changes, not the batches); None
+    is not passed (in order, the default); needs workers."""
+    multiprocessing_context: str | None = None
+    """PyTorch: how workers start (``fork``, ``forkserver``, ``spawn``); None is not passed (Python's default
+    start method); needs workers."""
+    worker_kind: str = "process"
+    """PyTorch: ``process`` (DataLoader's worker processes) or ``thread`` (``num_workers`` threads of the one
+    process, :data:`THREAD_LOADERS`); a thread config has no ``persistent_workers`` nor start method."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The framework's own argument names and values (``framework`` itself is in the environment), and
+        ``worker_kind``."""
+        return {**{name: getattr(self, name) for name in KNOBS[self.framework]}, "worker_kind": self.worker_kind}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LoaderConfig:
+        """Read :meth:`to_dict` back; Paddle's keys say the config is Paddle's (its null knobs stay None)."""
+        paddle = "use_shared_memory" in data or "use_buffer_reader" in data
+        persistent = data.get("persistent_workers")
+        threads = data.get("worker_kind") == WorkerKind.THREAD
+        return cls(
+            num_workers=int(data["num_workers"]),
+            pin_memory=bool(data.get("pin_memory", False)),
+            prefetch_factor=data.get("prefetch_factor"),
+            persistent_workers=persistent if paddle or threads else bool(persistent),
+            use_shared_memory=data.get("use_shared_memory"),
+            use_buffer_reader=data.get("use_buffer_reader"),
+            framework="paddle" if paddle else "torch",
+            in_order=data.get("in_order"),
+            multiprocessing_context=data.get("multiprocessing_context"),
+            worker_kind=data.get("worker_kind") or "process",
+        )
+
+    def __lt__(self, other: object) -> bool:
+        """Framework, then fewer workers, then the knobs (a knob not passed sorts first)."""
+        if not isinstance(other, LoaderConfig):
+            return NotImplemented
+        return self._key() < other._key()
+
+    def _key(self) -> tuple[Any, ...]:
+        return (self.framework, self.num_workers, self.pin_memory, self.prefetch_factor or 0,
+                -1 if self.persistent_workers is None else int(self.persistent_workers),
+                -1 if self.use_shared_memory is None else int(self.use_shared_memory),
+                -1 if self.use_buffer_reader is None else int(self.use_buffer_reader),
+                self.in_order is False, self.multiprocessing_context or "", self.worker_kind)
+
+    @property
+    def threads(self) -> bool:
+        """Whether the workers are threads of the one process."""
+        return self.worker_kind == WorkerKind.THREAD and self.num_workers > 0
+
+    def as_threads(self) -> LoaderConfig:
+        """The same loader over threads: the same count, buffer, pinning and order; no persistence nor start method."""
+        return dataclasses.replace(self, worker_kind="thread", persistent_workers=None, multiprocessing_context=None)
+
+    @property
+    def short_label(self) -> str:
+        """``w4`` (worker processes) or ``t8`` (threads): the label's first word."""
+        return f"t{self.num_workers}" if self.threads else f"w{self.num_workers}"
+
+    @property
+    def prefetched_batches(self) -> int:
+        """Batches kept ready ahead of the loop: ``prefetch_factor`` per worker (a thread loader's Prefetcher too)."""
+        return max(1, (self.prefetch_factor or 2) * max(1, self.num_workers))
+
+    @property
+    def is_baseline(self) -> bool:
+        """The framework's default loader: no workers, no pinning, Paddle's buffer reader as by default."""
+        return self.num_workers == 0 and not self.pin_memory and self.use_buffer_reader is not False
+
+    def label(self) -> str:
+        """Short human label, e.g. ``w4 pf2 persist pin`` (Paddle: ``no-shm``, ``no-buf`` when turned off;
+        ``unordered`` for ``in_order=False``, the start method when one is given); threads: ``t8 pf2``."""
+        parts = [self.short_label]
+        if self.num_workers > 0:
+            if self.prefetch_factor is not None:
+                parts.append(f"pf{self.prefetch_factor}")
+            if not self.threads:
+                parts.append("persist" if self.persistent_workers else "respawn")
+        if self.pin_memory:
+            parts.append("pin")
+        if self.use_shared_memory is False:
+            parts.append("no-shm")
+        if self.use_buffer_reader is False:
+            parts.append("no-buf")
+        if self.num_workers > 0 and self.in_order is False:
+            parts.append("unordered")
+        if self.num_workers > 0 and self.multiprocessing_context:
+            parts.append(self.multiprocessing_context)
+        return " ".join(parts)
+
+    def dataloader_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for the framework's DataLoader (arguments left None are not passed); a thread
+        config's ``worker_method`` is the backend's to add, where the DataLoader has it."""
+        kwargs: dict[str, Any] = {"num_workers": self.num_workers}
+        if self.num_workers > 0:
+            kwargs["prefetch_factor"] = self.prefetch_factor
+            kwargs["persistent_workers"] = self.persistent_workers
+            kwargs["use_shared_memory"] = self.use_shared_memory
+        kwargs["use_buffer_reader"] = self.use_buffer_reader
+        if self.framework == "torch":
+            kwargs["pin_memory"] = self.pin_memory
+            if self.num_workers > 0:
+                kwargs["in_order"] = self.in_order
+                kwargs["multiprocessing_context"] = self.multiprocessing_context
+        return {k: v for k, v in kwargs.items() if v is not None}
+
+
+def baseline(framework: str) -> LoaderConfig:
+    """The framework's default loader (``num_workers=0``), measured in every sweep as the reference."""
+    if framework == "paddle":
+        return LoaderConfig(0, use_buffer_reader=True, framework="paddle")
+    return LoaderConfig(0)
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    """The values each knob may take; expanded by :func:`grid_configs`."""
+
+    workers: tuple[int, ...]
+    prefetch_factors: tuple[int, ...] = (2,)
+    pin_memory: tuple[bool, ...] = (False,)
+    persistent_workers: tuple[bool, ...] = (True,)
+    workers_reason: str = "given on the command line"
+    """Why this worker range (shown in the report)."""
+    use_shared_memory: tuple[bool, ...] = (True,)
+    """Paddle only."""
+    use_buffer_reader: tuple[bool, ...] = (True,)
+    """Paddle only."""
+    framework: str = "torch"
+    skipped: tuple[str, ...] = ()
+    """Knobs the installed DataLoader does not accept: held at its default, not passed."""
+    in_order: tuple[bool, ...] = (True,)
+    """PyTorch: ``in_order`` values (True: not passed, the default)."""
+    start_methods: tuple[str, ...] = ()
+    """PyTorch: ``multiprocessing_context`` values; empty: Python's default start method only."""
+    forced: tuple[str, ...] = ()
+    """Knobs the user gave (``--prefetch-factor``, ``--in-order``, ``--start-method``): swept as given, never
+    chosen by evidence."""
+    start_method: str | None = None
+    """The start method in effect when none is passed (Python's default here)."""
+    available_start_methods: tuple[str, ...] = ()
+    """The start methods this platform offers."""
+    worker_kinds: tuple[str, ...] = ()
+    """PyTorch: the worker kinds the user gave (``--worker-kind``), swept as given; empty: processes, and threads
+    where the evidence calls for them."""
+    thread_loader: str | None = None
+    """What builds a thread config's loader here (:data:`THREAD_LOADERS`); None: neither is installed, or
+    threads cannot load this target."""
+    gil_release: float | None = None
+    gil_release_high: float | None = None
+    """How much of a sample's ``__getitem__`` releases the GIL (0–1), by the probe, and the most one round read."""
+    free_threaded: bool = False
+    """The interpreter runs without the GIL (``sys._is_gil_enabled()`` false): threads are always tried."""
+
+    @property
+    def only_threads(self) -> bool:
+        """The user asked for thread workers alone: the climb climbs threads."""
+        return self.worker_kinds == (WorkerKind.THREAD,)
+
+    def config(self, workers: int, *, pin: bool = False, prefetch: int | None = 2, persistent: bool = True,
+               shared_memory: bool = True, buffer_reader: bool = True, in_order: bool = True,
+               context: str | None = None, thread: bool = False) -> LoaderConfig:
+        """A config of this framework; knobs that need workers are dropped at ``workers == 0``; ``thread``:
+        over threads (:meth:`LoaderConfig.as_threads`)."""
+        if thread and workers > 0:
+            return self.config(workers, pin=pin, prefetch=prefetch, in_order=in_order).as_threads()
+        if self.framework == "paddle":
+            absent = set(self.skipped)
+            buffer = None if "use_buffer_reader" in absent else buffer_reader
+            if workers == 0:
+                return LoaderConfig(0, use_buffer_reader=buffer, framework="paddle")
+            return LoaderConfig(workers, False, None if "prefetch_factor" in absent else prefetch,
+                                None if "persistent_workers" in absent else persistent,
+                                None if "use_shared_memory" in absent else shared_memory, buffer, "paddle")
+        if workers == 0:
+            return LoaderConfig(0, pin_memory=pin)
+        if "multiprocessing_context" in self.skipped or context == self.start_method:
+            context = None  # the start method in effect anyway: not passed
+        return LoaderConfig(workers, pin, prefetch, persistent,
+                            in_order=None if in_order or "in_order" in self.skipped else False,
+                            multiprocessing_context=context)
+
+    def default_config(self, workers: int) -> LoaderConfig:
+        """The config the worker climb uses: each knob at its first preferred value in the space."""
+        default_start = not self.start_methods or self.start_method in self.start_methods
+        return self.config(workers, pin=True in self.pin_memory,
+                           prefetch=2 if 2 in self.prefetch_factors else min(self.prefetch_factors),
+                           persistent=True in self.persistent_workers,
+                           shared_memory=True in self.use_shared_memory,
+                           buffer_reader=True in self.use_buffer_reader, in_order=True in self.in_order,
+                           context=None if default_start else self.start_methods[0], thread=self.only_threads)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The space as the JSON ``settings`` hold it (only the framework's own knobs)."""
+        data: dict[str, Any] = {"workers": list(self.workers), "workers_reason": self.workers_reason,
+                                "prefetch_factors": list(self.prefetch_factors),
+                                "persistent_workers": list(self.persistent_workers)}
+        if self.framework == "paddle":
+            data.update(use_shared_memory=list(self.use_shared_memory), use_buffer_reader=list(self.use_buffer_reader),
+                        skipped_knobs=list(self.skipped))
+        else:
+            data.update(pin_memory=list(self.pin_memory), in_order=list(self.in_order),
+                        start_methods=list(self.start_methods), forced_knobs=list(self.forced),
+                        start_method=self.start_method, available_start_methods=list(self.available_start_methods),
+                        skipped_knobs=list(self.skipped), worker_kinds=list(self.worker_kinds),
+                        thread_loader=self.thread_loader, gil_release=self.gil_release,
+                        gil_release_high=self.gil_release_high, free_threaded=self.free_threaded)
+        return data
+
+    @classmethod
+    def from_dict(cls, settings: dict[str, Any]) -> SearchSpace:
+        """Read :meth:`to_dict` back from a saved run's ``settings`` (absent knobs at their defaults)."""
+        return cls(
+            workers=tuple(settings.get("workers") or (0,)),
+            prefetch_factors=tuple(settings.get("prefetch_factors") or (2,)),
+            pin_memory=tuple(settings.get("pin_memory") or (False,)),
+            persistent_workers=tuple(settings.get("persistent_workers") or (True,)),
+            workers_reason=settings.get("workers_reason") or "given on the command line",
+            use_shared_memory=tuple(settings.get("use_shared_memory") or (True,)),
+            use_buffer_reader=tuple(settings.get("use_buffer_reader") or (True,)),
+            framework=settings.get("framework", "torch"),
+            skipped=tuple(settings.get("skipped_knobs") or ()),
+            in_order=tuple(settings.get("in_order") or (True,)),
+            start_methods=tuple(settings.get("start_methods") or ()),
+            forced=tuple(settings.get("forced_knobs") or ()),
+            start_method=settings.get("start_method"),
+            available_start_methods=tuple(settings.get("available_start_methods") or ()),
+            worker_kinds=tuple(settings.get("worker_kinds") or ()),
+            thread_loader=settings.get("thread_loader"),
+            gil_release=settings.get("gil_release"),
+            gil_release_high=settings.get("gil_release_high"),
+            free_threaded=bool(settings.get("free_threaded")),
+        )
+
+    def tuned_knobs(self) -> tuple[tuple[str, tuple[object, ...]], ...]:
+        """The knobs tried one at a time at the best worker count, and their values; ``prefetch_factor``
+        only when the user gave it (the adaptive search otherwise tries it on evidence)."""
+        prefetch = [("prefetch_factor", self.prefetch_factors)] if "prefetch_factor" in self.forced else []
+        if self.framework == "paddle":
+            return (("use_shared_memory", self.use_shared_memory), ("use_buffer_reader", self.use_buffer_reader),
+                    *prefetch)
+        knobs: list[tuple[str, tuple[object, ...]]] = [("pin_memory", self.pin_memory), *prefetch]
+        if "in_order" in self.forced:
+            knobs.append(("in_order", tuple(None if value else False for value in self.in_order)))
+        if "multiprocessing_context" in self.forced:  # the start method in effect anyway is not passed
+            knobs.append(("multiprocessing_context",
+                          tuple(None if m == self.start_method else m for m in self.start_methods)))
+        return tuple(knobs)
+
+
+START_METHODS = tuple(method.value for method in StartMethod)
+"""``--start-method`` values: how DataLoader workers start (``multiprocessing_context``)."""
