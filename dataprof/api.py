@@ -13,11 +13,12 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 from dataprof.results.environment import RankInfo
 from dataprof.results.inspect import Inspection
+from dataprof.results.knobs import REGISTRY
 from dataprof.results.plan import Plan
 from dataprof.results.request import (
     LoadOptions,
@@ -66,35 +67,37 @@ def sweep_settings(request: SweepRequest, rank: RankInfo | None = None) -> Sweep
     return settings_for(request, cpu_budget(ranks_per_node=rank.local_world_size if rank else 1), available_ram(), rank)
 
 
-def _knob(value: Any, parse: Callable[[str, str], tuple[Any, ...]], flag: str) -> tuple[Any, ...] | None:
-    """An API knob's values: None kept, text read as the CLI reads it, one value or an iterable as a tuple."""
-    if value is None or isinstance(value, tuple):
-        return value
-    if isinstance(value, str):
-        return parse(value, flag)
-    return (value,) if isinstance(value, (bool, int)) else tuple(value)
+def _knobs(given: Mapping[str, Any]) -> dict[str, Any]:
+    """The knobs' values given to the API, by their ``SweepOptions`` field: each one value, a list, or its option's
+    text (``"on,off"``), as its record (:data:`~dataprof.results.knobs.REGISTRY`) says; a knob left out takes its
+    option's default. A UsageError names a keyword that is no knob."""
+    from dataprof.cli.params import knob_type
+    from dataprof.errors import UsageError
+
+    knobs = {knob.keyword_name: knob for knob in REGISTRY}
+    unknown = sorted(set(given) - set(knobs))
+    if unknown:
+        raise UsageError(f"sweep(): {', '.join(unknown)} is not a keyword of it; its knobs are {', '.join(knobs)}")
+    values = {}
+    for name, knob in knobs.items():
+        value = given.get(name, knob.default)
+        if value is not None and not isinstance(value, (str, tuple)):
+            value = (value,) if isinstance(value, (bool, int)) else tuple(value)
+        values[knob.space_key] = knob_type(knob).convert(value, None, None)
+    return values
 
 
 def _name(obj: Any) -> str:
     return f"python:{type(obj).__name__}@{id(obj):x}"
 
 
-def _words(value: str | Sequence[str] | None) -> tuple[str, ...] | None:
-    """A list option given as CLI text (``"process,thread"``) or as a list; None stays None."""
-    from dataprof.cli.params import parse_words
-
-    return None if value is None else parse_words(value) if isinstance(value, str) else tuple(value)
-
-
-def sweep(dataset_or_target: Any, *, batch_size: int | None = None, workers: Any = "auto", prefetch_factor: Any = None,
-          pin_memory: Any = None, persistent_workers: Any = "on", step_ms: float = 0.0, device: str = "auto",
-          strategy: str = "adaptive", trial_seconds: float = 3.0, trial_timeout: float = 60.0,
+def sweep(dataset_or_target: Any, *, batch_size: int | None = None, workers: Any = "auto", step_ms: float = 0.0,
+          device: str = "auto", strategy: str = "adaptive", trial_seconds: float = 3.0, trial_timeout: float = 60.0,
           memory_limit: str | int = "80%", collate_fn: str | Callable[[list[Any]], Any] | None = None,
           shuffle: bool = False, rules_of_thumb: bool = True, args: Mapping[str, Any] | None = None,
-          progress: bool = False, framework: str = "auto", use_shared_memory: Any = None,
-          use_buffer_reader: Any = None, autotune_steps: int = 50, split: str = "train",
+          progress: bool = False, framework: str = "auto", autotune_steps: int = 50, split: str = "train",
           current: str | Mapping[str, Any] | None = None, cpus: int | None = None, cache: str = "auto",
-          worker_kind: str | Sequence[str] | None = None) -> Report:
+          **knobs: Any) -> Report:
     """Sweep DataLoader configurations and return the :class:`~dataprof.results.sweep.Report` the CLI renders.
 
     ``dataset_or_target``: a Dataset, a DataLoader (its knobs are swept, the rest kept), a
@@ -103,13 +106,16 @@ def sweep(dataset_or_target: Any, *, batch_size: int | None = None, workers: Any
     Jupyter the report displays itself. ``args`` are keyword arguments for a class or factory target.
     ``batch_size`` None: a DataLoader's own, else 64. ``current``: your settings for a Dataset target
     (``{"num_workers": 8}`` or ``"num_workers=8"``). ``cpus``: pin the trials to that many of the usable CPUs.
-    ``cache``: when to measure cold (``"auto"``, ``"warm"``, ``"cold"``, ``"both"``; ``--cache``). ``worker_kind``:
-    ``"process"``, ``"thread"`` or both (a list; ``--worker-kind``); None: threads where the evidence calls for them.
-    ``progress=True`` prints a line per trial on stderr.
-    Knob values are lists (``[0, 2, 4]``, ``[True, False]``) or CLI strings; ``memory_limit`` is bytes or a CLI
-    size (``"3GB"``, ``"80%"``); ``pin_memory`` is PyTorch's, ``use_shared_memory``/``use_buffer_reader`` Paddle's.
+    ``cache``: when to measure cold (``"auto"``, ``"warm"``, ``"cold"``, ``"both"``; ``--cache``).
+    ``progress=True`` prints a line per trial on stderr. ``workers`` is a list (``[0, 2, 4]``) or ``"auto"``;
+    ``memory_limit`` is bytes or a CLI size (``"3GB"``, ``"80%"``).
+    ``**knobs``: each knob's values to sweep, by its option's name (``prefetch_factor=[2, 4]``,
+    ``pin_memory="on,off"``, ``persistent_workers``, ``in_order=[True, False]``, ``start_method=["forkserver"]``,
+    ``worker_kind="process,thread"``; Paddle's ``use_shared_memory``, ``use_buffer_reader``): one value, a list,
+    or the option's text; left out, the option's default (``worker_kind`` None: threads where the evidence calls
+    for them).
     """
-    from dataprof.cli.params import parse_current, parse_int_list, parse_onoff_list, parse_size
+    from dataprof.cli.params import parse_current, parse_size
     from dataprof.cli.params import workers as text_workers
     from dataprof.errors import UsageError
     from dataprof.render.progress import plain_observer
@@ -130,14 +136,9 @@ def sweep(dataset_or_target: Any, *, batch_size: int | None = None, workers: Any
         load=LoadOptions(target=target, kwargs=dict(args or {}), collate_fn=collate_name, framework=framework,
                          split=split, batch_size=batch_size, shuffle=shuffle),
         sweep=SweepOptions(
-            workers=text_workers(workers) if isinstance(workers, str) else _knob(workers, parse_int_list, "--workers"),
-            prefetch_factors=_knob(prefetch_factor, parse_int_list, "--prefetch-factor"),
-            pin_memory=_knob(pin_memory, parse_onoff_list, "--pin-memory"),
-            persistent_workers=_knob(persistent_workers, parse_onoff_list, "--persistent-workers") or (True,),
-            use_shared_memory=_knob(use_shared_memory, parse_onoff_list, "--use-shared-memory"),
-            use_buffer_reader=_knob(use_buffer_reader, parse_onoff_list, "--use-buffer-reader"),
-            worker_kinds=_words(worker_kind),
-            strategy=strategy, rules_of_thumb=rules_of_thumb, autotune_steps=autotune_steps,
+            workers=text_workers(workers) if isinstance(workers, str) else
+            None if workers is None else (workers,) if isinstance(workers, int) else tuple(workers),
+            **_knobs(knobs), strategy=strategy, rules_of_thumb=rules_of_thumb, autotune_steps=autotune_steps,
             current=parse_current(current) if isinstance(current, str) else
             None if current is None else current_config(current)),
         budgets=TrialBudgets(step_ms=step_ms, device=device, trial_seconds=trial_seconds, cpus=cpus, cache=cache,

@@ -9,9 +9,9 @@ from typing import Any
 
 import click
 
-from dataprof.cli.params import CURRENT, INT_LIST, KEY_VALUE, ON_OFF, SIZE, WORDS, WORKERS, percent
+from dataprof.cli.params import CURRENT, KEY_VALUE, SIZE, WORKERS, knob_type, percent
 from dataprof.decide.search import STRATEGIES
-from dataprof.results.knobs import FRAMEWORKS
+from dataprof.results.knobs import FRAMEWORKS, REGISTRY
 from dataprof.results.request import SPLITS
 from dataprof.results.settings import CACHE_MODES
 from dataprof.results.vocabulary import Severity
@@ -32,6 +32,13 @@ def target_options(fn: Callable[..., Any]) -> Callable[..., Any]:
                       help="Keyword argument for a class or factory target (Python literal, else string). "
                            "Repeatable.")(fn)
     return click.argument("target")(fn)
+
+
+def knob_options() -> list[Callable[..., Any]]:
+    """The knobs' options, from their records (:data:`~dataprof.results.knobs.REGISTRY`), in ``--help`` order."""
+    return [click.option(knob.flag, default=knob.default, show_default=knob.default is not None,
+                         type=knob_type(knob), help=knob.help, metavar=knob.metavar)
+            for knob in sorted(REGISTRY, key=lambda knob: knob.flag_rank)]
 
 
 def sweep_options(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -57,29 +64,7 @@ SWEEP_OPTIONS = (
     click.option("--framework", type=click.Choice(FRAMEWORK_CHOICES), default="auto", show_default=True,
                   help="Whose DataLoader to sweep; auto: paddle.io.DataLoader for a paddle.io dataset, else "
                        "PyTorch's."),
-    click.option("--prefetch-factor", default=None, type=INT_LIST["--prefetch-factor"],
-                  help="prefetch_factor values (configs with workers only) [default: 2,4]. Adaptive tries a "
-                       "value other than 2 only when the wait for a batch has a heavy tail, unless given."),
-    click.option("--pin-memory", default=None, type=ON_OFF["--pin-memory"],
-                 help="PyTorch: pin_memory values [default: on,off]; swept only when a GPU is used."),
-    click.option("--use-shared-memory", default=None, type=ON_OFF["--use-shared-memory"],
-                  help="Paddle: use_shared_memory values [default: on,off] (configs with workers only)."),
-    click.option("--use-buffer-reader", default=None, type=ON_OFF["--use-buffer-reader"],
-                 help="Paddle: use_buffer_reader values [default: on,off]."),
-    click.option("--in-order", default=None, metavar="ON,OFF", type=ON_OFF["--in-order"],
-                 help="PyTorch ≥ 2.6: in_order values to sweep [default: off is tried when batches at num_workers=0 "
-                      "have stragglers]; off lets fast batches overtake a slow one (batch order changes, not the "
-                      "batches)."),
-    click.option("--start-method", default=None, metavar="METHODS", type=WORDS,
-                 help="PyTorch: multiprocessing_context values, some of fork,forkserver,spawn [default: fork is "
-                      "tried under another default, the others after copy-on-read growth]."),
-    click.option("--worker-kind", default=None, metavar="KINDS", type=WORDS,
-                 help="PyTorch: process, thread or process,thread: the worker kinds to sweep at every count "
-                      "[default: processes, and threads where the evidence calls for them: samples that release "
-                      "the GIL, copy-on-read growth, /dev/shm or start-up limits, IPC at the CPU ceiling]. "
-                      "Threads need torchdata (or a DataLoader with worker_method)."),
-    click.option("--persistent-workers", default="on", show_default=True, type=ON_OFF["--persistent-workers"],
-                  help="persistent_workers values, e.g. on,off (configs with workers only)."),
+    *knob_options(),
     click.option("--step-ms", type=click.FloatRange(min=0), default=0.0, show_default=True,
                   help="Model step time to simulate per batch; 0 measures the loader's ceiling."),
     click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N."),

@@ -13,7 +13,7 @@ import click
 
 from dataprof.backends.target import parse_kwarg
 from dataprof.errors import UsageError
-from dataprof.results.knobs import KNOBS, LoaderConfig
+from dataprof.results.knobs import KNOBS, Knob, LoaderConfig
 from dataprof.results.request import MemoryLimit, current_config
 
 
@@ -129,12 +129,17 @@ def workers(text: str) -> tuple[int, ...] | None:
     return None if text.strip().lower() == "auto" else parse_int_list(text, "--workers")
 
 
-INT_LIST = {flag: TextValue(parse_int_list, flag) for flag in ("--prefetch-factor",)}
-ON_OFF = {flag: TextValue(parse_onoff_list, flag)
-          for flag in ("--pin-memory", "--use-shared-memory", "--use-buffer-reader", "--in-order",
-                       "--persistent-workers")}
+KNOB_VALUES = {"ints": parse_int_list, "on,off": parse_onoff_list}
+"""How each kind of knob's option text is read (``words``: :func:`parse_words`, which needs no option name)."""
+
+
+def knob_type(knob: Knob) -> TextValue:
+    """The ParamType of a knob's option: its values as its record says they are written."""
+    parse = KNOB_VALUES.get(knob.values)
+    return TextValue(parse_words) if parse is None else TextValue(parse, knob.flag)
+
+
 WORKERS = TextValue(workers)
-WORDS = TextValue(parse_words)
 SIZE = TextValue(parse_size)
 BYTES = {flag: TextValue(parse_bytes, flag) for flag in ("--ram", "--shm")}
 CURRENT = TextValue(parse_current)

@@ -12,6 +12,7 @@ import click
 from dataprof.cli.options import sweep_options
 from dataprof.cli.output import console, failed_gates, guarded, write_atomic, write_page
 from dataprof.errors import ExitCode, UsageError
+from dataprof.results.knobs import REGISTRY
 from dataprof.results.request import LoadOptions, SweepOptions, SweepRequest, TrialBudgets
 from dataprof.results.vocabulary import Severity
 
@@ -63,11 +64,8 @@ def request_of(params: dict[str, Any]) -> SweepRequest:
         load=LoadOptions(target=params["target"], kwargs=dict(params["args"]), collate_fn=params["collate_fn"],
                          framework=params["framework"], split=params["split"], batch_size=params["batch_size"],
                          shuffle=params["shuffle"]),
-        sweep=SweepOptions(workers=params["workers"], prefetch_factors=params["prefetch_factor"],
-                           pin_memory=params["pin_memory"], persistent_workers=params["persistent_workers"],
-                           use_shared_memory=params["use_shared_memory"], use_buffer_reader=params["use_buffer_reader"],
-                           in_order=params["in_order"], start_methods=params["start_method"],
-                           worker_kinds=params["worker_kind"], strategy=params["strategy"],
+        sweep=SweepOptions(workers=params["workers"], strategy=params["strategy"],
+                           **{knob.space_key: params[knob.keyword_name] for knob in REGISTRY},
                            rules_of_thumb=params["rules_of_thumb"],
                            autotune_steps=params["autotune_steps"], current=params["current"]),
         budgets=TrialBudgets(step_ms=params["step_ms"], device=params["device"], require_gpu=params["require_gpu"],

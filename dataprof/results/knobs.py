@@ -5,6 +5,7 @@ only: nothing here reads the machine."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import total_ordering
 from typing import Any
@@ -14,12 +15,6 @@ from dataprof.results.vocabulary import StartMethod, WorkerKind
 FRAMEWORKS = ("torch", "paddle")
 """The loaders dataprof drives: ``torch.utils.data.DataLoader`` and ``paddle.io.DataLoader``."""
 
-KNOBS = {
-    "torch": ("num_workers", "pin_memory", "prefetch_factor", "persistent_workers", "in_order",
-              "multiprocessing_context"),
-    "paddle": ("num_workers", "use_shared_memory", "prefetch_factor", "use_buffer_reader", "persistent_workers"),
-}
-"""Each framework's swept DataLoader arguments, by their own names (the keys of a trial's JSON ``config``)."""
 EVIDENCE_KNOBS = ("in_order", "multiprocessing_context")
 """PyTorch's knobs tried where the measurements say they can help (or where the user forces them), when the
 installed DataLoader has them."""
@@ -127,39 +122,18 @@ class LoaderConfig:
 
     def label(self) -> str:
         """Short human label, e.g. ``w4 pf2 persist pin`` (Paddle: ``no-shm``, ``no-buf`` when turned off;
-        ``unordered`` for ``in_order=False``, the start method when one is given); threads: ``t8 pf2``."""
-        parts = [self.short_label]
-        if self.num_workers > 0:
-            if self.prefetch_factor is not None:
-                parts.append(f"pf{self.prefetch_factor}")
-            if not self.threads:
-                parts.append("persist" if self.persistent_workers else "respawn")
-        if self.pin_memory:
-            parts.append("pin")
-        if self.use_shared_memory is False:
-            parts.append("no-shm")
-        if self.use_buffer_reader is False:
-            parts.append("no-buf")
-        if self.num_workers > 0 and self.in_order is False:
-            parts.append("unordered")
-        if self.num_workers > 0 and self.multiprocessing_context:
-            parts.append(self.multiprocessing_context)
-        return " ".join(parts)
+        ``unordered`` for ``in_order=False``, the start method when one is given); threads: ``t8 pf2``. Each
+        knob's word is its record's (:data:`REGISTRY`)."""
+        return " ".join([self.short_label, *(word for knob in REGISTRY if (word := knob.token(self)))])
 
     def dataloader_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments for the framework's DataLoader (arguments left None are not passed); a thread
-        config's ``worker_method`` is the backend's to add, where the DataLoader has it."""
+        """Keyword arguments for the framework's DataLoader, in :data:`REGISTRY`'s order (arguments left None are
+        not passed; one that needs workers, only with workers); a thread config's ``worker_method`` is the
+        backend's to add, where the DataLoader has it."""
         kwargs: dict[str, Any] = {"num_workers": self.num_workers}
-        if self.num_workers > 0:
-            kwargs["prefetch_factor"] = self.prefetch_factor
-            kwargs["persistent_workers"] = self.persistent_workers
-            kwargs["use_shared_memory"] = self.use_shared_memory
-        kwargs["use_buffer_reader"] = self.use_buffer_reader
-        if self.framework == "torch":
-            kwargs["pin_memory"] = self.pin_memory
-            if self.num_workers > 0:
-                kwargs["in_order"] = self.in_order
-                kwargs["multiprocessing_context"] = self.multiprocessing_context
+        for knob in REGISTRY:
+            if knob.keyword and self.framework in knob.frameworks and (self.num_workers > 0 or not knob.needs_workers):
+                kwargs[knob.name] = getattr(self, knob.name)
         return {k: v for k, v in kwargs.items() if v is not None}
 
 
@@ -168,6 +142,89 @@ def baseline(framework: str) -> LoaderConfig:
     if framework == "paddle":
         return LoaderConfig(0, use_buffer_reader=True, framework="paddle")
     return LoaderConfig(0)
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One DataLoader knob dataprof sweeps, and what every layer needs to know of it. The loader's keyword
+    arguments, a config's label and JSON, the ``sweep`` options and the Python API's keywords derive from these
+    records: a plain knob (one that only sets a loader keyword) is a record, a :class:`LoaderConfig` field, a
+    :class:`SearchSpace` field, a test and its docs."""
+
+    name: str
+    """The loader's keyword argument, the :class:`LoaderConfig` field and the key in a trial's JSON ``config``."""
+    frameworks: tuple[str, ...]
+    flag: str
+    """Its ``dataprof sweep`` option (the values to sweep, comma-separated); its Python API keyword is the
+    flag's words joined by ``_`` (``--pin-memory``: ``pin_memory=``)."""
+    values: str
+    """How the option's text is read: ``on,off`` (booleans), ``ints`` or ``words``."""
+    space_key: str
+    """The values to sweep: the :class:`SearchSpace` and ``SweepOptions`` field, a key of the JSON ``settings``."""
+    needs_workers: bool
+    """Passed to the loader only with workers (``num_workers > 0``)."""
+    token: Callable[[LoaderConfig], str | None]
+    """Its word in a config's label (``pf2``, ``pin``), None where it adds none."""
+    help: str
+    """The option's ``--help`` text."""
+    json_rank: int
+    """Where it stands in a trial's JSON ``config`` after ``num_workers`` (the documents' order, kept)."""
+    flag_rank: int
+    """Where its option stands among the knobs' in ``--help``."""
+    metavar: str | None = None
+    default: str | None = None
+    """The option's default text (``on``); None: not given, the search's own values."""
+    keyword: bool = True
+    """False for a knob that picks the loader rather than setting one of its arguments (the worker kind)."""
+
+    @property
+    def keyword_name(self) -> str:
+        """The option's name as a Python keyword (``--pin-memory``: ``pin_memory``)."""
+        return self.flag.lstrip("-").replace("-", "_")
+
+
+def _with_workers(word: Callable[[LoaderConfig], str | None]) -> Callable[[LoaderConfig], str | None]:
+    return lambda c: word(c) if c.num_workers > 0 else None
+
+
+REGISTRY: tuple[Knob, ...] = (
+    Knob("prefetch_factor", ("torch", "paddle"), "--prefetch-factor", "ints", "prefetch_factors", True,
+         _with_workers(lambda c: None if c.prefetch_factor is None else f"pf{c.prefetch_factor}"),
+         "prefetch_factor values (configs with workers only) [default: 2,4]. Adaptive tries a value other than 2 "
+         "only when the wait for a batch has a heavy tail, unless given.", json_rank=2, flag_rank=0),
+    Knob("persistent_workers", ("torch", "paddle"), "--persistent-workers", "on,off", "persistent_workers", True,
+         _with_workers(lambda c: None if c.threads else "persist" if c.persistent_workers else "respawn"),
+         "persistent_workers values, e.g. on,off (configs with workers only).", json_rank=4, flag_rank=7,
+         default="on"),
+    Knob("use_shared_memory", ("paddle",), "--use-shared-memory", "on,off", "use_shared_memory", True,
+         lambda c: "no-shm" if c.use_shared_memory is False else None,
+         "Paddle: use_shared_memory values [default: on,off] (configs with workers only).", json_rank=1, flag_rank=2),
+    Knob("use_buffer_reader", ("paddle",), "--use-buffer-reader", "on,off", "use_buffer_reader", False,
+         lambda c: "no-buf" if c.use_buffer_reader is False else None,
+         "Paddle: use_buffer_reader values [default: on,off].", json_rank=3, flag_rank=3),
+    Knob("pin_memory", ("torch",), "--pin-memory", "on,off", "pin_memory", False,
+         lambda c: "pin" if c.pin_memory else None,
+         "PyTorch: pin_memory values [default: on,off]; swept only when a GPU is used.", json_rank=0, flag_rank=1),
+    Knob("in_order", ("torch",), "--in-order", "on,off", "in_order", True,
+         _with_workers(lambda c: "unordered" if c.in_order is False else None),
+         "PyTorch ≥ 2.6: in_order values to sweep [default: off is tried when batches at num_workers=0 have "
+         "stragglers]; off lets fast batches overtake a slow one (batch order changes, not the batches).",
+         json_rank=5, flag_rank=4, metavar="ON,OFF"),
+    Knob("multiprocessing_context", ("torch",), "--start-method", "words", "start_methods", True,
+         _with_workers(lambda c: c.multiprocessing_context or None),
+         "PyTorch: multiprocessing_context values, some of fork,forkserver,spawn [default: fork is tried under "
+         "another default, the others after copy-on-read growth].", json_rank=6, flag_rank=5, metavar="METHODS"),
+    Knob("worker_kind", ("torch",), "--worker-kind", "words", "worker_kinds", True, lambda c: None,
+         "PyTorch: process, thread or process,thread: the worker kinds to sweep at every count [default: "
+         "processes, and threads where the evidence calls for them: samples that release the GIL, copy-on-read "
+         "growth, /dev/shm or start-up limits, IPC at the CPU ceiling]. Threads need torchdata (or a DataLoader "
+         "with worker_method).", json_rank=7, flag_rank=6, metavar="KINDS", keyword=False),
+)
+"""The knobs, in the order a DataLoader call lists them (its keyword arguments, a label's words)."""
+
+KNOBS = {framework: ("num_workers", *(k.name for k in sorted(REGISTRY, key=lambda k: k.json_rank)
+                                      if k.keyword and framework in k.frameworks)) for framework in FRAMEWORKS}
+"""Each framework's swept DataLoader arguments, by their own names (the keys of a trial's JSON ``config``)."""
 
 
 @dataclass(frozen=True)
@@ -249,45 +306,36 @@ class SearchSpace:
                            context=None if default_start else self.start_methods[0], thread=self.only_threads)
 
     def to_dict(self) -> dict[str, Any]:
-        """The space as the JSON ``settings`` hold it (only the framework's own knobs)."""
-        data: dict[str, Any] = {"workers": list(self.workers), "workers_reason": self.workers_reason,
-                                "prefetch_factors": list(self.prefetch_factors),
-                                "persistent_workers": list(self.persistent_workers)}
-        if self.framework == "paddle":
-            data.update(use_shared_memory=list(self.use_shared_memory), use_buffer_reader=list(self.use_buffer_reader),
-                        skipped_knobs=list(self.skipped))
-        else:
-            data.update(pin_memory=list(self.pin_memory), in_order=list(self.in_order),
-                        start_methods=list(self.start_methods), forced_knobs=list(self.forced),
-                        start_method=self.start_method, available_start_methods=list(self.available_start_methods),
-                        skipped_knobs=list(self.skipped), worker_kinds=list(self.worker_kinds),
-                        thread_loader=self.thread_loader, gil_release=self.gil_release,
-                        gil_release_high=self.gil_release_high, free_threaded=self.free_threaded)
+        """The space as the JSON ``settings`` hold it: each knob of its framework's values, by the knob's
+        ``space_key`` (:data:`REGISTRY`), and what the sweep found of the machine and the target."""
+        data: dict[str, Any] = {"workers": list(self.workers), "workers_reason": self.workers_reason}
+        data.update({knob.space_key: list(getattr(self, knob.space_key)) for knob in REGISTRY
+                     if self.framework in knob.frameworks})
+        data["skipped_knobs"] = list(self.skipped)
+        if self.framework != "paddle":
+            data.update(forced_knobs=list(self.forced), start_method=self.start_method,
+                        available_start_methods=list(self.available_start_methods), thread_loader=self.thread_loader,
+                        gil_release=self.gil_release, gil_release_high=self.gil_release_high,
+                        free_threaded=self.free_threaded)
         return data
 
     @classmethod
     def from_dict(cls, settings: dict[str, Any]) -> SearchSpace:
         """Read :meth:`to_dict` back from a saved run's ``settings`` (absent knobs at their defaults)."""
+        defaults: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(cls)}
         return cls(
             workers=tuple(settings.get("workers") or (0,)),
-            prefetch_factors=tuple(settings.get("prefetch_factors") or (2,)),
-            pin_memory=tuple(settings.get("pin_memory") or (False,)),
-            persistent_workers=tuple(settings.get("persistent_workers") or (True,)),
             workers_reason=settings.get("workers_reason") or "given on the command line",
-            use_shared_memory=tuple(settings.get("use_shared_memory") or (True,)),
-            use_buffer_reader=tuple(settings.get("use_buffer_reader") or (True,)),
             framework=settings.get("framework", "torch"),
             skipped=tuple(settings.get("skipped_knobs") or ()),
-            in_order=tuple(settings.get("in_order") or (True,)),
-            start_methods=tuple(settings.get("start_methods") or ()),
             forced=tuple(settings.get("forced_knobs") or ()),
             start_method=settings.get("start_method"),
             available_start_methods=tuple(settings.get("available_start_methods") or ()),
-            worker_kinds=tuple(settings.get("worker_kinds") or ()),
             thread_loader=settings.get("thread_loader"),
             gil_release=settings.get("gil_release"),
             gil_release_high=settings.get("gil_release_high"),
             free_threaded=bool(settings.get("free_threaded")),
+            **{knob.space_key: tuple(settings.get(knob.space_key) or defaults[knob.space_key]) for knob in REGISTRY},
         )
 
     def tuned_knobs(self) -> tuple[tuple[str, tuple[object, ...]], ...]:

@@ -1,0 +1,52 @@
+"""The knob registry: every layer's view of a knob derives from its one record."""
+
+from __future__ import annotations
+
+import click
+import pytest
+
+from dataprof.api import _knobs
+from dataprof.cli import main
+from dataprof.errors import UsageError
+from dataprof.results.knobs import KNOBS, REGISTRY, LoaderConfig, SearchSpace
+
+
+def test_each_knob_is_an_option_of_sweep_and_a_keyword_of_the_api() -> None:
+    sweep = main.commands["sweep"] if isinstance(main, click.Group) else None
+    assert sweep is not None
+    options = {opt for param in sweep.params for opt in param.opts}
+    for knob in REGISTRY:
+        assert knob.flag in options
+        assert knob.space_key in _knobs({knob.keyword_name: None})
+
+
+def test_the_api_reads_a_knob_as_its_option_does_and_refuses_a_word_that_is_no_knob() -> None:
+    given = _knobs({"start_method": "forkserver,spawn", "in_order": [True, False], "prefetch_factor": 4})
+    assert given["start_methods"] == ("forkserver", "spawn") and given["in_order"] == (True, False)
+    assert given["prefetch_factors"] == (4,) and given["persistent_workers"] == (True,)  # the option's default
+    with pytest.raises(UsageError, match="prefetch is not a keyword of it; its knobs are prefetch_factor"):
+        _knobs({"prefetch": 2})
+
+
+def test_a_config_s_json_keeps_the_documents_order_and_its_call_lists_the_knobs_in_the_registry_s() -> None:
+    assert KNOBS["torch"] == ("num_workers", "pin_memory", "prefetch_factor", "persistent_workers", "in_order",
+                              "multiprocessing_context")
+    assert KNOBS["paddle"] == ("num_workers", "use_shared_memory", "prefetch_factor", "use_buffer_reader",
+                               "persistent_workers")
+    config = LoaderConfig(4, True, 2, True, in_order=False, multiprocessing_context="spawn")
+    assert list(config.to_dict()) == [*KNOBS["torch"], "worker_kind"]
+    assert list(config.dataloader_kwargs()) == ["num_workers", "prefetch_factor", "persistent_workers",
+                                                "pin_memory", "in_order", "multiprocessing_context"]
+    assert config.label() == "w4 pf2 persist pin unordered spawn"
+    paddle = LoaderConfig(2, False, 2, False, False, False, "paddle")
+    assert paddle.label() == "w2 pf2 respawn no-shm no-buf"
+    assert LoaderConfig(0, pin_memory=True, prefetch_factor=None).dataloader_kwargs() == {"num_workers": 0,
+                                                                                           "pin_memory": True}
+
+
+def test_the_space_reads_back_each_knob_s_values_by_its_key() -> None:
+    space = SearchSpace(workers=(0, 2), prefetch_factors=(2, 4), pin_memory=(True, False), in_order=(True, False),
+                        start_methods=("fork", "spawn"), worker_kinds=("process", "thread"))
+    data = space.to_dict()
+    assert all(knob.space_key in data for knob in REGISTRY if "torch" in knob.frameworks)
+    assert SearchSpace.from_dict({**data, "framework": "torch"}) == space
