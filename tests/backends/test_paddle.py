@@ -7,6 +7,7 @@ paddlepaddle is not installed.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -17,7 +18,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-pytest.importorskip("paddle", reason='paddlepaddle is not installed (pip install -e ".[dev,paddle]")')
+if importlib.util.find_spec("paddle") is None:  # found without importing it: the import takes over a second
+    pytest.skip('paddlepaddle is not installed (pip install -e ".[dev,paddle]")', allow_module_level=True)
 
 from dataprof.backends import detect_framework, get_backend  # noqa: E402
 from dataprof.backends.paddle_backend import PaddleBackend  # noqa: E402
@@ -49,6 +51,7 @@ def paddle_module(paddle_datasets: str) -> Any:
     return module
 
 
+@pytest.mark.slow  # imports paddle (over a second)
 def test_auto_detects_paddle_datasets_and_keeps_others_on_torch(paddle_module: Any) -> None:
     from tests.fixtures.datasets import Tiny
 
@@ -60,6 +63,7 @@ def test_auto_detects_paddle_datasets_and_keeps_others_on_torch(paddle_module: A
     assert get_backend("paddle").dataset_kind(paddle_module.Stream()) == "iterable"  # type: ignore[operator]
 
 
+@pytest.mark.slow  # imports paddle (over a second)
 def test_knobs_come_from_the_installed_signature() -> None:
     arguments = PaddleBackend().loader_arguments()
     assert set(KNOBS["paddle"]) <= set(arguments)
@@ -228,6 +232,7 @@ def test_a_paddle_dataset_found_by_auto_gets_a_host_without_torch(tmp_path: Path
     assert doc["trials"] and all(t["status"] == "ok" for t in doc["trials"])
 
 
+@pytest.mark.slow  # imports paddle (over a second)
 def test_inspect_times_paddle_vision_stages(tmp_path: Path, paddle_datasets: str) -> None:
     out = tmp_path / "inspect.json"
     result = CliRunner().invoke(main, ["inspect", f"{paddle_datasets}:Augmented", "--samples", "20", "--batch-size",

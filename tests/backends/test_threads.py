@@ -87,6 +87,7 @@ def test_the_thread_check_says_random_samples_cannot_be_compared() -> None:
     assert check(RandomSamples(200))["verdict"] == "unchecked"
 
 
+@pytest.mark.slow  # real sleeps: the known cost of its stages or samples
 def test_batches_delivered_out_of_order_are_compared_by_their_indices() -> None:
     unordered = dataclasses.replace(THREADS, in_order=False)
     loader, _ = TorchBackend().build_loader(SlowBatches(64), unordered, 8, None, False, False)

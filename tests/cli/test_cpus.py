@@ -25,6 +25,7 @@ def test_more_cpus_than_usable_or_none_is_one_line(command: str, cpus: str, cli:
     assert stderr.count("\n") == 1
 
 
+@pytest.mark.slow  # real sleeps: the known cost of its stages or samples
 def test_inspect_measures_on_that_many_cpus_and_gives_them_back(tmp_path: Path, cli: Invoke) -> None:
     before = os.sched_getaffinity(0)
     out = tmp_path / "inspect.json"

@@ -12,6 +12,7 @@ from tests.conftest import FIXTURES, Invoke
 STAGES = str(FIXTURES / "stages.py")
 
 
+@pytest.mark.slow  # real sleeps: the known cost of its stages or samples
 def test_json_has_the_documented_keys(tmp_path: Path, cli: Invoke) -> None:
     out = tmp_path / "inspect.json"
     code, stdout, _ = cli("inspect", f"{STAGES}:SlowIndices", "--samples", "60", "--batch-size", "8", "--json",
@@ -29,6 +30,7 @@ def test_json_has_the_documented_keys(tmp_path: Path, cli: Invoke) -> None:
     assert "Per sample" in stdout and "Checks" in stdout
 
 
+@pytest.mark.slow  # real sleeps: the known cost of its stages or samples
 def test_json_transforms_are_largest_share_first(tmp_path: Path, cli: Invoke) -> None:
     out = tmp_path / "inspect.json"
     code, _, _ = cli("inspect", f"{STAGES}:Staged", "--samples", "10", "--batch-size", "4", "--json", str(out))

@@ -172,6 +172,7 @@ def test_a_watch_reports_storage_reads_over_time_and_its_data_files_residency(tm
         assert figures["data_resident_fraction"] == 1.0
 
 
+@pytest.mark.slow  # real sleeps: the known cost of its stages or samples
 def test_inspect_reads_samples_as_found_then_cold_then_warm(tmp_path: Path) -> None:
     import dataprof
     from tests.conftest import ROOT

@@ -21,6 +21,7 @@ def inspect(attr: str, **kwargs: object) -> InspectionData:
     return run_inspection(InspectSettings(target=f"{STAGES}:{attr}", **kwargs))  # type: ignore[arg-type]
 
 
+@pytest.mark.slow  # real sleeps: the known cost of its stages or samples
 def test_stages_are_ranked_by_their_known_cost_and_nesting_shows_as_a_tree() -> None:
     ins = analyse(inspect("Staged", samples=15, batch_size=4))
     assert [t["name"] for t in ins.transforms] == ["Heavy", "Medium", "Light", "Light"]
@@ -37,6 +38,7 @@ def test_stages_are_ranked_by_their_known_cost_and_nesting_shows_as_a_tree() -> 
     assert any(c.id == "dominant_stage" and "Heavy" in c.evidence for c in ins.checks)
 
 
+@pytest.mark.slow  # real sleeps: the known cost of its stages or samples
 def test_stages_held_in_a_tuple_are_timed_too() -> None:
     ins = analyse(inspect("Staged", samples=10, batch_size=4, kwargs={"tuple_stages": True}))
     assert ins.transforms[0]["name"] == "Heavy"
@@ -56,12 +58,14 @@ def test_the_pipeline_is_put_back_as_it_was() -> None:
     assert outer.transforms[2].transforms == inner_before
 
 
+@pytest.mark.slow  # real sleeps: the known cost of its stages or samples
 def test_pipeline_found_on_a_wrapped_dataset() -> None:
     ins = analyse(inspect("Wrapper", samples=8, batch_size=4))
     assert ins.transforms[0]["name"] == "Heavy"
     assert ins.transforms[0]["path"].startswith("dataset.transform")
 
 
+@pytest.mark.slow  # real sleeps: the known cost of its stages or samples
 def test_slow_indices_are_named_and_found_slow_again() -> None:
     ins = analyse(inspect("SlowIndices", samples=60, batch_size=8))
     assert {s["index"] for s in ins.samples.slowest[:3]} == {3, 17, 42}
@@ -70,6 +74,7 @@ def test_slow_indices_are_named_and_found_slow_again() -> None:
     assert ins.transforms == () and "no transform" in ins.notes[0]
 
 
+@pytest.mark.slow  # real sleeps: the known cost of its stages or samples
 def test_a_slow_moment_is_told_apart_from_a_slow_index() -> None:
     ins = analyse(inspect("ColdCache", samples=60, batch_size=8))
     assert {s["index"] for s in ins.samples.slowest[:2]} == {5, 30}
