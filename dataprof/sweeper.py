@@ -11,24 +11,24 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from dataprof.decide.cache import cold_notes, next_cold, warm_again, warm_misses, warmed_note, why_no_cold
 from dataprof.decide.ranks import aggregate_ranks
 from dataprof.decide.search import STRATEGIES, Budget, Proposal, Strategy
 from dataprof.decide.search.common import pooled
 from dataprof.decide.settings import pinned, resolve_settings, resumable_trials
-from dataprof.decide.storage import cold_notes, next_cold, warm_again, warm_misses, warmed_note, why_no_cold
 from dataprof.decide.sweep import decide, persistent_epochs_note, sweep_notes
 from dataprof.decide.threads import thread_notes
 from dataprof.distributed import Coordinator
 from dataprof.errors import DataprofError, TargetError
+from dataprof.measure.cache.footprint import footprint, page_cache_room
+from dataprof.measure.cache.page_cache import can_evict, read_back
 from dataprof.measure.environment import cpu_budget, cuda_devices, probe_environment
-from dataprof.measure.footprint import footprint, page_cache_room
-from dataprof.measure.page_cache import can_evict, read_back
 from dataprof.measure.sweep.runner import TrialRunner
 from dataprof.measure.timing import Rival
+from dataprof.results.cache import DataFootprint, ReadBack
 from dataprof.results.environment import CpuBudget, DatasetInfo, Environment, RankInfo
 from dataprof.results.knobs import LoaderConfig
 from dataprof.results.settings import SweepSettings
-from dataprof.results.storage import DataFootprint, ReadBack
 from dataprof.results.sweep import AutotuneRun, Report, SearchStep
 from dataprof.results.threads import ThreadCheck
 from dataprof.results.trial import TrialResult

@@ -12,18 +12,18 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
+from dataprof.decide.cache import outlook, steady_case
 from dataprof.decide.diagnose import diagnose
 from dataprof.decide.diagnose.facts import batch_size, cpu_ceiling
 from dataprof.decide.model import fit, predict
 from dataprof.decide.plan import feeding, machine_of
 from dataprof.decide.recommend import recommend
 from dataprof.decide.search import rules_of_thumb
-from dataprof.decide.storage import outlook, steady_case
 from dataprof.decide.threads import worker_kinds
+from dataprof.results.cache import StorageOutlook
 from dataprof.results.pipeline import PipelineModel
 from dataprof.results.settings import SweepSettings
 from dataprof.results.stats import noise_between
-from dataprof.results.storage import StorageOutlook
 from dataprof.results.sweep import Recommendation, Report, RuleOfThumb, YourSettings
 from dataprof.results.trial import TrialResult
 from dataprof.results.vocabulary import CacheMode, TrialStatus

@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from dataprof.measure.storage import held_paths
+from dataprof.measure.cache.files import held_paths
 
 FILES_EVERY_S = 1.0
 """The tree's open files are listed at most this often (and at the window's marks)."""
@@ -156,7 +156,7 @@ class ProcessTreeProbe:
         self._files_at = -math.inf
         self.held: set[str] = set()
         """With ``files``: every path the tree's processes held open at a listing, or had mapped at
-        :meth:`list_files`, unfiltered (``storage.held_paths``). A data file a dataset holds (a shard, a mapped
+        :meth:`list_files`, unfiltered (``cache.files.held_paths``). A data file a dataset holds (a shard, a mapped
         table) stays open for long; a pipeline with thousands of tensors in flight holds as many descriptors,
         which are not read every time."""
 

@@ -164,7 +164,7 @@ class TrialSettings(_Typed):
     first_pass: bool = False
     """A cold trial: the window ends when the dataset's first pass does (after it, the data read is cached)."""
     opens_dir: str | None = None
-    """Where the trial's processes log the files they open (``storage.OpenLog``); None: not logged."""
+    """Where the trial's processes log the files they open (``cache.open_log.OpenLog``); None: not logged."""
 
     @classmethod
     def of(cls, settings: SweepSettings, rival: Rival | None = None, first_pass: bool = False,

@@ -15,7 +15,7 @@ from typing import Any
 
 from dataprof.errors import UsageError
 from dataprof.render import view
-from dataprof.render.cold import COLD_COLUMNS, cold_rows
+from dataprof.render.cache import COLD_COLUMNS, cold_rows
 from dataprof.render.compare import comparison_view
 from dataprof.results.compare import Comparison, RunComparison
 from dataprof.results.inspect import Inspection

@@ -12,8 +12,8 @@ from rich.table import Table
 from rich.text import Text
 
 from dataprof.render.view import SEVERITY_STYLE
+from dataprof.results.cache import PassReads
 from dataprof.results.inspect import Inspection
-from dataprof.results.storage import PassReads
 from dataprof.results.threads import GilShare
 from dataprof.results.units import fmt_bytes
 from dataprof.results.vocabulary import DatasetKind

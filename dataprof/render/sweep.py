@@ -14,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from dataprof.render import view
-from dataprof.render.cold import COLD_COLUMNS, cold_rows
+from dataprof.render.cache import COLD_COLUMNS, cold_rows
 from dataprof.results.sweep import Report
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from dataprof.decide.diagnose.facts import cpus_text, recommended_trial
 from dataprof.decide.search import AUTOTUNE_RULE
-from dataprof.render.cold import storage_text
+from dataprof.render.cache import storage_text
 from dataprof.render.threads import kinds_text, thread_loader_code
 from dataprof.results.knobs import LoaderConfig
 from dataprof.results.plan import Feeding

@@ -12,10 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from dataprof.results.cache import StorageReads
 from dataprof.results.document import SCHEMA_VERSION, Shown, kept, to_json
 from dataprof.results.environment import DatasetInfo, Environment
 from dataprof.results.findings import Finding
-from dataprof.results.storage import StorageReads
 from dataprof.results.threads import GilShare
 from dataprof.results.vocabulary import Kind
 

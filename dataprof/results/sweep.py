@@ -11,6 +11,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from dataprof.results.cache import DataFootprint, StorageOutlook
 from dataprof.results.document import SCHEMA_VERSION, kept, to_json
 from dataprof.results.environment import DatasetInfo, Environment
 from dataprof.results.findings import Finding, GateResult
@@ -18,7 +19,6 @@ from dataprof.results.knobs import LoaderConfig
 from dataprof.results.pipeline import PipelineModel
 from dataprof.results.plan import Feeding
 from dataprof.results.settings import SweepSettings
-from dataprof.results.storage import DataFootprint, StorageOutlook
 from dataprof.results.threads import ThreadCheck, WorkerKinds
 from dataprof.results.trial import TrialResult
 from dataprof.results.vocabulary import CacheMode, FindingId, TrialStatus

@@ -12,6 +12,7 @@ import math
 from collections.abc import Callable
 
 from dataprof.decide.budgets import HEADROOM, available_cpus, memory_fit
+from dataprof.decide.diagnose.cache import storage_bound
 from dataprof.decide.diagnose.facts import (
     batch_size,
     break_even_ms,
@@ -34,7 +35,6 @@ from dataprof.decide.diagnose.facts import (
     wait_share,
     worker_cores,
 )
-from dataprof.decide.diagnose.storage import storage_bound
 from dataprof.decide.thresholds import Thresholds
 from dataprof.results.findings import Finding
 from dataprof.results.stats import best_by_workers, rate

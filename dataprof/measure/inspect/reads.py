@@ -1,6 +1,6 @@
 """``dataprof inspect``'s storage passes: what the samples read as the page cache found them, then cold and warm.
 
-The inspection's own pass runs with the files its code opens logged (``storage.OpenLog``, for that pass only)
+The inspection's own pass runs with the files its code opens logged (``cache.open_log.OpenLog``, for that pass only)
 and this process's ``/proc/self/io`` read before and after. When it read data files, up to :data:`PASS_SAMPLES`
 of its samples are fetched again right after those files were evicted from the page cache (cold), then once
 more (warm, now cached). Nothing but the files the samples read is evicted.
@@ -16,11 +16,11 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dataprof.measure.footprint import DataFiles, footprint, page_cache_room
-from dataprof.measure.open_log import OpenLog
-from dataprof.measure.page_cache import can_evict, evict, read_back
-from dataprof.measure.storage import NO_EVICTION, OWN_PREFIX, held_paths
-from dataprof.results.storage import PassReads, StorageReads
+from dataprof.measure.cache.files import NO_EVICTION, OWN_PREFIX, held_paths
+from dataprof.measure.cache.footprint import DataFiles, footprint, page_cache_room
+from dataprof.measure.cache.open_log import OpenLog
+from dataprof.measure.cache.page_cache import can_evict, evict, read_back
+from dataprof.results.cache import PassReads, StorageReads
 
 PASS_SAMPLES = 64
 PASS_S = 10.0

@@ -202,7 +202,7 @@ def _trial_child(shared: Built | None, load: LoadRequest, request: Message, chan
                  objects: Mapping[str, Any]) -> None:
     """The forked trial: its own process group, then the request's work. Never returns."""
     from dataprof.backends import get_backend
-    from dataprof.measure.open_log import OpenLog
+    from dataprof.measure.cache.open_log import OpenLog
     from dataprof.measure.protocol import AutotuneRequest, TrialSettings
     from dataprof.measure.sweep.autotune import run_autotune
     from dataprof.measure.sweep.thread_check import run_thread_check

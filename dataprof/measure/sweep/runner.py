@@ -18,15 +18,15 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from dataprof.backends.frameworks import likely_framework
+from dataprof.measure.cache.files import OWN_PREFIX
+from dataprof.measure.cache.footprint import DataFiles, files_read
+from dataprof.measure.cache.open_log import OpenLog
+from dataprof.measure.cache.page_cache import evict
 from dataprof.measure.environment import cpu_budget, pinned_cpus
-from dataprof.measure.footprint import DataFiles, files_read
 from dataprof.measure.gpu import NullGpuProbe, NvmlProbe
-from dataprof.measure.open_log import OpenLog
-from dataprof.measure.page_cache import evict
 from dataprof.measure.probes import ProcessTreeProbe, SystemProbe
 from dataprof.measure.protocol import AutotuneRequest, Message, ProtocolError, TrialError, TrialSettings
 from dataprof.measure.sampler import Sampler, summarize
-from dataprof.measure.storage import OWN_PREFIX
 from dataprof.measure.sweep.autotune import autotune_run
 from dataprof.measure.sweep.failures import died_by
 from dataprof.measure.sweep.link import Host, HostDied
@@ -34,10 +34,10 @@ from dataprof.measure.sweep.outcome import broken, outcome_of, trial_result
 from dataprof.measure.sweep.sharing import DatasetSharing, RunnerFacts
 from dataprof.measure.sweep.thread_check import checked
 from dataprof.measure.timing import Rival
+from dataprof.results.cache import Eviction
 from dataprof.results.environment import DatasetInfo
 from dataprof.results.knobs import LoaderConfig
 from dataprof.results.settings import SweepSettings
-from dataprof.results.storage import Eviction
 from dataprof.results.sweep import AutotuneRun
 from dataprof.results.threads import ThreadCheck
 from dataprof.results.trial import TrialResult

@@ -25,8 +25,8 @@ from dataprof.backends import Backend
 from dataprof.backends.common import batch_size_of
 from dataprof.backends.loaders import LoaderTemplate
 from dataprof.backends.target import describe_exception
+from dataprof.measure.cache.open_log import log_workers
 from dataprof.measure.consumer import SimulatedDevice, make_cuda_consumer
-from dataprof.measure.open_log import log_workers
 from dataprof.measure.protocol import TrialFigures, TrialSettings, error_event
 from dataprof.measure.sweep.failures import (
     DeadWorkerWatch,

@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from dataprof.errors import TargetError
+from dataprof.measure.cache.footprint import DataFiles
+from dataprof.measure.cache.page_cache import residency
 from dataprof.measure.environment import probe_environment
-from dataprof.measure.footprint import DataFiles
 from dataprof.measure.gpu import GpuSample, NullGpuProbe, NvmlProbe
-from dataprof.measure.page_cache import residency
 from dataprof.measure.probes import ProcessTreeProbe, SystemProbe
 from dataprof.measure.protocol import LineReader, Message, child_env
 from dataprof.measure.sampler import Sampler, summarize

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import dataprof
-from dataprof.measure.storage import NO_EVICTION, filesystem_of
+from dataprof.measure.cache.files import NO_EVICTION, filesystem_of
 from tests.conftest import ROOT, Invoke
 
 FILES = f"{ROOT}/examples/files.py:NpyFiles"
@@ -82,7 +82,7 @@ def test_cold_trials_evict_what_workers_read_under_every_start_method(tmp_path: 
 
 @pytest.mark.slow
 def test_a_sweep_started_on_uncached_data_measures_warm_trials_warm(tmp_path: Path) -> None:
-    from dataprof.measure.page_cache import evict, resident_bytes
+    from dataprof.measure.cache.page_cache import evict, resident_bytes
 
     _evictable_or_skip(tmp_path)
     from examples.files import generate
@@ -103,7 +103,7 @@ def test_a_sweep_started_on_uncached_data_measures_warm_trials_warm(tmp_path: Pa
 
 @pytest.mark.slow
 def test_the_files_cached_before_the_cold_trials_are_cached_after(tmp_path: Path) -> None:
-    from dataprof.measure.page_cache import residency
+    from dataprof.measure.cache.page_cache import residency
 
     _evictable_or_skip(tmp_path)
     report = dataprof.sweep(FILES, args={"root": str(tmp_path), "count": 512, "kib": KIB}, batch_size=16,

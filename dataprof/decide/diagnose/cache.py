@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataprof.decide.diagnose.facts import cold_twin, ok_trials, pct, rate_text, slower_cold, wait_share
 from dataprof.decide.thresholds import Thresholds
+from dataprof.results.cache import FITS_SHARE
 from dataprof.results.findings import Finding
 from dataprof.results.stats import rate
-from dataprof.results.storage import FITS_SHARE
 from dataprof.results.sweep import Report
 from dataprof.results.trial import TrialResult
 from dataprof.results.units import fmt_bytes

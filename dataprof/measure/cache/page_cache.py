@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from dataprof.results.storage import Eviction, ReadBack
+from dataprof.results.cache import Eviction, ReadBack
 
 _libc: Any = None
 

@@ -7,8 +7,7 @@ import dataclasses
 import json
 from pathlib import Path
 
-from dataprof.decide.diagnose import diagnose
-from dataprof.decide.storage import (
+from dataprof.decide.cache import (
     next_cold,
     read_from_storage,
     steady_case,
@@ -16,8 +15,9 @@ from dataprof.decide.storage import (
     warm_misses,
     why_no_cold,
 )
+from dataprof.decide.diagnose import diagnose
 from dataprof.decide.sweep import decide
-from dataprof.results.storage import DataFootprint
+from dataprof.results.cache import DataFootprint
 from dataprof.results.sweep import Report
 from dataprof.results.vocabulary import FindingId
 

@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dataprof.measure.page_cache import residency
-from dataprof.measure.storage import NO_EVICTION, data_file_size, excluded_roots, filesystem_of
-from dataprof.results.storage import DataFootprint
+from dataprof.measure.cache.files import NO_EVICTION, data_file_size, excluded_roots, filesystem_of
+from dataprof.measure.cache.page_cache import residency
+from dataprof.results.cache import DataFootprint
 
 
 @dataclass

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from dataprof.measure import open_log
-from dataprof.measure.footprint import DataFiles, dataset_directories, footprint, walk_size
-from dataprof.measure.open_log import LoggingWorkerInit, OpenLog
-from dataprof.measure.page_cache import can_evict, evict, read_back, residency, resident_bytes
-from dataprof.measure.storage import excluded_roots, filesystem_of, held_paths, is_data_file
+from dataprof.measure.cache import open_log
+from dataprof.measure.cache.files import excluded_roots, filesystem_of, held_paths, is_data_file
+from dataprof.measure.cache.footprint import DataFiles, dataset_directories, footprint, walk_size
+from dataprof.measure.cache.open_log import LoggingWorkerInit, OpenLog
+from dataprof.measure.cache.page_cache import can_evict, evict, read_back, residency, resident_bytes
 
 MOUNTS = """/dev/vda / ext4 rw,relatime 0 0
 tmpfs /dev/shm tmpfs rw 0 0

@@ -11,8 +11,8 @@ import dataclasses
 from collections.abc import Sequence
 
 from dataprof.decide.recommend import recommend
+from dataprof.results.cache import FITS_SHARE, Eviction, ReadBack, StorageOutlook
 from dataprof.results.knobs import LoaderConfig
-from dataprof.results.storage import FITS_SHARE, Eviction, ReadBack, StorageOutlook
 from dataprof.results.sweep import Report
 from dataprof.results.trial import TrialResult
 from dataprof.results.units import fmt_bytes

@@ -1,0 +1,1 @@
+"""Cold data (``--cache``): which files a trial reads, the page cache, eviction, the dataset on storage."""
