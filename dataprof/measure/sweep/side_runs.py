@@ -1,0 +1,115 @@
+"""Runs a host forks like a trial but that measure nothing: Paddle's own autotune, the epoch check of persistent
+workers on a stream, and the thread check. Each is killed on its timeout or stall, and says how it ended."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+from dataprof.measure.protocol import AutotuneRequest, Message, ProtocolError, TrialError
+from dataprof.measure.sweep.autotune import autotune_run
+from dataprof.measure.sweep.failures import died_by
+from dataprof.measure.sweep.link import Host, HostDied
+from dataprof.measure.sweep.outcome import broken
+from dataprof.measure.sweep.thread_check import checked
+from dataprof.results.knobs import LoaderConfig
+from dataprof.results.settings import SweepSettings
+from dataprof.results.sweep import AutotuneRun
+from dataprof.results.threads import ThreadCheck
+from dataprof.results.vocabulary import TrialStatus
+
+
+class Running(Protocol):
+    """What the side runs use of the runner: its settings and clock, its live host, the run in flight."""
+
+    settings: SweepSettings
+    clock: Callable[[], float]
+    _current_pid: int | None
+
+    def _live_host(self) -> Host:
+        """The host, started again if it died."""
+
+    def kill_current(self) -> None:
+        """Kill the run in flight with its process group."""
+
+    def _side_run(self, request: Message, timeout_s: float,
+                  stall_s: float | None = None) -> tuple[TrialStatus, Message]:
+        """See :meth:`SideRuns._side_run`."""
+
+
+class SideRuns:
+    """The side runs of :class:`~dataprof.measure.sweep.runner.TrialRunner`."""
+
+    def _side_run(self: Running, request: Message, timeout_s: float,
+                  stall_s: float | None = None) -> tuple[TrialStatus, Message]:
+        """Run a request the host forks like a trial but that measures nothing: its status and last word.
+
+        The status is ``ok`` (the word is its result), ``timeout``, ``crashed`` or ``failed``. It is
+        killed after ``timeout_s``, or ``stall_s`` after a ``progress`` event with none since.
+        """
+        host = self._live_host()
+        host.send(request)
+        overall = deadline = self.clock() + timeout_s
+        result: Message = {}
+        timed_out = False
+        exit_event: Message = {}
+        try:
+            while True:
+                event = host.next_event(0.25)
+                if event is None:
+                    if self.clock() > deadline and not timed_out:
+                        timed_out = True
+                        self.kill_current()
+                    continue
+                if event["ev"] == "progress" and stall_s is not None:
+                    deadline = min(overall, self.clock() + stall_s)
+                elif event["ev"] == "trial_started":
+                    self._current_pid = event["pid"]
+                elif event["ev"] in ("result", "error") and not result:
+                    result = event
+                elif event["ev"] == "trial_exit":
+                    exit_event = event
+                    break
+        except HostDied as exc:
+            return TrialStatus.CRASHED, {"message": f"the host process died: {exc}".strip()}
+        finally:
+            self._current_pid = None
+        if timed_out:
+            return TrialStatus.TIMEOUT, {"stalled": deadline < overall}
+        if result.get("ev") == "result":
+            return TrialStatus.OK, result
+        if result:
+            try:
+                word = TrialError.from_dict(result)
+            except ProtocolError as exc:
+                return TrialStatus.FAILED, {"message": broken(exc)}
+            return word.status, {"message": word.message}
+        if exit_event.get("signal"):
+            return TrialStatus.CRASHED, {"message": died_by("it", exit_event["signal"])}
+        return TrialStatus.FAILED, {"message": "it exited without a result"}
+
+    def autotune(self: Running, steps: int, timeout_s: float) -> AutotuneRun:
+        """Run Paddle's own dataloader autotune in a process forked by the host; what it picked."""
+        s = self.settings
+        request = AutotuneRequest(steps=steps, batch_size=s.batch_size, drop_last=s.drop_last)
+        return autotune_run(steps, timeout_s, *self._side_run({"cmd": "autotune", **request.to_dict()}, timeout_s))
+
+    def epoch_check(self: Running, config: LoaderConfig, timeout_s: float, stall_s: float) -> str | None:
+        """Why ``config``'s DataLoader fails across an IterableDataset's epoch end, or None when it does not.
+
+        ``timeout_s`` bounds the whole check; ``stall_s``, the wait for a batch once batches flow.
+        """
+        status, word = self._side_run({"cmd": "epoch_check", "config": config.to_dict()}, timeout_s, stall_s)
+        if status == TrialStatus.TIMEOUT:
+            return f"it hung: no batch for {stall_s:g} s" if word["stalled"] else f"no end in {timeout_s:g} s"
+        if status != TrialStatus.OK:
+            return str(word.get("message"))
+        if word["batches"] != [word["expected"]] * len(word["batches"]):
+            return (f"its epochs gave {' and '.join(map(str, word['batches']))} batches where the stream "
+                    f"holds {word['expected']}")
+        return None
+
+    def thread_check(self: Running, config: LoaderConfig, timeout_s: float) -> ThreadCheck:
+        """Whether ``config``'s threads return the samples a worker process would (:mod:`.thread_check`)."""
+        request = {"cmd": "thread_check", "config": config.to_dict(), "batch_size": self.settings.batch_size}
+        return checked(config, *self._side_run(request, timeout_s))
