@@ -174,14 +174,27 @@ def inspect(dataset_or_target: Any, *, samples: int = 200, seed: int = 0, batch_
 
 
 def run(script: str, args: Iterable[str] = (), *, module: bool = False, max_steps: int | None = None,
-        seconds: float | None = None) -> RunReport:
+        seconds: float | None = None, override: str | Mapping[str, Any] | None = None, replay: int | None = None,
+        loader: str | None = None) -> RunReport:
     """Run a training script (or ``module`` with ``module=True``) watched, as ``dataprof run`` does; its
-    RunReport with the verdict. The script runs in its own process, with its own output."""
+    RunReport with the verdict. The script runs in its own process, with its own output. ``override``: loader
+    knobs to set where the loaders are built (``{"num_workers": 8}`` or ``"num_workers=8"``); ``replay``: replay
+    each loader's first N batches in its place (data for free); ``loader``: change only the loader built at
+    ``file:line``."""
+    from dataprof.cli.params import parse_knobs
     from dataprof.decide.run import judge
+    from dataprof.errors import UsageError
     from dataprof.measure.watch.watcher import WatchSettings, watch
+    from dataprof.results.run import RunChanges
 
+    knobs = parse_knobs(override, "--override") if isinstance(override, str) else dict(override or {})
+    if override is not None and not knobs:
+        raise UsageError("--override: give KNOB=VALUE pairs (e.g. num_workers=8,prefetch_factor=4)")
+    if replay is not None and replay < 1:
+        raise UsageError(f"--replay {replay}: replay at least one batch")
+    changes = RunChanges(knobs, replay, loader) if knobs or replay or loader else None
     return judge(watch(WatchSettings(target=script, args=tuple(args), module=module, max_steps=max_steps,
-                                     seconds=seconds)))
+                                     seconds=seconds, changes=changes)))
 
 
 def plan(report_or_path: Report | str | os.PathLike[str], *, cpus: float | None = None, ranks_per_node: int = 1,

@@ -92,19 +92,28 @@ def parse_bytes(text: str, name: str) -> int:
     return limit.bytes
 
 
-def parse_current(text: str) -> LoaderConfig:
-    """``--current "num_workers=8,prefetch_factor=2,persistent_workers=true"``: the user's settings, as the
-    DataLoader takes them (a knob left out at the DataLoader's default)."""
+def parse_knobs(text: str, flag: str = "--current") -> dict[str, Any]:
+    """``num_workers=8,prefetch_factor=2,persistent_workers=true``: loader knobs by their DataLoader names, each
+    with one value."""
     values: dict[str, Any] = {}
     known = sorted({k for knobs in KNOBS.values() for k in knobs})
     for item in (part.strip() for part in text.split(",") if part.strip()):
         key, _, raw = item.partition("=")
         key = key.strip()
         if key not in known or not raw.strip():
-            raise UsageError(f"--current {text!r}: expected KNOB=VALUE pairs, KNOB one of {', '.join(known)}")
+            raise UsageError(f"{flag} {text!r}: expected KNOB=VALUE pairs, KNOB one of {', '.join(known)}")
+        if key == "multiprocessing_context":
+            values[key] = parse_words(raw)[0]
+            continue
         numeric = key in ("num_workers", "prefetch_factor")
-        values[key] = (parse_int_list if numeric else parse_onoff_list)(raw, f"--current {key}")[0]
-    return current_config(values)
+        values[key] = (parse_int_list if numeric else parse_onoff_list)(raw, f"{flag} {key}")[0]
+    return values
+
+
+def parse_current(text: str) -> LoaderConfig:
+    """``--current "num_workers=8,prefetch_factor=2,persistent_workers=true"``: the user's settings, as the
+    DataLoader takes them (a knob left out at the DataLoader's default)."""
+    return current_config(parse_knobs(text))
 
 
 class TextValue(click.ParamType):
@@ -143,6 +152,7 @@ WORKERS = TextValue(workers)
 SIZE = TextValue(parse_size)
 BYTES = {flag: TextValue(parse_bytes, flag) for flag in ("--ram", "--shm")}
 CURRENT = TextValue(parse_current)
+KNOB_VALUES_TEXT = TextValue(parse_knobs, "--override")
 KEY_VALUE = TextValue(parse_kwarg)
 """The ParamTypes of the options; each turns its text into the typed value the request holds."""
 

@@ -18,6 +18,14 @@ from dataprof.errors import ExitCode, UsageError
                    "(exit 0 with the report: a CI smoke test).")
 @click.option("--seconds", type=click.FloatRange(min=0.1), default=None, metavar="S",
               help="End the watch, and stop the script, at the first batch after S seconds.")
+@click.option("--override", default=None, metavar="KNOBS",
+              help="Set these loader knobs where the script builds its DataLoaders, the rest as it has them "
+                   "(num_workers=8,prefetch_factor=4): try a config in your own training without editing it.")
+@click.option("--replay", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Replay each loader's first N batches in its place (the same objects, again and again for "
+                   "the rest of each epoch): the training's speed with data for free, its ceiling.")
+@click.option("--loader", "loader_site", default=None, metavar="FILE:LINE",
+              help="Change only the loader built at FILE:LINE (as the report names it) [default: every loader].")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help='Write the run document ("kind": "run") here.')
 @click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -36,7 +44,8 @@ from dataprof.errors import ExitCode, UsageError
 @click.argument("script")
 @click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
 @guarded
-def run(module: bool, max_steps: int | None, seconds: float | None, json_path: Path | None, html_path: Path | None,
+def run(module: bool, max_steps: int | None, seconds: float | None, override: str | None, replay: int | None,
+        loader_site: str | None, json_path: Path | None, html_path: Path | None,
         max_data_wait: str | None, min_gpu_util: float | None, min_throughput: float | None,
         baseline_path: Path | None, max_regression: str | None, debug: bool, script: str,
         script_args: tuple[str, ...]) -> None:
@@ -62,7 +71,8 @@ def run(module: bool, max_steps: int | None, seconds: float | None, json_path: P
                      min_gpu_util=min_gpu_util, min_throughput=min_throughput,
                      max_regression=None if baseline is None else parse_percent(max_regression or "10%",
                                                                                 "--max-regression"))
-    report = run_watched(script, script_args, module=module, max_steps=max_steps, seconds=seconds)
+    report = run_watched(script, script_args, module=module, max_steps=max_steps, seconds=seconds,
+                         override=override, replay=replay, loader=loader_site)
     rank = rank_from_env()
     if rank is not None:  # under torchrun: rank 0 reports for every rank
         gathered = gather_runs(report, rank, run_exchange_dir())

@@ -25,6 +25,23 @@ def header(report: RunReport) -> Text:
                 f"{env.framework} {env.framework_version or '?'} · {env.cpu_reason}")
 
 
+def changes_line(report: RunReport) -> Text | None:
+    """What the watch changed in the loaders (``--override``, ``--replay``), or None when nothing."""
+    changes = report.changes
+    if changes is None:
+        return None
+    where = f"the loader at {changes.loader}" if changes.loader else "every loader"
+    parts = []
+    if changes.knobs:
+        knobs = ", ".join(f"{name}={value!r}" for name, value in changes.knobs.items())
+        parts.append(f"changed: {knobs} where {where} is built ({changes.overridden} built so)" if changes.overridden
+                     else f"changed: nothing: no loader was built at {changes.loader or 'all'} ({knobs} not set)")
+    if changes.replay:
+        parts.append(f"replayed: {where}'s first {changes.replay} batch(es) again and again for the rest of each "
+                     "epoch: the training with data for free (its ceiling)")
+    return Text("\n".join(parts), style="yellow")
+
+
 def loader_lines(report: RunReport) -> list[Text]:
     """Each DataLoader the script iterated, busiest first, in its steady state: two lines each."""
     lines = [Text("DataLoaders (steady state: each epoch's first batches, the workers' start and prefetch, "
@@ -103,6 +120,8 @@ def rank_lines(report: RunReport) -> list[Text]:
 def print_run(console: Console, report: RunReport) -> None:
     """Print the whole run report on ``console``."""
     console.print(header(report))
+    if (changed := changes_line(report)) is not None:
+        console.print(changed)
     if report.verdict is not None:
         verdict = report.verdict
         console.print(Rule(Text(f"Verdict: {TITLES[verdict.id]} ({verdict.severity})",

@@ -117,6 +117,21 @@ class RankRun:
 
 
 @dataclass(frozen=True)
+class RunChanges:
+    """What the watch changed in the script's loaders (``--override``, ``--replay``), for every loader or the one
+    built at ``loader``."""
+
+    knobs: dict[str, Any] = field(default_factory=dict)
+    """The knobs set where the loader is built, by their DataLoader names."""
+    replay: int | None = None
+    """Its first this many batches replayed in place of the loader: data for free (the training's ceiling)."""
+    loader: str | None = None
+    """``file:line`` of the loader changed; None: every loader."""
+    overridden: int = 0
+    """Loaders built with ``knobs`` (0 when none matched)."""
+
+
+@dataclass(frozen=True)
 class RunReport:
     """A watched training run: its loaders, its resources, and the verdict decided from them."""
 
@@ -142,6 +157,8 @@ class RunReport:
     """The CI gates given (``--max-data-wait``, …), passed or failed."""
     ranks: tuple[RankRun, ...] = ()
     """Under torchrun, on rank 0: every rank's figures (this report's loaders are rank 0's)."""
+    changes: RunChanges | None = None
+    """What the watch changed in the loaders; None: the script ran as it is."""
 
     def slowest_rank(self) -> RankRun | None:
         """The rank that waited for data the most: in synchronous training it sets everyone's pace."""
@@ -168,6 +185,7 @@ class RunReport:
             "notes": list(self.notes),
             "gates": [dataclasses.asdict(g) for g in self.gates],
             "ranks": [dataclasses.asdict(r) for r in self.ranks],
+            "changes": None if self.changes is None else dataclasses.asdict(self.changes),
         }
 
     def to_json(self) -> str:
@@ -201,4 +219,5 @@ class RunReport:
             notes=tuple(data.get("notes", ())),
             gates=tuple(GateResult(**g) for g in data.get("gates", ())),
             ranks=tuple(RankRun(**r) for r in data.get("ranks", ())),
+            changes=None if data.get("changes") is None else RunChanges(**data["changes"]),
         )

@@ -188,3 +188,32 @@ def test_run_suggests_the_factory_only_when_it_returned_the_loader(tmp_path: Pat
     else:
         assert command.startswith("dataprof sweep tests/fixtures/factory_script.py:make_loader --arg length=300 "
                                   "--step-ms ")
+
+
+@pytest.mark.slow
+def test_override_sets_the_knobs_where_the_script_builds_its_loader(tmp_path: Path) -> None:
+    common = ["--epochs", "1", "--workers", "2", "--length", "64", "--sleep-ms", "0"]
+    done = dataprof_run("--override", "num_workers=0", "--json", str(tmp_path / "run.json"), SCRIPT, *common)
+    assert done.returncode == 0, done.stderr  # persistent_workers=True needs workers: left at its default
+    doc = json.loads((tmp_path / "run.json").read_text())
+    assert doc["loaders"][0]["num_workers"] == 0 and doc["loaders"][0]["persistent_workers"] is False
+    assert doc["changes"] == {"knobs": {"num_workers": 0}, "replay": None, "loader": None, "overridden": 1}
+    assert "changed: num_workers=0 where every loader is built (1 built so)" in done.stdout
+    elsewhere = dataprof_run("--override", "num_workers=1", "--loader", "other.py:3", "--json",
+                             str(tmp_path / "none.json"), SCRIPT, *common)
+    assert json.loads((tmp_path / "none.json").read_text())["loaders"][0]["num_workers"] == 2
+    assert "changed: nothing: no loader was built at other.py:3" in elsewhere.stdout
+
+
+@pytest.mark.slow
+def test_replay_gives_the_training_its_first_batches_again_for_free(tmp_path: Path) -> None:
+    record = tmp_path / "seen.json"
+    common = ["--epochs", "2", "--length", "64", "--sleep-ms", "20", "--step-ms", "1", "--record", str(record)]
+    done = dataprof_run("--replay", "2", "--json", str(tmp_path / "run.json"), SCRIPT, *common)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(record.read_text())["batches"]
+    assert len(seen) == 16 and seen[:2] == [list(map(float, range(8))), list(map(float, range(8, 16)))]
+    assert seen[2:8] == seen[:2] * 3 and seen[8:] == seen[:2] * 4  # every epoch as long as the loader's
+    loader = json.loads((tmp_path / "run.json").read_text())["loaders"][0]
+    assert loader["batches"] == 16
+    assert (loader["data_wait_fraction"] or 0.0) < 0.2  # 8 × 20 ms a batch, loaded: replayed, next to nothing

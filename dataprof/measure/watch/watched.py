@@ -12,13 +12,14 @@ here samples resources: the parent does, from outside.
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import runpy
 import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import FrameType, ModuleType
 from typing import Any
 
@@ -27,6 +28,7 @@ from dataprof.backends.construction import loader_class, patch_loader_modules
 from dataprof.backends.frameworks import in_package
 from dataprof.measure.protocol import Channel
 from dataprof.measure.watch.factory import loader_factory, still_running
+from dataprof.results.knobs import REGISTRY
 from dataprof.results.vocabulary import WorkerKind
 
 FLUSH_S = 0.5
@@ -53,6 +55,8 @@ class Recorder:
         self.last_flush = clock()
         self.ended: str | None = None
         self.device_sent = False
+        self.overridden = 0
+        """Loaders built with the watch's knobs (``--override``)."""
 
     def register(self, loader: Any, site: str, factory: dict[str, Any]) -> int:
         """A new DataLoader: its identity, settings and the function that built it (:func:`loader_factory`),
@@ -146,6 +150,71 @@ def nodes_settings(loader: Any) -> dict[str, Any]:
     return found
 
 
+class Changes:
+    """What the watch changes in the script's loaders (``dataprof run --override``, ``--replay``): the knobs set
+    where a loader is built, and its first batches replayed in place of the loader; for every loader, or for
+    the one built at ``site`` (``file:line``, as the report names it)."""
+
+    def __init__(self, knobs: dict[str, Any] | None = None, replay: int | None = None,
+                 site: str | None = None) -> None:
+        self.knobs = knobs or {}
+        self.replay = replay
+        self.site = site
+
+    def applies(self, site: str) -> bool:
+        """Whether the loader built at ``site`` is the one changed."""
+        return self.site is None or site == self.site or site.endswith("/" + self.site)
+
+
+def overridden(init: Callable[..., None], loader: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
+               knobs: dict[str, Any]) -> dict[str, Any]:
+    """The loader's constructor arguments as keywords, with ``knobs`` set: the rest as the script passed them;
+    the knobs that need workers left at the loader's defaults when it is left none."""
+    bound = inspect.signature(init).bind(loader, *args, **kwargs)
+    values: dict[str, Any] = {}
+    for name, value in list(bound.arguments.items())[1:]:
+        kind = bound.signature.parameters[name].kind
+        if kind == inspect.Parameter.VAR_POSITIONAL:
+            raise TypeError("its constructor takes *args: its knobs cannot be set by name")
+        values.update(value if kind == inspect.Parameter.VAR_KEYWORD else {name: value})
+    values.update(knobs)
+    if not values.get("num_workers"):
+        for knob in REGISTRY:
+            if knob.needs_workers:
+                values.pop(knob.name, None)
+    return values
+
+
+class Replay:
+    """A loader's first ``count`` batches, delivered by it, then delivered again in turn for the rest of each
+    epoch (as many batches as the loader has, or without end): the training runs as if data came for free.
+    The loader's workers are stopped once the batches are kept."""
+
+    def __init__(self, count: int, length: int | None) -> None:
+        self.count = count
+        self.length = length
+        self.kept: list[Any] = []
+
+    def epoch(self, inner: Any | None) -> Iterator[Any]:
+        """One epoch: from ``inner`` while batches are still to keep (None once they are), then the kept ones."""
+        index = 0
+        while inner is not None and len(self.kept) < self.count:
+            try:
+                batch = next(inner)
+            except StopIteration:
+                return
+            self.kept.append(batch)
+            index += 1
+            yield batch
+        if inner is not None:
+            stop = getattr(inner, "_shutdown_workers", None)
+            if stop is not None:
+                stop()
+        while self.kept and (self.length is None or index < self.length):
+            yield self.kept[index % len(self.kept)]
+            index += 1
+
+
 class WatchedIterator:
     """A DataLoader iterator that yields the same batches and times each ``next()``."""
 
@@ -218,13 +287,20 @@ def _site(frame: FrameType | None) -> str:
     return f"{os.path.relpath(path) if not path.startswith('<') else path}:{frame.f_lineno}"
 
 
-def patch_dataloader(module: ModuleType, recorder: Recorder) -> Callable[[], None]:
+def patch_dataloader(module: ModuleType, recorder: Recorder, changes: Changes | None = None) -> Callable[[], None]:
     """Make ``module.DataLoader`` (and so its subclasses; torchdata's ``Loader`` in ``torchdata.nodes.loader``)
-    record its site and wrap every iterator it returns; the function that puts the class back as it was."""
+    record its site and wrap every iterator it returns, with ``changes`` made; the function that puts the class
+    back as it was."""
     cls = loader_class(module)
     original_init, original_iter = cls.__init__, cls.__iter__
+    changes = changes or Changes()
+    settable = "num_workers" in inspect.signature(original_init).parameters  # not torchdata.nodes' Loader
 
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        if changes.knobs and settable and "_dataprof_site" not in self.__dict__ \
+                and changes.applies(_site(_user_frame(self))):
+            kwargs, args = overridden(original_init, self, args, kwargs, changes.knobs), ()
+            recorder.overridden += 1
         original_init(self, *args, **kwargs)
         if "_dataprof_site" not in self.__dict__:  # a subclass's __init__ calls this once
             frame = _user_frame(self)
@@ -245,6 +321,9 @@ def patch_dataloader(module: ModuleType, recorder: Recorder) -> Callable[[], Non
                                                                   factory)
             self.__dict__["_dataprof_epochs"] = 0
         self.__dict__["_dataprof_epochs"] += 1
+        if changes.replay and changes.applies(self.__dict__.get("_dataprof_site", "?")):
+            replay = self.__dict__.setdefault("_dataprof_replay", Replay(changes.replay, _length(self)))
+            inner = replay.epoch(None if len(replay.kept) >= replay.count else inner)
         return WatchedIterator(inner, recorder, self.__dict__["_dataprof_loader"], self.__dict__["_dataprof_epochs"],
                                created)
 
@@ -254,6 +333,14 @@ def patch_dataloader(module: ModuleType, recorder: Recorder) -> Callable[[], Non
         cls.__init__, cls.__iter__ = original_init, original_iter
 
     return restore
+
+
+def _length(loader: Any) -> int | None:
+    """Batches in one of ``loader``'s epochs; None when it cannot tell (a stream)."""
+    try:
+        return len(loader)
+    except TypeError:
+        return None
 
 
 def run(mode: str, target: str, args: list[str]) -> None:
@@ -280,7 +367,8 @@ def main(argv: list[str]) -> int:
     """Watch the script; its exit code (0 when the watch ended it)."""
     fd, limits, mode, target, args = int(argv[0]), json.loads(argv[1]), argv[2], argv[3], argv[4:]
     recorder = Recorder(Channel(fd), limits.get("max_steps"), limits.get("seconds"))
-    patch_loader_modules(lambda module: patch_dataloader(module, recorder))
+    changes = Changes(limits.get("override"), limits.get("replay"), limits.get("loader"))
+    patch_loader_modules(lambda module: patch_dataloader(module, recorder, changes))
     code = 0
     try:
         run(mode, target, args)
@@ -295,6 +383,8 @@ def main(argv: list[str]) -> int:
         code = 130 if isinstance(exc, KeyboardInterrupt) else 1
     finally:
         recorder.flush()
+        if changes.knobs:
+            recorder.channel.send({"ev": "overridden", "loaders": recorder.overridden})
         recorder.channel.send({"ev": "exit", "code": code})
     return code
 

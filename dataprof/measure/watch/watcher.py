@@ -7,6 +7,7 @@ arrive on a pipe of their own (``measure.watch.watched``).
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import os
@@ -29,7 +30,7 @@ from dataprof.measure.protocol import LineReader, Message, child_env
 from dataprof.measure.sampler import Sampler, summarize
 from dataprof.measure.sweep.host import PR_SET_CHILD_SUBREAPER, prctl
 from dataprof.measure.timing import warmup_batches
-from dataprof.results.run import LoaderRun, RunReport, RunResources
+from dataprof.results.run import LoaderRun, RunChanges, RunReport, RunResources
 from dataprof.results.stats import percentile
 from dataprof.version import __version__
 
@@ -52,6 +53,8 @@ class WatchSettings:
     seconds: float | None = None
     """End the watch (and the script) at the first batch after this long."""
     cwd: str = field(default_factory=os.getcwd)
+    changes: RunChanges | None = None
+    """What to change in the script's loaders (``--override``, ``--replay``); None: nothing."""
 
 
 @dataclass
@@ -136,6 +139,8 @@ class Collector:
             self.outcome["gpu_reason"] = self.marks.use_gpu(event.get("uuid"), event.get("pci_bus_id"))
         elif kind == "ended":
             self.outcome["ended"] = event["why"]
+        elif kind == "overridden":
+            self.outcome["overridden"] = event["loaders"]
         elif kind == "exit":
             self.outcome["code"] = event["code"]
             self.marks.mark_window_end()
@@ -165,7 +170,9 @@ def watch(settings: WatchSettings, clock: Callable[[], float] = time.monotonic) 
     prctl(PR_SET_CHILD_SUBREAPER, 1)  # workers the script leaves behind become ours, to end
     before = _children()
     read_fd, write_fd = os.pipe()
-    limits = json.dumps({"max_steps": settings.max_steps, "seconds": settings.seconds})
+    changes = settings.changes or RunChanges()
+    limits = json.dumps({"max_steps": settings.max_steps, "seconds": settings.seconds, "override": changes.knobs,
+                         "replay": changes.replay, "loader": changes.loader})
     started = clock()
     proc = subprocess.Popen([sys.executable, "-m", "dataprof.measure.watch.watched", str(write_fd), limits,
                              "module" if settings.module else "script", settings.target, *settings.args],
@@ -189,11 +196,15 @@ def watch(settings: WatchSettings, clock: Callable[[], float] = time.monotonic) 
     prctl(PR_SET_CHILD_SUBREAPER, 0)
     sampler.stop()
     sampler.gpu_probe.close()
-    return collector.report((("-m",) if settings.module else ()) + (settings.target, *settings.args),
-                            resources_of({**summarize(sampler.samples), **storage_of(sampler),
-                                          "gpu_timeline": gpu_timeline(sampler.samples.gpu)}),
-                            clock() - started,
-                            code if code >= 0 else 128 - code, interrupted)  # killed by signal N: 128 + N
+    report = collector.report((("-m",) if settings.module else ()) + (settings.target, *settings.args),
+                              resources_of({**summarize(sampler.samples), **storage_of(sampler),
+                                            "gpu_timeline": gpu_timeline(sampler.samples.gpu)}),
+                              clock() - started,
+                              code if code >= 0 else 128 - code, interrupted)  # killed by signal N: 128 + N
+    if settings.changes is None:
+        return report
+    return dataclasses.replace(report, changes=dataclasses.replace(
+        settings.changes, overridden=int(collector.outcome.get("overridden") or 0)))
 
 
 def _gpu_note(outcome: dict[str, Any]) -> tuple[str, ...]:

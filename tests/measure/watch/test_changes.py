@@ -1,0 +1,44 @@
+"""What ``dataprof run --override`` and ``--replay`` do to a loader, without running a script."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from dataprof.measure.watch.watched import Changes, Replay, overridden
+
+
+class Loader:
+    def __init__(self, dataset: Any, batch_size: int = 1, num_workers: int = 0, prefetch_factor: int | None = None,
+                 persistent_workers: bool = False, **rest: Any) -> None:
+        self.args = dict(dataset=dataset, batch_size=batch_size, num_workers=num_workers,
+                         prefetch_factor=prefetch_factor, persistent_workers=persistent_workers, **rest)
+
+
+def test_the_knobs_given_are_set_and_the_rest_kept_as_the_script_passed_them() -> None:
+    loader = Loader.__new__(Loader)
+    values = overridden(Loader.__init__, loader, ("data", 32, 4), {"persistent_workers": True, "tag": "x"},
+                        {"prefetch_factor": 4})
+    assert values == {"dataset": "data", "batch_size": 32, "num_workers": 4, "persistent_workers": True,
+                      "tag": "x", "prefetch_factor": 4}
+    none = overridden(Loader.__init__, loader, ("data",), {"num_workers": 4, "prefetch_factor": 2,
+                                                           "persistent_workers": True}, {"num_workers": 0})
+    assert none == {"dataset": "data", "num_workers": 0}  # knobs that need workers: back to the defaults
+
+
+def test_a_loader_is_changed_where_it_was_built_or_everywhere() -> None:
+    assert Changes({"num_workers": 2}).applies("train.py:12")
+    only = Changes({"num_workers": 2}, site="train.py:12")
+    assert only.applies("train.py:12") and only.applies("src/train.py:12")
+    assert not only.applies("val.py:12") and not only.applies("src/mytrain.py:12")
+
+
+def test_replay_keeps_the_first_batches_and_gives_them_again_to_the_epoch_s_length() -> None:
+    replay = Replay(2, length=5)
+    assert list(replay.epoch(iter(["a", "b", "c", "d", "e"]))) == ["a", "b", "a", "b", "a"]
+    assert list(replay.epoch(None)) == ["a", "b", "a", "b", "a"]  # later epochs: the loader is not iterated
+    endless = Replay(1, length=None).epoch(iter(["x"]))
+    assert [next(endless) for _ in range(4)] == ["x"] * 4
+    with pytest.raises(StopIteration):
+        next(Replay(3, length=None).epoch(iter([])))  # an empty loader: nothing to replay
