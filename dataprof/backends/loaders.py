@@ -23,7 +23,7 @@ from dataprof.results.knobs import KNOBS, LoaderConfig, baseline
 KEPT_ATTRIBUTES = {
     "torch": ("dataset", "collate_fn", "worker_init_fn", "generator", "timeout", "multiprocessing_context",
               "pin_memory_device", "in_order"),
-    "paddle": ("dataset", "collate_fn", "worker_init_fn", "timeout", "return_list", "reader_buffer_size"),
+    "paddle": ("dataset", "collate_fn", "worker_init_fn", "timeout", "return_list"),
 }
 """What a loader built before the recording is rebuilt from, besides its batching (read off the instance)."""
 

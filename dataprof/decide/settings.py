@@ -15,12 +15,13 @@ from dataprof.errors import UsageError
 from dataprof.results.environment import CpuBudget, RankInfo
 from dataprof.results.knobs import (
     DEFAULT_BATCH_SIZE,
-    DEFAULT_PREFETCH_FACTORS,
     EVIDENCE_KNOBS,
     FRAMEWORKS,
     KNOBS,
+    REGISTRY,
     START_METHODS,
     WORKER_KINDS,
+    Knob,
     LoaderConfig,
     SearchSpace,
 )
@@ -30,9 +31,8 @@ from dataprof.results.sweep import Report
 from dataprof.results.trial import TrialResult
 from dataprof.results.vocabulary import DatasetKind, WorkerKind
 
-FRAMEWORK_OPTIONS = {"pin_memory": "torch", "use_shared_memory": "paddle", "use_buffer_reader": "paddle",
-                     "in_order": "torch", "multiprocessing_context": "torch", "worker_kind": "torch"}
-"""Options that exist for one framework's DataLoader only."""
+FRAMEWORK_OPTIONS = {knob.name: knob.frameworks[0] for knob in REGISTRY if len(knob.frameworks) == 1}
+"""Options that exist for one framework's DataLoader only (from the knobs' records)."""
 
 
 def wrong_framework(option: str, framework: str) -> str:
@@ -57,10 +57,10 @@ def settings_for(request: SweepRequest, budget: CpuBudget, available_bytes: int,
     _check_names(load.target, load.collate_fn, load.framework, load.split)
     budget = pinned(budget, budgets.cpus)
     check_device(budgets.device)
-    given = {"pin_memory": options.pin_memory, "use_shared_memory": options.use_shared_memory,
-             "use_buffer_reader": options.use_buffer_reader, "in_order": options.in_order,
-             "multiprocessing_context": options.start_methods,
-             "worker_kind": options.worker_kinds if WorkerKind.THREAD in (options.worker_kinds or ()) else None}
+    given = {name: getattr(options, knob.space_key) for name, knob in _by_name().items()
+             if name in FRAMEWORK_OPTIONS}
+    if WorkerKind.THREAD not in (options.worker_kinds or ()):
+        given["worker_kind"] = None  # processes alone: every framework's
     for name, value in given.items():
         if value is not None and load.framework not in ("auto", FRAMEWORK_OPTIONS[name]):
             raise UsageError(wrong_framework(name, load.framework))
@@ -118,22 +118,30 @@ def _at_least(values: tuple[int, ...], flag: str, minimum: int) -> tuple[int, ..
     return values
 
 
+def _by_name() -> dict[str, Knob]:
+    return {knob.name: knob for knob in REGISTRY}
+
+
+CHECKS: dict[str, Callable[[tuple[Any, ...]], tuple[Any, ...]]] = {
+    "prefetch_factor": lambda values: _at_least(values, "--prefetch-factor", 1),
+    "multiprocessing_context": lambda values: _start_methods(values),
+    "worker_kind": lambda values: _worker_kinds(values),
+}
+"""The knobs whose values given are checked (and put in order) beyond their option's reading."""
+
+
 def _space(options: SweepOptions, budget: CpuBudget) -> SearchSpace:
-    """The search space the options ask for (a knob left out at its default values)."""
+    """The search space the options ask for: each knob's values given, else the values its record tries."""
     workers, reason = worker_space(options.workers, budget, options.strategy)
-    evidence = {"prefetch_factor": options.prefetch_factors, "in_order": options.in_order,
-                "multiprocessing_context": options.start_methods}
-    return SearchSpace(
-        workers=workers, workers_reason=reason,
-        prefetch_factors=_at_least(options.prefetch_factors or DEFAULT_PREFETCH_FACTORS,
-                                   "--prefetch-factor", 1),
-        pin_memory=options.pin_memory or (True, False), persistent_workers=options.persistent_workers,
-        use_shared_memory=options.use_shared_memory or (True, False),
-        use_buffer_reader=options.use_buffer_reader or (True, False), in_order=options.in_order or (True,),
-        start_methods=_start_methods(options.start_methods),
-        worker_kinds=_worker_kinds(options.worker_kinds),
-        forced=tuple(name for name in ("prefetch_factor", *EVIDENCE_KNOBS) if evidence[name] is not None),
-    )
+    values: dict[str, Any] = {}
+    for knob in REGISTRY:
+        given = getattr(options, knob.space_key)
+        check = CHECKS.get(knob.name)
+        values[knob.space_key] = check(given) if check is not None and given is not None else \
+            tuple(knob.tried if given is None else given)
+    forced = tuple(name for name in ("prefetch_factor", *EVIDENCE_KNOBS)
+                   if getattr(options, _by_name()[name].space_key) is not None)
+    return SearchSpace(workers=workers, workers_reason=reason, forced=forced, **values)
 
 
 def _worker_kinds(values: tuple[str, ...] | None) -> tuple[str, ...]:
@@ -207,18 +215,20 @@ def resolve_settings(settings: SweepSettings, host_info: dict[str, Any], count_d
     space = settings.space
     if framework == "paddle":
         accepted = set(host_info.get("loader_arguments") or KNOBS["paddle"])
-        skipped = tuple(k for k in KNOBS["paddle"] if k not in accepted)
-        space = dataclasses.replace(
-            space, framework="paddle", pin_memory=(False,), skipped=skipped,
-            prefetch_factors=(2,) if "prefetch_factor" in skipped else space.prefetch_factors,
-            persistent_workers=(False,) if "persistent_workers" in skipped else space.persistent_workers,
-            use_shared_memory=(True,) if "use_shared_memory" in skipped else space.use_shared_memory,
-            use_buffer_reader=(True,) if "use_buffer_reader" in skipped else space.use_buffer_reader,
-            worker_kinds=())
+        space = held_where_absent(dataclasses.replace(space, framework="paddle",
+                                                      skipped=tuple(k for k in KNOBS["paddle"] if k not in accepted)))
     else:
         # threads are not swept across ranks yet (decide.threads.thread_notes says so)
         space = _torch_space(space, host_info if rank is None else {**host_info, "thread_loader": None}, device)
     return dataclasses.replace(settings, framework=framework, device=device, space=space)
+
+
+def held_where_absent(space: SearchSpace) -> SearchSpace:
+    """``space`` with every knob its framework lacks, or its installed loader does (``skipped``), held at one
+    value: its record's (none for a knob whose values are searched on evidence alone)."""
+    held: dict[str, Any] = {knob.space_key: (() if not knob.tried else (knob.held,)) for knob in REGISTRY
+            if space.framework not in knob.frameworks or knob.name in space.skipped}
+    return dataclasses.replace(space, **held)
 
 
 def _torch_space(space: SearchSpace, host_info: dict[str, Any], device: str) -> SearchSpace:
@@ -232,11 +242,9 @@ def _torch_space(space: SearchSpace, host_info: dict[str, Any], device: str) -> 
     if missing and "multiprocessing_context" not in skipped:
         raise UsageError(f"--start-method {','.join(missing)}: not offered here (this platform has "
                          f"{', '.join(available)})")
+    space = held_where_absent(dataclasses.replace(space, framework="torch", skipped=skipped))
     return dataclasses.replace(
-        space, framework="torch", use_shared_memory=(True,), use_buffer_reader=(True,),
-        pin_memory=space.pin_memory if device != "cpu" else (False,), skipped=skipped,
-        in_order=(True,) if "in_order" in skipped else space.in_order,
-        start_methods=() if "multiprocessing_context" in skipped else space.start_methods,
+        space, pin_memory=space.pin_memory if device != "cpu" else (False,),  # pinning needs an accelerator
         forced=tuple(k for k in space.forced if k not in skipped),
         start_method=host_info.get("start_method"), available_start_methods=available,
         **thread_facts(space, host_info))

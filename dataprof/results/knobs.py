@@ -55,6 +55,8 @@ class LoaderConfig:
     multiprocessing_context: str | None = None
     """PyTorch: how workers start (``fork``, ``forkserver``, ``spawn``); None is not passed (Python's default
     start method); needs workers."""
+    reader_buffer_size: int | None = None
+    """Paddle: batches the buffer reader keeps ready; None is not passed (the loader's default, 2)."""
     worker_kind: str = "process"
     """PyTorch: ``process`` (DataLoader's worker processes) or ``thread`` (``num_workers`` threads of the one
     process, :data:`THREAD_LOADERS`); a thread config has no ``persistent_workers`` nor start method."""
@@ -70,18 +72,11 @@ class LoaderConfig:
         paddle = "use_shared_memory" in data or "use_buffer_reader" in data
         persistent = data.get("persistent_workers")
         threads = data.get("worker_kind") == WorkerKind.THREAD
-        return cls(
-            num_workers=int(data["num_workers"]),
-            pin_memory=bool(data.get("pin_memory", False)),
-            prefetch_factor=data.get("prefetch_factor"),
-            persistent_workers=persistent if paddle or threads else bool(persistent),
-            use_shared_memory=data.get("use_shared_memory"),
-            use_buffer_reader=data.get("use_buffer_reader"),
-            framework="paddle" if paddle else "torch",
-            in_order=data.get("in_order"),
-            multiprocessing_context=data.get("multiprocessing_context"),
-            worker_kind=data.get("worker_kind") or "process",
-        )
+        knobs: dict[str, Any] = {knob.name: data.get(knob.name) for knob in REGISTRY if knob.keyword}
+        return cls(**{**knobs, "num_workers": int(data["num_workers"]), "pin_memory": bool(data.get("pin_memory")),
+                      "persistent_workers": persistent if paddle or threads else bool(persistent),
+                      "framework": "paddle" if paddle else "torch",
+                      "worker_kind": data.get("worker_kind") or WorkerKind.PROCESS.value})
 
     def __lt__(self, other: object) -> bool:
         """Framework, then fewer workers, then the knobs (a knob not passed sorts first)."""
@@ -94,7 +89,8 @@ class LoaderConfig:
                 -1 if self.persistent_workers is None else int(self.persistent_workers),
                 -1 if self.use_shared_memory is None else int(self.use_shared_memory),
                 -1 if self.use_buffer_reader is None else int(self.use_buffer_reader),
-                self.in_order is False, self.multiprocessing_context or "", self.worker_kind)
+                self.in_order is False, self.multiprocessing_context or "", self.worker_kind,
+                self.reader_buffer_size or 0)
 
     @property
     def threads(self) -> bool:
@@ -176,6 +172,17 @@ class Knob:
     """The option's default text (``on``); None: not given, the search's own values."""
     keyword: bool = True
     """False for a knob that picks the loader rather than setting one of its arguments (the worker kind)."""
+    held: Any = None
+    """A config's value when none is given for it (and the one value of a space that does not sweep it)."""
+    tried: tuple[Any, ...] = ()
+    """The values swept when its option is not given (empty: none but :attr:`held`, or the knob's own search's)."""
+    preferred: Callable[[SearchSpace], Any] = lambda space: None
+    """The value the worker climb takes when the space holds it (else the space's least, or first)."""
+    passed: Callable[[Any, SearchSpace], Any] = lambda value, space: value
+    """The value a config holds for ``value`` in ``space``: None where the loader's default is meant."""
+    tuned: bool = True
+    """Tried one value at a time at the search's pick, where the space holds several (``persistent_workers``
+    is not: the climb keeps its workers)."""
 
     @property
     def keyword_name(self) -> str:
@@ -191,34 +198,46 @@ REGISTRY: tuple[Knob, ...] = (
     Knob("prefetch_factor", ("torch", "paddle"), "--prefetch-factor", "ints", "prefetch_factors", True,
          _with_workers(lambda c: None if c.prefetch_factor is None else f"pf{c.prefetch_factor}"),
          "prefetch_factor values (configs with workers only) [default: 2,4]. Adaptive tries a value other than 2 "
-         "only when the wait for a batch has a heavy tail, unless given.", json_rank=2, flag_rank=0),
+         "only when the wait for a batch has a heavy tail, unless given.", json_rank=2, flag_rank=0,
+         held=2, tried=DEFAULT_PREFETCH_FACTORS, preferred=lambda space: 2),
     Knob("persistent_workers", ("torch", "paddle"), "--persistent-workers", "on,off", "persistent_workers", True,
          _with_workers(lambda c: None if c.threads else "persist" if c.persistent_workers else "respawn"),
          "persistent_workers values, e.g. on,off (configs with workers only).", json_rank=4, flag_rank=7,
-         default="on"),
+         default="on", held=True, tried=(True,), preferred=lambda space: True, tuned=False),
     Knob("use_shared_memory", ("paddle",), "--use-shared-memory", "on,off", "use_shared_memory", True,
          lambda c: "no-shm" if c.use_shared_memory is False else None,
-         "Paddle: use_shared_memory values [default: on,off] (configs with workers only).", json_rank=1, flag_rank=2),
+         "Paddle: use_shared_memory values [default: on,off] (configs with workers only).", json_rank=1, flag_rank=2,
+         held=True, tried=(True, False), preferred=lambda space: True),
     Knob("use_buffer_reader", ("paddle",), "--use-buffer-reader", "on,off", "use_buffer_reader", False,
          lambda c: "no-buf" if c.use_buffer_reader is False else None,
-         "Paddle: use_buffer_reader values [default: on,off].", json_rank=3, flag_rank=3),
+         "Paddle: use_buffer_reader values [default: on,off].", json_rank=3, flag_rank=3, held=True,
+         tried=(True, False), preferred=lambda space: True),
     Knob("pin_memory", ("torch",), "--pin-memory", "on,off", "pin_memory", False,
          lambda c: "pin" if c.pin_memory else None,
-         "PyTorch: pin_memory values [default: on,off]; swept only when a GPU is used.", json_rank=0, flag_rank=1),
+         "PyTorch: pin_memory values [default: on,off]; swept only when a GPU is used.", json_rank=0, flag_rank=1,
+         held=False, tried=(True, False), preferred=lambda space: True),
     Knob("in_order", ("torch",), "--in-order", "on,off", "in_order", True,
          _with_workers(lambda c: "unordered" if c.in_order is False else None),
          "PyTorch ≥ 2.6: in_order values to sweep [default: off is tried when batches at num_workers=0 have "
          "stragglers]; off lets fast batches overtake a slow one (batch order changes, not the batches).",
-         json_rank=5, flag_rank=4, metavar="ON,OFF"),
+         json_rank=5, flag_rank=4, metavar="ON,OFF", held=True, tried=(True,), preferred=lambda space: True,
+         passed=lambda value, space: None if value else False),  # in order: the default, not passed
     Knob("multiprocessing_context", ("torch",), "--start-method", "words", "start_methods", True,
          _with_workers(lambda c: c.multiprocessing_context or None),
          "PyTorch: multiprocessing_context values, some of fork,forkserver,spawn [default: fork is tried under "
-         "another default, the others after copy-on-read growth].", json_rank=6, flag_rank=5, metavar="METHODS"),
+         "another default, the others after copy-on-read growth].", json_rank=6, flag_rank=5, metavar="METHODS",
+         preferred=lambda space: space.start_method,
+         passed=lambda value, space: None if value == space.start_method else value),  # in effect: not passed
+    Knob("reader_buffer_size", ("paddle",), "--reader-buffer-size", "ints", "reader_buffer_sizes", False,
+         lambda c: None if c.reader_buffer_size is None else f"rb{c.reader_buffer_size}",
+         "Paddle: reader_buffer_size values, the batches its buffer reader keeps ready [default: its own, 2].",
+         json_rank=8, flag_rank=8),
     Knob("worker_kind", ("torch",), "--worker-kind", "words", "worker_kinds", True, lambda c: None,
          "PyTorch: process, thread or process,thread: the worker kinds to sweep at every count [default: "
          "processes, and threads where the evidence calls for them: samples that release the GIL, copy-on-read "
          "growth, /dev/shm or start-up limits, IPC at the CPU ceiling]. Threads need torchdata (or a DataLoader "
-         "with worker_method).", json_rank=7, flag_rank=6, metavar="KINDS", keyword=False),
+         "with worker_method).", json_rank=7, flag_rank=6, metavar="KINDS", keyword=False,
+         held=WorkerKind.PROCESS.value),
 )
 """The knobs, in the order a DataLoader call lists them (its keyword arguments, a label's words)."""
 
@@ -246,6 +265,8 @@ class SearchSpace:
     """Knobs the installed DataLoader does not accept: held at its default, not passed."""
     in_order: tuple[bool, ...] = (True,)
     """PyTorch: ``in_order`` values (True: not passed, the default)."""
+    reader_buffer_sizes: tuple[int, ...] = ()
+    """Paddle: ``reader_buffer_size`` values; empty: not passed."""
     start_methods: tuple[str, ...] = ()
     """PyTorch: ``multiprocessing_context`` values; empty: Python's default start method only."""
     forced: tuple[str, ...] = ()
@@ -272,38 +293,34 @@ class SearchSpace:
         """The user asked for thread workers alone: the climb climbs threads."""
         return self.worker_kinds == (WorkerKind.THREAD,)
 
-    def config(self, workers: int, *, pin: bool = False, prefetch: int | None = 2, persistent: bool = True,
-               shared_memory: bool = True, buffer_reader: bool = True, in_order: bool = True,
-               context: str | None = None, thread: bool = False) -> LoaderConfig:
-        """A config of this framework; knobs that need workers are dropped at ``workers == 0``; ``thread``:
-        over threads (:meth:`LoaderConfig.as_threads`)."""
+    def config(self, workers: int, *, thread: bool = False, **values: Any) -> LoaderConfig:
+        """A config of this framework with ``values`` by knob name (a knob not given at its record's ``held``):
+        a knob of another framework, or that needs workers at ``workers == 0``, at the config's default; one
+        the installed loader lacks (``skipped``), not passed; ``thread``: over threads
+        (:meth:`LoaderConfig.as_threads`)."""
         if thread and workers > 0:
-            return self.config(workers, pin=pin, prefetch=prefetch, in_order=in_order).as_threads()
-        if self.framework == "paddle":
-            absent = set(self.skipped)
-            buffer = None if "use_buffer_reader" in absent else buffer_reader
-            if workers == 0:
-                return LoaderConfig(0, use_buffer_reader=buffer, framework="paddle")
-            return LoaderConfig(workers, False, None if "prefetch_factor" in absent else prefetch,
-                                None if "persistent_workers" in absent else persistent,
-                                None if "use_shared_memory" in absent else shared_memory, buffer, "paddle")
-        if workers == 0:
-            return LoaderConfig(0, pin_memory=pin)
-        if "multiprocessing_context" in self.skipped or context == self.start_method:
-            context = None  # the start method in effect anyway: not passed
-        return LoaderConfig(workers, pin, prefetch, persistent,
-                            in_order=None if in_order or "in_order" in self.skipped else False,
-                            multiprocessing_context=context)
+            return self.config(workers, **values).as_threads()
+        given: dict[str, Any] = {}
+        for knob in REGISTRY:
+            if not knob.keyword or self.framework not in knob.frameworks or (knob.needs_workers and workers == 0):
+                continue
+            value = values.get(knob.name, knob.held)
+            given[knob.name] = None if knob.name in self.skipped else knob.passed(value, self)
+        return LoaderConfig(workers, framework=self.framework, **given)
+
+    def values_of(self, knob: Knob) -> tuple[Any, ...]:
+        """The values the space sweeps of ``knob`` (its record's ``space_key`` field)."""
+        return tuple(getattr(self, knob.space_key))
 
     def default_config(self, workers: int) -> LoaderConfig:
-        """The config the worker climb uses: each knob at its first preferred value in the space."""
-        default_start = not self.start_methods or self.start_method in self.start_methods
-        return self.config(workers, pin=True in self.pin_memory,
-                           prefetch=2 if 2 in self.prefetch_factors else min(self.prefetch_factors),
-                           persistent=True in self.persistent_workers,
-                           shared_memory=True in self.use_shared_memory,
-                           buffer_reader=True in self.use_buffer_reader, in_order=True in self.in_order,
-                           context=None if default_start else self.start_methods[0], thread=self.only_threads)
+        """The config the worker climb uses: each knob at the value its record prefers, where the space holds it
+        (else its least, or first)."""
+        chosen: dict[str, Any] = {}
+        for knob in REGISTRY:
+            values, preferred = self.values_of(knob), knob.preferred(self)
+            chosen[knob.name] = preferred if preferred in values or not values else \
+                min(values) if knob.values == "ints" else values[0]
+        return self.config(workers, thread=self.only_threads, **chosen)
 
     def to_dict(self) -> dict[str, Any]:
         """The space as the JSON ``settings`` hold it: each knob of its framework's values, by the knob's
@@ -339,19 +356,22 @@ class SearchSpace:
         )
 
     def tuned_knobs(self) -> tuple[tuple[str, tuple[object, ...]], ...]:
-        """The knobs tried one at a time at the best worker count, and their values; ``prefetch_factor``
-        only when the user gave it (the adaptive search otherwise tries it on evidence)."""
-        prefetch = [("prefetch_factor", self.prefetch_factors)] if "prefetch_factor" in self.forced else []
-        if self.framework == "paddle":
-            return (("use_shared_memory", self.use_shared_memory), ("use_buffer_reader", self.use_buffer_reader),
-                    *prefetch)
-        knobs: list[tuple[str, tuple[object, ...]]] = [("pin_memory", self.pin_memory), *prefetch]
-        if "in_order" in self.forced:
-            knobs.append(("in_order", tuple(None if value else False for value in self.in_order)))
-        if "multiprocessing_context" in self.forced:  # the start method in effect anyway is not passed
-            knobs.append(("multiprocessing_context",
-                          tuple(None if m == self.start_method else m for m in self.start_methods)))
-        return tuple(knobs)
+        """The knobs tried one at a time at the best worker count, and their values as a config holds them: each
+        of this framework's knobs its record tries two values of (pinning, Paddle's shared memory and buffer
+        reader, a plain knob's), in :data:`TUNE_ORDER`; the knobs tried on evidence (``prefetch_factor``,
+        ``in_order``, the start method) only when the user gave them."""
+        evidence = ("prefetch_factor", *EVIDENCE_KNOBS)
+        knobs = sorted((k for k in REGISTRY if k.keyword and self.framework in k.frameworks),
+                       key=lambda k: TUNE_ORDER.index(k.name) if k.name in TUNE_ORDER else len(TUNE_ORDER))
+        return tuple((knob.name, tuple(knob.passed(value, self) for value in self.values_of(knob)))
+                     for knob in knobs
+                     if (knob.name in self.forced if knob.name in evidence
+                         else knob.tuned and (len(knob.tried) > 1 or len(self.values_of(knob)) > 1)))
+
+
+TUNE_ORDER = ("pin_memory", "use_shared_memory", "use_buffer_reader", "prefetch_factor", "in_order",
+              "multiprocessing_context")
+"""The order the adaptive search tunes knobs in at its pick (a knob not named here after these)."""
 
 
 START_METHODS = tuple(method.value for method in StartMethod)

@@ -64,6 +64,7 @@ class SweepOptions:
     use_shared_memory: tuple[bool, ...] | None = None
     use_buffer_reader: tuple[bool, ...] | None = None
     in_order: tuple[bool, ...] | None = None
+    reader_buffer_sizes: tuple[int, ...] | None = None
     start_methods: tuple[str, ...] | None = None
     """``multiprocessing_context`` values."""
     worker_kinds: tuple[str, ...] | None = None
@@ -123,7 +124,5 @@ def current_config(values: Mapping[str, Any]) -> LoaderConfig:
             raise UsageError(f"--current {key}: {values[key]} is below the minimum of {minimum}")
     paddle = "use_shared_memory" in values or "use_buffer_reader" in values
     space = SearchSpace(workers=(values["num_workers"],), framework="paddle" if paddle else "torch")
-    return space.config(values["num_workers"], pin=values.get("pin_memory", False),
-                        prefetch=values.get("prefetch_factor", 2), persistent=values.get("persistent_workers", False),
-                        shared_memory=values.get("use_shared_memory", True),
-                        buffer_reader=values.get("use_buffer_reader", True))
+    return space.config(values["num_workers"], **{"persistent_workers": False,  # the DataLoader's default
+                                                  **{k: v for k, v in values.items() if k != "num_workers"}})

@@ -81,12 +81,12 @@ def test_a_knob_missing_from_the_installed_version_is_skipped_not_faked() -> Non
                                                          "use_buffer_reader", "timeout"]}
     resolved = resolve_settings(settings(), older, count_devices=lambda framework: 0)
     assert resolved.framework == "paddle" and resolved.device == "cpu"
-    assert resolved.space.skipped == ("prefetch_factor", "persistent_workers")
+    assert resolved.space.skipped == ("prefetch_factor", "persistent_workers", "reader_buffer_size")
     configs = grid_configs(resolved.space)
     assert all(c.prefetch_factor is None and not c.persistent_workers for c in configs)
     assert all("prefetch_factor" not in c.dataloader_kwargs() and "persistent_workers" not in c.dataloader_kwargs()
                for c in configs)
-    assert resolved.to_dict()["skipped_knobs"] == ["prefetch_factor", "persistent_workers"]
+    assert resolved.to_dict()["skipped_knobs"] == ["prefetch_factor", "persistent_workers", "reader_buffer_size"]
     assert "pin_memory" not in resolved.to_dict()
 
 
@@ -104,16 +104,17 @@ def test_framework_specific_options_are_checked_against_the_framework_found() ->
 
 def test_paddle_configs_use_paddle_names_and_defaults() -> None:
     space = SearchSpace(workers=(0, 4), framework="paddle")
-    config = space.config(4, shared_memory=False)
+    config = space.config(4, use_shared_memory=False)
     assert config.to_dict() == {"num_workers": 4, "use_shared_memory": False, "prefetch_factor": 2,
-                                "use_buffer_reader": True, "persistent_workers": True, "worker_kind": "process"}
+                                "use_buffer_reader": True, "persistent_workers": True, "reader_buffer_size": None,
+                                "worker_kind": "process"}
     assert LoaderConfig.from_dict(config.to_dict()) == config
     assert config.label() == "w4 pf2 persist no-shm"
-    assert space.config(0).is_baseline and not space.config(0, buffer_reader=False).is_baseline
+    assert space.config(0).is_baseline and not space.config(0, use_buffer_reader=False).is_baseline
     autotune = dict(rules_of_thumb(8, space, autotune=2))[AUTOTUNE_RULE]
     assert autotune.to_dict() == {"num_workers": 2, "use_shared_memory": True, "prefetch_factor": 2,
                                   "use_buffer_reader": True, "persistent_workers": False,
-                                      "worker_kind": "process"}  # Paddle's defaults
+                                  "reader_buffer_size": None, "worker_kind": "process"}  # Paddle's defaults
 
 
 @pytest.mark.slow

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import click
 import pytest
 
@@ -9,6 +11,7 @@ from dataprof.api import _knobs
 from dataprof.cli import main
 from dataprof.errors import UsageError
 from dataprof.results.knobs import KNOBS, REGISTRY, LoaderConfig, SearchSpace
+from dataprof.results.request import SweepOptions
 
 
 def test_each_knob_is_an_option_of_sweep_and_a_keyword_of_the_api() -> None:
@@ -32,7 +35,7 @@ def test_a_config_s_json_keeps_the_documents_order_and_its_call_lists_the_knobs_
     assert KNOBS["torch"] == ("num_workers", "pin_memory", "prefetch_factor", "persistent_workers", "in_order",
                               "multiprocessing_context")
     assert KNOBS["paddle"] == ("num_workers", "use_shared_memory", "prefetch_factor", "use_buffer_reader",
-                               "persistent_workers")
+                               "persistent_workers", "reader_buffer_size")
     config = LoaderConfig(4, True, 2, True, in_order=False, multiprocessing_context="spawn")
     assert list(config.to_dict()) == [*KNOBS["torch"], "worker_kind"]
     assert list(config.dataloader_kwargs()) == ["num_workers", "prefetch_factor", "persistent_workers",
@@ -50,3 +53,28 @@ def test_the_space_reads_back_each_knob_s_values_by_its_key() -> None:
     data = space.to_dict()
     assert all(knob.space_key in data for knob in REGISTRY if "torch" in knob.frameworks)
     assert SearchSpace.from_dict({**data, "framework": "torch"}) == space
+
+
+def test_a_plain_knob_is_its_record_its_fields_and_nothing_else() -> None:
+    """Paddle's ``reader_buffer_size`` came as a record, a LoaderConfig field, a SearchSpace field and a
+    SweepOptions field: its option, API keyword, label word, loader keyword, JSON key, grid and tuning follow."""
+    from dataprof.decide.search.grid import grid_configs
+    from dataprof.decide.settings import settings_for
+    from dataprof.results.environment import CpuBudget
+    from dataprof.results.request import LoadOptions, SweepRequest
+
+    given = _knobs({"reader_buffer_size": "2,8"})
+    assert given["reader_buffer_sizes"] == (2, 8)
+    request = SweepRequest(LoadOptions("x.py:D", framework="paddle"), SweepOptions(workers=(0, 2), **given))
+    space = dataclasses.replace(settings_for(request, CpuBudget(usable=2, affinity=2, quota=None, cpu_count=2),
+                                             8 << 30).space, framework="paddle")
+    configs = grid_configs(space)
+    assert {c.reader_buffer_size for c in configs if c.num_workers} == {2, 8}
+    config = next(c for c in configs if c.reader_buffer_size == 8 and c.num_workers == 2)
+    assert "rb8" in config.label() and config.dataloader_kwargs()["reader_buffer_size"] == 8
+    assert LoaderConfig.from_dict(config.to_dict()) == config
+    assert ("reader_buffer_size", (2, 8)) in space.tuned_knobs()
+    assert "reader_buffer_size" not in SearchSpace(workers=(0,), framework="paddle").config(2).dataloader_kwargs()
+    with pytest.raises(UsageError, match="paddle.io.DataLoader only"):
+        settings_for(SweepRequest(LoadOptions("x.py:D", framework="torch"), SweepOptions(**given)),
+                     CpuBudget(usable=2, affinity=2, quota=None, cpu_count=2), 8 << 30)

@@ -98,10 +98,11 @@ def rules_of_thumb(usable_cpus: int, space: SearchSpace,
     prefetch = 2 if 2 in space.prefetch_factors else min(space.prefetch_factors)
     counts = (max(1, int(0.75 * usable_cpus + 0.5)), max(1, usable_cpus - 1))
     context = space.default_config(1).multiprocessing_context
-    rules = [(name, space.config(count, pin=pin, prefetch=prefetch, persistent=persistent, context=context))
+    rules = [(name, space.config(count, pin_memory=pin, prefetch_factor=prefetch, persistent_workers=persistent,
+                                 multiprocessing_context=context or space.start_method))
              for name, count in zip(RULE_OF_THUMB_NAMES, counts, strict=True)]
     if autotune is not None:
-        rules.append((AUTOTUNE_RULE, space.config(autotune, prefetch=2, persistent=False)))
+        rules.append((AUTOTUNE_RULE, space.config(autotune, prefetch_factor=2, persistent_workers=False)))
     return rules
 
 

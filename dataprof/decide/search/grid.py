@@ -6,7 +6,7 @@ import itertools
 from collections.abc import Sequence
 
 from dataprof.decide.search.common import Budget, Proposal, Searching
-from dataprof.results.knobs import LoaderConfig, SearchSpace, baseline
+from dataprof.results.knobs import REGISTRY, LoaderConfig, SearchSpace, baseline
 from dataprof.results.trial import TrialResult
 from dataprof.results.vocabulary import WorkerKind
 
@@ -49,11 +49,17 @@ def grid_configs(space: SearchSpace) -> list[LoaderConfig]:
     (the framework's default loader) is always included. Each ``--worker-kind`` given is swept at every count.
     """
     configs: list[LoaderConfig] = [baseline(space.framework)]
-    knobs = itertools.product(sorted(set(space.workers)), space.pin_memory, space.use_buffer_reader,
-                              space.use_shared_memory, space.prefetch_factors, space.persistent_workers,
-                              space.in_order, space.start_methods or (None,), space.worker_kinds or ("process",))
-    for workers, pin, buffer, shm, prefetch, persistent, in_order, context, kind in knobs:
-        configs.append(space.config(workers, pin=pin, prefetch=prefetch, persistent=persistent, shared_memory=shm,
-                                    buffer_reader=buffer, in_order=in_order, context=context,
-                                    thread=kind == WorkerKind.THREAD))
+    knobs = sorted((k for k in REGISTRY if k.keyword), key=lambda k: GRID_ORDER.index(k.name)
+                   if k.name in GRID_ORDER else len(GRID_ORDER))
+    product = itertools.product(sorted(set(space.workers)), *(space.values_of(k) or (k.held,) for k in knobs),
+                                space.worker_kinds or (WorkerKind.PROCESS,))
+    for workers, *values, kind in product:
+        configs.append(space.config(workers, thread=kind == WorkerKind.THREAD,
+                                    **{knob.name: value for knob, value in zip(knobs, values, strict=True)}))
     return list(dict.fromkeys(configs))
+
+
+GRID_ORDER = ("pin_memory", "use_buffer_reader", "use_shared_memory", "prefetch_factor", "persistent_workers",
+              "in_order", "multiprocessing_context")
+"""The order the grid varies the knobs in, slowest first (a knob not named here varies after these, in the
+registry's order)."""
