@@ -14,7 +14,7 @@ from dataprof.decide.thresholds import Thresholds
 from dataprof.errors import UsageError
 from dataprof.results.knobs import LoaderConfig, baseline
 from dataprof.results.pipeline import PipelineModel
-from dataprof.results.plan import Feeding, Plan, PlanPoint, TargetMachine
+from dataprof.results.plan import Feeding, Measured, Plan, PlanPoint, TargetMachine
 from dataprof.results.sweep import Report
 from dataprof.version import __version__
 
@@ -58,10 +58,10 @@ def make_plan(report: Report, machine: TargetMachine) -> Plan:
     if report.model is None:
         completed = len(ok_trials(report))
         raise UsageError(f"{report.target}: {completed} of {len(report.trials)} trials completed; {NOT_ENOUGH}")
-    measured = {"cpus": report.model.cpus, "cpu_reason": report.environment.cpu_reason,
-                "trials": len(ok_trials(report)), "workers": list(report.model.measured_workers),
-                "step_ms": float(report.settings.step_ms), "batch_size": report.model.batch_size,
-                "shuffle": report.settings.shuffle, "collate_fn": report.settings.collate_fn}
+    measured = Measured(cpus=report.model.cpus, cpu_reason=report.environment.cpu_reason,
+                        trials=len(ok_trials(report)), workers=tuple(report.model.measured_workers),
+                        step_ms=float(report.settings.step_ms), batch_size=report.model.batch_size,
+                        shuffle=report.settings.shuffle, collate_fn=report.settings.collate_fn)
     knobs, why = planned_knobs(report)
     return plan_for(report.target, measured, machine, report.model, knobs, why)
 
@@ -89,7 +89,7 @@ def plan_again(plan: Plan) -> Plan:
     return plan_for(plan.target, plan.measured, plan.machine, plan.model, plan.knobs, plan.knobs_reason)
 
 
-def plan_for(target: str, measured: dict[str, object], machine: TargetMachine, model: PipelineModel,
+def plan_for(target: str, measured: Measured, machine: TargetMachine, model: PipelineModel,
              knobs: LoaderConfig, knobs_reason: str | None = None) -> Plan:
     """The plan for ``machine`` from ``model``; ``knobs``: the config whose num_workers it changes (a worker
     process config), ``knobs_reason``: why it is not the sweep's pick."""

@@ -80,8 +80,8 @@ def plan_view(plan: Plan) -> PlanView:
         f"{m.cpus:g} CPUs, {m.ranks_per_node} ranks per node → {m.cpus_per_rank:g} CPUs per rank"
     head = (f"dataprof {plan.tool_version} · plan for {plan.target}",
             f"for: {ranks} · {ram} · {shm} · {step} · batch size {m.batch_size}",
-            f"from: a sweep of {measured.get('trials')} trials on {measured.get('cpus', 0):g} CPUs "
-            f"({', '.join(f'w{w}' for w in measured.get('workers', []))}), batch size {measured.get('batch_size')}: "
+            f"from: a sweep of {measured.trials} trials on {measured.cpus:g} CPUs "
+            f"({', '.join(f'w{w}' for w in measured.workers)}), batch size {measured.batch_size}: "
             "predicted, not measured")
     columns = COLUMNS if plan.feeding is not None else COLUMNS[:-1]
     rows = tuple(((str(p.num_workers), f"{p.samples_per_s:,.0f}",
@@ -95,7 +95,7 @@ def plan_view(plan: Plan) -> PlanView:
         answer.append(f"step: {feeding_text(plan.feeding)}")
     who = "it needs" if m.ranks_per_node == 1 else f"the node's {m.ranks_per_node} ranks need"
     answer.append(f"{who} RAM {_size(rec.memory_bytes, m.ram_bytes)}, /dev/shm {_size(rec.shm_bytes, m.shm_bytes)}")
-    line = dataloader_line(plan.config, m.batch_size, bool(measured.get("shuffle")), measured.get("collate_fn"))
+    line = dataloader_line(plan.config, m.batch_size, measured.shuffle, measured.collate_fn)
     return PlanView(head, columns, rows, tuple(answer), line, plan.extrapolations, model_lines(plan.model), plan.notes)
 
 

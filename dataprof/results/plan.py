@@ -57,6 +57,33 @@ class Feeding:
 
 
 @dataclass(frozen=True)
+class Measured:
+    """The sweep a plan is predicted from: its CPUs and why, its completed trials and the worker counts they had,
+    its step, batch size, order and collate function."""
+
+    cpus: float
+    cpu_reason: str | None
+    trials: int
+    workers: tuple[int, ...]
+    step_ms: float
+    batch_size: int
+    shuffle: bool = False
+    collate_fn: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The plan document's ``measured``."""
+        return {**dataclasses.asdict(self), "workers": list(self.workers)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Measured:
+        """Read :meth:`to_dict` back."""
+        return cls(cpus=data.get("cpus", 0.0), cpu_reason=data.get("cpu_reason"), trials=data.get("trials", 0),
+                   workers=tuple(data.get("workers") or ()), step_ms=data.get("step_ms", 0.0),
+                   batch_size=data.get("batch_size", 0), shuffle=bool(data.get("shuffle")),
+                   collate_fn=data.get("collate_fn"))
+
+
+@dataclass(frozen=True)
 class PlanPoint:
     """One worker count on the planned machine: its predicted rate and range, what holds it back, and what
     the node's ranks need for it."""
@@ -83,7 +110,7 @@ class Plan:
 
     tool_version: str
     target: str
-    measured: dict[str, Any]
+    measured: Measured
     """What the prediction comes from: the sweep's CPUs (``cpus``), its ``cpu_reason``, its ``trials`` and
     the worker counts it measured (``workers``)."""
     machine: TargetMachine
@@ -129,7 +156,7 @@ class Plan:
             "feeding": None if self.feeding is None else dataclasses.asdict(self.feeding),
             "extrapolated": bool(self.extrapolations),
             "extrapolations": list(self.extrapolations),
-            "measured": dict(self.measured),
+            "measured": self.measured.to_dict(),
             "knobs": self.knobs.to_dict(),
             "knobs_reason": self.knobs_reason,
             "model": self.model.to_dict(),
@@ -143,7 +170,7 @@ class Plan:
         curve = tuple(PlanPoint(**point) for point in data["curve"])
         wanted = data["recommended"]["config"]["num_workers"]
         return cls(tool_version=data.get("tool", {}).get("version", "?"), target=data["target"],
-                   measured=dict(data["measured"]), machine=TargetMachine(**machine),
+                   measured=Measured.from_dict(data["measured"]), machine=TargetMachine(**machine),
                    model=PipelineModel.from_dict(data["model"]), knobs=LoaderConfig.from_dict(data["knobs"]),
                    curve=curve, recommended=next(p for p in curve if p.num_workers == wanted),
                    feeding=None if data.get("feeding") is None else Feeding(**data["feeding"]),

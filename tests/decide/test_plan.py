@@ -13,11 +13,11 @@ from dataprof.decide.plan import machine_of, make_plan, plan_again, plan_for
 from dataprof.errors import UsageError
 from dataprof.results.knobs import LoaderConfig
 from dataprof.results.pipeline import Estimate, PipelineModel
-from dataprof.results.plan import Plan, TargetMachine
+from dataprof.results.plan import Measured, Plan, TargetMachine
 from tests.conftest import decided, trial
 
 KNOBS = LoaderConfig(4, False, 2, True)
-MEASURED = {"cpus": 2.0, "trials": 4, "workers": [0, 2, 4]}
+MEASURED = Measured(cpus=2.0, cpu_reason=None, trials=4, workers=(0, 2, 4), step_ms=0.0, batch_size=8)
 
 
 def exact(value: float) -> Estimate:
@@ -161,7 +161,7 @@ def test_a_recorded_sweep_plans_for_fewer_cpus_with_the_cpu_bound_rate_halved() 
     here, half = (make_plan(report, machine_of(report, cpus=cpus)) for cpus in (2.0, 1.0))
     assert half.recommended.samples_per_s == pytest.approx(here.recommended.samples_per_s / 2, rel=0.05)
     assert half.recommended.num_workers <= here.recommended.num_workers
-    assert half.measured["workers"] == [0, 1, 2, 4] and half.measured["trials"] == 4
+    assert half.measured.workers == (0, 1, 2, 4) and half.measured.trials == 4
 
 
 def test_the_sweep_s_own_machine_and_step_are_the_defaults() -> None:
