@@ -6,6 +6,7 @@
     dataprof.inspect(MyDataset())
     dataprof.plan(report, cpus=96, ranks_per_node=8, step_ms=120)   # that machine's config, predicted
     with dataprof.watch() as w: train()       # then w.report: does the training wait for data?
+    dataprof.tune("train.py", ["--epochs", "1"])   # the training itself as the trial
 
 Importing this package is cheap: torch, psutil and pynvml are imported only by
 the modules that need them.
@@ -13,7 +14,7 @@ the modules that need them.
 
 from __future__ import annotations
 
-from dataprof.api import inspect, plan, sweep, watch
+from dataprof.api import inspect, plan, sweep, tune, watch
 from dataprof.version import __version__
 
-__all__ = ["__version__", "inspect", "plan", "sweep", "watch"]
+__all__ = ["__version__", "inspect", "plan", "sweep", "tune", "watch"]

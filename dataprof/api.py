@@ -31,6 +31,7 @@ from dataprof.results.request import (
 from dataprof.results.run import RunReport
 from dataprof.results.settings import SweepSettings
 from dataprof.results.sweep import Report
+from dataprof.results.tune import TuneReport
 
 _Shown = TypeVar("_Shown", Report, Inspection)
 
@@ -195,6 +196,55 @@ def run(script: str, args: Iterable[str] = (), *, module: bool = False, max_step
     changes = RunChanges(knobs, replay, loader) if knobs or replay or loader else None
     return judge(watch(WatchSettings(target=script, args=tuple(args), module=module, max_steps=max_steps,
                                      seconds=seconds, changes=changes)))
+
+
+REPLAY_BATCHES = 16
+"""Batches of the loader replayed in the headspace run of ``tune``."""
+
+
+def tune(script: str, args: Iterable[str] = (), *, module: bool = False, budget_s: float = 300.0,
+         trial_seconds: float | None = 10.0, trial_steps: int | None = None, loader: str | None = None,
+         progress: Callable[[str], None] | None = None) -> TuneReport:
+    """Tune the loader inside the training itself: run the script, unchanged, once per config tried (each in a
+    fresh process, its busiest loader's knobs set where it is built, or the loader at ``loader``), and once with
+    that loader's first batches replayed (data for free), each ended after ``trial_steps`` batches or
+    ``trial_seconds``; the :class:`~dataprof.results.tune.TuneReport` with the answer. Runs start while less than
+    ``budget_s`` has passed. The script runs several times: whatever it writes, it writes each time."""
+    import time
+
+    from dataprof.decide.tune import decide_tune, loader_of, next_run, trial_of, tuned_loader
+    from dataprof.errors import TargetError
+    from dataprof.measure.watch.watcher import WatchSettings, check_target, watch
+    from dataprof.results.run import RunChanges
+    from dataprof.version import __version__
+
+    check_target(WatchSettings(target=script, module=module))
+    started = time.monotonic()
+    command = (("-m",) if module else ()) + (script, *args)
+    report = TuneReport(__version__, command, None, (), 0.0)
+    site, workers = loader, None
+    while (step := next_run(report, workers)) is not None and \
+            (not report.trials or time.monotonic() - started < budget_s):
+        knobs, role = step
+        changes = RunChanges(knobs, REPLAY_BATCHES if role == "headspace" else None, site) if knobs or \
+            role == "headspace" else None
+        if progress is not None:
+            progress(f"run {len(report.trials) + 1}: {role} {', '.join(f'{k}={v}' for k, v in knobs.items())}")
+        run = watch(WatchSettings(target=script, args=tuple(args), module=module, max_steps=trial_steps,
+                                  seconds=trial_seconds, changes=changes))
+        trial = trial_of(run, knobs, role, site)
+        report = decide_tune(dataclasses.replace(report, trials=(*report.trials, trial),
+                                                 wall_s=time.monotonic() - started))
+        if role == "current" and report.loader is None:
+            found = tuned_loader(run, site)
+            if found is None:
+                raise TargetError(f"{script}: the script iterated no DataLoader" + (f" built at {site}" if site else "")
+                                  + " in its run: nothing to tune")
+            if not trial.ok:
+                raise TargetError(f"{script}: the script as it is failed: {trial.error}")
+            report, site, workers = dataclasses.replace(report, loader=loader_of(found)), found.site, \
+                found.num_workers or 0
+    return report
 
 
 def plan(report_or_path: Report | str | os.PathLike[str], *, cpus: float | None = None, ranks_per_node: int = 1,

@@ -1,8 +1,8 @@
 """Command line: parse the options, call the orchestration (api, sweeper), render, write files, exit code.
 
 Glue only: what to measure, decide and show lives in the layers below; the option choices come from their
-registries. One module per command group: ``sweep``, ``inspect``, ``run``, ``plan``, and ``documents`` (``diagnose``,
-``compare``, ``report`` on saved documents).
+registries. One module per command group: ``sweep``, ``inspect``, ``run``, ``tune``, ``plan``, and ``documents``
+(``diagnose``, ``compare``, ``report`` on saved documents).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from dataprof.cli.output import fail
 from dataprof.cli.plan import plan
 from dataprof.cli.run import run
 from dataprof.cli.sweep import sweep
+from dataprof.cli.tune import tune
 from dataprof.errors import DataprofError
 from dataprof.version import __version__
 
@@ -39,5 +40,5 @@ def main() -> None:
     """Find the DataLoader settings that feed your model fastest, measured on this machine."""
 
 
-for command in (sweep, diagnose, inspect, plan, compare, report, run):
+for command in (sweep, diagnose, inspect, plan, compare, report, run, tune):
     main.add_command(command)

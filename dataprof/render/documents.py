@@ -14,25 +14,27 @@ from typing import Any, Protocol
 
 from rich.console import Console
 
-from dataprof.render import compare, html, inspect, plan, run, run_html
+from dataprof.render import compare, html, inspect, plan, run, run_html, tune
 from dataprof.render import sweep as sweep_report
 from dataprof.results.compare import Comparison, RunComparison
 from dataprof.results.inspect import Inspection
 from dataprof.results.plan import Plan
 from dataprof.results.run import RunReport
 from dataprof.results.sweep import Report
+from dataprof.results.tune import TuneReport
 
-Rendered = Report | RunReport | Inspection | Plan | Comparison | RunComparison
+Rendered = Report | RunReport | Inspection | Plan | TuneReport | Comparison | RunComparison
 """What a renderer takes: a document, or two of a kind compared."""
 
 PRINTERS: dict[type, Callable[[Console, Any], None]] = {
     Report: sweep_report.print_report, RunReport: run.print_run, Inspection: inspect.print_inspection,
-    Plan: plan.print_plan, Comparison: compare.print_comparison, RunComparison: compare.print_comparison}
+    Plan: plan.print_plan, TuneReport: tune.print_tune, Comparison: compare.print_comparison,
+    RunComparison: compare.print_comparison}
 """How each kind is printed on a console."""
 
 PAGES: dict[type, Callable[[Any], str]] = {
     Report: html.sweep_page, RunReport: run_html.run_page, Inspection: html.inspection_page,
-    Plan: plan.plan_page, Comparison: html.comparison_page,
+    Plan: plan.plan_page, TuneReport: tune.tune_page, Comparison: html.comparison_page,
     RunComparison: html.comparison_page}
 """Each kind's self-contained HTML page."""
 

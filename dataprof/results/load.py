@@ -18,16 +18,18 @@ from dataprof.results.inspect import Inspection
 from dataprof.results.plan import Plan
 from dataprof.results.run import RunReport
 from dataprof.results.sweep import Report
+from dataprof.results.tune import TuneReport
 from dataprof.results.vocabulary import Kind
 
-Document = Report | RunReport | Inspection | Plan
+Document = Report | RunReport | Inspection | Plan | TuneReport
 """A document dataprof saves and reads back."""
 
-TYPES: dict[Kind, type[Report] | type[RunReport] | type[Inspection] | type[Plan]] = {
-    Kind.SWEEP: Report, Kind.RUN: RunReport, Kind.INSPECT: Inspection, Kind.PLAN: Plan}
+TYPES: dict[Kind, type[Report] | type[RunReport] | type[Inspection] | type[Plan] | type[TuneReport]] = {
+    Kind.SWEEP: Report, Kind.RUN: RunReport, Kind.INSPECT: Inspection, Kind.PLAN: Plan, Kind.TUNE: TuneReport}
 """The document of each kind (each reads itself from its JSON: ``from_dict``)."""
 
-NOUNS = {Kind.SWEEP: "result", Kind.RUN: "run document", Kind.INSPECT: "inspect document", Kind.PLAN: "plan"}
+NOUNS = {Kind.SWEEP: "result", Kind.RUN: "run document", Kind.INSPECT: "inspect document", Kind.PLAN: "plan",
+         Kind.TUNE: "tune document"}
 """What a malformed document of each kind is called."""
 
 

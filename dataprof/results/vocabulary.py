@@ -29,6 +29,8 @@ class Kind(Word):
     RUN = "run"
     INSPECT = "inspect"
     PLAN = "plan"
+    TUNE = "tune"
+    """The user's training run with each loader config tried (``dataprof tune``)."""
 
 
 class Severity(Word):

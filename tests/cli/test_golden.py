@@ -26,6 +26,7 @@ SWEEPS = sorted((DATA / "sweep").glob("*.json"))
 RUNS = sorted((DATA / "run").glob("*.json"))
 INSPECTIONS = sorted((DATA / "inspect").glob("*.json"))
 PLANS = sorted((DATA / "plan").glob("*.json"))
+TUNES = sorted((DATA / "tune").glob("*.json"))
 PLANNED = {"node": ("cpu_bound", "--cpus", "96", "--ranks-per-node", "8", "--step-ms", "120", "--batch-size", "256",
                     "--ram", "200GB", "--shm", "64GB"),
            "runner": ("io_bound", "--cpus", "4", "--ram", "1GB", "--step-ms", "20"),
@@ -63,7 +64,7 @@ def plain_html(text: str) -> str:
     return re.sub(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", "UUID", text)
 
 
-@pytest.mark.parametrize("path", SWEEPS + RUNS + INSPECTIONS + PLANS, ids=name_of)
+@pytest.mark.parametrize("path", SWEEPS + RUNS + INSPECTIONS + PLANS + TUNES, ids=name_of)
 def test_diagnose_renders_and_writes_what_it_did(path: Path, tmp_path: Path) -> None:
     out = tmp_path / "again.json"
     code, stdout = invoke("diagnose", str(path), "--json", str(out))
@@ -72,7 +73,7 @@ def test_diagnose_renders_and_writes_what_it_did(path: Path, tmp_path: Path) -> 
     golden(f"{name_of(path)}.diagnose.json", out.read_text())
 
 
-@pytest.mark.parametrize("path", RUNS + INSPECTIONS + PLANS, ids=name_of)
+@pytest.mark.parametrize("path", RUNS + INSPECTIONS + PLANS + TUNES, ids=name_of)
 def test_report_writes_the_page_it_did(path: Path, tmp_path: Path) -> None:
     out = tmp_path / "page.html"
     assert invoke("report", str(path), "--html", str(out))[0] == 0

@@ -16,6 +16,7 @@ from dataprof.results.load import load_document
 from dataprof.results.plan import Plan
 from dataprof.results.run import RunReport
 from dataprof.results.sweep import Report
+from dataprof.results.tune import TuneReport
 from tests.conftest import DATA
 
 RECORDED = sorted(DATA.glob("*/*.json"))
@@ -52,7 +53,7 @@ def headline(document: Rendered) -> str:
     """What the report of ``document`` must name: its target, its script, or its new rate."""
     if isinstance(document, (Report, Inspection, Plan)):
         return document.target
-    if isinstance(document, RunReport):
+    if isinstance(document, (RunReport, TuneReport)):
         return " ".join(document.command)
     return f"{document.new_rate:,.1f}"
 

@@ -310,7 +310,9 @@ def patch_dataloader(module: ModuleType, recorder: Recorder, changes: Changes | 
 
     def __iter__(self: Any) -> Any:
         created = recorder.clock()
-        inner = original_iter(self)
+        replay = self.__dict__.get("_dataprof_replay")
+        kept = replay is not None and len(replay.kept) >= replay.count  # replayed: the loader is not asked again
+        inner = None if kept else original_iter(self)
         if isinstance(inner, WatchedIterator):
             return inner
         if "_dataprof_loader" not in self.__dict__:
@@ -323,7 +325,7 @@ def patch_dataloader(module: ModuleType, recorder: Recorder, changes: Changes | 
         self.__dict__["_dataprof_epochs"] += 1
         if changes.replay and changes.applies(self.__dict__.get("_dataprof_site", "?")):
             replay = self.__dict__.setdefault("_dataprof_replay", Replay(changes.replay, _length(self)))
-            inner = replay.epoch(None if len(replay.kept) >= replay.count else inner)
+            inner = replay.epoch(inner)
         return WatchedIterator(inner, recorder, self.__dict__["_dataprof_loader"], self.__dict__["_dataprof_epochs"],
                                created)
 

@@ -1,0 +1,76 @@
+"""``dataprof tune``: the training itself as the trial (its options, output and exit code)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from dataprof.cli.output import console, guarded, write_atomic, write_page
+from dataprof.errors import ExitCode, UsageError
+
+
+def parse_budget(text: str) -> float:
+    """``--budget``: seconds, or ``90s``, ``5m``, ``1h``."""
+    units = {"s": 1.0, "m": 60.0, "h": 3600.0}
+    value, unit = (text[:-1], units[text[-1]]) if text and text[-1] in units else (text, 1.0)
+    try:
+        seconds = float(value) * unit
+    except ValueError:
+        raise UsageError(f"--budget {text!r}: expected seconds, or a time like 90s, 5m, 1h") from None
+    if not seconds > 0:
+        raise UsageError(f"--budget {text!r}: must be above 0")
+    return seconds
+
+
+@click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("-m", "module", is_flag=True, help="SCRIPT is a module name, run as python -m runs it.")
+@click.option("--budget", default="5m", show_default=True, metavar="TIME",
+              help="Start no run of the training after this long (90s, 5m, 1h).")
+@click.option("--trial-seconds", type=click.FloatRange(min=1), default=10.0, show_default=True, metavar="S",
+              help="End each run of the training at its first batch after S seconds.")
+@click.option("--trial-steps", type=click.IntRange(min=10), default=None, metavar="N",
+              help="End each run once its loader delivered N batches (whichever comes first with --trial-seconds).")
+@click.option("--loader", "loader_site", default=None, metavar="FILE:LINE",
+              help="Tune the loader built at FILE:LINE [default: the one the training iterates most].")
+@click.option("--max-data-cost", default=None, metavar="PCT",
+              help="Gate: exit 1 if data loading costs your training more than PCT of its speed, as it is.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help='Write the tune document ("kind": "tune") here.')
+@click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write a self-contained HTML page of it.")
+@click.option("--debug", is_flag=True, help="Show tracebacks.")
+@click.argument("script")
+@click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
+@guarded
+def tune(module: bool, budget: str, trial_seconds: float, trial_steps: int | None, loader_site: str | None,
+         max_data_cost: str | None, json_path: Path | None, html_path: Path | None, debug: bool, script: str,
+         script_args: tuple[str, ...]) -> None:
+    """Tune the loader inside your training: run SCRIPT, unchanged, once per config tried (num_workers set where
+    it builds its busiest DataLoader), and once with that loader's first batches replayed (data for free); answer
+    with the training's own iterations/s and what data loading costs it.
+
+    The script runs several times, each run a fresh process cut short after --trial-seconds or --trial-steps:
+    whatever it writes (checkpoints, logs), it writes each time. dataprof's options come before SCRIPT;
+    everything after it is the script's own argv: dataprof tune [OPTIONS] train.py --epochs 1
+    """
+    from dataprof.api import tune as run_tune
+    from dataprof.cli.params import parse_percent
+    from dataprof.render.documents import print_document
+
+    gate = None if max_data_cost is None else parse_percent(max_data_cost, "--max-data-cost")
+    out = console()
+    report = run_tune(script, script_args, module=module, budget_s=parse_budget(budget), trial_seconds=trial_seconds,
+                      trial_steps=trial_steps, loader=loader_site,
+                      progress=lambda line: click.echo(f"dataprof tune: {line}", err=True))
+    print_document(out, report)
+    if json_path is not None:
+        write_atomic(json_path, report.to_json())
+        click.echo(f"wrote {json_path}", err=True)
+    write_page(html_path, report)
+    cost = report.answer.data_cost_fraction if report.answer is not None else None
+    if gate is not None and cost is not None and cost > gate:
+        click.echo(f"gate failed: data loading costs your training {cost:.0%} of its speed, more than "
+                   f"--max-data-cost {gate:.0%}", err=True)
+        sys.exit(int(ExitCode.GATE_FAILED))

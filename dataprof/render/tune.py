@@ -1,0 +1,99 @@
+"""``dataprof tune``'s report: every run of the training, the answer as an edit of the user's loader, and what
+data loading costs the training before and after."""
+
+from __future__ import annotations
+
+import html as escape
+import io
+
+from rich.console import Console
+from rich.rule import Rule
+from rich.table import Table
+from rich.text import Text
+
+from dataprof.render.html import page
+from dataprof.results.tune import TuneReport, TuneTrial
+
+ROLES = {"current": "yours", "headspace": "data for free", "candidate": "tried"}
+"""How each kind of run is named in the table."""
+
+
+def _config(trial: TuneTrial) -> str:
+    if trial.role == "headspace":
+        return "its first batches replayed"
+    return ", ".join(f"{k}={v}" for k, v in trial.config.items()) or "as the script has it"
+
+
+def _num(value: float | None, fmt: str = "{:,.1f}") -> str:
+    return "–" if value is None else fmt.format(value)
+
+
+def trials_table(report: TuneReport) -> Table:
+    """One row per run of the training, the recommended one starred; a failed run's reason is a note below."""
+    answer = report.answer
+    table = Table(title="Runs of your training (steady iterations; start-up apart)", title_justify="left")
+    for column in ("", "run", "it/s", "data wait", "step p50", "vs free", "start-up"):
+        table.add_column(column, justify="left" if column in ("", "run") else "right")
+    for index, trial in enumerate(report.trials):
+        star = "★" if answer is not None and answer.recommended == index else ""
+        name = f"{ROLES[trial.role]}: {_config(trial)}"
+        if not trial.ok:
+            table.add_row(star, name, str(trial.status), "", "", "", "")
+            continue
+        slowdown = None if answer is None else answer.step_slowdown.get(index)
+        table.add_row(star, name, _num(trial.iterations_per_s), _num(trial.data_wait_fraction, "{:.0%}"),
+                      _num((trial.step_ms or {}).get("p50"), "{:.1f} ms"), _num(slowdown, "{:+.0%}"),
+                      _num(trial.startup_s, "{:.2f} s"))
+    return table
+
+
+def answer_lines(report: TuneReport) -> list[str]:
+    """The answer: the edit at the loader's site, the gain with its range, and the data cost before and after."""
+    answer, loader = report.answer, report.loader
+    if answer is None or loader is None:
+        return [report.error or "no answer: the script's own config did not complete a run"]
+    chosen = report.trials[answer.recommended]
+    changes = {k: v for k, v in chosen.config.items() if loader.settings.get(k) != v}
+    lines = []
+    if changes:
+        edit = ", ".join(f"{k}={loader.settings.get(k, '(default)')} → {v}" for k, v in changes.items())
+        lines.append(f"at {loader.site} ({loader.loader_class}): {edit}")
+    else:
+        lines.append(f"at {loader.site} ({loader.loader_class}): keep your settings")
+    if answer.gain_over_current is not None and answer.gain_range is not None:
+        low, high = answer.gain_range
+        lines.append(f"your training's iterations/s {answer.gain_over_current:+.0%} ({low:+.0%} to {high:+.0%}): "
+                     f"{answer.reason}")
+    if answer.data_cost_fraction is not None:
+        after = answer.recommended_data_cost_fraction
+        lines.append(f"data loading costs your training {answer.data_cost_fraction:.0%} of its speed now"
+                     + ("" if after is None or not changes else f"; with the change, {after:.0%}"))
+    return lines
+
+
+def print_tune(console: Console, report: TuneReport) -> None:
+    """Print the whole tune report on ``console``."""
+    console.print(Text(f"dataprof {report.tool_version} · tune {' '.join(report.command)} · "
+                       f"{len(report.trials)} runs in {report.wall_s:.0f} s"))
+    if report.loader is not None:
+        settings = ", ".join(f"{k}={v}" for k, v in report.loader.settings.items())
+        console.print(Text(f"loader: {report.loader.site} ({report.loader.loader_class}, batch size "
+                           f"{report.loader.batch_size}; {settings})"))
+    console.print(trials_table(report))
+    for trial in report.trials:
+        if not trial.ok:
+            console.print(Text(f"{ROLES[trial.role]}: {_config(trial)} {trial.status}: {trial.error}", style="yellow"))
+    console.print(Rule(Text("Answer", style="bold"), align="left"))
+    for line in answer_lines(report):
+        console.print(Text(line))
+    if not report.complete:
+        console.print("Partial result: tuning was interrupted.", style="yellow")
+    for note in report.notes:
+        console.print(Text(f"note: {note}", style="dim"))
+
+
+def tune_page(report: TuneReport) -> str:
+    """The tune report as a self-contained page (its console text)."""
+    buffer = io.StringIO()
+    print_tune(Console(width=120, file=buffer, color_system=None), report)
+    return page(f"dataprof tune · {' '.join(report.command)}", f"<pre>{escape.escape(buffer.getvalue())}</pre>")

@@ -1,0 +1,161 @@
+"""``dataprof tune``'s document: the user's own training run once per loader config tried, its iterations/s in a
+steady window, the headspace (the training with data for free) and the answer. Data only."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from dataprof.results.document import SCHEMA_VERSION, to_json
+from dataprof.results.vocabulary import Kind, TrialStatus
+
+
+@dataclass(frozen=True)
+class TuneTrial:
+    """One run of the training: the knobs set on its loader, and what its steady window measured."""
+
+    config: dict[str, Any]
+    """The loader's knobs in this run, by their DataLoader names (the script's own for ``current``)."""
+    status: TrialStatus
+    role: str = "candidate"
+    """``current`` (the script as it is), ``headspace`` (its first batches replayed: data for free) or
+    ``candidate``."""
+    error: str | None = None
+    """Why the run failed: the script's last lines, or that its loader was not found."""
+    iterations_per_s: float | None = None
+    """The training's steady iterations per second (its busiest loader's batches)."""
+    samples_per_s: float | None = None
+    data_wait_fraction: float | None = None
+    """Share of each steady iteration spent blocked waiting for a batch."""
+    step_ms: dict[str, float] | None = None
+    """The step between two batches: ``p50``, ``p95`` (ms)."""
+    startup_s: float | None = None
+    """From the loader's first iterator to its first batch (the workers' start), apart from the window."""
+    cpu_percent: float | None = None
+    """CPU of the training's process tree (100 per core)."""
+    peak_memory_bytes: int | None = None
+    wall_s: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """A trial of the JSON document (docs/tune.md)."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TuneTrial:
+        """Read :meth:`to_dict` back."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        return cls(**{**values, "status": TrialStatus(data["status"])})
+
+    @property
+    def ok(self) -> bool:
+        """Whether it ran and measured a rate."""
+        return self.status == TrialStatus.OK and bool(self.iterations_per_s)
+
+
+@dataclass(frozen=True)
+class TunedLoader:
+    """The loader tuned: where the script builds it, its class and batch size, and its knobs as the script sets
+    them."""
+
+    site: str
+    loader_class: str
+    batch_size: int | None = None
+    settings: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TuneAnswer:
+    """What the trials say (decided by ``dataprof.decide.tune``): the config to use, its gain over the script's
+    own with its range, and what data loading costs the training before and after."""
+
+    recommended: int
+    """Index of the recommended trial in the report's ``trials``."""
+    gain_over_current: float | None
+    """Its iterations/s over the current config's, less one."""
+    gain_range: tuple[float, float] | None
+    """That gain's range over the noise of the two (the current config measured more than once)."""
+    data_cost_fraction: float | None
+    """``1 − current ÷ headspace``: the share of the training's speed that data loading costs now."""
+    recommended_data_cost_fraction: float | None
+    noise: float
+    """The runs' relative noise: the spread of the current config's repeats (or the floor)."""
+    reason: str
+    step_slowdown: dict[int, float] = field(default_factory=dict)
+    """Per trial index: its step p50 over the headspace's, less one (workers competing with the step for CPUs)."""
+
+
+@dataclass(frozen=True)
+class TuneReport:
+    """A ``dataprof tune``: the command, the loader tuned, every run, and the answer."""
+
+    tool_version: str
+    command: tuple[str, ...]
+    loader: TunedLoader | None
+    trials: tuple[TuneTrial, ...]
+    wall_s: float
+    complete: bool = True
+    answer: TuneAnswer | None = None
+    notes: tuple[str, ...] = ()
+    error: str | None = None
+    """Why tuning stopped without an answer (the current config failing, no loader found)."""
+
+    def by_role(self, role: str) -> list[TuneTrial]:
+        """The completed trials of ``role``."""
+        return [t for t in self.trials if t.role == role and t.ok]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``dataprof tune --json`` document (docs/tune.md); stable keys for CI."""
+        answer = self.answer
+        current = self.by_role("current")
+        headspace = self.by_role("headspace")
+        recommended = None if answer is None else self.trials[answer.recommended]
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "kind": Kind.TUNE,
+            "tool": {"name": "dataprof", "version": self.tool_version},
+            "command": list(self.command),
+            "complete": self.complete,
+            "loader": None if self.loader is None else {"site": self.loader.site, "class": self.loader.loader_class,
+                                                        "batch_size": self.loader.batch_size,
+                                                        "settings": dict(self.loader.settings)},
+            "current": None if not current else _figures(current[0]),
+            "recommended": None if recommended is None or answer is None else
+            {**_figures(recommended), "gain_over_current": answer.gain_over_current,
+             "gain_range": None if answer.gain_range is None else list(answer.gain_range)},
+            "headspace": None if not headspace else {"iterations_per_s": headspace[0].iterations_per_s,
+                                                     "step_ms": headspace[0].step_ms},
+            "data_cost_fraction": None if answer is None else answer.data_cost_fraction,
+            "recommended_data_cost_fraction": None if answer is None else answer.recommended_data_cost_fraction,
+            "noise": None if answer is None else answer.noise,
+            "reason": None if answer is None else answer.reason,
+            "step_slowdown": None if answer is None else {str(k): v for k, v in answer.step_slowdown.items()},
+            "trials": [t.to_dict() for t in self.trials],
+            "wall_s": self.wall_s,
+            "notes": list(self.notes),
+            "error": self.error,
+            "recommended_index": None if answer is None else answer.recommended,
+        }
+
+    def to_json(self) -> str:
+        """The document as text."""
+        return to_json(self.to_dict())
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TuneReport:
+        """Read :meth:`to_dict` back (the answer is decided again: ``dataprof.decide.tune``)."""
+        loader = data.get("loader")
+        return cls(tool_version=data.get("tool", {}).get("version", "?"), command=tuple(data.get("command") or ()),
+                   loader=None if loader is None else TunedLoader(loader["site"], loader["class"],
+                                                                  loader.get("batch_size"),
+                                                                  dict(loader.get("settings") or {})),
+                   trials=tuple(TuneTrial.from_dict(t) for t in data.get("trials") or ()),
+                   wall_s=data.get("wall_s", 0.0), complete=data.get("complete", True),
+                   notes=tuple(data.get("notes") or ()), error=data.get("error"))
+
+
+def _figures(trial: TuneTrial) -> dict[str, Any]:
+    return {"config": dict(trial.config), "iterations_per_s": trial.iterations_per_s,
+            "samples_per_s": trial.samples_per_s, "data_wait_fraction": trial.data_wait_fraction,
+            "step_ms": trial.step_ms}

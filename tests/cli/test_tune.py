@@ -1,0 +1,51 @@
+"""``dataprof tune``: the training itself as the trial, end to end on a short training script."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+SCRIPT = "tests/fixtures/train_script.py"
+
+
+def dataprof_tune(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "dataprof", "tune", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=600, env=dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="120"))
+
+
+@pytest.mark.slow
+def test_a_latency_bound_training_is_tuned_in_itself_and_told_what_data_costs_it(tmp_path: Path) -> None:
+    out = tmp_path / "tune.json"
+    done = dataprof_tune("--budget", "40", "--trial-seconds", "3", "--max-data-cost", "10%", "--json", str(out),
+                         SCRIPT, "--epochs", "50", "--length", "256", "--workers", "1", "--sleep-ms", "2",
+                         "--step-ms", "5")
+    assert done.returncode == 1, done.stderr  # the gate: data loading costs this training far more than 10%
+    assert "gate failed: data loading costs your training" in done.stderr
+    doc = json.loads(out.read_text())
+    line = next(n for n, text in enumerate((ROOT / SCRIPT).read_text().splitlines(), 1) if "= DataLoader(" in text)
+    assert doc["kind"] == "tune" and doc["loader"]["site"] == f"{SCRIPT}:{line}"
+    assert doc["loader"]["settings"]["num_workers"] == 1 and doc["loader"]["batch_size"] == 8
+    roles = [t["role"] for t in doc["trials"]]
+    assert roles[:2] == ["current", "headspace"] and roles.count("current") == 2
+    # 2 ms × 8 samples a batch on one worker against a 5 ms step: more workers feed it, up to the step's pace
+    assert doc["recommended"]["config"]["num_workers"] >= 2 and doc["recommended"]["gain_over_current"] > 0.3
+    assert doc["headspace"]["iterations_per_s"] > doc["current"]["iterations_per_s"]
+    assert doc["data_cost_fraction"] > doc["recommended_data_cost_fraction"] >= 0
+    assert f"at {SCRIPT}:{line} (DataLoader): num_workers=1 → " in done.stdout
+
+
+@pytest.mark.slow
+def test_a_missing_script_and_one_without_a_loader_are_one_line(tmp_path: Path) -> None:
+    missing = dataprof_tune("nowhere.py")
+    assert missing.returncode == 3 and missing.stderr.count("\n") == 1 and "nowhere.py" in missing.stderr
+    script = tmp_path / "no_loader.py"
+    script.write_text("print('training without a DataLoader')\n")
+    empty = dataprof_tune("--trial-seconds", "2", str(script))
+    assert empty.returncode == 3 and "the script iterated no DataLoader" in empty.stderr

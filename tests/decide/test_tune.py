@@ -1,0 +1,81 @@
+"""``dataprof tune``'s decisions on recorded runs (pure): the next run to try and the answer."""
+
+from __future__ import annotations
+
+import json
+
+from dataprof.decide.tune import decide_tune, next_run, noise_of
+from dataprof.results.load import TYPES
+from dataprof.results.tune import TunedLoader, TuneReport, TuneTrial
+from dataprof.results.vocabulary import Kind, TrialStatus
+
+LOADER = TunedLoader("train.py:41", "DataLoader", 8, {"num_workers": 1, "prefetch_factor": 2})
+
+
+def run(config: dict[str, object], rate: float | None, role: str = "candidate", step: float = 5.0) -> TuneTrial:
+    if rate is None:
+        return TuneTrial(config, TrialStatus.FAILED, role, error="the script exited with code 1")
+    return TuneTrial(config, TrialStatus.OK, role, iterations_per_s=rate, samples_per_s=8 * rate,
+                     data_wait_fraction=0.1, step_ms={"p50": step, "p95": 2 * step}, startup_s=0.1)
+
+
+def report(*trials: TuneTrial) -> TuneReport:
+    return decide_tune(TuneReport("0", ("train.py",), LOADER, trials, 10.0))
+
+
+def test_the_cheapest_config_within_the_noise_of_the_fastest_is_recommended() -> None:
+    done = report(run({}, 55.0, "current"), run({}, 160.0, "headspace", step=5.0), run({"num_workers": 2}, 110.0),
+                  run({"num_workers": 4}, 142.0, step=5.5), run({"num_workers": 8}, 145.0, step=6.0),
+                  run({}, 56.0, "current"))
+    answer = done.answer
+    assert answer is not None and done.trials[answer.recommended].config == {"num_workers": 4}
+    assert answer.noise == 0.05  # the two runs as it is differ by 2%: the floor holds
+    assert abs((answer.gain_over_current or 0) - (142.0 / 55.5 - 1)) < 1e-9
+    low, high = answer.gain_range or (0.0, 0.0)
+    assert low < (answer.gain_over_current or 0) < high
+    assert abs((answer.data_cost_fraction or 0) - (1 - 55.5 / 160.0)) < 1e-9
+    assert abs((answer.recommended_data_cost_fraction or 0) - (1 - 142.0 / 160.0)) < 1e-9
+    assert abs(answer.step_slowdown[4] - 0.2) < 1e-9  # w8's step 6 ms against 5 with data for free
+    assert "within the noise (±5%) of the fastest (num_workers=8: −2.1%) and cheaper" in answer.reason
+
+
+def test_a_config_no_faster_than_the_script_s_own_leaves_it_as_it_is() -> None:
+    done = report(run({}, 100.0, "current"), run({}, 104.0, "headspace"), run({"num_workers": 2}, 102.0),
+                  run({"num_workers": 1}, None))
+    assert done.answer is not None and done.trials[done.answer.recommended].role == "current"
+    assert "nothing to change" in done.answer.reason
+
+
+def test_without_a_completed_run_of_the_script_as_it_is_there_is_no_answer() -> None:
+    assert report(run({}, None, "current")).answer is None
+
+
+def test_the_search_measures_the_script_then_data_for_free_then_climbs_while_it_pays() -> None:
+    steps: list[TuneTrial] = []
+    rates = {(): 50.0, (("num_workers", 2),): 90.0, (("num_workers", 4),): 140.0, (("num_workers", 8),): 142.0,
+             (("num_workers", 1),): 49.0}
+    while (step := next_run(report(*steps), workers_now=1)) is not None:
+        config, role = step
+        rate = 200.0 if role == "headspace" else rates[tuple(sorted(config.items()))]
+        steps.append(run(config, rate, role))
+    assert [(t.role, t.config) for t in steps] == [
+        ("current", {}), ("headspace", {}), ("candidate", {"num_workers": 2}), ("candidate", {"num_workers": 4}),
+        ("candidate", {"num_workers": 8}), ("current", {})]  # 8 gained nothing beyond 4: the climb stopped
+    halved = next_run(report(run({}, 50.0, "current"), run({}, 200.0, "headspace"),
+                             run({"num_workers": 8}, 48.0)), workers_now=4)
+    assert halved == ({"num_workers": 2}, "candidate")  # the first doubling did not pay: are fewer as fast?
+    assert noise_of([run({}, 100.0), run({}, 120.0)]) > 0.15
+
+
+def test_the_tune_document_has_the_stable_keys_and_reads_back() -> None:
+    done = report(run({}, 55.0, "current"), run({}, 160.0, "headspace"), run({"num_workers": 4}, 142.0))
+    data = json.loads(done.to_json())
+    assert data["kind"] == Kind.TUNE and TYPES[Kind.TUNE] is TuneReport
+    assert data["loader"] == {"site": "train.py:41", "class": "DataLoader", "batch_size": 8,
+                              "settings": {"num_workers": 1, "prefetch_factor": 2}}
+    assert set(data["current"]) >= {"config", "iterations_per_s", "samples_per_s", "data_wait_fraction", "step_ms"}
+    assert data["recommended"]["config"] == {"num_workers": 4} and "gain_over_current" in data["recommended"]
+    assert data["headspace"]["iterations_per_s"] == 160.0
+    assert 0 < data["data_cost_fraction"] < 1 and 0 < data["recommended_data_cost_fraction"] < 1
+    assert all({"config", "status", "startup_s", "iterations_per_s"} <= set(t) for t in data["trials"])
+    assert decide_tune(TuneReport.from_dict(data)).to_dict() == data
