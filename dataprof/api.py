@@ -232,6 +232,8 @@ def tune(script: str, args: Iterable[str] = (), *, module: bool = False, budget_
             progress(f"run {len(report.trials) + 1}: {role} {', '.join(f'{k}={v}' for k, v in knobs.items())}")
         run = watch(WatchSettings(target=script, args=tuple(args), module=module, max_steps=trial_steps,
                                   seconds=trial_seconds, changes=changes))
+        if not run.complete:  # Ctrl-C: the script got it too and ended; what was measured stands
+            return decide_tune(dataclasses.replace(report, complete=False, wall_s=time.monotonic() - started))
         trial = trial_of(run, knobs, role, site)
         report = decide_tune(dataclasses.replace(report, trials=(*report.trials, trial),
                                                  wall_s=time.monotonic() - started))

@@ -69,6 +69,9 @@ def tune(module: bool, budget: str, trial_seconds: float, trial_steps: int | Non
         write_atomic(json_path, report.to_json())
         click.echo(f"wrote {json_path}", err=True)
     write_page(html_path, report)
+    if not report.complete:
+        click.echo("interrupted: the runs measured are kept" + (f" in {json_path}" if json_path else ""), err=True)
+        sys.exit(int(ExitCode.INTERRUPTED))
     cost = report.answer.data_cost_fraction if report.answer is not None else None
     if gate is not None and cost is not None and cost > gate:
         click.echo(f"gate failed: data loading costs your training {cost:.0%} of its speed, more than "
