@@ -319,8 +319,9 @@ def patch_dataloader(module: ModuleType, recorder: Recorder, changes: Changes | 
             built_by = self.__dict__.pop("_dataprof_frame", None)
             factory = {} if built_by is not None and still_running(built_by) \
                 else self.__dict__.get("_dataprof_factory") or {}  # a function iterating its own loader is no factory
-            self.__dict__["_dataprof_loader"] = recorder.register(self, self.__dict__.get("_dataprof_site", "?"),
-                                                                  factory)
+            site = self.__dict__.get("_dataprof_site", "?")
+            replayed = {"replay": changes.replay} if changes.replay and changes.applies(site) else {}
+            self.__dict__["_dataprof_loader"] = recorder.register(self, site, {**factory, **replayed})
             self.__dict__["_dataprof_epochs"] = 0
         self.__dict__["_dataprof_epochs"] += 1
         if changes.replay and changes.applies(self.__dict__.get("_dataprof_site", "?")):

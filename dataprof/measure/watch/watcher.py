@@ -258,9 +258,11 @@ def _end(proc: subprocess.Popen[bytes]) -> None:
 
 
 def _loader_run(loader: _Loader) -> LoaderRun:
-    """One loader's figures: warm-up batches of each epoch left out of the steady state."""
+    """One loader's figures: warm-up batches of each epoch left out of the steady state (a replayed loader's
+    warm-up spans the batches it delivered before the replay: they were loaded, not free)."""
     info = loader.info
-    warmup = warmup_batches(int(info.get("num_workers") or 0), info.get("prefetch_factor"))
+    warmup = max(warmup_batches(int(info.get("num_workers") or 0), info.get("prefetch_factor")),
+                 int(info.get("replay") or 0))
     steady = [row for row in loader.rows if row[1] >= warmup and row[3] >= 0]
     waits = [row[2] for row in steady]
     steps = [row[3] for row in steady]

@@ -1,0 +1,111 @@
+"""How true ``dataprof tune``'s figures are: the training script timed by hand, in fresh processes, interleaved.
+
+The script is ``examples/train.py`` (a small CNN trained on CPU from decoded, augmented JPEGs: the step and the
+workers compete for the CPUs). ``dataprof tune`` runs it; then, for every config tune tried, the script itself is
+run by hand in a fresh process (``--workers W``), in alternating order over ``--rounds`` rounds, and its own
+printed images/s of the epochs after the first is the truth; the headspace's truth is a hand-written loop that
+trains the same model on the loader's first 16 batches, replayed. It prints each figure beside its truth, then:
+tune's figure at its pick against the hand-timed rate (goal: within 10%), its pick against the best hand-timed
+config (within 5%), and the headspace against the hand replay (within 10%).
+
+    python benchmarks/tune.py [--rounds 2] [--images 256] [--budget 300] [--trial-seconds 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = "examples/train.py"
+REPLAY = r'''
+import sys, time
+sys.path.insert(0, "examples")
+import torch
+from torch import nn
+from torch.utils.data import DataLoader
+from train import TinyCNN
+from images import JpegDataset
+images, batches, seconds = int(sys.argv[1]), 16, float(sys.argv[2])
+loader = DataLoader(JpegDataset(count=images, out_size=128), batch_size=32, shuffle=True)
+kept = [batch for _, batch in zip(range(batches), loader)]
+model = TinyCNN()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+loss_fn = nn.CrossEntropyLoss()
+def step(batch):
+    images, labels = batch
+    optimizer.zero_grad(); loss = loss_fn(model(images), labels); loss.backward(); optimizer.step()
+for batch in kept[:4]:
+    step(batch)
+start, done = time.perf_counter(), 0
+while time.perf_counter() - start < seconds:
+    step(kept[done % len(kept)]); done += 1
+print(done / (time.perf_counter() - start))
+'''
+
+
+def by_hand(workers: int, images: int, epochs: int) -> float:
+    """The script's own iterations/s over its epochs after the first (batch 32)."""
+    out = subprocess.run([sys.executable, SCRIPT, "--workers", str(workers), "--epochs", str(epochs), "--images",
+                          str(images)], cwd=ROOT, check=True, capture_output=True, text=True).stdout
+    rates = [float(m.replace(",", "")) for m in re.findall(r"· ([\d,]+) images/s", out)][1:]
+    return statistics.fmean(rates) / 32
+
+
+def replay_by_hand(images: int, seconds: float) -> float:
+    """A hand-written loop training the same model on the loader's first 16 batches, replayed: iterations/s."""
+    out = subprocess.run([sys.executable, "-c", REPLAY, str(images), str(seconds)], cwd=ROOT, check=True,
+                         capture_output=True, text=True).stdout
+    return float(out.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--images", type=int, default=256)
+    parser.add_argument("--budget", type=float, default=300.0)
+    parser.add_argument("--trial-seconds", type=float, default=10.0)
+    parser.add_argument("--epochs", type=int, default=4, help="epochs of each hand-timed run (the first is left out)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as out:
+        path = Path(out) / "tune.json"
+        subprocess.run([sys.executable, "-m", "dataprof", "tune", "--budget", str(args.budget), "--trial-seconds",
+                        str(args.trial_seconds), "--json", str(path), SCRIPT, "--epochs", "1000", "--images",
+                        str(args.images)], cwd=ROOT, check=True, capture_output=True)
+        doc = json.loads(path.read_text())
+    own = doc["loader"]["settings"]["num_workers"]
+    tried: dict[int, list[float]] = {}
+    for trial in doc["trials"]:
+        if trial["status"] == "ok" and trial["role"] != "headspace":
+            tried.setdefault(trial["config"].get("num_workers", own), []).append(trial["iterations_per_s"])
+    picked = doc["recommended"]["config"].get("num_workers", own)
+    hand: dict[int, list[float]] = {w: [] for w in tried}
+    free: list[float] = []
+    for number in range(args.rounds):
+        order = sorted(tried) if number % 2 == 0 else sorted(tried, reverse=True)
+        for workers in order:
+            hand[workers].append(by_hand(workers, args.images, args.epochs))
+        free.append(replay_by_hand(args.images, args.trial_seconds))
+        print(f"round {number + 1}: " + ", ".join(f"w{w} {hand[w][-1]:.2f}" for w in order)
+              + f", replay {free[-1]:.2f} it/s", flush=True)
+    print("\n| num_workers | tune it/s | by hand it/s | error |")
+    print("|---|---|---|---|")
+    for workers in sorted(tried):
+        mine, truth = statistics.median(tried[workers]), statistics.median(hand[workers])
+        print(f"| {workers}{' ★' if workers == picked else ''} | {mine:.2f} | {truth:.2f} | {mine / truth - 1:+.1%} |")
+    best = max(hand, key=lambda w: statistics.median(hand[w]))
+    truth_free = statistics.median(free)
+    print(f"\npick w{picked}: {statistics.median(hand[picked]) / statistics.median(hand[best]) - 1:+.1%} against "
+          f"the best by hand (w{best}); headspace {doc['headspace']['iterations_per_s']:.2f} against the hand "
+          f"replay {truth_free:.2f} ({doc['headspace']['iterations_per_s'] / truth_free - 1:+.1%}); tune's data "
+          f"cost {doc['data_cost_fraction']:.0%}, by hand {1 - statistics.median(hand[own]) / truth_free:.0%}")
+
+
+if __name__ == "__main__":
+    main()
