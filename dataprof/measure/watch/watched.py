@@ -19,7 +19,7 @@ import runpy
 import sys
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from types import FrameType, ModuleType
 from typing import Any
 
@@ -27,8 +27,8 @@ from dataprof.backends.common import batch_size_of
 from dataprof.backends.construction import loader_class, patch_loader_modules
 from dataprof.backends.frameworks import in_package
 from dataprof.measure.protocol import Channel
+from dataprof.measure.watch.changes import Changes, Replay, overridden
 from dataprof.measure.watch.factory import loader_factory, still_running
-from dataprof.results.knobs import REGISTRY
 from dataprof.results.vocabulary import WorkerKind
 
 FLUSH_S = 0.5
@@ -96,6 +96,11 @@ class Recorder:
             elif self.deadline is not None and now >= self.deadline:
                 self.ended = "--seconds reached"
 
+    def replayed(self, number: int) -> None:
+        """Loader ``number``'s replay begins: the batches it delivered so far were loaded, not free."""
+        self.flush()
+        self.channel.send({"ev": "replayed", "loader": number, "after": self.loaders[number]["batches"]})
+
     def report_device(self) -> None:
         """Once the script has initialised CUDA: which device it uses, for the parent's NVML probe."""
         cuda = getattr(sys.modules.get("torch"), "cuda", None)
@@ -148,71 +153,6 @@ def nodes_settings(loader: Any) -> dict[str, Any]:
     if depth_total and found["num_workers"]:
         found["prefetch_factor"] = max(1, depth_total // found["num_workers"])
     return found
-
-
-class Changes:
-    """What the watch changes in the script's loaders (``dataprof run --override``, ``--replay``): the knobs set
-    where a loader is built, and its first batches replayed in place of the loader; for every loader, or for
-    the one built at ``site`` (``file:line``, as the report names it)."""
-
-    def __init__(self, knobs: dict[str, Any] | None = None, replay: int | None = None,
-                 site: str | None = None) -> None:
-        self.knobs = knobs or {}
-        self.replay = replay
-        self.site = site
-
-    def applies(self, site: str) -> bool:
-        """Whether the loader built at ``site`` is the one changed."""
-        return self.site is None or site == self.site or site.endswith("/" + self.site)
-
-
-def overridden(init: Callable[..., None], loader: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
-               knobs: dict[str, Any]) -> dict[str, Any]:
-    """The loader's constructor arguments as keywords, with ``knobs`` set: the rest as the script passed them;
-    the knobs that need workers left at the loader's defaults when it is left none."""
-    bound = inspect.signature(init).bind(loader, *args, **kwargs)
-    values: dict[str, Any] = {}
-    for name, value in list(bound.arguments.items())[1:]:
-        kind = bound.signature.parameters[name].kind
-        if kind == inspect.Parameter.VAR_POSITIONAL:
-            raise TypeError("its constructor takes *args: its knobs cannot be set by name")
-        values.update(value if kind == inspect.Parameter.VAR_KEYWORD else {name: value})
-    values.update(knobs)
-    if not values.get("num_workers"):
-        for knob in REGISTRY:
-            if knob.needs_workers:
-                values.pop(knob.name, None)
-    return values
-
-
-class Replay:
-    """A loader's first ``count`` batches, delivered by it, then delivered again in turn for the rest of each
-    epoch (as many batches as the loader has, or without end): the training runs as if data came for free.
-    The loader's workers are stopped once the batches are kept."""
-
-    def __init__(self, count: int, length: int | None) -> None:
-        self.count = count
-        self.length = length
-        self.kept: list[Any] = []
-
-    def epoch(self, inner: Any | None) -> Iterator[Any]:
-        """One epoch: from ``inner`` while batches are still to keep (None once they are), then the kept ones."""
-        index = 0
-        while inner is not None and len(self.kept) < self.count:
-            try:
-                batch = next(inner)
-            except StopIteration:
-                return
-            self.kept.append(batch)
-            index += 1
-            yield batch
-        if inner is not None:
-            stop = getattr(inner, "_shutdown_workers", None)
-            if stop is not None:
-                stop()
-        while self.kept and (self.length is None or index < self.length):
-            yield self.kept[index % len(self.kept)]
-            index += 1
 
 
 class WatchedIterator:
@@ -319,13 +259,14 @@ def patch_dataloader(module: ModuleType, recorder: Recorder, changes: Changes | 
             built_by = self.__dict__.pop("_dataprof_frame", None)
             factory = {} if built_by is not None and still_running(built_by) \
                 else self.__dict__.get("_dataprof_factory") or {}  # a function iterating its own loader is no factory
-            site = self.__dict__.get("_dataprof_site", "?")
-            replayed = {"replay": changes.replay} if changes.replay and changes.applies(site) else {}
-            self.__dict__["_dataprof_loader"] = recorder.register(self, site, {**factory, **replayed})
+            self.__dict__["_dataprof_loader"] = recorder.register(self, self.__dict__.get("_dataprof_site", "?"),
+                                                                  factory)
             self.__dict__["_dataprof_epochs"] = 0
         self.__dict__["_dataprof_epochs"] += 1
         if changes.replay and changes.applies(self.__dict__.get("_dataprof_site", "?")):
-            replay = self.__dict__.setdefault("_dataprof_replay", Replay(changes.replay, _length(self)))
+            number = self.__dict__["_dataprof_loader"]
+            replay = self.__dict__.setdefault("_dataprof_replay", Replay(
+                changes.replay, _length(self), lambda: recorder.replayed(number)))
             inner = replay.epoch(inner)
         return WatchedIterator(inner, recorder, self.__dict__["_dataprof_loader"], self.__dict__["_dataprof_epochs"],
                                created)

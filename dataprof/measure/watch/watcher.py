@@ -139,6 +139,8 @@ class Collector:
             self.outcome["gpu_reason"] = self.marks.use_gpu(event.get("uuid"), event.get("pci_bus_id"))
         elif kind == "ended":
             self.outcome["ended"] = event["why"]
+        elif kind == "replayed":
+            self.loaders[event["loader"]].info["replayed_after"] = event["after"]
         elif kind == "overridden":
             self.outcome["overridden"] = event["loaders"]
         elif kind == "exit":
@@ -258,12 +260,11 @@ def _end(proc: subprocess.Popen[bytes]) -> None:
 
 
 def _loader_run(loader: _Loader) -> LoaderRun:
-    """One loader's figures: warm-up batches of each epoch left out of the steady state (a replayed loader's
-    warm-up spans the batches it delivered before the replay: they were loaded, not free)."""
+    """One loader's figures: warm-up batches of each epoch left out of the steady state, and a replayed loader's
+    batches from before its replay began (they were loaded, not free)."""
     info = loader.info
-    warmup = max(warmup_batches(int(info.get("num_workers") or 0), info.get("prefetch_factor")),
-                 int(info.get("replay") or 0))
-    steady = [row for row in loader.rows if row[1] >= warmup and row[3] >= 0]
+    warmup = warmup_batches(int(info.get("num_workers") or 0), info.get("prefetch_factor"))
+    steady = [row for row in loader.rows[int(info.get("replayed_after") or 0):] if row[1] >= warmup and row[3] >= 0]
     waits = [row[2] for row in steady]
     steps = [row[3] for row in steady]
     total = sum(waits) + sum(steps)

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from dataprof.measure.watch.watched import Changes, Replay, overridden
+from dataprof.measure.watch.changes import Changes, Replay, overridden
 
 
 class Loader:

@@ -1,0 +1,79 @@
+"""What ``dataprof run --override`` and ``--replay`` (and so ``dataprof tune``'s runs) change in the script's
+loaders: the knobs set where a loader is built, and its first batches replayed in its place."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from dataprof.results.knobs import REGISTRY
+
+
+class Changes:
+    """What the watch changes in the script's loaders (``dataprof run --override``, ``--replay``): the knobs set
+    where a loader is built, and its first batches replayed in place of the loader; for every loader, or for
+    the one built at ``site`` (``file:line``, as the report names it)."""
+
+    def __init__(self, knobs: dict[str, Any] | None = None, replay: int | None = None,
+                 site: str | None = None) -> None:
+        self.knobs = knobs or {}
+        self.replay = replay
+        self.site = site
+
+    def applies(self, site: str) -> bool:
+        """Whether the loader built at ``site`` is the one changed."""
+        return self.site is None or site == self.site or site.endswith("/" + self.site)
+
+
+def overridden(init: Callable[..., None], loader: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
+               knobs: dict[str, Any]) -> dict[str, Any]:
+    """The loader's constructor arguments as keywords, with ``knobs`` set: the rest as the script passed them;
+    the knobs that need workers left at the loader's defaults when it is left none."""
+    bound = inspect.signature(init).bind(loader, *args, **kwargs)
+    values: dict[str, Any] = {}
+    for name, value in list(bound.arguments.items())[1:]:
+        kind = bound.signature.parameters[name].kind
+        if kind == inspect.Parameter.VAR_POSITIONAL:
+            raise TypeError("its constructor takes *args: its knobs cannot be set by name")
+        values.update(value if kind == inspect.Parameter.VAR_KEYWORD else {name: value})
+    values.update(knobs)
+    if not values.get("num_workers"):
+        for knob in REGISTRY:
+            if knob.needs_workers:
+                values.pop(knob.name, None)
+    return values
+
+
+class Replay:
+    """A loader's first ``count`` batches, delivered by it, then delivered again in turn for the rest of each
+    epoch (as many batches as the loader has, or without end): the training runs as if data came for free.
+    The loader's workers are stopped once the batches are kept."""
+
+    def __init__(self, count: int, length: int | None, began: Callable[[], None] = lambda: None) -> None:
+        self.count = count
+        self.length = length
+        self.kept: list[Any] = []
+        self.began = began
+        """Called once, when the batches are kept and the replay begins."""
+
+    def epoch(self, inner: Any | None) -> Iterator[Any]:
+        """One epoch: from ``inner`` while batches are still to keep (None once they are), then the kept ones."""
+        index = 0
+        while inner is not None and len(self.kept) < self.count:
+            try:
+                batch = next(inner)
+            except StopIteration:
+                return
+            self.kept.append(batch)
+            index += 1
+            if len(self.kept) == self.count:
+                self.began()
+            yield batch
+        if inner is not None:
+            stop = getattr(inner, "_shutdown_workers", None)
+            if stop is not None:
+                stop()
+        while self.kept and (self.length is None or index < self.length):
+            yield self.kept[index % len(self.kept)]
+            index += 1
