@@ -168,13 +168,14 @@ def trial_of(run: RunReport, config: dict[str, Any], role: str, site: str | None
         return TuneTrial(config, TrialStatus.FAILED, role, error=f"the script exited with code {run.exit_code}",
                          **resources)
     loader = tuned_loader(run, site)
-    if loader is None or not loader.samples_per_s:
+    if loader is None or not loader.iterations_per_s:
         why = "the script iterated no DataLoader" if loader is None else "no steady batches to time: give it " \
               "longer (--trial-seconds, --trial-steps)"
         return TuneTrial(config, TrialStatus.FAILED, role, error=why, **resources)
     step = loader.step_ms or {}
     return TuneTrial(config, TrialStatus.OK, role,
-                     iterations_per_s=loader.samples_per_s / loader.batch_size if loader.batch_size else None,
-                     samples_per_s=loader.samples_per_s, data_wait_fraction=loader.data_wait_fraction,
+                     iterations_per_s=loader.iterations_per_s,
+                     samples_per_s=(loader.iterations_per_s or 0.0) * loader.batch_size if loader.batch_size
+                     else loader.samples_per_s, data_wait_fraction=loader.data_wait_fraction,
                      step_ms={k: step[k] for k in ("p50", "p95") if k in step} or None,
                      startup_s=loader.first_batch_s[0] if loader.first_batch_s else None, **resources)

@@ -66,6 +66,9 @@ class LoaderRun:
     """A DataModule factory: the ``<split>_dataloader()`` that built the loader."""
     worker_kind: str = "process"
     """``thread`` for a loader whose workers are threads (a ``torchdata.nodes`` ParallelMapper over threads)."""
+    iterations_per_s: float | None = None
+    """The training's pace: batches per second of wall time from the end of the start-up (the first epoch's
+    warm-up) to the last batch, every later epoch's start included (``samples_per_s`` leaves those out)."""
 
 
 LOADER_DEFAULTS = {"framework": "torch", "dataset_file": None, "factory": None, "factory_args": None,

@@ -81,12 +81,13 @@ class Recorder:
         return number
 
     def batch(self, number: int, epoch: int, index: int, wait_s: float, step_s: float | None, size: int) -> None:
-        """One batch delivered: ``index`` within its epoch, the wait (s), the step before it (s), its samples."""
+        """One batch delivered: ``index`` within its epoch, the wait (s), the step before it (s), its samples,
+        and when it arrived (s on this process's clock)."""
         info = self.loaders[number]
         info["batches"] += 1
-        if info["batches"] <= MAX_RECORDED:
-            self.pending[number].append([epoch, index, wait_s, -1.0 if step_s is None else step_s, size])
         now = self.clock()
+        if info["batches"] <= MAX_RECORDED:
+            self.pending[number].append([epoch, index, wait_s, -1.0 if step_s is None else step_s, size, now])
         if now - self.last_flush >= FLUSH_S:
             self.flush()
             self.report_device()

@@ -288,7 +288,20 @@ def _loader_run(loader: _Loader) -> LoaderRun:
         factory=info.get("factory"), factory_args=None if info.get("factory_args") is None
         else tuple(info["factory_args"]), factory_blocked=info.get("factory_blocked"),
         factory_split=info.get("factory_split"), worker_kind=info.get("worker_kind") or "process",
+        iterations_per_s=_pace(loader.rows[int(info.get("replayed_after") or 0):], warmup),
     )
+
+
+def _pace(rows: Sequence[list[float]], warmup: int) -> float | None:
+    """Batches per second of wall time from the end of the start-up (the first epoch's warm-up) to the last
+    batch: every later epoch's start, and whatever the script does between batches, included."""
+    if not rows or len(rows[0]) < 6:
+        return None
+    first_epoch = rows[0][0]
+    start = next((n for n, row in enumerate(rows) if row[0] != first_epoch or row[1] >= warmup), None)
+    if start is None or len(rows) - start < 2 or rows[-1][5] <= rows[start][5]:
+        return None
+    return (len(rows) - 1 - start) / (rows[-1][5] - rows[start][5])
 
 
 def _ms_stats(seconds: Sequence[float]) -> dict[str, float] | None:
