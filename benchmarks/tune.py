@@ -4,9 +4,12 @@ The script is ``examples/train.py`` (a small CNN trained on CPU from decoded, au
 workers compete for the CPUs). ``dataprof tune`` runs it; then, for every config tune tried, the script itself is
 run by hand in a fresh process (``--workers W``), in alternating order over ``--rounds`` rounds, and its own
 printed images/s of the epochs after the first is the truth; the headspace's truth is a hand-written loop that
-trains the same model on the loader's first 16 batches, replayed. It prints each figure beside its truth, then:
-tune's figure at its pick against the hand-timed rate (goal: within 10%), its pick against the best hand-timed
-config (within 5%), and the headspace against the hand replay (within 10%).
+trains the same model on the loader's first 16 batches, replayed. Beside each hand run, in the same round, the
+run as tune makes it (``dataprof run --override num_workers=W --seconds T``, the script's own ``--workers`` left
+as tune found it): tune's figures came minutes before the hand runs, and this machine drifts by ±20% over
+minutes, so the interleaved trial is what says how true the trial's figure is. It prints each figure beside its
+truth, then: the trial's figure at tune's pick against the hand-timed rate (goal: within 10%), the pick against
+the best hand-timed config (within 5%), and the headspace against the hand replay (within 10%).
 
     python benchmarks/tune.py [--rounds 2] [--images 256] [--budget 300] [--trial-seconds 10]
 """
@@ -58,6 +61,15 @@ def by_hand(workers: int, images: int, epochs: int) -> float:
     return statistics.fmean(rates) / 32
 
 
+def as_tune_runs_it(workers: int, images: int, seconds: float, out: Path) -> float:
+    """One run of the training as tune runs it (the script as given to tune, its loader's num_workers overridden,
+    ended after ``seconds``): the loader's iterations/s, as tune reads it."""
+    subprocess.run([sys.executable, "-m", "dataprof", "run", "--override", f"num_workers={workers}", "--seconds",
+                    str(seconds), "--json", str(out), SCRIPT, "--epochs", "1000", "--images", str(images)],
+                   cwd=ROOT, check=True, capture_output=True)
+    return float(json.loads(out.read_text())["loaders"][0]["iterations_per_s"])
+
+
 def replay_by_hand(images: int, seconds: float) -> float:
     """A hand-written loop training the same model on the loader's first 16 batches, replayed: iterations/s."""
     out = subprocess.run([sys.executable, "-c", REPLAY, str(images), str(seconds)], cwd=ROOT, check=True,
@@ -86,19 +98,27 @@ def main() -> None:
             tried.setdefault(trial["config"].get("num_workers", own), []).append(trial["iterations_per_s"])
     picked = doc["recommended"]["config"].get("num_workers", own)
     hand: dict[int, list[float]] = {w: [] for w in tried}
+    trial: dict[int, list[float]] = {w: [] for w in tried}
     free: list[float] = []
-    for number in range(args.rounds):
-        order = sorted(tried) if number % 2 == 0 else sorted(tried, reverse=True)
-        for workers in order:
-            hand[workers].append(by_hand(workers, args.images, args.epochs))
-        free.append(replay_by_hand(args.images, args.trial_seconds))
-        print(f"round {number + 1}: " + ", ".join(f"w{w} {hand[w][-1]:.2f}" for w in order)
-              + f", replay {free[-1]:.2f} it/s", flush=True)
-    print("\n| num_workers | tune it/s | by hand it/s | error |")
-    print("|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as out:
+        for number in range(args.rounds):
+            order = sorted(tried) if number % 2 == 0 else sorted(tried, reverse=True)
+            for workers in order:
+                for which in ("hand", "trial") if number % 2 == 0 else ("trial", "hand"):
+                    if which == "hand":
+                        hand[workers].append(by_hand(workers, args.images, args.epochs))
+                    else:
+                        trial[workers].append(as_tune_runs_it(workers, args.images, args.trial_seconds,
+                                                              Path(out) / "run.json"))
+            free.append(replay_by_hand(args.images, args.trial_seconds))
+            print(f"round {number + 1}: " + ", ".join(f"w{w} {hand[w][-1]:.2f} (trial {trial[w][-1]:.2f})"
+                                                      for w in order) + f", replay {free[-1]:.2f} it/s", flush=True)
+    print("\n| num_workers | tune's search it/s | trial, interleaved it/s | by hand it/s | trial error |")
+    print("|---|---|---|---|---|")
     for workers in sorted(tried):
-        mine, truth = statistics.median(tried[workers]), statistics.median(hand[workers])
-        print(f"| {workers}{' ★' if workers == picked else ''} | {mine:.2f} | {truth:.2f} | {mine / truth - 1:+.1%} |")
+        mine, again, truth = (statistics.median(v[workers]) for v in (tried, trial, hand))
+        print(f"| {workers}{' ★' if workers == picked else ''} | {mine:.2f} | {again:.2f} | {truth:.2f} | "
+              f"{again / truth - 1:+.1%} |")
     best = max(hand, key=lambda w: statistics.median(hand[w]))
     truth_free = statistics.median(free)
     print(f"\npick w{picked}: {statistics.median(hand[picked]) / statistics.median(hand[best]) - 1:+.1%} against "

@@ -212,7 +212,7 @@ def tune(script: str, args: Iterable[str] = (), *, module: bool = False, budget_
     ``budget_s`` has passed. The script runs several times: whatever it writes, it writes each time."""
     import time
 
-    from dataprof.decide.tune import decide_tune, loader_of, next_run, trial_of, tuned_loader
+    from dataprof.decide.tune import decide_tune, loader_of, next_run, others_note, trial_of, tuned_loader
     from dataprof.errors import TargetError
     from dataprof.measure.watch.watcher import WatchSettings, check_target, watch
     from dataprof.results.run import RunChanges
@@ -222,14 +222,17 @@ def tune(script: str, args: Iterable[str] = (), *, module: bool = False, budget_
     started = time.monotonic()
     command = (("-m",) if module else ()) + (script, *args)
     report = TuneReport(__version__, command, None, (), 0.0)
-    site, workers = loader, None
-    while (step := next_run(report, workers)) is not None and \
+    site = loader
+    while (step := next_run(report)) is not None and \
             (not report.trials or time.monotonic() - started < budget_s):
         knobs, role = step
         changes = RunChanges(knobs, REPLAY_BATCHES if role == "headspace" else None, site) if knobs or \
             role == "headspace" else None
         if progress is not None:
-            progress(f"run {len(report.trials) + 1}: {role} {', '.join(f'{k}={v}' for k, v in knobs.items())}")
+            left = max(0.0, budget_s - (time.monotonic() - started))
+            what = f"its first {REPLAY_BATCHES} batches replayed" if role == "headspace" else \
+                ", ".join(f"{k}={v}" for k, v in knobs.items()) or "as the script has it"
+            progress(f"run {len(report.trials) + 1} ({left:.0f} s of the budget left): {role}, {what}")
         run = watch(WatchSettings(target=script, args=tuple(args), module=module, max_steps=trial_steps,
                                   seconds=trial_seconds, changes=changes))
         if not run.complete:  # Ctrl-C: the script got it too and ended; what was measured stands
@@ -244,8 +247,9 @@ def tune(script: str, args: Iterable[str] = (), *, module: bool = False, budget_
                                   + " in its run: nothing to tune")
             if not trial.ok:
                 raise TargetError(f"{script}: the script as it is failed: {trial.error}")
-            report, site, workers = dataclasses.replace(report, loader=loader_of(found)), found.site, \
-                found.num_workers or 0
+            note = others_note(run, found)
+            report, site = dataclasses.replace(report, loader=loader_of(found),
+                                               notes=report.notes + ((note,) if note else ())), found.site
     return report
 
 

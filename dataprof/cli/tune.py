@@ -47,9 +47,10 @@ def parse_budget(text: str) -> float:
 def tune(module: bool, budget: str, trial_seconds: float, trial_steps: int | None, loader_site: str | None,
          max_data_cost: str | None, json_path: Path | None, html_path: Path | None, debug: bool, script: str,
          script_args: tuple[str, ...]) -> None:
-    """Tune the loader inside your training: run SCRIPT, unchanged, once per config tried (num_workers set where
-    it builds its busiest DataLoader), and once with that loader's first batches replayed (data for free); answer
-    with the training's own iterations/s and what data loading costs it.
+    """Tune the loader inside your training: run SCRIPT, unchanged, once per config tried (num_workers, then
+    prefetch_factor and persistent_workers, set where it builds its busiest DataLoader), and once with that
+    loader's first batches replayed (data for free); answer with the training's own iterations/s and what data
+    loading costs it.
 
     The script runs several times, each run a fresh process cut short after --trial-seconds or --trial-steps:
     whatever it writes (checkpoints, logs), it writes each time. dataprof's options come before SCRIPT;

@@ -3,16 +3,17 @@
 The figure is the training's own: its iterations/s in a steady window. The search measures the script as it is
 (``current``), then with its first batches replayed (``headspace``: data for free, the training's ceiling), then
 climbs ``num_workers`` from the script's own while a doubling gains beyond the noise, tries half as many when
-the first doubling did not pay (as fast and cheaper?), and measures the script's own config again so that the
-noise of its runs is known. Among the configs within that noise of the fastest, the one with the fewest workers
-and the least prefetch wins, as in a sweep.
+the first doubling did not pay (as fast and cheaper?), then tries each of :data:`REFINEMENTS` once on top of the
+config it would recommend so far (with workers), and measures the script's own config again so that the noise
+of its runs is known. Among the configs within that noise of the fastest, the one with the fewest workers and
+the least prefetch wins, as in a sweep.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from dataprof.results.run import LoaderRun, RunReport
@@ -23,6 +24,15 @@ NOISE_FLOOR = 0.05
 """The least relative noise a run of a training is taken to have (two runs alone say little of it)."""
 CLIMB_TOP = 64
 """Worker counts past this are not tried."""
+REFINEMENTS: tuple[tuple[str, Callable[[Any], Any]], ...] = (
+    ("prefetch_factor", lambda now: 2 * (now or 2)),
+    ("persistent_workers", lambda now: None if now else True),
+)
+"""The knobs tried after the worker climb, one run each, on top of the config recommended so far when it has
+workers: the value tried, from the value in effect there (None: nothing to try). Doubling the prefetch rides out
+a slow batch; persistent workers skip the workers' start at every epoch. ``in_order`` is not among them (it
+changes the order the training sees its batches, which is the user's call: ``sweep --in-order`` measures it),
+nor ``pin_memory`` (it pays only for a copy to a GPU)."""
 
 
 def noise_of(current: Sequence[TuneTrial]) -> float:
@@ -111,19 +121,21 @@ def _label(config: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in sorted(config.items())) or "as the script has it"
 
 
-def next_run(report: TuneReport, workers_now: int | None) -> tuple[dict[str, Any], str] | None:
+def next_run(report: TuneReport) -> tuple[dict[str, Any], str] | None:
     """The next run of the training to try (the knobs to set on its loader, and its role), or None when the
     search is done: the script as it is, the headspace, the climb of ``num_workers`` from the script's own
-    (``workers_now``) while each doubling gains beyond the noise, half as many when the first doubling did not
-    pay, and the script's own config once more for the noise."""
+    (its loader's settings) while each doubling gains beyond the noise, half as many when the first doubling did
+    not pay, each of :data:`REFINEMENTS` on top of the config recommended so far, and the script's own config once
+    more for the noise."""
     roles = [t.role for t in report.trials]
     if "current" not in roles:
         return {}, "current"
     if "headspace" not in roles:
         return {}, "headspace"
     current = report.by_role("current")
-    if not current or workers_now is None:
+    if not current or report.loader is None:
         return None
+    workers_now = int(report.loader.settings.get("num_workers") or 0)
     noise, rates = noise_of(current), _rates(report.trials)
     tried = {tuple(sorted(t.config.items())) for t in report.trials if t.role == "candidate"}
     previous, count = _rate(rates[tuple(sorted(current[0].config.items()))]), max(1, 2 * workers_now)
@@ -136,8 +148,29 @@ def next_run(report: TuneReport, workers_now: int | None) -> tuple[dict[str, Any
         previous, count = _rate(rates[key]), 2 * count
     if workers_now > 1 and (("num_workers", workers_now // 2),) not in tried:
         return {"num_workers": workers_now // 2}, "candidate"
+    refined = _refinement(report, tried)
+    if refined is not None:
+        return refined, "candidate"
     if len(current) < 2:
         return {}, "current"
+    return None
+
+
+def _refinement(report: TuneReport, tried: set[tuple[tuple[str, Any], ...]]) -> dict[str, Any] | None:
+    """The first of :data:`REFINEMENTS` no run has set yet, on top of the config recommended so far, when that
+    has workers and the knob has a value to try there; None when none is left."""
+    if report.answer is None or report.loader is None:
+        return None
+    base = report.trials[report.answer.recommended].config
+    settings = {**report.loader.settings, **base}
+    if not settings.get("num_workers"):
+        return None
+    for knob, value_of in REFINEMENTS:
+        if any(knob in key for key in ({k for k, _ in config} for config in tried)):
+            continue
+        value = value_of(settings.get(knob))
+        if value is not None and (config := {**base, knob: value}) and tuple(sorted(config.items())) not in tried:
+            return config
     return None
 
 
@@ -148,6 +181,18 @@ def tuned_loader(run: RunReport, site: str | None) -> LoaderRun | None:
         return next((loader for loader in run.loaders if loader.site == site or loader.site.endswith("/" + site)),
                     None)
     return run.loaders[0] if run.loaders else None
+
+
+def others_note(run: RunReport, tuned: LoaderRun) -> str | None:
+    """The loaders of the run other than the ``tuned`` one, named: they are left as the script builds them, and
+    their epochs between the tuned loader's batches are not the training's time; None when there are none."""
+    others = [loader for loader in run.loaders if loader is not tuned]
+    if not others:
+        return None
+    named = "; ".join(f"{loader.site} ({loader.loader_class}, {loader.batches:,} batches)" for loader in others)
+    return (f"other loaders, left as your script builds them: {named}. Their epochs run between the tuned "
+            "loader's batches (a validation pass) are not counted in the training's iterations/s; "
+            "--loader FILE:LINE tunes another")
 
 
 def loader_of(loader: LoaderRun) -> TunedLoader:

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
-from dataprof.decide.tune import decide_tune, next_run, noise_of
+from dataprof.decide.tune import decide_tune, next_run, noise_of, others_note
 from dataprof.results.load import TYPES
 from dataprof.results.tune import TunedLoader, TuneReport, TuneTrial
 from dataprof.results.vocabulary import Kind, TrialStatus
+from tests.conftest import run_report
 
 LOADER = TunedLoader("train.py:41", "DataLoader", 8, {"num_workers": 1, "prefetch_factor": 2})
+FOUR = TunedLoader("train.py:41", "DataLoader", 8, {"num_workers": 4, "prefetch_factor": 2,
+                                                      "persistent_workers": True})
 
 
 def run(config: dict[str, object], rate: float | None, role: str = "candidate", step: float = 5.0) -> TuneTrial:
@@ -53,18 +57,37 @@ def test_without_a_completed_run_of_the_script_as_it_is_there_is_no_answer() -> 
 def test_the_search_measures_the_script_then_data_for_free_then_climbs_while_it_pays() -> None:
     steps: list[TuneTrial] = []
     rates = {(): 50.0, (("num_workers", 2),): 90.0, (("num_workers", 4),): 140.0, (("num_workers", 8),): 142.0,
-             (("num_workers", 1),): 49.0}
-    while (step := next_run(report(*steps), workers_now=1)) is not None:
+             (("num_workers", 4), ("prefetch_factor", 4)): 150.0,
+             (("num_workers", 4), ("persistent_workers", True), ("prefetch_factor", 4)): 151.0}
+    while (step := next_run(report(*steps))) is not None:
         config, role = step
         rate = 200.0 if role == "headspace" else rates[tuple(sorted(config.items()))]
         steps.append(run(config, rate, role))
     assert [(t.role, t.config) for t in steps] == [
         ("current", {}), ("headspace", {}), ("candidate", {"num_workers": 2}), ("candidate", {"num_workers": 4}),
-        ("candidate", {"num_workers": 8}), ("current", {})]  # 8 gained nothing beyond 4: the climb stopped
-    halved = next_run(report(run({}, 50.0, "current"), run({}, 200.0, "headspace"),
-                             run({"num_workers": 8}, 48.0)), workers_now=4)
+        ("candidate", {"num_workers": 8}),  # 8 gained nothing beyond 4: the climb stopped
+        ("candidate", {"num_workers": 4, "prefetch_factor": 4}),  # on top of w4, recommended then
+        ("candidate", {"num_workers": 4, "prefetch_factor": 4, "persistent_workers": True}),  # on top of pf4
+        ("current", {})]
+    done = report(*steps).answer
+    assert done is not None and steps[done.recommended].config == {"num_workers": 4, "prefetch_factor": 4}
+    halved = next_run(dataclasses.replace(report(run({}, 50.0, "current"), run({}, 200.0, "headspace"),
+                                                 run({"num_workers": 8}, 48.0)), loader=FOUR))
     assert halved == ({"num_workers": 2}, "candidate")  # the first doubling did not pay: are fewer as fast?
     assert noise_of([run({}, 100.0), run({}, 120.0)]) > 0.15
+
+
+def test_refinements_need_workers_and_a_value_to_try() -> None:
+    on_zero = dataclasses.replace(report(run({}, 50.0, "current"), run({}, 200.0, "headspace"),
+                                         run({"num_workers": 1}, 49.0)),
+                                  loader=TunedLoader("train.py:41", "DataLoader", 8, {"num_workers": 0}))
+    assert next_run(on_zero) == ({}, "current")  # w0 stays recommended: no prefetch or persistence to try on it
+    persistent = report(run({}, 50.0, "current"), run({}, 200.0, "headspace"), run({"num_workers": 8}, 48.0),
+                        run({"num_workers": 2}, 49.0))
+    persistent = dataclasses.replace(persistent, loader=FOUR)
+    assert next_run(persistent) == ({"prefetch_factor": 4}, "candidate")  # on the script's own w4, pf2 doubled
+    after = dataclasses.replace(report(*persistent.trials, run({"prefetch_factor": 4}, 49.0)), loader=FOUR)
+    assert next_run(after) == ({}, "current")  # its workers persist already
 
 
 def test_the_tune_document_has_the_stable_keys_and_reads_back() -> None:
@@ -79,3 +102,12 @@ def test_the_tune_document_has_the_stable_keys_and_reads_back() -> None:
     assert 0 < data["data_cost_fraction"] < 1 and 0 < data["recommended_data_cost_fraction"] < 1
     assert all({"config", "status", "startup_s", "iterations_per_s"} <= set(t) for t in data["trials"])
     assert decide_tune(TuneReport.from_dict(data)).to_dict() == data
+
+
+def test_the_other_loaders_are_named_and_said_to_be_left_as_they_are() -> None:
+    run = run_report(0.3)
+    train = run.loaders[0]
+    assert others_note(run, train) is None
+    val = dataclasses.replace(train, site="train.py:52", batches=40)
+    note = others_note(dataclasses.replace(run, loaders=(train, val)), train) or ""
+    assert "train.py:52 (DataLoader, 40 batches)" in note and "not counted" in note and "train.py:40" not in note

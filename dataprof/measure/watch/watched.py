@@ -175,7 +175,13 @@ class WatchedIterator:
         if self._recorder.ended is not None:
             raise WatchEnded(self._recorder.ended)
         start = self._recorder.clock()
-        batch = next(self._inner)  # StopIteration ends the epoch, as it would unwatched
+        try:
+            batch = next(self._inner)
+        except StopIteration:  # the epoch ends, as it would unwatched; when, for the time other loaders take
+            self._recorder.flush()
+            self._recorder.channel.send({"ev": "epoch_end", "loader": self._number, "epoch": self._epoch,
+                                         "at": self._recorder.clock()})
+            raise
         arrived = self._recorder.clock()
         step = None if self._returned is None else start - self._returned
         if self._index == 0:

@@ -7,6 +7,7 @@ arrive on a pipe of their own (``measure.watch.watched``).
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import importlib.util
 import json
@@ -64,6 +65,20 @@ class _Loader:
     info: Message
     rows: list[list[float]] = field(default_factory=list)
     first_batch_s: dict[int, float] = field(default_factory=dict)
+    ended_at: dict[int, float] = field(default_factory=dict)
+    """When each epoch that ran out ended (s on the script's clock)."""
+
+    def spans(self) -> list[tuple[float, float]]:
+        """Each epoch's span on the script's clock: from the iterator's creation to the epoch's end (its last
+        batch when it did not run out)."""
+        first: dict[int, list[float]] = {}
+        last: dict[int, float] = {}
+        for row in self.rows:
+            if len(row) >= 6:
+                first.setdefault(int(row[0]), row)
+                last[int(row[0])] = row[5]
+        return [(row[5] - self.first_batch_s.get(epoch, row[2]), self.ended_at.get(epoch, last[epoch]))
+                for epoch, row in first.items()]
 
 
 def check_target(settings: WatchSettings) -> None:
@@ -134,6 +149,8 @@ class Collector:
         elif kind == "epoch":
             self.loaders[event["loader"]].first_batch_s[event["epoch"]] = event["first_batch_s"]
             self.marks.mark_window_start()
+        elif kind == "epoch_end":
+            self.loaders[event["loader"]].ended_at[event["epoch"]] = event["at"]
         elif kind == "device":
             self.outcome["device"] = event["device"]
             self.outcome["gpu_reason"] = self.marks.use_gpu(event.get("uuid"), event.get("pci_bus_id"))
@@ -158,7 +175,8 @@ class Collector:
         return RunReport(
             tool_version=__version__, command=command,
             environment=probe_environment(self.outcome.get("device", "cpu"), framework=self._framework()),
-            loaders=tuple(sorted((_loader_run(loader) for loader in self.loaders.values()),
+            loaders=tuple(sorted((_loader_run(loader, [other for other in self.loaders.values() if other is not loader])
+                                  for loader in self.loaders.values()),
                                  key=lambda r: -r.batches)),
             resources=resources, wall_s=wall_s, exit_code=self.outcome.get("code", exit_code),
             ended_by="Ctrl-C" if interrupted else self.outcome.get("ended"), complete=not interrupted,
@@ -259,9 +277,10 @@ def _end(proc: subprocess.Popen[bytes]) -> None:
         proc.send_signal(signal.SIGKILL)
 
 
-def _loader_run(loader: _Loader) -> LoaderRun:
+def _loader_run(loader: _Loader, others: Sequence[_Loader] = ()) -> LoaderRun:
     """One loader's figures: warm-up batches of each epoch left out of the steady state, and a replayed loader's
-    batches from before its replay began (they were loaded, not free)."""
+    batches from before its replay began (they were loaded, not free); its pace without the time the ``others``
+    took between its batches (a validation loader's epochs)."""
     info = loader.info
     warmup = warmup_batches(int(info.get("num_workers") or 0), info.get("prefetch_factor"))
     steady = [row for row in loader.rows[int(info.get("replayed_after") or 0):] if row[1] >= warmup and row[3] >= 0]
@@ -288,20 +307,33 @@ def _loader_run(loader: _Loader) -> LoaderRun:
         factory=info.get("factory"), factory_args=None if info.get("factory_args") is None
         else tuple(info["factory_args"]), factory_blocked=info.get("factory_blocked"),
         factory_split=info.get("factory_split"), worker_kind=info.get("worker_kind") or "process",
-        iterations_per_s=_pace(loader.rows[int(info.get("replayed_after") or 0):], warmup),
+        iterations_per_s=_pace(loader.rows[int(info.get("replayed_after") or 0):], warmup,
+                               [span for other in others for span in other.spans()]),
     )
 
 
-def _pace(rows: Sequence[list[float]], warmup: int) -> float | None:
+def _pace(rows: Sequence[list[float]], warmup: int, elsewhere: Sequence[tuple[float, float]] = ()) -> float | None:
     """Batches per second of wall time from the end of the start-up (the first epoch's warm-up) to the last
-    batch: every later epoch's start, and whatever the script does between batches, included."""
+    batch: every later epoch's start, and whatever the script does between batches, included; an epoch of another
+    loader (``elsewhere``: its spans) during which this one delivered nothing is left out (a validation pass is not
+    the training's time). A span that holds one of this loader's batches is kept: the two are iterated together."""
     if not rows or len(rows[0]) < 6:
         return None
     first_epoch = rows[0][0]
     start = next((n for n, row in enumerate(rows) if row[0] != first_epoch or row[1] >= warmup), None)
     if start is None or len(rows) - start < 2 or rows[-1][5] <= rows[start][5]:
         return None
-    return (len(rows) - 1 - start) / (rows[-1][5] - rows[start][5])
+    begin, end = rows[start][5], rows[-1][5]
+    arrivals = [row[5] for row in rows[start:]]
+    apart = sum(min(e, end) - max(s, begin) for s, e in elsewhere
+                if min(e, end) > max(s, begin) and not _holds(arrivals, s, e))
+    return (len(rows) - 1 - start) / max(end - begin - apart, 1e-9)
+
+
+def _holds(arrivals: Sequence[float], start: float, end: float) -> bool:
+    """Whether any of the sorted ``arrivals`` lies strictly between ``start`` and ``end``."""
+    at = bisect.bisect_right(arrivals, start)
+    return at < len(arrivals) and arrivals[at] < end
 
 
 def _ms_stats(seconds: Sequence[float]) -> dict[str, float] | None:

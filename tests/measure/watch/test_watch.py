@@ -121,3 +121,51 @@ def test_a_module_level_function_is_a_factory_with_its_literal_arguments() -> No
 
     assert loader_factory(nested())["factory"] is None
     assert still_running(sys._getframe()) and not still_running(make_frame())
+
+
+class NoMarks:
+    def mark_window_start(self) -> None: ...
+
+    def mark_window_end(self) -> None: ...
+
+    def use_gpu(self, uuid: str | None, pci_bus_id: str | None) -> str | None:
+        return None
+
+
+def paces(loop: Any) -> dict[str, float | None]:
+    """Run ``loop(DataLoader, clock)`` on a fake clock; each loader's pace as the watch reports it."""
+    from dataprof.measure.watch import watcher
+
+    now = [0.0]
+    sink = Sink()
+    recorder = Recorder(sink, max_steps=None, seconds=None, clock=lambda: now[0])  # type: ignore[arg-type]
+    module = types.SimpleNamespace(DataLoader=type("DataLoader", (FakeLoader,), {}))
+    patch_dataloader(module, recorder)  # type: ignore[arg-type]
+    loop(module.DataLoader, now)
+    recorder.flush()
+    collector = watcher.Collector(NoMarks())
+    for message in sink.sent:
+        collector.handle(message)
+    loaders = list(collector.loaders.values())
+    return {str(one.info["loader"]): watcher._loader_run(one, [o for o in loaders if o is not one]).iterations_per_s
+            for one in loaders}
+
+
+def test_a_validation_pass_between_epochs_is_not_the_training_s_time() -> None:
+    def train_then_validate(DataLoader: Any, now: list[float]) -> None:
+        train, val = DataLoader([[i] for i in range(4)]), DataLoader([[i] for i in range(2)])
+        for _ in range(3):
+            for _ in train:
+                now[0] += 0.1  # the step
+            for _ in val:
+                now[0] += 1.0  # a slow evaluation: two seconds an epoch
+    assert paces(train_then_validate)["0"] == pytest.approx(10.0)  # 0.1 s a step; 3.9 with the validation in
+
+
+def test_a_loader_iterated_beside_the_training_s_keeps_its_time() -> None:
+    def zipped(DataLoader: Any, now: list[float]) -> None:
+        images, captions = DataLoader([[i] for i in range(8)]), DataLoader([[i] for i in range(8)])
+        for _ in range(2):
+            for _ in zip(images, captions, strict=False):
+                now[0] += 0.1
+    assert paces(zipped)["0"] == pytest.approx(10.0)  # the other's epochs hold this one's batches: nothing left out
