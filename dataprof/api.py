@@ -28,10 +28,10 @@ from dataprof.results.request import (
     TrialBudgets,
     current_config,
 )
-from dataprof.results.run import RunReport
+from dataprof.results.run import LoaderRun, RunReport
 from dataprof.results.settings import SweepSettings
 from dataprof.results.sweep import Report
-from dataprof.results.tune import TuneReport
+from dataprof.results.tune import TuneReport, TuneTrial
 
 _Shown = TypeVar("_Shown", Report, Inspection)
 
@@ -200,19 +200,31 @@ def run(script: str, args: Iterable[str] = (), *, module: bool = False, max_step
 
 REPLAY_BATCHES = 16
 """Batches of the loader replayed in the headspace run of ``tune``."""
+LOADER_SWEEP_TRIAL_S = 2.0
+"""The window of each trial of tune's loader-only sweep: it proposes, the training decides."""
 
 
 def tune(script: str, args: Iterable[str] = (), *, module: bool = False, budget_s: float = 300.0,
          trial_seconds: float | None = 10.0, trial_steps: int | None = None, loader: str | None = None,
-         progress: Callable[[str], None] | None = None) -> TuneReport:
+         loader_sweep: bool = True, progress: Callable[[str], None] | None = None) -> TuneReport:
     """Tune the loader inside the training itself: run the script, unchanged, once per config tried (each in a
     fresh process, its busiest loader's knobs set where it is built, or the loader at ``loader``), and once with
     that loader's first batches replayed (data for free), each ended after ``trial_steps`` batches or
     ``trial_seconds``; the :class:`~dataprof.results.tune.TuneReport` with the answer. Runs start while less than
-    ``budget_s`` has passed. The script runs several times: whatever it writes, it writes each time."""
+    ``budget_s`` has passed. With ``loader_sweep``, when the loader is built by a function dataprof can call on
+    its own, that function is swept alone (beside a dummy model stepping as the training does with data for free)
+    and its pick is run in the training too. The script runs several times: whatever it writes, it writes each
+    time."""
     import time
 
-    from dataprof.decide.tune import decide_tune, loader_of, next_run, others_note, trial_of, tuned_loader
+    from dataprof.decide.tune import (
+        decide_tune,
+        loader_of,
+        next_run,
+        others_note,
+        trial_of,
+        tuned_loader,
+    )
     from dataprof.errors import TargetError
     from dataprof.measure.watch.watcher import WatchSettings, check_target, watch
     from dataprof.results.run import RunChanges
@@ -222,17 +234,14 @@ def tune(script: str, args: Iterable[str] = (), *, module: bool = False, budget_
     started = time.monotonic()
     command = (("-m",) if module else ()) + (script, *args)
     report = TuneReport(__version__, command, None, (), 0.0)
-    site = loader
+    site, found = loader, None
     while (step := next_run(report)) is not None and \
             (not report.trials or time.monotonic() - started < budget_s):
         knobs, role = step
         changes = RunChanges(knobs, REPLAY_BATCHES if role == "headspace" else None, site) if knobs or \
             role == "headspace" else None
         if progress is not None:
-            left = max(0.0, budget_s - (time.monotonic() - started))
-            what = f"its first {REPLAY_BATCHES} batches replayed" if role == "headspace" else \
-                ", ".join(f"{k}={v}" for k, v in knobs.items()) or "as the script has it"
-            progress(f"run {len(report.trials) + 1} ({left:.0f} s of the budget left): {role}, {what}")
+            progress(_run_line(len(report.trials) + 1, budget_s - (time.monotonic() - started), knobs, role))
         run = watch(WatchSettings(target=script, args=tuple(args), module=module, max_steps=trial_steps,
                                   seconds=trial_seconds, changes=changes))
         if not run.complete:  # Ctrl-C: the script got it too and ended; what was measured stands
@@ -240,6 +249,9 @@ def tune(script: str, args: Iterable[str] = (), *, module: bool = False, budget_
         trial = trial_of(run, knobs, role, site)
         report = decide_tune(dataclasses.replace(report, trials=(*report.trials, trial),
                                                  wall_s=time.monotonic() - started))
+        if role == "headspace" and loader_sweep and found is not None and trial.ok:
+            report = decide_tune(dataclasses.replace(_loader_sweep(report, found, trial, progress),
+                                                     wall_s=time.monotonic() - started))
         if role == "current" and report.loader is None:
             found = tuned_loader(run, site)
             if found is None:
@@ -251,6 +263,38 @@ def tune(script: str, args: Iterable[str] = (), *, module: bool = False, budget_
             report, site = dataclasses.replace(report, loader=loader_of(found),
                                                notes=report.notes + ((note,) if note else ())), found.site
     return report
+
+
+def _run_line(number: int, left_s: float, knobs: dict[str, Any], role: str) -> str:
+    """The progress line of tune's next run: its number, the budget left, what it sets."""
+    what = f"its first {REPLAY_BATCHES} batches replayed" if role == "headspace" else \
+        ", ".join(f"{k}={v}" for k, v in knobs.items()) or "as the script has it"
+    return f"run {number} ({max(0.0, left_s):.0f} s of the budget left): {role}, {what}"
+
+
+def _loader_sweep(report: TuneReport, found: LoaderRun, headspace: TuneTrial,
+                  progress: Callable[[str], None] | None) -> TuneReport:
+    """``report`` with the loader-only sweep of the tuned loader's factory (a short adaptive sweep at the
+    training's free-data step), or with a note saying why there is none."""
+    from dataprof.decide.tune import loader_sweep_of, sweep_target
+    from dataprof.errors import DataprofError
+    from dataprof.results.tune import LoaderSweep
+
+    target = sweep_target(found)
+    if isinstance(target, str):
+        return dataclasses.replace(report, notes=(*report.notes, f"no loader-only sweep to compare: {target}"))
+    name, kwargs, split = target
+    step = (headspace.step_ms or {}).get("p50") or 0.0
+    swept = LoaderSweep(name, kwargs, step)
+    if progress is not None:
+        progress(f"the loader alone: sweeping {name} beside a dummy model stepping {step:.1f} ms")
+    try:
+        result = sweep(name, args=kwargs, split=split, step_ms=step, trial_seconds=LOADER_SWEEP_TRIAL_S,
+                       rules_of_thumb=False, cache="warm", progress=progress is not None)
+    except DataprofError as error:
+        return dataclasses.replace(report, loader_sweep=dataclasses.replace(swept, error=str(error)))
+    assert report.loader is not None
+    return dataclasses.replace(report, loader_sweep=loader_sweep_of(swept, result, report.loader))
 
 
 def plan(report_or_path: Report | str | os.PathLike[str], *, cpus: float | None = None, ranks_per_node: int = 1,

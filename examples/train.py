@@ -40,6 +40,13 @@ class TinyCNN(nn.Module):
         return self.head(self.features(images).flatten(1))
 
 
+def make_loader(images: int = 1024, out_size: int = 128, batch_size: int = 32, workers: int = 0,
+                pin_memory: bool = False) -> DataLoader:
+    """The training's loader: decoded, augmented JPEGs (a function ``dataprof sweep`` can call on its own)."""
+    return DataLoader(JpegDataset(count=images, out_size=out_size), batch_size=batch_size, shuffle=True,
+                      num_workers=workers, pin_memory=pin_memory, persistent_workers=workers > 0)
+
+
 def main() -> int:
     """Train for ``--epochs`` epochs; print the loss and the images per second of each."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -51,9 +58,7 @@ def main() -> int:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     opts = parser.parse_args()
     device = torch.device(opts.device)
-    dataset = JpegDataset(count=opts.images, out_size=opts.out_size)
-    loader = DataLoader(dataset, batch_size=opts.batch_size, shuffle=True, num_workers=opts.workers,
-                        pin_memory=device.type == "cuda", persistent_workers=opts.workers > 0)
+    loader = make_loader(opts.images, opts.out_size, opts.batch_size, opts.workers, device.type == "cuda")
     model = TinyCNN().to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
@@ -66,7 +71,7 @@ def main() -> int:
             loss.backward()
             optimizer.step()
             seen += len(labels)
-            total += float(loss) * len(labels)
+            total += loss.item() * len(labels)
         elapsed = time.perf_counter() - start
         print(f"epoch {epoch + 1}: loss {total / max(seen, 1):.3f} · {seen / elapsed:,.0f} images/s")
     return 0

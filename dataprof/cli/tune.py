@@ -34,6 +34,8 @@ def parse_budget(text: str) -> float:
               help="End each run once its loader delivered N batches (whichever comes first with --trial-seconds).")
 @click.option("--loader", "loader_site", default=None, metavar="FILE:LINE",
               help="Tune the loader built at FILE:LINE [default: the one the training iterates most].")
+@click.option("--loader-sweep/--no-loader-sweep", default=True, show_default=True,
+              help="When a function builds the loader, sweep it alone first and run its pick in the training too.")
 @click.option("--max-data-cost", default=None, metavar="PCT",
               help="Gate: exit 1 if data loading costs your training more than PCT of its speed, as it is.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -45,8 +47,8 @@ def parse_budget(text: str) -> float:
 @click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
 @guarded
 def tune(module: bool, budget: str, trial_seconds: float, trial_steps: int | None, loader_site: str | None,
-         max_data_cost: str | None, json_path: Path | None, html_path: Path | None, debug: bool, script: str,
-         script_args: tuple[str, ...]) -> None:
+         loader_sweep: bool, max_data_cost: str | None, json_path: Path | None, html_path: Path | None, debug: bool,
+         script: str, script_args: tuple[str, ...]) -> None:
     """Tune the loader inside your training: run SCRIPT, unchanged, once per config tried (num_workers, then
     prefetch_factor and persistent_workers, set where it builds its busiest DataLoader), and once with that
     loader's first batches replayed (data for free); answer with the training's own iterations/s and what data
@@ -63,7 +65,7 @@ def tune(module: bool, budget: str, trial_seconds: float, trial_steps: int | Non
     gate = None if max_data_cost is None else parse_percent(max_data_cost, "--max-data-cost")
     out = console()
     report = run_tune(script, script_args, module=module, budget_s=parse_budget(budget), trial_seconds=trial_seconds,
-                      trial_steps=trial_steps, loader=loader_site,
+                      trial_steps=trial_steps, loader=loader_site, loader_sweep=loader_sweep,
                       progress=lambda line: click.echo(f"dataprof tune: {line}", err=True))
     print_document(out, report)
     if json_path is not None:

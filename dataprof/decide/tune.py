@@ -11,19 +11,23 @@ the least prefetch wins, as in a sweep.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import statistics
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from dataprof.results.run import LoaderRun, RunReport
-from dataprof.results.tune import TuneAnswer, TunedLoader, TuneReport, TuneTrial
-from dataprof.results.vocabulary import TrialStatus
+from dataprof.results.sweep import Report
+from dataprof.results.tune import LoaderSweep, TuneAnswer, TunedLoader, TuneReport, TuneTrial
+from dataprof.results.vocabulary import TrialStatus, WorkerKind
 
 NOISE_FLOOR = 0.05
 """The least relative noise a run of a training is taken to have (two runs alone say little of it)."""
 CLIMB_TOP = 64
 """Worker counts past this are not tried."""
+CONFIRM_RUNS = 3
+"""Runs each of the fastest config and the recommended one get, when they differ, while the budget lasts."""
 REFINEMENTS: tuple[tuple[str, Callable[[Any], Any]], ...] = (
     ("prefetch_factor", lambda now: 2 * (now or 2)),
     ("persistent_workers", lambda now: None if now else True),
@@ -44,8 +48,8 @@ def noise_of(current: Sequence[TuneTrial]) -> float:
     return max(NOISE_FLOOR, (max(rates) - min(rates)) / statistics.fmean(rates))
 
 
-def _workers(config: dict[str, Any]) -> int:
-    return int(config.get("num_workers") or 0)
+def _key(config: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
+    return tuple(sorted(config.items()))
 
 
 def _rates(trials: Sequence[TuneTrial]) -> dict[tuple[tuple[str, Any], ...], list[tuple[int, TuneTrial]]]:
@@ -61,9 +65,12 @@ def _rate(runs: Sequence[tuple[int, TuneTrial]]) -> float:
     return statistics.median(t.iterations_per_s or 0.0 for _, t in runs)
 
 
-def _cost(runs: Sequence[tuple[int, TuneTrial]]) -> tuple[int, int, int]:
+def _cost(runs: Sequence[tuple[int, TuneTrial]], settings: dict[str, Any]) -> tuple[int, int, bool, int]:
+    """What a config costs, least first: its workers, its prefetch, whether it changes the script at all, memory."""
     trial = runs[0][1]
-    return (_workers(trial.config), int(trial.config.get("prefetch_factor") or 0), trial.peak_memory_bytes or 0)
+    config = {**settings, **trial.config}
+    return (int(config.get("num_workers") or 0), int(config.get("prefetch_factor") or 0), bool(trial.config),
+            trial.peak_memory_bytes or 0)
 
 
 def decide_tune(report: TuneReport) -> TuneReport:
@@ -77,16 +84,21 @@ def decide_tune(report: TuneReport) -> TuneReport:
     fastest = max(by_config.values(), key=_rate)
     top = _rate(fastest)
     within = [runs for runs in by_config.values() if (top - _rate(runs)) / top <= noise]
-    chosen = min(within, key=_cost)
+    chosen = min(within, key=lambda runs: _cost(runs, report.loader.settings if report.loader else {}))
     rate, base = _rate(chosen), _rate(mine)
     headspace = report.by_role("headspace")
     ceiling = headspace[0].iterations_per_s if headspace else None
+    picked = report.loader_sweep.config if report.loader_sweep is not None else None
+    swept = by_config.get(_key(picked)) if picked is not None else None
+    ranked = sorted(by_config.values(), key=_rate, reverse=True)
     return dataclasses.replace(report, answer=TuneAnswer(
         recommended=chosen[0][0], gain_over_current=rate / base - 1 if base else None,
         gain_range=(rate * (1 - noise) / (base * (1 + noise)) - 1, rate * (1 + noise) / (base * (1 - noise)) - 1)
         if base else None,
         data_cost_fraction=_cost_of(base, ceiling), recommended_data_cost_fraction=_cost_of(rate, ceiling),
-        noise=noise, reason=_reason(chosen, fastest, mine, noise), step_slowdown=_slowdowns(report.trials)))
+        noise=noise, reason=_reason(chosen, fastest, mine, noise), step_slowdown=_slowdowns(report.trials),
+        loader_sweep_rank=None if swept is None else (ranked.index(swept) + 1, len(ranked)),
+        loader_sweep_vs_recommended=None if swept is None or not rate else _rate(swept) / rate - 1))
 
 
 def _cost_of(rate: float | None, ceiling: float | None) -> float | None:
@@ -123,55 +135,129 @@ def _label(config: dict[str, Any]) -> str:
 
 def next_run(report: TuneReport) -> tuple[dict[str, Any], str] | None:
     """The next run of the training to try (the knobs to set on its loader, and its role), or None when the
-    search is done: the script as it is, the headspace, the climb of ``num_workers`` from the script's own
-    (its loader's settings) while each doubling gains beyond the noise, half as many when the first doubling did
-    not pay, each of :data:`REFINEMENTS` on top of the config recommended so far, and the script's own config once
-    more for the noise."""
+    search is done: the script as it is, the headspace, the loader-only sweep's pick (when there is one), the
+    climb of ``num_workers`` around the config recommended so far (twice as many while a doubling gains beyond
+    the noise; half as many when it does not), each of :data:`REFINEMENTS` on top of the config recommended then,
+    the script's own config once more for the noise, then more runs of the fastest and the recommended config
+    while they differ (:func:`_confirmation`)."""
     roles = [t.role for t in report.trials]
     if "current" not in roles:
         return {}, "current"
     if "headspace" not in roles:
         return {}, "headspace"
     current = report.by_role("current")
-    if not current or report.loader is None:
+    if not current or report.loader is None or report.answer is None:
         return None
-    workers_now = int(report.loader.settings.get("num_workers") or 0)
-    noise, rates = noise_of(current), _rates(report.trials)
-    tried = {tuple(sorted(t.config.items())) for t in report.trials if t.role == "candidate"}
-    previous, count = _rate(rates[tuple(sorted(current[0].config.items()))]), max(1, 2 * workers_now)
-    while count <= CLIMB_TOP:
-        key = (("num_workers", count),)
-        if key not in tried:
-            return {"num_workers": count}, "candidate"
-        if key not in rates or _rate(rates[key]) <= previous * (1 + noise):
-            break  # it failed, or did not pay beyond the noise: the climb is over
-        previous, count = _rate(rates[key]), 2 * count
-    if workers_now > 1 and (("num_workers", workers_now // 2),) not in tried:
-        return {"num_workers": workers_now // 2}, "candidate"
-    refined = _refinement(report, tried)
-    if refined is not None:
-        return refined, "candidate"
+    seen = {_key(t.config) for t in report.trials if t.role != "headspace"}
+    picked = report.loader_sweep.config if report.loader_sweep is not None else None
+    if picked and _key(picked) not in seen:
+        return picked, "sweep"
+    step = _climb(report, seen) or _refinement(report, seen)
+    if step is not None:
+        return step, "candidate"
     if len(current) < 2:
         return {}, "current"
+    return _confirmation(report)
+
+
+def _confirmation(report: TuneReport) -> tuple[dict[str, Any], str] | None:
+    """When the fastest config is not the one recommended (it is within the noise of the fastest, and cheaper),
+    one more run of whichever of the two has had fewer, up to :data:`CONFIRM_RUNS` each: the noise decides
+    between them, so it is measured where it matters. None when they agree or both have their runs."""
+    assert report.answer is not None
+    rates = _rates(report.trials)
+    chosen = rates[_key(report.trials[report.answer.recommended].config)]
+    fastest = max(rates.values(), key=_rate)
+    if fastest is chosen:
+        return None
+    again = min((runs for runs in (fastest, chosen) if len(runs) < CONFIRM_RUNS),
+                key=lambda runs: (len(runs), runs[-1][0]), default=None)  # the fewer runs, then the older
+    if again is None:
+        return None
+    trial = again[0][1]
+    return dict(trial.config), "current" if not trial.config else trial.role
+
+
+def _as_changed(config: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
+    """``config`` without the knobs the script sets to the same values: a run's overrides."""
+    return {k: v for k, v in config.items() if settings.get(k) != v}
+
+
+def _climb(report: TuneReport, seen: set[tuple[tuple[str, Any], ...]]) -> dict[str, Any] | None:
+    """Twice the recommended config's workers (one, from none) until a doubling does not pay beyond the noise,
+    then half as many (as fast and cheaper?); None when both are run, or once a refinement is recommended."""
+    assert report.answer is not None and report.loader is not None
+    settings = report.loader.settings
+    base = report.trials[report.answer.recommended].config
+    if _refined(base, report):
+        return None
+    workers = int({**settings, **base}.get("num_workers") or 0)
+    rates = _rates(report.trials)
+    more = _as_changed({**base, "num_workers": max(1, 2 * workers)}, settings)
+    if 2 * workers <= CLIMB_TOP and _key(more) not in seen:
+        return more
+    paid = _key(more) in rates and _rate(rates[_key(more)]) > _rate(rates[_key(base)]) * (1 + report.answer.noise)
+    fewer = _as_changed({**base, "num_workers": workers // 2}, settings)
+    if not paid and workers > 1 and _key(fewer) not in seen:
+        return fewer
     return None
 
 
-def _refinement(report: TuneReport, tried: set[tuple[tuple[str, Any], ...]]) -> dict[str, Any] | None:
-    """The first of :data:`REFINEMENTS` no run has set yet, on top of the config recommended so far, when that
-    has workers and the knob has a value to try there; None when none is left."""
-    if report.answer is None or report.loader is None:
-        return None
+def _refined(config: dict[str, Any], report: TuneReport) -> bool:
+    """Whether ``config`` sets a knob of :data:`REFINEMENTS` its own way (not the script's, nor the loader-only
+    sweep's pick): the climb is over once such a config is recommended."""
+    picked = (report.loader_sweep.config if report.loader_sweep is not None else None) or {}
+    return any(knob in config and picked.get(knob) != config[knob] for knob, _ in REFINEMENTS)
+
+
+def _refinement(report: TuneReport, seen: set[tuple[tuple[str, Any], ...]]) -> dict[str, Any] | None:
+    """The first of :data:`REFINEMENTS` no run has set its own way yet, on top of the config recommended so far,
+    when that has workers and the knob has a value to try there; None when none is left."""
+    assert report.answer is not None and report.loader is not None
     base = report.trials[report.answer.recommended].config
     settings = {**report.loader.settings, **base}
     if not settings.get("num_workers"):
         return None
     for knob, value_of in REFINEMENTS:
-        if any(knob in key for key in ({k for k, _ in config} for config in tried)):
+        if any(_refined({knob: t.config[knob]}, report) for t in report.trials if knob in t.config):
             continue
         value = value_of(settings.get(knob))
-        if value is not None and (config := {**base, knob: value}) and tuple(sorted(config.items())) not in tried:
+        config = _as_changed({**base, knob: value}, report.loader.settings)
+        if value is not None and _key(config) not in seen:
             return config
     return None
+
+
+def sweep_target(loader: LoaderRun) -> tuple[str, dict[str, Any], str] | str:
+    """What ``dataprof sweep`` can sweep of the tuned loader alone: the function (or DataModule) that built it,
+    its arguments and split; else why not."""
+    if loader.factory is None:
+        return "its loader is not built by a function dataprof can call on its own (a module-level factory)"
+    if loader.factory_blocked:
+        return loader.factory_blocked
+    args = {}
+    for item in loader.factory_args or ():
+        name, _, text = item.partition("=")
+        try:
+            args[name] = ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            return f"its argument {name} is not a literal"
+    return loader.factory, args, loader.factory_split or "train"
+
+
+def loader_sweep_of(swept: LoaderSweep, report: Report, loader: TunedLoader) -> LoaderSweep:
+    """``swept`` with the sweep's pick, as the knobs to set on the training's loader (those that differ from
+    the script's), or why it cannot be set there."""
+    best = report.best
+    if best is None:
+        return dataclasses.replace(swept, error="the sweep completed no config")
+    config = best.config
+    label, rate = config.label(), best.samples_per_s
+    if config.worker_kind == WorkerKind.THREAD:
+        return dataclasses.replace(swept, label=label, samples_per_s=rate,
+                                   error="its pick loads in threads, which tune cannot set on your loader yet")
+    knobs = {k: v for k, v in config.dataloader_kwargs().items() if loader.settings.get(k) != v}
+    return dataclasses.replace(swept, config=knobs, label=label, samples_per_s=rate)
 
 
 def tuned_loader(run: RunReport, site: str | None) -> LoaderRun | None:

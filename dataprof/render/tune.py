@@ -14,7 +14,7 @@ from rich.text import Text
 from dataprof.render.html import page
 from dataprof.results.tune import TuneReport, TuneTrial
 
-ROLES = {"current": "yours", "headspace": "data for free", "candidate": "tried"}
+ROLES = {"current": "yours", "headspace": "data for free", "candidate": "tried", "sweep": "the loader sweep's pick"}
 """How each kind of run is named in the table."""
 
 
@@ -68,7 +68,29 @@ def answer_lines(report: TuneReport) -> list[str]:
         after = answer.recommended_data_cost_fraction
         lines.append(f"data loading costs your training {answer.data_cost_fraction:.0%} of its speed now"
                      + ("" if after is None or not changes else f"; with the change, {after:.0%}"))
-    return lines
+    swept = loader_sweep_line(report)
+    return lines + ([swept] if swept else [])
+
+
+def loader_sweep_line(report: TuneReport) -> str | None:
+    """What the loader-only sweep picked and how the training ranked it; None when there was none."""
+    swept, answer = report.loader_sweep, report.answer
+    if swept is None:
+        return None
+    args = "".join(f" --arg {k}={v!r}" for k, v in swept.args.items())
+    alone = f"the loader alone (dataprof sweep {swept.target}{args}" + \
+        (f" --step-ms {swept.step_ms:.1f}" if swept.step_ms else "") + ")"
+    if swept.error is not None:
+        return f"{alone}: {swept.error}" if swept.label is None else f"{alone} picks {swept.label}: {swept.error}"
+    picked = f"{alone} picks {swept.label} ({_num(swept.samples_per_s, '{:,.0f}')} samples/s beside a dummy model)"
+    if answer is None or answer.loader_sweep_rank is None:
+        return f"{picked}; not run in your training (the budget ran out first)"
+    place, of = answer.loader_sweep_rank
+    versus = answer.loader_sweep_vs_recommended
+    if versus is None or not versus:
+        return f"{picked}; in your training it ranks {place} of {of}"
+    within = f", within the noise (±{answer.noise:.0%})" if abs(versus) <= answer.noise else ""
+    return f"{picked}; in your training it ranks {place} of {of}, {versus:+.1%} against the recommended{within}"
 
 
 def print_tune(console: Console, report: TuneReport) -> None:

@@ -19,8 +19,8 @@ class TuneTrial:
     """The loader's knobs in this run, by their DataLoader names (the script's own for ``current``)."""
     status: TrialStatus
     role: str = "candidate"
-    """``current`` (the script as it is), ``headspace`` (its first batches replayed: data for free) or
-    ``candidate``."""
+    """``current`` (the script as it is), ``headspace`` (its first batches replayed: data for free),
+    ``candidate`` (a config the search tried) or ``sweep`` (the loader-only sweep's pick)."""
     error: str | None = None
     """Why the run failed: the script's last lines, or that its loader was not found."""
     iterations_per_s: float | None = None
@@ -66,6 +66,36 @@ class TunedLoader:
 
 
 @dataclass(frozen=True)
+class LoaderSweep:
+    """The loader-only answer: ``dataprof sweep`` of the function that builds the tuned loader, beside a dummy
+    model stepping as the training's step does with data for free; what it picked, to run in the training."""
+
+    target: str
+    """What was swept (``train.py:make_loader``), and its arguments."""
+    args: dict[str, Any] = field(default_factory=dict)
+    step_ms: float | None = None
+    """The dummy model's step: the training's step p50 with data for free."""
+    config: dict[str, Any] | None = None
+    """The sweep's pick as the knobs to set on the training's loader (those that differ from the script's)."""
+    label: str | None = None
+    """The pick as the sweep names it (``w4 pf2 persist``)."""
+    samples_per_s: float | None = None
+    """The pick's rate beside the dummy model."""
+    error: str | None = None
+    """Why the sweep gave no pick (it failed, or its pick cannot be set on the training's loader)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``loader_sweep`` object of the document."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LoaderSweep:
+        """Read :meth:`to_dict` back."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+@dataclass(frozen=True)
 class TuneAnswer:
     """What the trials say (decided by ``dataprof.decide.tune``): the config to use, its gain over the script's
     own with its range, and what data loading costs the training before and after."""
@@ -84,6 +114,10 @@ class TuneAnswer:
     reason: str
     step_slowdown: dict[int, float] = field(default_factory=dict)
     """Per trial index: its step p50 over the headspace's, less one (workers competing with the step for CPUs)."""
+    loader_sweep_rank: tuple[int, int] | None = None
+    """Where the training ranked the loader-only sweep's pick: its place among the configs run, of how many."""
+    loader_sweep_vs_recommended: float | None = None
+    """The pick's iterations/s in the training over the recommended config's, less one."""
 
 
 @dataclass(frozen=True)
@@ -100,6 +134,8 @@ class TuneReport:
     notes: tuple[str, ...] = ()
     error: str | None = None
     """Why tuning stopped without an answer (the current config failing, no loader found)."""
+    loader_sweep: LoaderSweep | None = None
+    """The loader-only sweep, when the tuned loader's factory could be swept alone."""
 
     def by_role(self, role: str) -> list[TuneTrial]:
         """The completed trials of ``role``."""
@@ -136,6 +172,11 @@ class TuneReport:
             "notes": list(self.notes),
             "error": self.error,
             "recommended_index": None if answer is None else answer.recommended,
+            "loader_sweep": None if self.loader_sweep is None else {
+                **self.loader_sweep.to_dict(),
+                "rank_in_training": None if answer is None or answer.loader_sweep_rank is None
+                else list(answer.loader_sweep_rank),
+                "vs_recommended": None if answer is None else answer.loader_sweep_vs_recommended},
         }
 
     def to_json(self) -> str:
@@ -152,7 +193,9 @@ class TuneReport:
                                                                   dict(loader.get("settings") or {})),
                    trials=tuple(TuneTrial.from_dict(t) for t in data.get("trials") or ()),
                    wall_s=data.get("wall_s", 0.0), complete=data.get("complete", True),
-                   notes=tuple(data.get("notes") or ()), error=data.get("error"))
+                   notes=tuple(data.get("notes") or ()), error=data.get("error"),
+                   loader_sweep=None if data.get("loader_sweep") is None
+                   else LoaderSweep.from_dict(data["loader_sweep"]))
 
 
 def _figures(trial: TuneTrial) -> dict[str, Any]:

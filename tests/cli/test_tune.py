@@ -23,17 +23,22 @@ def dataprof_tune(*args: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.slow
 def test_a_latency_bound_training_is_tuned_in_itself_and_told_what_data_costs_it(tmp_path: Path) -> None:
     out = tmp_path / "tune.json"
-    done = dataprof_tune("--budget", "40", "--trial-seconds", "3", "--max-data-cost", "10%", "--json", str(out),
+    done = dataprof_tune("--budget", "45", "--trial-seconds", "3", "--max-data-cost", "10%", "--json", str(out),
                          SCRIPT, "--epochs", "50", "--length", "256", "--workers", "1", "--sleep-ms", "2",
-                         "--step-ms", "5")
+                         "--step-ms", "5", "--factory")
     assert done.returncode == 1, done.stderr  # the gate: data loading costs this training far more than 10%
     assert "gate failed: data loading costs your training" in done.stderr
     doc = json.loads(out.read_text())
-    line = next(n for n, text in enumerate((ROOT / SCRIPT).read_text().splitlines(), 1) if "= DataLoader(" in text)
+    line = next(n for n, text in enumerate((ROOT / SCRIPT).read_text().splitlines(), 1) if "return DataLoader(" in text)
     assert doc["kind"] == "tune" and doc["loader"]["site"] == f"{SCRIPT}:{line}"
     assert doc["loader"]["settings"]["num_workers"] == 1 and doc["loader"]["batch_size"] == 8
     roles = [t["role"] for t in doc["trials"]]
-    assert roles[:2] == ["current", "headspace"] and roles.count("current") == 2
+    assert roles[:3] == ["current", "headspace", "sweep"] and "current" in roles[3:]
+    # the loader alone, swept through make_loader at the training's free-data step, then run in the training
+    swept = doc["loader_sweep"]
+    assert swept["target"] == f"{SCRIPT}:make_loader" and swept["args"] == {"workers": 1}
+    assert swept["config"]["num_workers"] >= 2 and swept["rank_in_training"][1] >= 2
+    assert "the loader alone (dataprof sweep" in done.stdout
     # 2 ms × 8 samples a batch on one worker against a 5 ms step: more workers feed it, up to the step's pace
     assert doc["recommended"]["config"]["num_workers"] >= 2 and doc["recommended"]["gain_over_current"] > 0.3
     assert doc["headspace"]["iterations_per_s"] > doc["current"]["iterations_per_s"]

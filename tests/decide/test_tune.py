@@ -5,11 +5,13 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from dataprof.decide.tune import decide_tune, next_run, noise_of, others_note
-from dataprof.results.load import TYPES
-from dataprof.results.tune import TunedLoader, TuneReport, TuneTrial
+from dataprof.decide.sweep import decide
+from dataprof.decide.tune import decide_tune, loader_sweep_of, next_run, noise_of, others_note, sweep_target
+from dataprof.results.load import TYPES, load_as
+from dataprof.results.sweep import Report
+from dataprof.results.tune import LoaderSweep, TunedLoader, TuneReport, TuneTrial
 from dataprof.results.vocabulary import Kind, TrialStatus
-from tests.conftest import run_report
+from tests.conftest import DATA, run_report
 
 LOADER = TunedLoader("train.py:41", "DataLoader", 8, {"num_workers": 1, "prefetch_factor": 2})
 FOUR = TunedLoader("train.py:41", "DataLoader", 8, {"num_workers": 4, "prefetch_factor": 2,
@@ -23,8 +25,8 @@ def run(config: dict[str, object], rate: float | None, role: str = "candidate", 
                      data_wait_fraction=0.1, step_ms={"p50": step, "p95": 2 * step}, startup_s=0.1)
 
 
-def report(*trials: TuneTrial) -> TuneReport:
-    return decide_tune(TuneReport("0", ("train.py",), LOADER, trials, 10.0))
+def report(*trials: TuneTrial, loader: TunedLoader = LOADER) -> TuneReport:
+    return decide_tune(TuneReport("0", ("train.py",), loader, trials, 10.0))
 
 
 def test_the_cheapest_config_within_the_noise_of_the_fastest_is_recommended() -> None:
@@ -68,26 +70,47 @@ def test_the_search_measures_the_script_then_data_for_free_then_climbs_while_it_
         ("candidate", {"num_workers": 8}),  # 8 gained nothing beyond 4: the climb stopped
         ("candidate", {"num_workers": 4, "prefetch_factor": 4}),  # on top of w4, recommended then
         ("candidate", {"num_workers": 4, "prefetch_factor": 4, "persistent_workers": True}),  # on top of pf4
-        ("current", {})]
+        ("current", {}),
+        *[("candidate", {"num_workers": 4, "prefetch_factor": 4}),
+          ("candidate", {"num_workers": 4, "prefetch_factor": 4, "persistent_workers": True})] * 2]
+    # the recommended and the fastest (within the noise, dearer) run in turn, the one run longer ago first: 3 each
     done = report(*steps).answer
     assert done is not None and steps[done.recommended].config == {"num_workers": 4, "prefetch_factor": 4}
-    halved = next_run(dataclasses.replace(report(run({}, 50.0, "current"), run({}, 200.0, "headspace"),
-                                                 run({"num_workers": 8}, 48.0)), loader=FOUR))
+    halved = next_run(report(run({}, 50.0, "current"), run({}, 200.0, "headspace"), run({"num_workers": 8}, 48.0),
+                             loader=FOUR))
     assert halved == ({"num_workers": 2}, "candidate")  # the first doubling did not pay: are fewer as fast?
     assert noise_of([run({}, 100.0), run({}, 120.0)]) > 0.15
 
 
 def test_refinements_need_workers_and_a_value_to_try() -> None:
-    on_zero = dataclasses.replace(report(run({}, 50.0, "current"), run({}, 200.0, "headspace"),
-                                         run({"num_workers": 1}, 49.0)),
-                                  loader=TunedLoader("train.py:41", "DataLoader", 8, {"num_workers": 0}))
+    on_zero = report(run({}, 50.0, "current"), run({}, 200.0, "headspace"), run({"num_workers": 1}, 49.0),
+                     loader=TunedLoader("train.py:41", "DataLoader", 8, {"num_workers": 0}))
     assert next_run(on_zero) == ({}, "current")  # w0 stays recommended: no prefetch or persistence to try on it
-    persistent = report(run({}, 50.0, "current"), run({}, 200.0, "headspace"), run({"num_workers": 8}, 48.0),
-                        run({"num_workers": 2}, 49.0))
-    persistent = dataclasses.replace(persistent, loader=FOUR)
-    assert next_run(persistent) == ({"prefetch_factor": 4}, "candidate")  # on the script's own w4, pf2 doubled
-    after = dataclasses.replace(report(*persistent.trials, run({"prefetch_factor": 4}, 49.0)), loader=FOUR)
-    assert next_run(after) == ({}, "current")  # its workers persist already
+    climbed = [run({}, 50.0, "current"), run({}, 200.0, "headspace"), run({"num_workers": 8}, 48.0),
+               run({"num_workers": 2}, 49.0)]
+    # w2 is within the noise of the script's w4 and cheaper: the climb goes on around it, to w1
+    assert next_run(report(*climbed, loader=FOUR)) == ({"num_workers": 1}, "candidate")
+    climbed.append(run({"num_workers": 1}, 30.0))
+    assert next_run(report(*climbed, loader=FOUR)) == ({"num_workers": 2, "prefetch_factor": 4}, "candidate")
+    climbed.append(run({"num_workers": 2, "prefetch_factor": 4}, 49.5))
+    assert next_run(report(*climbed, loader=FOUR)) == ({}, "current")  # its workers persist already
+
+
+def test_the_loader_only_sweep_s_pick_runs_in_the_training_and_the_climb_goes_on_from_it() -> None:
+    swept = LoaderSweep("train.py:make_loader", {}, 5.0, {"num_workers": 4, "prefetch_factor": 4}, "w4 pf4", 900.0)
+    trials = [run({}, 50.0, "current"), run({}, 200.0, "headspace")]
+    assert next_run(dataclasses.replace(report(*trials), loader_sweep=swept)) == (swept.config, "sweep")
+    trials.append(run(swept.config, 120.0, "sweep"))
+    # the pick is the fastest: twice its workers next, with its prefetch
+    done = decide_tune(dataclasses.replace(report(*trials), loader_sweep=swept))
+    assert next_run(done) == ({"num_workers": 8, "prefetch_factor": 4}, "candidate")
+    trials += [run({"num_workers": 8, "prefetch_factor": 4}, 160.0), run({"num_workers": 2}, 60.0)]
+    done = decide_tune(dataclasses.replace(report(*trials), loader_sweep=swept))
+    assert done.answer is not None and done.answer.loader_sweep_rank == (2, 4)
+    assert abs((done.answer.loader_sweep_vs_recommended or 0) - (120.0 / 160.0 - 1)) < 1e-9
+    data = json.loads(done.to_json())
+    assert data["loader_sweep"]["label"] == "w4 pf4" and data["loader_sweep"]["rank_in_training"] == [2, 4]
+    assert decide_tune(TuneReport.from_dict(data)).to_dict() == data
 
 
 def test_the_tune_document_has_the_stable_keys_and_reads_back() -> None:
@@ -111,3 +134,40 @@ def test_the_other_loaders_are_named_and_said_to_be_left_as_they_are() -> None:
     val = dataclasses.replace(train, site="train.py:52", batches=40)
     note = others_note(dataclasses.replace(run, loaders=(train, val)), train) or ""
     assert "train.py:52 (DataLoader, 40 batches)" in note and "not counted" in note and "train.py:40" not in note
+
+
+def test_the_loader_is_swept_alone_only_through_a_function_that_builds_it() -> None:
+    loader = run_report(0.3).loaders[0]
+    assert "not built by a function" in str(sweep_target(loader))
+    made = dataclasses.replace(loader, factory="train.py:make_loader", factory_args=("images=256", "root='/data'"))
+    assert sweep_target(made) == ("train.py:make_loader", {"images": 256, "root": "/data"}, "train")
+    blocked = dataclasses.replace(made, factory_blocked="its argument dataset is a JpegDataset")
+    assert sweep_target(blocked) == blocked.factory_blocked
+
+
+def test_the_sweep_s_pick_is_set_as_the_knobs_that_differ_from_the_script_s() -> None:
+    swept = decide(load_as(DATA / "sweep" / "latency.json", Report))  # picks w4 pf2 persist
+    script = TunedLoader("train.py:41", "DataLoader", 8, {"num_workers": 1, "prefetch_factor": 2, "pin_memory": False})
+    pick = loader_sweep_of(LoaderSweep("train.py:make_loader"), swept, script)
+    assert pick.config == {"num_workers": 4, "persistent_workers": True} and pick.label == "w4 pf2 persist"
+    assert pick.samples_per_s == swept.best.samples_per_s if swept.best else False
+    threads = dataclasses.replace(swept, recommendation=dataclasses.replace(
+        swept.recommendation, config=swept.recommendation.config.as_threads())) if swept.recommendation else swept
+    assert "threads" in (loader_sweep_of(LoaderSweep("t:f"), threads, script).error or "")
+
+
+def test_when_the_fastest_is_not_recommended_both_are_run_again_up_to_three_times() -> None:
+    trials = [run({}, 50.0, "current"), run({}, 200.0, "headspace"), run({"num_workers": 2}, 58.0),
+              run({"num_workers": 4}, 59.0), run({"prefetch_factor": 4}, 54.0),
+              run({"prefetch_factor": 4, "persistent_workers": True}, 53.0), run({}, 60.0, "current")]
+    # your two runs differ by 18%: w4, the fastest, is within it of yours, which is cheaper and recommended;
+    # w4 is run again, then yours, alternately
+    done = report(*trials)
+    assert done.answer is not None and done.trials[done.answer.recommended].config == {}
+    assert next_run(done) == ({"num_workers": 4}, "candidate")
+    trials.append(run({"num_workers": 4}, 58.5))
+    assert next_run(report(*trials)) == ({}, "current")
+    trials.append(run({}, 52.0, "current"))
+    assert next_run(report(*trials)) == ({"num_workers": 4}, "candidate")
+    trials.append(run({"num_workers": 4}, 59.5))
+    assert next_run(report(*trials)) is None  # three runs each

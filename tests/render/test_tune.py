@@ -1,0 +1,41 @@
+"""tune's answer in words: the loader-only sweep's pick beside what the training made of it."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from dataprof.decide.tune import decide_tune
+from dataprof.render.tune import answer_lines
+from dataprof.results.tune import LoaderSweep, TunedLoader, TuneReport, TuneTrial
+from dataprof.results.vocabulary import TrialStatus
+
+LOADER = TunedLoader("train.py:46", "DataLoader", 32, {"num_workers": 0})
+
+
+def run(config: dict[str, object], rate: float, role: str = "candidate") -> TuneTrial:
+    return TuneTrial(config, TrialStatus.OK, role, iterations_per_s=rate, step_ms={"p50": 40.0, "p95": 50.0})
+
+
+def tuned(*trials: TuneTrial, swept: LoaderSweep) -> TuneReport:
+    return decide_tune(TuneReport("0", ("train.py",), LOADER, trials, 60.0, loader_sweep=swept))
+
+
+def test_the_sweep_s_pick_is_placed_among_the_training_s_runs() -> None:
+    swept = LoaderSweep("train.py:make_loader", {"images": 256}, 41.2, {"num_workers": 2}, "w2 pf2 persist", 526.0)
+    lines = answer_lines(tuned(run({}, 8.8, "current"), run({}, 23.8, "headspace"), run({"num_workers": 2}, 9.1,
+                                                                                         "sweep"),
+                               run({}, 7.5, "current"), swept=swept))
+    assert lines[0] == "at train.py:46 (DataLoader): keep your settings"  # w2 is within the noise of yours
+    assert lines[-1] == ("the loader alone (dataprof sweep train.py:make_loader --arg images=256 --step-ms 41.2) picks "
+                         "w2 pf2 persist "
+                         "(526 samples/s beside a dummy model); in your training it ranks 1 of 2, +11.7% against "
+                         "the recommended, within the noise (±16%)")
+
+
+def test_a_pick_the_training_never_ran_or_could_not_set_is_said() -> None:
+    never = LoaderSweep("train.py:make_loader", {}, 41.2, {"num_workers": 2}, "w2", 526.0)
+    report = tuned(run({}, 8.8, "current"), swept=never)
+    assert answer_lines(report)[-1].endswith("not run in your training (the budget ran out first)")
+    threads = dataclasses.replace(never, config=None, label="t4", error="its pick loads in threads")
+    assert answer_lines(tuned(run({}, 8.8, "current"), swept=threads))[-1].endswith("picks t4: its pick loads in "
+                                                                                   "threads")
