@@ -2,14 +2,15 @@
 
 The script is ``examples/train.py`` (a small CNN trained on CPU from decoded, augmented JPEGs: the step and the
 workers compete for the CPUs). ``dataprof tune`` runs it; then, for every config tune tried, the script itself is
-run by hand in a fresh process (``--workers W``), in alternating order over ``--rounds`` rounds, and its own
-printed images/s of the epochs after the first is the truth; the headspace's truth is a hand-written loop that
-trains the same model on the loader's first 16 batches, replayed. Beside each hand run, in the same round, the
-run as tune makes it (``dataprof run --override num_workers=W --seconds T``, the script's own ``--workers`` left
-as tune found it): tune's figures came minutes before the hand runs, and this machine drifts by ±20% over
-minutes, so the interleaved trial is what says how true the trial's figure is. It prints each figure beside its
-truth, then: the trial's figure at tune's pick against the hand-timed rate (goal: within 10%), the pick against
-the best hand-timed config (within 5%), and the headspace against the hand replay (within 10%).
+run by hand in a fresh process (``--workers W --prefetch-factor P``), in alternating order over ``--rounds``
+rounds, and its own printed images/s of the epochs after the first is the truth; the headspace's truth is a
+hand-written loop that trains the same model on the loader's first 16 batches, replayed. Beside each hand run,
+in the same round, the run as tune makes it (``dataprof run --override KNOBS --seconds T``, the script's own
+options left as tune found them): tune's figures came minutes before the hand runs, and this machine drifts by
+±20% over minutes, so the interleaved trial is what says how true the trial's figure is. It prints each figure
+beside its truth, then: the trial's figure at tune's pick against the hand-timed rate (goal: within 10%), the
+pick against the best hand-timed config (within 5%), the headspace against the hand replay (within 10%), and
+what the loader-only sweep's pick trains at by hand.
 
     python benchmarks/tune.py [--rounds 2] [--images 256] [--budget 300] [--trial-seconds 10]
 """
@@ -53,19 +54,34 @@ print(done / (time.perf_counter() - start))
 '''
 
 
-def by_hand(workers: int, images: int, epochs: int) -> float:
+Config = tuple[tuple[str, object], ...]
+"""A config tune ran, as the knobs it set on the script's loader (empty: the script as it is)."""
+
+
+def flags(config: Config) -> list[str]:
+    """The script's own options for ``config`` (its loader's knobs, as ``--workers``/``--prefetch-factor`` set
+    them); ValueError when the script has no option for one of them."""
+    options = {"num_workers": "--workers", "prefetch_factor": "--prefetch-factor"}
+    unknown = [k for k, _ in config if k not in options and k != "persistent_workers"]
+    if unknown:
+        raise ValueError(f"examples/train.py has no option for {', '.join(unknown)}")
+    return [word for k, v in config if k in options for word in (options[k], str(v))]
+
+
+def by_hand(config: Config, images: int, epochs: int) -> float:
     """The script's own iterations/s over its epochs after the first (batch 32)."""
-    out = subprocess.run([sys.executable, SCRIPT, "--workers", str(workers), "--epochs", str(epochs), "--images",
+    out = subprocess.run([sys.executable, SCRIPT, *flags(config), "--epochs", str(epochs), "--images",
                           str(images)], cwd=ROOT, check=True, capture_output=True, text=True).stdout
     rates = [float(m.replace(",", "")) for m in re.findall(r"· ([\d,]+) images/s", out)][1:]
     return statistics.fmean(rates) / 32
 
 
-def as_tune_runs_it(workers: int, images: int, seconds: float, out: Path) -> float:
-    """One run of the training as tune runs it (the script as given to tune, its loader's num_workers overridden,
-    ended after ``seconds``): the loader's iterations/s, as tune reads it."""
-    subprocess.run([sys.executable, "-m", "dataprof", "run", "--override", f"num_workers={workers}", "--seconds",
-                    str(seconds), "--json", str(out), SCRIPT, "--epochs", "1000", "--images", str(images)],
+def as_tune_runs_it(config: Config, images: int, seconds: float, out: Path) -> float:
+    """One run of the training as tune runs it (the script as given to tune, its loader's knobs overridden, ended
+    after ``seconds``): the loader's iterations/s, as tune reads it."""
+    override = ["--override", ",".join(f"{k}={v}" for k, v in config)] if config else []
+    subprocess.run([sys.executable, "-m", "dataprof", "run", *override, "--seconds", str(seconds), "--json",
+                    str(out), SCRIPT, "--epochs", "1000", "--images", str(images)],
                    cwd=ROOT, check=True, capture_output=True)
     return float(json.loads(out.read_text())["loaders"][0]["iterations_per_s"])
 
@@ -91,40 +107,50 @@ def main() -> None:
                         str(args.trial_seconds), "--json", str(path), SCRIPT, "--epochs", "1000", "--images",
                         str(args.images)], cwd=ROOT, check=True, capture_output=True)
         doc = json.loads(path.read_text())
-    own = doc["loader"]["settings"]["num_workers"]
-    tried: dict[int, list[float]] = {}
+    tried: dict[Config, list[float]] = {}
     for trial in doc["trials"]:
         if trial["status"] == "ok" and trial["role"] != "headspace":
-            tried.setdefault(trial["config"].get("num_workers", own), []).append(trial["iterations_per_s"])
-    picked = doc["recommended"]["config"].get("num_workers", own)
-    hand: dict[int, list[float]] = {w: [] for w in tried}
-    trial: dict[int, list[float]] = {w: [] for w in tried}
+            tried.setdefault(tuple(sorted(trial["config"].items())), []).append(trial["iterations_per_s"])
+    picked = tuple(sorted(doc["recommended"]["config"].items()))
+    swept = doc.get("loader_sweep") or {}
+    sweep_pick = None if swept.get("config") is None else tuple(sorted(swept["config"].items()))
+    hand: dict[Config, list[float]] = {c: [] for c in tried}
+    trial: dict[Config, list[float]] = {c: [] for c in tried}
     free: list[float] = []
     with tempfile.TemporaryDirectory() as out:
         for number in range(args.rounds):
             order = sorted(tried) if number % 2 == 0 else sorted(tried, reverse=True)
-            for workers in order:
+            for config in order:
                 for which in ("hand", "trial") if number % 2 == 0 else ("trial", "hand"):
                     if which == "hand":
-                        hand[workers].append(by_hand(workers, args.images, args.epochs))
+                        hand[config].append(by_hand(config, args.images, args.epochs))
                     else:
-                        trial[workers].append(as_tune_runs_it(workers, args.images, args.trial_seconds,
-                                                              Path(out) / "run.json"))
+                        trial[config].append(as_tune_runs_it(config, args.images, args.trial_seconds,
+                                                             Path(out) / "run.json"))
             free.append(replay_by_hand(args.images, args.trial_seconds))
-            print(f"round {number + 1}: " + ", ".join(f"w{w} {hand[w][-1]:.2f} (trial {trial[w][-1]:.2f})"
-                                                      for w in order) + f", replay {free[-1]:.2f} it/s", flush=True)
-    print("\n| num_workers | tune's search it/s | trial, interleaved it/s | by hand it/s | trial error |")
+            print(f"round {number + 1}: " + ", ".join(f"{name(c)} {hand[c][-1]:.2f} (trial {trial[c][-1]:.2f})"
+                                                      for c in order) + f", replay {free[-1]:.2f} it/s", flush=True)
+    print("\n| config | tune's search it/s | trial, interleaved it/s | by hand it/s | trial error |")
     print("|---|---|---|---|---|")
-    for workers in sorted(tried):
-        mine, again, truth = (statistics.median(v[workers]) for v in (tried, trial, hand))
-        print(f"| {workers}{' ★' if workers == picked else ''} | {mine:.2f} | {again:.2f} | {truth:.2f} | "
-              f"{again / truth - 1:+.1%} |")
-    best = max(hand, key=lambda w: statistics.median(hand[w]))
+    for config in sorted(tried):
+        mine, again, truth = (statistics.median(v[config]) for v in (tried, trial, hand))
+        marks = (" ★" if config == picked else "") + (" (loader sweep's pick)" if config == sweep_pick else "")
+        print(f"| {name(config)}{marks} | {mine:.2f} | {again:.2f} | {truth:.2f} | {again / truth - 1:+.1%} |")
+    best = max(hand, key=lambda c: statistics.median(hand[c]))
     truth_free = statistics.median(free)
-    print(f"\npick w{picked}: {statistics.median(hand[picked]) / statistics.median(hand[best]) - 1:+.1%} against "
-          f"the best by hand (w{best}); headspace {doc['headspace']['iterations_per_s']:.2f} against the hand "
+    print(f"\npick {name(picked)}: {statistics.median(hand[picked]) / statistics.median(hand[best]) - 1:+.1%} against "
+          f"the best by hand ({name(best)}); headspace {doc['headspace']['iterations_per_s']:.2f} against the hand "
           f"replay {truth_free:.2f} ({doc['headspace']['iterations_per_s'] / truth_free - 1:+.1%}); tune's data "
-          f"cost {doc['data_cost_fraction']:.0%}, by hand {1 - statistics.median(hand[own]) / truth_free:.0%}")
+          f"cost {doc['data_cost_fraction']:.0%}, by hand {1 - statistics.median(hand[()]) / truth_free:.0%}")
+    if sweep_pick is not None:
+        print(f"the loader-only sweep picked {swept['label']} ({swept['samples_per_s']:,.0f} samples/s beside a dummy "
+              f"model); by hand it trains at {statistics.median(hand[sweep_pick]):.2f} it/s, "
+              f"{statistics.median(hand[sweep_pick]) / statistics.median(hand[best]) - 1:+.1%} against the best")
+
+
+def name(config: Config) -> str:
+    """A config as the table names it."""
+    return ", ".join(f"{k}={v}" for k, v in config) or "yours"
 
 
 if __name__ == "__main__":

@@ -217,15 +217,7 @@ def tune(script: str, args: Iterable[str] = (), *, module: bool = False, budget_
     time."""
     import time
 
-    from dataprof.decide.tune import (
-        decide_tune,
-        loader_of,
-        next_run,
-        others_note,
-        trial_of,
-        tuned_loader,
-    )
-    from dataprof.errors import TargetError
+    from dataprof.decide.tune import decide_tune, next_run, trial_of
     from dataprof.measure.watch.watcher import WatchSettings, check_target, watch
     from dataprof.results.run import RunChanges
     from dataprof.version import __version__
@@ -252,17 +244,29 @@ def tune(script: str, args: Iterable[str] = (), *, module: bool = False, budget_
         if role == "headspace" and loader_sweep and found is not None and trial.ok:
             report = decide_tune(dataclasses.replace(_loader_sweep(report, found, trial, progress),
                                                      wall_s=time.monotonic() - started))
+            if not report.complete:
+                return report
         if role == "current" and report.loader is None:
-            found = tuned_loader(run, site)
-            if found is None:
-                raise TargetError(f"{script}: the script iterated no DataLoader" + (f" built at {site}" if site else "")
-                                  + " in its run: nothing to tune")
-            if not trial.ok:
-                raise TargetError(f"{script}: the script as it is failed: {trial.error}")
-            note = others_note(run, found)
-            report, site = dataclasses.replace(report, loader=loader_of(found),
-                                               notes=report.notes + ((note,) if note else ())), found.site
+            report, found = _tuned(report, run, trial, script, site)
+            site = found.site
     return report
+
+
+def _tuned(report: TuneReport, run: RunReport, trial: TuneTrial, script: str,
+           site: str | None) -> tuple[TuneReport, LoaderRun]:
+    """After the first run of the script as it is: the report with the loader it tunes (the busiest, or the one
+    at ``site``) and the other loaders named, and that loader; TargetError when there is none or the run failed."""
+    from dataprof.decide.tune import loader_of, others_note, tuned_loader
+    from dataprof.errors import TargetError
+
+    found = tuned_loader(run, site)
+    if found is None:
+        raise TargetError(f"{script}: the script iterated no DataLoader" + (f" built at {site}" if site else "")
+                          + " in its run: nothing to tune")
+    if not trial.ok:
+        raise TargetError(f"{script}: the script as it is failed: {trial.error}")
+    note = others_note(run, found)
+    return dataclasses.replace(report, loader=loader_of(found), notes=report.notes + ((note,) if note else ())), found
 
 
 def _run_line(number: int, left_s: float, knobs: dict[str, Any], role: str) -> str:
@@ -294,6 +298,9 @@ def _loader_sweep(report: TuneReport, found: LoaderRun, headspace: TuneTrial,
     except DataprofError as error:
         return dataclasses.replace(report, loader_sweep=dataclasses.replace(swept, error=str(error)))
     assert report.loader is not None
+    if not result.complete:  # Ctrl-C: it ends the tune too
+        return dataclasses.replace(report, complete=False,
+                                   loader_sweep=dataclasses.replace(swept, error="interrupted"))
     return dataclasses.replace(report, loader_sweep=loader_sweep_of(swept, result, report.loader))
 
 

@@ -41,10 +41,11 @@ class TinyCNN(nn.Module):
 
 
 def make_loader(images: int = 1024, out_size: int = 128, batch_size: int = 32, workers: int = 0,
-                pin_memory: bool = False) -> DataLoader:
+                pin_memory: bool = False, prefetch_factor: int | None = None) -> DataLoader:
     """The training's loader: decoded, augmented JPEGs (a function ``dataprof sweep`` can call on its own)."""
     return DataLoader(JpegDataset(count=images, out_size=out_size), batch_size=batch_size, shuffle=True,
-                      num_workers=workers, pin_memory=pin_memory, persistent_workers=workers > 0)
+                      num_workers=workers, pin_memory=pin_memory, persistent_workers=workers > 0,
+                      prefetch_factor=prefetch_factor if workers else None)
 
 
 def main() -> int:
@@ -53,12 +54,14 @@ def main() -> int:
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--workers", type=int, default=0)
+    parser.add_argument("--prefetch-factor", type=int, default=None, help="batches each worker loads ahead")
     parser.add_argument("--images", type=int, default=1024, help="JPEGs in the dataset (generated once)")
     parser.add_argument("--out-size", type=int, default=128)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     opts = parser.parse_args()
     device = torch.device(opts.device)
-    loader = make_loader(opts.images, opts.out_size, opts.batch_size, opts.workers, device.type == "cuda")
+    loader = make_loader(opts.images, opts.out_size, opts.batch_size, opts.workers, device.type == "cuda",
+                         opts.prefetch_factor)
     model = TinyCNN().to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
