@@ -266,7 +266,8 @@ def _tuned(report: TuneReport, run: RunReport, trial: TuneTrial, script: str,
     if not trial.ok:
         raise TargetError(f"{script}: the script as it is failed: {trial.error}")
     note = others_note(run, found)
-    return dataclasses.replace(report, loader=loader_of(found), notes=report.notes + ((note,) if note else ())), found
+    return dataclasses.replace(report, loader=loader_of(found, run.environment.device),
+                               notes=report.notes + ((note,) if note else ())), found
 
 
 def _run_line(number: int, left_s: float, knobs: dict[str, Any], role: str) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import math
 import statistics
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -28,15 +29,17 @@ CLIMB_TOP = 64
 """Worker counts past this are not tried."""
 CONFIRM_RUNS = 3
 """Runs each of the fastest config and the recommended one get, when they differ, while the budget lasts."""
-REFINEMENTS: tuple[tuple[str, Callable[[Any], Any]], ...] = (
-    ("prefetch_factor", lambda now: 2 * (now or 2)),
-    ("persistent_workers", lambda now: None if now else True),
+REFINEMENTS: tuple[tuple[str, Callable[[Any, bool], Any]], ...] = (
+    ("prefetch_factor", lambda now, gpu: 2 * (now or 2)),
+    ("persistent_workers", lambda now, gpu: None if now else True),
+    ("pin_memory", lambda now, gpu: True if gpu and not now else None),
 )
 """The knobs tried after the worker climb, one run each, on top of the config recommended so far when it has
-workers: the value tried, from the value in effect there (None: nothing to try). Doubling the prefetch rides out
-a slow batch; persistent workers skip the workers' start at every epoch. ``in_order`` is not among them (it
-changes the order the training sees its batches, which is the user's call: ``sweep --in-order`` measures it),
-nor ``pin_memory`` (it pays only for a copy to a GPU)."""
+workers: the value tried, from the value in effect there and whether the training uses a GPU (None: nothing to
+try). Doubling the prefetch rides out a slow batch; persistent workers skip the workers' start at every epoch;
+pinned batches copy to a GPU faster, at the cost of a pinning thread (tried only on a GPU). ``in_order`` is not
+among them: it changes the order the training sees its batches, which is the user's call (``sweep --in-order``
+measures it)."""
 
 
 def noise_of(current: Sequence[TuneTrial]) -> float:
@@ -83,9 +86,10 @@ def decide_tune(report: TuneReport) -> TuneReport:
     mine = by_config[tuple(sorted(current[0].config.items()))]
     fastest = max(by_config.values(), key=_rate)
     top = _rate(fastest)
-    within = [runs for runs in by_config.values() if (top - _rate(runs)) / top <= noise]
+    within = [runs for runs in by_config.values() if (top - _rate(runs)) / top <= band(noise, runs, fastest)]
     chosen = min(within, key=lambda runs: _cost(runs, report.loader.settings if report.loader else {}))
     rate, base = _rate(chosen), _rate(mine)
+    spread = band(noise, chosen, mine)
     headspace = report.by_role("headspace")
     ceiling = headspace[0].iterations_per_s if headspace else None
     picked = report.loader_sweep.config if report.loader_sweep is not None else None
@@ -93,12 +97,18 @@ def decide_tune(report: TuneReport) -> TuneReport:
     ranked = sorted(by_config.values(), key=_rate, reverse=True)
     return dataclasses.replace(report, answer=TuneAnswer(
         recommended=chosen[0][0], gain_over_current=rate / base - 1 if base else None,
-        gain_range=(rate * (1 - noise) / (base * (1 + noise)) - 1, rate * (1 + noise) / (base * (1 - noise)) - 1)
+        gain_range=(rate * (1 - spread) / (base * (1 + spread)) - 1, rate * (1 + spread) / (base * (1 - spread)) - 1)
         if base else None,
         data_cost_fraction=_cost_of(base, ceiling), recommended_data_cost_fraction=_cost_of(rate, ceiling),
         noise=noise, reason=_reason(chosen, fastest, mine, noise), step_slowdown=_slowdowns(report.trials),
         loader_sweep_rank=None if swept is None else (ranked.index(swept) + 1, len(ranked)),
         loader_sweep_vs_recommended=None if swept is None or not rate else _rate(swept) / rate - 1))
+
+
+def band(noise: float, one: Sequence[tuple[int, TuneTrial]], other: Sequence[tuple[int, TuneTrial]]) -> float:
+    """How far apart the medians of two configs' runs may be by noise alone: one run's ``noise`` over the square
+    root of the fewer runs either had (the median of n runs wanders about 1/√n as far), at least the floor."""
+    return max(NOISE_FLOOR, noise / math.sqrt(min(len(one), len(other))))
 
 
 def _cost_of(rate: float | None, ceiling: float | None) -> float | None:
@@ -120,13 +130,13 @@ def _reason(chosen: Sequence[tuple[int, TuneTrial]], fastest: Sequence[tuple[int
             mine: Sequence[tuple[int, TuneTrial]], noise: float) -> str:
     """Why ``chosen`` is recommended, in words."""
     if chosen is mine:
-        return (f"your own config is the fastest within the noise (±{100 * noise:.0f}%) or the cheapest of "
-                "those: nothing to change")
+        return (f"your own config is the fastest within the noise (±{100 * band(noise, mine, fastest):.0f}%) or the "
+                "cheapest of those: nothing to change")
     if chosen is fastest:
-        return f"the fastest run, beyond the noise (±{100 * noise:.0f}%) of any cheaper one"
+        return f"the fastest run, beyond the noise (±{100 * noise:.0f}% a run) of any cheaper one"
     gap = 1 - _rate(chosen) / _rate(fastest)
-    return (f"within the noise (±{100 * noise:.0f}%) of the fastest ({_label(fastest[0][1].config)}: "
-            f"−{100 * gap:.1f}%) and cheaper")
+    return (f"within the noise (±{100 * band(noise, chosen, fastest):.0f}%) of the fastest "
+            f"({_label(fastest[0][1].config)}: −{100 * gap:.1f}%) and cheaper")
 
 
 def _label(config: dict[str, Any]) -> str:
@@ -221,7 +231,7 @@ def _refinement(report: TuneReport, seen: set[tuple[tuple[str, Any], ...]]) -> d
     for knob, value_of in REFINEMENTS:
         if any(_refined({knob: t.config[knob]}, report) for t in report.trials if knob in t.config):
             continue
-        value = value_of(settings.get(knob))
+        value = value_of(settings.get(knob), report.loader.device.startswith("cuda"))
         config = _as_changed({**base, knob: value}, report.loader.settings)
         if value is not None and _key(config) not in seen:
             return config
@@ -281,12 +291,13 @@ def others_note(run: RunReport, tuned: LoaderRun) -> str | None:
             "--loader FILE:LINE tunes another")
 
 
-def loader_of(loader: LoaderRun) -> TunedLoader:
-    """The tuned loader as the report names it, with its knobs as the script set them."""
+def loader_of(loader: LoaderRun, device: str = "cpu") -> TunedLoader:
+    """The tuned loader as the report names it, with its knobs as the script set them, and the ``device`` the
+    training ran on."""
     settings = {"num_workers": loader.num_workers, "prefetch_factor": loader.prefetch_factor,
                 "persistent_workers": loader.persistent_workers, "pin_memory": loader.pin_memory}
     return TunedLoader(loader.site, loader.loader_class, loader.batch_size,
-                       {k: v for k, v in settings.items() if v is not None})
+                       {k: v for k, v in settings.items() if v is not None}, device)
 
 
 def trial_of(run: RunReport, config: dict[str, Any], role: str, site: str | None) -> TuneTrial:
@@ -294,7 +305,7 @@ def trial_of(run: RunReport, config: dict[str, Any], role: str, site: str | None
     an error of its own or iterated no loader."""
     resources: dict[str, Any] = {"cpu_percent": run.resources.cpu_percent,
                                  "peak_memory_bytes": run.resources.peak_memory_bytes,
-                                 "wall_s": run.wall_s}
+                                 "gpu_util_percent": run.resources.gpu_util_percent, "wall_s": run.wall_s}
     if run.ended_by is None and run.exit_code:
         return TuneTrial(config, TrialStatus.FAILED, role, error=f"the script exited with code {run.exit_code}",
                          **resources)

@@ -32,18 +32,20 @@ def trials_table(report: TuneReport) -> Table:
     """One row per run of the training, the recommended one starred; a failed run's reason is a note below."""
     answer = report.answer
     table = Table(title="Runs of your training (steady iterations; start-up apart)", title_justify="left")
-    for column in ("", "run", "it/s", "data wait", "step p50", "vs free", "start-up"):
+    gpu = any(t.gpu_util_percent is not None for t in report.trials)
+    columns = ("", "run", "it/s", "data wait", "step p50", "vs free", "start-up") + (("GPU",) if gpu else ())
+    for column in columns:
         table.add_column(column, justify="left" if column in ("", "run") else "right")
     for index, trial in enumerate(report.trials):
         star = "★" if answer is not None and answer.recommended == index else ""
         name = f"{ROLES[trial.role]}: {_config(trial)}"
         if not trial.ok:
-            table.add_row(star, name, str(trial.status), "", "", "", "")
+            table.add_row(star, name, str(trial.status), *[""] * (len(columns) - 3))
             continue
         slowdown = None if answer is None else answer.step_slowdown.get(index)
         table.add_row(star, name, _num(trial.iterations_per_s), _num(trial.data_wait_fraction, "{:.0%}"),
                       _num((trial.step_ms or {}).get("p50"), "{:.1f} ms"), _num(slowdown, "{:+.0%}"),
-                      _num(trial.startup_s, "{:.2f} s"))
+                      _num(trial.startup_s, "{:.2f} s"), *((_num(trial.gpu_util_percent, "{:.0f}%"),) if gpu else ()))
     return table
 
 

@@ -36,6 +36,8 @@ class TuneTrial:
     """CPU of the training's process tree (100 per core)."""
     peak_memory_bytes: int | None = None
     wall_s: float = 0.0
+    gpu_util_percent: float | None = None
+    """The GPU's utilisation over the run, when the training used one (NVML); None otherwise."""
 
     def to_dict(self) -> dict[str, Any]:
         """A trial of the JSON document (docs/tune.md)."""
@@ -63,6 +65,8 @@ class TunedLoader:
     loader_class: str
     batch_size: int | None = None
     settings: dict[str, Any] = field(default_factory=dict)
+    device: str = "cpu"
+    """Where the training ran in its first run: ``cpu`` or ``cuda:N``."""
 
 
 @dataclass(frozen=True)
@@ -155,7 +159,8 @@ class TuneReport:
             "complete": self.complete,
             "loader": None if self.loader is None else {"site": self.loader.site, "class": self.loader.loader_class,
                                                         "batch_size": self.loader.batch_size,
-                                                        "settings": dict(self.loader.settings)},
+                                                        "settings": dict(self.loader.settings),
+                                                        "device": self.loader.device},
             "current": None if not current else _figures(current[0]),
             "recommended": None if recommended is None or answer is None else
             {**_figures(recommended), "gain_over_current": answer.gain_over_current,
@@ -190,7 +195,8 @@ class TuneReport:
         return cls(tool_version=data.get("tool", {}).get("version", "?"), command=tuple(data.get("command") or ()),
                    loader=None if loader is None else TunedLoader(loader["site"], loader["class"],
                                                                   loader.get("batch_size"),
-                                                                  dict(loader.get("settings") or {})),
+                                                                  dict(loader.get("settings") or {}),
+                                                                  loader.get("device", "cpu")),
                    trials=tuple(TuneTrial.from_dict(t) for t in data.get("trials") or ()),
                    wall_s=data.get("wall_s", 0.0), complete=data.get("complete", True),
                    notes=tuple(data.get("notes") or ()), error=data.get("error"),

@@ -118,7 +118,7 @@ def test_the_tune_document_has_the_stable_keys_and_reads_back() -> None:
     data = json.loads(done.to_json())
     assert data["kind"] == Kind.TUNE and TYPES[Kind.TUNE] is TuneReport
     assert data["loader"] == {"site": "train.py:41", "class": "DataLoader", "batch_size": 8,
-                              "settings": {"num_workers": 1, "prefetch_factor": 2}}
+                              "settings": {"num_workers": 1, "prefetch_factor": 2}, "device": "cpu"}
     assert set(data["current"]) >= {"config", "iterations_per_s", "samples_per_s", "data_wait_fraction", "step_ms"}
     assert data["recommended"]["config"] == {"num_workers": 4} and "gain_over_current" in data["recommended"]
     assert data["headspace"]["iterations_per_s"] == 160.0
@@ -170,4 +170,28 @@ def test_when_the_fastest_is_not_recommended_both_are_run_again_up_to_three_time
     trials.append(run({}, 52.0, "current"))
     assert next_run(report(*trials)) == ({"num_workers": 4}, "candidate")
     trials.append(run({"num_workers": 4}, 59.5))
-    assert next_run(report(*trials)) is None  # three runs each
+    done = report(*trials)
+    # three runs each: w4's median is 12.5% above yours, beyond the noise of medians of three (18.5%/√3 = 10.7%),
+    # so yours is no longer recommended; neither is run a fourth time
+    assert done.answer is not None and done.trials[done.answer.recommended].config != {}
+    assert next_run(done) not in (({"num_workers": 4}, "candidate"), ({}, "current"))
+
+
+def test_pinned_memory_is_tried_only_when_the_training_uses_a_gpu() -> None:
+    trials = [run({}, 50.0, "current"), run({}, 200.0, "headspace"), run({"num_workers": 8}, 48.0),
+              run({"num_workers": 2}, 30.0), run({"prefetch_factor": 4}, 49.0)]
+    on_gpu = dataclasses.replace(FOUR, settings={**FOUR.settings, "pin_memory": False}, device="cuda:0")
+    assert next_run(report(*trials, loader=on_gpu)) == ({"pin_memory": True}, "candidate")
+    on_cpu = dataclasses.replace(on_gpu, device="cpu")
+    assert next_run(report(*trials, loader=on_cpu)) == ({}, "current")
+
+
+def test_medians_of_more_runs_are_compared_within_a_narrower_band() -> None:
+    # yours three times (6.7, 8.7, 7.7: one run's noise 26%), the sweep's pick three times, each run beating the
+    # run of yours beside it: +30% on the medians, beyond 26%/√3 = 15%; with one run each it would be within 26%
+    trials = [run({}, 6.72, "current"), run({}, 18.5, "headspace"), run({"num_workers": 2}, 10.62, "sweep"),
+              run({}, 8.70, "current"), run({"num_workers": 2}, 10.04, "sweep"), run({}, 7.73, "current"),
+              run({"num_workers": 2}, 9.19, "sweep")]
+    done = report(*trials, loader=dataclasses.replace(LOADER, settings={"num_workers": 0}))
+    assert done.answer is not None and done.trials[done.answer.recommended].config == {"num_workers": 2}
+    assert abs(done.answer.noise - (8.70 - 6.72) / ((6.72 + 8.70 + 7.73) / 3)) < 1e-9

@@ -16,7 +16,7 @@ def run(config: dict[str, object], rate: float, role: str = "candidate") -> Tune
     return TuneTrial(config, TrialStatus.OK, role, iterations_per_s=rate, step_ms={"p50": 40.0, "p95": 50.0})
 
 
-def tuned(*trials: TuneTrial, swept: LoaderSweep) -> TuneReport:
+def tuned(*trials: TuneTrial, swept: LoaderSweep | None) -> TuneReport:
     return decide_tune(TuneReport("0", ("train.py",), LOADER, trials, 60.0, loader_sweep=swept))
 
 
@@ -39,3 +39,20 @@ def test_a_pick_the_training_never_ran_or_could_not_set_is_said() -> None:
     threads = dataclasses.replace(never, config=None, label="t4", error="its pick loads in threads")
     assert answer_lines(tuned(run({}, 8.8, "current"), swept=threads))[-1].endswith("picks t4: its pick loads in "
                                                                                    "threads")
+
+
+def test_the_gpu_column_shows_only_when_the_training_used_a_gpu() -> None:
+    import io
+
+    from rich.console import Console
+
+    from dataprof.render.tune import trials_table
+
+    def text(*trials: TuneTrial) -> str:
+        buffer = io.StringIO()
+        Console(file=buffer, width=150, color_system=None).print(trials_table(tuned(*trials, swept=None)))
+        return buffer.getvalue()
+
+    assert "GPU" not in text(run({}, 8.8, "current"))
+    on_gpu = dataclasses.replace(run({}, 8.8, "current"), gpu_util_percent=37.0)
+    assert "GPU" in text(on_gpu) and "37%" in text(on_gpu)
