@@ -107,6 +107,8 @@ def main() -> None:
                         str(args.trial_seconds), "--json", str(path), SCRIPT, "--epochs", "1000", "--images",
                         str(args.images)], cwd=ROOT, check=True, capture_output=True)
         doc = json.loads(path.read_text())
+    print("tune's runs: " + "; ".join(f"{t['role']} {name(tuple(sorted(t['config'].items())))} "
+                                       f"{t['iterations_per_s'] or 0:.2f}" for t in doc["trials"]), flush=True)
     tried: dict[Config, list[float]] = {}
     for trial in doc["trials"]:
         if trial["status"] == "ok" and trial["role"] != "headspace":

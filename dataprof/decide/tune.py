@@ -28,7 +28,8 @@ NOISE_FLOOR = 0.05
 CLIMB_TOP = 64
 """Worker counts past this are not tried."""
 CONFIRM_RUNS = 3
-"""Runs each of the fastest config and the recommended one get, when they differ, while the budget lasts."""
+"""Runs each contender of a close call gets (the recommended config, the fastest, the runner-up within the noise
+of the fastest), while the budget lasts."""
 REFINEMENTS: tuple[tuple[str, Callable[[Any, bool], Any]], ...] = (
     ("prefetch_factor", lambda now, gpu: 2 * (now or 2)),
     ("persistent_workers", lambda now, gpu: None if now else True),
@@ -148,8 +149,8 @@ def next_run(report: TuneReport) -> tuple[dict[str, Any], str] | None:
     search is done: the script as it is, the headspace, the loader-only sweep's pick (when there is one), the
     climb of ``num_workers`` around the config recommended so far (twice as many while a doubling gains beyond
     the noise; half as many when it does not), each of :data:`REFINEMENTS` on top of the config recommended then,
-    the script's own config once more for the noise, then more runs of the fastest and the recommended config
-    while they differ (:func:`_confirmation`)."""
+    the script's own config once more for the noise, then more runs of the contenders of a close call
+    (:func:`_confirmation`)."""
     roles = [t.role for t in report.trials]
     if "current" not in roles:
         return {}, "current"
@@ -171,16 +172,23 @@ def next_run(report: TuneReport) -> tuple[dict[str, Any], str] | None:
 
 
 def _confirmation(report: TuneReport) -> tuple[dict[str, Any], str] | None:
-    """When the fastest config is not the one recommended (it is within the noise of the fastest, and cheaper),
-    one more run of whichever of the two has had fewer, up to :data:`CONFIRM_RUNS` each: the noise decides
-    between them, so it is measured where it matters. None when they agree or both have their runs."""
+    """A close call measured again: the recommended config, the fastest, and the fastest other one when it is
+    within the noise of the fastest are the contenders; one more run of the contender with the fewest runs (then
+    the one run longer ago), up to :data:`CONFIRM_RUNS` each, so the noise decides where it matters. None when
+    there is no close call or every contender has its runs."""
     assert report.answer is not None
     rates = _rates(report.trials)
     chosen = rates[_key(report.trials[report.answer.recommended].config)]
-    fastest = max(rates.values(), key=_rate)
-    if fastest is chosen:
+    ranked = sorted(rates.values(), key=_rate, reverse=True)
+    fastest = ranked[0]
+    contenders = [chosen, fastest]
+    runner_up = next((runs for runs in ranked if runs is not fastest), None)
+    if runner_up is not None and \
+            (_rate(fastest) - _rate(runner_up)) / _rate(fastest) <= band(report.answer.noise, runner_up, fastest):
+        contenders.append(runner_up)
+    if len({id(runs) for runs in contenders}) < 2:
         return None
-    again = min((runs for runs in (fastest, chosen) if len(runs) < CONFIRM_RUNS),
+    again = min((runs for runs in contenders if len(runs) < CONFIRM_RUNS),
                 key=lambda runs: (len(runs), runs[-1][0]), default=None)  # the fewer runs, then the older
     if again is None:
         return None
