@@ -42,3 +42,33 @@ def test_replay_keeps_the_first_batches_and_gives_them_again_to_the_epoch_s_leng
     assert [next(endless) for _ in range(4)] == ["x"] * 4
     with pytest.raises(StopIteration):
         next(Replay(3, length=None).epoch(iter([])))  # an empty loader: nothing to replay
+
+
+def test_the_knobs_reach_a_dataloader_subclass_and_a_datamodule_s_loader() -> None:
+    import torch
+    import torch.utils.data.dataloader as module
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from dataprof.measure.watch.watched import Recorder, patch_dataloader
+
+    class Sink:
+        def send(self, message: Any) -> None: ...
+
+    class MyLoader(DataLoader):
+        def __init__(self, dataset: Any, batch: int) -> None:
+            super().__init__(dataset, batch_size=batch, shuffle=True)
+
+    class DataModule:
+        def train_dataloader(self) -> DataLoader:
+            return DataLoader(TensorDataset(torch.zeros(8, 2)), batch_size=4, num_workers=1)
+
+    restore = patch_dataloader(module, Recorder(Sink(), max_steps=None, seconds=None),  # type: ignore[arg-type]
+                               Changes({"num_workers": 2, "prefetch_factor": 4}))
+    try:
+        mine, theirs = MyLoader(TensorDataset(torch.zeros(8, 2)), batch=4), DataModule().train_dataloader()
+    finally:
+        restore()
+    for loader in (mine, theirs):
+        assert (loader.num_workers, loader.prefetch_factor, loader.batch_size) == (2, 4, 4)
+    assert isinstance(mine.sampler, torch.utils.data.RandomSampler)  # the rest as the subclass passed it
+    assert DataLoader(TensorDataset(torch.zeros(8, 2))).num_workers == 0  # put back as it was
