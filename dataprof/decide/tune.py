@@ -1,13 +1,12 @@
 """``dataprof tune``'s decisions (pure): the next run of the training to try, and the answer from the runs.
 
 The figure is the training's own: its iterations/s in a steady window. The search measures the script as it is
-(``current``), then with its first batches replayed (``headspace``: data for free, the training's ceiling), then
-climbs ``num_workers`` from the script's own while a doubling gains beyond the noise, tries half as many when
-the first doubling did not pay (as fast and cheaper?), then tries each of :data:`REFINEMENTS` once on top of the
-config it would recommend so far (with workers), and measures the script's own config again so that the noise
-of its runs is known. Among the configs within that noise of the fastest, the one with the fewest workers and
-the least prefetch wins, as in a sweep.
-"""
+(``current``), then with its first batches replayed (``headspace``: data for free, the training's ceiling), the
+loader-only sweep's pick when there is one, the script as it is again (so the noise of its runs is known before
+anything is judged against it), then climbs ``num_workers`` around the config recommended so far while a
+doubling gains beyond the noise (half as many when it does not), tries each of :data:`REFINEMENTS` once on top
+of the config recommended then, and runs the contenders of a close call again. Among the configs within the noise
+of the fastest, the one with the fewest workers and the least prefetch wins, as in a sweep."""
 
 from __future__ import annotations
 
@@ -147,9 +146,9 @@ def _label(config: dict[str, Any]) -> str:
 def next_run(report: TuneReport) -> tuple[dict[str, Any], str] | None:
     """The next run of the training to try (the knobs to set on its loader, and its role), or None when the
     search is done: the script as it is, the headspace, the loader-only sweep's pick (when there is one), the
-    climb of ``num_workers`` around the config recommended so far (twice as many while a doubling gains beyond
-    the noise; half as many when it does not), each of :data:`REFINEMENTS` on top of the config recommended then,
-    the script's own config once more for the noise, then more runs of the contenders of a close call
+    script's own config once more for the noise, the climb of ``num_workers`` around the config recommended so far
+    (twice as many while a doubling gains beyond the noise; half as many when it does not), each of
+    :data:`REFINEMENTS` on top of the config recommended then, then more runs of the contenders of a close call
     (:func:`_confirmation`)."""
     roles = [t.role for t in report.trials]
     if "current" not in roles:
@@ -163,11 +162,11 @@ def next_run(report: TuneReport) -> tuple[dict[str, Any], str] | None:
     picked = report.loader_sweep.config if report.loader_sweep is not None else None
     if picked and _key(picked) not in seen:
         return picked, "sweep"
+    if len(current) < 2:
+        return {}, "current"
     step = _climb(report, seen) or _refinement(report, seen)
     if step is not None:
         return step, "candidate"
-    if len(current) < 2:
-        return {}, "current"
     return _confirmation(report)
 
 

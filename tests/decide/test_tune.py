@@ -66,34 +66,36 @@ def test_the_search_measures_the_script_then_data_for_free_then_climbs_while_it_
         rate = 200.0 if role == "headspace" else rates[tuple(sorted(config.items()))]
         steps.append(run(config, rate, role))
     assert [(t.role, t.config) for t in steps] == [
-        ("current", {}), ("headspace", {}), ("candidate", {"num_workers": 2}), ("candidate", {"num_workers": 4}),
+        ("current", {}), ("headspace", {}), ("current", {}),  # yours twice: the noise, before anything is judged
+        ("candidate", {"num_workers": 2}), ("candidate", {"num_workers": 4}),
         ("candidate", {"num_workers": 8}),  # 8 gained nothing beyond 4: the climb stopped
         ("candidate", {"num_workers": 4, "prefetch_factor": 4}),  # on top of w4, recommended then
         ("candidate", {"num_workers": 4, "prefetch_factor": 4, "persistent_workers": True}),  # on top of pf4
-        ("current", {}),
         *[("candidate", {"num_workers": 4, "prefetch_factor": 4}),
           ("candidate", {"num_workers": 4, "prefetch_factor": 4, "persistent_workers": True})] * 2]
     # the recommended and the fastest (within the noise, dearer) run in turn, the one run longer ago first: 3 each
     done = report(*steps).answer
     assert done is not None and steps[done.recommended].config == {"num_workers": 4, "prefetch_factor": 4}
-    halved = next_run(report(run({}, 50.0, "current"), run({}, 200.0, "headspace"), run({"num_workers": 8}, 48.0),
-                             loader=FOUR))
+    halved = next_run(report(run({}, 50.0, "current"), run({}, 200.0, "headspace"), run({}, 50.0, "current"),
+                             run({"num_workers": 8}, 48.0), loader=FOUR))
     assert halved == ({"num_workers": 2}, "candidate")  # the first doubling did not pay: are fewer as fast?
     assert noise_of([run({}, 100.0), run({}, 120.0)]) > 0.15
 
 
 def test_refinements_need_workers_and_a_value_to_try() -> None:
-    on_zero = report(run({}, 50.0, "current"), run({}, 200.0, "headspace"), run({"num_workers": 1}, 49.0),
+    on_zero = report(run({}, 50.0, "current"), run({}, 200.0, "headspace"), run({}, 50.0, "current"),
+                     run({"num_workers": 1}, 30.0),
                      loader=TunedLoader("train.py:41", "DataLoader", 8, {"num_workers": 0}))
-    assert next_run(on_zero) == ({}, "current")  # w0 stays recommended: no prefetch or persistence to try on it
-    climbed = [run({}, 50.0, "current"), run({}, 200.0, "headspace"), run({"num_workers": 8}, 48.0),
-               run({"num_workers": 2}, 49.0)]
+    assert next_run(on_zero) is None  # w0 stays recommended: no prefetch or persistence to try on it
+    climbed = [run({}, 50.0, "current"), run({}, 200.0, "headspace"), run({}, 50.0, "current"),
+               run({"num_workers": 8}, 48.0), run({"num_workers": 2}, 49.0)]
     # w2 is within the noise of the script's w4 and cheaper: the climb goes on around it, to w1
     assert next_run(report(*climbed, loader=FOUR)) == ({"num_workers": 1}, "candidate")
     climbed.append(run({"num_workers": 1}, 30.0))
     assert next_run(report(*climbed, loader=FOUR)) == ({"num_workers": 2, "prefetch_factor": 4}, "candidate")
     climbed.append(run({"num_workers": 2, "prefetch_factor": 4}, 49.5))
-    assert next_run(report(*climbed, loader=FOUR)) == ({}, "current")  # its workers persist already
+    # its workers persist already: no refinement left; the close call (w2, yours, w2 pf4) is run again
+    assert next_run(report(*climbed, loader=FOUR)) == ({"num_workers": 2}, "candidate")
 
 
 def test_the_loader_only_sweep_s_pick_runs_in_the_training_and_the_climb_goes_on_from_it() -> None:
@@ -101,6 +103,8 @@ def test_the_loader_only_sweep_s_pick_runs_in_the_training_and_the_climb_goes_on
     trials = [run({}, 50.0, "current"), run({}, 200.0, "headspace")]
     assert next_run(dataclasses.replace(report(*trials), loader_sweep=swept)) == (swept.config, "sweep")
     trials.append(run(swept.config, 120.0, "sweep"))
+    assert next_run(dataclasses.replace(report(*trials), loader_sweep=swept)) == ({}, "current")  # the noise
+    trials.append(run({}, 51.0, "current"))
     # the pick is the fastest: twice its workers next, with its prefetch
     done = decide_tune(dataclasses.replace(report(*trials), loader_sweep=swept))
     assert next_run(done) == ({"num_workers": 8, "prefetch_factor": 4}, "candidate")
