@@ -103,9 +103,11 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as out:
         path = Path(out) / "tune.json"
-        subprocess.run([sys.executable, "-m", "dataprof", "tune", "--budget", str(args.budget), "--trial-seconds",
-                        str(args.trial_seconds), "--json", str(path), SCRIPT, "--epochs", "1000", "--images",
-                        str(args.images)], cwd=ROOT, check=True, capture_output=True)
+        done = subprocess.run([sys.executable, "-m", "dataprof", "tune", "--budget", str(args.budget),
+                               "--trial-seconds", str(args.trial_seconds), "--json", str(path), SCRIPT, "--epochs",
+                               "1000", "--images", str(args.images)], cwd=ROOT, capture_output=True, text=True)
+        if done.returncode not in (0, 1):
+            sys.exit(f"dataprof tune exited {done.returncode}:\n{done.stderr[-3000:]}")
         doc = json.loads(path.read_text())
     print("tune's runs: " + "; ".join(f"{t['role']} {name(tuple(sorted(t['config'].items())))} "
                                        f"{t['iterations_per_s'] or 0:.2f}" for t in doc["trials"]), flush=True)

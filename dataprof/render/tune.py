@@ -91,7 +91,7 @@ def loader_sweep_line(report: TuneReport) -> str | None:
     versus = answer.loader_sweep_vs_recommended
     if versus is None or not versus:
         return f"{picked}; in your training it ranks {place} of {of}"
-    within = f", within the noise (±{answer.noise:.0%})" if abs(versus) <= answer.noise else ""
+    within = ", within the noise of one run" if abs(versus) <= answer.noise else ""
     return f"{picked}; in your training it ranks {place} of {of}, {versus:+.1%} against the recommended{within}"
 
 

@@ -29,7 +29,7 @@ def test_the_sweep_s_pick_is_placed_among_the_training_s_runs() -> None:
     assert lines[-1] == ("the loader alone (dataprof sweep train.py:make_loader --arg images=256 --step-ms 41.2) picks "
                          "w2 pf2 persist "
                          "(526 samples/s beside a dummy model); in your training it ranks 1 of 2, +11.7% against "
-                         "the recommended, within the noise (±16%)")
+                         "the recommended, within the noise of one run")
 
 
 def test_a_pick_the_training_never_ran_or_could_not_set_is_said() -> None:
