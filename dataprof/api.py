@@ -235,7 +235,7 @@ def tune(script: str, args: Iterable[str] = (), *, module: bool = False, budget_
         if progress is not None:
             progress(_run_line(len(report.trials) + 1, budget_s - (time.monotonic() - started), knobs, role))
         run = watch(WatchSettings(target=script, args=tuple(args), module=module, max_steps=trial_steps,
-                                  seconds=trial_seconds, changes=changes))
+                                  seconds=trial_seconds, seconds_from_first_batch=True, changes=changes))
         if not run.complete:  # Ctrl-C: the script got it too and ended; what was measured stands
             return decide_tune(dataclasses.replace(report, complete=False, wall_s=time.monotonic() - started))
         trial = trial_of(run, knobs, role, site)

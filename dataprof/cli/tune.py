@@ -29,7 +29,8 @@ def parse_budget(text: str) -> float:
 @click.option("--budget", default="5m", show_default=True, metavar="TIME",
               help="Start no run of the training after this long (90s, 5m, 1h).")
 @click.option("--trial-seconds", type=click.FloatRange(min=1), default=10.0, show_default=True, metavar="S",
-              help="End each run of the training at its first batch after S seconds.")
+              help="End each run of the training at its first batch S seconds after its first batch (the start-up "
+                   "apart).")
 @click.option("--trial-steps", type=click.IntRange(min=10), default=None, metavar="N",
               help="End each run once its loader delivered N batches (whichever comes first with --trial-seconds).")
 @click.option("--loader", "loader_site", default=None, metavar="FILE:LINE",

@@ -45,10 +45,12 @@ class Recorder:
     """Every watched loader's timings, sent to the parent in batches of events."""
 
     def __init__(self, channel: Channel, max_steps: int | None, seconds: float | None,
-                 clock: Any = time.perf_counter) -> None:
+                 clock: Any = time.perf_counter, from_first_batch: bool = False) -> None:
         self.channel = channel
         self.max_steps = max_steps
-        self.deadline = None if seconds is None else clock() + seconds
+        self.seconds = seconds
+        """With ``from_first_batch``, the deadline is set at the first batch: a window after the start-up."""
+        self.deadline = None if seconds is None or from_first_batch else clock() + seconds
         self.clock = clock
         self.loaders: dict[int, dict[str, Any]] = {}
         self.pending: dict[int, list[list[float]]] = {}
@@ -86,6 +88,8 @@ class Recorder:
         info = self.loaders[number]
         info["batches"] += 1
         now = self.clock()
+        if self.deadline is None and self.seconds is not None:
+            self.deadline = now + self.seconds
         if info["batches"] <= MAX_RECORDED:
             self.pending[number].append([epoch, index, wait_s, -1.0 if step_s is None else step_s, size, now])
         if now - self.last_flush >= FLUSH_S:
@@ -317,7 +321,8 @@ def _print_user_traceback(exc: BaseException) -> None:
 def main(argv: list[str]) -> int:
     """Watch the script; its exit code (0 when the watch ended it)."""
     fd, limits, mode, target, args = int(argv[0]), json.loads(argv[1]), argv[2], argv[3], argv[4:]
-    recorder = Recorder(Channel(fd), limits.get("max_steps"), limits.get("seconds"))
+    recorder = Recorder(Channel(fd), limits.get("max_steps"), limits.get("seconds"),
+                        from_first_batch=bool(limits.get("seconds_from_first_batch")))
     changes = Changes(limits.get("override"), limits.get("replay"), limits.get("loader"))
     patch_loader_modules(lambda module: patch_dataloader(module, recorder, changes))
     code = 0

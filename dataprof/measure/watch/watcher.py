@@ -53,6 +53,8 @@ class WatchSettings:
     """End the watch (and the script) once the busiest loader delivered this many batches."""
     seconds: float | None = None
     """End the watch (and the script) at the first batch after this long."""
+    seconds_from_first_batch: bool = False
+    """Count ``seconds`` from the first batch (a steady window whatever the start-up takes), not the start."""
     cwd: str = field(default_factory=os.getcwd)
     changes: RunChanges | None = None
     """What to change in the script's loaders (``--override``, ``--replay``); None: nothing."""
@@ -191,7 +193,8 @@ def watch(settings: WatchSettings, clock: Callable[[], float] = time.monotonic) 
     before = _children()
     read_fd, write_fd = os.pipe()
     changes = settings.changes or RunChanges()
-    limits = json.dumps({"max_steps": settings.max_steps, "seconds": settings.seconds, "override": changes.knobs,
+    limits = json.dumps({"max_steps": settings.max_steps, "seconds": settings.seconds,
+                         "seconds_from_first_batch": settings.seconds_from_first_batch, "override": changes.knobs,
                          "replay": changes.replay, "loader": changes.loader})
     started = clock()
     proc = subprocess.Popen([sys.executable, "-m", "dataprof.measure.watch.watched", str(write_fd), limits,

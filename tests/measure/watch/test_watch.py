@@ -169,3 +169,20 @@ def test_a_loader_iterated_beside_the_training_s_keeps_its_time() -> None:
             for _ in zip(images, captions, strict=False):
                 now[0] += 0.1
     assert paces(zipped)["0"] == pytest.approx(10.0)  # the other's epochs hold this one's batches: nothing left out
+
+
+def test_a_window_counted_from_the_first_batch_ignores_the_start_up() -> None:
+    now = [0.0]
+    recorder = Recorder(Sink(), max_steps=None, seconds=2.0, clock=lambda: now[0],  # type: ignore[arg-type]
+                        from_first_batch=True)
+    module = types.SimpleNamespace(DataLoader=type("DataLoader", (FakeLoader,), {}))
+    patch_dataloader(module, recorder)  # type: ignore[arg-type]
+    now[0] = 30.0  # imports, the dataset built: longer than the window
+    taken = []
+    with pytest.raises(BaseException, match="--seconds"):
+        for batch in module.DataLoader([[i] for i in range(100)]):
+            taken.append(batch)
+            now[0] += 0.1
+    assert len(taken) == 21  # 2 s of 0.1 s steps after the first batch, then the next call ends it
+    from_start = Recorder(Sink(), max_steps=None, seconds=2.0, clock=lambda: now[0])  # type: ignore[arg-type]
+    assert from_start.deadline == now[0] + 2.0  # `run --seconds`: counted from the start
