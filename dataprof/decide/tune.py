@@ -162,7 +162,7 @@ def next_run(report: TuneReport) -> tuple[dict[str, Any], str] | None:
     picked = report.loader_sweep.config if report.loader_sweep is not None else None
     if picked and _key(picked) not in seen:
         return picked, "sweep"
-    if len(current) < 2:
+    if roles.count("current") < 2:
         return {}, "current"
     step = _climb(report, seen) or _refinement(report, seen)
     if step is not None:
@@ -187,7 +187,8 @@ def _confirmation(report: TuneReport) -> tuple[dict[str, Any], str] | None:
         contenders.append(runner_up)
     if len({id(runs) for runs in contenders}) < 2:
         return None
-    again = min((runs for runs in contenders if len(runs) < CONFIRM_RUNS),
+    tries = [_key(t.config) for t in report.trials if t.role != "headspace"]  # failed runs count too
+    again = min((runs for runs in contenders if tries.count(_key(runs[0][1].config)) < CONFIRM_RUNS),
                 key=lambda runs: (len(runs), runs[-1][0]), default=None)  # the fewer runs, then the older
     if again is None:
         return None

@@ -190,3 +190,12 @@ def test_medians_of_more_runs_are_compared_within_a_narrower_band() -> None:
     done = report(*trials, loader=dataclasses.replace(LOADER, settings={"num_workers": 0}))
     assert done.answer is not None and done.trials[done.answer.recommended].config == {"num_workers": 2}
     assert abs(done.answer.noise - (8.70 - 6.72) / ((6.72 + 8.70 + 7.73) / 3)) < 1e-9
+
+
+def test_a_run_that_fails_again_is_not_asked_for_forever() -> None:
+    trials = [run({}, 50.0, "current"), run({}, 200.0, "headspace"), run({}, None, "current")]
+    assert next_run(report(*trials)) != ({}, "current")  # yours failed its second run: the search goes on
+    close = [run({}, 50.0, "current"), run({}, 200.0, "headspace"), run({}, 51.0, "current"),
+             run({"num_workers": 2}, 52.0), run({"num_workers": 2}, None), run({"num_workers": 2}, None)]
+    step = next_run(report(*close))
+    assert step is None or step[0] != {"num_workers": 2}  # three tries, two failed: not a fourth
