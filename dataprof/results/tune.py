@@ -46,8 +46,7 @@ class TuneTrial:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TuneTrial:
         """Read :meth:`to_dict` back."""
-        known = {f.name for f in dataclasses.fields(cls)}
-        values = {k: v for k, v in data.items() if k in known}
+        values = _known(cls, data)
         return cls(**{**values, "status": TrialStatus(data["status"])})
 
     @property
@@ -95,8 +94,7 @@ class LoaderSweep:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LoaderSweep:
         """Read :meth:`to_dict` back."""
-        known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        return cls(**_known(cls, data))
 
 
 @dataclass(frozen=True)
@@ -208,3 +206,9 @@ def _figures(trial: TuneTrial) -> dict[str, Any]:
     return {"config": dict(trial.config), "iterations_per_s": trial.iterations_per_s,
             "samples_per_s": trial.samples_per_s, "data_wait_fraction": trial.data_wait_fraction,
             "step_ms": trial.step_ms}
+
+
+def _known(cls: type, data: dict[str, Any]) -> dict[str, Any]:
+    """The items of ``data`` that are fields of the dataclass ``cls`` (a newer document's other keys left out)."""
+    known = {f.name for f in dataclasses.fields(cls)}
+    return {k: v for k, v in data.items() if k in known}
