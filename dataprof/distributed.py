@@ -15,7 +15,6 @@ import dataclasses
 import json
 import os
 import socket
-import tempfile
 import time
 from collections.abc import Callable, Mapping
 from datetime import timedelta
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from dataprof.errors import DataprofError, TargetError, UsageError
+from dataprof.measure.watch.ranks import END_FILE
 from dataprof.results.environment import RankInfo
 from dataprof.results.run import RankRun, RunReport
 
@@ -166,12 +166,6 @@ RUN_GATHER_S = 120.0
 """How long rank 0 of a distributed ``dataprof run`` waits for the other ranks' reports once its own ended."""
 
 
-def run_exchange_dir(env: Mapping[str, str] = os.environ) -> Path:
-    """Where the ranks of one torchrun job leave their run reports for rank 0 (one job, one directory)."""
-    job = env.get("TORCHELASTIC_RUN_ID") or f"{env.get('MASTER_ADDR', 'local')}-{env.get('MASTER_PORT', '0')}"
-    return Path(tempfile.gettempdir()) / f"dataprof-run-{job}"
-
-
 def gather_runs(report: RunReport, info: RankInfo, directory: Path, timeout_s: float = RUN_GATHER_S,
                 sleep: Callable[[float], None] = time.sleep) -> RunReport | None:
     """Distributed ``dataprof run``: every rank leaves its report in ``directory``; rank 0 gets its own with
@@ -204,6 +198,8 @@ def gather_runs(report: RunReport, info: RankInfo, directory: Path, timeout_s: f
                              samples_per_s=loader.samples_per_s if loader else None,
                              step_ms_p50=loader.step_ms["p50"] if loader and loader.step_ms else None))
         path.unlink()
+    with contextlib.suppress(OSError):
+        (directory / END_FILE).unlink()  # where rank 0 named the batch every rank ended at
     with contextlib.suppress(OSError):  # a rank that reports after the wait leaves its file, and the directory
         directory.rmdir()
     notes = report.notes + ((f"ranks {', '.join(map(str, missing))} left no report within {timeout_s:g} s",)

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import psutil
@@ -109,14 +110,20 @@ def test_gates_on_a_watched_run_exit_1_naming_the_gate(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_under_torchrun_every_rank_is_watched_and_rank_0_reports(tmp_path: Path) -> None:
+    """DDP ranks in lockstep, ended by time: every rank ends at the same batch, so none is left all-reducing with
+    a rank that has gone (the training would fail where the watch ended it)."""
     out = tmp_path / "run.json"
+    before = set(Path(tempfile.gettempdir()).glob("dataprof-run-*"))
     done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-                           "-m", "dataprof", "run", "--json", str(out), SCRIPT, "--length", "64"], cwd=ROOT,
+                           "-m", "dataprof", "run", "--seconds", "5", "--json", str(out),
+                           "tests/fixtures/ddp_train_script.py", "--slow-rank", "1"], cwd=ROOT,
                           capture_output=True, text=True, timeout=300, env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("Verdict:") == 1 and "rank 1" in done.stdout
     ranks = json.loads(out.read_text())["ranks"]
-    assert [r["rank"] for r in ranks] == [0, 1] and all(r["data_wait_fraction"] is not None for r in ranks)
+    assert [r["rank"] for r in ranks] == [0, 1] and [r["exit_code"] for r in ranks] == [0, 0]
+    assert ranks[1]["data_wait_fraction"] > ranks[0]["data_wait_fraction"]  # the slow rank waits, the other too
+    assert set(Path(tempfile.gettempdir()).glob("dataprof-run-*")) == before  # where the ranks met: removed
 
 
 @pytest.mark.slow

@@ -29,6 +29,7 @@ from dataprof.backends.frameworks import in_package
 from dataprof.measure.protocol import Channel
 from dataprof.measure.watch.changes import Changes, Replay, overridden
 from dataprof.measure.watch.factory import loader_factory, still_running
+from dataprof.measure.watch.ranks import RankEnd
 from dataprof.results.vocabulary import WorkerKind
 
 FLUSH_S = 0.5
@@ -45,13 +46,16 @@ class Recorder:
     """Every watched loader's timings, sent to the parent in batches of events."""
 
     def __init__(self, channel: Channel, max_steps: int | None, seconds: float | None,
-                 clock: Any = time.perf_counter, from_first_batch: bool = False) -> None:
+                 clock: Any = time.perf_counter, from_first_batch: bool = False,
+                 ranks: RankEnd | None = None) -> None:
         self.channel = channel
         self.max_steps = max_steps
         self.seconds = seconds
         """With ``from_first_batch``, the deadline is set at the first batch: a window after the start-up."""
         self.deadline = None if seconds is None or from_first_batch else clock() + seconds
         self.clock = clock
+        self.ranks = ranks if seconds is not None else None
+        """In a job of several ranks: the time limit ends every rank at the batch rank 0 names (steps agree)."""
         self.loaders: dict[int, dict[str, Any]] = {}
         self.pending: dict[int, list[list[float]]] = {}
         self.last_flush = clock()
@@ -98,6 +102,9 @@ class Recorder:
         if self.ended is None:
             if self.max_steps is not None and info["batches"] >= self.max_steps:
                 self.ended = f"--max-steps {self.max_steps} reached"
+            elif self.ranks is not None:
+                if self.ranks.reached(number, info["batches"], self.deadline is not None and now >= self.deadline):
+                    self.ended = "--seconds reached"
             elif self.deadline is not None and now >= self.deadline:
                 self.ended = "--seconds reached"
 
@@ -322,7 +329,7 @@ def main(argv: list[str]) -> int:
     """Watch the script; its exit code (0 when the watch ended it)."""
     fd, limits, mode, target, args = int(argv[0]), json.loads(argv[1]), argv[2], argv[3], argv[4:]
     recorder = Recorder(Channel(fd), limits.get("max_steps"), limits.get("seconds"),
-                        from_first_batch=bool(limits.get("seconds_from_first_batch")))
+                        from_first_batch=bool(limits.get("seconds_from_first_batch")), ranks=RankEnd.of())
     changes = Changes(limits.get("override"), limits.get("replay"), limits.get("loader"))
     patch_loader_modules(lambda module: patch_dataloader(module, recorder, changes))
     code = 0
