@@ -206,26 +206,26 @@ LOADER_SWEEP_TRIAL_S = 2.0
 
 def tune(script: str, args: Iterable[str] = (), *, module: bool = False, budget_s: float = 300.0,
          trial_seconds: float | None = 10.0, trial_steps: int | None = None, loader: str | None = None,
-         loader_sweep: bool = True, progress: Callable[[str], None] | None = None) -> TuneReport:
+         loader_sweep: bool = True, nproc_per_node: int = 1,
+         progress: Callable[[str], None] | None = None) -> TuneReport:
     """Tune the loader inside the training itself: run the script, unchanged, once per config tried (each in a
     fresh process, its busiest loader's knobs set where it is built, or the loader at ``loader``), and once with
     that loader's first batches replayed (data for free), each ended after ``trial_steps`` batches or
     ``trial_seconds``; the :class:`~dataprof.results.tune.TuneReport` with the answer. Runs start while less than
     ``budget_s`` has passed. With ``loader_sweep``, when the loader is built by a function dataprof can call on
     its own, that function is swept alone (beside a dummy model stepping as the training does with data for free)
-    and its pick is run in the training too. The script runs several times: whatever it writes, it writes each
-    time."""
+    and its pick is run in the training too. With ``nproc_per_node`` above 1, each run is that many ranks of one
+    job on this machine (torchrun's environment set), every rank with the same knobs; a run's figure is its
+    slowest rank's. The script runs several times: whatever it writes, it writes each time."""
     import time
 
-    from dataprof.decide.tune import decide_tune, next_run, trial_of
-    from dataprof.measure.watch.watcher import WatchSettings, check_target, watch
+    from dataprof.decide.tune import decide_tune, next_run
+    from dataprof.measure.watch.watcher import WatchSettings
     from dataprof.results.run import RunChanges
-    from dataprof.version import __version__
 
-    check_target(WatchSettings(target=script, module=module))
     started = time.monotonic()
-    command = (("-m",) if module else ()) + (script, *args)
-    report = TuneReport(__version__, command, None, (), 0.0)
+    report = _tune_started((("-m",) if module else ()) + (script, *args), module, nproc_per_node)
+    loader_sweep = loader_sweep and nproc_per_node == 1
     site, found = loader, None
     while (step := next_run(report)) is not None and \
             (not report.trials or time.monotonic() - started < budget_s):
@@ -234,11 +234,12 @@ def tune(script: str, args: Iterable[str] = (), *, module: bool = False, budget_
             role == "headspace" else None
         if progress is not None:
             progress(_run_line(len(report.trials) + 1, budget_s - (time.monotonic() - started), knobs, role))
-        run = watch(WatchSettings(target=script, args=tuple(args), module=module, max_steps=trial_steps,
-                                  seconds=trial_seconds, seconds_from_first_batch=True, changes=changes))
-        if not run.complete:  # Ctrl-C: the script got it too and ended; what was measured stands
+        ran = _tune_run(WatchSettings(target=script, args=tuple(args), module=module, max_steps=trial_steps,
+                                      seconds=trial_seconds, seconds_from_first_batch=True, changes=changes),
+                        nproc_per_node, knobs, role, site)
+        if ran is None:  # Ctrl-C: the script got it too and ended; what was measured stands
             return decide_tune(dataclasses.replace(report, complete=False, wall_s=time.monotonic() - started))
-        trial = trial_of(run, knobs, role, site)
+        run, trial = ran
         report = decide_tune(dataclasses.replace(report, trials=(*report.trials, trial),
                                                  wall_s=time.monotonic() - started))
         if role == "headspace" and loader_sweep and found is not None and trial.ok:
@@ -250,6 +251,43 @@ def tune(script: str, args: Iterable[str] = (), *, module: bool = False, budget_
             report, found = _tuned(report, run, trial, script, site)
             site = found.site
     return report
+
+
+def _tune_started(command: tuple[str, ...], module: bool, nproc_per_node: int) -> TuneReport:
+    """The tune's report before its first run, once the script is found and ``nproc_per_node`` can run here."""
+    from dataprof.distributed import rank_from_env
+    from dataprof.errors import UsageError
+    from dataprof.measure.watch.watcher import WatchSettings, check_target
+    from dataprof.version import __version__
+
+    if nproc_per_node < 1:
+        raise UsageError(f"--nproc-per-node {nproc_per_node}: run at least one rank")
+    if rank_from_env() is not None:
+        raise UsageError("dataprof tune starts the training's ranks itself: run it outside torchrun, with "
+                         "--nproc-per-node")
+    check_target(WatchSettings(target=command[1] if module else command[0], module=module))
+    notes = () if nproc_per_node == 1 else (
+        f"each run is {nproc_per_node} ranks of one job on this machine, with the same knobs; its figure is its "
+        "slowest rank's (every step waits for it), its CPU and memory every rank's together",
+        "no loader-only sweep to compare: the training runs as several ranks, the loader sweep as one")
+    return TuneReport(__version__, command, None, (), 0.0, notes=notes, nproc_per_node=nproc_per_node)
+
+
+def _tune_run(settings: Any, nproc_per_node: int, knobs: dict[str, Any], role: str,
+              site: str | None) -> tuple[RunReport, TuneTrial] | None:
+    """One run of the training (as ``nproc_per_node`` ranks when above 1): rank 0's report and the trial it
+    makes; None when it was interrupted (Ctrl-C)."""
+    from dataprof.decide.tune import trial_of, trial_of_ranks
+    from dataprof.distributed import watch_ranks
+    from dataprof.measure.watch.watcher import watch
+
+    if nproc_per_node == 1:
+        run = watch(settings)
+        return (run, trial_of(run, knobs, role, site)) if run.complete else None
+    runs = watch_ranks(settings, nproc_per_node)
+    if runs is None or not all(r.complete for r in runs):
+        return None
+    return runs[0], trial_of_ranks(runs, knobs, role, site)
 
 
 def _tuned(report: TuneReport, run: RunReport, trial: TuneTrial, script: str,

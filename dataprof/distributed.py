@@ -14,6 +14,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import shutil
 import socket
 import time
 from collections.abc import Callable, Mapping
@@ -22,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from dataprof.errors import DataprofError, TargetError, UsageError
-from dataprof.measure.watch.ranks import END_FILE
+from dataprof.measure.watch.ranks import END_FILE, exchange_dir
+from dataprof.measure.watch.watcher import WatchSettings, watch
 from dataprof.results.environment import RankInfo
 from dataprof.results.run import RankRun, RunReport
 
@@ -124,13 +126,24 @@ RANK_DIED = 130
 measured is kept (as for Ctrl-C)."""
 
 
-def launch_ranks(nproc_per_node: int, entry: Callable[..., Any], *args: Any) -> tuple[int, str | None]:
-    """Run ``entry(*args)`` as ``nproc_per_node`` ranks on this machine through torch.distributed's
-    launcher (elastic launch, as ``torchrun --standalone``).
+@dataclasses.dataclass(frozen=True)
+class Launched:
+    """How ranks started by :func:`launch_ranks` ended."""
 
-    Returns the exit code and, when a rank died by a signal, the message
-    saying so (the launcher then stops every other rank). Otherwise the code
-    is the lowest failing rank's own (each rank prints its own error).
+    code: int
+    """0, or the lowest failing rank's own exit code, or :data:`RANK_DIED`."""
+    died: str | None = None
+    """When a rank died by a signal: which (``rank 1 died by SIGKILL``); the launcher then stopped the others."""
+    values: Mapping[int, Any] = dataclasses.field(default_factory=dict)
+    """What each rank's entry returned, by rank (when every rank returned)."""
+
+
+def launch_ranks(nproc_per_node: int, entry: Callable[..., Any], *args: Any, run_id: str | None = None) -> Launched:
+    """Run ``entry(*args)`` as ``nproc_per_node`` ranks on this machine through torch.distributed's
+    launcher (elastic launch, as ``torchrun --standalone``), as the job ``run_id`` (a fresh one by default).
+
+    When a rank dies by a signal, the launcher stops every other rank. Otherwise the code is the lowest failing
+    rank's own (each rank prints its own error).
     """
     import logging
     import signal
@@ -143,12 +156,13 @@ def launch_ranks(nproc_per_node: int, entry: Callable[..., Any], *args: Any) -> 
     for name in list(logging.root.manager.loggerDict):  # dataprof says what happened, in one line
         if name.startswith(("torch.distributed.elastic", "torch.multiprocessing")):
             logging.getLogger(name).setLevel(logging.CRITICAL)
-    config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=nproc_per_node, run_id=f"dataprof-{uuid.uuid4()}",
-                          rdzv_backend="c10d", rdzv_endpoint="localhost:0", max_restarts=0, start_method="spawn")
+    config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=nproc_per_node,
+                          run_id=run_id or f"dataprof-{uuid.uuid4()}", rdzv_backend="c10d",
+                          rdzv_endpoint="localhost:0", max_restarts=0, start_method="spawn")
     try:
-        elastic_launch(config, entry)(*args)
+        values = elastic_launch(config, entry)(*args)
     except SignalException:  # Ctrl-C: rank 0 has printed what it measured
-        return RANK_DIED, None
+        return Launched(RANK_DIED)
     except ChildFailedError as exc:
         died = {rank: failure for rank, failure in exc.failures.items() if failure.exitcode < 0}
         if died:
@@ -157,9 +171,35 @@ def launch_ranks(nproc_per_node: int, entry: Callable[..., Any], *args: Any) -> 
                 name = signal.Signals(-died[rank].exitcode).name
             except ValueError:
                 name = f"signal {-died[rank].exitcode}"
-            return RANK_DIED, f"rank {rank} died by {name}; the sweep stopped on every rank"
-        return exc.failures[min(exc.failures)].exitcode, None
-    return 0, None
+            return Launched(RANK_DIED, f"rank {rank} died by {name}")
+        return Launched(exc.failures[min(exc.failures)].exitcode)
+    return Launched(0, values=values or {})
+
+
+def watch_ranks(settings: WatchSettings, nproc_per_node: int) -> list[RunReport] | None:
+    """Run the script as ``nproc_per_node`` ranks of one job on this machine (torchrun's environment set for
+    each), every rank watched as ``dataprof run`` watches it under torchrun; each rank's report, in rank order.
+    None when the ranks were interrupted (Ctrl-C) or one died."""
+    import uuid
+
+    run_id = f"dataprof-tune-{uuid.uuid4()}"
+    try:
+        launched = launch_ranks(nproc_per_node, _watch_rank, settings, run_id=run_id)
+    finally:
+        shutil.rmtree(exchange_dir({"TORCHELASTIC_RUN_ID": run_id}), ignore_errors=True)
+    if launched.died is not None:
+        raise DataprofError(f"{launched.died}; every rank of the run was stopped")
+    if launched.code == RANK_DIED:
+        return None
+    if launched.code or len(launched.values) != nproc_per_node:
+        raise DataprofError(f"the ranks' watch failed (exit code {launched.code})")
+    return [RunReport.from_dict(launched.values[rank]) for rank in sorted(launched.values)]
+
+
+def _watch_rank(settings: WatchSettings) -> dict[str, Any]:
+    """One rank of :func:`watch_ranks`: its script watched; its report as a document (returned to the
+    launcher)."""
+    return watch(settings).to_dict()
 
 
 RUN_GATHER_S = 120.0

@@ -85,11 +85,11 @@ def _launch_ranks(params: dict[str, Any], rank: Any) -> None:
     if rank is not None:
         raise UsageError(f"--nproc-per-node: this already runs under torchrun as rank {rank.rank} of "
                          f"{rank.world_size}; give the rank count to torchrun only")
-    code, message = launch_ranks(params["nproc_per_node"], _rank_entry, dict(params, nproc_per_node=None))
-    if message is not None:
+    launched = launch_ranks(params["nproc_per_node"], _rank_entry, dict(params, nproc_per_node=None))
+    if launched.died is not None:
         kept = f"; the trials measured before are in {params['json_path']}" if params["json_path"] else ""
-        click.echo(f"error: {message}{kept}", err=True)
-    sys.exit(code)
+        click.echo(f"error: {launched.died}; the sweep stopped on every rank{kept}", err=True)
+    sys.exit(launched.code)
 
 
 def _gates(params: dict[str, Any]) -> tuple[Any, Any]:

@@ -37,6 +37,9 @@ def parse_budget(text: str) -> float:
               help="Tune the loader built at FILE:LINE [default: the one the training iterates most].")
 @click.option("--loader-sweep/--no-loader-sweep", default=True, show_default=True,
               help="When a function builds the loader, sweep it alone first and run its pick in the training too.")
+@click.option("--nproc-per-node", type=click.IntRange(min=1), default=1, show_default=True, metavar="P",
+              help="Run the training as P ranks of one job on this machine (torchrun's environment set for each), "
+                   "every rank with the same knobs; a run's figure is its slowest rank's.")
 @click.option("--max-data-cost", default=None, metavar="PCT",
               help="Gate: exit 1 if data loading costs your training more than PCT of its speed, as it is.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -48,7 +51,8 @@ def parse_budget(text: str) -> float:
 @click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
 @guarded
 def tune(module: bool, budget: str, trial_seconds: float, trial_steps: int | None, loader_site: str | None,
-         loader_sweep: bool, max_data_cost: str | None, json_path: Path | None, html_path: Path | None, debug: bool,
+         loader_sweep: bool, nproc_per_node: int, max_data_cost: str | None, json_path: Path | None,
+         html_path: Path | None, debug: bool,
          script: str, script_args: tuple[str, ...]) -> None:
     """Tune the loader inside your training: run SCRIPT, unchanged, once per config tried (num_workers, then
     prefetch_factor and persistent_workers, set where it builds its busiest DataLoader), and once with that
@@ -67,6 +71,7 @@ def tune(module: bool, budget: str, trial_seconds: float, trial_steps: int | Non
     out = console()
     report = run_tune(script, script_args, module=module, budget_s=parse_budget(budget), trial_seconds=trial_seconds,
                       trial_steps=trial_steps, loader=loader_site, loader_sweep=loader_sweep,
+                      nproc_per_node=nproc_per_node,
                       progress=lambda line: click.echo(f"dataprof tune: {line}", err=True))
     print_document(out, report)
     if json_path is not None:

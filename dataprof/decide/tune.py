@@ -329,3 +329,24 @@ def trial_of(run: RunReport, config: dict[str, Any], role: str, site: str | None
                      else loader.samples_per_s, data_wait_fraction=loader.data_wait_fraction,
                      step_ms={k: step[k] for k in ("p50", "p95") if k in step} or None,
                      startup_s=loader.first_batch_s[0] if loader.first_batch_s else None, **resources)
+
+
+def trial_of_ranks(runs: Sequence[RunReport], config: dict[str, Any], role: str, site: str | None) -> TuneTrial:
+    """One run of the training as several ranks (their reports in rank order) as a tune trial: failed when a
+    rank failed (named); else the slowest rank's rate (in synchronous training every step waits for it), the
+    data wait and step of the rank that waits most for data (the others wait for it inside their step), the CPU
+    of every rank together and their peak memories added, and each rank's own figures."""
+    trials = [trial_of(run, config, role, site) for run in runs]
+    for rank, trial in enumerate(trials):
+        if not trial.ok:
+            return dataclasses.replace(trial, error=f"rank {rank}: {trial.error}")
+    slowest = min(trials, key=lambda trial: trial.iterations_per_s or 0.0)
+    pacing = max(trials, key=lambda trial: trial.data_wait_fraction or 0.0)
+    cpu = [t.cpu_percent for t in trials if t.cpu_percent is not None]
+    memory = [t.peak_memory_bytes for t in trials if t.peak_memory_bytes is not None]
+    return dataclasses.replace(
+        pacing, iterations_per_s=slowest.iterations_per_s, samples_per_s=slowest.samples_per_s,
+        cpu_percent=sum(cpu) if cpu else None, peak_memory_bytes=sum(memory) if memory else None,
+        wall_s=max(t.wall_s for t in trials),
+        ranks=tuple({"rank": rank, "iterations_per_s": t.iterations_per_s, "data_wait_fraction": t.data_wait_fraction,
+                     "step_ms_p50": (t.step_ms or {}).get("p50")} for rank, t in enumerate(trials)))

@@ -38,16 +38,20 @@ class TuneTrial:
     wall_s: float = 0.0
     gpu_util_percent: float | None = None
     """The GPU's utilisation over the run, when the training used one (NVML); None otherwise."""
+    ranks: tuple[dict[str, Any], ...] = ()
+    """With ``--nproc-per-node``: each rank's ``rank``, ``iterations_per_s``, ``data_wait_fraction`` and
+    ``step_ms_p50``; the trial's own figures are the slowest rank's (the step waits for it), its CPU and memory
+    every rank's together."""
 
     def to_dict(self) -> dict[str, Any]:
         """A trial of the JSON document (docs/tune.md)."""
-        return dataclasses.asdict(self)
+        return {**dataclasses.asdict(self), "ranks": list(self.ranks)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TuneTrial:
         """Read :meth:`to_dict` back."""
         values = _known(cls, data)
-        return cls(**{**values, "status": TrialStatus(data["status"])})
+        return cls(**{**values, "status": TrialStatus(data["status"]), "ranks": tuple(data.get("ranks") or ())})
 
     @property
     def ok(self) -> bool:
@@ -138,6 +142,8 @@ class TuneReport:
     """Why tuning stopped without an answer (the current config failing, no loader found)."""
     loader_sweep: LoaderSweep | None = None
     """The loader-only sweep, when the tuned loader's factory could be swept alone."""
+    nproc_per_node: int = 1
+    """Ranks of each run (``--nproc-per-node``), run together on this machine."""
 
     def by_role(self, role: str) -> list[TuneTrial]:
         """The completed trials of ``role``."""
@@ -154,6 +160,7 @@ class TuneReport:
             "kind": Kind.TUNE,
             "tool": {"name": "dataprof", "version": self.tool_version},
             "command": list(self.command),
+            "nproc_per_node": self.nproc_per_node,
             "complete": self.complete,
             "loader": None if self.loader is None else {"site": self.loader.site, "class": self.loader.loader_class,
                                                         "batch_size": self.loader.batch_size,
@@ -199,7 +206,7 @@ class TuneReport:
                    wall_s=data.get("wall_s", 0.0), complete=data.get("complete", True),
                    notes=tuple(data.get("notes") or ()), error=data.get("error"),
                    loader_sweep=None if data.get("loader_sweep") is None
-                   else LoaderSweep.from_dict(data["loader_sweep"]))
+                   else LoaderSweep.from_dict(data["loader_sweep"]), nproc_per_node=data.get("nproc_per_node", 1))
 
 
 def _figures(trial: TuneTrial) -> dict[str, Any]:

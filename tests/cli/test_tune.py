@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -54,3 +55,34 @@ def test_a_missing_script_and_one_without_a_loader_are_one_line(tmp_path: Path) 
     script.write_text("print('training without a DataLoader')\n")
     empty = dataprof_tune("--trial-seconds", "2", str(script))
     assert empty.returncode == 3 and "the script iterated no DataLoader" in empty.stderr
+
+
+@pytest.mark.slow
+def test_a_data_parallel_training_is_tuned_as_its_ranks_at_its_slowest_rank_s_pace(tmp_path: Path) -> None:
+    out = tmp_path / "tune.json"
+    before = set(Path(tempfile.gettempdir()).glob("dataprof-run-*"))
+    done = dataprof_tune("--nproc-per-node", "2", "--budget", "20", "--trial-steps", "40", "--json", str(out),
+                         "tests/fixtures/ddp_train_script.py", "--slow-rank", "1")
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(out.read_text())
+    assert doc["nproc_per_node"] == 2 and "each run is 2 ranks of one job" in done.stdout
+    ran = [t for t in doc["trials"] if t["status"] == "ok"]
+    assert [t["role"] for t in ran][:3] == ["current", "headspace", "current"]
+    for trial in ran:
+        assert [r["rank"] for r in trial["ranks"]] == [0, 1]
+        assert trial["iterations_per_s"] == min(r["iterations_per_s"] for r in trial["ranks"])
+        assert trial["data_wait_fraction"] == max(r["data_wait_fraction"] for r in trial["ranks"])
+    current = ran[0]["ranks"]
+    assert current[1]["data_wait_fraction"] > current[0]["data_wait_fraction"]  # rank 1 loads twice as slowly
+    assert doc["headspace"]["iterations_per_s"] > 2 * doc["current"]["iterations_per_s"]
+    assert set(Path(tempfile.gettempdir()).glob("dataprof-run-*")) == before
+
+
+def test_tune_under_torchrun_is_one_line_saying_it_starts_the_ranks_itself() -> None:
+    from click.testing import CliRunner
+
+    from dataprof.cli import main
+
+    done = CliRunner().invoke(main, ["tune", SCRIPT], env={"RANK": "0", "WORLD_SIZE": "2"})
+    assert done.exit_code == 2 and done.output.count("\n") == 1
+    assert "run it outside torchrun, with --nproc-per-node" in done.output

@@ -199,3 +199,20 @@ def test_a_run_that_fails_again_is_not_asked_for_forever() -> None:
              run({"num_workers": 2}, 52.0), run({"num_workers": 2}, None), run({"num_workers": 2}, None)]
     step = next_run(report(*close))
     assert step is None or step[0] != {"num_workers": 2}  # three tries, two failed: not a fourth
+
+
+def test_a_run_of_several_ranks_goes_at_its_slowest_rank_s_pace() -> None:
+    from dataprof.decide.tune import trial_of_ranks
+
+    def rank(rate: float, wait: float) -> object:
+        base = run_report(wait)
+        return dataclasses.replace(base, loaders=(dataclasses.replace(base.loaders[0], iterations_per_s=rate),))
+
+    waiting, stepping = rank(24.0, 0.9), rank(25.0, 0.4)  # the other waits for the slow loader in its all-reduce
+    trial = trial_of_ranks([stepping, waiting], {"num_workers": 2}, "candidate", None)
+    assert trial.ok and trial.iterations_per_s == 24.0 and trial.data_wait_fraction == 0.9
+    assert trial.cpu_percent == 2 * stepping.resources.cpu_percent  # type: ignore[attr-defined]
+    assert [(r["rank"], r["iterations_per_s"]) for r in trial.ranks] == [(0, 25.0), (1, 24.0)]
+    assert TuneTrial.from_dict(json.loads(json.dumps(trial.to_dict()))) == trial
+    failed = trial_of_ranks([stepping, dataclasses.replace(waiting, exit_code=1)], {}, "candidate", None)
+    assert failed.status == TrialStatus.FAILED and failed.error == "rank 1: the script exited with code 1"
