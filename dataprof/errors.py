@@ -15,6 +15,11 @@ class ExitCode(enum.IntEnum):
     INTERRUPTED = 130
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a job's time limit, a cancelled CI run), raised as Ctrl-C is: the command stops the same way,
+    keeps what it measured and exits 130."""
+
+
 class DataprofError(Exception):
     """An error whose message tells the user what was wrong and what to do."""
 

@@ -1,8 +1,10 @@
 """Work done in a process forked for it, its result handed back as JSON: where the user's code may crash or hang,
-a crash costs only that work's result, and a hang is ended with everything it started."""
+a crash costs only that work's result, and a hang is ended with everything it started. Also how dataprof's
+processes end with their parent (:func:`prctl`)."""
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import select
@@ -13,6 +15,17 @@ from typing import Any
 
 from dataprof.backends.target import describe_exception
 
+
+def prctl(option: int, value: int) -> None:
+    """Linux ``prctl(option, value)``; nothing elsewhere (the parent still kills process groups)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass  # not Linux: the parent still kills the trial's process group
+
+
+PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
 
 class ForkFailed(Exception):
     """The forked work raised, died or ran out of time: the message says which, in one line."""

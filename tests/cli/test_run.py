@@ -14,6 +14,7 @@ import psutil
 import pytest
 
 from dataprof.decide.run import judge
+from dataprof.measure.watch.watcher import EXIT_GRACE_S
 from dataprof.results.run import RunReport
 from tests.conftest import ROOT, run_report
 
@@ -77,7 +78,10 @@ def test_a_missing_script_or_module_is_one_line_and_exit_3() -> None:
 
 
 @pytest.mark.slow
-def test_ctrl_c_keeps_the_partial_report_and_exits_130(tmp_path: Path) -> None:
+@pytest.mark.parametrize("by", ["Ctrl-C", "SIGTERM"])
+def test_a_stopped_run_keeps_the_partial_report_and_exits_130(tmp_path: Path, by: str) -> None:
+    """Ctrl-C reaches the script and dataprof (the terminal's process group); SIGTERM (a job's time limit)
+    reaches dataprof alone, which passes it on to the script."""
     import signal
     import time
 
@@ -90,11 +94,16 @@ def test_ctrl_c_keeps_the_partial_report_and_exits_130(tmp_path: Path) -> None:
     while len(psutil.Process(proc.pid).children(recursive=True)) < 3 and time.monotonic() < deadline:
         time.sleep(0.2)  # the script and its two workers: batches are flowing
     time.sleep(1.0)
-    os.killpg(proc.pid, signal.SIGINT)
+    stopped = time.monotonic()
+    if by == "Ctrl-C":
+        os.killpg(proc.pid, signal.SIGINT)
+    else:
+        proc.send_signal(signal.SIGTERM)
     stdout, _ = proc.communicate(timeout=60)
+    assert time.monotonic() - stopped < EXIT_GRACE_S  # the script ended when told, not killed after the grace
     assert proc.returncode == 130
     doc = json.loads(out.read_text())
-    assert doc["ended_by"] == "Ctrl-C" and doc["complete"] is False and doc["loaders"][0]["batches"] > 0
+    assert doc["ended_by"] == by and doc["complete"] is False and doc["loaders"][0]["batches"] > 0
     assert "Partial result" in stdout
 
 

@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -155,9 +156,14 @@ def test_memory_limit_kills_a_leaking_trial(tmp_path: Path, cli: Invoke, dataset
 
 
 @pytest.mark.slow
-def test_ctrl_c_keeps_partial_results_and_leaves_nothing_behind(tmp_path: Path, datasets: str) -> None:
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=lambda s: s.name)
+def test_a_stopped_sweep_keeps_partial_results_and_leaves_nothing_behind(tmp_path: Path, datasets: str,
+                                                                         stop: signal.Signals) -> None:
+    """Ctrl-C, SIGTERM (a job's time limit) and SIGKILL mid-trial: the trials measured are kept; no process, no
+    shared memory and none of dataprof's temporary files are left (killed, the sweep's host removes them)."""
     out = tmp_path / "run.json"
     shm_before = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+    temp_before = set(Path(tempfile.gettempdir()).glob("dataprof-*"))
     proc = subprocess.Popen(
         [sys.executable, "-m", "dataprof", "sweep", f"{datasets}:Sleepy", "--batch-size", "4", "--workers", "0,1,2,3",
          "--trial-seconds", "2", "--json", str(out)],
@@ -166,13 +172,22 @@ def test_ctrl_c_keeps_partial_results_and_leaves_nothing_behind(tmp_path: Path, 
     deadline = time.monotonic() + 60  # this suite runs in the background, whose SIGINT a child inherits ignored
     while not out.exists() and time.monotonic() < deadline:
         time.sleep(0.1)
-    proc.send_signal(signal.SIGINT)
+    time.sleep(0.5)  # into the next trial, whose files exist now
+    proc.send_signal(stop)
     stdout, stderr = proc.communicate(timeout=30)
-    assert proc.returncode == 130, stderr
     data = json.loads(out.read_text())
     assert data["complete"] is False and len(data["trials"]) >= 1
-    assert "interrupted" in stderr and "Partial result" in stdout
+    if stop == signal.SIGKILL:
+        assert proc.returncode == -signal.SIGKILL
+    else:
+        assert proc.returncode == 130, stderr
+        assert "interrupted" in stderr and "Partial result" in stdout
+    deadline = time.monotonic() + 10  # killed, the sweep leaves its host to end the trial and remove its files
+    while (leftover_processes() or set(Path(tempfile.gettempdir()).glob("dataprof-*")) - temp_before) \
+            and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert not leftover_processes()
+    assert set(Path(tempfile.gettempdir()).glob("dataprof-*")) <= temp_before
     shm_after = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
     assert shm_after <= shm_before  # no shared-memory files left behind
 

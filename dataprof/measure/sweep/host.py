@@ -17,9 +17,9 @@ once, never iterates it, and forks each trial from there.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import select
+import shutil
 import signal
 import sys
 import traceback
@@ -27,29 +27,27 @@ from collections.abc import Mapping
 from typing import Any
 
 from dataprof.backends.construction import record_constructions
+from dataprof.measure.forked import PR_SET_CHILD_SUBREAPER, PR_SET_PDEATHSIG, prctl
 from dataprof.measure.protocol import Channel, LineReader, LoadRequest, Message, error_event
 from dataprof.measure.sweep.building import Built, build, build_in_trial, describe, probe
 from dataprof.results.vocabulary import TrialStatus
 
-
-def prctl(option: int, value: int) -> None:
-    """Linux ``prctl(option, value)``; nothing elsewhere (the parent still kills process groups)."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass  # not Linux: the parent still kills the trial's process group
-
-
-PR_SET_PDEATHSIG = 1
-PR_SET_CHILD_SUBREAPER = 36
-
 _running_trial: int | None = None
 """Process group of the trial in flight, killed if the host is told to stop."""
+_trial_files: list[str] = []
+"""The temporary files of the trial in flight (its open-log directory, its end mark): the parent removes them
+once the trial ends; the host does when it is told to stop first (the parent killed, it gets SIGTERM)."""
 
 
 def _stop(signum: int, frame: Any) -> None:
     if _running_trial is not None:
         _kill_group(_running_trial)
+    for path in _trial_files:
+        if os.path.isdir(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
     os._exit(128 + signum)
 
 
@@ -185,6 +183,7 @@ def run_trial_process(shared: Built | None, load: LoadRequest, request: Message,
         pass  # the child already did it, or already exited
     global _running_trial
     _running_trial = pid
+    _trial_files[:] = [path for path in [(request.get("settings") or {}).get("opens_dir")] if path]
     os.close(write_fd)
     events.send({"ev": "trial_started", "pid": pid})
     _relay(LineReader(read_fd), pid, events)
@@ -192,6 +191,7 @@ def run_trial_process(shared: Built | None, load: LoadRequest, request: Message,
     _kill_group(pid)
     _, status = os.waitpid(pid, 0)
     _running_trial = None
+    _trial_files.clear()
     _reap_orphans()
     sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
     events.send({"ev": "trial_exit", "returncode": os.waitstatus_to_exitcode(status),
@@ -252,6 +252,8 @@ def _relay(reader: LineReader, pid: int, events: Channel) -> None:
         if select.select([reader.fd], [], [], 0.2)[0]:
             messages = reader.read()
             for message in messages or []:
+                if message.get("ev") == "window_end" and message.get("release"):
+                    _trial_files.append(message["release"])
                 events.send(message)
             if messages is not None:
                 continue

@@ -98,4 +98,4 @@ class InProcessWatch:
                                        "peak_memory_bytes", "gpu_util_percent", "gpu_memory_bytes")}
         return self.collector.report(("python", "dataprof.watch()"), resources_of({**empty, **figures}),
                                      self.clock() - self.started, None if failed else 0,
-                                     isinstance(failed, KeyboardInterrupt))
+                                     "Ctrl-C" if isinstance(failed, KeyboardInterrupt) else None)

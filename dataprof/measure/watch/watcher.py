@@ -21,15 +21,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from dataprof.errors import TargetError
+from dataprof.errors import TargetError, Terminated
 from dataprof.measure.cache.footprint import DataFiles
 from dataprof.measure.cache.page_cache import residency
 from dataprof.measure.environment import probe_environment
+from dataprof.measure.forked import PR_SET_CHILD_SUBREAPER, prctl
 from dataprof.measure.gpu import GpuSample, NullGpuProbe, NvmlProbe
 from dataprof.measure.probes import ProcessTreeProbe, SystemProbe
 from dataprof.measure.protocol import LineReader, Message, child_env
 from dataprof.measure.sampler import Sampler, summarize
-from dataprof.measure.sweep.host import PR_SET_CHILD_SUBREAPER, prctl
 from dataprof.measure.timing import warmup_batches
 from dataprof.results.run import LoaderRun, RunChanges, RunReport, RunResources
 from dataprof.results.stats import percentile
@@ -172,8 +172,8 @@ class Collector:
         return "torch" if busiest is None else busiest.info.get("framework", "torch")
 
     def report(self, command: tuple[str, ...], resources: RunResources, wall_s: float, exit_code: int | None,
-               interrupted: bool) -> RunReport:
-        """The RunReport of what was gathered (undecided)."""
+               interrupted: str | None) -> RunReport:
+        """The RunReport of what was gathered (undecided); ``interrupted``: by what (``Ctrl-C``, ``SIGTERM``)."""
         return RunReport(
             tool_version=__version__, command=command,
             environment=probe_environment(self.outcome.get("device", "cpu"), framework=self._framework()),
@@ -181,7 +181,7 @@ class Collector:
                                   for loader in self.loaders.values()),
                                  key=lambda r: -r.batches)),
             resources=resources, wall_s=wall_s, exit_code=self.outcome.get("code", exit_code),
-            ended_by="Ctrl-C" if interrupted else self.outcome.get("ended"), complete=not interrupted,
+            ended_by=interrupted or self.outcome.get("ended"), complete=interrupted is None,
             notes=_gpu_note(self.outcome))
 
 
@@ -203,15 +203,17 @@ def watch(settings: WatchSettings, clock: Callable[[], float] = time.monotonic) 
     os.close(write_fd)
     sampler = Sampler(ProcessTreeProbe(proc.pid, files=True), SystemProbe(), NullGpuProbe()).start()
     collector = Collector(SamplerMarks(sampler))
-    interrupted = False
+    interrupted: str | None = None
     reader = LineReader(read_fd)
     while True:
         try:
             if not _read(reader, collector) or "code" in collector.outcome \
                     or (proc.poll() is not None and not select.select([read_fd], [], [], 1.0)[0]):
                 break  # its last word, or it died (a worker it left may hold the pipe open)
-        except KeyboardInterrupt:  # the script got the same Ctrl-C: give it time to end as it would
-            interrupted = True
+        except KeyboardInterrupt as stop:  # the script got the same Ctrl-C: give it time to end as it would
+            interrupted = "SIGTERM" if isinstance(stop, Terminated) else "Ctrl-C"
+            if isinstance(stop, Terminated):  # SIGTERM came to dataprof alone: the script gets it too
+                proc.terminate()
             _end(proc)
     os.close(read_fd)
     code = proc.wait()
