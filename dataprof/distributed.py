@@ -22,7 +22,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from dataprof.errors import DataprofError, TargetError, UsageError
+from dataprof.errors import DataprofError, TargetError, UsageError, terminated_as_interrupted
 from dataprof.measure.watch.ranks import END_FILE, exchange_dir
 from dataprof.measure.watch.watcher import WatchSettings, watch
 from dataprof.results.environment import RankInfo
@@ -159,6 +159,8 @@ def launch_ranks(nproc_per_node: int, entry: Callable[..., Any], *args: Any, run
     config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=nproc_per_node,
                           run_id=run_id or f"dataprof-{uuid.uuid4()}", rdzv_backend="c10d",
                           rdzv_endpoint="localhost:0", max_restarts=0, start_method="spawn")
+    handlers = {sig: handler for sig in (signal.SIGINT, signal.SIGTERM)
+                if (handler := signal.getsignal(sig)) is not None}
     try:
         values = elastic_launch(config, entry)(*args)
     except SignalException:  # Ctrl-C: rank 0 has printed what it measured
@@ -173,6 +175,9 @@ def launch_ranks(nproc_per_node: int, entry: Callable[..., Any], *args: Any, run
                 name = f"signal {-died[rank].exitcode}"
             return Launched(RANK_DIED, f"rank {rank} died by {name}")
         return Launched(exc.failures[min(exc.failures)].exitcode)
+    finally:  # the launcher's handlers raise its own SignalException: the caller's are put back
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
     return Launched(0, values=values or {})
 
 
@@ -198,8 +203,9 @@ def watch_ranks(settings: WatchSettings, nproc_per_node: int) -> list[RunReport]
 
 def _watch_rank(settings: WatchSettings) -> dict[str, Any]:
     """One rank of :func:`watch_ranks`: its script watched; its report as a document (returned to the
-    launcher)."""
-    return watch(settings).to_dict()
+    launcher). SIGTERM (the launcher stopping the ranks) ends the script as Ctrl-C does."""
+    with terminated_as_interrupted():
+        return watch(settings).to_dict()
 
 
 RUN_GATHER_S = 120.0

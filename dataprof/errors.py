@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import enum
+import signal
+import threading
+from collections.abc import Iterator
+from typing import Any
 
 
 class ExitCode(enum.IntEnum):
@@ -18,6 +23,25 @@ class ExitCode(enum.IntEnum):
 class Terminated(KeyboardInterrupt):
     """SIGTERM (a job's time limit, a cancelled CI run), raised as Ctrl-C is: the command stops the same way,
     keeps what it measured and exits 130."""
+
+
+@contextlib.contextmanager
+def terminated_as_interrupted() -> Iterator[None]:
+    """SIGTERM raises :class:`Terminated` in the main thread, where the default would end the process at once
+    (the trial's temporary files left, nothing said); a handler already set is left as it is."""
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield
+        return
+
+    def terminate(signum: int, frame: Any) -> None:
+        raise Terminated()
+
+    signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 class DataprofError(Exception):

@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
-import signal
 import sys
 import tempfile
-import threading
 import traceback
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import click
 
-from dataprof.errors import DataprofError, Terminated
+from dataprof.errors import DataprofError, terminated_as_interrupted
 from dataprof.results.findings import GateResult
 
 
@@ -52,32 +49,13 @@ def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         debug = bool(kwargs.get("debug"))
-        with _terminated_as_interrupted():
+        with terminated_as_interrupted():
             try:
                 return fn(*args, **kwargs)
             except DataprofError as exc:
                 fail(exc, debug)
 
     return wrapper
-
-
-@contextlib.contextmanager
-def _terminated_as_interrupted() -> Iterator[None]:
-    """SIGTERM raises :class:`Terminated` in the main thread, where the default would end the process at once
-    (the trial's temporary files left, nothing said); a handler already set is left as it is."""
-    if threading.current_thread() is not threading.main_thread() or \
-            signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
-        yield
-        return
-
-    def terminate(signum: int, frame: Any) -> None:
-        raise Terminated()
-
-    signal.signal(signal.SIGTERM, terminate)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def console() -> Any:

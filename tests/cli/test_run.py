@@ -108,6 +108,25 @@ def test_a_stopped_run_keeps_the_partial_report_and_exits_130(tmp_path: Path, by
 
 
 @pytest.mark.slow
+def test_a_killed_watch_takes_its_script_with_it(tmp_path: Path) -> None:
+    """dataprof killed outright (the OOM killer, a launcher stopping a rank): the script it watched does not go
+    on unwatched, for instance blocked in an all-reduce with ranks that have gone."""
+    import signal
+    import time
+
+    script = tmp_path / "blocked.py"
+    script.write_text("import time\nprint('waiting for the other ranks', flush=True)\ntime.sleep(600)\n")
+    proc = subprocess.Popen([sys.executable, "-m", "dataprof", "run", str(script)], cwd=ROOT, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert proc.stdout is not None and "waiting" in proc.stdout.readline()
+    (watched,) = psutil.Process(proc.pid).children()
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    gone, _ = psutil.wait_procs([watched], timeout=10)
+    assert gone == [watched]
+
+
+@pytest.mark.slow
 def test_gates_on_a_watched_run_exit_1_naming_the_gate(tmp_path: Path) -> None:
     out = tmp_path / "run.json"
     failed = dataprof_run("--max-data-wait", "1%", "--json", str(out), SCRIPT)

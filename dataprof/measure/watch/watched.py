@@ -16,6 +16,7 @@ import inspect
 import json
 import os
 import runpy
+import signal
 import sys
 import time
 import traceback
@@ -26,6 +27,7 @@ from typing import Any
 from dataprof.backends.common import batch_size_of
 from dataprof.backends.construction import loader_class, patch_loader_modules
 from dataprof.backends.frameworks import in_package
+from dataprof.measure.forked import PR_SET_PDEATHSIG, prctl
 from dataprof.measure.protocol import Channel
 from dataprof.measure.watch.changes import Changes, Replay, overridden
 from dataprof.measure.watch.factory import loader_factory, still_running
@@ -326,7 +328,9 @@ def _print_user_traceback(exc: BaseException) -> None:
 
 
 def main(argv: list[str]) -> int:
-    """Watch the script; its exit code (0 when the watch ended it)."""
+    """Watch the script; its exit code (0 when the watch ended it). It ends with the watch (SIGTERM when the
+    process watching it dies)."""
+    prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     fd, limits, mode, target, args = int(argv[0]), json.loads(argv[1]), argv[2], argv[3], argv[4:]
     recorder = Recorder(Channel(fd), limits.get("max_steps"), limits.get("seconds"),
                         from_first_batch=bool(limits.get("seconds_from_first_batch")), ranks=RankEnd.of())
