@@ -15,6 +15,7 @@ from dataprof.backends.target import parse_kwarg
 from dataprof.errors import UsageError
 from dataprof.results.knobs import KNOBS, Knob, LoaderConfig
 from dataprof.results.request import MemoryLimit, current_config
+from dataprof.results.vocabulary import WorkerKind
 
 
 def parse_percent(text: str, name: str) -> float:
@@ -96,14 +97,16 @@ def parse_knobs(text: str, flag: str = "--current") -> dict[str, Any]:
     """``num_workers=8,prefetch_factor=2,persistent_workers=true``: loader knobs by their DataLoader names, each
     with one value."""
     values: dict[str, Any] = {}
-    known = sorted({k for knobs in KNOBS.values() for k in knobs})
+    known = sorted({k for knobs in KNOBS.values() for k in knobs} | {"worker_kind"})
     for item in (part.strip() for part in text.split(",") if part.strip()):
         key, _, raw = item.partition("=")
         key = key.strip()
         if key not in known or not raw.strip():
             raise UsageError(f"{flag} {text!r}: expected KNOB=VALUE pairs, KNOB one of {', '.join(known)}")
-        if key == "multiprocessing_context":
+        if key in ("multiprocessing_context", "worker_kind"):
             values[key] = parse_words(raw)[0]
+            if key == "worker_kind" and values[key] not in set(WorkerKind):
+                raise UsageError(f"{flag} worker_kind={raw.strip()}: expected process or thread")
             continue
         numeric = key in ("num_workers", "prefetch_factor")
         values[key] = (parse_int_list if numeric else parse_onoff_list)(raw, f"{flag} {key}")[0]

@@ -43,6 +43,14 @@ def test_the_script_sees_what_python_gives_it_and_the_same_batches(tmp_path: Pat
     assert (loader["batches"], loader["epochs"], loader["num_workers"]) == (16, 2, 2)
     line = next(n for n, text in enumerate((ROOT / SCRIPT).read_text().splitlines(), 1) if "= DataLoader(" in text)
     assert loader["site"] == f"{SCRIPT}:{line}" and len(loader["first_batch_s"]) == 2
+    pytest.importorskip("torchdata.nodes")
+    threaded = tmp_path / "threaded.json"
+    done = dataprof_run("--override", "worker_kind=thread,num_workers=3", "--json", str(tmp_path / "threads.json"),
+                        SCRIPT, *common, "--record", str(threaded))
+    assert done.returncode == 0, done.stderr
+    assert json.loads(threaded.read_text())["batches"] == expected["batches"]  # threads load the same batches
+    loader = json.loads((tmp_path / "threads.json").read_text())["loaders"][0]
+    assert (loader["worker_kind"], loader["num_workers"], loader["batches"]) == ("thread", 3, 16)
 
 
 @pytest.mark.slow
@@ -112,12 +120,12 @@ def test_a_killed_watch_takes_its_script_with_it(tmp_path: Path) -> None:
     """dataprof killed outright (the OOM killer, a launcher stopping a rank): the script it watched does not go
     on unwatched, for instance blocked in an all-reduce with ranks that have gone."""
     import signal
-    import time
 
     script = tmp_path / "blocked.py"
     script.write_text("import time\nprint('waiting for the other ranks', flush=True)\ntime.sleep(600)\n")
     proc = subprocess.Popen([sys.executable, "-m", "dataprof", "run", str(script)], cwd=ROOT, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert proc.stdout is not None and "waiting" in proc.stdout.readline()
     (watched,) = psutil.Process(proc.pid).children()
     proc.send_signal(signal.SIGKILL)

@@ -7,7 +7,8 @@ import inspect
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from dataprof.results.knobs import REGISTRY
+from dataprof.results.knobs import REGISTRY, TORCH_THREAD_ARGUMENT, LoaderConfig
+from dataprof.results.vocabulary import WorkerKind
 
 
 class Changes:
@@ -27,9 +28,12 @@ class Changes:
 
 
 def overridden(init: Callable[..., None], loader: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
-               knobs: dict[str, Any]) -> dict[str, Any]:
+               knobs: dict[str, Any]) -> tuple[dict[str, Any], LoaderConfig | None]:
     """The loader's constructor arguments as keywords, with ``knobs`` set: the rest as the script passed them;
-    the knobs that need workers left at the loader's defaults when it is left none."""
+    the knobs that need workers left at the loader's defaults when it is left none. With thread workers asked
+    for (``worker_kind=thread``) where the constructor takes no ``worker_method``, the loader is left no workers
+    of its own, and the thread config a ``torchdata.nodes`` pipeline loads its batches with comes second (None
+    otherwise)."""
     bound = inspect.signature(init).bind(loader, *args, **kwargs)
     values: dict[str, Any] = {}
     for name, value in list(bound.arguments.items())[1:]:
@@ -38,11 +42,22 @@ def overridden(init: Callable[..., None], loader: Any, args: tuple[Any, ...], kw
             raise TypeError("its constructor takes *args: its knobs cannot be set by name")
         values.update(value if kind == inspect.Parameter.VAR_KEYWORD else {name: value})
     values.update(knobs)
+    threads = None
+    if values.pop("worker_kind", None) == WorkerKind.THREAD and values.get("num_workers"):
+        values.pop("persistent_workers", None)
+        values.pop("multiprocessing_context", None)
+        if TORCH_THREAD_ARGUMENT in bound.signature.parameters:
+            values[TORCH_THREAD_ARGUMENT] = WorkerKind.THREAD.value
+        else:
+            threads = LoaderConfig(num_workers=int(values.pop("num_workers")),
+                                   pin_memory=bool(values.pop("pin_memory", False)),
+                                   prefetch_factor=values.pop("prefetch_factor", None),
+                                   in_order=values.pop("in_order", None), worker_kind=WorkerKind.THREAD.value)
     if not values.get("num_workers"):
         for knob in REGISTRY:
             if knob.needs_workers:
                 values.pop(knob.name, None)
-    return values
+    return values, threads
 
 
 class Replay:

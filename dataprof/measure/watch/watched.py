@@ -32,6 +32,7 @@ from dataprof.measure.protocol import Channel
 from dataprof.measure.watch.changes import Changes, Replay, overridden
 from dataprof.measure.watch.factory import loader_factory, still_running
 from dataprof.measure.watch.ranks import RankEnd
+from dataprof.results.knobs import TORCH_THREAD_ARGUMENT
 from dataprof.results.vocabulary import WorkerKind
 
 FLUSH_S = 0.5
@@ -82,7 +83,7 @@ class Recorder:
                                               getattr(loader, "_persistent_workers", None)),
                 "framework": "paddle" if type(loader).__module__.startswith("paddle") else "torch",
                 "pin_memory": getattr(loader, "pin_memory", None), "worker_kind": "process", **settings,
-                **factory, "batches": 0}
+                **_threads_settings(loader), **factory, "batches": 0}
         self.loaders[number] = info
         self.pending[number] = []
         self.channel.send({"ev": "loader", **{k: v for k, v in info.items() if k != "batches"}})
@@ -167,6 +168,18 @@ def nodes_settings(loader: Any) -> dict[str, Any]:
     if depth_total and found["num_workers"]:
         found["prefetch_factor"] = max(1, depth_total // found["num_workers"])
     return found
+
+
+def _threads_settings(loader: Any) -> dict[str, Any]:
+    """A loader whose batches threads load (``worker_kind=thread``, or the DataLoader's own ``worker_method``):
+    its thread settings, as a report names them."""
+    threads = getattr(loader, "__dict__", {}).get("_dataprof_threads")
+    if threads is not None:
+        return {"num_workers": threads.num_workers, "prefetch_factor": threads.prefetch_factor or 2,
+                "persistent_workers": None, "pin_memory": threads.pin_memory, "worker_kind": WorkerKind.THREAD.value}
+    if getattr(loader, TORCH_THREAD_ARGUMENT, None) == WorkerKind.THREAD:
+        return {"persistent_workers": None, "worker_kind": WorkerKind.THREAD.value}
+    return {}
 
 
 class WatchedIterator:
@@ -259,7 +272,10 @@ def patch_dataloader(module: ModuleType, recorder: Recorder, changes: Changes | 
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         if changes.knobs and settable and "_dataprof_site" not in self.__dict__ \
                 and changes.applies(_site(_user_frame(self))):
-            kwargs, args = overridden(original_init, self, args, kwargs, changes.knobs), ()
+            kwargs, threads = overridden(original_init, self, args, kwargs, changes.knobs)
+            args = ()
+            if threads is not None:
+                self.__dict__["_dataprof_threads"] = threads
             recorder.overridden += 1
         original_init(self, *args, **kwargs)
         if "_dataprof_site" not in self.__dict__:  # a subclass's __init__ calls this once
@@ -272,7 +288,7 @@ def patch_dataloader(module: ModuleType, recorder: Recorder, changes: Changes | 
         created = recorder.clock()
         replay = self.__dict__.get("_dataprof_replay")
         kept = replay is not None and len(replay.kept) >= replay.count  # replayed: the loader is not asked again
-        inner = None if kept else original_iter(self)
+        inner = None if kept else _thread_epoch(self) if "_dataprof_threads" in self.__dict__ else original_iter(self)
         if isinstance(inner, WatchedIterator):
             return inner
         if "_dataprof_loader" not in self.__dict__:
@@ -297,6 +313,22 @@ def patch_dataloader(module: ModuleType, recorder: Recorder, changes: Changes | 
         cls.__init__, cls.__iter__ = original_init, original_iter
 
     return restore
+
+
+def _thread_epoch(loader: Any) -> Any:
+    """An epoch of ``loader``'s batches loaded by threads (``worker_kind=thread``): its dataset, batch sampler
+    and collate function in a ``torchdata.nodes`` pipeline, built at its first epoch and kept for the others."""
+    from dataprof.backends.threads import NodesLoader
+
+    pipeline = loader.__dict__.get("_dataprof_pipeline")
+    if pipeline is None:
+        if loader.batch_sampler is None:
+            raise TypeError("dataprof: worker_kind=thread needs a map-style dataset and a batch size; this "
+                            "DataLoader streams an IterableDataset")
+        pipeline = NodesLoader(loader.dataset, loader.batch_sampler, loader.collate_fn,
+                               loader.__dict__["_dataprof_threads"])
+        loader.__dict__["_dataprof_pipeline"] = pipeline
+    return iter(pipeline)
 
 
 def _length(loader: Any) -> int | None:

@@ -18,13 +18,30 @@ class Loader:
 
 def test_the_knobs_given_are_set_and_the_rest_kept_as_the_script_passed_them() -> None:
     loader = Loader.__new__(Loader)
-    values = overridden(Loader.__init__, loader, ("data", 32, 4), {"persistent_workers": True, "tag": "x"},
-                        {"prefetch_factor": 4})
+    values, threads = overridden(Loader.__init__, loader, ("data", 32, 4), {"persistent_workers": True, "tag": "x"},
+                                 {"prefetch_factor": 4})
     assert values == {"dataset": "data", "batch_size": 32, "num_workers": 4, "persistent_workers": True,
                       "tag": "x", "prefetch_factor": 4}
-    none = overridden(Loader.__init__, loader, ("data",), {"num_workers": 4, "prefetch_factor": 2,
-                                                           "persistent_workers": True}, {"num_workers": 0})
-    assert none == {"dataset": "data", "num_workers": 0}  # knobs that need workers: back to the defaults
+    none, _ = overridden(Loader.__init__, loader, ("data",), {"num_workers": 4, "prefetch_factor": 2,
+                                                              "persistent_workers": True}, {"num_workers": 0})
+    assert none == {"dataset": "data", "num_workers": 0} and threads is None  # knobs that need workers: defaults
+
+
+def test_thread_workers_leave_the_loader_none_of_its_own_or_take_its_worker_method() -> None:
+    loader = Loader.__new__(Loader)
+    knobs = {"worker_kind": "thread", "num_workers": 4, "prefetch_factor": 4}
+    values, threads = overridden(Loader.__init__, loader, ("data", 32, 2), {"persistent_workers": True}, knobs)
+    assert values == {"dataset": "data", "batch_size": 32}  # its own workers at the default: none
+    assert threads is not None and threads.threads and (threads.num_workers, threads.prefetch_factor) == (4, 4)
+
+    class Threaded(Loader):
+        def __init__(self, dataset: Any, num_workers: int = 0, worker_method: str = "multiprocessing",
+                     **rest: Any) -> None:
+            super().__init__(dataset, num_workers=num_workers, worker_method=worker_method, **rest)
+
+    values, threads = overridden(Threaded.__init__, Threaded.__new__(Threaded), ("data",), {}, knobs)
+    assert threads is None and values == {"dataset": "data", "num_workers": 4, "prefetch_factor": 4,
+                                          "worker_method": "thread"}  # the DataLoader's own thread workers
 
 
 def test_a_loader_is_changed_where_it_was_built_or_everywhere() -> None:
