@@ -304,7 +304,14 @@ def _tuned(report: TuneReport, run: RunReport, trial: TuneTrial, script: str,
     if not trial.ok:
         raise TargetError(f"{script}: the script as it is failed: {trial.error}")
     note = others_note(run, found)
-    return dataclasses.replace(report, loader=loader_of(found, run.environment.device),
+    threads = None
+    if found.framework == "torch" and not found.iterable:
+        from dataprof.backends import get_backend
+        from dataprof.backends.threads import thread_loader
+
+        threads = thread_loader(get_backend("torch").loader_arguments())
+    return dataclasses.replace(report, loader=dataclasses.replace(loader_of(found, run.environment.device),
+                                                                  threads=threads),
                                notes=report.notes + ((note,) if note else ())), found
 
 

@@ -55,7 +55,7 @@ def tune(module: bool, budget: str, trial_seconds: float, trial_steps: int | Non
          html_path: Path | None, debug: bool,
          script: str, script_args: tuple[str, ...]) -> None:
     """Tune the loader inside your training: run SCRIPT, unchanged, once per config tried (num_workers, then
-    prefetch_factor and persistent_workers, set where it builds its busiest DataLoader), and once with that
+    prefetch_factor, persistent_workers and threads, set where it builds its busiest DataLoader), and once with that
     loader's first batches replayed (data for free); answer with the training's own iterations/s and what data
     loading costs it.
 

@@ -29,17 +29,20 @@ CLIMB_TOP = 64
 CONFIRM_RUNS = 3
 """Runs each contender of a close call gets (the recommended config, the fastest, the runner-up within the noise
 of the fastest), while the budget lasts."""
-REFINEMENTS: tuple[tuple[str, Callable[[Any, bool], Any]], ...] = (
-    ("prefetch_factor", lambda now, gpu: 2 * (now or 2)),
-    ("persistent_workers", lambda now, gpu: None if now else True),
-    ("pin_memory", lambda now, gpu: True if gpu and not now else None),
+REFINEMENTS: tuple[tuple[str, Callable[[Any, TunedLoader], Any]], ...] = (
+    ("prefetch_factor", lambda now, loader: 2 * (now or 2)),
+    ("persistent_workers", lambda now, loader: None if now else True),
+    ("pin_memory", lambda now, loader: True if loader.device.startswith("cuda") and not now else None),
+    ("worker_kind", lambda now, loader: WorkerKind.THREAD.value if loader.threads and now != WorkerKind.THREAD
+     else None),
 )
 """The knobs tried after the worker climb, one run each, on top of the config recommended so far when it has
-workers: the value tried, from the value in effect there and whether the training uses a GPU (None: nothing to
-try). Doubling the prefetch rides out a slow batch; persistent workers skip the workers' start at every epoch;
-pinned batches copy to a GPU faster, at the cost of a pinning thread (tried only on a GPU). ``in_order`` is not
-among them: it changes the order the training sees its batches, which is the user's call (``sweep --in-order``
-measures it)."""
+workers: the value tried, from the value in effect there and the loader tuned (None: nothing to try). Doubling
+the prefetch rides out a slow batch; persistent workers skip the workers' start at every epoch; pinned batches
+copy to a GPU faster, at the cost of a pinning thread (tried only on a GPU); threads of the training process in
+place of worker processes (where they can load the dataset) pass batches without pickling and hold no copies,
+but share the step's interpreter lock. ``in_order`` is not among them: it changes the order the training sees
+its batches, which is the user's call (``sweep --in-order`` measures it)."""
 
 
 def noise_of(current: Sequence[TuneTrial]) -> float:
@@ -68,12 +71,13 @@ def _rate(runs: Sequence[tuple[int, TuneTrial]]) -> float:
     return statistics.median(t.iterations_per_s or 0.0 for _, t in runs)
 
 
-def _cost(runs: Sequence[tuple[int, TuneTrial]], settings: dict[str, Any]) -> tuple[int, int, bool, int]:
-    """What a config costs, least first: its workers, its prefetch, whether it changes the script at all, memory."""
+def _cost(runs: Sequence[tuple[int, TuneTrial]], settings: dict[str, Any]) -> tuple[bool, int, int, bool, int]:
+    """What a config costs, least first: whether it swaps the worker processes for threads (a new loader in your
+    code, not a knob), its workers, its prefetch, whether it changes the script at all, memory."""
     trial = runs[0][1]
     config = {**settings, **trial.config}
-    return (int(config.get("num_workers") or 0), int(config.get("prefetch_factor") or 0), bool(trial.config),
-            trial.peak_memory_bytes or 0)
+    return (config.get("worker_kind") == WorkerKind.THREAD, int(config.get("num_workers") or 0),
+            int(config.get("prefetch_factor") or 0), bool(trial.config), trial.peak_memory_bytes or 0)
 
 
 def decide_tune(report: TuneReport) -> TuneReport:
@@ -239,7 +243,7 @@ def _refinement(report: TuneReport, seen: set[tuple[tuple[str, Any], ...]]) -> d
     for knob, value_of in REFINEMENTS:
         if any(_refined({knob: t.config[knob]}, report) for t in report.trials if knob in t.config):
             continue
-        value = value_of(settings.get(knob), report.loader.device.startswith("cuda"))
+        value = value_of(settings.get(knob), report.loader)
         config = _as_changed({**base, knob: value}, report.loader.settings)
         if value is not None and _key(config) not in seen:
             return config
@@ -271,10 +275,12 @@ def loader_sweep_of(swept: LoaderSweep, report: Report, loader: TunedLoader) -> 
         return dataclasses.replace(swept, error="the sweep completed no config")
     config = best.config
     label, rate = config.label(), best.samples_per_s
-    if config.worker_kind == WorkerKind.THREAD:
-        return dataclasses.replace(swept, label=label, samples_per_s=rate,
-                                   error="its pick loads in threads, which tune cannot set on your loader yet")
     knobs = {k: v for k, v in config.dataloader_kwargs().items() if loader.settings.get(k) != v}
+    if config.threads:
+        if loader.threads is None:
+            return dataclasses.replace(swept, label=label, samples_per_s=rate,
+                                       error="its pick loads in threads, which cannot load your training's loader")
+        knobs = {**knobs, "worker_kind": WorkerKind.THREAD.value}
     return dataclasses.replace(swept, config=knobs, label=label, samples_per_s=rate)
 
 

@@ -13,6 +13,7 @@ from rich.text import Text
 
 from dataprof.render.html import page
 from dataprof.results.tune import TuneReport, TuneTrial
+from dataprof.results.vocabulary import WorkerKind
 
 ROLES = {"current": "yours", "headspace": "data for free", "candidate": "tried", "sweep": "the loader sweep's pick"}
 """How each kind of run is named in the table."""
@@ -58,7 +59,12 @@ def answer_lines(report: TuneReport) -> list[str]:
     changes = {k: v for k, v in chosen.config.items() if loader.settings.get(k) != v}
     lines = []
     if changes:
+        threads = changes.pop("worker_kind", None) == WorkerKind.THREAD
         edit = ", ".join(f"{k}={loader.settings.get(k, '(default)')} → {v}" for k, v in changes.items())
+        if threads:
+            how = 'worker_method="thread"' if loader.threads == "torch" else \
+                "the torchdata.nodes pipeline of docs/threads.md"
+            edit += ("; " if edit else "") + f"its workers as threads of the training process ({how})"
         lines.append(f"at {loader.site} ({loader.loader_class}): {edit}")
     else:
         lines.append(f"at {loader.site} ({loader.loader_class}): keep your settings")

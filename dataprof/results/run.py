@@ -69,6 +69,8 @@ class LoaderRun:
     iterations_per_s: float | None = None
     """The training's pace: batches per second of wall time from the end of the start-up (the first epoch's
     warm-up) to the last batch, every later epoch's start included (``samples_per_s`` leaves those out)."""
+    iterable: bool = False
+    """Whether its dataset is a stream (an ``IterableDataset``): no indices to hand out, so no thread workers."""
 
 
 LOADER_DEFAULTS = {"framework": "torch", "dataset_file": None, "factory": None, "factory_args": None,

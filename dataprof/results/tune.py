@@ -70,6 +70,9 @@ class TunedLoader:
     settings: dict[str, Any] = field(default_factory=dict)
     device: str = "cpu"
     """Where the training ran in its first run: ``cpu`` or ``cuda:N``."""
+    threads: str | None = None
+    """What can load its batches with threads of the training process (``worker_method`` of the DataLoader,
+    ``torchdata.nodes``), when its dataset is map-style; None: thread workers are not tried."""
 
 
 @dataclass(frozen=True)
@@ -165,7 +168,8 @@ class TuneReport:
             "loader": None if self.loader is None else {"site": self.loader.site, "class": self.loader.loader_class,
                                                         "batch_size": self.loader.batch_size,
                                                         "settings": dict(self.loader.settings),
-                                                        "device": self.loader.device},
+                                                        "device": self.loader.device,
+                                                        "threads": self.loader.threads},
             "current": None if not current else _figures(current[0]),
             "recommended": None if recommended is None or answer is None else
             {**_figures(recommended), "gain_over_current": answer.gain_over_current,
@@ -201,7 +205,8 @@ class TuneReport:
                    loader=None if loader is None else TunedLoader(loader["site"], loader["class"],
                                                                   loader.get("batch_size"),
                                                                   dict(loader.get("settings") or {}),
-                                                                  loader.get("device", "cpu")),
+                                                                  loader.get("device", "cpu"),
+                                                                  loader.get("threads")),
                    trials=tuple(TuneTrial.from_dict(t) for t in data.get("trials") or ()),
                    wall_s=data.get("wall_s", 0.0), complete=data.get("complete", True),
                    notes=tuple(data.get("notes") or ()), error=data.get("error"),

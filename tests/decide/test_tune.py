@@ -122,7 +122,8 @@ def test_the_tune_document_has_the_stable_keys_and_reads_back() -> None:
     data = json.loads(done.to_json())
     assert data["kind"] == Kind.TUNE and TYPES[Kind.TUNE] is TuneReport
     assert data["loader"] == {"site": "train.py:41", "class": "DataLoader", "batch_size": 8,
-                              "settings": {"num_workers": 1, "prefetch_factor": 2}, "device": "cpu"}
+                              "settings": {"num_workers": 1, "prefetch_factor": 2}, "device": "cpu",
+                              "threads": None}
     assert set(data["current"]) >= {"config", "iterations_per_s", "samples_per_s", "data_wait_fraction", "step_ms"}
     assert data["recommended"]["config"] == {"num_workers": 4} and "gain_over_current" in data["recommended"]
     assert data["headspace"]["iterations_per_s"] == 160.0
@@ -157,7 +158,10 @@ def test_the_sweep_s_pick_is_set_as_the_knobs_that_differ_from_the_script_s() ->
     assert pick.samples_per_s == swept.best.samples_per_s if swept.best else False
     threads = dataclasses.replace(swept, recommendation=dataclasses.replace(
         swept.recommendation, config=swept.recommendation.config.as_threads())) if swept.recommendation else swept
-    assert "threads" in (loader_sweep_of(LoaderSweep("t:f"), threads, script).error or "")
+    assert "threads" in (loader_sweep_of(LoaderSweep("t:f"), threads, script).error or "")  # nothing loads them
+    threaded = loader_sweep_of(LoaderSweep("t:f"), threads, dataclasses.replace(script, threads="torchdata.nodes"))
+    assert threaded.error is None and threaded.label == "t4 pf2"
+    assert threaded.config == {"num_workers": 4, "worker_kind": "thread"}  # set in the training as run sets it
 
 
 def test_a_close_call_runs_its_contenders_again_up_to_three_times_each() -> None:
@@ -216,3 +220,15 @@ def test_a_run_of_several_ranks_goes_at_its_slowest_rank_s_pace() -> None:
     assert TuneTrial.from_dict(json.loads(json.dumps(trial.to_dict()))) == trial
     failed = trial_of_ranks([stepping, dataclasses.replace(waiting, exit_code=1)], {}, "candidate", None)
     assert failed.status == TrialStatus.FAILED and failed.error == "rank 1: the script exited with code 1"
+
+
+def test_threads_are_tried_last_where_they_can_load_and_win_only_beyond_the_noise() -> None:
+    threaded = dataclasses.replace(FOUR, threads="torchdata.nodes")
+    runs = [run({}, 50.0, "current"), run({}, 200.0, "headspace"), run({}, 50.0, "current"),
+            run({"num_workers": 8}, 49.0), run({"num_workers": 2}, 30.0), run({"prefetch_factor": 4}, 49.5)]
+    assert next_run(report(*runs, loader=FOUR)) != ({"worker_kind": "thread"}, "candidate")  # nothing loads threads
+    assert next_run(report(*runs, loader=threaded)) == ({"worker_kind": "thread"}, "candidate")
+    close = report(*runs, run({"worker_kind": "thread"}, 51.0), loader=threaded)
+    assert close.trials[close.answer.recommended].config == {}  # type: ignore[union-attr]  # processes, as yours
+    faster = report(*runs, run({"worker_kind": "thread"}, 80.0), loader=threaded)
+    assert faster.trials[faster.answer.recommended].config == {"worker_kind": "thread"}  # type: ignore[union-attr]

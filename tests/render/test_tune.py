@@ -56,3 +56,14 @@ def test_the_gpu_column_shows_only_when_the_training_used_a_gpu() -> None:
     assert "GPU" not in text(run({}, 8.8, "current"))
     on_gpu = dataclasses.replace(run({}, 8.8, "current"), gpu_util_percent=37.0)
     assert "GPU" in text(on_gpu) and "37%" in text(on_gpu)
+
+
+def test_threads_recommended_are_said_as_the_loader_that_runs_them() -> None:
+    for threads, how in (("torchdata.nodes", "the torchdata.nodes pipeline of docs/threads.md"),
+                         ("torch", 'worker_method="thread"')):
+        loader = dataclasses.replace(LOADER, settings={"num_workers": 2}, threads=threads)
+        report = decide_tune(TuneReport("0", ("train.py",), loader, (
+            run({}, 10.0, "current"), run({}, 30.0, "headspace"), run({"worker_kind": "thread", "num_workers": 4},
+                                                                      20.0)), 60.0))
+        assert answer_lines(report)[0] == ("at train.py:46 (DataLoader): num_workers=2 → 4; its workers as threads "
+                                           f"of the training process ({how})")

@@ -83,7 +83,7 @@ class Recorder:
                                               getattr(loader, "_persistent_workers", None)),
                 "framework": "paddle" if type(loader).__module__.startswith("paddle") else "torch",
                 "pin_memory": getattr(loader, "pin_memory", None), "worker_kind": "process", **settings,
-                **_threads_settings(loader), **factory, "batches": 0}
+                "iterable": _streams(loader), **_threads_settings(loader), **factory, "batches": 0}
         self.loaders[number] = info
         self.pending[number] = []
         self.channel.send({"ev": "loader", **{k: v for k, v in info.items() if k != "batches"}})
@@ -168,6 +168,12 @@ def nodes_settings(loader: Any) -> dict[str, Any]:
     if depth_total and found["num_workers"]:
         found["prefetch_factor"] = max(1, depth_total // found["num_workers"])
     return found
+
+
+def _streams(loader: Any) -> bool:
+    """Whether ``loader`` (a torch DataLoader) streams an ``IterableDataset``."""
+    iterable = getattr(sys.modules.get("torch.utils.data"), "IterableDataset", None)
+    return iterable is not None and isinstance(getattr(loader, "dataset", None), iterable)
 
 
 def _threads_settings(loader: Any) -> dict[str, Any]:
@@ -322,7 +328,7 @@ def _thread_epoch(loader: Any) -> Any:
 
     pipeline = loader.__dict__.get("_dataprof_pipeline")
     if pipeline is None:
-        if loader.batch_sampler is None:
+        if loader.batch_sampler is None or _streams(loader):
             raise TypeError("dataprof: worker_kind=thread needs a map-style dataset and a batch size; this "
                             "DataLoader streams an IterableDataset")
         pipeline = NodesLoader(loader.dataset, loader.batch_sampler, loader.collate_fn,
