@@ -208,19 +208,20 @@ def tune(script: str, args: Iterable[str] = (), *, module: bool = False, budget_
          trial_seconds: float | None = 10.0, trial_steps: int | None = None, loader: str | None = None,
          loader_sweep: bool = True, nproc_per_node: int = 1,
          progress: Callable[[str], None] | None = None) -> TuneReport:
-    """Tune the loader inside the training itself: run the script, unchanged, once per config tried (each in a
-    fresh process, its busiest loader's knobs set where it is built, or the loader at ``loader``), and once with
-    that loader's first batches replayed (data for free), each ended after ``trial_steps`` batches or
-    ``trial_seconds``; the :class:`~dataprof.results.tune.TuneReport` with the answer. Runs start while less than
-    ``budget_s`` has passed. With ``loader_sweep``, when the loader is built by a function dataprof can call on
-    its own, that function is swept alone (beside a dummy model stepping as the training does with data for free)
-    and its pick is run in the training too. With ``nproc_per_node`` above 1, each run is that many ranks of one
-    job on this machine (torchrun's environment set), every rank with the same knobs; a run's figure is its
-    slowest rank's. The script runs several times: whatever it writes, it writes each time."""
+    """Tune the loader inside the training itself: run the script, unchanged, once per config tried (each in a fresh
+    process, its busiest loader's knobs set where it is built, or the loader at ``loader``), and once with that loader's
+    first batches replayed (data for free), each ended after ``trial_steps`` batches or ``trial_seconds``; the
+    :class:`~dataprof.results.tune.TuneReport` with the answer. Runs start while less than ``budget_s`` has passed. With
+    ``loader_sweep``, when the loader is built by a function dataprof can call on its own, that function is swept alone
+    (beside a dummy model stepping as the training does with data for free) and its pick is run in the training too.
+    With ``nproc_per_node`` above 1, each run is that many ranks of one job on this machine (torchrun's environment
+    set), every rank with the same knobs; a run's figure is its slowest rank's. The script runs several times: whatever
+    it writes, it writes each time."""
     import time
 
     from dataprof.decide.tune import decide_tune, next_run
     from dataprof.measure.watch.watcher import WatchSettings
+    from dataprof.render.tune import run_line
     from dataprof.results.run import RunChanges
 
     started = time.monotonic()
@@ -233,7 +234,8 @@ def tune(script: str, args: Iterable[str] = (), *, module: bool = False, budget_
         changes = RunChanges(knobs, REPLAY_BATCHES if role == "headspace" else None, site) if knobs or \
             role == "headspace" else None
         if progress is not None:
-            progress(_run_line(len(report.trials) + 1, budget_s - (time.monotonic() - started), knobs, role))
+            progress(run_line(len(report.trials) + 1, budget_s - (time.monotonic() - started), knobs, role,
+                              REPLAY_BATCHES))
         ran = _tune_run(WatchSettings(target=script, args=tuple(args), module=module, max_steps=trial_steps,
                                       seconds=trial_seconds, seconds_from_first_batch=True, changes=changes),
                         nproc_per_node, knobs, role, site)
@@ -304,22 +306,17 @@ def _tuned(report: TuneReport, run: RunReport, trial: TuneTrial, script: str,
     if not trial.ok:
         raise TargetError(f"{script}: the script as it is failed: {trial.error}")
     note = others_note(run, found)
-    threads = None
-    if found.framework == "torch" and not found.iterable:
+    tuned = loader_of(found, run.environment.device)
+    if found.framework == "torch":
+        import multiprocessing
+
         from dataprof.backends import get_backend
         from dataprof.backends.threads import thread_loader
 
-        threads = thread_loader(get_backend("torch").loader_arguments())
-    return dataclasses.replace(report, loader=dataclasses.replace(loader_of(found, run.environment.device),
-                                                                  threads=threads),
-                               notes=report.notes + ((note,) if note else ())), found
-
-
-def _run_line(number: int, left_s: float, knobs: dict[str, Any], role: str) -> str:
-    """The progress line of tune's next run: its number, the budget left, what it sets."""
-    what = f"its first {REPLAY_BATCHES} batches replayed" if role == "headspace" else \
-        ", ".join(f"{k}={v}" for k, v in knobs.items()) or "as the script has it"
-    return f"run {number} ({max(0.0, left_s):.0f} s of the budget left): {role}, {what}"
+        tuned = dataclasses.replace(tuned, start_methods=tuple(multiprocessing.get_all_start_methods()),
+                                    threads=None if found.iterable else
+                                    thread_loader(get_backend("torch").loader_arguments()))
+    return dataclasses.replace(report, loader=tuned, notes=report.notes + ((note,) if note else ())), found
 
 
 def _loader_sweep(report: TuneReport, found: LoaderRun, headspace: TuneTrial,

@@ -20,7 +20,7 @@ from typing import Any
 from dataprof.results.run import LoaderRun, RunReport
 from dataprof.results.sweep import Report
 from dataprof.results.tune import LoaderSweep, TuneAnswer, TunedLoader, TuneReport, TuneTrial
-from dataprof.results.vocabulary import TrialStatus, WorkerKind
+from dataprof.results.vocabulary import StartMethod, TrialStatus, WorkerKind
 
 NOISE_FLOOR = 0.05
 """The least relative noise a run of a training is taken to have (two runs alone say little of it)."""
@@ -33,16 +33,20 @@ REFINEMENTS: tuple[tuple[str, Callable[[Any, TunedLoader], Any]], ...] = (
     ("prefetch_factor", lambda now, loader: 2 * (now or 2)),
     ("persistent_workers", lambda now, loader: None if now else True),
     ("pin_memory", lambda now, loader: True if loader.device.startswith("cuda") and not now else None),
+    ("multiprocessing_context", lambda now, loader: StartMethod.FORK.value if now and now != StartMethod.FORK
+     and StartMethod.FORK in loader.start_methods else None),
     ("worker_kind", lambda now, loader: WorkerKind.THREAD.value if loader.threads and now != WorkerKind.THREAD
      else None),
 )
 """The knobs tried after the worker climb, one run each, on top of the config recommended so far when it has
 workers: the value tried, from the value in effect there and the loader tuned (None: nothing to try). Doubling
 the prefetch rides out a slow batch; persistent workers skip the workers' start at every epoch; pinned batches
-copy to a GPU faster, at the cost of a pinning thread (tried only on a GPU); threads of the training process in
-place of worker processes (where they can load the dataset) pass batches without pickling and hold no copies,
-but share the step's interpreter lock. ``in_order`` is not among them: it changes the order the training sees
-its batches, which is the user's call (``sweep --in-order`` measures it)."""
+copy to a GPU faster, at the cost of a pinning thread (tried only on a GPU); workers that start by ``spawn`` or
+``forkserver`` (set so, or the platform's default) start by ``fork`` faster, without the dataset pickled into
+each (a script that needs them fresh, for CUDA in a worker, fails that run and the search goes on); threads of
+the training process in place of worker processes (where they can load the dataset) pass batches without
+pickling and hold no copies, but share the step's interpreter lock. ``in_order`` is not among them: it changes
+the order the training sees its batches, which is the user's call (``sweep --in-order`` measures it)."""
 
 
 def noise_of(current: Sequence[TuneTrial]) -> float:
@@ -309,7 +313,8 @@ def loader_of(loader: LoaderRun, device: str = "cpu") -> TunedLoader:
     """The tuned loader as the report names it, with its knobs as the script set them, and the ``device`` the
     training ran on."""
     settings = {"num_workers": loader.num_workers, "prefetch_factor": loader.prefetch_factor,
-                "persistent_workers": loader.persistent_workers, "pin_memory": loader.pin_memory}
+                "persistent_workers": loader.persistent_workers, "pin_memory": loader.pin_memory,
+                "multiprocessing_context": loader.start_method}
     return TunedLoader(loader.site, loader.loader_class, loader.batch_size,
                        {k: v for k, v in settings.items() if v is not None}, device)
 

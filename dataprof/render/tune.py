@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html as escape
 import io
+from typing import Any
 
 from rich.console import Console
 from rich.rule import Rule
@@ -48,6 +49,14 @@ def trials_table(report: TuneReport) -> Table:
                       _num((trial.step_ms or {}).get("p50"), "{:.1f} ms"), _num(slowdown, "{:+.0%}"),
                       _num(trial.startup_s, "{:.2f} s"), *((_num(trial.gpu_util_percent, "{:.0f}%"),) if gpu else ()))
     return table
+
+
+def run_line(number: int, left_s: float, knobs: dict[str, Any], role: str, replayed: int) -> str:
+    """The progress line of tune's next run: its number, the budget left, what it sets (``replayed``: the
+    batches a headspace run replays)."""
+    what = f"its first {replayed} batches replayed" if role == "headspace" else \
+        ", ".join(f"{k}={v}" for k, v in knobs.items()) or "as the script has it"
+    return f"run {number} ({max(0.0, left_s):.0f} s of the budget left): {role}, {what}"
 
 
 def answer_lines(report: TuneReport) -> list[str]:

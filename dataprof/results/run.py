@@ -71,6 +71,8 @@ class LoaderRun:
     warm-up) to the last batch, every later epoch's start included (``samples_per_s`` leaves those out)."""
     iterable: bool = False
     """Whether its dataset is a stream (an ``IterableDataset``): no indices to hand out, so no thread workers."""
+    start_method: str | None = None
+    """How its worker processes start (``fork``, ``forkserver``, ``spawn``); None without worker processes."""
 
 
 LOADER_DEFAULTS = {"framework": "torch", "dataset_file": None, "factory": None, "factory_args": None,

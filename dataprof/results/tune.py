@@ -73,6 +73,8 @@ class TunedLoader:
     threads: str | None = None
     """What can load its batches with threads of the training process (``worker_method`` of the DataLoader,
     ``torchdata.nodes``), when its dataset is map-style; None: thread workers are not tried."""
+    start_methods: tuple[str, ...] = ()
+    """The start methods its worker processes may take here (torch); none: the start method is not tried."""
 
 
 @dataclass(frozen=True)
@@ -169,7 +171,8 @@ class TuneReport:
                                                         "batch_size": self.loader.batch_size,
                                                         "settings": dict(self.loader.settings),
                                                         "device": self.loader.device,
-                                                        "threads": self.loader.threads},
+                                                        "threads": self.loader.threads,
+                                                        "start_methods": list(self.loader.start_methods)},
             "current": None if not current else _figures(current[0]),
             "recommended": None if recommended is None or answer is None else
             {**_figures(recommended), "gain_over_current": answer.gain_over_current,
@@ -206,7 +209,8 @@ class TuneReport:
                                                                   loader.get("batch_size"),
                                                                   dict(loader.get("settings") or {}),
                                                                   loader.get("device", "cpu"),
-                                                                  loader.get("threads")),
+                                                                  loader.get("threads"),
+                                                                  tuple(loader.get("start_methods") or ())),
                    trials=tuple(TuneTrial.from_dict(t) for t in data.get("trials") or ()),
                    wall_s=data.get("wall_s", 0.0), complete=data.get("complete", True),
                    notes=tuple(data.get("notes") or ()), error=data.get("error"),

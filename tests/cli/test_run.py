@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import multiprocessing
 import os
 import subprocess
 import sys
@@ -41,6 +42,7 @@ def test_the_script_sees_what_python_gives_it_and_the_same_batches(tmp_path: Pat
     doc = json.loads((tmp_path / "run.json").read_text())
     loader = doc["loaders"][0]
     assert (loader["batches"], loader["epochs"], loader["num_workers"]) == (16, 2, 2)
+    assert loader["start_method"] in multiprocessing.get_all_start_methods() and not loader["iterable"]
     line = next(n for n, text in enumerate((ROOT / SCRIPT).read_text().splitlines(), 1) if "= DataLoader(" in text)
     assert loader["site"] == f"{SCRIPT}:{line}" and len(loader["first_batch_s"]) == 2
     pytest.importorskip("torchdata.nodes")
@@ -243,8 +245,9 @@ def test_override_sets_the_knobs_where_the_script_builds_its_loader(tmp_path: Pa
     assert doc["changes"] == {"knobs": {"num_workers": 0}, "replay": None, "loader": None, "overridden": 1}
     assert "changed: num_workers=0 where every loader is built (1 built so)" in done.stdout
     elsewhere = dataprof_run("--override", "num_workers=1", "--loader", "other.py:3", "--json",
-                             str(tmp_path / "none.json"), SCRIPT, *common)
-    assert json.loads((tmp_path / "none.json").read_text())["loaders"][0]["num_workers"] == 2
+                             str(tmp_path / "none.json"), SCRIPT, *common, "--start-method", "spawn")
+    unchanged = json.loads((tmp_path / "none.json").read_text())["loaders"][0]
+    assert (unchanged["num_workers"], unchanged["start_method"]) == (2, "spawn")
     assert "changed: nothing: no loader was built at other.py:3" in elsewhere.stdout
 
 

@@ -123,7 +123,7 @@ def test_the_tune_document_has_the_stable_keys_and_reads_back() -> None:
     assert data["kind"] == Kind.TUNE and TYPES[Kind.TUNE] is TuneReport
     assert data["loader"] == {"site": "train.py:41", "class": "DataLoader", "batch_size": 8,
                               "settings": {"num_workers": 1, "prefetch_factor": 2}, "device": "cpu",
-                              "threads": None}
+                              "threads": None, "start_methods": []}
     assert set(data["current"]) >= {"config", "iterations_per_s", "samples_per_s", "data_wait_fraction", "step_ms"}
     assert data["recommended"]["config"] == {"num_workers": 4} and "gain_over_current" in data["recommended"]
     assert data["headspace"]["iterations_per_s"] == 160.0
@@ -232,3 +232,17 @@ def test_threads_are_tried_last_where_they_can_load_and_win_only_beyond_the_nois
     assert close.trials[close.answer.recommended].config == {}  # type: ignore[union-attr]  # processes, as yours
     faster = report(*runs, run({"worker_kind": "thread"}, 80.0), loader=threaded)
     assert faster.trials[faster.answer.recommended].config == {"worker_kind": "thread"}  # type: ignore[union-attr]
+
+
+def test_workers_started_by_spawn_are_tried_started_by_fork_where_fork_is_offered() -> None:
+    spawned = TunedLoader("train.py:41", "DataLoader", 8, {"num_workers": 4, "prefetch_factor": 2,
+                                                           "persistent_workers": True,
+                                                           "multiprocessing_context": "spawn"},
+                          start_methods=("fork", "spawn", "forkserver"))
+    runs = [run({}, 50.0, "current"), run({}, 200.0, "headspace"), run({}, 50.0, "current"),
+            run({"num_workers": 8}, 49.0), run({"num_workers": 2}, 30.0), run({"prefetch_factor": 4}, 49.5)]
+    assert next_run(report(*runs, loader=spawned)) == ({"multiprocessing_context": "fork"}, "candidate")
+    no_fork = dataclasses.replace(spawned, start_methods=("spawn",))  # as on Windows
+    assert next_run(report(*runs, loader=no_fork)) != ({"multiprocessing_context": "fork"}, "candidate")
+    forked = dataclasses.replace(spawned, settings={**spawned.settings, "multiprocessing_context": "fork"})
+    assert next_run(report(*runs, loader=forked)) != ({"multiprocessing_context": "fork"}, "candidate")

@@ -4,6 +4,7 @@ loaders: the knobs set where a loader is built, and its first batches replayed i
 from __future__ import annotations
 
 import inspect
+import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -58,6 +59,40 @@ def overridden(init: Callable[..., None], loader: Any, args: tuple[Any, ...], kw
             if knob.needs_workers:
                 values.pop(knob.name, None)
     return values, threads
+
+
+def streams(loader: Any) -> bool:
+    """Whether ``loader`` (a torch DataLoader) streams an ``IterableDataset``."""
+    iterable = getattr(sys.modules.get("torch.utils.data"), "IterableDataset", None)
+    return iterable is not None and isinstance(getattr(loader, "dataset", None), iterable)
+
+
+def thread_epoch(loader: Any) -> Any:
+    """An epoch of ``loader``'s batches loaded by threads (``worker_kind=thread``): its dataset, batch sampler
+    and collate function in a ``torchdata.nodes`` pipeline, built at its first epoch and kept for the others."""
+    from dataprof.backends.threads import NodesLoader
+
+    pipeline = loader.__dict__.get("_dataprof_pipeline")
+    if pipeline is None:
+        if loader.batch_sampler is None or streams(loader):
+            raise TypeError("dataprof: worker_kind=thread needs a map-style dataset and a batch size; this "
+                            "DataLoader streams an IterableDataset")
+        pipeline = NodesLoader(loader.dataset, loader.batch_sampler, loader.collate_fn,
+                               loader.__dict__["_dataprof_threads"])
+        loader.__dict__["_dataprof_pipeline"] = pipeline
+    return iter(pipeline)
+
+
+def threads_settings(loader: Any) -> dict[str, Any]:
+    """A loader whose batches threads load (``worker_kind=thread``, or the DataLoader's own ``worker_method``):
+    its thread settings, as a report names them."""
+    threads = getattr(loader, "__dict__", {}).get("_dataprof_threads")
+    if threads is not None:
+        return {"num_workers": threads.num_workers, "prefetch_factor": threads.prefetch_factor or 2,
+                "persistent_workers": None, "pin_memory": threads.pin_memory, "worker_kind": WorkerKind.THREAD.value}
+    if getattr(loader, TORCH_THREAD_ARGUMENT, None) == WorkerKind.THREAD:
+        return {"persistent_workers": None, "worker_kind": WorkerKind.THREAD.value}
+    return {}
 
 
 class Replay:

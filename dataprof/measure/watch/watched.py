@@ -29,10 +29,9 @@ from dataprof.backends.construction import loader_class, patch_loader_modules
 from dataprof.backends.frameworks import in_package
 from dataprof.measure.forked import PR_SET_PDEATHSIG, prctl
 from dataprof.measure.protocol import Channel
-from dataprof.measure.watch.changes import Changes, Replay, overridden
+from dataprof.measure.watch.changes import Changes, Replay, overridden, streams, thread_epoch, threads_settings
 from dataprof.measure.watch.factory import loader_factory, still_running
 from dataprof.measure.watch.ranks import RankEnd
-from dataprof.results.knobs import TORCH_THREAD_ARGUMENT
 from dataprof.results.vocabulary import WorkerKind
 
 FLUSH_S = 0.5
@@ -83,7 +82,8 @@ class Recorder:
                                               getattr(loader, "_persistent_workers", None)),
                 "framework": "paddle" if type(loader).__module__.startswith("paddle") else "torch",
                 "pin_memory": getattr(loader, "pin_memory", None), "worker_kind": "process", **settings,
-                "iterable": _streams(loader), **_threads_settings(loader), **factory, "batches": 0}
+                "iterable": streams(loader), "start_method": _start_method(loader), **threads_settings(loader),
+                **factory, "batches": 0}
         self.loaders[number] = info
         self.pending[number] = []
         self.channel.send({"ev": "loader", **{k: v for k, v in info.items() if k != "batches"}})
@@ -170,22 +170,18 @@ def nodes_settings(loader: Any) -> dict[str, Any]:
     return found
 
 
-def _streams(loader: Any) -> bool:
-    """Whether ``loader`` (a torch DataLoader) streams an ``IterableDataset``."""
-    iterable = getattr(sys.modules.get("torch.utils.data"), "IterableDataset", None)
-    return iterable is not None and isinstance(getattr(loader, "dataset", None), iterable)
+def _start_method(loader: Any) -> str | None:
+    """How a torch DataLoader starts its worker processes (its ``multiprocessing_context``, else the process's
+    start method, else the platform's default, the process's left unset); None without worker processes."""
+    if type(loader).__module__.startswith("paddle") or not getattr(loader, "num_workers", 0) \
+            or "_dataprof_threads" in getattr(loader, "__dict__", {}):
+        return None
+    context = getattr(loader, "multiprocessing_context", None)
+    if context is not None:
+        return str(context.get_start_method()) if hasattr(context, "get_start_method") else str(context)
+    import multiprocessing
 
-
-def _threads_settings(loader: Any) -> dict[str, Any]:
-    """A loader whose batches threads load (``worker_kind=thread``, or the DataLoader's own ``worker_method``):
-    its thread settings, as a report names them."""
-    threads = getattr(loader, "__dict__", {}).get("_dataprof_threads")
-    if threads is not None:
-        return {"num_workers": threads.num_workers, "prefetch_factor": threads.prefetch_factor or 2,
-                "persistent_workers": None, "pin_memory": threads.pin_memory, "worker_kind": WorkerKind.THREAD.value}
-    if getattr(loader, TORCH_THREAD_ARGUMENT, None) == WorkerKind.THREAD:
-        return {"persistent_workers": None, "worker_kind": WorkerKind.THREAD.value}
-    return {}
+    return multiprocessing.get_start_method(allow_none=True) or multiprocessing.get_all_start_methods()[0]
 
 
 class WatchedIterator:
@@ -294,7 +290,7 @@ def patch_dataloader(module: ModuleType, recorder: Recorder, changes: Changes | 
         created = recorder.clock()
         replay = self.__dict__.get("_dataprof_replay")
         kept = replay is not None and len(replay.kept) >= replay.count  # replayed: the loader is not asked again
-        inner = None if kept else _thread_epoch(self) if "_dataprof_threads" in self.__dict__ else original_iter(self)
+        inner = None if kept else thread_epoch(self) if "_dataprof_threads" in self.__dict__ else original_iter(self)
         if isinstance(inner, WatchedIterator):
             return inner
         if "_dataprof_loader" not in self.__dict__:
@@ -319,22 +315,6 @@ def patch_dataloader(module: ModuleType, recorder: Recorder, changes: Changes | 
         cls.__init__, cls.__iter__ = original_init, original_iter
 
     return restore
-
-
-def _thread_epoch(loader: Any) -> Any:
-    """An epoch of ``loader``'s batches loaded by threads (``worker_kind=thread``): its dataset, batch sampler
-    and collate function in a ``torchdata.nodes`` pipeline, built at its first epoch and kept for the others."""
-    from dataprof.backends.threads import NodesLoader
-
-    pipeline = loader.__dict__.get("_dataprof_pipeline")
-    if pipeline is None:
-        if loader.batch_sampler is None or _streams(loader):
-            raise TypeError("dataprof: worker_kind=thread needs a map-style dataset and a batch size; this "
-                            "DataLoader streams an IterableDataset")
-        pipeline = NodesLoader(loader.dataset, loader.batch_sampler, loader.collate_fn,
-                               loader.__dict__["_dataprof_threads"])
-        loader.__dict__["_dataprof_pipeline"] = pipeline
-    return iter(pipeline)
 
 
 def _length(loader: Any) -> int | None:

@@ -312,7 +312,7 @@ def _loader_run(loader: _Loader, others: Sequence[_Loader] = ()) -> LoaderRun:
         factory=info.get("factory"), factory_args=None if info.get("factory_args") is None
         else tuple(info["factory_args"]), factory_blocked=info.get("factory_blocked"),
         factory_split=info.get("factory_split"), worker_kind=info.get("worker_kind") or "process",
-        iterable=bool(info.get("iterable")),
+        iterable=bool(info.get("iterable")), start_method=info.get("start_method"),
         iterations_per_s=_pace(loader.rows[int(info.get("replayed_after") or 0):], warmup,
                                [span for other in others for span in other.spans()]),
     )
