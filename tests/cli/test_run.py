@@ -154,7 +154,7 @@ def test_under_torchrun_every_rank_is_watched_and_rank_0_reports(tmp_path: Path)
     before = set(Path(tempfile.gettempdir()).glob("dataprof-run-*"))
     done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
                            "-m", "dataprof", "run", "--seconds", "5", "--json", str(out),
-                           "tests/fixtures/ddp_train_script.py", "--slow-rank", "1"], cwd=ROOT,
+                           "examples/ddp_train.py", "--slow-rank", "1"], cwd=ROOT,
                           capture_output=True, text=True, timeout=300, env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("Verdict:") == 1 and "rank 1" in done.stdout

@@ -62,7 +62,7 @@ def test_a_data_parallel_training_is_tuned_as_its_ranks_at_its_slowest_rank_s_pa
     out = tmp_path / "tune.json"
     before = set(Path(tempfile.gettempdir()).glob("dataprof-run-*"))
     done = dataprof_tune("--nproc-per-node", "2", "--budget", "20", "--trial-steps", "40", "--json", str(out),
-                         "tests/fixtures/ddp_train_script.py", "--slow-rank", "1")
+                         "examples/ddp_train.py", "--slow-rank", "1")
     assert done.returncode == 0, done.stderr
     doc = json.loads(out.read_text())
     assert doc["nproc_per_node"] == 2 and "each run is 2 ranks of one job" in done.stdout
