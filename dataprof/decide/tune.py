@@ -210,8 +210,10 @@ def _as_changed(config: dict[str, Any], settings: dict[str, Any]) -> dict[str, A
 
 
 def _climb(report: TuneReport, seen: set[tuple[tuple[str, Any], ...]]) -> dict[str, Any] | None:
-    """Twice the recommended config's workers (one, from none) until a doubling does not pay beyond the noise,
-    then half as many (as fast and cheaper?); None when both are run, or once a refinement is recommended."""
+    """Twice the recommended config's workers (two, from none: one worker loads no faster than the training's
+    own process, it only overlaps the step, so from none it may seem to pay nothing where two would) until a
+    doubling does not pay beyond the noise, then half as many (as fast and cheaper?); None when both are run, or
+    once a refinement is recommended."""
     assert report.answer is not None and report.loader is not None
     settings = report.loader.settings
     base = report.trials[report.answer.recommended].config
@@ -219,7 +221,7 @@ def _climb(report: TuneReport, seen: set[tuple[tuple[str, Any], ...]]) -> dict[s
         return None
     workers = int({**settings, **base}.get("num_workers") or 0)
     rates = _rates(report.trials)
-    more = _as_changed({**base, "num_workers": max(1, 2 * workers)}, settings)
+    more = _as_changed({**base, "num_workers": max(2, 2 * workers)}, settings)
     if 2 * workers <= CLIMB_TOP and _key(more) not in seen:
         return more
     paid = _key(more) in rates and _rate(rates[_key(more)]) > _rate(rates[_key(base)]) * (1 + report.answer.noise)
