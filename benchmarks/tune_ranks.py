@@ -37,14 +37,19 @@ from dataprof.results.run import RunChanges  # noqa: E402
 
 SCRIPT = "examples/ddp_train.py"
 OPTIONS = {"num_workers": "--workers", "prefetch_factor": "--prefetch-factor"}
-"""The script's own options for the loader's knobs (its workers persist whenever it has some)."""
+"""The script's own options for the loader's knobs (its workers persist whenever it has some: within a run's
+steps no epoch ends, so persistence changes nothing by hand or in tune's runs)."""
 
 
 def flags(config: Config) -> list[str] | None:
-    """The script's options for ``config``; None when it has none for one of its knobs."""
-    if any(k not in OPTIONS and not (k == "persistent_workers" and v) for k, v in config):
+    """The script's options for ``config`` (threads: its own torchdata.nodes pipeline); None when it has none for
+    one of its knobs."""
+    threads = ("worker_kind", "thread") in config
+    if any(k not in OPTIONS and not (k == "persistent_workers" and v) and not (k == "worker_kind" and threads)
+           for k, v in config):
         return None
-    return [word for k, v in config if k in OPTIONS for word in (OPTIONS[k], str(v))]
+    return [word for k, v in config if k in OPTIONS for word in (OPTIONS[k], str(v))] + (["--threads"] if threads
+                                                                                        else [])
 
 
 def by_hand(config: Config, ranks: int, steps: int, script_args: list[str]) -> float:
