@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from dataprof.backends.threads import thread_loader
 from dataprof.results.knobs import REGISTRY, TORCH_THREAD_ARGUMENT, LoaderConfig
 from dataprof.results.vocabulary import WorkerKind
 
@@ -47,7 +48,11 @@ def overridden(init: Callable[..., None], loader: Any, args: tuple[Any, ...], kw
     if values.pop("worker_kind", None) == WorkerKind.THREAD and values.get("num_workers"):
         values.pop("persistent_workers", None)
         values.pop("multiprocessing_context", None)
-        if TORCH_THREAD_ARGUMENT in bound.signature.parameters:
+        by = thread_loader(list(bound.signature.parameters))
+        if by is None:
+            raise TypeError("dataprof: worker_kind=thread needs torchdata (pip install torchdata) or a DataLoader "
+                            "that takes worker_method")
+        if by == "torch":
             values[TORCH_THREAD_ARGUMENT] = WorkerKind.THREAD.value
         else:
             threads = LoaderConfig(num_workers=int(values.pop("num_workers")),

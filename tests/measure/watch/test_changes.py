@@ -27,7 +27,9 @@ def test_the_knobs_given_are_set_and_the_rest_kept_as_the_script_passed_them() -
     assert none == {"dataset": "data", "num_workers": 0} and threads is None  # knobs that need workers: defaults
 
 
-def test_thread_workers_leave_the_loader_none_of_its_own_or_take_its_worker_method() -> None:
+def test_thread_workers_leave_the_loader_none_of_its_own_or_take_its_worker_method(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("torchdata.nodes")
     loader = Loader.__new__(Loader)
     knobs = {"worker_kind": "thread", "num_workers": 4, "prefetch_factor": 4}
     values, threads = overridden(Loader.__init__, loader, ("data", 32, 2), {"persistent_workers": True}, knobs)
@@ -42,6 +44,9 @@ def test_thread_workers_leave_the_loader_none_of_its_own_or_take_its_worker_meth
     values, threads = overridden(Threaded.__init__, Threaded.__new__(Threaded), ("data",), {}, knobs)
     assert threads is None and values == {"dataset": "data", "num_workers": 4, "prefetch_factor": 4,
                                           "worker_method": "thread"}  # the DataLoader's own thread workers
+    monkeypatch.setattr("dataprof.measure.watch.changes.thread_loader", lambda arguments: None)
+    with pytest.raises(TypeError, match="worker_kind=thread needs torchdata"):  # one line in the script's error
+        overridden(Loader.__init__, loader, ("data",), {}, knobs)
 
 
 def test_a_loader_is_changed_where_it_was_built_or_everywhere() -> None:
