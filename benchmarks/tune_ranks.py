@@ -53,17 +53,25 @@ def flags(config: Config) -> list[str] | None:
 
 
 def by_hand(config: Config, ranks: int, steps: int, script_args: list[str]) -> float:
-    """The slowest rank's own steady iterations/s, the script run by hand under torchrun."""
-    out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
-                          str(ranks), SCRIPT, *(flags(config) or []), "--steps", str(steps), *script_args],
-                         cwd=ROOT, check=True, capture_output=True, text=True).stdout
-    return min(float(rate) for rate in re.findall(r"· ([\d.]+) it/s", out))
+    """The slowest rank's own steady iterations/s, the script run by hand under torchrun, its warm-up past the
+    batches its loader holds ready (``prefetch_factor`` per worker), as tune's window is."""
+    knobs = dict(config)
+    warmup = 10 + int(knobs.get("num_workers") or 0) * int(knobs.get("prefetch_factor") or 2)
+    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
+                           str(ranks), SCRIPT, *(flags(config) or []), "--steps", str(warmup + steps), "--warmup",
+                           str(warmup), *script_args], cwd=ROOT, capture_output=True, text=True)
+    rates = [float(rate) for rate in re.findall(r"· ([\d.]+) it/s", done.stdout)]
+    if len(rates) != ranks:  # every rank printed its rate: an abort at the interpreter's exit after it is no matter
+        raise RuntimeError(f"{name(config)} by hand: exit {done.returncode}\n{done.stderr[-2000:]}")
+    return min(rates)
 
 
 def as_tune_runs_it(config: Config, ranks: int, steps: int, script_args: list[str]) -> float:
     """One run of the training as tune runs it: the ranks launched and watched, the knobs overridden, ended after
-    ``steps`` batches; the run's figure (its slowest rank's iterations/s)."""
-    runs = watch_ranks(WatchSettings(target=SCRIPT, args=("--epochs", "1000", *script_args), max_steps=steps,
+    its warm-up and ``steps`` batches more; the run's figure (its slowest rank's iterations/s)."""
+    knobs = dict(config)
+    warmup = 10 + int(knobs.get("num_workers") or 0) * int(knobs.get("prefetch_factor") or 2)
+    runs = watch_ranks(WatchSettings(target=SCRIPT, args=("--epochs", "1000", *script_args), max_steps=warmup + steps,
                                      cwd=str(ROOT), changes=RunChanges(dict(config)) if config else None), ranks)
     assert runs is not None, "interrupted"
     trial = trial_of_ranks(runs, dict(config), "candidate", None)
@@ -77,7 +85,8 @@ def main() -> None:
     parser.add_argument("--ranks", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--budget", type=float, default=120.0)
-    parser.add_argument("--steps", type=int, default=120, help="batches of each run, tune's and by hand")
+    parser.add_argument("--steps", type=int, default=150,
+                        help="steady batches of each run by hand and interleaved (past the warm-up); tune's runs")
     parser.add_argument("--sleep-ms", type=float, default=2.0)
     args = parser.parse_args()
     script_args = ["--slow-rank", "1", "--sleep-ms", str(args.sleep_ms)]

@@ -182,14 +182,15 @@ def launch_ranks(nproc_per_node: int, entry: Callable[..., Any], *args: Any, run
 
 
 def watch_ranks(settings: WatchSettings, nproc_per_node: int) -> list[RunReport] | None:
-    """Run the script as ``nproc_per_node`` ranks of one job on this machine (torchrun's environment set for
-    each), every rank watched as ``dataprof run`` watches it under torchrun; each rank's report, in rank order.
-    None when the ranks were interrupted (Ctrl-C) or one died."""
+    """Run the script as ``nproc_per_node`` ranks of one job on this machine (torchrun's environment set for each,
+    ``OMP_NUM_THREADS=1`` where it is not set, as torchrun sets it), every rank watched as ``dataprof run`` watches
+    it under torchrun; each rank's report, in rank order. None when the ranks were interrupted (Ctrl-C) or one died."""
     import uuid
 
     run_id = f"dataprof-tune-{uuid.uuid4()}"
+    env = {} if "OMP_NUM_THREADS" in os.environ else {"OMP_NUM_THREADS": "1"}  # as torchrun sets it for ranks
     try:
-        launched = launch_ranks(nproc_per_node, _watch_rank, settings, run_id=run_id)
+        launched = launch_ranks(nproc_per_node, _watch_rank, settings, env, run_id=run_id)
     finally:
         shutil.rmtree(exchange_dir({"TORCHELASTIC_RUN_ID": run_id}), ignore_errors=True)
     if launched.died is not None:
@@ -201,9 +202,10 @@ def watch_ranks(settings: WatchSettings, nproc_per_node: int) -> list[RunReport]
     return [RunReport.from_dict(launched.values[rank]) for rank in sorted(launched.values)]
 
 
-def _watch_rank(settings: WatchSettings) -> dict[str, Any]:
-    """One rank of :func:`watch_ranks`: its script watched; its report as a document (returned to the
-    launcher). SIGTERM (the launcher stopping the ranks) ends the script as Ctrl-C does."""
+def _watch_rank(settings: WatchSettings, env: Mapping[str, str]) -> dict[str, Any]:
+    """One rank of :func:`watch_ranks`, with ``env`` set: its script watched; its report as a document (returned
+    to the launcher). SIGTERM (the launcher stopping the ranks) ends the script as Ctrl-C does."""
+    os.environ.update(env)
     with terminated_as_interrupted():
         return watch(settings).to_dict()
 
