@@ -200,6 +200,9 @@ def run(script: str, args: Iterable[str] = (), *, module: bool = False, max_step
 
 REPLAY_BATCHES = 16
 """Batches of the loader replayed in the headspace run of ``tune``."""
+ALWAYS_RUNS = 2
+"""The runs of ``tune`` made whatever its budget: the script as it is and the headspace, without which there is no
+data cost to report."""
 LOADER_SWEEP_TRIAL_S = 2.0
 """The window of each trial of tune's loader-only sweep: it proposes, the training decides."""
 
@@ -211,7 +214,8 @@ def tune(script: str, args: Iterable[str] = (), *, module: bool = False, budget_
     """Tune the loader inside the training itself: run the script, unchanged, once per config tried (each in a fresh
     process, its busiest loader's knobs set where it is built, or the loader at ``loader``), and once with that loader's
     first batches replayed (data for free), each ended after ``trial_steps`` batches or ``trial_seconds``; the
-    :class:`~dataprof.results.tune.TuneReport` with the answer. Runs start while less than ``budget_s`` has passed. With
+    :class:`~dataprof.results.tune.TuneReport` with the answer. After the first two (the script as it is, then the
+    headspace), runs start while less than ``budget_s`` has passed. With
     ``loader_sweep``, when the loader is built by a function dataprof can call on its own, that function is swept alone
     (beside a dummy model stepping as the training does with data for free) and its pick is run in the training too.
     With ``nproc_per_node`` above 1, each run is that many ranks of one job on this machine (torchrun's environment
@@ -229,7 +233,7 @@ def tune(script: str, args: Iterable[str] = (), *, module: bool = False, budget_
     loader_sweep = loader_sweep and nproc_per_node == 1
     site, found = loader, None
     while (step := next_run(report)) is not None and \
-            (not report.trials or time.monotonic() - started < budget_s):
+            (len(report.trials) < ALWAYS_RUNS or time.monotonic() - started < budget_s):
         knobs, role = step
         changes = RunChanges(knobs, REPLAY_BATCHES if role == "headspace" else None, site) if knobs or \
             role == "headspace" else None

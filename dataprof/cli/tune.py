@@ -27,7 +27,8 @@ def parse_budget(text: str) -> float:
 @click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.option("-m", "module", is_flag=True, help="SCRIPT is a module name, run as python -m runs it.")
 @click.option("--budget", default="5m", show_default=True, metavar="TIME",
-              help="Start no run of the training after this long (90s, 5m, 1h).")
+              help="Start no run of the training after this long (90s, 5m, 1h); the first two (your settings, the "
+                   "headspace) run whatever it is.")
 @click.option("--trial-seconds", type=click.FloatRange(min=1), default=10.0, show_default=True, metavar="S",
               help="End each run of the training at its first batch S seconds after its first batch (the start-up "
                    "apart).")

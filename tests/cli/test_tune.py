@@ -61,13 +61,13 @@ def test_a_missing_script_and_one_without_a_loader_are_one_line(tmp_path: Path) 
 def test_a_data_parallel_training_is_tuned_as_its_ranks_at_its_slowest_rank_s_pace(tmp_path: Path) -> None:
     out = tmp_path / "tune.json"
     before = set(Path(tempfile.gettempdir()).glob("dataprof-run-*"))
-    done = dataprof_tune("--nproc-per-node", "2", "--budget", "30", "--trial-steps", "40", "--json", str(out),
+    done = dataprof_tune("--nproc-per-node", "2", "--budget", "1", "--trial-steps", "40", "--json", str(out),
                          "examples/ddp_train.py", "--slow-rank", "1")
     assert done.returncode == 0, done.stderr
     doc = json.loads(out.read_text())
     assert doc["nproc_per_node"] == 2 and "each run is 2 ranks of one job" in done.stdout
-    ran = [t for t in doc["trials"] if t["status"] == "ok"]
-    assert [t["role"] for t in ran][:2] == ["current", "headspace"]  # how many more fit the budget is the machine's
+    ran = doc["trials"]
+    assert [t["role"] for t in ran] == ["current", "headspace"]  # these two whatever the budget, no more
     for trial in ran:
         assert [r["rank"] for r in trial["ranks"]] == [0, 1]
         assert trial["iterations_per_s"] == min(r["iterations_per_s"] for r in trial["ranks"])

@@ -14,7 +14,7 @@ import pytest
 from dataprof.decide.run import judge
 from dataprof.measure.protocol import Message
 from dataprof.measure.watch.watched import Recorder, WatchedIterator, patch_dataloader
-from dataprof.results.run import RunReport
+from dataprof.results.run import LoaderRun, RunReport
 from tests.conftest import run_report
 
 
@@ -132,9 +132,10 @@ class NoMarks:
         return None
 
 
-def paces(loop: Any) -> dict[str, float | None]:
-    """Run ``loop(DataLoader, clock)`` on a fake clock; each loader's pace as the watch reports it."""
+def watched(loop: Any) -> dict[str, LoaderRun]:
+    """Run ``loop(DataLoader, clock)`` on a fake clock; each loader's figures as the watch reports them."""
     from dataprof.measure.watch import watcher
+    from dataprof.measure.watch.loader_figures import loader_run
 
     now = [0.0]
     sink = Sink()
@@ -147,8 +148,12 @@ def paces(loop: Any) -> dict[str, float | None]:
     for message in sink.sent:
         collector.handle(message)
     loaders = list(collector.loaders.values())
-    return {str(one.info["loader"]): watcher._loader_run(one, [o for o in loaders if o is not one]).iterations_per_s
-            for one in loaders}
+    return {str(one.info["loader"]): loader_run(one, [o for o in loaders if o is not one]) for one in loaders}
+
+
+def paces(loop: Any) -> dict[str, float | None]:
+    """Each loader's pace as the watch reports it (:func:`watched`)."""
+    return {loader: run.iterations_per_s for loader, run in watched(loop).items()}
 
 
 def test_a_validation_pass_between_epochs_is_not_the_training_s_time() -> None:
@@ -169,6 +174,24 @@ def test_a_loader_iterated_beside_the_training_s_keeps_its_time() -> None:
             for _ in zip(images, captions, strict=False):
                 now[0] += 0.1
     assert paces(zipped)["0"] == pytest.approx(10.0)  # the other's epochs hold this one's batches: nothing left out
+
+
+def test_epochs_shorter_than_the_warm_up_are_timed_over_every_batch_past_the_start_up() -> None:
+    def short_epochs(DataLoader: Any, now: list[float]) -> None:
+        class Slow(list[list[int]]):  # each batch loads in 0.05 s
+            def __iter__(self) -> Any:
+                for batch in list.__iter__(self):
+                    now[0] += 0.05
+                    yield batch
+
+        loader = DataLoader(Slow([[0], [1]]))  # two batches an epoch: never past num_workers=0's warm-up of 2
+        for _ in range(5):
+            for _ in loader:
+                now[0] += 0.15  # the step
+    run = watched(short_epochs)["0"]
+    assert run.steady_batches == 4  # the second of each later epoch: what precedes an epoch's first is no step
+    assert run.data_wait_fraction == pytest.approx(0.25) and run.step_ms is not None
+    assert run.step_ms["p50"] == pytest.approx(150.0) and run.iterations_per_s == pytest.approx(5.0)
 
 
 def test_a_window_counted_from_the_first_batch_ignores_the_start_up() -> None:

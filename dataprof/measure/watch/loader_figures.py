@@ -1,0 +1,121 @@
+"""One watched loader's batches as they arrive, and the figures they make: the steady state past each epoch's
+warm-up, the pace of the training from the end of its start-up, the start-up apart."""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from dataprof.measure.protocol import Message
+from dataprof.measure.timing import warmup_batches
+from dataprof.results.run import LoaderRun
+from dataprof.results.stats import percentile
+
+
+@dataclass
+class WatchedLoader:
+    """A loader's registration and its batches as they arrive: (epoch, index, wait s, step s or -1, samples)."""
+
+    info: Message
+    rows: list[list[float]] = field(default_factory=list)
+    first_batch_s: dict[int, float] = field(default_factory=dict)
+    ended_at: dict[int, float] = field(default_factory=dict)
+    """When each epoch that ran out ended (s on the script's clock)."""
+
+    def spans(self) -> list[tuple[float, float]]:
+        """Each epoch's span on the script's clock: from the iterator's creation to the epoch's end (its last
+        batch when it did not run out)."""
+        first: dict[int, list[float]] = {}
+        last: dict[int, float] = {}
+        for row in self.rows:
+            if len(row) >= 6:
+                first.setdefault(int(row[0]), row)
+                last[int(row[0])] = row[5]
+        return [(row[5] - self.first_batch_s.get(epoch, row[2]), self.ended_at.get(epoch, last[epoch]))
+                for epoch, row in first.items()]
+
+
+def loader_run(loader: WatchedLoader, others: Sequence[WatchedLoader] = ()) -> LoaderRun:
+    """One loader's figures: warm-up batches of each epoch left out of the steady state, and a replayed loader's
+    batches from before its replay began (they were loaded, not free); its pace without the time the ``others``
+    took between its batches (a validation loader's epochs)."""
+    info = loader.info
+    warmup = warmup_batches(int(info.get("num_workers") or 0), info.get("prefetch_factor"))
+    steady = _steady(loader.rows[int(info.get("replayed_after") or 0):], warmup)
+    waits = [row[2] for row in steady]
+    steps = [row[3] for row in steady]
+    total = sum(waits) + sum(steps)
+    epochs = len({int(row[0]) for row in loader.rows})
+    starts = sum(loader.first_batch_s.values())
+    warm = starts + sum(row[2] for row in loader.rows if 0 < row[1] < warmup)
+    whole = starts + sum(row[2] for row in loader.rows if row[1] > 0) \
+        + sum(row[3] for row in loader.rows if row[3] >= 0)
+    return LoaderRun(
+        site=info["site"], dataset=info["dataset"], dataset_module=info.get("dataset_module"),
+        dataset_file=info.get("dataset_file"),
+        loader_class=info["loader_class"], framework=info.get("framework", "torch"),
+        batch_size=info.get("batch_size"), num_workers=info.get("num_workers"),
+        prefetch_factor=info.get("prefetch_factor"), persistent_workers=info.get("persistent_workers"),
+        pin_memory=info.get("pin_memory"), batches=len(loader.rows), epochs=epochs, steady_batches=len(steady),
+        samples_per_s=sum(row[4] for row in steady) / total if total > 0 else None,
+        data_wait_fraction=sum(waits) / total if total > 0 else None,
+        wait_ms=_ms_stats(waits), step_ms=_ms_stats(steps),
+        first_batch_s=tuple(loader.first_batch_s[e] for e in sorted(loader.first_batch_s)),
+        warmup_wait_fraction=warm / whole if whole > 0 else None,
+        factory=info.get("factory"), factory_args=None if info.get("factory_args") is None
+        else tuple(info["factory_args"]), factory_blocked=info.get("factory_blocked"),
+        factory_split=info.get("factory_split"), worker_kind=info.get("worker_kind") or "process",
+        iterable=bool(info.get("iterable")), start_method=info.get("start_method"),
+        iterations_per_s=_pace(loader.rows[int(info.get("replayed_after") or 0):], warmup,
+                               [span for other in others for span in other.spans()]),
+    )
+
+
+def _steady(rows: Sequence[list[float]], warmup: int) -> list[list[float]]:
+    """The steady batches' rows: past each epoch's warm-up. Where no epoch outlasts its warm-up (the loader's
+    buffer holds a whole epoch, so it never reaches a steady state within one), the batches :func:`_pace` spans
+    instead, every later epoch's start included, as the training lives them."""
+    steady = [row for row in rows if row[1] >= warmup and row[3] >= 0]
+    start = _start(rows, warmup)
+    if steady or start is None:
+        return steady
+    return [row for row in rows[start + 1:] if row[3] >= 0]
+
+
+def _start(rows: Sequence[list[float]], warmup: int) -> int | None:
+    """The row at the end of the start-up: the first past the first epoch's warm-up, or the first of a later
+    epoch."""
+    first_epoch = rows[0][0] if rows else None
+    return next((n for n, row in enumerate(rows) if row[0] != first_epoch or row[1] >= warmup), None)
+
+
+def _pace(rows: Sequence[list[float]], warmup: int, elsewhere: Sequence[tuple[float, float]] = ()) -> float | None:
+    """Batches per second of wall time from the end of the start-up (:func:`_start`) to the last
+    batch: every later epoch's start, and whatever the script does between batches, included; an epoch of another
+    loader (``elsewhere``: its spans) during which this one delivered nothing is left out (a validation pass is not
+    the training's time). A span that holds one of this loader's batches is kept: the two are iterated together."""
+    if not rows or len(rows[0]) < 6:
+        return None
+    start = _start(rows, warmup)
+    if start is None or len(rows) - start < 2 or rows[-1][5] <= rows[start][5]:
+        return None
+    begin, end = rows[start][5], rows[-1][5]
+    arrivals = [row[5] for row in rows[start:]]
+    apart = sum(min(e, end) - max(s, begin) for s, e in elsewhere
+                if min(e, end) > max(s, begin) and not _holds(arrivals, s, e))
+    return (len(rows) - 1 - start) / max(end - begin - apart, 1e-9)
+
+
+def _holds(arrivals: Sequence[float], start: float, end: float) -> bool:
+    """Whether any of the sorted ``arrivals`` lies strictly between ``start`` and ``end``."""
+    at = bisect.bisect_right(arrivals, start)
+    return at < len(arrivals) and arrivals[at] < end
+
+
+def _ms_stats(seconds: Sequence[float]) -> dict[str, float] | None:
+    """p50, p95 and mean of ``seconds``, in milliseconds; None when empty."""
+    if not seconds:
+        return None
+    ms = [1000.0 * s for s in seconds]
+    return {"p50": percentile(ms, 50), "p95": percentile(ms, 95), "mean": sum(ms) / len(ms)}
