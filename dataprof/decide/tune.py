@@ -31,7 +31,7 @@ CONFIRM_RUNS = 3
 of the fastest), while the budget lasts."""
 REFINEMENTS: tuple[tuple[str, Callable[[Any, TunedLoader], Any]], ...] = (
     ("prefetch_factor", lambda now, loader: 2 * (now or 2)),
-    ("persistent_workers", lambda now, loader: None if now else True),
+    ("persistent_workers", lambda now, loader: None if now or "persistent_workers" not in loader.settings else True),
     ("pin_memory", lambda now, loader: True if loader.device.startswith("cuda") and not now else None),
     ("multiprocessing_context", lambda now, loader: StartMethod.FORK.value if now and now != StartMethod.FORK
      and StartMethod.FORK in loader.start_methods else None),
@@ -40,7 +40,8 @@ REFINEMENTS: tuple[tuple[str, Callable[[Any, TunedLoader], Any]], ...] = (
 )
 """The knobs tried after the worker climb, one run each, on top of the config recommended so far when it has
 workers: the value tried, from the value in effect there and the loader tuned (None: nothing to try). Doubling
-the prefetch rides out a slow batch; persistent workers skip the workers' start at every epoch; pinned batches
+the prefetch rides out a slow batch; persistent workers skip the workers' start at every epoch (where the loader
+has the knob: a ``torchdata.nodes`` pipeline has not); pinned batches
 copy to a GPU faster, at the cost of a pinning thread (tried only on a GPU); workers that start by ``spawn`` or
 ``forkserver`` (set so, or the platform's default) start by ``fork`` faster, without the dataset pickled into
 each (a script that needs them fresh, for CUDA in a worker, fails that run and the search goes on); threads of
@@ -312,11 +313,12 @@ def others_note(run: RunReport, tuned: LoaderRun) -> str | None:
 
 
 def loader_of(loader: LoaderRun, device: str = "cpu") -> TunedLoader:
-    """The tuned loader as the report names it, with its knobs as the script set them, and the ``device`` the
-    training ran on."""
+    """The tuned loader as the report names it, with its knobs as the script set them (its workers' kind where
+    they are threads, as a ``torchdata.nodes`` pipeline's are), and the ``device`` the training ran on."""
     settings = {"num_workers": loader.num_workers, "prefetch_factor": loader.prefetch_factor,
                 "persistent_workers": loader.persistent_workers, "pin_memory": loader.pin_memory,
-                "multiprocessing_context": loader.start_method}
+                "multiprocessing_context": loader.start_method,
+                "worker_kind": WorkerKind.THREAD.value if loader.worker_kind == WorkerKind.THREAD else None}
     return TunedLoader(loader.site, loader.loader_class, loader.batch_size,
                        {k: v for k, v in settings.items() if v is not None}, device)
 

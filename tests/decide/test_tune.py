@@ -13,7 +13,8 @@ from dataprof.results.tune import LoaderSweep, TunedLoader, TuneReport, TuneTria
 from dataprof.results.vocabulary import Kind, TrialStatus
 from tests.conftest import DATA, run_report
 
-LOADER = TunedLoader("train.py:41", "DataLoader", 8, {"num_workers": 1, "prefetch_factor": 2})
+LOADER = TunedLoader("train.py:41", "DataLoader", 8, {"num_workers": 1, "prefetch_factor": 2,
+                                                        "persistent_workers": False})
 FOUR = TunedLoader("train.py:41", "DataLoader", 8, {"num_workers": 4, "prefetch_factor": 2,
                                                       "persistent_workers": True})
 
@@ -123,8 +124,8 @@ def test_the_tune_document_has_the_stable_keys_and_reads_back() -> None:
     data = json.loads(done.to_json())
     assert data["kind"] == Kind.TUNE and TYPES[Kind.TUNE] is TuneReport
     assert data["loader"] == {"site": "train.py:41", "class": "DataLoader", "batch_size": 8,
-                              "settings": {"num_workers": 1, "prefetch_factor": 2}, "device": "cpu",
-                              "threads": None, "start_methods": []}
+                              "settings": {"num_workers": 1, "prefetch_factor": 2, "persistent_workers": False},
+                              "device": "cpu", "threads": None, "start_methods": []}
     assert set(data["current"]) >= {"config", "iterations_per_s", "samples_per_s", "data_wait_fraction", "step_ms"}
     assert data["recommended"]["config"] == {"num_workers": 4} and "gain_over_current" in data["recommended"]
     assert data["headspace"]["iterations_per_s"] == 160.0
@@ -247,3 +248,19 @@ def test_workers_started_by_spawn_are_tried_started_by_fork_where_fork_is_offere
     assert next_run(report(*runs, loader=no_fork)) != ({"multiprocessing_context": "fork"}, "candidate")
     forked = dataclasses.replace(spawned, settings={**spawned.settings, "multiprocessing_context": "fork"})
     assert next_run(report(*runs, loader=forked)) != ({"multiprocessing_context": "fork"}, "candidate")
+
+
+def test_a_torchdata_nodes_pipeline_is_tried_only_with_the_knobs_it_has() -> None:
+    from dataprof.decide.tune import loader_of
+
+    built = dataclasses.replace(run_report(0.3).loaders[0], loader_class="Loader", num_workers=4, prefetch_factor=2,
+                                persistent_workers=None, pin_memory=False, worker_kind="thread", start_method=None)
+    nodes = dataclasses.replace(loader_of(built), threads="torchdata.nodes")
+    assert nodes.settings == {"num_workers": 4, "prefetch_factor": 2, "pin_memory": False, "worker_kind": "thread"}
+    runs = [run({}, 50.0, "current"), run({}, 200.0, "headspace"), run({}, 50.0, "current"),
+            run({"num_workers": 8}, 49.0), run({"num_workers": 2}, 30.0), run({"prefetch_factor": 4}, 49.5)]
+    # no persistent workers to set in its pipeline, and its workers are threads already: the close call runs again
+    assert next_run(report(*runs, loader=nodes)) == ({"prefetch_factor": 4}, "candidate")
+    dataloader = dataclasses.replace(nodes, settings={**nodes.settings, "persistent_workers": False})
+    dataloader.settings.pop("worker_kind")
+    assert next_run(report(*runs, loader=dataloader)) == ({"persistent_workers": True}, "candidate")

@@ -132,3 +132,53 @@ class Replay:
         while self.kept and (self.length is None or index < self.length):
             yield self.kept[index % len(self.kept)]
             index += 1
+
+
+NODE_DEPTH = 32
+"""Nodes followed at most from a ``torchdata.nodes.Loader``'s root to its sampler."""
+NODES_KNOBS = frozenset(("num_workers", "prefetch_factor", "in_order", "worker_kind", "multiprocessing_context"))
+"""The knobs a ``torchdata.nodes`` pipeline has a place for (its ParallelMapper's and Prefetcher's)."""
+
+
+def pipeline(loader: Any) -> list[Any]:
+    """A ``torchdata.nodes.Loader``'s nodes from its root down its sources."""
+    nodes: list[Any] = []
+    node = loader.root
+    while node is not None and len(nodes) < NODE_DEPTH:
+        nodes.append(node)
+        node = getattr(node, "source", None)
+    return nodes
+
+
+def override_nodes(loader: Any, knobs: dict[str, Any]) -> None:
+    """Set ``knobs`` in a ``torchdata.nodes.Loader``'s pipeline before its first epoch: its ParallelMapper built
+    anew by its own constructor (it fixes its workers when built) with the workers, their kind (``worker_kind``),
+    order and start method asked for; its Prefetcher holding ``prefetch_factor`` batches per worker. TypeError
+    (one line) for a knob the pipeline has no place for, or a pipeline without the node a knob sets."""
+    nodes = {type(node).__name__: node for node in reversed(pipeline(loader))}  # the nearest the root of each
+    mapper, prefetcher = nodes.get("ParallelMapper"), nodes.get("Prefetcher")
+    knobs = {k: v for k, v in knobs.items() if not (k == "pin_memory" and bool(v) == ("PinMemory" in nodes))}
+    unplaced = set(knobs) - NODES_KNOBS
+    if prefetcher is None and "prefetch_factor" in knobs:
+        unplaced.add("prefetch_factor")
+    if mapper is None:
+        unplaced |= set(knobs) - {"prefetch_factor"}
+    if unplaced:
+        raise TypeError(f"dataprof: this torchdata.nodes pipeline has no place for {', '.join(sorted(unplaced))}")
+    if mapper is not None and knobs.keys() - {"prefetch_factor"}:
+        if mapper.prebatch is not None:
+            raise TypeError("dataprof: a torchdata.nodes ParallelMapper with prebatch cannot be rebuilt")
+        workers = int(knobs.get("num_workers", mapper.num_workers))
+        kind = knobs.get("worker_kind", mapper.method)
+        limit = mapper.max_concurrent
+        fresh = type(mapper)(mapper.source, mapper.map_fn, num_workers=workers,
+                             in_order=bool(knobs.get("in_order", mapper.in_order)),
+                             method="thread" if kind == WorkerKind.THREAD else "process",
+                             multiprocessing_context=knobs.get("multiprocessing_context",
+                                                               mapper.multiprocessing_context),
+                             max_concurrent=min(limit, workers) if isinstance(limit, int) and workers else limit,
+                             snapshot_frequency=mapper.snapshot_frequency)
+        mapper.__dict__.update(fresh.__dict__)
+    if prefetcher is not None and "prefetch_factor" in knobs:
+        prefetcher.prefetch_factor = int(knobs["prefetch_factor"]) * max(1, mapper.num_workers if mapper else 1)
+

@@ -29,7 +29,16 @@ from dataprof.backends.construction import loader_class, patch_loader_modules
 from dataprof.backends.frameworks import in_package
 from dataprof.measure.forked import PR_SET_PDEATHSIG, prctl
 from dataprof.measure.protocol import Channel
-from dataprof.measure.watch.changes import Changes, Replay, overridden, streams, thread_epoch, threads_settings
+from dataprof.measure.watch.changes import (
+    Changes,
+    Replay,
+    overridden,
+    override_nodes,
+    pipeline,
+    streams,
+    thread_epoch,
+    threads_settings,
+)
 from dataprof.measure.watch.factory import loader_factory, still_running
 from dataprof.measure.watch.ranks import RankEnd
 from dataprof.results.vocabulary import WorkerKind
@@ -139,17 +148,12 @@ class Recorder:
                 self.pending[number] = []
 
 
-NODE_DEPTH = 32
-"""Nodes followed at most from a ``torchdata.nodes.Loader``'s root to its sampler."""
-
-
 def nodes_settings(loader: Any) -> dict[str, Any]:
     """What a ``torchdata.nodes.Loader``'s pipeline says of its loading, as a DataLoader's attributes would: the
     ParallelMapper's workers and their kind (``thread`` or ``process``), the Prefetcher's depth per worker,
     PinMemory, the batch sampler's batch size and the dataset its sampler draws from."""
     found: dict[str, Any] = {"pin_memory": False, "num_workers": 0}
-    node, depth = loader.root, 0
-    while node is not None and depth < NODE_DEPTH:
+    for node in pipeline(loader):
         name = type(node).__name__
         if name == "ParallelMapper":
             found["num_workers"] = int(getattr(node, "num_workers", 0) or 0)
@@ -163,7 +167,6 @@ def nodes_settings(loader: Any) -> dict[str, Any]:
             found["batch_size"] = getattr(sampler, "batch_size", None)
             inner = getattr(sampler, "sampler", sampler)
             found["dataset"] = getattr(inner, "data_source", None)
-        node, depth = getattr(node, "source", None), depth + 1
     depth_total = found.pop("prefetch_depth", None)
     if depth_total and found["num_workers"]:
         found["prefetch_factor"] = max(1, depth_total // found["num_workers"])
@@ -280,6 +283,10 @@ def patch_dataloader(module: ModuleType, recorder: Recorder, changes: Changes | 
                 self.__dict__["_dataprof_threads"] = threads
             recorder.overridden += 1
         original_init(self, *args, **kwargs)
+        if changes.knobs and not settable and "_dataprof_site" not in self.__dict__ \
+                and changes.applies(_site(_user_frame(self))):
+            override_nodes(self, changes.knobs)
+            recorder.overridden += 1
         if "_dataprof_site" not in self.__dict__:  # a subclass's __init__ calls this once
             frame = _user_frame(self)
             self.__dict__["_dataprof_site"] = _site(frame)

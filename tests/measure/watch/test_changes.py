@@ -94,3 +94,38 @@ def test_the_knobs_reach_a_dataloader_subclass_and_a_datamodule_s_loader() -> No
         assert (loader.num_workers, loader.prefetch_factor, loader.batch_size) == (2, 4, 4)
     assert isinstance(mine.sampler, torch.utils.data.RandomSampler)  # the rest as the subclass passed it
     assert DataLoader(TensorDataset(torch.zeros(8, 2))).num_workers == 0  # put back as it was
+
+
+def nodes_loader(workers: int = 4, depth: int = 8) -> Any:
+    """A ``torchdata.nodes`` pipeline as a training script builds one: batches of 4 of 0..15 mapped by threads."""
+    tn = pytest.importorskip("torchdata.nodes")
+    from torch.utils.data import BatchSampler, SequentialSampler
+
+    node = tn.SamplerWrapper(BatchSampler(SequentialSampler(range(16)), batch_size=4, drop_last=False))
+    node = tn.ParallelMapper(node, map_fn=lambda batch: [2 * i for i in batch], num_workers=workers, method="thread")
+    node = tn.Prefetcher(node, prefetch_factor=depth)
+    return tn.Loader(node)
+
+
+def test_a_torchdata_nodes_pipeline_takes_the_knobs_in_its_mapper_and_prefetcher() -> None:
+    from dataprof.measure.watch.changes import override_nodes
+    from dataprof.measure.watch.watched import nodes_settings
+
+    loader = nodes_loader()
+    mapper = loader.root.source
+    override_nodes(loader, {"num_workers": 2, "prefetch_factor": 3, "in_order": False, "pin_memory": False})
+    assert loader.root.source is mapper and (mapper.num_workers, mapper.in_order) == (2, False)
+    assert {k: nodes_settings(loader)[k] for k in ("num_workers", "prefetch_factor", "worker_kind")} == \
+        {"num_workers": 2, "prefetch_factor": 3, "worker_kind": "thread"}
+    assert sorted(i for batch in loader for i in batch) == list(range(0, 32, 2))  # the same data, rebuilt mapper
+    override_nodes(loader, {"worker_kind": "process", "multiprocessing_context": "spawn"})
+    assert (mapper.method, mapper.multiprocessing_context, mapper.num_workers) == ("process", "spawn", 2)
+
+
+@pytest.mark.parametrize(("knobs", "missing"), [({"persistent_workers": True}, "persistent_workers"),
+                                                ({"pin_memory": True}, "pin_memory")])
+def test_a_knob_a_torchdata_nodes_pipeline_has_no_place_for_is_one_line(knobs: dict[str, Any], missing: str) -> None:
+    from dataprof.measure.watch.changes import override_nodes
+
+    with pytest.raises(TypeError, match=f"^dataprof: this torchdata.nodes pipeline has no place for {missing}$"):
+        override_nodes(nodes_loader(), knobs)

@@ -240,3 +240,19 @@ def test_ranks_end_at_the_batch_rank_0_names_whatever_their_own_clocks_say(tmp_p
     alone = Recorder(Sink(), max_steps=3, seconds=1.0, ranks=RankEnd(path, leader=False))  # type: ignore[arg-type]
     assert alone.ranks is not None and Recorder(Sink(), max_steps=3, seconds=None,  # type: ignore[arg-type]
                                                 ranks=RankEnd(path, leader=False)).ranks is None
+
+
+def test_an_override_reaches_a_torchdata_nodes_loader_where_it_is_built() -> None:
+    from dataprof.measure.watch.changes import Changes
+    from dataprof.measure.watch.watched import nodes_settings
+    from tests.measure.watch.test_changes import nodes_loader
+
+    module = pytest.importorskip("torchdata.nodes.loader")
+    recorder = Recorder(Sink(), max_steps=None, seconds=None)  # type: ignore[arg-type]
+    restore = patch_dataloader(module, recorder, Changes({"num_workers": 2, "prefetch_factor": 4}))
+    try:
+        loader = nodes_loader(workers=4, depth=8)
+    finally:
+        restore()
+    assert recorder.overridden == 1 and (nodes_settings(loader)["num_workers"], loader.root.prefetch_factor) == (2, 8)
+    assert (nodes_settings(nodes_loader(workers=4))["num_workers"], recorder.overridden) == (4, 1)  # restored
