@@ -4,7 +4,8 @@ The script is ``examples/train.py`` (a small CNN trained on CPU from decoded, au
 workers compete for the CPUs). ``dataprof tune`` runs it; then, for every config tune tried, the script itself is
 run by hand in a fresh process (``--workers W --prefetch-factor P``), in alternating order over ``--rounds``
 rounds, and its own printed images/s of the epochs after the first is the truth; the headspace's truth is a
-hand-written loop that trains the same model on the loader's first 16 batches, replayed. Beside each hand run,
+hand-written loop that trains the same model on the loader's first 16 batches, replayed, beside the headspace run
+as tune makes it (``dataprof run --replay 16``). Beside each hand run,
 in the same round, the run as tune makes it (``dataprof run --override KNOBS --seconds T``, the script's own
 options left as tune found them): tune's figures came minutes before the hand runs, and this machine drifts by
 ±20% over minutes, so the interleaved trial is what says how true the trial's figure is. It prints each figure
@@ -86,6 +87,15 @@ def as_tune_runs_it(config: Config, images: int, seconds: float, out: Path) -> f
     return float(json.loads(out.read_text())["loaders"][0]["iterations_per_s"])
 
 
+def replay_as_tune_runs_it(images: int, seconds: float, out: Path) -> float:
+    """The headspace run as tune makes it (``dataprof run --replay 16 --seconds T``): iterations/s of its replayed
+    batches."""
+    subprocess.run([sys.executable, "-m", "dataprof", "run", "--replay", "16", "--seconds", str(seconds), "--json",
+                    str(out), SCRIPT, "--epochs", "1000", "--images", str(images)],
+                   cwd=ROOT, check=True, capture_output=True)
+    return float(json.loads(out.read_text())["loaders"][0]["iterations_per_s"])
+
+
 def replay_by_hand(images: int, seconds: float) -> float:
     """A hand-written loop training the same model on the loader's first 16 batches, replayed: iterations/s."""
     out = subprocess.run([sys.executable, "-c", REPLAY, str(images), str(seconds)], cwd=ROOT, check=True,
@@ -121,6 +131,7 @@ def main() -> None:
     hand: dict[Config, list[float]] = {c: [] for c in tried}
     trial: dict[Config, list[float]] = {c: [] for c in tried}
     free: list[float] = []
+    replayed: list[float] = []
     with tempfile.TemporaryDirectory() as out:
         for number in range(args.rounds):
             order = sorted(tried) if number % 2 == 0 else sorted(tried, reverse=True)
@@ -131,9 +142,14 @@ def main() -> None:
                     else:
                         trial[config].append(as_tune_runs_it(config, args.images, args.trial_seconds,
                                                              Path(out) / "run.json"))
-            free.append(replay_by_hand(args.images, args.trial_seconds))
+            for which in ("hand", "trial") if number % 2 == 0 else ("trial", "hand"):
+                if which == "hand":
+                    free.append(replay_by_hand(args.images, args.trial_seconds))
+                else:
+                    replayed.append(replay_as_tune_runs_it(args.images, args.trial_seconds, Path(out) / "run.json"))
             print(f"round {number + 1}: " + ", ".join(f"{name(c)} {hand[c][-1]:.2f} (trial {trial[c][-1]:.2f})"
-                                                      for c in order) + f", replay {free[-1]:.2f} it/s", flush=True)
+                                                      for c in order)
+                  + f", replay {free[-1]:.2f} (headspace run {replayed[-1]:.2f}) it/s", flush=True)
     print("\n| config | tune's search it/s | trial, interleaved it/s | by hand it/s | trial error |")
     print("|---|---|---|---|---|")
     for config in sorted(tried):
@@ -142,10 +158,12 @@ def main() -> None:
         print(f"| {name(config)}{marks} | {mine:.2f} | {again:.2f} | {truth:.2f} | {again / truth - 1:+.1%} |")
     best = max(hand, key=lambda c: statistics.median(hand[c]))
     truth_free = statistics.median(free)
+    errors = [ours / truth - 1 for ours, truth in zip(replayed, free, strict=True)]
     print(f"\npick {name(picked)}: {statistics.median(hand[picked]) / statistics.median(hand[best]) - 1:+.1%} against "
-          f"the best by hand ({name(best)}); headspace {doc['headspace']['iterations_per_s']:.2f} against the hand "
-          f"replay {truth_free:.2f} ({doc['headspace']['iterations_per_s'] / truth_free - 1:+.1%}); tune's data "
-          f"cost {doc['data_cost_fraction']:.0%}, by hand {1 - statistics.median(hand[()]) / truth_free:.0%}")
+          f"the best by hand ({name(best)}); headspace run, interleaved, {statistics.median(replayed):.2f} against "
+          f"the hand replay {truth_free:.2f} ({statistics.median(errors):+.1%}, median of the rounds' errors; "
+          f"{doc['headspace']['iterations_per_s']:.2f} in tune's search); tune's data cost "
+          f"{doc['data_cost_fraction']:.0%}, by hand {1 - statistics.median(hand[()]) / truth_free:.0%}")
     if sweep_pick is not None:
         print(f"the loader-only sweep picked {swept['label']} ({swept['samples_per_s']:,.0f} samples/s beside a dummy "
               f"model); by hand it trains at {statistics.median(hand[sweep_pick]):.2f} it/s, "
