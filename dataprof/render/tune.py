@@ -31,11 +31,14 @@ def _num(value: float | None, fmt: str = "{:,.1f}") -> str:
 
 
 def trials_table(report: TuneReport) -> Table:
-    """One row per run of the training, the recommended one starred; a failed run's reason is a note below."""
+    """One row per run of the training, the recommended one starred; a failed run's reason is a note below. Runs of
+    several ranks show each rank's data wait (rank 0 first): the rank that waits most paces the others."""
     answer = report.answer
     table = Table(title="Runs of your training (steady iterations; start-up apart)", title_justify="left")
     gpu = any(t.gpu_util_percent is not None for t in report.trials)
-    columns = ("", "run", "it/s", "data wait", "step p50", "vs free", "start-up") + (("GPU",) if gpu else ())
+    ranks = any(t.ranks for t in report.trials)
+    columns = ("", "run", "it/s", "data wait") + (("by rank",) if ranks else ()) + \
+        ("step p50", "vs free", "start-up") + (("GPU",) if gpu else ())
     for column in columns:
         table.add_column(column, justify="left" if column in ("", "run") else "right")
     for index, trial in enumerate(report.trials):
@@ -45,7 +48,8 @@ def trials_table(report: TuneReport) -> Table:
             table.add_row(star, name, str(trial.status), *[""] * (len(columns) - 3))
             continue
         slowdown = None if answer is None else answer.step_slowdown.get(index)
-        table.add_row(star, name, _num(trial.iterations_per_s), _num(trial.data_wait_fraction, "{:.0%}"),
+        by_rank = (" / ".join(_num(r.get("data_wait_fraction"), "{:.0%}") for r in trial.ranks),) if ranks else ()
+        table.add_row(star, name, _num(trial.iterations_per_s), _num(trial.data_wait_fraction, "{:.0%}"), *by_rank,
                       _num((trial.step_ms or {}).get("p50"), "{:.1f} ms"), _num(slowdown, "{:+.0%}"),
                       _num(trial.startup_s, "{:.2f} s"), *((_num(trial.gpu_util_percent, "{:.0f}%"),) if gpu else ()))
     return table

@@ -67,3 +67,25 @@ def test_threads_recommended_are_said_as_the_loader_that_runs_them() -> None:
                                                                       20.0)), 60.0))
         assert answer_lines(report)[0] == ("at train.py:46 (DataLoader): num_workers=2 → 4; its workers as threads "
                                            f"of the training process ({how})")
+
+
+def test_runs_of_several_ranks_show_each_rank_s_data_wait() -> None:
+    import io
+
+    from rich.console import Console
+
+    from dataprof.render.tune import trials_table
+
+    def ranked(config: dict[str, object], role: str, waits: tuple[float, float]) -> TuneTrial:
+        return dataclasses.replace(run(config, 20.0, role), data_wait_fraction=max(waits), ranks=tuple(
+            {"rank": n, "iterations_per_s": 20.0, "data_wait_fraction": w, "step_ms_p50": 40.0}
+            for n, w in enumerate(waits)))
+
+    def shown(report: TuneReport) -> str:
+        buffer = io.StringIO()
+        Console(width=160, file=buffer, color_system=None).print(trials_table(report))
+        return buffer.getvalue()
+
+    text = shown(tuned(ranked({}, "current", (0.12, 0.61)), ranked({}, "headspace", (0.0, 0.01)), swept=None))
+    assert "by rank" in text and "12% / 61%" in text and "0% / 1%" in text
+    assert "by rank" not in shown(tuned(run({}, 8.8, "current"), swept=None))  # one process: no such column
