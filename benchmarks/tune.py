@@ -4,8 +4,9 @@ The script is ``examples/train.py`` (a small CNN trained on CPU from decoded, au
 workers compete for the CPUs). ``dataprof tune`` runs it; then, for every config tune tried, the script itself is
 run by hand in a fresh process (``--workers W --prefetch-factor P``), in alternating order over ``--rounds``
 rounds, and its own printed images/s of the epochs after the first is the truth; the headspace's truth is a
-hand-written loop that trains the same model on the loader's first 16 batches, replayed, beside the headspace run
-as tune makes it (``dataprof run --replay 16``). Beside each hand run,
+hand-written copy of the script's training loop (the same model, loader and step, epoch by epoch) that keeps the
+loader's first 16 batches and replays them for the rest of each epoch, beside the headspace run as tune makes it
+(``dataprof run --replay 16``). Beside each hand run,
 in the same round, the run as tune makes it (``dataprof run --override KNOBS --seconds T``, the script's own
 options left as tune found them): tune's figures came minutes before the hand runs, and this machine drifts by
 ±20% over minutes, so the interleaved trial is what says how true the trial's figure is. It prints each figure
@@ -34,24 +35,35 @@ import sys, time
 sys.path.insert(0, "examples")
 import torch
 from torch import nn
-from torch.utils.data import DataLoader
-from train import TinyCNN
-from images import JpegDataset
+from train import TinyCNN, make_loader
 images, batches, seconds = int(sys.argv[1]), 16, float(sys.argv[2])
-loader = DataLoader(JpegDataset(count=images, out_size=128), batch_size=32, shuffle=True)
-kept = [batch for _, batch in zip(range(batches), loader)]
+loader = make_loader(images, 128, 32, 0, False, None)
 model = TinyCNN()
 optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
 loss_fn = nn.CrossEntropyLoss()
-def step(batch):
-    images, labels = batch
-    optimizer.zero_grad(); loss = loss_fn(model(images), labels); loss.backward(); optimizer.step()
-for batch in kept[:4]:
-    step(batch)
-start, done = time.perf_counter(), 0
-while time.perf_counter() - start < seconds:
-    step(kept[done % len(kept)]); done += 1
-print(done / (time.perf_counter() - start))
+kept = []
+def epoch():
+    if len(kept) < batches:
+        for batch in loader:
+            if len(kept) < batches:
+                kept.append(batch)
+            yield batch
+        return
+    for index in range(len(loader)):
+        yield kept[index % len(kept)]
+started = done = None
+while started is None or time.perf_counter() - started < seconds:
+    replayed = len(kept) == batches
+    if replayed and started is None:
+        started, done = time.perf_counter(), 0
+    for images, labels in epoch():
+        optimizer.zero_grad()
+        loss = loss_fn(model(images), labels)
+        loss.backward()
+        optimizer.step()
+        loss.item()
+        done = done + 1 if replayed else done
+print(done / (time.perf_counter() - started))
 '''
 
 
@@ -97,7 +109,8 @@ def replay_as_tune_runs_it(images: int, seconds: float, out: Path) -> float:
 
 
 def replay_by_hand(images: int, seconds: float) -> float:
-    """A hand-written loop training the same model on the loader's first 16 batches, replayed: iterations/s."""
+    """The script's training loop written out by hand, its loader's first 16 batches kept and replayed for the rest
+    of each epoch: iterations/s of the epochs replayed."""
     out = subprocess.run([sys.executable, "-c", REPLAY, str(images), str(seconds)], cwd=ROOT, check=True,
                          capture_output=True, text=True).stdout
     return float(out.strip().splitlines()[-1])
