@@ -205,6 +205,9 @@ class TrialRunner(SideRuns):
                 outcome = self._follow(config, opens_dir)
             except HostDied as exc:
                 outcome = {"status": TrialStatus.CRASHED, "error": f"the trial's host process died: {exc}".strip()}
+            except BaseException:
+                self.kill_current()  # Ctrl-C mid-trial: it ends now (left, the host waited on it until closed)
+                raise
             finally:
                 self._current_pid = None
         finally:

@@ -119,6 +119,23 @@ def test_a_trial_that_stops_delivering_batches_times_out_on_the_clock_the_runner
     assert result.duration_s == pytest.approx(30.25)
 
 
+def test_ctrl_c_during_a_trial_kills_it_before_the_trial_is_let_go() -> None:
+    runner = scripted_runner([{"ev": "trial_started", "pid": 4242}, {"ev": "ready"}])
+    host = runner.host
+
+    def interrupted(timeout: float) -> dict[str, Any] | None:
+        if host.events:  # type: ignore[union-attr]
+            return host.events.pop(0)  # type: ignore[union-attr]
+        raise KeyboardInterrupt
+
+    host.next_event = interrupted  # type: ignore[union-attr, method-assign]
+    killed: list[int | None] = []
+    runner.kill_current = lambda: killed.append(runner._current_pid)  # type: ignore[method-assign]
+    with pytest.raises(KeyboardInterrupt):
+        runner.measure(LoaderConfig(2, False, 2, True))
+    assert killed == [4242]  # while its pid was known: its host is free for the exit at once
+
+
 class CheckRunner:
     def __init__(self, problem: str | None) -> None:
         self.problem = problem
