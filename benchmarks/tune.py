@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = "examples/train.py"
@@ -116,6 +117,21 @@ def replay_by_hand(images: int, seconds: float) -> float:
     return float(out.strip().splitlines()[-1])
 
 
+def tune_document(args: list[str]) -> dict[str, Any]:
+    """``dataprof tune`` run with ``args`` (its options, then the script and the script's own): its JSON document,
+    its runs printed; exits when tune fails."""
+    with tempfile.TemporaryDirectory() as out:
+        path = Path(out) / "tune.json"
+        done = subprocess.run([sys.executable, "-m", "dataprof", "tune", "--json", str(path), *args], cwd=ROOT,
+                              capture_output=True, text=True)
+        if done.returncode not in (0, 1):
+            sys.exit(f"dataprof tune exited {done.returncode}:\n{done.stderr[-3000:]}")
+        doc: dict[str, Any] = json.loads(path.read_text())
+    print("tune's runs: " + "; ".join(f"{t['role']} {name(tuple(sorted(t['config'].items())))} "
+                                       f"{t['iterations_per_s'] or 0:.2f}" for t in doc["trials"]), flush=True)
+    return doc
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=2)
@@ -124,16 +140,8 @@ def main() -> None:
     parser.add_argument("--trial-seconds", type=float, default=10.0)
     parser.add_argument("--epochs", type=int, default=4, help="epochs of each hand-timed run (the first is left out)")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as out:
-        path = Path(out) / "tune.json"
-        done = subprocess.run([sys.executable, "-m", "dataprof", "tune", "--budget", str(args.budget),
-                               "--trial-seconds", str(args.trial_seconds), "--json", str(path), SCRIPT, "--epochs",
-                               "1000", "--images", str(args.images)], cwd=ROOT, capture_output=True, text=True)
-        if done.returncode not in (0, 1):
-            sys.exit(f"dataprof tune exited {done.returncode}:\n{done.stderr[-3000:]}")
-        doc = json.loads(path.read_text())
-    print("tune's runs: " + "; ".join(f"{t['role']} {name(tuple(sorted(t['config'].items())))} "
-                                       f"{t['iterations_per_s'] or 0:.2f}" for t in doc["trials"]), flush=True)
+    doc = tune_document(["--budget", str(args.budget), "--trial-seconds", str(args.trial_seconds), SCRIPT,
+                         "--epochs", "1000", "--images", str(args.images)])
     tried: dict[Config, list[float]] = {}
     for trial in doc["trials"]:
         if trial["status"] == "ok" and trial["role"] != "headspace":

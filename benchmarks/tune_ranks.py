@@ -16,19 +16,17 @@ truth, then the trial's error at tune's pick (goal: within 10%) and the pick aga
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import statistics
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from tune import Config, name  # noqa: E402
+from tune import Config, name, tune_document  # noqa: E402
 
 from dataprof.decide.tune import trial_of_ranks  # noqa: E402
 from dataprof.distributed import watch_ranks  # noqa: E402
@@ -90,16 +88,8 @@ def main() -> None:
     parser.add_argument("--sleep-ms", type=float, default=2.0)
     args = parser.parse_args()
     script_args = ["--slow-rank", "1", "--sleep-ms", str(args.sleep_ms)]
-    with tempfile.TemporaryDirectory() as out:
-        path = Path(out) / "tune.json"
-        done = subprocess.run([sys.executable, "-m", "dataprof", "tune", "--nproc-per-node", str(args.ranks),
-                               "--budget", str(args.budget), "--trial-steps", str(args.steps), "--json", str(path),
-                               SCRIPT, "--epochs", "1000", *script_args], cwd=ROOT, capture_output=True, text=True)
-        if done.returncode not in (0, 1):
-            sys.exit(f"dataprof tune exited {done.returncode}:\n{done.stderr[-3000:]}")
-        doc = json.loads(path.read_text())
-    print("tune's runs: " + "; ".join(f"{t['role']} {name(tuple(sorted(t['config'].items())))} "
-                                       f"{t['iterations_per_s'] or 0:.2f}" for t in doc["trials"]), flush=True)
+    doc = tune_document(["--nproc-per-node", str(args.ranks), "--budget", str(args.budget), "--trial-steps",
+                         str(args.steps), SCRIPT, "--epochs", "1000", *script_args])
     tried: dict[Config, list[float]] = {}
     for trial in doc["trials"]:
         config = tuple(sorted(trial["config"].items()))
