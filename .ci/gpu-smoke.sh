@@ -3,8 +3,9 @@
 # torch (CUDA), click, psutil, nvidia-ml-py and rich: the GPU-marked tests
 # (including the transfer-bound scenario and a 2-rank CUDA sweep), a default
 # (adaptive) sweep with --device cuda, the transfer-bound scenario,
-# `dataprof inspect`, and `dataprof run` of examples/train.py on the GPU with a
-# GPU-utilisation gate.
+# `dataprof inspect`, `dataprof run` of examples/train.py on the GPU with a
+# GPU-utilisation gate, and a short `dataprof tune` of the same training (where
+# the pin-memory thread and kernel launches compete with the workers).
 # Results go to $OUT (default /tmp/dataprof-gpu).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -23,4 +24,6 @@ python3 -m pytest -q -p no:cacheprovider -m gpu tests 2>&1 | tee "$out/gpu-tests
     --json "$out/inspect.json") 2>&1 | tee "$out/inspect.txt" || status=1
 timeout 150 python3 -m dataprof run --max-steps 40 --min-gpu-util 1 --json "$out/run-cuda.json" \
     examples/train.py --device cuda --workers 2 2>&1 | tee "$out/run-cuda.txt" || status=1
+timeout 180 python3 -m dataprof tune --budget 90 --trial-seconds 4 --json "$out/tune-cuda.json" \
+    examples/train.py --device cuda --epochs 1000 --images 256 2>&1 | tee "$out/tune-cuda.txt" || status=1
 exit $status
