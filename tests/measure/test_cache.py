@@ -370,16 +370,32 @@ def test_a_worker_that_was_not_forked_installs_the_log_itself(tmp_path: Path) ->
     logs.mkdir()
     init = LoggingWorkerInit(str(logs), seen.append)
     assert pickle.loads(pickle.dumps(LoggingWorkerInit(str(logs)))).directory == str(logs)  # as spawn sends it
-    saved = builtins.open, io.open, os.open
-    try:
-        init(3)
-        with open(data, "rb"):
-            pass
-        assert open_log._installed is not None
-        open_log._installed.uninstall()
-    finally:
-        builtins.open, io.open, os.open = saved  # type: ignore[assignment]
+    init(3)
+    with open(data, "rb"):
+        pass
+    assert open_log._installed is not None
+    open_log._installed.uninstall()
     assert seen == [3] and [path for _, path in OpenLog.read(str(logs))] == [str(data)]
+
+
+def test_the_open_log_sees_every_open_for_reading_however_the_caller_holds_open(tmp_path: Path) -> None:
+    import _io
+
+    data, out = _write(tmp_path / "0.npy", 10), tmp_path / "out.txt"
+    kept = _io.open  # as a library that took its own reference before the log was installed
+    log = OpenLog(str(tmp_path / "opens"))
+    (tmp_path / "opens").mkdir()
+    log.install()
+    try:
+        kept(data, "rb").close()
+        os.close(os.open(data, os.O_RDONLY))
+        data.read_bytes()
+        out.write_text("written, not read")
+        kept(out, "r+").close()
+    finally:
+        log.uninstall()
+    data.read_bytes()  # after: not logged
+    assert [path for _, path in OpenLog.read(str(tmp_path / "opens"))] == [str(data)] * 3
 
 
 def test_without_posix_fadvise_there_is_no_cold_pass_and_it_says_why(tmp_path: Path,

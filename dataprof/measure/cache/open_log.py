@@ -3,46 +3,42 @@ read and closed between two of the parent's samples of its open files."""
 
 from __future__ import annotations
 
-import builtins
 import collections
-import io
 import os
+import sys
 import time
 from typing import Any
 
 
 class OpenLog:
-    """The files a trial's processes open for reading through Python (``open``, ``io.open``, ``os.open``, hence
+    """The files a trial's processes open for reading through Python (every open that raises Python's ``open``
+    audit event: ``open``, ``io.open``, ``os.open``, ``io.open_code``, however the caller came by them, hence
     numpy, PIL, pathlib), logged with the time, one file per process under ``directory``.
 
-    Installed in the trial before it builds its dataset. Worker processes log to files of their own: a forked
-    worker inherits the wrappers (one handler at fork, however many logs were installed, starts its own file),
-    and a worker started by spawn or forkserver installs the log itself (:class:`LoggingWorkerInit`, its
-    ``worker_init_fn``). Lines are written in bulk, at most :data:`FLUSH_S` after they were noted (a worker
-    killed at the trial's end loses what it had not written). Files opened by C code (OpenCV, Arrow) are seen only
-    by the parent's sampling of the processes' open files.
+    Installed in the trial before it builds its dataset: one audit hook per process (:func:`sys.addaudithook`;
+    a hook cannot be removed, so uninstalled it notes nothing) notes each open for reading, about a microsecond
+    (a tuple in a deque). Worker processes log to files of their own: a forked worker inherits the hook (one
+    handler at fork, however many logs were installed, starts its own file), and a worker started by spawn or
+    forkserver installs the log itself (:class:`LoggingWorkerInit`, its ``worker_init_fn``). Lines are written in
+    bulk, at most :data:`FLUSH_S` after they were noted (a worker killed at the trial's end loses what it had not
+    written). Files opened by C code (OpenCV, Arrow) are seen only by the parent's sampling of the processes' open
+    files.
     """
 
     FLUSH_S = 0.05
     FLUSH_LINES = 256
-    READ_MODES = frozenset(("r", "rb", "rt", "br", "tr"))
-    """The common read-only modes, recognised at once; others are checked for ``w``, ``a``, ``x`` and ``+``."""
 
     def __init__(self, directory: str) -> None:
         self.directory = directory
         self._fd: int | None = None
-        self._open = builtins.open
-        self._os_open = os.open
         self._noted: collections.deque[tuple[float, Any]] = collections.deque()
         """``(time, path as given)``: the path is made absolute text when written, not on the open's path. A
         deque: a loader thread's note while another thread flushes is kept for the next write."""
         self._flushed = 0.0
 
     def uninstall(self) -> None:
-        """Write what is left and put this process's openers back as :meth:`install` found them."""
+        """Write what is left and stop noting opens in this process."""
         global _installed
-        builtins.open = io.open = self._open  # type: ignore[assignment]
-        os.open = self._os_open  # type: ignore[assignment]
         if _installed is self:
             _installed = None
         if self._noted:
@@ -54,28 +50,11 @@ class OpenLog:
         self._noted.clear()
 
     def install(self) -> None:
-        """Wrap the openers of this process (and of the workers it will fork). An open costs a tuple in a deque,
-        about a microsecond: the wrapper must not slow the pipeline it measures."""
+        """Note this process's (and the workers it will fork) opens for reading in this log from now on."""
         global _installed
-        real_open, real_os_open, read_modes, note = self._open, self._os_open, self.READ_MODES, self.note
-
-        def logged_open(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
-            handle = real_open(file, mode, *args, **kwargs)
-            reading = mode in read_modes or not ("w" in mode or "a" in mode or "x" in mode or "+" in mode)
-            if reading and not isinstance(file, int):
-                note(file)
-            return handle
-
-        def logged_os_open(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
-            fd = real_os_open(path, flags, *args, **kwargs)
-            if not flags & (os.O_WRONLY | os.O_RDWR):
-                note(path)
-            return fd
-
         _on_fork_once()
+        _hook_once()
         _installed = self
-        builtins.open = io.open = logged_open  # type: ignore[assignment]
-        os.open = logged_os_open  # type: ignore[assignment]
 
     def note(self, file: Any) -> None:
         """Log one opened path with the time (``time.monotonic``, the parent's clock too); write the lines once
@@ -102,8 +81,8 @@ class OpenLog:
                 continue
         try:
             if self._fd is None:
-                self._fd = self._os_open(os.path.join(self.directory, f"{os.getpid()}.opens"),
-                                         os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+                self._fd = os.open(os.path.join(self.directory, f"{os.getpid()}.opens"),
+                                   os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
             os.write(self._fd, "".join(lines).encode())
         except OSError:
             pass
@@ -131,10 +110,33 @@ class OpenLog:
 
 
 _installed: OpenLog | None = None
-"""The log whose wrappers this process runs, if any."""
+"""The log this process's opens go to, if any."""
 _fork_handler = False
 """Whether this process registered the one at-fork handler (``os.register_at_fork`` handlers cannot be removed:
 one per install would pile up)."""
+
+
+_hooked = False
+"""Whether this process has the audit hook (it stays for the process's life: a hook cannot be removed)."""
+WRITING = os.O_WRONLY | os.O_RDWR
+"""An open with either flag writes: a log, an output, not data (``r+`` included)."""
+
+
+def _hook_once() -> None:
+    global _hooked
+    if not _hooked:
+        sys.addaudithook(_audit)
+        _hooked = True
+
+
+def _audit(event: str, args: tuple[Any, ...]) -> None:
+    """Every audited event of this process: an open for reading, by path, goes to the installed log. Raises
+    nothing (an exception here would fail the open)."""
+    if event == "open":
+        log = _installed
+        if log is not None and len(args) == 3 and type(args[2]) is int and not args[2] & WRITING \
+                and type(args[0]) is not int:
+            log.note(args[0])
 
 
 def _on_fork_once() -> None:
@@ -151,8 +153,8 @@ def _forked_child() -> None:
 
 class LoggingWorkerInit:
     """A DataLoader's ``worker_init_fn`` that installs the trial's open log in the worker, then calls the user's
-    own. Needed where workers are not forked (spawn, forkserver): they start without the trial's wrappers; a
-    forked worker already runs them and installs nothing. Picklable, as spawn needs."""
+    own. Needed where workers are not forked (spawn, forkserver): they start without the trial's log; a forked
+    worker already has it and installs nothing. Picklable, as spawn needs."""
 
     def __init__(self, directory: str, user_init: Any = None) -> None:
         self.directory = directory
@@ -168,7 +170,7 @@ class LoggingWorkerInit:
 def log_workers(loader: Any, directory: str) -> None:
     """Have ``loader``'s worker processes log their opens under ``directory`` however they start (its
     ``worker_init_fn`` wrapped in :class:`LoggingWorkerInit`); a loader without worker processes is left as it
-    is (threads run the wrappers of the process they share)."""
+    is (threads run the hook of the process they share)."""
     if getattr(loader, "num_workers", 0) and hasattr(loader, "worker_init_fn") \
             and not isinstance(loader.worker_init_fn, LoggingWorkerInit):
         loader.worker_init_fn = LoggingWorkerInit(directory, loader.worker_init_fn)
