@@ -16,13 +16,13 @@ class OpenLog:
     numpy, PIL, pathlib), logged with the time, one file per process under ``directory``.
 
     Installed in the trial before it builds its dataset: one audit hook per process (:func:`sys.addaudithook`;
-    a hook cannot be removed, so uninstalled it notes nothing) notes each open for reading, about a microsecond
-    (a tuple in a deque). Worker processes log to files of their own: a forked worker inherits the hook (one
-    handler at fork, however many logs were installed, starts its own file), and a worker started by spawn or
-    forkserver installs the log itself (:class:`LoggingWorkerInit`, its ``worker_init_fn``). Lines are written in
-    bulk, at most :data:`FLUSH_S` after they were noted (a worker killed at the trial's end loses what it had not
-    written). Files opened by C code (OpenCV, Arrow) are seen only by the parent's sampling of the processes' open
-    files.
+    a hook cannot be removed, so uninstalled it notes nothing) notes each open for reading, a tuple in a deque
+    (its cost: ``benchmarks/open_log.py``). Worker processes log to files of their own: a forked worker inherits
+    the hook (one handler at fork, however many logs were installed, starts its own file), and a worker started
+    by spawn or forkserver installs the log itself (:class:`LoggingWorkerInit`, its ``worker_init_fn``). Lines
+    are written in bulk, at most :data:`FLUSH_S` after they were noted (a worker killed at the trial's end loses
+    what it had not written). Files opened by C code (OpenCV, Arrow) are seen only by the parent's sampling of the
+    processes' open files.
     """
 
     FLUSH_S = 0.05
@@ -125,7 +125,10 @@ WRITING = os.O_WRONLY | os.O_RDWR
 def _hook_once() -> None:
     global _hooked
     if not _hooked:
-        sys.addaudithook(_audit)
+        try:
+            sys.addaudithook(_audit)
+        except Exception:
+            return  # an audit hook of the program's own refused ours: files are found by sampling alone
         _hooked = True
 
 
