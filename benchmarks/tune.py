@@ -74,11 +74,15 @@ Config = tuple[tuple[str, object], ...]
 
 def flags(config: Config) -> list[str] | None:
     """The script's own options for ``config`` (its loader's knobs, as ``--workers``/``--prefetch-factor`` set
-    them; its workers persist whenever it has some); None when it has no option for one of them (threads)."""
+    them; its workers persist whenever it has some; ``--threads`` for thread workers); None when it has no option
+    for one of them."""
     options = {"num_workers": "--workers", "prefetch_factor": "--prefetch-factor"}
-    if any(k not in options and not (k == "persistent_workers" and v) for k, v in config):
+    threads = ("worker_kind", "thread") in config
+    if any(k not in options and not (k == "persistent_workers" and v) and not (k == "worker_kind" and threads)
+           for k, v in config):
         return None
-    return [word for k, v in config if k in options for word in (options[k], str(v))]
+    return [word for k, v in config if k in options for word in (options[k], str(v))] + (["--threads"] if threads
+                                                                                        else [])
 
 
 def by_hand(config: Config, images: int, epochs: int) -> float:

@@ -48,6 +48,19 @@ def make_loader(images: int = 1024, out_size: int = 128, batch_size: int = 32, w
                       prefetch_factor=prefetch_factor if workers else None)
 
 
+def thread_loader(images: int, out_size: int, batch_size: int, workers: int, prefetch_factor: int | None) -> object:
+    """The same batches loaded by ``workers`` threads of this process: a torchdata.nodes pipeline over the loader's
+    dataset, shuffled batch sampler and collate (docs/threads.md), no DataLoader."""
+    import torchdata.nodes as tn
+    from torch.utils.data import BatchSampler, RandomSampler, default_collate
+
+    dataset = JpegDataset(count=images, out_size=out_size)
+    node = tn.SamplerWrapper(BatchSampler(RandomSampler(dataset), batch_size, drop_last=False))
+    node = tn.ParallelMapper(node, map_fn=lambda indices: default_collate([dataset[i] for i in indices]),
+                             num_workers=workers, method="thread")
+    return tn.Loader(tn.Prefetcher(node, prefetch_factor=(prefetch_factor or 2) * workers))
+
+
 def main() -> int:
     """Train for ``--epochs`` epochs; print the loss and the images per second of each."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -55,13 +68,16 @@ def main() -> int:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--workers", type=int, default=0)
     parser.add_argument("--prefetch-factor", type=int, default=None, help="batches each worker loads ahead")
+    parser.add_argument("--threads", action="store_true",
+                        help="load with --workers threads (a torchdata.nodes pipeline), no DataLoader")
     parser.add_argument("--images", type=int, default=1024, help="JPEGs in the dataset (generated once)")
     parser.add_argument("--out-size", type=int, default=128)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     opts = parser.parse_args()
     device = torch.device(opts.device)
-    loader = make_loader(opts.images, opts.out_size, opts.batch_size, opts.workers, device.type == "cuda",
-                         opts.prefetch_factor)
+    loader = thread_loader(opts.images, opts.out_size, opts.batch_size, opts.workers, opts.prefetch_factor) \
+        if opts.threads and opts.workers else make_loader(opts.images, opts.out_size, opts.batch_size, opts.workers,
+                                                          device.type == "cuda", opts.prefetch_factor)
     model = TinyCNN().to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
