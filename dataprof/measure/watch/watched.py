@@ -284,7 +284,8 @@ def patch_dataloader(module: ModuleType, recorder: Recorder, changes: Changes | 
             recorder.overridden += 1
         original_init(self, *args, **kwargs)
         if changes.knobs and not settable and "_dataprof_site" not in self.__dict__ \
-                and changes.applies(_site(_user_frame(self))):
+                and not in_package(sys._getframe(1).f_code.co_filename, "dataprof") \
+                and changes.applies(_site(_user_frame(self))):  # not the pipeline dataprof builds for threads
             override_nodes(self, changes.knobs)
             recorder.overridden += 1
         if "_dataprof_site" not in self.__dict__:  # a subclass's __init__ calls this once

@@ -256,3 +256,19 @@ def test_an_override_reaches_a_torchdata_nodes_loader_where_it_is_built() -> Non
         restore()
     assert recorder.overridden == 1 and (nodes_settings(loader)["num_workers"], loader.root.prefetch_factor) == (2, 8)
     assert (nodes_settings(nodes_loader(workers=4))["num_workers"], recorder.overridden) == (4, 1)  # restored
+
+
+def test_the_thread_pipeline_dataprof_builds_itself_is_not_overridden() -> None:
+    from dataprof.backends.threads import NodesLoader
+    from dataprof.measure.watch.changes import Changes
+    from dataprof.results.knobs import LoaderConfig
+
+    module = pytest.importorskip("torchdata.nodes.loader")
+    recorder = Recorder(Sink(), max_steps=None, seconds=None)  # type: ignore[arg-type]
+    knobs = {"num_workers": 8, "persistent_workers": True, "worker_kind": "thread"}  # as --override gives them
+    restore = patch_dataloader(module, recorder, Changes(knobs))
+    try:
+        built = NodesLoader(list(range(8)), [[0, 1], [2, 3]], list, LoaderConfig(2, False, 2, worker_kind="thread"))
+    finally:
+        restore()
+    assert recorder.overridden == 0 and built.nodes[0].num_workers == 2  # the thread config it was given
