@@ -81,6 +81,8 @@ def flags(config: Config) -> list[str] | None:
     if any(k not in options and not (k == "persistent_workers" and v) and not (k == "worker_kind" and threads)
            for k, v in config):
         return None
+    if dict(config).get("num_workers") and not threads and not dict(config).get("persistent_workers"):
+        return None  # workers that do not persist: the script's own persist whenever it has some
     return [word for k, v in config if k in options for word in (options[k], str(v))] + (["--threads"] if threads
                                                                                         else [])
 
