@@ -224,6 +224,7 @@ def test_memory_readings_keep_to_the_duty_however_costly_they_are() -> None:
     window = probe.memory[9:]
     assert window[0] and window.count(True) == 2  # the start, then one 10 s on: 0.5 s is 5% of 10 s
     assert window.count(False) == 59  # CPU times at every other tick
+    sampler.stop()
 
 
 def test_a_costly_memory_reading_is_not_taken_inside_the_window() -> None:
@@ -271,6 +272,7 @@ def test_memory_is_read_early_when_the_machine_runs_towards_the_memory_limit() -
     sampler.sample_now(memory=None)
     assert probe.memory == [True, False, True]  # read inside the window, whatever it costs: the guard needs it
     assert sampler.samples.tree[-1].pss_bytes is not None
+    sampler.stop()
 
 
 @pytest.mark.parametrize("window_s, at_start", [(0.0, False), (2.0, False), (6.0, True), (100.0, True)])
