@@ -42,7 +42,8 @@ def loader_run(loader: WatchedLoader, others: Sequence[WatchedLoader] = ()) -> L
     took between its batches (a validation loader's epochs)."""
     info = loader.info
     warmup = warmup_batches(int(info.get("num_workers") or 0), info.get("prefetch_factor"))
-    steady = _steady(loader.rows[int(info.get("replayed_after") or 0):], warmup)
+    timed = loader.rows[int(info.get("replayed_after") or 0):]  # a replay's batches from before it began: loaded
+    steady = _steady(timed, warmup)
     waits = [row[2] for row in steady]
     steps = [row[3] for row in steady]
     total = sum(waits) + sum(steps)
@@ -67,8 +68,7 @@ def loader_run(loader: WatchedLoader, others: Sequence[WatchedLoader] = ()) -> L
         else tuple(info["factory_args"]), factory_blocked=info.get("factory_blocked"),
         factory_split=info.get("factory_split"), worker_kind=info.get("worker_kind") or "process",
         iterable=bool(info.get("iterable")), start_method=info.get("start_method"),
-        iterations_per_s=_pace(loader.rows[int(info.get("replayed_after") or 0):], warmup,
-                               [span for other in others for span in other.spans()]),
+        iterations_per_s=_pace(timed, warmup, [span for other in others for span in other.spans()]),
     )
 
 
@@ -77,10 +77,10 @@ def _steady(rows: Sequence[list[float]], warmup: int) -> list[list[float]]:
     buffer holds a whole epoch, so it never reaches a steady state within one), the batches :func:`_pace` spans
     instead, every later epoch's start included, as the training lives them."""
     steady = [row for row in rows if row[1] >= warmup and row[3] >= 0]
-    start = _start(rows, warmup)
-    if steady or start is None:
+    if steady:
         return steady
-    return [row for row in rows[start + 1:] if row[3] >= 0]
+    start = _start(rows, warmup)
+    return [] if start is None else [row for row in rows[start + 1:] if row[3] >= 0]
 
 
 def _start(rows: Sequence[list[float]], warmup: int) -> int | None:
