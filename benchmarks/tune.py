@@ -72,18 +72,23 @@ Config = tuple[tuple[str, object], ...]
 """A config tune ran, as the knobs it set on the script's loader (empty: the script as it is)."""
 
 
-def flags(config: Config) -> list[str] | None:
+OPTIONS = {"num_workers": "--workers", "prefetch_factor": "--prefetch-factor"}
+"""The training scripts' own options for the loader's knobs (examples/train.py's and examples/ddp_train.py's)."""
+
+
+def flags(config: Config, persistence_matters: bool = True) -> list[str] | None:
     """The script's own options for ``config`` (its loader's knobs, as ``--workers``/``--prefetch-factor`` set
     them; its workers persist whenever it has some; ``--threads`` for thread workers); None when it has no option
-    for one of them."""
-    options = {"num_workers": "--workers", "prefetch_factor": "--prefetch-factor"}
+    for one of them. ``persistence_matters``: workers that do not persist are a config the script cannot be given
+    (not so where a run ends before an epoch does)."""
     threads = ("worker_kind", "thread") in config
-    if any(k not in options and not (k == "persistent_workers" and v) and not (k == "worker_kind" and threads)
+    if any(k not in OPTIONS and not (k == "persistent_workers" and v) and not (k == "worker_kind" and threads)
            for k, v in config):
         return None
-    if dict(config).get("num_workers") and not threads and not dict(config).get("persistent_workers"):
-        return None  # workers that do not persist: the script's own persist whenever it has some
-    return [word for k, v in config if k in options for word in (options[k], str(v))] + (["--threads"] if threads
+    if persistence_matters and dict(config).get("num_workers") and not threads \
+            and not dict(config).get("persistent_workers"):
+        return None
+    return [word for k, v in config if k in OPTIONS for word in (OPTIONS[k], str(v))] + (["--threads"] if threads
                                                                                         else [])
 
 

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from tune import Config, name, tune_document  # noqa: E402
+from tune import Config, flags, name, tune_document  # noqa: E402
 
 from dataprof.decide.tune import trial_of_ranks  # noqa: E402
 from dataprof.distributed import watch_ranks  # noqa: E402
@@ -34,20 +34,12 @@ from dataprof.measure.watch.watcher import WatchSettings  # noqa: E402
 from dataprof.results.run import RunChanges  # noqa: E402
 
 SCRIPT = "examples/ddp_train.py"
-OPTIONS = {"num_workers": "--workers", "prefetch_factor": "--prefetch-factor"}
-"""The script's own options for the loader's knobs (its workers persist whenever it has some: within a run's
-steps no epoch ends, so persistence changes nothing by hand or in tune's runs)."""
 
 
-def flags(config: Config) -> list[str] | None:
-    """The script's options for ``config`` (threads: its own torchdata.nodes pipeline); None when it has none for
-    one of its knobs."""
-    threads = ("worker_kind", "thread") in config
-    if any(k not in OPTIONS and not (k == "persistent_workers" and v) and not (k == "worker_kind" and threads)
-           for k, v in config):
-        return None
-    return [word for k, v in config if k in OPTIONS for word in (OPTIONS[k], str(v))] + (["--threads"] if threads
-                                                                                        else [])
+def script_flags(config: Config) -> list[str] | None:
+    """The script's options for ``config`` (:func:`tune.flags`): within a run's steps no epoch ends, so whether
+    its workers persist changes nothing, by hand or in tune's runs."""
+    return flags(config, persistence_matters=False)
 
 
 def by_hand(config: Config, ranks: int, steps: int, script_args: list[str]) -> float:
@@ -56,8 +48,8 @@ def by_hand(config: Config, ranks: int, steps: int, script_args: list[str]) -> f
     knobs = dict(config)
     warmup = 10 + int(knobs.get("num_workers") or 0) * int(knobs.get("prefetch_factor") or 2)
     done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
-                           str(ranks), SCRIPT, *(flags(config) or []), "--steps", str(warmup + steps), "--warmup",
-                           str(warmup), *script_args], cwd=ROOT, capture_output=True, text=True)
+                           str(ranks), SCRIPT, *(script_flags(config) or []), "--steps", str(warmup + steps),
+                           "--warmup", str(warmup), *script_args], cwd=ROOT, capture_output=True, text=True)
     rates = [float(rate) for rate in re.findall(r"· ([\d.]+) it/s", done.stdout)]
     if len(rates) != ranks:  # every rank printed its rate: an abort at the interpreter's exit after it is no matter
         raise RuntimeError(f"{name(config)} by hand: exit {done.returncode}\n{done.stderr[-2000:]}")
@@ -93,7 +85,7 @@ def main() -> None:
     tried: dict[Config, list[float]] = {}
     for trial in doc["trials"]:
         config = tuple(sorted(trial["config"].items()))
-        if trial["status"] == "ok" and trial["role"] != "headspace" and flags(config) is not None:
+        if trial["status"] == "ok" and trial["role"] != "headspace" and script_flags(config) is not None:
             tried.setdefault(config, []).append(trial["iterations_per_s"])
     picked = tuple(sorted(doc["recommended"]["config"].items()))
     hand: dict[Config, list[float]] = {c: [] for c in tried}
