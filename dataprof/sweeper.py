@@ -20,7 +20,7 @@ from dataprof.decide.sweep import decide, persistent_epochs_note, sweep_notes
 from dataprof.decide.threads import thread_notes
 from dataprof.distributed import Coordinator
 from dataprof.errors import DataprofError, TargetError
-from dataprof.measure.cache.footprint import footprint, page_cache_room
+from dataprof.measure.cache.footprint import dataset_paths, footprint, page_cache_room
 from dataprof.measure.cache.page_cache import can_evict, read_back
 from dataprof.measure.environment import cpu_budget, cuda_devices, probe_environment
 from dataprof.measure.sweep.runner import TrialRunner
@@ -227,12 +227,13 @@ class _Sweep:
         self.stop = proposal.why if proposal is not None else None
 
     def _measure_warm(self, config: LoaderConfig, rival: Rival | None) -> TrialResult:
-        """``config`` measured warm: a trial that read from storage is measured again once the data files read so
-        far are read into the page cache, when they fit it (:func:`warm_again`)."""
+        """``config`` measured warm: a trial that read from storage is measured again once the dataset's files (those
+        read so far and their directories' :func:`dataset_paths`) are read into the page cache, when they fit it
+        (:func:`warm_again`)."""
         result = self.runner.measure(config, rival)
         if self.settings.cache == CacheMode.COLD or any(label == config.label() for label, _ in self.warmed):
             return result
-        files = self.runner.data_files.sizes
+        files = dataset_paths(self.runner.data_files)
         if not warm_again(result, sum(files.values()), page_cache_room()):
             return result
         self.warmed.append((config.label(), read_back(list(files))))

@@ -15,7 +15,14 @@ import pytest
 
 from dataprof.measure.cache import open_log
 from dataprof.measure.cache.files import excluded_roots, filesystem_of, held_paths, is_data_file
-from dataprof.measure.cache.footprint import DataFiles, dataset_directories, footprint, walk_size
+from dataprof.measure.cache.footprint import (
+    DataFiles,
+    dataset_directories,
+    dataset_paths,
+    files_read,
+    footprint,
+    walk_size,
+)
 from dataprof.measure.cache.open_log import LoggingWorkerInit, OpenLog
 from dataprof.measure.cache.page_cache import can_evict, evict, read_back, residency, resident_bytes
 
@@ -95,6 +102,49 @@ def test_the_open_log_keeps_each_path_with_its_time(tmp_path: Path) -> None:
     opened = OpenLog.read(str(tmp_path))
     assert [path for _, path in opened] == [str(tmp_path / "a.npy"), os.path.abspath("relative.npy")]
     assert opened[0][0] <= opened[1][0]
+
+
+def test_a_paused_log_notes_nothing_in_any_process_that_shares_it(tmp_path: Path) -> None:
+    """The switch is a file the log's processes map: a worker's log (here a second install, as a spawned worker
+    makes) stops when the trial's pauses it."""
+    data = _write(tmp_path / "0.npy", 10)
+    main = OpenLog(str(tmp_path))
+    main.install()
+    worker = OpenLog(str(tmp_path))
+    worker.install()  # now the installed one, as in a worker process
+    try:
+        data.read_bytes()
+        paused = main.pause()
+        data.read_bytes()
+    finally:
+        worker.uninstall()
+    stamps = [t for t, _ in OpenLog.read(str(tmp_path))]
+    assert len(stamps) == 1 and stamps[0] <= paused
+
+
+def test_files_per_sample_count_the_part_of_the_window_the_log_saw(tmp_path: Path) -> None:
+    """Two opens a sample at 100 samples/s in a 3 s window whose log was paused after 0.5 s."""
+    data = str(_write(tmp_path / "a.npy", 10))
+    opened = [(10.0 + i / 200, data) for i in range(100)]
+    found = files_read(DataFiles(), set(), opened, (10.0, 13.0), 100.0, logged_until=10.5)
+    assert found["files_per_sample"] == pytest.approx(2.0, rel=0.02)
+    assert files_read(DataFiles(), set(), opened, (10.0, 13.0), 100.0)["files_per_sample"] == pytest.approx(1 / 3)
+
+
+def test_a_cold_trial_evicts_the_dataset_s_files_it_did_not_see_read(tmp_path: Path) -> None:
+    """A warm trial logs the start of its window only: the rest of its reads are the data directories' files of
+    the kinds read, and dataprof's own files among them are not."""
+    for klass in ("cat", "dog"):
+        (tmp_path / klass).mkdir()
+        for i in range(3):
+            _write(tmp_path / klass / f"{i}.jpg", 100)
+    _write(tmp_path / "labels.txt", 10)
+    own = tmp_path / "dataprof-opens-x"
+    own.mkdir()
+    _write(own / "mine.jpg", 10)
+    files = DataFiles(own={os.path.join(str(own), "")})
+    files.add([str(tmp_path / "cat" / "0.jpg"), str(tmp_path / "dog" / "1.jpg")])
+    assert dataset_paths(files) == {str(tmp_path / k / f"{i}.jpg"): 100 for k in ("cat", "dog") for i in range(3)}
 
 
 def test_eviction_drops_the_files_read_and_leaves_the_others_resident(tmp_path: Path) -> None:

@@ -116,9 +116,12 @@ def test_a_steady_window_may_end_before_the_target() -> None:
     assert window_done(16, 3.0, 3.0, 4, spread=None)
 
 
-def _four_workers(gap: Callable[[], float], rival: Rival | None = None, step_s: float = 0.0) -> dict[str, Any]:
+def _four_workers(gap: Callable[[], float], rival: Rival | None = None, step_s: float = 0.0,
+                  emit: Callable[[dict[str, Any]], None] = lambda event: None,
+                  first_pass: bool = False) -> dict[str, Any]:
     """The figures of the real TimedLoop over a fake loader of four workers, on a fake clock: each round of
-    their batches comes ``gap()`` seconds after the last one; the model's step takes ``step_s``."""
+    their batches comes ``gap()`` seconds after the last one; the model's step takes ``step_s``; ``emit`` gets
+    the trial's events."""
     import torch
 
     from dataprof.measure.sweep.trial import ReceiveTimer, TimedLoop
@@ -139,8 +142,8 @@ def _four_workers(gap: Callable[[], float], rival: Rival | None = None, step_s: 
         now[0] += step_s
 
     consumer = types.SimpleNamespace(to_device=lambda batch: batch, step=step)
-    loop = TimedLoop(LoaderConfig(4, False, 2, True), 3.0, lambda event: None, consumer, lambda: now[0], None,
-                     ReceiveTimer(None), False, rival)
+    loop = TimedLoop(LoaderConfig(4, False, 2, True), 3.0, emit, consumer, lambda: now[0], None,
+                     ReceiveTimer(None), False, rival, first_pass)
     # the loop collects garbage before its workers fork (FORK_CLEAN); this fake loader forks none, and a collection
     # of the test process's heap costs ~0.1 s a window
     with mock.patch("gc.collect", lambda: 0):
@@ -153,6 +156,21 @@ def test_a_model_step_longer_than_loading_leaves_the_loop_waiting_a_small_share(
     assert figures["step_ms_mean"] == pytest.approx(20.0)
     assert figures["wait_fraction"] == pytest.approx(0.0013 / (0.0013 + 4 * 0.020))
     assert figures["samples_per_s"] == pytest.approx(4 * 16 / (0.0013 + 4 * 0.020))
+
+
+def test_a_warm_trial_pauses_its_open_log_half_a_second_into_its_window() -> None:
+    """The log's files per sample come from the window's first half second; the rest of the window pays no log.
+    A cold trial logs to its end (its files are what it measures)."""
+    from dataprof.measure.sweep import trial
+
+    def events(first_pass: bool) -> list[dict[str, Any]]:
+        got: list[dict[str, Any]] = []
+        with mock.patch.object(trial, "pause_installed", lambda: 123.0):
+            _four_workers(lambda: 0.01, emit=got.append, first_pass=first_pass)
+        return [e for e in got if e["ev"] in ("window_start", "log_paused")]
+
+    assert events(False) == [{"ev": "window_start"}, {"ev": "log_paused", "at": 123.0}]
+    assert events(True) == [{"ev": "window_start"}]
 
 
 def test_a_steady_window_ends_early_whatever_batch_of_a_round_its_checks_land_on() -> None:

@@ -47,8 +47,7 @@ def data_file_size(path: str, roots: tuple[str, ...], own: Iterable[str] = ()) -
     if not path.startswith("/") or path.endswith(" (deleted)"):
         return None
     name = os.path.basename(path)
-    if name.endswith(CODE_SUFFIXES) or ".so." in name or any(
-            path == mine or (mine.endswith("/") and path.startswith(mine)) for mine in own):
+    if name.endswith(CODE_SUFFIXES) or ".so." in name or is_own(path, own):
         return None
     if os.path.join(os.path.realpath(path), "").startswith(roots):
         return None
@@ -57,6 +56,11 @@ def data_file_size(path: str, roots: tuple[str, ...], own: Iterable[str] = ()) -
     except OSError:
         return None
     return found.st_size if stat.S_ISREG(found.st_mode) else None
+
+
+def is_own(path: str, own: Iterable[str]) -> bool:
+    """Whether ``path`` is one of dataprof's ``own`` files, or under one of its directories (ending in ``/``)."""
+    return any(path == mine or (mine.endswith("/") and path.startswith(mine)) for mine in own)
 
 
 def is_data_file(path: str, roots: tuple[str, ...], own: Iterable[str] = ()) -> bool:

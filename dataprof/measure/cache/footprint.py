@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dataprof.measure.cache.files import NO_EVICTION, data_file_size, excluded_roots, filesystem_of
+from dataprof.measure.cache.files import NO_EVICTION, data_file_size, excluded_roots, filesystem_of, is_own
 from dataprof.measure.cache.page_cache import residency
 from dataprof.results.cache import DataFootprint
 
@@ -39,12 +39,16 @@ class DataFiles:
 
 
 def files_read(files: DataFiles, held: set[str], opened: list[tuple[float, str]],
-               window: tuple[float | None, float | None], rate: float | None) -> dict[str, Any]:
+               window: tuple[float | None, float | None], rate: float | None,
+               logged_until: float | None = None) -> dict[str, Any]:
     """What a trial read: ``files_read``, its data files (those its processes ``held`` open or mapped at a reading,
     and those they ``opened`` through Python, kept in ``files``), and ``files_per_sample``, how many they opened
-    per sample of the ``window`` at ``rate`` samples/s."""
+    per sample of the ``window`` at ``rate`` samples/s (of its part before ``logged_until``, when the log was
+    paused inside it)."""
     kept = files.add(held | {path for _, path in opened})
     start, end = window
+    if end is not None and logged_until is not None:
+        end = min(end, logged_until)
     if start is None or end is None or end <= start or not kept or not rate:
         return {"files_read": len(kept) or None}
     in_window = sum(1 for t, path in opened if start <= t <= end and path in kept)
@@ -88,11 +92,11 @@ def dataset_directories(paths: Iterable[str]) -> dict[str | None, list[str]]:
     return found
 
 
-def walk_size(directory: str, suffixes: set[str], clock: Callable[[], float] = time.monotonic,
-              budget_s: float = WALK_S, limit: int = WALK_LIMIT) -> tuple[int, int, bool]:
-    """Bytes and files under ``directory`` whose suffix is one of ``suffixes``; whether the walk was cut short
-    (after ``limit`` entries or ``budget_s``, checked entry by entry: a huge directory is never listed whole)."""
-    total = files = seen = 0
+def _walk(directory: str, suffixes: set[str], clock: Callable[[], float], budget_s: float,
+          limit: int) -> Iterator[tuple[str, int] | None]:
+    """Each file under ``directory`` whose suffix is one of ``suffixes``, with its size; a last None if the walk
+    was cut short (after ``limit`` entries or ``budget_s``, checked entry by entry)."""
+    seen = 0
     deadline = clock() + budget_s
     stack = [directory]
     while stack:
@@ -102,18 +106,47 @@ def walk_size(directory: str, suffixes: set[str], clock: Callable[[], float] = t
                 for entry in entries:
                     seen += 1
                     if seen > limit or clock() > deadline:
-                        return total, files, True
+                        yield None
+                        return
                     try:
                         if entry.is_dir(follow_symlinks=False):
                             stack.append(entry.path)
                         elif entry.is_file(follow_symlinks=False) and Path(entry.name).suffix in suffixes:
-                            total += entry.stat(follow_symlinks=False).st_size
-                            files += 1
+                            yield entry.path, entry.stat(follow_symlinks=False).st_size
                     except OSError:
                         continue
         except OSError:
             continue
+
+
+def walk_size(directory: str, suffixes: set[str], clock: Callable[[], float] = time.monotonic,
+              budget_s: float = WALK_S, limit: int = WALK_LIMIT) -> tuple[int, int, bool]:
+    """Bytes and files under ``directory`` whose suffix is one of ``suffixes``; whether the walk was cut short
+    (after ``limit`` entries or ``budget_s``, checked entry by entry: a huge directory is never listed whole)."""
+    total = files = 0
+    for found in _walk(directory, suffixes, clock, budget_s, limit):
+        if found is None:
+            return total, files, True
+        total, files = total + found[1], files + 1
     return total, files, False
+
+
+def dataset_paths(files: DataFiles, clock: Callable[[], float] = time.monotonic, budget_s: float = WALK_S,
+                  limit: int = WALK_LIMIT) -> dict[str, int]:
+    """The dataset's files, path → size: the data files read, and the files of the same kinds under each group's
+    directory (:func:`dataset_directories`), within the walk's bounds. What a cold trial evicts and what a sweep
+    started uncached reads into the page cache: a warm trial logs only the start of its window, so the files it
+    read after are known by their directory, as the dataset's other files it may read."""
+    paths = dict(files.sizes)
+    deadline = clock() + budget_s
+    for directory, members in dataset_directories(files.sizes).items():
+        if directory is None:
+            continue
+        for found in _walk(directory, {Path(p).suffix for p in members}, clock, max(0.0, deadline - clock()),
+                           limit):
+            if found is not None and not is_own(found[0], files.own):
+                paths[found[0]] = found[1]
+    return paths
 
 
 def page_cache_room(cgroup: Path = Path("/sys/fs/cgroup")) -> int:

@@ -4,6 +4,7 @@ read and closed between two of the parent's samples of its open files."""
 from __future__ import annotations
 
 import collections
+import mmap
 import os
 import sys
 import time
@@ -23,6 +24,10 @@ class OpenLog:
     are written in bulk, at most :data:`FLUSH_S` after they were noted (a worker killed at the trial's end loses
     what it had not written). Files opened by C code (OpenCV, Arrow) are seen only by the parent's sampling of the
     processes' open files.
+
+    Every process of one log shares a switch (:data:`SWITCH`, one byte mapped from the log's directory): once the
+    trial knows what it needs, :meth:`pause` stops the noting in all of them at once, forked or not, so the rest
+    of its window pays only the hook's call.
     """
 
     FLUSH_S = 0.05
@@ -35,6 +40,8 @@ class OpenLog:
         """``(time, path as given)``: the path is made absolute text when written, not on the open's path. A
         deque: a loader thread's note while another thread flushes is kept for the next write."""
         self._flushed = 0.0
+        self._switch: mmap.mmap | None = None
+        """The shared switch: its byte is 0 once the log is paused (None where it could not be mapped)."""
 
     def uninstall(self) -> None:
         """Write what is left and stop noting opens in this process."""
@@ -54,7 +61,18 @@ class OpenLog:
         global _installed
         _on_fork_once()
         _hook_once()
+        self._switch = _map_switch(self.directory)
         _installed = self
+
+    def pause(self) -> float:
+        """Stop noting opens in every process of this log (a forked worker, a worker that installed it itself);
+        when (``time.monotonic``). Without the switch, in this process only."""
+        global _installed
+        if self._switch is not None:
+            self._switch[0] = 0
+        elif _installed is self:
+            _installed = None
+        return time.monotonic()
 
     def note(self, file: Any) -> None:
         """Log one opened path with the time (``time.monotonic``, the parent's clock too); write the lines once
@@ -96,6 +114,8 @@ class OpenLog:
         except OSError:
             return opened
         for name in names:
+            if not name.endswith(".opens"):
+                continue  # the switch
             try:
                 with open(os.path.join(directory, name), encoding="utf-8", errors="replace") as handle:
                     for line in handle:
@@ -111,6 +131,29 @@ class OpenLog:
 
 _installed: OpenLog | None = None
 """The log this process's opens go to, if any."""
+SWITCH = "switch"
+"""The file, in a log's directory, whose one byte says whether the log's processes note opens (1) or not (0)."""
+
+
+def _map_switch(directory: str) -> mmap.mmap | None:
+    """The log's switch, mapped shared (made, on, by the first process to map it); None where it cannot be."""
+    try:
+        fd = os.open(os.path.join(directory, SWITCH), os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError:
+        return None
+    try:
+        if os.fstat(fd).st_size == 0:
+            os.write(fd, b"\1")
+        return mmap.mmap(fd, 1)
+    except (OSError, ValueError):
+        return None
+    finally:
+        os.close(fd)
+
+
+def pause_installed() -> float | None:
+    """Pause this process's log (:meth:`OpenLog.pause`), if one is installed; when."""
+    return None if _installed is None else _installed.pause()
 _fork_handler = False
 """Whether this process registered the one at-fork handler (``os.register_at_fork`` handlers cannot be removed:
 one per install would pile up)."""
@@ -137,8 +180,9 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
     nothing (an exception here would fail the open)."""
     if event == "open":
         log = _installed
-        if log is not None and len(args) == 3 and type(args[2]) is int and not args[2] & WRITING \
-                and type(args[0]) is not int:
+        if log is None or (log._switch is not None and not log._switch[0]):
+            return  # no log, or paused
+        if len(args) == 3 and type(args[2]) is int and not args[2] & WRITING and type(args[0]) is not int:
             log.note(args[0])
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from dataprof.backends.frameworks import likely_framework
 from dataprof.measure.cache.files import OWN_PREFIX
-from dataprof.measure.cache.footprint import DataFiles, files_read
+from dataprof.measure.cache.footprint import DataFiles, dataset_paths, files_read
 from dataprof.measure.cache.open_log import OpenLog
 from dataprof.measure.cache.page_cache import evict
 from dataprof.measure.environment import cpu_budget, pinned_cpus
@@ -76,7 +76,7 @@ class TrialRunner(SideRuns):
         """The CPUs the host and its trials are pinned to (``--cpus``); None: this process's."""
         self.expected_framework = None if settings.target in self.objects else likely_framework(settings.framework)
         self.data_files = DataFiles()
-        """The data files the trials read so far: what a cold trial evicts first."""
+        """The data files the trials read so far: with their directories' files, what a cold trial evicts first."""
         self.evictions: list[Eviction] = []
         """What each cold trial's eviction did, in order."""
 
@@ -197,7 +197,7 @@ class TrialRunner(SideRuns):
         opens_dir = tempfile.mkdtemp(prefix=OWN_PREFIX + "opens-")
         self.data_files.own.add(os.path.join(opens_dir, ""))
         try:
-            evicted = evict(self.data_files.sizes) if cold else None
+            evicted = evict(dataset_paths(self.data_files)) if cold else None
             started = self.clock()
             settings = TrialSettings.of(self.settings, rival, first_pass=cold, opens_dir=opens_dir)
             host.send({"cmd": "trial", "config": config.to_dict(), "settings": settings.to_dict()})
@@ -220,12 +220,15 @@ class TrialRunner(SideRuns):
                            else evicted.resident_after / evicted.bytes)
         return trial_result(config, outcome)
 
-    def _files_read(self, sampler: Sampler | None, opens_dir: str, rate: float | None) -> Message:
-        """The data files the trial read (:func:`files_read`), kept in :attr:`data_files`."""
+    def _files_read(self, sampler: Sampler | None, opens_dir: str, rate: float | None,
+                    logged_until: float | None) -> Message:
+        """The data files the trial read (:func:`files_read`; its log paused at ``logged_until``), kept in
+        :attr:`data_files`."""
         if sampler is None:
             return {}
         window = sampler.samples.window_start, sampler.samples.window_end
-        return files_read(self.data_files, sampler.tree_probe.held, OpenLog.read(opens_dir), window, rate)
+        return files_read(self.data_files, sampler.tree_probe.held, OpenLog.read(opens_dir), window, rate,
+                          logged_until)
 
     def _memory_guard(self, killed_for: dict[TrialStatus, str]) -> Callable[[Any], None]:
         """The sampler's check of each reading: past the memory limit, the trial is killed (status ``oom``)."""
@@ -260,6 +263,7 @@ class TrialRunner(SideRuns):
         gpu_probe: Any = NullGpuProbe()
         result: Message = {}
         built_s: float | None = None
+        logged_until: float | None = None
         last_progress = self.clock()
         try:
             while True:
@@ -280,6 +284,8 @@ class TrialRunner(SideRuns):
                     if event.get("uuid") or event.get("pci_bus_id"):
                         gpu_probe = self._open_gpu(event, sampler)
                     last_progress = now
+                elif kind == "log_paused":
+                    logged_until = event["at"]
                 elif kind == "built":
                     built_s = event["build_s"]
                     last_progress = now
@@ -290,24 +296,29 @@ class TrialRunner(SideRuns):
                     sampler.mark_window_start()
                     self.observer(Event.WINDOW_START, {"config": config})
                 elif kind == "window_end":
-                    try:
-                        if sampler is not None:
-                            sampler.mark_window_end()
-                    finally:
-                        if event.get("release") is not None:  # the trial keeps its workers until they are read
-                            self.data_files.own.add(event["release"])
-                            with contextlib.suppress(OSError):
-                                os.unlink(event["release"])
+                    self._window_end(event, sampler)
                 elif kind in ("result", "error") and not result:
                     result = event  # the first word is the trial's; later ones come from its clean-up
                 elif kind == "trial_exit":
                     resources = summarize(sampler.samples) if sampler is not None else {}
                     outcome = {**outcome_of(result, event, killed_for, resources), "build_s": built_s}
-                    return {**outcome, **self._files_read(sampler, opens_dir, outcome.get("samples_per_s"))}
+                    return {**outcome, **self._files_read(sampler, opens_dir, outcome.get("samples_per_s"),
+                                                                     logged_until)}
         finally:
             if sampler is not None:
                 sampler.stop()
             gpu_probe.close()
+
+    def _window_end(self, event: Message, sampler: Sampler | None) -> None:
+        """The window closed: mark it, then let the trial's workers go (it keeps them until they are read)."""
+        try:
+            if sampler is not None:
+                sampler.mark_window_end()
+        finally:
+            if event.get("release") is not None:
+                self.data_files.own.add(event["release"])
+                with contextlib.suppress(OSError):
+                    os.unlink(event["release"])
 
     def _start_sampler(self, pid: int, gpu_probe: Any, on_sample: Callable[[Any], None]) -> Sampler | None:
         try:

@@ -25,7 +25,7 @@ from dataprof.backends import Backend
 from dataprof.backends.common import batch_size_of
 from dataprof.backends.loaders import LoaderTemplate
 from dataprof.backends.target import describe_exception
-from dataprof.measure.cache.open_log import log_workers
+from dataprof.measure.cache.open_log import log_workers, pause_installed
 from dataprof.measure.consumer import SimulatedDevice, make_cuda_consumer
 from dataprof.measure.protocol import TrialFigures, TrialSettings, error_event
 from dataprof.measure.sweep.failures import (
@@ -61,6 +61,9 @@ where it read as copy-on-read growth. After one collection before the fork, a
 worker's first full collection comes only once it has made many objects of its
 own, as in a long-running training process.
 """
+LOG_WINDOW_S = 0.5
+"""A warm trial logs the files it opens through warm-up and this much of its window (its files per sample), then
+pauses the log: the rest of the window pays no log (a cold trial logs to its end)."""
 END_MARK_WAIT_S = 30.0
 """At the window's end the parent reads the workers' memory (a second or more for many workers): the trial
 keeps them until it has, at most this long."""
@@ -274,6 +277,7 @@ class TimedLoop:
         self.repeats = 0
         self.window_first: int | None = None
         self.sampler_start = self.receive_start = 0.0
+        self.log_until: float | None = None
 
     def run(self, loader: Any, live: dict[str, Any], backend: Backend) -> TrialFigures:
         """Iterate ``loader`` through warm-up and the window; the trial's figures.
@@ -359,7 +363,12 @@ class TimedLoop:
             self.window_first = len(self.log) - 1
             self.sampler_start = self.recorder.busy_s if self.recorder is not None else 0.0
             self.receive_start = self.receiver.busy_s
+            self.log_until = None if self.first_pass else end + LOG_WINDOW_S
             self.emit({"ev": "window_start"})
+        elif self.log_until is not None and end >= self.log_until:
+            self.log_until = None
+            if (paused := pause_installed()) is not None:
+                self.emit({"ev": "log_paused", "at": paused})
         return end
 
     def _finish(self, iterator: Any, backend: Backend, first_batch_s: float | None) -> TrialFigures:
