@@ -29,6 +29,10 @@ CLIMB_TOP = 64
 CONFIRM_RUNS = 3
 """Runs each contender of a close call gets (the recommended config, the fastest, the runner-up within the noise
 of the fastest), while the budget lasts."""
+SECOND_LOOK = 2.0
+"""A config run once whose run fell short of the fastest by more than the noise but by no more than this many
+times it is run once more: one run can land that far off (the noise is judged from two or three runs of yours),
+and never looked at again it could hide the best config."""
 REFINEMENTS: tuple[tuple[str, Callable[[Any, TunedLoader], Any]], ...] = (
     ("prefetch_factor", lambda now, loader: 2 * (now or 2)),
     ("persistent_workers", lambda now, loader: None if now or "persistent_workers" not in loader.settings else True),
@@ -180,28 +184,40 @@ def next_run(report: TuneReport) -> tuple[dict[str, Any], str] | None:
 
 
 def _confirmation(report: TuneReport) -> tuple[dict[str, Any], str] | None:
-    """A close call measured again: the recommended config, the fastest, and the fastest other one when it is
-    within the noise of the fastest are the contenders; one more run of the contender with the fewest runs (then
-    the one run longer ago), up to :data:`CONFIRM_RUNS` each, so the noise decides where it matters. None when
-    there is no close call or every contender has its runs."""
+    """More runs where one may change the answer. First a second look at each config run once that fell short of
+    the fastest beyond the noise but within :data:`SECOND_LOOK` times it; then a close call: the recommended
+    config, the fastest, and the fastest other one when it is within the noise of the fastest are the contenders,
+    one more run of the contender with the fewest runs (then the one run longer ago), up to :data:`CONFIRM_RUNS`
+    each, so the noise decides where it matters. None when nothing is left to look at."""
     assert report.answer is not None
     rates = _rates(report.trials)
     chosen = rates[_key(report.trials[report.answer.recommended].config)]
     ranked = sorted(rates.values(), key=_rate, reverse=True)
     fastest = ranked[0]
+    tries = [_key(t.config) for t in report.trials if t.role != "headspace"]  # failed runs count too
+    noise = report.answer.noise
+
+    def gap(runs: Sequence[tuple[int, TuneTrial]]) -> float:
+        """How far short of the fastest, in noise bands."""
+        return (_rate(fastest) - _rate(runs)) / _rate(fastest) / band(noise, runs, fastest)
+
+    look = next((runs for runs in ranked if len(runs) == 1 and tries.count(_key(runs[0][1].config)) == 1
+                 and 1 < gap(runs) <= SECOND_LOOK), None)
+    if look is not None:
+        return _again(look[0][1])
     contenders = [chosen, fastest]
     runner_up = next((runs for runs in ranked if runs is not fastest), None)
-    if runner_up is not None and \
-            (_rate(fastest) - _rate(runner_up)) / _rate(fastest) <= band(report.answer.noise, runner_up, fastest):
+    if runner_up is not None and gap(runner_up) <= 1:
         contenders.append(runner_up)
     if len({id(runs) for runs in contenders}) < 2:
         return None
-    tries = [_key(t.config) for t in report.trials if t.role != "headspace"]  # failed runs count too
     again = min((runs for runs in contenders if tries.count(_key(runs[0][1].config)) < CONFIRM_RUNS),
                 key=lambda runs: (len(runs), runs[-1][0]), default=None)  # the fewer runs, then the older
-    if again is None:
-        return None
-    trial = again[0][1]
+    return None if again is None else _again(again[0][1])
+
+
+def _again(trial: TuneTrial) -> tuple[dict[str, Any], str]:
+    """The config of ``trial`` to run once more, in its role."""
     return dict(trial.config), "current" if not trial.config else trial.role
 
 
