@@ -218,12 +218,18 @@ def test_memory_readings_keep_to_the_duty_however_costly_they_are() -> None:
         sampler.sample_now(memory=None)
     assert probe.memory == [True] + [False] * 8
     sampler.mark_window_start()  # a long window affords the reading
-    for _ in range(60):  # a reading every 0.25 s for 15 s
+    for _ in range(240):  # a reading every 0.25 s for 60 s
         clock.t += 0.25
         sampler.sample_now(memory=None)
     window = probe.memory[9:]
-    assert window[0] and window.count(True) == 2  # the start, then one 10 s on: 0.5 s is 5% of 10 s
-    assert window.count(False) == 59  # CPU times at every other tick
+    assert window[0] and window.count(True) == 2  # the start, then one 50 s on: 0.5 s is 1% of 50 s in the window
+    assert window.count(False) == 239  # CPU times at every other tick
+    sampler.samples.window_end = clock.t  # after the window, 5% of a core: 10 s apart, not 50
+    for _ in range(80):
+        clock.t += 0.25
+        sampler.sample_now(memory=None)
+    after = [n for n, read in enumerate(probe.memory[9 + 241:]) if read]
+    assert after == [0, 38, 76]  # every 10 s: 38 ticks and the reading's own 0.5 s
     sampler.stop()
 
 
