@@ -64,9 +64,20 @@ STEADY_CHECK_S = 0.25
 """How often the trial looks at its spread (it costs a pass over the window)."""
 
 
+def window_unit(num_workers: int, epoch_batches: int | None, batches: int, elapsed_s: float, target_s: float) -> int:
+    """The batches a window is a whole number of: worker rounds (:func:`window_done`), or an epoch's batches when
+    an epoch, at the window's pace so far, takes no longer than ``target_s``. Each epoch's end, where the workers'
+    pipeline drains and fills again (and workers that do not persist start again), then weighs in the window as
+    in the training: a window of whole epochs holds one end per epoch, whatever batch it started at."""
+    if epoch_batches and batches and elapsed_s * epoch_batches / batches <= target_s:
+        return epoch_batches
+    return max(1, num_workers)
+
+
 def window_done(batches_in_window: int, elapsed_s: float, target_s: float, num_workers: int,
-                spread: float | None = None, settled: bool = False) -> bool:
-    """End the window on a whole number of worker rounds: after ``target_s``, or sooner once measured enough.
+                spread: float | None = None, settled: bool = False, unit: int | None = None) -> bool:
+    """End the window on a whole number of worker rounds (of ``unit`` batches where :func:`window_unit` says an
+    epoch's): after ``target_s``, or sooner once measured enough.
 
     The DataLoader hands out batches round-robin, so batch ``i`` and
     ``i + k·W`` come from the same worker: a window of whole rounds counts
@@ -76,7 +87,7 @@ def window_done(batches_in_window: int, elapsed_s: float, target_s: float, num_w
     trial was run to answer (:meth:`Rival.settled_by`).
     """
     rounds = max(1, num_workers)
-    if batches_in_window < 3 * rounds or batches_in_window % rounds:
+    if batches_in_window < 3 * rounds or batches_in_window % (unit or rounds):
         return False
     if elapsed_s >= target_s:
         return True

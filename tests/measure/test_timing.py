@@ -173,6 +173,39 @@ def test_a_warm_trial_pauses_its_open_log_half_a_second_into_its_window() -> Non
     assert events(True) == [{"ev": "window_start"}]
 
 
+def test_a_window_of_short_epochs_holds_whole_epochs_and_their_ends() -> None:
+    """Epochs of 8 batches, 10 ms each on two workers, and 60 ms at every epoch's start (the pipeline drains and
+    fills again): the training runs 8 batches in 130 ms. A window that ends inside an epoch reads the 10 ms pace;
+    one of whole epochs holds an end for each epoch, whatever batch it started at."""
+    import torch
+
+    from dataprof.measure.sweep.trial import ReceiveTimer, TimedLoop
+    from dataprof.results.knobs import LoaderConfig
+
+    now = [0.0]
+
+    class Loader:
+        def __len__(self) -> int:
+            return 8
+
+        def __iter__(self) -> Iterator[Any]:
+            for i in range(8):
+                now[0] += 0.060 if i == 0 else 0.010
+                yield torch.zeros(16)
+
+    consumer = types.SimpleNamespace(to_device=lambda batch: batch, step=lambda batch: None)
+    loop = TimedLoop(LoaderConfig(2, False, 2, True), 3.0, lambda event: None, consumer, lambda: now[0], None,
+                     ReceiveTimer(None), False)
+    with mock.patch("gc.collect", lambda: 0):
+        figures = loop.run(Loader(), {}, types.SimpleNamespace(shutdown=lambda iterator: None)).to_dict()
+    assert figures["batches"] % 8 == 0
+    assert figures["samples_per_s"] == pytest.approx(8 * 16 / 0.130)
+    from dataprof.measure.timing import window_unit
+
+    assert window_unit(2, 8, 16, 0.3, 3.0) == 8 and window_unit(2, 800, 16, 0.3, 3.0) == 2  # an epoch of 15 s
+    assert window_unit(4, None, 16, 0.3, 3.0) == 4
+
+
 def test_a_steady_window_ends_early_whatever_batch_of_a_round_its_checks_land_on() -> None:
     """Four workers hand their batches over together every 64 ms: the first batch after a check's interval is
     always the first of a round, so checks gated on time alone never saw a whole round and the window ran to

@@ -22,7 +22,7 @@ from dataprof.backends import Backend
 from dataprof.backends.target import describe_exception
 from dataprof.measure.forked import ForkFailed, run_forked
 from dataprof.measure.protocol import error_event
-from dataprof.measure.sweep.trial import fingerprint
+from dataprof.measure.sweep.fingerprints import fingerprint
 from dataprof.results.knobs import LoaderConfig
 from dataprof.results.threads import ThreadCheck
 from dataprof.results.vocabulary import ThreadVerdict, TrialStatus

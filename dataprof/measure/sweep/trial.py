@@ -17,12 +17,11 @@ import signal
 import tempfile
 import time
 import traceback
-import zlib
 from collections.abc import Callable
 from typing import Any
 
 from dataprof.backends import Backend
-from dataprof.backends.common import batch_size_of
+from dataprof.backends.common import batch_size_of, dataset_length
 from dataprof.backends.loaders import LoaderTemplate
 from dataprof.backends.target import describe_exception
 from dataprof.measure.cache.open_log import log_workers, pause_installed
@@ -35,6 +34,7 @@ from dataprof.measure.sweep.failures import (
     locate_failure,
     worker_signals,
 )
+from dataprof.measure.sweep.fingerprints import BATCH_MARKS, fingerprint
 from dataprof.measure.timing import (
     MIN_WINDOW_S,
     STEADY_CHECK_S,
@@ -44,6 +44,7 @@ from dataprof.measure.timing import (
     summarize,
     warmup_batches,
     window_done,
+    window_unit,
 )
 from dataprof.results.knobs import LoaderConfig
 from dataprof.results.vocabulary import DatasetKind, TrialStatus
@@ -221,35 +222,6 @@ class ReceiveTimer:
         return timer
 
 
-BATCH_MARKS = 32
-"""Fingerprints of a stream's first batches kept in the result, to compare ranks' streams."""
-
-
-def fingerprint(batch: Any, whole: bool = False) -> int:
-    """A cheap identity for a batch: shapes and the leading bytes of its arrays (16 of them at most); ``whole``:
-    a checksum of everything in it, every byte of every array and every value's repr."""
-    parts: list[bytes] = []
-
-    def walk(obj: Any, depth: int) -> None:
-        if not whole and (len(parts) >= 16 or depth > 8):
-            return
-        if hasattr(obj, "reshape") and hasattr(obj, "shape"):
-            flat = obj.reshape(-1) if whole else obj.reshape(-1)[:64]
-            flat = flat.detach().cpu().numpy() if hasattr(flat, "detach") else flat
-            parts.append(repr(tuple(obj.shape)).encode() + bytes(memoryview(flat.tobytes())))
-        elif isinstance(obj, dict):
-            for value in obj.values():
-                walk(value, depth + 1)
-        elif isinstance(obj, (list, tuple)):
-            for value in obj if whole else obj[:16]:
-                walk(value, depth + 1)
-        else:
-            parts.append(repr(obj).encode() if whole else repr(obj)[:256].encode())
-
-    walk(batch, 0)
-    return zlib.crc32(b"\0".join(parts))
-
-
 class TimedLoop:
     """The training loop a trial times: warm-up until the prefetch buffer is drained, then the window.
 
@@ -285,6 +257,7 @@ class TimedLoop:
         ``live["iterator"]`` always holds the current iterator, so a failure can name its workers' signals.
         """
         gc.collect()  # see FORK_CLEAN
+        length = None if self.iterable else dataset_length(loader) or None  # batches an epoch
         created = self.clock()
         iterator = live["iterator"] = iter(loader)
         first_batch_s: float | None = None
@@ -313,19 +286,24 @@ class TimedLoop:
                 spread, settled = None, False
                 elapsed = end - self.log.end_t[self.window_first]
                 batches = len(self.log) - 1 - self.window_first
-                rounds = max(1, self.config.num_workers)
+                unit = window_unit(self.config.num_workers, self._epoch_batches(length), batches, elapsed,
+                                   self.trial_s)
                 # looked at on a whole round only: batches come in rounds, and the first batch after a check's
                 # interval is most often the same one of its round, so a check gated on time alone could miss
                 # every round's end
                 if elapsed >= min(MIN_WINDOW_S, self.trial_s) and end - last_check >= STEADY_CHECK_S \
-                        and batches % rounds == 0:
+                        and batches % unit == 0:
                     last_check = end
-                    spread = rate_spread(self.log, self.window_first, rounds)
+                    spread = rate_spread(self.log, self.window_first, max(1, self.config.num_workers))
                     settled = spread is not None and self.rival is not None and \
                         self.rival.settled_by(sum(self.log.size[self.window_first + 1:]) / elapsed, spread)
-                if window_done(batches, elapsed, self.trial_s, self.config.num_workers, spread, settled):
+                if window_done(batches, elapsed, self.trial_s, self.config.num_workers, spread, settled, unit):
                     break
         return self._finish(iterator, backend, first_batch_s)
+
+    def _epoch_batches(self, length: int | None) -> int | None:
+        """An epoch's batches: the loader's length, else (an iterable dataset) the first epoch's, once it ended."""
+        return length or (self.log.epoch_first[0] if self.log.epoch_first else None)
 
     def _end_of_first_pass(self) -> None:
         """A cold trial's dataset ended its first pass: its window ends here (what follows would be read warm);
