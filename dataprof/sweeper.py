@@ -11,7 +11,15 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from dataprof.decide.cache import cold_notes, next_cold, warm_again, warm_misses, warmed_note, why_no_cold
+from dataprof.decide.cache import (
+    cold_notes,
+    next_cold,
+    read_from_storage,
+    warm_again,
+    warm_misses,
+    warmed_note,
+    why_no_cold,
+)
 from dataprof.decide.ranks import aggregate_ranks
 from dataprof.decide.search import STRATEGIES, Budget, Proposal, Strategy
 from dataprof.decide.search.common import pooled
@@ -231,8 +239,9 @@ class _Sweep:
         read so far and their directories' :func:`dataset_paths`) are read into the page cache, when they fit it
         (:func:`warm_again`)."""
         result = self.runner.measure(config, rival)
-        if self.settings.cache == CacheMode.COLD or any(label == config.label() for label, _ in self.warmed):
-            return result
+        if self.settings.cache == CacheMode.COLD or any(label == config.label() for label, _ in self.warmed) \
+                or not read_from_storage(result):
+            return result  # the dataset's directories are walked only for a trial that read from storage
         files = dataset_paths(self.runner.data_files)
         if not warm_again(result, sum(files.values()), page_cache_room()):
             return result
