@@ -147,6 +147,22 @@ def test_a_cold_trial_evicts_the_dataset_s_files_it_did_not_see_read(tmp_path: P
     assert dataset_paths(files) == {str(tmp_path / k / f"{i}.jpg"): 100 for k in ("cat", "dog") for i in range(3)}
 
 
+def test_the_dataset_s_directory_is_walked_once_a_sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The footprint and each cold trial's eviction read one walk of the data directory."""
+    for i in range(3):
+        _write(tmp_path / f"{i}.npy", 10)
+    files = DataFiles()
+    files.add([str(tmp_path / "0.npy")])
+    listed: list[str] = []
+    scandir = os.scandir
+    monkeypatch.setattr(os, "scandir", lambda path: (listed.append(path), scandir(path))[1])
+    found = footprint(files, page_cache_bytes=10_000)
+    assert found is not None and found.files == 3
+    for _ in range(2):
+        assert len(dataset_paths(files)) == 3
+    assert listed == [str(tmp_path)]
+
+
 def test_eviction_drops_the_files_read_and_leaves_the_others_resident(tmp_path: Path) -> None:
     if not _evictable(tmp_path):
         pytest.skip(f"{tmp_path} is on {filesystem_of(str(tmp_path))}: eviction has no effect there")

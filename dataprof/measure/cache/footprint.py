@@ -23,6 +23,9 @@ class DataFiles:
     roots: tuple[str, ...] = field(default_factory=excluded_roots)
     own: set[str] = field(default_factory=set)
     """dataprof's own files and directories (a directory ends in ``/``), by the exact paths it made them at."""
+    walks: dict[tuple[str, frozenset[str]], tuple[dict[str, int], bool]] = field(default_factory=dict)
+    """Each data directory's walk, by directory and suffixes: its files of those kinds (path → size), and whether
+    the walk was cut short. Walked once a sweep: the footprint and every cold trial's eviction read it."""
 
     def add(self, paths: Iterable[str]) -> set[str]:
         """Keep the data files among ``paths``; the ones kept."""
@@ -123,29 +126,42 @@ def walk_size(directory: str, suffixes: set[str], clock: Callable[[], float] = t
               budget_s: float = WALK_S, limit: int = WALK_LIMIT) -> tuple[int, int, bool]:
     """Bytes and files under ``directory`` whose suffix is one of ``suffixes``; whether the walk was cut short
     (after ``limit`` entries or ``budget_s``, checked entry by entry: a huge directory is never listed whole)."""
-    total = files = 0
-    for found in _walk(directory, suffixes, clock, budget_s, limit):
-        if found is None:
-            return total, files, True
-        total, files = total + found[1], files + 1
-    return total, files, False
+    found, cut = _listed(directory, suffixes, clock, budget_s, limit)
+    return sum(found.values()), len(found), cut
 
 
-def dataset_paths(files: DataFiles, clock: Callable[[], float] = time.monotonic, budget_s: float = WALK_S,
-                  limit: int = WALK_LIMIT) -> dict[str, int]:
+def _listed(directory: str, suffixes: set[str], clock: Callable[[], float], budget_s: float,
+            limit: int) -> tuple[dict[str, int], bool]:
+    """:func:`_walk` gathered: path → size, and whether it was cut short."""
+    found: dict[str, int] = {}
+    for item in _walk(directory, suffixes, clock, budget_s, limit):
+        if item is None:
+            return found, True
+        found[item[0]] = item[1]
+    return found, False
+
+
+def _walked(files: DataFiles, directory: str, suffixes: set[str], clock: Callable[[], float],
+            deadline: float) -> tuple[dict[str, int], bool]:
+    """``directory``'s walk for ``suffixes`` (:attr:`DataFiles.walks`), walked now if it was not, until
+    ``deadline``."""
+    key = (directory, frozenset(suffixes))
+    if key not in files.walks:
+        files.walks[key] = _listed(directory, suffixes, clock, max(0.0, deadline - clock()), WALK_LIMIT)
+    return files.walks[key]
+
+
+def dataset_paths(files: DataFiles, clock: Callable[[], float] = time.monotonic) -> dict[str, int]:
     """The dataset's files, path → size: the data files read, and the files of the same kinds under each group's
     directory (:func:`dataset_directories`), within the walk's bounds. What a cold trial evicts and what a sweep
     started uncached reads into the page cache: a warm trial logs only the start of its window, so the files it
     read after are known by their directory, as the dataset's other files it may read."""
     paths = dict(files.sizes)
-    deadline = clock() + budget_s
+    deadline = clock() + WALK_S
     for directory, members in dataset_directories(files.sizes).items():
-        if directory is None:
-            continue
-        for found in _walk(directory, {Path(p).suffix for p in members}, clock, max(0.0, deadline - clock()),
-                           limit):
-            if found is not None and not is_own(found[0], files.own):
-                paths[found[0]] = found[1]
+        if directory is not None:
+            found, _ = _walked(files, directory, {Path(p).suffix for p in members}, clock, deadline)
+            paths.update((path, size) for path, size in found.items() if not is_own(path, files.own))
     return paths
 
 
@@ -183,8 +199,8 @@ def footprint(files: DataFiles, page_cache_bytes: int, clock: Callable[[], float
         read = sum(files.sizes[p] for p in members)
         walked = walked_files = 0
         if directory is not None:
-            walked, walked_files, short = walk_size(directory, {Path(p).suffix for p in members}, clock,
-                                                    max(0.0, deadline - clock()))
+            found, short = _walked(files, directory, {Path(p).suffix for p in members}, clock, deadline)
+            walked, walked_files = sum(found.values()), len(found)
             cut = cut or short
         if walked >= read:
             total, count = total + walked, count + walked_files

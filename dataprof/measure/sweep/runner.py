@@ -302,8 +302,8 @@ class TrialRunner(SideRuns):
                 elif kind == "trial_exit":
                     resources = summarize(sampler.samples) if sampler is not None else {}
                     outcome = {**outcome_of(result, event, killed_for, resources), "build_s": built_s}
-                    return {**outcome, **self._files_read(sampler, opens_dir, outcome.get("samples_per_s"),
-                                                                     logged_until)}
+                    read = self._files_read(sampler, opens_dir, outcome.get("samples_per_s"), logged_until)
+                    return {**outcome, **read}
         finally:
             if sampler is not None:
                 sampler.stop()
