@@ -92,7 +92,7 @@ def dataprof_figures(pipeline: str, args: argparse.Namespace) -> dict[str, Any]:
     thread = next(t for t in report.trials if t.config.threads)
     best = report.best
     return {"process": process.samples_per_s, "thread": thread.samples_per_s,
-            "process_pss": process.peak_memory_bytes, "thread_pss": thread.peak_memory_bytes,
+            "process_pss": process.memory.peak_memory_bytes, "thread_pss": thread.memory.peak_memory_bytes,
             "recommended": None if best is None else ("thread" if best.config.threads else
                                                       "process" if best.config.num_workers else "w0"),
             "gil": report.settings.get("gil_release"), "status": (process.status, thread.status)}

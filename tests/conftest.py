@@ -93,9 +93,9 @@ def trial(workers: int, rate: float, spread: float = 0.005, status: str = "ok", 
     from dataprof.results.trial import TrialResult
 
     config = LoaderConfig(workers, False, 2 if workers else None, workers > 0)
-    return TrialResult(config=config, status=status, samples_per_s=rate if status == "ok" else None,
-                       samples_per_s_spread=spread, peak_memory_bytes=memory,
-                       error=None if status == "ok" else "boom")
+    return TrialResult.of(config, status, samples_per_s=rate if status == "ok" else None,
+                          samples_per_s_spread=spread, peak_memory_bytes=memory,
+                          error=None if status == "ok" else "boom")
 
 
 def run_report(wait: float, workers: int = 2, workers_cpu: float | None = 20.0, main_cpu: float = 30.0,

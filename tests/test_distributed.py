@@ -59,8 +59,8 @@ def rank(number: int, node: int = 0) -> RankInfo:
 def ok(rate: float) -> TrialResult:
     from dataprof.results.knobs import LoaderConfig
 
-    return TrialResult(config=LoaderConfig(2, False, 2, True), status="ok", samples_per_s=rate, wait_fraction=0.5,
-                       samples_per_s_spread=0.01, cpu_percent=50.0)
+    return TrialResult.of(LoaderConfig(2, False, 2, True), "ok", samples_per_s=rate, wait_fraction=0.5,
+                          samples_per_s_spread=0.01, cpu_percent=50.0)
 
 
 def test_torchrun_environment_is_read_and_a_single_rank_is_not_distributed() -> None:
@@ -88,7 +88,7 @@ def test_the_cpu_ceiling_counts_every_ranks_cpu_not_the_pace_setters_share() -> 
     from dataprof.decide.diagnose.facts import cpu_ceiling
 
     def measured(rate: float, cpu: float) -> TrialResult:
-        return dataclasses.replace(ok(rate), cpu_percent=cpu, main_cpu_percent=cpu / 10, main_thread_cpu_percent=0.0,
+        return ok(rate).replaced(cpu_percent=cpu, main_cpu_percent=cpu / 10, main_thread_cpu_percent=0.0,
                                    wait_cpu_ms_mean=0.0)
 
     # Two ranks on a 2-CPU node at the same pace; the slower one took 1.2 CPUs, the other 0.4.

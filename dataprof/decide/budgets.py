@@ -27,15 +27,15 @@ FOREIGN_CPUS = 0.25
 def available_cpus(trial: TrialResult, usable_cpus: int) -> float:
     """The CPUs the trial had: the usable ones less what other processes took of them in its window (once that
     competition reaches :data:`FOREIGN_CPUS`), never below one."""
-    foreign = (trial.foreign_cpu_percent or 0.0) / 100.0
+    foreign = (trial.cpu.foreign_cpu_percent or 0.0) / 100.0
     return float(usable_cpus) if foreign < FOREIGN_CPUS else max(1.0, usable_cpus - foreign)
 
 
 def memory_fit(trials: Sequence[TrialResult]) -> tuple[float, float] | None:
     """Least-squares ``peak PSS = base + per_worker × num_workers`` (bytes) over the trials with worker processes
     (a thread weighs no process); None under 2 counts."""
-    points = [(t.config.num_workers, t.peak_memory_bytes) for t in trials
-              if t.peak_memory_bytes and not t.config.threads]
+    points = [(t.config.num_workers, t.memory.peak_memory_bytes) for t in trials
+              if t.memory.peak_memory_bytes and not t.config.threads]
     if len({w for w, _ in points}) < 2:
         return None
     n = len(points)

@@ -90,7 +90,7 @@ def dataset_bytes(report: Report) -> tuple[int, bool]:
     length = report.dataset.length if report.dataset is not None else None
     if not footprint.walk_cut or not length or not footprint.read_files:
         return footprint.bytes, False
-    opened = [t.files_per_sample for t in _ok(report.trials) if t.files_per_sample]
+    opened = [t.storage.files_per_sample for t in _ok(report.trials) if t.storage.files_per_sample]
     per_sample = max(opened) if opened else 1.0
     estimate = round(footprint.read_bytes / footprint.read_files * per_sample * length)
     return max(footprint.bytes, estimate), True
@@ -145,11 +145,11 @@ WARM_MISS_SHARE = 0.1
 def read_from_storage(trial: TrialResult, cold_trials: Sequence[TrialResult] = ()) -> bool:
     """Whether a warm trial read :data:`WARM_MISS_SHARE` or more of its data from storage (the page cache did not
     hold it all): its figure mixes cold and warm reads."""
-    if trial.status != TrialStatus.OK or not trial.read_bytes_per_sample:
+    if trial.status != TrialStatus.OK or not trial.storage.read_bytes_per_sample:
         return False
-    cold_bytes = max((t.read_bytes_per_sample or 0.0 for t in _ok(cold_trials)), default=0.0)
-    read = max(trial.read_chars_per_sample or 0.0, cold_bytes)
-    return bool(read) and trial.read_bytes_per_sample >= WARM_MISS_SHARE * read
+    cold_bytes = max((t.storage.read_bytes_per_sample or 0.0 for t in _ok(cold_trials)), default=0.0)
+    read = max(trial.storage.read_chars_per_sample or 0.0, cold_bytes)
+    return bool(read) and trial.storage.read_bytes_per_sample >= WARM_MISS_SHARE * read
 
 
 def warm_again(trial: TrialResult, data_bytes: int, page_cache_bytes: int) -> bool:
@@ -162,7 +162,7 @@ def warm_again(trial: TrialResult, data_bytes: int, page_cache_bytes: int) -> bo
 def warm_misses(trials: Sequence[TrialResult], cold_trials: Sequence[TrialResult]) -> str | None:
     """A note naming the warm trials that read a share of their data from storage (the page cache did not hold
     it all: a dataset bigger than the cache): their figures mix cold and warm reads."""
-    missed = [f"{t.config.label()} ({fmt_bytes(t.read_bytes_per_sample or 0)} per sample)"
+    missed = [f"{t.config.label()} ({fmt_bytes(t.storage.read_bytes_per_sample or 0)} per sample)"
               for t in _ok(trials) if read_from_storage(t, cold_trials)]
     if not missed:
         return None
@@ -191,7 +191,7 @@ def cold_notes(evictions: Sequence[Eviction], cold: Sequence[TrialResult],
     skipped = [s for e in evictions for s in e.skipped]
     if skipped:
         notes.append(f"{len(skipped)} file(s) could not be evicted and were skipped (e.g. {skipped[0]})")
-    short = [t for t in cold if t.first_pass_end and t.window_s is not None]
+    short = [t for t in cold if t.storage.first_pass_end and t.window_s is not None]
     if short:
         notes.append("the dataset's first pass ended the cold window of " + ", ".join(
             f"{t.config.label()} after {t.window_s:.1f} s" for t in short) + ": past it the data read is cached, "

@@ -67,14 +67,14 @@ def fit(report: Report) -> PipelineModel | None:
         serial_s_per_batch=Estimate.of([_serial(t) for t in serial]),
         serial_overlaps_step=bool(serial) and _overlaps(serial[0]),
         main_s_per_batch=_receiving(workers),
-        main_cpu_s_per_batch=Estimate.of([t.main_cpu_percent / 100 * batch / (t.samples_per_s or 1)
-                                          for t in workers if t.main_cpu_percent is not None]),
-        copy_s_per_batch=statistics.median((t.copy_ms_mean or 0.0) / 1000 for t in ok),
+        main_cpu_s_per_batch=Estimate.of([t.cpu.main_cpu_percent / 100 * batch / (t.samples_per_s or 1)
+                                          for t in workers if t.cpu.main_cpu_percent is not None]),
+        copy_s_per_batch=statistics.median((t.times.copy_ms_mean or 0.0) / 1000 for t in ok),
         cpu_share=share,
         memory_base_bytes=memory[0] if memory else None, memory_per_worker_bytes=memory[1] if memory else None,
-        worker_growth_bytes_per_s=Estimate.of([t.workers_inherited_growth_bytes / t.config.num_workers / t.window_s
-                                               for t in workers if t.workers_inherited_growth_bytes is not None
-                                               and t.window_s]),
+        worker_growth_bytes_per_s=Estimate.of([
+            t.memory.workers_inherited_growth_bytes / t.config.num_workers / t.window_s
+            for t in workers if t.memory.workers_inherited_growth_bytes is not None and t.window_s]),
         shm_bytes_per_batch=report.dataset.batch_bytes if report.dataset else None,
         startup_base_s=startup[0] if startup else None, startup_per_worker_s=startup[1] if startup else None,
         measured_workers=tuple(sorted({t.config.num_workers for t in ok})),
@@ -99,26 +99,26 @@ def _steady(trial: TrialResult) -> bool:
     """A trial whose workers lived through its window: workers started again at each epoch cost what the
     epoch's length decides, which the model does not know."""
     return trial.config.num_workers == 0 or trial.config.persistent_workers is not False \
-        or (trial.epochs_started or 1) <= 1
+        or (trial.epochs.epochs_started or 1) <= 1
 
 
 def _most_used(trials: list[TrialResult], cpus: float) -> float:
     """The largest share of its CPUs a trial's processes used."""
-    return min(1.0, max((t.cpu_percent or 0.0) / 100 / cpus for t in trials))
+    return min(1.0, max((t.cpu.cpu_percent or 0.0) / 100 / cpus for t in trials))
 
 
 def _worker_cpu(trial: TrialResult) -> float | None:
     """CPU seconds the workers spent per sample: the tree's CPU less the main process's, over the rate."""
-    if trial.cpu_percent is None or trial.main_cpu_percent is None or not trial.samples_per_s:
+    if trial.cpu.cpu_percent is None or trial.cpu.main_cpu_percent is None or not trial.samples_per_s:
         return None
-    return max(0.0, trial.cpu_percent - trial.main_cpu_percent) / 100 / trial.samples_per_s
+    return max(0.0, trial.cpu.cpu_percent - trial.cpu.main_cpu_percent) / 100 / trial.samples_per_s
 
 
 def _serial(trial: TrialResult) -> float:
     """``num_workers=0``: the main process's time to load (and copy) a batch: an iteration less its step (the
     whole iteration when a reader thread loads beside the loop)."""
     per_batch = (trial.window_s or 0.0) / max(1, trial.batches or 1)
-    return per_batch if _overlaps(trial) else max(0.0, per_batch - (trial.step_ms_mean or 0.0) / 1000)
+    return per_batch if _overlaps(trial) else max(0.0, per_batch - (trial.times.step_ms_mean or 0.0) / 1000)
 
 
 def _overlaps(trial: TrialResult) -> bool:
@@ -128,7 +128,8 @@ def _overlaps(trial: TrialResult) -> bool:
 
 def _receive(trial: TrialResult) -> float:
     """The main process's time per batch taking it from a worker (unpickling, the sampler)."""
-    return ((trial.receive_ms_mean or trial.wait_cpu_ms_mean or 0.0) + (trial.sampler_ms_mean or 0.0)) / 1000
+    times = trial.times
+    return ((times.receive_ms_mean or times.wait_cpu_ms_mean or 0.0) + (times.sampler_ms_mean or 0.0)) / 1000
 
 
 def _wait(trial: TrialResult, batch: int, cpus: float, share: float) -> float | None:
@@ -137,17 +138,17 @@ def _wait(trial: TrialResult, batch: int, cpus: float, share: float) -> float | 
     workers, the wait at which :func:`delivered` gives the trial's rate (a worker's wall time per sample less
     its CPU, less the time its samples queued for a CPU another worker held)."""
     rate = trial.samples_per_s or 0.0
-    if not rate or (trial.wait_fraction or 0.0) < 0.05 or (trial.cpu_percent or 0.0) / 100 >= CONTENDED * cpus:
+    if not rate or (trial.wait_fraction or 0.0) < 0.05 or (trial.cpu.cpu_percent or 0.0) / 100 >= CONTENDED * cpus:
         return None
     workers = trial.config.num_workers
     if workers == 0:
-        if _overlaps(trial) or trial.wait_cpu_ms_mean is None:
+        if _overlaps(trial) or trial.times.wait_cpu_ms_mean is None:
             return None
-        return max(0.0, _serial(trial) - trial.wait_cpu_ms_mean / 1000) / batch
+        return max(0.0, _serial(trial) - trial.times.wait_cpu_ms_mean / 1000) / batch
     cpu = _worker_cpu(trial)
     if cpu is None:
         return None
-    left = share * cpus - (trial.main_cpu_percent or 0.0) / 100  # the CPUs the main process left the workers
+    left = share * cpus - (trial.cpu.main_cpu_percent or 0.0) / 100  # the CPUs the main process left the workers
     low, high = 0.0, workers / rate
     if left <= 0 or delivered(workers, left, cpu, low) <= rate:
         return 0.0  # the CPUs alone explain the rate

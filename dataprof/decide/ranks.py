@@ -29,8 +29,9 @@ def aggregate_ranks(measured: list[tuple[RankInfo, TrialResult]]) -> TrialResult
                                    error=f"rank {info.rank} (node {info.node}): {trial.error or 'no rate measured'}",
                                    samples_per_s=None, ranks=ranks)
     _, slowest = min(measured, key=lambda item: item[1].samples_per_s or 0.0)
-    return dataclasses.replace(slowest, samples_per_s=len(measured) * (slowest.samples_per_s or 0.0), ranks=ranks,
-                               rank_repeat_fraction=shared_batches([trial.batch_marks for _, trial in measured]))
+    shared = shared_batches([trial.epochs.batch_marks for _, trial in measured])
+    return slowest.replaced(samples_per_s=len(measured) * (slowest.samples_per_s or 0.0), ranks=ranks,
+                            rank_repeat_fraction=shared)
 
 
 def shared_batches(marks: list[tuple[int, ...]]) -> float | None:

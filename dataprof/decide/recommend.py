@@ -30,14 +30,15 @@ def _cost(trial: TrialResult) -> tuple[int, int, int, int, int, bool]:
     changed = (c.use_shared_memory is False) + (c.use_buffer_reader is False) + (c.in_order is False) \
         + (c.multiprocessing_context is not None)
     processes, threads = (0, c.num_workers) if c.threads else (c.num_workers, 0)
-    return (processes, threads, c.prefetch_factor or 0, changed, trial.peak_memory_bytes or 0, c.pin_memory)
+    return (processes, threads, c.prefetch_factor or 0, changed, trial.memory.peak_memory_bytes or 0, c.pin_memory)
 
 
 def _lighter(chosen: TrialResult, other: TrialResult) -> str:
     """`` (PSS 0.4GB against 1.9GB)`` when both were read."""
-    if not chosen.peak_memory_bytes or not other.peak_memory_bytes:
+    mine, theirs = chosen.memory.peak_memory_bytes, other.memory.peak_memory_bytes
+    if not mine or not theirs:
         return ""
-    return f" (peak PSS {chosen.peak_memory_bytes / 1e9:.2f} GB against {other.peak_memory_bytes / 1e9:.2f} GB)"
+    return f" (peak PSS {mine / 1e9:.2f} GB against {theirs / 1e9:.2f} GB)"
 
 
 ORDER_CAVEAT = ("; in_order=False: batches come as they are ready, not in the sampler's order (the same "
@@ -70,7 +71,7 @@ def recommend(trials: Sequence[TrialResult], model: Model | None = None) -> Reco
                    and (top - (t.samples_per_s or 0.0)) / top <= noise_between(t, fastest) and model(t)[0] >= floor]
     chosen = min(within + settled, key=_cost)
     heavier = [t for t in within + settled if chosen.config.threads and not t.config.threads
-               and 0 < (t.peak_memory_bytes or 0) < (chosen.peak_memory_bytes or 0)]
+               and 0 < (t.memory.peak_memory_bytes or 0) < (chosen.memory.peak_memory_bytes or 0)]
     if heavier:  # threads are the lighter loader only when they weigh less: these processes weighed less
         chosen = min(heavier, key=_cost)
     baseline = next((t for t in ok if t.config.is_baseline), None)

@@ -28,10 +28,12 @@ def worker_kinds(report: Report) -> WorkerKinds | None:
     else:
         winner = "thread" if rate(thread) > rate(process) else "process"
     return WorkerKinds(thread=thread.config, thread_samples_per_s=rate(thread),
-                       thread_peak_memory_bytes=thread.peak_memory_bytes, process=process.config,
-                       process_samples_per_s=rate(process), process_peak_memory_bytes=process.peak_memory_bytes,
-                       winner=winner, thread_cpu_percent=thread.cpu_percent, process_cpu_percent=process.cpu_percent,
-                       busiest_thread_cpu_percent=thread.thread_cpu_percent[0] if thread.thread_cpu_percent else None)
+                       thread_peak_memory_bytes=thread.memory.peak_memory_bytes, process=process.config,
+                       process_samples_per_s=rate(process), process_peak_memory_bytes=process.memory.peak_memory_bytes,
+                       winner=winner, thread_cpu_percent=thread.cpu.cpu_percent,
+                       process_cpu_percent=process.cpu.cpu_percent,
+                       busiest_thread_cpu_percent=thread.cpu.thread_cpu_percent[0] if thread.cpu.thread_cpu_percent
+                       else None)
 
 
 def thread_notes(settings: SweepSettings, dataset: DatasetInfo | None,

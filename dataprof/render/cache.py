@@ -57,12 +57,14 @@ def cold_rows(report: Report) -> list[tuple[list[str], bool]]:
         if t.status != TrialStatus.OK:
             rows.append(([t.config.label(), str(t.status), "", "", "", "", "", t.error or ""], False))
             continue
+        reads = t.storage
         rows.append(([("★ " if t.config == chosen else "  ") + t.config.label(), f"{t.samples_per_s or 0:,.0f}",
                       "–" if twin is None else f"{twin.samples_per_s or 0:,.0f}",
                       "–" if ratio is None else f"{ratio:.2f}",
-                      "–" if t.storage_read_bytes_per_s is None else f"{fmt_bytes(t.storage_read_bytes_per_s)}/s",
-                      fmt_bytes(t.read_bytes_per_sample),
-                      "–" if t.files_per_sample is None else f"{t.files_per_sample:.2f}",
-                      "–" if t.window_s is None else f"{t.window_s:.1f} s" + (" ◂" if t.first_pass_end else "")],
+                      "–" if reads.storage_read_bytes_per_s is None
+                      else f"{fmt_bytes(reads.storage_read_bytes_per_s)}/s",
+                      fmt_bytes(reads.read_bytes_per_sample),
+                      "–" if reads.files_per_sample is None else f"{reads.files_per_sample:.2f}",
+                      "–" if t.window_s is None else f"{t.window_s:.1f} s" + (" ◂" if reads.first_pass_end else "")],
                      t.config == chosen))
     return rows

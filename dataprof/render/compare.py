@@ -88,7 +88,7 @@ def sweeps_view(comparison: Comparison) -> ComparisonView:
                    f"{_rate(row.old.samples_per_s)} → {_rate(row.new.samples_per_s)}"
                    if row.old.status == row.new.status == TrialStatus.OK else f"{row.old.status} → {row.new.status}",
                    _pct(row.change), f"{_wait(row.old.wait_fraction)} → {_wait(row.new.wait_fraction)}",
-                   f"{fmt_bytes(row.old.peak_memory_bytes)} → {fmt_bytes(row.new.peak_memory_bytes)}",
+                   f"{fmt_bytes(row.old.memory.peak_memory_bytes)} → {fmt_bytes(row.new.memory.peak_memory_bytes)}",
                    f"{_num(row.old.first_batch_s)} → {_num(row.new.first_batch_s)}"),
                   threshold is not None and row.regressed(threshold)) for row in comparison.common)
     tail = tuple(f"{label}: " + ", ".join(c.label() for c in configs)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import html
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from dataprof.errors import UsageError
@@ -71,7 +71,8 @@ def _series(report: Report) -> dict[str, list[TrialResult]]:
     return {name: sorted(trials, key=lambda t: t.config.num_workers) for name, trials in sorted(groups.items())}
 
 
-def _figure(report: Report, title: str, y_title: str, value: Any, lines: tuple[tuple[float, str], ...] = ()) -> Any:
+def _figure(report: Report, title: str, y_title: str, value: Callable[[TrialResult], float | None],
+            lines: tuple[tuple[float, str], ...] = ()) -> Any:
     import plotly.graph_objects as go
 
     workers = sorted({t.config.num_workers for t in report.trials})
@@ -112,9 +113,10 @@ def charts(report: Report) -> list[Any]:
         _figure(report, "Time waiting for data", "% of the iteration",
                 lambda t: None if t.wait_fraction is None else 100 * t.wait_fraction),
         _figure(report, "Memory (peak PSS of main + workers)", "GB",
-                lambda t: None if t.peak_memory_bytes is None else t.peak_memory_bytes / 1e9, tuple(memory_lines)),
+                lambda t: None if t.memory.peak_memory_bytes is None else t.memory.peak_memory_bytes / 1e9,
+                tuple(memory_lines)),
         _figure(report, "CPU used by the loader's processes", "cores",
-                lambda t: None if t.cpu_percent is None else t.cpu_percent / 100,
+                lambda t: None if t.cpu.cpu_percent is None else t.cpu.cpu_percent / 100,
                 ((float(env.usable_cpus), f"{env.usable_cpus} usable CPUs"),)),
     ]
 

@@ -245,8 +245,9 @@ def trial_rows(report: Report) -> list[TrialRow]:
         cells = {"config": mark + t.config.label(), "samples/s": num(t.samples_per_s, ",.1f"),
                  "±%": percent(t.samples_per_s_spread), "×w0": num(speedup(t, baseline), ".2f"),
                  "wait%": percent(t.wait_fraction), "1st s": num(t.first_batch_s, ".2f"),
-                 "p95 ms": num(t.wait_ms.p95 if t.wait_ms else None, ".1f"), "CPU%": num(t.cpu_percent, ".0f"),
-                 "PSS": fmt_bytes(t.peak_memory_bytes), "GPU%": num(t.gpu_util_percent, ".0f"), "status": t.status,
+                 "p95 ms": num(t.wait_ms.p95 if t.wait_ms else None, ".1f"), "CPU%": num(t.cpu.cpu_percent, ".0f"),
+                 "PSS": fmt_bytes(t.memory.peak_memory_bytes), "GPU%": num(t.gpu.gpu_util_percent, ".0f"),
+                 "status": t.status,
                  "error": t.error or ""}
         rows.append(TrialRow(cells, t.config == chosen, t.status == TrialStatus.OK))
     return rows

@@ -45,26 +45,13 @@ class RankResult:
         return cls(rank=rank, node=node, local_rank=local_rank, host=host, status=trial.status, error=trial.error,
                    samples_per_s=trial.samples_per_s, samples_per_s_spread=trial.samples_per_s_spread,
                    wait_fraction=trial.wait_fraction, first_batch_s=trial.first_batch_s,
-                   cpu_percent=trial.cpu_percent, peak_memory_bytes=trial.peak_memory_bytes)
+                   cpu_percent=trial.cpu.cpu_percent, peak_memory_bytes=trial.memory.peak_memory_bytes)
 
 
 @dataclass(frozen=True)
-class TrialResult:
-    """One configuration, measured in its own process."""
+class BatchTimes:
+    """Where each batch's time went in the trial's main process, per batch (ms)."""
 
-    config: LoaderConfig
-    status: TrialStatus
-    error: str | None = None
-    """One-line reason when status is not ``ok``."""
-    samples_per_s: float | None = None
-    """Samples delivered in the steady-state window / window wall time."""
-    samples_per_s_spread: float | None = None
-    """Relative standard error of the rate across sub-windows (0.02 = ±2%)."""
-    first_batch_s: float | None = None
-    """Loader creation to first batch: worker start-up, reported apart."""
-    wait_fraction: float | None = None
-    """Share of the window the loop was blocked waiting for data."""
-    wait_ms: WaitStats | None = None
     wait_cpu_ms_mean: float | None = None
     """Main-thread CPU inside ``next()`` per batch: receiving and unpickling a
     worker's batch, or the whole load when ``num_workers=0``."""
@@ -76,13 +63,12 @@ class TrialResult:
     """Host-to-device copy per batch (0 on the simulated device)."""
     step_ms_mean: float | None = None
     """Dummy model step per batch."""
-    batches: int | None = None
-    """Batches in the timed window."""
-    samples: int | None = None
-    """Samples in the timed window."""
-    window_s: float | None = None
-    worker_processes: int | None = None
-    """Worker processes the loader really started (0 when the framework loaded in the main process)."""
+
+
+@dataclass(frozen=True)
+class EpochFacts:
+    """The epochs a trial saw, and what its first batches repeated."""
+
     epochs_started: int | None = None
     """Epochs begun from loader creation to the end of the window."""
     epoch_samples: int | None = None
@@ -97,6 +83,12 @@ class TrialResult:
     """Distributed, IterableDataset only: share of the ranks' first batches that another rank loaded too."""
     batch_marks: tuple[int, ...] = ()
     """IterableDataset only: fingerprints of the first batches, to compare ranks' streams (not in the JSON)."""
+
+
+@dataclass(frozen=True)
+class CpuUse:
+    """CPU in the trial's window: its process tree, its main process and threads, the machine."""
+
     cpu_percent: float | None = None
     """CPU of the trial's process tree in the window; 100 = one core busy."""
     main_cpu_percent: float | None = None
@@ -112,6 +104,12 @@ class TrialResult:
     """CPU other processes took on the usable CPUs in the window, 100 per core (neither the trial's processes nor
     dataprof's own): the competition the loader met. None when not read."""
     iowait_percent: float | None = None
+
+
+@dataclass(frozen=True)
+class MemoryUse:
+    """Memory of the trial's processes (PSS, USS) and of the machine."""
+
     peak_memory_bytes: int | None = None
     """Peak PSS of main process + workers (shared pages counted once)."""
     main_uss_bytes: int | None = None
@@ -126,20 +124,21 @@ class TrialResult:
     """Growth over the window of the workers' clean private pages of memory-mapped files (data read, not
     copied)."""
     available_memory_min_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class GpuUse:
+    """The GPU beside the trial (NVML); None without an NVIDIA GPU."""
+
     gpu_util_percent: float | None = None
     """NVML utilisation over the window; None without an NVIDIA GPU."""
     gpu_memory_bytes: int | None = None
-    duration_s: float | None = None
-    """Whole trial, process start to exit."""
-    build_s: float | None = None
-    """Seconds the trial spent building the dataset before its DataLoader; None when it was forked with the
-    dataset built (see ``DatasetInfo.build``)."""
-    ranks: tuple[RankResult, ...] = ()
-    """Distributed sweeps: each rank's measurement; the figures above are the pace-setting (slowest) rank's,
-    and ``samples_per_s`` is world size × its rate, as synchronous training would run."""
-    cache: str = "warm"
-    """``warm``: the trial read what the page cache held; ``cold``: the data files the trials read were evicted from
-    the page cache right before it, and its window ended before the dataset's first pass did."""
+
+
+@dataclass(frozen=True)
+class StorageReads:
+    """What the trial read from storage and the page cache, and a cold trial's eviction."""
+
     storage_read_bytes_per_s: float | None = None
     """Bytes per second the trial's processes read from storage in the window (``/proc/PID/io`` ``read_bytes``:
     page-cache misses, exited workers included)."""
@@ -162,14 +161,77 @@ class TrialResult:
     evicted_bytes: int | None = None
     resident_after_eviction: float | None = None
     """Share of the evicted bytes still in the page cache after the eviction (1.0 on tmpfs)."""
+
+
+@dataclass(frozen=True)
+class TrialResult:
+    """One configuration, measured in its own process."""
+
+    config: LoaderConfig
+    status: TrialStatus
+    error: str | None = None
+    """One-line reason when status is not ``ok``."""
+    samples_per_s: float | None = None
+    """Samples delivered in the steady-state window / window wall time."""
+    samples_per_s_spread: float | None = None
+    """Relative standard error of the rate across sub-windows (0.02 = ±2%)."""
+    first_batch_s: float | None = None
+    """Loader creation to first batch: worker start-up, reported apart."""
+    wait_fraction: float | None = None
+    """Share of the window the loop was blocked waiting for data."""
+    wait_ms: WaitStats | None = None
+    times: BatchTimes = BatchTimes()
+    """Where a batch's time went in the main process."""
+    batches: int | None = None
+    """Batches in the timed window."""
+    samples: int | None = None
+    """Samples in the timed window."""
+    window_s: float | None = None
+    worker_processes: int | None = None
+    """Worker processes the loader really started (0 when the framework loaded in the main process)."""
+    epochs: EpochFacts = EpochFacts()
+    cpu: CpuUse = CpuUse()
+    memory: MemoryUse = MemoryUse()
+    gpu: GpuUse = GpuUse()
+    duration_s: float | None = None
+    """Whole trial, process start to exit."""
+    build_s: float | None = None
+    """Seconds the trial spent building the dataset before its DataLoader; None when it was forked with the
+    dataset built (see ``DatasetInfo.build``)."""
+    ranks: tuple[RankResult, ...] = ()
+    """Distributed sweeps: each rank's measurement; the figures above are the pace-setting (slowest) rank's,
+    and ``samples_per_s`` is world size × its rate, as synchronous training would run."""
+    cache: str = "warm"
+    """``warm``: the trial read what the page cache held; ``cold``: the data files the trials read were evicted from
+    the page cache right before it, and its window ended before the dataset's first pass did."""
+    storage: StorageReads = StorageReads()
     repeats: int = 1
     """Trials of this config the rate pools: a close call the noise decided is measured again (the search's
     re-measure), and the rate is then the samples of both windows over their time."""
 
+    @classmethod
+    def of(cls, config: LoaderConfig, status: TrialStatus, **figures: Any) -> TrialResult:
+        """A trial from flat figures (the JSON's keys, as a trial and the sampler report them): each goes to its
+        group's field; a name that is no field of the trial or of a group is a TypeError."""
+        grouped = {name: kind(**{k: figures.pop(k) for k in _names(kind) if k in figures})
+                   for name, kind in GROUPS.items()}
+        return cls(config=config, status=status, **grouped, **figures)
+
+    def replaced(self, **figures: Any) -> TrialResult:
+        """A copy with ``figures`` changed, by their flat names (as :meth:`of` takes them)."""
+        groups = {name: dataclasses.replace(getattr(self, name), **{k: figures.pop(k) for k in mine})
+                  for name, kind in GROUPS.items() if (mine := _names(kind) & set(figures))}
+        return dataclasses.replace(self, **groups, **figures)
+
     def to_dict(self) -> dict[str, Any]:
-        """The trial as the JSON document holds it (``config`` by the framework's names, no fingerprints)."""
-        data = dataclasses.asdict(self)
+        """The trial as the JSON document holds it: flat, each group's figures where the group sits, ``config``
+        by the framework's names, no fingerprints."""
+        data: dict[str, Any] = {}
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            data.update(dataclasses.asdict(value) if field.name in GROUPS else {field.name: value})
         data["config"] = self.config.to_dict()
+        data["wait_ms"] = None if self.wait_ms is None else dataclasses.asdict(self.wait_ms)
         data["ranks"] = [dataclasses.asdict(r) for r in self.ranks]
         del data["batch_marks"]
         return data
@@ -177,16 +239,21 @@ class TrialResult:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrialResult:
         """Read :meth:`to_dict` back (unknown keys are ignored)."""
-        known = {f.name for f in dataclasses.fields(cls)}
-        values = {k: v for k, v in data.items() if k in known}
-        values["config"] = LoaderConfig.from_dict(data["config"])
+        known = {f.name for f in dataclasses.fields(cls)}.union(*(_names(kind) for kind in GROUPS.values()))
+        values = {k: v for k, v in data.items() if k in known - {"config", "status"}}
         if values.get("wait_ms") is not None:
             values["wait_ms"] = WaitStats(**values["wait_ms"])
-        values["status"] = TrialStatus(data["status"])
         if values.get("thread_cpu_percent") is not None:
             values["thread_cpu_percent"] = tuple(values["thread_cpu_percent"])
         values["ranks"] = tuple(RankResult(**{**r, "status": TrialStatus(r["status"])})
                                 for r in data.get("ranks") or ())
-        return cls(**values)
+        return cls.of(LoaderConfig.from_dict(data["config"]), TrialStatus(data["status"]), **values)
 
 
+GROUPS: dict[str, type] = {"times": BatchTimes, "epochs": EpochFacts, "cpu": CpuUse, "memory": MemoryUse,
+                           "gpu": GpuUse, "storage": StorageReads}
+"""The trial's groups of figures by field name; the JSON holds their figures flat, by the same names."""
+
+
+def _names(kind: type) -> set[str]:
+    return {f.name for f in dataclasses.fields(kind)}

@@ -61,5 +61,5 @@ def test_the_api_pins_a_dataset_object_s_trials_too() -> None:
     report = dataprof.sweep(Busy(), batch_size=8, workers=[2], cpus=1, trial_seconds=1.0, rules_of_thumb=False,
                             prefetch_factor=[2])
     two = next(t for t in report.trials if t.config.num_workers == 2)
-    assert two.status == "ok" and two.cpu_percent is not None and two.cpu_percent <= 115
+    assert two.status == "ok" and two.cpu.cpu_percent is not None and two.cpu.cpu_percent <= 115
     assert report.environment.usable_cpus == 1

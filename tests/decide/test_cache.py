@@ -144,7 +144,7 @@ def test_the_footprint_reads_back_with_its_derived_fields() -> None:
 def test_a_warm_trial_that_read_from_storage_is_named() -> None:
     report = recorded("storage_bound")
     assert warm_misses(report.trials, report.cold_trials) is None  # warm trials read ~0 from storage
-    first = dataclasses.replace(report.trials[0], read_bytes_per_sample=100_000.0)
+    first = report.trials[0].replaced(read_bytes_per_sample=100_000.0)
     note = warm_misses((first, *report.trials[1:]), report.cold_trials)
     assert note is not None and note.startswith(f"warm trials that read from storage: {first.config.label()} (100KB")
 
@@ -152,7 +152,7 @@ def test_a_warm_trial_that_read_from_storage_is_named() -> None:
 def test_a_warm_trial_that_read_from_storage_is_measured_again_only_when_its_data_fits() -> None:
     report = recorded("storage_bound")
     calm = report.trials[0]
-    missed = dataclasses.replace(calm, read_bytes_per_sample=100_000.0, read_chars_per_sample=120_000.0)
+    missed = calm.replaced(read_bytes_per_sample=100_000.0, read_chars_per_sample=120_000.0)
     assert read_from_storage(missed) and not read_from_storage(calm)
     assert warm_again(missed, data_bytes=10**9, page_cache_bytes=10**10)
     assert not warm_again(missed, data_bytes=10**10, page_cache_bytes=10**10)  # bigger than the cache: stays

@@ -72,7 +72,7 @@ def test_cpu_bound_shows_the_ceiling_and_is_quiet_for_io() -> None:
 def test_a_machine_full_of_other_work_makes_a_waiting_loader_cpu_bound_once_workers_stop_helping() -> None:
     def busy_and_flat(t: TrialResult) -> TrialResult:
         flat = 773.0 if t.config.num_workers == 8 else t.samples_per_s
-        return dataclasses.replace(t, cpu_percent_system=97.0, samples_per_s=flat)
+        return t.replaced(cpu_percent_system=97.0, samples_per_s=flat)
 
     crowded = with_trials(run("io_bound"), busy_and_flat)
     finding = primary.cpu_bound(crowded, TH)
@@ -80,7 +80,7 @@ def test_a_machine_full_of_other_work_makes_a_waiting_loader_cpu_bound_once_work
         in finding.evidence
     assert "free the CPUs other processes take" in finding.recommendation
     # The same busy machine, but each doubling of workers still doubles throughput: the CPUs are not the limit.
-    scaling = with_trials(run("io_bound"), lambda t: dataclasses.replace(t, cpu_percent_system=97.0))
+    scaling = with_trials(run("io_bound"), lambda t: t.replaced(cpu_percent_system=97.0))
     assert primary.cpu_bound(scaling, TH) is None
     assert diagnose(scaling)[0] == "io_bound"
 
@@ -98,8 +98,8 @@ def test_main_process_bound_names_the_transfer_and_is_quiet_when_the_main_thread
     finding = primary.main_process_bound(run("main_process_bound"), TH)
     assert finding is not None and "unpickling" in finding.evidence and "64 tensors" in finding.evidence
     # Same timings, but the main thread hardly ran on CPU while receiving: busy workers starved it.
-    starved = with_trials(run("main_process_bound"), lambda t: dataclasses.replace(
-        t, wait_cpu_ms_mean=0.05 * (t.receive_ms_mean or 0.0)))
+    starved = with_trials(run("main_process_bound"), lambda t: t.replaced(
+        wait_cpu_ms_mean=0.05 * (t.times.receive_ms_mean or 0.0)))
     assert primary.main_process_bound(starved, TH) is None
     assert primary.main_process_bound(run("io_bound"), TH) is None
 
@@ -109,7 +109,7 @@ def test_main_process_bound_names_a_saturated_pin_memory_thread() -> None:
     pin = next(t for t in pinned.trials if t.config.pin_memory)
     report = dataclasses.replace(pinned, recommendation=dataclasses.replace(
         pinned.recommendation, config=pin.config))  # type: ignore[arg-type]
-    report = with_trials(report, lambda t: dataclasses.replace(t, copy_ms_mean=0.0))
+    report = with_trials(report, lambda t: t.replaced(copy_ms_mean=0.0))
     finding = primary.main_process_bound(report, TH)
     assert finding is not None and "pin-memory thread" in finding.evidence
 
@@ -137,7 +137,7 @@ def test_copy_on_read_fires_on_growing_workers_only() -> None:
     assert rules.copy_on_read(run("memory_bound"), TH) is None  # big, but allocated before the window
     # the same USS growth, but made of pages of a memory-mapped file, copies no one's memory
     report = run("copy_on_read")
-    mapped = tuple(dataclasses.replace(t, workers_inherited_growth_bytes=2 * 2**20,
+    mapped = tuple(t.replaced(workers_inherited_growth_bytes=2 * 2**20,
                                        workers_file_growth_bytes=140 * 2**20) for t in report.trials)
     assert rules.copy_on_read(dataclasses.replace(report, trials=mapped), TH) is None
 
@@ -167,10 +167,10 @@ def test_iterable_duplicates_from_epoch_length_or_repeats() -> None:
     report = run("iterable_duplicates")
     finding = rules.iterable_duplicates(report, TH)
     assert finding is not None and finding.severity == "critical" and "2.0×" in finding.evidence
-    sharded = with_trials(report, lambda t: dataclasses.replace(t, epoch_samples=2000, repeat_fraction=0.0))
+    sharded = with_trials(report, lambda t: t.replaced(epoch_samples=2000, repeat_fraction=0.0))
     assert rules.iterable_duplicates(sharded, TH) is None
-    endless = with_trials(report, lambda t: dataclasses.replace(
-        t, epoch_samples=None, repeat_fraction=0.5 if t.config.num_workers else 0.0))
+    endless = with_trials(report, lambda t: t.replaced(
+        epoch_samples=None, repeat_fraction=0.5 if t.config.num_workers else 0.0))
     assert rules.iterable_duplicates(endless, TH) is not None
     assert rules.iterable_duplicates(run("io_bound"), TH) is None  # map-style
 
@@ -219,7 +219,7 @@ def test_break_even_is_the_loader_batch_interval() -> None:
     finding = primary.io_bound(report, TH)
     assert report.recommendation is not None
     rec = next(t for t in report.trials if t.config == report.recommendation.config)
-    interval = 1000 * 16 / report.recommendation.samples_per_s - (rec.copy_ms_mean or 0.0)
+    interval = 1000 * 16 / report.recommendation.samples_per_s - (rec.times.copy_ms_mean or 0.0)
     assert finding is not None and f"≥ {interval:.1f} ms at batch size 16" in finding.evidence
 
 
@@ -248,11 +248,11 @@ def test_transfer_bound_weighs_the_copy_against_each_part_of_the_wait() -> None:
 
     report = run("transfer_bound")
     rec = next(t for t in report.trials if report.recommendation and t.config == report.recommendation.config)
-    copy = rec.copy_ms_mean or 0.0
+    copy = rec.times.copy_ms_mean or 0.0
 
     def waiting(total: float, busy: float) -> Report:
-        return with_trials(report, lambda t: dataclasses.replace(
-            t, wait_ms=WaitStats(p50=total, p95=total, max=total, mean=total), wait_cpu_ms_mean=busy)
+        return with_trials(report, lambda t: t.replaced(
+            wait_ms=WaitStats(p50=total, p95=total, max=total, mean=total), wait_cpu_ms_mean=busy)
             if t is rec else t)
 
     # Longer than the copy, but mostly the main thread receiving those bytes: still the copy's verdict.
@@ -309,7 +309,7 @@ def test_a_busy_machine_is_named_and_its_cpus_are_not_counted_twice() -> None:
 
     quiet = decide(run("cpu_bound"))
     assert busy_machine(quiet, TH) is None
-    loaded = decide(with_trials(run("cpu_bound"), lambda t: dataclasses.replace(t, foreign_cpu_percent=90.0)))
+    loaded = decide(with_trials(run("cpu_bound"), lambda t: t.replaced(foreign_cpu_percent=90.0)))
     finding = busy_machine(loaded, TH)
     assert finding is not None and finding.severity == "warning"
     assert finding.evidence.startswith("other processes used 0.9 of 2 usable CPUs during the sweep (the median")
@@ -319,5 +319,5 @@ def test_a_busy_machine_is_named_and_its_cpus_are_not_counted_twice() -> None:
     assert loaded.recommendation.cpu_ceiling_samples_per_s == pytest.approx(
         quiet.recommendation.cpu_ceiling_samples_per_s * 1.1 / 2)
     assert "of what the 1.1 of 2 CPUs other processes left can do" in render(loaded)
-    little = decide(with_trials(run("cpu_bound"), lambda t: dataclasses.replace(t, foreign_cpu_percent=10.0)))
+    little = decide(with_trials(run("cpu_bound"), lambda t: t.replaced(foreign_cpu_percent=10.0)))
     assert busy_machine(little, TH) is None and little.recommendation == quiet.recommendation

@@ -24,8 +24,8 @@ def trial(config: LoaderConfig, rate: float, cpu: float = 10.0, spread: float = 
           status: str = "ok") -> TrialResult:
     if status != "ok":
         return TrialResult(config=config, status=status, error="synthetic")
-    return TrialResult(config=config, status="ok", samples_per_s=rate, samples_per_s_spread=spread,
-                       cpu_percent=cpu, peak_memory_bytes=memory, samples=int(rate * 2), window_s=2.0)
+    return TrialResult.of(config, "ok", samples_per_s=rate, samples_per_s_spread=spread,
+                          cpu_percent=cpu, peak_memory_bytes=memory, samples=int(rate * 2), window_s=2.0)
 
 
 def run(strategy: AdaptiveStrategy | GridStrategy, curve: Curve, limit: int = 60) -> tuple[list[TrialResult], str]:
@@ -331,7 +331,7 @@ def test_start_methods_are_tried_only_where_they_can_matter() -> None:
     assert {t.config.multiprocessing_context for t in started} == {None}  # fork starts fastest already
 
     def copying(config: LoaderConfig) -> TrialResult:
-        return dataclasses.replace(latency_bound(config), workers_inherited_growth_bytes=64 << 20)
+        return latency_bound(config).replaced(workers_inherited_growth_bytes=64 << 20)
 
     strategy = AdaptiveStrategy(fork, Budget(usable_cpus=2))
     copied, _ = run(strategy, copying)

@@ -3,8 +3,6 @@ report's notes. Synthetic trials: no loader runs here."""
 
 from __future__ import annotations
 
-import dataclasses
-
 from dataprof.decide.recommend import recommend
 from dataprof.decide.search import AdaptiveStrategy, Budget
 from dataprof.decide.threads import thread_notes, worker_kinds
@@ -47,7 +45,7 @@ def test_threads_are_tried_beside_the_pick_when_a_sample_releases_the_gil() -> N
 def test_threads_within_noise_but_heavier_are_not_the_lighter_choice() -> None:
     process = trial(LoaderConfig(2, prefetch_factor=2, persistent_workers=True), 1000.0, memory=200_000_000)
     heavy = trial(LoaderConfig(2, prefetch_factor=2).as_threads(), 1010.0, memory=330_000_000)
-    light = dataclasses.replace(heavy, peak_memory_bytes=120_000_000)
+    light = heavy.replaced(peak_memory_bytes=120_000_000)
     assert recommend([process, heavy]).config == process.config  # type: ignore[union-attr]
     assert recommend([process, light]).config == light.config  # type: ignore[union-attr]
 
@@ -76,7 +74,7 @@ def test_copy_on_read_growth_calls_for_threads_even_when_samples_hold_the_gil() 
     def growing(config: LoaderConfig) -> TrialResult:
         result = cpu_bound_gil_free(config)
         grown = 0 if config.threads or config.num_workers == 0 else 40_000_000 * config.num_workers
-        return dataclasses.replace(result, workers_inherited_growth_bytes=grown)
+        return result.replaced(workers_inherited_growth_bytes=grown)
 
     strategy = AdaptiveStrategy(threaded(gil_release=0.05), Budget(usable_cpus=2))
     history, _ = run(strategy, growing)

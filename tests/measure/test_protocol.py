@@ -55,7 +55,7 @@ def test_the_parent_turns_a_broken_last_word_into_a_failed_trial_not_a_silent_no
 
 def test_every_figure_the_sampler_summarises_is_a_field_of_the_trial() -> None:
     trial = trial_result(LoaderConfig(0), {"status": TrialStatus.OK, **summarize(Samples())})
-    assert trial.cpu_percent is None and trial.status is TrialStatus.OK
+    assert trial.cpu.cpu_percent is None and trial.status is TrialStatus.OK
     with pytest.raises(TypeError):
         trial_result(LoaderConfig(0), {"status": TrialStatus.OK, "cpu_percnt": 1.0})
 

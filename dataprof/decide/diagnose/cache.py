@@ -20,13 +20,13 @@ def _per_second(value: float | None) -> str:
 def _storage_curve(cold: list[TrialResult]) -> tuple[str, bool | None]:
     """How storage's MB/s moved as workers grew over the cold trials (``w2 24MB/s → w4 25MB/s``), and whether
     it stayed flat (None with fewer than two)."""
-    read = sorted((t for t in cold if t.storage_read_bytes_per_s), key=lambda t: t.config.num_workers)
+    read = sorted((t for t in cold if t.storage.storage_read_bytes_per_s), key=lambda t: t.config.num_workers)
     if len(read) < 2:
         return "", None
     a, b = read[-2], read[-1]
-    flat = (b.storage_read_bytes_per_s or 0.0) <= FLAT_READS * (a.storage_read_bytes_per_s or 0.0)
-    return (f"storage read {_per_second(a.storage_read_bytes_per_s)} at w{a.config.num_workers} and "
-            f"{_per_second(b.storage_read_bytes_per_s)} at w{b.config.num_workers}"), flat
+    flat = (b.storage.storage_read_bytes_per_s or 0.0) <= FLAT_READS * (a.storage.storage_read_bytes_per_s or 0.0)
+    return (f"storage read {_per_second(a.storage.storage_read_bytes_per_s)} at w{a.config.num_workers} and "
+            f"{_per_second(b.storage.storage_read_bytes_per_s)} at w{b.config.num_workers}"), flat
 
 
 FLAT_READS = 1.15
@@ -52,20 +52,21 @@ def storage_bound(report: Report, th: Thresholds) -> Finding | None:
     parts = [f"{cold.config.label()} reads {rate_text(rate(cold))} cold against {rate_text(rate(warm))} warm "
              f"({warm.config.label()}, −{100 * gap:.0f}%) and waits {pct(wait_share(cold))} of each iteration",
              f"{storage.reason}"]
-    reads = [f"storage {_per_second(cold.storage_read_bytes_per_s)}"]
-    if cold.read_bytes_per_sample:
-        reads.append(f"{fmt_bytes(cold.read_bytes_per_sample)} per sample")
-    if cold.files_per_sample:
-        reads.append(f"{cold.files_per_sample:.2g} files per sample")
-    if cold.iowait_percent is not None:
-        reads.append(f"iowait {cold.iowait_percent:.0f}% of the CPUs")
+    reads = [f"storage {_per_second(cold.storage.storage_read_bytes_per_s)}"]
+    if cold.storage.read_bytes_per_sample:
+        reads.append(f"{fmt_bytes(cold.storage.read_bytes_per_sample)} per sample")
+    if cold.storage.files_per_sample:
+        reads.append(f"{cold.storage.files_per_sample:.2g} files per sample")
+    if cold.cpu.iowait_percent is not None:
+        reads.append(f"iowait {cold.cpu.iowait_percent:.0f}% of the CPUs")
     parts.append(", ".join(reads))
     curve, flat = _storage_curve([t for t in report.cold_trials if t.status == TrialStatus.OK])
     if curve:
         parts.append(curve)
     advice = []
     mean_file = footprint.bytes / footprint.files if footprint.files else None
-    if cold.files_per_sample and cold.files_per_sample >= 0.5 and mean_file is not None and mean_file < SMALL_FILE:
+    per_sample = cold.storage.files_per_sample
+    if per_sample and per_sample >= 0.5 and mean_file is not None and mean_file < SMALL_FILE:
         advice.append(f"pack the {footprint.files:,} files (≈ {fmt_bytes(mean_file)} each) into shards read "
                       "sequentially (WebDataset, LitData, MosaicML MDS)")
     if flat:

@@ -45,7 +45,7 @@ def wait_share(trial: TrialResult) -> float:
 def copy_share(trial: TrialResult, batch: int) -> float:
     """Share of each iteration spent copying the batch to the device."""
     iteration = iteration_ms(trial, batch)
-    return (trial.copy_ms_mean or 0.0) / iteration if iteration > 0 else 0.0
+    return (trial.times.copy_ms_mean or 0.0) / iteration if iteration > 0 else 0.0
 
 
 def severity_for(share: float, thresholds: Thresholds, report: Report) -> Severity:
@@ -65,16 +65,16 @@ def worker_cores(trial: TrialResult) -> float | None:
     threads (the main process's threads besides the loop's)."""
     if trial.config.threads:
         return side_thread_cores(trial)
-    if trial.cpu_percent is None or trial.main_cpu_percent is None:
+    if trial.cpu.cpu_percent is None or trial.cpu.main_cpu_percent is None:
         return None
-    return max(0.0, (trial.cpu_percent - trial.main_cpu_percent) / 100.0)
+    return max(0.0, (trial.cpu.cpu_percent - trial.cpu.main_cpu_percent) / 100.0)
 
 
 def side_thread_cores(trial: TrialResult) -> float | None:
     """CPU of the main process's threads other than the training loop (pin_memory's thread)."""
-    if trial.main_cpu_percent is None or trial.main_thread_cpu_percent is None:
+    if trial.cpu.main_cpu_percent is None or trial.cpu.main_thread_cpu_percent is None:
         return None
-    return max(0.0, (trial.main_cpu_percent - trial.main_thread_cpu_percent) / 100.0)
+    return max(0.0, (trial.cpu.main_cpu_percent - trial.cpu.main_thread_cpu_percent) / 100.0)
 
 
 def serial_loading(trial: TrialResult, batch: int) -> tuple[str, float, float] | None:
@@ -95,9 +95,9 @@ def serial_loading(trial: TrialResult, batch: int) -> tuple[str, float, float] |
         return "Paddle's buffer-reader thread", share, share * iteration
     wait = trial.wait_ms.mean if trial.wait_ms is not None and trial.wait_ms.mean is not None \
         else wait_share(trial) * iteration
-    if trial.wait_cpu_ms_mean is None or wait <= 0:
+    if trial.times.wait_cpu_ms_mean is None or wait <= 0:
         return None
-    return "the main thread", trial.wait_cpu_ms_mean / wait, trial.wait_cpu_ms_mean
+    return "the main thread", trial.times.wait_cpu_ms_mean / wait, trial.times.wait_cpu_ms_mean
 
 
 def ranks(trial: TrialResult) -> int:
@@ -116,20 +116,21 @@ def cpu_s_per_sample(trial: TrialResult, batch: int) -> float | None:
     Distributed: ranks sharing a node's CPUs take unequal shares of them, so the pace-setting rank's cost
     is scaled to all ranks' CPU over all ranks' samples.
     """
-    if not rate(trial) or trial.wait_cpu_ms_mean is None:
+    if not rate(trial) or trial.times.wait_cpu_ms_mean is None:
         return None
     workers = worker_cores(trial) or 0.0
     side = 0.0 if trial.config.threads else side_thread_cores(trial) or 0.0  # threads: counted as the workers
-    return ((workers + side) / rank_rate(trial) + trial.wait_cpu_ms_mean / 1000.0 / batch) * _ranks_cost_scale(trial)
+    main = trial.times.wait_cpu_ms_mean / 1000.0 / batch
+    return ((workers + side) / rank_rate(trial) + main) * _ranks_cost_scale(trial)
 
 
 def _ranks_cost_scale(trial: TrialResult) -> float:
     """All ranks' CPU per sample over the pace-setting rank's (1 outside a distributed sweep)."""
     measured = [(r.cpu_percent, r.samples_per_s) for r in trial.ranks if r.cpu_percent and r.samples_per_s]
-    if len(measured) < 2 or len(measured) != len(trial.ranks) or not trial.cpu_percent:
+    if len(measured) < 2 or len(measured) != len(trial.ranks) or not trial.cpu.cpu_percent:
         return 1.0
     everyone = sum(cpu for cpu, _ in measured) / sum(samples for _, samples in measured)
-    return everyone / (trial.cpu_percent / rank_rate(trial))
+    return everyone / (trial.cpu.cpu_percent / rank_rate(trial))
 
 
 def cpu_ceiling(trial: TrialResult, batch: int, usable_cpus: int) -> float | None:
@@ -140,7 +141,7 @@ def cpu_ceiling(trial: TrialResult, batch: int, usable_cpus: int) -> float | Non
 
 def break_even_ms(trial: TrialResult, batch: int) -> float:
     """Shortest model step (ms) this loader feeds without making it wait (each rank steps on its own batch)."""
-    return max(0.0, 1000.0 * batch / rank_rate(trial) - (trial.copy_ms_mean or 0.0))
+    return max(0.0, 1000.0 * batch / rank_rate(trial) - (trial.times.copy_ms_mean or 0.0))
 
 
 def faster(a: TrialResult, b: TrialResult) -> bool:

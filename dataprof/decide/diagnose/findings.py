@@ -37,10 +37,10 @@ def copy_on_read(report: Report, th: Thresholds) -> Finding | None:
     growth: list[tuple[float, TrialResult]] = []
     for trial in ok_trials(report):
         workers = trial.config.num_workers
-        respawned = not trial.config.persistent_workers and (trial.epochs_started or 1) > 1
-        if workers == 0 or trial.workers_inherited_growth_bytes is None or respawned:
+        respawned = not trial.config.persistent_workers and (trial.epochs.epochs_started or 1) > 1
+        if workers == 0 or trial.memory.workers_inherited_growth_bytes is None or respawned:
             continue
-        growth.append((trial.workers_inherited_growth_bytes / workers, trial))
+        growth.append((trial.memory.workers_inherited_growth_bytes / workers, trial))
     if not growth:
         return None
     per_worker, trial = max(growth, key=lambda item: item[0])
@@ -50,9 +50,9 @@ def copy_on_read(report: Report, th: Thresholds) -> Finding | None:
     window = trial.window_s or 0.0
     speed = f" (+{fmt_bytes(per_worker / window)}/s each)" if window > 0 else ""
     uss = ""
-    if trial.workers_uss_start_bytes is not None and trial.workers_uss_end_bytes is not None:
-        total = (trial.workers_uss_end_bytes - trial.workers_uss_start_bytes) / workers
-        file = (trial.workers_file_growth_bytes or 0) / workers
+    if trial.memory.workers_uss_start_bytes is not None and trial.memory.workers_uss_end_bytes is not None:
+        total = (trial.memory.workers_uss_end_bytes - trial.memory.workers_uss_start_bytes) / workers
+        file = (trial.memory.workers_file_growth_bytes or 0) / workers
         uss = (f"; of each worker's private memory (USS) growth of {fmt_bytes(max(total, per_worker))}, "
                f"{fmt_bytes(per_worker)} are such copies and {fmt_bytes(max(0.0, file))} pages of memory-mapped "
                "files")
@@ -160,14 +160,14 @@ def iterable_duplicates(report: Report, th: Thresholds) -> Finding | None:
         workers = trial.config.num_workers
         if workers < 2:
             continue
-        if serial.epoch_samples and trial.epoch_samples and \
-                trial.epoch_samples >= th.duplicate_ratio * serial.epoch_samples:
-            evidence = (f"one epoch yields {serial.epoch_samples:,} samples with num_workers=0 but "
-                        f"{trial.epoch_samples:,} with {workers} workers "
-                        f"({trial.epoch_samples / serial.epoch_samples:.1f}×)")
-        elif (trial.repeat_fraction or 0.0) >= th.repeat_fraction and (serial.repeat_fraction or 0.0) < 0.05:
-            evidence = (f"with {workers} workers {pct(trial.repeat_fraction or 0.0)} of the batches repeat an earlier "
-                        f"batch of the same epoch; with num_workers=0, {pct(serial.repeat_fraction or 0.0)}")
+        one, many = serial.epochs, trial.epochs
+        if one.epoch_samples and many.epoch_samples and many.epoch_samples >= th.duplicate_ratio * one.epoch_samples:
+            evidence = (f"one epoch yields {one.epoch_samples:,} samples with num_workers=0 but "
+                        f"{many.epoch_samples:,} with {workers} workers "
+                        f"({many.epoch_samples / one.epoch_samples:.1f}×)")
+        elif (many.repeat_fraction or 0.0) >= th.repeat_fraction and (one.repeat_fraction or 0.0) < 0.05:
+            evidence = (f"with {workers} workers {pct(many.repeat_fraction or 0.0)} of the batches repeat an earlier "
+                        f"batch of the same epoch; with num_workers=0, {pct(one.repeat_fraction or 0.0)}")
         else:
             continue
         return Finding(
@@ -185,17 +185,18 @@ def rank_duplicates(report: Report, th: Thresholds) -> Finding | None:
     """Distributed: ranks load the same batches of an IterableDataset that does not split its stream by rank."""
     if report.dataset is None or report.dataset.kind != DatasetKind.ITERABLE:
         return None
-    shared = [t for t in ok_trials(report) if (t.rank_repeat_fraction or 0.0) >= th.repeat_fraction]
+    shared = [t for t in ok_trials(report) if (t.epochs.rank_repeat_fraction or 0.0) >= th.repeat_fraction]
     if not shared:
         return None
-    trial = max(shared, key=lambda t: t.rank_repeat_fraction or 0.0)
+    trial = max(shared, key=lambda t: t.epochs.rank_repeat_fraction or 0.0)
     world = report.environment.world_size
     return Finding(
         id=FindingId.RANK_DUPLICATES,
         severity=Severity.CRITICAL,
-        evidence=(f"at {trial.config.label()}, {pct(trial.rank_repeat_fraction or 0.0)} of the first batches the "
-                  f"{world} ranks loaded were loaded by another rank too: the stream is not split by rank, so every "
-                  "rank trains on the same samples and the aggregate samples/s counts them once per rank"),
+        evidence=(f"at {trial.config.label()}, {pct(trial.epochs.rank_repeat_fraction or 0.0)} of the first "
+                  f"batches the {world} ranks loaded were loaded by another rank too: the stream is not split by "
+                  "rank, so every rank trains on the same samples and the aggregate samples/s counts them once per "
+                  "rank"),
         recommendation=("Split the stream by rank as well as by worker: in __iter__, yield every (world_size × "
                         "num_workers)-th item (or file) starting at rank × num_workers + the worker's id. dataprof's "
                         "trials run apart from the ranks' process group, so read the rank from the RANK and "
@@ -340,13 +341,14 @@ def ipc_overhead(report: Report, th: Thresholds) -> Finding | None:
     ok = ok_trials(report)
     serial = next((t for t in ok if t.config.is_baseline), None)
     parallel = [t for t in ok if t.config.num_workers > 0
-                and (t.receive_ms_mean is not None or t.wait_cpu_ms_mean is not None)]
+                and (t.times.receive_ms_mean is not None or t.times.wait_cpu_ms_mean is not None)]
     if serial is None or not parallel or wait_share(serial) < th.model_bound_wait or serial.wait_ms is None:
         return None
     best = max(parallel, key=rate)
     work = serial.wait_ms.mean
     smallest = min(parallel, key=lambda t: (t.config.num_workers, -rate(t)))
-    transfer = smallest.receive_ms_mean if smallest.receive_ms_mean is not None else smallest.wait_cpu_ms_mean or 0.0
+    times = smallest.times
+    transfer = times.receive_ms_mean if times.receive_ms_mean is not None else times.wait_cpu_ms_mean or 0.0
     if faster(best, serial) or work is None or transfer < th.ipc_share * work:
         return None
     rec = recommended_trial(report)

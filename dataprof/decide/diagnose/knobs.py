@@ -47,7 +47,7 @@ def start_method_text(report: Report, trial: TrialResult) -> str:
     if len({t.config.multiprocessing_context for t in same}) < 2:
         return ""
     parts = [f"{t.config.multiprocessing_context or default} first batch {t.first_batch_s or 0:.2f} s, "
-             f"PSS {fmt_bytes(t.peak_memory_bytes)}, {rate_text(rate(t))}" for t in same]
+             f"PSS {fmt_bytes(t.memory.peak_memory_bytes)}, {rate_text(rate(t))}" for t in same]
     base = dataclasses.replace(trial.config, multiprocessing_context=None).label()
     return f"; start methods measured at {base}: {'; '.join(parts)}"
 

@@ -14,7 +14,7 @@ from dataprof.results.vocabulary import FindingId, Severity
 
 def busy_machine(report: Report, th: Thresholds) -> Finding | None:
     """Other processes took CPU the trials could have used: the figures are noisier and the ceilings lower."""
-    measured = [t.foreign_cpu_percent / 100.0 for t in ok_trials(report) if t.foreign_cpu_percent is not None]
+    measured = [t.cpu.foreign_cpu_percent / 100.0 for t in ok_trials(report) if t.cpu.foreign_cpu_percent is not None]
     if not measured:
         return None
     typical, most = statistics.median(measured), max(measured)

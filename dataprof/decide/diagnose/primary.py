@@ -97,7 +97,7 @@ def model_bound(report: Report, th: Thresholds) -> Finding | None:
     if rec is None or wait_share(rec) >= th.model_bound_wait:
         return None
     batch = batch_size(report)
-    step = rec.step_ms_mean or 0.0
+    step = rec.times.step_ms_mean or 0.0
     return Finding(
         id=FindingId.MODEL_BOUND,
         severity=Severity.INFO,
@@ -117,9 +117,9 @@ def transfer_bound(report: Report, th: Thresholds) -> Finding | None:
         return None
     batch = batch_size(report)
     share = copy_share(rec, batch)
-    copy = rec.copy_ms_mean or 0.0
+    copy = rec.times.copy_ms_mean or 0.0
     wait = _wait_ms(rec, batch)
-    receiving = min(wait, rec.wait_cpu_ms_mean or 0.0)
+    receiving = min(wait, rec.times.wait_cpu_ms_mean or 0.0)
     # The copy must outweigh both parts of the wait: idle (workers too slow) and the main
     # thread's own work inside next() (receiving the same bytes it will copy).
     if share < th.transfer_share or copy < max(wait - receiving, receiving):
@@ -155,12 +155,12 @@ def main_process_bound(report: Report, th: Thresholds) -> Finding | None:
         return None
     batch = batch_size(report)
     wait = _wait_ms(rec, batch)
-    busy = rec.wait_cpu_ms_mean
+    busy = rec.times.wait_cpu_ms_mean
     iteration = iteration_ms(rec, batch)
     workers = rec.config.num_workers
     causes: list[str] = []
     changes: list[str] = []
-    receive = rec.receive_ms_mean
+    receive = rec.times.receive_ms_mean
     # Receiving must dominate the wait and be work, not a main thread starved of CPU by busy workers.
     working = busy is not None and receive is not None and busy >= th.receive_cpu_share * receive
     if workers > 0 and receive is not None and wait > 0 and receive >= th.main_busy * wait and working:
@@ -182,7 +182,7 @@ def main_process_bound(report: Report, th: Thresholds) -> Finding | None:
     if rec.config.pin_memory and side is not None and side >= th.pin_thread_cores:
         causes.append(f"the pin-memory thread uses {pct(side)} of a core")
         changes.append("pin_memory=False, or fewer bytes per batch (uint8, crop before batching)")
-    sampler = rec.sampler_ms_mean
+    sampler = rec.times.sampler_ms_mean
     if sampler is not None and iteration > 0 and sampler >= th.sampler_share * iteration:
         causes.append(f"the sampler takes {ms(sampler)} ms per batch, {pct(sampler / iteration)} of the iteration")
         changes.append("make the sampler cheaper: precompute the index order once per epoch")
@@ -255,7 +255,7 @@ def cpu_bound(report: Report, th: Thresholds) -> Finding | None:
         return None
     batch = batch_size(report)
     usable = report.environment.usable_cpus
-    tree = cores(rec.cpu_percent)
+    tree = cores(rec.cpu.cpu_percent)
     workers = rec.config.num_workers
     per_worker = None
     serial = serial_loading(rec, batch)
@@ -265,7 +265,7 @@ def cpu_bound(report: Report, th: Thresholds) -> Finding | None:
         per_worker = serial[1]
     saturated = tree is not None and tree >= th.cpu_saturated * available_cpus(rec, usable)
     computing = per_worker is not None and per_worker >= th.worker_busy
-    machine = (rec.cpu_percent_system or 0.0) / 100.0
+    machine = (rec.cpu.cpu_percent_system or 0.0) / 100.0
     # Other processes crowding the CPUs limit the loader only once more workers stop helping.
     crowded = machine >= th.machine_saturated and not _still_rising(report)
     if not saturated and not computing and not crowded:
@@ -308,32 +308,32 @@ def cpu_bound(report: Report, th: Thresholds) -> Finding | None:
 def short_epoch(report: Report, th: Thresholds) -> Finding | None:
     """Epochs so short that the loop waits mostly at their starts, where the workers restart or refill."""
     rec = _loader_limited(report, th)
-    if rec is None or not rec.epoch_starts_in_window or not rec.epoch_start_wait_s or not rec.window_s:
+    if rec is None or not rec.epochs.epoch_starts_in_window or not rec.epochs.epoch_start_wait_s or not rec.window_s:
         return None
     waited = wait_share(rec) * rec.window_s
-    if rec.epoch_starts_in_window < 2 or rec.epoch_start_wait_s < th.epoch_start_share * waited:
+    if rec.epochs.epoch_starts_in_window < 2 or rec.epochs.epoch_start_wait_s < th.epoch_start_share * waited:
         return None
     batch = batch_size(report)
     workers = rec.config.num_workers
-    samples = rec.epoch_samples or (report.dataset.length if report.dataset else None)
+    samples = rec.epochs.epoch_samples or (report.dataset.length if report.dataset else None)
     size = ""
     if samples:
         batches = -(-samples // batch)
         in_flight = workers * (rec.config.prefetch_factor or 2)
         fewer = f", fewer than the {in_flight} the workers keep in flight" if workers and batches < in_flight else ""
         size = f"an epoch is {batches:,} batch{'es' if batches != 1 else ''} ({samples:,} samples){fewer}; "
-    per_start = rec.epoch_start_wait_s / rec.epoch_starts_in_window
+    per_start = rec.epochs.epoch_start_wait_s / rec.epochs.epoch_starts_in_window
     how = ("the workers start again (persistent_workers=False)" if workers and not rec.config.persistent_workers
            else "the workers begin the new epoch's indices with the pipeline empty" if workers
            else "the dataset begins a new epoch")
     return Finding(
         id=FindingId.SHORT_EPOCH,
         severity=severity_for(wait_share(rec), th, report),
-        evidence=(f"{_lead(rec, report)}; {size}{rec.epoch_starts_in_window} epochs began in the "
+        evidence=(f"{_lead(rec, report)}; {size}{rec.epochs.epoch_starts_in_window} epochs began in the "
                   f"{rec.window_s:.1f} s window and the loop waited {ms(1000 * per_start)} ms for the first batch "
-                  f"of each while {how}: {pct(rec.epoch_start_wait_s / waited)} of its waiting "
-                  f"({pct(rec.epoch_start_wait_s / rec.window_s)} of the window). The epoch boundary is the limit, "
-                  "not storage or CPU."),
+                  f"of each while {how}: {pct(rec.epochs.epoch_start_wait_s / waited)} of its waiting "
+                  f"({pct(rec.epochs.epoch_start_wait_s / rec.window_s)} of the window). The epoch boundary is the "
+                  "limit, not storage or CPU."),
         recommendation=("Make an epoch longer than the pipeline: draw more samples per epoch (e.g. "
                         "RandomSampler(dataset, replacement=True, num_samples=k * len(dataset))) or repeat the "
                         "dataset, or use a smaller batch; keep persistent_workers=True so workers are not started "
@@ -348,7 +348,7 @@ def io_bound(report: Report, th: Thresholds) -> Finding | None:
         return None
     batch = batch_size(report)
     usable = report.environment.usable_cpus
-    tree = cores(rec.cpu_percent)
+    tree = cores(rec.cpu.cpu_percent)
     workers = rec.config.num_workers
     parts = []
     serial = serial_loading(rec, batch)

@@ -128,7 +128,7 @@ class AdaptiveStrategy(ThreadSteps, Searching):
                     return again, "re-measuring"
                 if workers > 1:
                     noise = noise_between(trial, best)
-                    cpu = (f"; {best.config.label()} already used {(best.cpu_percent or 0) / 100:.1f} of "
+                    cpu = (f"; {best.config.label()} already used {(best.cpu.cpu_percent or 0) / 100:.1f} of "
                            f"{self.budget.usable_cpus} usable CPUs" if self._saturated(best) else "")
                     return None, f"stopped climbing: {gain(trial, best)}, not beyond the ±{noise:.0%} noise{cpu}"
                 continue  # one worker loads no faster than the main process: parallelism starts at two
@@ -183,7 +183,7 @@ class AdaptiveStrategy(ThreadSteps, Searching):
 
     def _saturated(self, trial: TrialResult) -> bool:
         """The trial used most of the CPUs it had: the usable ones, less what other processes took."""
-        cpu = trial.cpu_percent
+        cpu = trial.cpu.cpu_percent
         return cpu is not None and \
             cpu / 100.0 >= self.budget.saturated_cpu * available_cpus(trial, self.budget.usable_cpus)
 
@@ -389,7 +389,7 @@ class AdaptiveStrategy(ThreadSteps, Searching):
             why = f" nor do they come in bursts at {anchor.config.label()}{figures}{busy}"
             if heavy_tail(anchor):  # bursts on CPUs used up: :meth:`_tailed` counts only those with CPUs to spare
                 why = (f", and they reach {anchor.config.label()} in bursts{figures} as its workers take turns on "
-                       f"the {(anchor.cpu_percent or 0) / 100:.1f} CPUs it used up: a deeper buffer adds no CPU")
+                       f"the {(anchor.cpu.cpu_percent or 0) / 100:.1f} CPUs it used up: a deeper buffer adds no CPU")
         return (f"; prefetch_factor {values} not tried: batches at num_workers=0 have no stragglers "
                 f"({evidence.wait_figures(baseline)}){why} (--prefetch-factor "
                 f"{','.join(map(str, self.space.prefetch_factors))} to measure {'them' if len(others) > 1 else 'it'} "

@@ -95,7 +95,7 @@ def start_method_words(trial: TrialResult, start_method: str | None) -> str:
 
 def _copied(trial: TrialResult) -> float:
     """Bytes of the main process's pages each worker copied in the trial's window (copy-on-read)."""
-    return (trial.workers_inherited_growth_bytes or 0) / max(1, trial.config.num_workers)
+    return (trial.memory.workers_inherited_growth_bytes or 0) / max(1, trial.config.num_workers)
 
 
 def wait_figures(trial: TrialResult) -> str:
@@ -168,9 +168,9 @@ def thread_evidence(anchor: TrialResult, space: SearchSpace, saturated: bool, sh
 
 def receive_share(trial: TrialResult) -> float:
     """Share of a CPU the main process spent unpickling the workers' batches (0 when not measured)."""
-    if not trial.receive_ms_mean or not trial.samples_per_s or not trial.batches or not trial.samples:
+    if not trial.times.receive_ms_mean or not trial.samples_per_s or not trial.batches or not trial.samples:
         return 0.0
-    return trial.receive_ms_mean / 1000 * trial.samples_per_s / (trial.samples / trial.batches)
+    return trial.times.receive_ms_mean / 1000 * trial.samples_per_s / (trial.samples / trial.batches)
 
 
 def no_thread_words(space: SearchSpace) -> str:

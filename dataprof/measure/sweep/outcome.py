@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 from dataprof.measure.protocol import Message, ProtocolError, TrialError, TrialFigures
 from dataprof.measure.sweep.failures import died_by
 from dataprof.results.knobs import LoaderConfig
@@ -48,14 +46,13 @@ def trial_result(config: LoaderConfig, outcome: Message) -> TrialResult:
     """The TrialResult of ``config``: every key of ``outcome`` is one of its fields (a TypeError otherwise); the
     window's reads per sample and in all, from their rates. A thread config has no worker process: its workers'
     memory is not read (null), not 0."""
-    trial = TrialResult(config=config, **outcome)
+    trial = TrialResult.of(config, **outcome)
     if config.threads:
-        trial = dataclasses.replace(trial, workers_uss_start_bytes=None, workers_uss_end_bytes=None,
-                                    workers_inherited_growth_bytes=None, workers_file_growth_bytes=None)
+        trial = trial.replaced(workers_uss_start_bytes=None, workers_uss_end_bytes=None,
+                               workers_inherited_growth_bytes=None, workers_file_growth_bytes=None)
     rate, window = trial.samples_per_s, trial.window_s
-    storage, chars = trial.storage_read_bytes_per_s, trial.read_chars_per_s
-    return dataclasses.replace(
-        trial,
+    storage, chars = trial.storage.storage_read_bytes_per_s, trial.storage.read_chars_per_s
+    return trial.replaced(
         storage_read_bytes=None if storage is None or window is None else round(storage * window),
         read_bytes_per_sample=storage / rate if storage is not None and rate else None,
         read_chars_per_sample=chars / rate if chars is not None and rate else None)
