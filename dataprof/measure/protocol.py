@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from dataprof.measure.timing import Rival
 from dataprof.results.settings import SweepSettings
-from dataprof.results.vocabulary import TrialStatus
+from dataprof.results.vocabulary import TrialStatus, WorkerKind
 
 
 def child_env() -> dict[str, str]:
@@ -122,6 +122,9 @@ class LoadRequest(_Typed):
     """The framework the host imports before it forks the probe (the one given, else the likely one), so that
     the probe inherits it instead of importing it a second time; None: the one the probe finds, imported after
     it. When the probe finds another, the runner starts a fresh host expecting that one (``TrialRunner.start``)."""
+    gil: bool = True
+    """Whether the probe measures how much of a sample releases the GIL: only thread workers need it, so not
+    when ``--worker-kind`` leaves threads out."""
 
     @property
     def given_batch_size(self) -> int | None:
@@ -134,7 +137,8 @@ class LoadRequest(_Typed):
         return cls(target=settings.target, args=tuple(f"{k}={v!r}" for k, v in settings.target_kwargs.items()),
                    cwd=settings.cwd, collate_fn=settings.collate_fn,
                    batch_size=settings.batch_size, framework=settings.framework, split=settings.split,
-                   batch_size_given=settings.batch_size_given, expected_framework=expected_framework)
+                   batch_size_given=settings.batch_size_given, expected_framework=expected_framework,
+                   gil=not settings.space.worker_kinds or WorkerKind.THREAD in settings.space.worker_kinds)
 
 
 @dataclass(frozen=True)

@@ -93,7 +93,8 @@ def probe(request: LoadRequest, built: Built, handed_over: bool) -> Message:
     by_threads = thread_loader(backend.loader_arguments()) if backend.name == "torch" else None
     return {
         "thread_loader": by_threads,
-        "gil": sample_gil(dataset) if by_threads is not None and kind == DatasetKind.MAP and template is None else None,
+        "gil": sample_gil(dataset) if request.gil and by_threads is not None and kind == DatasetKind.MAP
+        and template is None else None,
         "kind": kind,
         "type_name": type(dataset).__name__,
         "length": dataset_length(dataset),
