@@ -68,16 +68,15 @@ print(json.dumps({{"doc": w.report.to_dict(), "same": seen == plain,
     assert out["doc"]["resources"]["workers_cpu_percent"] is not None  # sampled from outside, workers included
 
 
-def test_tune_s_loader_sweep_is_offered_the_factory_and_a_ctrl_c_in_it_ends_the_tune(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_tune_s_loader_sweep_is_offered_the_factory_and_a_ctrl_c_in_it_ends_the_tune() -> None:
     import dataclasses
 
-    from dataprof import api
     from dataprof.decide.sweep import decide
     from dataprof.results.load import load_as
     from dataprof.results.sweep import Report
     from dataprof.results.tune import TunedLoader, TuneReport, TuneTrial
     from dataprof.results.vocabulary import TrialStatus
+    from dataprof.tuner import loader_sweep_of_factory
     from tests.conftest import DATA, run_report
 
     recorded = decide(load_as(DATA / "sweep" / "latency.json", Report))
@@ -87,17 +86,16 @@ def test_tune_s_loader_sweep_is_offered_the_factory_and_a_ctrl_c_in_it_ends_the_
         calls.append((target, options))
         return recorded if len(calls) == 1 else dataclasses.replace(recorded, complete=False)
 
-    monkeypatch.setattr(api, "sweep", fake_sweep)
     found = dataclasses.replace(run_report(0.3).loaders[0], factory="train.py:make_loader",
                                 factory_args=("images=256",))
     head = TuneTrial({}, TrialStatus.OK, "headspace", iterations_per_s=20.0, step_ms={"p50": 41.0, "p95": 50.0})
     report = TuneReport("0", ("train.py",), TunedLoader("train.py:40", "DataLoader", 32, {"num_workers": 2}), (), 1.0)
-    swept = api._loader_sweep(report, found, head, None)
+    swept = loader_sweep_of_factory(report, found, head, None, fake_sweep)
     assert calls[0][0] == "train.py:make_loader" and calls[0][1]["args"] == {"images": 256}
     assert calls[0][1]["step_ms"] == 41.0 and swept.complete and swept.loader_sweep is not None
     assert swept.loader_sweep.label == "w4 pf2 persist" and swept.loader_sweep.config == {
         "num_workers": 4, "prefetch_factor": 2, "persistent_workers": True, "pin_memory": False}
-    stopped = api._loader_sweep(report, found, head, None)
+    stopped = loader_sweep_of_factory(report, found, head, None, fake_sweep)
     assert not stopped.complete and stopped.loader_sweep is not None and stopped.loader_sweep.error == "interrupted"
-    inline = api._loader_sweep(report, run_report(0.3).loaders[0], head, None)
+    inline = loader_sweep_of_factory(report, run_report(0.3).loaders[0], head, None, fake_sweep)
     assert len(calls) == 2 and "no loader-only sweep to compare" in inline.notes[-1]

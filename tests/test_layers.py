@@ -21,7 +21,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "backends": ("dataprof.backends",),
     "measure": ("dataprof.measure",),
     "render": ("dataprof.render",),
-    "orchestration": ("dataprof.sweeper", "dataprof.distributed"),
+    "orchestration": ("dataprof.sweeper", "dataprof.distributed", "dataprof.tuner"),
     "interface": ("dataprof", "dataprof.__main__", "dataprof.api", "dataprof.cli"),
 }
 """Each layer's folders (a package stands for every module in it) and the few modules directly in ``dataprof/``.

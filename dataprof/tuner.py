@@ -1,0 +1,159 @@
+"""``dataprof tune``'s loop: the user's training run, unchanged, once per config the decision asks for (each in a
+fresh process, watched as ``dataprof run`` watches it), once with its first batches replayed (the headspace), and
+the loader-only sweep whose pick the training tries too. Orchestration, as ``sweeper.py`` is for a sweep: which run
+comes next, and the answer, are ``decide/tune.py``'s."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from typing import Any
+
+from dataprof.results.run import LoaderRun, RunReport
+from dataprof.results.sweep import Report
+from dataprof.results.tune import TuneReport, TuneTrial
+
+REPLAY_BATCHES = 16
+"""Batches of the loader replayed in the headspace run of ``tune``."""
+ALWAYS_RUNS = 2
+"""The runs of ``tune`` made whatever its budget: the script as it is and the headspace, without which there is no
+data cost to report."""
+LOADER_SWEEP_TRIAL_S = 2.0
+"""The window of each trial of tune's loader-only sweep: it proposes, the training decides."""
+
+
+Sweep = Callable[..., Report]
+"""The Python API's ``dataprof.sweep``: the loader-only sweep is run through it, as a user would."""
+
+
+def run_tune(script: str, args: tuple[str, ...], *, module: bool, budget_s: float, trial_seconds: float | None,
+             trial_steps: int | None, loader: str | None, loader_sweep: bool, nproc_per_node: int,
+             progress: Callable[[str], None] | None, sweep: Sweep) -> TuneReport:
+    """``dataprof.tune``'s work (its docstring says what it does); ``sweep`` runs the loader-only sweep."""
+    from dataprof.decide.tune import decide_tune, next_run
+    from dataprof.measure.watch.watcher import WatchSettings
+    from dataprof.render.tune import run_line
+    from dataprof.results.run import RunChanges
+
+    started = time.monotonic()
+    report = _started((("-m",) if module else ()) + (script, *args), module, nproc_per_node)
+    loader_sweep = loader_sweep and nproc_per_node == 1
+    site, found = loader, None
+    while (step := next_run(report)) is not None and \
+            (len(report.trials) < ALWAYS_RUNS or time.monotonic() - started < budget_s):
+        knobs, role = step
+        changes = RunChanges(knobs, REPLAY_BATCHES if role == "headspace" else None, site) if knobs or \
+            role == "headspace" else None
+        if progress is not None:
+            progress(run_line(len(report.trials) + 1, budget_s - (time.monotonic() - started), knobs, role,
+                              REPLAY_BATCHES))
+        ran = _run(WatchSettings(target=script, args=args, module=module, max_steps=trial_steps,
+                                 seconds=trial_seconds, seconds_from_first_batch=True, changes=changes),
+                   nproc_per_node, knobs, role, site)
+        if ran is None:  # Ctrl-C: the script got it too and ended; what was measured stands
+            return decide_tune(dataclasses.replace(report, complete=False, wall_s=time.monotonic() - started))
+        run, trial = ran
+        report = decide_tune(dataclasses.replace(report, trials=(*report.trials, trial),
+                                                 wall_s=time.monotonic() - started))
+        if role == "headspace" and loader_sweep and found is not None and trial.ok:
+            report = decide_tune(dataclasses.replace(loader_sweep_of_factory(report, found, trial, progress, sweep),
+                                                     wall_s=time.monotonic() - started))
+            if not report.complete:
+                return report
+        if role == "current" and report.loader is None:
+            report, found = _tuned(report, run, trial, script, site)
+            site = found.site
+    return report
+
+
+def _started(command: tuple[str, ...], module: bool, nproc_per_node: int) -> TuneReport:
+    """The tune's report before its first run, once the script is found and ``nproc_per_node`` can run here."""
+    from dataprof.distributed import rank_from_env
+    from dataprof.errors import UsageError
+    from dataprof.measure.watch.watcher import WatchSettings, check_target
+    from dataprof.version import __version__
+
+    if nproc_per_node < 1:
+        raise UsageError(f"--nproc-per-node {nproc_per_node}: run at least one rank")
+    if rank_from_env() is not None:
+        raise UsageError("dataprof tune starts the training's ranks itself: run it outside torchrun, with "
+                         "--nproc-per-node")
+    check_target(WatchSettings(target=command[1] if module else command[0], module=module))
+    notes = () if nproc_per_node == 1 else (
+        f"each run is {nproc_per_node} ranks of one job on this machine, with the same knobs; its figure is its "
+        "slowest rank's (every step waits for it), its CPU and memory every rank's together",
+        "no loader-only sweep to compare: the training runs as several ranks, the loader sweep as one")
+    return TuneReport(__version__, command, None, (), 0.0, notes=notes, nproc_per_node=nproc_per_node)
+
+
+def _run(settings: Any, nproc_per_node: int, knobs: dict[str, Any], role: str,
+              site: str | None) -> tuple[RunReport, TuneTrial] | None:
+    """One run of the training (as ``nproc_per_node`` ranks when above 1): rank 0's report and the trial it
+    makes; None when it was interrupted (Ctrl-C)."""
+    from dataprof.decide.tune import trial_of, trial_of_ranks
+    from dataprof.distributed import watch_ranks
+    from dataprof.measure.watch.watcher import watch
+
+    if nproc_per_node == 1:
+        run = watch(settings)
+        return (run, trial_of(run, knobs, role, site)) if run.complete else None
+    runs = watch_ranks(settings, nproc_per_node)
+    if runs is None or not all(r.complete for r in runs):
+        return None
+    return runs[0], trial_of_ranks(runs, knobs, role, site)
+
+
+def _tuned(report: TuneReport, run: RunReport, trial: TuneTrial, script: str,
+           site: str | None) -> tuple[TuneReport, LoaderRun]:
+    """After the first run of the script as it is: the report with the loader it tunes (the busiest, or the one
+    at ``site``) and the other loaders named, and that loader; TargetError when there is none or the run failed."""
+    from dataprof.decide.tune import loader_of, others_note, tuned_loader
+    from dataprof.errors import TargetError
+
+    found = tuned_loader(run, site)
+    if found is None:
+        raise TargetError(f"{script}: the script iterated no DataLoader" + (f" built at {site}" if site else "")
+                          + " in its run: nothing to tune")
+    if not trial.ok:
+        raise TargetError(f"{script}: the script as it is failed: {trial.error}")
+    note = others_note(run, found)
+    tuned = loader_of(found, run.environment.device)
+    if found.framework == "torch":
+        import multiprocessing
+
+        from dataprof.backends import get_backend
+        from dataprof.backends.threads import thread_loader
+
+        tuned = dataclasses.replace(tuned, start_methods=tuple(multiprocessing.get_all_start_methods()),
+                                    threads=None if found.iterable else
+                                    thread_loader(get_backend("torch").loader_arguments()))
+    return dataclasses.replace(report, loader=tuned, notes=report.notes + ((note,) if note else ())), found
+
+
+def loader_sweep_of_factory(report: TuneReport, found: LoaderRun, headspace: TuneTrial,
+                            progress: Callable[[str], None] | None, sweep: Sweep) -> TuneReport:
+    """``report`` with the loader-only sweep of the tuned loader's factory (a short adaptive sweep at the
+    training's free-data step), or with a note saying why there is none."""
+    from dataprof.decide.tune import loader_sweep_of, sweep_target
+    from dataprof.errors import DataprofError
+    from dataprof.results.tune import LoaderSweep
+
+    target = sweep_target(found)
+    if isinstance(target, str):
+        return dataclasses.replace(report, notes=(*report.notes, f"no loader-only sweep to compare: {target}"))
+    name, kwargs, split = target
+    step = (headspace.step_ms or {}).get("p50") or 0.0
+    swept = LoaderSweep(name, kwargs, step)
+    if progress is not None:
+        progress(f"the loader alone: sweeping {name} beside a dummy model stepping {step:.1f} ms")
+    try:
+        result = sweep(name, args=kwargs, split=split, step_ms=step, trial_seconds=LOADER_SWEEP_TRIAL_S,
+                       rules_of_thumb=False, cache="warm", progress=progress is not None)
+    except DataprofError as error:
+        return dataclasses.replace(report, loader_sweep=dataclasses.replace(swept, error=str(error)))
+    assert report.loader is not None
+    if not result.complete:  # Ctrl-C: it ends the tune too
+        return dataclasses.replace(report, complete=False,
+                                   loader_sweep=dataclasses.replace(swept, error="interrupted"))
+    return dataclasses.replace(report, loader_sweep=loader_sweep_of(swept, result, report.loader))
