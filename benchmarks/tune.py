@@ -3,7 +3,8 @@
 The script is ``examples/train.py`` (a small CNN trained on CPU from decoded, augmented JPEGs: the step and the
 workers compete for the CPUs). ``dataprof tune`` runs it; then, for every config tune tried, the script itself is
 run by hand in a fresh process (``--workers W --prefetch-factor P``), in alternating order over ``--rounds``
-rounds, and its own printed images/s of the epochs after the first is the truth; the headspace's truth is a
+rounds, and its own printed images/s over the epochs after the first (as many as the trial's window holds at
+tune's rate, at least three) is the truth; the headspace's truth is a
 hand-written copy of the script's training loop (the same model, loader and step, epoch by epoch) that keeps the
 loader's first 16 batches and replays them for the rest of each epoch, beside the headspace run as tune makes it
 (``dataprof run --replay 16``). Beside each hand run,
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 import statistics
 import subprocess
@@ -93,11 +95,18 @@ def flags(config: Config, persistence_matters: bool = True) -> list[str] | None:
 
 
 def by_hand(config: Config, images: int, epochs: int) -> float:
-    """The script's own iterations/s over its epochs after the first (batch 32)."""
+    """The script's own iterations/s over its epochs after the first (batch 32): its images over their time, the
+    harmonic mean of the epochs' rates (each epoch the same images)."""
     out = subprocess.run([sys.executable, SCRIPT, *(flags(config) or []), "--epochs", str(epochs), "--images",
                           str(images)], cwd=ROOT, check=True, capture_output=True, text=True).stdout
     rates = [float(m.replace(",", "")) for m in re.findall(r"· ([\d,]+) images/s", out)][1:]
-    return statistics.fmean(rates) / 32
+    return statistics.harmonic_mean(rates) / 32
+
+
+def hand_epochs(rate: float, seconds: float, images: int) -> int:
+    """Epochs of a hand-timed run: the first (left out), then as many as ``seconds`` of training at ``rate``
+    iterations/s holds (batches of 32), at least three: a truth as long as the trial it checks."""
+    return 1 + max(3, math.ceil(rate * seconds / math.ceil(images / 32)))
 
 
 def as_tune_runs_it(config: Config, images: int, seconds: float, out: Path) -> float:
@@ -148,7 +157,9 @@ def main() -> None:
     parser.add_argument("--images", type=int, default=256)
     parser.add_argument("--budget", type=float, default=300.0)
     parser.add_argument("--trial-seconds", type=float, default=10.0)
-    parser.add_argument("--epochs", type=int, default=4, help="epochs of each hand-timed run (the first is left out)")
+    parser.add_argument("--epochs", type=int, default=None,
+                        help="epochs of each hand-timed run, the first left out [default: as many as the trial's "
+                             "window holds at tune's rate, at least 3 timed]")
     args = parser.parse_args()
     doc = tune_document(["--budget", str(args.budget), "--trial-seconds", str(args.trial_seconds), SCRIPT,
                          "--epochs", "1000", "--images", str(args.images)])
@@ -173,7 +184,9 @@ def main() -> None:
             for config in order:
                 for which in ("hand", "trial") if number % 2 == 0 else ("trial", "hand"):
                     if which == "hand":
-                        hand[config].append(by_hand(config, args.images, args.epochs))
+                        epochs = args.epochs or hand_epochs(statistics.median(tried[config]), args.trial_seconds,
+                                                            args.images)
+                        hand[config].append(by_hand(config, args.images, epochs))
                     else:
                         trial[config].append(as_tune_runs_it(config, args.images, args.trial_seconds,
                                                              Path(out) / "run.json"))
