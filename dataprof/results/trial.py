@@ -239,8 +239,8 @@ class TrialResult:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrialResult:
         """Read :meth:`to_dict` back (unknown keys are ignored)."""
-        known = {f.name for f in dataclasses.fields(cls)}.union(*(_names(kind) for kind in GROUPS.values()))
-        values = {k: v for k, v in data.items() if k in known - {"config", "status"}}
+        known = (_names(cls) - GROUPS.keys() - {"config", "status"}).union(*map(_names, GROUPS.values()))
+        values = {k: v for k, v in data.items() if k in known}
         if values.get("wait_ms") is not None:
             values["wait_ms"] = WaitStats(**values["wait_ms"])
         if values.get("thread_cpu_percent") is not None:
