@@ -30,8 +30,10 @@ from tests.conftest import ROOT, run_report
 
 @pytest.fixture
 def quick() -> list[str]:
-    """Two ranks share this machine's CPUs: longer windows of smaller batches, no rules of thumb."""
-    return ["--trial-seconds", "0.5", "--prefetch-factor", "2", "--batch-size", "8", "--no-rules-of-thumb"]
+    """Two ranks share this machine's CPUs: longer windows of smaller batches, no rules of thumb, worker processes
+    only (threads are not what these tests are about)."""
+    return ["--trial-seconds", "0.5", "--prefetch-factor", "2", "--batch-size", "8", "--no-rules-of-thumb",
+            "--worker-kind", "process"]
 
 
 def dataprof(*args: str, launcher: list[str] | None = None) -> subprocess.CompletedProcess[str]:

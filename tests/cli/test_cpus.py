@@ -43,7 +43,7 @@ def test_a_sweep_on_one_cpu_keeps_every_trial_on_it(tmp_path: Path, cli: Invoke,
     out = tmp_path / "run.json"
     code, stdout, stderr = cli("sweep", f"{datasets}:Busy", "--batch-size", "8", "--workers", "0,2", "--cpus", "1",
                                "--trial-seconds", "1", "--prefetch-factor", "2", "--no-rules-of-thumb",
-                               "--json", str(out))
+                               "--worker-kind", "process", "--json", str(out))
     assert code == 0, stderr
     doc = json.loads(out.read_text())
     assert doc["settings"]["cpus"] == 1 and doc["environment"]["usable_cpus"] == 1
@@ -59,7 +59,7 @@ def test_the_api_pins_a_dataset_object_s_trials_too() -> None:
     from tests.fixtures.datasets import Busy
 
     report = dataprof.sweep(Busy(), batch_size=8, workers=[2], cpus=1, trial_seconds=1.0, rules_of_thumb=False,
-                            prefetch_factor=[2])
+                            prefetch_factor=[2], worker_kind="process")
     two = next(t for t in report.trials if t.config.num_workers == 2)
     assert two.status == "ok" and two.cpu.cpu_percent is not None and two.cpu.cpu_percent <= 115
     assert report.environment.usable_cpus == 1

@@ -20,7 +20,7 @@ def test_a_busy_loop_beside_the_sweep_is_measured_and_named(tmp_path: Path, data
     try:
         result = CliRunner().invoke(main, ["sweep", f"{datasets}:Sleepy", "--arg", "sleep_ms=2", "--batch-size", "8",
                                            "--workers", "0,2", "--trial-seconds", "1", "--prefetch-factor", "2",
-                                           "--no-rules-of-thumb", "--json", str(out)])
+                                           "--no-rules-of-thumb", "--worker-kind", "process", "--json", str(out)])
     finally:
         hog.kill()
         hog.wait()

@@ -18,7 +18,8 @@ KIB = 64
 @pytest.mark.slow
 def test_a_cold_trial_reads_from_storage_what_the_warm_ones_read_from_the_page_cache(tmp_path: Path) -> None:
     report = dataprof.sweep(FILES, args={"root": str(tmp_path), "count": 1024, "kib": KIB}, batch_size=16,
-                            workers=[0, 2], trial_seconds=1.0, rules_of_thumb=False, cache="cold")
+                            workers=[0, 2], trial_seconds=1.0, rules_of_thumb=False, cache="cold",
+                            worker_kind="process")
     warm = [t for t in report.trials if t.status == "ok"]
     assert warm and all(t.cache == "warm" and t.storage.files_read for t in warm)
     footprint = report.data_footprint
@@ -44,7 +45,7 @@ def test_a_cold_trial_reads_from_storage_what_the_warm_ones_read_from_the_page_c
 @pytest.mark.parametrize("cache", ["auto", "cold"])
 def test_a_dataset_that_reads_no_file_gets_no_cold_trial(datasets: str, cache: str) -> None:
     report = dataprof.sweep(f"{datasets}:Tiny", batch_size=8, workers=[0, 2], trial_seconds=0.3,
-                            rules_of_thumb=False, cache=cache)
+                            rules_of_thumb=False, cache=cache, worker_kind="process")
     assert report.cold_trials == () and report.data_footprint is None and report.storage is None
     assert all(t.storage.files_read is None for t in report.trials)
     said = any("no cold trial: the trials read no data file" in note for note in report.notes)
