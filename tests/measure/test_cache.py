@@ -20,8 +20,8 @@ from dataprof.measure.cache.footprint import (
     dataset_directories,
     dataset_paths,
     files_read,
+    files_under,
     footprint,
-    walk_size,
 )
 from dataprof.measure.cache.open_log import LoggingWorkerInit, OpenLog
 from dataprof.measure.cache.page_cache import can_evict, evict, read_back, residency, resident_bytes
@@ -204,7 +204,8 @@ def test_the_dataset_is_its_directory_s_files_of_the_kinds_read(tmp_path: Path) 
     _write(tmp_path / "README.txt", 50_000)
     read = [str(tmp_path / "cat" / "0.jpg"), str(tmp_path / "dog" / "1.jpg")]
     assert dataset_directories(read) == {str(tmp_path): sorted(read)}
-    assert walk_size(str(tmp_path), {".jpg"}) == (6000, 6, False)
+    jpegs, cut = files_under(str(tmp_path), {".jpg"})
+    assert (sum(jpegs.values()), len(jpegs), cut) == (6000, 6, False)
     files = DataFiles()
     files.add(read)
     found = footprint(files, page_cache_bytes=10_000)
@@ -330,7 +331,7 @@ def test_the_walk_checks_its_limits_entry_by_entry(tmp_path: Path, monkeypatch: 
     for i in range(50):
         _write(tmp_path / f"{i}.npy", 10)
     monkeypatch.setattr(os, "scandir", Entries)
-    assert walk_size(str(tmp_path), {".npy"}, limit=5)[2] is True
+    assert files_under(str(tmp_path), {".npy"}, limit=5)[1] is True
     assert len(listed) <= 6  # a huge directory is never listed whole before its limits are checked
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -95,10 +95,12 @@ def dataset_directories(paths: Iterable[str]) -> dict[str | None, list[str]]:
     return found
 
 
-def _walk(directory: str, suffixes: set[str], clock: Callable[[], float], budget_s: float,
-          limit: int) -> Iterator[tuple[str, int] | None]:
-    """Each file under ``directory`` whose suffix is one of ``suffixes``, with its size; a last None if the walk
-    was cut short (after ``limit`` entries or ``budget_s``, checked entry by entry)."""
+def files_under(directory: str, suffixes: set[str], clock: Callable[[], float] = time.monotonic,
+                budget_s: float = WALK_S, limit: int = WALK_LIMIT) -> tuple[dict[str, int], bool]:
+    """Each file under ``directory`` whose suffix is one of ``suffixes`` (path → size); whether the walk was cut
+    short (after ``limit`` entries or ``budget_s``, checked entry by entry: a huge directory is never listed
+    whole)."""
+    found: dict[str, int] = {}
     seen = 0
     deadline = clock() + budget_s
     stack = [directory]
@@ -109,35 +111,16 @@ def _walk(directory: str, suffixes: set[str], clock: Callable[[], float], budget
                 for entry in entries:
                     seen += 1
                     if seen > limit or clock() > deadline:
-                        yield None
-                        return
+                        return found, True
                     try:
                         if entry.is_dir(follow_symlinks=False):
                             stack.append(entry.path)
                         elif entry.is_file(follow_symlinks=False) and Path(entry.name).suffix in suffixes:
-                            yield entry.path, entry.stat(follow_symlinks=False).st_size
+                            found[entry.path] = entry.stat(follow_symlinks=False).st_size
                     except OSError:
                         continue
         except OSError:
             continue
-
-
-def walk_size(directory: str, suffixes: set[str], clock: Callable[[], float] = time.monotonic,
-              budget_s: float = WALK_S, limit: int = WALK_LIMIT) -> tuple[int, int, bool]:
-    """Bytes and files under ``directory`` whose suffix is one of ``suffixes``; whether the walk was cut short
-    (after ``limit`` entries or ``budget_s``, checked entry by entry: a huge directory is never listed whole)."""
-    found, cut = _listed(directory, suffixes, clock, budget_s, limit)
-    return sum(found.values()), len(found), cut
-
-
-def _listed(directory: str, suffixes: set[str], clock: Callable[[], float], budget_s: float,
-            limit: int) -> tuple[dict[str, int], bool]:
-    """:func:`_walk` gathered: path → size, and whether it was cut short."""
-    found: dict[str, int] = {}
-    for item in _walk(directory, suffixes, clock, budget_s, limit):
-        if item is None:
-            return found, True
-        found[item[0]] = item[1]
     return found, False
 
 
@@ -147,7 +130,7 @@ def _walked(files: DataFiles, directory: str, suffixes: set[str], clock: Callabl
     ``deadline``."""
     key = (directory, frozenset(suffixes))
     if key not in files.walks:
-        files.walks[key] = _listed(directory, suffixes, clock, max(0.0, deadline - clock()), WALK_LIMIT)
+        files.walks[key] = files_under(directory, suffixes, clock, max(0.0, deadline - clock()))
     return files.walks[key]
 
 
