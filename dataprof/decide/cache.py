@@ -213,6 +213,11 @@ def warmed_note(warmed: Sequence[tuple[str, ReadBack]]) -> str | None:
         return None
     files = sum(r.files for _, r in warmed)
     size = sum(r.bytes for _, r in warmed)
-    return (f"{', '.join(label for label, _ in warmed)} read from storage (the data was not all cached when the "
-            f"sweep started): the {files:,} data files read so far ({fmt_bytes(size)}) were read into the page "
-            "cache, and each was measured again: its warm figure is the second")
+    labels = ", ".join(label for label, _ in warmed)
+    if not files:
+        return (f"{labels} read from storage though the dataset had read no data file (libraries or other files "
+                "not yet in the page cache, as on a first run after a reboot): each was measured again, its warm "
+                "figure is the second")
+    return (f"{labels} read from storage (the data was not all cached when the sweep started): the {files:,} data "
+            f"files read so far ({fmt_bytes(size)}) were read into the page cache, and each was measured again: its "
+            "warm figure is the second")

@@ -13,11 +13,12 @@ from dataprof.decide.cache import (
     steady_case,
     warm_again,
     warm_misses,
+    warmed_note,
     why_no_cold,
 )
 from dataprof.decide.diagnose import diagnose
 from dataprof.decide.sweep import decide
-from dataprof.results.cache import DataFootprint
+from dataprof.results.cache import DataFootprint, ReadBack
 from dataprof.results.sweep import Report
 from dataprof.results.vocabulary import FindingId
 
@@ -157,6 +158,16 @@ def test_a_warm_trial_that_read_from_storage_is_measured_again_only_when_its_dat
     assert warm_again(missed, data_bytes=10**9, page_cache_bytes=10**10)
     assert not warm_again(missed, data_bytes=10**10, page_cache_bytes=10**10)  # bigger than the cache: stays
     assert not warm_again(calm, data_bytes=10**9, page_cache_bytes=10**10)
+
+
+def test_a_trial_measured_again_says_which_files_were_read_back_and_names_none_when_the_dataset_read_none() -> None:
+    back = ReadBack(files=3, bytes=3 << 20, left_files=0, left_bytes=0, took_s=0.1)
+    assert warmed_note([]) is None
+    note = warmed_note([("w2 pf2 persist", back)])
+    assert note is not None and "w2 pf2 persist read from storage" in note and "the 3 data files" in note
+    nothing = warmed_note([("w2 pf2 persist", ReadBack(files=0, bytes=0, left_files=0, left_bytes=0, took_s=0.0))])
+    assert nothing is not None and "data files read so far" not in nothing
+    assert "the dataset had read no data file" in nothing and "measured again" in nothing
 
 
 def test_a_directory_too_big_to_walk_is_estimated_from_the_samples_of_an_epoch() -> None:
