@@ -1,12 +1,17 @@
 """What the tests share: where the fixtures' datasets and the recorded documents are, the command line run in
-this process, the shortest sweep options, and the guard that keeps the fast suite free of processes."""
+this process, the shortest sweep options, the guard that keeps the fast suite free of processes, and what keeps
+tests run side by side (``pytest -n 2``) apart: a temporary directory for each worker, and which processes are
+this worker's."""
 
 from __future__ import annotations
 
 import multiprocessing.process
 import os
 import platform
+import shutil
 import subprocess
+import tempfile
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +27,65 @@ Invoke = Callable[..., tuple[int, str, str]]
 """``cli("sweep", TARGET, ...)``: the command's exit code, stdout and stderr."""
 
 platform.platform(terse=True)  # cached from here on: its one `uname -p` is the environment probe's, not a test's
+
+
+WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+"""This pytest-xdist worker's name (``gw0``), None in a suite run in one process."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A worker of ``pytest -n`` gets a temporary directory of its own, which every process a test starts
+    inherits (``TMPDIR``): a test that looks for the files a command left behind sees only its own worker's."""
+    if WORKER is not None:
+        os.environ["TMPDIR"] = tempfile.mkdtemp(prefix=f"pytest-{WORKER}-")
+        tempfile.tempdir = None  # read again from TMPDIR
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if WORKER is not None:
+        shutil.rmtree(os.environ["TMPDIR"], ignore_errors=True)
+
+
+def ours(proc: Any) -> bool:
+    """Whether the ``psutil.Process`` ``proc`` was started by this worker's tests: under ``pytest -n`` the other
+    workers' sweeps and scripts run beside them. Every process a test starts inherits the worker's name."""
+    if WORKER is None:
+        return True
+    import psutil
+
+    try:
+        return bool(proc.environ().get("PYTEST_XDIST_WORKER") == WORKER)
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return False
+
+
+def shm_left(before: set[str], settle_s: float = 1.0) -> set[str]:
+    """The files in /dev/shm that were not in ``before``, are still there ``settle_s`` later and that no live
+    process maps or holds open: left behind, not the files of DataLoaders still running beside this test (under
+    ``pytest -n``, a spawn context's semaphores live as long as its loader)."""
+    shm = Path("/dev/shm")
+    if not shm.is_dir():
+        return set()
+    new = {p.name for p in shm.iterdir()} - before
+    if new:
+        time.sleep(settle_s)
+        new &= {p.name for p in shm.iterdir()}
+    return new - _in_use(shm, new)
+
+
+def _in_use(shm: Path, names: set[str]) -> set[str]:
+    paths = {str(shm / name): name for name in names}
+    used = set()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            maps = (proc / "maps").read_text()
+            fds = [os.readlink(fd) for fd in (proc / "fd").iterdir()]
+        except OSError:
+            continue  # gone, or not ours to read
+        used |= {name for path, name in paths.items() if path in maps or path in fds}
+    return used
 
 
 def has_cuda() -> bool:

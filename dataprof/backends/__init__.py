@@ -6,7 +6,7 @@ so a Paddle run never imports torch and a PyTorch run never imports paddle.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from dataprof.backends.common import RecordingBatchSampler, defined_by
@@ -51,6 +51,10 @@ class Backend(Protocol):
 
     def counting_stream(self, items: int) -> Any:
         """A tiny IterableDataset of the framework, ``items`` samples split among workers (checks the loader)."""
+
+    def left_behind(self, pids: Iterable[int]) -> list[str]:
+        """The files the loader's processes ``pids``, all ended, may have left in shared memory: a loader killed
+        with batches in flight leaves them to no one."""
 
 
 def detect_framework(dataset: Any, requested: str) -> str:

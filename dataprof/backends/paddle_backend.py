@@ -7,8 +7,9 @@ Paddle has no ``pin_memory`` argument.
 
 from __future__ import annotations
 
+import glob
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from dataprof.backends.common import RecordingBatchSampler
@@ -86,3 +87,9 @@ class PaddleBackend:
         from dataprof.backends.paddle_stream import CountingStream
 
         return CountingStream(items)
+
+    def left_behind(self, pids: Iterable[int]) -> list[str]:
+        """The ``/dev/shm/paddle_<pid>_…`` files of ``pids``: with ``use_shared_memory``, each batch a worker
+        makes is such a file, removed once the main process is done with it or by the process's exit handlers;
+        a worker or main process killed (a hung loader ended, a trial's workers stopped) leaves its own."""
+        return [path for pid in pids for path in glob.glob(f"/dev/shm/paddle_{pid}_*")]

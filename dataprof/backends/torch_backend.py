@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from dataprof.backends.common import RecordingBatchSampler
@@ -114,3 +114,8 @@ class TorchBackend:
         from dataprof.backends.torch_stream import CountingStream
 
         return CountingStream(items)
+
+    def left_behind(self, pids: Iterable[int]) -> list[str]:
+        """None: a tensor's shared memory is unlinked once it is mapped (``file_descriptor``), or its manager
+        (``torch_shm_manager``, for ``file_system``) frees it when its last user ends."""
+        return []

@@ -4,6 +4,7 @@ processes end with their parent (:func:`prctl`)."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
@@ -103,3 +104,32 @@ def _died(status: int) -> str:
     if os.WIFSIGNALED(status):
         return f"killed by {signal.Signals(os.WTERMSIG(status)).name}"
     return f"exit code {os.waitstatus_to_exitcode(status)}"
+
+
+def kill_group(pgid: int) -> None:
+    """SIGKILL the process group ``pgid`` (gone already: nothing to do)."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def reap_orphans() -> None:
+    """As child subreaper, orphaned workers land here: collect them."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def remove_left_behind(framework: str, pids: set[int]) -> None:
+    """Remove what a trial's processes ``pids``, all ended now, left in shared memory (the backend knows its
+    files)."""
+    from dataprof.backends import get_backend
+
+    for path in get_backend(framework).left_behind(pids):
+        with contextlib.suppress(OSError):
+            os.unlink(path)

@@ -30,7 +30,7 @@ from dataprof.decide.settings import resolve_settings  # noqa: E402
 from dataprof.errors import UsageError  # noqa: E402
 from dataprof.results.knobs import KNOBS, LoaderConfig, SearchSpace  # noqa: E402
 from dataprof.results.settings import SweepSettings  # noqa: E402
-from tests.conftest import ROOT, Invoke
+from tests.conftest import ROOT, Invoke, shm_left
 
 
 @pytest.fixture
@@ -49,6 +49,23 @@ def paddle_module(paddle_datasets: str) -> Any:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def test_the_shared_memory_files_of_ended_paddle_processes_are_named_by_their_pid() -> None:
+    shm = Path("/dev/shm")
+    if not shm.is_dir():
+        pytest.skip("no /dev/shm")
+    gone = 2**22 + 17  # above Linux's largest pid: no live process has it
+    mine = [shm / f"paddle_{gone}_0_123", shm / f"paddle_{gone}_1_456"]
+    other = shm / f"paddle_{gone + 1}_0_789"
+    for path in (*mine, other):
+        path.write_bytes(b"batch")
+    try:
+        assert sorted(PaddleBackend().left_behind({gone})) == sorted(map(str, mine))
+        assert get_backend("torch").left_behind({gone}) == []
+    finally:
+        for path in (*mine, other):
+            path.unlink()
 
 
 @pytest.mark.slow  # imports paddle (over a second)
@@ -186,9 +203,11 @@ def test_worker_errors_and_crashes_are_classified_and_the_sweep_goes_on(tmp_path
     for attr, status, words in [("RaisesInWorker", "failed", "KeyError: 'missing label for"),
                                 ("SegfaultInWorker", "crashed", "SIGSEGV")]:
         out = tmp_path / f"{attr}.json"
+        before = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
         code, _, stderr = cli("sweep", f"{paddle_datasets}:{attr}", "--workers", "0,2", *quick, "--no-rules-of-thumb",
                               "--use-shared-memory", "on", "--use-buffer-reader", "on", "--json", str(out))
         assert code == 0, stderr
+        assert not shm_left(before)  # nor did a crashed worker's batches stay in /dev/shm
         trials = json.loads(out.read_text())["trials"]
         assert trials[0]["status"] == "ok"
         assert trials[1]["status"] == status and words in trials[1]["error"], trials[1]
@@ -252,9 +271,12 @@ def test_an_iterable_paddle_sweep_measures_only_configs_that_survive_an_epoch_en
                                                                                   paddle_datasets: str,
                                                                                   quick: list[str]) -> None:
     out = tmp_path / "run.json"
+    before = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
     code, stdout, stderr = cli("sweep", f"{paddle_datasets}:Stream", "--arg", "n=64", "--workers", "0,2",
                                "--persistent-workers", "on,off", *quick, "--json", str(out))
     assert code == 0, stderr
+    # the epoch check ended a hung persistent loader: the batches its workers had made in /dev/shm went with it
+    assert not shm_left(before)
     run = json.loads(out.read_text())
     assert all(t["status"] == "ok" for t in run["trials"]), run["trials"]
     # Short epochs: the trials with workers crossed epoch ends, where a broken persistent loader fails.

@@ -20,7 +20,7 @@ import pytest
 from click.testing import CliRunner
 
 from dataprof.cli import main
-from tests.conftest import DATA, Invoke
+from tests.conftest import DATA, Invoke, ours, shm_left
 
 
 def leftover_processes() -> list[psutil.Process]:
@@ -28,7 +28,8 @@ def leftover_processes() -> list[psutil.Process]:
     found = []
     for proc in psutil.process_iter(["cmdline", "status"]):
         cmdline = proc.info["cmdline"] or []
-        if any("dataprof.measure.sweep.host" in part for part in cmdline) and proc.info["status"] != "zombie":
+        if any("dataprof.measure.sweep.host" in part for part in cmdline) and proc.info["status"] != "zombie" \
+                and ours(proc):
             found.append(proc)
     return found
 
@@ -188,8 +189,7 @@ def test_a_stopped_sweep_keeps_partial_results_and_leaves_nothing_behind(tmp_pat
         time.sleep(0.1)
     assert not leftover_processes()
     assert set(Path(tempfile.gettempdir()).glob("dataprof-*")) <= temp_before
-    shm_after = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
-    assert shm_after <= shm_before  # no shared-memory files left behind
+    assert not shm_left(shm_before)  # no shared-memory files left behind
 
 
 def test_diagnose_rerenders_a_saved_run(tmp_path: Path) -> None:

@@ -34,6 +34,12 @@ def died_by(who: str, signame: str) -> str:
     return f"{who} died by {signame}" + (f": {hint}" if hint else "")
 
 
+def worker_pids(iterator: Any) -> list[int]:
+    """The process ids of a loader iterator's worker processes (none for threads or in the main process)."""
+    return [pid for worker in getattr(iterator, "_workers", None) or []
+            if isinstance(pid := getattr(worker, "pid", None), int)]
+
+
 def worker_signals(iterator: Any, wait_s: float = 0.0) -> list[str]:
     """Names of the signals that killed this iterator's worker processes, if any.
 

@@ -27,7 +27,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from dataprof.backends.construction import record_constructions
-from dataprof.measure.forked import PR_SET_CHILD_SUBREAPER, PR_SET_PDEATHSIG, prctl
+from dataprof.measure.forked import (
+    PR_SET_CHILD_SUBREAPER,
+    PR_SET_PDEATHSIG,
+    kill_group,
+    prctl,
+    reap_orphans,
+    remove_left_behind,
+)
 from dataprof.measure.protocol import Channel, LineReader, LoadRequest, Message, error_event
 from dataprof.measure.sweep.building import Built, build, build_in_trial, describe, probe
 from dataprof.results.vocabulary import TrialStatus
@@ -41,7 +48,7 @@ once the trial ends; the host does when it is told to stop first (the parent kil
 
 def _stop(signum: int, frame: Any) -> None:
     if _running_trial is not None:
-        _kill_group(_running_trial)
+        kill_group(_running_trial)
     for path in _trial_files:
         if os.path.isdir(path):
             shutil.rmtree(path, ignore_errors=True)
@@ -91,7 +98,7 @@ def run_probe(request: LoadRequest, shared: Built | None, events: Channel, objec
                 last = event
     os.close(read_fd)
     _, status = os.waitpid(pid, 0)
-    _reap_orphans()
+    reap_orphans()
     if last is not None:
         return last
     return {"ev": "host_error", "traceback": "",
@@ -186,13 +193,14 @@ def run_trial_process(shared: Built | None, load: LoadRequest, request: Message,
     _trial_files[:] = [path for path in [(request.get("settings") or {}).get("opens_dir")] if path]
     os.close(write_fd)
     events.send({"ev": "trial_started", "pid": pid})
-    _relay(LineReader(read_fd), pid, events)
+    workers = _relay(LineReader(read_fd), pid, events)
     os.close(read_fd)
-    _kill_group(pid)
+    kill_group(pid)
     _, status = os.waitpid(pid, 0)
     _running_trial = None
     _trial_files.clear()
-    _reap_orphans()
+    reap_orphans()
+    remove_left_behind(info["framework"], {pid, *workers})
     sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
     events.send({"ev": "trial_exit", "returncode": os.waitstatus_to_exitcode(status),
                  "signal": None if sig is None else signal.Signals(sig).name})
@@ -246,15 +254,24 @@ def _trial_child(shared: Built | None, load: LoadRequest, request: Message, chan
         os._exit(code)
 
 
-def _relay(reader: LineReader, pid: int, events: Channel) -> None:
-    """Pass the trial's events on until it exits, then whatever it wrote before exiting."""
+def _relay(reader: LineReader, pid: int, events: Channel) -> set[int]:
+    """Pass the trial's events on until it exits, then whatever it wrote before exiting; the pids of the worker
+    processes it told of (``workers``, kept here)."""
+    workers: set[int] = set()
+
+    def relay(messages: list[Message]) -> None:
+        for message in messages:
+            if message.get("ev") == "workers":
+                workers.update(message["pids"])
+                continue
+            if message.get("ev") == "window_end" and message.get("release"):
+                _trial_files.append(message["release"])
+            events.send(message)
+
     while True:
         if select.select([reader.fd], [], [], 0.2)[0]:
             messages = reader.read()
-            for message in messages or []:
-                if message.get("ev") == "window_end" and message.get("release"):
-                    _trial_files.append(message["release"])
-                events.send(message)
+            relay(messages or [])
             if messages is not None:
                 continue
         if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
@@ -263,26 +280,8 @@ def _relay(reader: LineReader, pid: int, events: Channel) -> None:
         messages = reader.read()
         if messages is None:
             break
-        for message in messages:
-            events.send(message)
-
-
-def _kill_group(pgid: int) -> None:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _reap_orphans() -> None:
-    """As child subreaper, orphaned workers land here: collect them."""
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
+        relay(messages)
+    return workers
 
 
 class _Server:

@@ -32,6 +32,7 @@ from dataprof.measure.sweep.failures import (
     ThreadFailure,
     classify_loader_error,
     locate_failure,
+    worker_pids,
     worker_signals,
 )
 from dataprof.measure.sweep.fingerprints import BATCH_MARKS, fingerprint
@@ -144,6 +145,15 @@ def run_trial(
     emit({"ev": "result", **figures.to_dict()})
 
 
+def started(iterator: Any, emit: Emit) -> Any:
+    """``iterator``, its worker processes told to the host, which removes what they leave behind (a killed
+    loader's batches in shared memory) once the trial ended."""
+    pids = worker_pids(iterator)
+    if pids:
+        emit({"ev": "workers", "pids": pids})
+    return iterator
+
+
 EPOCH_CHECK_ITEMS = 32
 EPOCH_CHECK_BATCH = 2
 EPOCH_CHECK_EPOCHS = 4
@@ -176,7 +186,7 @@ def run_epoch_check(backend: Backend, config: LoaderConfig, emit: Emit) -> None:
     batches = []
     try:
         for _ in range(EPOCH_CHECK_EPOCHS):
-            live["iterator"] = iter(loader)
+            live["iterator"] = started(iter(loader), emit)
             batches.append(0)
             for _ in live["iterator"]:
                 batches[-1] += 1
@@ -259,7 +269,7 @@ class TimedLoop:
         gc.collect()  # see FORK_CLEAN
         length = None if self.iterable else dataset_length(loader) or None  # batches an epoch
         created = self.clock()
-        iterator = live["iterator"] = iter(loader)
+        iterator = live["iterator"] = started(iter(loader), self.emit)
         first_batch_s: float | None = None
         last_beat = last_check = end = created
         while True:
@@ -322,7 +332,7 @@ class TimedLoop:
             self.epoch_samples = sum(self.log.size)
         self.log.epoch_first.append(len(self.log))
         self.epochs += 1
-        return iter(loader)
+        return started(iter(loader), self.emit)
 
     def _consume(self, batch: Any, start: float, arrived: float, wait_cpu: float) -> float:
         """Copy and step one batch, record the iteration, open the window after warm-up; when it ended."""
