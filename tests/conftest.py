@@ -59,18 +59,20 @@ def ours(proc: Any) -> bool:
         return False
 
 
-def shm_left(before: set[str], settle_s: float = 1.0) -> set[str]:
-    """The files in /dev/shm that were not in ``before``, are still there ``settle_s`` later and that no live
-    process maps or holds open: left behind, not the files of DataLoaders still running beside this test (under
-    ``pytest -n``, a spawn context's semaphores live as long as its loader)."""
+def shm_left(before: set[str], settle_s: float = 10.0) -> set[str]:
+    """The files in /dev/shm that were not in ``before`` and are still there, mapped or held open by no live
+    process, ``settle_s`` later: left behind, not the passing files of DataLoaders that other tests run beside
+    this one (under ``pytest -n``; a spawn context's semaphores go once its resource tracker ends)."""
     shm = Path("/dev/shm")
     if not shm.is_dir():
         return set()
-    new = {p.name for p in shm.iterdir()} - before
-    if new:
-        time.sleep(settle_s)
-        new &= {p.name for p in shm.iterdir()}
-    return new - _in_use(shm, new)
+    deadline = time.monotonic() + settle_s
+    while True:
+        names = {p.name for p in shm.iterdir()} - before
+        left = names - _in_use(shm, names) if names else names
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.2)
 
 
 def _in_use(shm: Path, names: set[str]) -> set[str]:

@@ -17,7 +17,7 @@ import pytest
 from dataprof.decide.run import judge
 from dataprof.measure.watch.watcher import EXIT_GRACE_S
 from dataprof.results.run import RunReport
-from tests.conftest import ROOT, run_report
+from tests.conftest import ROOT, ours, run_report
 
 SCRIPT = "tests/fixtures/train_script.py"
 
@@ -76,7 +76,7 @@ def test_max_steps_stops_the_script_cleanly_with_no_worker_left(tmp_path: Path) 
     doc = json.loads(out.read_text())
     assert doc["ended_by"] == "--max-steps 10 reached" and doc["loaders"][0]["batches"] == 10
     assert "trained on" not in done.stdout  # the script was stopped, not run to its end
-    left = [p for p in psutil.process_iter(["cmdline"]) if SCRIPT in " ".join(p.info["cmdline"] or [])]
+    left = [p for p in psutil.process_iter(["cmdline"]) if SCRIPT in " ".join(p.info["cmdline"] or []) and ours(p)]
     assert left == []
 
 

@@ -63,5 +63,7 @@ def test_scenario_gets_its_diagnosis(path: Path, tmp_path: Path, monkeypatch: py
                    for t in trials]
         assert finding in found, f"{result.output}\n{figures}"
     if expected["primary"] == "model_bound":
-        # A healthy loader gets no warnings, only the verdict and information.
-        assert all(f["severity"] == "info" for f in diagnosis["findings"]), result.output
+        # A healthy loader gets no warnings, only the verdict and information; the machine may (other tests run
+        # beside this one under pytest -n: their CPU use is named, as it should be).
+        assert all(f["severity"] == "info" for f in diagnosis["findings"] if f["id"] != "busy_machine"), \
+            result.output

@@ -45,24 +45,34 @@ print(json.dumps([{k: v for k, v in w.items() if k != "traceback"} for w in word
 """
 
 
-def check(stream: str, persistent: bool) -> list[dict[str, Any]]:
+def check(stream: str, persistent: bool, workers: list[list[int]] | None = None) -> list[dict[str, Any]]:
+    """The check's words but its progress; the worker pids it told of, each epoch, go to ``workers``."""
     proc = subprocess.run([sys.executable, "-c", CHECK, stream, str(FIX), "persistent" if persistent else "respawn"],
                           capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+    words = json.loads(proc.stdout.strip().splitlines()[-1])
+    if workers is not None:
+        workers.extend(w["pids"] for w in words if w["ev"] == "workers")
+    return [w for w in words if w["ev"] != "workers"]
 
 
 @pytest.mark.slow
 def test_a_sound_loader_passes_two_epochs_with_persistent_workers() -> None:
-    assert check("sound", persistent=True) == [{"ev": "result", "batches": [16, 16, 16, 16], "expected": 16}]
+    workers: list[list[int]] = []
+    assert check("sound", persistent=True, workers=workers) == [
+        {"ev": "result", "batches": [16, 16, 16, 16], "expected": 16}]
+    # each epoch names its workers (the host removes what they leave behind): the same two, kept
+    assert len(workers) == 4 and len(workers[0]) == 2 and all(pids == workers[0] for pids in workers)
 
 
 @pytest.mark.slow
 def test_a_loader_that_breaks_at_an_epoch_end_is_named() -> None:
     (word,) = check("read-once", persistent=True)
     assert word["ev"] == "error" and "RuntimeError: this stream was already read" in word["message"]
-    # Workers started again each epoch read a fresh copy: no failure.
-    assert check("read-once", persistent=False)[0]["ev"] == "result"
+    # Workers started again each epoch read a fresh copy: no failure; each epoch's workers are new ones.
+    workers: list[list[int]] = []
+    assert check("read-once", persistent=False, workers=workers)[0]["ev"] == "result"
+    assert len(workers) == 4 and len({pid for pids in workers for pid in pids}) == 8
 
 
 NO_SUCH_PID = 2**22 + 1
