@@ -114,15 +114,24 @@ def kill_group(pgid: int) -> None:
         pass
 
 
-def reap_orphans() -> None:
-    """As child subreaper, orphaned workers land here: collect them."""
+def reap_orphans() -> dict[int, int]:
+    """As child subreaper, orphaned workers land here: collect them; their wait statuses, by pid."""
+    reaped: dict[int, int] = {}
     while True:
         try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
+            pid, status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
-            return
+            return reaped
         if pid == 0:
-            return
+            return reaped
+        reaped[pid] = status
+
+
+def killed_by(statuses: dict[int, int], pids: set[int]) -> list[str]:
+    """The signals that ended the processes ``pids`` among the wait ``statuses``, but SIGKILL (dataprof's own
+    end of a trial's process group)."""
+    return [signal.Signals(os.WTERMSIG(status)).name for pid, status in sorted(statuses.items())
+            if pid in pids and os.WIFSIGNALED(status) and os.WTERMSIG(status) != signal.SIGKILL]
 
 
 def remove_left_behind(framework: str, pids: set[int]) -> None:

@@ -4,9 +4,12 @@ misses, is an error, never a silent None."""
 from __future__ import annotations
 
 import dataclasses
+import os
+import signal
 
 import pytest
 
+from dataprof.measure.forked import killed_by
 from dataprof.measure.protocol import ProtocolError, TrialError, TrialFigures, TrialSettings, error_event
 from dataprof.measure.sampler import Samples, summarize
 from dataprof.measure.sweep.outcome import outcome_of, trial_result
@@ -51,6 +54,31 @@ def test_the_parent_turns_a_broken_last_word_into_a_failed_trial_not_a_silent_no
     assert outcome["status"] == TrialStatus.FAILED and "protocol" in outcome["error"]
     good = trial_result(LoaderConfig(2, False, 2, True), outcome_of(result_event(), {}, {}, {}))
     assert good.samples_per_s == 800.0 and good.wait_ms is not None and good.wait_ms.p99 == 13.0
+
+
+def test_a_trial_that_ended_without_a_word_is_told_by_how_it_and_its_workers_ended() -> None:
+    silent = {"ev": "trial_exit", "returncode": 1, "signal": None}
+    assert outcome_of({}, {**silent, "worker_signals": []}, {}, {})["error"] == \
+        "the trial exited with code 1 without a result"
+    # a worker died by SIGSEGV, and the trial exited before its report: the host reaped the worker and says so
+    crashed = outcome_of({}, {**silent, "worker_signals": ["SIGSEGV"]}, {}, {})
+    assert crashed["status"] == TrialStatus.CRASHED
+    assert crashed["error"].startswith("a DataLoader worker died by SIGSEGV")
+    killed = outcome_of({}, {**silent, "signal": "SIGABRT", "worker_signals": ["SIGSEGV"]}, {}, {})
+    assert killed["error"].startswith("the trial process died by SIGABRT")  # its own end comes first
+
+
+def test_the_signals_that_ended_a_trial_s_workers_leave_out_dataprof_s_own_kill() -> None:
+    def by(sig: int) -> int:  # a wait status: ended by ``sig``
+        return sig & 0x7F
+
+    def code(exit_code: int) -> int:  # a wait status: exited with ``exit_code``
+        return (exit_code & 0xFF) << 8
+
+    statuses = {10: by(signal.SIGSEGV), 11: by(signal.SIGKILL), 12: code(1), 13: by(signal.SIGBUS)}
+    assert os.WIFSIGNALED(statuses[10]) and not os.WIFSIGNALED(statuses[12])
+    assert killed_by(statuses, {10, 11, 12}) == ["SIGSEGV"]  # 13 is not the trial's
+    assert killed_by(statuses, {10, 13}) == ["SIGSEGV", "SIGBUS"]
 
 
 def test_every_figure_the_sampler_summarises_is_a_field_of_the_trial() -> None:

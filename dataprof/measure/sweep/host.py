@@ -31,6 +31,7 @@ from dataprof.measure.forked import (
     PR_SET_CHILD_SUBREAPER,
     PR_SET_PDEATHSIG,
     kill_group,
+    killed_by,
     prctl,
     reap_orphans,
     remove_left_behind,
@@ -199,11 +200,12 @@ def run_trial_process(shared: Built | None, load: LoadRequest, request: Message,
     _, status = os.waitpid(pid, 0)
     _running_trial = None
     _trial_files.clear()
-    reap_orphans()
+    reaped = reap_orphans()
     remove_left_behind(info["framework"], {pid, *workers})
     sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
     events.send({"ev": "trial_exit", "returncode": os.waitstatus_to_exitcode(status),
-                 "signal": None if sig is None else signal.Signals(sig).name})
+                 "signal": None if sig is None else signal.Signals(sig).name,
+                 "worker_signals": killed_by(reaped, workers)})
 
 
 def _trial_child(shared: Built | None, load: LoadRequest, request: Message, channel: Channel, info: Message,

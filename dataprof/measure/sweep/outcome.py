@@ -28,6 +28,9 @@ def outcome_of(result: Message, exit_event: Message, killed_for: dict[TrialStatu
     sig = exit_event.get("signal")
     if sig:
         return {"status": TrialStatus.CRASHED, "error": died_by("the trial process", sig), **resources}
+    workers = exit_event.get("worker_signals")
+    if workers:  # a worker died by a signal, and the trial ended before it could say so
+        return {"status": TrialStatus.CRASHED, "error": died_by("a DataLoader worker", workers[0]), **resources}
     return {"status": TrialStatus.FAILED, "error": f"the trial exited with code {exit_event.get('returncode')} "
             "without a result", **resources}
 

@@ -86,6 +86,8 @@ class SideRuns:
             return word.status, {"message": word.message}
         if exit_event.get("signal"):
             return TrialStatus.CRASHED, {"message": died_by("it", exit_event["signal"])}
+        if exit_event.get("worker_signals"):
+            return TrialStatus.CRASHED, {"message": died_by("a DataLoader worker", exit_event["worker_signals"][0])}
         return TrialStatus.FAILED, {"message": "it exited without a result"}
 
     def autotune(self: Running, steps: int, timeout_s: float) -> AutotuneRun:
