@@ -59,24 +59,29 @@ def ours(proc: Any) -> bool:
         return False
 
 
+SHM = Path("/dev/shm")
+
+
+def shm_names() -> set[str]:
+    """The names of the files in /dev/shm now (none where there is no /dev/shm)."""
+    return {p.name for p in SHM.iterdir()} if SHM.is_dir() else set()
+
+
 def shm_left(before: set[str], settle_s: float = 10.0) -> set[str]:
     """The files in /dev/shm that were not in ``before`` and are still there, mapped or held open by no live
     process, ``settle_s`` later: left behind, not the passing files of DataLoaders that other tests run beside
     this one (under ``pytest -n``; a spawn context's semaphores go once its resource tracker ends)."""
-    shm = Path("/dev/shm")
-    if not shm.is_dir():
-        return set()
     deadline = time.monotonic() + settle_s
     while True:
-        names = {p.name for p in shm.iterdir()} - before
-        left = names - _in_use(shm, names) if names else names
+        names = shm_names() - before
+        left = names - _in_use(names) if names else names
         if not left or time.monotonic() > deadline:
             return left
         time.sleep(0.2)
 
 
-def _in_use(shm: Path, names: set[str]) -> set[str]:
-    paths = {str(shm / name): name for name in names}
+def _in_use(names: set[str]) -> set[str]:
+    paths = {str(SHM / name): name for name in names}
     used = set()
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():

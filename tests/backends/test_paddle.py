@@ -30,7 +30,7 @@ from dataprof.decide.settings import resolve_settings  # noqa: E402
 from dataprof.errors import UsageError  # noqa: E402
 from dataprof.results.knobs import KNOBS, LoaderConfig, SearchSpace  # noqa: E402
 from dataprof.results.settings import SweepSettings  # noqa: E402
-from tests.conftest import ROOT, Invoke, shm_left
+from tests.conftest import ROOT, Invoke, shm_left, shm_names
 
 
 @pytest.fixture
@@ -203,7 +203,7 @@ def test_worker_errors_and_crashes_are_classified_and_the_sweep_goes_on(tmp_path
     for attr, status, words in [("RaisesInWorker", "failed", "KeyError: 'missing label for"),
                                 ("SegfaultInWorker", "crashed", "SIGSEGV")]:
         out = tmp_path / f"{attr}.json"
-        before = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+        before = shm_names()
         code, _, stderr = cli("sweep", f"{paddle_datasets}:{attr}", "--workers", "0,2", *quick, "--no-rules-of-thumb",
                               "--use-shared-memory", "on", "--use-buffer-reader", "on", "--json", str(out))
         assert code == 0, stderr
@@ -271,7 +271,7 @@ def test_an_iterable_paddle_sweep_measures_only_configs_that_survive_an_epoch_en
                                                                                   paddle_datasets: str,
                                                                                   quick: list[str]) -> None:
     out = tmp_path / "run.json"
-    before = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+    before = shm_names()
     code, stdout, stderr = cli("sweep", f"{paddle_datasets}:Stream", "--arg", "n=64", "--workers", "0,2",
                                "--persistent-workers", "on,off", *quick, "--json", str(out))
     assert code == 0, stderr

@@ -20,7 +20,7 @@ import pytest
 from click.testing import CliRunner
 
 from dataprof.cli import main
-from tests.conftest import DATA, Invoke, ours, shm_left
+from tests.conftest import DATA, Invoke, ours, shm_left, shm_names
 
 
 def leftover_processes() -> list[psutil.Process]:
@@ -163,7 +163,7 @@ def test_a_stopped_sweep_keeps_partial_results_and_leaves_nothing_behind(tmp_pat
     """Ctrl-C, SIGTERM (a job's time limit) and SIGKILL mid-trial: the trials measured are kept; no process, no
     shared memory and none of dataprof's temporary files are left (killed, the sweep's host removes them)."""
     out = tmp_path / "run.json"
-    shm_before = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+    shm_before = shm_names()
     temp_before = set(Path(tempfile.gettempdir()).glob("dataprof-*"))
     proc = subprocess.Popen(
         [sys.executable, "-m", "dataprof", "sweep", f"{datasets}:Sleepy", "--batch-size", "4", "--workers", "0,1,2,3",
