@@ -343,7 +343,7 @@ def check_persistent_epochs(settings: SweepSettings, runner: Any, notes: list[st
     """Drop persistent_workers=True where the installed DataLoader fails at the end of a stream's epoch.
 
     Each persistent worker meets the end of its share of an IterableDataset and must start the next
-    epoch; a trial's window seldom reaches that point, so a tiny stream is run through four epochs with
+    epoch; a trial's window seldom reaches that point, so a tiny stream is run through eight epochs with
     two persistent workers first (e.g. paddle 3.3's DataLoader fails there). ``notes`` gets the reason.
     """
     space = settings.space

@@ -173,7 +173,7 @@ def run_trial_process(shared: Built | None, load: LoadRequest, request: Message,
     found; with a shared dataset its ``intra_op_threads`` are restored in the
     trial (the host runs single-threaded). A ``trial`` request measures one
     config; an ``autotune`` request runs Paddle's own dataloader autotune; an
-    ``epoch_check`` request runs a config's DataLoader over four epochs of a tiny stream; a ``thread_check``
+    ``epoch_check`` request runs a config's DataLoader over eight epochs of a tiny stream; a ``thread_check``
     request compares a thread loader's batches with the same indices fetched one by one.
     """
     import dataprof.measure.sweep.autotune

@@ -156,7 +156,7 @@ def started(iterator: Any, emit: Emit) -> Any:
 
 EPOCH_CHECK_ITEMS = 32
 EPOCH_CHECK_BATCH = 2
-EPOCH_CHECK_EPOCHS = 4
+EPOCH_CHECK_EPOCHS = 8
 """Every epoch's end is a chance for a racy failure to show (paddle 3.3's shows at most of them)."""
 
 

@@ -1,7 +1,7 @@
 """The check that a DataLoader survives an IterableDataset's epoch end with persistent workers.
 
 A trial's window seldom reaches an epoch's end; the check runs a tiny stream
-through four epochs. Its verdict narrows the search space before the sweep.
+through eight epochs. Its verdict narrows the search space before the sweep.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import pytest
 
 from dataprof.decide.search import rules_of_thumb
 from dataprof.measure.sweep.runner import TrialRunner
+from dataprof.measure.sweep.trial import EPOCH_CHECK_EPOCHS
 from dataprof.results.knobs import LoaderConfig, SearchSpace
 from dataprof.results.settings import SweepSettings
 from dataprof.results.vocabulary import TrialStatus
@@ -57,12 +58,12 @@ def check(stream: str, persistent: bool, workers: list[list[int]] | None = None)
 
 
 @pytest.mark.slow
-def test_a_sound_loader_passes_two_epochs_with_persistent_workers() -> None:
+def test_a_sound_loader_passes_every_epoch_with_persistent_workers() -> None:
     workers: list[list[int]] = []
     assert check("sound", persistent=True, workers=workers) == [
-        {"ev": "result", "batches": [16, 16, 16, 16], "expected": 16}]
+        {"ev": "result", "batches": [16] * EPOCH_CHECK_EPOCHS, "expected": 16}]
     # each epoch names its workers (the host removes what they leave behind): the same two, kept
-    assert len(workers) == 4 and len(workers[0]) == 2 and all(pids == workers[0] for pids in workers)
+    assert len(workers) == EPOCH_CHECK_EPOCHS and len(workers[0]) == 2 and all(pids == workers[0] for pids in workers)
 
 
 @pytest.mark.slow
@@ -72,7 +73,8 @@ def test_a_loader_that_breaks_at_an_epoch_end_is_named() -> None:
     # Workers started again each epoch read a fresh copy: no failure; each epoch's workers are new ones.
     workers: list[list[int]] = []
     assert check("read-once", persistent=False, workers=workers)[0]["ev"] == "result"
-    assert len(workers) == 4 and len({pid for pids in workers for pid in pids}) == 8
+    assert len(workers) == EPOCH_CHECK_EPOCHS
+    assert len({pid for pids in workers for pid in pids}) == 2 * EPOCH_CHECK_EPOCHS
 
 
 NO_SUCH_PID = 2**22 + 1
