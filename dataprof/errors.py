@@ -17,6 +17,8 @@ class ExitCode(enum.IntEnum):
     GATE_FAILED = 1
     USAGE = 2
     TARGET = 3
+    NO_COMPARISON = 4
+    """``dataprof tune`` compared nothing: no config other than the script's own completed."""
     INTERRUPTED = 130
 
 

@@ -30,41 +30,87 @@ Sweep = Callable[..., Report]
 def run_tune(script: str, args: tuple[str, ...], *, module: bool, budget_s: float, trial_seconds: float | None,
              trial_steps: int | None, loader: str | None, loader_sweep: bool, nproc_per_node: int,
              progress: Callable[[str], None] | None, sweep: Sweep) -> TuneReport:
-    """``dataprof.tune``'s work (its docstring says what it does); ``sweep`` runs the loader-only sweep."""
-    from dataprof.decide.tune import decide_tune, next_run
-    from dataprof.measure.watch.watcher import WatchSettings
-    from dataprof.render.tune import run_line
-    from dataprof.results.run import RunChanges
+    """``dataprof.tune``'s work (its docstring says what it does); ``sweep`` runs the loader-only sweep. Ctrl-C
+    (or SIGTERM) at any moment ends it with the runs measured so far (``complete`` false)."""
+    from dataprof.decide.tune import confirm_run, decide_tune, next_run
 
     started = time.monotonic()
-    report = _started((("-m",) if module else ()) + (script, *args), module, nproc_per_node)
-    loader_sweep = loader_sweep and nproc_per_node == 1
-    site, found = loader, None
-    while (step := next_run(report)) is not None and \
-            (len(report.trials) < ALWAYS_RUNS or time.monotonic() - started < budget_s):
-        knobs, role = step
-        changes = RunChanges(knobs, REPLAY_BATCHES if role == "headspace" else None, site) if knobs or \
+    tuning = _Tuning(script, args, module, trial_seconds, trial_steps, loader,
+                     loader_sweep and nproc_per_node == 1, nproc_per_node, progress, sweep, started, budget_s)
+    tuning.report = _started((("-m",) if module else ()) + (script, *args), module, nproc_per_node)
+    try:
+        while (step := next_run(tuning.report)) is not None and \
+                (len(tuning.report.trials) < ALWAYS_RUNS or time.monotonic() - started < budget_s):
+            if not tuning.run(*step):
+                return tuning.report
+        for _ in range(PAST_BUDGET_RUNS):  # the leading config's second run, interleaved with yours
+            if (step := confirm_run(tuning.report)) is None or not tuning.run(*step):
+                break
+    except KeyboardInterrupt:  # between runs, or in the loader-only sweep: what was measured stands
+        return decide_tune(dataclasses.replace(tuning.report, complete=False, wall_s=time.monotonic() - started))
+    return tuning.report
+
+
+PAST_BUDGET_RUNS = 3
+"""Runs made once the budget is spent, only to give the leading config the second run it needs before it is
+recommended (and a run of the script's own between its two)."""
+
+
+@dataclasses.dataclass
+class _Tuning:
+    """A tune under way: what it runs, and its report so far."""
+
+    script: str
+    args: tuple[str, ...]
+    module: bool
+    trial_seconds: float | None
+    trial_steps: int | None
+    site: str | None
+    loader_sweep: bool
+    nproc_per_node: int
+    progress: Callable[[str], None] | None
+    sweep: Sweep
+    started: float
+    budget_s: float
+    report: TuneReport = dataclasses.field(default_factory=lambda: TuneReport("", (), None, (), 0.0))
+    found: LoaderRun | None = None
+
+    def run(self, knobs: dict[str, Any], role: str) -> bool:
+        """One run of the training with ``knobs`` in ``role``, added to the report (decided again); False when
+        it was interrupted (the report then says so)."""
+        from dataprof.decide.tune import decide_tune
+        from dataprof.measure.watch.watcher import WatchSettings
+        from dataprof.render.tune import run_line
+        from dataprof.results.run import RunChanges
+
+        changes = RunChanges(knobs, REPLAY_BATCHES if role == "headspace" else None, self.site) if knobs or \
             role == "headspace" else None
-        if progress is not None:
-            progress(run_line(len(report.trials) + 1, budget_s - (time.monotonic() - started), knobs, role,
-                              REPLAY_BATCHES))
-        ran = _run(WatchSettings(target=script, args=args, module=module, max_steps=trial_steps,
-                                 seconds=trial_seconds, seconds_from_first_batch=True, changes=changes),
-                   nproc_per_node, knobs, role, site)
+        if self.progress is not None:
+            self.progress(run_line(len(self.report.trials) + 1, self.budget_s - self.elapsed(), knobs, role,
+                                   REPLAY_BATCHES))
+        ran = _run(WatchSettings(target=self.script, args=self.args, module=self.module, max_steps=self.trial_steps,
+                                 seconds=self.trial_seconds, seconds_from_first_batch=True, changes=changes),
+                   self.nproc_per_node, knobs, role, self.site)
         if ran is None:  # Ctrl-C: the script got it too and ended; what was measured stands
-            return decide_tune(dataclasses.replace(report, complete=False, wall_s=time.monotonic() - started))
+            self.report = decide_tune(dataclasses.replace(self.report, complete=False, wall_s=self.elapsed()))
+            return False
         run, trial = ran
-        report = decide_tune(dataclasses.replace(report, trials=(*report.trials, trial),
-                                                 wall_s=time.monotonic() - started))
-        if role == "headspace" and loader_sweep and found is not None and trial.ok:
-            report = decide_tune(dataclasses.replace(loader_sweep_of_factory(report, found, trial, progress, sweep),
-                                                     wall_s=time.monotonic() - started))
-            if not report.complete:
-                return report
-        if role == "current" and report.loader is None:
-            report, found = _tuned(report, run, trial, script, site)
-            site = found.site
-    return report
+        self.report = decide_tune(dataclasses.replace(self.report, trials=(*self.report.trials, trial),
+                                                      wall_s=self.elapsed()))
+        if role == "headspace" and self.loader_sweep and self.found is not None and trial.ok:
+            self.report = decide_tune(dataclasses.replace(
+                loader_sweep_of_factory(self.report, self.found, trial, self.progress, self.sweep),
+                wall_s=self.elapsed()))
+            if not self.report.complete:
+                return False
+        if role == "current" and self.report.loader is None:
+            self.report, self.found = _tuned(self.report, run, trial, self.script, self.site)
+            self.site = self.found.site
+        return True
+
+    def elapsed(self) -> float:
+        """Seconds since the tune started."""
+        return time.monotonic() - self.started
 
 
 def _started(command: tuple[str, ...], module: bool, nproc_per_node: int) -> TuneReport:
@@ -112,6 +158,8 @@ def _tuned(report: TuneReport, run: RunReport, trial: TuneTrial, script: str,
     from dataprof.errors import TargetError
 
     found = tuned_loader(run, site)
+    if not trial.ok and (found is None or run.exit_code):  # it failed, before its first batch or after
+        raise TargetError(f"{script}: the script as it is failed: {trial.error}")
     if found is None:
         raise TargetError(f"{script}: the script iterated no DataLoader" + (f" built at {site}" if site else "")
                           + " in its run: nothing to tune")

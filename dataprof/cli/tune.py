@@ -42,7 +42,8 @@ def parse_budget(text: str) -> float:
               help="Run the training as P ranks of one job on this machine (torchrun's environment set for each), "
                    "every rank with the same knobs; a run's figure is its slowest rank's.")
 @click.option("--max-data-cost", default=None, metavar="PCT",
-              help="Gate: exit 1 if data loading costs your training more than PCT of its speed, as it is.")
+              help="Gate: exit 1 if data loading costs your training more than PCT of its speed, as it is (or if "
+                   "that cost could not be measured).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help='Write the tune document ("kind": "tune") here.')
 @click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -82,8 +83,14 @@ def tune(module: bool, budget: str, trial_seconds: float, trial_steps: int | Non
     if not report.complete:
         click.echo("interrupted: the runs measured are kept" + (f" in {json_path}" if json_path else ""), err=True)
         sys.exit(int(ExitCode.INTERRUPTED))
-    cost = report.answer.data_cost_fraction if report.answer is not None else None
-    if gate is not None and cost is not None and cost > gate:
-        click.echo(f"gate failed: data loading costs your training {cost:.0%} of its speed, more than "
-                   f"--max-data-cost {gate:.0%}", err=True)
+    answer = report.answer
+    cost = answer.data_cost_fraction if answer is not None else None
+    if gate is not None and (cost is None or cost > gate):
+        click.echo("gate failed: " + ("data loading's cost to your training not measured (the run with data for "
+                                      "free did not complete)" if cost is None else
+                                      f"data loading costs your training {cost:.0%} of its speed, more than "
+                                      f"--max-data-cost {gate:.0%}"), err=True)
         sys.exit(int(ExitCode.GATE_FAILED))
+    if answer is None or answer.recommended is None:
+        click.echo(f"error: {answer.reason if answer is not None else report.error or 'nothing compared'}", err=True)
+        sys.exit(int(ExitCode.NO_COMPARISON))

@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from dataprof.render.html import page
-from dataprof.results.tune import TuneReport, TuneTrial
+from dataprof.results.tune import TuneAnswer, TuneReport, TuneTrial
 from dataprof.results.vocabulary import WorkerKind
 
 ROLES = {"current": "yours", "headspace": "data for free", "candidate": "tried", "sweep": "the loader sweep's pick"}
@@ -68,6 +68,10 @@ def answer_lines(report: TuneReport) -> list[str]:
     answer, loader = report.answer, report.loader
     if answer is None or loader is None:
         return [report.error or "no answer: the script's own config did not complete a run"]
+    if answer.recommended is None:
+        swept = loader_sweep_line(report)
+        return [f"at {loader.site} ({loader.loader_class}): no answer: {answer.reason}", *_cost_line(answer, False),
+                *([swept] if swept else [])]
     chosen = report.trials[answer.recommended]
     changes = {k: v for k, v in chosen.config.items() if loader.settings.get(k) != v}
     lines = []
@@ -85,12 +89,17 @@ def answer_lines(report: TuneReport) -> list[str]:
         low, high = answer.gain_range
         lines.append(f"your training's iterations/s {answer.gain_over_current:+.0%} ({low:+.0%} to {high:+.0%}): "
                      f"{answer.reason}")
-    if answer.data_cost_fraction is not None:
-        after = answer.recommended_data_cost_fraction
-        lines.append(f"data loading costs your training {answer.data_cost_fraction:.0%} of its speed now"
-                     + ("" if after is None or not changes else f"; with the change, {after:.0%}"))
     swept = loader_sweep_line(report)
-    return lines + ([swept] if swept else [])
+    return lines + _cost_line(answer, bool(changes)) + ([swept] if swept else [])
+
+
+def _cost_line(answer: TuneAnswer, changed: bool) -> list[str]:
+    """What data loading costs the training now (and with the change), or why that is not known."""
+    if answer.data_cost_fraction is None:
+        return ["data loading's cost to your training not measured: the run with data for free did not complete"]
+    after = answer.recommended_data_cost_fraction
+    return [f"data loading costs your training {answer.data_cost_fraction:.0%} of its speed now"
+            + ("" if after is None or not changed else f"; with the change, {after:.0%}")]
 
 
 def loader_sweep_line(report: TuneReport) -> str | None:
@@ -126,6 +135,8 @@ def print_tune(console: Console, report: TuneReport) -> None:
     for trial in report.trials:
         if not trial.ok:
             console.print(Text(f"{ROLES[trial.role]}: {_config(trial)} {trial.status}: {trial.error}", style="yellow"))
+            for line in trial.stderr_tail:
+                console.print(Text(f"  | {line}", style="dim"))
     console.print(Rule(Text("Answer", style="bold"), align="left"))
     for line in answer_lines(report):
         console.print(Text(line))

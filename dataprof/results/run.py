@@ -166,6 +166,8 @@ class RunReport:
     """Under torchrun, on rank 0: every rank's figures (this report's loaders are rank 0's)."""
     changes: RunChanges | None = None
     """What the watch changed in the loaders; None: the script ran as it is."""
+    stderr_tail: tuple[str, ...] = ()
+    """The last lines the script wrote to its stderr (its traceback's end, when it raised)."""
 
     def slowest_rank(self) -> RankRun | None:
         """The rank that waited for data the most: in synchronous training it sets everyone's pace."""
@@ -193,6 +195,7 @@ class RunReport:
             "gates": [dataclasses.asdict(g) for g in self.gates],
             "ranks": [dataclasses.asdict(r) for r in self.ranks],
             "changes": None if self.changes is None else dataclasses.asdict(self.changes),
+            "stderr_tail": list(self.stderr_tail),
         }
 
     def to_json(self) -> str:
@@ -227,4 +230,5 @@ class RunReport:
             gates=tuple(GateResult(**g) for g in data.get("gates", ())),
             ranks=tuple(RankRun(**r) for r in data.get("ranks", ())),
             changes=None if data.get("changes") is None else RunChanges(**data["changes"]),
+            stderr_tail=tuple(data.get("stderr_tail") or ()),
         )

@@ -22,7 +22,8 @@ class TuneTrial:
     """``current`` (the script as it is), ``headspace`` (its first batches replayed: data for free),
     ``candidate`` (a config the search tried) or ``sweep`` (the loader-only sweep's pick)."""
     error: str | None = None
-    """Why the run failed: the script's last lines, or that its loader was not found."""
+    """Why the run failed: how the script ended (its exit code and last line), or that its loader was not
+    found."""
     iterations_per_s: float | None = None
     """The training's steady iterations per second (its busiest loader's batches)."""
     samples_per_s: float | None = None
@@ -42,16 +43,19 @@ class TuneTrial:
     """With ``--nproc-per-node``: each rank's ``rank``, ``iterations_per_s``, ``data_wait_fraction`` and
     ``step_ms_p50``; the trial's own figures are the slowest rank's (the step waits for it), its CPU and memory
     every rank's together."""
+    stderr_tail: tuple[str, ...] = ()
+    """A failed run: the last lines the script wrote to its stderr (its traceback's end)."""
 
     def to_dict(self) -> dict[str, Any]:
         """A trial of the JSON document (docs/tune.md)."""
-        return {**dataclasses.asdict(self), "ranks": list(self.ranks)}
+        return {**dataclasses.asdict(self), "ranks": list(self.ranks), "stderr_tail": list(self.stderr_tail)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TuneTrial:
         """Read :meth:`to_dict` back."""
         values = _known(cls, data)
-        return cls(**{**values, "status": TrialStatus(data["status"]), "ranks": tuple(data.get("ranks") or ())})
+        return cls(**{**values, "status": TrialStatus(data["status"]), "ranks": tuple(data.get("ranks") or ()),
+                      "stderr_tail": tuple(data.get("stderr_tail") or ())})
 
     @property
     def ok(self) -> bool:
@@ -75,6 +79,10 @@ class TunedLoader:
     ``torchdata.nodes``), when its dataset is map-style; None: thread workers are not tried."""
     start_methods: tuple[str, ...] = ()
     """The start methods its worker processes may take here (torch); none: the start method is not tried."""
+    batch_bytes: int | None = None
+    """The bytes of one of its batches (its tensors'): what a worker puts in /dev/shm per batch in flight."""
+    shm_free_bytes: int | None = None
+    """Free space in /dev/shm where the training ran."""
 
 
 @dataclass(frozen=True)
@@ -111,8 +119,9 @@ class TuneAnswer:
     """What the trials say (decided by ``dataprof.decide.tune``): the config to use, its gain over the script's
     own with its range, and what data loading costs the training before and after."""
 
-    recommended: int
-    """Index of the recommended trial in the report's ``trials``."""
+    recommended: int | None
+    """Index of the recommended config's first run in the report's ``trials``; None when no config other than
+    the script's own completed (nothing was compared: ``reason`` says why)."""
     gain_over_current: float | None
     """Its iterations/s over the current config's, less one."""
     gain_range: tuple[float, float] | None
@@ -129,6 +138,8 @@ class TuneAnswer:
     """Where the training ranked the loader-only sweep's pick: its place among the configs run, of how many."""
     loader_sweep_vs_recommended: float | None = None
     """The pick's iterations/s in the training over the recommended config's, less one."""
+    leading: int | None = None
+    """Index of the first run of the config the search leads with (run once, it may not be recommended yet)."""
 
 
 @dataclass(frozen=True)
@@ -159,7 +170,7 @@ class TuneReport:
         answer = self.answer
         current = self.by_role("current")
         headspace = self.by_role("headspace")
-        recommended = None if answer is None else self.trials[answer.recommended]
+        recommended = None if answer is None or answer.recommended is None else self.trials[answer.recommended]
         return {
             "schema_version": SCHEMA_VERSION,
             "kind": Kind.TUNE,
@@ -172,7 +183,9 @@ class TuneReport:
                                                         "settings": dict(self.loader.settings),
                                                         "device": self.loader.device,
                                                         "threads": self.loader.threads,
-                                                        "start_methods": list(self.loader.start_methods)},
+                                                        "start_methods": list(self.loader.start_methods),
+                                                        "batch_bytes": self.loader.batch_bytes,
+                                                        "shm_free_bytes": self.loader.shm_free_bytes},
             "current": None if not current else _figures(current[0]),
             "recommended": None if recommended is None or answer is None else
             {**_figures(recommended), "gain_over_current": answer.gain_over_current,
@@ -210,7 +223,9 @@ class TuneReport:
                                                                   dict(loader.get("settings") or {}),
                                                                   loader.get("device", "cpu"),
                                                                   loader.get("threads"),
-                                                                  tuple(loader.get("start_methods") or ())),
+                                                                  tuple(loader.get("start_methods") or ()),
+                                                                  loader.get("batch_bytes"),
+                                                                  loader.get("shm_free_bytes")),
                    trials=tuple(TuneTrial.from_dict(t) for t in data.get("trials") or ()),
                    wall_s=data.get("wall_s", 0.0), complete=data.get("complete", True),
                    notes=tuple(data.get("notes") or ()), error=data.get("error"),

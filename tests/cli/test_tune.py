@@ -48,6 +48,23 @@ def test_a_latency_bound_training_is_tuned_in_itself_and_told_what_data_costs_it
 
 
 @pytest.mark.slow
+def test_when_every_config_with_workers_fails_for_one_cause_nothing_is_recommended_and_the_cause_is_named(
+        tmp_path: Path) -> None:
+    out = tmp_path / "tune.json"
+    done = dataprof_tune("--budget", "20", "--trial-seconds", "1", "--no-loader-sweep", "--json", str(out), SCRIPT,
+                         "--epochs", "50", "--length", "64", "--worker-error",
+                         "unable to write to file </torch_812_0>: No space left on device (28)")
+    assert done.returncode == 4, done.stderr
+    doc = json.loads(out.read_text())
+    assert doc["recommended"] is None and doc["current"] is not None and doc["data_cost_fraction"] is not None
+    assert "no config other than yours completed" in doc["reason"] and "/dev/shm is too small" in doc["reason"]
+    failed = [t for t in doc["trials"] if t["status"] == "failed"]
+    assert failed and all("No space left on device" in t["error"] for t in failed)
+    assert any("No space left on device" in line for line in failed[0]["stderr_tail"])
+    assert "no answer: no config other than yours completed" in done.stdout and "  | " in done.stdout
+
+
+@pytest.mark.slow
 def test_a_missing_script_and_one_without_a_loader_are_one_line(tmp_path: Path) -> None:
     missing = dataprof_tune("nowhere.py")
     assert missing.returncode == 3 and missing.stderr.count("\n") == 1 and "nowhere.py" in missing.stderr
@@ -63,9 +80,11 @@ def test_a_data_parallel_training_is_tuned_as_its_ranks_at_its_slowest_rank_s_pa
     before = set(Path(tempfile.gettempdir()).glob("dataprof-run-*"))
     done = dataprof_tune("--nproc-per-node", "2", "--budget", "1", "--trial-steps", "40", "--json", str(out),
                          "examples/ddp_train.py", "--slow-rank", "1")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 4, done.stderr  # the budget ran out before another config ran: nothing compared
+    assert "nothing to compare, nothing recommended" in done.stderr
     doc = json.loads(out.read_text())
     assert doc["nproc_per_node"] == 2 and "each run is 2 ranks of one job" in done.stdout
+    assert doc["recommended"] is None and "budget" in doc["reason"]
     ran = doc["trials"]
     assert [t["role"] for t in ran] == ["current", "headspace"]  # these two whatever the budget, no more
     for trial in ran:

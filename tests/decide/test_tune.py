@@ -4,9 +4,19 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
+import statistics
 
 from dataprof.decide.sweep import decide
-from dataprof.decide.tune import decide_tune, loader_sweep_of, next_run, noise_of, others_note, sweep_target
+from dataprof.decide.tune import (
+    confirm_run,
+    decide_tune,
+    loader_sweep_of,
+    next_run,
+    noise_of,
+    others_note,
+    sweep_target,
+)
 from dataprof.results.load import TYPES, load_as
 from dataprof.results.sweep import Report
 from dataprof.results.tune import LoaderSweep, TunedLoader, TuneReport, TuneTrial
@@ -33,17 +43,85 @@ def report(*trials: TuneTrial, loader: TunedLoader = LOADER) -> TuneReport:
 def test_the_cheapest_config_within_the_noise_of_the_fastest_is_recommended() -> None:
     done = report(run({}, 55.0, "current"), run({}, 160.0, "headspace", step=5.0), run({"num_workers": 2}, 110.0),
                   run({"num_workers": 4}, 142.0, step=5.5), run({"num_workers": 8}, 145.0, step=6.0),
-                  run({}, 56.0, "current"))
+                  run({}, 56.0, "current"), run({"num_workers": 4}, 140.0), run({"num_workers": 8}, 146.0))
     answer = done.answer
-    assert answer is not None and done.trials[answer.recommended].config == {"num_workers": 4}
-    assert answer.noise == 0.05  # the two runs as it is differ by 2%: the floor holds
-    assert abs((answer.gain_over_current or 0) - (142.0 / 55.5 - 1)) < 1e-9
+    assert answer is not None and answer.recommended is not None
+    assert done.trials[answer.recommended].config == {"num_workers": 4}
+    assert answer.noise == 0.05  # the runs of each config differ by 1-2%: the floor holds
+    assert abs((answer.gain_over_current or 0) - (141.0 / 55.5 - 1)) < 1e-9
     low, high = answer.gain_range or (0.0, 0.0)
     assert low < (answer.gain_over_current or 0) < high
     assert abs((answer.data_cost_fraction or 0) - (1 - 55.5 / 160.0)) < 1e-9
-    assert abs((answer.recommended_data_cost_fraction or 0) - (1 - 142.0 / 160.0)) < 1e-9
+    assert abs((answer.recommended_data_cost_fraction or 0) - (1 - 141.0 / 160.0)) < 1e-9
     assert abs(answer.step_slowdown[4] - 0.2) < 1e-9  # w8's step 6 ms against 5 with data for free
-    assert "within the noise (±5%) of the fastest (num_workers=8: −2.1%) and cheaper" in answer.reason
+    assert "within the noise (±5%) of the fastest (num_workers=8: −3.1%) and uses fewer workers (4 against 8)" \
+        in answer.reason
+
+
+def test_one_lucky_run_is_not_recommended_until_a_second_run_interleaved_with_yours_confirms_it() -> None:
+    trials = [run({}, 50.0, "current"), run({}, 200.0, "headspace"), run({}, 51.0, "current"),
+              run({"num_workers": 2}, 90.0)]
+    done = report(*trials)
+    assert done.answer is not None and done.answer.recommended == 0  # w2 ran once: yours stays, for now
+    assert done.answer.leading == 3 and "num_workers=2 ran once at +78%: not confirmed" in done.answer.reason
+    assert confirm_run(done) == ({}, "current")  # yours between its two runs
+    trials.append(run({}, 49.0, "current"))
+    assert confirm_run(report(*trials)) == ({"num_workers": 2}, "candidate")
+    trials.append(run({"num_workers": 2}, 88.0))
+    confirmed = report(*trials)
+    assert confirm_run(confirmed) is None and confirmed.answer is not None
+    assert confirmed.trials[confirmed.answer.recommended or 0].config == {"num_workers": 2}
+
+
+def test_the_noise_is_pooled_from_every_config_run_more_than_once() -> None:
+    # yours twice, 1% apart; w2 twice, 30% apart: one run of this training moves far more than yours showed
+    trials = [run({}, 100.0, "current"), run({}, 200.0, "headspace"), run({}, 101.0, "current"),
+              run({"num_workers": 2}, 100.0), run({"num_workers": 2}, 130.0)]
+    pooled = noise_of(trials)
+    assert abs(pooled - math.sqrt(((1 / 100.5) ** 2 + (30 / 115) ** 2) / 2)) < 1e-9
+    assert noise_of(trials[:3]) == 0.05  # yours alone: the floor
+
+
+def test_without_another_config_completed_nothing_is_recommended_and_the_shared_cause_is_named() -> None:
+    shm = TunedLoader("train.py:41", "DataLoader", 8, {"num_workers": 0}, batch_bytes=12_000_000,
+                      shm_free_bytes=64 * 2**20)
+    bus = "RuntimeError: DataLoader worker (pid 812) is killed by signal: Bus error. It is possible that " \
+          "dataloader's workers are out of shared memory. Please try to raise your shared memory limit."
+    failed = [dataclasses.replace(run({"num_workers": n}, None), stderr_tail=(bus,)) for n in (2, 4)]
+    done = report(run({}, 50.0, "current"), run({}, 200.0, "headspace"), run({}, 51.0, "current"), *failed, loader=shm)
+    answer = done.answer
+    assert answer is not None and answer.recommended is None and answer.data_cost_fraction is not None
+    assert "no config other than yours completed (2 failed;" in answer.reason
+    assert "2 workers × 2 batches × 12.0MB = 48.0MB in /dev/shm, which has 67.1MB free" in answer.reason
+    assert "--shm-size" in answer.reason
+    assert json.loads(done.to_json())["recommended"] is None
+    mixed = report(run({}, 50.0, "current"), run({}, 200.0, "headspace"), failed[0],
+                   run({"num_workers": 4}, None), loader=shm)
+    assert mixed.answer is not None and "the first: the script exited with code 1" in mixed.answer.reason
+    budget = report(run({}, 50.0, "current"), run({}, 200.0, "headspace"))
+    assert budget.answer is not None and budget.answer.recommended is None and "budget" in budget.answer.reason
+
+
+def test_the_climb_goes_down_to_no_workers_when_the_workers_slow_the_step() -> None:
+    one = TunedLoader("train.py:41", "DataLoader", 8, {"num_workers": 1, "prefetch_factor": 2})
+    # a CPU step: each worker takes a CPU the step needed (its step 30% slower than with data for free)
+    trials = [run({}, 10.0, "current", step=65.0), run({}, 14.0, "headspace", step=50.0),
+              run({}, 10.2, "current", step=66.0), run({"num_workers": 2}, 8.0, step=80.0)]
+    assert next_run(report(*trials, loader=one)) == ({"num_workers": 0}, "candidate")
+    quiet = [run({}, 10.0, "current", step=50.0), run({}, 14.0, "headspace", step=50.0),
+             run({}, 10.2, "current", step=51.0), run({"num_workers": 2}, 8.0, step=52.0)]
+    step = next_run(report(*quiet, loader=one))
+    assert step is None or step[0] != {"num_workers": 0}  # the worker costs the step nothing: it stays
+
+
+def test_fewer_workers_are_cheaper_whatever_their_kind() -> None:
+    threaded = dataclasses.replace(LOADER, settings={"num_workers": 16}, threads="torchdata.nodes")
+    trials = [run({}, 10.4, "current"), run({}, 20.0, "headspace"), run({}, 10.3, "current"),
+              run({"num_workers": 1, "worker_kind": "thread"}, 10.0), run({"num_workers": 1, "worker_kind": "thread"},
+                                                                           10.1)]
+    done = report(*trials, loader=threaded)
+    assert done.answer is not None and done.trials[done.answer.recommended or 0].config["worker_kind"] == "thread"
+    assert "uses fewer workers (1 against 16)" in done.answer.reason
 
 
 def test_a_config_no_faster_than_the_script_s_own_leaves_it_as_it_is() -> None:
@@ -73,11 +151,13 @@ def test_the_search_measures_the_script_then_data_for_free_then_climbs_while_it_
         ("candidate", {"num_workers": 4, "prefetch_factor": 4}),  # on top of w4, recommended then
         ("candidate", {"num_workers": 4, "prefetch_factor": 4, "persistent_workers": True}),  # on top of pf4
         ("candidate", {"num_workers": 8}), ("candidate", {"num_workers": 4}),  # one run each, 6-7% short: again
-        *[("candidate", {"num_workers": 4, "prefetch_factor": 4}),
-          ("candidate", {"num_workers": 4, "prefetch_factor": 4, "persistent_workers": True})] * 2]
-    # the recommended and the fastest (within the noise, dearer) run in turn, the one run longer ago first: 3 each
+        ("current", {}), ("candidate", {"num_workers": 4, "prefetch_factor": 4}),  # the leader's second run, after
+        # yours; then the leader and the fastest (within the noise, dearer) in turn, the older first: 3 runs each
+        ("candidate", {"num_workers": 4, "prefetch_factor": 4, "persistent_workers": True}),
+        ("candidate", {"num_workers": 4, "prefetch_factor": 4}),
+        ("candidate", {"num_workers": 4, "prefetch_factor": 4, "persistent_workers": True})]
     done = report(*steps).answer
-    assert done is not None and steps[done.recommended].config == {"num_workers": 4, "prefetch_factor": 4}
+    assert done is not None and steps[done.recommended or 0].config == {"num_workers": 4, "prefetch_factor": 4}
     halved = next_run(report(run({}, 50.0, "current"), run({}, 200.0, "headspace"), run({}, 50.0, "current"),
                              run({"num_workers": 8}, 48.0), loader=FOUR))
     assert halved == ({"num_workers": 2}, "candidate")  # the first doubling did not pay: are fewer as fast?
@@ -97,7 +177,9 @@ def test_refinements_need_workers_and_a_value_to_try() -> None:
     climbed.append(run({"num_workers": 1}, 30.0))
     assert next_run(report(*climbed, loader=FOUR)) == ({"num_workers": 2, "prefetch_factor": 4}, "candidate")
     climbed.append(run({"num_workers": 2, "prefetch_factor": 4}, 49.5))
-    # its workers persist already: no refinement left; the close call (w2, yours, w2 pf4) is run again
+    # its workers persist already: no refinement left; w2 leads, run once: yours runs between its two runs
+    assert next_run(report(*climbed, loader=FOUR)) == ({}, "current")
+    climbed.append(run({}, 50.0, "current"))
     assert next_run(report(*climbed, loader=FOUR)) == ({"num_workers": 2}, "candidate")
 
 
@@ -111,7 +193,8 @@ def test_the_loader_only_sweep_s_pick_runs_in_the_training_and_the_climb_goes_on
     # the pick is the fastest: twice its workers next, with its prefetch
     done = decide_tune(dataclasses.replace(report(*trials), loader_sweep=swept))
     assert next_run(done) == ({"num_workers": 8, "prefetch_factor": 4}, "candidate")
-    trials += [run({"num_workers": 8, "prefetch_factor": 4}, 160.0), run({"num_workers": 2}, 60.0)]
+    trials += [run({"num_workers": 8, "prefetch_factor": 4}, 160.0), run({"num_workers": 2}, 60.0),
+               run({}, 50.5, "current"), run({"num_workers": 8, "prefetch_factor": 4}, 160.0)]
     done = decide_tune(dataclasses.replace(report(*trials), loader_sweep=swept))
     assert done.answer is not None and done.answer.loader_sweep_rank == (2, 4)
     assert abs((done.answer.loader_sweep_vs_recommended or 0) - (120.0 / 160.0 - 1)) < 1e-9
@@ -121,12 +204,14 @@ def test_the_loader_only_sweep_s_pick_runs_in_the_training_and_the_climb_goes_on
 
 
 def test_the_tune_document_has_the_stable_keys_and_reads_back() -> None:
-    done = report(run({}, 55.0, "current"), run({}, 160.0, "headspace"), run({"num_workers": 4}, 142.0))
+    done = report(run({}, 55.0, "current"), run({}, 160.0, "headspace"), run({"num_workers": 4}, 142.0),
+                  run({}, 56.0, "current"), run({"num_workers": 4}, 140.0))
     data = json.loads(done.to_json())
     assert data["kind"] == Kind.TUNE and TYPES[Kind.TUNE] is TuneReport
     assert data["loader"] == {"site": "train.py:41", "class": "DataLoader", "batch_size": 8,
                               "settings": {"num_workers": 1, "prefetch_factor": 2, "persistent_workers": False},
-                              "device": "cpu", "threads": None, "start_methods": []}
+                              "device": "cpu", "threads": None, "start_methods": [], "batch_bytes": None,
+                              "shm_free_bytes": None}
     assert set(data["current"]) >= {"config", "iterations_per_s", "samples_per_s", "data_wait_fraction", "step_ms"}
     assert data["recommended"]["config"] == {"num_workers": 4} and "gain_over_current" in data["recommended"]
     assert data["headspace"]["iterations_per_s"] == 160.0
@@ -180,12 +265,12 @@ def test_a_close_call_runs_its_contenders_again_up_to_three_times_each() -> None
     while (step := next_run(report(*trials))) is not None and rates.get(key := tuple(sorted(step[0].items()))):
         order.append(step)
         trials.append(run(step[0], rates[key].pop(0), step[1]))
-    assert order == [({"num_workers": 2}, "candidate"), ({"num_workers": 4}, "candidate"), ({}, "current"),
-                     ({"num_workers": 2}, "candidate"), ({"num_workers": 4}, "candidate")]  # three runs each
-    assert step is not None and step[0] not in ({}, {"num_workers": 2}, {"num_workers": 4})  # none a fourth time
+    assert order == [({"num_workers": 2}, "candidate"), ({"num_workers": 4}, "candidate"), ({}, "current")]
+    # the second runs of w2 and w4 agree within 2%: the pooled noise narrows from 18% to 10%, and pf4, run once
+    # within it of the fastest and cheaper, leads: its second run comes next
+    assert step == ({"prefetch_factor": 4}, "candidate")
     done = report(*trials)
-    # w4's median (59) is 12% above yours (52), beyond the noise of medians of three (18.5%/√3 = 10.7%)
-    assert done.answer is not None and done.trials[done.answer.recommended].config != {}
+    assert done.answer is not None and done.trials[done.answer.recommended or 0].config == {"num_workers": 2}
 
 
 def test_a_config_run_once_a_little_beyond_the_noise_is_looked_at_again_once() -> None:
@@ -212,8 +297,10 @@ def test_medians_of_more_runs_are_compared_within_a_narrower_band() -> None:
               run({}, 8.70, "current"), run({"num_workers": 2}, 10.04, "sweep"), run({}, 7.73, "current"),
               run({"num_workers": 2}, 9.19, "sweep")]
     done = report(*trials, loader=dataclasses.replace(LOADER, settings={"num_workers": 0}))
-    assert done.answer is not None and done.trials[done.answer.recommended].config == {"num_workers": 2}
-    assert abs(done.answer.noise - (8.70 - 6.72) / ((6.72 + 8.70 + 7.73) / 3)) < 1e-9
+    assert done.answer is not None and done.trials[done.answer.recommended or 0].config == {"num_workers": 2}
+    spreads = [[(v - statistics.fmean(runs)) / statistics.fmean(runs) for v in runs]
+               for runs in ((6.72, 8.70, 7.73), (10.62, 10.04, 9.19))]
+    assert abs(done.answer.noise - math.sqrt(2 * sum(d * d for runs in spreads for d in runs) / 4)) < 1e-9
 
 
 def test_a_run_that_fails_again_is_not_asked_for_forever() -> None:
@@ -250,7 +337,8 @@ def test_threads_are_tried_last_where_they_can_load_and_win_only_beyond_the_nois
     assert next_run(report(*runs, loader=threaded)) == ({"worker_kind": "thread"}, "candidate")
     close = report(*runs, run({"worker_kind": "thread"}, 51.0), loader=threaded)
     assert close.trials[close.answer.recommended].config == {}  # type: ignore[union-attr]  # processes, as yours
-    faster = report(*runs, run({"worker_kind": "thread"}, 80.0), loader=threaded)
+    faster = report(*runs, run({"worker_kind": "thread"}, 80.0), run({}, 50.0, "current"),
+                    run({"worker_kind": "thread"}, 79.0), loader=threaded)
     assert faster.trials[faster.answer.recommended].config == {"worker_kind": "thread"}  # type: ignore[union-attr]
 
 

@@ -64,7 +64,8 @@ def test_threads_recommended_are_said_as_the_loader_that_runs_them() -> None:
         loader = dataclasses.replace(LOADER, settings={"num_workers": 2}, threads=threads)
         report = decide_tune(TuneReport("0", ("train.py",), loader, (
             run({}, 10.0, "current"), run({}, 30.0, "headspace"), run({"worker_kind": "thread", "num_workers": 4},
-                                                                      20.0)), 60.0))
+                                                                      20.0),
+            run({}, 10.5, "current"), run({"worker_kind": "thread", "num_workers": 4}, 21.0)), 60.0))
         assert answer_lines(report)[0] == ("at train.py:46 (DataLoader): num_workers=2 → 4; its workers as threads "
                                            f"of the training process ({how})")
 

@@ -41,6 +41,7 @@ from dataprof.measure.watch.changes import (
 )
 from dataprof.measure.watch.factory import loader_factory, still_running
 from dataprof.measure.watch.ranks import RankEnd
+from dataprof.measure.watch.stderr import StderrTail
 from dataprof.results.vocabulary import WorkerKind
 
 FLUSH_S = 0.5
@@ -362,6 +363,7 @@ def main(argv: list[str]) -> int:
                         from_first_batch=bool(limits.get("seconds_from_first_batch")), ranks=RankEnd.of())
     changes = Changes(limits.get("override"), limits.get("replay"), limits.get("loader"))
     patch_loader_modules(lambda module: patch_dataloader(module, recorder, changes))
+    tail = StderrTail.install()
     code = 0
     try:
         run(mode, target, args)
@@ -378,7 +380,7 @@ def main(argv: list[str]) -> int:
         recorder.flush()
         if changes.knobs:
             recorder.channel.send({"ev": "overridden", "loaders": recorder.overridden})
-        recorder.channel.send({"ev": "exit", "code": code})
+        recorder.channel.send({"ev": "exit", "code": code, "stderr_tail": tail.lines() if code else []})
     return code
 
 

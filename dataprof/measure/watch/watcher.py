@@ -139,6 +139,7 @@ class Collector:
             self.outcome["overridden"] = event["loaders"]
         elif kind == "exit":
             self.outcome["code"] = event["code"]
+            self.outcome["stderr_tail"] = tuple(event.get("stderr_tail") or ())
             self.marks.mark_window_end()
 
     def _framework(self) -> str:
@@ -157,7 +158,7 @@ class Collector:
                                  key=lambda r: -r.batches)),
             resources=resources, wall_s=wall_s, exit_code=self.outcome.get("code", exit_code),
             ended_by=interrupted or self.outcome.get("ended"), complete=interrupted is None,
-            notes=_gpu_note(self.outcome))
+            notes=_gpu_note(self.outcome), stderr_tail=self.outcome.get("stderr_tail", ()))
 
 
 def watch(settings: WatchSettings, clock: Callable[[], float] = time.monotonic) -> RunReport:

@@ -1,0 +1,61 @@
+"""Why the tried configs of ``dataprof tune`` failed, when they failed for one cause (pure): the cause named from
+the last lines the script printed, with what to change."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from dataprof.results.tune import TunedLoader, TuneReport, TuneTrial
+from dataprof.results.units import fmt_bytes
+
+Explain = Callable[[TuneTrial, TunedLoader | None], str]
+
+
+def _shm(trial: TuneTrial, loader: TunedLoader | None) -> str:
+    """/dev/shm too small: what the config needs there, and what there is."""
+    settings = {**(loader.settings if loader else {}), **trial.config}
+    workers, prefetch = int(settings.get("num_workers") or 0), int(settings.get("prefetch_factor") or 2)
+    batch = loader.batch_bytes if loader else None
+    need = f"{workers} workers × {prefetch} batches × {fmt_bytes(batch)} = {fmt_bytes(workers * prefetch * batch)}" \
+        if batch and workers else "its workers' batches in flight"
+    have = f", which has {fmt_bytes(loader.shm_free_bytes)} free" if loader and loader.shm_free_bytes else ""
+    return (f"/dev/shm is too small for the batches in flight: {need} in /dev/shm{have}; give it more (docker run "
+            "--shm-size=2g, a Kubernetes emptyDir of medium Memory), or fewer workers or a lower prefetch_factor")
+
+
+CAUSES: tuple[tuple[str, tuple[str, ...], Explain], ...] = (
+    ("shm", ("shared memory", "/dev/shm", "bus error", "sigbus", "no space left on device"), _shm),
+    ("open files", ("too many open files",),
+     lambda trial, loader: "too many open files: raise the limit (ulimit -n) or set "
+                           "torch.multiprocessing.set_sharing_strategy('file_system')"),
+    ("memory", ("killed by signal: killed", "out of memory", "cannot allocate memory", "sigkill"),
+     lambda trial, loader: "out of memory: each worker holds its own copy of the dataset; fewer workers"),
+    ("its files", ("fileexistserror", "already exists", "file exists"),
+     lambda trial, loader: "the script refuses to write over what an earlier run wrote: give each run its own "
+                           "directory (--workdir DIR), or skip the write when DATAPROF_TRIAL is set"),
+    ("limit", ("did not end",),
+     lambda trial, loader: "the script did not end after its window (a thread or loop that never stops): see "
+                           "docs/tune.md#a-limit-on-every-run"),
+)
+"""Causes a tried config fails for, by words of what the script printed last, and what to say of each."""
+
+
+def cause_of(trial: TuneTrial) -> str | None:
+    """The name of the cause ``trial`` failed for; None when its words match none."""
+    text = " ".join((trial.error or "", *trial.stderr_tail)).lower()
+    return next((name for name, words, _ in CAUSES if any(word in text for word in words)), None)
+
+
+def failure_cause(report: TuneReport) -> str | None:
+    """The one cause every failed run with workers shares, named with its fix; None when they share none (or
+    none failed)."""
+    settings = report.loader.settings if report.loader else {}
+    failed = [t for t in report.trials if not t.ok and t.role not in ("current", "headspace")
+              and int({**settings, **t.config}.get("num_workers") or 0) > 0]
+    causes = {cause_of(t) for t in failed}
+    if not failed or len(causes) != 1 or None in causes:
+        return None
+    name = causes.pop()
+    explain = next(explain for cause, _, explain in CAUSES if cause == name)
+    return f"every config with workers that failed ({len(failed)}) failed for one cause: " \
+           f"{explain(failed[0], report.loader)}"

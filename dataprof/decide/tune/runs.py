@@ -1,0 +1,127 @@
+"""``dataprof tune``'s runs as trials (pure): which loader of a run is tuned, a run's figures as a trial, the
+loader-only sweep's pick as knobs to set."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+from dataprof.results.run import LoaderRun, RunReport
+from dataprof.results.sweep import Report
+from dataprof.results.tune import LoaderSweep, TunedLoader, TuneTrial
+from dataprof.results.vocabulary import TrialStatus, WorkerKind
+
+TRIAL_TAIL = 5
+"""Lines of a failed run's stderr its trial keeps."""
+
+def sweep_target(loader: LoaderRun) -> tuple[str, dict[str, Any], str] | str:
+    """What ``dataprof sweep`` can sweep of the tuned loader alone: the function (or DataModule) that built it,
+    its arguments and split; else why not."""
+    if loader.factory is None:
+        return "its loader is not built by a function dataprof can call on its own (a module-level factory)"
+    if loader.factory_blocked:
+        return loader.factory_blocked
+    args = {}
+    for item in loader.factory_args or ():
+        name, _, text = item.partition("=")
+        try:
+            args[name] = ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            return f"its argument {name} is not a literal"
+    return loader.factory, args, loader.factory_split or "train"
+
+
+def loader_sweep_of(swept: LoaderSweep, report: Report, loader: TunedLoader) -> LoaderSweep:
+    """``swept`` with the sweep's pick, as the knobs to set on the training's loader (those that differ from
+    the script's), or why it cannot be set there."""
+    best = report.best
+    if best is None:
+        return dataclasses.replace(swept, error="the sweep completed no config")
+    config = best.config
+    label, rate = config.label(), best.samples_per_s
+    knobs = {k: v for k, v in config.dataloader_kwargs().items() if loader.settings.get(k) != v}
+    if config.threads:
+        if loader.threads is None:
+            return dataclasses.replace(swept, label=label, samples_per_s=rate,
+                                       error="its pick loads in threads, which cannot load your training's loader")
+        knobs = {**knobs, "worker_kind": WorkerKind.THREAD.value}
+    return dataclasses.replace(swept, config=knobs, label=label, samples_per_s=rate)
+
+
+def tuned_loader(run: RunReport, site: str | None) -> LoaderRun | None:
+    """The loader a run tunes: the one built at ``site`` (``--loader``), else the busiest; None when the script
+    iterated none."""
+    if site is not None:
+        return next((loader for loader in run.loaders if loader.site == site or loader.site.endswith("/" + site)),
+                    None)
+    return run.loaders[0] if run.loaders else None
+
+
+def others_note(run: RunReport, tuned: LoaderRun) -> str | None:
+    """The loaders of the run other than the ``tuned`` one, named: they are left as the script builds them, and
+    their epochs between the tuned loader's batches are not the training's time; None when there are none."""
+    others = [loader for loader in run.loaders if loader is not tuned]
+    if not others:
+        return None
+    named = "; ".join(f"{loader.site} ({loader.loader_class}, {loader.batches:,} batches)" for loader in others)
+    return (f"other loaders, left as your script builds them: {named}. Their epochs run between the tuned "
+            "loader's batches (a validation pass) are not counted in the training's iterations/s; "
+            "--loader FILE:LINE tunes another")
+
+
+def loader_of(loader: LoaderRun, device: str = "cpu") -> TunedLoader:
+    """The tuned loader as the report names it, with its knobs as the script set them (its workers' kind where
+    they are threads, as a ``torchdata.nodes`` pipeline's are), and the ``device`` the training ran on."""
+    settings = {"num_workers": loader.num_workers, "prefetch_factor": loader.prefetch_factor,
+                "persistent_workers": loader.persistent_workers, "pin_memory": loader.pin_memory,
+                "multiprocessing_context": loader.start_method,
+                "worker_kind": WorkerKind.THREAD.value if loader.worker_kind == WorkerKind.THREAD else None}
+    return TunedLoader(loader.site, loader.loader_class, loader.batch_size,
+                       {k: v for k, v in settings.items() if v is not None}, device)
+
+
+def trial_of(run: RunReport, config: dict[str, Any], role: str, site: str | None) -> TuneTrial:
+    """One run of the training as a tune trial: its loader's steady figures; failed when the script ended with
+    an error of its own or iterated no loader."""
+    resources: dict[str, Any] = {"cpu_percent": run.resources.cpu_percent,
+                                 "peak_memory_bytes": run.resources.peak_memory_bytes,
+                                 "gpu_util_percent": run.resources.gpu_util_percent, "wall_s": run.wall_s}
+    if run.ended_by is None and run.exit_code:
+        tail = run.stderr_tail[-TRIAL_TAIL:]
+        return TuneTrial(config, TrialStatus.FAILED, role, error=f"the script exited with code {run.exit_code}"
+                         + (f": {tail[-1]}" if tail else ""), stderr_tail=tail, **resources)
+    loader = tuned_loader(run, site)
+    if loader is None or not loader.iterations_per_s:
+        why = "the script iterated no DataLoader" if loader is None else "no steady batches to time: give it " \
+              "longer (--trial-seconds, --trial-steps)"
+        return TuneTrial(config, TrialStatus.FAILED, role, error=why, **resources)
+    step = loader.step_ms or {}
+    return TuneTrial(config, TrialStatus.OK, role,
+                     iterations_per_s=loader.iterations_per_s,
+                     samples_per_s=(loader.iterations_per_s or 0.0) * loader.batch_size if loader.batch_size
+                     else loader.samples_per_s, data_wait_fraction=loader.data_wait_fraction,
+                     step_ms={k: step[k] for k in ("p50", "p95") if k in step} or None,
+                     startup_s=loader.first_batch_s[0] if loader.first_batch_s else None, **resources)
+
+
+def trial_of_ranks(runs: Sequence[RunReport], config: dict[str, Any], role: str, site: str | None) -> TuneTrial:
+    """One run of the training as several ranks (their reports in rank order) as a tune trial: failed when a
+    rank failed (named); else the slowest rank's rate (in synchronous training every step waits for it), the
+    data wait and step of the rank that waits most for data (the others wait for it inside their step), the CPU
+    of every rank together and their peak memories added, and each rank's own figures."""
+    trials = [trial_of(run, config, role, site) for run in runs]
+    for rank, trial in enumerate(trials):
+        if not trial.ok:
+            return dataclasses.replace(trial, error=f"rank {rank}: {trial.error}")
+    slowest = min(trials, key=lambda trial: trial.iterations_per_s or 0.0)
+    pacing = max(trials, key=lambda trial: trial.data_wait_fraction or 0.0)
+    cpu = [t.cpu_percent for t in trials if t.cpu_percent is not None]
+    memory = [t.peak_memory_bytes for t in trials if t.peak_memory_bytes is not None]
+    return dataclasses.replace(
+        pacing, iterations_per_s=slowest.iterations_per_s, samples_per_s=slowest.samples_per_s,
+        cpu_percent=sum(cpu) if cpu else None, peak_memory_bytes=sum(memory) if memory else None,
+        wall_s=max(t.wall_s for t in trials),
+        ranks=tuple({"rank": rank, "iterations_per_s": t.iterations_per_s, "data_wait_fraction": t.data_wait_fraction,
+                     "step_ms_p50": (t.step_ms or {}).get("p50")} for rank, t in enumerate(trials)))

@@ -1,0 +1,190 @@
+"""``dataprof tune``'s search (pure): the next run of the training to try.
+
+The search measures the script as it is (``current``), then with its first batches replayed (``headspace``: data
+for free, the training's ceiling), the loader-only sweep's pick when there is one, the script as it is again (so
+the noise of its runs is known before anything is judged against it), then climbs ``num_workers`` around the
+config leading so far while a doubling gains beyond the noise, and down while fewer are as fast (to none, when
+the runs show the workers slowing the step), tries each of :data:`REFINEMENTS` once on top of the config leading
+then, and runs again the configs that one run cannot settle: the leading one until it has two runs interleaved
+with the script's own, and the contenders of a close call."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from dataprof.decide.tune.answer import MIN_RUNS, Key, Runs, band, key, rate, rates, without_idle_knobs
+from dataprof.results.tune import TunedLoader, TuneReport, TuneTrial
+from dataprof.results.vocabulary import StartMethod, WorkerKind
+
+CLIMB_TOP = 64
+"""Worker counts past this are not tried."""
+CONFIRM_RUNS = 3
+"""Runs each contender of a close call gets (the leading config, the fastest, the runner-up within the noise
+of the fastest), while the budget lasts."""
+SECOND_LOOK = 2.0
+"""A config run once whose run fell short of the fastest by more than the noise but by no more than this many
+times it is run once more: one run can land that far off, and never looked at again it could hide the best
+config."""
+REFINEMENTS: tuple[tuple[str, Callable[[Any, TunedLoader], Any]], ...] = (
+    ("prefetch_factor", lambda now, loader: 2 * (now or 2)),
+    ("persistent_workers", lambda now, loader: None if now or "persistent_workers" not in loader.settings else True),
+    ("pin_memory", lambda now, loader: True if loader.device.startswith("cuda") and not now else None),
+    ("multiprocessing_context", lambda now, loader: StartMethod.FORK.value if now and now != StartMethod.FORK
+     and StartMethod.FORK in loader.start_methods else None),
+    ("worker_kind", lambda now, loader: WorkerKind.THREAD.value if loader.threads and now != WorkerKind.THREAD
+     else None),
+)
+"""The knobs tried after the worker climb, one run each, on top of the config leading so far when it has
+workers: the value tried, from the value in effect there and the loader tuned (None: nothing to try). Doubling
+the prefetch rides out a slow batch; persistent workers skip the workers' start at every epoch (where the loader
+has the knob: a ``torchdata.nodes`` pipeline has not); pinned batches copy to a GPU faster, at the cost of a
+pinning thread (tried only on a GPU); workers that start by ``spawn`` or ``forkserver`` start by ``fork`` faster,
+without the dataset pickled into each; threads of the training process in place of worker processes (where they
+can load the dataset) pass batches without pickling and hold no copies, but share the step's interpreter lock.
+``in_order`` is not among them: it changes the order the training sees its batches, which is the user's call."""
+
+
+def next_run(report: TuneReport) -> tuple[dict[str, Any], str] | None:
+    """The next run of the training to try (the knobs to set on its loader, and its role), or None when the
+    search is done."""
+    roles = [t.role for t in report.trials]
+    if "current" not in roles:
+        return {}, "current"
+    if "headspace" not in roles:
+        return {}, "headspace"
+    current = report.by_role("current")
+    if not current or report.loader is None or report.answer is None:
+        return None
+    seen = {key(t.config) for t in report.trials if t.role != "headspace"}
+    picked = report.loader_sweep.config if report.loader_sweep is not None else None
+    if picked and key(picked) not in seen:
+        return picked, "sweep"
+    if roles.count("current") < 2:
+        return {}, "current"
+    step = _climb(report, seen) or _refinement(report, seen)
+    if step is not None:
+        return step, "candidate"
+    return _confirmation(report)
+
+
+def confirm_run(report: TuneReport) -> tuple[dict[str, Any], str] | None:
+    """The run the leading config still needs before it can be recommended (a run of the script's own first,
+    so that the two interleave), whatever the budget; None when it has its runs, or cannot get them."""
+    if report.answer is None or report.answer.leading is None:
+        return None
+    by_config = rates(report.trials)
+    leading = by_config[key(report.trials[report.answer.leading].config)]
+    mine = report.by_role("current")
+    if not mine or len(leading) >= MIN_RUNS or key(leading[0][1].config) == key(mine[0].config):
+        return None
+    tries = [key(t.config) for t in report.trials if t.role != "headspace"]
+    if tries.count(key(leading[0][1].config)) >= CONFIRM_RUNS:
+        return None
+    last_mine = max(i for i, t in enumerate(report.trials) if t.role == "current")
+    return ({}, "current") if last_mine < leading[-1][0] else _again(leading[0][1])
+
+
+def _confirmation(report: TuneReport) -> tuple[dict[str, Any], str] | None:
+    """More runs where one may change the answer: a second look at each config run once that fell short of the
+    fastest beyond the noise but within :data:`SECOND_LOOK` times it; the leading config's second run; then a
+    close call: the leading config, the fastest, and the fastest other one when it is within the noise of the
+    fastest are the contenders, one more run of the contender with the fewest runs (then the one run longer ago),
+    up to :data:`CONFIRM_RUNS` each. None when nothing is left to look at."""
+    assert report.answer is not None and report.answer.leading is not None
+    by_config = rates(report.trials)
+    leading = by_config[key(report.trials[report.answer.leading].config)]
+    ranked = sorted(by_config.values(), key=rate, reverse=True)
+    fastest = ranked[0]
+    tries = [key(t.config) for t in report.trials if t.role != "headspace"]  # failed runs count too
+    noise = report.answer.noise
+
+    def gap(runs: Runs) -> float:
+        """How far short of the fastest, in noise bands."""
+        return (rate(fastest) - rate(runs)) / rate(fastest) / band(noise, runs, fastest)
+
+    look = next((runs for runs in ranked if len(runs) == 1 and tries.count(key(runs[0][1].config)) == 1
+                 and 1 < gap(runs) <= SECOND_LOOK), None)
+    if look is not None:
+        return _again(look[0][1])
+    confirm = confirm_run(report)
+    if confirm is not None:
+        return confirm
+    contenders = [leading, fastest]
+    runner_up = next((runs for runs in ranked if runs is not fastest), None)
+    if runner_up is not None and gap(runner_up) <= 1:
+        contenders.append(runner_up)
+    if len({id(runs) for runs in contenders}) < 2:
+        return None
+    again = min((runs for runs in contenders if tries.count(key(runs[0][1].config)) < CONFIRM_RUNS),
+                key=lambda runs: (len(runs), runs[-1][0]), default=None)  # the fewer runs, then the older
+    return None if again is None else _again(again[0][1])
+
+
+def _again(trial: TuneTrial) -> tuple[dict[str, Any], str]:
+    """The config of ``trial`` to run once more, in its role."""
+    return dict(trial.config), "current" if not trial.config else trial.role
+
+
+def _as_changed(config: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
+    """``config`` without the knobs the script sets to the same values (a run's overrides), and without those
+    that need workers when it has none."""
+    return without_idle_knobs({k: v for k, v in config.items() if settings.get(k) != v})
+
+
+def slowed(report: TuneReport, runs: Sequence[tuple[int, TuneTrial]]) -> bool:
+    """Whether the runs of a config show its workers slowing the step: their step p50 above the step with data
+    for free by more than the noise."""
+    assert report.answer is not None
+    found = [report.answer.step_slowdown[i] for i, _ in runs if i in report.answer.step_slowdown]
+    return bool(found) and statistics.median(found) > report.answer.noise
+
+
+def _climb(report: TuneReport, seen: set[Key]) -> dict[str, Any] | None:
+    """Twice the leading config's workers (two, from none: one worker only overlaps the step, so from none it may
+    seem to pay nothing where two would) until a doubling does not pay beyond the noise, then half as many (as
+    fast and cheaper?), from one to none when its runs show the worker slowing the step; None when both are run,
+    or once a refinement leads."""
+    assert report.answer is not None and report.answer.leading is not None and report.loader is not None
+    settings = report.loader.settings
+    base = report.trials[report.answer.leading].config
+    if _refined(base, report):
+        return None
+    workers = int({**settings, **base}.get("num_workers") or 0)
+    by_config = rates(report.trials)
+    more = _as_changed({**base, "num_workers": max(2, 2 * workers)}, settings)
+    if 2 * workers <= CLIMB_TOP and key(more) not in seen:
+        return more
+    paid = key(more) in by_config and \
+        rate(by_config[key(more)]) > rate(by_config[key(base)]) * (1 + report.answer.noise)
+    fewer = _as_changed({**base, "num_workers": workers // 2}, settings)
+    if not paid and (workers > 1 or (workers == 1 and slowed(report, by_config[key(base)]))) \
+            and key(fewer) not in seen:
+        return fewer
+    return None
+
+
+def _refined(config: dict[str, Any], report: TuneReport) -> bool:
+    """Whether ``config`` sets a knob of :data:`REFINEMENTS` its own way (not the script's, nor the loader-only
+    sweep's pick): the climb is over once such a config leads."""
+    picked = (report.loader_sweep.config if report.loader_sweep is not None else None) or {}
+    return any(knob in config and picked.get(knob) != config[knob] for knob, _ in REFINEMENTS)
+
+
+def _refinement(report: TuneReport, seen: set[Key]) -> dict[str, Any] | None:
+    """The first of :data:`REFINEMENTS` no run has set its own way yet, on top of the config leading so far,
+    when that has workers and the knob has a value to try there; None when none is left."""
+    assert report.answer is not None and report.answer.leading is not None and report.loader is not None
+    base = report.trials[report.answer.leading].config
+    settings = {**report.loader.settings, **base}
+    if not settings.get("num_workers"):
+        return None
+    for knob, value_of in REFINEMENTS:
+        if any(_refined({knob: t.config[knob]}, report) for t in report.trials if knob in t.config):
+            continue
+        value = value_of(settings.get(knob), report.loader)
+        config = _as_changed({**base, knob: value}, report.loader.settings)
+        if value is not None and key(config) not in seen:
+            return config
+    return None
