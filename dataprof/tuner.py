@@ -14,8 +14,6 @@ from dataprof.results.run import LoaderRun, RunReport
 from dataprof.results.sweep import Report
 from dataprof.results.tune import TuneReport, TuneTrial
 
-REPLAY_BATCHES = 16
-"""Batches of the loader replayed in the headspace run of ``tune``."""
 ALWAYS_RUNS = 2
 """The runs of ``tune`` made whatever its budget: the script as it is and the headspace, without which there is no
 data cost to report."""
@@ -78,19 +76,19 @@ class _Tuning:
     def run(self, knobs: dict[str, Any], role: str) -> bool:
         """One run of the training with ``knobs`` in ``role``, added to the report (decided again); False when
         it was interrupted (the report then says so)."""
-        from dataprof.decide.tune import decide_tune
+        from dataprof.decide.tune import decide_tune, replay_batches
         from dataprof.measure.watch.watcher import WatchSettings
         from dataprof.render.tune import run_line
         from dataprof.results.run import RunChanges
 
-        changes = RunChanges(knobs, REPLAY_BATCHES if role == "headspace" else None, self.site) if knobs or \
-            role == "headspace" else None
+        headspace = role == "headspace"
+        kept = replay_batches(self.report, self.trial_seconds) if headspace else None
+        changes = RunChanges(knobs, kept, self.site) if knobs or headspace else None
         if self.progress is not None:
-            self.progress(run_line(len(self.report.trials) + 1, self.budget_s - self.elapsed(), knobs, role,
-                                   REPLAY_BATCHES))
+            self.progress(run_line(len(self.report.trials) + 1, self.budget_s - self.elapsed(), knobs, role, kept))
         ran = _run(WatchSettings(target=self.script, args=self.args, module=self.module, max_steps=self.trial_steps,
-                                 seconds=self.trial_seconds, seconds_from_first_batch=True, changes=changes),
-                   self.nproc_per_node, knobs, role, self.site)
+                                 seconds=self.trial_seconds, seconds_from_first_batch=True, changes=changes,
+                                 window_from_replay=headspace), self.nproc_per_node, knobs, role, self.site)
         if ran is None:  # Ctrl-C: the script got it too and ended; what was measured stands
             self.report = decide_tune(dataclasses.replace(self.report, complete=False, wall_s=self.elapsed()))
             return False

@@ -55,7 +55,7 @@ def trials_table(report: TuneReport) -> Table:
     return table
 
 
-def run_line(number: int, left_s: float, knobs: dict[str, Any], role: str, replayed: int) -> str:
+def run_line(number: int, left_s: float, knobs: dict[str, Any], role: str, replayed: int | None) -> str:
     """The progress line of tune's next run: its number, the budget left, what it sets (``replayed``: the
     batches a headspace run replays)."""
     what = f"its first {replayed} batches replayed" if role == "headspace" else \

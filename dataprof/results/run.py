@@ -73,6 +73,8 @@ class LoaderRun:
     """Whether its dataset is a stream (an ``IterableDataset``): no indices to hand out, so no thread workers."""
     start_method: str | None = None
     """How its worker processes start (``fork``, ``forkserver``, ``spawn``); None without worker processes."""
+    replayed_after: int | None = None
+    """``--replay``: the batches it delivered before its replay began (None: no replay began)."""
 
 
 LOADER_DEFAULTS = {"framework": "torch", "dataset_file": None, "factory": None, "factory_args": None,

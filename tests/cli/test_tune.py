@@ -65,6 +65,21 @@ def test_when_every_config_with_workers_fails_for_one_cause_nothing_is_recommend
 
 
 @pytest.mark.slow
+def test_a_slow_step_gets_a_headspace_timed_on_replayed_batches_not_the_loader_s_figure(tmp_path: Path) -> None:
+    out = tmp_path / "tune.json"
+    # 8 samples × 25 ms to load, then a 400 ms step: 0.6 s an iteration as it is, 0.4 s with data for free; 16
+    # batches kept would take 9.6 s, past the 3 s window, and the headspace would time the loader
+    done = dataprof_tune("--budget", "1", "--trial-seconds", "3", "--no-loader-sweep", "--json", str(out), SCRIPT,
+                         "--epochs", "50", "--length", "64", "--sleep-ms", "25", "--step-ms", "400")
+    assert done.returncode == 4, done.stderr  # nothing but yours and the headspace within the budget
+    doc = json.loads(out.read_text())
+    headspace = doc["trials"][1]
+    assert headspace["role"] == "headspace" and headspace["status"] == "ok", headspace["error"]
+    assert doc["headspace"]["iterations_per_s"] > 1.3 * doc["current"]["iterations_per_s"]
+    assert "its first 2 batches replayed" in done.stderr
+
+
+@pytest.mark.slow
 def test_a_missing_script_and_one_without_a_loader_are_one_line(tmp_path: Path) -> None:
     missing = dataprof_tune("nowhere.py")
     assert missing.returncode == 3 and missing.stderr.count("\n") == 1 and "nowhere.py" in missing.stderr

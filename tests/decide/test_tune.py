@@ -312,6 +312,30 @@ def test_a_run_that_fails_again_is_not_asked_for_forever() -> None:
     assert step is None or step[0] != {"num_workers": 2}  # three tries, two failed: not a fourth
 
 
+def test_a_headspace_whose_replay_never_began_or_timed_too_few_batches_is_failed_not_the_loader_s_figure() -> None:
+    from dataprof.decide.tune import trial_of
+    from dataprof.results.run import RunChanges
+
+    base = dataclasses.replace(run_report(0.6), changes=RunChanges({}, 16))
+    never = trial_of(base, {}, "headspace", None)  # 16 to keep, and the run ended first: its batches were loaded
+    assert never.status == TrialStatus.FAILED and "the replay never began" in (never.error or "")
+    few = dataclasses.replace(base, loaders=(dataclasses.replace(base.loaders[0], replayed_after=497),))
+    assert "only 3 replayed batches" in (trial_of(few, {}, "headspace", None).error or "")
+    timed = dataclasses.replace(base, loaders=(dataclasses.replace(base.loaders[0], replayed_after=16,
+                                                                    iterations_per_s=20.0),))
+    assert trial_of(timed, {}, "headspace", None).ok
+    done = report(run({}, 50.0, "current"), never, run({}, 51.0, "current"), run({"num_workers": 2}, 80.0))
+    assert done.answer is not None and done.answer.data_cost_fraction is None  # unknown, never 0
+
+
+def test_the_headspace_keeps_as_many_batches_as_fit_a_quarter_of_the_window() -> None:
+    from dataprof.decide.tune import replay_batches
+
+    assert replay_batches(report(run({}, 50.0, "current")), 10.0) == 16
+    assert replay_batches(report(run({}, 1.2, "current")), 10.0) == 3  # a 0.8 s step: 3 kept, then the window
+    assert replay_batches(report(run({}, 0.3, "current")), 10.0) == 2
+
+
 def test_a_run_of_several_ranks_goes_at_its_slowest_rank_s_pace() -> None:
     from dataprof.decide.tune import trial_of_ranks
 

@@ -15,6 +15,9 @@ from dataprof.results.vocabulary import TrialStatus, WorkerKind
 
 TRIAL_TAIL = 5
 """Lines of a failed run's stderr its trial keeps."""
+MIN_REPLAYED = 5
+"""Replayed batches a headspace run needs past its first (the workers' stop) to count as the training's
+ceiling."""
 
 def sweep_target(loader: LoaderRun) -> tuple[str, dict[str, Any], str] | str:
     """What ``dataprof sweep`` can sweep of the tuned loader alone: the function (or DataModule) that built it,
@@ -93,6 +96,9 @@ def trial_of(run: RunReport, config: dict[str, Any], role: str, site: str | None
         return TuneTrial(config, TrialStatus.FAILED, role, error=f"the script exited with code {run.exit_code}"
                          + (f": {tail[-1]}" if tail else ""), stderr_tail=tail, **resources)
     loader = tuned_loader(run, site)
+    problem = _replay_problem(run, loader) if role == "headspace" and loader is not None else None
+    if problem is not None:
+        return TuneTrial(config, TrialStatus.FAILED, role, error=problem, **resources)
     if loader is None or not loader.iterations_per_s:
         why = "the script iterated no DataLoader" if loader is None else "no steady batches to time: give it " \
               "longer (--trial-seconds, --trial-steps)"
@@ -104,6 +110,20 @@ def trial_of(run: RunReport, config: dict[str, Any], role: str, site: str | None
                      else loader.samples_per_s, data_wait_fraction=loader.data_wait_fraction,
                      step_ms={k: step[k] for k in ("p50", "p95") if k in step} or None,
                      startup_s=loader.first_batch_s[0] if loader.first_batch_s else None, **resources)
+
+
+def _replay_problem(run: RunReport, loader: LoaderRun) -> str | None:
+    """Why a headspace run measured no ceiling: its replay never began, or too few replayed batches followed to
+    time (its loaded batches are not data for free); None when it measured one."""
+    kept = run.changes.replay if run.changes is not None else None
+    if loader.replayed_after is None:
+        return (f"the replay never began: the loader delivered {loader.batches} batches before the run ended, "
+                f"not the {kept} to keep first")
+    replayed = loader.batches - loader.replayed_after
+    if replayed < MIN_REPLAYED:
+        return (f"only {replayed} replayed batches followed the {loader.replayed_after} kept: too few to time "
+                "the training with data for free (longer runs: --trial-seconds, --trial-steps)")
+    return None
 
 
 def trial_of_ranks(runs: Sequence[RunReport], config: dict[str, Any], role: str, site: str | None) -> TuneTrial:

@@ -46,6 +46,22 @@ can load the dataset) pass batches without pickling and hold no copies, but shar
 ``in_order`` is not among them: it changes the order the training sees its batches, which is the user's call."""
 
 
+REPLAY_MOST = 16
+"""Batches the headspace run keeps at most (its replay then gives them again in turn)."""
+REPLAY_LEAST = 2
+
+
+def replay_batches(report: TuneReport, window_s: float | None) -> int:
+    """Batches the headspace run keeps before its replay begins: as many as the script's own config delivers in a
+    quarter of the window, :data:`REPLAY_LEAST` to :data:`REPLAY_MOST` (a slow step keeps few, so the replay
+    begins; its window opens when the replay does)."""
+    current = report.by_role("current")
+    rate_now = current[0].iterations_per_s if current else None
+    if not rate_now or window_s is None:
+        return REPLAY_MOST
+    return int(max(REPLAY_LEAST, min(REPLAY_MOST, rate_now * window_s / 4)))
+
+
 def next_run(report: TuneReport) -> tuple[dict[str, Any], str] | None:
     """The next run of the training to try (the knobs to set on its loader, and its role), or None when the
     search is done."""

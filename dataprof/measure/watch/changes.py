@@ -3,9 +3,10 @@ loaders: the knobs set where a loader is built, and its first batches replayed i
 
 from __future__ import annotations
 
+import copy
 import inspect
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, MutableMapping
 from typing import Any
 
 from dataprof.backends.threads import thread_loader
@@ -103,7 +104,9 @@ def threads_settings(loader: Any) -> dict[str, Any]:
 class Replay:
     """A loader's first ``count`` batches, delivered by it, then delivered again in turn for the rest of each
     epoch (as many batches as the loader has, or without end): the training runs as if data came for free.
-    The loader's workers are stopped once the batches are kept."""
+    The loader's workers are stopped once the batches are kept. Each batch given again is a fresh container
+    (dicts, lists, tuples, mappings such as a ``BatchEncoding``) over the kept tensors: a step that pops a key or
+    swaps an entry for its copy on the GPU changes only that delivery."""
 
     def __init__(self, count: int, length: int | None, began: Callable[[], None] = lambda: None) -> None:
         self.count = count
@@ -112,26 +115,71 @@ class Replay:
         self.began = began
         """Called once, when the batches are kept and the replay begins."""
 
-    def epoch(self, inner: Any | None) -> Iterator[Any]:
+    def epoch(self, inner: Any | None) -> ReplayEpoch:
         """One epoch: from ``inner`` while batches are still to keep (None once they are), then the kept ones."""
+        return ReplayEpoch(self._batches(inner), self.length)
+
+    def _batches(self, inner: Any | None) -> Iterator[Any]:
         index = 0
         while inner is not None and len(self.kept) < self.count:
             try:
                 batch = next(inner)
             except StopIteration:
                 return
-            self.kept.append(batch)
+            self.kept.append(fresh(batch))
             index += 1
-            if len(self.kept) == self.count:
-                self.began()
             yield batch
         if inner is not None:
             stop = getattr(inner, "_shutdown_workers", None)
             if stop is not None:
                 stop()
+            if len(self.kept) == self.count:  # asked for the first batch past those kept: the replay begins
+                self.began()
         while self.kept and (self.length is None or index < self.length):
-            yield self.kept[index % len(self.kept)]
+            yield fresh(self.kept[index % len(self.kept)])
             index += 1
+
+
+class ReplayEpoch:
+    """An epoch of a replayed loader: its batches, and its length as the loader's (``len(iter(loader))``)."""
+
+    def __init__(self, batches: Iterator[Any], length: int | None) -> None:
+        self._batches = batches
+        self._length = length
+
+    def __iter__(self) -> ReplayEpoch:
+        return self
+
+    def __next__(self) -> Any:
+        return next(self._batches)
+
+    def __len__(self) -> int:
+        if self._length is None:
+            raise TypeError("a replayed stream has no length")
+        return self._length
+
+
+def fresh(batch: Any) -> Any:
+    """A new container of ``batch``'s kind over the same tensors (and other leaves): lists, tuples (named ones
+    too) and mutable mappings are rebuilt, all the way down."""
+    if isinstance(batch, list):
+        made = copy.copy(batch)
+        made[:] = [fresh(item) for item in batch]
+        return made
+    if isinstance(batch, tuple):
+        items = [fresh(item) for item in batch]
+        if hasattr(batch, "_fields"):
+            return type(batch)(*items)
+        try:
+            return type(batch)(items)
+        except TypeError:
+            return tuple(items)
+    if isinstance(batch, MutableMapping):
+        made = copy.copy(batch)
+        for name in list(batch.keys()):
+            made[name] = fresh(batch[name])
+        return made
+    return batch
 
 
 NODE_DEPTH = 32

@@ -41,8 +41,11 @@ def loader_run(loader: WatchedLoader, others: Sequence[WatchedLoader] = ()) -> L
     batches from before its replay began (they were loaded, not free); its pace without the time the ``others``
     took between its batches (a validation loader's epochs)."""
     info = loader.info
-    warmup = warmup_batches(int(info.get("num_workers") or 0), info.get("prefetch_factor"))
-    timed = loader.rows[int(info.get("replayed_after") or 0):]  # a replay's batches from before it began: loaded
+    replayed = info.get("replayed_after")
+    # replayed batches come from memory: no buffer to drain, only the first (the workers stopped) is left out
+    warmup = 1 if replayed is not None else warmup_batches(int(info.get("num_workers") or 0),
+                                                           info.get("prefetch_factor"))
+    timed = loader.rows[int(replayed or 0):]  # a replay's batches from before it began: loaded
     steady = _steady(timed, warmup)
     waits = [row[2] for row in steady]
     steps = [row[3] for row in steady]
@@ -69,6 +72,7 @@ def loader_run(loader: WatchedLoader, others: Sequence[WatchedLoader] = ()) -> L
         factory_split=info.get("factory_split"), worker_kind=info.get("worker_kind") or "process",
         iterable=bool(info.get("iterable")), start_method=info.get("start_method"),
         iterations_per_s=_pace(timed, warmup, [span for other in others for span in other.spans()]),
+        replayed_after=replayed,
     )
 
 
@@ -84,10 +88,14 @@ def _steady(rows: Sequence[list[float]], warmup: int) -> list[list[float]]:
 
 
 def _start(rows: Sequence[list[float]], warmup: int) -> int | None:
-    """The row at the end of the start-up: the first past the first epoch's warm-up, or the first of a later
-    epoch."""
+    """The row at the end of the start-up: the first past its epoch's warm-up (an epoch shorter than its warm-up,
+    such as a peek at one batch before the training, is passed over), else, when no epoch outlasts its warm-up,
+    the first of a later epoch."""
+    past = next((n for n, row in enumerate(rows) if row[1] >= warmup), None)
+    if past is not None:
+        return past
     first_epoch = rows[0][0] if rows else None
-    return next((n for n, row in enumerate(rows) if row[0] != first_epoch or row[1] >= warmup), None)
+    return next((n for n, row in enumerate(rows) if row[0] != first_epoch), None)
 
 
 def _pace(rows: Sequence[list[float]], warmup: int, elsewhere: Sequence[tuple[float, float]] = ()) -> float | None:

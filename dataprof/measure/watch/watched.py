@@ -59,12 +59,17 @@ class Recorder:
 
     def __init__(self, channel: Channel, max_steps: int | None, seconds: float | None,
                  clock: Any = time.perf_counter, from_first_batch: bool = False,
-                 ranks: RankEnd | None = None) -> None:
+                 ranks: RankEnd | None = None, from_replay: bool = False) -> None:
         self.channel = channel
         self.max_steps = max_steps
         self.seconds = seconds
         """With ``from_first_batch``, the deadline is set at the first batch: a window after the start-up."""
-        self.deadline = None if seconds is None or from_first_batch else clock() + seconds
+        self.from_replay = from_replay
+        """The window (``seconds``, ``max_steps``) opens when a replay begins, not before: the headspace times
+        replayed batches whatever it took to keep them."""
+        self.replay_from: dict[int, int] = {}
+        """Per replayed loader: the batches it had delivered when its replay began."""
+        self.deadline = None if seconds is None or from_first_batch or from_replay else clock() + seconds
         self.clock = clock
         self.ranks = ranks if seconds is not None else None
         """In a job of several ranks: the time limit ends every rank at the batch rank 0 names (steps agree)."""
@@ -105,15 +110,15 @@ class Recorder:
         info = self.loaders[number]
         info["batches"] += 1
         now = self.clock()
-        if self.deadline is None and self.seconds is not None:
+        if self.deadline is None and self.seconds is not None and not self.from_replay:
             self.deadline = now + self.seconds
         if info["batches"] <= MAX_RECORDED:
             self.pending[number].append([epoch, index, wait_s, -1.0 if step_s is None else step_s, size, now])
         if now - self.last_flush >= FLUSH_S:
             self.flush()
             self.report_device()
-        if self.ended is None:
-            if self.max_steps is not None and info["batches"] >= self.max_steps:
+        if self.ended is None and (not self.from_replay or number in self.replay_from):
+            if self.max_steps is not None and info["batches"] - self.replay_from.get(number, 0) >= self.max_steps:
                 self.ended = f"--max-steps {self.max_steps} reached"
             elif self.ranks is not None:
                 if self.ranks.reached(number, info["batches"], self.deadline is not None and now >= self.deadline):
@@ -124,6 +129,9 @@ class Recorder:
     def replayed(self, number: int) -> None:
         """Loader ``number``'s replay begins: the batches it delivered so far were loaded, not free."""
         self.flush()
+        self.replay_from[number] = self.loaders[number]["batches"]
+        if self.from_replay and self.seconds is not None:
+            self.deadline = self.clock() + self.seconds
         self.channel.send({"ev": "replayed", "loader": number, "after": self.loaders[number]["batches"]})
 
     def report_device(self) -> None:
@@ -360,7 +368,8 @@ def main(argv: list[str]) -> int:
     prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     fd, limits, mode, target, args = int(argv[0]), json.loads(argv[1]), argv[2], argv[3], argv[4:]
     recorder = Recorder(Channel(fd), limits.get("max_steps"), limits.get("seconds"),
-                        from_first_batch=bool(limits.get("seconds_from_first_batch")), ranks=RankEnd.of())
+                        from_first_batch=bool(limits.get("seconds_from_first_batch")), ranks=RankEnd.of(),
+                        from_replay=bool(limits.get("window_from_replay")))
     changes = Changes(limits.get("override"), limits.get("replay"), limits.get("loader"))
     patch_loader_modules(lambda module: patch_dataloader(module, recorder, changes))
     tail = StderrTail.install()

@@ -53,6 +53,8 @@ class WatchSettings:
     """End the watch (and the script) at the first batch after this long."""
     seconds_from_first_batch: bool = False
     """Count ``seconds`` from the first batch (a steady window whatever the start-up takes), not the start."""
+    window_from_replay: bool = False
+    """Count ``seconds`` and ``max_steps`` from the moment a replay begins (the headspace's window)."""
     cwd: str = field(default_factory=os.getcwd)
     changes: RunChanges | None = None
     """What to change in the script's loaders (``--override``, ``--replay``); None: nothing."""
@@ -170,7 +172,8 @@ def watch(settings: WatchSettings, clock: Callable[[], float] = time.monotonic) 
     read_fd, write_fd = os.pipe()
     changes = settings.changes or RunChanges()
     limits = json.dumps({"max_steps": settings.max_steps, "seconds": settings.seconds,
-                         "seconds_from_first_batch": settings.seconds_from_first_batch, "override": changes.knobs,
+                         "seconds_from_first_batch": settings.seconds_from_first_batch,
+                         "window_from_replay": settings.window_from_replay, "override": changes.knobs,
                          "replay": changes.replay, "loader": changes.loader})
     started = clock()
     proc = subprocess.Popen([sys.executable, "-m", "dataprof.measure.watch.watched", str(write_fd), limits,

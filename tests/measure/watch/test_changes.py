@@ -66,6 +66,28 @@ def test_replay_keeps_the_first_batches_and_gives_them_again_to_the_epoch_s_leng
         next(Replay(3, length=None).epoch(iter([])))  # an empty loader: nothing to replay
 
 
+def test_each_replayed_batch_is_a_fresh_container_over_the_kept_tensors_and_an_epoch_has_a_length() -> None:
+    import collections
+
+    import torch
+
+    Pair = collections.namedtuple("Pair", "images labels")
+    image = torch.zeros(2)
+    labels = [1, 2]
+    batch = {"pixel_values": image, "labels": labels, "pair": Pair(image, (3,))}
+    epoch = Replay(1, length=3).epoch(iter([batch, batch, batch]))
+    assert len(epoch) == 3  # len(iter(loader)), as a DataLoader's iterator has it
+    first = next(epoch)
+    first.pop("labels")  # a step that pops a key, as HF models do
+    first["pixel_values"] = first["pixel_values"] + 1  # or puts the moved tensor back in the dict
+    again = next(epoch)
+    assert set(again) == {"pixel_values", "labels", "pair"} and again["pixel_values"] is image
+    assert again is not batch and again["labels"] is not labels and again["labels"] == [1, 2]
+    assert type(again["pair"]) is Pair and again["pair"].images is image
+    with pytest.raises(TypeError):
+        len(Replay(1, length=None).epoch(iter([batch])))  # a stream has no length
+
+
 def test_the_knobs_reach_a_dataloader_subclass_and_a_datamodule_s_loader() -> None:
     import torch
     import torch.utils.data.dataloader as module

@@ -194,6 +194,54 @@ def test_epochs_shorter_than_the_warm_up_are_timed_over_every_batch_past_the_sta
     assert run.step_ms["p50"] == pytest.approx(150.0) and run.iterations_per_s == pytest.approx(5.0)
 
 
+def test_a_peek_at_one_batch_is_not_an_epoch_whose_end_opens_the_window() -> None:
+    """``next(iter(loader))`` before the training (as PyTorch's CIFAR-10 tutorial does) makes a one-batch epoch:
+    the window must not open at the next epoch's first batch, inside its workers' buffer, but past it."""
+    def peek_then_train(DataLoader: Any, now: list[float]) -> None:
+        class Buffered(list[list[int]]):  # the workers' buffer of 6 comes at once; then 0.2 s a batch
+            def __iter__(self) -> Any:
+                for number, batch in enumerate(list.__iter__(self)):
+                    if number >= 6:
+                        now[0] += 0.2
+                    yield batch
+
+        loader = DataLoader(Buffered([[i] for i in range(30)]))
+        loader.num_workers, loader.prefetch_factor = 2, 2  # a warm-up of 2 × 2 + 2 = 6 batches an epoch
+        next(iter(loader))
+        for _ in range(2):
+            for _ in loader:
+                now[0] += 0.1  # the step
+    run = watched(peek_then_train)["0"]
+    # from the 7th batch of the first full epoch: 23 batches at 0.3 s, then the next epoch's 6 at 0.1 s and 24 at
+    # 0.3 s, as the training pays them; from its first batch it would be 59 / 15.4 s, the buffer counted as pace
+    assert run.iterations_per_s == pytest.approx(53 / 14.7)
+
+
+def test_a_headspace_window_opens_when_the_replay_begins() -> None:
+    from dataprof.measure.watch.changes import Changes
+
+    now = [0.0]
+    recorder = Recorder(Sink(), max_steps=None, seconds=1.0, clock=lambda: now[0],  # type: ignore[arg-type]
+                        from_first_batch=True, from_replay=True)
+
+    class SlowLoader(FakeLoader):
+        def __iter__(self) -> Any:
+            for batch in self.batches:
+                now[0] += 3.0  # a batch loads in 3 s: the two kept take longer than the window
+                yield batch
+
+    module = types.SimpleNamespace(DataLoader=type("DataLoader", (SlowLoader,), {}))
+    patch_dataloader(module, recorder, Changes(replay=2))  # type: ignore[arg-type]
+    taken = []
+    with pytest.raises(BaseException, match="--seconds"):
+        for _ in range(10):
+            for batch in module.DataLoader([[i] for i in range(100)]):
+                taken.append(batch)
+                now[0] += 0.125
+    assert len(taken) == 2 + 9  # the two kept, then 1 s of replayed 0.125 s steps; then the next call ends it
+    assert recorder.replay_from == {0: 2}
+
+
 def test_a_window_counted_from_the_first_batch_ignores_the_start_up() -> None:
     now = [0.0]
     recorder = Recorder(Sink(), max_steps=None, seconds=2.0, clock=lambda: now[0],  # type: ignore[arg-type]
