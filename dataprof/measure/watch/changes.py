@@ -175,10 +175,10 @@ def fresh(batch: Any) -> Any:
         except TypeError:
             return tuple(items)
     if isinstance(batch, MutableMapping):
-        made = copy.copy(batch)
+        mapping: MutableMapping[Any, Any] = copy.copy(batch)
         for name in list(batch.keys()):
-            made[name] = fresh(batch[name])
-        return made
+            mapping[name] = fresh(batch[name])
+        return mapping
     return batch
 
 
