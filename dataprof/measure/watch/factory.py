@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import ast
 import inspect
-import os
 import sys
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
 from dataprof.backends.target import is_datamodule
+from dataprof.measure.watch.sites import relative
 from dataprof.results.request import SPLITS
 
 
@@ -48,9 +48,9 @@ def _where(frame: FrameType) -> str | None:
     module = frame.f_globals.get("__name__")
     path = frame.f_globals.get("__file__")
     if module == "__main__":
-        return os.path.relpath(path) if path and _guarded(path) else None
-    if path and not os.path.relpath(path).startswith(".."):
-        return os.path.relpath(path)
+        return relative(path) if path and _guarded(path) else None
+    if path and not relative(path).startswith(".."):
+        return relative(path)
     return module if isinstance(module, str) else None
 
 

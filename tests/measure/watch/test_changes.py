@@ -131,7 +131,7 @@ def nodes_loader(workers: int = 4, depth: int = 8) -> Any:
 
 def test_a_torchdata_nodes_pipeline_takes_the_knobs_in_its_mapper_and_prefetcher() -> None:
     from dataprof.measure.watch.changes import override_nodes
-    from dataprof.measure.watch.watched import nodes_settings
+    from dataprof.measure.watch.recorder import nodes_settings
 
     loader = nodes_loader()
     mapper = loader.root.source

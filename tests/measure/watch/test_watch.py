@@ -292,7 +292,7 @@ def test_ranks_end_at_the_batch_rank_0_names_whatever_their_own_clocks_say(tmp_p
 
 def test_an_override_reaches_a_torchdata_nodes_loader_where_it_is_built() -> None:
     from dataprof.measure.watch.changes import Changes
-    from dataprof.measure.watch.watched import nodes_settings
+    from dataprof.measure.watch.recorder import nodes_settings
     from tests.measure.watch.test_changes import nodes_loader
 
     module = pytest.importorskip("torchdata.nodes.loader")
