@@ -201,7 +201,7 @@ def run(script: str, args: Iterable[str] = (), *, module: bool = False, max_step
 def tune(script: str, args: Iterable[str] = (), *, module: bool = False, budget_s: float = 300.0,
          trial_seconds: float | None = 10.0, trial_steps: int | None = None, loader: str | None = None,
          loader_sweep: bool = True, nproc_per_node: int = 1,
-         progress: Callable[[str], None] | None = None) -> TuneReport:
+         progress: Callable[[str], None] | None = None, workdir: str | None = None) -> TuneReport:
     """Tune the loader inside the training itself: run the script, unchanged, once per config tried (each in a fresh
     process, its busiest loader's knobs set where it is built, or the loader at ``loader``), and once with that loader's
     first batches replayed (data for free), each ended after ``trial_steps`` batches or ``trial_seconds``; the
@@ -211,12 +211,13 @@ def tune(script: str, args: Iterable[str] = (), *, module: bool = False, budget_
     (beside a dummy model stepping as the training does with data for free) and its pick is run in the training too.
     With ``nproc_per_node`` above 1, each run is that many ranks of one job on this machine (torchrun's environment
     set), every rank with the same knobs; a run's figure is its slowest rank's. The script runs several times: whatever
-    it writes, it writes each time."""
+    it writes, it writes each time (each run's environment has ``DATAPROF_TRIAL=1``; with ``workdir``, each run runs
+    in its own directory under it)."""
     from dataprof.tuner import run_tune
 
     return run_tune(script, tuple(args), module=module, budget_s=budget_s, trial_seconds=trial_seconds,
                     trial_steps=trial_steps, loader=loader, loader_sweep=loader_sweep, nproc_per_node=nproc_per_node,
-                    progress=progress, sweep=sweep)
+                    progress=progress, sweep=sweep, workdir=workdir)
 
 
 def plan(report_or_path: Report | str | os.PathLike[str], *, cpus: float | None = None, ranks_per_node: int = 1,

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from dataprof.errors import DataprofError, TargetError, UsageError, terminated_as_interrupted
-from dataprof.measure.watch.ranks import END_FILE, exchange_dir
+from dataprof.measure.watch.ranks import END_FILE, FAILED_PREFIX, exchange_dir
 from dataprof.measure.watch.watcher import WatchSettings, watch
 from dataprof.results.environment import RankInfo
 from dataprof.results.run import RankRun, RunReport
@@ -246,8 +246,9 @@ def gather_runs(report: RunReport, info: RankInfo, directory: Path, timeout_s: f
                              samples_per_s=loader.samples_per_s if loader else None,
                              step_ms_p50=loader.step_ms["p50"] if loader and loader.step_ms else None))
         path.unlink()
-    with contextlib.suppress(OSError):
-        (directory / END_FILE).unlink()  # where rank 0 named the batch every rank ended at
+    for left in (directory / END_FILE, *directory.glob(f"{FAILED_PREFIX}*")):
+        with contextlib.suppress(OSError):
+            left.unlink()  # where rank 0 named the batch every rank ended at; the ranks whose script failed
     with contextlib.suppress(OSError):  # a rank that reports after the wait leaves its file, and the directory
         directory.rmdir()
     notes = report.notes + ((f"ranks {', '.join(map(str, missing))} left no report within {timeout_s:g} s",)

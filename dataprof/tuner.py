@@ -6,6 +6,7 @@ comes next, and the answer, are ``decide/tune.py``'s."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -27,15 +28,18 @@ Sweep = Callable[..., Report]
 
 def run_tune(script: str, args: tuple[str, ...], *, module: bool, budget_s: float, trial_seconds: float | None,
              trial_steps: int | None, loader: str | None, loader_sweep: bool, nproc_per_node: int,
-             progress: Callable[[str], None] | None, sweep: Sweep) -> TuneReport:
+             progress: Callable[[str], None] | None, sweep: Sweep, workdir: str | None = None) -> TuneReport:
     """``dataprof.tune``'s work (its docstring says what it does); ``sweep`` runs the loader-only sweep. Ctrl-C
     (or SIGTERM) at any moment ends it with the runs measured so far (``complete`` false)."""
     from dataprof.decide.tune import confirm_run, decide_tune, next_run
 
     started = time.monotonic()
     tuning = _Tuning(script, args, module, trial_seconds, trial_steps, loader,
-                     loader_sweep and nproc_per_node == 1, nproc_per_node, progress, sweep, started, budget_s)
+                     loader_sweep and nproc_per_node == 1, nproc_per_node, progress, sweep, started, budget_s,
+                     None if workdir is None else os.path.abspath(workdir))
     tuning.report = _started((("-m",) if module else ()) + (script, *args), module, nproc_per_node)
+    if progress is not None:
+        progress(side_effects_line(workdir))
     try:
         while (step := next_run(tuning.report)) is not None and \
                 (len(tuning.report.trials) < ALWAYS_RUNS or time.monotonic() - started < budget_s):
@@ -70,6 +74,7 @@ class _Tuning:
     sweep: Sweep
     started: float
     budget_s: float
+    workdir: str | None
     report: TuneReport = dataclasses.field(default_factory=lambda: TuneReport("", (), None, (), 0.0))
     found: LoaderRun | None = None
 
@@ -86,9 +91,14 @@ class _Tuning:
         changes = RunChanges(knobs, kept, self.site) if knobs or headspace else None
         if self.progress is not None:
             self.progress(run_line(len(self.report.trials) + 1, self.budget_s - self.elapsed(), knobs, role, kept))
-        ran = _run(WatchSettings(target=self.script, args=self.args, module=self.module, max_steps=self.trial_steps,
-                                 seconds=self.trial_seconds, seconds_from_first_batch=True, changes=changes,
-                                 window_from_replay=headspace), self.nproc_per_node, knobs, role, self.site)
+        number = len(self.report.trials) + 1
+        ran = _run(WatchSettings(target=self.target(), args=self.args, module=self.module,
+                                 max_steps=self.trial_steps, seconds=self.trial_seconds, seconds_from_first_batch=True,
+                                 changes=changes, window_from_replay=headspace, cwd=self.directory(number),
+                                 env={"DATAPROF_TRIAL": "1", "DATAPROF_TRIAL_ROLE": role,
+                                      "DATAPROF_TRIAL_INDEX": str(number)},
+                                 interactive=False, **run_limits(self.report, self.trial_seconds)),
+                   self.nproc_per_node, knobs, role, self.site)
         if ran is None:  # Ctrl-C: the script got it too and ended; what was measured stands
             self.report = decide_tune(dataclasses.replace(self.report, complete=False, wall_s=self.elapsed()))
             return False
@@ -109,6 +119,49 @@ class _Tuning:
     def elapsed(self) -> float:
         """Seconds since the tune started."""
         return time.monotonic() - self.started
+
+    def target(self) -> str:
+        """The script as a run names it: its absolute path when the runs run elsewhere (``--workdir``)."""
+        return self.script if self.workdir is None or self.module else os.path.abspath(self.script)
+
+    def directory(self, number: int) -> str:
+        """Where run ``number`` runs: here, or its own directory under ``--workdir``."""
+        if self.workdir is None:
+            return os.getcwd()
+        path = os.path.join(self.workdir, f"run-{number}")
+        os.makedirs(path, exist_ok=True)
+        return path
+
+
+FIRST_START_S = 300.0
+"""The first run's start-up allowance (imports, building the dataset and the model) before its window."""
+START_FACTOR = 3.0
+"""A later run's start-up allowance: this many times the first run's, plus :data:`START_SLACK_S`."""
+START_SLACK_S = 60.0
+WINDOW_FACTOR = 3.0
+"""A run's limit holds this many windows (``--trial-seconds``) after its start-up allowance."""
+LIMIT_GRACE_S = 30.0
+
+
+def run_limits(report: TuneReport, window_s: float | None) -> dict[str, float | None]:
+    """A run's limits: ``limit_s``, its start-up allowance (the first run's: :data:`FIRST_START_S`; later ones:
+    :data:`START_FACTOR` times the first run's start-up, plus :data:`START_SLACK_S`) + :data:`WINDOW_FACTOR` ×
+    the window + :data:`LIMIT_GRACE_S`; and ``after_window_s``, how long it may take to end once its window
+    ended (the window, 10 s at least)."""
+    window = window_s or 10.0
+    first = report.trials[0] if report.trials else None
+    startup = FIRST_START_S if first is None or not first.ok else \
+        START_FACTOR * max(0.0, first.wall_s - window) + START_SLACK_S
+    return {"limit_s": startup + WINDOW_FACTOR * window + LIMIT_GRACE_S, "after_window_s": max(10.0, window)}
+
+
+def side_effects_line(workdir: str | None) -> str:
+    """What tune says as it starts: the script runs several times, and what it writes, it writes each time."""
+    where = f"each run in its own directory under {workdir}" if workdir else \
+        "in this directory (--workdir DIR gives each run its own)"
+    return ("the script runs several times, each run a fresh process cut short after its window, " + where +
+            ": whatever it writes (checkpoints, logs, runs on a tracker), it writes each time. DATAPROF_TRIAL=1 is "
+            "set in its environment: skip saving and logging when it is (docs/tune.md#side-effects)")
 
 
 def _started(command: tuple[str, ...], module: bool, nproc_per_node: int) -> TuneReport:

@@ -41,6 +41,9 @@ def parse_budget(text: str) -> float:
 @click.option("--nproc-per-node", type=click.IntRange(min=1), default=1, show_default=True, metavar="P",
               help="Run the training as P ranks of one job on this machine (torchrun's environment set for each), "
                    "every rank with the same knobs; a run's figure is its slowest rank's.")
+@click.option("--workdir", type=click.Path(file_okay=False), default=None, metavar="DIR",
+              help="Run each run of the training in its own directory under DIR (DIR/run-N), so what it writes "
+                   "(checkpoints, logs) stays apart; the paths it is given are then read from there.")
 @click.option("--max-data-cost", default=None, metavar="PCT",
               help="Gate: exit 1 if data loading costs your training more than PCT of its speed, as it is (or if "
                    "that cost could not be measured).")
@@ -53,7 +56,8 @@ def parse_budget(text: str) -> float:
 @click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
 @guarded
 def tune(module: bool, budget: str, trial_seconds: float, trial_steps: int | None, loader_site: str | None,
-         loader_sweep: bool, nproc_per_node: int, max_data_cost: str | None, json_path: Path | None,
+         loader_sweep: bool, nproc_per_node: int, workdir: str | None, max_data_cost: str | None,
+         json_path: Path | None,
          html_path: Path | None, debug: bool,
          script: str, script_args: tuple[str, ...]) -> None:
     """Tune the loader inside your training: run SCRIPT, unchanged, once per config tried (num_workers, then
@@ -73,7 +77,7 @@ def tune(module: bool, budget: str, trial_seconds: float, trial_steps: int | Non
     out = console()
     report = run_tune(script, script_args, module=module, budget_s=parse_budget(budget), trial_seconds=trial_seconds,
                       trial_steps=trial_steps, loader=loader_site, loader_sweep=loader_sweep,
-                      nproc_per_node=nproc_per_node,
+                      nproc_per_node=nproc_per_node, workdir=workdir,
                       progress=lambda line: click.echo(f"dataprof tune: {line}", err=True))
     print_document(out, report)
     if json_path is not None:

@@ -170,6 +170,9 @@ class RunReport:
     """What the watch changed in the loaders; None: the script ran as it is."""
     stderr_tail: tuple[str, ...] = ()
     """The last lines the script wrote to its stderr (its traceback's end, when it raised)."""
+    stopped: str | None = None
+    """Why the watch ended the script itself (SIGINT, then SIGTERM, then SIGKILL): past its limit, long after
+    its window, another rank failed; None when it did not."""
 
     def slowest_rank(self) -> RankRun | None:
         """The rank that waited for data the most: in synchronous training it sets everyone's pace."""
@@ -198,6 +201,7 @@ class RunReport:
             "ranks": [dataclasses.asdict(r) for r in self.ranks],
             "changes": None if self.changes is None else dataclasses.asdict(self.changes),
             "stderr_tail": list(self.stderr_tail),
+            "stopped": self.stopped,
         }
 
     def to_json(self) -> str:
@@ -233,4 +237,5 @@ class RunReport:
             ranks=tuple(RankRun(**r) for r in data.get("ranks", ())),
             changes=None if data.get("changes") is None else RunChanges(**data["changes"]),
             stderr_tail=tuple(data.get("stderr_tail") or ()),
+            stopped=data.get("stopped"),
         )

@@ -263,3 +263,15 @@ def test_replay_gives_the_training_its_first_batches_again_for_free(tmp_path: Pa
     loader = json.loads((tmp_path / "run.json").read_text())["loaders"][0]
     assert loader["batches"] == 16
     assert (loader["data_wait_fraction"] or 0.0) < 0.2  # 8 × 20 ms a batch, loaded: replayed, next to nothing
+
+
+@pytest.mark.slow
+def test_a_loop_fed_by_a_background_thread_ends_at_the_watch_s_limit(tmp_path: Path) -> None:
+    """``BackgroundGenerator``: the loader is iterated in a thread, the training waits on its queue; the watch's
+    end, raised in that thread, ends the training's loop too (else it waits for ever)."""
+    out = tmp_path / "run.json"
+    done = dataprof_run("--max-steps", "40", "--json", str(out), "tests/fixtures/trial_script.py",
+                        "--prefetch-thread", "--workers", "1")
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(out.read_text())
+    assert doc["ended_by"] == "--max-steps 40 reached" and doc["stopped"] is None

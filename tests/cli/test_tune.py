@@ -9,11 +9,13 @@ import sys
 import tempfile
 from pathlib import Path
 
+import psutil
 import pytest
 
 from tests.conftest import ROOT
 
 SCRIPT = "tests/fixtures/train_script.py"
+TRIAL = "tests/fixtures/trial_script.py"
 
 
 def dataprof_tune(*args: str) -> subprocess.CompletedProcess[str]:
@@ -77,6 +79,39 @@ def test_a_slow_step_gets_a_headspace_timed_on_replayed_batches_not_the_loader_s
     assert headspace["role"] == "headspace" and headspace["status"] == "ok", headspace["error"]
     assert doc["headspace"]["iterations_per_s"] > 1.3 * doc["current"]["iterations_per_s"]
     assert "its first 2 batches replayed" in done.stderr
+
+
+@pytest.mark.slow
+def test_under_workdir_each_run_writes_in_its_own_directory_told_it_is_a_trial(tmp_path: Path) -> None:
+    work = tmp_path / "runs"
+    done = dataprof_tune("--budget", "10", "--trial-seconds", "1", "--no-loader-sweep", "--workdir", str(work),
+                         TRIAL, "--checkpoint", "ckpt.pt", "--record", "seen.jsonl", "--output-dir", "out")
+    assert done.returncode in (0, 4), done.stderr
+    assert "the script runs several times" in done.stderr and "DATAPROF_TRIAL=1" in done.stderr
+    runs = sorted(work.iterdir(), key=lambda path: int(path.name.split("-")[1]))
+    assert [path.name for path in runs[:3]] == ["run-1", "run-2", "run-3"]
+    assert all((run / "ckpt.pt").exists() and (run / "out").is_dir() for run in runs)
+    seen = [json.loads((run / "seen.jsonl").read_text()) for run in runs]
+    assert [s["DATAPROF_TRIAL_ROLE"] for s in seen[:3]] == ["current", "headspace", "current"]
+    assert all(s["DATAPROF_TRIAL"] == "1" for s in seen) and [s["DATAPROF_TRIAL_INDEX"] for s in seen[:2]] == ["1", "2"]
+    assert not (ROOT / "ckpt.pt").exists() and not (ROOT / "out").exists() and not (ROOT / "seen.jsonl").exists()
+
+
+@pytest.mark.slow
+def test_a_script_that_refuses_to_write_over_its_first_run_s_output_is_named_with_workdir(tmp_path: Path) -> None:
+    done = dataprof_tune("--budget", "5", "--trial-seconds", "1", "--no-loader-sweep", "--json",
+                         str(tmp_path / "t.json"), TRIAL, "--output-dir", str(tmp_path / "out"))
+    assert done.returncode == 4, done.stderr  # every run after the first fails on the out/ the first made
+    doc = json.loads((tmp_path / "t.json").read_text())
+    assert doc["recommended"] is None and "refuses to write over what an earlier run wrote" in doc["reason"]
+    assert "--workdir DIR" in doc["reason"] and "FileExistsError" in doc["trials"][1]["error"]
+
+
+@pytest.mark.slow
+def test_a_run_that_does_not_end_after_its_window_is_ended_and_failed() -> None:
+    done = dataprof_tune("--budget", "1", "--trial-seconds", "1", "--no-loader-sweep", TRIAL, "--linger")
+    assert done.returncode == 3 and "did not exit 10 s after its last batch: ended by SIGINT" in done.stderr
+    assert not [p for p in psutil.process_iter(["cmdline"]) if TRIAL in " ".join(p.info["cmdline"] or ())]
 
 
 @pytest.mark.slow

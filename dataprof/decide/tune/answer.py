@@ -136,10 +136,10 @@ def no_comparison(report: TuneReport) -> str:
     """Why no config other than the script's own completed: how many failed and why (their shared cause named,
     with its fix), or that the search stopped first."""
     failed = [t for t in report.trials if not t.ok and t.role not in ("current", "headspace")]
+    cause = failure_cause(report)
     if not failed:
         return ("no config other than yours was measured: the budget ran out first (--budget, or shorter runs with "
-                "--trial-seconds): nothing to compare, nothing recommended")
-    cause = failure_cause(report)
+                "--trial-seconds)" + (f"; {cause}" if cause else "") + ": nothing to compare, nothing recommended")
     why = cause if cause is not None else f"the first: {failed[0].error}"
     return (f"no config other than yours completed ({len(failed)} failed; {why}): nothing to compare, nothing "
             "recommended")

@@ -47,15 +47,14 @@ def cause_of(trial: TuneTrial) -> str | None:
 
 
 def failure_cause(report: TuneReport) -> str | None:
-    """The one cause every failed run with workers shares, named with its fix; None when they share none (or
-    none failed)."""
-    settings = report.loader.settings if report.loader else {}
-    failed = [t for t in report.trials if not t.ok and t.role not in ("current", "headspace")
-              and int({**settings, **t.config}.get("num_workers") or 0) > 0]
+    """The one cause every failed run shares (those of the tried configs, the headspace, yours again), named with
+    its fix; None when they share none (or none failed)."""
+    failed = [t for t in report.trials if not t.ok]
     causes = {cause_of(t) for t in failed}
     if not failed or len(causes) != 1 or None in causes:
         return None
     name = causes.pop()
     explain = next(explain for cause, _, explain in CAUSES if cause == name)
-    return f"every config with workers that failed ({len(failed)}) failed for one cause: " \
-           f"{explain(failed[0], report.loader)}"
+    settings = report.loader.settings if report.loader else {}
+    least = min(failed, key=lambda t: int({**settings, **t.config}.get("num_workers") or 0) or 1 << 30)
+    return f"every run that failed ({len(failed)}) failed for one cause: {explain(least, report.loader)}"

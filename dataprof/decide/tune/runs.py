@@ -91,6 +91,9 @@ def trial_of(run: RunReport, config: dict[str, Any], role: str, site: str | None
     resources: dict[str, Any] = {"cpu_percent": run.resources.cpu_percent,
                                  "peak_memory_bytes": run.resources.peak_memory_bytes,
                                  "gpu_util_percent": run.resources.gpu_util_percent, "wall_s": run.wall_s}
+    if run.stopped is not None:
+        return TuneTrial(config, TrialStatus.FAILED, role, error=f"the script {run.stopped}",
+                         stderr_tail=run.stderr_tail[-TRIAL_TAIL:], **resources)
     if run.ended_by is None and run.exit_code:
         tail = run.stderr_tail[-TRIAL_TAIL:]
         return TuneTrial(config, TrialStatus.FAILED, role, error=f"the script exited with code {run.exit_code}"
@@ -132,9 +135,10 @@ def trial_of_ranks(runs: Sequence[RunReport], config: dict[str, Any], role: str,
     data wait and step of the rank that waits most for data (the others wait for it inside their step), the CPU
     of every rank together and their peak memories added, and each rank's own figures."""
     trials = [trial_of(run, config, role, site) for run in runs]
-    for rank, trial in enumerate(trials):
-        if not trial.ok:
-            return dataclasses.replace(trial, error=f"rank {rank}: {trial.error}")
+    failed = sorted((rank for rank, trial in enumerate(trials) if not trial.ok),
+                    key=lambda rank: "of the job failed" in (runs[rank].stopped or ""))
+    if failed:  # the rank whose own script failed first, not those ended because it did
+        return dataclasses.replace(trials[failed[0]], error=f"rank {failed[0]}: {trials[failed[0]].error}")
     slowest = min(trials, key=lambda trial: trial.iterations_per_s or 0.0)
     pacing = max(trials, key=lambda trial: trial.data_wait_fraction or 0.0)
     cpu = [t.cpu_percent for t in trials if t.cpu_percent is not None]

@@ -14,6 +14,7 @@ import contextlib
 import json
 import os
 import tempfile
+import time
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -85,3 +86,50 @@ class RankEnd:
                 return False
         assert self.target is not None
         return loader == self.target[0] and batches >= self.target[1]
+
+
+FAILED_PREFIX = "failed-"
+"""Files in :func:`exchange_dir` by which a rank whose script failed tells the others (``failed-<rank>``)."""
+
+
+class RankFailures:
+    """A job's ranks tell each other when one's script failed, so the others' watches end their scripts at once
+    rather than leave them in a collective until its timeout."""
+
+    def __init__(self, directory: Path, rank: int, since: float) -> None:
+        self.directory = directory
+        self.rank = rank
+        self.since = since
+        """Wall-clock time this watch began: a file older than it is another job's."""
+
+    @classmethod
+    def of(cls, env: Mapping[str, str] = os.environ) -> RankFailures | None:
+        """This process's, in a job of two or more ranks (torchrun's environment); None otherwise."""
+        try:
+            world, rank = int(env.get("WORLD_SIZE", "1")), int(env.get("RANK", "-1"))
+        except ValueError:
+            return None
+        if world < 2 or rank < 0:
+            return None
+        return cls(exchange_dir(env), rank, time.time())
+
+    def publish(self) -> None:
+        """This rank's script failed."""
+        with contextlib.suppress(OSError):
+            self.directory.mkdir(parents=True, exist_ok=True)
+            (self.directory / f"{FAILED_PREFIX}{self.rank}").write_text("")
+
+    def failed(self) -> int | None:
+        """The lowest other rank whose script failed since this watch began; None while none has."""
+        try:
+            entries = list(os.scandir(self.directory))
+        except OSError:
+            return None
+        ranks = []
+        for entry in entries:
+            if entry.name.startswith(FAILED_PREFIX) and entry.name[len(FAILED_PREFIX):].isdigit():
+                with contextlib.suppress(OSError):
+                    if entry.stat().st_mtime >= self.since - 1.0:
+                        ranks.append(int(entry.name[len(FAILED_PREFIX):]))
+        others = [rank for rank in ranks if rank != self.rank]
+        return min(others) if others else None

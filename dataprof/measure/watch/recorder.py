@@ -94,6 +94,8 @@ class Recorder:
                     self.ended = "--seconds reached"
             elif self.deadline is not None and now >= self.deadline:
                 self.ended = "--seconds reached"
+            if self.ended is not None:  # the parent times how long the script takes to end from here
+                self.channel.send({"ev": "window_end"})
 
     def replayed(self, number: int) -> None:
         """Loader ``number``'s replay begins: the batches it delivered so far were loaded, not free."""

@@ -18,6 +18,7 @@ import os
 import runpy
 import signal
 import sys
+import threading
 import traceback
 from collections.abc import Callable
 from types import ModuleType
@@ -32,8 +33,22 @@ from dataprof.measure.watch.changes import Changes, Replay, overridden, override
 from dataprof.measure.watch.factory import loader_factory, still_running
 from dataprof.measure.watch.ranks import RankEnd
 from dataprof.measure.watch.recorder import Recorder, WatchEnded
-from dataprof.measure.watch.sites import site_of, user_frame
+from dataprof.measure.watch.sites import HOME_ENV, site_of, user_frame
 from dataprof.measure.watch.stderr import StderrTail
+
+_MAIN_STOPPED = threading.Event()
+
+
+def _stop_main_thread() -> None:
+    """The watch ends a loop run in another thread (a background prefetcher such as ``BackgroundGenerator``): the
+    main thread, waiting on that thread's queue, would wait for ever; it gets SIGINT (once), and its
+    ``KeyboardInterrupt`` is taken as the watch's end."""
+    if threading.current_thread() is threading.main_thread() or _MAIN_STOPPED.is_set():
+        return
+    _MAIN_STOPPED.set()
+    ident = threading.main_thread().ident
+    if ident is not None:
+        signal.pthread_kill(ident, signal.SIGINT)
 
 
 class WatchedIterator:
@@ -53,6 +68,7 @@ class WatchedIterator:
 
     def __next__(self) -> Any:
         if self._recorder.ended is not None:
+            _stop_main_thread()
             raise WatchEnded(self._recorder.ended)
         start = self._recorder.clock()
         try:
@@ -64,9 +80,10 @@ class WatchedIterator:
             raise
         arrived = self._recorder.clock()
         step = None if self._returned is None else start - self._returned
-        if self._index == 0:
+        if self._index == 0:  # its workers named: killed at the end, they are no news
             self._recorder.channel.send({"ev": "epoch", "loader": self._number, "epoch": self._epoch,
-                                         "first_batch_s": arrived - self._created})
+                                         "first_batch_s": arrived - self._created,
+                                         "workers": [w.pid for w in getattr(self._inner, "_workers", ())]})
         self._recorder.batch(self._number, self._epoch, self._index, arrived - start, step, batch_size_of(batch))
         self._index += 1
         self._returned = arrived
@@ -151,6 +168,8 @@ def run(mode: str, target: str, args: list[str]) -> None:
     """Run the script (``mode`` ``script``) or module (``module``) as ``python`` would, as ``__main__``."""
     if mode == "module":
         sys.argv = [target, *args]
+        if os.environ.get(HOME_ENV):  # run elsewhere (tune --workdir): the module is found where the user is
+            sys.path.insert(0, os.environ[HOME_ENV])
         runpy.run_module(target, run_name="__main__", alter_sys=True)
     else:
         sys.argv = [target, *args]
@@ -188,8 +207,11 @@ def main(argv: list[str]) -> int:
         if not isinstance(exc.code, int) and exc.code is not None:
             print(exc.code, file=sys.stderr)
     except BaseException as exc:  # the script's own error: its traceback and exit code, as python gives them
-        _print_user_traceback(exc)
-        code = 130 if isinstance(exc, KeyboardInterrupt) else 1
+        if isinstance(exc, KeyboardInterrupt) and _MAIN_STOPPED.is_set():
+            recorder.channel.send({"ev": "ended", "why": recorder.ended})  # the watch's own SIGINT
+        else:
+            _print_user_traceback(exc)
+            code = 130 if isinstance(exc, KeyboardInterrupt) else 1
     finally:
         recorder.flush()
         if changes.knobs:

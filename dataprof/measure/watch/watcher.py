@@ -30,6 +30,9 @@ from dataprof.measure.probes import ProcessTreeProbe, SystemProbe
 from dataprof.measure.protocol import LineReader, Message, child_env
 from dataprof.measure.sampler import Sampler, summarize
 from dataprof.measure.watch.loader_figures import WatchedLoader, loader_run
+from dataprof.measure.watch.ranks import RankFailures
+from dataprof.measure.watch.sites import HOME_ENV
+from dataprof.measure.watch.stopping import Stopper
 from dataprof.results.run import RunChanges, RunReport, RunResources
 from dataprof.version import __version__
 
@@ -58,6 +61,14 @@ class WatchSettings:
     cwd: str = field(default_factory=os.getcwd)
     changes: RunChanges | None = None
     """What to change in the script's loaders (``--override``, ``--replay``); None: nothing."""
+    limit_s: float | None = None
+    """End the script (SIGINT, then SIGTERM, then SIGKILL) once it has run this long; None: no limit."""
+    after_window_s: float | None = None
+    """End it so once this long has passed since its window ended (the watch asked it to stop) and it has not."""
+    env: dict[str, str] = field(default_factory=dict)
+    """Set in the script's environment (``DATAPROF_TRIAL`` for tune's runs)."""
+    interactive: bool = True
+    """Whether the script keeps the terminal's stdin (False: it reads none, ``input()`` gets end of file)."""
 
 
 def check_target(settings: WatchSettings) -> None:
@@ -127,7 +138,10 @@ class Collector:
             self.loaders[event["loader"]].rows.extend(event["rows"])
         elif kind == "epoch":
             self.loaders[event["loader"]].first_batch_s[event["epoch"]] = event["first_batch_s"]
+            self.outcome.setdefault("workers", set()).update(event.get("workers") or ())
             self.marks.mark_window_start()
+        elif kind == "window_end":
+            self.outcome.setdefault("window_end", time.monotonic())
         elif kind == "epoch_end":
             self.loaders[event["loader"]].ended_at[event["epoch"]] = event["at"]
         elif kind == "device":
@@ -150,8 +164,10 @@ class Collector:
         return "torch" if busiest is None else busiest.info.get("framework", "torch")
 
     def report(self, command: tuple[str, ...], resources: RunResources, wall_s: float, exit_code: int | None,
-               interrupted: str | None) -> RunReport:
-        """The RunReport of what was gathered (undecided); ``interrupted``: by what (``Ctrl-C``, ``SIGTERM``)."""
+               interrupted: str | None, stopped: str | None = None, killed: tuple[str, ...] = ()) -> RunReport:
+        """The RunReport of what was gathered (undecided); ``interrupted``: by what (``Ctrl-C``, ``SIGTERM``);
+        ``stopped``: why the watch ended the script itself; ``killed``: the processes it left that were killed,
+        DataLoader workers apart."""
         return RunReport(
             tool_version=__version__, command=command,
             environment=probe_environment(self.outcome.get("device", "cpu"), framework=self._framework()),
@@ -160,7 +176,9 @@ class Collector:
                                  key=lambda r: -r.batches)),
             resources=resources, wall_s=wall_s, exit_code=self.outcome.get("code", exit_code),
             ended_by=interrupted or self.outcome.get("ended"), complete=interrupted is None,
-            notes=_gpu_note(self.outcome), stderr_tail=self.outcome.get("stderr_tail", ()))
+            notes=_gpu_note(self.outcome) + ((f"killed what the script left running: {', '.join(killed)}",)
+                                             if killed else ()),
+            stderr_tail=self.outcome.get("stderr_tail", ()), stopped=stopped)
 
 
 def watch(settings: WatchSettings, clock: Callable[[], float] = time.monotonic) -> RunReport:
@@ -170,45 +188,95 @@ def watch(settings: WatchSettings, clock: Callable[[], float] = time.monotonic) 
     prctl(PR_SET_CHILD_SUBREAPER, 1)  # workers the script leaves behind become ours, to end
     before = _children()
     read_fd, write_fd = os.pipe()
-    changes = settings.changes or RunChanges()
-    limits = json.dumps({"max_steps": settings.max_steps, "seconds": settings.seconds,
-                         "seconds_from_first_batch": settings.seconds_from_first_batch,
-                         "window_from_replay": settings.window_from_replay, "override": changes.knobs,
-                         "replay": changes.replay, "loader": changes.loader})
     started = clock()
-    proc = subprocess.Popen([sys.executable, "-m", "dataprof.measure.watch.watched", str(write_fd), limits,
-                             "module" if settings.module else "script", settings.target, *settings.args],
-                            pass_fds=(write_fd,), cwd=settings.cwd, env=child_env())
+    proc = subprocess.Popen([sys.executable, "-m", "dataprof.measure.watch.watched", str(write_fd),
+                             _limits(settings), "module" if settings.module else "script", settings.target,
+                             *settings.args], pass_fds=(write_fd,), cwd=settings.cwd, env=_env(settings),
+                            stdin=None if settings.interactive else subprocess.DEVNULL)
     os.close(write_fd)
     sampler = Sampler(ProcessTreeProbe(proc.pid, files=True), SystemProbe(), NullGpuProbe()).start()
     collector = Collector(SamplerMarks(sampler))
     interrupted: str | None = None
+    stopper, peers = Stopper(proc), RankFailures.of()
+    stopped: str | None = None
     reader = LineReader(read_fd)
     while True:
         try:
             if not _read(reader, collector) or "code" in collector.outcome \
                     or (proc.poll() is not None and not select.select([read_fd], [], [], 1.0)[0]):
                 break  # its last word, or it died (a worker it left may hold the pipe open)
+            if stopped is None and (stopped := _overdue(settings, clock() - started, collector.outcome,
+                                                        peers)) is not None:
+                stopper.start()
+            stopper.poll()
         except KeyboardInterrupt as stop:  # the script got the same Ctrl-C: give it time to end as it would
             interrupted = "SIGTERM" if isinstance(stop, Terminated) else "Ctrl-C"
             if isinstance(stop, Terminated):  # SIGTERM came to dataprof alone: the script gets it too
                 proc.terminate()
             _end(proc)
     os.close(read_fd)
-    code = proc.wait()
-    _end_leftovers(before)
+    code, stopped = _exit_code(proc, settings, stopper, stopped)
+    if peers is not None and code and interrupted is None and stopped is None:
+        peers.publish()  # this rank's script failed: the others' end now, not at their collective's timeout
+    killed = _end_leftovers(before, collector.outcome.get("workers", set()))
     prctl(PR_SET_CHILD_SUBREAPER, 0)
     sampler.stop()
     sampler.gpu_probe.close()
     report = collector.report((("-m",) if settings.module else ()) + (settings.target, *settings.args),
                               resources_of({**summarize(sampler.samples), **storage_of(sampler),
                                             "gpu_timeline": gpu_timeline(sampler.samples.gpu)}),
-                              clock() - started,
-                              code if code >= 0 else 128 - code, interrupted)  # killed by signal N: 128 + N
+                              clock() - started, code if code >= 0 else 128 - code,  # killed by signal N: 128 + N
+                              interrupted, stopped, killed)
     if settings.changes is None:
         return report
     return dataclasses.replace(report, changes=dataclasses.replace(
         settings.changes, overridden=int(collector.outcome.get("overridden") or 0)))
+
+
+def _limits(settings: WatchSettings) -> str:
+    """What the watched process is told of its limits and changes (JSON)."""
+    changes = settings.changes or RunChanges()
+    return json.dumps({"max_steps": settings.max_steps, "seconds": settings.seconds,
+                       "seconds_from_first_batch": settings.seconds_from_first_batch,
+                       "window_from_replay": settings.window_from_replay, "override": changes.knobs,
+                       "replay": changes.replay, "loader": changes.loader})
+
+
+def _env(settings: WatchSettings) -> dict[str, str]:
+    """The script's environment: this one's, dataprof importable, ``settings.env`` set, and where the user ran
+    from when the script runs elsewhere (its loaders' sites are named from there)."""
+    home = {HOME_ENV: os.getcwd()} if os.path.realpath(settings.cwd) != os.path.realpath(os.getcwd()) else {}
+    return {**child_env(), **settings.env, **home}
+
+
+def _overdue(settings: WatchSettings, elapsed_s: float, outcome: dict[str, Any],
+             peers: RankFailures | None) -> str | None:
+    """Why the script must be ended now: past its limit, long after its window ended, or another rank of its job
+    failed; None while none holds."""
+    if settings.limit_s is not None and elapsed_s > settings.limit_s:
+        return f"did not end within its limit of {settings.limit_s:.0f} s"
+    window_end = outcome.get("window_end")
+    if settings.after_window_s is not None and window_end is not None \
+            and time.monotonic() - window_end > settings.after_window_s:
+        return f"did not end {settings.after_window_s:.0f} s after its window"
+    failed = peers.failed() if peers is not None else None
+    return None if failed is None else f"rank {failed} of the job failed"
+
+
+def _exit_code(proc: subprocess.Popen[bytes], settings: WatchSettings, stopper: Stopper,
+               stopped: str | None) -> tuple[int, str | None]:
+    """The script's return code once it has ended, and why the watch stopped it (``stopped``, or that its process
+    outlived its last word: a thread that never ends)."""
+    if not stopper.started:
+        if settings.after_window_s is None:
+            return proc.wait(), stopped
+        try:
+            return proc.wait(timeout=settings.after_window_s), stopped
+        except subprocess.TimeoutExpired:
+            stopper.start()
+            stopped = f"did not exit {settings.after_window_s:.0f} s after its last batch"
+    code = stopper.wait()
+    return code, f"{stopped}: ended by {', then '.join(stopper.signals)}"
 
 
 def _gpu_note(outcome: dict[str, Any]) -> tuple[str, ...]:
@@ -238,19 +306,25 @@ def _children() -> set[int]:
     return {p.pid for p in psutil.Process().children()}
 
 
-def _end_leftovers(before: set[int], grace_s: float = LEFTOVER_GRACE_S) -> None:
+def _end_leftovers(before: set[int], workers: set[int] = frozenset(),  # type: ignore[assignment]
+                   grace_s: float = LEFTOVER_GRACE_S) -> tuple[str, ...]:
     """Processes the script left behind (its workers, orphaned to us; not children we had ``before``): given
-    ``grace_s`` to end, then killed."""
+    ``grace_s`` to end, then killed; those killed that were not its DataLoader ``workers``, named."""
     import psutil
 
     left = [p for p in psutil.Process().children() if p.pid not in before]
     _, alive = psutil.wait_procs(left, timeout=grace_s)
+    named = []
     for proc in alive:
         try:
+            name = f"pid {proc.pid} ({' '.join(proc.cmdline()[:3]) or proc.name()})"
             proc.kill()
         except psutil.Error:
-            pass
+            continue
+        if proc.pid not in workers:
+            named.append(name)
     psutil.wait_procs(alive, timeout=grace_s)
+    return tuple(named)
 
 
 def _end(proc: subprocess.Popen[bytes]) -> None:
