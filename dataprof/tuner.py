@@ -77,6 +77,8 @@ class _Tuning:
     workdir: str | None
     report: TuneReport = dataclasses.field(default_factory=lambda: TuneReport("", (), None, (), 0.0))
     found: LoaderRun | None = None
+    split: str | None = None
+    """The split of the loader tuned, where its framework says (its validation loader may share its site)."""
 
     def run(self, knobs: dict[str, Any], role: str) -> bool:
         """One run of the training with ``knobs`` in ``role``, added to the report (decided again); False when
@@ -88,7 +90,7 @@ class _Tuning:
 
         headspace = role == "headspace"
         kept = replay_batches(self.report, self.trial_seconds) if headspace else None
-        changes = RunChanges(knobs, kept, self.site) if knobs or headspace else None
+        changes = RunChanges(knobs, kept, self.site, split=self.split) if knobs or headspace else None
         if self.progress is not None:
             self.progress(run_line(len(self.report.trials) + 1, self.budget_s - self.elapsed(), knobs, role, kept))
         number = len(self.report.trials) + 1
@@ -98,7 +100,7 @@ class _Tuning:
                                  env={"DATAPROF_TRIAL": "1", "DATAPROF_TRIAL_ROLE": role,
                                       "DATAPROF_TRIAL_INDEX": str(number)},
                                  interactive=False, **run_limits(self.report, self.trial_seconds)),
-                   self.nproc_per_node, knobs, role, self.site)
+                   self.nproc_per_node, knobs, role, self.site, self.split)
         if ran is None:  # Ctrl-C: the script got it too and ended; what was measured stands
             self.report = decide_tune(dataclasses.replace(self.report, complete=False, wall_s=self.elapsed()))
             return False
@@ -113,7 +115,7 @@ class _Tuning:
                 return False
         if role == "current" and self.report.loader is None:
             self.report, self.found = _tuned(self.report, run, trial, self.script, self.site)
-            self.site = self.found.site
+            self.site, self.split = self.found.site, self.found.split
         return True
 
     def elapsed(self) -> float:
@@ -185,7 +187,7 @@ def _started(command: tuple[str, ...], module: bool, nproc_per_node: int) -> Tun
 
 
 def _run(settings: Any, nproc_per_node: int, knobs: dict[str, Any], role: str,
-              site: str | None) -> tuple[RunReport, TuneTrial] | None:
+              site: str | None, split: str | None) -> tuple[RunReport, TuneTrial] | None:
     """One run of the training (as ``nproc_per_node`` ranks when above 1): rank 0's report and the trial it
     makes; None when it was interrupted (Ctrl-C)."""
     from dataprof.decide.tune import trial_of, trial_of_ranks
@@ -194,11 +196,11 @@ def _run(settings: Any, nproc_per_node: int, knobs: dict[str, Any], role: str,
 
     if nproc_per_node == 1:
         run = watch(settings)
-        return (run, trial_of(run, knobs, role, site)) if run.complete else None
+        return (run, trial_of(run, knobs, role, site, split)) if run.complete else None
     runs = watch_ranks(settings, nproc_per_node)
     if runs is None or not all(r.complete for r in runs):
         return None
-    return runs[0], trial_of_ranks(runs, knobs, role, site)
+    return runs[0], trial_of_ranks(runs, knobs, role, site, split)
 
 
 def _tuned(report: TuneReport, run: RunReport, trial: TuneTrial, script: str,
@@ -216,7 +218,7 @@ def _tuned(report: TuneReport, run: RunReport, trial: TuneTrial, script: str,
                           + " in its run: nothing to tune")
     if not trial.ok:
         raise TargetError(f"{script}: the script as it is failed: {trial.error}")
-    note = others_note(run, found)
+    notes = [note for note in (others_note(run, found),) if note]
     tuned = loader_of(found, run.environment.device)
     if found.framework == "torch":
         import multiprocessing
@@ -225,9 +227,13 @@ def _tuned(report: TuneReport, run: RunReport, trial: TuneTrial, script: str,
         from dataprof.backends.threads import thread_loader
 
         tuned = dataclasses.replace(tuned, start_methods=tuple(multiprocessing.get_all_start_methods()),
-                                    threads=None if found.iterable else
-                                    thread_loader(get_backend("torch").loader_arguments()))
-    return dataclasses.replace(report, loader=tuned, notes=report.notes + ((note,) if note else ())), found
+                                    threads=None if found.iterable or found.built_by else
+                                    thread_loader(get_backend("torch").loader_arguments()),
+                                    shm_free_bytes=run.environment.shm_free_bytes)
+        if found.built_by and not found.iterable:
+            notes.append(f"threads are not tried: a library builds the loader ({found.built_by[0]}), and a thread "
+                         "loader would replace it in your code")
+    return dataclasses.replace(report, loader=tuned, notes=report.notes + tuple(notes)), found
 
 
 def loader_sweep_of_factory(report: TuneReport, found: LoaderRun, headspace: TuneTrial,

@@ -12,8 +12,9 @@ from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 
+from dataprof.decide.tune.builders import builder_of, edit_through
 from dataprof.render.html import page
-from dataprof.results.tune import TuneAnswer, TuneReport, TuneTrial
+from dataprof.results.tune import TuneAnswer, TunedLoader, TuneReport, TuneTrial
 from dataprof.results.vocabulary import WorkerKind
 
 ROLES = {"current": "yours", "headspace": "data for free", "candidate": "tried", "sweep": "the loader sweep's pick"}
@@ -70,27 +71,38 @@ def answer_lines(report: TuneReport) -> list[str]:
         return [report.error or "no answer: the script's own config did not complete a run"]
     if answer.recommended is None:
         swept = loader_sweep_line(report)
-        return [f"at {loader.site} ({loader.loader_class}): no answer: {answer.reason}", *_cost_line(answer, False),
+        return [f"at {_where(loader)}: no answer: {answer.reason}", *_cost_line(answer, False),
                 *([swept] if swept else [])]
     chosen = report.trials[answer.recommended]
     changes = {k: v for k, v in chosen.config.items() if loader.settings.get(k) != v}
     lines = []
     if changes:
         threads = changes.pop("worker_kind", None) == WorkerKind.THREAD
+        through = edit_through(loader.built_by, changes)
         edit = ", ".join(f"{k}={loader.settings.get(k, '(default)')} → {v}" for k, v in changes.items())
         if threads:
             how = 'worker_method="thread"' if loader.threads == "torch" else \
                 "the torchdata.nodes pipeline of docs/threads.md"
             edit += ("; " if edit else "") + f"its workers as threads of the training process ({how})"
-        lines.append(f"at {loader.site} ({loader.loader_class}): {edit}")
+        lines.append(f"at {_where(loader)}: {edit}")
+        if through is not None:
+            lines.append(through)
     else:
-        lines.append(f"at {loader.site} ({loader.loader_class}): keep your settings")
+        lines.append(f"at {_where(loader)}: keep your settings")
     if answer.gain_over_current is not None and answer.gain_range is not None:
         low, high = answer.gain_range
         lines.append(f"your training's iterations/s {answer.gain_over_current:+.0%} ({low:+.0%} to {high:+.0%}): "
                      f"{answer.reason}")
     swept = loader_sweep_line(report)
     return lines + _cost_line(answer, bool(changes)) + ([swept] if swept else [])
+
+
+def _where(loader: TunedLoader) -> str:
+    """The loader tuned, as the answer names it: its site (the user's line), class, split and builder."""
+    builder = builder_of(loader.built_by)
+    by = f", built by {builder.name if builder else loader.built_by[0]}" if loader.built_by else ""
+    return f"{loader.site} ({loader.loader_class}" + (f", the {loader.split} loader" if loader.split else "") + \
+        f"{by})"
 
 
 def _cost_line(answer: TuneAnswer, changed: bool) -> list[str]:

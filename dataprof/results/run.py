@@ -75,6 +75,20 @@ class LoaderRun:
     """How its worker processes start (``fork``, ``forkserver``, ``spawn``); None without worker processes."""
     replayed_after: int | None = None
     """``--replay``: the batches it delivered before its replay began (None: no replay began)."""
+    split: str | None = None
+    """The split it serves where the stack that built it says (``train``, ``val``, ``test``, ``predict``: a
+    Lightning hook's name, HF Trainer's ``get_eval_dataloader``, timm's ``is_training``); None: not said."""
+    built_by: tuple[str, ...] = ()
+    """The library functions that built it for the user's line (``module:qualname``, innermost first); empty
+    when the user's own line called its constructor."""
+    training_fraction: float | None = None
+    """Share of its batches asked for with autograd on (a training loop's; an evaluation runs under
+    ``no_grad``)."""
+    batch_bytes: int | None = None
+    """The bytes of its first batch's tensors (and other buffers): what a worker puts in /dev/shm per batch."""
+    knobs_lost: dict[str, Any] | None = None
+    """``--override``: the knobs set where it was built that it no longer had at its first iteration (the
+    script changed them after construction), with the values it had."""
 
 
 LOADER_DEFAULTS = {"framework": "torch", "dataset_file": None, "factory": None, "factory_args": None,
@@ -138,6 +152,9 @@ class RunChanges:
     """``file:line`` of the loader changed; None: every loader."""
     overridden: int = 0
     """Loaders built with ``knobs`` (0 when none matched)."""
+    split: str | None = None
+    """With ``loader``: only the loader of this split built there (``tune``'s: a framework builds its
+    validation loader at the user's same line)."""
 
 
 @dataclass(frozen=True)
@@ -189,6 +206,7 @@ class RunReport:
             "complete": self.complete,
             "environment": dataclasses.asdict(self.environment),
             "loaders": [{**dataclasses.asdict(loader), "first_batch_s": list(loader.first_batch_s),
+                         "built_by": list(loader.built_by),
                          "gpu_util_percent": self.resources.gpu_util_percent} for loader in self.loaders],
             "resources": {**dataclasses.asdict(self.resources), "gpu_timeline": list(self.resources.gpu_timeline)},
             "wall_s": self.wall_s,
@@ -220,7 +238,8 @@ class RunReport:
             loaders=tuple(LoaderRun(**{**LOADER_DEFAULTS, **{k: v for k, v in loader.items() if k in loader_fields},
                                        "first_batch_s": tuple(loader.get("first_batch_s") or ()),
                                        "factory_args": None if loader.get("factory_args") is None
-                                       else tuple(loader["factory_args"])})
+                                       else tuple(loader["factory_args"]),
+                                       "built_by": tuple(loader.get("built_by") or ())})
                           for loader in data.get("loaders", ())),
             resources=RunResources(**{**(data.get("resources") or {}),
                                       "gpu_timeline": tuple((data.get("resources") or {}).get("gpu_timeline") or ()),

@@ -83,6 +83,10 @@ class TunedLoader:
     """The bytes of one of its batches (its tensors'): what a worker puts in /dev/shm per batch in flight."""
     shm_free_bytes: int | None = None
     """Free space in /dev/shm where the training ran."""
+    split: str | None = None
+    """The split it serves, where its framework says (``train``)."""
+    built_by: tuple[str, ...] = ()
+    """The library functions that built it for the user's line (``module:qualname``, innermost first)."""
 
 
 @dataclass(frozen=True)
@@ -185,7 +189,9 @@ class TuneReport:
                                                         "threads": self.loader.threads,
                                                         "start_methods": list(self.loader.start_methods),
                                                         "batch_bytes": self.loader.batch_bytes,
-                                                        "shm_free_bytes": self.loader.shm_free_bytes},
+                                                        "shm_free_bytes": self.loader.shm_free_bytes,
+                                                        "split": self.loader.split,
+                                                        "built_by": list(self.loader.built_by)},
             "current": None if not current else _figures(current[0]),
             "recommended": None if recommended is None or answer is None else
             {**_figures(recommended), "gain_over_current": answer.gain_over_current,
@@ -225,7 +231,9 @@ class TuneReport:
                                                                   loader.get("threads"),
                                                                   tuple(loader.get("start_methods") or ()),
                                                                   loader.get("batch_bytes"),
-                                                                  loader.get("shm_free_bytes")),
+                                                                  loader.get("shm_free_bytes"),
+                                                                  loader.get("split"),
+                                                                  tuple(loader.get("built_by") or ())),
                    trials=tuple(TuneTrial.from_dict(t) for t in data.get("trials") or ()),
                    wall_s=data.get("wall_s", 0.0), complete=data.get("complete", True),
                    notes=tuple(data.get("notes") or ()), error=data.get("error"),

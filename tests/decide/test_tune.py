@@ -211,7 +211,7 @@ def test_the_tune_document_has_the_stable_keys_and_reads_back() -> None:
     assert data["loader"] == {"site": "train.py:41", "class": "DataLoader", "batch_size": 8,
                               "settings": {"num_workers": 1, "prefetch_factor": 2, "persistent_workers": False},
                               "device": "cpu", "threads": None, "start_methods": [], "batch_bytes": None,
-                              "shm_free_bytes": None}
+                              "shm_free_bytes": None, "split": None, "built_by": []}
     assert set(data["current"]) >= {"config", "iterations_per_s", "samples_per_s", "data_wait_fraction", "step_ms"}
     assert data["recommended"]["config"] == {"num_workers": 4} and "gain_over_current" in data["recommended"]
     assert data["headspace"]["iterations_per_s"] == 160.0

@@ -53,13 +53,20 @@ def loader_sweep_of(swept: LoaderSweep, report: Report, loader: TunedLoader) -> 
     return dataclasses.replace(swept, config=knobs, label=label, samples_per_s=rate)
 
 
-def tuned_loader(run: RunReport, site: str | None) -> LoaderRun | None:
-    """The loader a run tunes: the one built at ``site`` (``--loader``), else the busiest; None when the script
-    iterated none."""
-    if site is not None:
-        return next((loader for loader in run.loaders if loader.site == site or loader.site.endswith("/" + site)),
-                    None)
-    return run.loaders[0] if run.loaders else None
+def tuned_loader(run: RunReport, site: str | None, split: str | None = None) -> LoaderRun | None:
+    """The loader a run tunes, among those built at ``site`` (``--loader``; every loader without it) and of
+    ``split`` when given: the training's (the split its framework names ``train``, then one of no named split
+    over a validation's, then one mostly asked for with autograd on: an evaluation runs under ``no_grad``), then
+    the busiest; None when the script iterated none there."""
+    found = [loader for loader in run.loaders
+             if site is None or loader.site == site or loader.site.endswith("/" + site)]
+    if split is not None:
+        found = [loader for loader in found if loader.split == split]
+    return max(found, key=_training_first) if found else None
+
+
+def _training_first(loader: LoaderRun) -> tuple[bool, bool, bool, int]:
+    return (loader.split == "train", loader.split is None, (loader.training_fraction or 0.0) >= 0.5, loader.batches)
 
 
 def others_note(run: RunReport, tuned: LoaderRun) -> str | None:
@@ -68,7 +75,8 @@ def others_note(run: RunReport, tuned: LoaderRun) -> str | None:
     others = [loader for loader in run.loaders if loader is not tuned]
     if not others:
         return None
-    named = "; ".join(f"{loader.site} ({loader.loader_class}, {loader.batches:,} batches)" for loader in others)
+    named = "; ".join(f"{loader.site} ({loader.loader_class}, " + (f"{loader.split}, " if loader.split else "")
+                      + f"{loader.batches:,} batches)" for loader in others)
     return (f"other loaders, left as your script builds them: {named}. Their epochs run between the tuned "
             "loader's batches (a validation pass) are not counted in the training's iterations/s; "
             "--loader FILE:LINE tunes another")
@@ -82,10 +90,12 @@ def loader_of(loader: LoaderRun, device: str = "cpu") -> TunedLoader:
                 "multiprocessing_context": loader.start_method,
                 "worker_kind": WorkerKind.THREAD.value if loader.worker_kind == WorkerKind.THREAD else None}
     return TunedLoader(loader.site, loader.loader_class, loader.batch_size,
-                       {k: v for k, v in settings.items() if v is not None}, device)
+                       {k: v for k, v in settings.items() if v is not None}, device, split=loader.split,
+                       built_by=loader.built_by, batch_bytes=loader.batch_bytes)
 
 
-def trial_of(run: RunReport, config: dict[str, Any], role: str, site: str | None) -> TuneTrial:
+def trial_of(run: RunReport, config: dict[str, Any], role: str, site: str | None,
+             split: str | None = None) -> TuneTrial:
     """One run of the training as a tune trial: its loader's steady figures; failed when the script ended with
     an error of its own or iterated no loader."""
     resources: dict[str, Any] = {"cpu_percent": run.resources.cpu_percent,
@@ -98,7 +108,11 @@ def trial_of(run: RunReport, config: dict[str, Any], role: str, site: str | None
         tail = run.stderr_tail[-TRIAL_TAIL:]
         return TuneTrial(config, TrialStatus.FAILED, role, error=f"the script exited with code {run.exit_code}"
                          + (f": {tail[-1]}" if tail else ""), stderr_tail=tail, **resources)
-    loader = tuned_loader(run, site)
+    loader = tuned_loader(run, site, split)
+    if loader is not None and loader.knobs_lost:
+        had = ", ".join(f"{k}={v}" for k, v in loader.knobs_lost.items())
+        return TuneTrial(config, TrialStatus.FAILED, role, error=f"the override did not land: the script changed "
+                         f"the loader after building it (at its first epoch it had {had})", **resources)
     problem = _replay_problem(run, loader) if role == "headspace" and loader is not None else None
     if problem is not None:
         return TuneTrial(config, TrialStatus.FAILED, role, error=problem, **resources)
@@ -129,12 +143,13 @@ def _replay_problem(run: RunReport, loader: LoaderRun) -> str | None:
     return None
 
 
-def trial_of_ranks(runs: Sequence[RunReport], config: dict[str, Any], role: str, site: str | None) -> TuneTrial:
+def trial_of_ranks(runs: Sequence[RunReport], config: dict[str, Any], role: str, site: str | None,
+                   split: str | None = None) -> TuneTrial:
     """One run of the training as several ranks (their reports in rank order) as a tune trial: failed when a
     rank failed (named); else the slowest rank's rate (in synchronous training every step waits for it), the
     data wait and step of the rank that waits most for data (the others wait for it inside their step), the CPU
     of every rank together and their peak memories added, and each rank's own figures."""
-    trials = [trial_of(run, config, role, site) for run in runs]
+    trials = [trial_of(run, config, role, site, split) for run in runs]
     failed = sorted((rank for rank, trial in enumerate(trials) if not trial.ok),
                     key=lambda rank: "of the job failed" in (runs[rank].stopped or ""))
     if failed:  # the rank whose own script failed first, not those ended because it did

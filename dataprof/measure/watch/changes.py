@@ -20,14 +20,19 @@ class Changes:
     the one built at ``site`` (``file:line``, as the report names it)."""
 
     def __init__(self, knobs: dict[str, Any] | None = None, replay: int | None = None,
-                 site: str | None = None) -> None:
+                 site: str | None = None, split: str | None = None) -> None:
         self.knobs = knobs or {}
         self.replay = replay
         self.site = site
+        self.split = split
+        """With ``site``: only the loader of this split built there (a framework builds a validation loader at
+        the user's same line)."""
 
-    def applies(self, site: str) -> bool:
-        """Whether the loader built at ``site`` is the one changed."""
-        return self.site is None or site == self.site or site.endswith("/" + self.site)
+    def applies(self, site: str, split: str | None = None) -> bool:
+        """Whether the loader built at ``site`` (for ``split``) is the one changed."""
+        if self.site is None:
+            return True
+        return (site == self.site or site.endswith("/" + self.site)) and (self.split is None or split == self.split)
 
 
 def overridden(init: Callable[..., None], loader: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
@@ -57,7 +62,7 @@ def overridden(init: Callable[..., None], loader: Any, args: tuple[Any, ...], kw
             values[TORCH_THREAD_ARGUMENT] = WorkerKind.THREAD.value
         else:
             threads = LoaderConfig(num_workers=int(values.pop("num_workers")),
-                                   pin_memory=bool(values.pop("pin_memory", False)),
+                                   pin_memory=bool(values.pop("pin_memory", False)) and _can_pin(),
                                    prefetch_factor=values.pop("prefetch_factor", None),
                                    in_order=values.pop("in_order", None), worker_kind=WorkerKind.THREAD.value)
     if not values.get("num_workers"):
@@ -65,6 +70,34 @@ def overridden(init: Callable[..., None], loader: Any, args: tuple[Any, ...], kw
             if knob.needs_workers:
                 values.pop(knob.name, None)
     return values, threads
+
+
+CHECKED = ("num_workers", "prefetch_factor", "persistent_workers", "pin_memory")
+"""The knobs a DataLoader keeps as attributes of its own name, checked at its first iteration."""
+
+
+def lost_knobs(loader: Any, asked: dict[str, Any]) -> dict[str, Any]:
+    """The knobs of ``asked`` (set where ``loader`` was built) that it no longer has at its first iteration, with
+    the value it has: the script changed them after construction. Knobs that need workers are not checked on a
+    loader left none, nor any on a loader whose workers are threads."""
+    if "_dataprof_threads" in loader.__dict__ or asked.get("worker_kind"):
+        return {}
+    workers = getattr(loader, "num_workers", None)
+    lost = {}
+    for name in CHECKED:
+        if name not in asked or not hasattr(loader, name) or (name != "num_workers" and not workers):
+            continue
+        if getattr(loader, name) != asked[name]:
+            lost[name] = getattr(loader, name)
+    return lost
+
+
+def _can_pin() -> bool:
+    """Whether there is a device to pin batches for: as a DataLoader does, ``pin_memory=True`` pins nothing
+    without one (it warns), so the thread pipeline standing in for it adds no pinning stage then."""
+    torch = sys.modules.get("torch")
+    cuda = getattr(torch, "cuda", None)
+    return bool(cuda is not None and cuda.is_available())
 
 
 def streams(loader: Any) -> bool:

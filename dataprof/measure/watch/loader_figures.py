@@ -72,7 +72,10 @@ def loader_run(loader: WatchedLoader, others: Sequence[WatchedLoader] = ()) -> L
         factory_split=info.get("factory_split"), worker_kind=info.get("worker_kind") or "process",
         iterable=bool(info.get("iterable")), start_method=info.get("start_method"),
         iterations_per_s=_pace(timed, warmup, [span for other in others for span in other.spans()]),
-        replayed_after=replayed,
+        replayed_after=replayed, split=info.get("split"), built_by=tuple(info.get("built_by") or ()),
+        training_fraction=sum(row[6] for row in loader.rows) / len(loader.rows)
+        if loader.rows and all(len(row) > 6 for row in loader.rows) else None,
+        knobs_lost=info.get("knobs_lost") or None, batch_bytes=info.get("batch_bytes"),
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 import time
+import weakref
 from typing import Any
 
 from dataprof.measure.protocol import Channel
@@ -49,11 +50,35 @@ class Recorder:
         self.device_sent = False
         self.overridden = 0
         """Loaders built with the watch's knobs (``--override``)."""
+        self.objects: dict[int, Any] = {}
+        """Each loader number's latest object (a weak reference where it can be one)."""
+        self.epochs: dict[int, int] = {}
+        """Epochs begun per loader number."""
+        self.replays: dict[int, Any] = {}
+        """Each replayed loader number's kept batches (a loader built again each epoch keeps the first's)."""
+        self.finished: set[int] = set()
+        """Loader numbers whose last epoch ran out and none has begun since."""
+        self.lost: dict[int, dict[str, Any]] = {}
+        """Per loader number: the knobs the watch set that the loader no longer has when first iterated."""
 
-    def register(self, loader: Any, site: str, factory: dict[str, Any]) -> int:
-        """A new DataLoader: its identity, settings and the function that built it (:func:`loader_factory`),
-        sent at once; its number."""
+    def number_of(self, loader: Any, site: str, split: str | None) -> int | None:
+        """The number of a loader built at the same place before and gone since, or, of a split its framework
+        named, done with its last epoch (a loader built again each epoch, a framework's for each evaluation, is
+        one loader, its epochs counted on); None when there is none (two loaders built at one line stay two)."""
+        for number, info in self.loaders.items():
+            if info["site"] == site and info.get("split") == split and \
+                    (_gone(self.objects.get(number)) or (split is not None and number in self.finished)):
+                self.objects[number] = _weak(loader)
+                return number
+        return None
+
+    def register(self, loader: Any, site: str, factory: dict[str, Any], split: str | None = None,
+                 built_by: tuple[str, ...] = ()) -> int:
+        """A new DataLoader: its identity, settings, the split it serves and the functions that built it
+        (:func:`loader_factory`; the libraries on the way), sent at once; its number."""
         number = len(self.loaders)
+        self.objects[number] = _weak(loader)
+        self.epochs[number] = 0
         settings = nodes_settings(loader) if hasattr(loader, "root") else {}
         dataset = settings.pop("dataset", None) if settings else getattr(loader, "dataset", None)
         info = {"loader": number, "site": site, "dataset": type(dataset).__name__,
@@ -67,7 +92,7 @@ class Recorder:
                 "framework": "paddle" if type(loader).__module__.startswith("paddle") else "torch",
                 "pin_memory": getattr(loader, "pin_memory", None), "worker_kind": "process", **settings,
                 "iterable": streams(loader), "start_method": _start_method(loader), **threads_settings(loader),
-                **factory, "batches": 0}
+                "split": split, "built_by": list(built_by), **factory, "batches": 0}
         self.loaders[number] = info
         self.pending[number] = []
         self.channel.send({"ev": "loader", **{k: v for k, v in info.items() if k != "batches"}})
@@ -75,14 +100,16 @@ class Recorder:
 
     def batch(self, number: int, epoch: int, index: int, wait_s: float, step_s: float | None, size: int) -> None:
         """One batch delivered: ``index`` within its epoch, the wait (s), the step before it (s), its samples,
-        and when it arrived (s on this process's clock)."""
+        when it arrived (s on this process's clock), and whether autograd was on as it was asked for (a training
+        loop's, not an evaluation's under ``no_grad``)."""
         info = self.loaders[number]
         info["batches"] += 1
         now = self.clock()
         if self.deadline is None and self.seconds is not None and not self.from_replay:
             self.deadline = now + self.seconds
         if info["batches"] <= MAX_RECORDED:
-            self.pending[number].append([epoch, index, wait_s, -1.0 if step_s is None else step_s, size, now])
+            self.pending[number].append([epoch, index, wait_s, -1.0 if step_s is None else step_s, size, now,
+                                         _grad()])
         if now - self.last_flush >= FLUSH_S:
             self.flush()
             self.report_device()
@@ -174,3 +201,23 @@ def _source_file(cls: type) -> str | None:
         return None
     near = relative(path)
     return path if near.startswith("..") else near
+
+
+def _grad() -> int:
+    """1 while torch's autograd is on (the training's loop), 0 under ``no_grad`` or ``inference_mode`` (an
+    evaluation's), or without torch."""
+    torch = sys.modules.get("torch")
+    return int(bool(torch is not None and hasattr(torch, "is_grad_enabled") and torch.is_grad_enabled()))
+
+
+def _weak(loader: Any) -> Any:
+    """A weak reference to ``loader`` (the loader itself where it takes none)."""
+    try:
+        return weakref.ref(loader)
+    except TypeError:
+        return loader
+
+
+def _gone(held: Any) -> bool:
+    """Whether the loader held (by :func:`_weak`) no longer exists."""
+    return isinstance(held, weakref.ref) and held() is None

@@ -1,10 +1,16 @@
-"""Where the user built a loader: the frame of the user's own code that led to its construction, as
-``file:line`` relative to the directory the user ran from."""
+"""Where the user built a loader: the frame of the user's own code that led to its construction (past the
+frames of the libraries that build loaders for it: Lightning's hooks and wrappers, accelerate's ``prepare``, HF
+Trainer's ``get_train_dataloader``, timm's ``create_loader``, mmengine's ``build_dataloader``), as ``file:line``
+relative to the directory the user ran from; which split the loader serves, where the stack says; and the
+library functions that built it."""
 
 from __future__ import annotations
 
 import os
+import re
 import sys
+import sysconfig
+from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
@@ -13,28 +19,117 @@ from dataprof.backends.frameworks import in_package
 HOME_ENV = "DATAPROF_HOME"
 """The directory the user ran dataprof from, when a run's script runs elsewhere (``tune --workdir``)."""
 
+_NOT_THE_USERS = ("/torch/", "/paddle/", "<frozen")
+"""Paths of the frames between the user's call and a DataLoader's construction (dataprof's own, where it is
+installed)."""
+_LIBRARY_DIRS = (f"{os.sep}site-packages{os.sep}", f"{os.sep}dist-packages{os.sep}")
+_STDLIB = os.path.join(sysconfig.get_paths().get("stdlib") or "<none>", "")
+SPLIT_WORDS = {"train": "train", "training": "train", "val": "val", "valid": "val", "validation": "val",
+               "eval": "val", "evaluation": "val", "test": "test", "predict": "predict"}
+"""Words of a function's name (``get_train_dataloader``, ``val_dataloader``) that say which split it builds."""
+SPLIT_FLAGS = ("is_training", "is_train", "training")
+"""A library function's boolean arguments that say it builds the training split (timm's ``create_loader``)."""
+BUILDERS_KEPT = 6
+"""Library functions named per loader, innermost first."""
+
 
 def relative(path: str) -> str:
     """``path`` relative to the directory the user ran from."""
     return os.path.relpath(path, os.environ.get(HOME_ENV) or os.getcwd())
 
 
-_NOT_THE_USERS = ("/torch/", "/paddle/", "<frozen")
-"""Paths of the frames between the user's call and a DataLoader's construction (dataprof's own, where it is
-installed)."""
+@dataclass(frozen=True)
+class Origin:
+    """Where a loader came from."""
+
+    frame: FrameType | None
+    """The user's frame that led to it (None: no frame of the user's on the stack)."""
+    site: str
+    """That frame's ``file:line``, or the site of the loader it was built from."""
+    split: str | None = None
+    """``train``, ``val``, ``test`` or ``predict`` where a function on the stack says (None: unknown)."""
+    built_by: tuple[str, ...] = ()
+    """The library functions between the user's frame and the constructor (``module:qualname``), innermost
+    first."""
+
+
+def _ours(path: str) -> bool:
+    """Frames of torch, paddle, the interpreter's frozen modules or dataprof: never the user's, never a builder."""
+    return any(part in path for part in _NOT_THE_USERS) or in_package(path, "dataprof")
+
+
+def _library(path: str) -> bool:
+    """Whether ``path`` is an installed library's (site-packages) or the standard library's: not the user's."""
+    if any(part in path for part in _LIBRARY_DIRS):
+        return True
+    return path.startswith(_STDLIB)
+
+
+def _split_of(frame: FrameType, users: bool) -> str | None:
+    """The split a function builds, by a word of its name (a user's function only when named for a loader, as a
+    Lightning hook is) or a library function's boolean ``is_training``."""
+    name = frame.f_code.co_name.lower()
+    if not users or "loader" in name:
+        for word in re.split(r"[^a-z]+", name):
+            if word in SPLIT_WORDS:
+                return SPLIT_WORDS[word]
+    if not users:
+        for flag in SPLIT_FLAGS:
+            value = frame.f_locals.get(flag)
+            if isinstance(value, bool):
+                return "train" if value else "val"
+    return None
+
+
+def _constructing(frame: FrameType, loader: Any) -> bool:
+    """Whether ``frame`` is part of ``loader``'s construction (a subclass's ``__init__``, a library's wrapper of
+    it such as Lightning's): the loader is among its locals. A function that builds a loader holds none yet."""
+    return any(value is loader for value in frame.f_locals.values())
+
+
+def _name(frame: FrameType) -> str:
+    code = frame.f_code
+    return f"{frame.f_globals.get('__name__', '?')}:{getattr(code, 'co_qualname', code.co_name)}"
+
+
+def _source(frame: FrameType, loader: Any) -> Any:
+    """A loader among a library frame's locals that this one is built from (accelerate's ``prepare``, a
+    re-instantiation with a distributed sampler): another instance of its class, already sited."""
+    for value in frame.f_locals.values():
+        if value is not loader and "_dataprof_site" in getattr(value, "__dict__", {}):
+            return value
+    return None
+
+
+def origin(loader: Any) -> Origin:
+    """Where ``loader``, under construction, comes from: the first frame outside torch, paddle, dataprof, the
+    loader's own construction (its constructors, their wrappers) and the installed libraries (else the first
+    outside the first four); the split the functions on the way say; the library functions on the way. A loader
+    built by a library from another loader already sited takes that one's site, split and builders."""
+    frame: FrameType | None = sys._getframe(1)
+    first: FrameType | None = None
+    split: str | None = None
+    built_by: list[str] = []
+    while frame is not None:
+        path = frame.f_code.co_filename
+        if not _ours(path) and not _constructing(frame, loader):
+            if not _library(path):
+                return Origin(frame, site_of(frame), split or _split_of(frame, True), tuple(built_by))
+            source = _source(frame, loader)
+            if source is not None:
+                return Origin(source.__dict__.get("_dataprof_frame"), source.__dict__["_dataprof_site"],
+                              source.__dict__.get("_dataprof_split"), source.__dict__.get("_dataprof_built_by", ()))
+            first = first or frame
+            split = split or _split_of(frame, False)
+            if len(built_by) < BUILDERS_KEPT:
+                built_by.append(_name(frame))
+        frame = frame.f_back
+    return Origin(first, site_of(first), split, tuple(built_by))
 
 
 def user_frame(loader: Any) -> FrameType | None:
-    """The first frame outside torch, paddle, dataprof and the loader's own constructors (a subclass's):
-    where the user created the loader."""
-    frame = sys._getframe(2)
-    while frame is not None:
-        path = frame.f_code.co_filename
-        if not any(part in path for part in _NOT_THE_USERS) and not in_package(path, "dataprof") \
-                and frame.f_locals.get("self") is not loader:
-            return frame
-        frame = frame.f_back  # type: ignore[assignment]
-    return None
+    """The user's frame that led to ``loader`` (see :func:`origin`)."""
+    return origin(loader).frame
 
 
 def site_of(frame: FrameType | None) -> str:

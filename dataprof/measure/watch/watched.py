@@ -24,16 +24,16 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from dataprof.backends.common import batch_size_of
+from dataprof.backends.common import batch_size_of, footprint
 from dataprof.backends.construction import loader_class, patch_loader_modules
 from dataprof.backends.frameworks import in_package
 from dataprof.measure.forked import PR_SET_PDEATHSIG, prctl
 from dataprof.measure.protocol import Channel
-from dataprof.measure.watch.changes import Changes, Replay, overridden, override_nodes, thread_epoch
+from dataprof.measure.watch.changes import Changes, Replay, lost_knobs, overridden, override_nodes, thread_epoch
 from dataprof.measure.watch.factory import loader_factory, still_running
 from dataprof.measure.watch.ranks import RankEnd
 from dataprof.measure.watch.recorder import Recorder, WatchEnded
-from dataprof.measure.watch.sites import HOME_ENV, site_of, user_frame
+from dataprof.measure.watch.sites import HOME_ENV, origin
 from dataprof.measure.watch.stderr import StderrTail
 
 _MAIN_STOPPED = threading.Event()
@@ -74,6 +74,7 @@ class WatchedIterator:
         try:
             batch = next(self._inner)
         except StopIteration:  # the epoch ends, as it would unwatched; when, for the time other loaders take
+            self._recorder.finished.add(self._number)
             self._recorder.flush()
             self._recorder.channel.send({"ev": "epoch_end", "loader": self._number, "epoch": self._epoch,
                                          "at": self._recorder.clock()})
@@ -83,7 +84,8 @@ class WatchedIterator:
         if self._index == 0:  # its workers named: killed at the end, they are no news
             self._recorder.channel.send({"ev": "epoch", "loader": self._number, "epoch": self._epoch,
                                          "first_batch_s": arrived - self._created,
-                                         "workers": [w.pid for w in getattr(self._inner, "_workers", ())]})
+                                         "workers": [w.pid for w in getattr(self._inner, "_workers", ())],
+                                         **({"batch_bytes": footprint(batch)["bytes"]} if self._epoch == 1 else {})})
         self._recorder.batch(self._number, self._epoch, self._index, arrived - start, step, batch_size_of(batch))
         self._index += 1
         self._returned = arrived
@@ -106,47 +108,49 @@ def patch_dataloader(module: ModuleType, recorder: Recorder, changes: Changes | 
     settable = "num_workers" in inspect.signature(original_init).parameters  # not torchdata.nodes' Loader
 
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        if changes.knobs and settable and "_dataprof_site" not in self.__dict__ \
-                and changes.applies(site_of(user_frame(self))):
+        first = "_dataprof_site" not in self.__dict__  # a subclass's __init__ calls this once more
+        applies = False
+        if first:
+            where = origin(self)
+            self.__dict__.update(_dataprof_site=where.site, _dataprof_split=where.split,
+                                 _dataprof_built_by=where.built_by, _dataprof_frame=where.frame,
+                                 _dataprof_factory=loader_factory(where.frame))
+            applies = bool(changes.knobs) and changes.applies(where.site, where.split) and \
+                not in_package(sys._getframe(1).f_code.co_filename, "dataprof")  # not the pipeline dataprof builds
+        if applies and settable:
             kwargs, threads = overridden(original_init, self, args, kwargs, changes.knobs)
             args = ()
             if threads is not None:
                 self.__dict__["_dataprof_threads"] = threads
             recorder.overridden += 1
         original_init(self, *args, **kwargs)
-        if changes.knobs and not settable and "_dataprof_site" not in self.__dict__ \
-                and not in_package(sys._getframe(1).f_code.co_filename, "dataprof") \
-                and changes.applies(site_of(user_frame(self))):  # not the pipeline dataprof builds for threads
+        if applies and not settable:
             override_nodes(self, changes.knobs)
             recorder.overridden += 1
-        if "_dataprof_site" not in self.__dict__:  # a subclass's __init__ calls this once
-            frame = user_frame(self)
-            self.__dict__["_dataprof_site"] = site_of(frame)
-            self.__dict__["_dataprof_factory"] = loader_factory(frame)
-            self.__dict__["_dataprof_frame"] = frame  # until the first iteration: did the function return it?
+        if applies:
+            self.__dict__["_dataprof_asked"] = changes.knobs
 
     def __iter__(self: Any) -> Any:
         created = recorder.clock()
-        replay = self.__dict__.get("_dataprof_replay")
+        number = self.__dict__.get("_dataprof_loader")
+        replay = recorder.replays.get(number) if number is not None else None
         kept = replay is not None and len(replay.kept) >= replay.count  # replayed: the loader is not asked again
         inner = None if kept else thread_epoch(self) if "_dataprof_threads" in self.__dict__ else original_iter(self)
         if isinstance(inner, WatchedIterator):
             return inner
-        if "_dataprof_loader" not in self.__dict__:
-            built_by = self.__dict__.pop("_dataprof_frame", None)
-            factory = {} if built_by is not None and still_running(built_by) \
-                else self.__dict__.get("_dataprof_factory") or {}  # a function iterating its own loader is no factory
-            self.__dict__["_dataprof_loader"] = recorder.register(self, self.__dict__.get("_dataprof_site", "?"),
-                                                                  factory)
-            self.__dict__["_dataprof_epochs"] = 0
-        self.__dict__["_dataprof_epochs"] += 1
-        if changes.replay and changes.applies(self.__dict__.get("_dataprof_site", "?")):
-            number = self.__dict__["_dataprof_loader"]
-            replay = self.__dict__.setdefault("_dataprof_replay", Replay(
-                changes.replay, _length(self), lambda: recorder.replayed(number)))
+        if number is None:
+            number = _registered(self, recorder)
+            replay = recorder.replays.get(number)
+            if replay is not None and len(replay.kept) >= replay.count:  # built again: the kept batches go on
+                inner = None
+        recorder.epochs[number] += 1
+        recorder.finished.discard(number)
+        if changes.replay and changes.applies(self.__dict__.get("_dataprof_site", "?"),
+                                              self.__dict__.get("_dataprof_split")):
+            replay = recorder.replays.setdefault(number, Replay(changes.replay, _length(self),
+                                                                lambda: recorder.replayed(number)))
             inner = replay.epoch(inner)
-        return WatchedIterator(inner, recorder, self.__dict__["_dataprof_loader"], self.__dict__["_dataprof_epochs"],
-                               created)
+        return WatchedIterator(inner, recorder, number, recorder.epochs[number], created)
 
     cls.__init__, cls.__iter__ = __init__, __iter__
 
@@ -154,6 +158,24 @@ def patch_dataloader(module: ModuleType, recorder: Recorder, changes: Changes | 
         cls.__init__, cls.__iter__ = original_init, original_iter
 
     return restore
+
+
+def _registered(loader: Any, recorder: Recorder) -> int:
+    """``loader``'s number at its first iteration: that of a loader built at the same place before and gone since
+    (a loader built again each epoch), else a new one, registered; what the watch set on it and the loader no
+    longer has (the script changed it after construction) is noted."""
+    site, split = loader.__dict__.get("_dataprof_site", "?"), loader.__dict__.get("_dataprof_split")
+    number = recorder.number_of(loader, site, split)
+    if number is None:
+        built_by = loader.__dict__.pop("_dataprof_frame", None)
+        factory = {} if built_by is not None and still_running(built_by) \
+            else loader.__dict__.get("_dataprof_factory") or {}  # a function iterating its own loader is no factory
+        number = recorder.register(loader, site, factory, split, loader.__dict__.get("_dataprof_built_by", ()))
+    loader.__dict__["_dataprof_loader"] = number
+    lost = lost_knobs(loader, loader.__dict__.get("_dataprof_asked") or {})
+    if lost:
+        recorder.lost[number] = lost
+    return number
 
 
 def _length(loader: Any) -> int | None:
@@ -194,7 +216,7 @@ def main(argv: list[str]) -> int:
     recorder = Recorder(Channel(fd), limits.get("max_steps"), limits.get("seconds"),
                         from_first_batch=bool(limits.get("seconds_from_first_batch")), ranks=RankEnd.of(),
                         from_replay=bool(limits.get("window_from_replay")))
-    changes = Changes(limits.get("override"), limits.get("replay"), limits.get("loader"))
+    changes = Changes(limits.get("override"), limits.get("replay"), limits.get("loader"), limits.get("split"))
     patch_loader_modules(lambda module: patch_dataloader(module, recorder, changes))
     tail = StderrTail.install()
     code = 0
@@ -215,7 +237,8 @@ def main(argv: list[str]) -> int:
     finally:
         recorder.flush()
         if changes.knobs:
-            recorder.channel.send({"ev": "overridden", "loaders": recorder.overridden})
+            recorder.channel.send({"ev": "overridden", "loaders": recorder.overridden,
+                                   "lost": {str(n): knobs for n, knobs in recorder.lost.items()}})
         recorder.channel.send({"ev": "exit", "code": code, "stderr_tail": tail.lines() if code else []})
     return code
 

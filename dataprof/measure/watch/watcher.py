@@ -139,6 +139,8 @@ class Collector:
         elif kind == "epoch":
             self.loaders[event["loader"]].first_batch_s[event["epoch"]] = event["first_batch_s"]
             self.outcome.setdefault("workers", set()).update(event.get("workers") or ())
+            if "batch_bytes" in event:
+                self.loaders[event["loader"]].info["batch_bytes"] = event["batch_bytes"]
             self.marks.mark_window_start()
         elif kind == "window_end":
             self.outcome.setdefault("window_end", time.monotonic())
@@ -153,6 +155,9 @@ class Collector:
             self.loaders[event["loader"]].info["replayed_after"] = event["after"]
         elif kind == "overridden":
             self.outcome["overridden"] = event["loaders"]
+            for number, knobs in (event.get("lost") or {}).items():
+                if int(number) in self.loaders:
+                    self.loaders[int(number)].info["knobs_lost"] = knobs
         elif kind == "exit":
             self.outcome["code"] = event["code"]
             self.outcome["stderr_tail"] = tuple(event.get("stderr_tail") or ())
@@ -239,7 +244,7 @@ def _limits(settings: WatchSettings) -> str:
     return json.dumps({"max_steps": settings.max_steps, "seconds": settings.seconds,
                        "seconds_from_first_batch": settings.seconds_from_first_batch,
                        "window_from_replay": settings.window_from_replay, "override": changes.knobs,
-                       "replay": changes.replay, "loader": changes.loader})
+                       "replay": changes.replay, "loader": changes.loader, "split": changes.split})
 
 
 def _env(settings: WatchSettings) -> dict[str, str]:

@@ -1,0 +1,87 @@
+"""A Hugging Face ``Trainer`` run: the loaders are built by ``Trainer.get_train_dataloader`` and
+``get_eval_dataloader`` from ``TrainingArguments(dataloader_num_workers=...)`` and wrapped by accelerate, with
+an evaluation and a checkpoint each epoch. The model is the tiny CNN of examples/train.py (no download).
+Nothing in it knows about dataprof.
+
+    pip install transformers accelerate
+    python examples/frameworks/hf_train.py --epochs 2 --workers 2
+    dataprof tune examples/frameworks/hf_train.py --epochs 100 --workers 4
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils.data import Dataset
+from transformers import Trainer, TrainerCallback, TrainingArguments
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from images import JpegDataset  # noqa: E402
+from train import TinyCNN  # noqa: E402
+
+
+class Pixels(Dataset):
+    """The JPEG example as a Trainer wants it: a dict of ``pixel_values`` and ``labels`` per sample."""
+
+    def __init__(self, count: int) -> None:
+        self.images = JpegDataset(count=count, size=96, out_size=64)
+
+    def __len__(self) -> int:
+        return len(self.images)
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        image, label = self.images[index]
+        return {"pixel_values": image, "labels": label}
+
+
+class Classifier(nn.Module):
+    """The tiny CNN, returning its loss as a Trainer expects."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.model, self.loss = TinyCNN(), nn.CrossEntropyLoss()
+
+    def forward(self, pixel_values: torch.Tensor, labels: torch.Tensor) -> dict[str, torch.Tensor]:
+        logits = self.model(pixel_values)
+        return {"loss": self.loss(logits, labels), "logits": logits}
+
+
+class StepTimes(TrainerCallback):
+    """Print each training step's own time (data included), as a per-step log."""
+
+    def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self.last = getattr(self, "last", time.perf_counter())
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        now = time.perf_counter()
+        print(f"step {state.global_step} time {now - self.last:.4f}", flush=True)
+        self.last = now
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--workers", type=int, default=0)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--images", type=int, default=256)
+    parser.add_argument("--output-dir", default="hf_out")
+    opts = parser.parse_args()
+    args = TrainingArguments(output_dir=opts.output_dir, num_train_epochs=opts.epochs,
+                             per_device_train_batch_size=opts.batch_size, per_device_eval_batch_size=opts.batch_size,
+                             dataloader_num_workers=opts.workers, eval_strategy="epoch", save_strategy="epoch",
+                             logging_steps=10, report_to=[], use_cpu=True, disable_tqdm=True, learning_rate=0.05)
+    trainer = Trainer(model=Classifier(), args=args, train_dataset=Pixels(opts.images),
+                      eval_dataset=Pixels(opts.images // 4), callbacks=[StepTimes()])
+    trainer.train()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,84 @@
+"""The shape of PyTorch's ImageNet example (``examples/imagenet/main.py``), trimmed to run in seconds on a CPU:
+``-j`` workers, train and validation ``DataLoader``s with ``pin_memory=True`` always, ``len(train_loader)`` in
+the progress line, validation under ``no_grad`` after each epoch, a checkpoint saved at each epoch's end.
+Nothing in it knows about dataprof.
+
+    python examples/frameworks/imagenet_train.py --epochs 2 -j 2
+    dataprof tune examples/frameworks/imagenet_train.py --epochs 100 -j 4
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from images import JpegDataset  # noqa: E402
+from train import TinyCNN  # noqa: E402
+
+
+def train(loader: DataLoader, model: nn.Module, criterion: nn.Module, optimizer: torch.optim.Optimizer,
+          epoch: int, print_freq: int) -> None:
+    """One epoch, printing ``Epoch: [e][i/N] Time t`` (the step's own time, data included) every print_freq."""
+    model.train()
+    end = time.perf_counter()
+    for i, (images, target) in enumerate(loader):
+        loss = criterion(model(images), target)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        took, end = time.perf_counter() - end, time.perf_counter()
+        if i % print_freq == 0:
+            print(f"Epoch: [{epoch}][{i}/{len(loader)}]\tTime {took:.4f}\tLoss {loss.item():.3f}", flush=True)
+
+
+def validate(loader: DataLoader, model: nn.Module, criterion: nn.Module) -> float:
+    """The validation loss, under ``no_grad``."""
+    model.eval()
+    total, seen = 0.0, 0
+    with torch.no_grad():
+        for images, target in loader:
+            total += criterion(model(images), target).item() * len(target)
+            seen += len(target)
+    return total / max(seen, 1)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-j", "--workers", type=int, default=4)
+    parser.add_argument("-b", "--batch-size", type=int, default=32)
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--images", type=int, default=256)
+    parser.add_argument("--val-images", type=int, default=64)
+    parser.add_argument("--size", type=int, default=96, help="the JPEGs' side, before the crop")
+    parser.add_argument("--out-size", type=int, default=64)
+    parser.add_argument("-p", "--print-freq", type=int, default=1)
+    opts = parser.parse_args()
+    train_dataset = JpegDataset(count=opts.images, size=opts.size, out_size=opts.out_size)
+    val_dataset = JpegDataset(count=opts.val_images, size=opts.size, out_size=opts.out_size)
+    train_loader = DataLoader(train_dataset, batch_size=opts.batch_size, shuffle=True, num_workers=opts.workers,
+                              pin_memory=True)
+    val_loader = DataLoader(val_dataset, batch_size=opts.batch_size, shuffle=False, num_workers=opts.workers,
+                            pin_memory=True)
+    model = TinyCNN()
+    criterion = nn.CrossEntropyLoss()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    for epoch in range(opts.epochs):
+        train(train_loader, model, criterion, optimizer, epoch, opts.print_freq)
+        loss = validate(val_loader, model, criterion)
+        print(f" * Val loss {loss:.3f}", flush=True)
+        torch.save({"epoch": epoch + 1, "state_dict": model.state_dict()}, "checkpoint.pth.tar")
+        shutil.copyfile("checkpoint.pth.tar", "model_best.pth.tar")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
