@@ -138,7 +138,8 @@ def test_without_a_completed_run_of_the_script_as_it_is_there_is_no_answer() -> 
 def test_the_search_measures_the_script_then_data_for_free_then_climbs_while_it_pays() -> None:
     steps: list[TuneTrial] = []
     rates = {(): 50.0, (("num_workers", 2),): 90.0, (("num_workers", 4),): 140.0, (("num_workers", 8),): 142.0,
-             (("num_workers", 4), ("prefetch_factor", 4)): 150.0,
+             (("num_workers", 4), ("prefetch_factor", 4)): 150.0, (("num_workers", 8), ("prefetch_factor", 4)): 149.0,
+             (("num_workers", 2), ("prefetch_factor", 4)): 100.0,
              (("num_workers", 4), ("persistent_workers", True), ("prefetch_factor", 4)): 151.0}
     while (step := next_run(report(*steps))) is not None:
         config, role = step
@@ -148,7 +149,9 @@ def test_the_search_measures_the_script_then_data_for_free_then_climbs_while_it_
         ("current", {}), ("headspace", {}), ("current", {}),  # yours twice: the noise, before anything is judged
         ("candidate", {"num_workers": 2}), ("candidate", {"num_workers": 4}),
         ("candidate", {"num_workers": 8}),  # 8 gained nothing beyond 4: the climb stopped
-        ("candidate", {"num_workers": 4, "prefetch_factor": 4}),  # on top of w4, recommended then
+        ("candidate", {"num_workers": 4, "prefetch_factor": 4}),  # on top of w4, leading then
+        ("candidate", {"num_workers": 8, "prefetch_factor": 4}),  # pf4 leads: the climb around it
+        ("candidate", {"num_workers": 2, "prefetch_factor": 4}),
         ("candidate", {"num_workers": 4, "prefetch_factor": 4, "persistent_workers": True}),  # on top of pf4
         ("candidate", {"num_workers": 8}), ("candidate", {"num_workers": 4}),  # one run each, 6-7% short: again
         ("current", {}), ("candidate", {"num_workers": 4, "prefetch_factor": 4}),  # the leader's second run, after
@@ -266,9 +269,9 @@ def test_a_close_call_runs_its_contenders_again_up_to_three_times_each() -> None
         order.append(step)
         trials.append(run(step[0], rates[key].pop(0), step[1]))
     assert order == [({"num_workers": 2}, "candidate"), ({"num_workers": 4}, "candidate"), ({}, "current")]
-    # the second runs of w2 and w4 agree within 2%: the pooled noise narrows from 18% to 10%, and pf4, run once
-    # within it of the fastest and cheaper, leads: its second run comes next
-    assert step == ({"prefetch_factor": 4}, "candidate")
+    # the second runs of w2 and w4 agree within 2%: the pooled noise narrows from 18% to 10%, and pf4 on one
+    # worker, run once within it of the fastest and cheaper, leads: the climb goes on around it
+    assert step == ({"num_workers": 2, "prefetch_factor": 4}, "candidate")
     done = report(*trials)
     assert done.answer is not None and done.trials[done.answer.recommended or 0].config == {"num_workers": 2}
 
@@ -280,6 +283,7 @@ def test_a_config_run_once_a_little_beyond_the_noise_is_looked_at_again_once() -
     threaded = dataclasses.replace(FOUR, threads="torchdata.nodes")
     runs = [run({}, 10.0, "current"), run({}, 20.0, "headspace"), run({}, 11.2, "current"),
             run({"num_workers": 8}, 11.8), run({"num_workers": 2}, 6.0), run({"prefetch_factor": 4}, 12.0),
+            run({"num_workers": 8, "prefetch_factor": 4}, 11.0), run({"num_workers": 2, "prefetch_factor": 4}, 6.5),
             run({"worker_kind": "thread"}, 9.8)]
     done = report(*runs, loader=threaded)
     assert done.answer is not None and abs(done.answer.noise - 1.2 / 10.6) < 1e-9

@@ -160,13 +160,11 @@ def slowed(report: TuneReport, runs: Sequence[tuple[int, TuneTrial]]) -> bool:
 def _climb(report: TuneReport, seen: set[Key]) -> dict[str, Any] | None:
     """Twice the leading config's workers (two, from none: one worker only overlaps the step, so from none it may
     seem to pay nothing where two would) until a doubling does not pay beyond the noise, then half as many (as
-    fast and cheaper?), from one to none when its runs show the worker slowing the step; None when both are run,
-    or once a refinement leads."""
+    fast and cheaper?), from one to none when its runs show the worker slowing the step; None when both are run.
+    A refinement that leads is climbed around in turn (persistent workers, say, change what more workers cost)."""
     assert report.answer is not None and report.answer.leading is not None and report.loader is not None
     settings = report.loader.settings
     base = report.trials[report.answer.leading].config
-    if _refined(base, report):
-        return None
     workers = int({**settings, **base}.get("num_workers") or 0)
     by_config = rates(report.trials)
     more = _as_changed({**base, "num_workers": max(2, 2 * workers)}, settings)
@@ -183,7 +181,7 @@ def _climb(report: TuneReport, seen: set[Key]) -> dict[str, Any] | None:
 
 def _refined(config: dict[str, Any], report: TuneReport) -> bool:
     """Whether ``config`` sets a knob of :data:`REFINEMENTS` its own way (not the script's, nor the loader-only
-    sweep's pick): the climb is over once such a config leads."""
+    sweep's pick): that knob has been tried."""
     picked = (report.loader_sweep.config if report.loader_sweep is not None else None) or {}
     return any(knob in config and picked.get(knob) != config[knob] for knob, _ in REFINEMENTS)
 
