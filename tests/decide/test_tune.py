@@ -172,6 +172,8 @@ def test_refinements_need_workers_and_a_value_to_try() -> None:
     yours = (run({}, 50.0, "current"), run({}, 200.0, "headspace"), run({}, 50.0, "current"))
     assert next_run(report(*yours, loader=zero)) == ({"num_workers": 2}, "candidate")  # w1 only overlaps the step
     on_zero = report(*yours, run({"num_workers": 2}, 30.0), loader=zero)
+    assert next_run(on_zero) == ({"num_workers": 1}, "candidate")  # two take the step's CPUs: does one overlap it?
+    on_zero = report(*yours, run({"num_workers": 2}, 30.0), run({"num_workers": 1}, 40.0), loader=zero)
     assert next_run(on_zero) is None  # w0 stays recommended: no prefetch or persistence to try on it
     climbed = [run({}, 50.0, "current"), run({}, 200.0, "headspace"), run({}, 50.0, "current"),
                run({"num_workers": 8}, 48.0), run({"num_workers": 2}, 49.0)]

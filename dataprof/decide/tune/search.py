@@ -160,7 +160,8 @@ def slowed(report: TuneReport, runs: Sequence[tuple[int, TuneTrial]]) -> bool:
 def _climb(report: TuneReport, seen: set[Key]) -> dict[str, Any] | None:
     """Twice the leading config's workers (two, from none: one worker only overlaps the step, so from none it may
     seem to pay nothing where two would) until a doubling does not pay beyond the noise, then half as many (as
-    fast and cheaper?), from one to none when its runs show the worker slowing the step; None when both are run.
+    fast and cheaper?; one, from none), from one to none when its runs show the worker slowing the step; None
+    when both are run.
     A refinement that leads is climbed around in turn (persistent workers, say, change what more workers cost)."""
     assert report.answer is not None and report.answer.leading is not None and report.loader is not None
     settings = report.loader.settings
@@ -172,10 +173,9 @@ def _climb(report: TuneReport, seen: set[Key]) -> dict[str, Any] | None:
         return more
     paid = key(more) in by_config and \
         rate(by_config[key(more)]) > rate(by_config[key(base)]) * (1 + report.answer.noise)
-    fewer = _as_changed({**base, "num_workers": workers // 2}, settings)
-    if not paid and (workers > 1 or (workers == 1 and slowed(report, by_config[key(base)]))) \
-            and key(fewer) not in seen:
-        return fewer
+    fewer = _as_changed({**base, "num_workers": workers // 2 if workers else 1}, settings)
+    if not paid and (workers != 1 or slowed(report, by_config[key(base)])) and key(fewer) not in seen:
+        return fewer  # from none, one: it overlaps the step without taking the CPUs two take
     return None
 
 
