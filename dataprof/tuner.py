@@ -99,7 +99,8 @@ class _Tuning:
                                  changes=changes, window_from_replay=headspace, cwd=self.directory(number),
                                  env={"DATAPROF_TRIAL": "1", "DATAPROF_TRIAL_ROLE": role,
                                       "DATAPROF_TRIAL_INDEX": str(number)},
-                                 interactive=False, **run_limits(self.report, self.trial_seconds)),
+                                 interactive=False, stop_own_ranks=True,
+                                 **run_limits(self.report, self.trial_seconds)),
                    self.nproc_per_node, knobs, role, self.site, self.split)
         if ran is None:  # Ctrl-C: the script got it too and ended; what was measured stands
             self.report = decide_tune(dataclasses.replace(self.report, complete=False, wall_s=self.elapsed()))
@@ -208,8 +209,12 @@ def _tuned(report: TuneReport, run: RunReport, trial: TuneTrial, script: str,
     """After the first run of the script as it is: the report with the loader it tunes (the busiest, or the one
     at ``site``) and the other loaders named, and that loader; TargetError when there is none or the run failed."""
     from dataprof.decide.tune import loader_of, others_note, tuned_loader
-    from dataprof.errors import TargetError
+    from dataprof.errors import TargetError, UsageError
 
+    if run.own_ranks is not None:
+        raise UsageError(f"{script} starts ranks of its own ({run.own_ranks}), which would run unwatched with its "
+                         "own knobs: make it train in this process, one rank (as under torchrun), and give "
+                         "dataprof tune --nproc-per-node N")
     found = tuned_loader(run, site)
     if not trial.ok and (found is None or run.exit_code):  # it failed, before its first batch or after
         raise TargetError(f"{script}: the script as it is failed: {trial.error}")

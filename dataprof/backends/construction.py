@@ -13,7 +13,7 @@ import importlib.abc
 import importlib.machinery
 import inspect
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from types import ModuleType
 from typing import Any
 
@@ -35,12 +35,14 @@ CONSTRUCTED = "_dataprof_constructed"
 class PatchOnImport(importlib.abc.MetaPathFinder):
     """Runs ``patch(module)`` right after a module of :data:`LOADER_MODULES` is imported."""
 
-    def __init__(self, patch: Callable[[ModuleType], object]) -> None:
+    def __init__(self, patch: Callable[[ModuleType], object], names: Collection[str] = tuple(LOADER_MODULES)) -> None:
         self.patch = patch
+        self.names = frozenset(names)
+        """The modules patched as they are imported."""
 
     def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
         """The module's own spec, its loader wrapped to patch after executing it."""
-        if name not in LOADER_MODULES:
+        if name not in self.names:
             return None
         spec = importlib.machinery.PathFinder.find_spec(name, path)
         if spec is None or spec.loader is None:
@@ -55,12 +57,14 @@ class PatchOnImport(importlib.abc.MetaPathFinder):
         return spec
 
 
-def patch_loader_modules(patch: Callable[[ModuleType], object]) -> None:
-    """``patch`` each DataLoader module imported already, and each one when it is imported."""
-    for name in LOADER_MODULES:
+def patch_loader_modules(patch: Callable[[ModuleType], object],
+                         names: Collection[str] = tuple(LOADER_MODULES)) -> None:
+    """``patch`` each DataLoader module (or each of ``names``) imported already, and each one when it is
+    imported."""
+    for name in names:
         if name in sys.modules:
             patch(sys.modules[name])
-    sys.meta_path.insert(0, PatchOnImport(patch))
+    sys.meta_path.insert(0, PatchOnImport(patch, names))
 
 
 class _KeepArguments:

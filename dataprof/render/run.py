@@ -39,7 +39,23 @@ def changes_line(report: RunReport) -> Text | None:
     if changes.replay:
         parts.append(f"replayed: {where}'s first {changes.replay} batch(es) again and again for the rest of each "
                      "epoch: the training with data for free (its ceiling)")
+    for loader in report.loaders:
+        if loader.knobs_lost:
+            had = ", ".join(f"{k}={v!r}" for k, v in loader.knobs_lost.items())
+            parts.append(f"not landed at {loader.site}: the script changed the loader after building it (at its "
+                         f"first epoch it had {had})")
     return Text("\n".join(parts), style="yellow")
+
+
+def event_lines(report: RunReport) -> list[Text]:
+    """What the watch saw beside the loaders: ranks the script started itself, a script the watch had to end."""
+    lines = []
+    if report.own_ranks:
+        lines.append(Text(f"the script started ranks of its own ({report.own_ranks}): only this process was "
+                          "watched, its ranks ran unwatched", style="yellow"))
+    if report.stopped:
+        lines.append(Text(f"the script {report.stopped}", style="yellow"))
+    return lines
 
 
 def loader_lines(report: RunReport) -> list[Text]:
@@ -122,6 +138,8 @@ def print_run(console: Console, report: RunReport) -> None:
     console.print(header(report))
     if (changed := changes_line(report)) is not None:
         console.print(changed)
+    for line in event_lines(report):
+        console.print(line)
     if report.verdict is not None:
         verdict = report.verdict
         console.print(Rule(Text(f"Verdict: {TITLES[verdict.id]} ({verdict.severity})",

@@ -187,6 +187,9 @@ class RunReport:
     """What the watch changed in the loaders; None: the script ran as it is."""
     stderr_tail: tuple[str, ...] = ()
     """The last lines the script wrote to its stderr (its traceback's end, when it raised)."""
+    own_ranks: str | None = None
+    """How the script started ranks of its own, where, and how many processes (``torch.multiprocessing.spawn at
+    train.py:310, 2 processes``): they ran unwatched; None when it started none."""
     stopped: str | None = None
     """Why the watch ended the script itself (SIGINT, then SIGTERM, then SIGKILL): past its limit, long after
     its window, another rank failed; None when it did not."""
@@ -220,6 +223,7 @@ class RunReport:
             "changes": None if self.changes is None else dataclasses.asdict(self.changes),
             "stderr_tail": list(self.stderr_tail),
             "stopped": self.stopped,
+            "own_ranks": self.own_ranks,
         }
 
     def to_json(self) -> str:
@@ -257,4 +261,5 @@ class RunReport:
             changes=None if data.get("changes") is None else RunChanges(**data["changes"]),
             stderr_tail=tuple(data.get("stderr_tail") or ()),
             stopped=data.get("stopped"),
+            own_ranks=data.get("own_ranks"),
         )

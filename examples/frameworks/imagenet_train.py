@@ -4,6 +4,7 @@ the progress line, validation under ``no_grad`` after each epoch, a checkpoint s
 Nothing in it knows about dataprof.
 
     python examples/frameworks/imagenet_train.py --epochs 2 -j 2
+    python examples/frameworks/imagenet_train.py --epochs 2 -j 1 --multiprocessing-distributed   # 2 ranks on CPU
     dataprof tune examples/frameworks/imagenet_train.py --epochs 100 -j 4
 """
 
@@ -52,6 +53,17 @@ def validate(loader: DataLoader, model: nn.Module, criterion: nn.Module) -> floa
 
 
 def main() -> int:
+    """Parse the options, then train: in this process, or as ``--world-size`` ranks it spawns itself."""
+    opts = options()
+    if opts.multiprocessing_distributed:  # as the ImageNet example: one process per device, spawned here
+        torch.multiprocessing.spawn(main_worker, nprocs=opts.world_size, args=(opts,))
+    else:
+        main_worker(0, opts)
+    return 0
+
+
+def options() -> argparse.Namespace:
+    """The script's options."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-j", "--workers", type=int, default=4)
     parser.add_argument("-b", "--batch-size", type=int, default=32)
@@ -61,23 +73,42 @@ def main() -> int:
     parser.add_argument("--size", type=int, default=96, help="the JPEGs' side, before the crop")
     parser.add_argument("--out-size", type=int, default=64)
     parser.add_argument("-p", "--print-freq", type=int, default=1)
-    opts = parser.parse_args()
+    parser.add_argument("--multiprocessing-distributed", action="store_true",
+                        help="spawn --world-size ranks here (gloo on CPU), each with its share of the data")
+    parser.add_argument("--world-size", type=int, default=2)
+    parser.add_argument("--dist-url", default="tcp://127.0.0.1:29517")
+    return parser.parse_args()
+
+
+def main_worker(rank: int, opts: argparse.Namespace) -> None:
+    """Train as ``rank`` (of ``--world-size`` with ``--multiprocessing-distributed``, else alone)."""
+    distributed = opts.multiprocessing_distributed
+    if distributed:
+        torch.distributed.init_process_group("gloo", init_method=opts.dist_url, rank=rank,
+                                             world_size=opts.world_size)
     train_dataset = JpegDataset(count=opts.images, size=opts.size, out_size=opts.out_size)
     val_dataset = JpegDataset(count=opts.val_images, size=opts.size, out_size=opts.out_size)
-    train_loader = DataLoader(train_dataset, batch_size=opts.batch_size, shuffle=True, num_workers=opts.workers,
-                              pin_memory=True)
+    sampler = torch.utils.data.distributed.DistributedSampler(train_dataset) if distributed else None
+    train_loader = DataLoader(train_dataset, batch_size=opts.batch_size, shuffle=sampler is None,
+                              num_workers=opts.workers, pin_memory=True, sampler=sampler)
     val_loader = DataLoader(val_dataset, batch_size=opts.batch_size, shuffle=False, num_workers=opts.workers,
                             pin_memory=True)
-    model = TinyCNN()
+    model: nn.Module = TinyCNN()
+    if distributed:
+        model = nn.parallel.DistributedDataParallel(model)
     criterion = nn.CrossEntropyLoss()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     for epoch in range(opts.epochs):
+        if sampler is not None:
+            sampler.set_epoch(epoch)
         train(train_loader, model, criterion, optimizer, epoch, opts.print_freq)
         loss = validate(val_loader, model, criterion)
         print(f" * Val loss {loss:.3f}", flush=True)
-        torch.save({"epoch": epoch + 1, "state_dict": model.state_dict()}, "checkpoint.pth.tar")
-        shutil.copyfile("checkpoint.pth.tar", "model_best.pth.tar")
-    return 0
+        if rank == 0:
+            torch.save({"epoch": epoch + 1, "state_dict": model.state_dict()}, "checkpoint.pth.tar")
+            shutil.copyfile("checkpoint.pth.tar", "model_best.pth.tar")
+    if distributed:
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -78,3 +78,19 @@ def test_a_lightning_training_is_tuned_at_its_hook_its_validation_loader_left_al
     assert doc["loader"]["split"] == "train" and doc["headspace"] is not None
     assert not (tmp_path / "lightning_logs").exists()  # Lightning's logs and checkpoints: in each run's directory
     assert (tmp_path / "runs" / "run-1" / "lightning_logs").is_dir()
+
+
+@pytest.mark.slow
+def test_a_script_that_spawns_its_own_ranks_stops_tune_with_one_line_and_is_noted_by_run(tmp_path: Path) -> None:
+    path = EXAMPLES / "imagenet_train.py"
+    args = (str(path), "--epochs", "1", "-j", "0", "--images", "64", "--multiprocessing-distributed",
+            "--dist-url", "tcp://127.0.0.1:29533")
+    tuned = dataprof("tune", "--budget", "1", "--no-loader-sweep", *args, cwd=tmp_path)
+    assert tuned.returncode == 2, tuned.stderr
+    error = tuned.stderr.strip().splitlines()[-1]
+    assert error.startswith("error: ") and "starts ranks of its own (torch.multiprocessing.spawn at" in error
+    assert "2 processes" in error and "--nproc-per-node" in error
+    ran = dataprof("run", "--json", str(tmp_path / "run.json"), *args, cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    doc = json.loads((tmp_path / "run.json").read_text())
+    assert doc["own_ranks"].startswith("torch.multiprocessing.spawn at") and "ranks ran unwatched" in ran.stdout

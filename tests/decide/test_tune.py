@@ -234,6 +234,21 @@ def test_the_other_loaders_are_named_and_said_to_be_left_as_they_are() -> None:
     assert "train.py:52 (DataLoader, 40 batches)" in note and "not counted" in note and "train.py:40" not in note
 
 
+def test_the_training_s_loader_is_tuned_even_when_a_validation_loader_out_counts_it() -> None:
+    from dataprof.decide.tune import tuned_loader
+
+    base = run_report(0.3)
+    train = dataclasses.replace(base.loaders[0], batches=40, training_fraction=1.0)
+    val = dataclasses.replace(base.loaders[0], site="train.py:52", batches=400, training_fraction=0.0)
+    evaluated_first = dataclasses.replace(base, loaders=(val, train))  # an evaluation before training, all of it
+    assert tuned_loader(evaluated_first, None) is train  # the one asked for with autograd on
+    hf_train = dataclasses.replace(train, site="train.py:80", split="train", training_fraction=1.0)
+    hf_val = dataclasses.replace(val, site="train.py:80", split="val", training_fraction=1.0)  # no no_grad there
+    framework = dataclasses.replace(base, loaders=(hf_val, hf_train))
+    assert tuned_loader(framework, None) is hf_train and tuned_loader(framework, "train.py:80") is hf_train
+    assert tuned_loader(framework, "train.py:80", "val") is hf_val
+
+
 def test_the_loader_is_swept_alone_only_through_a_function_that_builds_it() -> None:
     loader = run_report(0.3).loaders[0]
     assert "not built by a function" in str(sweep_target(loader))

@@ -83,9 +83,10 @@ def lost_knobs(loader: Any, asked: dict[str, Any]) -> dict[str, Any]:
     if "_dataprof_threads" in loader.__dict__ or asked.get("worker_kind"):
         return {}
     workers = getattr(loader, "num_workers", None)
+    idle = {knob.name for knob in REGISTRY if knob.needs_workers} if not workers else set()
     lost = {}
     for name in CHECKED:
-        if name not in asked or not hasattr(loader, name) or (name != "num_workers" and not workers):
+        if name not in asked or not hasattr(loader, name) or name in idle:
             continue
         if getattr(loader, name) != asked[name]:
             lost[name] = getattr(loader, name)

@@ -67,9 +67,9 @@ def _library(path: str) -> bool:
 
 def _split_of(frame: FrameType, users: bool) -> str | None:
     """The split a function builds, by a word of its name (a user's function only when named for a loader, as a
-    Lightning hook is) or a library function's boolean ``is_training``."""
+    Lightning hook is: ``val_dataloader``) or a library function's boolean ``is_training``."""
     name = frame.f_code.co_name.lower()
-    if not users or "loader" in name:
+    if not users or name.endswith("loader"):
         for word in re.split(r"[^a-z]+", name):
             if word in SPLIT_WORDS:
                 return SPLIT_WORDS[word]

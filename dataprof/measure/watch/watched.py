@@ -31,6 +31,7 @@ from dataprof.measure.forked import PR_SET_PDEATHSIG, prctl
 from dataprof.measure.protocol import Channel
 from dataprof.measure.watch.changes import Changes, Replay, lost_knobs, overridden, override_nodes, thread_epoch
 from dataprof.measure.watch.factory import loader_factory, still_running
+from dataprof.measure.watch.launchers import SPAWN_MODULE, OwnRanks, watch_spawns, watch_subprocesses
 from dataprof.measure.watch.ranks import RankEnd
 from dataprof.measure.watch.recorder import Recorder, WatchEnded
 from dataprof.measure.watch.sites import HOME_ENV, origin
@@ -217,13 +218,22 @@ def main(argv: list[str]) -> int:
                         from_first_batch=bool(limits.get("seconds_from_first_batch")), ranks=RankEnd.of(),
                         from_replay=bool(limits.get("window_from_replay")))
     changes = Changes(limits.get("override"), limits.get("replay"), limits.get("loader"), limits.get("split"))
+    own_ranks = limits.get("own_ranks") == "stop"
+
+    def launched(how: str, processes: int, site: str) -> None:
+        recorder.channel.send({"ev": "own_ranks", "how": how, "processes": processes, "site": site})
+
+    watch_subprocesses(target, mode == "module", launched, own_ranks)
     patch_loader_modules(lambda module: patch_dataloader(module, recorder, changes))
+    patch_loader_modules(lambda module: watch_spawns(module, launched, own_ranks), (SPAWN_MODULE,))
     tail = StderrTail.install()
     code = 0
     try:
         run(mode, target, args)
     except WatchEnded as exc:
         recorder.channel.send({"ev": "ended", "why": str(exc)})
+    except OwnRanks:  # under tune: the ranks it would start would run unwatched, with its own knobs
+        recorder.channel.send({"ev": "ended", "why": "the script started ranks of its own"})
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         if not isinstance(exc.code, int) and exc.code is not None:

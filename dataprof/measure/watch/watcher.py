@@ -69,6 +69,8 @@ class WatchSettings:
     """Set in the script's environment (``DATAPROF_TRIAL`` for tune's runs)."""
     interactive: bool = True
     """Whether the script keeps the terminal's stdin (False: it reads none, ``input()`` gets end of file)."""
+    stop_own_ranks: bool = False
+    """Stop the script where it starts ranks of its own (``tune``: they would run unwatched); else note it."""
 
 
 def check_target(settings: WatchSettings) -> None:
@@ -151,6 +153,9 @@ class Collector:
             self.outcome["gpu_reason"] = self.marks.use_gpu(event.get("uuid"), event.get("pci_bus_id"))
         elif kind == "ended":
             self.outcome["ended"] = event["why"]
+        elif kind == "own_ranks":
+            self.outcome.setdefault("own_ranks", f"{event['how']} at {event['site']}, {event['processes']} "
+                                                 f"process{'es' if event['processes'] > 1 else ''}")
         elif kind == "replayed":
             self.loaders[event["loader"]].info["replayed_after"] = event["after"]
         elif kind == "overridden":
@@ -183,7 +188,7 @@ class Collector:
             ended_by=interrupted or self.outcome.get("ended"), complete=interrupted is None,
             notes=_gpu_note(self.outcome) + ((f"killed what the script left running: {', '.join(killed)}",)
                                              if killed else ()),
-            stderr_tail=self.outcome.get("stderr_tail", ()), stopped=stopped)
+            stderr_tail=self.outcome.get("stderr_tail", ()), stopped=stopped, own_ranks=self.outcome.get("own_ranks"))
 
 
 def watch(settings: WatchSettings, clock: Callable[[], float] = time.monotonic) -> RunReport:
@@ -244,7 +249,8 @@ def _limits(settings: WatchSettings) -> str:
     return json.dumps({"max_steps": settings.max_steps, "seconds": settings.seconds,
                        "seconds_from_first_batch": settings.seconds_from_first_batch,
                        "window_from_replay": settings.window_from_replay, "override": changes.knobs,
-                       "replay": changes.replay, "loader": changes.loader, "split": changes.split})
+                       "replay": changes.replay, "loader": changes.loader, "split": changes.split,
+                       "own_ranks": "stop" if settings.stop_own_ranks else "note"})
 
 
 def _env(settings: WatchSettings) -> dict[str, str]:

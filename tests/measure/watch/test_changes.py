@@ -151,3 +151,29 @@ def test_a_knob_a_torchdata_nodes_pipeline_has_no_place_for_is_one_line(knobs: d
 
     with pytest.raises(TypeError, match=f"^dataprof: this torchdata.nodes pipeline has no place for {missing}$"):
         override_nodes(nodes_loader(), knobs)
+
+
+def test_an_override_the_script_undoes_after_construction_is_noted_and_only_the_tuned_split_is_changed() -> None:
+    import torch
+    import torch.utils.data.dataloader as module
+    from torch.utils.data import TensorDataset
+
+    from dataprof.measure.watch.recorder import Recorder
+    from dataprof.measure.watch.watched import patch_dataloader
+
+    class Sink:
+        def send(self, message: Any) -> None: ...
+
+    recorder = Recorder(Sink(), None, None)  # type: ignore[arg-type]
+    restore = patch_dataloader(module, recorder, Changes({"num_workers": 0, "pin_memory": True}))
+    try:
+        loader = module.DataLoader(TensorDataset(torch.zeros(8, 2)), batch_size=4, num_workers=2)
+        assert (loader.num_workers, loader.pin_memory) == (0, True)
+        loader.pin_memory = False  # the script's own setting after construction
+        next(iter(loader))
+    finally:
+        restore()
+    assert recorder.lost == {0: {"pin_memory": False}}
+    tuned = Changes({"num_workers": 2}, site="train.py:12", split="train")
+    assert tuned.applies("train.py:12", "train") and not tuned.applies("train.py:12", "val")
+    assert Changes({"num_workers": 2}, site="train.py:12").applies("train.py:12", "val")

@@ -217,6 +217,19 @@ def test_a_peek_at_one_batch_is_not_an_epoch_whose_end_opens_the_window() -> Non
     assert run.iterations_per_s == pytest.approx(53 / 14.7)
 
 
+def test_a_loader_built_again_each_epoch_is_one_loader_whose_epochs_count_on() -> None:
+    def rebuilt(DataLoader: Any, now: list[float]) -> None:
+        for _ in range(3):
+            for _ in DataLoader([[i] for i in range(6)]):  # the old one is gone when the next is iterated
+                now[0] += 0.1
+        beside = [DataLoader([[i] for i in range(4)]) for _ in range(2)]  # two alive at one line: two loaders
+        for _ in zip(*beside, strict=True):
+            now[0] += 0.1
+    runs = watched(rebuilt)
+    assert sorted((run.epochs, run.batches) for run in runs.values()) == [(1, 4), (1, 4), (3, 18)]
+    assert runs["0"].iterations_per_s == pytest.approx(10.0)  # every epoch's batches at the training's pace
+
+
 def test_a_headspace_window_opens_when_the_replay_begins() -> None:
     from dataprof.measure.watch.changes import Changes
 
