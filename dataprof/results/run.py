@@ -84,6 +84,9 @@ class LoaderRun:
     training_fraction: float | None = None
     """Share of its batches asked for with autograd on (a training loop's; an evaluation runs under
     ``no_grad``)."""
+    epoch_samples: tuple[int, ...] = ()
+    """The samples of each of its epochs that ran out, in order (an IterableDataset's workers that do not shard
+    it each yield the whole stream: more workers, more samples an epoch)."""
     batch_bytes: int | None = None
     """The bytes of its first batch's tensors (and other buffers): what a worker puts in /dev/shm per batch."""
     knobs_lost: dict[str, Any] | None = None
@@ -209,7 +212,7 @@ class RunReport:
             "complete": self.complete,
             "environment": dataclasses.asdict(self.environment),
             "loaders": [{**dataclasses.asdict(loader), "first_batch_s": list(loader.first_batch_s),
-                         "built_by": list(loader.built_by),
+                         "built_by": list(loader.built_by), "epoch_samples": list(loader.epoch_samples),
                          "gpu_util_percent": self.resources.gpu_util_percent} for loader in self.loaders],
             "resources": {**dataclasses.asdict(self.resources), "gpu_timeline": list(self.resources.gpu_timeline)},
             "wall_s": self.wall_s,
@@ -243,7 +246,8 @@ class RunReport:
                                        "first_batch_s": tuple(loader.get("first_batch_s") or ()),
                                        "factory_args": None if loader.get("factory_args") is None
                                        else tuple(loader["factory_args"]),
-                                       "built_by": tuple(loader.get("built_by") or ())})
+                                       "built_by": tuple(loader.get("built_by") or ()),
+                                       "epoch_samples": tuple(loader.get("epoch_samples") or ())})
                           for loader in data.get("loaders", ())),
             resources=RunResources(**{**(data.get("resources") or {}),
                                       "gpu_timeline": tuple((data.get("resources") or {}).get("gpu_timeline") or ()),

@@ -45,6 +45,8 @@ class TuneTrial:
     every rank's together."""
     stderr_tail: tuple[str, ...] = ()
     """A failed run: the last lines the script wrote to its stderr (its traceback's end)."""
+    epoch_samples: int | None = None
+    """The samples of the loader's first epoch that ran out in this run; None when none did."""
 
     def to_dict(self) -> dict[str, Any]:
         """A trial of the JSON document (docs/tune.md)."""
@@ -87,6 +89,9 @@ class TunedLoader:
     """The split it serves, where its framework says (``train``)."""
     built_by: tuple[str, ...] = ()
     """The library functions that built it for the user's line (``module:qualname``, innermost first)."""
+    iterable: bool = False
+    """Whether its dataset is a stream (an IterableDataset): a change of its workers is recommended only when
+    an epoch holds the same samples with them."""
 
 
 @dataclass(frozen=True)
@@ -191,7 +196,8 @@ class TuneReport:
                                                         "batch_bytes": self.loader.batch_bytes,
                                                         "shm_free_bytes": self.loader.shm_free_bytes,
                                                         "split": self.loader.split,
-                                                        "built_by": list(self.loader.built_by)},
+                                                        "built_by": list(self.loader.built_by),
+                                                        "iterable": self.loader.iterable},
             "current": None if not current else _figures(current[0]),
             "recommended": None if recommended is None or answer is None else
             {**_figures(recommended), "gain_over_current": answer.gain_over_current,
@@ -233,7 +239,8 @@ class TuneReport:
                                                                   loader.get("batch_bytes"),
                                                                   loader.get("shm_free_bytes"),
                                                                   loader.get("split"),
-                                                                  tuple(loader.get("built_by") or ())),
+                                                                  tuple(loader.get("built_by") or ()),
+                                                                  bool(loader.get("iterable"))),
                    trials=tuple(TuneTrial.from_dict(t) for t in data.get("trials") or ()),
                    wall_s=data.get("wall_s", 0.0), complete=data.get("complete", True),
                    notes=tuple(data.get("notes") or ()), error=data.get("error"),

@@ -115,6 +115,20 @@ def test_a_run_that_does_not_end_after_its_window_is_ended_and_failed() -> None:
 
 
 @pytest.mark.slow
+def test_more_workers_over_a_stream_that_is_not_sharded_are_not_recommended(tmp_path: Path) -> None:
+    out = tmp_path / "tune.json"
+    # 32 samples an epoch at 5 ms each, a 1 ms step: more workers look faster, and each yields the whole stream
+    done = dataprof_tune("--budget", "25", "--trial-seconds", "1.5", "--no-loader-sweep", "--json", str(out), SCRIPT,
+                         "--epochs", "400", "--length", "32", "--sleep-ms", "5", "--step-ms", "1", "--stream")
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(out.read_text())
+    assert doc["loader"]["iterable"] is True and doc["recommended"]["config"] == {}
+    multi = [t for t in doc["trials"] if t["status"] == "ok" and t["config"].get("num_workers", 0) >= 2]
+    assert multi and all(t["epoch_samples"] == 32 * t["config"]["num_workers"] for t in multi)
+    assert "an epoch of the stream held" in doc["reason"] and "get_worker_info()" in doc["reason"]
+
+
+@pytest.mark.slow
 def test_a_missing_script_and_one_without_a_loader_are_one_line(tmp_path: Path) -> None:
     missing = dataprof_tune("nowhere.py")
     assert missing.returncode == 3 and missing.stderr.count("\n") == 1 and "nowhere.py" in missing.stderr

@@ -216,7 +216,7 @@ def test_the_tune_document_has_the_stable_keys_and_reads_back() -> None:
     assert data["loader"] == {"site": "train.py:41", "class": "DataLoader", "batch_size": 8,
                               "settings": {"num_workers": 1, "prefetch_factor": 2, "persistent_workers": False},
                               "device": "cpu", "threads": None, "start_methods": [], "batch_bytes": None,
-                              "shm_free_bytes": None, "split": None, "built_by": []}
+                              "shm_free_bytes": None, "split": None, "built_by": [], "iterable": False}
     assert set(data["current"]) >= {"config", "iterations_per_s", "samples_per_s", "data_wait_fraction", "step_ms"}
     assert data["recommended"]["config"] == {"num_workers": 4} and "gain_over_current" in data["recommended"]
     assert data["headspace"]["iterations_per_s"] == 160.0
@@ -232,6 +232,30 @@ def test_the_other_loaders_are_named_and_said_to_be_left_as_they_are() -> None:
     val = dataclasses.replace(train, site="train.py:52", batches=40)
     note = others_note(dataclasses.replace(run, loaders=(train, val)), train) or ""
     assert "train.py:52 (DataLoader, 40 batches)" in note and "not counted" in note and "train.py:40" not in note
+
+
+def test_a_stream_s_workers_change_only_when_an_epoch_holds_the_same_samples_with_them() -> None:
+    stream = dataclasses.replace(LOADER, settings={"num_workers": 1}, iterable=True)
+
+    def counted(config: dict[str, object], rate: float, samples: int | None, role: str = "candidate") -> TuneTrial:
+        return dataclasses.replace(run(config, rate, role), epoch_samples=samples)
+
+    yours = [counted({}, 50.0, 256, "current"), run({}, 200.0, "headspace"), counted({}, 51.0, 256, "current")]
+    duplicated = report(*yours, counted({"num_workers": 4}, 180.0, 1024), counted({"num_workers": 4}, 181.0, 1024),
+                        loader=stream)
+    answer = duplicated.answer
+    assert answer is not None and answer.recommended == 0 and answer.leading == 0  # 4 workers: 4× the stream
+    assert "an epoch of the stream held 1,024 samples against 256" in answer.reason
+    sharded = report(*yours, counted({"num_workers": 4}, 180.0, 256), counted({"num_workers": 4}, 181.0, 256),
+                     loader=stream)
+    assert sharded.answer is not None and sharded.trials[sharded.answer.recommended or 0].config == {"num_workers": 4}
+    unseen = report(*yours, counted({"num_workers": 4}, 180.0, None), counted({"num_workers": 4}, 181.0, None),
+                    loader=stream)
+    assert unseen.answer is not None and unseen.answer.recommended == 0 and "no epoch of it ended" in \
+        unseen.answer.reason
+    same_workers = report(*yours, counted({"prefetch_factor": 4}, 60.0, None), counted({"prefetch_factor": 4}, 61.0,
+                                                                                         None), loader=stream)
+    assert same_workers.answer is not None and same_workers.answer.recommended == 3  # the stream's split unchanged
 
 
 def test_the_training_s_loader_is_tuned_even_when_a_validation_loader_out_counts_it() -> None:

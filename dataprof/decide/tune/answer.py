@@ -101,7 +101,10 @@ def decide_tune(report: TuneReport) -> TuneReport:
     settings = report.loader.settings if report.loader else {}
     noise = noise_of(report.trials)
     mine = by_config[key(current[0].config)]
-    leading, _ = pick(list(by_config.values()), noise, settings)
+    blocked = {key(runs[0][1].config): problem for runs in by_config.values()
+               if (problem := stream_problem(runs, mine, report)) is not None}
+    usable = [runs for config, runs in by_config.items() if config not in blocked]
+    leading, _ = pick(usable, noise, settings)
     headspace = report.by_role("headspace")
     ceiling = headspace[0].iterations_per_s if headspace else None
     base = rate(mine)
@@ -111,7 +114,7 @@ def decide_tune(report: TuneReport) -> TuneReport:
         return dataclasses.replace(report, answer=TuneAnswer(recommended=None, gain_over_current=None,
                                                              gain_range=None, recommended_data_cost_fraction=None,
                                                              reason=no_comparison(report), **common))
-    eligible = [runs for runs in by_config.values() if runs is mine or len(runs) >= MIN_RUNS]
+    eligible = [runs for runs in usable if runs is mine or len(runs) >= MIN_RUNS]
     chosen, fastest = pick(eligible, noise, settings)
     chosen_rate = rate(chosen)
     spread = band(noise, chosen, mine)
@@ -119,6 +122,8 @@ def decide_tune(report: TuneReport) -> TuneReport:
     swept = by_config.get(key(picked)) if picked is not None else None
     ranked = sorted(by_config.values(), key=rate, reverse=True)
     reason = _reason(chosen, fastest, mine, noise, settings)
+    if blocked:
+        reason += "; not recommended: " + "; ".join(sorted(blocked.values())[:2])
     if leading is not chosen and len(leading) < MIN_RUNS:
         reason += (f"; {_label(leading[0][1].config)} ran once at {rate(leading) / base - 1:+.0%}: not confirmed "
                    "by a second run (a larger --budget runs it again)")
@@ -130,6 +135,32 @@ def decide_tune(report: TuneReport) -> TuneReport:
         loader_sweep_rank=None if swept is None else (ranked.index(swept) + 1, len(ranked)),
         loader_sweep_vs_recommended=None if swept is None or not chosen_rate else rate(swept) / chosen_rate - 1,
         **common))
+
+
+def stream_problem(runs: Runs, mine: Runs, report: TuneReport) -> str | None:
+    """Why a config of a stream's loader (an IterableDataset) cannot be recommended: it changes the workers, and
+    an epoch did not hold the same samples with them as with the script's own (each worker yields the whole
+    stream unless it shards it), or no epoch ended to tell; None when it can be."""
+    loader = report.loader
+    if loader is None or not loader.iterable:
+        return None
+
+    def workers(of: Runs) -> int:
+        return int(effective(of[0][1].config, loader.settings).get("num_workers") or 0)
+
+    if workers(runs) == workers(mine):
+        return None
+    theirs = {t.epoch_samples for _, t in runs if t.epoch_samples}
+    yours = {t.epoch_samples for _, t in mine if t.epoch_samples}
+    label = _label(runs[0][1].config)
+    if not theirs or not yours:
+        return (f"{label}: the loader streams an IterableDataset and no epoch of it ended within a run, so whether "
+                "its workers shard it (get_worker_info()) or each yield all of it is not seen (longer runs: "
+                "--trial-seconds)")
+    if theirs != yours:
+        return (f"{label}: an epoch of the stream held {max(theirs):,} samples against {max(yours):,} as it is: "
+                "each worker yields the whole stream unless it shards it by torch.utils.data.get_worker_info()")
+    return None
 
 
 def no_comparison(report: TuneReport) -> str:

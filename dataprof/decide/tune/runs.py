@@ -91,7 +91,7 @@ def loader_of(loader: LoaderRun, device: str = "cpu") -> TunedLoader:
                 "worker_kind": WorkerKind.THREAD.value if loader.worker_kind == WorkerKind.THREAD else None}
     return TunedLoader(loader.site, loader.loader_class, loader.batch_size,
                        {k: v for k, v in settings.items() if v is not None}, device, split=loader.split,
-                       built_by=loader.built_by, batch_bytes=loader.batch_bytes)
+                       built_by=loader.built_by, batch_bytes=loader.batch_bytes, iterable=loader.iterable)
 
 
 def trial_of(run: RunReport, config: dict[str, Any], role: str, site: str | None,
@@ -126,7 +126,8 @@ def trial_of(run: RunReport, config: dict[str, Any], role: str, site: str | None
                      samples_per_s=(loader.iterations_per_s or 0.0) * loader.batch_size if loader.batch_size
                      else loader.samples_per_s, data_wait_fraction=loader.data_wait_fraction,
                      step_ms={k: step[k] for k in ("p50", "p95") if k in step} or None,
-                     startup_s=loader.first_batch_s[0] if loader.first_batch_s else None, **resources)
+                     startup_s=loader.first_batch_s[0] if loader.first_batch_s else None,
+                     epoch_samples=loader.epoch_samples[0] if loader.epoch_samples else None, **resources)
 
 
 def _replay_problem(run: RunReport, loader: LoaderRun) -> str | None:

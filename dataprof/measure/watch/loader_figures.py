@@ -76,6 +76,8 @@ def loader_run(loader: WatchedLoader, others: Sequence[WatchedLoader] = ()) -> L
         training_fraction=sum(row[6] for row in loader.rows) / len(loader.rows)
         if loader.rows and all(len(row) > 6 for row in loader.rows) else None,
         knobs_lost=info.get("knobs_lost") or None, batch_bytes=info.get("batch_bytes"),
+        epoch_samples=tuple(int(sum(row[4] for row in loader.rows if int(row[0]) == epoch))
+                            for epoch in sorted(loader.ended_at)),
     )
 
 

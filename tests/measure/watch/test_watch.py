@@ -227,6 +227,7 @@ def test_a_loader_built_again_each_epoch_is_one_loader_whose_epochs_count_on() -
             now[0] += 0.1
     runs = watched(rebuilt)
     assert sorted((run.epochs, run.batches) for run in runs.values()) == [(1, 4), (1, 4), (3, 18)]
+    assert runs["0"].epoch_samples == (6, 6, 6)  # each epoch's samples, as a stream's duplicates would show
     assert runs["0"].iterations_per_s == pytest.approx(10.0)  # every epoch's batches at the training's pace
 
 
