@@ -73,6 +73,8 @@ def options() -> argparse.Namespace:
     parser.add_argument("--size", type=int, default=96, help="the JPEGs' side, before the crop")
     parser.add_argument("--out-size", type=int, default=64)
     parser.add_argument("-p", "--print-freq", type=int, default=1)
+    parser.add_argument("--prefetch-factor", type=int, default=None, help="batches each worker loads ahead")
+    parser.add_argument("--persistent-workers", action="store_true", help="keep the workers between epochs")
     parser.add_argument("--multiprocessing-distributed", action="store_true",
                         help="spawn --world-size ranks here (gloo on CPU), each with its share of the data")
     parser.add_argument("--world-size", type=int, default=2)
@@ -90,7 +92,9 @@ def main_worker(rank: int, opts: argparse.Namespace) -> None:
     val_dataset = JpegDataset(count=opts.val_images, size=opts.size, out_size=opts.out_size)
     sampler = torch.utils.data.distributed.DistributedSampler(train_dataset) if distributed else None
     train_loader = DataLoader(train_dataset, batch_size=opts.batch_size, shuffle=sampler is None,
-                              num_workers=opts.workers, pin_memory=True, sampler=sampler)
+                              num_workers=opts.workers, pin_memory=True, sampler=sampler,
+                              prefetch_factor=opts.prefetch_factor if opts.workers else None,
+                              persistent_workers=opts.persistent_workers and opts.workers > 0)
     val_loader = DataLoader(val_dataset, batch_size=opts.batch_size, shuffle=False, num_workers=opts.workers,
                             pin_memory=True)
     model: nn.Module = TinyCNN()

@@ -42,12 +42,14 @@ def main() -> int:
     parser.add_argument("--images", type=int, default=256)
     parser.add_argument("--size", type=int, default=96)
     parser.add_argument("--input-size", type=int, default=64)
+    parser.add_argument("--no-persistent-workers", action="store_true", help="start the workers each epoch")
     opts = parser.parse_args()
     root = image_folder(opts.images, opts.size)
     device = torch.device("cpu")
     loader_train = create_loader(create_dataset("", root=str(root), is_training=True),
                                  input_size=(3, opts.input_size, opts.input_size), batch_size=opts.batch_size,
-                                 is_training=True, use_prefetcher=False, num_workers=opts.workers, device=device)
+                                 is_training=True, use_prefetcher=False, num_workers=opts.workers, device=device,
+                                 persistent_workers=not opts.no_persistent_workers)
     loader_eval = create_loader(create_dataset("", root=str(root), is_training=False),
                                 input_size=(3, opts.input_size, opts.input_size), batch_size=opts.batch_size,
                                 is_training=False, use_prefetcher=False, num_workers=opts.workers, device=device)

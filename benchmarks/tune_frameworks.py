@@ -1,0 +1,184 @@
+"""How true ``dataprof tune`` is on the trainings people run: the four shapes in ``examples/frameworks/`` (the
+PyTorch ImageNet example's, a LightningModule with a DataModule under ``Trainer.fit``, an HF ``Trainer``, a script
+whose loaders timm's ``create_loader`` builds), each tuned unchanged, then timed by hand.
+
+For each script: ``dataprof tune`` runs it (each run in its own directory); then every config tune ran that the
+script's own options can set (``--workers``/``-j``, ``--prefetch-factor``, its persistence option), and
+``num_workers`` 0, 1, 2, 4 and 8, are run by hand, in fresh processes, in alternating order over ``--rounds``
+rounds. The truth is the script's own per-step log (each step's time, data included, its validation apart) over
+the epochs after the first, as many as tune's window holds at the script's own rate (at least three). It prints
+each config's figure in tune's runs beside its hand-timed rate, then, per script: tune's pick against the best
+hand-timed config (goal: within 5%) and tune's figure at each config against its hand-timed rate (within 10%).
+A config the script's options cannot set (threads, pinning) has no hand-timed rate.
+
+    python benchmarks/tune_frameworks.py [--scripts imagenet,lightning,hf,timm] [--rounds 2] [--budget 150]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import math
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+STEP = re.compile(r"\btime (\d+\.\d+)", re.IGNORECASE)
+"""A per-step line of the scripts' logs: ``Epoch: [e][i/N]\tTime t`` or ``step n time t``."""
+
+
+@dataclass(frozen=True)
+class Script:
+    """One training script: how its options set each knob, and the steps in one of its epochs."""
+
+    path: str
+    package: str | None
+    workers: str
+    prefetch: str | None
+    persist: tuple[str, bool] | None
+    """Its persistence option, and the value the option sets (a flag that turns persistence on or off)."""
+    default_persist: bool
+    steps_per_epoch: int
+
+
+SCRIPTS = {
+    "imagenet": Script("examples/frameworks/imagenet_train.py", None, "-j", "--prefetch-factor",
+                       ("--persistent-workers", True), False, 8),
+    "lightning": Script("examples/frameworks/lightning_train.py", "lightning", "--workers", "--prefetch-factor",
+                        None, True, 8),
+    "hf": Script("examples/frameworks/hf_train.py", "transformers", "--workers", "--prefetch-factor",
+                 ("--persistent-workers", True), False, 8),
+    "timm": Script("examples/frameworks/timm_train.py", "timm", "--workers", None, ("--no-persistent-workers", False),
+                   True, 8),
+}
+START_WORKERS = {"imagenet": 4, "lightning": 1, "hf": 0, "timm": 4}
+"""Each script's own ``num_workers`` as tuned: what its user set."""
+
+
+def options(script: Script, config: dict[str, Any]) -> list[str] | None:
+    """The script's options for ``config`` (its effective knobs); None when they cannot set it."""
+    workers = int(config.get("num_workers") or 0)
+    args = [script.workers, str(workers)]
+    for knob, value in config.items():
+        if knob == "num_workers":
+            continue
+        if knob == "prefetch_factor" and script.prefetch and workers:
+            args += [script.prefetch, str(value)]
+        elif knob == "persistent_workers" and workers:
+            if bool(value) == script.default_persist:
+                continue
+            if script.persist is None or script.persist[1] != bool(value):
+                return None
+            args.append(script.persist[0])
+        elif knob in ("prefetch_factor", "persistent_workers") and not workers:
+            continue
+        else:
+            return None
+    return args
+
+
+def tune(script: Script, name: str, budget: float, seconds: float, work: Path) -> dict[str, Any]:
+    """``dataprof tune`` of the script; its document."""
+    out = work / f"{name}.json"
+    command = [sys.executable, "-m", "dataprof", "tune", "--budget", str(budget), "--trial-seconds", str(seconds),
+               "--workdir", str(work / f"{name}-runs"), "--json", str(out), str(ROOT / script.path), "--epochs",
+               "1000", script.workers, str(START_WORKERS[name])]
+    done = subprocess.run(command, cwd=work, capture_output=True, text=True, timeout=3600)
+    if not out.exists():
+        raise SystemExit(f"{name}: tune wrote no document (exit {done.returncode}): {done.stderr[-2000:]}")
+    return json.loads(out.read_text())
+
+
+def by_hand(script: Script, args: list[str], epochs: int, work: Path) -> float | None:
+    """The script run as it is, in a fresh process: its steps per second over the epochs after the first, from
+    its own per-step log (the harmonic mean: steps over their time)."""
+    done = subprocess.run([sys.executable, str(ROOT / script.path), "--epochs", str(epochs), *args], cwd=work,
+                          capture_output=True, text=True, timeout=900)
+    times = [float(match.group(1)) for line in done.stdout.splitlines() if (match := STEP.search(line))]
+    later = times[script.steps_per_epoch:]
+    return len(later) / sum(later) if later and sum(later) > 0 else None
+
+
+def effective(doc: dict[str, Any], trial: dict[str, Any]) -> dict[str, Any]:
+    """A run's knobs: the script's own with the run's set on them."""
+    return {**doc["loader"]["settings"], **trial["config"]}
+
+
+def label(config: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(config.items()) if k in ("num_workers", "prefetch_factor",
+                                                                        "persistent_workers", "worker_kind"))
+
+
+def measure(name: str, script: Script, rounds: int, budget: float, seconds: float) -> dict[str, Any]:
+    """Tune one script, time its configs by hand, and print the comparison."""
+    work = Path(tempfile.mkdtemp(prefix=f"dataprof-bench-{name}-"))
+    doc = tune(script, name, budget, seconds, work)
+    runs: dict[str, list[float]] = {}
+    configs: dict[str, dict[str, Any]] = {}
+    for trial in doc["trials"]:
+        if trial["role"] != "headspace" and trial["status"] == "ok":
+            config = effective(doc, trial)
+            configs[label(config)] = config
+            runs.setdefault(label(config), []).append(trial["iterations_per_s"])
+    for workers in (0, 1, 2, 4, 8):
+        config = {**doc["loader"]["settings"], "num_workers": workers}
+        configs.setdefault(label(config), config)
+    current = statistics.median(t["iterations_per_s"] for t in doc["trials"] if t["role"] == "current"
+                                and t["status"] == "ok")
+    epochs = 1 + max(3, math.ceil(current * seconds / script.steps_per_epoch))
+    hand: dict[str, list[float]] = {}
+    for round_ in range(rounds):
+        order = list(configs.items()) if round_ % 2 == 0 else list(reversed(configs.items()))
+        for key, config in order:
+            args = options(script, config)
+            rate = by_hand(script, args, epochs, work) if args is not None else None
+            if rate is not None:
+                hand.setdefault(key, []).append(rate)
+    pick = None if doc["recommended"] is None else label({**doc["loader"]["settings"], **doc["recommended"]["config"]})
+    best = max(hand, key=lambda key: statistics.median(hand[key])) if hand else None
+    print(f"\n{name}: {script.path} (tune picked {pick or 'nothing'}; {epochs} epochs by hand, {rounds} rounds)")
+    print(f"{'config':<58} {'tune it/s':>10} {'hand it/s':>10} {'error':>8}")
+    errors = []
+    for key in configs:
+        tuned = statistics.median(runs[key]) if key in runs else None
+        truth = statistics.median(hand[key]) if key in hand else None
+        error = tuned / truth - 1 if tuned and truth else None
+        if error is not None:
+            errors.append(error)
+        mark = " ★" if key == pick else ""
+        print(f"{key + mark:<58} {tuned or float('nan'):>10.2f} {truth or float('nan'):>10.2f} "
+              f"{'' if error is None else f'{error:+.1%}':>8}")
+    short = None
+    if pick in hand and best is not None:
+        short = statistics.median(hand[pick]) / statistics.median(hand[best]) - 1
+        print(f"pick against the best by hand ({best}): {short:+.1%} (goal: within -5%)")
+    if errors:
+        print(f"tune's figures against the hand-timed: {min(errors):+.1%} … {max(errors):+.1%} (goal: within 10%)")
+    return {"pick": pick, "best": best, "pick_vs_best": short, "errors": errors}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--scripts", default="imagenet,lightning,hf,timm")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--budget", type=float, default=150.0)
+    parser.add_argument("--trial-seconds", type=float, default=4.0)
+    opts = parser.parse_args()
+    for name in opts.scripts.split(","):
+        script = SCRIPTS[name]
+        if script.package and importlib.util.find_spec(script.package) is None:
+            print(f"{name}: {script.package} is not installed: skipped")
+            continue
+        measure(name, script, opts.rounds, opts.budget, opts.trial_seconds)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
