@@ -13,7 +13,7 @@ import click
 
 from dataprof.backends.target import parse_kwarg
 from dataprof.errors import UsageError
-from dataprof.results.knobs import KNOBS, Knob, LoaderConfig
+from dataprof.results.knobs import REGISTRY, Knob, LoaderConfig
 from dataprof.results.request import MemoryLimit, current_config
 from dataprof.results.vocabulary import WorkerKind
 
@@ -95,21 +95,21 @@ def parse_bytes(text: str, name: str) -> int:
 
 def parse_knobs(text: str, flag: str = "--current") -> dict[str, Any]:
     """``num_workers=8,prefetch_factor=2,persistent_workers=true``: loader knobs by their DataLoader names, each
-    with one value."""
+    with one value, read as its knob record says (``ints``, ``on,off``, ``words``)."""
     values: dict[str, Any] = {}
-    known = sorted({k for knobs in KNOBS.values() for k in knobs} | {"worker_kind"})
+    kinds = {"num_workers": "ints", **{knob.name: knob.values for knob in REGISTRY}}
+    known = sorted(kinds)
     for item in (part.strip() for part in text.split(",") if part.strip()):
         key, _, raw = item.partition("=")
         key = key.strip()
         if key not in known or not raw.strip():
             raise UsageError(f"{flag} {text!r}: expected KNOB=VALUE pairs, KNOB one of {', '.join(known)}")
-        if key in ("multiprocessing_context", "worker_kind"):
+        if kinds[key] == "words":
             values[key] = parse_words(raw)[0]
             if key == "worker_kind" and values[key] not in set(WorkerKind):
                 raise UsageError(f"{flag} worker_kind={raw.strip()}: expected process or thread")
             continue
-        numeric = key in ("num_workers", "prefetch_factor")
-        values[key] = (parse_int_list if numeric else parse_onoff_list)(raw, f"{flag} {key}")[0]
+        values[key] = (parse_int_list if kinds[key] == "ints" else parse_onoff_list)(raw, f"{flag} {key}")[0]
     return values
 
 

@@ -140,16 +140,27 @@ def outlook(report: Report, warm: TrialResult | None, cold: TrialResult | None) 
 
 WARM_MISS_SHARE = 0.1
 """A warm trial that read this share of its bytes from storage was not warm."""
+WARM_MISS_FLOOR = 0.01
+"""A warm trial that read less than this share of its bytes from storage read too little to be judged by time."""
+WARM_IOWAIT_PERCENT = 5.0
+"""A warm trial that read from storage while the machine's CPUs waited for it this share of its window (iowait,
+% of all CPUs) paid for those reads in time, whatever their share of its bytes."""
 
 
 def read_from_storage(trial: TrialResult, cold_trials: Sequence[TrialResult] = ()) -> bool:
-    """Whether a warm trial read :data:`WARM_MISS_SHARE` or more of its data from storage (the page cache did not
-    hold it all): its figure mixes cold and warm reads."""
+    """Whether a warm trial's figure mixes cold and warm reads: what storage served it cost it time (reads
+    while the CPUs waited on storage :data:`WARM_IOWAIT_PERCENT` of the window), or a share of its bytes
+    (:data:`WARM_MISS_SHARE` or more) large enough to. A few percent of the bytes can take a quarter of the time:
+    a storage read is that much slower than a cached one."""
     if trial.status != TrialStatus.OK or not trial.storage.read_bytes_per_sample:
         return False
     cold_bytes = max((t.storage.read_bytes_per_sample or 0.0 for t in _ok(cold_trials)), default=0.0)
     read = max(trial.storage.read_chars_per_sample or 0.0, cold_bytes)
-    return bool(read) and trial.storage.read_bytes_per_sample >= WARM_MISS_SHARE * read
+    if not read:
+        return False
+    share = trial.storage.read_bytes_per_sample / read
+    waited = (trial.cpu.iowait_percent or 0.0) >= WARM_IOWAIT_PERCENT
+    return share >= WARM_MISS_SHARE or (share >= WARM_MISS_FLOOR and waited)
 
 
 def warm_again(trial: TrialResult, data_bytes: int, page_cache_bytes: int) -> bool:
@@ -183,11 +194,18 @@ def cold_notes(evictions: Sequence[Eviction], cold: Sequence[TrialResult],
              "read were evicted from the page cache (posix_fadvise DONTNEED: no root, nothing written), and "
              f"nothing else, in {last.took_s:.1f} s{before}"]
     stayed = [e for e in evictions if e.effective is False]
+    read_cold = [t for t in _ok(cold) if read_from_storage(t)]
     if stayed:
         share = (stayed[-1].resident_after or 0) / max(1, stayed[-1].bytes)
-        notes.append(f"eviction had no effect: {100 * share:.0f}% of the files stayed in the page cache (a "
-                     "filesystem held in memory, pages mapped by a running process, or pages written moments ago "
-                     "and not yet on storage, which dataprof never writes back); the cold figures are warm")
+        if read_cold:  # what stayed was not what they read: the figures say they were cold
+            per_sample = max(t.storage.read_bytes_per_sample or 0.0 for t in read_cold)
+            notes.append(f"{100 * share:.0f}% of the files were still in the page cache after the eviction, but the "
+                         f"cold trials read {fmt_bytes(per_sample)} a sample from storage: their figures are cold")
+        else:
+            notes.append(f"eviction had no effect: {100 * share:.0f}% of the files stayed in the page cache (a "
+                         "filesystem held in memory, pages mapped by a running process, or pages written moments "
+                         "ago and not yet on storage, which dataprof never writes back), and the cold trials read "
+                         "nothing from storage; the cold figures are warm")
     skipped = [s for e in evictions for s in e.skipped]
     if skipped:
         notes.append(f"{len(skipped)} file(s) could not be evicted and were skipped (e.g. {skipped[0]})")

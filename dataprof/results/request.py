@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dataprof.errors import UsageError
-from dataprof.results.knobs import KNOBS, LoaderConfig, SearchSpace
+from dataprof.results.knobs import KNOBS, REGISTRY, LoaderConfig, SearchSpace
 
 
 def split_target(text: str) -> tuple[str, str]:
@@ -122,7 +122,7 @@ def current_config(values: Mapping[str, Any]) -> LoaderConfig:
     for key, minimum in (("num_workers", 0), ("prefetch_factor", 1)):
         if key in values and values[key] < minimum:
             raise UsageError(f"--current {key}: {values[key]} is below the minimum of {minimum}")
-    paddle = "use_shared_memory" in values or "use_buffer_reader" in values
+    paddle = any(knob.frameworks == ("paddle",) for knob in REGISTRY if knob.name in values)
     space = SearchSpace(workers=(values["num_workers"],), framework="paddle" if paddle else "torch")
     return space.config(values["num_workers"], **{"persistent_workers": False,  # the DataLoader's default
                                                   **{k: v for k, v in values.items() if k != "num_workers"}})

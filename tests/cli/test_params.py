@@ -54,3 +54,16 @@ def test_current_settings_read_as_the_dataloader_takes_them() -> None:
                          ("num_workers", "expected KNOB=VALUE")):
         with pytest.raises(UsageError, match=message):
             parse_current(bad)
+
+
+def test_every_knob_of_the_registry_parses_from_current_and_override_as_its_record_says() -> None:
+    from dataprof.cli.params import parse_knobs
+    from dataprof.results.knobs import REGISTRY
+
+    samples = {"ints": ("4", 4), "on,off": ("on", True), "words": ("thread", "thread")}
+    for knob in REGISTRY:
+        text, value = samples[knob.values]
+        if knob.name == "multiprocessing_context":
+            text, value = "spawn", "spawn"
+        for flag in ("--current", "--override"):
+            assert parse_knobs(f"num_workers=2,{knob.name}={text}", flag) == {"num_workers": 2, knob.name: value}

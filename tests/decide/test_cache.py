@@ -160,6 +160,18 @@ def test_a_warm_trial_that_read_from_storage_is_measured_again_only_when_its_dat
     assert not warm_again(calm, data_bytes=10**9, page_cache_bytes=10**10)
 
 
+def test_a_warm_trial_whose_few_storage_reads_cost_it_time_is_measured_again() -> None:
+    """Right after the page cache was dropped, a w0 trial read 5% of its bytes from storage, under the byte
+    threshold, and those reads took a quarter of its time: the CPUs waited on storage through its window."""
+    calm = recorded("storage_bound").trials[0]
+    waited = calm.replaced(read_bytes_per_sample=6_000.0, read_chars_per_sample=120_000.0, iowait_percent=24.0)
+    assert read_from_storage(waited) and warm_again(waited, data_bytes=10**9, page_cache_bytes=10**10)
+    idle = waited.replaced(iowait_percent=0.5)
+    assert not read_from_storage(idle)  # 5% of its bytes, and no time waiting for them: warm enough
+    crumbs = waited.replaced(read_bytes_per_sample=100.0)
+    assert not read_from_storage(crumbs)  # iowait from elsewhere, with almost nothing read from storage
+
+
 def test_a_trial_measured_again_says_which_files_were_read_back_and_names_none_when_the_dataset_read_none() -> None:
     back = ReadBack(files=3, bytes=3 << 20, left_files=0, left_bytes=0, took_s=0.1)
     assert warmed_note([]) is None
@@ -179,3 +191,17 @@ def test_a_directory_too_big_to_walk_is_estimated_from_the_samples_of_an_epoch()
                               page_cache_bytes=500_000_000)
     steady, why = steady_case(with_(report, data_footprint=cut)) or ("", "")
     assert steady == "cold" and why.startswith("the dataset is ≈ 1.1GB (its directory held more files")
+
+
+def test_eviction_is_said_to_have_had_no_effect_only_when_the_cold_trials_read_nothing_from_storage() -> None:
+    from dataprof.decide.cache import cold_notes
+    from dataprof.results.cache import Eviction
+
+    partly = Eviction(files=3000, bytes=3 * 10**9, resident_before=3 * 10**9, resident_after=660_000_000)
+    calm = recorded("storage_bound").trials[0]
+    read_cold = calm.replaced(read_bytes_per_sample=1_000_000.0, read_chars_per_sample=1_000_000.0)
+    cold = " ".join(cold_notes([partly], [read_cold]))
+    assert "eviction had no effect" not in cold
+    assert "22% of the files were still in the page cache after the eviction, but the cold trials read 1.0MB" in cold
+    warm = " ".join(cold_notes([partly], [calm.replaced(read_bytes_per_sample=0.0)]))
+    assert "eviction had no effect: 22% of the files stayed" in warm and "the cold figures are warm" in warm
