@@ -234,7 +234,8 @@ def _tuned(report: TuneReport, run: RunReport, trial: TuneTrial, script: str,
         tuned = dataclasses.replace(tuned, start_methods=tuple(multiprocessing.get_all_start_methods()),
                                     threads=None if found.iterable or found.built_by else
                                     thread_loader(get_backend("torch").loader_arguments()),
-                                    shm_free_bytes=run.environment.shm_free_bytes)
+                                    shm_free_bytes=run.environment.shm_free_bytes,
+                                    available_ram_bytes=run.environment.available_ram_bytes)
         if found.built_by and not found.iterable:
             notes.append(f"threads are not tried: a library builds the loader ({found.built_by[0]}), and a thread "
                          "loader would replace it in your code")

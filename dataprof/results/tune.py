@@ -92,6 +92,8 @@ class TunedLoader:
     iterable: bool = False
     """Whether its dataset is a stream (an IterableDataset): a change of its workers is recommended only when
     an epoch holds the same samples with them."""
+    available_ram_bytes: int | None = None
+    """The memory available where the training ran: the climb stops before its workers would take it."""
 
 
 @dataclass(frozen=True)
@@ -197,7 +199,8 @@ class TuneReport:
                                                         "shm_free_bytes": self.loader.shm_free_bytes,
                                                         "split": self.loader.split,
                                                         "built_by": list(self.loader.built_by),
-                                                        "iterable": self.loader.iterable},
+                                                        "iterable": self.loader.iterable,
+                                                        "available_ram_bytes": self.loader.available_ram_bytes},
             "current": None if not current else _figures(current[0]),
             "recommended": None if recommended is None or answer is None else
             {**_figures(recommended), "gain_over_current": answer.gain_over_current,
@@ -240,7 +243,8 @@ class TuneReport:
                                                                   loader.get("shm_free_bytes"),
                                                                   loader.get("split"),
                                                                   tuple(loader.get("built_by") or ()),
-                                                                  bool(loader.get("iterable"))),
+                                                                  bool(loader.get("iterable")),
+                                                                  loader.get("available_ram_bytes")),
                    trials=tuple(TuneTrial.from_dict(t) for t in data.get("trials") or ()),
                    wall_s=data.get("wall_s", 0.0), complete=data.get("complete", True),
                    notes=tuple(data.get("notes") or ()), error=data.get("error"),

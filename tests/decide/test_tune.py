@@ -216,7 +216,8 @@ def test_the_tune_document_has_the_stable_keys_and_reads_back() -> None:
     assert data["loader"] == {"site": "train.py:41", "class": "DataLoader", "batch_size": 8,
                               "settings": {"num_workers": 1, "prefetch_factor": 2, "persistent_workers": False},
                               "device": "cpu", "threads": None, "start_methods": [], "batch_bytes": None,
-                              "shm_free_bytes": None, "split": None, "built_by": [], "iterable": False}
+                              "shm_free_bytes": None, "split": None, "built_by": [], "iterable": False,
+                              "available_ram_bytes": None}
     assert set(data["current"]) >= {"config", "iterations_per_s", "samples_per_s", "data_wait_fraction", "step_ms"}
     assert data["recommended"]["config"] == {"num_workers": 4} and "gain_over_current" in data["recommended"]
     assert data["headspace"]["iterations_per_s"] == 160.0
@@ -256,6 +257,24 @@ def test_a_stream_s_workers_change_only_when_an_epoch_holds_the_same_samples_wit
     same_workers = report(*yours, counted({"prefetch_factor": 4}, 60.0, None), counted({"prefetch_factor": 4}, 61.0,
                                                                                          None), loader=stream)
     assert same_workers.answer is not None and same_workers.answer.recommended == 3  # the stream's split unchanged
+
+
+def test_the_climb_stops_before_the_memory_the_workers_would_take() -> None:
+    small = dataclasses.replace(FOUR, available_ram_bytes=10 * 2**30)
+
+    def sized(config: dict[str, object], rate: float, gib: float, role: str = "candidate") -> TuneTrial:
+        return dataclasses.replace(run(config, rate, role), peak_memory_bytes=int(gib * 2**30))
+
+    # 1 GiB a worker (4 workers: 5 GiB, 8: 9 GiB): 16 would take 17 GiB, past 80% of the 10 GiB available
+    trials = [sized({}, 50.0, 5.0, "current"), run({}, 200.0, "headspace"), sized({}, 51.0, 5.0, "current"),
+              sized({"num_workers": 8}, 90.0, 9.0), sized({"num_workers": 8}, 91.0, 9.0)]
+    done = report(*trials, loader=small)
+    step = next_run(done)
+    assert step is None or step[0].get("num_workers") != 16
+    assert done.answer is not None and "num_workers=16 not tried: it would take about 18.3GB of memory, past 80% " \
+        "of the 10.7GB available" in done.answer.reason
+    roomy = report(*trials, loader=dataclasses.replace(FOUR, available_ram_bytes=64 * 2**30))
+    assert next_run(roomy) == ({"num_workers": 16}, "candidate")
 
 
 def test_the_training_s_loader_is_tuned_even_when_a_validation_loader_out_counts_it() -> None:

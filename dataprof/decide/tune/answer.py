@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from dataprof.decide.tune.causes import failure_cause
+from dataprof.decide.tune.memory import over_memory
 from dataprof.results.knobs import REGISTRY
 from dataprof.results.tune import TuneAnswer, TuneReport, TuneTrial
 from dataprof.results.vocabulary import WorkerKind
@@ -124,6 +125,10 @@ def decide_tune(report: TuneReport) -> TuneReport:
     reason = _reason(chosen, fastest, mine, noise, settings)
     if blocked:
         reason += "; not recommended: " + "; ".join(sorted(blocked.values())[:2])
+    workers = int(effective(leading[0][1].config, settings).get("num_workers") or 0)
+    capped = over_memory(report, max(2, 2 * workers)) if settings.get("worker_kind") is None else None
+    if capped is not None:
+        reason += f"; {capped}"
     if leading is not chosen and len(leading) < MIN_RUNS:
         reason += (f"; {_label(leading[0][1].config)} ran once at {rate(leading) / base - 1:+.0%}: not confirmed "
                    "by a second run (a larger --budget runs it again)")

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from dataprof.decide.tune.answer import MIN_RUNS, Key, Runs, band, key, rate, rates, without_idle_knobs
+from dataprof.decide.tune.memory import over_memory
 from dataprof.results.tune import TunedLoader, TuneReport, TuneTrial
 from dataprof.results.vocabulary import StartMethod, WorkerKind
 
@@ -169,7 +170,7 @@ def _climb(report: TuneReport, seen: set[Key]) -> dict[str, Any] | None:
     workers = int({**settings, **base}.get("num_workers") or 0)
     by_config = rates(report.trials)
     more = _as_changed({**base, "num_workers": max(2, 2 * workers)}, settings)
-    if 2 * workers <= CLIMB_TOP and key(more) not in seen:
+    if 2 * workers <= CLIMB_TOP and key(more) not in seen and over_memory(report, max(2, 2 * workers)) is None:
         return more
     paid = key(more) in by_config and \
         rate(by_config[key(more)]) > rate(by_config[key(base)]) * (1 + report.answer.noise)

@@ -1,0 +1,38 @@
+"""What a tune run's workers cost in memory (pure): the memory a count of workers would take, from the runs
+measured, against the node's budget; the climb stops before it, as a sweep's does."""
+
+from __future__ import annotations
+
+from dataprof.decide.budgets import HEADROOM
+from dataprof.results.tune import TuneReport
+from dataprof.results.units import fmt_bytes
+
+
+def memory_at(report: TuneReport, workers: int) -> int | None:
+    """The training's peak memory (PSS) with ``workers`` worker processes, from its runs: a line through their
+    peaks by worker count (two counts or more), else the one count's peak with each worker weighing as much as
+    each of its processes (an upper bound: forked workers share pages); None when no run measured memory."""
+    settings = report.loader.settings if report.loader else {}
+    points = [(int({**settings, **t.config}.get("num_workers") or 0), t.peak_memory_bytes) for t in report.trials
+              if t.ok and t.role != "headspace" and t.peak_memory_bytes and t.config.get("worker_kind") is None]
+    if not points:
+        return None
+    counts = {w for w, _ in points}
+    if len(counts) >= 2:
+        n = len(points)
+        mean_w, mean_m = sum(w for w, _ in points) / n, sum(m for _, m in points) / n
+        slope = sum((w - mean_w) * (m - mean_m) for w, m in points) / sum((w - mean_w) ** 2 for w, _ in points)
+        return int(mean_m + max(0.0, slope) * (workers - mean_w))
+    count, peak = points[0][0], max(m for _, m in points)
+    return int(peak + (workers - count) * peak / (count + 1))
+
+
+def over_memory(report: TuneReport, workers: int) -> str | None:
+    """Why ``workers`` worker processes are not tried: the memory they would take is past :data:`HEADROOM` of
+    the memory available where the training ran; None when it is within, or not known."""
+    available = report.loader.available_ram_bytes if report.loader else None
+    need = memory_at(report, workers)
+    if not available or need is None or need <= HEADROOM * available:
+        return None
+    return (f"num_workers={workers} not tried: it would take about {fmt_bytes(need)} of memory, past "
+            f"{HEADROOM:.0%} of the {fmt_bytes(available)} available")
