@@ -62,12 +62,13 @@ START_WORKERS = {"imagenet": 4, "lightning": 1, "hf": 0, "timm": 4}
 """Each script's own ``num_workers`` as tuned: what its user set."""
 
 
-def options(script: Script, config: dict[str, Any]) -> list[str] | None:
-    """The script's options for ``config`` (its effective knobs); None when they cannot set it."""
+def options(script: Script, config: dict[str, Any], settings: dict[str, Any]) -> list[str] | None:
+    """The script's options for ``config`` (its effective knobs; those as the script has them, ``settings``, need
+    none); None when they cannot set it."""
     workers = int(config.get("num_workers") or 0)
     args = [script.workers, str(workers)]
     for knob, value in config.items():
-        if knob == "num_workers":
+        if knob == "num_workers" or (settings.get(knob) == value and knob != "persistent_workers"):
             continue
         if knob == "prefetch_factor" and script.prefetch and workers:
             args += [script.prefetch, str(value)]
@@ -137,7 +138,7 @@ def measure(name: str, script: Script, rounds: int, budget: float, seconds: floa
     for round_ in range(rounds):
         order = list(configs.items()) if round_ % 2 == 0 else list(reversed(configs.items()))
         for key, config in order:
-            args = options(script, config)
+            args = options(script, config, doc["loader"]["settings"])
             rate = by_hand(script, args, epochs, work) if args is not None else None
             if rate is not None:
                 hand.setdefault(key, []).append(rate)
