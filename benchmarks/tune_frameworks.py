@@ -5,11 +5,12 @@ whose loaders timm's ``create_loader`` builds), each tuned unchanged, then timed
 For each script: ``dataprof tune`` runs it (each run in its own directory); then every config tune ran that the
 script's own options can set (``--workers``/``-j``, ``--prefetch-factor``, its persistence option), and
 ``num_workers`` 0, 1, 2, 4 and 8, are run by hand, in fresh processes, in alternating order over ``--rounds``
-rounds. The truth is the script's own per-step log (each step's time, data included, its validation apart) over
-the epochs after the first, as many as tune's window holds at the script's own rate (at least three). It prints
-each config's figure in tune's runs beside its hand-timed rate, then, per script: tune's pick against the best
-hand-timed config (goal: within 5%) and tune's figure at each config against its hand-timed rate (within 10%).
-A config the script's options cannot set (threads, pinning) has no hand-timed rate.
+rounds. The truth is the script's own log: each epoch's steps and its training time (data, the workers' start
+and stop included, its validation apart), over the epochs after the first, as many as tune's window holds at
+the script's own rate (at least three). It prints each config's figure in tune's runs beside its hand-timed
+rate, then, per script: tune's pick against the best hand-timed config (goal: within 5%) and tune's figure at
+each config against its hand-timed rate (within 10%). A config the script's options cannot set (threads,
+pinning) has no hand-timed rate.
 
     python benchmarks/tune_frameworks.py [--scripts imagenet,lightning,hf,timm] [--rounds 2] [--budget 150]
 """
@@ -30,8 +31,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-STEP = re.compile(r"\btime (\d+\.\d+)", re.IGNORECASE)
-"""A per-step line of the scripts' logs: ``Epoch: [e][i/N]\tTime t`` or ``step n time t``."""
+EPOCH = re.compile(r"^train epoch \S+: (\d+) steps in (\d+\.\d+) s")
+"""The scripts' line at each epoch's end: its steps and its whole training time (the workers' start and stop
+included, the validation apart): what per-step times leave out at an epoch's end, the training pays."""
 
 
 @dataclass(frozen=True)
@@ -99,12 +101,13 @@ def tune(script: Script, name: str, budget: float, seconds: float, work: Path) -
 
 def by_hand(script: Script, args: list[str], epochs: int, work: Path) -> float | None:
     """The script run as it is, in a fresh process: its steps per second over the epochs after the first, from
-    its own per-step log (the harmonic mean: steps over their time)."""
+    its own log (each epoch's steps over its training time, its end and the next one's start included)."""
     done = subprocess.run([sys.executable, str(ROOT / script.path), "--epochs", str(epochs), *args], cwd=work,
                           capture_output=True, text=True, timeout=900)
-    times = [float(match.group(1)) for line in done.stdout.splitlines() if (match := STEP.search(line))]
-    later = times[script.steps_per_epoch:]
-    return len(later) / sum(later) if later and sum(later) > 0 else None
+    epochs = [(int(match.group(1)), float(match.group(2))) for line in done.stdout.splitlines()
+              if (match := EPOCH.search(line))][1:]
+    steps, took = sum(n for n, _ in epochs), sum(t for _, t in epochs)
+    return steps / took if steps and took > 0 else None
 
 
 def effective(doc: dict[str, Any], trial: dict[str, Any]) -> dict[str, Any]:

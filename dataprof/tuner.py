@@ -39,6 +39,8 @@ def run_tune(script: str, args: tuple[str, ...], *, module: bool, budget_s: floa
                      None if workdir is None else os.path.abspath(workdir))
     tuning.report = _started((("-m",) if module else ()) + (script, *args), module, nproc_per_node)
     if progress is not None:
+        from dataprof.render.tune import side_effects_line
+
         progress(side_effects_line(workdir))
     try:
         while (step := next_run(tuning.report)) is not None and \
@@ -83,7 +85,7 @@ class _Tuning:
     def run(self, knobs: dict[str, Any], role: str) -> bool:
         """One run of the training with ``knobs`` in ``role``, added to the report (decided again); False when
         it was interrupted (the report then says so)."""
-        from dataprof.decide.tune import decide_tune, replay_batches
+        from dataprof.decide.tune import decide_tune, replay_batches, run_limits
         from dataprof.measure.watch.watcher import WatchSettings
         from dataprof.render.tune import run_line
         from dataprof.results.run import RunChanges
@@ -91,9 +93,9 @@ class _Tuning:
         headspace = role == "headspace"
         kept = replay_batches(self.report, self.trial_seconds) if headspace else None
         changes = RunChanges(knobs, kept, self.site, split=self.split) if knobs or headspace else None
-        if self.progress is not None:
-            self.progress(run_line(len(self.report.trials) + 1, self.budget_s - self.elapsed(), knobs, role, kept))
         number = len(self.report.trials) + 1
+        if self.progress is not None:
+            self.progress(run_line(number, self.budget_s - self.elapsed(), knobs, role, kept))
         ran = _run(WatchSettings(target=self.target(), args=self.args, module=self.module,
                                  max_steps=self.trial_steps, seconds=self.trial_seconds, seconds_from_first_batch=True,
                                  changes=changes, window_from_replay=headspace, cwd=self.directory(number),
@@ -134,37 +136,6 @@ class _Tuning:
         path = os.path.join(self.workdir, f"run-{number}")
         os.makedirs(path, exist_ok=True)
         return path
-
-
-FIRST_START_S = 300.0
-"""The first run's start-up allowance (imports, building the dataset and the model) before its window."""
-START_FACTOR = 3.0
-"""A later run's start-up allowance: this many times the first run's, plus :data:`START_SLACK_S`."""
-START_SLACK_S = 60.0
-WINDOW_FACTOR = 3.0
-"""A run's limit holds this many windows (``--trial-seconds``) after its start-up allowance."""
-LIMIT_GRACE_S = 30.0
-
-
-def run_limits(report: TuneReport, window_s: float | None) -> dict[str, float | None]:
-    """A run's limits: ``limit_s``, its start-up allowance (the first run's: :data:`FIRST_START_S`; later ones:
-    :data:`START_FACTOR` times the first run's start-up, plus :data:`START_SLACK_S`) + :data:`WINDOW_FACTOR` ×
-    the window + :data:`LIMIT_GRACE_S`; and ``after_window_s``, how long it may take to end once its window
-    ended (the window, 10 s at least)."""
-    window = window_s or 10.0
-    first = report.trials[0] if report.trials else None
-    startup = FIRST_START_S if first is None or not first.ok else \
-        START_FACTOR * max(0.0, first.wall_s - window) + START_SLACK_S
-    return {"limit_s": startup + WINDOW_FACTOR * window + LIMIT_GRACE_S, "after_window_s": max(10.0, window)}
-
-
-def side_effects_line(workdir: str | None) -> str:
-    """What tune says as it starts: the script runs several times, and what it writes, it writes each time."""
-    where = f"each run in its own directory under {workdir}" if workdir else \
-        "in this directory (--workdir DIR gives each run its own)"
-    return ("the script runs several times, each run a fresh process cut short after its window, " + where +
-            ": whatever it writes (checkpoints, logs, runs on a tracker), it writes each time. DATAPROF_TRIAL=1 is "
-            "set in its environment: skip saving and logging when it is (docs/tune.md#side-effects)")
 
 
 def _started(command: tuple[str, ...], module: bool, nproc_per_node: int) -> TuneReport:

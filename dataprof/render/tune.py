@@ -64,6 +64,15 @@ def run_line(number: int, left_s: float, knobs: dict[str, Any], role: str, repla
     return f"run {number} ({max(0.0, left_s):.0f} s of the budget left): {role}, {what}"
 
 
+def side_effects_line(workdir: str | None) -> str:
+    """What tune says as it starts: the script runs several times, and what it writes, it writes each time."""
+    where = f"each run in its own directory under {workdir}" if workdir else \
+        "in this directory (--workdir DIR gives each run its own)"
+    return ("the script runs several times, each run a fresh process cut short after its window, " + where +
+            ": whatever it writes (checkpoints, logs, runs on a tracker), it writes each time. DATAPROF_TRIAL=1 is "
+            "set in its environment: skip saving and logging when it is (docs/tune.md#side-effects)")
+
+
 def answer_lines(report: TuneReport) -> list[str]:
     """The answer: the edit at the loader's site, the gain with its range, and the data cost before and after."""
     answer, loader = report.answer, report.loader

@@ -57,12 +57,18 @@ class StepTimes(TrainerCallback):
     """Print each training step's own time (data included, the evaluation between epochs left out)."""
 
     def on_epoch_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        self.last = time.perf_counter()
+        self.last = self.started = time.perf_counter()
+        self.steps = 0
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         now = time.perf_counter()
         print(f"step {state.global_step} time {now - self.last:.4f}", flush=True)
         self.last = now
+        self.steps += 1
+
+    def on_epoch_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        print(f"train epoch {state.epoch:.0f}: {self.steps} steps in {time.perf_counter() - self.started:.4f} s",
+              flush=True)
 
 
 def main() -> int:

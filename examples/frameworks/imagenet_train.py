@@ -28,17 +28,21 @@ from train import TinyCNN  # noqa: E402
 
 def train(loader: DataLoader, model: nn.Module, criterion: nn.Module, optimizer: torch.optim.Optimizer,
           epoch: int, print_freq: int) -> None:
-    """One epoch, printing ``Epoch: [e][i/N] Time t`` (the step's own time, data included) every print_freq."""
+    """One epoch, printing ``Epoch: [e][i/N] Time t`` (the step's own time, data included) every print_freq, and
+    the epoch's whole training time at its end (its workers' start and stop included)."""
     model.train()
-    end = time.perf_counter()
+    start = end = time.perf_counter()
+    steps = 0
     for i, (images, target) in enumerate(loader):
         loss = criterion(model(images), target)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
         took, end = time.perf_counter() - end, time.perf_counter()
+        steps += 1
         if i % print_freq == 0:
             print(f"Epoch: [{epoch}][{i}/{len(loader)}]\tTime {took:.4f}\tLoss {loss.item():.3f}", flush=True)
+    print(f"train epoch {epoch}: {steps} steps in {time.perf_counter() - start:.4f} s", flush=True)
 
 
 def validate(loader: DataLoader, model: nn.Module, criterion: nn.Module) -> float:

@@ -72,12 +72,18 @@ class StepTimes(L.Callback):
 
     def on_train_epoch_start(self, trainer: L.Trainer, module: L.LightningModule) -> None:
         self.last = time.perf_counter()
+        self.took, self.steps = 0.0, 0
 
     def on_train_batch_end(self, trainer: L.Trainer, module: L.LightningModule, outputs: Any, batch: Any,
                            index: int) -> None:
         now = time.perf_counter()
         print(f"step {trainer.global_step} time {now - self.last:.4f}", flush=True)
-        self.last = now
+        self.took, self.steps, self.last = self.took + now - self.last, self.steps + 1, now
+
+    def on_validation_start(self, trainer: L.Trainer, module: L.LightningModule) -> None:
+        if not trainer.sanity_checking and self.steps:  # the epoch's training is over: its validation apart
+            print(f"train epoch {trainer.current_epoch}: {self.steps} steps in {self.took:.4f} s", flush=True)
+            self.steps = 0
 
 
 def main() -> int:

@@ -58,7 +58,7 @@ def main() -> int:
     loss_fn = nn.CrossEntropyLoss()
     for epoch in range(opts.epochs):
         model.train()
-        last = time.perf_counter()
+        started = last = time.perf_counter()
         for index, (images, labels) in enumerate(loader_train):
             loss = loss_fn(model(images), labels)
             optimizer.zero_grad()
@@ -68,6 +68,7 @@ def main() -> int:
             print(f"Train: {epoch} [{index}/{len(loader_train)}] time {now - last:.4f} loss {loss.item():.3f}",
                   flush=True)
             last = now
+        print(f"train epoch {epoch}: {len(loader_train)} steps in {time.perf_counter() - started:.4f} s", flush=True)
         model.eval()
         with torch.no_grad():
             losses = [loss_fn(model(images), labels).item() for images, labels in loader_eval]

@@ -275,3 +275,15 @@ def test_a_loop_fed_by_a_background_thread_ends_at_the_watch_s_limit(tmp_path: P
     assert done.returncode == 0, done.stderr
     doc = json.loads(out.read_text())
     assert doc["ended_by"] == "--max-steps 40 reached" and doc["stopped"] is None
+
+
+@pytest.mark.slow
+def test_a_process_the_script_leaves_running_is_killed_and_named_its_loader_workers_are_not(tmp_path: Path) -> None:
+    out = tmp_path / "run.json"
+    done = dataprof_run("--max-steps", "40", "--json", str(out), "tests/fixtures/trial_script.py", "--orphan",
+                        "--workers", "2")
+    assert done.returncode == 0, done.stderr
+    notes = " ".join(json.loads(out.read_text())["notes"])
+    assert "killed what the script left running: pid" in notes and "time.sleep(3600)" in notes
+    assert notes.count("pid ") == 1  # its two DataLoader workers, ended with it, are no news
+    assert not [p for p in psutil.process_iter(["cmdline"]) if "time.sleep(3600)" in " ".join(p.info["cmdline"] or ())]

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import psutil
@@ -159,6 +160,38 @@ def test_a_data_parallel_training_is_tuned_as_its_ranks_at_its_slowest_rank_s_pa
     assert current[1]["data_wait_fraction"] > current[0]["data_wait_fraction"]  # rank 1 loads twice as slowly
     assert doc["headspace"]["iterations_per_s"] > 2 * doc["current"]["iterations_per_s"]
     assert set(Path(tempfile.gettempdir()).glob("dataprof-run-*")) == before
+
+
+@pytest.mark.slow
+def test_a_rank_that_fails_ends_the_other_ranks_at_once_not_at_their_collective_s_timeout() -> None:
+    started = time.monotonic()
+    done = dataprof_tune("--nproc-per-node", "2", "--budget", "1", "--trial-seconds", "2", "--no-loader-sweep",
+                         "tests/fixtures/ddp_fail_script.py")
+    assert done.returncode == 3, done.stderr
+    assert "the script as it is failed: rank 1: the script exited with code 1: RuntimeError: rank 1 fails" \
+        in done.stderr
+    assert time.monotonic() - started < 120  # gloo's own timeout is 30 minutes
+
+
+@pytest.mark.slow
+def test_ctrl_c_in_the_loader_only_sweep_keeps_the_runs_measured(tmp_path: Path) -> None:
+    import signal
+
+    out = tmp_path / "tune.json"
+    proc = subprocess.Popen([sys.executable, "-m", "dataprof", "tune", "--trial-seconds", "1", "--json", str(out),
+                             SCRIPT, "--epochs", "50", "--length", "128", "--factory"], cwd=ROOT, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if "the loader alone: sweeping" in line:
+            time.sleep(1.0)  # inside the sweep's first trial
+            proc.send_signal(signal.SIGINT)
+            break
+    proc.communicate(timeout=120)
+    assert proc.returncode == 130
+    doc = json.loads(out.read_text())
+    assert doc["complete"] is False and [t["role"] for t in doc["trials"]] == ["current", "headspace"]
 
 
 def test_tune_under_torchrun_is_one_line_saying_it_starts_the_ranks_itself() -> None:

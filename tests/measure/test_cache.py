@@ -220,7 +220,7 @@ def test_a_watch_reports_storage_reads_over_time_and_its_data_files_residency(tm
 
     from dataprof.measure.probes import TreeSample
     from dataprof.measure.sampler import Samples
-    from dataprof.measure.watch.watcher import storage_of
+    from dataprof.measure.watch.resources import storage_of
 
     data = _write(tmp_path / "train.bin", 8192)
     data.read_bytes()

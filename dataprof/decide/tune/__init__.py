@@ -11,7 +11,7 @@ from dataprof.decide.tune.runs import (
     trial_of_ranks,
     tuned_loader,
 )
-from dataprof.decide.tune.search import confirm_run, next_run, replay_batches
+from dataprof.decide.tune.search import confirm_run, next_run, replay_batches, run_limits
 
 __all__ = ["band", "confirm_run", "decide_tune", "loader_of", "loader_sweep_of", "next_run", "noise_of",
-           "others_note", "replay_batches", "sweep_target", "trial_of", "trial_of_ranks", "tuned_loader"]
+           "others_note", "replay_batches", "run_limits", "sweep_target", "trial_of", "trial_of_ranks", "tuned_loader"]

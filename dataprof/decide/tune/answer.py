@@ -125,10 +125,7 @@ def decide_tune(report: TuneReport) -> TuneReport:
     reason = _reason(chosen, fastest, mine, noise, settings)
     if blocked:
         reason += "; not recommended: " + "; ".join(sorted(blocked.values())[:2])
-    workers = int(effective(leading[0][1].config, settings).get("num_workers") or 0)
-    capped = over_memory(report, max(2, 2 * workers)) if settings.get("worker_kind") is None else None
-    if capped is not None:
-        reason += f"; {capped}"
+    reason += _capped(report, leading, settings)
     if leading is not chosen and len(leading) < MIN_RUNS:
         reason += (f"; {_label(leading[0][1].config)} ran once at {rate(leading) / base - 1:+.0%}: not confirmed "
                    "by a second run (a larger --budget runs it again)")
@@ -140,6 +137,16 @@ def decide_tune(report: TuneReport) -> TuneReport:
         loader_sweep_rank=None if swept is None else (ranked.index(swept) + 1, len(ranked)),
         loader_sweep_vs_recommended=None if swept is None or not chosen_rate else rate(swept) / chosen_rate - 1,
         **common))
+
+
+def _capped(report: TuneReport, leading: Runs, settings: dict[str, Any]) -> str:
+    """``; num_workers=16 not tried: …`` when the climb above the leading config stopped for memory."""
+    config = effective(leading[0][1].config, settings)
+    more = max(2, 2 * int(config.get("num_workers") or 0))
+    ran = any(int(effective(t.config, settings).get("num_workers") or 0) == more
+              for t in report.trials if t.role != "headspace")
+    capped = None if ran or config.get("worker_kind") == WorkerKind.THREAD else over_memory(report, more)
+    return "" if capped is None else f"; {capped}"
 
 
 def stream_problem(runs: Runs, mine: Runs, report: TuneReport) -> str | None:

@@ -203,3 +203,25 @@ def _refinement(report: TuneReport, seen: set[Key]) -> dict[str, Any] | None:
         if value is not None and key(config) not in seen:
             return config
     return None
+
+
+FIRST_START_S = 300.0
+"""The first run's start-up allowance (imports, building the dataset and the model) before its window."""
+START_FACTOR = 3.0
+"""A later run's start-up allowance: this many times the first run's, plus :data:`START_SLACK_S`."""
+START_SLACK_S = 60.0
+WINDOW_FACTOR = 3.0
+"""A run's limit holds this many windows (``--trial-seconds``) after its start-up allowance."""
+LIMIT_GRACE_S = 30.0
+
+
+def run_limits(report: TuneReport, window_s: float | None) -> dict[str, float | None]:
+    """A run's limits: ``limit_s``, its start-up allowance (the first run's: :data:`FIRST_START_S`; later ones:
+    :data:`START_FACTOR` times the first run's start-up, plus :data:`START_SLACK_S`) + :data:`WINDOW_FACTOR` ×
+    the window + :data:`LIMIT_GRACE_S`; and ``after_window_s``, how long it may take to end once its window
+    ended (the window, 10 s at least)."""
+    window = window_s or 10.0
+    first = report.trials[0] if report.trials else None
+    startup = FIRST_START_S if first is None or not first.ok else \
+        START_FACTOR * max(0.0, first.wall_s - window) + START_SLACK_S
+    return {"limit_s": startup + WINDOW_FACTOR * window + LIMIT_GRACE_S, "after_window_s": max(10.0, window)}

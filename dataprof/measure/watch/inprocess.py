@@ -12,8 +12,9 @@ from typing import Any
 
 from dataprof.errors import UsageError
 from dataprof.measure.protocol import Message, child_env
+from dataprof.measure.watch.resources import resources_of
 from dataprof.measure.watch.watched import Recorder, patch_dataloader
-from dataprof.measure.watch.watcher import Collector, resources_of
+from dataprof.measure.watch.watcher import Collector
 from dataprof.results.run import RunReport
 
 SAMPLER_TIMEOUT_S = 30.0

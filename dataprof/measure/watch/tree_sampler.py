@@ -15,7 +15,7 @@ import sys
 from dataprof.measure.gpu import NullGpuProbe, NvmlProbe
 from dataprof.measure.probes import ProcessTreeProbe, SystemProbe
 from dataprof.measure.sampler import Sampler, summarize
-from dataprof.measure.watch.watcher import gpu_timeline, storage_of
+from dataprof.measure.watch.resources import gpu_timeline, storage_of
 
 
 def main(argv: list[str]) -> int:

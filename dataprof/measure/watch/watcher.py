@@ -16,21 +16,20 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from dataprof.errors import TargetError, Terminated
-from dataprof.measure.cache.footprint import DataFiles
-from dataprof.measure.cache.page_cache import residency
 from dataprof.measure.environment import probe_environment
 from dataprof.measure.forked import PR_SET_CHILD_SUBREAPER, prctl
-from dataprof.measure.gpu import GpuSample, NullGpuProbe, NvmlProbe
+from dataprof.measure.gpu import NullGpuProbe, NvmlProbe
 from dataprof.measure.probes import ProcessTreeProbe, SystemProbe
 from dataprof.measure.protocol import LineReader, Message, child_env
 from dataprof.measure.sampler import Sampler, summarize
 from dataprof.measure.watch.loader_figures import WatchedLoader, loader_run
 from dataprof.measure.watch.ranks import RankFailures
+from dataprof.measure.watch.resources import gpu_timeline, resources_of, storage_of
 from dataprof.measure.watch.sites import HOME_ENV
 from dataprof.measure.watch.stopping import Stopper
 from dataprof.results.run import RunChanges, RunReport, RunResources
@@ -344,53 +343,3 @@ def _end(proc: subprocess.Popen[bytes]) -> None:
         proc.wait(timeout=EXIT_GRACE_S)
     except subprocess.TimeoutExpired:
         proc.send_signal(signal.SIGKILL)
-
-
-TIMELINE_SLICES = 60
-
-
-def gpu_timeline(samples: Sequence[GpuSample], slices: int = TIMELINE_SLICES) -> tuple[float, ...]:
-    """Mean GPU utilisation (%) in each of up to ``slices`` equal slices of the readings' time span."""
-    return timeline([(s.t, sum(s.util_percent) / len(s.util_percent)) for s in samples if s.util_percent], slices)
-
-
-def timeline(points: Sequence[tuple[float, float]], slices: int = TIMELINE_SLICES) -> tuple[float, ...]:
-    """The mean of ``(time, value)`` points in each of up to ``slices`` equal slices of their time span."""
-    if len(points) < 2:
-        return tuple(value for _, value in points)
-    start, span = points[0][0], (points[-1][0] - points[0][0]) or 1.0
-    count = min(slices, len(points))
-    buckets: list[list[float]] = [[] for _ in range(count)]
-    for t, value in points:
-        buckets[min(count - 1, int((t - start) / span * count))].append(value)
-    return tuple(round(sum(b) / len(b), 1) for b in buckets if b)
-
-
-def storage_of(sampler: Sampler, slices: int = TIMELINE_SLICES) -> dict[str, Any]:
-    """Storage's bytes per second over the watch (up to ``slices`` equal slices), and the data files the tree held
-    open or mapped with how much of them the page cache holds now."""
-    read = [s for s in sampler.samples.tree if s.read_bytes is not None]
-    rates = [(b.t, (b.read_bytes - a.read_bytes) / (b.t - a.t))  # type: ignore[operator]
-             for a, b in zip(read, read[1:], strict=False) if b.t > a.t]
-    files = DataFiles()
-    files.add(sampler.tree_probe.held)
-    resident, size = residency(files.sizes)
-    return {"storage_timeline": tuple(round(v) for v in timeline(rates, slices)),
-            "data_files": len(files.sizes) or None,
-            "data_bytes": sum(files.sizes.values()) if files.sizes else None,
-            "data_resident_fraction": resident / size if size else None}
-
-
-def resources_of(figures: dict[str, Any]) -> RunResources:
-    """The tree's CPU, memory, the machine's iowait and the GPU over the watch, from the sampler's summary."""
-    cpu, main = figures["cpu_percent"], figures["main_cpu_percent"]
-    return RunResources(cpu_percent=cpu, main_cpu_percent=main,
-                        workers_cpu_percent=None if cpu is None or main is None else max(0.0, cpu - main),
-                        cpu_percent_system=figures["cpu_percent_system"], iowait_percent=figures["iowait_percent"],
-                        peak_memory_bytes=figures["peak_memory_bytes"], gpu_util_percent=figures["gpu_util_percent"],
-                        gpu_memory_bytes=figures["gpu_memory_bytes"],
-                        gpu_timeline=tuple(figures.get("gpu_timeline") or ()),
-                        storage_read_bytes_per_s=figures.get("storage_read_bytes_per_s"),
-                        storage_timeline=tuple(figures.get("storage_timeline") or ()),
-                        data_files=figures.get("data_files"), data_bytes=figures.get("data_bytes"),
-                        data_resident_fraction=figures.get("data_resident_fraction"))

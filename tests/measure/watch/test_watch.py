@@ -86,7 +86,7 @@ def test_a_used_gpu_is_sampled_through_nvml_and_its_absence_said() -> None:
 
 def test_the_gpu_timeline_slices_the_watch_and_draws_in_the_terminal() -> None:
     from dataprof.measure.gpu import GpuSample
-    from dataprof.measure.watch.watcher import gpu_timeline
+    from dataprof.measure.watch.resources import gpu_timeline
     from dataprof.render.documents import ConsoleRenderer
 
     render = ConsoleRenderer().render
