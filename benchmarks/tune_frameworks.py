@@ -8,8 +8,10 @@ script's own options can set (``--workers``/``-j``, ``--prefetch-factor``, its p
 rounds. The truth is the script's own log: each epoch's steps and its training time (data, the workers' start
 and stop included, its validation apart), over the epochs after the first, as many as tune's window holds at
 the script's own rate (at least three). It prints each config's figure in tune's runs beside its hand-timed
-rate, then, per script: tune's pick against the best hand-timed config (goal: within 5%) and tune's figure at
-each config against its hand-timed rate (within 10%). A config the script's options cannot set (threads,
+rate and beside the run as tune makes it (``dataprof run --override KNOBS --seconds T``), timed right after the
+hand run (tune's own runs came minutes before, and this machine drifts by ±20% over minutes); then, per script:
+tune's pick against the best hand-timed config (goal: within 5%) and that trial's figure at each config against
+its hand-timed rate (within 10%). A config the script's options cannot set (threads,
 pinning) has no hand-timed rate.
 
     python benchmarks/tune_frameworks.py [--scripts imagenet,lightning,hf,timm] [--rounds 2] [--budget 150]
@@ -110,6 +112,29 @@ def by_hand(script: Script, args: list[str], epochs: int, work: Path) -> float |
     return steps / took if steps and took > 0 else None
 
 
+def as_tune_runs_it(script: Script, doc: dict[str, Any], config: dict[str, Any], name: str, seconds: float,
+                    work: Path) -> float | None:
+    """The config as one of tune's runs makes it (``dataprof run --override KNOBS --seconds T``, the script's
+    options as tune found them), now, beside its hand-timed run: tune's own runs came minutes before, and the
+    machine drifts."""
+    knobs = {k: v for k, v in config.items() if doc["loader"]["settings"].get(k) != v}
+    out = work / "trial.json"
+    command = [sys.executable, "-m", "dataprof", "run", "--seconds", str(seconds), "--json", str(out)]
+    if knobs:
+        command += ["--override", ",".join(f"{k}={v}" for k, v in knobs.items()), "--loader",
+                    doc["loader"]["site"]]
+    subprocess.run([*command, str(ROOT / script.path), "--epochs", "1000", script.workers, str(START_WORKERS[name])],
+                   cwd=work, capture_output=True, text=True, timeout=900)
+    if not out.exists():
+        return None
+    run = json.loads(out.read_text())
+    out.unlink()
+    site = doc["loader"]["site"]
+    loaders = [loader for loader in run["loaders"] if loader["site"] == site
+               and loader.get("split") == doc["loader"].get("split")]
+    return loaders[0]["iterations_per_s"] if loaders else None
+
+
 def effective(doc: dict[str, Any], trial: dict[str, Any]) -> dict[str, Any]:
     """A run's knobs: the script's own with the run's set on them."""
     return {**doc["loader"]["settings"], **trial["config"]}
@@ -138,6 +163,7 @@ def measure(name: str, script: Script, rounds: int, budget: float, seconds: floa
                                 and t["status"] == "ok")
     epochs = 1 + max(3, math.ceil(current * seconds / script.steps_per_epoch))
     hand: dict[str, list[float]] = {}
+    trial: dict[str, list[float]] = {}
     for round_ in range(rounds):
         order = list(configs.items()) if round_ % 2 == 0 else list(reversed(configs.items()))
         for key, config in order:
@@ -145,33 +171,38 @@ def measure(name: str, script: Script, rounds: int, budget: float, seconds: floa
             rate = by_hand(script, args, epochs, work) if args is not None else None
             if rate is not None:
                 hand.setdefault(key, []).append(rate)
+            beside = as_tune_runs_it(script, doc, config, name, seconds, work)
+            if beside is not None:
+                trial.setdefault(key, []).append(beside)
     pick = None if doc["recommended"] is None else label({**doc["loader"]["settings"], **doc["recommended"]["config"]})
     best = max(hand, key=lambda key: statistics.median(hand[key])) if hand else None
     print(f"\n{name}: {script.path} (tune picked {pick or 'nothing'}; {epochs} epochs by hand, {rounds} rounds)")
-    print(f"{'config':<58} {'tune it/s':>10} {'hand it/s':>10} {'error':>8}")
+    print(f"{'config':<62} {'search':>7} {'trial':>7} {'hand':>7} {'trial error':>11}")
     errors = []
     for key in configs:
         tuned = statistics.median(runs[key]) if key in runs else None
+        beside = statistics.median(trial[key]) if key in trial else None
         truth = statistics.median(hand[key]) if key in hand else None
-        error = tuned / truth - 1 if tuned and truth else None
+        error = beside / truth - 1 if beside and truth else None
         if error is not None:
             errors.append(error)
         mark = " ★" if key == pick else ""
-        print(f"{key + mark:<58} {tuned or float('nan'):>10.2f} {truth or float('nan'):>10.2f} "
-              f"{'' if error is None else f'{error:+.1%}':>8}")
+        print(f"{key + mark:<62} {tuned or float('nan'):>7.2f} {beside or float('nan'):>7.2f} "
+              f"{truth or float('nan'):>7.2f} {'' if error is None else f'{error:+.1%}':>11}")
     short = None
     if pick in hand and best is not None:
         short = statistics.median(hand[pick]) / statistics.median(hand[best]) - 1
         print(f"pick against the best by hand ({best}): {short:+.1%} (goal: within -5%)")
     if errors:
-        print(f"tune's figures against the hand-timed: {min(errors):+.1%} … {max(errors):+.1%} (goal: within 10%)")
+        print(f"the trial (as tune runs it, beside the hand run) against the hand-timed: {min(errors):+.1%} … "
+              f"{max(errors):+.1%} (goal: within 10%)")
     return {"pick": pick, "best": best, "pick_vs_best": short, "errors": errors}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scripts", default="imagenet,lightning,hf,timm")
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--budget", type=float, default=150.0)
     parser.add_argument("--trial-seconds", type=float, default=4.0)
     opts = parser.parse_args()

@@ -134,16 +134,13 @@ def patch_dataloader(module: ModuleType, recorder: Recorder, changes: Changes | 
     def __iter__(self: Any) -> Any:
         created = recorder.clock()
         number = self.__dict__.get("_dataprof_loader")
-        replay = recorder.replays.get(number) if number is not None else None
+        if number is None:
+            number = _registered(self, recorder)
+        replay = recorder.replays.get(number)  # a loader built again each epoch keeps the first's kept batches
         kept = replay is not None and len(replay.kept) >= replay.count  # replayed: the loader is not asked again
         inner = None if kept else thread_epoch(self) if "_dataprof_threads" in self.__dict__ else original_iter(self)
         if isinstance(inner, WatchedIterator):
             return inner
-        if number is None:
-            number = _registered(self, recorder)
-            replay = recorder.replays.get(number)
-            if replay is not None and len(replay.kept) >= replay.count:  # built again: the kept batches go on
-                inner = None
         recorder.epochs[number] += 1
         recorder.finished.discard(number)
         if changes.replay and changes.applies(self.__dict__.get("_dataprof_site", "?"),
