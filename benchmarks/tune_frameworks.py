@@ -8,7 +8,8 @@ script's own options can set (``--workers``/``-j``, ``--prefetch-factor``, its p
 rounds. The truth is the script's own log: each epoch's steps and its training time (data, the workers' start
 and stop included, its validation apart), over the epochs after the first, as many as tune's window holds at
 the script's own rate (at least three). It prints each config's figure in tune's runs beside its hand-timed
-rate and beside the run as tune makes it (``dataprof run --override KNOBS --seconds T``), timed right after the
+rate and beside the run as tune makes it (the script watched with the knobs set, a window from its first batch),
+timed right after the
 hand run (tune's own runs came minutes before, and this machine drifts by ±20% over minutes); then, per script:
 tune's pick against the best hand-timed config (goal: within 5%) and that trial's figure at each config against
 its hand-timed rate (within 10%). A config the script's options cannot set (threads,
@@ -33,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 EPOCH = re.compile(r"^train epoch \S+: (\d+) steps in (\d+\.\d+) s")
 """The scripts' line at each epoch's end: its steps and its whole training time (the workers' start and stop
 included, the validation apart): what per-step times leave out at an epoch's end, the training pays."""
@@ -114,25 +116,21 @@ def by_hand(script: Script, args: list[str], epochs: int, work: Path) -> float |
 
 def as_tune_runs_it(script: Script, doc: dict[str, Any], config: dict[str, Any], name: str, seconds: float,
                     work: Path) -> float | None:
-    """The config as one of tune's runs makes it (``dataprof run --override KNOBS --seconds T``, the script's
-    options as tune found them), now, beside its hand-timed run: tune's own runs came minutes before, and the
-    machine drifts."""
+    """The config as one of tune's runs makes it (the script watched with the knobs set where its tuned loader is
+    built, a window of ``seconds`` from its first batch, its options as tune found them), now, beside its
+    hand-timed run: tune's own runs came minutes before, and the machine drifts."""
+    from dataprof.measure.watch.watcher import WatchSettings, watch
+    from dataprof.results.run import RunChanges
+
     knobs = {k: v for k, v in config.items() if doc["loader"]["settings"].get(k) != v}
-    out = work / "trial.json"
-    command = [sys.executable, "-m", "dataprof", "run", "--seconds", str(seconds), "--json", str(out)]
-    if knobs:
-        command += ["--override", ",".join(f"{k}={v}" for k, v in knobs.items()), "--loader",
-                    doc["loader"]["site"]]
-    subprocess.run([*command, str(ROOT / script.path), "--epochs", "1000", script.workers, str(START_WORKERS[name])],
-                   cwd=work, capture_output=True, text=True, timeout=900)
-    if not out.exists():
-        return None
-    run = json.loads(out.read_text())
-    out.unlink()
-    site = doc["loader"]["site"]
-    loaders = [loader for loader in run["loaders"] if loader["site"] == site
-               and loader.get("split") == doc["loader"].get("split")]
-    return loaders[0]["iterations_per_s"] if loaders else None
+    site, split = doc["loader"]["site"], doc["loader"].get("split")
+    run = watch(WatchSettings(target=str(ROOT / script.path), module=False, cwd=str(work), seconds=seconds,
+                              seconds_from_first_batch=True, interactive=False,
+                              args=("--epochs", "1000", script.workers, str(START_WORKERS[name])),
+                              changes=RunChanges(knobs, None, site, split=split) if knobs else None))
+    loaders = [loader for loader in run.loaders if loader.site.endswith(site.split("/")[-1])
+               and loader.split == split]
+    return loaders[0].iterations_per_s if loaders else None
 
 
 def effective(doc: dict[str, Any], trial: dict[str, Any]) -> dict[str, Any]:

@@ -239,11 +239,12 @@ class _Sweep:
         read so far and their directories' :func:`dataset_paths`) are read into the page cache, when they fit it
         (:func:`warm_again`)."""
         result = self.runner.measure(config, rival)
+        cpus = self.environment.cpu_count
         if self.settings.cache == CacheMode.COLD or any(label == config.label() for label, _ in self.warmed) \
-                or not read_from_storage(result):
+                or not read_from_storage(result, cpus=cpus):
             return result  # the dataset's directories are walked only for a trial that read from storage
         files = dataset_paths(self.runner.data_files)
-        if not warm_again(result, sum(files.values()), page_cache_room()):
+        if not warm_again(result, sum(files.values()), page_cache_room(), cpus):
             return result
         self.warmed.append((config.label(), read_back(list(files))))
         return self.runner.measure(config, rival)

@@ -220,6 +220,7 @@ def loader_sweep_of_factory(report: TuneReport, found: LoaderRun, headspace: Tun
     from dataprof.decide.tune import loader_sweep_of, sweep_target
     from dataprof.errors import DataprofError
     from dataprof.results.tune import LoaderSweep
+    from dataprof.sweeper import SweepInterrupted
 
     target = sweep_target(found)
     if isinstance(target, str):
@@ -234,8 +235,10 @@ def loader_sweep_of_factory(report: TuneReport, found: LoaderRun, headspace: Tun
                        rules_of_thumb=False, cache="warm", progress=progress is not None)
     except DataprofError as error:
         return dataclasses.replace(report, loader_sweep=dataclasses.replace(swept, error=str(error)))
-    assert report.loader is not None
-    if not result.complete:  # Ctrl-C: it ends the tune too
+    except SweepInterrupted:  # Ctrl-C before its first trial ended: it ends the tune too
+        result = None
+    if result is None or not result.complete:
         return dataclasses.replace(report, complete=False,
                                    loader_sweep=dataclasses.replace(swept, error="interrupted"))
+    assert report.loader is not None
     return dataclasses.replace(report, loader_sweep=loader_sweep_of(swept, result, report.loader))

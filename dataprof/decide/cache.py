@@ -142,16 +142,16 @@ WARM_MISS_SHARE = 0.1
 """A warm trial that read this share of its bytes from storage was not warm."""
 WARM_MISS_FLOOR = 0.01
 """A warm trial that read less than this share of its bytes from storage read too little to be judged by time."""
-WARM_IOWAIT_PERCENT = 5.0
-"""A warm trial that read from storage while the machine's CPUs waited for it this share of its window (iowait,
-% of all CPUs) paid for those reads in time, whatever their share of its bytes."""
+WARM_WAIT_SHARE = 0.05
+"""A warm trial that read from storage while a process of its waited on storage this share of its window (the
+machine's iowait, in CPUs) paid for those reads in time, whatever their share of its bytes."""
 
 
-def read_from_storage(trial: TrialResult, cold_trials: Sequence[TrialResult] = ()) -> bool:
-    """Whether a warm trial's figure mixes cold and warm reads: what storage served it cost it time (reads
-    while the CPUs waited on storage :data:`WARM_IOWAIT_PERCENT` of the window), or a share of its bytes
-    (:data:`WARM_MISS_SHARE` or more) large enough to. A few percent of the bytes can take a quarter of the time:
-    a storage read is that much slower than a cached one."""
+def read_from_storage(trial: TrialResult, cold_trials: Sequence[TrialResult] = (), cpus: int = 1) -> bool:
+    """Whether a warm trial's figure mixes cold and warm reads: what storage served it cost it time (CPUs idle
+    waiting on storage, ``cpus`` of them on the machine, :data:`WARM_WAIT_SHARE` of its window or more), or a share
+    of its bytes (:data:`WARM_MISS_SHARE` or more) large enough to. A few percent of the bytes can take a quarter
+    of the time: a read from storage is that much slower than one from the page cache."""
     if trial.status != TrialStatus.OK or not trial.storage.read_bytes_per_sample:
         return False
     cold_bytes = max((t.storage.read_bytes_per_sample or 0.0 for t in _ok(cold_trials)), default=0.0)
@@ -159,15 +159,15 @@ def read_from_storage(trial: TrialResult, cold_trials: Sequence[TrialResult] = (
     if not read:
         return False
     share = trial.storage.read_bytes_per_sample / read
-    waited = (trial.cpu.iowait_percent or 0.0) >= WARM_IOWAIT_PERCENT
+    waited = (trial.cpu.iowait_percent or 0.0) / 100.0 * cpus >= WARM_WAIT_SHARE
     return share >= WARM_MISS_SHARE or (share >= WARM_MISS_FLOOR and waited)
 
 
-def warm_again(trial: TrialResult, data_bytes: int, page_cache_bytes: int) -> bool:
+def warm_again(trial: TrialResult, data_bytes: int, page_cache_bytes: int, cpus: int = 1) -> bool:
     """Whether a warm trial that read from storage is measured again once the data files read so far
     (``data_bytes``) are read into the page cache: only when they fit it, as they will in the training after its
     first epoch. A dataset bigger than the cache reads from storage in every epoch: that figure stays."""
-    return read_from_storage(trial) and data_bytes <= FITS_SHARE * page_cache_bytes
+    return read_from_storage(trial, cpus=cpus) and data_bytes <= FITS_SHARE * page_cache_bytes
 
 
 def warm_misses(trials: Sequence[TrialResult], cold_trials: Sequence[TrialResult]) -> str | None:

@@ -242,7 +242,8 @@ def test_override_sets_the_knobs_where_the_script_builds_its_loader(tmp_path: Pa
     assert done.returncode == 0, done.stderr  # persistent_workers=True needs workers: left at its default
     doc = json.loads((tmp_path / "run.json").read_text())
     assert doc["loaders"][0]["num_workers"] == 0 and doc["loaders"][0]["persistent_workers"] is False
-    assert doc["changes"] == {"knobs": {"num_workers": 0}, "replay": None, "loader": None, "overridden": 1}
+    assert doc["changes"] == {"knobs": {"num_workers": 0}, "replay": None, "loader": None, "overridden": 1,
+                              "split": None}
     assert "changed: num_workers=0 where every loader is built (1 built so)" in done.stdout
     elsewhere = dataprof_run("--override", "num_workers=1", "--loader", "other.py:3", "--json",
                              str(tmp_path / "none.json"), SCRIPT, *common, "--start-method", "spawn")

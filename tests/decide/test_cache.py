@@ -164,12 +164,14 @@ def test_a_warm_trial_whose_few_storage_reads_cost_it_time_is_measured_again() -
     """Right after the page cache was dropped, a w0 trial read 5% of its bytes from storage, under the byte
     threshold, and those reads took a quarter of its time: the CPUs waited on storage through its window."""
     calm = recorded("storage_bound").trials[0]
-    waited = calm.replaced(read_bytes_per_sample=6_000.0, read_chars_per_sample=120_000.0, iowait_percent=24.0)
-    assert read_from_storage(waited) and warm_again(waited, data_bytes=10**9, page_cache_bytes=10**10)
+    waited = calm.replaced(read_bytes_per_sample=5_400.0, read_chars_per_sample=70_000.0, iowait_percent=3.0)
+    assert read_from_storage(waited, cpus=2)  # 3% of 2 CPUs: a process waited on storage 6% of its window
+    assert warm_again(waited, data_bytes=10**9, page_cache_bytes=10**10, cpus=2)
+    assert not read_from_storage(waited, cpus=1)  # 3% of one CPU: 3% of its window
     idle = waited.replaced(iowait_percent=0.5)
-    assert not read_from_storage(idle)  # 5% of its bytes, and no time waiting for them: warm enough
+    assert not read_from_storage(idle, cpus=2)  # 8% of its bytes, and no time waiting for them: warm enough
     crumbs = waited.replaced(read_bytes_per_sample=100.0)
-    assert not read_from_storage(crumbs)  # iowait from elsewhere, with almost nothing read from storage
+    assert not read_from_storage(crumbs, cpus=2)  # iowait from elsewhere, with almost nothing read from storage
 
 
 def test_a_trial_measured_again_says_which_files_were_read_back_and_names_none_when_the_dataset_read_none() -> None:

@@ -15,6 +15,8 @@ from dataprof.results.vocabulary import TrialStatus, WorkerKind
 
 TRIAL_TAIL = 5
 """Lines of a failed run's stderr its trial keeps."""
+PEER_GONE = ("closed by peer", "reset by peer", "remote worker", "broken pipe")
+"""Words of a rank's error that says another rank went first (gloo's, NCCL's): not the cause to name."""
 MIN_REPLAYED = 5
 """Replayed batches a headspace run needs past its first (the workers' stop) to count as the training's
 ceiling."""
@@ -152,8 +154,9 @@ def trial_of_ranks(runs: Sequence[RunReport], config: dict[str, Any], role: str,
     of every rank together and their peak memories added, and each rank's own figures."""
     trials = [trial_of(run, config, role, site, split) for run in runs]
     failed = sorted((rank for rank, trial in enumerate(trials) if not trial.ok),
-                    key=lambda rank: "of the job failed" in (runs[rank].stopped or ""))
-    if failed:  # the rank whose own script failed first, not those ended because it did
+                    key=lambda rank: ("of the job failed" in (runs[rank].stopped or ""),
+                                      any(word in (trials[rank].error or "").lower() for word in PEER_GONE)))
+    if failed:  # the rank whose own script failed, not those ended (or failing) because it did
         return dataclasses.replace(trials[failed[0]], error=f"rank {failed[0]}: {trials[failed[0]].error}")
     slowest = min(trials, key=lambda trial: trial.iterations_per_s or 0.0)
     pacing = max(trials, key=lambda trial: trial.data_wait_fraction or 0.0)
