@@ -75,7 +75,7 @@ def test_a_lightning_training_is_tuned_at_its_hook_its_validation_loader_left_al
     assert done.returncode in (0, 4), done.stderr
     doc = json.loads((tmp_path / "tune.json").read_text())
     assert doc["loader"]["site"].endswith(f"lightning_train.py:{line_of(path, 'return DataLoader(self.train_set')}")
-    assert doc["loader"]["split"] == "train" and doc["headspace"] is not None
+    assert doc["loader"]["split"] == "train" and doc["trials"][1]["role"] == "headspace"
     assert not (tmp_path / "lightning_logs").exists()  # Lightning's logs and checkpoints: in each run's directory
     assert (tmp_path / "runs" / "run-1" / "lightning_logs").is_dir()
 
