@@ -32,6 +32,15 @@ def exchange_dir(env: Mapping[str, str] = os.environ) -> Path:
     return Path(tempfile.gettempdir()) / f"dataprof-run-{job}"
 
 
+def job_rank(env: Mapping[str, str]) -> int | None:
+    """This process's rank in a job of two or more ranks (torchrun's environment); None otherwise."""
+    try:
+        world, rank = int(env.get("WORLD_SIZE", "1")), int(env.get("RANK", "-1"))
+    except ValueError:
+        return None
+    return None if world < 2 or rank < 0 else rank
+
+
 class RankEnd:
     """One rank's side of the shared end: rank 0 publishes the batch to end at, the others read it."""
 
@@ -47,13 +56,8 @@ class RankEnd:
     @classmethod
     def of(cls, env: Mapping[str, str] = os.environ) -> RankEnd | None:
         """This process's, in a job of two or more ranks (torchrun's environment); None otherwise."""
-        try:
-            world, rank = int(env.get("WORLD_SIZE", "1")), int(env.get("RANK", "-1"))
-        except ValueError:
-            return None
-        if world < 2 or rank < 0:
-            return None
-        return cls(exchange_dir(env) / END_FILE, rank == 0)
+        rank = job_rank(env)
+        return None if rank is None else cls(exchange_dir(env) / END_FILE, rank == 0)
 
     def publish(self, loader: int, batches: int) -> tuple[int, int]:
         """Rank 0 at its deadline, with its ``loader`` at ``batches``: name the batch every rank ends at."""
@@ -105,13 +109,8 @@ class RankFailures:
     @classmethod
     def of(cls, env: Mapping[str, str] = os.environ) -> RankFailures | None:
         """This process's, in a job of two or more ranks (torchrun's environment); None otherwise."""
-        try:
-            world, rank = int(env.get("WORLD_SIZE", "1")), int(env.get("RANK", "-1"))
-        except ValueError:
-            return None
-        if world < 2 or rank < 0:
-            return None
-        return cls(exchange_dir(env), rank, time.time())
+        rank = job_rank(env)
+        return None if rank is None else cls(exchange_dir(env), rank, time.time())
 
     def publish(self) -> None:
         """This rank's script failed."""
