@@ -24,6 +24,7 @@ import argparse
 import importlib.util
 import json
 import math
+import os
 import re
 import statistics
 import subprocess
@@ -124,12 +125,12 @@ def as_tune_runs_it(script: Script, doc: dict[str, Any], config: dict[str, Any],
 
     knobs = {k: v for k, v in config.items() if doc["loader"]["settings"].get(k) != v}
     site, split = doc["loader"]["site"], doc["loader"].get("split")
+    os.chdir(work)  # the sites are named from where tune ran, as its document names them
     run = watch(WatchSettings(target=str(ROOT / script.path), module=False, cwd=str(work), seconds=seconds,
                               seconds_from_first_batch=True, interactive=False,
                               args=("--epochs", "1000", script.workers, str(START_WORKERS[name])),
                               changes=RunChanges(knobs, None, site, split=split) if knobs else None))
-    loaders = [loader for loader in run.loaders if loader.site.endswith(site.split("/")[-1])
-               and loader.split == split]
+    loaders = [loader for loader in run.loaders if loader.site == site and loader.split == split]
     return loaders[0].iterations_per_s if loaders else None
 
 
