@@ -18,8 +18,8 @@ from typing import Any, TypeVar
 
 from dataprof.results.environment import RankInfo
 from dataprof.results.inspect import Inspection
-from dataprof.results.knobs import REGISTRY
 from dataprof.results.plan import Plan
+from dataprof.results.registry import REGISTRY
 from dataprof.results.request import (
     LoadOptions,
     MemoryLimit,
@@ -72,8 +72,8 @@ def _knobs(given: Mapping[str, Any]) -> dict[str, Any]:
     """The knobs' values given to the API, by their ``SweepOptions`` field: each one value, a list, or its option's
     text (``"on,off"``), as its record (:data:`~dataprof.results.knobs.REGISTRY`) says; a knob left out takes its
     option's default. A UsageError names a keyword that is no knob."""
-    from dataprof.cli.params import knob_type
     from dataprof.errors import UsageError
+    from dataprof.results.text import parse_knob
 
     knobs = {knob.keyword_name: knob for knob in REGISTRY}
     unknown = sorted(set(given) - set(knobs))
@@ -84,7 +84,7 @@ def _knobs(given: Mapping[str, Any]) -> dict[str, Any]:
         value = given.get(name, knob.default)
         if value is not None and not isinstance(value, (str, tuple)):
             value = (value,) if isinstance(value, (bool, int)) else tuple(value)
-        values[knob.space_key] = knob_type(knob).convert(value, None, None)
+        values[knob.space_key] = parse_knob(knob, value) if isinstance(value, str) else value
     return values
 
 
@@ -116,10 +116,9 @@ def sweep(dataset_or_target: Any, *, batch_size: int | None = None, workers: Any
     or the option's text; left out, the option's default (``worker_kind`` None: threads where the evidence calls
     for them).
     """
-    from dataprof.cli.params import parse_current, parse_size
-    from dataprof.cli.params import workers as text_workers
     from dataprof.errors import UsageError
     from dataprof.render.progress import plain_observer
+    from dataprof.results.text import parse_current, parse_size, parse_workers
     from dataprof.sweeper import run_sweep
 
     objects: dict[str, Any] = {}
@@ -137,7 +136,7 @@ def sweep(dataset_or_target: Any, *, batch_size: int | None = None, workers: Any
         load=LoadOptions(target=target, kwargs=dict(args or {}), collate_fn=collate_name, framework=framework,
                          split=split, batch_size=batch_size, shuffle=shuffle),
         sweep=SweepOptions(
-            workers=text_workers(workers) if isinstance(workers, str) else
+            workers=parse_workers(workers) if isinstance(workers, str) else
             None if workers is None else (workers,) if isinstance(workers, int) else tuple(workers),
             **_knobs(knobs), strategy=strategy, rules_of_thumb=rules_of_thumb, autotune_steps=autotune_steps,
             current=parse_current(current) if isinstance(current, str) else
@@ -182,11 +181,11 @@ def run(script: str, args: Iterable[str] = (), *, module: bool = False, max_step
     knobs to set where the loaders are built (``{"num_workers": 8}`` or ``"num_workers=8"``); ``replay``: replay
     each loader's first N batches in its place (data for free); ``loader``: change only the loader built at
     ``file:line``."""
-    from dataprof.cli.params import parse_knobs
     from dataprof.decide.run import judge
     from dataprof.errors import UsageError
     from dataprof.measure.watch.watcher import WatchSettings, watch
     from dataprof.results.run import RunChanges
+    from dataprof.results.text import parse_knobs
 
     knobs = parse_knobs(override, "--override") if isinstance(override, str) else dict(override or {})
     if override is not None and not knobs:
@@ -230,10 +229,10 @@ def plan(report_or_path: Report | str | os.PathLike[str], *, cpus: float | None 
     ``dataprof plan`` renders (``.to_json()``)."""
     from pathlib import Path
 
-    from dataprof.cli.params import parse_bytes
     from dataprof.decide.plan import machine_of, make_plan
     from dataprof.decide.sweep import decide
     from dataprof.results.load import load_as
+    from dataprof.results.text import parse_bytes
 
     report = report_or_path if isinstance(report_or_path, Report) else load_as(Path(report_or_path), Report)
     sizes = {flag: parse_bytes(value, flag) if isinstance(value, str) else value

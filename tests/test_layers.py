@@ -22,7 +22,8 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "measure": ("dataprof.measure",),
     "render": ("dataprof.render",),
     "orchestration": ("dataprof.sweeper", "dataprof.distributed", "dataprof.tuner"),
-    "interface": ("dataprof", "dataprof.__main__", "dataprof.api", "dataprof.cli"),
+    "api": ("dataprof", "dataprof.api"),
+    "cli": ("dataprof.cli", "dataprof.__main__"),
 }
 """Each layer's folders (a package stands for every module in it) and the few modules directly in ``dataprof/``.
 A module under none of them has no layer, and fails :func:`test_every_module_has_a_layer`."""
@@ -35,9 +36,12 @@ MAY_IMPORT: dict[str, set[str]] = {
     "measure": {"base", "results", "backends", "measure"},
     "render": {"base", "results", "decide", "render"},
     "orchestration": {"base", "results", "decide", "backends", "measure", "render", "orchestration"},
-    "interface": {"base", "results", "decide", "backends", "measure", "render", "orchestration", "interface"},
+    "api": {"base", "results", "decide", "backends", "measure", "render", "orchestration", "api"},
+    "cli": {"base", "results", "decide", "backends", "measure", "render", "orchestration", "api", "cli"},
 }
-"""Decisions and measurement are siblings: neither imports the other, so every decision runs on saved data."""
+"""Decisions and measurement are siblings: neither imports the other, so every decision runs on saved data. The
+command line is the top: it reads option text into values (through ``results.text``, which the API uses too) and
+calls the API; nothing imports it."""
 
 MAX_TOP_LEVEL_MODULES = 8
 """Modules directly in ``dataprof/``: the face and the orchestration beside it; everything else lives in a room."""
@@ -139,3 +143,8 @@ def test_the_parser_sees_every_form_of_import(tmp_path: Path, source: str, expec
     fake = tmp_path / "example.py"
     fake.write_text(source)
     assert imports("dataprof.measure.example", fake, modules()) == expected
+
+
+def test_only_the_command_line_may_import_the_command_line() -> None:
+    assert [layer for layer, allowed in MAY_IMPORT.items() if "cli" in allowed] == ["cli"]
+    assert "cli" not in MAY_IMPORT["api"]

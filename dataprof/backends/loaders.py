@@ -18,7 +18,8 @@ from dataprof.backends.common import batch_size_of, describe_sample, footprint
 from dataprof.backends.construction import constructed_with
 from dataprof.backends.target import LOADER_CLASSES, describe_exception, loader_framework
 from dataprof.errors import TargetError
-from dataprof.results.knobs import KNOBS, LoaderConfig, baseline
+from dataprof.results.knobs import LoaderConfig, baseline
+from dataprof.results.registry import KNOBS, REGISTRY
 
 KEPT_ATTRIBUTES = {
     "torch": ("dataset", "collate_fn", "worker_init_fn", "generator", "timeout", "multiprocessing_context",
@@ -39,21 +40,12 @@ def _name(obj: Any) -> str | None:
 
 
 def current_config(loader: Any, framework: str) -> LoaderConfig:
-    """The knobs the loader was built with, as a LoaderConfig (those that need workers dropped at 0)."""
+    """The knobs the loader was built with, as a LoaderConfig: each of its framework's knobs read off it as its
+    record says (those that need workers dropped at 0)."""
     workers = int(getattr(loader, "num_workers", 0) or 0)
-    persistent = getattr(loader, "persistent_workers", getattr(loader, "_persistent_workers", False))
-    prefetch = getattr(loader, "prefetch_factor", None) if workers > 0 else None
-    if framework == "paddle":
-        if workers == 0:
-            return LoaderConfig(0, use_buffer_reader=bool(loader.use_buffer_reader), framework="paddle")
-        return LoaderConfig(workers, False, prefetch, bool(persistent), bool(loader.use_shared_memory),
-                            bool(loader.use_buffer_reader), "paddle")
-    if workers == 0:
-        return LoaderConfig(0, pin_memory=bool(loader.pin_memory))
-    context = getattr(loader, "multiprocessing_context", None)
-    return LoaderConfig(workers, bool(loader.pin_memory), prefetch, bool(persistent),
-                        in_order=False if getattr(loader, "in_order", True) is False else None,
-                        multiprocessing_context=None if context is None else context.get_start_method())
+    return LoaderConfig(workers, framework=framework, **{
+        knob.name: knob.read_off(loader) for knob in REGISTRY
+        if knob.keyword and framework in knob.frameworks and (workers > 0 or not knob.needs_workers)})
 
 
 @dataclass

@@ -46,12 +46,12 @@ def diagnose(document: Path, json_path: Path | None, debug: bool) -> None:
 def compare(old: Path, new: Path, max_regression: str, debug: bool) -> None:
     """Compare two saved --json documents of a kind (two sweeps, or two `dataprof run`s): side by side, the
     recommendation (or the busiest loader), the machines."""
-    from dataprof.cli.params import parse_percent
     from dataprof.decide.compare import compare_documents
     from dataprof.render.documents import print_document
     from dataprof.results.load import kind_of, load_document
     from dataprof.results.run import RunReport
     from dataprof.results.sweep import Report
+    from dataprof.results.text import parse_percent
 
     threshold = parse_percent(max_regression, "--max-regression")
     before, after = (load_document(path, (Kind.SWEEP, Kind.RUN)) for path in (old, new))

@@ -11,7 +11,7 @@ import click
 
 from dataprof.cli.params import CURRENT, KEY_VALUE, SIZE, WORKERS, knob_type, percent
 from dataprof.decide.search import STRATEGIES
-from dataprof.results.knobs import FRAMEWORKS, REGISTRY
+from dataprof.results.registry import FRAMEWORKS, REGISTRY
 from dataprof.results.request import SPLITS
 from dataprof.results.settings import CACHE_MODES
 from dataprof.results.vocabulary import Severity

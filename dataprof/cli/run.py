@@ -57,13 +57,13 @@ def run(module: bool, max_steps: int | None, seconds: float | None, override: st
     import dataclasses
 
     from dataprof.api import run as run_watched
-    from dataprof.cli.params import parse_percent
     from dataprof.decide.gates import RunGates, evaluate_run
     from dataprof.distributed import gather_runs, rank_from_env
     from dataprof.measure.watch.ranks import exchange_dir
     from dataprof.render.documents import print_document
     from dataprof.results.load import load_as
     from dataprof.results.run import RunReport
+    from dataprof.results.text import parse_percent
 
     if max_regression is not None and baseline_path is None:
         raise UsageError("--max-regression needs --baseline OLD.json to compare with")

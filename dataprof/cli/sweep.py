@@ -12,7 +12,7 @@ import click
 from dataprof.cli.options import sweep_options
 from dataprof.cli.output import console, failed_gates, guarded, write_atomic, write_page
 from dataprof.errors import ExitCode, UsageError
-from dataprof.results.knobs import REGISTRY
+from dataprof.results.registry import REGISTRY
 from dataprof.results.request import LoadOptions, SweepOptions, SweepRequest, TrialBudgets
 from dataprof.results.vocabulary import Severity
 

@@ -70,8 +70,8 @@ def tune(module: bool, budget: str, trial_seconds: float, trial_steps: int | Non
     everything after it is the script's own argv: dataprof tune [OPTIONS] train.py --epochs 1
     """
     from dataprof.api import tune as run_tune
-    from dataprof.cli.params import parse_percent
     from dataprof.render.documents import print_document
+    from dataprof.results.text import parse_percent
 
     gate = None if max_data_cost is None else parse_percent(max_data_cost, "--max-data-cost")
     out = console()

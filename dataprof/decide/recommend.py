@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from dataprof.decide.model import LIMITS
+from dataprof.results.registry import REGISTRY
 from dataprof.results.stats import noise_between, speedup
 from dataprof.results.sweep import Recommendation
 from dataprof.results.trial import TrialResult
@@ -23,12 +24,12 @@ def tolerance(a: TrialResult, b: TrialResult) -> float:
 
 
 def _cost(trial: TrialResult) -> tuple[int, int, int, int, int, bool]:
-    """Fewer worker processes, fewer threads, less prefetch, Paddle's defaults kept, less memory, no pinning:
-    cheaper. A thread config starts no process: within noise, threads are the lighter loader (one heap, no
-    copies of the main process's pages, nothing through /dev/shm)."""
+    """Fewer worker processes, fewer threads, less prefetch, fewer knobs changed from the loader's own defaults
+    (those whose records say they cost: Paddle's shared memory and buffer reader, the order, the start method),
+    less memory, no pinning: cheaper. A thread config starts no process: within noise, threads are the lighter
+    loader (one heap, no copies of the main process's pages, nothing through /dev/shm)."""
     c = trial.config
-    changed = (c.use_shared_memory is False) + (c.use_buffer_reader is False) + (c.in_order is False) \
-        + (c.multiprocessing_context is not None)
+    changed = sum(knob.changed(c) for knob in REGISTRY)
     processes, threads = (0, c.num_workers) if c.threads else (c.num_workers, 0)
     return (processes, threads, c.prefetch_factor or 0, changed, trial.memory.peak_memory_bytes or 0, c.pin_memory)
 

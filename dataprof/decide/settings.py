@@ -13,18 +13,8 @@ from typing import Any
 
 from dataprof.errors import UsageError
 from dataprof.results.environment import CpuBudget, RankInfo
-from dataprof.results.knobs import (
-    DEFAULT_BATCH_SIZE,
-    EVIDENCE_KNOBS,
-    FRAMEWORKS,
-    KNOBS,
-    REGISTRY,
-    START_METHODS,
-    WORKER_KINDS,
-    Knob,
-    LoaderConfig,
-    SearchSpace,
-)
+from dataprof.results.knobs import DEFAULT_BATCH_SIZE, LoaderConfig, SearchSpace
+from dataprof.results.registry import FRAMEWORKS, KNOBS, REGISTRY, START_METHODS, Knob, record_of
 from dataprof.results.request import SPLITS, MemoryLimit, SweepOptions, SweepRequest, split_target
 from dataprof.results.settings import CACHE_MODES, SweepSettings
 from dataprof.results.sweep import Report
@@ -37,7 +27,7 @@ FRAMEWORK_OPTIONS = {knob.name: knob.frameworks[0] for knob in REGISTRY if len(k
 
 def wrong_framework(option: str, framework: str) -> str:
     """Why ``option`` cannot be given to a ``framework`` sweep, in one line."""
-    flag = "--start-method" if option == "multiprocessing_context" else "--" + option.replace("_", "-")
+    flag = record_of(option).flag
     if option == "pin_memory":
         return (f"{flag}: paddle.io.DataLoader has no pin_memory argument (Paddle pins batches itself when it "
                 "runs on a GPU); sweep use_shared_memory and use_buffer_reader instead")
@@ -57,8 +47,7 @@ def settings_for(request: SweepRequest, budget: CpuBudget, available_bytes: int,
     _check_names(load.target, load.collate_fn, load.framework, load.split)
     budget = pinned(budget, budgets.cpus)
     check_device(budgets.device)
-    given = {name: getattr(options, knob.space_key) for name, knob in _by_name().items()
-             if name in FRAMEWORK_OPTIONS}
+    given = {k.name: getattr(options, k.space_key) for k in REGISTRY if k.name in FRAMEWORK_OPTIONS}
     if WorkerKind.THREAD not in (options.worker_kinds or ()):
         given["worker_kind"] = None  # processes alone: every framework's
     for name, value in given.items():
@@ -118,48 +107,26 @@ def _at_least(values: tuple[int, ...], flag: str, minimum: int) -> tuple[int, ..
     return values
 
 
-def _by_name() -> dict[str, Knob]:
-    return {knob.name: knob for knob in REGISTRY}
-
-
-CHECKS: dict[str, Callable[[tuple[Any, ...]], tuple[Any, ...]]] = {
-    "prefetch_factor": lambda values: _at_least(values, "--prefetch-factor", 1),
-    "multiprocessing_context": lambda values: _start_methods(values),
-    "worker_kind": lambda values: _worker_kinds(values),
-}
-"""The knobs whose values given are checked (and put in order) beyond their option's reading."""
+def _checked(record: Knob, values: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``values`` given for ``record``'s knob, as its record allows: at least its minimum, words among its
+    choices (put in their order where its record says), not empty."""
+    if record.minimum is not None:
+        return _at_least(values, record.flag, record.minimum)
+    if record.choices and (not values or any(value not in record.choices for value in values)):
+        raise UsageError(f"{record.flag} {','.join(values)!r}: expected some of {', '.join(record.choices)}")
+    return tuple(v for v in record.choices if v in values) if record.ordered else values
 
 
 def _space(options: SweepOptions, budget: CpuBudget) -> SearchSpace:
-    """The search space the options ask for: each knob's values given, else the values its record tries."""
+    """The search space the options ask for: each knob's values given (checked), else the values its record
+    tries."""
     workers, reason = worker_space(options.workers, budget, options.strategy)
     values: dict[str, Any] = {}
-    for knob in REGISTRY:
-        given = getattr(options, knob.space_key)
-        check = CHECKS.get(knob.name)
-        values[knob.space_key] = check(given) if check is not None and given is not None else \
-            tuple(knob.tried if given is None else given)
-    forced = tuple(name for name in ("prefetch_factor", *EVIDENCE_KNOBS)
-                   if getattr(options, _by_name()[name].space_key) is not None)
+    for record in REGISTRY:
+        given = getattr(options, record.space_key)
+        values[record.space_key] = tuple(record.tried) if given is None else _checked(record, given)
+    forced = tuple(k.name for k in REGISTRY if k.evidence and getattr(options, k.space_key) is not None)
     return SearchSpace(workers=workers, workers_reason=reason, forced=forced, **values)
-
-
-def _worker_kinds(values: tuple[str, ...] | None) -> tuple[str, ...]:
-    """``--worker-kind`` values, in :data:`WORKER_KINDS`' order; empty when not given."""
-    if values is None:
-        return ()
-    if not values or any(value not in WORKER_KINDS for value in values):
-        raise UsageError(f"--worker-kind {','.join(values)!r}: expected process, thread or process,thread")
-    return tuple(kind for kind in WORKER_KINDS if kind in values)
-
-
-def _start_methods(values: tuple[str, ...] | None) -> tuple[str, ...]:
-    """``--start-method`` values, each one Python offers somewhere; empty when not given."""
-    if values is None:
-        return ()
-    if not values or any(value not in START_METHODS for value in values):
-        raise UsageError(f"--start-method {','.join(values)!r}: expected some of {', '.join(START_METHODS)}")
-    return values
 
 
 def _memory_bytes(limit: MemoryLimit, available_bytes: int) -> int:
@@ -236,7 +203,7 @@ def _torch_space(space: SearchSpace, host_info: dict[str, Any], device: str) -> 
     skipped where the installed DataLoader lacks them (a forced one is reported skipped, not faked); the
     start method in effect and those the platform offers; a forced start method it lacks is a UsageError."""
     accepted = set(host_info.get("loader_arguments") or KNOBS["torch"])
-    skipped = tuple(k for k in EVIDENCE_KNOBS if k not in accepted)
+    skipped = tuple(k.name for k in REGISTRY if k.keyword and "torch" in k.frameworks and k.name not in accepted)
     available = tuple(host_info.get("start_methods") or START_METHODS)
     missing = [m for m in space.start_methods if m not in available]
     if missing and "multiprocessing_context" not in skipped:

@@ -1,31 +1,20 @@
-"""The knobs of a loader: one configuration a trial measures (:class:`LoaderConfig`), the values each knob may
-take in a sweep (:class:`SearchSpace`), and the frameworks' and knobs' constants. Pure data, standard library
-only: nothing here reads the machine."""
+"""The knobs of a loader: one configuration a trial measures (:class:`LoaderConfig`) and the values each knob may
+take in a sweep (:class:`SearchSpace`), both built from the knob records (``results.registry``). Pure data,
+standard library only: nothing here reads the machine."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from dataclasses import dataclass
 from functools import total_ordering
 from typing import Any
 
-from dataprof.results.vocabulary import StartMethod, WorkerKind
+from dataprof.results.registry import KNOBS, REGISTRY, Knob
+from dataprof.results.vocabulary import Framework, WorkerKind
 
-FRAMEWORKS = ("torch", "paddle")
-"""The loaders dataprof drives: ``torch.utils.data.DataLoader`` and ``paddle.io.DataLoader``."""
-
-EVIDENCE_KNOBS = ("in_order", "multiprocessing_context")
-"""PyTorch's knobs tried where the measurements say they can help (or where the user forces them), when the
-installed DataLoader has them."""
-WORKER_KINDS = tuple(kind.value for kind in WorkerKind)
-"""How a loader's workers run: PyTorch's worker processes, or threads of one process (:data:`THREAD_LOADERS`)."""
 THREAD_LOADERS = ("torch", "torchdata.nodes")
 """What builds a thread config's loader, first found first: the DataLoader's own, else ``torchdata.nodes``."""
 TORCH_THREAD_ARGUMENT = "worker_method"  # pytorch#161044: DataLoader(..., worker_method="thread")
-DEFAULT_PREFETCH_FACTORS = (2, 4)
-"""``--prefetch-factor`` left out: the values the grid sweeps; adaptive tries values other than the DataLoader's
-default only where a wait for a batch has a heavy tail (``prefetch_factor`` joins ``forced`` once given)."""
 DEFAULT_BATCH_SIZE = 64
 """The batch size of a Dataset target when ``--batch-size`` is not given (a DataLoader target keeps its own)."""
 
@@ -85,12 +74,9 @@ class LoaderConfig:
         return self._key() < other._key()
 
     def _key(self) -> tuple[Any, ...]:
-        return (self.framework, self.num_workers, self.pin_memory, self.prefetch_factor or 0,
-                -1 if self.persistent_workers is None else int(self.persistent_workers),
-                -1 if self.use_shared_memory is None else int(self.use_shared_memory),
-                -1 if self.use_buffer_reader is None else int(self.use_buffer_reader),
-                self.in_order is False, self.multiprocessing_context or "", self.worker_kind,
-                self.reader_buffer_size or 0)
+        return (self.framework, self.num_workers,
+                *((getattr(self, k.name) is not None, getattr(self, k.name))
+                  for k in sorted(REGISTRY, key=lambda k: k.json_rank)))
 
     @property
     def threads(self) -> bool:
@@ -135,115 +121,11 @@ class LoaderConfig:
 
 def baseline(framework: str) -> LoaderConfig:
     """The framework's default loader (``num_workers=0``), measured in every sweep as the reference."""
-    if framework == "paddle":
-        return LoaderConfig(0, use_buffer_reader=True, framework="paddle")
+    if framework == Framework.PADDLE:
+        return LoaderConfig(0, use_buffer_reader=True, framework=Framework.PADDLE.value)
     return LoaderConfig(0)
 
 
-@dataclass(frozen=True)
-class Knob:
-    """One DataLoader knob dataprof sweeps, and what every layer needs to know of it. The loader's keyword
-    arguments, a config's label and JSON, the ``sweep`` options and the Python API's keywords derive from these
-    records: a plain knob (one that only sets a loader keyword) is a record, a :class:`LoaderConfig` field, a
-    :class:`SearchSpace` field, a test and its docs."""
-
-    name: str
-    """The loader's keyword argument, the :class:`LoaderConfig` field and the key in a trial's JSON ``config``."""
-    frameworks: tuple[str, ...]
-    flag: str
-    """Its ``dataprof sweep`` option (the values to sweep, comma-separated); its Python API keyword is the
-    flag's words joined by ``_`` (``--pin-memory``: ``pin_memory=``)."""
-    values: str
-    """How the option's text is read: ``on,off`` (booleans), ``ints`` or ``words``."""
-    space_key: str
-    """The values to sweep: the :class:`SearchSpace` and ``SweepOptions`` field, a key of the JSON ``settings``."""
-    needs_workers: bool
-    """Passed to the loader only with workers (``num_workers > 0``)."""
-    token: Callable[[LoaderConfig], str | None]
-    """Its word in a config's label (``pf2``, ``pin``), None where it adds none."""
-    help: str
-    """The option's ``--help`` text."""
-    json_rank: int
-    """Where it stands in a trial's JSON ``config`` after ``num_workers`` (the documents' order, kept)."""
-    flag_rank: int
-    """Where its option stands among the knobs' in ``--help``."""
-    metavar: str | None = None
-    default: str | None = None
-    """The option's default text (``on``); None: not given, the search's own values."""
-    keyword: bool = True
-    """False for a knob that picks the loader rather than setting one of its arguments (the worker kind)."""
-    held: Any = None
-    """A config's value when none is given for it (and the one value of a space that does not sweep it)."""
-    tried: tuple[Any, ...] = ()
-    """The values swept when its option is not given (empty: none but :attr:`held`, or the knob's own search's)."""
-    preferred: Callable[[SearchSpace], Any] = lambda space: None
-    """The value the worker climb takes when the space holds it (else the space's least, or first)."""
-    passed: Callable[[Any, SearchSpace], Any] = lambda value, space: value
-    """The value a config holds for ``value`` in ``space``: None where the loader's default is meant."""
-    tuned: bool = True
-    """Tried one value at a time at the search's pick, where the space holds several (``persistent_workers``
-    is not: the climb keeps its workers)."""
-
-    @property
-    def keyword_name(self) -> str:
-        """The option's name as a Python keyword (``--pin-memory``: ``pin_memory``)."""
-        return self.flag.lstrip("-").replace("-", "_")
-
-
-def _with_workers(word: Callable[[LoaderConfig], str | None]) -> Callable[[LoaderConfig], str | None]:
-    return lambda c: word(c) if c.num_workers > 0 else None
-
-
-REGISTRY: tuple[Knob, ...] = (
-    Knob("prefetch_factor", ("torch", "paddle"), "--prefetch-factor", "ints", "prefetch_factors", True,
-         _with_workers(lambda c: None if c.prefetch_factor is None else f"pf{c.prefetch_factor}"),
-         "prefetch_factor values (configs with workers only) [default: 2,4]. Adaptive tries a value other than 2 "
-         "only when the wait for a batch has a heavy tail, unless given.", json_rank=2, flag_rank=0,
-         held=2, tried=DEFAULT_PREFETCH_FACTORS, preferred=lambda space: 2),
-    Knob("persistent_workers", ("torch", "paddle"), "--persistent-workers", "on,off", "persistent_workers", True,
-         _with_workers(lambda c: None if c.threads else "persist" if c.persistent_workers else "respawn"),
-         "persistent_workers values, e.g. on,off (configs with workers only).", json_rank=4, flag_rank=7,
-         default="on", held=True, tried=(True,), preferred=lambda space: True, tuned=False),
-    Knob("use_shared_memory", ("paddle",), "--use-shared-memory", "on,off", "use_shared_memory", True,
-         lambda c: "no-shm" if c.use_shared_memory is False else None,
-         "Paddle: use_shared_memory values [default: on,off] (configs with workers only).", json_rank=1, flag_rank=2,
-         held=True, tried=(True, False), preferred=lambda space: True),
-    Knob("use_buffer_reader", ("paddle",), "--use-buffer-reader", "on,off", "use_buffer_reader", False,
-         lambda c: "no-buf" if c.use_buffer_reader is False else None,
-         "Paddle: use_buffer_reader values [default: on,off].", json_rank=3, flag_rank=3, held=True,
-         tried=(True, False), preferred=lambda space: True),
-    Knob("pin_memory", ("torch",), "--pin-memory", "on,off", "pin_memory", False,
-         lambda c: "pin" if c.pin_memory else None,
-         "PyTorch: pin_memory values [default: on,off]; swept only when a GPU is used.", json_rank=0, flag_rank=1,
-         held=False, tried=(True, False), preferred=lambda space: True),
-    Knob("in_order", ("torch",), "--in-order", "on,off", "in_order", True,
-         _with_workers(lambda c: "unordered" if c.in_order is False else None),
-         "PyTorch ≥ 2.6: in_order values to sweep [default: off is tried when batches at num_workers=0 have "
-         "stragglers]; off lets fast batches overtake a slow one (batch order changes, not the batches).",
-         json_rank=5, flag_rank=4, metavar="ON,OFF", held=True, tried=(True,), preferred=lambda space: True,
-         passed=lambda value, space: None if value else False),  # in order: the default, not passed
-    Knob("multiprocessing_context", ("torch",), "--start-method", "words", "start_methods", True,
-         _with_workers(lambda c: c.multiprocessing_context or None),
-         "PyTorch: multiprocessing_context values, some of fork,forkserver,spawn [default: fork is tried under "
-         "another default, the others after copy-on-read growth].", json_rank=6, flag_rank=5, metavar="METHODS",
-         preferred=lambda space: space.start_method,
-         passed=lambda value, space: None if value == space.start_method else value),  # in effect: not passed
-    Knob("reader_buffer_size", ("paddle",), "--reader-buffer-size", "ints", "reader_buffer_sizes", False,
-         lambda c: None if c.reader_buffer_size is None else f"rb{c.reader_buffer_size}",
-         "Paddle: reader_buffer_size values, the batches its buffer reader keeps ready [default: its own, 2].",
-         json_rank=8, flag_rank=8),
-    Knob("worker_kind", ("torch",), "--worker-kind", "words", "worker_kinds", True, lambda c: None,
-         "PyTorch: process, thread or process,thread: the worker kinds to sweep at every count [default: "
-         "processes, and threads where the evidence calls for them: samples that release the GIL, copy-on-read "
-         "growth, /dev/shm or start-up limits, IPC at the CPU ceiling]. Threads need torchdata (or a DataLoader "
-         "with worker_method).", json_rank=7, flag_rank=6, metavar="KINDS", keyword=False,
-         held=WorkerKind.PROCESS.value),
-)
-"""The knobs, in the order a DataLoader call lists them (its keyword arguments, a label's words)."""
-
-KNOBS = {framework: ("num_workers", *(k.name for k in sorted(REGISTRY, key=lambda k: k.json_rank)
-                                      if k.keyword and framework in k.frameworks)) for framework in FRAMEWORKS}
-"""Each framework's swept DataLoader arguments, by their own names (the keys of a trial's JSON ``config``)."""
 
 
 @dataclass(frozen=True)
@@ -358,21 +240,11 @@ class SearchSpace:
     def tuned_knobs(self) -> tuple[tuple[str, tuple[object, ...]], ...]:
         """The knobs tried one at a time at the best worker count, and their values as a config holds them: each
         of this framework's knobs its record tries two values of (pinning, Paddle's shared memory and buffer
-        reader, a plain knob's), in :data:`TUNE_ORDER`; the knobs tried on evidence (``prefetch_factor``,
+        reader, a plain knob's), in their records' ``tune_rank``; the knobs tried on evidence (``prefetch_factor``,
         ``in_order``, the start method) only when the user gave them."""
-        evidence = ("prefetch_factor", *EVIDENCE_KNOBS)
         knobs = sorted((k for k in REGISTRY if k.keyword and self.framework in k.frameworks),
-                       key=lambda k: TUNE_ORDER.index(k.name) if k.name in TUNE_ORDER else len(TUNE_ORDER))
+                       key=lambda k: k.tune_rank)
         return tuple((knob.name, tuple(knob.passed(value, self) for value in self.values_of(knob)))
                      for knob in knobs
-                     if (knob.name in self.forced if knob.name in evidence
+                     if (knob.name in self.forced if knob.evidence
                          else knob.tuned and (len(knob.tried) > 1 or len(self.values_of(knob)) > 1)))
-
-
-TUNE_ORDER = ("pin_memory", "use_shared_memory", "use_buffer_reader", "prefetch_factor", "in_order",
-              "multiprocessing_context")
-"""The order the adaptive search tunes knobs in at its pick (a knob not named here after these)."""
-
-
-START_METHODS = tuple(method.value for method in StartMethod)
-"""``--start-method`` values: how DataLoader workers start (``multiprocessing_context``)."""

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dataprof.errors import UsageError
-from dataprof.results.knobs import KNOBS, REGISTRY, LoaderConfig, SearchSpace
+from dataprof.results.knobs import LoaderConfig, SearchSpace
+from dataprof.results.registry import KNOBS, REGISTRY
 
 
 def split_target(text: str) -> tuple[str, str]:
@@ -119,7 +120,8 @@ def current_config(values: Mapping[str, Any]) -> LoaderConfig:
         raise UsageError(f"--current: {', '.join(unknown)} is not a knob (one of {', '.join(known)})")
     if "num_workers" not in values:
         raise UsageError("--current: give num_workers (e.g. num_workers=8,prefetch_factor=2)")
-    for key, minimum in (("num_workers", 0), ("prefetch_factor", 1)):
+    minimums = {"num_workers": 0, **{k.name: k.minimum for k in REGISTRY if k.minimum is not None}}
+    for key, minimum in minimums.items():
         if key in values and values[key] < minimum:
             raise UsageError(f"--current {key}: {values[key]} is below the minimum of {minimum}")
     paddle = any(knob.frameworks == ("paddle",) for knob in REGISTRY if knob.name in values)

@@ -58,6 +58,15 @@ class ThreadVerdict(Word):
     """The check itself raised or hung."""
 
 
+class Framework(Word):
+    """Which DataLoader a config, a loader or a sweep is for (``--framework``, a config's ``framework``)."""
+
+    TORCH = "torch"
+    """``torch.utils.data.DataLoader``."""
+    PADDLE = "paddle"
+    """``paddle.io.DataLoader``."""
+
+
 class WorkerKind(Word):
     """How a loader's workers run (``--worker-kind``, a trial config's ``worker_kind``)."""
 

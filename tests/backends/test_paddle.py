@@ -28,7 +28,8 @@ from dataprof.decide.search import AUTOTUNE_RULE, rules_of_thumb  # noqa: E402
 from dataprof.decide.search.grid import grid_configs  # noqa: E402
 from dataprof.decide.settings import resolve_settings  # noqa: E402
 from dataprof.errors import UsageError  # noqa: E402
-from dataprof.results.knobs import KNOBS, LoaderConfig, SearchSpace  # noqa: E402
+from dataprof.results.knobs import LoaderConfig, SearchSpace  # noqa: E402
+from dataprof.results.registry import KNOBS  # noqa: E402
 from dataprof.results.settings import SweepSettings  # noqa: E402
 from tests.conftest import ROOT, Invoke, shm_left, shm_names
 

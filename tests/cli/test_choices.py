@@ -10,7 +10,8 @@ from dataprof.cli.inspect import inspect
 from dataprof.cli.sweep import sweep
 from dataprof.decide.search import STRATEGIES, Budget
 from dataprof.errors import UsageError
-from dataprof.results.knobs import FRAMEWORKS, LoaderConfig, SearchSpace
+from dataprof.results.knobs import LoaderConfig, SearchSpace
+from dataprof.results.registry import FRAMEWORKS
 
 
 def choices(command: click.Command, option: str) -> tuple[str, ...]:

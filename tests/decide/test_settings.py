@@ -19,7 +19,7 @@ def test_in_order_and_the_start_method_are_discovered_from_the_dataloader_signat
     import dataclasses
 
     from dataprof.decide.settings import resolve_settings
-    from dataprof.results.knobs import KNOBS
+    from dataprof.results.registry import KNOBS
     from dataprof.results.settings import SweepSettings
 
     forced = SearchSpace((0, 2), in_order=(True, False), start_methods=("spawn",),
@@ -68,7 +68,7 @@ def test_a_plan_takes_the_defaults_and_the_machine_for_what_was_left_out() -> No
     ({"trial_seconds": 5.0, "trial_timeout_s": 5.0}, "--trial-timeout 5 must be longer than --trial-seconds 5"),
     ({"device": "tpu"}, "expected auto, cpu, cuda or cuda:N"),
     ({"memory_limit": MemoryLimit(share=1.5)}, "--memory-limit"),
-    ({"worker_kinds": ("fibers",)}, "--worker-kind 'fibers': expected process, thread or process,thread"),
+    ({"worker_kinds": ("fibers",)}, "--worker-kind 'fibers': expected some of process, thread"),
 ])
 def test_a_plan_refuses_what_cannot_be_asked(options: dict[str, Any], message: str) -> None:
     with pytest.raises(UsageError, match=re.escape(message)):
@@ -77,7 +77,7 @@ def test_a_plan_refuses_what_cannot_be_asked(options: dict[str, Any], message: s
 
 def test_worker_kinds_are_settled_by_what_the_probe_found() -> None:
     from dataprof.decide.settings import resolve_settings
-    from dataprof.results.knobs import KNOBS
+    from dataprof.results.registry import KNOBS
 
     found = {"framework": "torch", "loader_arguments": list(KNOBS["torch"]), "kind": "map",
              "thread_loader": "torchdata.nodes", "gil": {"release": 0.9, "free_threaded": False}}

@@ -10,7 +10,8 @@ import pytest
 from dataprof.api import _knobs
 from dataprof.cli import main
 from dataprof.errors import UsageError
-from dataprof.results.knobs import KNOBS, REGISTRY, LoaderConfig, SearchSpace
+from dataprof.results.knobs import LoaderConfig, SearchSpace
+from dataprof.results.registry import KNOBS, REGISTRY
 from dataprof.results.request import SweepOptions
 
 

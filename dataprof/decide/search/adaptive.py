@@ -12,7 +12,8 @@ from dataprof.decide.search import evidence
 from dataprof.decide.search.common import Budget, Proposal, Searching
 from dataprof.decide.search.threads import ThreadSteps, gain
 from dataprof.decide.thresholds import heavy_tail
-from dataprof.results.knobs import EVIDENCE_KNOBS, LoaderConfig, SearchSpace, baseline
+from dataprof.results.knobs import LoaderConfig, SearchSpace, baseline
+from dataprof.results.registry import evidence_knobs
 from dataprof.results.stats import noise_between, rate
 from dataprof.results.trial import TrialResult
 from dataprof.results.vocabulary import TrialStatus
@@ -349,7 +350,7 @@ class AdaptiveStrategy(ThreadSteps, Searching):
             knobs.append(("prefetch_factor", deeper, evidence.tail_words(tailed)))
         if space.framework != "torch" or anchor.config.threads:  # threads have no start method to try
             return tuple(knobs)
-        left = set(EVIDENCE_KNOBS) - set(space.skipped) - set(space.forced)
+        left = set(evidence_knobs(space.framework)) - set(space.skipped) - set(space.forced)
         baseline = done.get(self.baseline)
         if "in_order" in left and baseline is not None and heavy_tail(baseline):
             knobs.append(("in_order", (False,), evidence.tail_words(baseline)))

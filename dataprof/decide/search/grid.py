@@ -6,7 +6,8 @@ import itertools
 from collections.abc import Sequence
 
 from dataprof.decide.search.common import Budget, Proposal, Searching
-from dataprof.results.knobs import REGISTRY, LoaderConfig, SearchSpace, baseline
+from dataprof.results.knobs import LoaderConfig, SearchSpace, baseline
+from dataprof.results.registry import REGISTRY
 from dataprof.results.trial import TrialResult
 from dataprof.results.vocabulary import WorkerKind
 
@@ -49,17 +50,10 @@ def grid_configs(space: SearchSpace) -> list[LoaderConfig]:
     (the framework's default loader) is always included. Each ``--worker-kind`` given is swept at every count.
     """
     configs: list[LoaderConfig] = [baseline(space.framework)]
-    knobs = sorted((k for k in REGISTRY if k.keyword), key=lambda k: GRID_ORDER.index(k.name)
-                   if k.name in GRID_ORDER else len(GRID_ORDER))
+    knobs = sorted((k for k in REGISTRY if k.keyword), key=lambda k: k.grid_rank)
     product = itertools.product(sorted(set(space.workers)), *(space.values_of(k) or (k.held,) for k in knobs),
                                 space.worker_kinds or (WorkerKind.PROCESS,))
     for workers, *values, kind in product:
         configs.append(space.config(workers, thread=kind == WorkerKind.THREAD,
                                     **{knob.name: value for knob, value in zip(knobs, values, strict=True)}))
     return list(dict.fromkeys(configs))
-
-
-GRID_ORDER = ("pin_memory", "use_buffer_reader", "use_shared_memory", "prefetch_factor", "persistent_workers",
-              "in_order", "multiprocessing_context")
-"""The order the grid varies the knobs in, slowest first (a knob not named here varies after these, in the
-registry's order)."""

@@ -17,7 +17,7 @@ from typing import Any
 
 from dataprof.decide.tune.causes import failure_cause
 from dataprof.decide.tune.memory import over_memory
-from dataprof.results.knobs import REGISTRY
+from dataprof.results.registry import REGISTRY
 from dataprof.results.tune import TuneAnswer, TuneReport, TuneTrial
 from dataprof.results.vocabulary import WorkerKind
 

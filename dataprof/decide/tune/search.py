@@ -11,13 +11,13 @@ with the script's own, and the contenders of a close call."""
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from dataprof.decide.tune.answer import MIN_RUNS, Key, Runs, band, key, rate, rates, without_idle_knobs
 from dataprof.decide.tune.memory import over_memory
-from dataprof.results.tune import TunedLoader, TuneReport, TuneTrial
-from dataprof.results.vocabulary import StartMethod, WorkerKind
+from dataprof.results.registry import REGISTRY, Knob
+from dataprof.results.tune import TuneReport, TuneTrial
 
 CLIMB_TOP = 64
 """Worker counts past this are not tried."""
@@ -28,23 +28,19 @@ SECOND_LOOK = 2.0
 """A config run once whose run fell short of the fastest by more than the noise but by no more than this many
 times it is run once more: one run can land that far off, and never looked at again it could hide the best
 config."""
-REFINEMENTS: tuple[tuple[str, Callable[[Any, TunedLoader], Any]], ...] = (
-    ("prefetch_factor", lambda now, loader: 2 * (now or 2)),
-    ("persistent_workers", lambda now, loader: None if now or "persistent_workers" not in loader.settings else True),
-    ("pin_memory", lambda now, loader: True if loader.device.startswith("cuda") and not now else None),
-    ("multiprocessing_context", lambda now, loader: StartMethod.FORK.value if now and now != StartMethod.FORK
-     and StartMethod.FORK in loader.start_methods else None),
-    ("worker_kind", lambda now, loader: WorkerKind.THREAD.value if loader.threads and now != WorkerKind.THREAD
-     else None),
-)
-"""The knobs tried after the worker climb, one run each, on top of the config leading so far when it has
-workers: the value tried, from the value in effect there and the loader tuned (None: nothing to try). Doubling
-the prefetch rides out a slow batch; persistent workers skip the workers' start at every epoch (where the loader
-has the knob: a ``torchdata.nodes`` pipeline has not); pinned batches copy to a GPU faster, at the cost of a
-pinning thread (tried only on a GPU); workers that start by ``spawn`` or ``forkserver`` start by ``fork`` faster,
-without the dataset pickled into each; threads of the training process in place of worker processes (where they
-can load the dataset) pass batches without pickling and hold no copies, but share the step's interpreter lock.
-``in_order`` is not among them: it changes the order the training sees its batches, which is the user's call."""
+
+
+def refinements() -> tuple[Knob, ...]:
+    """The knobs tried after the worker climb, one run each, on top of the config leading so far when it has
+    workers, in the registry's order: those whose records have a refinement (``Knob.refine``). Doubling the
+    prefetch rides out a slow batch; persistent workers skip the workers' start at every epoch (where the loader
+    has the knob: a ``torchdata.nodes`` pipeline has not); pinned batches copy to a GPU faster, at the cost of a
+    pinning thread (tried only on a GPU); workers that start by ``spawn`` or ``forkserver`` start by ``fork``
+    faster, without the dataset pickled into each; threads of the training process in place of worker processes
+    (where they can load the dataset) pass batches without pickling and hold no copies, but share the step's
+    interpreter lock. ``in_order`` has none: it changes the order the training sees its batches, which is the
+    user's call."""
+    return tuple(k for k in REGISTRY if k.refine is not None)
 
 
 REPLAY_MOST = 16
@@ -181,24 +177,26 @@ def _climb(report: TuneReport, seen: set[Key]) -> dict[str, Any] | None:
 
 
 def _refined(config: dict[str, Any], report: TuneReport) -> bool:
-    """Whether ``config`` sets a knob of :data:`REFINEMENTS` its own way (not the script's, nor the loader-only
+    """Whether ``config`` sets a knob of :func:`refinements` its own way (not the script's, nor the loader-only
     sweep's pick): that knob has been tried."""
     picked = (report.loader_sweep.config if report.loader_sweep is not None else None) or {}
-    return any(knob in config and picked.get(knob) != config[knob] for knob, _ in REFINEMENTS)
+    return any(k.name in config and picked.get(k.name) != config[k.name] for k in refinements())
 
 
 def _refinement(report: TuneReport, seen: set[Key]) -> dict[str, Any] | None:
-    """The first of :data:`REFINEMENTS` no run has set its own way yet, on top of the config leading so far,
+    """The first of :func:`refinements` no run has set its own way yet, on top of the config leading so far,
     when that has workers and the knob has a value to try there; None when none is left."""
     assert report.answer is not None and report.answer.leading is not None and report.loader is not None
     base = report.trials[report.answer.leading].config
     settings = {**report.loader.settings, **base}
     if not settings.get("num_workers"):
         return None
-    for knob, value_of in REFINEMENTS:
+    for record in refinements():
+        knob = record.name
         if any(_refined({knob: t.config[knob]}, report) for t in report.trials if knob in t.config):
             continue
-        value = value_of(settings.get(knob), report.loader)
+        assert record.refine is not None
+        value = record.refine(settings.get(knob), report.loader)
         config = _as_changed({**base, knob: value}, report.loader.settings)
         if value is not None and key(config) not in seen:
             return config

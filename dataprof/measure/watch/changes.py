@@ -10,7 +10,8 @@ from collections.abc import Callable, Iterator, MutableMapping
 from typing import Any
 
 from dataprof.backends.threads import thread_loader
-from dataprof.results.knobs import REGISTRY, TORCH_THREAD_ARGUMENT, LoaderConfig
+from dataprof.results.knobs import TORCH_THREAD_ARGUMENT, LoaderConfig
+from dataprof.results.registry import REGISTRY
 from dataprof.results.vocabulary import WorkerKind
 
 

@@ -1,19 +1,26 @@
-"""The command line's option text into typed values (whether the values are allowed is the plan's to say)."""
+"""Option text into typed values (whether the values are allowed is the plan's to say)."""
 
 from __future__ import annotations
 
 import pytest
 
-from dataprof.cli.params import parse_current, parse_int_list, parse_onoff_list, parse_size, parse_words, workers
 from dataprof.errors import UsageError
 from dataprof.results.knobs import LoaderConfig
 from dataprof.results.request import MemoryLimit
+from dataprof.results.text import (
+    parse_current,
+    parse_int_list,
+    parse_onoff_list,
+    parse_size,
+    parse_words,
+    parse_workers,
+)
 
 
 def test_int_list_parses_and_dedups() -> None:
     assert parse_int_list("0, 2,4,2", "--workers") == (0, 2, 4)
     assert parse_int_list("-1", "--workers") == (-1,)  # read; the plan refuses it
-    assert workers("auto") is None and workers(" AUTO ") is None and workers("2,4") == (2, 4)
+    assert parse_workers("auto") is None and parse_workers(" AUTO ") is None and parse_workers("2,4") == (2, 4)
 
 
 @pytest.mark.parametrize("text,fragment", [("2,x", "--workers: 'x' is not an integer"),
@@ -57,8 +64,8 @@ def test_current_settings_read_as_the_dataloader_takes_them() -> None:
 
 
 def test_every_knob_of_the_registry_parses_from_current_and_override_as_its_record_says() -> None:
-    from dataprof.cli.params import parse_knobs
-    from dataprof.results.knobs import REGISTRY
+    from dataprof.results.registry import REGISTRY
+    from dataprof.results.text import parse_knobs
 
     samples = {"ints": ("4", 4), "on,off": ("on", True), "words": ("thread", "thread")}
     for knob in REGISTRY:
