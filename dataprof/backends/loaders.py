@@ -43,7 +43,7 @@ def current_config(loader: Any, framework: str) -> LoaderConfig:
     """The knobs the loader was built with, as a LoaderConfig: each of its framework's knobs read off it as its
     record says (those that need workers dropped at 0)."""
     workers = int(getattr(loader, "num_workers", 0) or 0)
-    return LoaderConfig(workers, framework=framework, **{
+    return LoaderConfig.of(workers, framework=framework, **{
         knob.name: knob.read_off(loader) for knob in REGISTRY
         if knob.keyword and framework in knob.frameworks and (workers > 0 or not knob.needs_workers)})
 
@@ -112,7 +112,7 @@ class LoaderTemplate:
                               f"{describe_exception(exc)}") from exc
 
     def _knob(self, config: LoaderConfig, name: str) -> Any:
-        value = getattr(config, name)
+        value = config.value(name)
         if value is None:  # not passed for this config: the framework's default
             parameter = inspect.signature(_base(self.cls, self.framework)).parameters.get(name)
             value = None if parameter is None else parameter.default

@@ -49,11 +49,28 @@ class LoaderConfig:
     worker_kind: str = "process"
     """PyTorch: ``process`` (DataLoader's worker processes) or ``thread`` (``num_workers`` threads of the one
     process, :data:`THREAD_LOADERS`); a thread config has no ``persistent_workers`` nor start method."""
+    others: tuple[tuple[str, Any], ...] = ()
+    """The values of knobs with no field of their own (a record registered beside the built-in ones), by name;
+    read with :meth:`value`."""
+
+    @classmethod
+    def of(cls, num_workers: int, **values: Any) -> LoaderConfig:
+        """A config with ``values`` by knob name: a knob with a field of its own in it, any other in
+        :attr:`others` (a value of None is not passed, so not kept)."""
+        fields = {f.name for f in dataclasses.fields(cls)}
+        others = tuple(sorted((k, v) for k, v in values.items() if k not in fields and v is not None))
+        return cls(num_workers, **{k: v for k, v in values.items() if k in fields}, others=others)
+
+    def value(self, name: str) -> Any:
+        """The value of the knob ``name`` (None: not passed)."""
+        if name in self.__dataclass_fields__:
+            return getattr(self, name)
+        return dict(self.others).get(name)
 
     def to_dict(self) -> dict[str, Any]:
         """The framework's own argument names and values (``framework`` itself is in the environment), and
         ``worker_kind``."""
-        return {**{name: getattr(self, name) for name in KNOBS[self.framework]}, "worker_kind": self.worker_kind}
+        return {**{name: self.value(name) for name in KNOBS[self.framework]}, "worker_kind": self.worker_kind}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LoaderConfig:
@@ -62,10 +79,10 @@ class LoaderConfig:
         persistent = data.get("persistent_workers")
         threads = data.get("worker_kind") == WorkerKind.THREAD
         knobs: dict[str, Any] = {knob.name: data.get(knob.name) for knob in REGISTRY if knob.keyword}
-        return cls(**{**knobs, "num_workers": int(data["num_workers"]), "pin_memory": bool(data.get("pin_memory")),
-                      "persistent_workers": persistent if paddle or threads else bool(persistent),
-                      "framework": "paddle" if paddle else "torch",
-                      "worker_kind": data.get("worker_kind") or WorkerKind.PROCESS.value})
+        return cls.of(**{**knobs, "num_workers": int(data["num_workers"]), "pin_memory": bool(data.get("pin_memory")),
+                         "persistent_workers": persistent if paddle or threads else bool(persistent),
+                         "framework": "paddle" if paddle else "torch",
+                         "worker_kind": data.get("worker_kind") or WorkerKind.PROCESS.value})
 
     def __lt__(self, other: object) -> bool:
         """Framework, then fewer workers, then the knobs (a knob not passed sorts first)."""
@@ -75,7 +92,7 @@ class LoaderConfig:
 
     def _key(self) -> tuple[Any, ...]:
         return (self.framework, self.num_workers,
-                *((getattr(self, k.name) is not None, getattr(self, k.name))
+                *((self.value(k.name) is not None, self.value(k.name))
                   for k in sorted(REGISTRY, key=lambda k: k.json_rank)))
 
     @property
@@ -115,7 +132,7 @@ class LoaderConfig:
         kwargs: dict[str, Any] = {"num_workers": self.num_workers}
         for knob in REGISTRY:
             if knob.keyword and self.framework in knob.frameworks and (self.num_workers > 0 or not knob.needs_workers):
-                kwargs[knob.name] = getattr(self, knob.name)
+                kwargs[knob.name] = self.value(knob.name)
         return {k: v for k, v in kwargs.items() if v is not None}
 
 
@@ -188,11 +205,11 @@ class SearchSpace:
                 continue
             value = values.get(knob.name, knob.held)
             given[knob.name] = None if knob.name in self.skipped else knob.passed(value, self)
-        return LoaderConfig(workers, framework=self.framework, **given)
+        return LoaderConfig.of(workers, framework=self.framework, **given)
 
     def values_of(self, knob: Knob) -> tuple[Any, ...]:
         """The values the space sweeps of ``knob`` (its record's ``space_key`` field)."""
-        return tuple(getattr(self, knob.space_key))
+        return tuple(getattr(self, knob.space_key, ()))
 
     def default_config(self, workers: int) -> LoaderConfig:
         """The config the worker climb uses: each knob at the value its record prefers, where the space holds it
@@ -208,7 +225,7 @@ class SearchSpace:
         """The space as the JSON ``settings`` hold it: each knob of its framework's values, by the knob's
         ``space_key`` (:data:`REGISTRY`), and what the sweep found of the machine and the target."""
         data: dict[str, Any] = {"workers": list(self.workers), "workers_reason": self.workers_reason}
-        data.update({knob.space_key: list(getattr(self, knob.space_key)) for knob in REGISTRY
+        data.update({knob.space_key: list(self.values_of(knob)) for knob in REGISTRY
                      if self.framework in knob.frameworks})
         data["skipped_knobs"] = list(self.skipped)
         if self.framework != "paddle":
@@ -234,7 +251,8 @@ class SearchSpace:
             gil_release=settings.get("gil_release"),
             gil_release_high=settings.get("gil_release_high"),
             free_threaded=bool(settings.get("free_threaded")),
-            **{knob.space_key: tuple(settings.get(knob.space_key) or defaults[knob.space_key]) for knob in REGISTRY},
+            **{knob.space_key: tuple(settings.get(knob.space_key) or defaults[knob.space_key]) for knob in REGISTRY
+               if knob.space_key in defaults},
         )
 
     def tuned_knobs(self) -> tuple[tuple[str, tuple[object, ...]], ...]:

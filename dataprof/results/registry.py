@@ -6,9 +6,10 @@ library only."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 from dataprof.results.vocabulary import Framework, StartMethod, WorkerKind
 
@@ -112,7 +113,7 @@ class Knob:
 
     def changed(self, config: LoaderConfig) -> bool:
         """Whether ``config`` sets it away from the loader's own default (and it costs in a tie)."""
-        value = getattr(config, self.name)
+        value = config.value(self.name)
         return self.costs and value is not None and value != self.loader_default
 
 
@@ -125,7 +126,35 @@ def _start_method(loader: Any) -> str | None:
     return None if context is None else context if isinstance(context, str) else context.get_start_method()
 
 
-REGISTRY: tuple[Knob, ...] = (
+class Registry(Sequence[Knob]):
+    """The knob records, in order; every layer loops over this one object, so a record :meth:`added` (a knob a
+    test registers) reaches them all at once."""
+
+    def __init__(self, knobs: Sequence[Knob]) -> None:
+        self._knobs = list(knobs)
+
+    @overload
+    def __getitem__(self, index: int) -> Knob: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Knob]: ...
+
+    def __getitem__(self, index: int | slice) -> Knob | Sequence[Knob]:
+        return self._knobs[index]
+
+    def __len__(self) -> int:
+        return len(self._knobs)
+
+    @contextmanager
+    def added(self, knob: Knob) -> Iterator[Knob]:
+        """``knob`` registered, last, while the block runs."""
+        self._knobs.append(knob)
+        try:
+            yield knob
+        finally:
+            self._knobs.remove(knob)
+
+
+REGISTRY = Registry((
     Knob("prefetch_factor", ("torch", "paddle"), "--prefetch-factor", "ints", "prefetch_factors", True,
          _with_workers(lambda c: None if c.prefetch_factor is None else f"pf{c.prefetch_factor}"),
          "prefetch_factor values (configs with workers only) [default: 2,4]. Adaptive tries a value other than 2 "
@@ -193,12 +222,27 @@ REGISTRY: tuple[Knob, ...] = (
          # threads pass batches without pickling and hold no copies, but share the step's interpreter lock
          refine=lambda now, loader: WorkerKind.THREAD.value if loader.threads and now != WorkerKind.THREAD
          else None),
-)
+))
 """The knobs, in the order a DataLoader call lists them (its keyword arguments, a label's words)."""
 
-KNOBS = {framework: ("num_workers", *(k.name for k in sorted(REGISTRY, key=lambda k: k.json_rank)
-                                      if k.keyword and framework in k.frameworks)) for framework in FRAMEWORKS}
-"""Each framework's swept DataLoader arguments, by their own names (the keys of a trial's JSON ``config``)."""
+
+class _Keys(Mapping[str, tuple[str, ...]]):
+    def __getitem__(self, framework: str) -> tuple[str, ...]:
+        if framework not in FRAMEWORKS:
+            raise KeyError(framework)
+        return ("num_workers", *(k.name for k in sorted(REGISTRY, key=lambda k: k.json_rank)
+                                 if k.keyword and framework in k.frameworks))
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(FRAMEWORKS)
+
+    def __len__(self) -> int:
+        return len(FRAMEWORKS)
+
+
+KNOBS: Mapping[str, tuple[str, ...]] = _Keys()
+"""Each framework's swept DataLoader arguments, by their own names (the keys of a trial's JSON ``config``), as
+the registry holds them now."""
 
 
 def record_of(name: str) -> Knob:

@@ -1,0 +1,97 @@
+"""The knob records are the one place that knows a knob: a knob registered here, in the test alone, reaches every
+command's reading and writing of knobs; and the knob fields of the data classes are the registry's."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterator
+
+import pytest
+
+from dataprof.results.knobs import LoaderConfig, SearchSpace
+from dataprof.results.registry import KNOBS, REGISTRY, Knob, record_of
+from dataprof.results.request import SweepOptions
+from dataprof.results.text import parse_current, parse_knob, parse_knobs
+
+TIMEOUT = Knob("timeout", ("torch",), "--timeout", "ints", "timeouts", True,
+               lambda c: None if c.value("timeout") is None else f"to{c.value('timeout')}",
+               "PyTorch: timeout values, seconds a batch may take from the workers.", json_rank=9, flag_rank=9,
+               minimum=0, loader_default=0)
+"""The DataLoader's ``timeout``, which dataprof does not sweep: a knob with nothing but its record."""
+
+
+@pytest.fixture
+def timeout() -> Iterator[Knob]:
+    with REGISTRY.added(TIMEOUT) as knob:
+        yield knob
+
+
+def test_a_registered_knob_parses_from_override_and_current(timeout: Knob) -> None:
+    assert parse_knobs("num_workers=2,timeout=5", "--override") == {"num_workers": 2, "timeout": 5}
+    assert parse_current("num_workers=2,timeout=5").value("timeout") == 5
+    assert parse_knob(timeout, "5,10") == (5, 10)
+    with pytest.raises(Exception, match="--current timeout: -1 is below the minimum of 0"):
+        parse_current("num_workers=2,timeout=-1")
+
+
+def test_a_registered_knob_is_labelled_and_written_and_read_back_in_json(timeout: Knob) -> None:
+    config = parse_current("num_workers=2,timeout=5")
+    assert config.label() == "w2 pf2 respawn to5"
+    assert "timeout" in KNOBS["torch"]
+    document = json.loads(json.dumps(config.to_dict()))
+    assert document["timeout"] == 5
+    assert LoaderConfig.from_dict(document) == config
+    assert LoaderConfig.from_dict({**document, "timeout": None}) != config
+
+
+def test_a_registered_knob_is_read_off_a_users_loader_and_set_on_a_trials(timeout: Knob) -> None:
+    from torch.utils.data import DataLoader
+
+    from dataprof.backends.loaders import LoaderTemplate, current_config
+    from dataprof.backends.torch_backend import TorchBackend
+
+    data = list(range(8))
+    assert current_config(DataLoader(data, num_workers=2, timeout=7), "torch").value("timeout") == 7
+    assert current_config(DataLoader(data, num_workers=0), "torch").value("timeout") is None  # needs workers
+
+    config = SearchSpace(workers=(2,)).config(2, timeout=5)
+    assert config.dataloader_kwargs()["timeout"] == 5
+    loader, _ = TorchBackend().build_loader(data, config, 4, None, False, False)
+    assert loader.timeout == 5
+    rebuilt = LoaderTemplate.of(DataLoader(data, batch_size=4, num_workers=2, timeout=7)).build(config)
+    assert rebuilt.timeout == 5
+
+
+def test_a_registered_knob_reaches_a_runs_override(timeout: Knob) -> None:
+    from torch.utils.data import DataLoader
+
+    from dataprof.measure.watch.changes import overridden
+
+    loader = DataLoader.__new__(DataLoader)
+    values, _ = overridden(DataLoader.__init__, loader, (list(range(8)),), {"num_workers": 2},
+                           parse_knobs("timeout=5", "--override"))
+    assert values["timeout"] == 5 and values["num_workers"] == 2
+    values, _ = overridden(DataLoader.__init__, loader, (list(range(8)),), {}, {"timeout": 5})
+    assert "timeout" not in values  # no workers: a knob that needs them is left at the loader's default
+
+
+def test_the_registry_is_as_it_was_after_the_block() -> None:
+    with REGISTRY.added(TIMEOUT):
+        assert record_of("timeout") is TIMEOUT
+    with pytest.raises(KeyError):
+        record_of("timeout")
+    assert "timeout" not in KNOBS["torch"]
+
+
+def test_the_knob_fields_of_the_configs_the_spaces_and_the_options_are_the_registrys() -> None:
+    config_fields = {f.name for f in dataclasses.fields(LoaderConfig)} - {"num_workers", "framework", "others"}
+    assert config_fields == {knob.name for knob in REGISTRY}
+    space_fields = {f.name for f in dataclasses.fields(SearchSpace)}
+    option_fields = {f.name for f in dataclasses.fields(SweepOptions)}
+    assert {knob.space_key for knob in REGISTRY} <= space_fields & option_fields
+    assert sorted(knob.json_rank for knob in REGISTRY) == list(range(len(REGISTRY)))
+    assert sorted(knob.flag_rank for knob in REGISTRY) == list(range(len(REGISTRY)))
+    for knob in REGISTRY:
+        assert knob.values != "words" or knob.choices, knob.name
+        assert knob.minimum is None or knob.values == "ints", knob.name
