@@ -40,7 +40,7 @@ from dataprof.results.settings import SweepSettings
 from dataprof.results.sweep import AutotuneRun, Report, SearchStep
 from dataprof.results.threads import ThreadCheck
 from dataprof.results.trial import TrialResult
-from dataprof.results.vocabulary import CacheMode, DatasetKind, Event, Observer, TrialStatus
+from dataprof.results.vocabulary import CacheMode, DatasetKind, Event, Framework, Observer, TrialStatus
 from dataprof.version import __version__
 
 
@@ -180,7 +180,7 @@ class _Sweep:
         if resume is not None:
             self.trials.extend(resumable_trials(resume, settings))
             self.steps.extend(SearchStep(t.config, "measured before (--resume)") for t in self.trials)
-        if settings.framework == "paddle" and settings.rules_of_thumb:
+        if settings.framework == Framework.PADDLE and settings.rules_of_thumb:
             self.observer(Event.AUTOTUNE_START, {"steps": settings.autotune_steps})
             self.autotune = runner.autotune(settings.autotune_steps, AUTOTUNE_TIMEOUT_S)
             self.observer(Event.AUTOTUNE_DONE, {"autotune": self.autotune})

@@ -14,6 +14,7 @@ from typing import Any
 from dataprof.results.run import LoaderRun, RunReport
 from dataprof.results.sweep import Report
 from dataprof.results.tune import TuneReport, TuneTrial
+from dataprof.results.vocabulary import Framework
 
 ALWAYS_RUNS = 2
 """The runs of ``tune`` made whatever its budget: the script as it is and the headspace, without which there is no
@@ -196,7 +197,7 @@ def _tuned(report: TuneReport, run: RunReport, trial: TuneTrial, script: str,
         raise TargetError(f"{script}: the script as it is failed: {trial.error}")
     notes = [note for note in (others_note(run, found),) if note]
     tuned = loader_of(found, run.environment.device)
-    if found.framework == "torch":
+    if found.framework == Framework.TORCH:
         import multiprocessing
 
         from dataprof.backends import get_backend

@@ -11,6 +11,7 @@ from dataprof.results.vocabulary import (
     CacheMode,
     DatasetKind,
     FindingId,
+    Framework,
     Severity,
     StartMethod,
     TrialStatus,
@@ -80,16 +81,18 @@ def _holds_an_id(node: ast.expr) -> bool:
 
 def test_no_word_of_the_vocabulary_is_compared_as_a_string_literal() -> None:
     """``status == "ok"`` passes a typo silently; ``status == TrialStatus.OK`` cannot. The same for worker kinds,
-    cache modes, start methods and dataset kinds, and for finding ids."""
+    cache modes, start methods, dataset kinds and frameworks (a framework's name is the backends' business:
+    there, it is the name of a module too), and for finding ids."""
     ids = {word.value for word in FindingId}
     found = []
     for path, tree, _ in sources():
+        words = WORDS if path.parent.name == "backends" else WORDS | {word.value for word in Framework}
         for node in ast.walk(tree):
             if not isinstance(node, ast.Compare):
                 continue
             operands = [node.left, *node.comparators]
             literals = [word for operand in operands for word in _literals(operand)]
-            if any(word in WORDS for word in literals) or \
+            if any(word in words for word in literals) or \
                     (any(word in ids for word in literals) and any(_holds_an_id(operand) for operand in operands)):
                 found.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}: {ast.unparse(node)}")
     assert found == []

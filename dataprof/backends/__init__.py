@@ -12,6 +12,7 @@ from typing import Any, Protocol
 from dataprof.backends.common import RecordingBatchSampler, defined_by
 from dataprof.errors import UsageError
 from dataprof.results.knobs import LoaderConfig
+from dataprof.results.vocabulary import Framework
 
 
 class Backend(Protocol):
@@ -65,15 +66,20 @@ def detect_framework(dataset: Any, requested: str) -> str:
 
 
 def get_backend(framework: str) -> Backend:
-    """The backend for ``torch`` or ``paddle``; UsageError naming the install command if it is missing."""
-    if framework == "paddle":
+    """The backend for ``torch`` or ``paddle`` (a :class:`Framework`); UsageError naming the install command if it
+    is missing."""
+    try:
+        which = Framework(framework)
+    except ValueError:
+        which = None
+    if which is Framework.PADDLE:
         from dataprof.backends.frameworks import paddle_available
         from dataprof.backends.paddle_backend import PaddleBackend
 
         if not paddle_available():
             raise UsageError('--framework paddle: paddlepaddle is not installed (pip install "dataprof[paddle]")')
         return PaddleBackend()
-    if framework == "torch":
+    if which is Framework.TORCH:
         from dataprof.backends.torch_backend import TorchBackend
 
         return TorchBackend()

@@ -22,6 +22,7 @@ from dataprof.results.pipeline import Estimate, PipelineModel, Residual
 from dataprof.results.stats import MIN_NOISE
 from dataprof.results.sweep import Report
 from dataprof.results.trial import TrialResult
+from dataprof.results.vocabulary import Framework
 
 CONTENDED = 0.75
 """A trial whose processes used this share of its CPUs or more shows CPU time, not the wait beside it."""
@@ -123,7 +124,7 @@ def _serial(trial: TrialResult) -> float:
 
 def _overlaps(trial: TrialResult) -> bool:
     """Paddle's buffer reader loads batches in a thread beside the loop, even at ``num_workers=0``."""
-    return trial.config.framework == "paddle" and trial.config.use_buffer_reader is not False
+    return trial.config.framework == Framework.PADDLE and trial.config.use_buffer_reader is not False
 
 
 def _receive(trial: TrialResult) -> float:

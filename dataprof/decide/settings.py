@@ -19,7 +19,7 @@ from dataprof.results.request import SPLITS, MemoryLimit, SweepOptions, SweepReq
 from dataprof.results.settings import CACHE_MODES, SweepSettings
 from dataprof.results.sweep import Report
 from dataprof.results.trial import TrialResult
-from dataprof.results.vocabulary import DatasetKind, WorkerKind
+from dataprof.results.vocabulary import DatasetKind, Framework, WorkerKind
 
 FRAMEWORK_OPTIONS = {knob.name: knob.frameworks[0] for knob in REGISTRY if len(knob.frameworks) == 1}
 """Options that exist for one framework's DataLoader only (from the knobs' records)."""
@@ -33,7 +33,7 @@ def wrong_framework(option: str, framework: str) -> str:
                 "runs on a GPU); sweep use_shared_memory and use_buffer_reader instead")
     if option == "worker_kind":
         return f"{flag}: thread workers load PyTorch datasets (torchdata.nodes); this is a {framework} sweep"
-    owner = "paddle.io.DataLoader" if FRAMEWORK_OPTIONS[option] == "paddle" else "torch.utils.data.DataLoader"
+    owner = "paddle.io.DataLoader" if FRAMEWORK_OPTIONS[option] == Framework.PADDLE else "torch.utils.data.DataLoader"
     return f"{flag}: an argument of {owner} only; this is a {framework} sweep"
 
 
@@ -160,7 +160,7 @@ def resolve_settings(settings: SweepSettings, host_info: dict[str, Any], count_d
     torchrun (``rank``), ``auto`` and ``cuda`` mean the device of ``LOCAL_RANK``.
     """
     framework = host_info.get("framework", "torch")
-    if rank is not None and framework != "torch":
+    if rank is not None and framework != Framework.TORCH:
         raise UsageError("a distributed sweep runs torch.distributed ranks; sweep a Paddle dataset without "
                          "torchrun or --nproc-per-node")
     for name in settings.given:
@@ -180,7 +180,7 @@ def resolve_settings(settings: SweepSettings, host_info: dict[str, Any], count_d
         raise UsageError(f"--require-gpu: no CUDA device is used (--device {settings.device} resolved to "
                          f"{device}); check the driver, CUDA_VISIBLE_DEVICES and the {framework} build")
     space = settings.space
-    if framework == "paddle":
+    if framework == Framework.PADDLE:
         accepted = set(host_info.get("loader_arguments") or KNOBS["paddle"])
         space = held_where_absent(dataclasses.replace(space, framework="paddle",
                                                       skipped=tuple(k for k in KNOBS["paddle"] if k not in accepted)))
@@ -203,7 +203,8 @@ def _torch_space(space: SearchSpace, host_info: dict[str, Any], device: str) -> 
     skipped where the installed DataLoader lacks them (a forced one is reported skipped, not faked); the
     start method in effect and those the platform offers; a forced start method it lacks is a UsageError."""
     accepted = set(host_info.get("loader_arguments") or KNOBS["torch"])
-    skipped = tuple(k.name for k in REGISTRY if k.keyword and "torch" in k.frameworks and k.name not in accepted)
+    skipped = tuple(k.name for k in REGISTRY
+                    if k.keyword and Framework.TORCH in k.frameworks and k.name not in accepted)
     available = tuple(host_info.get("start_methods") or START_METHODS)
     missing = [m for m in space.start_methods if m not in available]
     if missing and "multiprocessing_context" not in skipped:

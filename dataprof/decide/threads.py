@@ -8,7 +8,7 @@ from dataprof.results.settings import SweepSettings
 from dataprof.results.stats import rate
 from dataprof.results.sweep import Report
 from dataprof.results.threads import ThreadCheck, WorkerKinds
-from dataprof.results.vocabulary import DatasetKind, ThreadVerdict, TrialStatus, WorkerKind
+from dataprof.results.vocabulary import DatasetKind, Framework, ThreadVerdict, TrialStatus, WorkerKind
 
 INSTALL = "pip install torchdata (or a torch whose DataLoader takes worker_method)"
 
@@ -43,7 +43,7 @@ def thread_notes(settings: SweepSettings, dataset: DatasetInfo | None,
     asked = WorkerKind.THREAD in settings.space.worker_kinds
     installed = dataset is not None and dataset.thread_loader is not None
     notes = []
-    if settings.framework == "paddle" or dataset is None:
+    if settings.framework == Framework.PADDLE or dataset is None:
         return ()
     if asked and not installed:
         notes.append(f"--worker-kind thread: no thread loader is installed here; {INSTALL}")

@@ -13,6 +13,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from dataprof.results.vocabulary import Framework
+
 
 class Consumer(Protocol):
     """The dummy model a trial feeds: a copy to the device, then a step of the calibrated length."""
@@ -206,6 +208,6 @@ def visible_gpu_uuid(index: int, nvml: Any = None) -> str | None:
 
 def make_cuda_consumer(framework: str, device: str, step_ms: float) -> CudaConsumer | PaddleCudaConsumer:
     """The GPU consumer of the framework that loads the batches."""
-    if framework == "paddle":
+    if framework == Framework.PADDLE:
         return PaddleCudaConsumer(device, step_ms)
     return CudaConsumer(device, step_ms)

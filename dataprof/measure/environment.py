@@ -14,6 +14,7 @@ from pathlib import Path
 
 from dataprof.errors import UsageError
 from dataprof.results.environment import CpuBudget, Environment, RankInfo
+from dataprof.results.vocabulary import Framework
 
 
 def cgroup_cpu_limit(root: Path = Path("/sys/fs/cgroup")) -> float | None:
@@ -104,7 +105,7 @@ def cuda_devices(framework: str = "torch") -> int:
     """
     if sys.platform.startswith("linux") and not os.path.exists("/dev/nvidiactl"):
         return 0
-    if framework == "paddle":
+    if framework == Framework.PADDLE:
         from dataprof.backends.frameworks import import_paddle, paddle_available
 
         if not paddle_available():

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataprof.results.knobs import TORCH_THREAD_ARGUMENT, LoaderConfig
 from dataprof.results.sweep import Report
 from dataprof.results.units import fmt_bytes
-from dataprof.results.vocabulary import WorkerKind
+from dataprof.results.vocabulary import Framework, WorkerKind
 
 
 def kinds_text(report: Report) -> str | None:
@@ -36,7 +36,7 @@ def thread_loader_code(config: LoaderConfig, batch_size: int, shuffle: bool, col
     """The thread config as code to paste: the DataLoader with ``worker_method="thread"`` where the installed
     torch has it, else the ``torchdata.nodes`` pipeline dataprof measured (``dataset`` is the user's)."""
     collate = collate_fn.rpartition(":")[2] if collate_fn else None
-    if thread_loader == "torch":
+    if thread_loader == Framework.TORCH:
         parts = ["dataset", f"batch_size={batch_size}", *(["shuffle=True"] if shuffle else []),
                  *(f"{name}={value!r}" for name, value in config.dataloader_kwargs().items()),
                  f'{TORCH_THREAD_ARGUMENT}="thread"', *([f"collate_fn={collate}"] if collate else [])]

@@ -15,7 +15,7 @@ from rich.text import Text
 from dataprof.decide.tune.builders import builder_of, edit_through
 from dataprof.render.html import page
 from dataprof.results.tune import TuneAnswer, TunedLoader, TuneReport, TuneTrial
-from dataprof.results.vocabulary import WorkerKind
+from dataprof.results.vocabulary import Framework, WorkerKind
 
 ROLES = {"current": "yours", "headspace": "data for free", "candidate": "tried", "sweep": "the loader sweep's pick"}
 """How each kind of run is named in the table."""
@@ -90,7 +90,7 @@ def answer_lines(report: TuneReport) -> list[str]:
         through = edit_through(loader.built_by, changes)
         edit = ", ".join(f"{k}={loader.settings.get(k, '(default)')} → {v}" for k, v in changes.items())
         if threads:
-            how = 'worker_method="thread"' if loader.threads == "torch" else \
+            how = 'worker_method="thread"' if loader.threads == Framework.TORCH else \
                 "the torchdata.nodes pipeline of docs/threads.md"
             edit += ("; " if edit else "") + f"its workers as threads of the training process ({how})"
         lines.append(f"at {_where(loader)}: {edit}")

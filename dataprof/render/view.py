@@ -22,7 +22,7 @@ from dataprof.results.stats import best_by_workers, speedup
 from dataprof.results.sweep import AutotuneRun, Report
 from dataprof.results.trial import TrialResult
 from dataprof.results.units import fmt_bytes
-from dataprof.results.vocabulary import TITLES, CacheMode, DatasetKind, FindingId, Severity, TrialStatus
+from dataprof.results.vocabulary import TITLES, CacheMode, DatasetKind, FindingId, Framework, Severity, TrialStatus
 
 
 def num(value: float | None, fmt: str) -> str:
@@ -62,7 +62,7 @@ def dataloader_line(config: LoaderConfig, batch_size: int, shuffle: bool, collat
     parts.extend(f"{name}={value!r}" for name, value in config.dataloader_kwargs().items())
     if collate_fn:
         parts.append(f"collate_fn={collate_fn.rpartition(':')[2]}")
-    loader = "paddle.io.DataLoader" if config.framework == "paddle" else "DataLoader"
+    loader = "paddle.io.DataLoader" if config.framework == Framework.PADDLE else "DataLoader"
     return f"{loader}({', '.join(parts)})"
 
 
@@ -86,7 +86,7 @@ def header_lines(report: Report) -> list[str]:
     env = report.environment
     step = report.settings.step_ms
     model = f"model step {step:g} ms" if step else "no model step (loader ceiling)"
-    loader = "paddle.io.DataLoader" if env.framework == "paddle" else "torch DataLoader"
+    loader = "paddle.io.DataLoader" if env.framework == Framework.PADDLE else "torch DataLoader"
     lines = [
         f"dataprof {report.tool_version} · {report.target} {dataset_text(report)}".rstrip(),
         f"{loader} ({env.framework} {env.framework_version or '?'}) · batch size {report.settings.batch_size}"
@@ -177,7 +177,7 @@ def changes_line(report: Report) -> str:
     assert mine is not None and rec is not None
     loader = (report.dataset.loader if report.dataset is not None else None) or {}
     name = str(loader.get("class", "")).rpartition(".")[2] or \
-        ("paddle.io.DataLoader" if rec.config.framework == "paddle" else "DataLoader")
+        ("paddle.io.DataLoader" if rec.config.framework == Framework.PADDLE else "DataLoader")
     if not mine.changes:
         return f"keep your {name}(...) as it is"
     values = rec.config.to_dict()
@@ -315,7 +315,7 @@ def rules_of_thumb(report: Report) -> list[tuple[str, bool]]:
         else:
             lines.append((f"{head}: {row.samples_per_s:,.1f} samples/s; the recommendation is "
                           f"{row.recommended_speedup or 0:.2f}× as fast", True))
-    if report.environment.framework == "torch" and report.environment.simulated_device \
+    if report.environment.framework == Framework.TORCH and report.environment.simulated_device \
             and any(r.config.pin_memory is False for r in report.rules_of_thumb):
         lines.append(("(the rules also say pin_memory=True, which needs a GPU)", False))
     return lines

@@ -10,6 +10,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from dataprof.results.vocabulary import Framework
+
 
 @dataclass(frozen=True)
 class CpuBudget:
@@ -100,7 +102,7 @@ class Environment:
     @property
     def framework_version(self) -> str | None:
         """The measured framework's version."""
-        return self.paddle if self.framework == "paddle" else self.torch
+        return self.paddle if self.framework == Framework.PADDLE else self.torch
 
     @property
     def simulated_device(self) -> bool:

@@ -17,7 +17,7 @@ from dataprof.results.document import SCHEMA_VERSION, Shown, kept, to_json
 from dataprof.results.environment import DatasetInfo, Environment
 from dataprof.results.findings import Finding
 from dataprof.results.threads import GilShare
-from dataprof.results.vocabulary import Kind
+from dataprof.results.vocabulary import Framework, Kind
 
 
 @dataclass(frozen=True)
@@ -151,7 +151,7 @@ class InspectedMachine:
     @property
     def framework_version(self) -> str | None:
         """The inspected framework's version."""
-        return self.paddle if self.framework == "paddle" else self.torch
+        return self.paddle if self.framework == Framework.PADDLE else self.torch
 
     @classmethod
     def of(cls, data: InspectionData) -> InspectedMachine:

@@ -228,7 +228,7 @@ class SearchSpace:
         data.update({knob.space_key: list(self.values_of(knob)) for knob in REGISTRY
                      if self.framework in knob.frameworks})
         data["skipped_knobs"] = list(self.skipped)
-        if self.framework != "paddle":
+        if self.framework != Framework.PADDLE:
             data.update(forced_knobs=list(self.forced), start_method=self.start_method,
                         available_start_methods=list(self.available_start_methods), thread_loader=self.thread_loader,
                         gil_release=self.gil_release, gil_release_high=self.gil_release_high,

@@ -15,6 +15,7 @@ from typing import Any
 from dataprof.errors import UsageError
 from dataprof.results.knobs import LoaderConfig, SearchSpace
 from dataprof.results.registry import KNOBS, REGISTRY
+from dataprof.results.vocabulary import Framework
 
 
 def split_target(text: str) -> tuple[str, str]:
@@ -124,7 +125,7 @@ def current_config(values: Mapping[str, Any]) -> LoaderConfig:
     for key, minimum in minimums.items():
         if key in values and values[key] < minimum:
             raise UsageError(f"--current {key}: {values[key]} is below the minimum of {minimum}")
-    paddle = any(knob.frameworks == ("paddle",) for knob in REGISTRY if knob.name in values)
-    space = SearchSpace(workers=(values["num_workers"],), framework="paddle" if paddle else "torch")
+    paddle = any(knob.frameworks == (Framework.PADDLE,) for knob in REGISTRY if knob.name in values)
+    space = SearchSpace(workers=(values["num_workers"],), framework=Framework.PADDLE if paddle else Framework.TORCH)
     return space.config(values["num_workers"], **{"persistent_workers": False,  # the DataLoader's default
                                                   **{k: v for k, v in values.items() if k != "num_workers"}})

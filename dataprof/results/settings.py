@@ -9,7 +9,7 @@ from typing import Any
 
 from dataprof.results.document import Shown
 from dataprof.results.knobs import DEFAULT_BATCH_SIZE, LoaderConfig, SearchSpace
-from dataprof.results.vocabulary import CacheMode
+from dataprof.results.vocabulary import CacheMode, Framework
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,7 @@ class SweepSettings:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON document's ``settings`` (docs/json.md); the space's keys as :meth:`SearchSpace.to_dict`."""
-        paddle = {"autotune_steps": self.autotune_steps} if self.framework == "paddle" else {}
+        paddle = {"autotune_steps": self.autotune_steps} if self.framework == Framework.PADDLE else {}
         return {
             "framework": self.framework,
             "world_size": self.world_size,

@@ -10,7 +10,7 @@ from dataprof.results.knobs import LoaderConfig
 from dataprof.results.stats import noise_between, rate
 from dataprof.results.sweep import Report
 from dataprof.results.trial import TrialResult
-from dataprof.results.vocabulary import Severity, TrialStatus
+from dataprof.results.vocabulary import Framework, Severity, TrialStatus
 
 
 def ok_trials(report: Report) -> list[TrialResult]:
@@ -87,7 +87,7 @@ def serial_loading(trial: TrialResult, batch: int) -> tuple[str, float, float] |
     if config.num_workers != 0:
         return None
     iteration = iteration_ms(trial, batch)
-    if config.framework == "paddle" and config.use_buffer_reader is not False:
+    if config.framework == Framework.PADDLE and config.use_buffer_reader is not False:
         side = side_thread_cores(trial)
         if side is None:
             return None

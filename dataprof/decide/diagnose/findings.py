@@ -24,7 +24,7 @@ from dataprof.results.stats import rate
 from dataprof.results.sweep import Report
 from dataprof.results.trial import TrialResult
 from dataprof.results.units import fmt_bytes
-from dataprof.results.vocabulary import DatasetKind, FindingId, Severity, StartMethod, TrialStatus
+from dataprof.results.vocabulary import DatasetKind, FindingId, Framework, Severity, StartMethod, TrialStatus
 
 
 def copy_on_read(report: Report, th: Thresholds) -> Finding | None:
@@ -226,7 +226,7 @@ def shm_risk(report: Report, th: Thresholds) -> Finding | None:
     recommendation = ("Give the container more shared memory (docker run --shm-size=8g, or a memory-backed "
                       "emptyDir on Kubernetes), or keep fewer batches in flight (lower prefetch_factor or fewer "
                       "workers)." + threads_text(report, "/dev/shm (batches stay in the one process)"))
-    if trial.config.framework == "paddle":
+    if trial.config.framework == Framework.PADDLE:
         piped = next((t for t in ok_trials(report)
                       if t.config == dataclasses.replace(trial.config, use_shared_memory=False)), None)
         cost = "" if piped is None or trial.status != TrialStatus.OK else (
@@ -250,7 +250,7 @@ def single_process(report: Report, th: Thresholds) -> Finding | None:
     if not alone:
         return None
     platform = report.environment.platform or "this platform"
-    paddle = report.environment.framework == "paddle"
+    paddle = report.environment.framework == Framework.PADDLE
     why = (f"paddle.io.DataLoader forces num_workers=0 on macOS and Windows ({platform})" if paddle else
            f"the DataLoader started no worker process ({platform})")
     labels = ", ".join(t.config.label() for t in alone[:4]) + ("…" if len(alone) > 4 else "")
@@ -370,7 +370,7 @@ def no_gpu(report: Report, th: Thresholds) -> Finding | None:
     if not report.environment.simulated_device:
         return None
     step = report.settings.step_ms
-    torch = report.environment.framework == "torch"
+    torch = report.environment.framework == Framework.TORCH
     return Finding(
         id=FindingId.NO_GPU,
         severity=Severity.INFO,

@@ -16,7 +16,7 @@ from dataprof.results.knobs import LoaderConfig, SearchSpace, baseline
 from dataprof.results.registry import evidence_knobs
 from dataprof.results.stats import noise_between, rate
 from dataprof.results.trial import TrialResult
-from dataprof.results.vocabulary import TrialStatus
+from dataprof.results.vocabulary import Framework, TrialStatus
 
 
 class AdaptiveStrategy(ThreadSteps, Searching):
@@ -58,7 +58,7 @@ class AdaptiveStrategy(ThreadSteps, Searching):
         """Climb num_workers while it pays, refine around the best, then tune the other knobs there."""
         done = {t.config: t for t in history}
         if self.baseline not in done:
-            framework = "Paddle" if self.space.framework == "paddle" else "PyTorch"
+            framework = "Paddle" if self.space.framework == Framework.PADDLE else "PyTorch"
             return Proposal(self.baseline, f"baseline: num_workers=0, {framework}'s default")
         mine = self._current_step(done)
         if mine is not None:
@@ -348,7 +348,7 @@ class AdaptiveStrategy(ThreadSteps, Searching):
         deeper, tailed = self._other_prefetch(), self._tailed(done)
         if deeper and tailed is not None:
             knobs.append(("prefetch_factor", deeper, evidence.tail_words(tailed)))
-        if space.framework != "torch" or anchor.config.threads:  # threads have no start method to try
+        if space.framework != Framework.TORCH or anchor.config.threads:  # threads have no start method to try
             return tuple(knobs)
         left = set(evidence_knobs(space.framework)) - set(space.skipped) - set(space.forced)
         baseline = done.get(self.baseline)

@@ -13,7 +13,7 @@ from dataprof.decide.search.common import Budget, Proposal
 from dataprof.results.knobs import LoaderConfig, SearchSpace
 from dataprof.results.stats import rate
 from dataprof.results.trial import TrialResult
-from dataprof.results.vocabulary import TrialStatus, WorkerKind
+from dataprof.results.vocabulary import Framework, TrialStatus, WorkerKind
 
 
 def gain(new: TrialResult, old: TrialResult) -> str:
@@ -83,7 +83,7 @@ class ThreadSteps:
         """The process config threads are tried beside: the pick after tuning (the fastest process config the
         recommendation would take); None where threads are not to be tried."""
         space = self.space
-        if space.framework != "torch" or space.thread_loader is None or space.only_threads \
+        if space.framework != Framework.TORCH or space.thread_loader is None or space.only_threads \
                 or space.worker_kinds == (WorkerKind.PROCESS,):
             return None
         chosen = recommend([t for c, t in done.items() if c.num_workers > 0 and not c.threads

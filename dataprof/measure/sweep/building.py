@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from dataprof.errors import DataprofError
 from dataprof.measure.protocol import Channel, LoadRequest, Message, error_event
-from dataprof.results.vocabulary import DatasetKind, TrialStatus
+from dataprof.results.vocabulary import DatasetKind, Framework, TrialStatus
 
 if TYPE_CHECKING:
     from dataprof.backends.loaders import LoaderTemplate
@@ -90,7 +90,7 @@ def probe(request: LoadRequest, built: Built, handed_over: bool) -> Message:
         batch = check_batchable(dataset, kind, collate or backend.default_collate(), int(request.batch_size))
     else:
         batch = template.check(request.given_batch_size, collate, backend.default_collate())
-    by_threads = thread_loader(backend.loader_arguments()) if backend.name == "torch" else None
+    by_threads = thread_loader(backend.loader_arguments()) if backend.name == Framework.TORCH else None
     return {
         "thread_loader": by_threads,
         "gil": sample_gil(dataset) if request.gil and by_threads is not None and kind == DatasetKind.MAP

@@ -12,7 +12,7 @@ from typing import Any
 from dataprof.backends.threads import thread_loader
 from dataprof.results.knobs import TORCH_THREAD_ARGUMENT, LoaderConfig
 from dataprof.results.registry import REGISTRY
-from dataprof.results.vocabulary import WorkerKind
+from dataprof.results.vocabulary import Framework, WorkerKind
 
 
 class Changes:
@@ -59,7 +59,7 @@ def overridden(init: Callable[..., None], loader: Any, args: tuple[Any, ...], kw
         if by is None:
             raise TypeError("dataprof: worker_kind=thread needs torchdata (pip install torchdata) or a DataLoader "
                             "that takes worker_method")
-        if by == "torch":
+        if by == Framework.TORCH:
             values[TORCH_THREAD_ARGUMENT] = WorkerKind.THREAD.value
         else:
             threads = LoaderConfig(num_workers=int(values.pop("num_workers")),
