@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from dataprof.errors import UsageError
-from dataprof.render import view
+from dataprof.render import trials, view
 from dataprof.render.cache import COLD_COLUMNS, cold_rows
 from dataprof.render.compare import comparison_view
 from dataprof.results.compare import Comparison, RunComparison
@@ -77,8 +77,8 @@ def _figure(report: Report, title: str, y_title: str, value: Callable[[TrialResu
 
     workers = sorted({t.config.num_workers for t in report.trials})
     fig = go.Figure()
-    for name, trials in _series(report).items():
-        fig.add_trace(go.Scatter(x=[str(t.config.num_workers) for t in trials], y=[value(t) for t in trials],
+    for name, series in _series(report).items():
+        fig.add_trace(go.Scatter(x=[str(t.config.num_workers) for t in series], y=[value(t) for t in series],
                                  mode="lines+markers", name=name))
     values = [v for t in report.trials if t.status == TrialStatus.OK and (v := value(t)) is not None]
     top = max(values, default=0.0)
@@ -130,9 +130,9 @@ def html_table(head: Sequence[str], rows: Sequence[tuple[list[str], str | None]]
 
 
 def _trials_table(report: Report) -> str:
-    columns = view.trial_columns(report, errors=True)
+    columns = trials.trial_columns(report, errors=True)
     rows = [([row.cells[c].strip() for c in columns], "best" if row.chosen else ("bad" if not row.ok else ""))
-            for row in view.trial_rows(report)]
+            for row in trials.trial_rows(report)]
     return html_table(columns, rows)
 
 
@@ -143,11 +143,11 @@ def _cold_table(report: Report) -> str:
 
 def _ranks(report: Report) -> str:
     """Each rank at the recommended config (distributed sweeps)."""
-    ranks = view.rank_rows(report)
+    ranks = trials.rank_rows(report)
     if ranks is None:
         return ""
     title, rows, nodes = ranks
-    table = html_table(view.RANK_COLUMNS, [(cells, "bad" if slowest else "") for cells, slowest in rows])
+    table = html_table(trials.RANK_COLUMNS, [(cells, "bad" if slowest else "") for cells, slowest in rows])
     return f"<h2>{_e(title)}</h2>{table}" + "".join(f"<p class='meta'>{_e(line)}</p>" for line in nodes)
 
 
@@ -181,11 +181,11 @@ def summary_fragment(report: Report) -> str:
 
 
 def _search(report: Report) -> str:
-    steps = [([str(number), label, figure, why], None) for number, label, figure, why in view.search_steps(report)]
+    steps = [([str(number), label, figure, why], None) for number, label, figure, why in trials.search_steps(report)]
     stop = f"<p class='meta'>stop: {_e(report.search_stop)}</p>" if report.search_stop else ""
     thumbs = "".join(f"<li>{_e(line)}</li>" for line, _ in view.rules_of_thumb(report))
     return ((f"<h2>Against the rules of thumb</h2><ul>{thumbs}</ul>" if thumbs else "")
-            + (f"<h2>{_e(view.search_title(report))}</h2>{html_table([], steps)}{stop}" if steps else ""))
+            + (f"<h2>{_e(trials.search_title(report))}</h2>{html_table([], steps)}{stop}" if steps else ""))
 
 
 def sweep_page(report: Report) -> str:

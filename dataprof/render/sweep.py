@@ -13,7 +13,7 @@ from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 
-from dataprof.render import view
+from dataprof.render import trials, view
 from dataprof.render.cache import COLD_COLUMNS, cold_rows
 from dataprof.results.sweep import Report
 
@@ -36,11 +36,11 @@ def trials_table(report: Report) -> Table:
     """Every trial, fastest first; failures last with their status."""
     table = Table(box=box.SIMPLE_HEAD, title="Trials (steady state, fastest first)", title_justify="left",
                   pad_edge=False, padding=(0, 1, 0, 0))
-    columns = view.trial_columns(report)
+    columns = trials.trial_columns(report)
     for name in columns:
         table.add_column(name, justify="left" if name in ("config", "status") else "right", no_wrap=True,
                          min_width=7 if name == "status" else None)
-    for row in view.trial_rows(report):
+    for row in trials.trial_rows(report):
         table.add_row(*(row.cells[name] for name in columns),
                       style="bold" if row.chosen else ("red" if not row.ok else None))
     return table
@@ -58,7 +58,7 @@ def _bar(value: float, top: float, width: int = CHART_WIDTH) -> str:
 
 def throughput_chart(report: Report) -> RenderableType | None:
     """Throughput against num_workers (the best config at each count): the curve's shape at a glance."""
-    curve = view.throughput_curve(report)
+    curve = trials.throughput_curve(report)
     if not curve:
         return None
     top = max(rate for _, rate, _ in curve)
@@ -131,10 +131,10 @@ def rules_of_thumb(report: Report) -> RenderableType | None:
 
 def search_story(report: Report) -> RenderableType | None:
     """Each trial in the order run and why the search chose it, then why it stopped."""
-    steps = view.search_steps(report)
+    steps = trials.search_steps(report)
     if not steps:
         return None
-    lines: list[RenderableType] = [Rule(view.search_title(report), align="left")]
+    lines: list[RenderableType] = [Rule(trials.search_title(report), align="left")]
     lines += [Text(f"{number:>2}. {label:<17} {figure:>18}  {why}") for number, label, figure, why in steps]
     if report.search_stop:
         lines.append(Text(f"stop: {report.search_stop}", style="dim"))
@@ -143,12 +143,12 @@ def search_story(report: Report) -> RenderableType | None:
 
 def ranks_table(report: Report) -> RenderableType | None:
     """Each rank at the recommended config, then each node's totals."""
-    ranks = view.rank_rows(report)
+    ranks = trials.rank_rows(report)
     if ranks is None:
         return None
     title, rows, nodes = ranks
     table = Table(box=box.SIMPLE_HEAD, title=title, title_justify="left")
-    for column in view.RANK_COLUMNS:
+    for column in trials.RANK_COLUMNS:
         table.add_column(column, justify="left" if column in ("rank", "host") else "right")
     for cells, slowest in rows:
         table.add_row(("◂ " if slowest else "  ") + cells[0], *cells[1:])
