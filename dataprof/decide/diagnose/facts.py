@@ -7,7 +7,7 @@ import math
 from dataprof.decide.budgets import available_cpus
 from dataprof.decide.thresholds import Thresholds
 from dataprof.results.knobs import LoaderConfig
-from dataprof.results.stats import noise_between, rate
+from dataprof.results.stats import best_by_workers, noise_between, rate
 from dataprof.results.sweep import Report
 from dataprof.results.trial import TrialResult
 from dataprof.results.vocabulary import Framework, Severity, TrialStatus
@@ -196,3 +196,53 @@ def slower_cold(warm: TrialResult, cold: TrialResult) -> float:
     """How much slower ``cold`` reads than ``warm`` (0.4 = 40% slower); 0 within the noise between them."""
     gap = 1 - (cold.samples_per_s or 0.0) / (warm.samples_per_s or 1.0)
     return gap if gap > noise_between(warm, cold) else 0.0
+
+
+def loader_limited(report: Report, th: Thresholds) -> TrialResult | None:
+    """The recommended trial, if the loop waits for data long enough for the loader to be the limit."""
+    rec = recommended_trial(report)
+    return rec if rec is not None and wait_share(rec) >= th.model_bound_wait else None
+
+
+def mean_wait_ms(trial: TrialResult, batch: int) -> float:
+    """The mean wait for a batch: as measured, else its share of an iteration."""
+    if trial.wait_ms is not None and trial.wait_ms.mean is not None:
+        return trial.wait_ms.mean
+    return wait_share(trial) * iteration_ms(trial, batch)
+
+
+def sustains_text(trial: TrialResult, batch: int) -> str:
+    """The slowest model step this loader keeps fed, in a sentence."""
+    return (f"This loader sustains any model whose step takes ≥ {ms(break_even_ms(trial, batch))} ms "
+            f"at batch size {batch}.")
+
+
+def lead_text(trial: TrialResult, report: Report) -> str:
+    """How much the recommended config waits; without a model step, that it can only wait."""
+    if not report.settings.step_ms:
+        return (f"no model step was given (--step-ms 0), so {trial.config.label()} measures the loader's ceiling: "
+                f"{rate_text(rate(trial))}")
+    return f"{trial.config.label()} waits {pct(wait_share(trial))} of each iteration"
+
+
+def growth_text(report: Report) -> str:
+    """How throughput moves over the last worker counts tried, e.g. ``w4 → w8: +38%`` (``t8 → t16`` where
+    threads are recommended)."""
+    curve = worker_curve(report)
+    if len(curve) < 2:
+        return ""
+    a, b = curve[-2], curve[-1]
+    change = rate(b) / rate(a) - 1 if rate(a) else math.nan
+    return f"{a.config.short_label} → {b.config.short_label}: {100 * change:+.0f}%"
+
+
+def worker_curve(report: Report) -> list[TrialResult]:
+    """The throughput curve of the recommended kind of workers (processes, or threads)."""
+    rec = recommended_trial(report)
+    return best_by_workers(ok_trials(report), threads=rec is not None and rec.config.threads)
+
+
+def still_rising(report: Report) -> bool:
+    """Whether the last worker count tried was faster than the one before, beyond the noise."""
+    curve = worker_curve(report)
+    return len(curve) >= 2 and faster(curve[-1], curve[-2])

@@ -15,14 +15,16 @@ from dataprof.decide.budgets import HEADROOM, available_cpus, memory_fit
 from dataprof.decide.diagnose.cache import storage_bound
 from dataprof.decide.diagnose.facts import (
     batch_size,
-    break_even_ms,
     copy_share,
     cores,
     cpu_ceiling,
     cpu_s_per_sample,
     cpus_text,
-    faster,
+    growth_text,
     iteration_ms,
+    lead_text,
+    loader_limited,
+    mean_wait_ms,
     memory_budget,
     ms,
     ok_trials,
@@ -32,63 +34,17 @@ from dataprof.decide.diagnose.facts import (
     serial_loading,
     severity_for,
     side_thread_cores,
+    still_rising,
+    sustains_text,
     wait_share,
     worker_cores,
 )
 from dataprof.decide.thresholds import Thresholds
 from dataprof.results.findings import Finding
-from dataprof.results.stats import best_by_workers, rate
+from dataprof.results.stats import rate
 from dataprof.results.sweep import Report
-from dataprof.results.trial import TrialResult
 from dataprof.results.units import fmt_bytes
 from dataprof.results.vocabulary import FindingId, Severity, TrialStatus
-
-
-def _loader_limited(report: Report, th: Thresholds) -> TrialResult | None:
-    """The recommended trial, if the loop waits for data long enough for the loader to be the limit."""
-    rec = recommended_trial(report)
-    return rec if rec is not None and wait_share(rec) >= th.model_bound_wait else None
-
-
-def _wait_ms(trial: TrialResult, batch: int) -> float:
-    if trial.wait_ms is not None and trial.wait_ms.mean is not None:
-        return trial.wait_ms.mean
-    return wait_share(trial) * iteration_ms(trial, batch)
-
-
-def _sustains(trial: TrialResult, batch: int) -> str:
-    return (f"This loader sustains any model whose step takes ≥ {ms(break_even_ms(trial, batch))} ms "
-            f"at batch size {batch}.")
-
-
-def _lead(trial: TrialResult, report: Report) -> str:
-    """How much the recommended config waits; without a model step, that it can only wait."""
-    if not report.settings.step_ms:
-        return (f"no model step was given (--step-ms 0), so {trial.config.label()} measures the loader's ceiling: "
-                f"{rate_text(rate(trial))}")
-    return f"{trial.config.label()} waits {pct(wait_share(trial))} of each iteration"
-
-
-def _growth(report: Report) -> str:
-    """How throughput moves over the last worker counts tried, e.g. ``w4 → w8: +38%`` (``t8 → t16`` where
-    threads are recommended)."""
-    curve = _curve(report)
-    if len(curve) < 2:
-        return ""
-    a, b = curve[-2], curve[-1]
-    change = rate(b) / rate(a) - 1 if rate(a) else math.nan
-    return f"{a.config.short_label} → {b.config.short_label}: {100 * change:+.0f}%"
-
-
-def _curve(report: Report) -> list[TrialResult]:
-    """The throughput curve of the recommended kind of workers (processes, or threads)."""
-    rec = recommended_trial(report)
-    return best_by_workers(ok_trials(report), threads=rec is not None and rec.config.threads)
-
-
-def _still_rising(report: Report) -> bool:
-    curve = _curve(report)
-    return len(curve) >= 2 and faster(curve[-1], curve[-2])
 
 
 def model_bound(report: Report, th: Thresholds) -> Finding | None:
@@ -102,7 +58,8 @@ def model_bound(report: Report, th: Thresholds) -> Finding | None:
         id=FindingId.MODEL_BOUND,
         severity=Severity.INFO,
         evidence=(f"{rec.config.label()} waits {pct(wait_share(rec))} of each iteration for data "
-                  f"({ms(_wait_ms(rec, batch))} ms of {ms(iteration_ms(rec, batch))} ms) at {rate_text(rate(rec))}. "
+                  f"({ms(mean_wait_ms(rec, batch))} ms of {ms(iteration_ms(rec, batch))} ms) at "
+                  f"{rate_text(rate(rec))}. "
                   f"It keeps up with the {ms(step)} ms step: this loader sustains any model whose step takes "
                   f"≥ {ms(step)} ms at batch size {batch} (its own limit is higher; a smaller --step-ms finds it)."),
         recommendation=("The loader is not your bottleneck: use the recommended DataLoader(...) and spend your "
@@ -118,7 +75,7 @@ def transfer_bound(report: Report, th: Thresholds) -> Finding | None:
     batch = batch_size(report)
     share = copy_share(rec, batch)
     copy = rec.times.copy_ms_mean or 0.0
-    wait = _wait_ms(rec, batch)
+    wait = mean_wait_ms(rec, batch)
     receiving = min(wait, rec.times.wait_cpu_ms_mean or 0.0)
     # The copy must outweigh both parts of the wait: idle (workers too slow) and the main
     # thread's own work inside next() (receiving the same bytes it will copy).
@@ -143,18 +100,18 @@ def transfer_bound(report: Report, th: Thresholds) -> Finding | None:
         evidence=(f"copying each batch to {report.environment.device} takes {ms(copy)} ms, {pct(share)} of the "
                   f"{ms(iteration_ms(rec, batch))} ms iteration{speed}; waiting for the loader takes "
                   f"{ms(wait)} ms ({ms(receiving)} ms of it the main thread receiving batches). "
-                  f"{_sustains(rec, batch)}"),
+                  f"{sustains_text(rec, batch)}"),
         recommendation="; ".join(changes) + ".",
     )
 
 
 def main_process_bound(report: Report, th: Thresholds) -> Finding | None:
     """The main process is the limit: receiving batches, the sampler, or the pin-memory thread saturate it."""
-    rec = _loader_limited(report, th)
+    rec = loader_limited(report, th)
     if rec is None:
         return None
     batch = batch_size(report)
-    wait = _wait_ms(rec, batch)
+    wait = mean_wait_ms(rec, batch)
     busy = rec.times.wait_cpu_ms_mean
     iteration = iteration_ms(rec, batch)
     workers = rec.config.num_workers
@@ -201,15 +158,15 @@ def main_process_bound(report: Report, th: Thresholds) -> Finding | None:
     return Finding(
         id=FindingId.MAIN_PROCESS_BOUND,
         severity=severity_for(wait_share(rec), th, report),
-        evidence=(f"{_lead(rec, report)}, and the main process is the limit: {'; '.join(causes)}. "
-                  f"{_sustains(rec, batch)}"),
+        evidence=(f"{lead_text(rec, report)}, and the main process is the limit: {'; '.join(causes)}. "
+                  f"{sustains_text(rec, batch)}"),
         recommendation="; ".join(changes) + ".",
     )
 
 
 def memory_bound(report: Report, th: Thresholds) -> Finding | None:
     """The workers that would pay do not fit in the memory budget (PSS per worker from the trials)."""
-    rec = _loader_limited(report, th)
+    rec = loader_limited(report, th)
     if rec is None:
         return None
     batch = batch_size(report)
@@ -225,12 +182,12 @@ def memory_bound(report: Report, th: Thresholds) -> Finding | None:
     if stopped:
         first_stopped = min(t.config.num_workers for t in stopped)
         fits = first_stopped - 1 if fits is None else min(fits, first_stopped - 1)
-    blocked = _still_rising(report) and fits is not None and fits < top + max(1, top // 2)
+    blocked = still_rising(report) and fits is not None and fits < top + max(1, top // 2)
     if not stopped and not blocked:
         return None
     parts = []
-    if _still_rising(report):
-        parts.append(f"throughput still rises with workers ({_growth(report)})")
+    if still_rising(report):
+        parts.append(f"throughput still rises with workers ({growth_text(report)})")
     if fit is not None and budget is not None:
         parts.append(f"memory grows {fmt_bytes(fit[1])} per worker (PSS fitted over {len(ok)} trials: "
                      f"{fmt_bytes(fit[0])} + {fmt_bytes(fit[1])} × workers) against {budget[1]} of "
@@ -241,7 +198,7 @@ def memory_bound(report: Report, th: Thresholds) -> Finding | None:
     return Finding(
         id=FindingId.MEMORY_BOUND,
         severity=severity_for(wait_share(rec), th, report),
-        evidence=(f"{_lead(rec, report)}; {'; '.join(parts)}. {_sustains(rec, batch)}"),
+        evidence=(f"{lead_text(rec, report)}; {'; '.join(parts)}. {sustains_text(rec, batch)}"),
         recommendation=("Cut memory per worker so more workers fit: keep the dataset in numpy/arrow arrays or a "
                         "memory-mapped file rather than Python objects, do not cache decoded samples in each "
                         "worker, open files lazily in the worker; or give the job more RAM."),
@@ -250,7 +207,7 @@ def memory_bound(report: Report, th: Thresholds) -> Finding | None:
 
 def cpu_bound(report: Report, th: Thresholds) -> Finding | None:
     """The usable CPUs are saturated and more workers stop helping: the samples' CPU cost is the limit."""
-    rec = _loader_limited(report, th)
+    rec = loader_limited(report, th)
     if rec is None:
         return None
     batch = batch_size(report)
@@ -267,7 +224,7 @@ def cpu_bound(report: Report, th: Thresholds) -> Finding | None:
     computing = per_worker is not None and per_worker >= th.worker_busy
     machine = (rec.cpu.cpu_percent_system or 0.0) / 100.0
     # Other processes crowding the CPUs limit the loader only once more workers stop helping.
-    crowded = machine >= th.machine_saturated and not _still_rising(report)
+    crowded = machine >= th.machine_saturated and not still_rising(report)
     if not saturated and not computing and not crowded:
         return None
     parts = []
@@ -286,8 +243,8 @@ def cpu_bound(report: Report, th: Thresholds) -> Finding | None:
         parts.append(f"loading costs {1000 * cost:.2f} ms of CPU per sample, so {cpus_text(report)} can load at most "
                      f"{rate_text(ceiling)}; {rec.config.label()} reaches {rate_text(rate(rec))}, "
                      f"{pct(rate(rec) / ceiling)} of that ceiling")
-    if _growth(report) and not _still_rising(report):
-        parts.append(f"more workers stop helping ({_growth(report)})")
+    if growth_text(report) and not still_rising(report):
+        parts.append(f"more workers stop helping ({growth_text(report)})")
     change = ("Make each sample cheaper: find the costly transform (dataprof inspect), move augmentation to the "
               "GPU, cache decoded or resized data, use a faster decoder; or get more CPUs.")
     if crowded and not saturated:
@@ -299,15 +256,15 @@ def cpu_bound(report: Report, th: Thresholds) -> Finding | None:
     return Finding(
         id=FindingId.CPU_BOUND,
         severity=severity_for(wait_share(rec), th, report),
-        evidence=(f"{_lead(rec, report)}; {'; '.join(parts)}. "
-                  f"{_sustains(rec, batch)}"),
+        evidence=(f"{lead_text(rec, report)}; {'; '.join(parts)}. "
+                  f"{sustains_text(rec, batch)}"),
         recommendation=change,
     )
 
 
 def short_epoch(report: Report, th: Thresholds) -> Finding | None:
     """Epochs so short that the loop waits mostly at their starts, where the workers restart or refill."""
-    rec = _loader_limited(report, th)
+    rec = loader_limited(report, th)
     if rec is None or not rec.epochs.epoch_starts_in_window or not rec.epochs.epoch_start_wait_s or not rec.window_s:
         return None
     waited = wait_share(rec) * rec.window_s
@@ -329,7 +286,7 @@ def short_epoch(report: Report, th: Thresholds) -> Finding | None:
     return Finding(
         id=FindingId.SHORT_EPOCH,
         severity=severity_for(wait_share(rec), th, report),
-        evidence=(f"{_lead(rec, report)}; {size}{rec.epochs.epoch_starts_in_window} epochs began in the "
+        evidence=(f"{lead_text(rec, report)}; {size}{rec.epochs.epoch_starts_in_window} epochs began in the "
                   f"{rec.window_s:.1f} s window and the loop waited {ms(1000 * per_start)} ms for the first batch "
                   f"of each while {how}: {pct(rec.epochs.epoch_start_wait_s / waited)} of its waiting "
                   f"({pct(rec.epochs.epoch_start_wait_s / rec.window_s)} of the window). The epoch boundary is the "
@@ -343,7 +300,7 @@ def short_epoch(report: Report, th: Thresholds) -> Finding | None:
 
 def io_bound(report: Report, th: Thresholds) -> Finding | None:
     """The loader is the limit and the CPUs are not: samples wait on storage, network or locks."""
-    rec = _loader_limited(report, th)
+    rec = loader_limited(report, th)
     if rec is None:
         return None
     batch = batch_size(report)
@@ -361,21 +318,21 @@ def io_bound(report: Report, th: Thresholds) -> Finding | None:
         parts.append(f"the loader's processes use {tree:.1f} of {usable} usable CPUs")
     parts.append("samples wait on something other than CPU (storage, network, sleeps, locks)")
     top = max(t.config.num_workers for t in ok_trials(report))
-    if _still_rising(report):
-        parts.append(f"throughput still rises at the most workers tried ({_growth(report)})")
+    if still_rising(report):
+        parts.append(f"throughput still rises at the most workers tried ({growth_text(report)})")
         change = (f"Try more workers than {top} (--workers {top},{2 * max(1, top)},{4 * max(1, top)}): "
                   "latency-bound loaders scale past the CPU count. Also: local or faster storage, packed formats "
                   "(LMDB, WebDataset/TFRecord shards), caching, or concurrent reads inside __getitem__.")
     else:
-        if _growth(report):
-            parts.append(f"throughput stopped rising ({_growth(report)}) with CPUs idle")
+        if growth_text(report):
+            parts.append(f"throughput stopped rising ({growth_text(report)}) with CPUs idle")
         change = ("A shared resource sets the pace, not the worker count: check storage bandwidth, a server's "
                   "rate limit or a lock in __getitem__; copy data to local disk, use packed formats, or cache.")
     return Finding(
         id=FindingId.IO_BOUND,
         severity=severity_for(wait_share(rec), th, report),
-        evidence=(f"{_lead(rec, report)}; {'; '.join(parts)}. "
-                  f"{_sustains(rec, batch)}"),
+        evidence=(f"{lead_text(rec, report)}; {'; '.join(parts)}. "
+                  f"{sustains_text(rec, batch)}"),
         recommendation=change,
     )
 
