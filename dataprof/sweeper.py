@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from dataprof.decide.cache import (
@@ -21,10 +21,10 @@ from dataprof.decide.cache import (
     why_no_cold,
 )
 from dataprof.decide.ranks import aggregate_ranks
-from dataprof.decide.search import STRATEGIES, Budget, Proposal, Strategy
-from dataprof.decide.search.common import pooled
+from dataprof.decide.search import STRATEGIES, Proposal, Strategy
+from dataprof.decide.search.common import pooled, search_budget
 from dataprof.decide.settings import pinned, resolve_settings, resumable_trials
-from dataprof.decide.sweep import decide, persistent_epochs_note, sweep_notes
+from dataprof.decide.sweep import build_report, persistent_epochs_note, sweep_notes
 from dataprof.decide.threads import thread_notes
 from dataprof.distributed import Coordinator
 from dataprof.errors import DataprofError, TargetError
@@ -41,7 +41,6 @@ from dataprof.results.sweep import AutotuneRun, Report, SearchStep
 from dataprof.results.threads import ThreadCheck
 from dataprof.results.trial import TrialResult
 from dataprof.results.vocabulary import CacheMode, DatasetKind, Event, Framework, Observer, TrialStatus
-from dataprof.version import __version__
 
 
 class SweepInterrupted(Exception):
@@ -58,31 +57,6 @@ class SweepTargetError(TargetError):
     def __init__(self, message: str, detail: str | None, report: Report) -> None:
         super().__init__(message, detail)
         self.report = dataclasses.replace(report, error=message)
-
-
-def build_report(settings: SweepSettings, environment: Environment, dataset: DatasetInfo | None,
-                 trials: list[TrialResult], wall_s: float, complete: bool,
-                 notes: tuple[str, ...] = (), steps: Sequence[SearchStep] = (), stop: str | None = None,
-                 autotune: AutotuneRun | None = None, cold_trials: Sequence[TrialResult] = (),
-                 data_footprint: DataFootprint | None = None, thread_check: ThreadCheck | None = None) -> Report:
-    """Assemble the Report and its decisions (pure)."""
-    return decide(Report(
-        target=settings.target,
-        tool_version=__version__,
-        environment=environment,
-        settings=settings,
-        trials=tuple(trials),
-        dataset=dataset,
-        wall_s=wall_s,
-        complete=complete,
-        notes=notes,
-        search_steps=tuple(steps),
-        search_stop=stop,
-        autotune=autotune,
-        cold_trials=tuple(cold_trials),
-        data_footprint=data_footprint,
-        thread_check=thread_check,
-    ))
 
 
 AUTOTUNE_TIMEOUT_S = 300.0
@@ -373,18 +347,3 @@ def on_every_rank(coordinator: Coordinator, runner: Any, config: LoaderConfig) -
     result = runner.measure(config)
     gathered = coordinator.gather((coordinator.info, result))
     return aggregate_ranks(gathered) if gathered is not None else None
-
-
-def search_budget(settings: SweepSettings, environment: Environment, dataset: DatasetInfo | None,
-                  host_info: dict[str, Any]) -> Budget:
-    """The limits a proposal must fit: memory limit, /dev/shm, open files (with fd sharing)."""
-    return Budget(
-        usable_cpus=environment.usable_cpus,
-        memory_bytes=settings.memory_limit_bytes,
-        shm_free_bytes=None if environment.shm_free_bytes is None else  # the node's ranks share /dev/shm
-        environment.shm_free_bytes // environment.local_world_size,
-        batch_bytes=dataset.batch_bytes if dataset else None,
-        batch_tensors=dataset.batch_tensors if dataset else None,
-        open_files=environment.open_files_limit,
-        shares_fds=host_info.get("sharing_strategy", "file_descriptor") == "file_descriptor",
-    )

@@ -238,11 +238,11 @@ def test_nproc_per_node_under_torchrun_is_a_usage_error(datasets: str) -> None:
 
 
 def test_a_nodes_ram_and_dev_shm_are_shared_out_among_its_ranks(datasets: str) -> None:
+    from dataprof.decide.search.common import search_budget
     from dataprof.decide.settings import settings_for
     from dataprof.measure.environment import probe_environment
     from dataprof.results.environment import CpuBudget, DatasetInfo
     from dataprof.results.request import LoadOptions, SweepRequest
-    from dataprof.sweeper import search_budget
 
     info = RankInfo(rank=1, world_size=4, local_rank=1, local_world_size=2)
     request = SweepRequest(LoadOptions(f"{datasets}:Tiny", batch_size=8))
@@ -259,13 +259,14 @@ def test_a_nodes_ram_and_dev_shm_are_shared_out_among_its_ranks(datasets: str) -
 
 def test_rank_0_gathers_every_ranks_figures_and_names_a_missing_one(tmp_path: Path) -> None:
     from dataprof.distributed import gather_runs
+    from dataprof.measure.watch.meeting import FolderMeeting
     from dataprof.results.environment import RankInfo
 
     job = tmp_path / "job"
     slow = dataclasses.replace(run_report(0.5), exit_code=0)
-    assert gather_runs(slow, RankInfo(rank=1, world_size=3, host="b"), job) is None  # rank 1 only leaves it
-    gathered = gather_runs(run_report(0.1), RankInfo(rank=0, world_size=3, host="a"), job, timeout_s=0.05,
-                           sleep=lambda s: None)
+    assert gather_runs(slow, RankInfo(rank=1, world_size=3, host="b"), FolderMeeting(job)) is None  # only says it
+    gathered = gather_runs(run_report(0.1), RankInfo(rank=0, world_size=3, host="a"), FolderMeeting(job),
+                           timeout_s=0.05, sleep=lambda s: None)
     assert gathered is not None and [(r.rank, r.host) for r in gathered.ranks] == [(0, "a"), (1, "b")]
     assert gathered.slowest_rank().rank == 1  # type: ignore[union-attr]
     assert "ranks 2 left no report" in gathered.notes[-1] and not job.exists()  # nothing left behind in /tmp

@@ -142,3 +142,37 @@ def remove_left_behind(framework: str, pids: set[int]) -> None:
     for path in get_backend(framework).left_behind(pids):
         with contextlib.suppress(OSError):
             os.unlink(path)
+
+
+def status_text(status: int) -> str:
+    """How a child process ended, from its wait status: ``killed by SIGKILL`` or ``exit code 1``."""
+    if os.WIFSIGNALED(status):
+        return f"killed by {signal.Signals(os.WTERMSIG(status)).name}"
+    return f"exit code {os.waitstatus_to_exitcode(status)}"
+
+
+EXIT_HANDLERS_S = 5.0
+"""Longest a child's exit handlers may take before it is ended anyway."""
+
+
+def exit_as_a_script(code: int) -> None:
+    """End a child that built its own dataset as a script ends: run threading's and atexit's exit handlers.
+
+    Libraries free what they own there (MosaicML Streaming unlinks its shared
+    memory, others remove locks and temporary files); skipped, they would leave
+    it to the next trial. Never returns; handlers still running after
+    :data:`EXIT_HANDLERS_S` are cut off. A child forked with the host's dataset
+    does not run them: they would free what the host still holds.
+    """
+    import atexit
+    import threading
+
+    watchdog = threading.Timer(EXIT_HANDLERS_S, os._exit, (code,))
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        threading._shutdown()  # type: ignore[attr-defined]
+        atexit._run_exitfuncs()
+    except BaseException:
+        pass  # a failing handler must not change how the child ends
+    os._exit(code)

@@ -7,10 +7,12 @@ import dataclasses
 import math
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from dataprof.decide.budgets import HEADROOM, memory_fit, shm_fits, shm_in_flight
+from dataprof.results.environment import DatasetInfo, Environment
 from dataprof.results.knobs import LoaderConfig, SearchSpace
+from dataprof.results.settings import SweepSettings
 from dataprof.results.trial import TrialResult
 from dataprof.results.units import fmt_bytes
 from dataprof.results.vocabulary import TrialStatus
@@ -179,3 +181,18 @@ def pooled(first: TrialResult, again: TrialResult) -> TrialResult:
     return dataclasses.replace(again, samples_per_s=rate_, samples_per_s_spread=max(within, abs(a - b) / (a + b)),
                                samples=(first.samples or 0) + (again.samples or 0), window_s=window,
                                batches=(first.batches or 0) + (again.batches or 0), repeats=repeats)
+
+
+def search_budget(settings: SweepSettings, environment: Environment, dataset: DatasetInfo | None,
+                  host_info: dict[str, Any]) -> Budget:
+    """The limits a proposal must fit: memory limit, /dev/shm, open files (with fd sharing)."""
+    return Budget(
+        usable_cpus=environment.usable_cpus,
+        memory_bytes=settings.memory_limit_bytes,
+        shm_free_bytes=None if environment.shm_free_bytes is None else  # the node's ranks share /dev/shm
+        environment.shm_free_bytes // environment.local_world_size,
+        batch_bytes=dataset.batch_bytes if dataset else None,
+        batch_tensors=dataset.batch_tensors if dataset else None,
+        open_files=environment.open_files_limit,
+        shares_fds=host_info.get("sharing_strategy", "file_descriptor") == "file_descriptor",
+    )

@@ -8,12 +8,14 @@ import re
 import signal
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from typing import Any
 
 from dataprof.backends.frameworks import in_package
 from dataprof.backends.target import describe_exception
 from dataprof.backends.threads import SampleError
+from dataprof.measure.protocol import Channel, error_event
 from dataprof.results.vocabulary import TrialStatus
 
 DEAD_WORKER_WAIT_S = 1.0
@@ -181,3 +183,14 @@ class DeadWorkerWatch:
                 self.report(RuntimeError("a DataLoader worker died and the loader did not notice"), 0.0)
                 self.end(1)
                 return
+
+
+def report_escape(channel: Channel, exc: BaseException) -> None:
+    """Tell the parent what ended the trial when it escaped run_trial (e.g. torch's SIGCHLD handler)."""
+    try:
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        status, message = classify_loader_error(exc) if isinstance(exc, Exception) else \
+            (TrialStatus.FAILED, type(exc).__name__)
+        channel.send(error_event(status, message, "".join(traceback.format_exception(exc))))
+    except BaseException:
+        pass  # the parent still sees the exit code

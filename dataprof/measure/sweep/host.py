@@ -30,15 +30,17 @@ from dataprof.backends.construction import record_constructions
 from dataprof.measure.forked import (
     PR_SET_CHILD_SUBREAPER,
     PR_SET_PDEATHSIG,
+    exit_as_a_script,
     kill_group,
     killed_by,
     prctl,
     reap_orphans,
     remove_left_behind,
+    status_text,
 )
-from dataprof.measure.protocol import Channel, LineReader, LoadRequest, Message, error_event
+from dataprof.measure.protocol import Channel, LineReader, LoadRequest, Message
 from dataprof.measure.sweep.building import Built, build, build_in_trial, describe, probe
-from dataprof.results.vocabulary import TrialStatus
+from dataprof.measure.sweep.failures import report_escape
 
 _running_trial: int | None = None
 """Process group of the trial in flight, killed if the host is told to stop."""
@@ -103,40 +105,7 @@ def run_probe(request: LoadRequest, shared: Built | None, events: Channel, objec
     if last is not None:
         return last
     return {"ev": "host_error", "traceback": "",
-            "message": f"the process building the dataset died ({_status_text(status)})"}
-
-
-def _status_text(status: int) -> str:
-    if os.WIFSIGNALED(status):
-        return f"killed by {signal.Signals(os.WTERMSIG(status)).name}"
-    return f"exit code {os.waitstatus_to_exitcode(status)}"
-
-
-EXIT_HANDLERS_S = 5.0
-"""Longest a child's exit handlers may take before it is ended anyway."""
-
-
-def exit_as_a_script(code: int) -> None:
-    """End a child that built its own dataset as a script ends: run threading's and atexit's exit handlers.
-
-    Libraries free what they own there (MosaicML Streaming unlinks its shared
-    memory, others remove locks and temporary files); skipped, they would leave
-    it to the next trial. Never returns; handlers still running after
-    :data:`EXIT_HANDLERS_S` are cut off. A child forked with the host's dataset
-    does not run them: they would free what the host still holds.
-    """
-    import atexit
-    import threading
-
-    watchdog = threading.Timer(EXIT_HANDLERS_S, os._exit, (code,))
-    watchdog.daemon = True
-    watchdog.start()
-    try:
-        threading._shutdown()  # type: ignore[attr-defined]
-        atexit._run_exitfuncs()
-    except BaseException:
-        pass  # a failing handler must not change how the child ends
-    os._exit(code)
+            "message": f"the process building the dataset died ({status_text(status)})"}
 
 
 def single_threaded(framework: str) -> None:
@@ -148,19 +117,6 @@ def single_threaded(framework: str) -> None:
     from dataprof.backends import get_backend
 
     get_backend(framework).set_threads(1)
-
-
-def _report_escape(channel: Channel, exc: BaseException) -> None:
-    """Tell the parent what ended the trial when it escaped run_trial (e.g. torch's SIGCHLD handler)."""
-    from dataprof.measure.sweep.failures import classify_loader_error
-
-    try:
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        status, message = classify_loader_error(exc) if isinstance(exc, Exception) else \
-            (TrialStatus.FAILED, type(exc).__name__)
-        channel.send(error_event(status, message, "".join(traceback.format_exception(exc))))
-    except BaseException:
-        pass  # the parent still sees the exit code
 
 
 def run_trial_process(shared: Built | None, load: LoadRequest, request: Message, events: Channel,
@@ -215,8 +171,9 @@ def _trial_child(shared: Built | None, load: LoadRequest, request: Message, chan
     from dataprof.measure.cache.open_log import OpenLog
     from dataprof.measure.protocol import AutotuneRequest, TrialSettings
     from dataprof.measure.sweep.autotune import run_autotune
+    from dataprof.measure.sweep.epoch_check import run_epoch_check
     from dataprof.measure.sweep.thread_check import run_thread_check
-    from dataprof.measure.sweep.trial import run_epoch_check, run_trial
+    from dataprof.measure.sweep.trial import run_trial
     from dataprof.results.knobs import LoaderConfig
 
     code = 0
@@ -246,7 +203,7 @@ def _trial_child(shared: Built | None, load: LoadRequest, request: Message, chan
                       TrialSettings.from_dict(request["settings"]), channel.send, template=built.template)
     except BaseException as exc:  # raised outside run_trial's own handling, e.g. by a signal handler
         code = 1
-        _report_escape(channel, exc)
+        report_escape(channel, exc)
     finally:
         if opens is not None:
             with contextlib.suppress(OSError):

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from dataprof.decide.search import rules_of_thumb
+from dataprof.measure.sweep.epoch_check import EPOCH_CHECK_EPOCHS
 from dataprof.measure.sweep.runner import TrialRunner
-from dataprof.measure.sweep.trial import EPOCH_CHECK_EPOCHS
 from dataprof.results.knobs import LoaderConfig, SearchSpace
 from dataprof.results.settings import SweepSettings
 from dataprof.results.vocabulary import TrialStatus
@@ -29,7 +29,7 @@ CHECK = """
 import importlib.util, json, sys
 from dataprof.backends.torch_backend import TorchBackend
 from dataprof.results.knobs import LoaderConfig
-from dataprof.measure.sweep.trial import run_epoch_check
+from dataprof.measure.sweep.epoch_check import run_epoch_check
 
 class Backend(TorchBackend):
     def counting_stream(self, items):
