@@ -10,7 +10,6 @@ DataLoader workers never touch it.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import os
@@ -19,11 +18,11 @@ import socket
 import time
 from collections.abc import Callable, Mapping
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 from dataprof.errors import DataprofError, TargetError, UsageError, terminated_as_interrupted
-from dataprof.measure.watch.ranks import END_FILE, FAILED_PREFIX, exchange_dir
+from dataprof.measure.watch.meeting import Meeting, exchange_dir
+from dataprof.measure.watch.ranks import END_KEY, FAILED_KEY
 from dataprof.measure.watch.watcher import WatchSettings, watch
 from dataprof.results.environment import RankInfo
 from dataprof.results.run import RankRun, RunReport
@@ -210,47 +209,46 @@ def _watch_rank(settings: WatchSettings, env: Mapping[str, str]) -> dict[str, An
         return watch(settings).to_dict()
 
 
+REPORT_KEY = "report"
+"""Where each rank of a distributed ``dataprof run`` says its report (``report-<rank>``)."""
 RUN_GATHER_S = 120.0
 """How long rank 0 of a distributed ``dataprof run`` waits for the other ranks' reports once its own ended."""
 
 
-def gather_runs(report: RunReport, info: RankInfo, directory: Path, timeout_s: float = RUN_GATHER_S,
+def gather_runs(report: RunReport, info: RankInfo, meeting: Meeting, timeout_s: float = RUN_GATHER_S,
                 sleep: Callable[[float], None] = time.sleep) -> RunReport | None:
-    """Distributed ``dataprof run``: every rank leaves its report in ``directory``; rank 0 gets its own with
-    every rank's figures (``ranks``), other ranks None. A rank missing after ``timeout_s`` is named in a note.
+    """Distributed ``dataprof run``: every rank says its report where the job's ranks meet (``meeting``: the
+    launcher's store, across nodes, or a directory on one); rank 0 gets its own with every rank's figures
+    (``ranks``), other ranks None. A rank missing after ``timeout_s`` is named in a note.
 
-    The ranks share no process group here: the training script has its own, so they meet through files (on
-    one node, or on a filesystem the nodes share).
+    The ranks share no process group here: the training script has its own, so they meet outside it.
     """
-    directory.mkdir(parents=True, exist_ok=True)
-    mine = directory / f"rank-{info.rank}.json"
-    tmp = mine.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"host": info.host or socket.gethostname(), "report": report.to_dict()}))
-    os.replace(tmp, mine)
+    mine = json.dumps({"host": info.host or socket.gethostname(), "report": report.to_dict()})
+    said = meeting.put(f"{REPORT_KEY}-{info.rank}", mine)
     if info.rank != 0:
         return None
     deadline = time.monotonic() + timeout_s
-    paths = [directory / f"rank-{rank}.json" for rank in range(info.world_size)]
-    while not all(p.exists() for p in paths) and time.monotonic() < deadline:
-        sleep(0.2)
-    ranks, missing = [], []
-    for rank, path in enumerate(paths):
-        if not path.exists():
-            missing.append(rank)
-            continue
-        left = json.loads(path.read_text())
+    keys = [f"{REPORT_KEY}-{rank}" for rank in range(info.world_size)]
+    found: dict[int, str] = {}
+    while said and len(found) < len(keys) and time.monotonic() < deadline:
+        found.update({rank: text for rank, key in enumerate(keys)
+                      if rank not in found and (text := meeting.get(key)) is not None})
+        if len(found) < len(keys):
+            sleep(0.2)
+    found = found if said else {0: mine}
+    ranks = []
+    for rank in sorted(found):
+        left = json.loads(found[rank])
         theirs = RunReport.from_dict(left["report"])
         loader = theirs.loaders[0] if theirs.loaders else None
         ranks.append(RankRun(rank=rank, host=left["host"], exit_code=theirs.exit_code,
                              data_wait_fraction=loader.data_wait_fraction if loader else None,
                              samples_per_s=loader.samples_per_s if loader else None,
                              step_ms_p50=loader.step_ms["p50"] if loader and loader.step_ms else None))
-        path.unlink()
-    for left in (directory / END_FILE, *directory.glob(f"{FAILED_PREFIX}*")):
-        with contextlib.suppress(OSError):
-            left.unlink()  # where rank 0 named the batch every rank ended at; the ranks whose script failed
-    with contextlib.suppress(OSError):  # a rank that reports after the wait leaves its file, and the directory
-        directory.rmdir()
-    notes = report.notes + ((f"ranks {', '.join(map(str, missing))} left no report within {timeout_s:g} s",)
-                            if missing else ())
+    for key in (*keys, END_KEY, FAILED_KEY, *(f"{FAILED_KEY}-{rank}" for rank in range(info.world_size))):
+        meeting.remove(key)  # the reports, the batch every rank ended at, the ranks whose script failed
+    missing = [rank for rank in range(info.world_size) if rank not in found]
+    unreachable = "" if said else f" ({meeting.where} could not be reached)"
+    notes = report.notes + ((f"ranks {', '.join(map(str, missing))} left no report within {timeout_s:g} s"
+                             f"{unreachable}",) if missing else ())
     return dataclasses.replace(report, ranks=tuple(ranks), notes=notes)

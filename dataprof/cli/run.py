@@ -59,7 +59,7 @@ def run(module: bool, max_steps: int | None, seconds: float | None, override: st
     from dataprof.api import run as run_watched
     from dataprof.decide.gates import RunGates, evaluate_run
     from dataprof.distributed import gather_runs, rank_from_env
-    from dataprof.measure.watch.ranks import exchange_dir
+    from dataprof.measure.watch.meeting import meeting_of
     from dataprof.render.documents import print_document
     from dataprof.results.load import load_as
     from dataprof.results.run import RunReport
@@ -76,7 +76,9 @@ def run(module: bool, max_steps: int | None, seconds: float | None, override: st
                          override=override, replay=replay, loader=loader_site)
     rank = rank_from_env()
     if rank is not None:  # under torchrun: rank 0 reports for every rank
-        gathered = gather_runs(report, rank, exchange_dir())
+        meeting = meeting_of()
+        assert meeting is not None  # a rank of a job
+        gathered = gather_runs(report, rank, meeting)
         if gathered is None:
             sys.exit(report.exit_code or 0)
         report = gathered

@@ -7,6 +7,7 @@ import os
 import time
 from pathlib import Path
 
+from dataprof.measure.watch.meeting import FolderMeeting
 from dataprof.measure.watch.ranks import RankFailures
 from dataprof.measure.watch.stopping import Stopper
 
@@ -58,12 +59,15 @@ def test_sigkill_waits_while_the_script_is_still_writing_but_not_for_ever() -> N
 
 
 def test_a_rank_whose_script_failed_ends_the_others_and_a_stale_mark_does_not(tmp_path: Path) -> None:
-    one, zero = RankFailures(tmp_path, 1, time.time()), RankFailures(tmp_path, 0, time.time())
+    now = time.time()
+    one, zero = (RankFailures(FolderMeeting(tmp_path / "job", since=now), rank, 4) for rank in (1, 0))
     assert zero.failed() is None and one.failed() is None
     one.publish()
     assert zero.failed() == 1 and one.failed() is None  # a rank's own failure is not news to it
-    stale = tmp_path / "failed-3"
-    stale.write_text("")
-    os.utime(stale, (time.time() - 3600, time.time() - 3600))  # another job's, an hour ago
-    assert zero.failed() == 1 and RankFailures(tmp_path, 2, time.time()).failed() == 1
+    earlier = tmp_path / "earlier"
+    RankFailures(FolderMeeting(earlier), 3, 4).publish()
+    for mark in earlier.iterdir():  # another job's with the same id, an hour ago
+        os.utime(mark, (now - 3600, now - 3600))
+    assert RankFailures(FolderMeeting(earlier, since=now), 0, 4).failed() is None
+    assert RankFailures(FolderMeeting(earlier), 0, 4).failed() == 3
     assert RankFailures.of({"WORLD_SIZE": "1", "RANK": "0"}) is None

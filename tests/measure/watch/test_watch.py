@@ -6,6 +6,7 @@ import dataclasses
 import json
 import os
 import sys
+import time
 import types
 from typing import Any
 
@@ -274,18 +275,20 @@ def test_a_window_counted_from_the_first_batch_ignores_the_start_up() -> None:
 
 
 def test_ranks_end_at_the_batch_rank_0_names_whatever_their_own_clocks_say(tmp_path: Any) -> None:
-    from dataprof.measure.watch.ranks import MARGIN_BATCHES, RankEnd, exchange_dir
+    from dataprof.measure.watch.meeting import FolderMeeting, exchange_dir
+    from dataprof.measure.watch.ranks import END_KEY, MARGIN_BATCHES, RankEnd
 
     env = {"WORLD_SIZE": "2", "TORCHELASTIC_RUN_ID": "job"}
     assert RankEnd.of({"WORLD_SIZE": "1", "RANK": "0"}) is None and RankEnd.of({"RANK": "0"}) is None
-    assert RankEnd.of({**env, "RANK": "1"}).path.parent == exchange_dir(env)  # type: ignore[union-attr]
-    path = tmp_path / "end.json"
-    path.write_text('{"loader": 0, "batches": 1}')  # left by an earlier job of the same id
+    assert RankEnd.of({**env, "RANK": "1"}).meeting.path == exchange_dir(env)  # type: ignore[union-attr]
+    path = tmp_path / END_KEY
+    path.write_text("0 1")  # left by an earlier job of the same id
+    os.utime(path, (time.time() - 60, time.time() - 60))
+    meeting = FolderMeeting(tmp_path, since=time.time())
     clocks = [[0.0], [0.0]]
     recorders = [Recorder(Sink(), max_steps=None, seconds=1.0, clock=lambda c=c: c[0],  # type: ignore[arg-type]
-                          from_first_batch=True, ranks=RankEnd(path, leader=rank == 0))
+                          from_first_batch=True, ranks=RankEnd(meeting, leader=rank == 0))
                  for rank, c in enumerate(clocks)]
-    assert not path.exists()
     taken: list[list[int]] = [[], []]
     for index in range(100):  # in lockstep; rank 1's clock runs three times as fast as rank 0's
         for rank, recorder in enumerate(recorders):
@@ -299,9 +302,9 @@ def test_ranks_end_at_the_batch_rank_0_names_whatever_their_own_clocks_say(tmp_p
     assert end is not None and 11 + MARGIN_BATCHES <= end[1] <= 12 + MARGIN_BATCHES  # rank 0's 1 s, the margin
     assert len(taken[0]) == len(taken[1]) == end[1]  # rank 1's own clock passed 1 s at its fourth batch
     assert recorders[1].ended == recorders[0].ended == "--seconds reached"
-    alone = Recorder(Sink(), max_steps=3, seconds=1.0, ranks=RankEnd(path, leader=False))  # type: ignore[arg-type]
+    alone = Recorder(Sink(), max_steps=3, seconds=1.0, ranks=RankEnd(meeting, leader=False))  # type: ignore[arg-type]
     assert alone.ranks is not None and Recorder(Sink(), max_steps=3, seconds=None,  # type: ignore[arg-type]
-                                                ranks=RankEnd(path, leader=False)).ranks is None
+                                                ranks=RankEnd(meeting, leader=False)).ranks is None
 
 
 def test_an_override_reaches_a_torchdata_nodes_loader_where_it_is_built() -> None:

@@ -1,0 +1,191 @@
+"""Where the dataprof processes of one job's ranks meet: the rendezvous the job already has, or a directory.
+
+Under ``torchrun`` the launcher's agent serves a key-value store (torch.distributed's ``TCPStore``) at
+``MASTER_ADDR:MASTER_PORT`` for the job's life, and tells its ranks so (``TORCHELASTIC_USE_AGENT_STORE=True``):
+the training's process group meets there, and so do dataprof's processes, as clients, under keys of their own
+(``dataprof/<run id>/<restart>/``). Nodes that share nothing but the network meet so; each keeps its own
+``$TMPDIR``. Outside an agent's store (ranks started some other way on one node), they meet through a directory
+under ``$TMPDIR``, one per job.
+
+A meeting never raises: a store that cannot be reached is a meeting where nothing arrives and nothing can be
+said (:attr:`Meeting.reachable` says so), and each caller decides what that means for the training.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Mapping
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Protocol
+
+CONNECT_S = 10.0
+"""How long a process tries to reach the job's store, once, before it takes the store as unreachable."""
+
+
+def job_rank(env: Mapping[str, str]) -> int | None:
+    """This process's rank in a job of two or more ranks (torchrun's environment); None otherwise."""
+    try:
+        world, rank = int(env.get("WORLD_SIZE", "1")), int(env.get("RANK", "-1"))
+    except ValueError:
+        return None
+    return None if world < 2 or rank < 0 else rank
+
+
+def exchange_dir(env: Mapping[str, str] = os.environ) -> Path:
+    """Where the ranks of one job meet without a store (one job, one directory): torchrun's run id, else its
+    rendezvous address."""
+    job = env.get("TORCHELASTIC_RUN_ID") or f"{env.get('MASTER_ADDR', 'local')}-{env.get('MASTER_PORT', '0')}"
+    return Path(tempfile.gettempdir()) / f"dataprof-run-{job}"
+
+
+class Meeting(Protocol):
+    """Short texts by key, shared by the job's ranks."""
+
+    where: str
+    """Where they meet, in words (``the job's store at 10.0.0.1:29500``)."""
+
+    @property
+    def reachable(self) -> bool:
+        """False once the meeting place could not be reached (nothing said arrives, nothing is heard)."""
+
+    def put(self, key: str, text: str) -> bool:
+        """Say ``text`` under ``key``; whether it was said."""
+
+    def get(self, key: str) -> str | None:
+        """What was said under ``key``; None while nothing was (never waits)."""
+
+    def count(self, key: str, add: int = 0) -> int:
+        """Add ``add`` to the counter ``key`` and return its value (0 when unreachable)."""
+
+    def remove(self, key: str) -> None:
+        """Forget ``key``."""
+
+
+class FolderMeeting:
+    """A directory, a file per key: ranks on one node (or on a filesystem the nodes share). A file older than
+    ``since`` (by more than a second) is an earlier job's with the same id, and is not heard."""
+
+    def __init__(self, path: Path, since: float | None = None) -> None:
+        self.path = path
+        self.since = since
+        self.where = f"the directory {path}"
+
+    def _fresh(self, path: Path) -> bool:
+        return self.since is None or path.stat().st_mtime >= self.since - 1.0
+
+    @property
+    def reachable(self) -> bool:
+        """A directory is always there to write to (it is made when first written)."""
+        return True
+
+    def put(self, key: str, text: str) -> bool:
+        """Write the key's file whole (a reader never sees half of it)."""
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            tmp = self.path / f"{key}.{os.getpid()}.tmp"
+            tmp.write_text(text)
+            os.replace(tmp, self.path / key)
+        except OSError:
+            return False
+        return True
+
+    def get(self, key: str) -> str | None:
+        """The key's file, if it is there."""
+        try:
+            return (self.path / key).read_text() if self._fresh(self.path / key) else None
+        except OSError:
+            return None
+
+    def count(self, key: str, add: int = 0) -> int:
+        """The counter as a file of one-byte marks (one per ``add``; appends are atomic on one node)."""
+        with contextlib.suppress(OSError):
+            if add:
+                self.path.mkdir(parents=True, exist_ok=True)
+                with open(self.path / key, "ab") as marks:
+                    marks.write(b"." * add)
+            return (self.path / key).stat().st_size if self._fresh(self.path / key) else 0
+        return 0
+
+    def remove(self, key: str) -> None:
+        """Delete the key's file, and the directory once it is empty."""
+        with contextlib.suppress(OSError):
+            (self.path / key).unlink()
+        with contextlib.suppress(OSError):
+            self.path.rmdir()
+
+
+class StoreMeeting:
+    """The job's key-value store (torch.distributed's ``TCPStore``), reached once, lazily, as a client."""
+
+    def __init__(self, host: str, port: int, prefix: str, connect_s: float = CONNECT_S) -> None:
+        self.host, self.port, self.prefix, self.connect_s = host, port, prefix, connect_s
+        self.where = f"the job's store at {host}:{port}"
+        self._store: Any = None
+        self._failed = False
+
+    @property
+    def reachable(self) -> bool:
+        """Whether the store has been (or may yet be) reached."""
+        return self._connected() is not None
+
+    def _connected(self) -> Any:
+        if self._store is None and not self._failed:
+            try:
+                import torch.distributed as dist
+
+                store = dist.TCPStore(self.host, self.port, is_master=False, wait_for_workers=False,
+                                      timeout=timedelta(seconds=self.connect_s))
+                self._store = dist.PrefixStore(self.prefix, store)
+            except Exception:  # unreachable, refused, or no torch.distributed: nothing arrives
+                self._failed = True
+        return self._store
+
+    def put(self, key: str, text: str) -> bool:
+        """Set the key in the store."""
+        store = self._connected()
+        if store is None:
+            return False
+        try:
+            store.set(key, text)
+        except Exception:
+            return False
+        return True
+
+    def get(self, key: str) -> str | None:
+        """The key's value once it is set (``check`` first: ``get`` would wait for it)."""
+        store = self._connected()
+        try:
+            return None if store is None or not store.check([key]) else bytes(store.get(key)).decode()
+        except Exception:
+            return None
+
+    def count(self, key: str, add: int = 0) -> int:
+        """The store's atomic counter."""
+        store = self._connected()
+        try:
+            return 0 if store is None else int(store.add(key, add))
+        except Exception:
+            return 0
+
+    def remove(self, key: str) -> None:
+        """Delete the key from the store."""
+        store = self._connected()
+        with contextlib.suppress(Exception):
+            if store is not None:
+                store.delete_key(key)
+
+
+def meeting_of(env: Mapping[str, str] = os.environ, since: float | None = None,
+               connect_s: float = CONNECT_S) -> Meeting | None:
+    """Where this process's job meets: the launcher's store when torchrun serves one, else a directory (where
+    what is older than ``since`` is an earlier job's); None outside a job of two or more ranks."""
+    if job_rank(env) is None:
+        return None
+    host, port = env.get("MASTER_ADDR"), env.get("MASTER_PORT", "")
+    if env.get("TORCHELASTIC_USE_AGENT_STORE") == str(True) and host and port.isdigit():
+        prefix = f"dataprof/{env.get('TORCHELASTIC_RUN_ID', 'job')}/{env.get('TORCHELASTIC_RESTART_COUNT', '0')}/"
+        return StoreMeeting(host, int(port), prefix, connect_s)
+    return FolderMeeting(exchange_dir(env), since)

@@ -1,0 +1,91 @@
+"""Two nodes on this machine, as CI has them: two ``torchrun --nnodes 2`` launches on ``127.0.0.1`` with
+different node ranks, each with its own ``$TMPDIR`` (separate hosts share no directory). dataprof's processes
+meet through the launcher's store; every rank ends at the same batch; node 0 writes the document."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+NODE_TIMEOUT_S = 240
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def two_nodes(tmp_path: Path, *command: str) -> list[subprocess.CompletedProcess[str]]:
+    """``torchrun --nnodes 2 --nproc-per-node 1 COMMAND`` as node 0 and node 1, each with its own ``$TMPDIR``;
+    both ended."""
+    port = str(free_port())
+    procs = []
+    for node in (0, 1):
+        tmp = tmp_path / f"node{node}"
+        tmp.mkdir()
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--node-rank", str(node),
+             "--master-addr", "127.0.0.1", "--master-port", port, "--nproc-per-node", "1", *command],
+            cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            env=dict(os.environ, PYTHONPATH=str(ROOT), TMPDIR=str(tmp))))
+    done = []
+    for proc in procs:
+        try:
+            out, err = proc.communicate(timeout=NODE_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            for other in procs:
+                other.kill()
+            raise
+        done.append(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
+    return done
+
+
+@pytest.mark.slow
+def test_run_over_two_nodes_that_share_no_directory_ends_every_rank_at_the_same_batch(tmp_path: Path) -> None:
+    out = tmp_path / "run.json"
+    node0, node1 = two_nodes(tmp_path, "-m", "dataprof", "run", "--seconds", "4", "--json", str(out),
+                             "examples/ddp_train.py", "--slow-rank", "1")
+    assert node0.returncode == 0, node0.stderr
+    assert node1.returncode == 0, node1.stderr  # the training on node 1 was not broken by the watch's end
+    assert node0.stdout.count("Verdict:") == 1 and "Verdict:" not in node1.stdout
+    document = json.loads(out.read_text())
+    assert [(r["rank"], r["exit_code"]) for r in document["ranks"]] == [(0, 0), (1, 0)]
+    assert not any("left no report" in note for note in document["notes"])
+    for node in ("node0", "node1"):
+        assert not list((tmp_path / node).glob("dataprof-run-*"))  # they met through the store, not a directory
+
+
+@pytest.mark.slow
+def test_a_rank_that_fails_on_one_node_ends_the_other_nodes_rank_at_once(tmp_path: Path) -> None:
+    started = time.monotonic()
+    node0, node1 = two_nodes(tmp_path, "-m", "dataprof", "run", "--json", str(tmp_path / "run.json"),
+                             "tests/fixtures/ddp_fail_script.py")
+    assert node1.returncode != 0 and "rank 1 fails before it joins" in node1.stderr + node1.stdout
+    assert node0.returncode != 0
+    assert "rank 1 of the job failed" in node0.stdout + node0.stderr
+    assert time.monotonic() - started < NODE_TIMEOUT_S / 2  # gloo's own wait is 30 minutes
+
+
+@pytest.mark.slow
+def test_a_sweep_over_two_nodes_that_share_no_directory_measures_every_rank(tmp_path: Path, datasets: str,
+                                                                            quick: list[str]) -> None:
+    out = tmp_path / "sweep.json"
+    node0, node1 = two_nodes(tmp_path, "-m", "dataprof", "sweep", f"{datasets}:make_tiny", *quick, "--arg",
+                             "length=256", "--workers", "0,2", "--json", str(out))
+    assert node0.returncode == 0, node0.stderr
+    assert node1.returncode == 0, node1.stderr
+    document = json.loads(out.read_text())
+    assert document["environment"]["world_size"] == 2 and document["environment"]["nodes"] == 2
+    for trial in document["trials"]:
+        assert trial["status"] == "ok" and [(r["rank"], r["node"]) for r in trial["ranks"]] == [(0, 0), (1, 1)]
+    assert node0.stdout.count("Recommended") == 1 and "Recommended" not in node1.stdout
