@@ -13,7 +13,9 @@ timed right after the
 hand run (tune's own runs came minutes before, and this machine drifts by ±20% over minutes); then, per script:
 tune's pick against the best hand-timed config (goal: within 5%) and that trial's figure at each config against
 its hand-timed rate (within 10%). A config the script's options cannot set (threads,
-pinning) has no hand-timed rate.
+pinning) has no hand-timed rate. A hand run keeps the validation loader's workers as the script's user set them
+(``--val-workers``), as tune's runs do: tune sets the training loader's knobs only (the HF script's one
+``dataloader_num_workers`` sets both).
 
     python benchmarks/tune_frameworks.py [--scripts imagenet,lightning,hf,timm] [--rounds 2] [--budget 150]
 """
@@ -53,17 +55,20 @@ class Script:
     """Its persistence option, and the value the option sets (a flag that turns persistence on or off)."""
     default_persist: bool
     steps_per_epoch: int
+    val_workers: str | None = None
+    """Its option for the validation loader's workers alone: a hand run keeps that loader as tune's runs have it
+    (tune sets the training loader's knobs only), so both time the same training."""
 
 
 SCRIPTS = {
     "imagenet": Script("examples/frameworks/imagenet_train.py", None, "-j", "--prefetch-factor",
-                       ("--persistent-workers", True), False, 8),
+                       ("--persistent-workers", True), False, 8, "--val-workers"),
     "lightning": Script("examples/frameworks/lightning_train.py", "lightning", "--workers", "--prefetch-factor",
-                        None, True, 8),
+                        None, True, 8, "--val-workers"),
     "hf": Script("examples/frameworks/hf_train.py", "transformers", "--workers", "--prefetch-factor",
                  ("--persistent-workers", True), False, 8),
     "timm": Script("examples/frameworks/timm_train.py", "timm", "--workers", None, ("--no-persistent-workers", False),
-                   True, 8),
+                   True, 8, "--val-workers"),
 }
 START_WORKERS = {"imagenet": 4, "lightning": 1, "hf": 0, "timm": 4}
 """Each script's own ``num_workers`` as tuned: what its user set."""
@@ -167,6 +172,8 @@ def measure(name: str, script: Script, rounds: int, budget: float, seconds: floa
         order = list(configs.items()) if round_ % 2 == 0 else list(reversed(configs.items()))
         for key, config in order:
             args = options(script, config, doc["loader"]["settings"])
+            if args is not None and script.val_workers:
+                args += [script.val_workers, str(START_WORKERS[name])]
             rate = by_hand(script, args, epochs, work) if args is not None else None
             if rate is not None:
                 hand.setdefault(key, []).append(rate)

@@ -70,6 +70,7 @@ def options() -> argparse.Namespace:
     """The script's options."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-j", "--workers", type=int, default=4)
+    parser.add_argument("--val-workers", type=int, default=None, help="the validation loader's (default: -j)")
     parser.add_argument("-b", "--batch-size", type=int, default=32)
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--images", type=int, default=256)
@@ -99,7 +100,8 @@ def main_worker(rank: int, opts: argparse.Namespace) -> None:
                               num_workers=opts.workers, pin_memory=True, sampler=sampler,
                               prefetch_factor=opts.prefetch_factor if opts.workers else None,
                               persistent_workers=opts.persistent_workers and opts.workers > 0)
-    val_loader = DataLoader(val_dataset, batch_size=opts.batch_size, shuffle=False, num_workers=opts.workers,
+    val_loader = DataLoader(val_dataset, batch_size=opts.batch_size, shuffle=False,
+                            num_workers=opts.workers if opts.val_workers is None else opts.val_workers,
                             pin_memory=True)
     model: nn.Module = TinyCNN()
     if distributed:

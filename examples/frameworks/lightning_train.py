@@ -29,9 +29,10 @@ class Images(L.LightningDataModule):
     """Decoded, augmented JPEGs: a training split and a validation split."""
 
     def __init__(self, workers: int = 1, batch_size: int = 32, images: int = 256, size: int = 96,
-                 out_size: int = 64, prefetch_factor: int | None = None) -> None:
+                 out_size: int = 64, prefetch_factor: int | None = None, val_workers: int | None = None) -> None:
         super().__init__()
         self.workers, self.batch_size, self.prefetch_factor = workers, batch_size, prefetch_factor
+        self.val_workers = workers if val_workers is None else val_workers
         self.images, self.size, self.out_size = images, size, out_size
 
     def setup(self, stage: str) -> None:
@@ -44,8 +45,8 @@ class Images(L.LightningDataModule):
                           prefetch_factor=self.prefetch_factor if self.workers else None)
 
     def val_dataloader(self) -> DataLoader:
-        return DataLoader(self.val_set, batch_size=self.batch_size, num_workers=self.workers,
-                          persistent_workers=self.workers > 0)
+        return DataLoader(self.val_set, batch_size=self.batch_size, num_workers=self.val_workers,
+                          persistent_workers=self.val_workers > 0)
 
 
 class Classifier(L.LightningModule):
@@ -90,6 +91,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--val-workers", type=int, default=None, help="the validation loader's (default: --workers)")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--images", type=int, default=256)
     parser.add_argument("--prefetch-factor", type=int, default=None, help="batches each worker loads ahead")
@@ -97,7 +99,7 @@ def main() -> int:
     trainer = L.Trainer(max_epochs=opts.epochs, accelerator="cpu", devices=1, enable_progress_bar=False,
                         enable_model_summary=False, callbacks=[StepTimes()], log_every_n_steps=1)
     trainer.fit(Classifier(), datamodule=Images(opts.workers, opts.batch_size, opts.images,
-                                                prefetch_factor=opts.prefetch_factor))
+                                                prefetch_factor=opts.prefetch_factor, val_workers=opts.val_workers))
     return 0
 
 

@@ -38,6 +38,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--val-workers", type=int, default=None, help="the validation loader's (default: --workers)")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--images", type=int, default=256)
     parser.add_argument("--size", type=int, default=96)
@@ -52,7 +53,8 @@ def main() -> int:
                                  persistent_workers=not opts.no_persistent_workers)
     loader_eval = create_loader(create_dataset("", root=str(root), is_training=False),
                                 input_size=(3, opts.input_size, opts.input_size), batch_size=opts.batch_size,
-                                is_training=False, use_prefetcher=False, num_workers=opts.workers, device=device)
+                                is_training=False, use_prefetcher=False, device=device,
+                                num_workers=opts.workers if opts.val_workers is None else opts.val_workers)
     model = TinyCNN(CLASSES)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()

@@ -149,6 +149,7 @@ class Replay:
         self.kept: list[Any] = []
         self.began = began
         """Called once, when the batches are kept and the replay begins."""
+        self.begun = False
 
     def epoch(self, inner: Any | None) -> ReplayEpoch:
         """One epoch: from ``inner`` while batches are still to keep (None once they are), then the kept ones."""
@@ -168,8 +169,11 @@ class Replay:
             stop = getattr(inner, "_shutdown_workers", None)
             if stop is not None:
                 stop()
-            if len(self.kept) == self.count:  # asked for the first batch past those kept: the replay begins
-                self.began()
+        # asked for the first batch past those kept: the replay begins (in a later epoch, where the training
+        # stopped asking at the epoch's length, as Lightning's loop does, when the last kept one ended an epoch)
+        if len(self.kept) == self.count and not self.begun and (self.length is None or index < self.length):
+            self.begun = True
+            self.began()
         while self.kept and (self.length is None or index < self.length):
             yield fresh(self.kept[index % len(self.kept)])
             index += 1

@@ -177,3 +177,17 @@ def test_an_override_the_script_undoes_after_construction_is_noted_and_only_the_
     tuned = Changes({"num_workers": 2}, site="train.py:12", split="train")
     assert tuned.applies("train.py:12", "train") and not tuned.applies("train.py:12", "val")
     assert Changes({"num_workers": 2}, site="train.py:12").applies("train.py:12", "val")
+
+
+def test_the_replay_begins_at_the_first_batch_past_those_kept_when_the_training_stops_at_an_epoch_s_length() -> None:
+    """Lightning's loop takes ``len(loader)`` batches an epoch and never asks past them: when the last kept batch
+    ends an epoch, the replay begins with the next epoch's first batch."""
+    began: list[int] = []
+    replay = Replay(4, length=2, began=lambda: began.append(1))
+    for epoch in range(3):
+        batches = replay.epoch(iter([f"e{epoch}b0", f"e{epoch}b1"]) if len(replay.kept) < 4 else None)
+        taken = [next(batches) for _ in range(2)]  # as many as the epoch's length, no StopIteration asked for
+        assert began == ([] if epoch < 2 else [1]), epoch
+        assert taken == (["e0b0", "e0b1"] if epoch == 0 else ["e1b0", "e1b1"] if epoch == 1 else ["e0b0", "e0b1"])
+    later = replay.epoch(None)
+    assert [next(later), next(later)] == ["e0b0", "e0b1"] and began == [1]  # once
