@@ -91,9 +91,8 @@ class LoaderConfig:
         return self._key() < other._key()
 
     def _key(self) -> tuple[Any, ...]:
-        return (self.framework, self.num_workers,
-                *((self.value(k.name) is not None, self.value(k.name))
-                  for k in sorted(REGISTRY, key=lambda k: k.json_rank)))
+        values = (self.value(k.name) for k in sorted(REGISTRY, key=lambda k: k.json_rank))
+        return (self.framework, self.num_workers, *((value is not None, value) for value in values))
 
     @property
     def threads(self) -> bool:

@@ -31,10 +31,6 @@ WORKER_KINDS = tuple(kind.value for kind in WorkerKind)
 """How a loader's workers run: PyTorch's worker processes, or threads of one process."""
 
 
-def _attribute(name: str) -> Callable[[Any], Any]:
-    return lambda loader: getattr(loader, name, None)
-
-
 @dataclass(frozen=True)
 class Knob:
     """One DataLoader knob, and what every layer needs to know of it. A plain knob (one that only sets a loader
@@ -109,7 +105,7 @@ class Knob:
 
     def read_off(self, loader: Any) -> Any:
         """Its value on ``loader`` (a live DataLoader), as a config holds it."""
-        return (self.read or _attribute(self.name))(loader)
+        return getattr(loader, self.name, None) if self.read is None else self.read(loader)
 
     def changed(self, config: LoaderConfig) -> bool:
         """Whether ``config`` sets it away from the loader's own default (and it costs in a tie)."""
