@@ -223,7 +223,8 @@ def gather_runs(report: RunReport, info: RankInfo, meeting: Meeting, timeout_s: 
 
     The ranks share no process group here: the training script has its own, so they meet outside it.
     """
-    mine = json.dumps({"host": info.host or socket.gethostname(), "report": report.to_dict()})
+    mine = json.dumps({"host": info.host or socket.gethostname(), "node": info.node,
+                       "ranks_on_node": info.local_world_size, "report": report.to_dict()})
     said = meeting.put(f"{REPORT_KEY}-{info.rank}", mine)
     if info.rank != 0:
         return None
@@ -236,15 +237,7 @@ def gather_runs(report: RunReport, info: RankInfo, meeting: Meeting, timeout_s: 
         if len(found) < len(keys):
             sleep(0.2)
     found = found if said else {0: mine}
-    ranks = []
-    for rank in sorted(found):
-        left = json.loads(found[rank])
-        theirs = RunReport.from_dict(left["report"])
-        loader = theirs.loaders[0] if theirs.loaders else None
-        ranks.append(RankRun(rank=rank, host=left["host"], exit_code=theirs.exit_code,
-                             data_wait_fraction=loader.data_wait_fraction if loader else None,
-                             samples_per_s=loader.samples_per_s if loader else None,
-                             step_ms_p50=loader.step_ms["p50"] if loader and loader.step_ms else None))
+    ranks = [_rank_run(rank, json.loads(found[rank])) for rank in sorted(found)]
     for key in (*keys, END_KEY, FAILED_KEY, *(f"{FAILED_KEY}-{rank}" for rank in range(info.world_size))):
         meeting.remove(key)  # the reports, the batch every rank ended at, the ranks whose script failed
     missing = [rank for rank in range(info.world_size) if rank not in found]
@@ -252,3 +245,20 @@ def gather_runs(report: RunReport, info: RankInfo, meeting: Meeting, timeout_s: 
     notes = report.notes + ((f"ranks {', '.join(map(str, missing))} left no report within {timeout_s:g} s"
                              f"{unreachable}",) if missing else ())
     return dataclasses.replace(report, ranks=tuple(ranks), notes=notes)
+
+
+def _rank_run(rank: int, said: dict[str, Any]) -> RankRun:
+    """One rank's figures from what it said: its busiest loader's, its tree's and its node's."""
+    theirs = RunReport.from_dict(said["report"])
+    loader = theirs.loaders[0] if theirs.loaders else None
+    res, env = theirs.resources, theirs.environment
+    return RankRun(rank=rank, host=said["host"], exit_code=theirs.exit_code,
+                   data_wait_fraction=loader.data_wait_fraction if loader else None,
+                   samples_per_s=loader.samples_per_s if loader else None,
+                   step_ms_p50=loader.step_ms["p50"] if loader and loader.step_ms else None,
+                   node=said.get("node"), ranks_on_node=said.get("ranks_on_node"),
+                   num_workers=loader.num_workers if loader else None, node_cpus=env.usable_cpus,
+                   cpu_percent=res.cpu_percent, node_busy_percent=res.cpu_percent_system,
+                   foreign_cpu_percent=res.foreign_cpu_percent,
+                   node_cpu_count=env.cpu_count, storage_read_bytes_per_s=res.storage_read_bytes_per_s,
+                   iowait_percent=res.iowait_percent, peak_memory_bytes=res.peak_memory_bytes)

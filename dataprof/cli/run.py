@@ -58,6 +58,7 @@ def run(module: bool, max_steps: int | None, seconds: float | None, override: st
 
     from dataprof.api import run as run_watched
     from dataprof.decide.gates import RunGates, evaluate_run
+    from dataprof.decide.run import rank_cause
     from dataprof.distributed import gather_runs, rank_from_env
     from dataprof.measure.watch.meeting import meeting_of
     from dataprof.render.documents import print_document
@@ -81,7 +82,7 @@ def run(module: bool, max_steps: int | None, seconds: float | None, override: st
         gathered = gather_runs(report, rank, meeting)
         if gathered is None:
             sys.exit(report.exit_code or 0)
-        report = gathered
+        report = rank_cause(gathered)
     if gates.any():
         report = dataclasses.replace(report, gates=evaluate_run(report, gates, baseline))
     print_document(console(), report)

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import dataclasses
 import shlex
+import statistics
 
 from dataprof.decide.thresholds import Thresholds
 from dataprof.results.findings import Finding
-from dataprof.results.run import LoaderRun, RunReport
-from dataprof.results.vocabulary import FindingId, Severity, WorkerKind
+from dataprof.results.run import LoaderRun, RankCause, RankRun, RunReport
+from dataprof.results.units import fmt_bytes
+from dataprof.results.vocabulary import FindingId, Severity, SlowRankCause, WorkerKind
 
 
 def judge(report: RunReport, thresholds: Thresholds | None = None) -> RunReport:
@@ -119,3 +121,88 @@ def next_command(report: RunReport, loader: LoaderRun) -> str:
         target = f"{loader.dataset_module}:{loader.dataset}"
     kinds = " --worker-kind process,thread" if loader.worker_kind == WorkerKind.THREAD else ""
     return f"dataprof sweep {target} --batch-size {loader.batch_size or 1}{step}{kinds}"
+
+
+def rank_cause(report: RunReport, thresholds: Thresholds | None = None) -> RunReport:
+    """``report`` (rank 0's, with every rank's figures) with why its slowest rank waits and what to change on that
+    rank's node (``rank_cause``): synchronous training steps at the pace of the rank that waits most for data, so one
+    node short of CPUs, or with slower storage, slows every node. None when no rank waits much more than the
+    others."""
+    th = thresholds or Thresholds()
+    ranks = [r for r in report.ranks if r.data_wait_fraction is not None]
+    if len(ranks) < 2:
+        return report
+    slow = max(ranks, key=lambda r: r.data_wait_fraction or 0.0)
+    others = [r for r in ranks if r is not slow]
+    wait, typical = slow.data_wait_fraction or 0.0, statistics.median(r.data_wait_fraction or 0.0 for r in others)
+    if wait < th.model_bound_wait or wait - typical < th.model_bound_wait:
+        return dataclasses.replace(report, rank_cause=None)
+    node = "its node" if slow.node is None else f"node {slow.node}"
+    evidence = (f"rank {slow.rank} on {node} ({slow.host}) waits {wait:.0%} of each iteration for data, the other "
+                f"ranks {typical:.0%} (median); its step p50 {_num(slow.step_ms_p50)} ms, num_workers="
+                f"{_num(slow.num_workers)}, its tree {_cores(slow.cpu_percent)} of {_num(slow.node_cpus)} CPUs"
+                f"{_node_load(slow)}, peak memory {fmt_bytes(slow.peak_memory_bytes)} (PSS)")
+    cause, why, fix, workers = _why(slow, others, node, th)
+    finding = Finding(id=FindingId.RANK_IMBALANCE,
+                      severity=Severity.CRITICAL if wait >= th.critical_wait else Severity.WARNING,
+                      evidence=f"{evidence}; {why}", recommendation=f"{fix} Every step waits for this rank.")
+    return dataclasses.replace(report, rank_cause=RankCause(finding, slow.rank, slow.node, cause, workers))
+
+
+def _why(slow: RankRun, others: list[RankRun], node: str,
+         th: Thresholds) -> tuple[SlowRankCause, str, str, int | None]:
+    """Why ``slow`` waits, from its figures against the others': the cause, its evidence, the change on its node
+    and the ``num_workers`` to set there (None when the change is not a number of workers)."""
+    ranks = max(1, slow.ranks_on_node or 1)
+    cpus = slow.node_cpus
+    share = max(1, (cpus or 1) // ranks)
+    workers = slow.num_workers or 0
+    more = [r.node_cpus for r in others if r.node_cpus is not None and cpus is not None and r.node_cpus > cpus]
+    than_others = f" (the others have {max(more)})" if more else ""
+    own, foreign = slow.cpu_percent, slow.foreign_cpu_percent or 0.0
+    starved = cpus is not None and own is not None and (own >= th.cpu_saturated * 100 * cpus / ranks
+                                                        or own + foreign >= th.cpu_saturated * 100 * cpus)
+    if starved and workers > share:
+        return (SlowRankCause.OVERSUBSCRIBED,
+                f"{node} has {cpus} CPUs{than_others} for {ranks} rank(s) × {workers} workers, and they are busy "
+                f"(this rank's tree {(own or 0) / 100:.1f} cores, other processes {foreign / 100:.1f}): the workers "
+                "fight each other and the step for CPUs",
+                f"On {node}, set num_workers={share} (its CPUs shared out among its ranks), or give it more CPUs or "
+                "fewer ranks.", share)
+    if starved and foreign >= 0.25 * 100 * (cpus or 1):
+        return (SlowRankCause.CPUS_TAKEN,
+                f"other processes took {foreign / 100:.1f} of the {cpus} CPUs {node} gives the training",
+                f"Free {node}'s CPUs (what else runs there: other jobs, other ranks' workers), or give it more.", None)
+    if starved:
+        return (SlowRankCause.CPUS_SHORT, f"its loading needs more than the {cpus} CPUs {node} gives it{than_others}",
+                f"Give {node} more CPUs (or fewer ranks), or make each sample cheaper to load.", None)
+    theirs = [r.storage_read_bytes_per_s for r in others if r.storage_read_bytes_per_s is not None]
+    reads = slow.storage_read_bytes_per_s
+    if reads is not None and reads >= 1e6 and reads >= 2 * max(statistics.median(theirs) if theirs else 0.0, 1.0):
+        return (SlowRankCause.STORAGE,
+                f"it reads {fmt_bytes(reads)}/s from storage, the others {fmt_bytes(statistics.median(theirs))}/s"
+                if theirs else f"it reads {fmt_bytes(reads)}/s from storage",
+                f"Its data comes from storage where the others' is cached: warm the page cache on {node} or stage "
+                "the data on its local disk.", None)
+    if workers == 0:
+        return (SlowRankCause.NO_WORKERS, f"it loads in the training process, with {cpus or '?'} CPUs on {node}",
+                f"On {node}, set num_workers={share}.", share)
+    return (SlowRankCause.UNKNOWN,
+            "its CPUs are not saturated and it reads no more from storage than the others: its samples cost more or "
+            "arrive slower (a shard of costlier samples, its network)",
+            f"Look at what differs on {node} (dataprof inspect there); more workers there hide a wait: "
+            f"num_workers={2 * workers} on {node}.", 2 * workers)
+
+
+def _num(value: float | None) -> str:
+    return "?" if value is None else f"{value:g}" if isinstance(value, int) else f"{value:.1f}"
+
+
+def _cores(cpu_percent: float | None) -> str:
+    return "? cores" if cpu_percent is None else f"used {cpu_percent / 100:.1f} cores"
+
+
+def _node_load(rank: RankRun) -> str:
+    if rank.node_busy_percent is None:
+        return ""
+    return f" (the node's {rank.node_cpu_count or '?'} CPUs {rank.node_busy_percent:.0f}% busy)"

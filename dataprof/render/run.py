@@ -127,9 +127,14 @@ def rank_lines(report: RunReport) -> list[Text]:
                   style="bold")]
     for r in report.ranks:
         wait = "–" if r.data_wait_fraction is None else f"{r.data_wait_fraction:.0%}"
-        lines.append(Text(f" {'◂' if r is slowest else ' '} rank {r.rank} ({r.host}): data wait {wait} · "
+        node = "" if r.node is None else f"node {r.node}, "
+        lines.append(Text(f" {'◂' if r is slowest else ' '} rank {r.rank} ({node}{r.host}): data wait {wait} · "
                           f"{num(r.samples_per_s, ',.1f')} samples/s · step p50 {num(r.step_ms_p50, '.1f')} ms · "
                           f"exit code {r.exit_code}"))
+    if report.rank_cause is not None:
+        cause = report.rank_cause.finding
+        lines.append(Text(f"slowest rank ({cause.severity}): {cause.evidence}", style=SEVERITY_STYLE[cause.severity]))
+        lines.append(Text("→ " + cause.recommendation, style="bold"))
     return lines
 
 

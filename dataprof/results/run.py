@@ -15,7 +15,7 @@ from typing import Any
 from dataprof.results.document import SCHEMA_VERSION, to_json
 from dataprof.results.environment import Environment
 from dataprof.results.findings import Finding, GateResult
-from dataprof.results.vocabulary import Kind
+from dataprof.results.vocabulary import Kind, SlowRankCause
 
 
 @dataclass(frozen=True)
@@ -111,6 +111,8 @@ class RunResources:
     """CPU of its child processes (DataLoader workers)."""
     cpu_percent_system: float | None = None
     """Whole machine, % of all CPUs."""
+    foreign_cpu_percent: float | None = None
+    """CPU other processes took on the CPUs the training may use (its affinity); 100 = one core."""
     iowait_percent: float | None = None
     peak_memory_bytes: int | None = None
     """Peak PSS of the tree (shared pages counted once)."""
@@ -140,6 +142,55 @@ class RankRun:
     data_wait_fraction: float | None
     samples_per_s: float | None
     step_ms_p50: float | None
+    node: int | None = None
+    """``GROUP_RANK``: the node's index in the job."""
+    ranks_on_node: int | None = None
+    """Ranks on its node (``LOCAL_WORLD_SIZE``): they share the node's CPUs."""
+    num_workers: int | None = None
+    """Its busiest loader's workers."""
+    node_cpus: int | None = None
+    """CPUs its node lets the training use (affinity, cgroup quota)."""
+    cpu_percent: float | None = None
+    """CPU of its process tree (the training and its workers); 100 = one core."""
+    node_busy_percent: float | None = None
+    """Its node's CPUs busy over the watch, every process's (% of all the node's CPUs)."""
+    node_cpu_count: int | None = None
+    """All the node's CPUs (what ``node_busy_percent`` is a share of)."""
+    storage_read_bytes_per_s: float | None = None
+    """What its tree read from storage (page-cache misses)."""
+    foreign_cpu_percent: float | None = None
+    """CPU other processes (other ranks included) took on the CPUs it may use; 100 = one core."""
+    iowait_percent: float | None = None
+    """Its node's CPU time waiting on storage."""
+    peak_memory_bytes: int | None = None
+    """Peak PSS of its tree."""
+
+
+RANK_FIELDS = frozenset(f.name for f in dataclasses.fields(RankRun))
+
+
+@dataclass(frozen=True)
+class RankCause:
+    """Why the rank that waits most for data waits, and what to change on its node: in synchronous training every
+    step waits for it (``dataprof.decide.run.rank_cause``)."""
+
+    finding: Finding
+    rank: int
+    node: int | None
+    cause: SlowRankCause
+    num_workers: int | None = None
+    """The ``num_workers`` to set on its node; None when the change is not a number of workers."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The finding's keys, then the rank, its node, the cause and the workers to set there."""
+        return {**dataclasses.asdict(self.finding), "rank": self.rank, "node": self.node, "cause": self.cause,
+                "num_workers": self.num_workers}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RankCause:
+        """Read :meth:`to_dict` back."""
+        return cls(Finding.from_dict(data), data["rank"], data.get("node"), SlowRankCause(data["cause"]),
+                   data.get("num_workers"))
 
 
 @dataclass(frozen=True)
@@ -196,6 +247,9 @@ class RunReport:
     stopped: str | None = None
     """Why the watch ended the script itself (SIGINT, then SIGTERM, then SIGKILL): past its limit, long after
     its window, another rank failed; None when it did not."""
+    rank_cause: RankCause | None = None
+    """Under torchrun, on rank 0: why the rank that waits most for data waits, and what to change on its node
+    (``dataprof.decide.run.rank_cause``); None when no rank waits much more than the others."""
 
     def slowest_rank(self) -> RankRun | None:
         """The rank that waited for data the most: in synchronous training it sets everyone's pace."""
@@ -227,6 +281,7 @@ class RunReport:
             "stderr_tail": list(self.stderr_tail),
             "stopped": self.stopped,
             "own_ranks": self.own_ranks,
+            "rank_cause": None if self.rank_cause is None else self.rank_cause.to_dict(),
         }
 
     def to_json(self) -> str:
@@ -261,9 +316,10 @@ class RunReport:
             next_command=data.get("next_command"),
             notes=tuple(data.get("notes", ())),
             gates=tuple(GateResult(**g) for g in data.get("gates", ())),
-            ranks=tuple(RankRun(**r) for r in data.get("ranks", ())),
+            ranks=tuple(RankRun(**{k: v for k, v in r.items() if k in RANK_FIELDS}) for r in data.get("ranks", ())),
             changes=None if data.get("changes") is None else RunChanges(**data["changes"]),
             stderr_tail=tuple(data.get("stderr_tail") or ()),
             stopped=data.get("stopped"),
             own_ranks=data.get("own_ranks"),
+            rank_cause=None if data.get("rank_cause") is None else RankCause.from_dict(data["rank_cause"]),
         )

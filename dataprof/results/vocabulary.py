@@ -118,6 +118,23 @@ class TrialStatus(Word):
     SKIPPED = "skipped"
 
 
+class SlowRankCause(Word):
+    """Why the rank that waits most for data in a run across ranks waits (``rank_cause.cause``)."""
+
+    OVERSUBSCRIBED = "oversubscribed"
+    """Its node's CPUs are busy and its ranks run more workers than the node has CPUs for them."""
+    CPUS_TAKEN = "cpus_taken"
+    """Other processes take a material share of the CPUs its node gives the training."""
+    CPUS_SHORT = "cpus_short"
+    """Its loading needs more CPUs than its node gives it, with no more workers than CPUs."""
+    STORAGE = "storage"
+    """It reads from storage where the other ranks read from the page cache."""
+    NO_WORKERS = "no_workers"
+    """It loads in the training process (``num_workers=0``)."""
+    UNKNOWN = "unknown"
+    """None of these: its samples cost more or arrive slower (a costlier shard, its network)."""
+
+
 class FindingId(Word):
     """What a finding is about: a sweep's primary verdict or other finding, ``dataprof run``'s verdict, or
     ``dataprof inspect``'s check (the ids are the JSON contract; docs/diagnosis.md, run.md, inspect.md)."""

@@ -74,7 +74,8 @@ def run_over_two_nodes(tmp_path: Path) -> None:
     assert node1.returncode == 0, node1.stderr  # the training on node 1 was not broken by the watch's end
     assert node0.stdout.count("Verdict:") == 1 and "Verdict:" not in node1.stdout
     document = json.loads(out.read_text())
-    assert [(r["rank"], r["exit_code"]) for r in document["ranks"]] == [(0, 0), (1, 0)]
+    assert [(r["rank"], r["node"], r["exit_code"]) for r in document["ranks"]] == [(0, 0, 0), (1, 1, 0)]
+    assert all(r["node_cpus"] and r["ranks_on_node"] == 1 for r in document["ranks"])  # each node's own figures
     assert not any("left no report" in note for note in document["notes"])
     for node in ("node0", "node1"):
         assert not list((tmp_path / node).glob("dataprof-run-*"))  # they met through the store, not a directory

@@ -52,7 +52,9 @@ def resources_of(figures: dict[str, Any]) -> RunResources:
     cpu, main = figures["cpu_percent"], figures["main_cpu_percent"]
     return RunResources(cpu_percent=cpu, main_cpu_percent=main,
                         workers_cpu_percent=None if cpu is None or main is None else max(0.0, cpu - main),
-                        cpu_percent_system=figures["cpu_percent_system"], iowait_percent=figures["iowait_percent"],
+                        cpu_percent_system=figures["cpu_percent_system"],
+                        foreign_cpu_percent=figures.get("foreign_cpu_percent"),
+                        iowait_percent=figures["iowait_percent"],
                         peak_memory_bytes=figures["peak_memory_bytes"], gpu_util_percent=figures["gpu_util_percent"],
                         gpu_memory_bytes=figures["gpu_memory_bytes"],
                         gpu_timeline=tuple(figures.get("gpu_timeline") or ()),
