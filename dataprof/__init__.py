@@ -14,7 +14,8 @@ the modules that need them.
 
 from __future__ import annotations
 
-from dataprof.api import inspect, plan, sweep, tune, watch
+from dataprof.api import follow_tune, inspect, plan, sweep, tune, watch
+from dataprof.results.environment import NodeJob
 from dataprof.version import __version__
 
-__all__ = ["__version__", "inspect", "plan", "sweep", "tune", "watch"]
+__all__ = ["NodeJob", "__version__", "follow_tune", "inspect", "plan", "sweep", "tune", "watch"]

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
-from dataprof.results.environment import RankInfo
+from dataprof.results.environment import NodeJob, RankInfo
 from dataprof.results.inspect import Inspection
 from dataprof.results.plan import Plan
 from dataprof.results.registry import REGISTRY
@@ -200,7 +200,8 @@ def run(script: str, args: Iterable[str] = (), *, module: bool = False, max_step
 def tune(script: str, args: Iterable[str] = (), *, module: bool = False, budget_s: float = 300.0,
          trial_seconds: float | None = 10.0, trial_steps: int | None = None, loader: str | None = None,
          loader_sweep: bool = True, nproc_per_node: int = 1,
-         progress: Callable[[str], None] | None = None, workdir: str | None = None) -> TuneReport:
+         progress: Callable[[str], None] | None = None, workdir: str | None = None,
+         nodes: NodeJob | None = None) -> TuneReport:
     """Tune the loader inside the training itself: run the script, unchanged, once per config tried (each in a fresh
     process, its busiest loader's knobs set where it is built, or the loader at ``loader``), and once with that loader's
     first batches replayed (data for free), each ended after ``trial_steps`` batches or ``trial_seconds``; the
@@ -211,12 +212,29 @@ def tune(script: str, args: Iterable[str] = (), *, module: bool = False, budget_
     With ``nproc_per_node`` above 1, each run is that many ranks of one job on this machine (torchrun's environment
     set), every rank with the same knobs; a run's figure is its slowest rank's. The script runs several times: whatever
     it writes, it writes each time (each run's environment has ``DATAPROF_TRIAL=1``; with ``workdir``, each run runs
-    in its own directory under it)."""
+    in its own directory under it). With ``nodes`` (node 0's :class:`~dataprof.results.environment.NodeJob`), each
+    run is the job over every node, started together, while every other node runs :func:`follow_tune`."""
     from dataprof.tuner import run_tune
 
+    if nodes is not None and not nodes.leader:
+        from dataprof.errors import UsageError
+
+        raise UsageError(f"node {nodes.node_rank} follows node 0's tune: call dataprof.follow_tune there")
     return run_tune(script, tuple(args), module=module, budget_s=budget_s, trial_seconds=trial_seconds,
                     trial_steps=trial_steps, loader=loader, loader_sweep=loader_sweep, nproc_per_node=nproc_per_node,
-                    progress=progress, sweep=sweep, workdir=workdir)
+                    progress=progress, sweep=sweep, workdir=workdir, nodes=nodes)
+
+
+def follow_tune(script: str, args: Iterable[str] = (), *, nodes: NodeJob, module: bool = False,
+                nproc_per_node: int = 1, progress: Callable[[str], None] | None = None,
+                workdir: str | None = None) -> int:
+    """A node other than 0 of a tune across nodes: run this node's ``nproc_per_node`` ranks of each run node 0's
+    :func:`tune` says (its knobs, its window), until it says the end; the number of runs made. Node 0 measures
+    and reports."""
+    from dataprof.tuner import follow_tune as follow
+
+    return follow(script, tuple(args), module=module, nproc_per_node=nproc_per_node, nodes=nodes, progress=progress,
+                  workdir=workdir)
 
 
 def plan(report_or_path: Report | str | os.PathLike[str], *, cpus: float | None = None, ranks_per_node: int = 1,

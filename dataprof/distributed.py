@@ -15,16 +15,17 @@ import json
 import os
 import shutil
 import socket
+import tempfile
 import time
 from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import Any
 
 from dataprof.errors import DataprofError, TargetError, UsageError, terminated_as_interrupted
-from dataprof.measure.watch.meeting import Meeting, exchange_dir
+from dataprof.measure.watch.meeting import Meeting, exchange_dir, meeting_of
 from dataprof.measure.watch.ranks import END_KEY, FAILED_KEY
 from dataprof.measure.watch.watcher import WatchSettings, watch
-from dataprof.results.environment import RankInfo
+from dataprof.results.environment import NodeJob, RankInfo
 from dataprof.results.run import RankRun, RunReport
 
 
@@ -137,9 +138,12 @@ class Launched:
     """What each rank's entry returned, by rank (when every rank returned)."""
 
 
-def launch_ranks(nproc_per_node: int, entry: Callable[..., Any], *args: Any, run_id: str | None = None) -> Launched:
+def launch_ranks(nproc_per_node: int, entry: Callable[..., Any], *args: Any, run_id: str | None = None,
+                 nodes: NodeJob | None = None) -> Launched:
     """Run ``entry(*args)`` as ``nproc_per_node`` ranks on this machine through torch.distributed's
-    launcher (elastic launch, as ``torchrun --standalone``), as the job ``run_id`` (a fresh one by default).
+    launcher (elastic launch, as ``torchrun --standalone``), as the job ``run_id`` (a fresh one by default); with
+    ``nodes``, as this node's ranks of a job over every node (torchrun's static rendezvous at the port beside
+    the tune's, node 0 hosting it; a node that has not joined within ``nodes.join_s`` fails the launch).
 
     When a rank dies by a signal, the launcher stops every other rank. Otherwise the code is the lowest failing
     rank's own (each rank prints its own error).
@@ -148,22 +152,35 @@ def launch_ranks(nproc_per_node: int, entry: Callable[..., Any], *args: Any, run
     import signal
     import uuid
 
+    from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.elastic.rendezvous.api import RendezvousError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
     for name in list(logging.root.manager.loggerDict):  # dataprof says what happened, in one line
         if name.startswith(("torch.distributed.elastic", "torch.multiprocessing")):
             logging.getLogger(name).setLevel(logging.CRITICAL)
-    config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=nproc_per_node,
-                          run_id=run_id or f"dataprof-{uuid.uuid4()}", rdzv_backend="c10d",
-                          rdzv_endpoint="localhost:0", max_restarts=0, start_method="spawn")
+    run_id = run_id or f"dataprof-{uuid.uuid4()}"
+    logs = tempfile.mkdtemp(prefix="dataprof-ranks-")  # the launcher's own files, removed when it ends
+    config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=nproc_per_node, run_id=run_id,
+                          rdzv_backend="c10d", rdzv_endpoint="localhost:0", max_restarts=0, start_method="spawn",
+                          logs_specs=DefaultLogsSpecs(log_dir=logs)) \
+        if nodes is None else \
+        LaunchConfig(min_nodes=nodes.nnodes, max_nodes=nodes.nnodes, nproc_per_node=nproc_per_node, run_id=run_id,
+                     rdzv_backend="static", rdzv_endpoint=nodes.runs_endpoint,
+                     rdzv_configs={"rank": nodes.node_rank, "timeout": max(1, int(nodes.join_s))}, max_restarts=0,
+                     start_method="spawn", logs_specs=DefaultLogsSpecs(log_dir=logs))
     handlers = {sig: handler for sig in (signal.SIGINT, signal.SIGTERM)
                 if (handler := signal.getsignal(sig)) is not None}
     try:
         values = elastic_launch(config, entry)(*args)
     except SignalException:  # Ctrl-C: rank 0 has printed what it measured
         return Launched(RANK_DIED)
+    except (RendezvousError, RuntimeError, TimeoutError) as exc:  # across nodes: a node that never joined
+        if nodes is None:
+            raise
+        return Launched(RANK_DIED, f"the nodes did not meet at {nodes.runs_endpoint} within {nodes.join_s:g} s ({exc})")
     except ChildFailedError as exc:
         died = {rank: failure for rank, failure in exc.failures.items() if failure.exitcode < 0}
         if died:
@@ -177,19 +194,25 @@ def launch_ranks(nproc_per_node: int, entry: Callable[..., Any], *args: Any, run
     finally:  # the launcher's handlers raise its own SignalException: the caller's are put back
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
+        shutil.rmtree(logs, ignore_errors=True)
     return Launched(0, values=values or {})
 
 
-def watch_ranks(settings: WatchSettings, nproc_per_node: int) -> list[RunReport] | None:
+def watch_ranks(settings: WatchSettings, nproc_per_node: int, nodes: NodeJob | None = None,
+                run_id: str | None = None) -> list[RunReport] | None:
     """Run the script as ``nproc_per_node`` ranks of one job on this machine (torchrun's environment set for each,
     ``OMP_NUM_THREADS=1`` where it is not set, as torchrun sets it), every rank watched as ``dataprof run`` watches
-    it under torchrun; each rank's report, in rank order. None when the ranks were interrupted (Ctrl-C) or one died."""
+    it under torchrun; each rank's report, in rank order. None when the ranks were interrupted (Ctrl-C) or one died.
+
+    With ``nodes``, this node's ranks of the job ``run_id`` over every node: on node 0, every node's ranks'
+    reports (they say them where the job's ranks meet); elsewhere, an empty list."""
     import uuid
 
-    run_id = f"dataprof-tune-{uuid.uuid4()}"
+    run_id = run_id or f"dataprof-tune-{uuid.uuid4()}"
     env = {} if "OMP_NUM_THREADS" in os.environ else {"OMP_NUM_THREADS": "1"}  # as torchrun sets it for ranks
     try:
-        launched = launch_ranks(nproc_per_node, _watch_rank, settings, env, run_id=run_id)
+        launched = launch_ranks(nproc_per_node, _watch_rank, settings, env, nodes is not None, run_id=run_id,
+                                nodes=nodes)
     finally:
         shutil.rmtree(exchange_dir({"TORCHELASTIC_RUN_ID": run_id}), ignore_errors=True)
     if launched.died is not None:
@@ -198,15 +221,30 @@ def watch_ranks(settings: WatchSettings, nproc_per_node: int) -> list[RunReport]
         return None
     if launched.code or len(launched.values) != nproc_per_node:
         raise DataprofError(f"the ranks' watch failed (exit code {launched.code})")
-    return [RunReport.from_dict(launched.values[rank]) for rank in sorted(launched.values)]
+    if nodes is None:
+        return [RunReport.from_dict(launched.values[rank]) for rank in sorted(launched.values)]
+    if not nodes.leader:
+        return []
+    said: dict[int, dict[str, Any]] = launched.values[0][0]
+    world = nodes.nnodes * nproc_per_node
+    if len(said) < world:
+        missing = ", ".join(str(rank) for rank in range(world) if rank not in said)
+        raise DataprofError(f"ranks {missing} left no report within {RUN_GATHER_S:g} s")
+    return [RunReport.from_dict(said[rank]["report"]) for rank in sorted(said)]
 
 
-def _watch_rank(settings: WatchSettings, env: Mapping[str, str]) -> dict[str, Any]:
+def _watch_rank(settings: WatchSettings, env: Mapping[str, str], across_nodes: bool) -> Any:
     """One rank of :func:`watch_ranks`, with ``env`` set: its script watched; its report as a document (returned
-    to the launcher). SIGTERM (the launcher stopping the ranks) ends the script as Ctrl-C does."""
+    to the launcher); ``across_nodes``, every rank's (said where the job's ranks meet), on rank 0 alone. SIGTERM
+    (the launcher stopping the ranks) ends the script as Ctrl-C does."""
     os.environ.update(env)
     with terminated_as_interrupted():
-        return watch(settings).to_dict()
+        report = watch(settings)
+    if not across_nodes:
+        return report.to_dict()
+    info, meeting = rank_from_env(), meeting_of()
+    assert info is not None and meeting is not None  # a rank of a launched job
+    return gather_reports(report, info, meeting)
 
 
 REPORT_KEY = "report"
@@ -215,11 +253,12 @@ RUN_GATHER_S = 120.0
 """How long rank 0 of a distributed ``dataprof run`` waits for the other ranks' reports once its own ended."""
 
 
-def gather_runs(report: RunReport, info: RankInfo, meeting: Meeting, timeout_s: float = RUN_GATHER_S,
-                sleep: Callable[[float], None] = time.sleep) -> RunReport | None:
-    """Distributed ``dataprof run``: every rank says its report where the job's ranks meet (``meeting``: the
-    launcher's store, across nodes, or a directory on one); rank 0 gets its own with every rank's figures
-    (``ranks``), other ranks None. A rank missing after ``timeout_s`` is named in a note.
+def gather_reports(report: RunReport, info: RankInfo, meeting: Meeting, timeout_s: float = RUN_GATHER_S,
+                   sleep: Callable[[float], None] = time.sleep) -> tuple[dict[int, dict[str, Any]], bool] | None:
+    """Every rank says its report where the job's ranks meet (``meeting``: the launcher's store, across nodes, or
+    a directory on one); rank 0 gets every rank's that came within ``timeout_s`` (by rank: its host, its node, the
+    ranks on that node and the report as a document), and whether the meeting could be reached (only its own
+    when not); other ranks None. The keys are removed once read.
 
     The ranks share no process group here: the training script has its own, so they meet outside it.
     """
@@ -237,15 +276,25 @@ def gather_runs(report: RunReport, info: RankInfo, meeting: Meeting, timeout_s: 
         if len(found) < len(keys):
             sleep(0.2)
     found = found if said else {0: mine}
-    ranks = [_rank_run(rank, json.loads(found[rank])) for rank in sorted(found)]
     for key in (*keys, END_KEY, FAILED_KEY, *(f"{FAILED_KEY}-{rank}" for rank in range(info.world_size))):
         meeting.remove(key)  # the reports, the batch every rank ended at, the ranks whose script failed
+    return {rank: json.loads(text) for rank, text in sorted(found.items())}, said
+
+
+def gather_runs(report: RunReport, info: RankInfo, meeting: Meeting, timeout_s: float = RUN_GATHER_S,
+                sleep: Callable[[float], None] = time.sleep) -> RunReport | None:
+    """Distributed ``dataprof run``: rank 0 gets its own report with every rank's figures (``ranks``), other ranks
+    None (:func:`gather_reports`). A rank missing after ``timeout_s`` is named in a note."""
+    gathered = gather_reports(report, info, meeting, timeout_s, sleep)
+    if gathered is None:
+        return None
+    found, reached = gathered
+    ranks = [_rank_run(rank, found[rank]) for rank in sorted(found)]
     missing = [rank for rank in range(info.world_size) if rank not in found]
-    unreachable = "" if said else f" ({meeting.where} could not be reached)"
+    unreachable = "" if reached else f" ({meeting.where} could not be reached)"
     notes = report.notes + ((f"ranks {', '.join(map(str, missing))} left no report within {timeout_s:g} s"
                              f"{unreachable}",) if missing else ())
     return dataclasses.replace(report, ranks=tuple(ranks), notes=notes)
-
 
 def _rank_run(rank: int, said: dict[str, Any]) -> RankRun:
     """One rank's figures from what it said: its busiest loader's, its tree's and its node's."""

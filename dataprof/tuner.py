@@ -8,13 +8,19 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
+import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from dataprof.errors import DataprofError
 from dataprof.results.run import LoaderRun, RunReport
 from dataprof.results.sweep import Report
 from dataprof.results.tune import TuneReport, TuneTrial
 from dataprof.results.vocabulary import Framework
+
+if TYPE_CHECKING:
+    from dataprof.measure.watch.nodes import TuneNodes
+    from dataprof.results.environment import NodeJob
 
 ALWAYS_RUNS = 2
 """The runs of ``tune`` made whatever its budget: the script as it is and the headspace, without which there is no
@@ -29,16 +35,22 @@ Sweep = Callable[..., Report]
 
 def run_tune(script: str, args: tuple[str, ...], *, module: bool, budget_s: float, trial_seconds: float | None,
              trial_steps: int | None, loader: str | None, loader_sweep: bool, nproc_per_node: int,
-             progress: Callable[[str], None] | None, sweep: Sweep, workdir: str | None = None) -> TuneReport:
+             progress: Callable[[str], None] | None, sweep: Sweep, workdir: str | None = None,
+             nodes: NodeJob | None = None) -> TuneReport:
     """``dataprof.tune``'s work (its docstring says what it does); ``sweep`` runs the loader-only sweep. Ctrl-C
-    (or SIGTERM) at any moment ends it with the runs measured so far (``complete`` false)."""
+    (or SIGTERM) at any moment ends it with the runs measured so far (``complete`` false). With ``nodes`` (node
+    0's), each run is the job over every node: node 0 says each run to the others (:func:`follow_tune`)."""
     from dataprof.decide.tune import confirm_run, decide_tune, next_run
 
     started = time.monotonic()
     tuning = _Tuning(script, args, module, trial_seconds, trial_steps, loader,
-                     loader_sweep and nproc_per_node == 1, nproc_per_node, progress, sweep, started, budget_s,
-                     None if workdir is None else os.path.abspath(workdir))
-    tuning.report = _started((("-m",) if module else ()) + (script, *args), module, nproc_per_node)
+                     loader_sweep and nproc_per_node == 1 and nodes is None, nproc_per_node, progress, sweep, started,
+                     budget_s, None if workdir is None else os.path.abspath(workdir))
+    tuning.report = _started((("-m",) if module else ()) + (script, *args), module, nproc_per_node, nodes)
+    if nodes is not None:
+        from dataprof.measure.watch.nodes import TuneNodes
+
+        tuning.nodes = TuneNodes(nodes)
     if progress is not None:
         from dataprof.render.tune import side_effects_line
 
@@ -53,7 +65,37 @@ def run_tune(script: str, args: tuple[str, ...], *, module: bool, budget_s: floa
                 break
     except KeyboardInterrupt:  # between runs, or in the loader-only sweep: what was measured stands
         return decide_tune(dataclasses.replace(tuning.report, complete=False, wall_s=time.monotonic() - started))
+    except DataprofError as exc:  # across nodes: a node that did not join a run, or died in it
+        if tuning.nodes is None or not tuning.report.trials:
+            raise
+        return decide_tune(dataclasses.replace(tuning.report, complete=False, error=exc.message,
+                                               wall_s=time.monotonic() - started))
+    finally:
+        if tuning.nodes is not None:
+            tuning.nodes.end(len(tuning.report.trials) + 1)
     return tuning.report
+
+
+def follow_tune(script: str, args: tuple[str, ...], *, module: bool, nproc_per_node: int, nodes: NodeJob,
+                progress: Callable[[str], None] | None, workdir: str | None = None) -> int:
+    """A node other than 0 of a tune across nodes: run this node's ranks of each run node 0 says, until it says
+    the end; the runs made. Node 0 measures and reports; DataprofError when it goes silent."""
+    from dataprof.distributed import watch_ranks
+    from dataprof.measure.watch.nodes import HEARD_S, TuneNodes
+
+    _started((("-m",) if module else ()) + (script, *args), module, nproc_per_node, nodes)
+    told = TuneNodes(nodes)
+    tuning = _Tuning(script, args, module, None, None, None, False, nproc_per_node, progress, None,  # type: ignore[arg-type]
+                     time.monotonic(), 0.0, None if workdir is None else os.path.abspath(workdir))
+    number, wait_s = 1, nodes.join_s + HEARD_S
+    while (heard := told.hear(number, wait_s)) is not None:
+        settings, run_id = heard
+        if progress is not None:
+            progress(f"node {nodes.node_rank}: run {number} as node 0 says it ({run_id})")
+        watch_ranks(dataclasses.replace(settings, target=tuning.target(), args=args, module=module,
+                                        cwd=tuning.directory(number)), nproc_per_node, nodes, run_id)
+        number, wait_s = number + 1, (settings.limit_s or nodes.join_s) + HEARD_S
+    return number - 1
 
 
 PAST_BUDGET_RUNS = 3
@@ -78,6 +120,8 @@ class _Tuning:
     started: float
     budget_s: float
     workdir: str | None
+    nodes: TuneNodes | None = None
+    """Across nodes, on node 0: where it says each run to the other nodes."""
     report: TuneReport = dataclasses.field(default_factory=lambda: TuneReport("", (), None, (), 0.0))
     found: LoaderRun | None = None
     split: str | None = None
@@ -97,14 +141,17 @@ class _Tuning:
         number = len(self.report.trials) + 1
         if self.progress is not None:
             self.progress(run_line(number, self.budget_s - self.elapsed(), knobs, role, kept))
-        ran = _run(WatchSettings(target=self.target(), args=self.args, module=self.module,
+        settings = WatchSettings(target=self.target(), args=self.args, module=self.module,
                                  max_steps=self.trial_steps, seconds=self.trial_seconds, seconds_from_first_batch=True,
                                  changes=changes, window_from_replay=headspace, cwd=self.directory(number),
                                  env={"DATAPROF_TRIAL": "1", "DATAPROF_TRIAL_ROLE": role,
                                       "DATAPROF_TRIAL_INDEX": str(number)},
-                                 interactive=False, stop_own_ranks=True,
-                                 **run_limits(self.report, self.trial_seconds)),
-                   self.nproc_per_node, knobs, role, self.site, self.split)
+                                 interactive=False, stop_own_ranks=True, **run_limits(self.report, self.trial_seconds))
+        run_id = f"dataprof-tune-{uuid.uuid4()}"
+        if self.nodes is not None:
+            self.nodes.say(number, settings, run_id)
+        ran = _run(settings, self.nproc_per_node, knobs, role, self.site, self.split,
+                   None if self.nodes is None else self.nodes.job, run_id)
         if ran is None:  # Ctrl-C: the script got it too and ended; what was measured stands
             self.report = decide_tune(dataclasses.replace(self.report, complete=False, wall_s=self.elapsed()))
             return False
@@ -139,7 +186,7 @@ class _Tuning:
         return path
 
 
-def _started(command: tuple[str, ...], module: bool, nproc_per_node: int) -> TuneReport:
+def _started(command: tuple[str, ...], module: bool, nproc_per_node: int, nodes: NodeJob | None) -> TuneReport:
     """The tune's report before its first run, once the script is found and ``nproc_per_node`` can run here."""
     from dataprof.distributed import rank_from_env
     from dataprof.errors import UsageError
@@ -152,25 +199,28 @@ def _started(command: tuple[str, ...], module: bool, nproc_per_node: int) -> Tun
         raise UsageError("dataprof tune starts the training's ranks itself: run it outside torchrun, with "
                          "--nproc-per-node")
     check_target(WatchSettings(target=command[1] if module else command[0], module=module))
-    notes = () if nproc_per_node == 1 else (
-        f"each run is {nproc_per_node} ranks of one job on this machine, with the same knobs; its figure is its "
-        "slowest rank's (every step waits for it), its CPU and memory every rank's together",
+    if nodes is not None:
+        nodes.check()
+    where = "on this machine" if nodes is None else f"on each of {nodes.nnodes} nodes, started together"
+    notes = () if nproc_per_node == 1 and nodes is None else (
+        f"each run is one job of {nproc_per_node} rank(s) {where}, every rank with the same knobs; its figure is "
+        "its slowest rank's (every step waits for it), its CPU and memory every rank's together",
         "no loader-only sweep to compare: the training runs as several ranks, the loader sweep as one")
     return TuneReport(__version__, command, None, (), 0.0, notes=notes, nproc_per_node=nproc_per_node)
 
 
-def _run(settings: Any, nproc_per_node: int, knobs: dict[str, Any], role: str,
-              site: str | None, split: str | None) -> tuple[RunReport, TuneTrial] | None:
+def _run(settings: Any, nproc_per_node: int, knobs: dict[str, Any], role: str, site: str | None, split: str | None,
+         nodes: NodeJob | None, run_id: str) -> tuple[RunReport, TuneTrial] | None:
     """One run of the training (as ``nproc_per_node`` ranks when above 1): rank 0's report and the trial it
     makes; None when it was interrupted (Ctrl-C)."""
     from dataprof.decide.tune import trial_of, trial_of_ranks
     from dataprof.distributed import watch_ranks
     from dataprof.measure.watch.watcher import watch
 
-    if nproc_per_node == 1:
+    if nproc_per_node == 1 and nodes is None:
         run = watch(settings)
         return (run, trial_of(run, knobs, role, site, split)) if run.complete else None
-    runs = watch_ranks(settings, nproc_per_node)
+    runs = watch_ranks(settings, nproc_per_node, nodes, run_id)
     if runs is None or not all(r.complete for r in runs):
         return None
     return runs[0], trial_of_ranks(runs, knobs, role, site, split)

@@ -41,6 +41,18 @@ def parse_budget(text: str) -> float:
 @click.option("--nproc-per-node", type=click.IntRange(min=1), default=1, show_default=True, metavar="P",
               help="Run the training as P ranks of one job on this machine (torchrun's environment set for each), "
                    "every rank with the same knobs; a run's figure is its slowest rank's.")
+@click.option("--nnodes", type=click.IntRange(min=1), default=1, show_default=True, metavar="N",
+              help="Run each run of the training over N nodes: give the same command on every node, each with its "
+                   "--node-rank; node 0 decides the runs, tells the others and reports.")
+@click.option("--node-rank", type=click.IntRange(min=0), default=0, show_default=True, metavar="K",
+              help="With --nnodes: this node's index (0 decides and reports).")
+@click.option("--master-addr", default="127.0.0.1", show_default=True, metavar="HOST",
+              help="With --nnodes: node 0's address, which every node reaches.")
+@click.option("--master-port", type=click.IntRange(min=1, max=65534), default=29500, show_default=True,
+              metavar="PORT", help="With --nnodes: node 0 serves the tune's meeting at PORT and each run's ranks "
+                                   "meet at PORT+1.")
+@click.option("--join-timeout", type=click.FloatRange(min=1), default=120.0, show_default=True, metavar="S",
+              help="With --nnodes: how long a node waits for the others (to reach node 0, in each run's start).")
 @click.option("--workdir", type=click.Path(file_okay=False), default=None, metavar="DIR",
               help="Run each run of the training in its own directory under DIR (DIR/run-N), so what it writes "
                    "(checkpoints, logs) stays apart; the paths it is given are then read from there.")
@@ -56,7 +68,8 @@ def parse_budget(text: str) -> float:
 @click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
 @guarded
 def tune(module: bool, budget: str, trial_seconds: float, trial_steps: int | None, loader_site: str | None,
-         loader_sweep: bool, nproc_per_node: int, workdir: str | None, max_data_cost: str | None,
+         loader_sweep: bool, nproc_per_node: int, nnodes: int, node_rank: int, master_addr: str, master_port: int,
+         join_timeout: float, workdir: str | None, max_data_cost: str | None,
          json_path: Path | None,
          html_path: Path | None, debug: bool,
          script: str, script_args: tuple[str, ...]) -> None:
@@ -69,23 +82,35 @@ def tune(module: bool, budget: str, trial_seconds: float, trial_steps: int | Non
     whatever it writes (checkpoints, logs), it writes each time. dataprof's options come before SCRIPT;
     everything after it is the script's own argv: dataprof tune [OPTIONS] train.py --epochs 1
     """
+    from dataprof.api import follow_tune
     from dataprof.api import tune as run_tune
     from dataprof.render.documents import print_document
+    from dataprof.results.environment import NodeJob
     from dataprof.results.text import parse_percent
 
     gate = None if max_data_cost is None else parse_percent(max_data_cost, "--max-data-cost")
     out = console()
+    nodes = None
+    if nnodes > 1 or node_rank:
+        nodes = NodeJob(nnodes, node_rank, master_addr, master_port, join_timeout)
+        nodes.check()
+    progress = lambda line: click.echo(f"dataprof tune: {line}", err=True)  # noqa: E731
+    if nodes is not None and not nodes.leader:
+        runs = follow_tune(script, script_args, nodes=nodes, module=module, nproc_per_node=nproc_per_node,
+                           progress=progress, workdir=workdir)
+        progress(f"node {node_rank}: {runs} run(s) made as node 0 said; node 0 reports")
+        return
     report = run_tune(script, script_args, module=module, budget_s=parse_budget(budget), trial_seconds=trial_seconds,
                       trial_steps=trial_steps, loader=loader_site, loader_sweep=loader_sweep,
-                      nproc_per_node=nproc_per_node, workdir=workdir,
-                      progress=lambda line: click.echo(f"dataprof tune: {line}", err=True))
+                      nproc_per_node=nproc_per_node, workdir=workdir, progress=progress, nodes=nodes)
     print_document(out, report)
     if json_path is not None:
         write_atomic(json_path, report.to_json())
         click.echo(f"wrote {json_path}", err=True)
     write_page(html_path, report)
     if not report.complete:
-        click.echo("interrupted: the runs measured are kept" + (f" in {json_path}" if json_path else ""), err=True)
+        click.echo(f"{'error: ' + report.error if report.error else 'interrupted'}: the runs measured are kept"
+                   + (f" in {json_path}" if json_path else ""), err=True)
         sys.exit(int(ExitCode.INTERRUPTED))
     answer = report.answer
     cost = answer.data_cost_fraction if answer is not None else None

@@ -68,6 +68,42 @@ class RankInfo:
 
 
 @dataclass(frozen=True)
+class NodeJob:
+    """Where the nodes of a tune meet, in torchrun's words (``--nnodes``, ``--node-rank``, ``--master-addr``,
+    ``--master-port``): node 0's dataprof serves the meeting at that port and each run's ranks meet at the next."""
+
+    nnodes: int
+    node_rank: int
+    master_addr: str
+    master_port: int
+    join_s: float = 120.0
+    """How long a node waits for the others: to reach node 0's meeting, and in each run's rendezvous."""
+
+    @property
+    def leader(self) -> bool:
+        """Node 0: it decides the runs and reports."""
+        return self.node_rank == 0
+
+    @property
+    def runs_endpoint(self) -> str:
+        """Where each run's ranks meet (node 0's launcher hosts it): the port beside the tune's."""
+        return f"{self.master_addr}:{self.master_port + 1}"
+
+    def check(self) -> None:
+        """UsageError for words that cannot make a job."""
+        from dataprof.errors import UsageError
+
+        if self.nnodes < 2:
+            raise UsageError(f"--nnodes {self.nnodes}: a tune across nodes needs two or more")
+        if not 0 <= self.node_rank < self.nnodes:
+            raise UsageError(f"--node-rank {self.node_rank}: give 0 to {self.nnodes - 1} (node 0 decides the runs)")
+        if not 0 < self.master_port < 65535:
+            raise UsageError(f"--master-port {self.master_port}: a TCP port below 65535 (the next one is used too)")
+        if not self.join_s > 0:
+            raise UsageError(f"--join-timeout {self.join_s:g}: must be above 0")
+
+
+@dataclass(frozen=True)
 class Environment:
     """The machine the numbers were measured on."""
 

@@ -106,3 +106,55 @@ def test_a_rank_that_fails_on_one_node_ends_the_other_nodes_rank_at_once(tmp_pat
     assert node0.returncode != 0
     assert "rank 1 of the job failed" in node0.stdout + node0.stderr
     assert time.monotonic() - started < NODE_TIMEOUT_S / 2  # gloo's own wait is 30 minutes
+
+
+def tune_nodes(tmp_path: Path, nodes: tuple[int, ...], *options: str) -> list[subprocess.CompletedProcess[str]]:
+    """``dataprof tune --nnodes 2 --node-rank K`` for each K of ``nodes``, each with its own ``$TMPDIR`` and
+    ``--workdir``, over examples/ddp_train.py; each ended."""
+    port = str(free_port())
+    procs = []
+    for node in nodes:
+        tmp = tmp_path / f"node{node}"
+        tmp.mkdir()
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "dataprof", "tune", "--nnodes", "2", "--node-rank", str(node), "--master-port",
+             port, "--workdir", str(tmp / "runs"), "--trial-steps", "30", *options, "--json", str(tmp / "tune.json"),
+             "examples/ddp_train.py", "--length", "100000"],
+            cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            env=dict(os.environ, PYTHONPATH=str(ROOT), TMPDIR=str(tmp))))
+    done = []
+    for proc in procs:
+        try:
+            out, err = proc.communicate(timeout=NODE_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            for other in procs:
+                other.kill()
+            raise
+        done.append(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
+    return done
+
+
+@pytest.mark.slow
+def test_a_tune_over_two_nodes_runs_each_run_as_the_whole_job_and_node_0_reports(tmp_path: Path) -> None:
+    node0, node1 = tune_nodes(tmp_path, (0, 1), "--budget", "30")
+    assert node1.returncode == 0, node1.stderr
+    assert "run(s) made as node 0 said; node 0 reports" in node1.stderr
+    assert "Answer" in node0.stdout and "Answer" not in node1.stdout
+    document = json.loads((tmp_path / "node0" / "tune.json").read_text())
+    runs = document["trials"]
+    assert len(runs) >= 3 and all(len(run["ranks"]) == 2 for run in runs)  # every run had both nodes' ranks
+    assert any("on each of 2 nodes" in note for note in document["notes"])
+    made = len(list((tmp_path / "node1" / "runs").glob("run-*")))
+    assert made == len(runs)  # node 1 ran each run node 0 said, in its own directory
+    assert not (tmp_path / "node1" / "tune.json").exists()
+    for node in ("node0", "node1"):
+        assert not list((tmp_path / node).glob("torchelastic_*")) and not list((tmp_path / node).glob("dataprof-*"))
+
+
+@pytest.mark.slow
+def test_a_tune_whose_other_node_never_joins_ends_in_one_line_within_the_join_timeout(tmp_path: Path) -> None:
+    started = time.monotonic()
+    (node0,) = tune_nodes(tmp_path, (0,), "--join-timeout", "5")
+    assert node0.returncode != 0 and "Traceback" not in node0.stderr
+    assert "did not meet" in node0.stderr.strip().splitlines()[-1]
+    assert time.monotonic() - started < 60

@@ -150,7 +150,7 @@ def test_a_data_parallel_training_is_tuned_as_its_ranks_at_its_slowest_rank_s_pa
     assert done.returncode == 4, done.stderr  # the budget ran out before another config ran: nothing compared
     assert "nothing to compare, nothing recommended" in done.stderr
     doc = json.loads(out.read_text())
-    assert doc["nproc_per_node"] == 2 and "each run is 2 ranks of one job" in done.stdout
+    assert doc["nproc_per_node"] == 2 and "each run is one job of 2 rank(s) on this machine" in done.stdout
     assert doc["recommended"] is None and "budget" in doc["reason"]
     ran = doc["trials"]
     assert [t["role"] for t in ran] == ["current", "headspace"]  # these two whatever the budget, no more

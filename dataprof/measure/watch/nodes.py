@@ -1,0 +1,79 @@
+"""``dataprof tune`` across nodes: the same command on every node, node 0 deciding each run and telling the others.
+
+Node 0's dataprof serves a key-value store (torch.distributed's ``TCPStore``) at ``--master-addr:--master-port``;
+the other nodes' connect to it. Before each run, node 0 says the run's watch settings (its knobs, its window, its
+limits) and the run's id under ``run-<n>``; every node then launches its ranks of that one job, which meet at the
+port beside it (``--master-port`` + 1, torchrun's static rendezvous, node 0 hosting). After the last run node 0
+says ``end``. Nothing is shared but the network.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from datetime import timedelta
+from typing import Any
+
+from dataprof.errors import DataprofError
+from dataprof.measure.watch.watcher import WatchSettings
+from dataprof.results.environment import NodeJob
+from dataprof.results.run import RunChanges
+
+HEARD_S = 180.0
+"""How long past a run's own limit a node other than 0 waits for node 0 to say the next (node 0 gone)."""
+END = "end"
+HEARD_KEY = "heard-end"
+"""Where each node other than 0 says it heard the end (``heard-end-<node>``)."""
+
+
+class TuneNodes:
+    """Node 0's word to the other nodes: each run's settings, then the end."""
+
+    def __init__(self, job: NodeJob) -> None:
+        from torch.distributed import TCPStore
+
+        self.job = job
+        try:
+            self.store = TCPStore(job.master_addr, job.master_port, is_master=job.leader,
+                                  timeout=timedelta(seconds=job.join_s), wait_for_workers=False)
+        except (RuntimeError, ValueError, TimeoutError) as exc:
+            where = f"{job.master_addr}:{job.master_port}"
+            raise DataprofError(
+                f"node {job.node_rank}: " + (f"could not serve the tune's meeting at {where} ({exc}): another "
+                                             "--master-port" if job.leader else
+                                             f"node 0's dataprof tune could not be reached at {where} within "
+                                             f"{job.join_s:g} s: start it there with the same --master-addr and "
+                                             "--master-port")) from None
+
+    def say(self, number: int, settings: WatchSettings, run_id: str) -> None:
+        """Node 0: run ``number`` is ``settings`` (the others run their own script, in their own directory)."""
+        self.store.set(f"run-{number}", json.dumps({"run_id": run_id, "settings": dataclasses.asdict(settings)}))
+
+    def end(self, number: int) -> None:
+        """Node 0: no run ``number``; the others stop. It waits (up to the join timeout) until each has heard it:
+        its store goes when it exits."""
+        try:
+            self.store.set(f"run-{number}", END)
+            self.store.wait([f"{HEARD_KEY}-{node}" for node in range(1, self.job.nnodes)],
+                            timedelta(seconds=self.job.join_s))
+        except (RuntimeError, ValueError, TimeoutError):  # a node that no longer listens
+            pass
+
+    def hear(self, number: int, wait_s: float) -> tuple[WatchSettings, str] | None:
+        """Another node: run ``number``'s settings and id, or None when node 0 said the end. DataprofError when
+        it said nothing within ``wait_s``."""
+        key = f"run-{number}"
+        try:
+            self.store.wait([key], timedelta(seconds=wait_s))
+            text = self.store.get(key).decode()
+        except (RuntimeError, ValueError, TimeoutError):
+            raise DataprofError(f"node {self.job.node_rank}: node 0 said no run {number} within {wait_s:g} s "
+                                "(it ended, or cannot be reached)") from None
+        if text == END:
+            self.store.set(f"{HEARD_KEY}-{self.job.node_rank}", "1")
+            return None
+        said: dict[str, Any] = json.loads(text)
+        fields = said["settings"]
+        changes = fields.pop("changes")
+        return WatchSettings(**{**fields, "args": tuple(fields["args"])},
+                             changes=None if changes is None else RunChanges(**changes)), said["run_id"]

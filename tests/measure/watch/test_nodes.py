@@ -1,0 +1,52 @@
+"""Node 0's word to the other nodes of a tune: each run's settings, then the end (one process plays both)."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from dataprof.errors import DataprofError, UsageError
+from dataprof.measure.watch.nodes import TuneNodes
+from dataprof.measure.watch.watcher import WatchSettings
+from dataprof.results.environment import NodeJob
+from dataprof.results.run import RunChanges
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_the_other_nodes_hear_each_run_as_node_0_said_it_then_the_end() -> None:
+    port = free_port()
+    leader = TuneNodes(NodeJob(2, 0, "127.0.0.1", port, join_s=1))
+    follower = TuneNodes(NodeJob(2, 1, "127.0.0.1", port, join_s=1))
+    said = WatchSettings(target="/node0/train.py", args=("--epochs", "9"), seconds=4.0, limit_s=60.0,
+                         changes=RunChanges({"num_workers": 4}, None, "train.py:40"), env={"DATAPROF_TRIAL": "1"})
+    leader.say(1, said, "run-a")
+    heard = follower.hear(1, 5)
+    assert heard == (said, "run-a")
+    leader.end(2)  # returns once node 1 heard it (it has not yet, here): within the join timeout
+    assert follower.hear(2, 5) is None
+
+
+def test_a_node_0_that_says_nothing_ends_the_others_with_one_line() -> None:
+    port = free_port()
+    leader = TuneNodes(NodeJob(2, 0, "127.0.0.1", port, join_s=5))
+    follower = TuneNodes(NodeJob(2, 1, "127.0.0.1", port, join_s=5))
+    with pytest.raises(DataprofError, match="node 0 said no run 1 within 0.5 s"):
+        follower.hear(1, 0.5)
+    del leader
+
+
+@pytest.mark.parametrize(("job", "message"), [
+    (NodeJob(1, 0, "h", 29500), "--nnodes 1"),
+    (NodeJob(2, 2, "h", 29500), "--node-rank 2: give 0 to 1"),
+    (NodeJob(2, 0, "h", 65535), "--master-port 65535"),
+    (NodeJob(2, 0, "h", 29500, join_s=0), "--join-timeout 0"),
+])
+def test_words_that_cannot_make_a_job_are_a_usage_error(job: NodeJob, message: str) -> None:
+    with pytest.raises(UsageError, match=message):
+        job.check()
