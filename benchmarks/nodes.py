@@ -2,8 +2,10 @@
 and does the change it names for that node train faster than the best config for every node?
 
 Each node is a ``torchrun --nnodes 2`` launch on ``127.0.0.1`` with its own ``$TMPDIR`` (separate hosts share no
-directory); node 1's launch runs under ``taskset`` on ``--pin`` CPUs, node 0's on all of them. The training is
-``examples/ddp_train.py`` with samples that cost CPU (``--sample-cpu-ms``), in lockstep through gloo's all-reduce.
+directory); node 1's launch runs under ``taskset`` on ``--pin`` CPUs (and ``nice -n 10``), node 0's on all of
+them: on one machine the two "nodes" share its CPUs, and without the lower priority node 0's processes on node 1's
+CPU would make either node the slower one from run to run. The training is ``examples/ddp_train.py`` with samples
+that cost CPU (``--sample-cpu-ms``), in lockstep through gloo's all-reduce.
 
 1. ``--runs`` times: ``dataprof run --seconds S --json`` over the job at ``--workers`` on both nodes; a hit when the
    document's ``rank_cause`` names rank 1 on node 1 and a CPU cause (its node's CPUs).
@@ -33,6 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 RATE = re.compile(r"rank 0 trained \d+ steps · (\d+\.\d+) it/s")
 CPU_CAUSES = {"oversubscribed", "cpus_short", "cpus_taken"}
 TIMEOUT_S = 300
+NICE = 10
 
 
 def free_port() -> int:
@@ -49,7 +52,7 @@ def two_nodes(tmp: Path, pin: str, commands: tuple[list[str], list[str]]) -> tup
     for node, command in enumerate(commands):
         folder = tmp / f"node{node}"
         folder.mkdir(parents=True, exist_ok=True)
-        pinned = ["taskset", "-c", pin] if node == 1 else []
+        pinned = ["taskset", "-c", pin, "nice", "-n", str(NICE)] if node == 1 else []
         procs.append(subprocess.Popen(
             [*pinned, sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--node-rank", str(node),
              "--master-addr", "127.0.0.1", "--master-port", port, "--nproc-per-node", "1", *command],
