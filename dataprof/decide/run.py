@@ -167,8 +167,8 @@ def _why(slow: RankRun, others: list[RankRun], node: str,
                 f"{node} has {cpus} CPUs{than_others} for {ranks} rank(s) × {workers} workers, and they are busy "
                 f"(this rank's tree {(own or 0) / 100:.1f} cores, other processes {foreign / 100:.1f}): the workers "
                 "fight each other and the step for CPUs",
-                f"On {node}, set num_workers={share} (its CPUs shared out among its ranks), or give it more CPUs or "
-                "fewer ranks.", share)
+                f"Give {node} more CPUs or fewer ranks: its loading needs them. num_workers={share} there (its CPUs "
+                "over its ranks) stops the workers fighting over the CPUs it has, but loads no faster.", share)
     if starved and foreign >= 0.25 * 100 * (cpus or 1):
         return (SlowRankCause.CPUS_TAKEN,
                 f"other processes took {foreign / 100:.1f} of the {cpus} CPUs {node} gives the training",

@@ -43,7 +43,8 @@ def test_a_node_short_of_cpus_for_its_workers_is_told_to_run_fewer_there() -> No
     assert cause.finding.id == "rank_imbalance" and cause.finding.severity == "critical"
     assert "rank 2 on node 1" in cause.finding.evidence and "waits 41%" in cause.finding.evidence
     assert "2 CPUs (the others have 8) for 2 rank(s) × 8 workers" in cause.finding.evidence
-    assert "On node 1, set num_workers=1" in cause.finding.recommendation
+    assert "Give node 1 more CPUs or fewer ranks" in cause.finding.recommendation
+    assert "num_workers=1 there" in cause.finding.recommendation
 
 
 def test_a_node_whose_cpus_are_saturated_without_extra_workers_needs_cpus() -> None:
@@ -55,7 +56,8 @@ def test_a_node_whose_cpus_are_saturated_without_extra_workers_needs_cpus() -> N
 def test_cpus_that_other_processes_take_count_against_the_node() -> None:
     shared = cause_of(rank(0, 0, 0.01), rank(1, 1, 0.30, node_cpus=1, num_workers=2, cpu_percent=55.0,
                                              foreign_cpu_percent=40.0))
-    assert (shared.cause, shared.num_workers) == ("oversubscribed", 1)
+    assert (shared.cause, shared.num_workers) == ("oversubscribed", 1) and "num_workers=1 there" in \
+        shared.finding.recommendation
     assert "other processes 0.4" in shared.finding.evidence
     taken = cause_of(rank(0, 0, 0.01), rank(1, 1, 0.30, node_cpus=1, num_workers=1, cpu_percent=45.0,
                                             foreign_cpu_percent=50.0))
