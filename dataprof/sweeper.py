@@ -107,8 +107,8 @@ class _Sweep:
         """The Report of what was measured so far, decided."""
         runner, facts = self.runner, self.runner.facts
         env = dataclasses.replace(self.environment, gpu_name=facts.gpu_name,
-                                  start_method=runner.host_info.get("start_method"),
-                                  sharing_strategy=runner.host_info.get("sharing_strategy"))
+                                  start_method=runner.host_info.start_method,
+                                  sharing_strategy=runner.host_info.sharing_strategy)
         notes = sweep_notes(self.settings) + tuple(self.checks)
         if facts.build_note:
             notes += (facts.build_note,)
@@ -328,7 +328,7 @@ def check_persistent_epochs(settings: SweepSettings, runner: Any, notes: list[st
     problem = runner.epoch_check(config, settings.trial_timeout_s, EPOCH_CHECK_STALL_S)
     if problem is None:
         return settings
-    notes.append(persistent_epochs_note(settings.framework, runner.host_info.get("framework_version") or "",
+    notes.append(persistent_epochs_note(settings.framework, runner.host_info.framework_version or "",
                                         problem))
     return dataclasses.replace(settings, space=dataclasses.replace(space, persistent_workers=(False,)))
 

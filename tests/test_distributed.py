@@ -241,7 +241,7 @@ def test_a_nodes_ram_and_dev_shm_are_shared_out_among_its_ranks(datasets: str) -
     from dataprof.decide.search.common import search_budget
     from dataprof.decide.settings import settings_for
     from dataprof.measure.environment import probe_environment
-    from dataprof.results.environment import CpuBudget, DatasetInfo
+    from dataprof.results.environment import CpuBudget, DatasetInfo, ProbeReply
     from dataprof.results.request import LoadOptions, SweepRequest
 
     info = RankInfo(rank=1, world_size=4, local_rank=1, local_world_size=2)
@@ -252,7 +252,7 @@ def test_a_nodes_ram_and_dev_shm_are_shared_out_among_its_ranks(datasets: str) -
     assert shared.memory_limit_bytes == 400_000 and (shared.rank, shared.world_size, shared.ranks_per_node) == (1, 4, 2)
     env = probe_environment("cpu", rank=info)
     dataset = DatasetInfo(kind="map", type_name="Tiny", length=8, init_s=0.0, batch_bytes=1000)
-    limits = search_budget(shared, env, dataset, {})
+    limits = search_budget(shared, env, dataset, ProbeReply())
     assert env.shm_free_bytes is not None and limits.shm_free_bytes == env.shm_free_bytes // 2
     assert env.world_size == 4 and env.local_world_size == 2 and "per rank" in env.cpu_reason
 

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dataprof.errors import UsageError
-from dataprof.results.environment import CpuBudget, RankInfo
+from dataprof.results.environment import CpuBudget, ProbeReply, RankInfo
 from dataprof.results.knobs import DEFAULT_BATCH_SIZE, LoaderConfig, SearchSpace
 from dataprof.results.registry import FRAMEWORKS, KNOBS, REGISTRY, START_METHODS, Knob, record_of
 from dataprof.results.request import SPLITS, MemoryLimit, SweepOptions, SweepRequest, split_target
@@ -149,17 +149,17 @@ def _check_names(target: str, collate_fn: str | None, framework: str, split: str
         raise UsageError(f"--split {split}: expected one of {', '.join(SPLITS)}")
 
 
-def resolve_settings(settings: SweepSettings, host_info: dict[str, Any], count_devices: Callable[[str], int],
+def resolve_settings(settings: SweepSettings, reply: ProbeReply, count_devices: Callable[[str], int],
                      rank: RankInfo | None = None) -> SweepSettings:
     """Settle the framework the host found, the device, and the knobs that exist for both.
 
-    ``host_info``: what loading the dataset reported (``framework``, the
-    DataLoader's ``loader_arguments``); ``count_devices(framework)``: the CUDA devices it sees
+    ``reply``: what the probe found (the framework, the DataLoader's arguments, a DataLoader target's own
+    block); ``count_devices(framework)``: the CUDA devices it sees
     (``measure.environment.cuda_devices``). On the simulated device pin_memory is
     not swept; a Paddle knob the installed DataLoader lacks is skipped. Under
     torchrun (``rank``), ``auto`` and ``cuda`` mean the device of ``LOCAL_RANK``.
     """
-    framework = host_info.get("framework", "torch")
+    framework = reply.framework
     if rank is not None and framework != Framework.TORCH:
         raise UsageError("a distributed sweep runs torch.distributed ranks; sweep a Paddle dataset without "
                          "torchrun or --nproc-per-node")
@@ -174,19 +174,19 @@ def resolve_settings(settings: SweepSettings, host_info: dict[str, Any], count_d
     if settings.current is not None and settings.current.framework != framework:
         raise UsageError(f"--current: {settings.current.label()} names {settings.current.framework}'s knobs; "
                          f"this is a {framework} DataLoader")
-    if host_info.get("loader"):
-        settings = settle_loader(settings, host_info["loader"], host_info.get("batch_samples"))
+    if reply.loader:
+        settings = settle_loader(settings, reply.loader, reply.batch_samples)
     if settings.require_gpu and not device.startswith("cuda"):
         raise UsageError(f"--require-gpu: no CUDA device is used (--device {settings.device} resolved to "
                          f"{device}); check the driver, CUDA_VISIBLE_DEVICES and the {framework} build")
     space = settings.space
     if framework == Framework.PADDLE:
-        accepted = set(host_info.get("loader_arguments") or KNOBS["paddle"])
+        accepted = set(reply.loader_arguments or KNOBS["paddle"])
         space = held_where_absent(dataclasses.replace(space, framework="paddle",
                                                       skipped=tuple(k for k in KNOBS["paddle"] if k not in accepted)))
     else:
         # threads are not swept across ranks yet (decide.threads.thread_notes says so)
-        space = _torch_space(space, host_info if rank is None else {**host_info, "thread_loader": None}, device)
+        space = _torch_space(space, reply if rank is None else dataclasses.replace(reply, thread_loader=None), device)
     return dataclasses.replace(settings, framework=framework, device=device, space=space)
 
 
@@ -198,14 +198,14 @@ def held_where_absent(space: SearchSpace) -> SearchSpace:
     return dataclasses.replace(space, **held)
 
 
-def _torch_space(space: SearchSpace, host_info: dict[str, Any], device: str) -> SearchSpace:
+def _torch_space(space: SearchSpace, reply: ProbeReply, device: str) -> SearchSpace:
     """PyTorch's space on this machine: pin_memory only with a GPU; ``in_order`` and ``multiprocessing_context``
     skipped where the installed DataLoader lacks them (a forced one is reported skipped, not faked); the
     start method in effect and those the platform offers; a forced start method it lacks is a UsageError."""
-    accepted = set(host_info.get("loader_arguments") or KNOBS["torch"])
+    accepted = set(reply.loader_arguments or KNOBS["torch"])
     skipped = tuple(k.name for k in REGISTRY
                     if k.keyword and Framework.TORCH in k.frameworks and k.name not in accepted)
-    available = tuple(host_info.get("start_methods") or START_METHODS)
+    available = reply.start_methods or START_METHODS
     missing = [m for m in space.start_methods if m not in available]
     if missing and "multiprocessing_context" not in skipped:
         raise UsageError(f"--start-method {','.join(missing)}: not offered here (this platform has "
@@ -214,21 +214,20 @@ def _torch_space(space: SearchSpace, host_info: dict[str, Any], device: str) -> 
     return dataclasses.replace(
         space, pin_memory=space.pin_memory if device != "cpu" else (False,),  # pinning needs an accelerator
         forced=tuple(k for k in space.forced if k not in skipped),
-        start_method=host_info.get("start_method"), available_start_methods=available,
-        **thread_facts(space, host_info))
+        start_method=reply.start_method, available_start_methods=available,
+        **thread_facts(space, reply))
 
 
-def thread_facts(space: SearchSpace, host_info: dict[str, Any]) -> dict[str, Any]:
+def thread_facts(space: SearchSpace, reply: ProbeReply) -> dict[str, Any]:
     """What the probe found for thread workers (what builds them, how much of a sample releases the GIL), and
     the worker kinds left to sweep: threads are dropped where nothing can load the target by threads (an
     IterableDataset, a DataLoader target, neither library installed: the report's notes say why), and a sweep
     of threads alone sweeps processes then."""
-    mapped = host_info.get("kind") == DatasetKind.MAP and not host_info.get("loader")
-    loader = host_info.get("thread_loader") if mapped else None  # threads load a map-style Dataset target
-    gil = host_info.get("gil") or {}
+    mapped = reply.kind == DatasetKind.MAP and not reply.loader
+    loader = reply.thread_loader if mapped else None  # threads load a map-style Dataset target
     kinds = space.worker_kinds if loader is not None else tuple(k for k in space.worker_kinds if k != WorkerKind.THREAD)
-    return {"thread_loader": loader, "gil_release": gil.get("release"), "gil_release_high": gil.get("release_high"),
-            "free_threaded": bool(gil.get("free_threaded")),
+    return {"thread_loader": loader, "gil_release": reply.gil_release, "gil_release_high": reply.gil_release_high,
+            "free_threaded": reply.free_threaded,
             "worker_kinds": kinds if kinds or not space.worker_kinds else ("process",)}
 
 

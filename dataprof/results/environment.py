@@ -7,10 +7,11 @@ Measured by ``measure.environment``, ``distributed`` and the probe; read everywh
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dataprof.results.vocabulary import Framework
+from dataprof.results.vocabulary import DatasetKind, Framework
 
 
 @dataclass(frozen=True)
@@ -144,6 +145,49 @@ class Environment:
     def simulated_device(self) -> bool:
         """Whether the device was simulated (no CUDA device used)."""
         return not self.device.startswith("cuda")
+
+
+@dataclass(frozen=True)
+class ProbeReply:
+    """What the sweep's probe found in the host that runs the trials: the framework and its DataLoader's arguments
+    there, the start methods, what builds thread workers and how much of a sample releases the GIL, and a
+    DataLoader target's own block. Read from the probe's message (:meth:`of`); the defaults are a reply with
+    nothing found."""
+
+    framework: Framework = Framework.TORCH
+    framework_version: str | None = None
+    kind: DatasetKind | None = None
+    loader_arguments: tuple[str, ...] = ()
+    """The installed DataLoader's arguments (empty: not found, the registry's are assumed)."""
+    start_method: str | None = None
+    """The start method workers get by default."""
+    start_methods: tuple[str, ...] = ()
+    sharing_strategy: str | None = "file_descriptor"
+    """torch.multiprocessing's: ``file_descriptor`` holds one open file per tensor in flight."""
+    thread_loader: str | None = None
+    """What builds a thread config's loader here (``torch``, ``torchdata.nodes``); None: nothing."""
+    gil_release: float | None = None
+    """Share of a sample's time that releases the GIL, and its upper bound (None: not measured)."""
+    gil_release_high: float | None = None
+    free_threaded: bool = False
+    loader: dict[str, Any] | None = None
+    """A DataLoader target's own block: its class, batch size, sampler and settings."""
+    batch_samples: int | None = None
+    """Samples in a DataLoader target's first batch."""
+
+    @classmethod
+    def of(cls, message: Mapping[str, Any]) -> ProbeReply:
+        """The reply in the probe's message."""
+        gil = message.get("gil") or {}
+        return cls(framework=Framework(message.get("framework", Framework.TORCH)),
+                   framework_version=message.get("framework_version"),
+                   kind=None if message.get("kind") is None else DatasetKind(message["kind"]),
+                   loader_arguments=tuple(message.get("loader_arguments") or ()),
+                   start_method=message.get("start_method"), start_methods=tuple(message.get("start_methods") or ()),
+                   sharing_strategy=message.get("sharing_strategy", "file_descriptor"),
+                   thread_loader=message.get("thread_loader"), gil_release=gil.get("release"),
+                   gil_release_high=gil.get("release_high"), free_threaded=bool(gil.get("free_threaded")),
+                   loader=message.get("loader") or None, batch_samples=message.get("batch_samples"))
 
 
 @dataclass(frozen=True)

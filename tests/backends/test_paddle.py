@@ -28,6 +28,7 @@ from dataprof.decide.search import AUTOTUNE_RULE, rules_of_thumb  # noqa: E402
 from dataprof.decide.search.grid import grid_configs  # noqa: E402
 from dataprof.decide.settings import resolve_settings  # noqa: E402
 from dataprof.errors import UsageError  # noqa: E402
+from dataprof.results.environment import ProbeReply  # noqa: E402
 from dataprof.results.knobs import LoaderConfig, SearchSpace  # noqa: E402
 from dataprof.results.registry import KNOBS  # noqa: E402
 from dataprof.results.settings import SweepSettings  # noqa: E402
@@ -97,7 +98,7 @@ def settings(**kwargs: object) -> SweepSettings:
 def test_a_knob_missing_from_the_installed_version_is_skipped_not_faked() -> None:
     older = {"framework": "paddle", "loader_arguments": ["dataset", "batch_size", "num_workers", "use_shared_memory",
                                                          "use_buffer_reader", "timeout"]}
-    resolved = resolve_settings(settings(), older, count_devices=lambda framework: 0)
+    resolved = resolve_settings(settings(), ProbeReply.of(older), count_devices=lambda framework: 0)
     assert resolved.framework == "paddle" and resolved.device == "cpu"
     assert resolved.space.skipped == ("prefetch_factor", "persistent_workers", "reader_buffer_size")
     configs = grid_configs(resolved.space)
@@ -111,12 +112,13 @@ def test_a_knob_missing_from_the_installed_version_is_skipped_not_faked() -> Non
 def test_framework_specific_options_are_checked_against_the_framework_found() -> None:
     paddle = {"framework": "paddle", "loader_arguments": list(KNOBS["paddle"])}
     with pytest.raises(UsageError, match="no pin_memory argument"):
-        resolve_settings(settings(given=("pin_memory",)), paddle, count_devices=lambda framework: 0)
+        resolve_settings(settings(given=("pin_memory",)), ProbeReply.of(paddle), count_devices=lambda framework: 0)
     with pytest.raises(UsageError, match="paddle.io.DataLoader only"):
-        resolve_settings(settings(given=("use_shared_memory",)), {"framework": "torch"},
+        resolve_settings(settings(given=("use_shared_memory",)), ProbeReply.of({"framework": "torch"}),
                          count_devices=lambda framework: 0)
     asked: list[str] = []
-    resolve_settings(settings(), paddle, count_devices=lambda framework: asked.append(framework) or 0)
+    resolve_settings(settings(), ProbeReply.of(paddle),
+                     count_devices=lambda framework: asked.append(framework) or 0)
     assert asked == ["paddle"]  # the device is looked up with the framework's own API
 
 

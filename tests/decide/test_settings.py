@@ -10,6 +10,7 @@ import pytest
 from dataprof.decide.search.grid import grid_configs
 from dataprof.decide.settings import adaptive_workers
 from dataprof.errors import UsageError
+from dataprof.results.environment import ProbeReply
 from dataprof.results.knobs import SearchSpace
 from dataprof.results.request import MemoryLimit
 from dataprof.results.settings import SweepSettings
@@ -27,19 +28,19 @@ def test_in_order_and_the_start_method_are_discovered_from_the_dataloader_signat
     settings = SweepSettings(target="t.py:D", space=forced)
     new = {"framework": "torch", "loader_arguments": list(KNOBS["torch"]) + ["dataset"], "start_method": "fork",
            "start_methods": ["fork", "spawn", "forkserver"]}
-    space = resolve_settings(settings, new, lambda framework: 0).space
+    space = resolve_settings(settings, ProbeReply.of(new), lambda framework: 0).space
     assert (space.skipped, space.forced, space.in_order) == ((), ("in_order", "multiprocessing_context"), (True, False))
     assert space.start_method == "fork" and space.default_config(2).multiprocessing_context == "spawn"
     old = dict(new, loader_arguments=["dataset", "num_workers", "pin_memory", "prefetch_factor", "persistent_workers",
                                       "multiprocessing_context"])
-    space = resolve_settings(settings, old, lambda framework: 0).space  # torch before 2.6: no in_order
+    space = resolve_settings(settings, ProbeReply.of(old), lambda framework: 0).space  # torch < 2.6: no in_order
     assert space.skipped == ("in_order",) and space.in_order == (True,) and space.forced == ("multiprocessing_context",)
     assert space.to_dict()["skipped_knobs"] == ["in_order"]
     assert all(config.in_order is None for config in grid_configs(space))
     lonely = dict(new, start_methods=["spawn"])
     with pytest.raises(UsageError, match="--start-method forkserver: not offered here"):
         unoffered = dataclasses.replace(forced, start_methods=("forkserver",))
-        resolve_settings(dataclasses.replace(settings, space=unoffered), lonely, lambda framework: 0)
+        resolve_settings(dataclasses.replace(settings, space=unoffered), ProbeReply.of(lonely), lambda framework: 0)
 
 
 def plan_of(**options: Any) -> SweepSettings:
@@ -83,14 +84,27 @@ def test_worker_kinds_are_settled_by_what_the_probe_found() -> None:
              "thread_loader": "torchdata.nodes", "gil": {"release": 0.9, "free_threaded": False}}
     both = plan_of(worker_kinds=("thread", "process"))
     assert both.space.worker_kinds == ("process", "thread")  # in their own order
-    space = resolve_settings(both, found, lambda framework: 0).space
+    space = resolve_settings(both, ProbeReply.of(found), lambda framework: 0).space
     assert (space.worker_kinds, space.thread_loader, space.gil_release) == (("process", "thread"),
                                                                            "torchdata.nodes", 0.9)
-    alone = resolve_settings(plan_of(worker_kinds=("thread",)), found, lambda framework: 0).space
+    alone = resolve_settings(plan_of(worker_kinds=("thread",)), ProbeReply.of(found), lambda framework: 0).space
     assert alone.only_threads and alone.default_config(4).threads
     for absent in ({**found, "thread_loader": None}, {**found, "kind": "iterable"}):
-        left = resolve_settings(plan_of(worker_kinds=("thread",)), absent, lambda framework: 0).space
+        left = resolve_settings(plan_of(worker_kinds=("thread",)), ProbeReply.of(absent), lambda framework: 0).space
         assert left.thread_loader is None and left.worker_kinds == ("process",)  # threads alone: processes then
     paddle = {"framework": "paddle", "loader_arguments": list(KNOBS["paddle"]), "kind": "map",
               "thread_loader": None}
-    assert resolve_settings(plan_of(), paddle, lambda framework: 0).space.worker_kinds == ()
+    assert resolve_settings(plan_of(), ProbeReply.of(paddle), lambda framework: 0).space.worker_kinds == ()
+
+
+def test_the_probe_reply_reads_the_probes_message_and_defaults_to_nothing_found() -> None:
+    message = {"framework": "paddle", "framework_version": "3.0", "kind": "map", "loader_arguments": ["dataset"],
+               "start_method": "fork", "start_methods": ["fork", "spawn"], "sharing_strategy": None,
+               "thread_loader": "torch", "gil": {"release": 0.4, "release_high": 0.6, "free_threaded": False},
+               "loader": None, "batch_samples": 8, "type_name": "D"}
+    reply = ProbeReply.of(message)
+    assert (reply.framework, reply.kind, reply.loader_arguments, reply.start_methods) == \
+        ("paddle", "map", ("dataset",), ("fork", "spawn"))
+    assert (reply.gil_release, reply.gil_release_high, reply.free_threaded) == (0.4, 0.6, False)
+    assert reply.sharing_strategy is None and reply.loader is None and reply.batch_samples == 8
+    assert ProbeReply.of({}) == ProbeReply() and ProbeReply().sharing_strategy == "file_descriptor"

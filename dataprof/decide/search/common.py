@@ -7,10 +7,10 @@ import dataclasses
 import math
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from dataprof.decide.budgets import HEADROOM, memory_fit, shm_fits, shm_in_flight
-from dataprof.results.environment import DatasetInfo, Environment
+from dataprof.results.environment import DatasetInfo, Environment, ProbeReply
 from dataprof.results.knobs import LoaderConfig, SearchSpace
 from dataprof.results.settings import SweepSettings
 from dataprof.results.trial import TrialResult
@@ -184,7 +184,7 @@ def pooled(first: TrialResult, again: TrialResult) -> TrialResult:
 
 
 def search_budget(settings: SweepSettings, environment: Environment, dataset: DatasetInfo | None,
-                  host_info: dict[str, Any]) -> Budget:
+                  reply: ProbeReply) -> Budget:
     """The limits a proposal must fit: memory limit, /dev/shm, open files (with fd sharing)."""
     return Budget(
         usable_cpus=environment.usable_cpus,
@@ -194,5 +194,5 @@ def search_budget(settings: SweepSettings, environment: Environment, dataset: Da
         batch_bytes=dataset.batch_bytes if dataset else None,
         batch_tensors=dataset.batch_tensors if dataset else None,
         open_files=environment.open_files_limit,
-        shares_fds=host_info.get("sharing_strategy", "file_descriptor") == "file_descriptor",
+        shares_fds=reply.sharing_strategy == "file_descriptor",
     )

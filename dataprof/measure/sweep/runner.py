@@ -33,7 +33,7 @@ from dataprof.measure.sweep.sharing import DatasetSharing, RunnerFacts
 from dataprof.measure.sweep.side_runs import SideRuns
 from dataprof.measure.timing import Rival
 from dataprof.results.cache import Eviction
-from dataprof.results.environment import DatasetInfo
+from dataprof.results.environment import DatasetInfo, ProbeReply
 from dataprof.results.knobs import LoaderConfig
 from dataprof.results.settings import SweepSettings
 from dataprof.results.trial import TrialResult
@@ -66,7 +66,7 @@ class TrialRunner(SideRuns):
         self.observer = observer or (lambda event, data: None)
         self.sample_interval_s = sample_interval_s
         self.host: Host | None = None
-        self.host_info: Message = {}
+        self.host_info = ProbeReply()
         """What the probe found: the framework, the DataLoader's arguments, the start method, …"""
         self.sharing = DatasetSharing()
         self._gpu: tuple[str | None, str | None] = (None, None)
@@ -98,7 +98,7 @@ class TrialRunner(SideRuns):
         except BaseException:
             self.close()
             raise
-        self.host_info = info
+        self.host_info = ProbeReply.of(info)
         known = DatasetInfo.__dataclass_fields__
         return DatasetInfo(**{k: v for k, v in info.items() if k in known})
 

@@ -17,6 +17,7 @@ import pytest
 from dataprof.decide.search import rules_of_thumb
 from dataprof.measure.sweep.epoch_check import EPOCH_CHECK_EPOCHS
 from dataprof.measure.sweep.runner import TrialRunner
+from dataprof.results.environment import ProbeReply
 from dataprof.results.knobs import LoaderConfig, SearchSpace
 from dataprof.results.settings import SweepSettings
 from dataprof.results.vocabulary import TrialStatus
@@ -152,7 +153,7 @@ class CheckRunner:
     def __init__(self, problem: str | None) -> None:
         self.problem = problem
         self.checked: list[LoaderConfig] = []
-        self.host_info = {"framework_version": "9.9"}
+        self.host_info = ProbeReply(framework_version="9.9")
 
     def epoch_check(self, config: LoaderConfig, timeout_s: float, stall_s: float) -> str | None:
         self.checked.append(config)
