@@ -93,6 +93,11 @@ class Knob:
     """A value away from :attr:`loader_default` costs in a tie (one more thing changed from the loader's own)."""
     read: Callable[[Any], Any] | None = None
     """Its value as a config holds it, read off a user's live loader (None: ``getattr(loader, name)``)."""
+    attribute: bool = False
+    """The loader keeps it as an attribute of its own name: ``run --override`` checks it there at the first
+    iteration (a script that set it back after construction)."""
+    nodes: bool = False
+    """A ``torchdata.nodes`` pipeline has a place for it (its ParallelMapper's or its Prefetcher's)."""
     refine: Callable[[Any, TunedLoader], Any] | None = None
     """``tune``'s refinement: the value tried, one run, on top of the config leading after the worker climb,
     from the value in effect there and the loader tuned (it returns None: nothing to try there); None: the knob
@@ -156,13 +161,14 @@ REGISTRY = Registry((
          "prefetch_factor values (configs with workers only) [default: 2,4]. Adaptive tries a value other than 2 "
          "only when the wait for a batch has a heavy tail, unless given.", grid_rank=3, json_rank=2, flag_rank=0,
          held=2, tried=DEFAULT_PREFETCH_FACTORS, preferred=lambda space: 2, minimum=1, evidence=True, tune_rank=3,
-         loader_default=2, refine=lambda now, loader: 2 * (now or 2)),  # doubled: rides out a slow batch
+         loader_default=2, attribute=True, nodes=True,
+         refine=lambda now, loader: 2 * (now or 2)),  # doubled: rides out a slow batch
     Knob("persistent_workers", ("torch", "paddle"), "--persistent-workers", "on,off", "persistent_workers", True,
          _with_workers(lambda c: None if c.threads else "persist" if c.persistent_workers else "respawn"),
          "persistent_workers values, e.g. on,off (configs with workers only).", grid_rank=4, json_rank=4, flag_rank=7,
          default="on", held=True, tried=(True,), preferred=lambda space: True, tuned=False, loader_default=False,
          read=lambda loader: bool(getattr(loader, "persistent_workers", getattr(loader, "_persistent_workers",
-                                                                                 False))),
+                                                                                 False))), attribute=True,
          # the workers' start skipped at every epoch, where the loader has the knob (a nodes pipeline has not)
          refine=lambda now, loader: None if now or "persistent_workers" not in loader.settings else True),
     Knob("use_shared_memory", ("paddle",), "--use-shared-memory", "on,off", "use_shared_memory", True,
@@ -180,7 +186,7 @@ REGISTRY = Registry((
          lambda c: "pin" if c.pin_memory else None,
          "PyTorch: pin_memory values [default: on,off]; swept only when a GPU is used.", grid_rank=0, json_rank=0,
          flag_rank=1, held=False, tried=(True, False), preferred=lambda space: True, tune_rank=0, loader_default=False,
-         read=lambda loader: bool(getattr(loader, "pin_memory", False)),
+         read=lambda loader: bool(getattr(loader, "pin_memory", False)), attribute=True,
          # a faster copy to a GPU, at the cost of a pinning thread: tried only on a GPU
          refine=lambda now, loader: True if loader.device.startswith("cuda") and not now else None),
     Knob("in_order", ("torch",), "--in-order", "on,off", "in_order", True,
@@ -190,7 +196,7 @@ REGISTRY = Registry((
          grid_rank=5, json_rank=5, flag_rank=4, metavar="ON,OFF", held=True, tried=(True,),
          preferred=lambda space: True,
          passed=lambda value, space: None if value else False,  # in order: the default, not passed
-         evidence=True, tune_rank=4, loader_default=True, costs=True,
+         evidence=True, tune_rank=4, loader_default=True, costs=True, nodes=True,
          read=lambda loader: False if getattr(loader, "in_order", True) is False else None),
     # not refined by tune: it changes the order the training sees its batches, which is the user's call
     Knob("multiprocessing_context", ("torch",), "--start-method", "words", "start_methods", True,
@@ -200,7 +206,7 @@ REGISTRY = Registry((
          metavar="METHODS",
          preferred=lambda space: space.start_method,
          passed=lambda value, space: None if value == space.start_method else value,  # in effect: not passed
-         choices=START_METHODS, evidence=True, tune_rank=5, costs=True, read=_start_method,
+         choices=START_METHODS, evidence=True, tune_rank=5, costs=True, read=_start_method, nodes=True,
          # workers started by fork start faster, without the dataset pickled into each
          refine=lambda now, loader: StartMethod.FORK.value if now and now != StartMethod.FORK
          and StartMethod.FORK in loader.start_methods else None),
@@ -214,7 +220,7 @@ REGISTRY = Registry((
          "processes, and threads where the evidence calls for them: samples that release the GIL, copy-on-read "
          "growth, /dev/shm or start-up limits, IPC at the CPU ceiling]. Threads need torchdata (or a DataLoader "
          "with worker_method).", json_rank=7, flag_rank=6, metavar="KINDS", keyword=False,
-         held=WorkerKind.PROCESS.value, choices=WORKER_KINDS, ordered=True,
+         held=WorkerKind.PROCESS.value, choices=WORKER_KINDS, ordered=True, nodes=True,
          # threads pass batches without pickling and hold no copies, but share the step's interpreter lock
          refine=lambda now, loader: WorkerKind.THREAD.value if loader.threads and now != WorkerKind.THREAD
          else None),

@@ -17,7 +17,7 @@ from dataprof.results.text import parse_current, parse_knob, parse_knobs
 TIMEOUT = Knob("timeout", ("torch",), "--timeout", "ints", "timeouts", True,
                lambda c: None if c.value("timeout") is None else f"to{c.value('timeout')}",
                "PyTorch: timeout values, seconds a batch may take from the workers.", json_rank=9, flag_rank=9,
-               minimum=0, loader_default=0)
+               minimum=0, loader_default=0, attribute=True)
 """The DataLoader's ``timeout``, which dataprof does not sweep: a knob with nothing but its record."""
 
 
@@ -74,6 +74,17 @@ def test_a_registered_knob_reaches_a_runs_override(timeout: Knob) -> None:
     assert values["timeout"] == 5 and values["num_workers"] == 2
     values, _ = overridden(DataLoader.__init__, loader, (list(range(8)),), {}, {"timeout": 5})
     assert "timeout" not in values  # no workers: a knob that needs them is left at the loader's default
+
+
+def test_a_registered_knob_the_script_sets_back_after_construction_is_named(timeout: Knob) -> None:
+    from torch.utils.data import DataLoader
+
+    from dataprof.measure.watch.changes import lost_knobs
+
+    loader = DataLoader(list(range(8)), num_workers=2, timeout=5)
+    assert lost_knobs(loader, {"num_workers": 2, "timeout": 5}) == {}
+    loader.timeout = 0  # the script's own line after the loader was built
+    assert lost_knobs(loader, {"num_workers": 2, "timeout": 5}) == {"timeout": 0}
 
 
 def test_the_registry_is_as_it_was_after_the_block() -> None:

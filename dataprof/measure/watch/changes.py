@@ -73,10 +73,6 @@ def overridden(init: Callable[..., None], loader: Any, args: tuple[Any, ...], kw
     return values, threads
 
 
-CHECKED = ("num_workers", "prefetch_factor", "persistent_workers", "pin_memory")
-"""The knobs a DataLoader keeps as attributes of its own name, checked at its first iteration."""
-
-
 def lost_knobs(loader: Any, asked: dict[str, Any]) -> dict[str, Any]:
     """The knobs of ``asked`` (set where ``loader`` was built) that it no longer has at its first iteration, with
     the value it has: the script changed them after construction. Knobs that need workers are not checked on a
@@ -86,7 +82,7 @@ def lost_knobs(loader: Any, asked: dict[str, Any]) -> dict[str, Any]:
     workers = getattr(loader, "num_workers", None)
     idle = {knob.name for knob in REGISTRY if knob.needs_workers} if not workers else set()
     lost = {}
-    for name in CHECKED:
+    for name in ("num_workers", *(knob.name for knob in REGISTRY if knob.attribute)):
         if name not in asked or not hasattr(loader, name) or name in idle:
             continue
         if getattr(loader, name) != asked[name]:
@@ -223,8 +219,6 @@ def fresh(batch: Any) -> Any:
 
 NODE_DEPTH = 32
 """Nodes followed at most from a ``torchdata.nodes.Loader``'s root to its sampler."""
-NODES_KNOBS = frozenset(("num_workers", "prefetch_factor", "in_order", "worker_kind", "multiprocessing_context"))
-"""The knobs a ``torchdata.nodes`` pipeline has a place for (its ParallelMapper's and Prefetcher's)."""
 
 
 def pipeline(loader: Any) -> list[Any]:
@@ -245,7 +239,7 @@ def override_nodes(loader: Any, knobs: dict[str, Any]) -> None:
     nodes = {type(node).__name__: node for node in reversed(pipeline(loader))}  # the nearest the root of each
     mapper, prefetcher = nodes.get("ParallelMapper"), nodes.get("Prefetcher")
     knobs = {k: v for k, v in knobs.items() if not (k == "pin_memory" and bool(v) == ("PinMemory" in nodes))}
-    unplaced = set(knobs) - NODES_KNOBS
+    unplaced = set(knobs) - {"num_workers", *(knob.name for knob in REGISTRY if knob.nodes)}
     if prefetcher is None and "prefetch_factor" in knobs:
         unplaced.add("prefetch_factor")
     if mapper is None:
