@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from dataprof.results.environment import NodeJob, RankInfo
 from dataprof.results.inspect import Inspection
-from dataprof.results.plan import Plan
+from dataprof.results.plan import NodeGroup, Plan
 from dataprof.results.registry import REGISTRY
 from dataprof.results.request import (
     LoadOptions,
@@ -239,25 +239,36 @@ def follow_tune(script: str, args: Iterable[str] = (), *, nodes: NodeJob, module
 
 def plan(report_or_path: Report | str | os.PathLike[str], *, cpus: float | None = None, ranks_per_node: int = 1,
          ram: int | str | None = None, shm: int | str | None = None, step_ms: float | None = None,
-         batch_size: int | None = None) -> Plan:
+         batch_size: int | None = None, node_groups: Iterable[NodeGroup | str] = ()) -> Plan:
     """Predict, from a sweep (a Report or its saved --json document), the rate of each num_workers on a machine
     with ``cpus`` CPUs shared by ``ranks_per_node`` ranks, the config to use on each rank, and what feeding a
     ``step_ms`` step at ``batch_size`` takes (each left out: the sweep's own); ``ram``/``shm`` (bytes or
-    ``"32GB"``), when given, are checked. Measures nothing: the :class:`~dataprof.results.plan.Plan`
-    ``dataprof plan`` renders (``.to_json()``)."""
+    ``"32GB"``), when given, are checked. With ``node_groups`` (each a
+    :class:`~dataprof.results.plan.NodeGroup` or its ``--node`` text, ``"1:cpus=8"``), a plan per group of nodes
+    that differ, each what its group gives and the rest as above: the first group's plan, the others' in its
+    ``groups``. Measures nothing: the :class:`~dataprof.results.plan.Plan` ``dataprof plan`` renders
+    (``.to_json()``)."""
     from pathlib import Path
 
-    from dataprof.decide.plan import machine_of, make_plan
+    from dataprof.decide.plan import check_groups, machine_of, make_plan, make_plans
     from dataprof.decide.sweep import decide
     from dataprof.results.load import load_as
-    from dataprof.results.text import parse_bytes
+    from dataprof.results.text import parse_bytes, parse_node_group
 
     report = report_or_path if isinstance(report_or_path, Report) else load_as(Path(report_or_path), Report)
     sizes = {flag: parse_bytes(value, flag) if isinstance(value, str) else value
              for flag, value in (("--ram", ram), ("--shm", shm))}
     decided = decide(report)
-    return make_plan(decided, machine_of(decided, cpus, ranks_per_node, sizes["--ram"], sizes["--shm"], step_ms,
-                                         batch_size))
+    groups = [parse_node_group(group) if isinstance(group, str) else group for group in node_groups]
+    if not groups:
+        return make_plan(decided, machine_of(decided, cpus, ranks_per_node, sizes["--ram"], sizes["--shm"], step_ms,
+                                             batch_size))
+    check_groups(groups)
+    return make_plans(decided, [machine_of(decided, cpus if g.cpus is None else g.cpus,
+                                           ranks_per_node if g.ranks_per_node is None else g.ranks_per_node,
+                                           sizes["--ram"] if g.ram_bytes is None else g.ram_bytes,
+                                           sizes["--shm"] if g.shm_bytes is None else g.shm_bytes, step_ms,
+                                           batch_size, g.nodes) for g in groups])
 
 
 class Watch:

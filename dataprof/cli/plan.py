@@ -25,12 +25,17 @@ from dataprof.cli.params import BYTES
 @click.option("--step-ms", type=float, default=None, metavar="MS",
               help="The model's step per batch there; 0: the loader's ceiling [default: the sweep's].")
 @click.option("--batch-size", type=int, default=None, metavar="N", help="Batch size there [default: the sweep's].")
+@click.option("--node", "node_groups", multiple=True, metavar="NODES:KEY=VALUE,…",
+              help="A group of the job's nodes that differ from the rest, and what they have: 1:cpus=8 or "
+                   "0,2-3:cpus=32,ranks=8,ram=256GB,shm=64GB (keys cpus, ranks, ram, shm; the others as given "
+                   "above). Repeat for each group: a plan per group, and the config for each node.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the plan document here.")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 @guarded
 def plan(document: Path, cpus: float | None, ranks_per_node: int, ram: int | None, shm: int | None,
-         step_ms: float | None, batch_size: int | None, json_path: Path | None, debug: bool) -> None:
+         step_ms: float | None, batch_size: int | None, node_groups: tuple[str, ...], json_path: Path | None,
+         debug: bool) -> None:
     """Predict from a sweep's --json RESULT what the pipeline does on another machine: the samples/s of each
     num_workers there, the config for each rank, the CPUs per rank that feed the step, the RAM and /dev/shm it
     takes. Measures nothing; says where it extrapolates (docs/plan.md)."""
@@ -38,7 +43,7 @@ def plan(document: Path, cpus: float | None, ranks_per_node: int, ram: int | Non
     from dataprof.render.documents import print_document
 
     planned = make(document, cpus=cpus, ranks_per_node=ranks_per_node, ram=ram, shm=shm, step_ms=step_ms,
-                   batch_size=batch_size)
+                   batch_size=batch_size, node_groups=node_groups)
     print_document(console(), planned)
     if json_path is not None:
         write_atomic(json_path, planned.to_json())

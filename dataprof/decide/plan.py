@@ -4,7 +4,9 @@ use on each rank, what feeding a model step takes, and where the plan leaves wha
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections.abc import Sequence
 
 from dataprof.decide.budgets import HEADROOM
 from dataprof.decide.diagnose.facts import batch_size, ok_trials
@@ -14,7 +16,7 @@ from dataprof.decide.thresholds import Thresholds
 from dataprof.errors import UsageError
 from dataprof.results.knobs import LoaderConfig, baseline
 from dataprof.results.pipeline import PipelineModel
-from dataprof.results.plan import Feeding, Measured, Plan, PlanPoint, TargetMachine
+from dataprof.results.plan import Feeding, Measured, NodeGroup, Plan, PlanPoint, TargetMachine
 from dataprof.results.sweep import Report
 from dataprof.version import __version__
 
@@ -29,7 +31,7 @@ MOST_WORKERS = 1024
 
 def machine_of(report: Report, cpus: float | None = None, ranks_per_node: int = 1, ram_bytes: int | None = None,
                shm_bytes: int | None = None, step_ms: float | None = None,
-               batch: int | None = None) -> TargetMachine:
+               batch: int | None = None, nodes: tuple[int, ...] = ()) -> TargetMachine:
     """The machine a plan is for: what is given, the sweep's for the rest (its CPUs for each rank, its step and
     batch size); RAM and /dev/shm not given are not checked (another machine's are unknown)."""
     if ranks_per_node <= 0:
@@ -38,7 +40,7 @@ def machine_of(report: Report, cpus: float | None = None, ranks_per_node: int = 
         cpus=report.environment.usable_cpus * ranks_per_node if cpus is None else cpus,
         ranks_per_node=ranks_per_node, ram_bytes=ram_bytes, shm_bytes=shm_bytes,
         step_ms=float(report.settings.step_ms) if step_ms is None else step_ms,
-        batch_size=batch_size(report) if batch is None else batch)
+        batch_size=batch_size(report) if batch is None else batch, nodes=nodes)
     for value, flag in ((machine.cpus, "--cpus"), (machine.batch_size, "--batch-size"),
                         (1 if ram_bytes is None else ram_bytes, "--ram"),
                         (1 if shm_bytes is None else shm_bytes, "--shm")):
@@ -64,6 +66,27 @@ def make_plan(report: Report, machine: TargetMachine) -> Plan:
                         shuffle=report.settings.shuffle, collate_fn=report.settings.collate_fn)
     knobs, why = planned_knobs(report)
     return plan_for(report.target, measured, machine, report.model, knobs, why)
+
+
+def check_groups(groups: Sequence[NodeGroup]) -> None:
+    """A UsageError for a node in two groups (``--node``)."""
+    seen: dict[int, int] = {}
+    for index, group in enumerate(groups):
+        for node in group.nodes:
+            if node in seen:
+                raise UsageError(f"--node: node {node} is in two groups (the {_nth(seen[node])} and the "
+                                 f"{_nth(index)}); give each node once")
+            seen[node] = index
+
+
+def _nth(index: int) -> str:
+    return {0: "first", 1: "second", 2: "third"}.get(index, f"{index + 1}th")
+
+
+def make_plans(report: Report, machines: Sequence[TargetMachine]) -> Plan:
+    """The plan for each machine (a node group each), the first with the others' as its ``groups``."""
+    plans = [make_plan(report, machine) for machine in machines]
+    return dataclasses.replace(plans[0], groups=tuple(plans[1:]))
 
 
 def planned_knobs(report: Report) -> tuple[LoaderConfig, str | None]:

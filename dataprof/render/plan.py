@@ -99,8 +99,33 @@ def plan_view(plan: Plan) -> PlanView:
     return PlanView(head, columns, rows, tuple(answer), line, plan.extrapolations, model_lines(plan.model), plan.notes)
 
 
+def nodes_text(nodes: tuple[int, ...]) -> str:
+    """``node 1``, ``nodes 0, 2, 3``."""
+    return f"node{'s' if len(nodes) > 1 else ''} {', '.join(map(str, nodes))}"
+
+
+def per_node(plan: Plan) -> tuple[str, ...]:
+    """With node groups: each group's config in a line (``nodes 0, 2: num_workers=8 …``); empty without."""
+    if not plan.groups:
+        return ()
+    return tuple(f"{nodes_text(p.machine.nodes)}: {p.config.label()} ({p.machine.cpus:g} CPUs, "
+                 f"{p.machine.ranks_per_node} rank(s)): {_rate(p.recommended)} per rank"
+                 for p in (plan, *plan.groups))
+
+
 def print_plan(console: Console, plan: Plan) -> None:
-    """The plan on ``console``."""
+    """The plan on ``console``: with node groups, each group's, then the config of each."""
+    for one in (plan, *plan.groups):
+        if plan.groups:
+            console.print(Rule(Text(nodes_text(one.machine.nodes).capitalize(), style="bold")))
+        _print_one(console, one)
+    if plan.groups:
+        console.print(Rule("Per node", align="left"))
+        for line in per_node(plan):
+            console.print(Text(line, style="bold"))
+
+
+def _print_one(console: Console, plan: Plan) -> None:
     shown = plan_view(plan)
     console.print(Text("\n".join(shown.head)))
     table = Table(box=box.SIMPLE_HEAD, title="Predicted by num_workers (each rank)", title_justify="left",
@@ -130,7 +155,16 @@ def _items(lines: tuple[str, ...]) -> str:
 
 
 def plan_page(plan: Plan) -> str:
-    """The plan as a self-contained page (no script)."""
+    """The plan as a self-contained page (no script): with node groups, each group's, then the config of each."""
+    if not plan.groups:
+        return page(f"dataprof plan · {plan.target}", _section(plan))
+    sections = "".join(f"<h1>{html.escape(nodes_text(one.machine.nodes).capitalize())}</h1>{_section(one)}"
+                       for one in (plan, *plan.groups))
+    return page(f"dataprof plan · {plan.target}",
+                f"{sections}<h1>Per node</h1><ul>{_items(per_node(plan))}</ul>")
+
+
+def _section(plan: Plan) -> str:
     shown = plan_view(plan)
     head = "<br>".join(html.escape(line) for line in shown.head[1:])
     answer = "<br>".join(html.escape(line) for line in shown.answer)
@@ -139,8 +173,7 @@ def plan_page(plan: Plan) -> str:
     model = _items(shown.model)
     notes = "".join(f"<p class='meta'>note: {html.escape(note)}</p>" for note in shown.notes)
     rows = [(list(cells), "best" if chosen else None) for cells, chosen in shown.rows]
-    return page(f"dataprof plan · {plan.target}",
-                f"<h1>{html.escape(shown.head[0])}</h1><div class='meta'>{head}</div>"
-                f"<div class='answer'><b>Recommended</b><br>{answer}<pre>{html.escape(shown.loader_line)}</pre></div>"
-                f"<h2>Predicted by num_workers (each rank)</h2>{html_table(shown.columns, rows)}{extrapolated}"
-                f"<h2>The model</h2><ul>{model}</ul>{notes}")
+    return (f"<h1>{html.escape(shown.head[0])}</h1><div class='meta'>{head}</div>"
+            f"<div class='answer'><b>Recommended</b><br>{answer}<pre>{html.escape(shown.loader_line)}</pre></div>"
+            f"<h2>Predicted by num_workers (each rank)</h2>{html_table(shown.columns, rows)}{extrapolated}"
+            f"<h2>The model</h2><ul>{model}</ul>{notes}")

@@ -26,11 +26,25 @@ class TargetMachine:
     step_ms: float
     """The model's step per batch on that machine; 0: the loader's ceiling is asked."""
     batch_size: int
+    nodes: tuple[int, ...] = ()
+    """The job's nodes this machine describes (``--node``: a node group); empty: every node."""
 
     @property
     def cpus_per_rank(self) -> float:
         """Each rank's share of the CPUs."""
         return self.cpus / self.ranks_per_node
+
+
+@dataclass(frozen=True)
+class NodeGroup:
+    """Nodes of the job that share a description (``--node 0,2-3:cpus=32,ranks=8``); what is not given is the
+    plan's own (``--cpus``, ``--ranks-per-node``, ``--ram``, ``--shm``)."""
+
+    nodes: tuple[int, ...]
+    cpus: float | None = None
+    ranks_per_node: int | None = None
+    ram_bytes: int | None = None
+    shm_bytes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -127,6 +141,8 @@ class Plan:
     notes: tuple[str, ...] = ()
     knobs_reason: str | None = None
     """Why :attr:`knobs` is not the sweep's recommendation (threads won), or None when it is."""
+    groups: tuple[Plan, ...] = ()
+    """With node groups (``--node``): the plans of the other groups (this one is the first group's)."""
 
     @property
     def config(self) -> LoaderConfig:
@@ -146,7 +162,8 @@ class Plan:
             "tool": {"name": "dataprof", "version": self.tool_version},
             "kind": Kind.PLAN,
             "target": self.target,
-            "machine": {**dataclasses.asdict(self.machine), "cpus_per_rank": self.machine.cpus_per_rank},
+            "machine": {**dataclasses.asdict(self.machine), "nodes": list(self.machine.nodes),
+                        "cpus_per_rank": self.machine.cpus_per_rank},
             "recommended": {"config": self.config.to_dict(), "samples_per_s": rec.samples_per_s,
                             "samples_per_s_low": rec.samples_per_s_low, "samples_per_s_high": rec.samples_per_s_high,
                             "feeds_step": rec.feeds_step, "limit": rec.limit, "memory_bytes": rec.memory_bytes,
@@ -161,12 +178,14 @@ class Plan:
             "knobs_reason": self.knobs_reason,
             "model": self.model.to_dict(),
             "notes": list(self.notes),
+            "node_groups": [group.to_dict() for group in self.groups],
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Plan:
         """Read :meth:`to_dict` back."""
         machine = {k: v for k, v in data["machine"].items() if k != "cpus_per_rank"}
+        machine["nodes"] = tuple(machine.get("nodes") or ())
         curve = tuple(PlanPoint(**point) for point in data["curve"])
         wanted = data["recommended"]["config"]["num_workers"]
         return cls(tool_version=data.get("tool", {}).get("version", "?"), target=data["target"],
@@ -175,4 +194,5 @@ class Plan:
                    curve=curve, recommended=next(p for p in curve if p.num_workers == wanted),
                    feeding=None if data.get("feeding") is None else Feeding(**data["feeding"]),
                    extrapolations=tuple(data.get("extrapolations") or ()), notes=tuple(data.get("notes") or ()),
-                   knobs_reason=data.get("knobs_reason"))
+                   knobs_reason=data.get("knobs_reason"),
+                   groups=tuple(cls.from_dict(group) for group in data.get("node_groups") or ()))

@@ -12,6 +12,7 @@ from typing import Any
 
 from dataprof.errors import UsageError
 from dataprof.results.knobs import LoaderConfig
+from dataprof.results.plan import NodeGroup
 from dataprof.results.registry import REGISTRY, Knob
 from dataprof.results.request import MemoryLimit, current_config
 
@@ -134,3 +135,33 @@ def parse_current(text: str) -> LoaderConfig:
     """``--current "num_workers=8,prefetch_factor=2,persistent_workers=true"``: the user's settings, as the
     DataLoader takes them (a knob left out at the DataLoader's default)."""
     return current_config(parse_knobs(text))
+
+
+NODE_KEYS = {"cpus": "cpus", "ranks": "ranks_per_node", "ram": "ram_bytes", "shm": "shm_bytes"}
+"""``--node``'s keys, and the :class:`~dataprof.results.plan.NodeGroup` fields they set."""
+
+
+def parse_node_group(text: str) -> NodeGroup:
+    """``--node NODES:KEY=VALUE,…``: the nodes (``0,2-3``) and what they have (``cpus=32,ranks=8,ram=256GB,
+    shm=64GB``)."""
+    flag = f"--node {text}"
+    nodes_text, colon, described = text.partition(":")
+    if not colon or not described.strip():
+        raise UsageError(f"{flag}: expected NODES:KEY=VALUE,… (0,2-3:cpus=32,ranks=8)")
+    nodes: list[int] = []
+    for part in nodes_text.split(","):
+        first, dash, last = part.strip().partition("-")
+        if not (first.isdigit() and (not dash or last.isdigit())):
+            raise UsageError(f"{flag}: {part.strip()!r} is not a node or a range of nodes (0, 2-3)")
+        nodes.extend(range(int(first), int(last if dash else first) + 1))
+    values: dict[str, Any] = {}
+    for item in described.split(","):
+        key, equals, value = (word.strip() for word in item.partition("="))
+        if not equals or key not in NODE_KEYS:
+            raise UsageError(f"{flag}: {item.strip()!r}: give {', '.join(f'{k}=' for k in NODE_KEYS)}")
+        try:
+            values[NODE_KEYS[key]] = float(value) if key == "cpus" else int(value) if key == "ranks" else \
+                parse_bytes(value, f"--node {key}")
+        except ValueError:
+            raise UsageError(f"{flag}: {key}={value!r} is not a number") from None
+    return NodeGroup(tuple(sorted(set(nodes))), **values)

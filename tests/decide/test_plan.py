@@ -199,3 +199,37 @@ def test_a_sweep_that_threads_won_plans_its_best_worker_process_config_and_says_
     again = Plan.from_dict(json.loads(plan.to_json()))
     assert again == plan and plan_again(again) == plan
     assert make_plan(decided("cpu_bound"), machine_of(decided("cpu_bound"))).knobs_reason is None
+
+
+def test_node_groups_get_a_plan_each_what_their_group_gives_and_the_rest_as_given() -> None:
+    import dataprof
+    from dataprof.render.plan import per_node, plan_page
+
+    report = decided("cpu_bound")
+    planned = dataprof.plan(report, ranks_per_node=2, step_ms=0,
+                            node_groups=["0,2-3:cpus=16", "1:cpus=1.5,ram=64GB"])
+    alone = dataprof.plan(report, cpus=1.5, ranks_per_node=2, step_ms=0)
+    assert planned.machine.nodes == (0, 2, 3) and planned.machine.cpus == 16 and planned.machine.ranks_per_node == 2
+    (slow,) = planned.groups
+    assert (slow.machine.nodes, slow.machine.cpus, slow.machine.ram_bytes) == ((1,), 1.5, 64_000_000_000)
+    assert slow.config == alone.config and slow.recommended == alone.recommended  # as a plan for that machine
+    assert planned.config.num_workers > slow.config.num_workers  # more CPUs, more workers
+    lines = per_node(planned)
+    assert lines[0].startswith(f"nodes 0, 2, 3: {planned.config.label()} (16 CPUs, 2 rank(s))")
+    assert lines[1].startswith(f"node 1: {slow.config.label()} (1.5 CPUs, 2 rank(s))")
+    again = Plan.from_dict(json.loads(planned.to_json()))
+    assert again == planned and json.loads(planned.to_json())["node_groups"][0]["machine"]["nodes"] == [1]
+    assert "Per node" in plan_page(planned) and "Nodes 0, 2, 3" in plan_page(planned)
+
+
+def test_a_node_in_two_groups_and_a_group_that_cannot_be_read_are_usage_errors() -> None:
+    import dataprof
+    from dataprof.results.text import parse_node_group
+
+    with pytest.raises(UsageError, match="node 1 is in two groups"):
+        dataprof.plan(decided("cpu_bound"), node_groups=["0-1:cpus=8", "1:cpus=2"])
+    assert parse_node_group("0,2-3:cpus=32,ranks=8,shm=1GB").nodes == (0, 2, 3)
+    for text, message in (("1", "expected NODES:KEY=VALUE"), ("a:cpus=2", "'a' is not a node"),
+                          ("1:gpus=2", "give cpus=, ranks=, ram=, shm="), ("1:cpus=x", "cpus='x' is not a number")):
+        with pytest.raises(UsageError, match=message):
+            parse_node_group(text)
