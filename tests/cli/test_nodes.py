@@ -158,3 +158,44 @@ def test_a_tune_whose_other_node_never_joins_ends_in_one_line_within_the_join_ti
     assert node0.returncode != 0 and "Traceback" not in node0.stderr
     assert "did not meet" in node0.stderr.strip().splitlines()[-1]
     assert time.monotonic() - started < 60
+
+
+@pytest.mark.slow
+def test_a_node_whose_node_0_never_starts_ends_in_one_line_within_the_join_timeout(tmp_path: Path) -> None:
+    started = time.monotonic()
+    (node1,) = tune_nodes(tmp_path, (1,), "--join-timeout", "3")
+    assert node1.returncode == 2 and "Traceback" not in node1.stderr
+    assert "node 0's dataprof tune could not be reached" in node1.stderr.strip().splitlines()[-1]
+    assert time.monotonic() - started < 60
+
+
+@pytest.mark.slow
+def test_a_node_that_dies_in_a_tune_ends_it_with_the_runs_measured_kept(tmp_path: Path) -> None:
+    import signal
+
+    port = str(free_port())
+    procs = {}
+    for node in (0, 1):
+        tmp = tmp_path / f"node{node}"
+        tmp.mkdir()
+        procs[node] = subprocess.Popen(
+            [sys.executable, "-m", "dataprof", "tune", "--nnodes", "2", "--node-rank", str(node), "--master-port",
+             port, "--join-timeout", "10", "--trial-steps", "30", "--budget", "60", "--json", str(tmp / "tune.json"),
+             "examples/ddp_train.py", "--length", "100000"],
+            cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+            env=dict(os.environ, PYTHONPATH=str(ROOT), TMPDIR=str(tmp)))
+    try:
+        assert procs[1].stderr is not None
+        for line in procs[1].stderr:  # node 1 says each run it makes
+            if "run 2 as node 0 says it" in line:
+                break
+        os.killpg(procs[1].pid, signal.SIGKILL)  # node 1, its launcher and its ranks, at once
+        out, err = procs[0].communicate(timeout=NODE_TIMEOUT_S)
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+    assert procs[0].returncode == 130, err
+    assert "the nodes did not meet" in err and "the runs measured are kept" in err and "Traceback" not in err
+    document = json.loads((tmp_path / "node0" / "tune.json").read_text())
+    assert document["complete"] is False and document["trials"][0]["status"] == "ok"
