@@ -458,3 +458,18 @@ def test_a_torchdata_nodes_pipeline_is_tried_only_with_the_knobs_it_has() -> Non
     dataloader = dataclasses.replace(nodes, settings={**nodes.settings, "persistent_workers": False})
     dataloader.settings.pop("worker_kind")
     assert next_run(report(*runs, loader=dataloader)) == ({"persistent_workers": True}, "candidate")
+
+
+def test_a_doubling_within_the_noise_that_still_waits_for_data_is_doubled_once_more() -> None:
+    def waiting(config: dict[str, object], rate: float, wait: float) -> TuneTrial:
+        return dataclasses.replace(run(config, rate), data_wait_fraction=wait)
+
+    yours = (run({}, 20.0, "current"), run({}, 100.0, "headspace"), run({}, 20.5, "current"))
+    flat = report(*yours, waiting({"num_workers": 2}, 20.2, 0.45))  # a run that landed low, still waiting
+    assert next_run(flat) == ({"num_workers": 4}, "candidate")
+    fed = report(*yours, waiting({"num_workers": 2}, 20.2, 0.05))  # as fast and fed: the climb is over
+    assert next_run(fed) == ({"prefetch_factor": 4}, "candidate")  # the refinements on top of yours
+    lost = report(*yours, waiting({"num_workers": 2}, 15.0, 0.45))  # slower beyond the noise: no further doubling
+    assert next_run(lost) == ({"prefetch_factor": 4}, "candidate")
+    climbed = report(*yours, waiting({"num_workers": 2}, 20.2, 0.45), waiting({"num_workers": 4}, 29.0, 0.2))
+    assert next_run(climbed) == ({"num_workers": 8}, "candidate")  # w4 paid: the climb goes on from it

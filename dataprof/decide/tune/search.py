@@ -156,9 +156,10 @@ def slowed(report: TuneReport, runs: Sequence[tuple[int, TuneTrial]]) -> bool:
 
 def _climb(report: TuneReport, seen: set[Key]) -> dict[str, Any] | None:
     """Twice the leading config's workers (two, from none: one worker only overlaps the step, so from none it may
-    seem to pay nothing where two would) until a doubling does not pay beyond the noise, then half as many (as
-    fast and cheaper?; one, from none), from one to none when its runs show the worker slowing the step; None
-    when both are run.
+    seem to pay nothing where two would) until a doubling does not pay beyond the noise (a doubling within the
+    noise that still waits for data gets four times the workers first: one run can land a band low), then half
+    as many (as fast and cheaper?; one, from none), from one to none when its runs show the worker slowing the
+    step; None when both are run.
     A refinement that leads is climbed around in turn (persistent workers, say, change what more workers cost)."""
     assert report.answer is not None and report.answer.leading is not None and report.loader is not None
     settings = report.loader.settings
@@ -170,10 +171,30 @@ def _climb(report: TuneReport, seen: set[Key]) -> dict[str, Any] | None:
         return more
     paid = key(more) in by_config and \
         rate(by_config[key(more)]) > rate(by_config[key(base)]) * (1 + report.answer.noise)
+    further = _as_changed({**base, "num_workers": max(4, 4 * workers)}, settings)
+    if not paid and _flat_and_waiting(report, by_config.get(key(more)), by_config[key(base)]) and \
+            max(4, 4 * workers) <= CLIMB_TOP and key(further) not in seen and \
+            over_memory(report, max(4, 4 * workers)) is None:
+        return further  # one run can land a band low: a doubling that still waits for data gets one more
     fewer = _as_changed({**base, "num_workers": workers // 2 if workers else 1}, settings)
     if not paid and (workers != 1 or slowed(report, by_config[key(base)])) and key(fewer) not in seen:
         return fewer  # from none, one: it overlaps the step without taking the CPUs two take
     return None
+
+
+FLAT_WAIT = 0.2
+"""A doubling within the noise whose runs still wait this much of each iteration for data (and whose workers do
+not slow the step) is doubled once more before the climb stops: loading is still what the training waits for."""
+
+
+def _flat_and_waiting(report: TuneReport, more: Runs | None, base: Runs) -> bool:
+    """Whether the doubling's runs (``more``) are within the noise of ``base``'s (not below it beyond the noise),
+    still wait :data:`FLAT_WAIT` for data, and do not show the workers slowing the step."""
+    assert report.answer is not None
+    if not more or rate(more) < rate(base) * (1 - report.answer.noise) or slowed(report, more):
+        return False
+    waits = [t.data_wait_fraction for _, t in more if t.data_wait_fraction is not None]
+    return bool(waits) and statistics.median(waits) >= FLAT_WAIT
 
 
 def _refined(config: dict[str, Any], report: TuneReport) -> bool:
