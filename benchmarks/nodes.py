@@ -1,19 +1,21 @@
-"""Two nodes on this machine, node 1 pinned to fewer CPUs: does ``dataprof run`` name the slow node with its cause,
-and does the change it names for that node train faster than the best config for every node?
+"""Two nodes on this machine, node 1 given less CPU: does ``dataprof run`` name the slow node with its cause, and
+does the change it names for that node train faster than the best config for every node?
 
 Each node is a ``torchrun --nnodes 2`` launch on ``127.0.0.1`` with its own ``$TMPDIR`` (separate hosts share no
-directory); node 1's launch runs under ``taskset`` on ``--pin`` CPUs (and ``nice -n 10``), node 0's on all of
-them: on one machine the two "nodes" share its CPUs, and without the lower priority node 0's processes on node 1's
-CPU would make either node the slower one from run to run. The training is ``examples/ddp_train.py`` with samples
-that cost CPU (``--sample-cpu-ms``), in lockstep through gloo's all-reduce.
+directory) and its own CPUs: node 0 on ``--node0-cpus``, node 1 on ``--node1-cpus`` and, as root, in a cgroup of
+its own held to ``--quota`` CPUs (a Slurm job's or a pod's limit); without root, node 1 runs at ``nice -n 10``
+instead. The training is ``examples/ddp_train.py`` with samples that cost CPU (``--sample-cpu-ms``), in lockstep
+through gloo's all-reduce.
 
 1. ``--runs`` times: ``dataprof run --seconds S --json`` over the job at ``--workers`` on both nodes; a hit when the
    document's ``rank_cause`` names rank 1 on node 1 and a CPU cause (its node's CPUs).
 2. The job's it/s (rank 0's own printed rate; the ranks move in lockstep), unwatched, at every ``num_workers`` in
    ``--uniform`` on both nodes and at the per-node answer (node 0 at ``--workers``, node 1 at the ``num_workers``
    the cause named), interleaved over ``--rounds``: the per-node answer's median against the best uniform one's.
+3. The watch's cost to the job: its it/s watched by ``dataprof run`` on every rank (to the script's own end)
+   against unwatched, interleaved over ``--rounds``.
 
-    python benchmarks/nodes.py [--runs 10] [--rounds 3] [--workers 2] [--uniform 0,1,2] [--pin 0]
+    python benchmarks/nodes.py [--runs 10] [--rounds 3] [--workers 2] [--uniform 0,1,2] [--quota 0.5]
 """
 
 from __future__ import annotations
@@ -44,17 +46,50 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def two_nodes(tmp: Path, pin: str, commands: tuple[list[str], list[str]]) -> tuple[str, str]:
-    """``torchrun --nnodes 2 --nproc-per-node 1`` as node 0 (``commands[0]``) and node 1 (``commands[1]``, pinned to
-    ``pin``), each with its own ``$TMPDIR``; both nodes' stdout, once both ended."""
+class Node1Cgroup:
+    """Node 1's own cgroup, held to ``quota`` CPUs (v2 ``cpu.max`` or v1 CFS); removed on exit. None of it without
+    root: node 1 then runs at a lower priority."""
+
+    def __init__(self, quota: float) -> None:
+        v2 = Path("/sys/fs/cgroup/cgroup.controllers").exists()
+        self.path = Path("/sys/fs/cgroup" if v2 else "/sys/fs/cgroup/cpu") / f"dataprof-bench-node1-{os.getpid()}"
+        self.made = False
+        try:
+            self.path.mkdir()
+            if v2:
+                (self.path / "cpu.max").write_text(f"{int(quota * 100_000)} 100000")
+            else:
+                (self.path / "cpu.cfs_period_us").write_text("100000")
+                (self.path / "cpu.cfs_quota_us").write_text(str(int(quota * 100_000)))
+            self.made = True
+        except OSError as exc:
+            print(f"no cgroup for node 1 ({exc}): it runs at nice -n {NICE} instead", file=sys.stderr)
+
+    def prefix(self) -> list[str]:
+        """What node 1's launch runs under: into the cgroup, or at a lower priority."""
+        if self.made:
+            return ["sh", "-c", f'echo $$ > {self.path / "cgroup.procs"} && exec "$@"', "node1"]
+        return ["nice", "-n", str(NICE)]
+
+    def close(self) -> None:
+        if self.made:
+            self.path.rmdir()
+
+
+def two_nodes(tmp: Path, opts: argparse.Namespace, cgroup: Node1Cgroup,
+              commands: tuple[list[str], list[str]]) -> tuple[str, str]:
+    """``torchrun --nnodes 2 --nproc-per-node 1`` as node 0 (``commands[0]``, on its CPUs) and node 1
+    (``commands[1]``, on its CPUs, in its cgroup), each with its own ``$TMPDIR``; both nodes' stdout, once both
+    ended."""
     port = str(free_port())
     procs = []
     for node, command in enumerate(commands):
         folder = tmp / f"node{node}"
         folder.mkdir(parents=True, exist_ok=True)
-        pinned = ["taskset", "-c", pin, "nice", "-n", str(NICE)] if node == 1 else []
+        placed = ["taskset", "-c", opts.node0_cpus] if node == 0 else \
+            [*cgroup.prefix(), "taskset", "-c", opts.node1_cpus]
         procs.append(subprocess.Popen(
-            [*pinned, sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--node-rank", str(node),
+            [*placed, sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--node-rank", str(node),
              "--master-addr", "127.0.0.1", "--master-port", port, "--nproc-per-node", "1", *command],
             cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             env=dict(os.environ, PYTHONPATH=str(ROOT), TMPDIR=str(folder))))
@@ -77,21 +112,24 @@ def training(opts: argparse.Namespace, workers: int) -> list[str]:
             str(opts.sample_cpu_ms), "--batch-size", str(opts.batch_size)]
 
 
-def watched(opts: argparse.Namespace, tmp: Path, index: int) -> dict[str, Any]:
+def watched(opts: argparse.Namespace, tmp: Path, cgroup: Node1Cgroup, index: int) -> dict[str, Any]:
     """One ``dataprof run`` of the job; node 0's document."""
     out = tmp / f"run{index}.json"
     command = ["-m", "dataprof", "run", "--seconds", str(opts.seconds), "--json", str(out),
                *training(opts, opts.workers), "--length", "1000000"]
-    two_nodes(tmp / f"run{index}", opts.pin, (command, command))
+    two_nodes(tmp / f"run{index}", opts, cgroup, (command, command))
     document: dict[str, Any] = json.loads(out.read_text())
     return document
 
 
-def job_rate(opts: argparse.Namespace, tmp: Path, workers: tuple[int, int], index: int) -> float:
-    """The job's it/s, unwatched, with node 0's and node 1's ``num_workers``: rank 0's own printed rate."""
+def job_rate(opts: argparse.Namespace, tmp: Path, cgroup: Node1Cgroup, workers: tuple[int, int], index: int,
+             watch: bool = False) -> float:
+    """The job's it/s with node 0's and node 1's ``num_workers``: rank 0's own printed rate; unwatched, or
+    ``watch``ed by ``dataprof run`` on every rank to the script's own end."""
     steps = ["--steps", str(opts.steps), "--warmup", str(opts.steps // 5)]
-    out, _ = two_nodes(tmp / f"job{index}", opts.pin, ([*training(opts, workers[0]), *steps],
-                                                        [*training(opts, workers[1]), *steps]))
+    run = ["-m", "dataprof", "run"] if watch else []
+    out, _ = two_nodes(tmp / f"job{index}{'w' if watch else ''}", opts, cgroup,
+                       ([*run, *training(opts, workers[0]), *steps], [*run, *training(opts, workers[1]), *steps]))
     found = RATE.search(out)
     if found is None:
         sys.exit(f"no rate in rank 0's output: {out[-300:]}")
@@ -104,17 +142,28 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--workers", type=int, default=2, help="num_workers on both nodes in the watched runs")
     parser.add_argument("--uniform", default="0,1,2", help="num_workers for every node, timed by hand")
-    parser.add_argument("--pin", default="0", help="node 1's CPUs (taskset -c)")
+    parser.add_argument("--node0-cpus", default="1", help="node 0's CPUs (taskset -c)")
+    parser.add_argument("--node1-cpus", default="0", help="node 1's CPUs (taskset -c)")
+    parser.add_argument("--quota", type=float, default=0.5, help="node 1's cgroup CPU quota, in CPUs")
     parser.add_argument("--sample-cpu-ms", type=float, default=2.0)
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--seconds", type=float, default=6.0)
     parser.add_argument("--steps", type=int, default=150)
     opts = parser.parse_args()
+    cgroup = Node1Cgroup(opts.quota)
+    try:
+        return measure(opts, cgroup)
+    finally:
+        cgroup.close()
+
+
+def measure(opts: argparse.Namespace, cgroup: Node1Cgroup) -> int:
+    """Both parts of the benchmark, as the module's docstring says; 0 when every run named the slow node."""
     with tempfile.TemporaryDirectory(prefix="dataprof-bench-nodes-") as name:
         tmp = Path(name)
         causes: list[tuple[Any, ...]] = []
         for index in range(opts.runs):
-            found = watched(opts, tmp, index).get("rank_cause")
+            found = watched(opts, tmp, cgroup, index).get("rank_cause")
             causes.append(() if found is None else (found["rank"], found["node"], found["cause"],
                                                     found["num_workers"]))
             print(f"run {index + 1}: {found['evidence'] + ' → ' + found['recommendation'] if found else 'no cause'}",
@@ -131,7 +180,7 @@ def main() -> int:
         rates: dict[tuple[int, int], list[float]] = {c: [] for c in configs}
         for round_ in range(opts.rounds):
             for c in configs if round_ % 2 == 0 else configs[::-1]:
-                rates[c].append(job_rate(opts, tmp, c, len(rates[c]) + 10 * configs.index(c)))
+                rates[c].append(job_rate(opts, tmp, cgroup, c, len(rates[c]) + 10 * configs.index(c)))
         print("\nnode 0 workers, node 1 workers: job it/s (median of runs)")
         for c in configs:
             print(f"  {c[0]}, {c[1]}: {statistics.median(rates[c]):.2f}  ({', '.join(f'{r:.2f}' for r in rates[c])})")
@@ -139,6 +188,15 @@ def main() -> int:
         answer = (opts.workers, there)
         ratio = statistics.median(rates[answer]) / statistics.median(rates[best])
         print(f"per-node answer {answer} against the best uniform {best}: {ratio:.3f}×")
+        plain: list[float] = []
+        watched_rates: list[float] = []
+        for round_ in range(opts.rounds):  # the watch's cost to the job: watched and plain, interleaved
+            pair = [(plain, False), (watched_rates, True)]
+            for kept, watch in pair if round_ % 2 == 0 else pair[::-1]:
+                kept.append(job_rate(opts, tmp, cgroup, (opts.workers, opts.workers), 100 + round_, watch))
+        print(f"watched by dataprof run against plain, w{opts.workers} on both nodes: "
+              f"{statistics.median(watched_rates) / statistics.median(plain):.3f}× "
+              f"(watched {', '.join(f'{r:.2f}' for r in watched_rates)}; plain {', '.join(f'{r:.2f}' for r in plain)})")
     return 0 if hits == opts.runs else 1
 
 

@@ -307,6 +307,7 @@ def _rank_run(rank: int, said: dict[str, Any]) -> RankRun:
                    step_ms_p50=loader.step_ms["p50"] if loader and loader.step_ms else None,
                    node=said.get("node"), ranks_on_node=said.get("ranks_on_node"),
                    num_workers=loader.num_workers if loader else None, node_cpus=env.usable_cpus,
+                   node_cpu_quota=env.cpu_quota,
                    cpu_percent=res.cpu_percent, node_busy_percent=res.cpu_percent_system,
                    foreign_cpu_percent=res.foreign_cpu_percent,
                    node_cpu_count=env.cpu_count, storage_read_bytes_per_s=res.storage_read_bytes_per_s,

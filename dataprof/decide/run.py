@@ -140,7 +140,7 @@ def rank_cause(report: RunReport, thresholds: Thresholds | None = None) -> RunRe
     node = "its node" if slow.node is None else f"node {slow.node}"
     evidence = (f"rank {slow.rank} on {node} ({slow.host}) waits {wait:.0%} of each iteration for data, the other "
                 f"ranks {typical:.0%} (median); its step p50 {_num(slow.step_ms_p50)} ms, num_workers="
-                f"{_num(slow.num_workers)}, its tree {_cores(slow.cpu_percent)} of {_num(slow.node_cpus)} CPUs"
+                f"{_num(slow.num_workers)}, its tree {_cores(slow.cpu_percent)} of {_num(_capacity(slow))} CPUs"
                 f"{_node_load(slow)}, peak memory {fmt_bytes(slow.peak_memory_bytes)} (PSS)")
     cause, why, fix, workers = _why(slow, others, node, th)
     finding = Finding(id=FindingId.RANK_IMBALANCE,
@@ -154,27 +154,29 @@ def _why(slow: RankRun, others: list[RankRun], node: str,
     """Why ``slow`` waits, from its figures against the others': the cause, its evidence, the change on its node
     and the ``num_workers`` to set there (None when the change is not a number of workers)."""
     ranks = max(1, slow.ranks_on_node or 1)
-    cpus = slow.node_cpus
-    share = max(1, (cpus or 1) // ranks)
+    cpus = slow.node_cpus if slow.node_cpu_quota is None or slow.node_cpus is None else \
+        min(float(slow.node_cpus), slow.node_cpu_quota)
+    share = max(1, int((cpus or 1) // ranks))
     workers = slow.num_workers or 0
-    more = [r.node_cpus for r in others if r.node_cpus is not None and cpus is not None and r.node_cpus > cpus]
-    than_others = f" (the others have {max(more)})" if more else ""
+    more = [_capacity(r) for r in others if cpus is not None and (_capacity(r) or 0) > cpus]
+    than_others = f" (the others have {max(c or 0 for c in more):g})" if more else ""
     own, foreign = slow.cpu_percent, slow.foreign_cpu_percent or 0.0
     starved = cpus is not None and own is not None and (own >= th.cpu_saturated * 100 * cpus / ranks
                                                         or own + foreign >= th.cpu_saturated * 100 * cpus)
     if starved and workers > share:
         return (SlowRankCause.OVERSUBSCRIBED,
-                f"{node} has {cpus} CPUs{than_others} for {ranks} rank(s) × {workers} workers, and they are busy "
+                f"{node} has {cpus:g} CPUs{than_others} for {ranks} rank(s) × {workers} workers, and they are busy "
                 f"(this rank's tree {(own or 0) / 100:.1f} cores, other processes {foreign / 100:.1f}): the workers "
                 "fight each other and the step for CPUs",
                 f"Give {node} more CPUs or fewer ranks: its loading needs them. num_workers={share} there (its CPUs "
                 "over its ranks) stops the workers fighting over the CPUs it has, but loads no faster.", share)
     if starved and foreign >= 0.25 * 100 * (cpus or 1):
         return (SlowRankCause.CPUS_TAKEN,
-                f"other processes took {foreign / 100:.1f} of the {cpus} CPUs {node} gives the training",
+                f"other processes took {foreign / 100:.1f} of the {cpus:g} CPUs {node} gives the training",
                 f"Free {node}'s CPUs (what else runs there: other jobs, other ranks' workers), or give it more.", None)
     if starved:
-        return (SlowRankCause.CPUS_SHORT, f"its loading needs more than the {cpus} CPUs {node} gives it{than_others}",
+        return (SlowRankCause.CPUS_SHORT,
+                f"its loading needs more than the {cpus:g} CPUs {node} gives it{than_others}",
                 f"Give {node} more CPUs (or fewer ranks), or make each sample cheaper to load.", None)
     theirs = [r.storage_read_bytes_per_s for r in others if r.storage_read_bytes_per_s is not None]
     reads = slow.storage_read_bytes_per_s
@@ -185,13 +187,20 @@ def _why(slow: RankRun, others: list[RankRun], node: str,
                 f"Its data comes from storage where the others' is cached: warm the page cache on {node} or stage "
                 "the data on its local disk.", None)
     if workers == 0:
-        return (SlowRankCause.NO_WORKERS, f"it loads in the training process, with {cpus or '?'} CPUs on {node}",
+        return (SlowRankCause.NO_WORKERS, f"it loads in the training process, with {_num(cpus)} CPUs on {node}",
                 f"On {node}, set num_workers={share}.", share)
     return (SlowRankCause.UNKNOWN,
             "its CPUs are not saturated and it reads no more from storage than the others: its samples cost more or "
             "arrive slower (a shard of costlier samples, its network)",
             f"Look at what differs on {node} (dataprof inspect there); more workers there hide a wait: "
             f"num_workers={2 * workers} on {node}.", 2 * workers)
+
+
+def _capacity(rank: RankRun) -> float | None:
+    """The CPUs a rank's node gives the training: its usable CPUs, or its cgroup quota where that is less."""
+    if rank.node_cpus is None or rank.node_cpu_quota is None:
+        return rank.node_cpus
+    return min(float(rank.node_cpus), rank.node_cpu_quota)
 
 
 def _num(value: float | None) -> str:

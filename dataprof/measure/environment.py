@@ -17,18 +17,52 @@ from dataprof.results.environment import CpuBudget, Environment, RankInfo
 from dataprof.results.vocabulary import Framework
 
 
-def cgroup_cpu_limit(root: Path = Path("/sys/fs/cgroup")) -> float | None:
-    """CPUs allowed by the cgroup CPU quota (v2 ``cpu.max`` or v1 CFS), or None."""
-    v2 = root / "cpu.max"
+def cgroup_cpu_limit(root: Path = Path("/sys/fs/cgroup"), own: Path = Path("/proc/self/cgroup")) -> float | None:
+    """CPUs allowed by the cgroup CPU quota (v2 ``cpu.max`` or v1 CFS), or None: the tightest on this process's
+    own cgroup (``own``, as ``/proc/self/cgroup`` names it: a Slurm job's, a pod's) and every cgroup above it."""
+    v2_path, v1_path = _own_cgroups(own)
+    limits = [limit for folder in _up(root, v2_path) if (limit := _v2_limit(folder / "cpu.max")) is not None]
+    limits += [limit for folder in _up(root / "cpu", v1_path) if (limit := _v1_limit(folder)) is not None]
+    return min(limits, default=None)
+
+
+def _own_cgroups(own: Path) -> tuple[str, str]:
+    """This process's cgroup v2 path and its v1 ``cpu`` controller's path (``/`` where not found)."""
+    v2 = v1 = "/"
     try:
-        if v2.exists():
-            quota, period = v2.read_text().split()[:2]
-            return None if quota == "max" else int(quota) / int(period)
-        quota_v1 = int((root / "cpu" / "cpu.cfs_quota_us").read_text())
-        period_v1 = int((root / "cpu" / "cpu.cfs_period_us").read_text())
+        lines = own.read_text().splitlines()
+    except OSError:
+        return v2, v1
+    for line in lines:
+        _, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        if controllers == "":
+            v2 = path or "/"
+        elif "cpu" in controllers.split(","):
+            v1 = path or "/"
+    return v2, v1
+
+
+def _up(root: Path, path: str) -> list[Path]:
+    """``root``/``path`` and each folder above it up to ``root`` itself."""
+    parts = [part for part in path.split("/") if part and part != ".."]
+    return [root.joinpath(*parts[:depth]) for depth in range(len(parts), -1, -1)]
+
+
+def _v2_limit(path: Path) -> float | None:
+    try:
+        quota, period = path.read_text().split()[:2]
+        return None if quota == "max" else int(quota) / int(period)
     except (OSError, ValueError):
         return None
-    return quota_v1 / period_v1 if quota_v1 > 0 and period_v1 > 0 else None
+
+
+def _v1_limit(folder: Path) -> float | None:
+    try:
+        quota = int((folder / "cpu.cfs_quota_us").read_text())
+        period = int((folder / "cpu.cfs_period_us").read_text())
+    except (OSError, ValueError):
+        return None
+    return quota / period if quota > 0 and period > 0 else None
 
 
 def cpu_budget(cgroup_root: Path = Path("/sys/fs/cgroup"), ranks_per_node: int = 1) -> CpuBudget:
@@ -151,6 +185,7 @@ def probe_environment(device: str, budget: CpuBudget | None = None, gpu_name: st
         world_size=rank.world_size if rank else 1,
         nodes=rank.nodes if rank else 1,
         local_world_size=rank.local_world_size if rank else 1,
+        cpu_quota=budget.quota,
         device=device,
         gpu_name=gpu_name,
         platform=platform.platform(terse=True),

@@ -135,6 +135,9 @@ class Environment:
     nodes: int = 1
     local_world_size: int = 1
     """Ranks per node: ``usable_cpus`` is each rank's share of the node's CPUs."""
+    cpu_quota: float | None = None
+    """The cgroup CPU quota on this process (CPUs: 0.5 is half a CPU's time); None without one. ``usable_cpus``
+    rounds it up."""
 
     @property
     def framework_version(self) -> str | None:

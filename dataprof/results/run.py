@@ -150,6 +150,8 @@ class RankRun:
     """Its busiest loader's workers."""
     node_cpus: int | None = None
     """CPUs its node lets the training use (affinity, cgroup quota)."""
+    node_cpu_quota: float | None = None
+    """The cgroup CPU quota on it (0.5: half a CPU's time), which ``node_cpus`` rounds up; None without one."""
     cpu_percent: float | None = None
     """CPU of its process tree (the training and its workers); 100 = one core."""
     node_busy_percent: float | None = None

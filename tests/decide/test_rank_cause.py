@@ -100,3 +100,12 @@ def test_the_terminal_names_each_ranks_node_and_the_slow_ranks_cause() -> None:
     text = "\n".join(line.plain for line in rank_lines(job(rank(0, 0, 0.01), rank(1, 1, 0.25, cpu_percent=40.0))))
     assert "rank 1 (node 1, host1): data wait 25%" in text
     assert "slowest rank (critical): rank 1 on node 1" in text and "→ Look at what differs on node 1" in text
+
+
+def test_a_node_held_to_a_cgroup_quota_is_judged_by_its_quota_not_its_cpus() -> None:
+    quota = cause_of(rank(0, 0, 0.01), rank(1, 1, 0.40, node_cpus=1, node_cpu_quota=0.5, cpu_percent=48.0))
+    assert (quota.cause, quota.num_workers) == ("oversubscribed", 1)
+    assert "node 1 has 0.5 CPUs (the others have 2) for 1 rank(s) × 2 workers" in quota.finding.evidence
+    assert "its tree used 0.5 cores of 0.5 CPUs" in quota.finding.evidence
+    unlimited = cause_of(rank(0, 0, 0.01), rank(1, 1, 0.40, node_cpus=1, cpu_percent=48.0))
+    assert unlimited.cause == "unknown"  # half of a whole CPU used: not what starves it

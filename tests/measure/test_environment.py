@@ -27,6 +27,25 @@ def test_cgroup_v1_quota(tmp_path: Path) -> None:
     assert cgroup_cpu_limit(tmp_path) is None
 
 
+def test_the_quota_is_the_tightest_on_the_process_s_own_cgroup_and_those_above_it(tmp_path: Path) -> None:
+    own = tmp_path / "self_cgroup"
+    job = tmp_path / "v2" / "slurm" / "job_7"
+    job.mkdir(parents=True)
+    (tmp_path / "v2" / "cpu.max").write_text("max 100000\n")
+    (job / "cpu.max").write_text("50000 100000\n")  # a job given half a CPU, not namespaced: /proc/self/cgroup
+    own.write_text("0::/slurm/job_7\n")
+    assert cgroup_cpu_limit(tmp_path / "v2", own) == 0.5
+    (tmp_path / "v2" / "slurm" / "cpu.max").write_text("25000 100000\n")  # its parent's is tighter
+    assert cgroup_cpu_limit(tmp_path / "v2", own) == 0.25
+    v1 = tmp_path / "v1" / "cpu" / "pod"
+    v1.mkdir(parents=True)
+    (v1 / "cpu.cfs_quota_us").write_text("200000")
+    (v1 / "cpu.cfs_period_us").write_text("100000")
+    own.write_text("4:memory:/elsewhere\n1:cpu,cpuacct:/pod\n0::/\n")
+    assert cgroup_cpu_limit(tmp_path / "v1", own) == 2.0
+    assert cgroup_cpu_limit(tmp_path / "v1", tmp_path / "missing") is None  # no /proc: the root's only
+
+
 def test_pinning_covers_every_thread_and_leaves_the_caller_as_it_was() -> None:
     from dataprof.measure.environment import pinned_to
 
