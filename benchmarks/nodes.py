@@ -147,7 +147,8 @@ def main() -> int:
     parser.add_argument("--quota", type=float, default=0.5, help="node 1's cgroup CPU quota, in CPUs")
     parser.add_argument("--sample-cpu-ms", type=float, default=2.0)
     parser.add_argument("--batch-size", type=int, default=8)
-    parser.add_argument("--seconds", type=float, default=6.0)
+    parser.add_argument("--seconds", type=float, default=20.0,
+                        help="each watched run's length: node 1, held to its quota, takes seconds to start")
     parser.add_argument("--steps", type=int, default=150)
     opts = parser.parse_args()
     cgroup = Node1Cgroup(opts.quota)
