@@ -15,6 +15,9 @@ from dataprof.cli import main
 from tests.conftest import ROOT
 
 SCENARIOS = ROOT / "examples" / "scenarios"
+BUSY_ATTEMPTS = 2
+"""Sweeps of a scenario at most: a second only where the first found other processes taking its CPUs
+(``busy_machine``: the suite's other tests beside it) and missed its diagnosis."""
 
 
 def load(path: Path) -> ModuleType:
@@ -50,11 +53,14 @@ def test_scenario_gets_its_diagnosis(path: Path, tmp_path: Path, monkeypatch: py
     monkeypatch.chdir(SCENARIOS)
     window = [] if "--trial-seconds" in module.COMMAND else ["--trial-seconds", "1"]
     args = ["sweep", f"{path.name}:{dataset_name(module)}", *module.COMMAND, *window, "--json", str(out)]
-    result = CliRunner().invoke(main, args, env={**os.environ, "NO_COLOR": "1"})
-    assert result.exit_code == 0, result.output
-    diagnosis = json.loads(out.read_text())["diagnosis"]
-    found = [f["id"] for f in diagnosis["findings"]]
     expected = module.EXPECTED
+    for _ in range(BUSY_ATTEMPTS):
+        result = CliRunner().invoke(main, args, env={**os.environ, "NO_COLOR": "1"})
+        assert result.exit_code == 0, result.output
+        diagnosis = json.loads(out.read_text())["diagnosis"]
+        found = [f["id"] for f in diagnosis["findings"]]
+        if expected["primary"] in (None, diagnosis["primary"]) or "busy_machine" not in found:
+            break  # a sweep that says other processes took its CPUs (the suite's other tests) may measure again
     if expected["primary"] is not None:
         assert diagnosis["primary"] == expected["primary"], result.output
     for finding in expected["findings"]:
