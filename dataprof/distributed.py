@@ -163,14 +163,13 @@ def launch_ranks(nproc_per_node: int, entry: Callable[..., Any], *args: Any, run
             logging.getLogger(name).setLevel(logging.CRITICAL)
     run_id = run_id or f"dataprof-{uuid.uuid4()}"
     logs = tempfile.mkdtemp(prefix="dataprof-ranks-")  # the launcher's own files, removed when it ends
-    config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=nproc_per_node, run_id=run_id,
-                          rdzv_backend="c10d", rdzv_endpoint="localhost:0", max_restarts=0, start_method="spawn",
-                          logs_specs=DefaultLogsSpecs(log_dir=logs)) \
-        if nodes is None else \
-        LaunchConfig(min_nodes=nodes.nnodes, max_nodes=nodes.nnodes, nproc_per_node=nproc_per_node, run_id=run_id,
-                     rdzv_backend="static", rdzv_endpoint=nodes.runs_endpoint,
-                     rdzv_configs={"rank": nodes.node_rank, "timeout": max(1, int(nodes.join_s))}, max_restarts=0,
-                     start_method="spawn", logs_specs=DefaultLogsSpecs(log_dir=logs))
+    rendezvous: dict[str, Any] = {"min_nodes": 1, "max_nodes": 1, "rdzv_backend": "c10d",
+                                  "rdzv_endpoint": "localhost:0"} if nodes is None else \
+        {"min_nodes": nodes.nnodes, "max_nodes": nodes.nnodes, "rdzv_backend": "static",
+         "rdzv_endpoint": nodes.runs_endpoint,
+         "rdzv_configs": {"rank": nodes.node_rank, "timeout": max(1, int(nodes.join_s))}}
+    config = LaunchConfig(nproc_per_node=nproc_per_node, run_id=run_id, max_restarts=0, start_method="spawn",
+                          logs_specs=DefaultLogsSpecs(log_dir=logs), **rendezvous)
     handlers = {sig: handler for sig in (signal.SIGINT, signal.SIGTERM)
                 if (handler := signal.getsignal(sig)) is not None}
     try:
@@ -295,6 +294,7 @@ def gather_runs(report: RunReport, info: RankInfo, meeting: Meeting, timeout_s: 
     notes = report.notes + ((f"ranks {', '.join(map(str, missing))} left no report within {timeout_s:g} s"
                              f"{unreachable}",) if missing else ())
     return dataclasses.replace(report, ranks=tuple(ranks), notes=notes)
+
 
 def _rank_run(rank: int, said: dict[str, Any]) -> RankRun:
     """One rank's figures from what it said: its busiest loader's, its tree's and its node's."""

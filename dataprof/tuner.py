@@ -85,15 +85,14 @@ def follow_tune(script: str, args: tuple[str, ...], *, module: bool, nproc_per_n
 
     _started((("-m",) if module else ()) + (script, *args), module, nproc_per_node, nodes)
     told = TuneNodes(nodes)
-    tuning = _Tuning(script, args, module, None, None, None, False, nproc_per_node, progress, None,  # type: ignore[arg-type]
-                     time.monotonic(), 0.0, None if workdir is None else os.path.abspath(workdir))
+    workdir = None if workdir is None else os.path.abspath(workdir)
     number, wait_s = 1, nodes.join_s + HEARD_S
     while (heard := told.hear(number, wait_s)) is not None:
         settings, run_id = heard
         if progress is not None:
             progress(f"node {nodes.node_rank}: run {number} as node 0 says it ({run_id})")
-        watch_ranks(dataclasses.replace(settings, target=tuning.target(), args=args, module=module,
-                                        cwd=tuning.directory(number)), nproc_per_node, nodes, run_id)
+        watch_ranks(dataclasses.replace(settings, target=_target(script, module, workdir), args=args, module=module,
+                                        cwd=_directory(workdir, number)), nproc_per_node, nodes, run_id)
         number, wait_s = number + 1, (settings.limit_s or nodes.join_s) + HEARD_S
     return number - 1
 
@@ -174,16 +173,26 @@ class _Tuning:
         return time.monotonic() - self.started
 
     def target(self) -> str:
-        """The script as a run names it: its absolute path when the runs run elsewhere (``--workdir``)."""
-        return self.script if self.workdir is None or self.module else os.path.abspath(self.script)
+        """The script as a run names it (:func:`_target`)."""
+        return _target(self.script, self.module, self.workdir)
 
     def directory(self, number: int) -> str:
-        """Where run ``number`` runs: here, or its own directory under ``--workdir``."""
-        if self.workdir is None:
-            return os.getcwd()
-        path = os.path.join(self.workdir, f"run-{number}")
-        os.makedirs(path, exist_ok=True)
-        return path
+        """Where run ``number`` runs (:func:`_directory`)."""
+        return _directory(self.workdir, number)
+
+
+def _target(script: str, module: bool, workdir: str | None) -> str:
+    """The script as a run names it: its absolute path when the runs run elsewhere (``--workdir``)."""
+    return script if workdir is None or module else os.path.abspath(script)
+
+
+def _directory(workdir: str | None, number: int) -> str:
+    """Where run ``number`` runs: here, or its own directory under ``workdir``."""
+    if workdir is None:
+        return os.getcwd()
+    path = os.path.join(workdir, f"run-{number}")
+    os.makedirs(path, exist_ok=True)
+    return path
 
 
 def _started(command: tuple[str, ...], module: bool, nproc_per_node: int, nodes: NodeJob | None) -> TuneReport:

@@ -10,7 +10,9 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,19 +27,23 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def two_nodes(tmp_path: Path, *command: str) -> list[subprocess.CompletedProcess[str]]:
-    """``torchrun --nnodes 2 --nproc-per-node 1 COMMAND`` as node 0 and node 1, each with its own ``$TMPDIR``;
-    both ended."""
+def start_nodes(tmp_path: Path, nodes: tuple[int, ...], argv: Callable[[int, str, Path], list[str]],
+                **popen: Any) -> list[subprocess.Popen[str]]:
+    """``argv(node, port, its TMPDIR)`` started for each of ``nodes``, each with its own ``$TMPDIR`` (one port for
+    all to meet at)."""
     port = str(free_port())
     procs = []
-    for node in (0, 1):
+    for node in nodes:
         tmp = tmp_path / f"node{node}"
         tmp.mkdir()
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--node-rank", str(node),
-             "--master-addr", "127.0.0.1", "--master-port", port, "--nproc-per-node", "1", *command],
-            cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env=dict(os.environ, PYTHONPATH=str(ROOT), TMPDIR=str(tmp))))
+        procs.append(subprocess.Popen(argv(node, port, tmp), cwd=ROOT, text=True, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, env=dict(os.environ, PYTHONPATH=str(ROOT),
+                                                                       TMPDIR=str(tmp)), **popen))
+    return procs
+
+
+def ended(procs: list[subprocess.Popen[str]]) -> list[subprocess.CompletedProcess[str]]:
+    """Each of ``procs`` once it ended (every one killed when one outlasts :data:`NODE_TIMEOUT_S`)."""
     done = []
     for proc in procs:
         try:
@@ -48,6 +54,14 @@ def two_nodes(tmp_path: Path, *command: str) -> list[subprocess.CompletedProcess
             raise
         done.append(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
     return done
+
+
+def two_nodes(tmp_path: Path, *command: str) -> list[subprocess.CompletedProcess[str]]:
+    """``torchrun --nnodes 2 --nproc-per-node 1 COMMAND`` as node 0 and node 1, each with its own ``$TMPDIR``;
+    both ended."""
+    return ended(start_nodes(tmp_path, (0, 1), lambda node, port, tmp: [
+        sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--node-rank", str(node), "--master-addr",
+        "127.0.0.1", "--master-port", port, "--nproc-per-node", "1", *command]))
 
 
 @pytest.mark.slow
@@ -108,30 +122,18 @@ def test_a_rank_that_fails_on_one_node_ends_the_other_nodes_rank_at_once(tmp_pat
     assert time.monotonic() - started < NODE_TIMEOUT_S / 2  # gloo's own wait is 30 minutes
 
 
+def tune_argv(*options: str) -> Callable[[int, str, Path], list[str]]:
+    """``dataprof tune --nnodes 2 --node-rank K`` with ``options``, its ``--workdir`` and ``--json`` in the node's
+    ``$TMPDIR``, over examples/ddp_train.py."""
+    return lambda node, port, tmp: [
+        sys.executable, "-m", "dataprof", "tune", "--nnodes", "2", "--node-rank", str(node), "--master-port", port,
+        "--workdir", str(tmp / "runs"), "--trial-steps", "30", *options, "--json", str(tmp / "tune.json"),
+        "examples/ddp_train.py", "--length", "100000"]
+
+
 def tune_nodes(tmp_path: Path, nodes: tuple[int, ...], *options: str) -> list[subprocess.CompletedProcess[str]]:
-    """``dataprof tune --nnodes 2 --node-rank K`` for each K of ``nodes``, each with its own ``$TMPDIR`` and
-    ``--workdir``, over examples/ddp_train.py; each ended."""
-    port = str(free_port())
-    procs = []
-    for node in nodes:
-        tmp = tmp_path / f"node{node}"
-        tmp.mkdir()
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "dataprof", "tune", "--nnodes", "2", "--node-rank", str(node), "--master-port",
-             port, "--workdir", str(tmp / "runs"), "--trial-steps", "30", *options, "--json", str(tmp / "tune.json"),
-             "examples/ddp_train.py", "--length", "100000"],
-            cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env=dict(os.environ, PYTHONPATH=str(ROOT), TMPDIR=str(tmp))))
-    done = []
-    for proc in procs:
-        try:
-            out, err = proc.communicate(timeout=NODE_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            for other in procs:
-                other.kill()
-            raise
-        done.append(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
-    return done
+    """:func:`tune_argv` for each of ``nodes``, each ended."""
+    return ended(start_nodes(tmp_path, nodes, tune_argv(*options)))
 
 
 @pytest.mark.slow
@@ -173,17 +175,8 @@ def test_a_node_whose_node_0_never_starts_ends_in_one_line_within_the_join_timeo
 def test_a_node_that_dies_in_a_tune_ends_it_with_the_runs_measured_kept(tmp_path: Path) -> None:
     import signal
 
-    port = str(free_port())
-    procs = {}
-    for node in (0, 1):
-        tmp = tmp_path / f"node{node}"
-        tmp.mkdir()
-        procs[node] = subprocess.Popen(
-            [sys.executable, "-m", "dataprof", "tune", "--nnodes", "2", "--node-rank", str(node), "--master-port",
-             port, "--join-timeout", "10", "--trial-steps", "30", "--budget", "60", "--json", str(tmp / "tune.json"),
-             "examples/ddp_train.py", "--length", "100000"],
-            cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-            env=dict(os.environ, PYTHONPATH=str(ROOT), TMPDIR=str(tmp)))
+    procs = dict(enumerate(start_nodes(tmp_path, (0, 1), tune_argv("--join-timeout", "10", "--budget", "60"),
+                                       start_new_session=True)))
     try:
         assert procs[1].stderr is not None
         for line in procs[1].stderr:  # node 1 says each run it makes
