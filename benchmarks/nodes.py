@@ -12,6 +12,8 @@ through gloo's all-reduce.
 2. The job's it/s (rank 0's own printed rate; the ranks move in lockstep), unwatched, at every ``num_workers`` in
    ``--uniform`` on both nodes and at the per-node answer (node 0 at ``--workers``, node 1 at the ``num_workers``
    the cause named), interleaved over ``--rounds``: the per-node answer's median against the best uniform one's.
+   With ``--tune-budget``, ``dataprof tune --nnodes 2`` of the job too (from ``--workers`` on both nodes), its answer
+   (a ``num_workers`` per node where it found one) timed by hand beside them.
 3. The watch's cost to the job: its it/s watched by ``dataprof run`` on every rank (to the script's own end)
    against unwatched, interleaved over ``--rounds``.
 
@@ -76,11 +78,11 @@ class Node1Cgroup:
             self.path.rmdir()
 
 
-def two_nodes(tmp: Path, opts: argparse.Namespace, cgroup: Node1Cgroup,
-              commands: tuple[list[str], list[str]]) -> tuple[str, str]:
-    """``torchrun --nnodes 2 --nproc-per-node 1`` as node 0 (``commands[0]``, on its CPUs) and node 1
-    (``commands[1]``, on its CPUs, in its cgroup), each with its own ``$TMPDIR``; both nodes' stdout, once both
-    ended."""
+def two_nodes(tmp: Path, opts: argparse.Namespace, cgroup: Node1Cgroup, commands: tuple[list[str], list[str]],
+              launcher: tuple[str, ...] = ("torch.distributed.run",), timeout_s: float = TIMEOUT_S) -> tuple[str, str]:
+    """``torchrun --nnodes 2 --nproc-per-node 1`` (or another ``launcher`` taking torchrun's words) as node 0
+    (``commands[0]``, on its CPUs) and node 1 (``commands[1]``, on its CPUs, in its cgroup), each with its own
+    ``$TMPDIR``; both nodes' stdout, once both ended."""
     port = str(free_port())
     procs = []
     for node, command in enumerate(commands):
@@ -89,14 +91,14 @@ def two_nodes(tmp: Path, opts: argparse.Namespace, cgroup: Node1Cgroup,
         placed = ["taskset", "-c", opts.node0_cpus] if node == 0 else \
             [*cgroup.prefix(), "taskset", "-c", opts.node1_cpus]
         procs.append(subprocess.Popen(
-            [*placed, sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--node-rank", str(node),
+            [*placed, sys.executable, "-m", *launcher, "--nnodes", "2", "--node-rank", str(node),
              "--master-addr", "127.0.0.1", "--master-port", port, "--nproc-per-node", "1", *command],
             cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             env=dict(os.environ, PYTHONPATH=str(ROOT), TMPDIR=str(folder))))
     outs = []
     for proc in procs:
         try:
-            out, err = proc.communicate(timeout=TIMEOUT_S)
+            out, err = proc.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             for other in procs:
                 other.kill()
@@ -120,6 +122,25 @@ def watched(opts: argparse.Namespace, tmp: Path, cgroup: Node1Cgroup, index: int
     two_nodes(tmp / f"run{index}", opts, cgroup, (command, command))
     document: dict[str, Any] = json.loads(out.read_text())
     return document
+
+
+def tuned(opts: argparse.Namespace, tmp: Path, cgroup: Node1Cgroup) -> tuple[int, int] | None:
+    """``dataprof tune --nnodes 2`` of the job started at ``--workers`` on both nodes: the num_workers it
+    recommends on node 0 and on node 1; None when it recommends none."""
+    out = tmp / "tune.json"
+    commands = tuple(["--budget", str(opts.tune_budget), "--trial-steps", str(opts.steps),
+                      *(["--json", str(out)] if node == 0 else []), "--workdir", str(tmp / "tune" / f"runs{node}"),
+                      *training(opts, opts.workers), "--length", "1000000"] for node in (0, 1))
+    two_nodes(tmp / "tune", opts, cgroup, (commands[0], commands[1]), ("dataprof", "tune"),
+              timeout_s=10 * opts.tune_budget)
+    document: dict[str, Any] = json.loads(out.read_text())
+    chosen = document["recommended"]
+    print(f"tune across the nodes: {document['reason']}")
+    if chosen is None:
+        return None
+    common = int({**document["loader"]["settings"], **chosen["config"]}.get("num_workers") or 0)
+    own = chosen["node_knobs"]
+    return (int(own.get("0", {}).get("num_workers", common)), int(own.get("1", {}).get("num_workers", common)))
 
 
 def job_rate(opts: argparse.Namespace, tmp: Path, cgroup: Node1Cgroup, workers: tuple[int, int], index: int,
@@ -150,6 +171,8 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=20.0,
                         help="each watched run's length: node 1, held to its quota, takes seconds to start")
     parser.add_argument("--steps", type=int, default=150)
+    parser.add_argument("--tune-budget", type=float, default=240.0,
+                        help="dataprof tune --nnodes 2's --budget (0: no tune); its answer is timed by hand too")
     opts = parser.parse_args()
     cgroup = Node1Cgroup(opts.quota)
     try:
@@ -176,7 +199,10 @@ def measure(opts: argparse.Namespace, cgroup: Node1Cgroup) -> int:
             print("no num_workers named for node 1: no per-node answer to time")
             return 0 if hits == opts.runs else 1
         there = named.most_common(1)[0][0]
-        configs = [(w, w) for w in map(int, opts.uniform.split(","))] + [(opts.workers, there)]
+        picked = tuned(opts, tmp, cgroup) if opts.tune_budget else None
+        print(f"tune's answer (node 0, node 1 workers): {picked}")
+        configs = [(w, w) for w in map(int, opts.uniform.split(","))] + [(opts.workers, there)] + \
+            ([picked] if picked else [])
         configs = list(dict.fromkeys(configs))
         rates: dict[tuple[int, int], list[float]] = {c: [] for c in configs}
         for round_ in range(opts.rounds):
@@ -188,7 +214,10 @@ def measure(opts: argparse.Namespace, cgroup: Node1Cgroup) -> int:
         best = max((c for c in configs if c[0] == c[1]), key=lambda c: statistics.median(rates[c]))
         answer = (opts.workers, there)
         ratio = statistics.median(rates[answer]) / statistics.median(rates[best])
-        print(f"per-node answer {answer} against the best uniform {best}: {ratio:.3f}×")
+        print(f"run's per-node answer {answer} against the best uniform {best}: {ratio:.3f}×")
+        if picked:
+            print(f"tune's answer {picked} against the best uniform {best}: "
+                  f"{statistics.median(rates[picked]) / statistics.median(rates[best]):.3f}×")
         plain: list[float] = []
         watched_rates: list[float] = []
         for round_ in range(opts.rounds):  # the watch's cost to the job: watched and plain, interleaved

@@ -126,9 +126,9 @@ class _Tuning:
     split: str | None = None
     """The split of the loader tuned, where its framework says (its validation loader may share its site)."""
 
-    def run(self, knobs: dict[str, Any], role: str) -> bool:
-        """One run of the training with ``knobs`` in ``role``, added to the report (decided again); False when
-        it was interrupted (the report then says so)."""
+    def run(self, knobs: dict[str, Any], role: str, node_knobs: dict[str, dict[str, Any]] | None = None) -> bool:
+        """One run of the training with ``knobs`` in ``role`` (across nodes, each node's own ``node_knobs`` on top),
+        added to the report (decided again); False when it was interrupted (the report then says so)."""
         from dataprof.decide.tune import decide_tune, replay_batches, run_limits
         from dataprof.measure.watch.watcher import WatchSettings
         from dataprof.render.tune import run_line
@@ -136,10 +136,16 @@ class _Tuning:
 
         headspace = role == "headspace"
         kept = replay_batches(self.report, self.trial_seconds) if headspace else None
-        changes = RunChanges(knobs, kept, self.site, split=self.split) if knobs or headspace else None
+        node_knobs = node_knobs or {}
+
+        def changes_of(node: int) -> RunChanges | None:
+            mine = {**knobs, **node_knobs.get(str(node), {})}
+            return RunChanges(mine, kept, self.site, split=self.split) if mine or headspace else None
+
+        changes = changes_of(0)
         number = len(self.report.trials) + 1
         if self.progress is not None:
-            self.progress(run_line(number, self.budget_s - self.elapsed(), knobs, role, kept))
+            self.progress(run_line(number, self.budget_s - self.elapsed(), knobs, role, kept, node_knobs))
         settings = WatchSettings(target=self.target(), args=self.args, module=self.module,
                                  max_steps=self.trial_steps, seconds=self.trial_seconds, seconds_from_first_batch=True,
                                  changes=changes, window_from_replay=headspace, cwd=self.directory(number),
@@ -148,13 +154,15 @@ class _Tuning:
                                  interactive=False, stop_own_ranks=True, **run_limits(self.report, self.trial_seconds))
         run_id = f"dataprof-tune-{uuid.uuid4()}"
         if self.nodes is not None:
-            self.nodes.say(number, settings, run_id)
+            self.nodes.say(number, settings, run_id,
+                           {node: changes_of(node) for node in range(1, self.nodes.job.nnodes)})
         ran = _run(settings, self.nproc_per_node, knobs, role, self.site, self.split,
                    None if self.nodes is None else self.nodes.job, run_id)
         if ran is None:  # Ctrl-C: the script got it too and ended; what was measured stands
             self.report = decide_tune(dataclasses.replace(self.report, complete=False, wall_s=self.elapsed()))
             return False
         run, trial = ran
+        trial = dataclasses.replace(trial, node_knobs=node_knobs)
         self.report = decide_tune(dataclasses.replace(self.report, trials=(*self.report.trials, trial),
                                                       wall_s=self.elapsed()))
         if role == "headspace" and self.loader_sweep and self.found is not None and trial.ok:
@@ -210,12 +218,15 @@ def _started(command: tuple[str, ...], module: bool, nproc_per_node: int, nodes:
     check_target(WatchSettings(target=command[1] if module else command[0], module=module))
     if nodes is not None:
         nodes.check()
-    where = "on this machine" if nodes is None else f"on each of {nodes.nnodes} nodes, started together"
+    where = "on this machine, every rank with the same knobs" if nodes is None else \
+        f"on each of {nodes.nnodes} nodes, started together, every rank with the same knobs (but for a node's own, " \
+        "tried last on the node whose ranks wait most for data)"
     notes = () if nproc_per_node == 1 and nodes is None else (
-        f"each run is one job of {nproc_per_node} rank(s) {where}, every rank with the same knobs; its figure is "
-        "its slowest rank's (every step waits for it), its CPU and memory every rank's together",
+        f"each run is one job of {nproc_per_node} rank(s) {where}; its figure is its slowest rank's (every step "
+        "waits for it), its CPU and memory every rank's together",
         "no loader-only sweep to compare: the training runs as several ranks, the loader sweep as one")
-    return TuneReport(__version__, command, None, (), 0.0, notes=notes, nproc_per_node=nproc_per_node)
+    return TuneReport(__version__, command, None, (), 0.0, notes=notes, nproc_per_node=nproc_per_node,
+                      nnodes=1 if nodes is None else nodes.nnodes)
 
 
 def _run(settings: Any, nproc_per_node: int, knobs: dict[str, Any], role: str, site: str | None, split: str | None,
@@ -232,7 +243,7 @@ def _run(settings: Any, nproc_per_node: int, knobs: dict[str, Any], role: str, s
     runs = watch_ranks(settings, nproc_per_node, nodes, run_id)
     if runs is None or not all(r.complete for r in runs):
         return None
-    return runs[0], trial_of_ranks(runs, knobs, role, site, split)
+    return runs[0], trial_of_ranks(runs, knobs, role, site, split, None if nodes is None else nproc_per_node)
 
 
 def _tuned(report: TuneReport, run: RunReport, trial: TuneTrial, script: str,

@@ -24,7 +24,14 @@ ROLES = {"current": "yours", "headspace": "data for free", "candidate": "tried",
 def _config(trial: TuneTrial) -> str:
     if trial.role == "headspace":
         return "its first batches replayed"
-    return ", ".join(f"{k}={v}" for k, v in trial.config.items()) or "as the script has it"
+    return _knobs(trial.config, trial.node_knobs)
+
+
+def _knobs(knobs: dict[str, Any], node_knobs: dict[str, dict[str, Any]] | None = None) -> str:
+    """Knobs as a run sets them, each node's own after them (``num_workers=2; node 1: num_workers=1``)."""
+    return "; ".join([", ".join(f"{k}={v}" for k, v in knobs.items()) or "as the script has it",
+                      *(f"node {node}: " + ", ".join(f"{k}={v}" for k, v in own.items())
+                        for node, own in sorted((node_knobs or {}).items()))])
 
 
 def _num(value: float | None, fmt: str = "{:,.1f}") -> str:
@@ -56,11 +63,11 @@ def trials_table(report: TuneReport) -> Table:
     return table
 
 
-def run_line(number: int, left_s: float, knobs: dict[str, Any], role: str, replayed: int | None) -> str:
+def run_line(number: int, left_s: float, knobs: dict[str, Any], role: str, replayed: int | None,
+             node_knobs: dict[str, dict[str, Any]] | None = None) -> str:
     """The progress line of tune's next run: its number, the budget left, what it sets (``replayed``: the
-    batches a headspace run replays)."""
-    what = f"its first {replayed} batches replayed" if role == "headspace" else \
-        ", ".join(f"{k}={v}" for k, v in knobs.items()) or "as the script has it"
+    batches a headspace run replays; ``node_knobs``: a node's own)."""
+    what = f"its first {replayed} batches replayed" if role == "headspace" else _knobs(knobs, node_knobs)
     return f"run {number} ({max(0.0, left_s):.0f} s of the budget left): {role}, {what}"
 
 
@@ -98,6 +105,14 @@ def answer_lines(report: TuneReport) -> list[str]:
             lines.append(through)
     else:
         lines.append(f"at {_where(loader)}: keep your settings")
+    if chosen.node_knobs:
+        rest = [str(n) for n in range(report.nnodes) if str(n) not in chosen.node_knobs]
+        lines[0] += (" on node " if len(rest) == 1 else " on nodes ") + ", ".join(rest)
+        common = {**loader.settings, **chosen.config}
+        lines += [f"on node {node}: " + ", ".join(f"{k}={common.get(k, '(default)')} → {v}" for k, v in own.items())
+                  for node, own in sorted(chosen.node_knobs.items())]
+        lines.append("a node's own value: pick it by the node (torchrun's GROUP_RANK in the training's environment) "
+                     "or by what differs there (os.sched_getaffinity(0), its storage)")
     if answer.gain_over_current is not None and answer.gain_range is not None:
         low, high = answer.gain_range
         lines.append(f"your training's iterations/s {answer.gain_over_current:+.0%} ({low:+.0%} to {high:+.0%}): "

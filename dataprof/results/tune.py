@@ -47,6 +47,9 @@ class TuneTrial:
     """A failed run: the last lines the script wrote to its stderr (its traceback's end)."""
     epoch_samples: int | None = None
     """The samples of the loader's first epoch that ran out in this run; None when none did."""
+    node_knobs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Across nodes, where one node's loader had knobs of its own: those knobs, on top of ``config``, by the
+    node's index (``{"1": {"num_workers": 1}}``); empty when every node had ``config``."""
 
     def to_dict(self) -> dict[str, Any]:
         """A trial of the JSON document (docs/tune.md)."""
@@ -57,7 +60,8 @@ class TuneTrial:
         """Read :meth:`to_dict` back."""
         values = _known(cls, data)
         return cls(**{**values, "status": TrialStatus(data["status"]), "ranks": tuple(data.get("ranks") or ()),
-                      "stderr_tail": tuple(data.get("stderr_tail") or ())})
+                      "stderr_tail": tuple(data.get("stderr_tail") or ()),
+                      "node_knobs": {str(k): dict(v) for k, v in (data.get("node_knobs") or {}).items()}})
 
     @property
     def ok(self) -> bool:
@@ -171,6 +175,8 @@ class TuneReport:
     """The loader-only sweep, when the tuned loader's factory could be swept alone."""
     nproc_per_node: int = 1
     """Ranks of each run (``--nproc-per-node``), run together on this machine."""
+    nnodes: int = 1
+    """Nodes each run spans (``--nnodes``): on each, ``nproc_per_node`` ranks."""
 
     def by_role(self, role: str) -> list[TuneTrial]:
         """The completed trials of ``role``."""
@@ -188,6 +194,7 @@ class TuneReport:
             "tool": {"name": "dataprof", "version": self.tool_version},
             "command": list(self.command),
             "nproc_per_node": self.nproc_per_node,
+            "nnodes": self.nnodes,
             "complete": self.complete,
             "loader": None if self.loader is None else {"site": self.loader.site, "class": self.loader.loader_class,
                                                         "batch_size": self.loader.batch_size,
@@ -249,12 +256,14 @@ class TuneReport:
                    wall_s=data.get("wall_s", 0.0), complete=data.get("complete", True),
                    notes=tuple(data.get("notes") or ()), error=data.get("error"),
                    loader_sweep=None if data.get("loader_sweep") is None
-                   else LoaderSweep.from_dict(data["loader_sweep"]), nproc_per_node=data.get("nproc_per_node", 1))
+                   else LoaderSweep.from_dict(data["loader_sweep"]), nproc_per_node=data.get("nproc_per_node", 1),
+                   nnodes=data.get("nnodes", 1))
 
 
 def _figures(trial: TuneTrial) -> dict[str, Any]:
-    return {"config": dict(trial.config), "iterations_per_s": trial.iterations_per_s,
-            "samples_per_s": trial.samples_per_s, "data_wait_fraction": trial.data_wait_fraction,
+    return {"config": dict(trial.config), "node_knobs": dict(trial.node_knobs),
+            "iterations_per_s": trial.iterations_per_s, "samples_per_s": trial.samples_per_s,
+            "data_wait_fraction": trial.data_wait_fraction,
             "step_ms": trial.step_ms}
 
 

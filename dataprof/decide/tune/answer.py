@@ -30,9 +30,16 @@ Key = tuple[tuple[str, Any], ...]
 Runs = list[tuple[int, TuneTrial]]
 
 
-def key(config: dict[str, Any]) -> Key:
-    """A config as a hashable key."""
-    return tuple(sorted(config.items()))
+def key(config: dict[str, Any], node_knobs: dict[str, dict[str, Any]] | None = None) -> Key:
+    """A config (with the knobs of its own on each node that has some) as a hashable key."""
+    nodes = tuple(sorted((node, tuple(sorted(knobs.items()))) for node, knobs in (node_knobs or {}).items()
+                         if knobs))
+    return tuple(sorted(config.items())) + ((("nodes", nodes),) if nodes else ())
+
+
+def key_of(trial: TuneTrial) -> Key:
+    """The key of a run's config, its nodes' own knobs included."""
+    return key(trial.config, trial.node_knobs)
 
 
 def rates(trials: Sequence[TuneTrial]) -> dict[Key, Runs]:
@@ -40,7 +47,7 @@ def rates(trials: Sequence[TuneTrial]) -> dict[Key, Runs]:
     found: dict[Key, Runs] = {}
     for index, trial in enumerate(trials):
         if trial.ok and trial.role != "headspace":
-            found.setdefault(key(trial.config), []).append((index, trial))
+            found.setdefault(key_of(trial), []).append((index, trial))
     return found
 
 
@@ -74,22 +81,26 @@ def effective(config: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any
     return {**settings, **config}
 
 
-def cost(runs: Sequence[tuple[int, TuneTrial]], settings: dict[str, Any]) -> tuple[int, bool, int, int, int]:
-    """What a config costs, least first: its workers (each a CPU's claim, thread or process), whether they are
-    threads (a new loader in your code, not a knob), its prefetch, the knobs it changes in the script, its
-    memory."""
+def cost(runs: Sequence[tuple[int, TuneTrial]], settings: dict[str, Any],
+         nnodes: int = 1) -> tuple[int, bool, int, int, int]:
+    """What a config costs, least first: its workers on every node together (each a CPU's claim, thread or
+    process), whether they are threads (a new loader in your code, not a knob), its prefetch, the knobs it changes
+    in the script (a node's own counted once more), its memory."""
     trial = runs[0][1]
     config = effective(trial.config, settings)
-    return (int(config.get("num_workers") or 0), config.get("worker_kind") == WorkerKind.THREAD,
-            int(config.get("prefetch_factor") or 0), len(trial.config), trial.peak_memory_bytes or 0)
+    workers = int(config.get("num_workers") or 0)
+    workers = workers * (nnodes - len(trial.node_knobs)) + \
+        sum(int({**config, **knobs}.get("num_workers") or 0) for knobs in trial.node_knobs.values())
+    return (workers, config.get("worker_kind") == WorkerKind.THREAD, int(config.get("prefetch_factor") or 0),
+            len(trial.config) + len(trial.node_knobs), trial.peak_memory_bytes or 0)
 
 
-def pick(pool: Sequence[Runs], noise: float, settings: dict[str, Any]) -> tuple[Runs, Runs]:
+def pick(pool: Sequence[Runs], noise: float, settings: dict[str, Any], nnodes: int = 1) -> tuple[Runs, Runs]:
     """The cheapest of ``pool`` within the noise of its fastest, and that fastest."""
     fastest = max(pool, key=rate)
     top = rate(fastest)
     within = [runs for runs in pool if (top - rate(runs)) / top <= band(noise, runs, fastest)]
-    return min(within, key=lambda runs: cost(runs, settings)), fastest
+    return min(within, key=lambda runs: cost(runs, settings, nnodes)), fastest
 
 
 def decide_tune(report: TuneReport) -> TuneReport:
@@ -101,11 +112,11 @@ def decide_tune(report: TuneReport) -> TuneReport:
         return dataclasses.replace(report, answer=None)
     settings = report.loader.settings if report.loader else {}
     noise = noise_of(report.trials)
-    mine = by_config[key(current[0].config)]
-    blocked = {key(runs[0][1].config): problem for runs in by_config.values()
+    mine = by_config[key_of(current[0])]
+    blocked = {key_of(runs[0][1]): problem for runs in by_config.values()
                if (problem := stream_problem(runs, mine, report)) is not None}
     usable = [runs for config, runs in by_config.items() if config not in blocked]
-    leading, _ = pick(usable, noise, settings)
+    leading, _ = pick(usable, noise, settings, report.nnodes)
     headspace = report.by_role("headspace")
     ceiling = headspace[0].iterations_per_s if headspace else None
     base = rate(mine)
@@ -116,18 +127,18 @@ def decide_tune(report: TuneReport) -> TuneReport:
                                                              gain_range=None, recommended_data_cost_fraction=None,
                                                              reason=no_comparison(report), **common))
     eligible = [runs for runs in usable if runs is mine or len(runs) >= MIN_RUNS]
-    chosen, fastest = pick(eligible, noise, settings)
+    chosen, fastest = pick(eligible, noise, settings, report.nnodes)
     chosen_rate = rate(chosen)
     spread = band(noise, chosen, mine)
     picked = report.loader_sweep.config if report.loader_sweep is not None else None
     swept = by_config.get(key(picked)) if picked is not None else None
     ranked = sorted(by_config.values(), key=rate, reverse=True)
-    reason = _reason(chosen, fastest, mine, noise, settings)
+    reason = _reason(chosen, fastest, mine, noise, settings, report.nnodes)
     if blocked:
         reason += "; not recommended: " + "; ".join(sorted(blocked.values())[:2])
     reason += _capped(report, leading, settings)
     if leading is not chosen and len(leading) < MIN_RUNS:
-        reason += (f"; {_label(leading[0][1].config)} ran once at {rate(leading) / base - 1:+.0%}: not confirmed "
+        reason += (f"; {label(leading[0][1])} ran once at {rate(leading) / base - 1:+.0%}: not confirmed "
                    "by a second run (a larger --budget runs it again)")
     return dataclasses.replace(report, answer=TuneAnswer(
         recommended=chosen[0][0], gain_over_current=chosen_rate / base - 1 if base else None,
@@ -157,20 +168,23 @@ def stream_problem(runs: Runs, mine: Runs, report: TuneReport) -> str | None:
     if loader is None or not loader.iterable:
         return None
 
-    def workers(of: Runs) -> int:
-        return int(effective(of[0][1].config, loader.settings).get("num_workers") or 0)
+    def workers(of: Runs) -> tuple[int, tuple[int, ...]]:
+        """Its workers, and those of each node with knobs of its own."""
+        config = effective(of[0][1].config, loader.settings)
+        return (int(config.get("num_workers") or 0),
+                tuple(int({**config, **knobs}.get("num_workers") or 0) for knobs in of[0][1].node_knobs.values()))
 
     if workers(runs) == workers(mine):
         return None
     theirs = {t.epoch_samples for _, t in runs if t.epoch_samples}
     yours = {t.epoch_samples for _, t in mine if t.epoch_samples}
-    label = _label(runs[0][1].config)
+    named = label(runs[0][1])
     if not theirs or not yours:
-        return (f"{label}: the loader streams an IterableDataset and no epoch of it ended within a run, so whether "
+        return (f"{named}: the loader streams an IterableDataset and no epoch of it ended within a run, so whether "
                 "its workers shard it (get_worker_info()) or each yield all of it is not seen (longer runs: "
                 "--trial-seconds)")
     if theirs != yours:
-        return (f"{label}: an epoch of the stream held {max(theirs):,} samples against {max(yours):,} as it is: "
+        return (f"{named}: an epoch of the stream held {max(theirs):,} samples against {max(yours):,} as it is: "
                 "each worker yields the whole stream unless it shards it by torch.utils.data.get_worker_info()")
     return None
 
@@ -203,7 +217,7 @@ def _slowdowns(trials: Sequence[TuneTrial]) -> dict[int, float]:
             if t.ok and t.role != "headspace" and (t.step_ms or {}).get("p50")}
 
 
-def _reason(chosen: Runs, fastest: Runs, mine: Runs, noise: float, settings: dict[str, Any]) -> str:
+def _reason(chosen: Runs, fastest: Runs, mine: Runs, noise: float, settings: dict[str, Any], nnodes: int) -> str:
     """Why ``chosen`` is recommended, in words."""
     if chosen is mine:
         return (f"your own config is the fastest within the noise (±{100 * band(noise, mine, fastest):.0f}%) or the "
@@ -212,12 +226,12 @@ def _reason(chosen: Runs, fastest: Runs, mine: Runs, noise: float, settings: dic
         return f"the fastest run, beyond the noise (±{100 * noise:.0f}% a run) of any cheaper one"
     gap = 1 - rate(chosen) / rate(fastest)
     return (f"within the noise (±{100 * band(noise, chosen, fastest):.0f}%) of the fastest "
-            f"({_label(fastest[0][1].config)}: −{100 * gap:.1f}%) and {_cheaper(chosen, fastest, settings)}")
+            f"({label(fastest[0][1])}: −{100 * gap:.1f}%) and {_cheaper(chosen, fastest, settings, nnodes)}")
 
 
-def _cheaper(chosen: Runs, other: Runs, settings: dict[str, Any]) -> str:
+def _cheaper(chosen: Runs, other: Runs, settings: dict[str, Any], nnodes: int) -> str:
     """How ``chosen`` is cheaper than ``other``, in words."""
-    mine, theirs = cost(chosen, settings), cost(other, settings)
+    mine, theirs = cost(chosen, settings, nnodes), cost(other, settings, nnodes)
     if mine[0] != theirs[0]:
         return f"uses fewer workers ({mine[0]} against {theirs[0]})"
     if mine[1] != theirs[1]:
@@ -231,6 +245,12 @@ def _cheaper(chosen: Runs, other: Runs, settings: dict[str, Any]) -> str:
 
 def _label(config: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in sorted(config.items())) or "as the script has it"
+
+
+def label(trial: TuneTrial) -> str:
+    """A run's config in words, each node's own knobs after it (``num_workers=2; node 1: num_workers=1``)."""
+    return "; ".join([_label(trial.config), *(f"node {node}: {_label(knobs)}"
+                                              for node, knobs in sorted(trial.node_knobs.items()))])
 
 
 def without_idle_knobs(config: dict[str, Any]) -> dict[str, Any]:

@@ -5,8 +5,9 @@ for free, the training's ceiling), the loader-only sweep's pick when there is on
 the noise of its runs is known before anything is judged against it), then climbs ``num_workers`` around the
 config leading so far while a doubling gains beyond the noise, and down while fewer are as fast (to none, when
 the runs show the workers slowing the step), tries each of :data:`REFINEMENTS` once on top of the config leading
-then, and runs again the configs that one run cannot settle: the leading one until it has two runs interleaved
-with the script's own, and the contenders of a close call."""
+then, across nodes climbs the workers of the node whose ranks wait most for data on that node alone, and runs again
+the configs that one run cannot settle: the leading one until it has two runs interleaved with the script's own,
+and the contenders of a close call."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-from dataprof.decide.tune.answer import MIN_RUNS, Key, Runs, band, key, rate, rates, without_idle_knobs
+from dataprof.decide.tune.answer import MIN_RUNS, Key, Runs, band, key, key_of, rate, rates, without_idle_knobs
 from dataprof.decide.tune.memory import over_memory
 from dataprof.results.registry import REGISTRY, Knob
 from dataprof.results.tune import TuneReport, TuneTrial
@@ -59,9 +60,13 @@ def replay_batches(report: TuneReport, window_s: float | None) -> int:
     return int(max(REPLAY_LEAST, min(REPLAY_MOST, rate_now * window_s / 4)))
 
 
-def next_run(report: TuneReport) -> tuple[dict[str, Any], str] | None:
-    """The next run of the training to try (the knobs to set on its loader, and its role), or None when the
-    search is done."""
+Step = tuple[dict[str, Any], str] | tuple[dict[str, Any], str, dict[str, dict[str, Any]]]
+"""A run to make: the knobs to set on the training's loader, the run's role and, across nodes, the knobs of each
+node that has its own (by the node's index, on top of the first)."""
+
+
+def next_run(report: TuneReport) -> Step | None:
+    """The next run of the training to try, or None when the search is done."""
     roles = [t.role for t in report.trials]
     if "current" not in roles:
         return {}, "current"
@@ -70,36 +75,41 @@ def next_run(report: TuneReport) -> tuple[dict[str, Any], str] | None:
     current = report.by_role("current")
     if not current or report.loader is None or report.answer is None:
         return None
-    seen = {key(t.config) for t in report.trials if t.role != "headspace"}
+    seen = {key_of(t) for t in report.trials if t.role != "headspace"}
     picked = report.loader_sweep.config if report.loader_sweep is not None else None
     if picked and key(picked) not in seen:
         return picked, "sweep"
     if roles.count("current") < 2:
         return {}, "current"
-    step = _climb(report, seen) or _refinement(report, seen)
-    if step is not None:
-        return step, "candidate"
+    assert report.answer is not None and report.answer.leading is not None
+    if not report.trials[report.answer.leading].node_knobs:
+        step = _climb(report, seen) or _refinement(report, seen)
+        if step is not None:
+            return step, "candidate"
+    node_step = node_climb(report, seen)
+    if node_step is not None:
+        return node_step
     return _confirmation(report)
 
 
-def confirm_run(report: TuneReport) -> tuple[dict[str, Any], str] | None:
+def confirm_run(report: TuneReport) -> Step | None:
     """The run the leading config still needs before it can be recommended (a run of the script's own first,
     so that the two interleave), whatever the budget; None when it has its runs, or cannot get them."""
     if report.answer is None or report.answer.leading is None:
         return None
     by_config = rates(report.trials)
-    leading = by_config[key(report.trials[report.answer.leading].config)]
+    leading = by_config[key_of(report.trials[report.answer.leading])]
     mine = report.by_role("current")
-    if not mine or len(leading) >= MIN_RUNS or key(leading[0][1].config) == key(mine[0].config):
+    if not mine or len(leading) >= MIN_RUNS or key_of(leading[0][1]) == key_of(mine[0]):
         return None
-    tries = [key(t.config) for t in report.trials if t.role != "headspace"]
-    if tries.count(key(leading[0][1].config)) >= CONFIRM_RUNS:
+    tries = [key_of(t) for t in report.trials if t.role != "headspace"]
+    if tries.count(key_of(leading[0][1])) >= CONFIRM_RUNS:
         return None
     last_mine = max(i for i, t in enumerate(report.trials) if t.role == "current")
     return ({}, "current") if last_mine < leading[-1][0] else _again(leading[0][1])
 
 
-def _confirmation(report: TuneReport) -> tuple[dict[str, Any], str] | None:
+def _confirmation(report: TuneReport) -> Step | None:
     """More runs where one may change the answer: a second look at each config run once that fell short of the
     fastest beyond the noise but within :data:`SECOND_LOOK` times it; the leading config's second run; then a
     close call: the leading config, the fastest, and the fastest other one when it is within the noise of the
@@ -107,17 +117,17 @@ def _confirmation(report: TuneReport) -> tuple[dict[str, Any], str] | None:
     up to :data:`CONFIRM_RUNS` each. None when nothing is left to look at."""
     assert report.answer is not None and report.answer.leading is not None
     by_config = rates(report.trials)
-    leading = by_config[key(report.trials[report.answer.leading].config)]
+    leading = by_config[key_of(report.trials[report.answer.leading])]
     ranked = sorted(by_config.values(), key=rate, reverse=True)
     fastest = ranked[0]
-    tries = [key(t.config) for t in report.trials if t.role != "headspace"]  # failed runs count too
+    tries = [key_of(t) for t in report.trials if t.role != "headspace"]  # failed runs count too
     noise = report.answer.noise
 
     def gap(runs: Runs) -> float:
         """How far short of the fastest, in noise bands."""
         return (rate(fastest) - rate(runs)) / rate(fastest) / band(noise, runs, fastest)
 
-    look = next((runs for runs in ranked if len(runs) == 1 and tries.count(key(runs[0][1].config)) == 1
+    look = next((runs for runs in ranked if len(runs) == 1 and tries.count(key_of(runs[0][1])) == 1
                  and 1 < gap(runs) <= SECOND_LOOK), None)
     if look is not None:
         return _again(look[0][1])
@@ -130,13 +140,15 @@ def _confirmation(report: TuneReport) -> tuple[dict[str, Any], str] | None:
         contenders.append(runner_up)
     if len({id(runs) for runs in contenders}) < 2:
         return None
-    again = min((runs for runs in contenders if tries.count(key(runs[0][1].config)) < CONFIRM_RUNS),
+    again = min((runs for runs in contenders if tries.count(key_of(runs[0][1])) < CONFIRM_RUNS),
                 key=lambda runs: (len(runs), runs[-1][0]), default=None)  # the fewer runs, then the older
     return None if again is None else _again(again[0][1])
 
 
-def _again(trial: TuneTrial) -> tuple[dict[str, Any], str]:
+def _again(trial: TuneTrial) -> Step:
     """The config of ``trial`` to run once more, in its role."""
+    if trial.node_knobs:
+        return dict(trial.config), trial.role, {node: dict(knobs) for node, knobs in trial.node_knobs.items()}
     return dict(trial.config), "current" if not trial.config else trial.role
 
 
@@ -195,6 +207,54 @@ def _flat_and_waiting(report: TuneReport, more: Runs | None, base: Runs) -> bool
         return False
     waits = [t.data_wait_fraction for _, t in more if t.data_wait_fraction is not None]
     return bool(waits) and statistics.median(waits) >= FLAT_WAIT
+
+
+NODE_WAIT = 0.1
+"""A node whose ranks wait this share of each iteration for data (the most of any node's) in the leading config's
+runs gets workers of its own tried: its loaders pace the whole job."""
+
+
+def node_climb(report: TuneReport, seen: set[Key]) -> Step | None:
+    """Across nodes, once the climb for every node is done: half the workers (none, from one), then twice (two,
+    from none) on the node whose ranks wait most for data in the leading config's runs, every other node kept as
+    that config has it (a node with fewer CPUs, slower storage or more load may want workers of its own, and a run
+    says whether the job gains); around a per-node config that leads, again. None on one node, when no node waits
+    :data:`NODE_WAIT`, or when both are run."""
+    if report.nnodes < 2 or report.answer is None or report.answer.leading is None or report.loader is None:
+        return None
+    lead = report.trials[report.answer.leading]
+    waits: dict[str, list[float]] = {}
+    for _, trial in rates(report.trials).get(key_of(lead), []):
+        for rank in trial.ranks:
+            if rank.get("node") is not None and rank.get("data_wait_fraction") is not None:
+                waits.setdefault(str(rank["node"]), []).append(float(rank["data_wait_fraction"]))
+    if len(waits) < 2:
+        return None
+    node, wait = max(((node, statistics.median(found)) for node, found in waits.items()), key=lambda item: item[1])
+    if wait < NODE_WAIT:
+        return None
+    common = {**report.loader.settings, **lead.config}
+    workers = int({**common, **lead.node_knobs.get(node, {})}.get("num_workers") or 0)
+    for count in (workers // 2 if workers else None, max(2, 2 * workers)):
+        if count is None or count > CLIMB_TOP or (count > workers and over_memory(report, count) is not None):
+            continue
+        own = {k: v for k, v in {**lead.node_knobs.get(node, {}), "num_workers": count}.items() if common.get(k) != v}
+        config, nodes = _for_every_node(lead.config, {**lead.node_knobs, node: own}, report)
+        if key(config, nodes) not in seen:
+            return (config, "candidate", nodes) if nodes else (config, "candidate")
+    return None
+
+
+def _for_every_node(config: dict[str, Any], nodes: dict[str, dict[str, Any]],
+                    report: TuneReport) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """``config`` and each node's own knobs as one run sets them: a knob every node sets alike is the config's."""
+    assert report.loader is not None
+    alike = {k: v for k, v in nodes.get("0", {}).items()
+             if len(nodes) == report.nnodes and all(own.get(k) == v for own in nodes.values())}
+    config = _as_changed({**config, **alike}, report.loader.settings)
+    common = {**report.loader.settings, **config}
+    nodes = {n: {k: v for k, v in own.items() if common.get(k) != v} for n, own in nodes.items()}
+    return config, {n: own for n, own in nodes.items() if own}
 
 
 def _refined(config: dict[str, Any], report: TuneReport) -> bool:

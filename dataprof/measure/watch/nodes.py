@@ -45,9 +45,14 @@ class TuneNodes:
                                              f"{job.join_s:g} s: start it there with the same --master-addr and "
                                              "--master-port")) from None
 
-    def say(self, number: int, settings: WatchSettings, run_id: str) -> None:
-        """Node 0: run ``number`` is ``settings`` (the others run their own script, in their own directory)."""
-        self.store.set(f"run-{number}", json.dumps({"run_id": run_id, "settings": dataclasses.asdict(settings)}))
+    def say(self, number: int, settings: WatchSettings, run_id: str,
+            node_changes: dict[int, RunChanges | None] | None = None) -> None:
+        """Node 0: run ``number`` is ``settings`` (the others run their own script, in their own directory), with
+        each node's own changes to its loader (``node_changes``, by node) in place of node 0's."""
+        nodes = {str(node): None if changes is None else dataclasses.asdict(changes)
+                 for node, changes in (node_changes or {}).items()}
+        self.store.set(f"run-{number}", json.dumps({"run_id": run_id, "settings": dataclasses.asdict(settings),
+                                                    "nodes": nodes}))
 
     def end(self, number: int) -> None:
         """Node 0: no run ``number``; the others stop. It waits (up to the join timeout) until each has heard it:
@@ -75,5 +80,8 @@ class TuneNodes:
         said: dict[str, Any] = json.loads(text)
         fields = said["settings"]
         changes = fields.pop("changes")
+        nodes = said.get("nodes") or {}
+        if str(self.job.node_rank) in nodes:  # this node's own changes
+            changes = nodes[str(self.job.node_rank)]
         return WatchSettings(**{**fields, "args": tuple(fields["args"])},
                              changes=None if changes is None else RunChanges(**changes)), said["run_id"]

@@ -32,6 +32,18 @@ def test_the_other_nodes_hear_each_run_as_node_0_said_it_then_the_end() -> None:
     assert follower.hear(2, 5) is None
 
 
+def test_a_node_with_knobs_of_its_own_hears_its_own_and_the_others_node_0_s() -> None:
+    port = free_port()
+    job = NodeJob(3, 0, "127.0.0.1", port, join_s=1)
+    leader, second, third = (TuneNodes(job), TuneNodes(NodeJob(3, 1, "127.0.0.1", port, join_s=1)),
+                             TuneNodes(NodeJob(3, 2, "127.0.0.1", port, join_s=1)))
+    said = WatchSettings(target="train.py", seconds=4.0, changes=RunChanges({"num_workers": 4}, None, "train.py:40"))
+    own = RunChanges({"num_workers": 1}, None, "train.py:40")
+    leader.say(1, said, "run-b", {1: own, 2: said.changes})
+    assert second.hear(1, 5) == (WatchSettings(target="train.py", seconds=4.0, changes=own), "run-b")
+    assert third.hear(1, 5) == (said, "run-b")
+
+
 def test_a_node_0_that_says_nothing_ends_the_others_with_one_line() -> None:
     port = free_port()
     leader = TuneNodes(NodeJob(2, 0, "127.0.0.1", port, join_s=5))
