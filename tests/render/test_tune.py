@@ -28,7 +28,7 @@ def test_the_sweep_s_pick_is_placed_among_the_training_s_runs() -> None:
     assert lines[0] == "at train.py:46 (DataLoader): keep your settings"  # w2 is within the noise of yours
     assert lines[-1] == ("the loader alone (dataprof sweep train.py:make_loader --arg images=256 --step-ms 41.2) picks "
                          "w2 pf2 persist "
-                         "(526 samples/s beside a dummy model); in your training it ranks 1 of 2, +11.7% against "
+                         "(526 samples/s beside a dummy model); in your training it ranks 1 of 2, +14.7% against "
                          "the recommended, within the noise of one run")
 
 

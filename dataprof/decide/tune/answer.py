@@ -1,7 +1,8 @@
 """``dataprof tune``'s answer (pure): the config to recommend from the runs of the training, the noise they have,
 and why; none without a comparison.
 
-A config's figure is the median of its runs. The noise is pooled from every config run more than once (one run's
+A config's figure is the median of its runs, each put on the script's own pace at its time (the machine drifts).
+The noise is pooled from every config run more than once (one run's
 relative spread), at least :data:`NOISE_FLOOR`. Among the configs within the noise of the fastest, the cheapest
 wins: the fewest workers (processes or threads: each claims a CPU), then worker processes over threads (a new
 loader in your code), the least prefetch, no change at all, the least memory. A config is recommended only once it
@@ -43,11 +44,48 @@ def key_of(trial: TuneTrial) -> Key:
 
 
 def rates(trials: Sequence[TuneTrial]) -> dict[Key, Runs]:
-    """The completed runs of the training with its loader (not the headspace), by config, with their indexes."""
+    """The completed runs of the training with its loader (not the headspace), by config, with their indexes; each
+    run of a config other than the script's own at the script's pace at its time (:func:`on_pace`)."""
+    return _by_config(on_pace(trials))
+
+
+def _by_config(trials: Sequence[TuneTrial]) -> dict[Key, Runs]:
+    """The completed runs (not the headspace), by config, with their indexes, as they are."""
     found: dict[Key, Runs] = {}
     for index, trial in enumerate(trials):
         if trial.ok and trial.role != "headspace":
             found.setdefault(key_of(trial), []).append((index, trial))
+    return found
+
+
+def on_pace(trials: Sequence[TuneTrial]) -> list[TuneTrial]:
+    """The runs, each of a config other than the script's own with its figures scaled by the script's median pace
+    over its pace around that run (between the script's runs before and after it, by their order; the nearest
+    when it has them on one side only). This machine's speed drifts over the minutes a tune takes (±20% here): a
+    config run early must not be judged against one run late at another speed, and the script's own runs,
+    interleaved with the others (:data:`~dataprof.decide.tune.search.YOURS_EVERY`), say how fast the machine
+    was. As they are with fewer than two runs of the script's own."""
+    mine = [(index, t.iterations_per_s) for index, t in enumerate(trials)
+            if t.role == "current" and t.ok and t.iterations_per_s]
+    if len(mine) < 2:
+        return list(trials)
+    pace = statistics.median(value for _, value in mine)
+    found = []
+    for index, trial in enumerate(trials):
+        if not trial.ok or trial.role in ("current", "headspace"):
+            found.append(trial)
+            continue
+        before = [(i, v) for i, v in mine if i < index]
+        after = [(i, v) for i, v in mine if i > index]
+        if before and after:
+            (i0, v0), (i1, v1) = before[-1], after[0]
+            around = v0 + (v1 - v0) * (index - i0) / (i1 - i0)
+        else:
+            around = (before[-1] if before else after[0])[1]
+        scale = pace / around
+        found.append(dataclasses.replace(trial, iterations_per_s=(trial.iterations_per_s or 0.0) * scale,
+                                         samples_per_s=None if trial.samples_per_s is None else
+                                         trial.samples_per_s * scale))
     return found
 
 
@@ -57,10 +95,11 @@ def rate(runs: Sequence[tuple[int, TuneTrial]]) -> float:
 
 
 def noise_of(trials: Sequence[TuneTrial]) -> float:
-    """One run's relative noise, pooled from every config run more than once: √2 × the pooled relative standard
-    deviation (for two runs of one config, their spread over their mean), at least :data:`NOISE_FLOOR`."""
+    """One run's relative noise, pooled from every config run more than once, as its runs are (the machine's drift
+    between them in it: an upper bound): √2 × the pooled relative standard deviation (for two runs of one config,
+    their spread over their mean), at least :data:`NOISE_FLOOR`."""
     squares, freedom = 0.0, 0
-    for runs in rates(trials).values():
+    for runs in _by_config(trials).values():
         values = [t.iterations_per_s or 0.0 for _, t in runs]
         mean = statistics.fmean(values)
         if len(values) < 2 or not mean:

@@ -79,7 +79,7 @@ def next_run(report: TuneReport) -> Step | None:
     picked = report.loader_sweep.config if report.loader_sweep is not None else None
     if picked and key(picked) not in seen:
         return picked, "sweep"
-    if roles.count("current") < 2:
+    if roles.count("current") < 2 or _since_yours(report) >= YOURS_EVERY:
         return {}, "current"
     assert report.answer is not None and report.answer.leading is not None
     if not report.trials[report.answer.leading].node_knobs:
@@ -90,6 +90,21 @@ def next_run(report: TuneReport) -> Step | None:
     if node_step is not None:
         return node_step
     return _confirmation(report)
+
+
+YOURS_EVERY = 4
+"""The script's own config runs again after this many runs of others: how fast the machine is at each moment comes
+from those runs (the answer puts every run on their pace), and it drifts."""
+
+
+def _since_yours(report: TuneReport) -> int:
+    """Runs of other configs (failed ones too) since the script's own last run."""
+    count = 0
+    for trial in reversed(report.trials):
+        if trial.role == "current":
+            break
+        count += trial.role != "headspace"
+    return count
 
 
 def confirm_run(report: TuneReport) -> Step | None:
