@@ -47,6 +47,9 @@ class TuneTrial:
     """A failed run: the last lines the script wrote to its stderr (its traceback's end)."""
     epoch_samples: int | None = None
     """The samples of the loader's first epoch that ran out in this run; None when none did."""
+    warmup_wait_fraction: float | None = None
+    """Share of the loader's whole time spent waiting at each epoch's start (its first batch and the rest of its
+    warm-up): what the steady ``data_wait_fraction`` leaves out, and more workers shorten."""
     node_knobs: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Across nodes, where one node's loader had knobs of its own: those knobs, on top of ``config``, by the
     node's index (``{"1": {"num_workers": 1}}``); empty when every node had ``config``."""

@@ -458,6 +458,13 @@ def test_a_doubling_within_the_noise_that_still_waits_for_data_is_doubled_once_m
     assert next_run(lost) == ({"prefetch_factor": 4}, "candidate")
     climbed = report(*yours, waiting({"num_workers": 2}, 20.2, 0.45), waiting({"num_workers": 4}, 29.0, 0.2))
     assert next_run(climbed) == ({"num_workers": 8}, "candidate")  # w4 paid: the climb goes on from it
+    # short epochs: fed in the steady state and the step slowed by the workers, but a third of the training's time
+    # spent waiting for each epoch's first batches, which more workers load side by side
+    starts = dataclasses.replace(waiting({"num_workers": 2}, 20.2, 0.05), warmup_wait_fraction=0.35,
+                                 step_ms={"p50": 8.0, "p95": 16.0})
+    assert next_run(report(*yours, starts)) == ({"num_workers": 4}, "candidate")
+    settled = dataclasses.replace(starts, warmup_wait_fraction=0.05)
+    assert next_run(report(*yours, settled)) == ({"prefetch_factor": 4}, "candidate")
 
 
 def test_each_run_is_put_on_the_script_s_pace_at_its_time_and_the_script_runs_between_the_others() -> None:

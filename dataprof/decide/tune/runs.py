@@ -129,7 +129,8 @@ def trial_of(run: RunReport, config: dict[str, Any], role: str, site: str | None
                      else loader.samples_per_s, data_wait_fraction=loader.data_wait_fraction,
                      step_ms={k: step[k] for k in ("p50", "p95") if k in step} or None,
                      startup_s=loader.first_batch_s[0] if loader.first_batch_s else None,
-                     epoch_samples=loader.epoch_samples[0] if loader.epoch_samples else None, **resources)
+                     epoch_samples=loader.epoch_samples[0] if loader.epoch_samples else None,
+                     warmup_wait_fraction=loader.warmup_wait_fraction, **resources)
 
 
 def _replay_problem(run: RunReport, loader: LoaderRun) -> str | None:

@@ -211,17 +211,22 @@ def _climb(report: TuneReport, seen: set[Key]) -> dict[str, Any] | None:
 
 FLAT_WAIT = 0.2
 """A doubling within the noise whose runs still wait this much of each iteration for data (and whose workers do
-not slow the step) is doubled once more before the climb stops: loading is still what the training waits for."""
+not slow the step), or this much of the training's time at its epochs' starts, is doubled once more before the
+climb stops: loading is still what the training waits for."""
 
 
 def _flat_and_waiting(report: TuneReport, more: Runs | None, base: Runs) -> bool:
-    """Whether the doubling's runs (``more``) are within the noise of ``base``'s (not below it beyond the noise),
-    still wait :data:`FLAT_WAIT` for data, and do not show the workers slowing the step."""
+    """Whether the doubling's runs (``more``) are within the noise of ``base``'s (not below it beyond the noise)
+    and still wait :data:`FLAT_WAIT`: in their steady state, where their workers do not slow the step, or at their
+    epochs' starts, where more workers load the first batches side by side whatever they cost the step (short
+    epochs: Lightning's, a validation every few hundred steps)."""
     assert report.answer is not None
-    if not more or rate(more) < rate(base) * (1 - report.answer.noise) or slowed(report, more):
+    if not more or rate(more) < rate(base) * (1 - report.answer.noise):
         return False
-    waits = [t.data_wait_fraction for _, t in more if t.data_wait_fraction is not None]
-    return bool(waits) and statistics.median(waits) >= FLAT_WAIT
+    steady = [t.data_wait_fraction for _, t in more if t.data_wait_fraction is not None]
+    starts = [t.warmup_wait_fraction for _, t in more if t.warmup_wait_fraction is not None]
+    return (bool(steady) and statistics.median(steady) >= FLAT_WAIT and not slowed(report, more)) or \
+        (bool(starts) and statistics.median(starts) >= FLAT_WAIT)
 
 
 NODE_WAIT = 0.1
@@ -240,8 +245,8 @@ def node_climb(report: TuneReport, seen: set[Key]) -> Step | None:
     lead = report.trials[report.answer.leading]
     waits: dict[str, list[float]] = {}
     for _, trial in rates(report.trials).get(key_of(lead), []):
-        for rank in trial.ranks:
-            if rank.get("node") is not None and rank.get("data_wait_fraction") is not None:
+        for rank in trial.ranks:  # each rank's node is there across nodes, its data wait where it had batches
+            if "node" in rank and rank["data_wait_fraction"] is not None:
                 waits.setdefault(str(rank["node"]), []).append(float(rank["data_wait_fraction"]))
     if len(waits) < 2:
         return None
