@@ -70,9 +70,9 @@ def test_run_over_two_nodes_that_share_no_directory_ends_every_rank_at_the_same_
 
 
 @pytest.mark.slow
-@pytest.mark.skip(reason="beside another two-node job on 2 CPUs (the suite runs two tests at once), a trial's loader "
-                         "on rank 0 went 60 s without a batch, not yet understood (docs/distributed.md#faults); "
-                         "alone it passes")
+@pytest.mark.skip(reason="under pytest-xdist (even alone, -n 1) a trial's loader on rank 0 goes 60 s without a batch, "
+                         "its workers waiting for indices; in plain pytest and from a shell it passes: not yet "
+                         "understood (docs/distributed.md#faults)")
 def test_a_sweep_over_two_nodes_that_share_no_directory_measures_every_rank(tmp_path: Path, datasets: str,
                                                                             quick: list[str]) -> None:
     sweep_over_two_nodes(tmp_path / "sweep", datasets, quick)
