@@ -9,6 +9,7 @@ import os
 import platform
 import shutil
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -204,3 +205,24 @@ def open_files_limit() -> tuple[int | None, int | None]:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     unlimited = resource.RLIM_INFINITY
     return (None if soft == unlimited else soft), (None if hard == unlimited else hard)
+
+
+AF_UNIX_PATH_MAX = 107
+"""The longest path an AF_UNIX socket binds to on Linux (``sun_path`` less its terminating zero)."""
+
+
+def worker_socket_chars(tmpdir: str | None = None) -> int:
+    """The length of the path a DataLoader worker's socket takes under ``tmpdir`` (``$TMPDIR``): a worker passes
+    each batch's tensors through ``multiprocessing``'s resource sharer, listening at ``pymp-XXXXXXXX/
+    listener-XXXXXXXX`` there. Past :data:`AF_UNIX_PATH_MAX` the worker's feeder thread fails and the loader
+    waits for ever."""
+    return len(os.path.join(tmpdir or tempfile.gettempdir(), "pymp-" + 8 * "x", "listener-" + 8 * "x"))
+
+
+def socket_hang_cause(tmpdir: str | None = None) -> str | None:
+    """Why a loader with worker processes hangs here, when its workers' socket path is too long; None otherwise."""
+    chars = worker_socket_chars(tmpdir)
+    if chars <= AF_UNIX_PATH_MAX:
+        return None
+    return (f"TMPDIR is too long: its workers' sockets (pymp-…/listener-…) take {chars} characters, over "
+            f"AF_UNIX's {AF_UNIX_PATH_MAX}, so no worker can pass a batch; a shorter TMPDIR")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from dataprof.measure.environment import cgroup_cpu_limit
+from dataprof.measure.environment import AF_UNIX_PATH_MAX, cgroup_cpu_limit, socket_hang_cause, worker_socket_chars
 
 
 def test_cgroup_v2_quota(tmp_path: Path) -> None:
@@ -80,3 +80,14 @@ def test_cpus_is_one_line_where_the_platform_cannot_pin(monkeypatch: pytest.Monk
     assert pinned_cpus(None) is None
     with pytest.raises(UsageError, match="cannot pin a process to CPUs"):
         pinned_cpus(2)
+
+
+def test_a_tmpdir_too_long_for_a_worker_s_socket_is_named_as_what_hangs_its_loader() -> None:
+    assert worker_socket_chars("/tmp") == len("/tmp/pymp-abcdefgh/listener-abcdefgh")
+    assert socket_hang_cause("/tmp") is None
+    deep = "/tmp/" + "d" * (AF_UNIX_PATH_MAX - len("/tmp//pymp-abcdefgh/listener-abcdefgh") + 1)
+    assert worker_socket_chars(deep) == AF_UNIX_PATH_MAX + 1
+    assert socket_hang_cause(deep) == (f"TMPDIR is too long: its workers' sockets (pymp-…/listener-…) take "
+                                       f"{AF_UNIX_PATH_MAX + 1} characters, over AF_UNIX's {AF_UNIX_PATH_MAX}, so no "
+                                       "worker can pass a batch; a shorter TMPDIR")
+    assert socket_hang_cause(deep[:-1]) is None

@@ -22,7 +22,7 @@ from dataprof.measure.cache.files import OWN_PREFIX
 from dataprof.measure.cache.footprint import DataFiles, dataset_paths, files_read
 from dataprof.measure.cache.open_log import OpenLog
 from dataprof.measure.cache.page_cache import evict
-from dataprof.measure.environment import cpu_budget, pinned_cpus
+from dataprof.measure.environment import cpu_budget, pinned_cpus, socket_hang_cause
 from dataprof.measure.gpu import NullGpuProbe, NvmlProbe
 from dataprof.measure.probes import ProcessTreeProbe, SystemProbe
 from dataprof.measure.protocol import Message, TrialSettings
@@ -271,9 +271,10 @@ class TrialRunner(SideRuns):
                 now = self.clock()
                 if event is None:
                     if now - last_progress > self.settings.trial_timeout_s and not killed_for:
+                        cause = socket_hang_cause() if config.num_workers and not config.threads else None
                         killed_for[TrialStatus.TIMEOUT] = (
                             f"no batch for {self.settings.trial_timeout_s:g} s: the loader hung; "
-                            "killed the trial and its workers")
+                            "killed the trial and its workers" + (f" ({cause})" if cause else ""))
                         self.kill_current()
                     continue
                 kind = event["ev"]
