@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from dataprof.errors import TargetError, Terminated
-from dataprof.measure.environment import probe_environment
+from dataprof.measure.environment import probe_environment, socket_hang_cause
 from dataprof.measure.forked import PR_SET_CHILD_SUBREAPER, prctl
 from dataprof.measure.gpu import NullGpuProbe, NvmlProbe
 from dataprof.measure.probes import ProcessTreeProbe, SystemProbe
@@ -261,10 +261,12 @@ def _env(settings: WatchSettings) -> dict[str, str]:
 
 def _overdue(settings: WatchSettings, elapsed_s: float, outcome: dict[str, Any],
              peers: RankFailures | None) -> str | None:
-    """Why the script must be ended now: past its limit, long after its window ended, or another rank of its job
-    failed; None while none holds."""
+    """Why the script must be ended now: past its limit (with what hangs every loader with workers here, when it
+    holds: a TMPDIR too long for their sockets), long after its window ended, or another rank of its job failed;
+    None while none holds."""
     if settings.limit_s is not None and elapsed_s > settings.limit_s:
-        return f"did not end within its limit of {settings.limit_s:.0f} s"
+        cause = socket_hang_cause(settings.env.get("TMPDIR"))
+        return f"did not end within its limit of {settings.limit_s:.0f} s" + (f" ({cause})" if cause else "")
     window_end = outcome.get("window_end")
     if settings.after_window_s is not None and window_end is not None \
             and time.monotonic() - window_end > settings.after_window_s:

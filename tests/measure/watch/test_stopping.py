@@ -10,6 +10,7 @@ from pathlib import Path
 from dataprof.measure.watch.meeting import FolderMeeting
 from dataprof.measure.watch.ranks import RankFailures
 from dataprof.measure.watch.stopping import Stopper
+from dataprof.measure.watch.watcher import WatchSettings, _overdue
 
 
 class FakeProc:
@@ -71,3 +72,13 @@ def test_a_rank_whose_script_failed_ends_the_others_and_a_stale_mark_does_not(tm
     assert RankFailures(FolderMeeting(earlier, since=now), 0, 4).failed() is None
     assert RankFailures(FolderMeeting(earlier), 0, 4).failed() == 3
     assert RankFailures.of({"WORLD_SIZE": "1", "RANK": "0"}) is None
+
+
+def test_a_run_past_its_limit_names_a_tmpdir_too_long_for_its_loader_workers_sockets() -> None:
+    deep = "/tmp/" + "d" * 100
+    stuck = _overdue(WatchSettings(target="train.py", limit_s=30.0, env={"TMPDIR": deep}), 31.0, {}, None)
+    assert stuck is not None and stuck.startswith("did not end within its limit of 30 s (TMPDIR is too long: ")
+    assert _overdue(WatchSettings(target="train.py", limit_s=30.0, env={"TMPDIR": "/tmp"}), 31.0, {}, None) == \
+        "did not end within its limit of 30 s"
+    assert _overdue(WatchSettings(target="train.py", limit_s=30.0, env={"TMPDIR": deep}), 29.0, {}, None) is None
+
