@@ -120,6 +120,11 @@ def effective(config: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any
     return {**settings, **config}
 
 
+def node_workers(config: dict[str, Any], knobs: dict[str, Any]) -> int:
+    """The workers of a node whose own ``knobs`` sit on top of ``config`` (the knobs the loader has)."""
+    return int({**config, **knobs}.get("num_workers") or 0)
+
+
 def cost(runs: Sequence[tuple[int, TuneTrial]], settings: dict[str, Any],
          nnodes: int = 1) -> tuple[int, bool, int, int, int]:
     """What a config costs, least first: its workers on every node together (each a CPU's claim, thread or
@@ -129,7 +134,7 @@ def cost(runs: Sequence[tuple[int, TuneTrial]], settings: dict[str, Any],
     config = effective(trial.config, settings)
     workers = int(config.get("num_workers") or 0)
     workers = workers * (nnodes - len(trial.node_knobs)) + \
-        sum(int({**config, **knobs}.get("num_workers") or 0) for knobs in trial.node_knobs.values())
+        sum(node_workers(config, knobs) for knobs in trial.node_knobs.values())
     return (workers, config.get("worker_kind") == WorkerKind.THREAD, int(config.get("prefetch_factor") or 0),
             len(trial.config) + len(trial.node_knobs), trial.peak_memory_bytes or 0)
 
@@ -211,7 +216,7 @@ def stream_problem(runs: Runs, mine: Runs, report: TuneReport) -> str | None:
         """Its workers, and those of each node with knobs of its own."""
         config = effective(of[0][1].config, loader.settings)
         return (int(config.get("num_workers") or 0),
-                tuple(int({**config, **knobs}.get("num_workers") or 0) for knobs in of[0][1].node_knobs.values()))
+                tuple(node_workers(config, knobs) for knobs in of[0][1].node_knobs.values()))
 
     if workers(runs) == workers(mine):
         return None

@@ -15,7 +15,18 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-from dataprof.decide.tune.answer import MIN_RUNS, Key, Runs, band, key, key_of, rate, rates, without_idle_knobs
+from dataprof.decide.tune.answer import (
+    MIN_RUNS,
+    Key,
+    Runs,
+    band,
+    key,
+    key_of,
+    node_workers,
+    rate,
+    rates,
+    without_idle_knobs,
+)
 from dataprof.decide.tune.memory import over_memory
 from dataprof.results.registry import REGISTRY, Knob
 from dataprof.results.tune import TuneReport, TuneTrial
@@ -254,7 +265,7 @@ def node_climb(report: TuneReport, seen: set[Key]) -> Step | None:
     if wait < NODE_WAIT:
         return None
     common = {**report.loader.settings, **lead.config}
-    workers = int({**common, **lead.node_knobs.get(node, {})}.get("num_workers") or 0)
+    workers = node_workers(common, lead.node_knobs.get(node, {}))
     for count in (workers // 2 if workers else None, max(2, 2 * workers)):
         if count is None or count > CLIMB_TOP or (count > workers and over_memory(report, count) is not None):
             continue
