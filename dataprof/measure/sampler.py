@@ -11,7 +11,7 @@ import math
 import statistics
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -259,6 +259,13 @@ def _thread_cpu(first: TreeSample, last: TreeSample) -> tuple[float, ...] | None
     return tuple(round(value, 1) for value in each[:THREADS_KEPT]) if each else None
 
 
+def risen(counts: Sequence[int]) -> int:
+    """How far a counter summed over the process tree rose across ``counts``, its readings in order: the sum of
+    each reading's rise over the one before. The sum falls when a process leaves the tree with its count (one
+    the script left running, reparented, then killed); a fall is no negative reading, so it counts nothing."""
+    return sum(max(0, b - a) for a, b in zip(counts, counts[1:], strict=False))
+
+
 def summarize(samples: Samples) -> dict[str, Any]:
     """Window figures for a TrialResult (None where nothing was measured)."""
     tree = _in_window(samples.tree, samples.window_start, samples.window_end)
@@ -290,8 +297,8 @@ def summarize(samples: Samples) -> dict[str, Any]:
         read = [s for s in tree if s.read_bytes is not None and s.read_chars is not None]
         if len(read) >= 2 and read[-1].t > read[0].t:
             io_span = read[-1].t - read[0].t
-            out["storage_read_bytes_per_s"] = (read[-1].read_bytes - read[0].read_bytes) / io_span  # type: ignore[operator]
-            out["read_chars_per_s"] = (read[-1].read_chars - read[0].read_chars) / io_span  # type: ignore[operator]
+            out["storage_read_bytes_per_s"] = risen([s.read_bytes for s in read]) / io_span  # type: ignore[misc]
+            out["read_chars_per_s"] = risen([s.read_chars for s in read]) / io_span  # type: ignore[misc]
         marks = [(s.processes, s.workers_private) for s in tree if s.workers_private is not None]
         # both marks must cover the same workers: one read as workers exit would show a loss, not a growth
         if len(marks) >= 2 and marks[0][0] == marks[-1][0]:

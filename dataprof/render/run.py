@@ -92,12 +92,20 @@ def resources(report: RunReport) -> Text:
 SPARKS = "▁▂▃▄▅▆▇█"
 
 
+def spark(value: float, top: float) -> str:
+    """One bar of a one-line chart: ``value``'s height out of ``top``, within the chart's bars whatever the
+    value (a document written by hand or an older release may hold one below 0 or above ``top``)."""
+    if top <= 0:
+        return SPARKS[0]
+    return SPARKS[max(0, min(len(SPARKS) - 1, int(value / top * len(SPARKS))))]
+
+
 def gpu_line(report: RunReport) -> Text | None:
     """GPU utilisation over the watch as a one-line chart, when a GPU was sampled."""
     timeline = report.resources.gpu_timeline
     if not timeline:
         return None
-    bars = "".join(SPARKS[min(len(SPARKS) - 1, int(value / 100 * len(SPARKS)))] for value in timeline)
+    bars = "".join(spark(value, 100) for value in timeline)
     return Text(f"GPU utilisation over the watch (0–100%): {bars} mean "
                 f"{num(report.resources.gpu_util_percent, '.0f')}%")
 
@@ -109,8 +117,7 @@ def storage_line(report: RunReport) -> Text | None:
     if not res.storage_timeline and not res.data_files:
         return None
     top = max(res.storage_timeline, default=0.0)
-    bars = "".join(SPARKS[min(len(SPARKS) - 1, int(value / top * len(SPARKS)))] if top else SPARKS[0]
-                   for value in res.storage_timeline)
+    bars = "".join(spark(value, top) for value in res.storage_timeline)
     files = "" if not res.data_files else (
         f" · {res.data_files:,} data files held open or mapped ({fmt_bytes(res.data_bytes)}), "
         f"{percent(res.data_resident_fraction)}% in the page cache at the end")

@@ -239,6 +239,27 @@ def test_a_watch_reports_storage_reads_over_time_and_its_data_files_residency(tm
         assert figures["data_resident_fraction"] == 1.0
 
 
+def test_a_process_leaving_the_tree_with_its_reads_counts_no_negative_reads() -> None:
+    from types import SimpleNamespace
+
+    from dataprof.measure.probes import TreeSample
+    from dataprof.measure.sampler import Samples, summarize
+    from dataprof.measure.watch.resources import storage_of
+
+    def reading(t: float, read: int) -> TreeSample:
+        return TreeSample(t=t, cpu_s=0.0, main_cpu_s=None, main_thread_cpu_s=None, pss_bytes=None,
+                          main_uss_bytes=None, workers_uss_bytes=None, processes=2, read_bytes=read, read_chars=read)
+
+    # 10 MB/s throughout; at t=2 a process that had read 50 MB leaves the tree (left running, then killed)
+    tree = [reading(0.0, 60_000_000), reading(1.0, 70_000_000), reading(2.0, 30_000_000),
+            reading(3.0, 40_000_000), reading(4.0, 50_000_000)]
+    figures = storage_of(SimpleNamespace(samples=Samples(tree=tree),  # type: ignore[arg-type]
+                                         tree_probe=SimpleNamespace(held=set())))
+    assert figures["storage_timeline"] == (10e6, 0, 10e6, 10e6)
+    summary = summarize(Samples(tree=tree, window_start=0.0, window_end=4.0))
+    assert summary["storage_read_bytes_per_s"] == summary["read_chars_per_s"] == 30e6 / 4
+
+
 @pytest.mark.slow  # real sleeps: the known cost of its stages or samples
 def test_inspect_reads_samples_as_found_then_cold_then_warm(tmp_path: Path) -> None:
     import dataprof
@@ -280,6 +301,9 @@ def test_the_run_report_draws_storage_reads_and_residency() -> None:
     assert "3 data files held open or mapped (3.0GB), 100% in the page cache at the end" in text
     assert storage_line(RunReport.from_dict(json.loads(
         (Path(__file__).resolve().parent.parent / "data" / "run" / "train_w2.json").read_text()))) is None
+    data["resources"].update(storage_timeline=[-5e6, 100e6, 250e6])  # written by hand: still drawn, in its bars
+    console.print(storage_line(RunReport.from_dict(data)))
+    assert "▁▄█ (0–250MB/s)" in console.export_text()
 
 
 def test_a_file_open_for_writing_is_not_data(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 from dataprof.measure.cache.footprint import DataFiles
 from dataprof.measure.cache.page_cache import residency
 from dataprof.measure.gpu import GpuSample
-from dataprof.measure.sampler import Sampler
+from dataprof.measure.sampler import Sampler, risen
 from dataprof.results.run import RunResources
 
 TIMELINE_SLICES = 60
@@ -36,7 +36,7 @@ def storage_of(sampler: Sampler, slices: int = TIMELINE_SLICES) -> dict[str, Any
     """Storage's bytes per second over the watch (up to ``slices`` equal slices), and the data files the tree held
     open or mapped with how much of them the page cache holds now."""
     read = [s for s in sampler.samples.tree if s.read_bytes is not None]
-    rates = [(b.t, (b.read_bytes - a.read_bytes) / (b.t - a.t))  # type: ignore[operator]
+    rates = [(b.t, risen([a.read_bytes, b.read_bytes]) / (b.t - a.t))  # type: ignore[list-item]
              for a, b in zip(read, read[1:], strict=False) if b.t > a.t]
     files = DataFiles()
     files.add(sampler.tree_probe.held)

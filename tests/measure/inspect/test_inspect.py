@@ -182,6 +182,8 @@ def test_each_costly_stage_is_measured_for_the_gil() -> None:
     if usable_cpus() < 2:
         assert all(value is None for value in released.values())  # cannot be told on one CPU
         return
-    assert released["Sleep"] >= 0.6 and released["Spin"] <= 0.4  # wide margins: a share of two timings
+    # a share of two timings: on a busy machine a held stage's pair of threads gets more CPU than one thread does
+    # (the one woken for the GIL runs first), which reads as overlap (up to 0.56 seen), so the two are compared
+    assert released["Sleep"] >= 0.6 and released["Sleep"] - released["Spin"] >= 0.3  # type: ignore[operator]
     assert released["NumpySort"] is not None
     assert ins.gil is not None and ins.gil.release is not None and ins.gil.calls >= 1
