@@ -5,17 +5,18 @@ whose loaders timm's ``create_loader`` builds), each tuned unchanged, then timed
 For each script: ``dataprof tune`` runs it (each run in its own directory); then every config tune ran that the
 script's own options can set (``--workers``/``-j``, ``--prefetch-factor``, its persistence option), and
 ``num_workers`` 0, 1, 2, 4 and 8, are run by hand, in fresh processes, in alternating order over ``--rounds``
-rounds. The truth is the script's own log: each epoch's steps and its training time (data, the workers' start
-and stop included, its validation apart), over the epochs after the first, as many as tune's window holds at
-the script's own rate (at least three). It prints each config's figure in tune's runs beside its hand-timed
-rate and beside the run as tune makes it (the script watched with the knobs set, a window from its first batch),
-timed right after the
-hand run (tune's own runs came minutes before, and this machine drifts by ±20% over minutes); then, per script:
-tune's pick against the best hand-timed config (goal: within 5%) and that trial's figure at each config against
-its hand-timed rate (within 10%). A config the script's options cannot set (threads,
-pinning) has no hand-timed rate. A hand run keeps the validation loader's workers as the script's user set them
-(``--val-workers``), as tune's runs do: tune sets the training loader's knobs only (the HF script's one
-``dataloader_num_workers`` sets both).
+rounds. The truth is the script's own log: each epoch's steps and its training time (data, the workers' start and
+stop included, its validation apart), over the epochs after the first, as many as tune's window holds at the
+script's own rate (at least three). It prints each config's figure in tune's runs beside its hand-timed rate and
+beside the run as tune makes it (the script watched with the knobs set, a window from its first batch), timed right
+after the hand run (tune's own runs came minutes before, and this machine drifts by ±20% over minutes); then, per
+script: tune's pick against the best hand-timed config (goal: within 5%) and that trial's figure at each config
+against its hand-timed rate (within 10%). The best of several noisy configs is picked high by its noise (the
+winner's curse): with two rounds or more, the best is also chosen on the even rounds alone and the pick compared
+with it on the odd ones, round by round (each ratio from runs minutes apart, not from rounds the drift set apart). A
+config the script's options cannot set (threads, pinning) has no hand-timed rate. A hand run keeps the validation
+loader's workers as the script's user set them (``--val-workers``), as tune's runs do: tune sets the training
+loader's knobs only (the HF script's one ``dataloader_num_workers`` sets both).
 
     python benchmarks/tune_frameworks.py [--scripts imagenet,lightning,hf,timm] [--rounds 2] [--budget 150]
 """
@@ -166,7 +167,7 @@ def measure(name: str, script: Script, rounds: int, budget: float, seconds: floa
     current = statistics.median(t["iterations_per_s"] for t in doc["trials"] if t["role"] == "current"
                                 and t["status"] == "ok")
     epochs = 1 + max(3, math.ceil(current * seconds / script.steps_per_epoch))
-    hand: dict[str, list[float]] = {}
+    hand: dict[str, dict[int, float]] = {}
     trial: dict[str, list[float]] = {}
     for round_ in range(rounds):
         order = list(configs.items()) if round_ % 2 == 0 else list(reversed(configs.items()))
@@ -176,33 +177,51 @@ def measure(name: str, script: Script, rounds: int, budget: float, seconds: floa
                 args += [script.val_workers, str(START_WORKERS[name])]
             rate = by_hand(script, args, epochs, work) if args is not None else None
             if rate is not None:
-                hand.setdefault(key, []).append(rate)
+                hand.setdefault(key, {})[round_] = rate
             beside = as_tune_runs_it(script, doc, config, name, seconds, work)
             if beside is not None:
                 trial.setdefault(key, []).append(beside)
     pick = None if doc["recommended"] is None else label({**doc["loader"]["settings"], **doc["recommended"]["config"]})
-    best = max(hand, key=lambda key: statistics.median(hand[key])) if hand else None
+    best = max(hand, key=lambda key: statistics.median(hand[key].values())) if hand else None
     print(f"\n{name}: {script.path} (tune picked {pick or 'nothing'}; {epochs} epochs by hand, {rounds} rounds)")
     print(f"{'config':<62} {'search':>7} {'trial':>7} {'hand':>7} {'trial error':>11}")
     errors = []
     for key in configs:
         tuned = statistics.median(runs[key]) if key in runs else None
         beside = statistics.median(trial[key]) if key in trial else None
-        truth = statistics.median(hand[key]) if key in hand else None
+        truth = statistics.median(hand[key].values()) if key in hand else None
         error = beside / truth - 1 if beside and truth else None
         if error is not None:
             errors.append(error)
         mark = " ★" if key == pick else ""
         print(f"{key + mark:<62} {tuned or float('nan'):>7.2f} {beside or float('nan'):>7.2f} "
               f"{truth or float('nan'):>7.2f} {'' if error is None else f'{error:+.1%}':>11}")
-    short = None
+    short = held = None
     if pick in hand and best is not None:
-        short = statistics.median(hand[pick]) / statistics.median(hand[best]) - 1
+        short = statistics.median(hand[pick].values()) / statistics.median(hand[best].values()) - 1
         print(f"pick against the best by hand ({best}): {short:+.1%} (goal: within -5%)")
+        held = held_out(hand, pick)
+    if held is not None:
+        chosen, ratios = held
+        print(f"held out: the best on the even rounds ({chosen}); the pick against it on the odd rounds, round by "
+              f"round: {statistics.median(ratios) - 1:+.1%} ({min(ratios) - 1:+.1%} … {max(ratios) - 1:+.1%})")
     if errors:
         print(f"the trial (as tune runs it, beside the hand run) against the hand-timed: {min(errors):+.1%} … "
               f"{max(errors):+.1%} (goal: within 10%)")
-    return {"pick": pick, "best": best, "pick_vs_best": short, "errors": errors}
+    return {"pick": pick, "best": best, "pick_vs_best": short, "errors": errors,
+            "held_out": None if held is None else statistics.median(held[1]) - 1}
+
+
+def held_out(hand: dict[str, dict[int, float]], pick: str) -> tuple[str, list[float]] | None:
+    """The best config by its median over the even rounds, and the pick's rate over that config's in each odd
+    round where both ran; None without two rounds of both."""
+    even = {key: [rate for r, rate in rounds.items() if r % 2 == 0] for key, rounds in hand.items()}
+    even = {key: rates for key, rates in even.items() if rates}
+    if not even:
+        return None
+    chosen = max(even, key=lambda key: statistics.median(even[key]))
+    ratios = [rate / hand[chosen][r] for r, rate in hand[pick].items() if r % 2 == 1 and r in hand[chosen]]
+    return (chosen, ratios) if ratios else None
 
 
 def main() -> int:
