@@ -22,11 +22,11 @@ from dataprof.results.knobs import LoaderConfig, baseline
 from dataprof.results.registry import KNOBS, REGISTRY
 
 KEPT_ATTRIBUTES = {
-    "torch": ("dataset", "collate_fn", "worker_init_fn", "generator", "timeout", "multiprocessing_context",
-              "pin_memory_device", "in_order"),
+    "torch": ("dataset", "collate_fn", "worker_init_fn", "generator", "timeout", "pin_memory_device"),
     "paddle": ("dataset", "collate_fn", "worker_init_fn", "timeout", "return_list"),
 }
-"""What a loader built before the recording is rebuilt from, besides its batching (read off the instance)."""
+"""What a loader built before the recording is rebuilt from, besides its batching (read off the instance) and its
+knobs (each read off it as its record says, :func:`current_config`, and set by :meth:`LoaderTemplate.build`)."""
 
 
 def _base(cls: type, framework: str) -> type:

@@ -98,6 +98,9 @@ class Knob:
     iteration (a script that set it back after construction)."""
     nodes: bool = False
     """A ``torchdata.nodes`` pipeline has a place for it (its ParallelMapper's or its Prefetcher's)."""
+    threads: bool = False
+    """Thread workers take it (``worker_kind=thread``: the DataLoader's ``worker_method``, or the pipeline
+    dataprof builds); a loader whose batches threads load is passed no knob but these."""
     refine: Callable[[Any, TunedLoader], Any] | None = None
     """``tune``'s refinement: the value tried, one run, on top of the config leading after the worker climb,
     from the value in effect there and the loader tuned (it returns None: nothing to try there); None: the knob
@@ -161,7 +164,7 @@ REGISTRY = Registry((
          "prefetch_factor values (configs with workers only) [default: 2,4]. Adaptive tries a value other than 2 "
          "only when the wait for a batch has a heavy tail, unless given.", grid_rank=3, json_rank=2, flag_rank=0,
          held=2, tried=DEFAULT_PREFETCH_FACTORS, preferred=lambda space: 2, minimum=1, evidence=True, tune_rank=3,
-         loader_default=2, attribute=True, nodes=True,
+         loader_default=2, attribute=True, nodes=True, threads=True,
          refine=lambda now, loader: 2 * (now or 2)),  # doubled: rides out a slow batch
     Knob("persistent_workers", ("torch", "paddle"), "--persistent-workers", "on,off", "persistent_workers", True,
          _with_workers(lambda c: None if c.threads else "persist" if c.persistent_workers else "respawn"),
@@ -186,7 +189,7 @@ REGISTRY = Registry((
          lambda c: "pin" if c.pin_memory else None,
          "PyTorch: pin_memory values [default: on,off]; swept only when a GPU is used.", grid_rank=0, json_rank=0,
          flag_rank=1, held=False, tried=(True, False), preferred=lambda space: True, tune_rank=0, loader_default=False,
-         read=lambda loader: bool(getattr(loader, "pin_memory", False)), attribute=True,
+         read=lambda loader: bool(getattr(loader, "pin_memory", False)), attribute=True, threads=True,
          # a faster copy to a GPU, at the cost of a pinning thread: tried only on a GPU
          refine=lambda now, loader: True if loader.device.startswith("cuda") and not now else None),
     Knob("in_order", ("torch",), "--in-order", "on,off", "in_order", True,
@@ -196,7 +199,7 @@ REGISTRY = Registry((
          grid_rank=5, json_rank=5, flag_rank=4, metavar="ON,OFF", held=True, tried=(True,),
          preferred=lambda space: True,
          passed=lambda value, space: None if value else False,  # in order: the default, not passed
-         evidence=True, tune_rank=4, loader_default=True, costs=True, nodes=True,
+         evidence=True, tune_rank=4, loader_default=True, costs=True, nodes=True, threads=True,
          read=lambda loader: False if getattr(loader, "in_order", True) is False else None),
     # not refined by tune: it changes the order the training sees its batches, which is the user's call
     Knob("multiprocessing_context", ("torch",), "--start-method", "words", "start_methods", True,

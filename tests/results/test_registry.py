@@ -76,6 +76,25 @@ def test_a_registered_knob_reaches_a_runs_override(timeout: Knob) -> None:
     assert "timeout" not in values  # no workers: a knob that needs them is left at the loader's default
 
 
+def test_thread_workers_are_passed_only_the_knobs_their_records_say_they_take(timeout: Knob) -> None:
+    import dataclasses
+    from typing import Any
+
+    from dataprof.measure.watch.changes import overridden
+
+    class Threaded:  # a DataLoader that takes worker_method, as PyTorch's own thread workers do
+        def __init__(self, dataset: Any, num_workers: int = 0, worker_method: str = "multiprocessing",
+                     **rest: Any) -> None:
+            pass
+
+    knobs = {"worker_kind": "thread", "num_workers": 2, "timeout": 5, "prefetch_factor": 4}
+    values, _ = overridden(Threaded.__init__, Threaded.__new__(Threaded), ([],), {}, knobs)
+    assert "timeout" not in values and values["prefetch_factor"] == 4 and values["worker_method"] == "thread"
+    with REGISTRY.added(dataclasses.replace(TIMEOUT, name="watchdog_s", threads=True)):
+        values, _ = overridden(Threaded.__init__, Threaded.__new__(Threaded), ([],), {}, {**knobs, "watchdog_s": 9})
+    assert values["watchdog_s"] == 9 and "timeout" not in values
+
+
 def test_a_registered_knob_the_script_sets_back_after_construction_is_named(timeout: Knob) -> None:
     from torch.utils.data import DataLoader
 

@@ -53,8 +53,9 @@ def overridden(init: Callable[..., None], loader: Any, args: tuple[Any, ...], kw
     values.update(knobs)
     threads = None
     if values.pop("worker_kind", None) == WorkerKind.THREAD and values.get("num_workers"):
-        values.pop("persistent_workers", None)
-        values.pop("multiprocessing_context", None)
+        for knob in REGISTRY:
+            if knob.keyword and not knob.threads:
+                values.pop(knob.name, None)
         by = thread_loader(list(bound.signature.parameters))
         if by is None:
             raise TypeError("dataprof: worker_kind=thread needs torchdata (pip install torchdata) or a DataLoader "
@@ -62,10 +63,10 @@ def overridden(init: Callable[..., None], loader: Any, args: tuple[Any, ...], kw
         if by == Framework.TORCH:
             values[TORCH_THREAD_ARGUMENT] = WorkerKind.THREAD.value
         else:
-            threads = LoaderConfig(num_workers=int(values.pop("num_workers")),
-                                   pin_memory=bool(values.pop("pin_memory", False)) and _can_pin(),
-                                   prefetch_factor=values.pop("prefetch_factor", None),
-                                   in_order=values.pop("in_order", None), worker_kind=WorkerKind.THREAD.value)
+            taken = {knob.name: values.pop(knob.name) for knob in REGISTRY if knob.threads and knob.name in values}
+            taken["pin_memory"] = bool(taken.get("pin_memory")) and _can_pin()
+            threads = LoaderConfig(num_workers=int(values.pop("num_workers")), worker_kind=WorkerKind.THREAD.value,
+                                   **taken)
     if not values.get("num_workers"):
         for knob in REGISTRY:
             if knob.needs_workers:
