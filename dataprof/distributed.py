@@ -15,13 +15,13 @@ import json
 import os
 import shutil
 import socket
-import tempfile
 import time
 from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import Any
 
 from dataprof.errors import DataprofError, TargetError, UsageError, terminated_as_interrupted
+from dataprof.measure.launch import RANK_DIED, Stop, launch_ranks
 from dataprof.measure.watch.meeting import Meeting, exchange_dir, meeting_of
 from dataprof.measure.watch.ranks import END_KEY, FAILED_KEY
 from dataprof.measure.watch.watcher import WatchSettings, watch
@@ -121,84 +121,8 @@ def follow_rank_0(coordinator: Coordinator, run: Callable[[], object]) -> None:
         coordinator.close()
 
 
-RANK_DIED = 130
-"""Exit code when a rank dies or the ranks are interrupted: the sweep stopped on every rank, and what was
-measured is kept (as for Ctrl-C)."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Launched:
-    """How ranks started by :func:`launch_ranks` ended."""
-
-    code: int
-    """0, or the lowest failing rank's own exit code, or :data:`RANK_DIED`."""
-    died: str | None = None
-    """When a rank died by a signal: which (``rank 1 died by SIGKILL``); the launcher then stopped the others."""
-    values: Mapping[int, Any] = dataclasses.field(default_factory=dict)
-    """What each rank's entry returned, by rank (when every rank returned)."""
-
-
-def launch_ranks(nproc_per_node: int, entry: Callable[..., Any], *args: Any, run_id: str | None = None,
-                 nodes: NodeJob | None = None) -> Launched:
-    """Run ``entry(*args)`` as ``nproc_per_node`` ranks on this machine through torch.distributed's
-    launcher (elastic launch, as ``torchrun --standalone``), as the job ``run_id`` (a fresh one by default); with
-    ``nodes``, as this node's ranks of a job over every node (torchrun's static rendezvous at the port beside
-    the tune's, node 0 hosting it; a node that has not joined within ``nodes.join_s`` fails the launch).
-
-    When a rank dies by a signal, the launcher stops every other rank. Otherwise the code is the lowest failing
-    rank's own (each rank prints its own error).
-    """
-    import logging
-    import signal
-    import uuid
-
-    from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs
-    from torch.distributed.elastic.multiprocessing.api import SignalException
-    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
-    from torch.distributed.elastic.rendezvous.api import RendezvousError
-    from torch.distributed.launcher.api import LaunchConfig, elastic_launch
-
-    for name in list(logging.root.manager.loggerDict):  # dataprof says what happened, in one line
-        if name.startswith(("torch.distributed.elastic", "torch.multiprocessing")):
-            logging.getLogger(name).setLevel(logging.CRITICAL)
-    run_id = run_id or f"dataprof-{uuid.uuid4()}"
-    logs = tempfile.mkdtemp(prefix="dataprof-ranks-")  # the launcher's own files, removed when it ends
-    rendezvous: dict[str, Any] = {"min_nodes": 1, "max_nodes": 1, "rdzv_backend": "c10d",
-                                  "rdzv_endpoint": "localhost:0"} if nodes is None else \
-        {"min_nodes": nodes.nnodes, "max_nodes": nodes.nnodes, "rdzv_backend": "static",
-         "rdzv_endpoint": nodes.runs_endpoint,
-         "rdzv_configs": {"rank": nodes.node_rank, "timeout": max(1, int(nodes.join_s))}}
-    config = LaunchConfig(nproc_per_node=nproc_per_node, run_id=run_id, max_restarts=0, start_method="spawn",
-                          logs_specs=DefaultLogsSpecs(log_dir=logs), **rendezvous)
-    handlers = {sig: handler for sig in (signal.SIGINT, signal.SIGTERM)
-                if (handler := signal.getsignal(sig)) is not None}
-    try:
-        values = elastic_launch(config, entry)(*args)
-    except SignalException:  # Ctrl-C: rank 0 has printed what it measured
-        return Launched(RANK_DIED)
-    except (RendezvousError, RuntimeError, TimeoutError) as exc:  # across nodes: a node that never joined
-        if nodes is None:
-            raise
-        return Launched(RANK_DIED, f"the nodes did not meet at {nodes.runs_endpoint} within {nodes.join_s:g} s ({exc})")
-    except ChildFailedError as exc:
-        died = {rank: failure for rank, failure in exc.failures.items() if failure.exitcode < 0}
-        if died:
-            rank = min(died)
-            try:
-                name = signal.Signals(-died[rank].exitcode).name
-            except ValueError:
-                name = f"signal {-died[rank].exitcode}"
-            return Launched(RANK_DIED, f"rank {rank} died by {name}")
-        return Launched(exc.failures[min(exc.failures)].exitcode)
-    finally:  # the launcher's handlers raise its own SignalException: the caller's are put back
-        for sig, handler in handlers.items():
-            signal.signal(sig, handler)
-        shutil.rmtree(logs, ignore_errors=True)
-    return Launched(0, values=values or {})
-
-
 def watch_ranks(settings: WatchSettings, nproc_per_node: int, nodes: NodeJob | None = None,
-                run_id: str | None = None) -> list[RunReport] | None:
+                run_id: str | None = None, stop: Stop | None = None) -> list[RunReport] | None:
     """Run the script as ``nproc_per_node`` ranks of one job on this machine (torchrun's environment set for each,
     ``OMP_NUM_THREADS=1`` where it is not set, as torchrun sets it), every rank watched as ``dataprof run`` watches
     it under torchrun; each rank's report, in rank order. None when the ranks were interrupted (Ctrl-C) or one died.
@@ -211,7 +135,7 @@ def watch_ranks(settings: WatchSettings, nproc_per_node: int, nodes: NodeJob | N
     env = {} if "OMP_NUM_THREADS" in os.environ else {"OMP_NUM_THREADS": "1"}  # as torchrun sets it for ranks
     try:
         launched = launch_ranks(nproc_per_node, _watch_rank, settings, env, nodes is not None, run_id=run_id,
-                                nodes=nodes)
+                                nodes=nodes, stop=stop)
     finally:
         shutil.rmtree(exchange_dir({"TORCHELASTIC_RUN_ID": run_id}), ignore_errors=True)
     if launched.died is not None:

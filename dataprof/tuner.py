@@ -19,6 +19,7 @@ from dataprof.results.tune import TuneReport, TuneTrial
 from dataprof.results.vocabulary import Framework
 
 if TYPE_CHECKING:
+    from dataprof.measure.launch import Stop
     from dataprof.measure.watch.nodes import TuneNodes
     from dataprof.results.environment import NodeJob
 
@@ -156,8 +157,15 @@ class _Tuning:
         if self.nodes is not None:
             self.nodes.say(number, settings, run_id,
                            {node: changes_of(node) for node in range(1, self.nodes.job.nnodes)})
-        ran = _run(settings, self.nproc_per_node, knobs, role, self.site, self.split,
-                   None if self.nodes is None else self.nodes.job, run_id)
+        if self.nodes is None:
+            ran = _run(settings, self.nproc_per_node, knobs, role, self.site, self.split, None, run_id)
+        else:
+            from dataprof.measure.launch import Stop
+
+            stop = Stop()
+            with self.nodes.watched(number, stop):
+                ran = _run(settings, self.nproc_per_node, knobs, role, self.site, self.split, self.nodes.job, run_id,
+                           stop)
         if ran is None:  # Ctrl-C: the script got it too and ended; what was measured stands
             self.report = decide_tune(dataclasses.replace(self.report, complete=False, wall_s=self.elapsed()))
             return False
@@ -230,9 +238,9 @@ def _started(command: tuple[str, ...], module: bool, nproc_per_node: int, nodes:
 
 
 def _run(settings: Any, nproc_per_node: int, knobs: dict[str, Any], role: str, site: str | None, split: str | None,
-         nodes: NodeJob | None, run_id: str) -> tuple[RunReport, TuneTrial] | None:
+         nodes: NodeJob | None, run_id: str, stop: Stop | None = None) -> tuple[RunReport, TuneTrial] | None:
     """One run of the training (as ``nproc_per_node`` ranks when above 1): rank 0's report and the trial it
-    makes; None when it was interrupted (Ctrl-C)."""
+    makes; None when it was interrupted (Ctrl-C). ``stop`` ends the ranks with its reason."""
     from dataprof.decide.tune import trial_of, trial_of_ranks
     from dataprof.distributed import watch_ranks
     from dataprof.measure.watch.watcher import watch
@@ -240,7 +248,7 @@ def _run(settings: Any, nproc_per_node: int, knobs: dict[str, Any], role: str, s
     if nproc_per_node == 1 and nodes is None:
         run = watch(settings)
         return (run, trial_of(run, knobs, role, site, split)) if run.complete else None
-    runs = watch_ranks(settings, nproc_per_node, nodes, run_id)
+    runs = watch_ranks(settings, nproc_per_node, nodes, run_id, stop)
     if runs is None or not all(r.complete for r in runs):
         return None
     return runs[0], trial_of_ranks(runs, knobs, role, site, split, None if nodes is None else nproc_per_node)

@@ -80,7 +80,7 @@ DEFAULT_REGRESSION = 0.1
 
 def _launch_ranks(params: dict[str, Any], rank: Any) -> None:
     """--nproc-per-node: run the same sweep as that many ranks here; exit with the run's code."""
-    from dataprof.distributed import launch_ranks
+    from dataprof.measure.launch import launch_ranks
 
     if rank is not None:
         raise UsageError(f"--nproc-per-node: this already runs under torchrun as rank {rank.rank} of "

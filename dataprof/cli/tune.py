@@ -52,7 +52,8 @@ def parse_budget(text: str) -> float:
               metavar="PORT", help="With --nnodes: node 0 serves the tune's meeting at PORT and each run's ranks "
                                    "meet at PORT+1.")
 @click.option("--join-timeout", type=click.FloatRange(min=1), default=120.0, show_default=True, metavar="S",
-              help="With --nnodes: how long a node waits for the others (to reach node 0, in each run's start).")
+              help="With --nnodes: how long a node waits for the others (to reach node 0, in each run's start "
+                   "and end), and how long a node may fall silent during a run before node 0 stops it.")
 @click.option("--workdir", type=click.Path(file_okay=False), default=None, metavar="DIR",
               help="Run each run of the training in its own directory under DIR (DIR/run-N), so what it writes "
                    "(checkpoints, logs) stays apart; the paths it is given are then read from there.")

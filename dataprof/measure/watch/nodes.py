@@ -11,6 +11,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
@@ -24,6 +28,9 @@ HEARD_S = 180.0
 END = "end"
 HEARD_KEY = "heard-end"
 """Where each node other than 0 says it heard the end (``heard-end-<node>``)."""
+ALIVE_KEY = "alive"
+"""Where each node other than 0 counts, every :data:`ALIVE_EVERY_S`, that it is there (``alive-<node>``)."""
+ALIVE_EVERY_S = 1.0
 
 
 class TuneNodes:
@@ -44,6 +51,65 @@ class TuneNodes:
                                              f"node 0's dataprof tune could not be reached at {where} within "
                                              f"{job.join_s:g} s: start it there with the same --master-addr and "
                                              "--master-port")) from None
+        self._quiet = threading.Event()
+        if not job.leader:
+            threading.Thread(target=self._alive, name="dataprof-node-alive", daemon=True).start()
+
+    def _client(self) -> Any:
+        from torch.distributed import TCPStore
+
+        return TCPStore(self.job.master_addr, self.job.master_port, is_master=False,
+                        timeout=timedelta(seconds=self.job.join_s))
+
+    def _alive(self) -> None:
+        """Another node, until it hears the end (or :meth:`close`): count that it is there, on a connection of
+        its own."""
+        try:
+            store = self._client()
+            while True:
+                store.add(f"{ALIVE_KEY}-{self.job.node_rank}", 1)
+                if self._quiet.wait(ALIVE_EVERY_S):
+                    return
+        except (RuntimeError, ValueError, TimeoutError):  # node 0 gone: the main thread finds it so
+            return
+
+    def close(self) -> None:
+        """Another node: stop counting that it is there (node 0's store may go at any moment now)."""
+        self._quiet.set()
+
+    @contextmanager
+    def watched(self, number: int, gone: Callable[[str], None]) -> Iterator[None]:
+        """Node 0, while run ``number`` goes: ``gone(why)``, once, when a node that had counted that it is there
+        has not for the join timeout (it died, or its network did: its ranks will not end the run). A node that
+        never came is the launch's to find (its ranks do not join the run's rendezvous)."""
+        if not self.job.leader or self.job.nnodes < 2:
+            yield
+            return
+        stop = threading.Event()
+
+        def watch() -> None:
+            try:
+                store = self._client()
+                seen = {node: (-1, time.monotonic()) for node in range(1, self.job.nnodes)}
+                while not stop.wait(ALIVE_EVERY_S):
+                    now = time.monotonic()
+                    for node, (count, since) in seen.items():
+                        counted = store.add(f"{ALIVE_KEY}-{node}", 0)
+                        if counted != count:
+                            seen[node] = (counted, now)
+                        elif counted > 0 and now - since >= self.job.join_s:
+                            gone(f"node {node} stopped answering during run {number} (nothing from its dataprof for "
+                                 f"{now - since:.0f} s, the join timeout)")
+                            return
+            except (RuntimeError, ValueError, TimeoutError):  # this node's own store is closing: the run ends
+                return
+
+        thread = threading.Thread(target=watch, name="dataprof-nodes-watch", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
 
     def say(self, number: int, settings: WatchSettings, run_id: str,
             node_changes: dict[int, RunChanges | None] | None = None) -> None:
@@ -75,6 +141,7 @@ class TuneNodes:
             raise DataprofError(f"node {self.job.node_rank}: node 0 said no run {number} within {wait_s:g} s "
                                 "(it ended, or cannot be reached)") from None
         if text == END:
+            self.close()
             self.store.set(f"{HEARD_KEY}-{self.job.node_rank}", "1")
             return None
         said: dict[str, Any] = json.loads(text)

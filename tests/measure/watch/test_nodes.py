@@ -53,6 +53,31 @@ def test_a_node_0_that_says_nothing_ends_the_others_with_one_line() -> None:
     del leader
 
 
+def test_node_0_hears_of_a_node_gone_silent_during_a_run_and_only_of_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    monkeypatch.setattr("dataprof.measure.watch.nodes.ALIVE_EVERY_S", 0.05)
+    port = free_port()
+    leader = TuneNodes(NodeJob(3, 0, "127.0.0.1", port, join_s=0.5))
+    counting = TuneNodes(NodeJob(3, 1, "127.0.0.1", port, join_s=0.5))
+    silent = TuneNodes(NodeJob(3, 2, "127.0.0.1", port, join_s=0.5))  # counts, then goes quiet
+    never = TuneNodes(NodeJob(4, 0, "127.0.0.1", free_port(), join_s=0.5))  # its nodes 1 to 3 never come
+    said: list[str] = []
+    heard = threading.Event()
+
+    def gone(why: str) -> None:
+        said.append(why)
+        heard.set()
+
+    with never.watched(1, gone):
+        assert not heard.wait(1.0)  # twice the join timeout
+    with leader.watched(3, gone):
+        silent.close()
+        assert heard.wait(5)
+    assert len(said) == 1 and said[0].startswith("node 2 stopped answering during run 3")  # not node 1, once
+    counting.close()
+
+
 @pytest.mark.parametrize(("job", "message"), [
     (NodeJob(1, 0, "h", 29500), "--nnodes 1"),
     (NodeJob(2, 2, "h", 29500), "--node-rank 2: give 0 to 1"),

@@ -1,0 +1,142 @@
+"""Ranks on this machine through torch.distributed's launcher (elastic launch, as ``torchrun`` does): how they
+end, a rank that died named, and a stop said from another thread (a node gone silent)."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from dataprof.errors import Terminated, terminated_as_interrupted
+from dataprof.results.environment import NodeJob
+
+RANK_DIED = 130
+"""Exit code when a rank dies or the ranks are interrupted: the sweep stopped on every rank, and what was
+measured is kept (as for Ctrl-C)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Launched:
+    """How ranks started by :func:`launch_ranks` ended."""
+
+    code: int
+    """0, or the lowest failing rank's own exit code, or :data:`RANK_DIED`."""
+    died: str | None = None
+    """When a rank died by a signal: which (``rank 1 died by SIGKILL``); the launcher then stopped the others."""
+    values: Mapping[int, Any] = dataclasses.field(default_factory=dict)
+    """What each rank's entry returned, by rank (when every rank returned)."""
+
+
+class Stop:
+    """Why the ranks under way must stop, said from another thread (a node gone silent): the reason is kept, and
+    the launcher gets SIGTERM, as from Ctrl-C (it stops every rank of this node, then raises in the main thread),
+    so the launch ends with the reason rather than waiting for ranks that wait for the gone node."""
+
+    def __init__(self) -> None:
+        self.reason: str | None = None
+
+    def __call__(self, reason: str) -> None:
+        import signal
+        import threading
+
+        if self.reason is None:
+            self.reason = reason
+            main = threading.main_thread().ident
+            if main is not None:
+                signal.pthread_kill(main, signal.SIGTERM)
+
+
+def launch_ranks(nproc_per_node: int, entry: Callable[..., Any], *args: Any, run_id: str | None = None,
+                 nodes: NodeJob | None = None, stop: Stop | None = None) -> Launched:
+    """Run ``entry(*args)`` as ``nproc_per_node`` ranks on this machine through torch.distributed's
+    launcher (elastic launch, as ``torchrun --standalone``), as the job ``run_id`` (a fresh one by default); with
+    ``nodes``, as this node's ranks of a job over every node (torchrun's static rendezvous at the port beside
+    the tune's, node 0 hosting it; a node that has not joined within ``nodes.join_s`` fails the launch).
+
+    When a rank dies by a signal, the launcher stops every other rank. Otherwise the code is the lowest failing
+    rank's own (each rank prints its own error). A ``stop`` said meanwhile ends the launch with its reason. Across
+    nodes, this node's launcher waits for the others' once its ranks ended for up to ``nodes.join_s`` (torch's
+    launcher would wait 300 s for a node that vanished after its ranks ended).
+    """
+    import logging
+    import signal
+    import uuid
+
+    from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.elastic.rendezvous.api import RendezvousError
+    from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+
+    for name in list(logging.root.manager.loggerDict):  # dataprof says what happened, in one line
+        if name.startswith(("torch.distributed.elastic", "torch.multiprocessing")):
+            logging.getLogger(name).setLevel(logging.CRITICAL)
+    run_id = run_id or f"dataprof-{uuid.uuid4()}"
+    logs = tempfile.mkdtemp(prefix="dataprof-ranks-")  # the launcher's own files, removed when it ends
+    rendezvous: dict[str, Any] = {"min_nodes": 1, "max_nodes": 1, "rdzv_backend": "c10d",
+                                  "rdzv_endpoint": "localhost:0"} if nodes is None else \
+        {"min_nodes": nodes.nnodes, "max_nodes": nodes.nnodes, "rdzv_backend": "static",
+         "rdzv_endpoint": nodes.runs_endpoint,
+         "rdzv_configs": {"rank": nodes.node_rank, "timeout": max(1, int(nodes.join_s))}}
+    config = LaunchConfig(nproc_per_node=nproc_per_node, run_id=run_id, max_restarts=0, start_method="spawn",
+                          logs_specs=DefaultLogsSpecs(log_dir=logs), **rendezvous)
+    handlers = {sig: handler for sig in (signal.SIGINT, signal.SIGTERM)
+                if (handler := signal.getsignal(sig)) is not None}
+    reason = (lambda: None) if stop is None else (lambda: stop.reason)
+    try:
+        with terminated_as_interrupted(), _exit_barrier(nodes):
+            values = elastic_launch(config, entry)(*args)
+    except SignalException:  # Ctrl-C (rank 0 has printed what it measured), or a stop
+        return Launched(RANK_DIED, reason())
+    except Terminated:  # a stop before the launcher set its handlers; SIGTERM from outside stops the command
+        if reason() is None:
+            raise
+        return Launched(RANK_DIED, reason())
+    except (RendezvousError, RuntimeError, TimeoutError) as exc:  # across nodes: a node that never joined
+        if nodes is None:
+            raise
+        return Launched(RANK_DIED, reason() or
+                        f"the nodes did not meet at {nodes.runs_endpoint} within {nodes.join_s:g} s ({exc})")
+    except ChildFailedError as exc:
+        return Launched(RANK_DIED, reason()) if reason() else _failed(exc)
+    finally:  # the launcher's handlers raise its own SignalException: the caller's are put back
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+        shutil.rmtree(logs, ignore_errors=True)
+    return Launched(0, values=values or {})
+
+
+@contextlib.contextmanager
+def _exit_barrier(nodes: NodeJob | None) -> Iterator[None]:
+    """Across nodes: torch's launcher, while the block runs, waits for the other nodes' once this node's ranks
+    ended for ``nodes.join_s`` at most (its own default, 300 s, is not a launch option)."""
+    from torch.distributed.launcher import api as launcher
+
+    agent = launcher.LocalElasticAgent
+    if nodes is not None:
+        launcher.LocalElasticAgent = functools.partial(  # type: ignore[misc,assignment]
+            agent, exit_barrier_timeout=nodes.join_s)
+    try:
+        yield
+    finally:
+        launcher.LocalElasticAgent = agent  # type: ignore[misc]
+
+
+def _failed(exc: Any) -> Launched:
+    """How ranks that failed ended (a ``ChildFailedError``): a rank that died by a signal, named; else the lowest
+    failing rank's exit code."""
+    import signal
+
+    died = {rank: failure for rank, failure in exc.failures.items() if failure.exitcode < 0}
+    if not died:
+        return Launched(exc.failures[min(exc.failures)].exitcode)
+    rank = min(died)
+    try:
+        name = signal.Signals(-died[rank].exitcode).name
+    except ValueError:
+        name = f"signal {-died[rank].exitcode}"
+    return Launched(RANK_DIED, f"rank {rank} died by {name}")
