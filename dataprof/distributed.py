@@ -159,12 +159,15 @@ def watch_ranks(settings: WatchSettings, nproc_per_node: int, nodes: NodeJob | N
 def _watch_rank(settings: WatchSettings, env: Mapping[str, str], across_nodes: bool) -> Any:
     """One rank of :func:`watch_ranks`, with ``env`` set: its script watched; its report as a document (returned
     to the launcher); ``across_nodes``, every rank's (said where the job's ranks meet), on rank 0 alone. SIGTERM
-    (the launcher stopping the ranks) ends the script as Ctrl-C does."""
+    (the launcher stopping the ranks) ends the script as Ctrl-C does, and then no rank waits for the others'
+    reports (None: the launch that stops them keeps none)."""
     os.environ.update(env)
     with terminated_as_interrupted():
         report = watch(settings)
     if not across_nodes:
         return report.to_dict()
+    if report.ended_by == "SIGTERM":
+        return None
     info, meeting = rank_from_env(), meeting_of()
     assert info is not None and meeting is not None  # a rank of a launched job
     return gather_reports(report, info, meeting)

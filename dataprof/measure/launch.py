@@ -7,7 +7,10 @@ import contextlib
 import dataclasses
 import functools
 import shutil
+import signal
 import tempfile
+import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -34,20 +37,35 @@ class Launched:
 class Stop:
     """Why the ranks under way must stop, said from another thread (a node gone silent): the reason is kept, and
     the launcher gets SIGTERM, as from Ctrl-C (it stops every rank of this node, then raises in the main thread),
-    so the launch ends with the reason rather than waiting for ranks that wait for the gone node."""
+    so the launch ends with the reason rather than waiting for ranks that wait for the gone node. Once the launch
+    ended (:meth:`close`), nothing is sent."""
 
     def __init__(self) -> None:
         self.reason: str | None = None
+        self._lock = threading.Lock()
+        self._closed = False
 
     def __call__(self, reason: str) -> None:
-        import signal
-        import threading
+        with self._lock:
+            if self.reason is None and not self._closed:
+                self.reason = reason
+                main = threading.main_thread().ident
+                if main is not None:
+                    signal.pthread_kill(main, signal.SIGTERM)
 
-        if self.reason is None:
-            self.reason = reason
-            main = threading.main_thread().ident
-            if main is not None:
-                signal.pthread_kill(main, signal.SIGTERM)
+    def close(self) -> None:
+        """The launch ended: no signal from now on; one sent as it ended is taken here, by a handler that does
+        nothing, rather than by the command after it (which would read it as SIGTERM from outside)."""
+        with self._lock:
+            self._closed = True
+        if self.reason is not None and threading.current_thread() is threading.main_thread():
+            previous = signal.signal(signal.SIGTERM, lambda signum, frame: None)
+            time.sleep(STOP_DELIVERY_S)  # a signal on its way lands in the sleep
+            signal.signal(signal.SIGTERM, previous)
+
+
+STOP_DELIVERY_S = 0.05
+"""How long :meth:`Stop.close` leaves for a signal already sent to land."""
 
 
 def launch_ranks(nproc_per_node: int, entry: Callable[..., Any], *args: Any, run_id: str | None = None,
@@ -63,7 +81,6 @@ def launch_ranks(nproc_per_node: int, entry: Callable[..., Any], *args: Any, run
     launcher would wait 300 s for a node that vanished after its ranks ended).
     """
     import logging
-    import signal
     import uuid
 
     from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs
@@ -104,6 +121,8 @@ def launch_ranks(nproc_per_node: int, entry: Callable[..., Any], *args: Any, run
     except ChildFailedError as exc:
         return Launched(RANK_DIED, reason()) if reason() else _failed(exc)
     finally:  # the launcher's handlers raise its own SignalException: the caller's are put back
+        if stop is not None:
+            stop.close()
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
         shutil.rmtree(logs, ignore_errors=True)
@@ -129,8 +148,6 @@ def _exit_barrier(nodes: NodeJob | None) -> Iterator[None]:
 def _failed(exc: Any) -> Launched:
     """How ranks that failed ended (a ``ChildFailedError``): a rank that died by a signal, named; else the lowest
     failing rank's exit code."""
-    import signal
-
     died = {rank: failure for rank, failure in exc.failures.items() if failure.exitcode < 0}
     if not died:
         return Launched(exc.failures[min(exc.failures)].exitcode)
