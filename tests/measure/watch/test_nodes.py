@@ -21,8 +21,8 @@ def free_port() -> int:
 
 def test_the_other_nodes_hear_each_run_as_node_0_said_it_then_the_end() -> None:
     port = free_port()
-    leader = TuneNodes(NodeJob(2, 0, "127.0.0.1", port, join_s=1))
-    follower = TuneNodes(NodeJob(2, 1, "127.0.0.1", port, join_s=1))
+    leader = TuneNodes(NodeJob(2, 0, "127.0.0.1", port, join_s=0.3))
+    follower = TuneNodes(NodeJob(2, 1, "127.0.0.1", port, join_s=0.3))
     said = WatchSettings(target="/node0/train.py", args=("--epochs", "9"), seconds=4.0, limit_s=60.0,
                          changes=RunChanges({"num_workers": 4}, None, "train.py:40"), env={"DATAPROF_TRIAL": "1"})
     leader.say(1, said, "run-a")
@@ -48,8 +48,8 @@ def test_a_node_0_that_says_nothing_ends_the_others_with_one_line() -> None:
     port = free_port()
     leader = TuneNodes(NodeJob(2, 0, "127.0.0.1", port, join_s=5))
     follower = TuneNodes(NodeJob(2, 1, "127.0.0.1", port, join_s=5))
-    with pytest.raises(DataprofError, match="node 0 said no run 1 within 0.5 s"):
-        follower.hear(1, 0.5)
+    with pytest.raises(DataprofError, match="node 0 said no run 1 within 0.2 s"):
+        follower.hear(1, 0.2)
     del leader
 
 
@@ -58,10 +58,10 @@ def test_node_0_hears_of_a_node_gone_silent_during_a_run_and_only_of_it(monkeypa
 
     monkeypatch.setattr("dataprof.measure.watch.nodes.ALIVE_EVERY_S", 0.05)
     port = free_port()
-    leader = TuneNodes(NodeJob(3, 0, "127.0.0.1", port, join_s=0.5))
-    counting = TuneNodes(NodeJob(3, 1, "127.0.0.1", port, join_s=0.5))
-    silent = TuneNodes(NodeJob(3, 2, "127.0.0.1", port, join_s=0.5))  # counts, then goes quiet
-    never = TuneNodes(NodeJob(4, 0, "127.0.0.1", free_port(), join_s=0.5))  # its nodes 1 to 3 never come
+    leader = TuneNodes(NodeJob(3, 0, "127.0.0.1", port, join_s=0.3))
+    counting = TuneNodes(NodeJob(3, 1, "127.0.0.1", port, join_s=0.3))
+    silent = TuneNodes(NodeJob(3, 2, "127.0.0.1", port, join_s=0.3))  # counts, then goes quiet
+    never = TuneNodes(NodeJob(4, 0, "127.0.0.1", free_port(), join_s=0.3))  # its nodes 1 to 3 never come
     said: list[str] = []
     heard = threading.Event()
 
@@ -70,7 +70,7 @@ def test_node_0_hears_of_a_node_gone_silent_during_a_run_and_only_of_it(monkeypa
         heard.set()
 
     with never.watched(1, gone):
-        assert not heard.wait(1.0)  # twice the join timeout
+        assert not heard.wait(0.6)  # twice the join timeout
     with leader.watched(3, gone):
         silent.close()
         assert heard.wait(5)
