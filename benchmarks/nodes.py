@@ -15,7 +15,7 @@ through gloo's all-reduce.
    With ``--tune-budget``, ``dataprof tune --nnodes 2`` of the job too (from ``--workers`` on both nodes), its answer
    (a ``num_workers`` per node where it found one) timed by hand beside them.
 3. The watch's cost to the job: its it/s watched by ``dataprof run`` on every rank (to the script's own end)
-   against unwatched, interleaved over ``--rounds``.
+   against unwatched, interleaved over ``--rounds``: the median of each round's watched / plain.
 
     python benchmarks/nodes.py [--runs 10] [--rounds 3] [--workers 2] [--uniform 0,1,2] [--quota 0.5]
 """
@@ -224,9 +224,11 @@ def measure(opts: argparse.Namespace, cgroup: Node1Cgroup) -> int:
             pair = [(plain, False), (watched_rates, True)]
             for kept, watch in pair if round_ % 2 == 0 else pair[::-1]:
                 kept.append(job_rate(opts, tmp, cgroup, (opts.workers, opts.workers), 100 + round_, watch))
+        pairs = [w / p for w, p in zip(watched_rates, plain, strict=True)]  # each round's pair, minutes apart
         print(f"watched by dataprof run against plain, w{opts.workers} on both nodes: "
-              f"{statistics.median(watched_rates) / statistics.median(plain):.3f}× "
-              f"(watched {', '.join(f'{r:.2f}' for r in watched_rates)}; plain {', '.join(f'{r:.2f}' for r in plain)})")
+              f"{statistics.median(pairs):.3f}× (median of {len(pairs)} rounds' pairs, {min(pairs):.3f} … "
+              f"{max(pairs):.3f}; watched {', '.join(f'{r:.2f}' for r in watched_rates)}; "
+              f"plain {', '.join(f'{r:.2f}' for r in plain)})")
     return 0 if hits == opts.runs else 1
 
 
