@@ -32,6 +32,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -74,8 +75,16 @@ class Node1Cgroup:
         return ["nice", "-n", str(NICE)]
 
     def close(self) -> None:
-        if self.made:
-            self.path.rmdir()
+        """Remove the cgroup, once the processes still leaving it have left (a few seconds at most)."""
+        for _ in range(50):
+            if not self.made:
+                return
+            try:
+                self.path.rmdir()
+                return
+            except OSError:  # busy: a node's processes still exiting
+                time.sleep(0.2)
+        print(f"{self.path} is still busy: remove it by hand", file=sys.stderr)
 
 
 def two_nodes(tmp: Path, opts: argparse.Namespace, cgroup: Node1Cgroup, commands: tuple[list[str], list[str]],
@@ -104,7 +113,8 @@ def two_nodes(tmp: Path, opts: argparse.Namespace, cgroup: Node1Cgroup, commands
                 other.kill()
             raise
         if proc.returncode:
-            sys.exit(f"a node failed (exit {proc.returncode}): {err.strip().splitlines()[-1:] or ''}")
+            sys.exit(f"a node failed (exit {proc.returncode}); the end of its stderr:\n" +
+                     "\n".join(err.strip().splitlines()[-25:]))
         outs.append(out)
     return outs[0], outs[1]
 
