@@ -104,19 +104,19 @@ def two_nodes(tmp: Path, opts: argparse.Namespace, cgroup: Node1Cgroup, commands
              "--master-addr", "127.0.0.1", "--master-port", port, "--nproc-per-node", "1", *command],
             cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             env=dict(os.environ, PYTHONPATH=str(ROOT), TMPDIR=str(folder))))
-    outs = []
+    ended = []
     for proc in procs:
         try:
-            out, err = proc.communicate(timeout=timeout_s)
+            ended.append(proc.communicate(timeout=timeout_s))
         except subprocess.TimeoutExpired:
             for other in procs:
                 other.kill()
             raise
+    for node, proc in enumerate(procs):
         if proc.returncode:
-            sys.exit(f"a node failed (exit {proc.returncode}); the end of its stderr:\n" +
-                     "\n".join(err.strip().splitlines()[-25:]))
-        outs.append(out)
-    return outs[0], outs[1]
+            sys.exit(f"node {node} failed (exit {proc.returncode}); the end of each node's stderr:\n" + "\n".join(
+                f"node {n}: {line}" for n, (_, e) in enumerate(ended) for line in e.strip().splitlines()[-12:]))
+    return ended[0][0], ended[1][0]
 
 
 def training(opts: argparse.Namespace, workers: int) -> list[str]:
