@@ -148,6 +148,8 @@ def watch_ranks(settings: WatchSettings, nproc_per_node: int, nodes: NodeJob | N
         return [RunReport.from_dict(launched.values[rank]) for rank in sorted(launched.values)]
     if not nodes.leader:
         return []
+    if launched.values[0] is None:  # rank 0 got SIGTERM (its script ended as by Ctrl-C): it gathered nothing
+        return None
     said: dict[int, dict[str, Any]] = launched.values[0][0]
     world = nodes.nnodes * nproc_per_node
     if len(said) < world:

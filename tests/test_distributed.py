@@ -270,3 +270,15 @@ def test_rank_0_gathers_every_ranks_figures_and_names_a_missing_one(tmp_path: Pa
     assert gathered is not None and [(r.rank, r.host) for r in gathered.ranks] == [(0, "a"), (1, "b")]
     assert gathered.slowest_rank().rank == 1  # type: ignore[union-attr]
     assert "ranks 2 left no report" in gathered.notes[-1] and not job.exists()  # nothing left behind in /tmp
+
+
+def test_a_rank_0_stopped_by_sigterm_across_nodes_is_an_interrupted_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dataprof.distributed import watch_ranks
+    from dataprof.measure.launch import Launched
+    from dataprof.measure.watch.watcher import WatchSettings
+    from dataprof.results.environment import NodeJob
+
+    # rank 0's script ended by SIGTERM sent to its process alone: it gathered no report, and the others ended well
+    monkeypatch.setattr("dataprof.distributed.launch_ranks", lambda *args, **kwargs: Launched(0, values={0: None}))
+    job = NodeJob(2, 0, "127.0.0.1", 29500)
+    assert watch_ranks(WatchSettings(target="train.py"), 1, job, "run-a") is None
