@@ -103,26 +103,25 @@ def launch_ranks(nproc_per_node: int, entry: Callable[..., Any], *args: Any, run
                           logs_specs=DefaultLogsSpecs(log_dir=logs), **rendezvous)
     handlers = {sig: handler for sig in (signal.SIGINT, signal.SIGTERM)
                 if (handler := signal.getsignal(sig)) is not None}
-    reason = (lambda: None) if stop is None else (lambda: stop.reason)
+    stop = stop or Stop()  # none given: one nobody says
     try:
         with terminated_as_interrupted(), _exit_barrier(nodes):
             values = elastic_launch(config, entry)(*args)
     except SignalException:  # Ctrl-C (rank 0 has printed what it measured), or a stop
-        return Launched(RANK_DIED, reason())
+        return Launched(RANK_DIED, stop.reason)
     except Terminated:  # a stop before the launcher set its handlers; SIGTERM from outside stops the command
-        if reason() is None:
+        if stop.reason is None:
             raise
-        return Launched(RANK_DIED, reason())
+        return Launched(RANK_DIED, stop.reason)
     except (RendezvousError, RuntimeError, TimeoutError) as exc:  # across nodes: a node that never joined
         if nodes is None:
             raise
-        return Launched(RANK_DIED, reason() or
+        return Launched(RANK_DIED, stop.reason or
                         f"the nodes did not meet at {nodes.runs_endpoint} within {nodes.join_s:g} s ({exc})")
     except ChildFailedError as exc:
-        return Launched(RANK_DIED, reason()) if reason() else _failed(exc)
+        return Launched(RANK_DIED, stop.reason) if stop.reason else _failed(exc)
     finally:  # the launcher's handlers raise its own SignalException: the caller's are put back
-        if stop is not None:
-            stop.close()
+        stop.close()
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
         shutil.rmtree(logs, ignore_errors=True)
