@@ -18,6 +18,7 @@ through gloo's all-reduce.
    against unwatched, interleaved over ``--rounds``: the median of each round's watched / plain.
 
     python benchmarks/nodes.py [--runs 10] [--rounds 3] [--workers 2] [--uniform 0,1,2] [--quota 0.5]
+                               [--parts cause,answer,overhead]
 """
 
 from __future__ import annotations
@@ -51,12 +52,15 @@ def free_port() -> int:
 
 class Node1Cgroup:
     """Node 1's own cgroup, held to ``quota`` CPUs (v2 ``cpu.max`` or v1 CFS); removed on exit. None of it without
-    root: node 1 then runs at a lower priority."""
+    root: node 1 then runs at a lower priority; none at all for a ``quota`` of 0."""
 
     def __init__(self, quota: float) -> None:
         v2 = Path("/sys/fs/cgroup/cgroup.controllers").exists()
         self.path = Path("/sys/fs/cgroup" if v2 else "/sys/fs/cgroup/cpu") / f"dataprof-bench-node1-{os.getpid()}"
         self.made = False
+        self.held = quota > 0
+        if not self.held:
+            return
         try:
             self.path.mkdir()
             if v2:
@@ -72,7 +76,7 @@ class Node1Cgroup:
         """What node 1's launch runs under: into the cgroup, or at a lower priority."""
         if self.made:
             return ["sh", "-c", f'echo $$ > {self.path / "cgroup.procs"} && exec "$@"', "node1"]
-        return ["nice", "-n", str(NICE)]
+        return ["nice", "-n", str(NICE)] if self.held else []
 
     def close(self) -> None:
         """Remove the cgroup, once the processes still leaving it have left (a few seconds at most)."""
@@ -175,12 +179,15 @@ def main() -> int:
     parser.add_argument("--uniform", default="0,1,2", help="num_workers for every node, timed by hand")
     parser.add_argument("--node0-cpus", default="1", help="node 0's CPUs (taskset -c)")
     parser.add_argument("--node1-cpus", default="0", help="node 1's CPUs (taskset -c)")
-    parser.add_argument("--quota", type=float, default=0.5, help="node 1's cgroup CPU quota, in CPUs")
+    parser.add_argument("--quota", type=float, default=0.5,
+                        help="node 1's cgroup CPU quota, in CPUs (0: no cgroup, its CPUs alone hold it)")
     parser.add_argument("--sample-cpu-ms", type=float, default=2.0)
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--seconds", type=float, default=20.0,
                         help="each watched run's length: node 1, held to its quota, takes seconds to start")
     parser.add_argument("--steps", type=int, default=150)
+    parser.add_argument("--parts", default="cause,answer,overhead",
+                        help="which parts to run, of cause,answer,overhead (the answer needs the cause)")
     parser.add_argument("--tune-budget", type=float, default=240.0,
                         help="dataprof tune --nnodes 2's --budget (0: no tune); its answer is timed by hand too")
     opts = parser.parse_args()
@@ -192,54 +199,72 @@ def main() -> int:
 
 
 def measure(opts: argparse.Namespace, cgroup: Node1Cgroup) -> int:
-    """Both parts of the benchmark, as the module's docstring says; 0 when every run named the slow node."""
+    """The parts of the benchmark ``--parts`` names, as the module's docstring says; 0 when every run named the
+    slow node (or none was asked for)."""
+    parts = set(opts.parts.split(","))
     with tempfile.TemporaryDirectory(prefix="dataprof-bench-nodes-") as name:
         tmp = Path(name)
-        causes: list[tuple[Any, ...]] = []
-        for index in range(opts.runs):
-            found = watched(opts, tmp, cgroup, index).get("rank_cause")
-            causes.append(() if found is None else (found["rank"], found["node"], found["cause"],
-                                                    found["num_workers"]))
-            print(f"run {index + 1}: {found['evidence'] + ' → ' + found['recommendation'] if found else 'no cause'}",
-                  flush=True)
-        hits = sum(1 for c in causes if c and c[:2] == (1, 1) and c[2] in CPU_CAUSES)
-        print(f"\nslow node named with a CPU cause: {hits} of {opts.runs}")
-        named = collections.Counter(c[3] for c in causes if c and c[:2] == (1, 1) and c[3] is not None)
-        if not named:
-            print("no num_workers named for node 1: no per-node answer to time")
-            return 0 if hits == opts.runs else 1
-        there = named.most_common(1)[0][0]
-        picked = tuned(opts, tmp, cgroup) if opts.tune_budget else None
-        print(f"tune's answer (node 0, node 1 workers): {picked}")
-        configs = [(w, w) for w in map(int, opts.uniform.split(","))] + [(opts.workers, there)] + \
-            ([picked] if picked else [])
-        configs = list(dict.fromkeys(configs))
-        rates: dict[tuple[int, int], list[float]] = {c: [] for c in configs}
-        for round_ in range(opts.rounds):
-            for c in configs if round_ % 2 == 0 else configs[::-1]:
-                rates[c].append(job_rate(opts, tmp, cgroup, c, len(rates[c]) + 10 * configs.index(c)))
-        print("\nnode 0 workers, node 1 workers: job it/s (median of runs)")
-        for c in configs:
-            print(f"  {c[0]}, {c[1]}: {statistics.median(rates[c]):.2f}  ({', '.join(f'{r:.2f}' for r in rates[c])})")
-        best = max((c for c in configs if c[0] == c[1]), key=lambda c: statistics.median(rates[c]))
-        answer = (opts.workers, there)
-        ratio = statistics.median(rates[answer]) / statistics.median(rates[best])
-        print(f"run's per-node answer {answer} against the best uniform {best}: {ratio:.3f}×")
-        if picked:
-            print(f"tune's answer {picked} against the best uniform {best}: "
-                  f"{statistics.median(rates[picked]) / statistics.median(rates[best]):.3f}×")
-        plain: list[float] = []
-        watched_rates: list[float] = []
-        for round_ in range(opts.rounds):  # the watch's cost to the job: watched and plain, interleaved
-            pair = [(plain, False), (watched_rates, True)]
-            for kept, watch in pair if round_ % 2 == 0 else pair[::-1]:
-                kept.append(job_rate(opts, tmp, cgroup, (opts.workers, opts.workers), 100 + round_, watch))
-        pairs = [w / p for w, p in zip(watched_rates, plain, strict=True)]  # each round's pair, minutes apart
-        print(f"watched by dataprof run against plain, w{opts.workers} on both nodes: "
-              f"{statistics.median(pairs):.3f}× (median of {len(pairs)} rounds' pairs, {min(pairs):.3f} … "
-              f"{max(pairs):.3f}; watched {', '.join(f'{r:.2f}' for r in watched_rates)}; "
-              f"plain {', '.join(f'{r:.2f}' for r in plain)})")
+        hits, there = named_cause(opts, tmp, cgroup) if "cause" in parts else (opts.runs, None)
+        if "answer" in parts:
+            if there is None:
+                print("no num_workers named for node 1: no per-node answer to time")
+            else:
+                per_node_answer(opts, tmp, cgroup, there)
+        if "overhead" in parts:
+            overhead(opts, tmp, cgroup)
     return 0 if hits == opts.runs else 1
+
+
+def named_cause(opts: argparse.Namespace, tmp: Path, cgroup: Node1Cgroup) -> tuple[int, int | None]:
+    """Part 1: the runs that named rank 1 on node 1 with a CPU cause, and the num_workers named there most."""
+    causes: list[tuple[Any, ...]] = []
+    for index in range(opts.runs):
+        found = watched(opts, tmp, cgroup, index).get("rank_cause")
+        causes.append(() if found is None else (found["rank"], found["node"], found["cause"], found["num_workers"]))
+        print(f"run {index + 1}: {found['evidence'] + ' → ' + found['recommendation'] if found else 'no cause'}",
+              flush=True)
+    hits = sum(1 for c in causes if c and c[:2] == (1, 1) and c[2] in CPU_CAUSES)
+    print(f"\nslow node named with a CPU cause: {hits} of {opts.runs}")
+    named = collections.Counter(c[3] for c in causes if c and c[:2] == (1, 1) and c[3] is not None)
+    return hits, named.most_common(1)[0][0] if named else None
+
+
+def per_node_answer(opts: argparse.Namespace, tmp: Path, cgroup: Node1Cgroup, there: int) -> None:
+    """Part 2: the per-node answer (and tune's) against every uniform config, timed by hand, interleaved."""
+    picked = tuned(opts, tmp, cgroup) if opts.tune_budget else None
+    print(f"tune's answer (node 0, node 1 workers): {picked}")
+    configs = [(w, w) for w in map(int, opts.uniform.split(","))] + [(opts.workers, there)] + \
+        ([picked] if picked else [])
+    configs = list(dict.fromkeys(configs))
+    rates: dict[tuple[int, int], list[float]] = {c: [] for c in configs}
+    for round_ in range(opts.rounds):
+        for c in configs if round_ % 2 == 0 else configs[::-1]:
+            rates[c].append(job_rate(opts, tmp, cgroup, c, len(rates[c]) + 10 * configs.index(c)))
+    print("\nnode 0 workers, node 1 workers: job it/s (median of runs)")
+    for c in configs:
+        print(f"  {c[0]}, {c[1]}: {statistics.median(rates[c]):.2f}  ({', '.join(f'{r:.2f}' for r in rates[c])})")
+    best = max((c for c in configs if c[0] == c[1]), key=lambda c: statistics.median(rates[c]))
+    answer = (opts.workers, there)
+    ratio = statistics.median(rates[answer]) / statistics.median(rates[best])
+    print(f"run's per-node answer {answer} against the best uniform {best}: {ratio:.3f}×")
+    if picked:
+        print(f"tune's answer {picked} against the best uniform {best}: "
+              f"{statistics.median(rates[picked]) / statistics.median(rates[best]):.3f}×")
+
+
+def overhead(opts: argparse.Namespace, tmp: Path, cgroup: Node1Cgroup) -> None:
+    """Part 3: the watch's cost to the job, watched and plain interleaved (A, B, B, A, …): each round's pair."""
+    plain: list[float] = []
+    watched_rates: list[float] = []
+    for round_ in range(opts.rounds):
+        pair = [(plain, False), (watched_rates, True)]
+        for kept, watch in pair if round_ % 2 == 0 else pair[::-1]:
+            kept.append(job_rate(opts, tmp, cgroup, (opts.workers, opts.workers), 100 + round_, watch))
+    pairs = [w / p for w, p in zip(watched_rates, plain, strict=True)]
+    print(f"watched by dataprof run against plain, w{opts.workers} on both nodes: "
+          f"{statistics.median(pairs):.3f}× (median of {len(pairs)} rounds' pairs, {min(pairs):.3f} … "
+          f"{max(pairs):.3f}; watched {', '.join(f'{r:.2f}' for r in watched_rates)}; "
+          f"plain {', '.join(f'{r:.2f}' for r in plain)})")
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
+import inspect
 import shutil
 import signal
 import tempfile
@@ -76,7 +76,8 @@ def launch_ranks(nproc_per_node: int, entry: Callable[..., Any], *args: Any, run
     the tune's, node 0 hosting it; a node that has not joined within ``nodes.join_s`` fails the launch).
 
     When a rank dies by a signal, the launcher stops every other rank. Otherwise the code is the lowest failing
-    rank's own (each rank prints its own error). A ``stop`` said meanwhile ends the launch with its reason. Across
+    rank's own (each rank prints its own error). A ``stop`` said meanwhile ends the launch with its reason, its
+    ranks given :data:`STOP_GRACE_S` to end. Across
     nodes, this node's launcher waits for the others' once its ranks ended for up to ``nodes.join_s`` (torch's
     launcher would wait 300 s for a node that vanished after its ranks ended).
     """
@@ -105,7 +106,7 @@ def launch_ranks(nproc_per_node: int, entry: Callable[..., Any], *args: Any, run
                 if (handler := signal.getsignal(sig)) is not None}
     stop = stop or Stop()  # none given: one nobody says
     try:
-        with terminated_as_interrupted(), _exit_barrier(nodes):
+        with terminated_as_interrupted(), _agent(nodes, stop):
             values = elastic_launch(config, entry)(*args)
     except SignalException:  # Ctrl-C (rank 0 has printed what it measured), or a stop
         return Launched(RANK_DIED, stop.reason)
@@ -129,19 +130,38 @@ def launch_ranks(nproc_per_node: int, entry: Callable[..., Any], *args: Any, run
 
 
 @contextlib.contextmanager
-def _exit_barrier(nodes: NodeJob | None) -> Iterator[None]:
-    """Across nodes: torch's launcher, while the block runs, waits for the other nodes' once this node's ranks
-    ended for ``nodes.join_s`` at most (its own default, 300 s, is not a launch option)."""
+def _agent(nodes: NodeJob | None, stop: Stop) -> Iterator[None]:
+    """Torch's launcher, while the block runs, with an agent that, across nodes, waits for the other nodes' once
+    this node's ranks ended for ``nodes.join_s`` at most (its own default, 300 s, is not a launch option), and
+    that, on a ``stop``, gives this node's ranks :data:`STOP_GRACE_S` after its SIGTERM before it kills them
+    (its own 30 s is for a Ctrl-C, where a script may save its state; a rank of a stopped run waits on a node
+    gone, in a collective no signal handler interrupts)."""
     from torch.distributed.launcher import api as launcher
 
     agent = launcher.LocalElasticAgent
-    if nodes is not None:
-        launcher.LocalElasticAgent = functools.partial(  # type: ignore[misc,assignment]
-            agent, exit_barrier_timeout=nodes.join_s)
+    graced = inspect.signature(agent._shutdown).parameters.get("timeout") is not None  # torch ≥ 2.4
+
+    class Agent(agent):  # type: ignore[valid-type,misc]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            if nodes is not None:
+                kwargs["exit_barrier_timeout"] = nodes.join_s
+            super().__init__(*args, **kwargs)
+
+        def _shutdown(self, death_sig: signal.Signals = signal.SIGTERM, *args: Any, **kwargs: Any) -> None:
+            if stop.reason is not None and graced:
+                kwargs = {"timeout": STOP_GRACE_S}
+                args = ()
+            super()._shutdown(death_sig, *args, **kwargs)
+
+    launcher.LocalElasticAgent = Agent  # type: ignore[misc]
     try:
         yield
     finally:
         launcher.LocalElasticAgent = agent  # type: ignore[misc]
+
+
+STOP_GRACE_S = 5
+"""How long a stopped launch's ranks have between SIGTERM and SIGKILL."""
 
 
 def _failed(exc: Any) -> Launched:

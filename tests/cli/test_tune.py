@@ -27,7 +27,7 @@ def dataprof_tune(*args: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.slow
 def test_a_latency_bound_training_is_tuned_in_itself_and_told_what_data_costs_it(tmp_path: Path) -> None:
     out = tmp_path / "tune.json"
-    done = dataprof_tune("--budget", "60", "--trial-seconds", "1.5", "--max-data-cost", "10%", "--json", str(out),
+    done = dataprof_tune("--budget", "35", "--trial-seconds", "1.5", "--max-data-cost", "10%", "--json", str(out),
                          SCRIPT, "--epochs", "50", "--length", "256", "--workers", "1", "--sleep-ms", "2",
                          "--step-ms", "5", "--factory")
     assert done.returncode == 1, done.stderr  # the gate: data loading costs this training far more than 10%
@@ -121,7 +121,7 @@ def test_a_run_that_does_not_end_after_its_window_is_ended_and_failed(tmp_path: 
 def test_more_workers_over_a_stream_that_is_not_sharded_are_not_recommended(tmp_path: Path) -> None:
     out = tmp_path / "tune.json"
     # 32 samples an epoch at 5 ms each, a 1 ms step: more workers look faster, and each yields the whole stream
-    done = dataprof_tune("--budget", "25", "--trial-seconds", "1.5", "--no-loader-sweep", "--json", str(out), SCRIPT,
+    done = dataprof_tune("--budget", "16", "--trial-seconds", "1.5", "--no-loader-sweep", "--json", str(out), SCRIPT,
                          "--epochs", "400", "--length", "32", "--sleep-ms", "5", "--step-ms", "1", "--stream")
     assert done.returncode == 0, done.stderr
     doc = json.loads(out.read_text())

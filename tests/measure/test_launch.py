@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 
 import pytest
 
 from dataprof.errors import Terminated, terminated_as_interrupted
-from dataprof.measure.launch import Stop
+from dataprof.measure.launch import STOP_GRACE_S, Stop, _agent
+from dataprof.results.environment import NodeJob
 
 
 def test_a_stop_reaches_the_main_thread_as_sigterm_with_its_reason_and_nothing_after_the_launch() -> None:
@@ -26,3 +28,31 @@ def test_a_stop_reaches_the_main_thread_as_sigterm_with_its_reason_and_nothing_a
         ended("node 1 stopped answering")
         time.sleep(0.1)  # nothing lands
     assert ended.reason is None
+
+
+class _Agent:
+    """Torch's launcher's agent, as far as the launch's shutdown goes: the grace it gives the ranks."""
+
+    graces: list[tuple[int, float]] = []
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        self.kwargs = kwargs
+
+    def _shutdown(self, death_sig: signal.Signals = signal.SIGTERM, timeout: float = 30) -> None:
+        self.graces.append((death_sig, timeout))
+
+
+def test_a_stopped_launch_gives_its_ranks_a_short_grace_and_a_ctrl_c_the_launcher_s_own(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from torch.distributed.launcher import api as launcher
+
+    monkeypatch.setattr(launcher, "LocalElasticAgent", _Agent)
+    stop = Stop()
+    with _agent(NodeJob(2, 0, "127.0.0.1", 29500, join_s=7.0), stop):
+        agent = launcher.LocalElasticAgent()
+        assert agent.kwargs == {"exit_barrier_timeout": 7.0}  # not torch's 300 s for a node gone at the end
+        agent._shutdown(signal.SIGINT, timeout=30)  # Ctrl-C: the script may save its state
+        stop.reason = "node 1 stopped answering"
+        agent._shutdown(signal.SIGTERM, timeout=30)
+    assert _Agent.graces == [(signal.SIGINT, 30), (signal.SIGTERM, STOP_GRACE_S)]
+    assert launcher.LocalElasticAgent is _Agent  # put back
