@@ -139,7 +139,7 @@ def _agent(nodes: NodeJob | None, stop: Stop) -> Iterator[None]:
     from torch.distributed.launcher import api as launcher
 
     agent = launcher.LocalElasticAgent
-    graced = inspect.signature(agent._shutdown).parameters.get("timeout") is not None  # torch ≥ 2.4
+    graced = inspect.signature(agent._shutdown).parameters.get("timeout") is not None  # older agents take none
 
     class Agent(agent):  # type: ignore[valid-type,misc]
         def __init__(self, *args: Any, **kwargs: Any) -> None:
