@@ -101,6 +101,9 @@ class Knob:
     threads: bool = False
     """Thread workers take it (``worker_kind=thread``: the DataLoader's ``worker_method``, or the pipeline
     dataprof builds); a loader whose batches threads load is passed no knob but these."""
+    reported: str | None = None
+    """The field of a run's loader record (``LoaderRun``, a key of the run document's loader) that reports the
+    value the loader had; None: a run does not report it."""
     refine: Callable[[Any, TunedLoader], Any] | None = None
     """``tune``'s refinement: the value tried, one run, on top of the config leading after the worker climb,
     from the value in effect there and the loader tuned (it returns None: nothing to try there); None: the knob
@@ -164,7 +167,7 @@ REGISTRY = Registry((
          "prefetch_factor values (configs with workers only) [default: 2,4]. Adaptive tries a value other than 2 "
          "only when the wait for a batch has a heavy tail, unless given.", grid_rank=3, json_rank=2, flag_rank=0,
          held=2, tried=DEFAULT_PREFETCH_FACTORS, preferred=lambda space: 2, minimum=1, evidence=True, tune_rank=3,
-         loader_default=2, attribute=True, nodes=True, threads=True,
+         loader_default=2, attribute=True, nodes=True, threads=True, reported="prefetch_factor",
          refine=lambda now, loader: 2 * (now or 2)),  # doubled: rides out a slow batch
     Knob("persistent_workers", ("torch", "paddle"), "--persistent-workers", "on,off", "persistent_workers", True,
          _with_workers(lambda c: None if c.threads else "persist" if c.persistent_workers else "respawn"),
@@ -172,6 +175,7 @@ REGISTRY = Registry((
          default="on", held=True, tried=(True,), preferred=lambda space: True, tuned=False, loader_default=False,
          read=lambda loader: bool(getattr(loader, "persistent_workers", getattr(loader, "_persistent_workers",
                                                                                  False))), attribute=True,
+         reported="persistent_workers",
          # the workers' start skipped at every epoch, where the loader has the knob (a nodes pipeline has not)
          refine=lambda now, loader: None if now or "persistent_workers" not in loader.settings else True),
     Knob("use_shared_memory", ("paddle",), "--use-shared-memory", "on,off", "use_shared_memory", True,
@@ -190,6 +194,7 @@ REGISTRY = Registry((
          "PyTorch: pin_memory values [default: on,off]; swept only when a GPU is used.", grid_rank=0, json_rank=0,
          flag_rank=1, held=False, tried=(True, False), preferred=lambda space: True, tune_rank=0, loader_default=False,
          read=lambda loader: bool(getattr(loader, "pin_memory", False)), attribute=True, threads=True,
+         reported="pin_memory",
          # a faster copy to a GPU, at the cost of a pinning thread: tried only on a GPU
          refine=lambda now, loader: True if loader.device.startswith("cuda") and not now else None),
     Knob("in_order", ("torch",), "--in-order", "on,off", "in_order", True,
@@ -210,6 +215,7 @@ REGISTRY = Registry((
          preferred=lambda space: space.start_method,
          passed=lambda value, space: None if value == space.start_method else value,  # in effect: not passed
          choices=START_METHODS, evidence=True, tune_rank=5, costs=True, read=_start_method, nodes=True,
+         reported="start_method",
          # workers started by fork start faster, without the dataset pickled into each
          refine=lambda now, loader: StartMethod.FORK.value if now and now != StartMethod.FORK
          and StartMethod.FORK in loader.start_methods else None),
@@ -223,7 +229,7 @@ REGISTRY = Registry((
          "processes, and threads where the evidence calls for them: samples that release the GIL, copy-on-read "
          "growth, /dev/shm or start-up limits, IPC at the CPU ceiling]. Threads need torchdata (or a DataLoader "
          "with worker_method).", json_rank=7, flag_rank=6, metavar="KINDS", keyword=False,
-         held=WorkerKind.PROCESS.value, choices=WORKER_KINDS, ordered=True, nodes=True,
+         held=WorkerKind.PROCESS.value, choices=WORKER_KINDS, ordered=True, nodes=True, reported="worker_kind",
          # threads pass batches without pickling and hold no copies, but share the step's interpreter lock
          refine=lambda now, loader: WorkerKind.THREAD.value if loader.threads and now != WorkerKind.THREAD
          else None),

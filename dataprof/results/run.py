@@ -15,6 +15,7 @@ from typing import Any
 from dataprof.results.document import SCHEMA_VERSION, to_json
 from dataprof.results.environment import Environment
 from dataprof.results.findings import Finding, GateResult
+from dataprof.results.registry import REGISTRY
 from dataprof.results.vocabulary import Kind, SlowRankCause
 
 
@@ -92,6 +93,18 @@ class LoaderRun:
     knobs_lost: dict[str, Any] | None = None
     """``--override``: the knobs set where it was built that it no longer had at its first iteration (the
     script changed them after construction), with the values it had."""
+
+    def knobs(self) -> dict[str, Any]:
+        """Its knobs as the script set them, by their records' names (``num_workers`` first; None: not known),
+        each a knob the records say a run reports (:attr:`~dataprof.results.registry.Knob.reported`); a knob
+        that picks the loader rather than setting one of its arguments (its worker kind) only where it picks
+        another than the default."""
+        values: dict[str, Any] = {"num_workers": self.num_workers}
+        for knob in REGISTRY:
+            if knob.reported is not None:
+                value = getattr(self, knob.reported)
+                values[knob.name] = value if knob.keyword or value != knob.held else None
+        return values
 
 
 LOADER_DEFAULTS = {"framework": "torch", "dataset_file": None, "factory": None, "factory_args": None,

@@ -125,3 +125,20 @@ def test_the_knob_fields_of_the_configs_the_spaces_and_the_options_are_the_regis
     for knob in REGISTRY:
         assert knob.values != "words" or knob.choices, knob.name
         assert knob.minimum is None or knob.values == "ints", knob.name
+
+
+def test_the_knobs_a_run_reports_are_the_loader_record_s_fields_and_reach_the_loader_tune_tunes() -> None:
+    from dataprof.decide.tune import loader_of
+    from dataprof.results.run import LoaderRun
+    from tests.conftest import run_report
+
+    reported = {knob.reported for knob in REGISTRY if knob.reported}
+    assert reported <= {f.name for f in dataclasses.fields(LoaderRun)}
+    loader = dataclasses.replace(run_report(0.4).loaders[0], start_method="spawn", worker_kind="thread")
+    assert loader_of(loader).settings == {"num_workers": 2, "prefetch_factor": 2, "persistent_workers": True,
+                                          "pin_memory": False, "multiprocessing_context": "spawn",
+                                          "worker_kind": "thread"}  # a knob's record name, not the run's key
+    # worker processes are the default: the knob that picks the loader is named only away from it
+    assert "worker_kind" not in loader_of(dataclasses.replace(loader, worker_kind="process")).settings
+    with REGISTRY.added(dataclasses.replace(TIMEOUT, reported="epochs")):  # a run reporting a knob in a field
+        assert loader.knobs()["timeout"] == loader.epochs

@@ -87,12 +87,8 @@ def others_note(run: RunReport, tuned: LoaderRun) -> str | None:
 def loader_of(loader: LoaderRun, device: str = "cpu") -> TunedLoader:
     """The tuned loader as the report names it, with its knobs as the script set them (its workers' kind where
     they are threads, as a ``torchdata.nodes`` pipeline's are), and the ``device`` the training ran on."""
-    settings = {"num_workers": loader.num_workers, "prefetch_factor": loader.prefetch_factor,
-                "persistent_workers": loader.persistent_workers, "pin_memory": loader.pin_memory,
-                "multiprocessing_context": loader.start_method,
-                "worker_kind": WorkerKind.THREAD.value if loader.worker_kind == WorkerKind.THREAD else None}
     return TunedLoader(loader.site, loader.loader_class, loader.batch_size,
-                       {k: v for k, v in settings.items() if v is not None}, device, split=loader.split,
+                       {k: v for k, v in loader.knobs().items() if v is not None}, device, split=loader.split,
                        built_by=loader.built_by, batch_bytes=loader.batch_bytes, iterable=loader.iterable)
 
 

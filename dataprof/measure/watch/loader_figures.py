@@ -6,9 +6,11 @@ from __future__ import annotations
 import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from dataprof.measure.protocol import Message
 from dataprof.measure.timing import warmup_batches
+from dataprof.results.registry import REGISTRY
 from dataprof.results.run import LoaderRun
 from dataprof.results.stats import percentile
 
@@ -55,13 +57,14 @@ def loader_run(loader: WatchedLoader, others: Sequence[WatchedLoader] = ()) -> L
     warm = starts + sum(row[2] for row in loader.rows if 0 < row[1] < warmup)
     whole = starts + sum(row[2] for row in loader.rows if row[1] > 0) \
         + sum(row[3] for row in loader.rows if row[3] >= 0)
+    reported: dict[str, Any] = {knob.reported: info.get(knob.reported) for knob in REGISTRY if knob.reported}
     return LoaderRun(
         site=info["site"], dataset=info["dataset"], dataset_module=info.get("dataset_module"),
         dataset_file=info.get("dataset_file"),
         loader_class=info["loader_class"], framework=info.get("framework", "torch"),
         batch_size=info.get("batch_size"), num_workers=info.get("num_workers"),
-        prefetch_factor=info.get("prefetch_factor"), persistent_workers=info.get("persistent_workers"),
-        pin_memory=info.get("pin_memory"), batches=len(loader.rows), epochs=epochs, steady_batches=len(steady),
+        **reported,
+        batches=len(loader.rows), epochs=epochs, steady_batches=len(steady),
         samples_per_s=sum(row[4] for row in steady) / total if total > 0 else None,
         data_wait_fraction=sum(waits) / total if total > 0 else None,
         wait_ms=_ms_stats(waits), step_ms=_ms_stats(steps),
@@ -69,8 +72,7 @@ def loader_run(loader: WatchedLoader, others: Sequence[WatchedLoader] = ()) -> L
         warmup_wait_fraction=warm / whole if whole > 0 else None,
         factory=info.get("factory"), factory_args=None if info.get("factory_args") is None
         else tuple(info["factory_args"]), factory_blocked=info.get("factory_blocked"),
-        factory_split=info.get("factory_split"), worker_kind=info.get("worker_kind") or "process",
-        iterable=bool(info.get("iterable")), start_method=info.get("start_method"),
+        factory_split=info.get("factory_split"), iterable=bool(info.get("iterable")),
         iterations_per_s=_pace(timed, warmup, [span for other in others for span in other.spans()]),
         replayed_after=replayed, split=info.get("split"), built_by=tuple(info.get("built_by") or ()),
         training_fraction=sum(row[6] for row in loader.rows) / len(loader.rows)
