@@ -12,7 +12,7 @@ from dataprof.measure.protocol import Channel
 from dataprof.measure.watch.changes import pipeline, streams, threads_settings
 from dataprof.measure.watch.ranks import RankEnd
 from dataprof.measure.watch.sites import relative
-from dataprof.results.vocabulary import WorkerKind
+from dataprof.results.vocabulary import Framework, WorkerKind
 
 FLUSH_S = 0.5
 """How often each loader's new batch timings are sent to the parent."""
@@ -89,7 +89,7 @@ class Recorder:
                 "prefetch_factor": getattr(loader, "prefetch_factor", None),
                 "persistent_workers": getattr(loader, "persistent_workers",
                                               getattr(loader, "_persistent_workers", None)),
-                "framework": "paddle" if type(loader).__module__.startswith("paddle") else "torch",
+                "framework": _framework(loader).value,
                 "pin_memory": getattr(loader, "pin_memory", None), "worker_kind": "process", **settings,
                 "iterable": streams(loader), "start_method": _start_method(loader), **threads_settings(loader),
                 "split": split, "built_by": list(built_by), **factory, "batches": 0}
@@ -180,10 +180,16 @@ def nodes_settings(loader: Any) -> dict[str, Any]:
     return found
 
 
+def _framework(loader: Any) -> Framework:
+    """Whose DataLoader ``loader`` is, by the package its class comes from (PyTorch's, unless Paddle's)."""
+    package = type(loader).__module__.partition(".")[0]
+    return Framework.PADDLE if package == Framework.PADDLE else Framework.TORCH
+
+
 def _start_method(loader: Any) -> str | None:
     """How a torch DataLoader starts its worker processes (its ``multiprocessing_context``, else the process's
     start method, else the platform's default, the process's left unset); None without worker processes."""
-    if type(loader).__module__.startswith("paddle") or not getattr(loader, "num_workers", 0) \
+    if _framework(loader) == Framework.PADDLE or not getattr(loader, "num_workers", 0) \
             or "_dataprof_threads" in getattr(loader, "__dict__", {}):
         return None
     context = getattr(loader, "multiprocessing_context", None)
