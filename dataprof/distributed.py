@@ -23,7 +23,7 @@ from typing import Any
 from dataprof.errors import DataprofError, TargetError, UsageError, terminated_as_interrupted
 from dataprof.measure.launch import RANK_DIED, Stop, launch_ranks
 from dataprof.measure.watch.meeting import Meeting, exchange_dir, meeting_of
-from dataprof.measure.watch.ranks import END_KEY, FAILED_KEY
+from dataprof.measure.watch.ranks import ALIVE_KEY, END_KEY, FAILED_KEY, REPORT_KEY, SILENT_S, RankFailures
 from dataprof.measure.watch.watcher import WatchSettings, watch
 from dataprof.results.environment import NodeJob, RankInfo
 from dataprof.results.run import RankRun, RunReport
@@ -150,11 +150,10 @@ def watch_ranks(settings: WatchSettings, nproc_per_node: int, nodes: NodeJob | N
         return []
     if launched.values[0] is None:  # rank 0 got SIGTERM (its script ended as by Ctrl-C): it gathered nothing
         return None
-    said: dict[int, dict[str, Any]] = launched.values[0][0]
+    said, _, gone = launched.values[0]
     world = nodes.nnodes * nproc_per_node
     if len(said) < world:
-        missing = ", ".join(str(rank) for rank in range(world) if rank not in said)
-        raise DataprofError(f"ranks {missing} left no report within {RUN_GATHER_S:g} s")
+        raise DataprofError("; ".join(_missing(world, said, gone, RUN_GATHER_S)))
     return [RunReport.from_dict(said[rank]["report"]) for rank in sorted(said)]
 
 
@@ -175,18 +174,22 @@ def _watch_rank(settings: WatchSettings, env: Mapping[str, str], across_nodes: b
     return gather_reports(report, info, meeting)
 
 
-REPORT_KEY = "report"
-"""Where each rank of a distributed ``dataprof run`` says its report (``report-<rank>``)."""
 RUN_GATHER_S = 120.0
 """How long rank 0 of a distributed ``dataprof run`` waits for the other ranks' reports once its own ended."""
 
 
+Gathered = tuple[dict[int, dict[str, Any]], bool, tuple[int, ...]]
+"""What rank 0 gathered: every rank's that came, by rank; whether the meeting could be reached; the ranks gone."""
+
+
 def gather_reports(report: RunReport, info: RankInfo, meeting: Meeting, timeout_s: float = RUN_GATHER_S,
-                   sleep: Callable[[float], None] = time.sleep) -> tuple[dict[int, dict[str, Any]], bool] | None:
+                   sleep: Callable[[float], None] = time.sleep,
+                   clock: Callable[[], float] = time.monotonic) -> Gathered | None:
     """Every rank says its report where the job's ranks meet (``meeting``: the launcher's store, across nodes, or
     a directory on one); rank 0 gets every rank's that came within ``timeout_s`` (by rank: its host, its node, the
-    ranks on that node and the report as a document), and whether the meeting could be reached (only its own
-    when not); other ranks None. The keys are removed once read.
+    ranks on that node and the report as a document), whether the meeting could be reached (only its own when
+    not), and the ranks it stopped waiting for once they went silent (:data:`SILENT_S` with nothing from their
+    dataprof: their node gone); other ranks None. The keys are removed once read.
 
     The ranks share no process group here: the training script has its own, so they meet outside it.
     """
@@ -195,34 +198,46 @@ def gather_reports(report: RunReport, info: RankInfo, meeting: Meeting, timeout_
     said = meeting.put(f"{REPORT_KEY}-{info.rank}", mine)
     if info.rank != 0:
         return None
-    deadline = time.monotonic() + timeout_s
+    deadline = clock() + timeout_s
     keys = [f"{REPORT_KEY}-{rank}" for rank in range(info.world_size)]
     found: dict[int, str] = {}
-    while said and len(found) < len(keys) and time.monotonic() < deadline:
+    peers, gone = RankFailures(meeting, info.rank, info.world_size, clock), set[int]()
+    while said and len(found) + len(gone) < len(keys) and clock() < deadline:
         found.update({rank: text for rank, key in enumerate(keys)
                       if rank not in found and (text := meeting.get(key)) is not None})
-        if len(found) < len(keys):
+        gone.update(peers.gone(rank for rank in range(info.world_size) if rank not in found))
+        if len(found) + len(gone) < len(keys):
             sleep(0.2)
     found = found if said else {0: mine}
-    for key in (*keys, END_KEY, FAILED_KEY, *(f"{FAILED_KEY}-{rank}" for rank in range(info.world_size))):
-        meeting.remove(key)  # the reports, the batch every rank ended at, the ranks whose script failed
-    return {rank: json.loads(text) for rank, text in sorted(found.items())}, said
+    for key in (*keys, END_KEY, FAILED_KEY, *(f"{name}-{rank}" for name in (FAILED_KEY, ALIVE_KEY)
+                                              for rank in range(info.world_size))):
+        meeting.remove(key)  # the reports, the end, the ranks whose script failed, their counts of being there
+    return {rank: json.loads(text) for rank, text in sorted(found.items())}, said, tuple(sorted(gone))
 
 
 def gather_runs(report: RunReport, info: RankInfo, meeting: Meeting, timeout_s: float = RUN_GATHER_S,
-                sleep: Callable[[float], None] = time.sleep) -> RunReport | None:
+                sleep: Callable[[float], None] = time.sleep,
+                clock: Callable[[], float] = time.monotonic) -> RunReport | None:
     """Distributed ``dataprof run``: rank 0 gets its own report with every rank's figures (``ranks``), other ranks
-    None (:func:`gather_reports`). A rank missing after ``timeout_s`` is named in a note."""
-    gathered = gather_reports(report, info, meeting, timeout_s, sleep)
+    None (:func:`gather_reports`). A rank gone silent, or missing after ``timeout_s``, is named in a note."""
+    gathered = gather_reports(report, info, meeting, timeout_s, sleep, clock)
     if gathered is None:
         return None
-    found, reached = gathered
+    found, reached, gone = gathered
     ranks = [_rank_run(rank, found[rank]) for rank in sorted(found)]
-    missing = [rank for rank in range(info.world_size) if rank not in found]
-    unreachable = "" if reached else f" ({meeting.where} could not be reached)"
-    notes = report.notes + ((f"ranks {', '.join(map(str, missing))} left no report within {timeout_s:g} s"
-                             f"{unreachable}",) if missing else ())
-    return dataclasses.replace(report, ranks=tuple(ranks), notes=notes)
+    return dataclasses.replace(report, ranks=tuple(ranks), notes=report.notes + _missing(
+        info.world_size, found, gone, timeout_s, "" if reached else f" ({meeting.where} could not be reached)"))
+
+
+def _missing(world_size: int, found: Mapping[int, Any], gone: tuple[int, ...], timeout_s: float,
+             unreachable: str = "") -> tuple[str, ...]:
+    """What is said of the ranks whose report did not come: those gone silent, the others not in time."""
+    late = [rank for rank in range(world_size) if rank not in found and rank not in gone]
+    return tuple(note for note in (
+        f"ranks {', '.join(map(str, gone))} stopped answering (nothing from their dataprof for {SILENT_S:g} s): "
+        "no report" if gone else None,
+        f"ranks {', '.join(map(str, late))} left no report within {timeout_s:g} s{unreachable}" if late else None)
+        if note is not None)
 
 
 def _rank_run(rank: int, said: dict[str, Any]) -> RankRun:

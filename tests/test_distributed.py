@@ -272,6 +272,28 @@ def test_rank_0_gathers_every_ranks_figures_and_names_a_missing_one(tmp_path: Pa
     assert "ranks 2 left no report" in gathered.notes[-1] and not job.exists()  # nothing left behind in /tmp
 
 
+def test_rank_0_stops_waiting_for_a_rank_gone_silent_and_says_so(tmp_path: Path) -> None:
+    from dataprof.distributed import gather_runs
+    from dataprof.measure.watch.meeting import FolderMeeting
+    from dataprof.measure.watch.ranks import ALIVE_KEY, SILENT_S
+    from dataprof.results.environment import RankInfo
+
+    job = tmp_path / "job"
+    gather_runs(run_report(0.5), RankInfo(rank=1, world_size=3, host="b"), FolderMeeting(job))
+    FolderMeeting(job).count(f"{ALIVE_KEY}-2", 3)  # rank 2 counted that it was there, then its node died
+    clock = [0.0]
+
+    def sleep(seconds: float) -> None:
+        clock[0] += seconds
+
+    gathered = gather_runs(run_report(0.1), RankInfo(rank=0, world_size=3, host="a"), FolderMeeting(job),
+                           sleep=sleep, clock=lambda: clock[0])
+    assert gathered is not None and [r.rank for r in gathered.ranks] == [0, 1]
+    assert SILENT_S <= clock[0] < SILENT_S + 2  # not the 120 s a report may take to come
+    assert gathered.notes[-1] == "ranks 2 stopped answering (nothing from their dataprof for 15 s): no report"
+    assert not job.exists()
+
+
 def test_a_rank_0_stopped_by_sigterm_across_nodes_is_an_interrupted_run(monkeypatch: pytest.MonkeyPatch) -> None:
     from dataprof.distributed import watch_ranks
     from dataprof.measure.launch import Launched

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -135,6 +136,37 @@ def test_a_rank_that_fails_on_one_node_ends_the_other_nodes_rank_at_once(tmp_pat
     assert time.monotonic() - started < NODE_TIMEOUT_S / 2  # gloo's own wait is 30 minutes
 
 
+@pytest.mark.slow
+def test_a_node_that_dies_in_a_run_ends_it_on_the_others_with_what_they_measured(tmp_path: Path) -> None:
+    import psutil
+
+    out = tmp_path / "run.json"
+    procs = start_nodes(tmp_path, (0, 1), lambda node, port, tmp: [
+        sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--node-rank", str(node), "--master-addr",
+        "127.0.0.1", "--master-port", port, "--nproc-per-node", "1", "-m", "dataprof", "run", "--json", str(out),
+        "examples/ddp_train.py", "--workers", "1", "--length", "1000000"], start_new_session=True)
+    try:
+        while not any("watch.watched" in " ".join(p.cmdline()) and p.children()  # node 1 trains, with its worker
+                      for p in psutil.Process(procs[1].pid).children(recursive=True)):
+            assert procs[1].poll() is None and procs[0].poll() is None
+            time.sleep(0.2)
+        time.sleep(1.0)
+        for process in [psutil.Process(procs[1].pid), *psutil.Process(procs[1].pid).children(recursive=True)]:
+            process.kill()  # node 1 dies: its launcher, and its ranks (each in a session of its own), at once
+        killed = time.monotonic()
+        node0 = ended(procs[:1])[0]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+    # its collective failed with its peer gone (or, where the peer's network went silent, the watch ends it
+    # after 15 s); then rank 0 waited 15 s for rank 1's report, not 120 s
+    assert time.monotonic() - killed < 60 and node0.returncode != 0, node0.stderr
+    document = json.loads(out.read_text())
+    assert [r["rank"] for r in document["ranks"]] == [0]
+    assert "ranks 1 stopped answering (nothing from their dataprof for 15 s): no report" in document["notes"]
+
+
 def tune_argv(*options: str) -> Callable[[int, str, Path], list[str]]:
     """``dataprof tune --nnodes 2 --node-rank K`` with ``options``, its ``--workdir`` and ``--json`` in the node's
     ``$TMPDIR``, over examples/ddp_train.py."""
@@ -187,8 +219,6 @@ def test_a_node_whose_node_0_never_starts_ends_in_one_line_within_the_join_timeo
 @pytest.mark.slow
 @pytest.mark.parametrize("after_s", [0.0, 3.0])  # before its ranks joined run 2; as they start the script
 def test_a_node_that_dies_in_a_tune_ends_it_with_the_runs_measured_kept(tmp_path: Path, after_s: float) -> None:
-    import signal
-
     procs = dict(enumerate(start_nodes(tmp_path, (0, 1), tune_argv("--join-timeout", "10", "--budget", "60"),
                                        start_new_session=True)))
     try:

@@ -11,9 +11,11 @@ its end. The ranks meet outside the training's process group because that group 
 
 from __future__ import annotations
 
+import math
 import os
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from dataprof.measure.watch.meeting import Meeting, job_rank, meeting_of
 
@@ -25,6 +27,15 @@ END_KEY = "end"
 """The key under which rank 0 names the loader and the batch to end at (``loader batches``)."""
 FAILED_KEY = "failed"
 """The counter of ranks whose script failed; each also says so under ``failed-<rank>``."""
+REPORT_KEY = "report"
+"""Where each rank of a distributed ``dataprof run`` says its report (``report-<rank>``)."""
+ALIVE_KEY = "alive"
+"""The counter under which each rank's dataprof says, while it watches, that it is there (``alive-<rank>``)."""
+ALIVE_EVERY_S = 1.0
+"""How often a rank's dataprof counts that it is there."""
+SILENT_S = 15.0
+"""A rank whose dataprof counted that it was there and has been silent this long since, its report unsaid, is
+gone (its node died, or the network to it): the others stop waiting for it."""
 
 
 class RankEnd:
@@ -79,24 +90,86 @@ class RankEnd:
 
 
 class RankFailures:
-    """A job's ranks tell each other when one's script failed, so the others' watches end their scripts at once
-    rather than leave them in a collective until its timeout."""
+    """A job's ranks tell each other when one's script failed, and, while they watch, that they are there: the
+    others' watches end their scripts at once when one failed or went silent (its node gone), rather than leave
+    them in a collective until its timeout, and rank 0 stops waiting for a gone rank's report."""
 
-    def __init__(self, meeting: Meeting, rank: int, world_size: int) -> None:
+    def __init__(self, meeting: Meeting, rank: int, world_size: int,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.meeting = meeting
         self.rank = rank
         self.world_size = world_size
+        self.clock = clock
+        self.heard: dict[int, tuple[int, float]] = {}
+        """Per other rank: its count of being there, and when this rank first read it so."""
+        self._checked = -math.inf
+        self._beating = threading.Event()
 
     @classmethod
-    def of(cls, env: Mapping[str, str] = os.environ) -> RankFailures | None:
-        """This process's, in a job of two or more ranks (torchrun's environment); None otherwise."""
+    def of(cls, env: Mapping[str, str] = os.environ, beat: bool = False) -> RankFailures | None:
+        """This process's, in a job of two or more ranks (torchrun's environment); None otherwise. ``beat``:
+        counting that this rank is there (:meth:`beat`) until :meth:`ended`."""
         meeting, rank = meeting_of(env, since=time.time()), job_rank(env)
-        return None if meeting is None or rank is None else cls(meeting, rank, int(env["WORLD_SIZE"]))
+        if meeting is None or rank is None:
+            return None
+        failures = cls(meeting, rank, int(env["WORLD_SIZE"]))
+        if beat:
+            failures.beat(meeting_of(env, since=time.time()) or meeting)
+        return failures
 
     def publish(self) -> None:
         """This rank's script failed."""
         if self.meeting.put(f"{FAILED_KEY}-{self.rank}", str(self.rank)):
             self.meeting.count(FAILED_KEY, 1)
+
+    def ended(self, failed: bool) -> None:
+        """This rank's watch is over: it stops counting that it is there (its report follows); ``failed``: its
+        script failed, and the others' end now, not at their collective's timeout."""
+        self.stop()
+        if failed:
+            self.publish()
+
+    def reason(self) -> str | None:
+        """Why this rank's script must end now for the others' sake: another rank's script failed, or another
+        rank went silent; None while neither."""
+        if (failed := self.failed()) is not None:
+            return f"rank {failed} of the job failed"
+        if gone := self.gone():
+            return f"rank {gone[0]} of the job stopped answering (nothing from its dataprof for {SILENT_S:g} s)"
+        return None
+
+    def beat(self, meeting: Meeting) -> None:
+        """Count that this rank is there every :data:`ALIVE_EVERY_S` on ``meeting`` (a connection of its own: the
+        store's client is not shared between threads) until :meth:`stop`."""
+        self._beating.clear()
+        threading.Thread(target=self._beat, args=(meeting,), name="dataprof-alive", daemon=True).start()
+
+    def _beat(self, meeting: Meeting) -> None:
+        while not self._beating.is_set():
+            meeting.count(f"{ALIVE_KEY}-{self.rank}", 1)
+            self._beating.wait(ALIVE_EVERY_S)
+
+    def stop(self) -> None:
+        """Stop counting: this rank's watch is over (its report follows)."""
+        self._beating.set()
+
+    def gone(self, ranks: Iterable[int] | None = None) -> tuple[int, ...]:
+        """The other ``ranks`` (every other by default) that counted that they were there, then went silent for
+        :data:`SILENT_S` with their report unsaid. Read at most every :data:`ALIVE_EVERY_S` (a store's round trip
+        per rank): none in between."""
+        now = self.clock()
+        if now - self._checked < ALIVE_EVERY_S:
+            return ()
+        self._checked = now
+        found = []
+        for rank in range(self.world_size) if ranks is None else ranks:
+            count = self.meeting.count(f"{ALIVE_KEY}-{rank}") if rank != self.rank else 0
+            if self.heard.get(rank, (None,))[0] != count:
+                self.heard[rank] = (count, now)
+            elif count and now - self.heard[rank][1] >= SILENT_S and \
+                    self.meeting.get(f"{REPORT_KEY}-{rank}") is None:
+                found.append(rank)
+        return tuple(found)
 
     def failed(self) -> int | None:
         """The lowest other rank whose script failed in this job; None while none has."""

@@ -206,7 +206,7 @@ def watch(settings: WatchSettings, clock: Callable[[], float] = time.monotonic) 
     sampler = Sampler(ProcessTreeProbe(proc.pid, files=True), SystemProbe(), NullGpuProbe()).start()
     collector = Collector(SamplerMarks(sampler))
     interrupted: str | None = None
-    stopper, peers = Stopper(proc), RankFailures.of()
+    stopper, peers = Stopper(proc), RankFailures.of(beat=True)
     stopped: str | None = None
     reader = LineReader(read_fd)
     while True:
@@ -225,8 +225,8 @@ def watch(settings: WatchSettings, clock: Callable[[], float] = time.monotonic) 
             _end(proc)
     os.close(read_fd)
     code, stopped = _exit_code(proc, settings, stopper, stopped)
-    if peers is not None and code and interrupted is None and stopped is None:
-        peers.publish()  # this rank's script failed: the others' end now, not at their collective's timeout
+    if peers is not None:
+        peers.ended(failed=bool(code) and interrupted is None and stopped is None)
     killed = _end_leftovers(before, collector.outcome.get("workers", set()))
     prctl(PR_SET_CHILD_SUBREAPER, 0)
     sampler.stop()
@@ -262,8 +262,8 @@ def _env(settings: WatchSettings) -> dict[str, str]:
 def _overdue(settings: WatchSettings, elapsed_s: float, outcome: dict[str, Any],
              peers: RankFailures | None) -> str | None:
     """Why the script must be ended now: past its limit (with what hangs every loader with workers here, when it
-    holds: a TMPDIR too long for their sockets), long after its window ended, or another rank of its job failed;
-    None while none holds."""
+    holds: a TMPDIR too long for their sockets), long after its window ended, or another rank of its job failed or
+    went silent; None while none holds."""
     if settings.limit_s is not None and elapsed_s > settings.limit_s:
         cause = socket_hang_cause(settings.env.get("TMPDIR"))
         return f"did not end within its limit of {settings.limit_s:.0f} s" + (f" ({cause})" if cause else "")
@@ -271,8 +271,7 @@ def _overdue(settings: WatchSettings, elapsed_s: float, outcome: dict[str, Any],
     if settings.after_window_s is not None and window_end is not None \
             and time.monotonic() - window_end > settings.after_window_s:
         return f"did not end {settings.after_window_s:.0f} s after its window"
-    failed = peers.failed() if peers is not None else None
-    return None if failed is None else f"rank {failed} of the job failed"
+    return None if peers is None else peers.reason()
 
 
 def _exit_code(proc: subprocess.Popen[bytes], settings: WatchSettings, stopper: Stopper,

@@ -79,3 +79,34 @@ def test_rank_0_names_the_end_and_another_rank_hears_it_through_the_store(store_
     assert not leader.reached(0, 5, deadline_passed=False)
     assert not leader.reached(0, 6, deadline_passed=True) and leader.target == (0, 8)
     assert not follower.reached(0, 7, deadline_passed=False) and follower.reached(0, 8, deadline_passed=False)
+
+
+def test_a_rank_that_went_silent_with_its_report_unsaid_is_gone_and_only_it(
+        store_port: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    from dataprof.measure.watch import ranks
+
+    def meeting() -> StoreMeeting:
+        return StoreMeeting("127.0.0.1", store_port, "dataprof/job/0/")
+
+    monkeypatch.setattr(ranks, "ALIVE_EVERY_S", 0.01)
+    beating = [RankFailures(meeting(), rank, 4) for rank in range(4)]
+    for rank in (1, 2):  # rank 3's dataprof never came: the rendezvous, not this, says so
+        beating[rank].beat(meeting())
+    time.sleep(0.2)
+    beating[1].ended(failed=False)  # its watch is over, and its report follows
+    beating[2].stop()  # its node gone: its dataprof counts no more, and its report never comes
+    time.sleep(0.1)
+    meeting().put(f"{ranks.REPORT_KEY}-1", "{}")
+    clock = [0.0]
+    watcher = RankFailures(meeting(), 0, 4, clock=lambda: clock[0])
+    for now in (0.0, ranks.SILENT_S - 0.1):
+        clock[0] = now
+        assert watcher.gone() == () and watcher.reason() is None
+    clock[0] = ranks.SILENT_S + 0.1
+    assert watcher.gone() == (2,)
+    clock[0] += 0.001
+    assert watcher.gone() == ()  # read once a second at most
+    clock[0] += 1.0
+    assert watcher.reason() == "rank 2 of the job stopped answering (nothing from its dataprof for 15 s)"
