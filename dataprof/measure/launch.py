@@ -77,9 +77,9 @@ def launch_ranks(nproc_per_node: int, entry: Callable[..., Any], *args: Any, run
 
     When a rank dies by a signal, the launcher stops every other rank. Otherwise the code is the lowest failing
     rank's own (each rank prints its own error). A ``stop`` said meanwhile ends the launch with its reason, its
-    ranks given :data:`STOP_GRACE_S` to end. Across
-    nodes, this node's launcher waits for the others' once its ranks ended for up to ``nodes.join_s`` (torch's
-    launcher would wait 300 s for a node that vanished after its ranks ended).
+    ranks given :data:`STOP_GRACE_S` to end. Across nodes, this node's launcher waits for the others' once its
+    ranks ended for up to ``nodes.join_s`` (torch's launcher would wait 300 s for a node that vanished after its
+    ranks ended).
     """
     import logging
     import uuid
@@ -149,9 +149,9 @@ def _agent(nodes: NodeJob | None, stop: Stop) -> Iterator[None]:
 
         def _shutdown(self, death_sig: signal.Signals = signal.SIGTERM, *args: Any, **kwargs: Any) -> None:
             if stop.reason is not None and graced:
-                kwargs = {"timeout": STOP_GRACE_S}
-                args = ()
-            super()._shutdown(death_sig, *args, **kwargs)
+                super()._shutdown(death_sig, timeout=STOP_GRACE_S)
+            else:
+                super()._shutdown(death_sig, *args, **kwargs)
 
     launcher.LocalElasticAgent = Agent  # type: ignore[misc]
     try:
