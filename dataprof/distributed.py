@@ -171,7 +171,7 @@ def _watch_rank(settings: WatchSettings, env: Mapping[str, str], across_nodes: b
         return None
     info, meeting = rank_from_env(), meeting_of()
     assert info is not None and meeting is not None  # a rank of a launched job
-    return gather_reports(report, info, meeting)
+    return gather_reports(report, info, meeting, give_up=False)
 
 
 RUN_GATHER_S = 120.0
@@ -183,13 +183,14 @@ Gathered = tuple[dict[int, dict[str, Any]], bool, tuple[int, ...]]
 
 
 def gather_reports(report: RunReport, info: RankInfo, meeting: Meeting, timeout_s: float = RUN_GATHER_S,
-                   sleep: Callable[[float], None] = time.sleep,
-                   clock: Callable[[], float] = time.monotonic) -> Gathered | None:
+                   sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic,
+                   give_up: bool = True) -> Gathered | None:
     """Every rank says its report where the job's ranks meet (``meeting``: the launcher's store, across nodes, or
     a directory on one); rank 0 gets every rank's that came within ``timeout_s`` (by rank: its host, its node, the
     ranks on that node and the report as a document), whether the meeting could be reached (only its own when
     not), and the ranks it stopped waiting for once they went silent (:data:`SILENT_S` with nothing from their
-    dataprof: their node gone); other ranks None. The keys are removed once read.
+    dataprof: their node gone; not where ``give_up`` is False: dataprof's own launch watches the nodes, and a
+    rank 0 that ends is one its launcher cannot stop); other ranks None. The keys are removed once read.
 
     The ranks share no process group here: the training script has its own, so they meet outside it.
     """
@@ -205,7 +206,7 @@ def gather_reports(report: RunReport, info: RankInfo, meeting: Meeting, timeout_
     while said and len(found) + len(gone) < len(keys) and clock() < deadline:
         found.update({rank: text for rank, key in enumerate(keys)
                       if rank not in found and (text := meeting.get(key)) is not None})
-        gone.update(peers.gone(rank for rank in range(info.world_size) if rank not in found))
+        gone.update(peers.gone(rank for rank in range(info.world_size) if rank not in found) if give_up else ())
         if len(found) + len(gone) < len(keys):
             sleep(0.2)
     found = found if said else {0: mine}

@@ -152,7 +152,8 @@ class _Tuning:
                                  changes=changes, window_from_replay=headspace, cwd=self.directory(number),
                                  env={"DATAPROF_TRIAL": "1", "DATAPROF_TRIAL_ROLE": role,
                                       "DATAPROF_TRIAL_INDEX": str(number)},
-                                 interactive=False, stop_own_ranks=True, **run_limits(self.report, self.trial_seconds))
+                                 interactive=False, stop_own_ranks=True, peers_gone=False,  # its launch watches nodes
+                                 **run_limits(self.report, self.trial_seconds))
         run_id = f"dataprof-tune-{uuid.uuid4()}"
         if self.nodes is not None:
             self.nodes.say(number, settings, run_id,

@@ -52,6 +52,8 @@ class TuneNodes:
                                              f"{job.join_s:g} s: start it there with the same --master-addr and "
                                              "--master-port")) from None
         self._quiet = threading.Event()
+        self.gone: set[int] = set()
+        """Node 0: the nodes found silent during a run (:meth:`watched`); the end waits for none of them."""
         if not job.leader:
             threading.Thread(target=self._alive, name="dataprof-node-alive", daemon=True).start()
 
@@ -98,6 +100,7 @@ class TuneNodes:
                         if counted != count:
                             seen[node] = (counted, now)
                         elif counted > 0 and now - since >= self.job.join_s:
+                            self.gone.add(node)
                             gone(f"node {node} stopped answering during run {number} (nothing from its dataprof for "
                                  f"{now - since:.0f} s, the join timeout)")
                             return
@@ -121,12 +124,13 @@ class TuneNodes:
                                                     "nodes": nodes}))
 
     def end(self, number: int) -> None:
-        """Node 0: no run ``number``; the others stop. It waits (up to the join timeout) until each has heard it:
-        its store goes when it exits."""
+        """Node 0: no run ``number``; the others stop. It waits (up to the join timeout) until each has heard it
+        (its store goes when it exits), each but those found gone."""
+        listening = [f"{HEARD_KEY}-{node}" for node in range(1, self.job.nnodes) if node not in self.gone]
         try:
             self.store.set(f"run-{number}", END)
-            self.store.wait([f"{HEARD_KEY}-{node}" for node in range(1, self.job.nnodes)],
-                            timedelta(seconds=self.job.join_s))
+            if listening:
+                self.store.wait(listening, timedelta(seconds=self.job.join_s))
         except (RuntimeError, ValueError, TimeoutError):  # a node that no longer listens
             pass
 

@@ -129,13 +129,13 @@ class RankFailures:
         if failed:
             self.publish()
 
-    def reason(self) -> str | None:
-        """Why this rank's script must end now for the others' sake: another rank's script failed, or another
-        rank went silent; None while neither."""
+    def reason(self, gone: bool = True) -> str | None:
+        """Why this rank's script must end now for the others' sake: another rank's script failed, or (``gone``)
+        another rank went silent; None while neither."""
         if (failed := self.failed()) is not None:
             return f"rank {failed} of the job failed"
-        if gone := self.gone():
-            return f"rank {gone[0]} of the job stopped answering (nothing from its dataprof for {SILENT_S:g} s)"
+        if gone and (gone_ranks := self.gone()):
+            return f"rank {gone_ranks[0]} of the job stopped answering (nothing from its dataprof for {SILENT_S:g} s)"
         return None
 
     def beat(self, meeting: Meeting) -> None:

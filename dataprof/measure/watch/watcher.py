@@ -70,6 +70,9 @@ class WatchSettings:
     """Whether the script keeps the terminal's stdin (False: it reads none, ``input()`` gets end of file)."""
     stop_own_ranks: bool = False
     """Stop the script where it starts ranks of its own (``tune``: they would run unwatched); else note it."""
+    peers_gone: bool = True
+    """End the script when another rank of its job goes silent (its node gone); False where dataprof's own launch
+    watches the nodes (``tune``'s runs: ended where the launcher can stop them)."""
 
 
 def check_target(settings: WatchSettings) -> None:
@@ -271,7 +274,7 @@ def _overdue(settings: WatchSettings, elapsed_s: float, outcome: dict[str, Any],
     if settings.after_window_s is not None and window_end is not None \
             and time.monotonic() - window_end > settings.after_window_s:
         return f"did not end {settings.after_window_s:.0f} s after its window"
-    return None if peers is None else peers.reason()
+    return None if peers is None else peers.reason(gone=settings.peers_gone)
 
 
 def _exit_code(proc: subprocess.Popen[bytes], settings: WatchSettings, stopper: Stopper,

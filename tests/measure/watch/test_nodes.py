@@ -75,7 +75,25 @@ def test_node_0_hears_of_a_node_gone_silent_during_a_run_and_only_of_it(monkeypa
         silent.close()
         assert heard.wait(5)
     assert len(said) == 1 and said[0].startswith("node 2 stopped answering during run 3")  # not node 1, once
+    assert leader.gone == {2}
     counting.close()
+
+
+def test_node_0_s_end_waits_for_the_nodes_that_listen_not_for_one_found_gone() -> None:
+    import threading
+
+    from dataprof.measure.watch.nodes import HEARD_KEY
+
+    port = free_port()
+    leader = TuneNodes(NodeJob(3, 0, "127.0.0.1", port, join_s=120))
+    listening = TuneNodes(NodeJob(3, 1, "127.0.0.1", port, join_s=120))
+    listening.store.set(f"{HEARD_KEY}-1", "1")  # node 1 heard the end; node 2 died during the last run
+    leader.gone.add(2)
+    ended = threading.Thread(target=leader.end, args=(4,), daemon=True)
+    ended.start()
+    ended.join(timeout=30)
+    assert not ended.is_alive()  # not the join timeout's 120 s for a node that will never hear it
+    listening.close()
 
 
 @pytest.mark.parametrize(("job", "message"), [
