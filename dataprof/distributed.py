@@ -22,8 +22,8 @@ from typing import Any
 
 from dataprof.errors import DataprofError, TargetError, UsageError, terminated_as_interrupted
 from dataprof.measure.launch import RANK_DIED, Stop, launch_ranks
-from dataprof.measure.watch.meeting import Meeting, exchange_dir, meeting_of
-from dataprof.measure.watch.ranks import ALIVE_KEY, END_KEY, FAILED_KEY, REPORT_KEY, SILENT_S, RankFailures
+from dataprof.measure.watch.meeting import ALIVE_KEY, Meeting, exchange_dir, meeting_of
+from dataprof.measure.watch.ranks import END_KEY, FAILED_KEY, REPORT_KEY, SILENT_S, RankFailures
 from dataprof.measure.watch.watcher import WatchSettings, watch
 from dataprof.results.environment import NodeJob, RankInfo
 from dataprof.results.run import RankRun, RunReport

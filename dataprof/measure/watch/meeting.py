@@ -16,13 +16,39 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
 CONNECT_S = 10.0
 """How long a process tries to reach the job's store, once, before it takes the store as unreachable."""
+ALIVE_KEY = "alive"
+"""The counter under which each of a job's dataprof processes (a node's, a rank's) counts that it is there
+(``alive-<node>``, ``alive-<rank>``)."""
+ALIVE_EVERY_S = 1.0
+"""How often each counts it."""
+
+
+class Silences:
+    """Who went silent, from their counts of being there read from time to time: one that counted, and whose count
+    has not changed for ``silent_s`` since it was first read so."""
+
+    def __init__(self, silent_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.silent_s = silent_s
+        self.clock = clock
+        self.heard: dict[int, tuple[int, float]] = {}
+        """Per one counting: its count, and when it was first read so."""
+
+    def silent_for(self, who: int, count: int) -> float | None:
+        """How long ``who``, read now at ``count``, has been silent, once that is ``silent_s`` or more; else None."""
+        now = self.clock()
+        if self.heard.get(who, (None,))[0] != count:
+            self.heard[who] = (count, now)
+            return None
+        silent = now - self.heard[who][1]
+        return silent if count > 0 and silent >= self.silent_s else None
 
 
 def job_rank(env: Mapping[str, str]) -> int | None:

@@ -12,13 +12,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
 from dataprof.errors import DataprofError
+from dataprof.measure.watch.meeting import ALIVE_EVERY_S, ALIVE_KEY, Silences
 from dataprof.measure.watch.watcher import WatchSettings
 from dataprof.results.environment import NodeJob
 from dataprof.results.run import RunChanges
@@ -28,9 +28,6 @@ HEARD_S = 180.0
 END = "end"
 HEARD_KEY = "heard-end"
 """Where each node other than 0 says it heard the end (``heard-end-<node>``)."""
-ALIVE_KEY = "alive"
-"""Where each node other than 0 counts, every :data:`ALIVE_EVERY_S`, that it is there (``alive-<node>``)."""
-ALIVE_EVERY_S = 1.0
 
 
 class TuneNodes:
@@ -92,17 +89,14 @@ class TuneNodes:
         def watch() -> None:
             try:
                 store = self._client()
-                seen = {node: (-1, time.monotonic()) for node in range(1, self.job.nnodes)}
+                silences = Silences(self.job.join_s)
                 while not stop.wait(ALIVE_EVERY_S):
-                    now = time.monotonic()
-                    for node, (count, since) in seen.items():
-                        counted = store.add(f"{ALIVE_KEY}-{node}", 0)
-                        if counted != count:
-                            seen[node] = (counted, now)
-                        elif counted > 0 and now - since >= self.job.join_s:
+                    for node in range(1, self.job.nnodes):
+                        silent = silences.silent_for(node, store.add(f"{ALIVE_KEY}-{node}", 0))
+                        if silent is not None:
                             self.gone.add(node)
                             gone(f"node {node} stopped answering during run {number} (nothing from its dataprof for "
-                                 f"{now - since:.0f} s, the join timeout)")
+                                 f"{silent:.0f} s, the join timeout)")
                             return
             except (RuntimeError, ValueError, TimeoutError):  # this node's own store is closing: the run ends
                 return

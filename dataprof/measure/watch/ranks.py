@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 
-from dataprof.measure.watch.meeting import Meeting, job_rank, meeting_of
+from dataprof.measure.watch.meeting import ALIVE_EVERY_S, ALIVE_KEY, Meeting, Silences, job_rank, meeting_of
 
 MARGIN_BATCHES = 2
 """Rank 0 names the batch this many past its own deadline: a rank in lockstep is at most one batch ahead of it
@@ -29,10 +29,6 @@ FAILED_KEY = "failed"
 """The counter of ranks whose script failed; each also says so under ``failed-<rank>``."""
 REPORT_KEY = "report"
 """Where each rank of a distributed ``dataprof run`` says its report (``report-<rank>``)."""
-ALIVE_KEY = "alive"
-"""The counter under which each rank's dataprof says, while it watches, that it is there (``alive-<rank>``)."""
-ALIVE_EVERY_S = 1.0
-"""How often a rank's dataprof counts that it is there."""
 SILENT_S = 15.0
 """A rank whose dataprof counted that it was there and has been silent this long since, its report unsaid, is
 gone (its node died, or the network to it): the others stop waiting for it."""
@@ -100,8 +96,7 @@ class RankFailures:
         self.rank = rank
         self.world_size = world_size
         self.clock = clock
-        self.heard: dict[int, tuple[int, float]] = {}
-        """Per other rank: its count of being there, and when this rank first read it so."""
+        self.silences = Silences(SILENT_S, clock)
         self._checked = -math.inf
         self._beating = threading.Event()
 
@@ -164,10 +159,7 @@ class RankFailures:
         found = []
         for rank in range(self.world_size) if ranks is None else ranks:
             count = self.meeting.count(f"{ALIVE_KEY}-{rank}") if rank != self.rank else 0
-            if self.heard.get(rank, (None,))[0] != count:
-                self.heard[rank] = (count, now)
-            elif count and now - self.heard[rank][1] >= SILENT_S and \
-                    self.meeting.get(f"{REPORT_KEY}-{rank}") is None:
+            if self.silences.silent_for(rank, count) is not None and self.meeting.get(f"{REPORT_KEY}-{rank}") is None:
                 found.append(rank)
         return tuple(found)
 
