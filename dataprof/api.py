@@ -184,10 +184,14 @@ def run(script: str, args: Iterable[str] = (), *, module: bool = False, max_step
     from dataprof.decide.run import judge
     from dataprof.errors import UsageError
     from dataprof.measure.watch.watcher import WatchSettings, watch
+    from dataprof.results.knobs import KnobValues
     from dataprof.results.run import RunChanges
     from dataprof.results.text import parse_knobs
 
-    knobs = parse_knobs(override, "--override") if isinstance(override, str) else dict(override or {})
+    try:
+        knobs = parse_knobs(override, "--override") if isinstance(override, str) else KnobValues(override)
+    except ValueError as error:  # a mapping naming no knob
+        raise UsageError(f"--override: {error}") from None
     if override is not None and not knobs:
         raise UsageError("--override: give KNOB=VALUE pairs (e.g. num_workers=8,prefetch_factor=4)")
     if replay is not None and replay < 1:

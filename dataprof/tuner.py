@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from dataprof.errors import DataprofError
+from dataprof.results.knobs import KnobValues
 from dataprof.results.run import LoaderRun, RunReport
 from dataprof.results.sweep import Report
 from dataprof.results.tune import TuneReport, TuneTrial
@@ -127,7 +128,7 @@ class _Tuning:
     split: str | None = None
     """The split of the loader tuned, where its framework says (its validation loader may share its site)."""
 
-    def run(self, knobs: dict[str, Any], role: str, node_knobs: dict[str, dict[str, Any]] | None = None) -> bool:
+    def run(self, knobs: KnobValues, role: str, node_knobs: dict[str, KnobValues] | None = None) -> bool:
         """One run of the training with ``knobs`` in ``role`` (across nodes, each node's own ``node_knobs`` on top),
         added to the report (decided again); False when it was interrupted (the report then says so)."""
         from dataprof.decide.tune import decide_tune, replay_batches, run_limits
@@ -140,7 +141,7 @@ class _Tuning:
         node_knobs = node_knobs or {}
 
         def changes_of(node: int) -> RunChanges | None:
-            mine = {**knobs, **node_knobs.get(str(node), {})}
+            mine = knobs | node_knobs.get(str(node), KnobValues())
             return RunChanges(mine, kept, self.site, split=self.split) if mine or headspace else None
 
         changes = changes_of(0)
@@ -238,7 +239,7 @@ def _started(command: tuple[str, ...], module: bool, nproc_per_node: int, nodes:
                       nnodes=1 if nodes is None else nodes.nnodes)
 
 
-def _run(settings: Any, nproc_per_node: int, knobs: dict[str, Any], role: str, site: str | None, split: str | None,
+def _run(settings: Any, nproc_per_node: int, knobs: KnobValues, role: str, site: str | None, split: str | None,
          nodes: NodeJob | None, run_id: str, stop: Stop | None = None) -> tuple[RunReport, TuneTrial] | None:
     """One run of the training (as ``nproc_per_node`` ranks when above 1): rank 0's report and the trial it
     makes; None when it was interrupted (Ctrl-C). ``stop`` ends the ranks with its reason."""

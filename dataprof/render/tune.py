@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html as escape
 import io
+from collections.abc import Mapping
 from typing import Any
 
 from rich.console import Console
@@ -27,7 +28,7 @@ def _config(trial: TuneTrial) -> str:
     return _knobs(trial.config, trial.node_knobs)
 
 
-def _knobs(knobs: dict[str, Any], node_knobs: dict[str, dict[str, Any]] | None = None) -> str:
+def _knobs(knobs: Mapping[str, Any], node_knobs: Mapping[str, Mapping[str, Any]] | None = None) -> str:
     """Knobs as a run sets them, each node's own after them (``num_workers=2; node 1: num_workers=1``)."""
     return "; ".join([", ".join(f"{k}={v}" for k, v in knobs.items()) or "as the script has it",
                       *(f"node {node}: " + ", ".join(f"{k}={v}" for k, v in own.items())
@@ -63,8 +64,8 @@ def trials_table(report: TuneReport) -> Table:
     return table
 
 
-def run_line(number: int, left_s: float, knobs: dict[str, Any], role: str, replayed: int | None,
-             node_knobs: dict[str, dict[str, Any]] | None = None) -> str:
+def run_line(number: int, left_s: float, knobs: Mapping[str, Any], role: str, replayed: int | None,
+             node_knobs: Mapping[str, Mapping[str, Any]] | None = None) -> str:
     """The progress line of tune's next run: its number, the budget left, what it sets (``replayed``: the
     batches a headspace run replays; ``node_knobs``: a node's own)."""
     what = f"its first {replayed} batches replayed" if role == "headspace" else _knobs(knobs, node_knobs)

@@ -1,10 +1,12 @@
-"""The knobs of a loader: one configuration a trial measures (:class:`LoaderConfig`) and the values each knob may
-take in a sweep (:class:`SearchSpace`), both built from the knob records (``results.registry``). Pure data,
-standard library only: nothing here reads the machine."""
+"""The knobs of a loader: one configuration a trial measures (:class:`LoaderConfig`), the values each knob may
+take in a sweep (:class:`SearchSpace`), and some knobs' values (:class:`KnobValues`: a script's settings, the
+changes a run of ``run`` or ``tune`` makes on them), all built from the knob records (``results.registry``). Pure
+data, standard library only: nothing here reads the machine."""
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import total_ordering
 from typing import Any
@@ -17,6 +19,66 @@ THREAD_LOADERS = ("torch", "torchdata.nodes")
 TORCH_THREAD_ARGUMENT = "worker_method"  # pytorch#161044: DataLoader(..., worker_method="thread")
 DEFAULT_BATCH_SIZE = 64
 """The batch size of a Dataset target when ``--batch-size`` is not given (a DataLoader target keeps its own)."""
+
+
+class KnobValues(Mapping[str, Any]):
+    """Some knobs of a loader with their values, by their DataLoader names: a script's settings as a run read them,
+    or the changes a run makes on top of them (``--override``, a tune run's config). Only knobs the records know
+    (``num_workers`` and :data:`REGISTRY`'s): any other name is a ValueError. ``a | b`` is ``a`` with ``b``'s
+    values set on top; the JSON form is the plain object, in the order the values were given."""
+
+    __slots__ = ("_values",)
+
+    def __init__(self, values: Mapping[str, Any] | None = None, **more: Any) -> None:
+        given = {**(values or {}), **more}
+        known = {"num_workers", *(knob.name for knob in REGISTRY)}
+        unknown = sorted(set(given) - known)
+        if unknown:
+            raise ValueError(f"no loader knob named {', '.join(unknown)} (knobs: {', '.join(sorted(known))})")
+        self._values: dict[str, Any] = given
+
+    @classmethod
+    def read(cls, data: Mapping[str, Any] | None) -> KnobValues:
+        """A JSON object's knobs: those the records know (a newer document's other knobs left out)."""
+        known = {"num_workers", *(knob.name for knob in REGISTRY)}
+        return cls({k: v for k, v in (data or {}).items() if k in known})
+
+    def __getitem__(self, name: str) -> Any:
+        return self._values[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __or__(self, other: Mapping[str, Any]) -> KnobValues:
+        return KnobValues({**self._values, **other})
+
+    def __repr__(self) -> str:
+        return f"KnobValues({self._values!r})"
+
+    def apart_from(self, settings: Mapping[str, Any]) -> KnobValues:
+        """These values less those ``settings`` has already (the changes they make on it; a knob ``settings``
+        lacks is None there)."""
+        return KnobValues({k: v for k, v in self._values.items() if settings.get(k) != v})
+
+    @property
+    def workers(self) -> int:
+        """``num_workers`` (0 when unset or None)."""
+        return int(self._values.get("num_workers") or 0)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object."""
+        return dict(self._values)
+
+
+def knobs(record: Any, name: str) -> None:
+    """The field ``name`` of the frozen dataclass ``record`` made :class:`KnobValues` (from a plain mapping, as a
+    caller may give it): each record that holds knobs' values holds them checked."""
+    value = getattr(record, name)
+    if not isinstance(value, KnobValues):
+        object.__setattr__(record, name, KnobValues(value))
 
 
 @total_ordering

@@ -15,6 +15,7 @@ from typing import Any
 from dataprof.results.document import SCHEMA_VERSION, to_json
 from dataprof.results.environment import Environment
 from dataprof.results.findings import Finding, GateResult
+from dataprof.results.knobs import KnobValues, knobs
 from dataprof.results.registry import REGISTRY
 from dataprof.results.vocabulary import Kind, SlowRankCause
 
@@ -94,7 +95,7 @@ class LoaderRun:
     """``--override``: the knobs set where it was built that it no longer had at its first iteration (the
     script changed them after construction), with the values it had."""
 
-    def knobs(self) -> dict[str, Any]:
+    def knobs(self) -> KnobValues:
         """Its knobs as the script set them, by their records' names (``num_workers`` first; None: not known),
         each a knob the records say a run reports (:attr:`~dataprof.results.registry.Knob.reported`); a knob
         that picks the loader rather than setting one of its arguments (its worker kind) only where it picks
@@ -104,7 +105,7 @@ class LoaderRun:
             if knob.reported is not None:
                 value = getattr(self, knob.reported)
                 values[knob.name] = value if knob.keyword or value != knob.held else None
-        return values
+        return KnobValues(values)
 
 
 LOADER_DEFAULTS = {"framework": "torch", "dataset_file": None, "factory": None, "factory_args": None,
@@ -213,7 +214,7 @@ class RunChanges:
     """What the watch changed in the script's loaders (``--override``, ``--replay``), for every loader or the one
     built at ``loader``."""
 
-    knobs: dict[str, Any] = field(default_factory=dict)
+    knobs: KnobValues = field(default_factory=KnobValues)
     """The knobs set where the loader is built, by their DataLoader names."""
     replay: int | None = None
     """Its first this many batches replayed in place of the loader: data for free (the training's ceiling)."""
@@ -224,6 +225,18 @@ class RunChanges:
     split: str | None = None
     """With ``loader``: only the loader of this split built there (``tune``'s: a framework builds its
     validation loader at the user's same line)."""
+
+    def __post_init__(self) -> None:
+        knobs(self, "knobs")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The document's ``changes`` object."""
+        return {**dataclasses.asdict(self), "knobs": self.knobs.to_dict()}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunChanges:
+        """Read :meth:`to_dict` back."""
+        return cls(**{**data, "knobs": KnobValues.read(data.get("knobs"))})
 
 
 @dataclass(frozen=True)
@@ -292,7 +305,7 @@ class RunReport:
             "notes": list(self.notes),
             "gates": [dataclasses.asdict(g) for g in self.gates],
             "ranks": [dataclasses.asdict(r) for r in self.ranks],
-            "changes": None if self.changes is None else dataclasses.asdict(self.changes),
+            "changes": None if self.changes is None else self.changes.to_dict(),
             "stderr_tail": list(self.stderr_tail),
             "stopped": self.stopped,
             "own_ranks": self.own_ranks,
@@ -323,18 +336,15 @@ class RunReport:
                                       "gpu_timeline": tuple((data.get("resources") or {}).get("gpu_timeline") or ()),
                                       "storage_timeline": tuple((data.get("resources") or {}).get("storage_timeline")
                                                                 or ())}),
-            wall_s=data.get("wall_s", 0.0),
-            exit_code=data.get("exit_code"),
-            ended_by=data.get("ended_by"),
+            wall_s=data.get("wall_s", 0.0), exit_code=data.get("exit_code"), ended_by=data.get("ended_by"),
             complete=data.get("complete", True),
             verdict=None if data.get("verdict") is None else Finding.from_dict(data["verdict"]),
             next_command=data.get("next_command"),
             notes=tuple(data.get("notes", ())),
             gates=tuple(GateResult(**g) for g in data.get("gates", ())),
             ranks=tuple(RankRun(**{k: v for k, v in r.items() if k in RANK_FIELDS}) for r in data.get("ranks", ())),
-            changes=None if data.get("changes") is None else RunChanges(**data["changes"]),
+            changes=None if data.get("changes") is None else RunChanges.from_dict(data["changes"]),
             stderr_tail=tuple(data.get("stderr_tail") or ()),
-            stopped=data.get("stopped"),
-            own_ranks=data.get("own_ranks"),
+            stopped=data.get("stopped"), own_ranks=data.get("own_ranks"),
             rank_cause=None if data.get("rank_cause") is None else RankCause.from_dict(data["rank_cause"]),
         )

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dataprof.errors import UsageError
-from dataprof.results.knobs import LoaderConfig
+from dataprof.results.knobs import KnobValues, LoaderConfig
 from dataprof.results.plan import NodeGroup
 from dataprof.results.registry import REGISTRY, Knob
 from dataprof.results.request import MemoryLimit, current_config
@@ -114,7 +114,7 @@ def parse_knob(knob: Knob, text: str, flag: str | None = None) -> tuple[Any, ...
     return values
 
 
-def parse_knobs(text: str, flag: str = "--current") -> dict[str, Any]:
+def parse_knobs(text: str, flag: str = "--current") -> KnobValues:
     """``num_workers=8,prefetch_factor=2,persistent_workers=true``: loader knobs by their DataLoader names, each
     with one value, read as its knob record says (``ints``, ``on,off``, ``words``)."""
     knobs = {knob.name: knob for knob in REGISTRY}
@@ -128,7 +128,7 @@ def parse_knobs(text: str, flag: str = "--current") -> dict[str, Any]:
         name = f"{flag} {key}"
         parsed = parse_int_list(raw, name) if key == "num_workers" else parse_knob(knobs[key], raw, name)
         values[key] = parsed[0]
-    return values
+    return KnobValues(values)
 
 
 def parse_current(text: str) -> LoaderConfig:

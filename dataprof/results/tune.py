@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dataprof.results.document import SCHEMA_VERSION, to_json
+from dataprof.results.knobs import KnobValues, knobs
 from dataprof.results.vocabulary import Kind, TrialStatus
 
 
@@ -15,7 +16,7 @@ from dataprof.results.vocabulary import Kind, TrialStatus
 class TuneTrial:
     """One run of the training: the knobs set on its loader, and what its steady window measured."""
 
-    config: dict[str, Any]
+    config: KnobValues
     """The loader's knobs in this run, by their DataLoader names (the script's own for ``current``)."""
     status: TrialStatus
     role: str = "candidate"
@@ -50,21 +51,27 @@ class TuneTrial:
     warmup_wait_fraction: float | None = None
     """Share of the loader's whole time spent waiting at each epoch's start (its first batch and the rest of its
     warm-up): what the steady ``data_wait_fraction`` leaves out, and more workers shorten."""
-    node_knobs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    node_knobs: dict[str, KnobValues] = field(default_factory=dict)
     """Across nodes, where one node's loader had knobs of its own: those knobs, on top of ``config``, by the
     node's index (``{"1": {"num_workers": 1}}``); empty when every node had ``config``."""
 
+    def __post_init__(self) -> None:
+        knobs(self, "config")
+        object.__setattr__(self, "node_knobs", {str(node): KnobValues(own) for node, own in self.node_knobs.items()})
+
     def to_dict(self) -> dict[str, Any]:
         """A trial of the JSON document (docs/tune.md)."""
-        return {**dataclasses.asdict(self), "ranks": list(self.ranks), "stderr_tail": list(self.stderr_tail)}
+        return {**dataclasses.asdict(self), "config": self.config.to_dict(),
+                "node_knobs": {node: knobs.to_dict() for node, knobs in self.node_knobs.items()},
+                "ranks": list(self.ranks), "stderr_tail": list(self.stderr_tail)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TuneTrial:
         """Read :meth:`to_dict` back."""
         values = _known(cls, data)
-        return cls(**{**values, "status": TrialStatus(data["status"]), "ranks": tuple(data.get("ranks") or ()),
-                      "stderr_tail": tuple(data.get("stderr_tail") or ()),
-                      "node_knobs": {str(k): dict(v) for k, v in (data.get("node_knobs") or {}).items()}})
+        return cls(**{**values, "config": KnobValues.read(data["config"]), "status": TrialStatus(data["status"]),
+                      "ranks": tuple(data.get("ranks") or ()), "stderr_tail": tuple(data.get("stderr_tail") or ()),
+                      "node_knobs": {str(k): KnobValues.read(v) for k, v in (data.get("node_knobs") or {}).items()}})
 
     @property
     def ok(self) -> bool:
@@ -80,7 +87,7 @@ class TunedLoader:
     site: str
     loader_class: str
     batch_size: int | None = None
-    settings: dict[str, Any] = field(default_factory=dict)
+    settings: KnobValues = field(default_factory=KnobValues)
     device: str = "cpu"
     """Where the training ran in its first run: ``cpu`` or ``cuda:N``."""
     threads: str | None = None
@@ -102,6 +109,9 @@ class TunedLoader:
     available_ram_bytes: int | None = None
     """The memory available where the training ran: the climb stops before its workers would take it."""
 
+    def __post_init__(self) -> None:
+        knobs(self, "settings")
+
 
 @dataclass(frozen=True)
 class LoaderSweep:
@@ -113,7 +123,7 @@ class LoaderSweep:
     args: dict[str, Any] = field(default_factory=dict)
     step_ms: float | None = None
     """The dummy model's step: the training's step p50 with data for free."""
-    config: dict[str, Any] | None = None
+    config: KnobValues | None = None
     """The sweep's pick as the knobs to set on the training's loader (those that differ from the script's)."""
     label: str | None = None
     """The pick as the sweep names it (``w4 pf2 persist``)."""
@@ -122,14 +132,20 @@ class LoaderSweep:
     error: str | None = None
     """Why the sweep gave no pick (it failed, or its pick cannot be set on the training's loader)."""
 
+    def __post_init__(self) -> None:
+        if self.config is not None:
+            knobs(self, "config")
+
     def to_dict(self) -> dict[str, Any]:
         """The ``loader_sweep`` object of the document."""
-        return dataclasses.asdict(self)
+        return {**dataclasses.asdict(self), "config": None if self.config is None else self.config.to_dict()}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LoaderSweep:
         """Read :meth:`to_dict` back."""
-        return cls(**_known(cls, data))
+        values = _known(cls, data)
+        return cls(**{**values, "config": None if values.get("config") is None
+                      else KnobValues.read(values["config"])})
 
 
 @dataclass(frozen=True)
@@ -201,7 +217,7 @@ class TuneReport:
             "complete": self.complete,
             "loader": None if self.loader is None else {"site": self.loader.site, "class": self.loader.loader_class,
                                                         "batch_size": self.loader.batch_size,
-                                                        "settings": dict(self.loader.settings),
+                                                        "settings": self.loader.settings.to_dict(),
                                                         "device": self.loader.device,
                                                         "threads": self.loader.threads,
                                                         "start_methods": list(self.loader.start_methods),
@@ -245,7 +261,7 @@ class TuneReport:
         return cls(tool_version=data.get("tool", {}).get("version", "?"), command=tuple(data.get("command") or ()),
                    loader=None if loader is None else TunedLoader(loader["site"], loader["class"],
                                                                   loader.get("batch_size"),
-                                                                  dict(loader.get("settings") or {}),
+                                                                  KnobValues.read(loader.get("settings")),
                                                                   loader.get("device", "cpu"),
                                                                   loader.get("threads"),
                                                                   tuple(loader.get("start_methods") or ()),
@@ -264,7 +280,8 @@ class TuneReport:
 
 
 def _figures(trial: TuneTrial) -> dict[str, Any]:
-    return {"config": dict(trial.config), "node_knobs": dict(trial.node_knobs),
+    return {"config": trial.config.to_dict(),
+            "node_knobs": {node: knobs.to_dict() for node, knobs in trial.node_knobs.items()},
             "iterations_per_s": trial.iterations_per_s, "samples_per_s": trial.samples_per_s,
             "data_wait_fraction": trial.data_wait_fraction,
             "step_ms": trial.step_ms}

@@ -440,8 +440,8 @@ def test_a_torchdata_nodes_pipeline_is_tried_only_with_the_knobs_it_has() -> Non
             run({"num_workers": 8}, 49.0), run({"num_workers": 2}, 30.0), run({"prefetch_factor": 4}, 49.5)]
     # no persistent workers to set in its pipeline, and its workers are threads already: the close call runs again
     assert next_run(report(*runs, loader=nodes)) == ({"prefetch_factor": 4}, "candidate")
-    dataloader = dataclasses.replace(nodes, settings={**nodes.settings, "persistent_workers": False})
-    dataloader.settings.pop("worker_kind")
+    dataloader = dataclasses.replace(nodes, settings={**{k: v for k, v in nodes.settings.items() if k != "worker_kind"},
+                                                      "persistent_workers": False})
     assert next_run(report(*runs, loader=dataloader)) == ({"persistent_workers": True}, "candidate")
 
 

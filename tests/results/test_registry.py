@@ -76,6 +76,42 @@ def test_a_registered_knob_reaches_a_runs_override(timeout: Knob) -> None:
     assert "timeout" not in values  # no workers: a knob that needs them is left at the loader's default
 
 
+def test_a_registered_knob_is_carried_by_a_run_and_a_tune_trial_and_read_back_in_its_order(timeout: Knob) -> None:
+    from dataprof.results.knobs import KnobValues
+    from dataprof.results.run import RunChanges
+    from dataprof.results.tune import TuneReport, TuneTrial
+    from dataprof.results.vocabulary import TrialStatus
+
+    settings = KnobValues(num_workers=2, timeout=0)
+    changes = (settings | {"timeout": 5, "prefetch_factor": 4}).apart_from(settings)
+    assert list(changes.items()) == [("timeout", 5), ("prefetch_factor", 4)]
+    assert RunChanges.from_dict(json.loads(json.dumps(RunChanges(changes).to_dict()))).knobs == changes
+    trial = TuneTrial({"timeout": 5, "num_workers": 2}, TrialStatus.OK, node_knobs={"1": {"timeout": 1}})
+    assert isinstance(trial.config, KnobValues) and isinstance(trial.node_knobs["1"], KnobValues)
+    written = json.loads(TuneReport("0", (), None, (trial,), 1.0).to_json())
+    assert list(written["trials"][0]["config"]) == ["timeout", "num_workers"]
+    assert TuneReport.from_dict(written).trials[0] == trial
+
+
+def test_a_knob_no_record_knows_is_refused_where_knobs_are_carried_and_left_out_of_a_newer_document() -> None:
+    from dataprof.api import run
+    from dataprof.errors import UsageError
+    from dataprof.results.knobs import KnobValues
+    from dataprof.results.run import RunChanges
+    from dataprof.results.tune import TuneReport, TuneTrial
+    from dataprof.results.vocabulary import TrialStatus
+
+    with pytest.raises(ValueError, match="no loader knob named timeout"):
+        KnobValues(num_workers=2, timeout=5)
+    with pytest.raises(ValueError, match="timeout"):
+        RunChanges({"timeout": 5})
+    with pytest.raises(UsageError, match="--override: no loader knob named timeout"):
+        run("train.py", override={"timeout": 5})  # refused before anything runs
+    written = json.loads(TuneReport("0", (), None, (TuneTrial({"num_workers": 2}, TrialStatus.OK),), 1.0).to_json())
+    written["trials"][0]["config"]["timeout"] = 5  # a knob a newer dataprof knows
+    assert TuneReport.from_dict(written).trials[0].config == {"num_workers": 2}
+
+
 def test_thread_workers_are_passed_only_the_knobs_their_records_say_they_take(timeout: Knob) -> None:
     import dataclasses
     from typing import Any

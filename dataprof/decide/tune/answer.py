@@ -18,6 +18,7 @@ from typing import Any
 
 from dataprof.decide.tune.causes import failure_cause
 from dataprof.decide.tune.memory import over_memory
+from dataprof.results.knobs import KnobValues
 from dataprof.results.registry import REGISTRY
 from dataprof.results.tune import TuneAnswer, TuneReport, TuneTrial
 from dataprof.results.vocabulary import WorkerKind
@@ -31,7 +32,7 @@ Key = tuple[tuple[str, Any], ...]
 Runs = list[tuple[int, TuneTrial]]
 
 
-def key(config: dict[str, Any], node_knobs: dict[str, dict[str, Any]] | None = None) -> Key:
+def key(config: KnobValues, node_knobs: dict[str, KnobValues] | None = None) -> Key:
     """A config (with the knobs of its own on each node that has some) as a hashable key."""
     nodes = tuple(sorted((node, tuple(sorted(knobs.items()))) for node, knobs in (node_knobs or {}).items()
                          if knobs))
@@ -115,31 +116,25 @@ def band(noise: float, one: Sequence[tuple[int, TuneTrial]], other: Sequence[tup
     return max(NOISE_FLOOR, noise / math.sqrt(min(len(one), len(other))))
 
 
-def effective(config: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
-    """The knobs a run's loader had: the script's ``settings`` with ``config`` set on them."""
-    return {**settings, **config}
-
-
-def node_workers(config: dict[str, Any], knobs: dict[str, Any]) -> int:
+def node_workers(config: KnobValues, knobs: KnobValues) -> int:
     """The workers of a node whose own ``knobs`` sit on top of ``config`` (the knobs the loader has)."""
-    return int({**config, **knobs}.get("num_workers") or 0)
+    return (config | knobs).workers
 
 
-def cost(runs: Sequence[tuple[int, TuneTrial]], settings: dict[str, Any],
+def cost(runs: Sequence[tuple[int, TuneTrial]], settings: KnobValues,
          nnodes: int = 1) -> tuple[int, bool, int, int, int]:
     """What a config costs, least first: its workers on every node together (each a CPU's claim, thread or
     process), whether they are threads (a new loader in your code, not a knob), its prefetch, the knobs it changes
     in the script (a node's own counted once more), its memory."""
     trial = runs[0][1]
-    config = effective(trial.config, settings)
-    workers = int(config.get("num_workers") or 0)
-    workers = workers * (nnodes - len(trial.node_knobs)) + \
+    config = settings | trial.config
+    workers = config.workers * (nnodes - len(trial.node_knobs)) + \
         sum(node_workers(config, knobs) for knobs in trial.node_knobs.values())
     return (workers, config.get("worker_kind") == WorkerKind.THREAD, int(config.get("prefetch_factor") or 0),
             len(trial.config) + len(trial.node_knobs), trial.peak_memory_bytes or 0)
 
 
-def pick(pool: Sequence[Runs], noise: float, settings: dict[str, Any], nnodes: int = 1) -> tuple[Runs, Runs]:
+def pick(pool: Sequence[Runs], noise: float, settings: KnobValues, nnodes: int = 1) -> tuple[Runs, Runs]:
     """The cheapest of ``pool`` within the noise of its fastest, and that fastest."""
     fastest = max(pool, key=rate)
     top = rate(fastest)
@@ -154,7 +149,7 @@ def decide_tune(report: TuneReport) -> TuneReport:
     by_config = rates(report.trials)
     if not current or not by_config:
         return dataclasses.replace(report, answer=None)
-    settings = report.loader.settings if report.loader else {}
+    settings = report.loader.settings if report.loader else KnobValues()
     noise = noise_of(report.trials)
     mine = by_config[key_of(current[0])]
     blocked = {key_of(runs[0][1]): problem for runs in by_config.values()
@@ -194,12 +189,11 @@ def decide_tune(report: TuneReport) -> TuneReport:
         **common))
 
 
-def _capped(report: TuneReport, leading: Runs, settings: dict[str, Any]) -> str:
+def _capped(report: TuneReport, leading: Runs, settings: KnobValues) -> str:
     """``; num_workers=16 not tried: …`` when the climb above the leading config stopped for memory."""
-    config = effective(leading[0][1].config, settings)
-    more = max(2, 2 * int(config.get("num_workers") or 0))
-    ran = any(int(effective(t.config, settings).get("num_workers") or 0) == more
-              for t in report.trials if t.role != "headspace")
+    config = settings | leading[0][1].config
+    more = max(2, 2 * config.workers)
+    ran = any((settings | t.config).workers == more for t in report.trials if t.role != "headspace")
     capped = None if ran or config.get("worker_kind") == WorkerKind.THREAD else over_memory(report, more)
     return "" if capped is None else f"; {capped}"
 
@@ -214,8 +208,8 @@ def stream_problem(runs: Runs, mine: Runs, report: TuneReport) -> str | None:
 
     def workers(of: Runs) -> tuple[int, tuple[int, ...]]:
         """Its workers, and those of each node with knobs of its own."""
-        config = effective(of[0][1].config, loader.settings)
-        return (int(config.get("num_workers") or 0),
+        config = loader.settings | of[0][1].config
+        return (config.workers,
                 tuple(node_workers(config, knobs) for knobs in of[0][1].node_knobs.values()))
 
     if workers(runs) == workers(mine):
@@ -261,7 +255,7 @@ def _slowdowns(trials: Sequence[TuneTrial]) -> dict[int, float]:
             if t.ok and t.role != "headspace" and (t.step_ms or {}).get("p50")}
 
 
-def _reason(chosen: Runs, fastest: Runs, mine: Runs, noise: float, settings: dict[str, Any], nnodes: int) -> str:
+def _reason(chosen: Runs, fastest: Runs, mine: Runs, noise: float, settings: KnobValues, nnodes: int) -> str:
     """Why ``chosen`` is recommended, in words."""
     if chosen is mine:
         return (f"your own config is the fastest within the noise (±{100 * band(noise, mine, fastest):.0f}%) or the "
@@ -273,7 +267,7 @@ def _reason(chosen: Runs, fastest: Runs, mine: Runs, noise: float, settings: dic
             f"({label(fastest[0][1])}: −{100 * gap:.1f}%) and {_cheaper(chosen, fastest, settings, nnodes)}")
 
 
-def _cheaper(chosen: Runs, other: Runs, settings: dict[str, Any], nnodes: int) -> str:
+def _cheaper(chosen: Runs, other: Runs, settings: KnobValues, nnodes: int) -> str:
     """How ``chosen`` is cheaper than ``other``, in words."""
     mine, theirs = cost(chosen, settings, nnodes), cost(other, settings, nnodes)
     if mine[0] != theirs[0]:
@@ -287,7 +281,7 @@ def _cheaper(chosen: Runs, other: Runs, settings: dict[str, Any], nnodes: int) -
     return "uses less memory" if mine[4] < theirs[4] else "costs no more"
 
 
-def _label(config: dict[str, Any]) -> str:
+def _label(config: KnobValues) -> str:
     return ", ".join(f"{k}={v}" for k, v in sorted(config.items())) or "as the script has it"
 
 
@@ -297,9 +291,9 @@ def label(trial: TuneTrial) -> str:
                                               for node, knobs in sorted(trial.node_knobs.items()))])
 
 
-def without_idle_knobs(config: dict[str, Any]) -> dict[str, Any]:
+def without_idle_knobs(config: KnobValues) -> KnobValues:
     """``config`` without the knobs that need workers when it sets ``num_workers=0``."""
     if config.get("num_workers", 1):
         return config
     idle = {knob.name for knob in REGISTRY if knob.needs_workers}
-    return {k: v for k, v in config.items() if k not in idle}
+    return KnobValues({k: v for k, v in config.items() if k not in idle})

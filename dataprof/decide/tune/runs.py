@@ -8,6 +8,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
+from dataprof.results.knobs import KnobValues
 from dataprof.results.run import LoaderRun, RunReport
 from dataprof.results.sweep import Report
 from dataprof.results.tune import LoaderSweep, TunedLoader, TuneTrial
@@ -46,12 +47,12 @@ def loader_sweep_of(swept: LoaderSweep, report: Report, loader: TunedLoader) -> 
         return dataclasses.replace(swept, error="the sweep completed no config")
     config = best.config
     label, rate = config.label(), best.samples_per_s
-    knobs = {k: v for k, v in config.dataloader_kwargs().items() if loader.settings.get(k) != v}
+    knobs = KnobValues(config.dataloader_kwargs()).apart_from(loader.settings)
     if config.threads:
         if loader.threads is None:
             return dataclasses.replace(swept, label=label, samples_per_s=rate,
                                        error="its pick loads in threads, which cannot load your training's loader")
-        knobs = {**knobs, "worker_kind": WorkerKind.THREAD.value}
+        knobs = knobs | {"worker_kind": WorkerKind.THREAD.value}
     return dataclasses.replace(swept, config=knobs, label=label, samples_per_s=rate)
 
 
@@ -88,11 +89,12 @@ def loader_of(loader: LoaderRun, device: str = "cpu") -> TunedLoader:
     """The tuned loader as the report names it, with its knobs as the script set them (its workers' kind where
     they are threads, as a ``torchdata.nodes`` pipeline's are), and the ``device`` the training ran on."""
     return TunedLoader(loader.site, loader.loader_class, loader.batch_size,
-                       {k: v for k, v in loader.knobs().items() if v is not None}, device, split=loader.split,
+                       KnobValues({k: v for k, v in loader.knobs().items() if v is not None}), device,
+                       split=loader.split,
                        built_by=loader.built_by, batch_bytes=loader.batch_bytes, iterable=loader.iterable)
 
 
-def trial_of(run: RunReport, config: dict[str, Any], role: str, site: str | None,
+def trial_of(run: RunReport, config: KnobValues, role: str, site: str | None,
              split: str | None = None) -> TuneTrial:
     """One run of the training as a tune trial: its loader's steady figures; failed when the script ended with
     an error of its own or iterated no loader."""
@@ -143,7 +145,7 @@ def _replay_problem(run: RunReport, loader: LoaderRun) -> str | None:
     return None
 
 
-def trial_of_ranks(runs: Sequence[RunReport], config: dict[str, Any], role: str, site: str | None,
+def trial_of_ranks(runs: Sequence[RunReport], config: KnobValues, role: str, site: str | None,
                    split: str | None = None, per_node: int | None = None) -> TuneTrial:
     """One run of the training as several ranks (their reports in rank order) as a tune trial: failed when a
     rank failed (named); else the slowest rank's rate (in synchronous training every step waits for it), the

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
-from typing import Any
 
 from dataprof.decide.tune.answer import (
     MIN_RUNS,
@@ -28,6 +27,7 @@ from dataprof.decide.tune.answer import (
     without_idle_knobs,
 )
 from dataprof.decide.tune.memory import over_memory
+from dataprof.results.knobs import KnobValues
 from dataprof.results.registry import REGISTRY, Knob
 from dataprof.results.tune import TuneReport, TuneTrial
 
@@ -71,7 +71,7 @@ def replay_batches(report: TuneReport, window_s: float | None) -> int:
     return int(max(REPLAY_LEAST, min(REPLAY_MOST, rate_now * window_s / 4)))
 
 
-Step = tuple[dict[str, Any], str] | tuple[dict[str, Any], str, dict[str, dict[str, Any]]]
+Step = tuple[KnobValues, str] | tuple[KnobValues, str, dict[str, KnobValues]]
 """A run to make: the knobs to set on the training's loader, the run's role and, across nodes, the knobs of each
 node that has its own (by the node's index, on top of the first)."""
 
@@ -80,9 +80,9 @@ def next_run(report: TuneReport) -> Step | None:
     """The next run of the training to try, or None when the search is done."""
     roles = [t.role for t in report.trials]
     if "current" not in roles:
-        return {}, "current"
+        return KnobValues(), "current"
     if "headspace" not in roles:
-        return {}, "headspace"
+        return KnobValues(), "headspace"
     current = report.by_role("current")
     if not current or report.loader is None or report.answer is None:
         return None
@@ -91,7 +91,7 @@ def next_run(report: TuneReport) -> Step | None:
     if picked and key(picked) not in seen:
         return picked, "sweep"
     if roles.count("current") < 2 or _since_yours(report) >= YOURS_EVERY:
-        return {}, "current"
+        return KnobValues(), "current"
     assert report.answer is not None and report.answer.leading is not None
     if not report.trials[report.answer.leading].node_knobs:
         step = _climb(report, seen) or _refinement(report, seen)
@@ -132,7 +132,7 @@ def confirm_run(report: TuneReport) -> Step | None:
     if tries.count(key_of(leading[0][1])) >= CONFIRM_RUNS:
         return None
     last_mine = max(i for i, t in enumerate(report.trials) if t.role == "current")
-    return ({}, "current") if last_mine < leading[-1][0] else _again(leading[0][1])
+    return (KnobValues(), "current") if last_mine < leading[-1][0] else _again(leading[0][1])
 
 
 def _confirmation(report: TuneReport) -> Step | None:
@@ -174,14 +174,14 @@ def _confirmation(report: TuneReport) -> Step | None:
 def _again(trial: TuneTrial) -> Step:
     """The config of ``trial`` to run once more, in its role."""
     if trial.node_knobs:
-        return dict(trial.config), trial.role, {node: dict(knobs) for node, knobs in trial.node_knobs.items()}
-    return dict(trial.config), "current" if not trial.config else trial.role
+        return trial.config, trial.role, dict(trial.node_knobs)
+    return trial.config, "current" if not trial.config else trial.role
 
 
-def _as_changed(config: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
+def _as_changed(config: KnobValues, settings: KnobValues) -> KnobValues:
     """``config`` without the knobs the script sets to the same values (a run's overrides), and without those
     that need workers when it has none."""
-    return without_idle_knobs({k: v for k, v in config.items() if settings.get(k) != v})
+    return without_idle_knobs(config.apart_from(settings))
 
 
 def slowed(report: TuneReport, runs: Sequence[tuple[int, TuneTrial]]) -> bool:
@@ -192,7 +192,7 @@ def slowed(report: TuneReport, runs: Sequence[tuple[int, TuneTrial]]) -> bool:
     return bool(found) and statistics.median(found) > report.answer.noise
 
 
-def _climb(report: TuneReport, seen: set[Key]) -> dict[str, Any] | None:
+def _climb(report: TuneReport, seen: set[Key]) -> KnobValues | None:
     """Twice the leading config's workers (two, from none: one worker only overlaps the step, so from none it may
     seem to pay nothing where two would) until a doubling does not pay beyond the noise (a doubling within the
     noise that still waits for data gets four times the workers first: one run can land a band low), then half
@@ -202,19 +202,19 @@ def _climb(report: TuneReport, seen: set[Key]) -> dict[str, Any] | None:
     assert report.answer is not None and report.answer.leading is not None and report.loader is not None
     settings = report.loader.settings
     base = report.trials[report.answer.leading].config
-    workers = int({**settings, **base}.get("num_workers") or 0)
+    workers = (settings | base).workers
     by_config = rates(report.trials)
-    more = _as_changed({**base, "num_workers": max(2, 2 * workers)}, settings)
+    more = _as_changed(base | {"num_workers": max(2, 2 * workers)}, settings)
     if 2 * workers <= CLIMB_TOP and key(more) not in seen and over_memory(report, max(2, 2 * workers)) is None:
         return more
     paid = key(more) in by_config and \
         rate(by_config[key(more)]) > rate(by_config[key(base)]) * (1 + report.answer.noise)
-    further = _as_changed({**base, "num_workers": max(4, 4 * workers)}, settings)
+    further = _as_changed(base | {"num_workers": max(4, 4 * workers)}, settings)
     if not paid and _flat_and_waiting(report, by_config.get(key(more)), by_config[key(base)]) and \
             max(4, 4 * workers) <= CLIMB_TOP and key(further) not in seen and \
             over_memory(report, max(4, 4 * workers)) is None:
         return further  # one run can land a band low: a doubling that still waits for data gets one more
-    fewer = _as_changed({**base, "num_workers": workers // 2 if workers else 1}, settings)
+    fewer = _as_changed(base | {"num_workers": workers // 2 if workers else 1}, settings)
     if not paid and (workers != 1 or slowed(report, by_config[key(base)])) and key(fewer) not in seen:
         return fewer  # from none, one: it overlaps the step without taking the CPUs two take
     return None
@@ -264,52 +264,52 @@ def node_climb(report: TuneReport, seen: set[Key]) -> Step | None:
     node, wait = max(((node, statistics.median(found)) for node, found in waits.items()), key=lambda item: item[1])
     if wait < NODE_WAIT:
         return None
-    common = {**report.loader.settings, **lead.config}
-    workers = node_workers(common, lead.node_knobs.get(node, {}))
+    common = report.loader.settings | lead.config
+    workers = node_workers(common, lead.node_knobs.get(node, KnobValues()))
     for count in (workers // 2 if workers else None, max(2, 2 * workers)):
         if count is None or count > CLIMB_TOP or (count > workers and over_memory(report, count) is not None):
             continue
-        own = {k: v for k, v in {**lead.node_knobs.get(node, {}), "num_workers": count}.items() if common.get(k) != v}
+        own = (lead.node_knobs.get(node, KnobValues()) | {"num_workers": count}).apart_from(common)
         config, nodes = _for_every_node(lead.config, {**lead.node_knobs, node: own}, report)
         if key(config, nodes) not in seen:
             return (config, "candidate", nodes) if nodes else (config, "candidate")
     return None
 
 
-def _for_every_node(config: dict[str, Any], nodes: dict[str, dict[str, Any]],
-                    report: TuneReport) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+def _for_every_node(config: KnobValues, nodes: dict[str, KnobValues],
+                    report: TuneReport) -> tuple[KnobValues, dict[str, KnobValues]]:
     """``config`` and each node's own knobs as one run sets them: a knob every node sets alike is the config's."""
     assert report.loader is not None
-    alike = {k: v for k, v in nodes.get("0", {}).items()
+    alike = {k: v for k, v in nodes.get("0", KnobValues()).items()
              if len(nodes) == report.nnodes and all(own.get(k) == v for own in nodes.values())}
-    config = _as_changed({**config, **alike}, report.loader.settings)
-    common = {**report.loader.settings, **config}
-    nodes = {n: {k: v for k, v in own.items() if common.get(k) != v} for n, own in nodes.items()}
+    config = _as_changed(config | alike, report.loader.settings)
+    common = report.loader.settings | config
+    nodes = {n: own.apart_from(common) for n, own in nodes.items()}
     return config, {n: own for n, own in nodes.items() if own}
 
 
-def _refined(config: dict[str, Any], report: TuneReport) -> bool:
+def _refined(config: KnobValues, report: TuneReport) -> bool:
     """Whether ``config`` sets a knob of :func:`refinements` its own way (not the script's, nor the loader-only
     sweep's pick): that knob has been tried."""
-    picked = (report.loader_sweep.config if report.loader_sweep is not None else None) or {}
+    picked = (report.loader_sweep.config if report.loader_sweep is not None else None) or KnobValues()
     return any(k.name in config and picked.get(k.name) != config[k.name] for k in refinements())
 
 
-def _refinement(report: TuneReport, seen: set[Key]) -> dict[str, Any] | None:
+def _refinement(report: TuneReport, seen: set[Key]) -> KnobValues | None:
     """The first of :func:`refinements` no run has set its own way yet, on top of the config leading so far,
     when that has workers and the knob has a value to try there; None when none is left."""
     assert report.answer is not None and report.answer.leading is not None and report.loader is not None
     base = report.trials[report.answer.leading].config
-    settings = {**report.loader.settings, **base}
-    if not settings.get("num_workers"):
+    settings = report.loader.settings | base
+    if not settings.workers:
         return None
     for record in refinements():
         knob = record.name
-        if any(_refined({knob: t.config[knob]}, report) for t in report.trials if knob in t.config):
+        if any(_refined(KnobValues({knob: t.config[knob]}), report) for t in report.trials if knob in t.config):
             continue
         assert record.refine is not None
         value = record.refine(settings.get(knob), report.loader)
-        config = _as_changed({**base, knob: value}, report.loader.settings)
+        config = _as_changed(base | {knob: value}, report.loader.settings)
         if value is not None and key(config) not in seen:
             return config
     return None

@@ -6,11 +6,11 @@ from __future__ import annotations
 import copy
 import inspect
 import sys
-from collections.abc import Callable, Iterator, MutableMapping
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from typing import Any
 
 from dataprof.backends.threads import thread_loader
-from dataprof.results.knobs import TORCH_THREAD_ARGUMENT, LoaderConfig
+from dataprof.results.knobs import TORCH_THREAD_ARGUMENT, KnobValues, LoaderConfig
 from dataprof.results.registry import REGISTRY
 from dataprof.results.vocabulary import Framework, WorkerKind
 
@@ -20,9 +20,9 @@ class Changes:
     where a loader is built, and its first batches replayed in place of the loader; for every loader, or for
     the one built at ``site`` (``file:line``, as the report names it)."""
 
-    def __init__(self, knobs: dict[str, Any] | None = None, replay: int | None = None,
+    def __init__(self, knobs: Mapping[str, Any] | None = None, replay: int | None = None,
                  site: str | None = None, split: str | None = None) -> None:
-        self.knobs = knobs or {}
+        self.knobs = KnobValues(knobs)
         self.replay = replay
         self.site = site
         self.split = split
@@ -37,7 +37,7 @@ class Changes:
 
 
 def overridden(init: Callable[..., None], loader: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
-               knobs: dict[str, Any]) -> tuple[dict[str, Any], LoaderConfig | None]:
+               knobs: KnobValues) -> tuple[dict[str, Any], LoaderConfig | None]:
     """The loader's constructor arguments as keywords, with ``knobs`` set: the rest as the script passed them;
     the knobs that need workers left at the loader's defaults when it is left none. With thread workers asked
     for (``worker_kind=thread``) where the constructor takes no ``worker_method``, the loader is left no workers
@@ -74,7 +74,7 @@ def overridden(init: Callable[..., None], loader: Any, args: tuple[Any, ...], kw
     return values, threads
 
 
-def lost_knobs(loader: Any, asked: dict[str, Any]) -> dict[str, Any]:
+def lost_knobs(loader: Any, asked: Mapping[str, Any]) -> dict[str, Any]:
     """The knobs of ``asked`` (set where ``loader`` was built) that it no longer has at its first iteration, with
     the value it has: the script changed them after construction. Knobs that need workers are not checked on a
     loader left none, nor any on a loader whose workers are threads."""
@@ -232,7 +232,7 @@ def pipeline(loader: Any) -> list[Any]:
     return nodes
 
 
-def override_nodes(loader: Any, knobs: dict[str, Any]) -> None:
+def override_nodes(loader: Any, knobs: Mapping[str, Any]) -> None:
     """Set ``knobs`` in a ``torchdata.nodes.Loader``'s pipeline before its first epoch: its ParallelMapper built
     anew by its own constructor (it fixes its workers when built) with the workers, their kind (``worker_kind``),
     order and start method asked for; its Prefetcher holding ``prefetch_factor`` batches per worker. TypeError

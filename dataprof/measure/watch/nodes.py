@@ -112,10 +112,11 @@ class TuneNodes:
             node_changes: dict[int, RunChanges | None] | None = None) -> None:
         """Node 0: run ``number`` is ``settings`` (the others run their own script, in their own directory), with
         each node's own changes to its loader (``node_changes``, by node) in place of node 0's."""
-        nodes = {str(node): None if changes is None else dataclasses.asdict(changes)
+        nodes = {str(node): None if changes is None else changes.to_dict()
                  for node, changes in (node_changes or {}).items()}
-        self.store.set(f"run-{number}", json.dumps({"run_id": run_id, "settings": dataclasses.asdict(settings),
-                                                    "nodes": nodes}))
+        said = {**dataclasses.asdict(settings), "changes": None if settings.changes is None
+                else settings.changes.to_dict()}
+        self.store.set(f"run-{number}", json.dumps({"run_id": run_id, "settings": said, "nodes": nodes}))
 
     def end(self, number: int) -> None:
         """Node 0: no run ``number``; the others stop. It waits (up to the join timeout) until each has heard it
@@ -149,4 +150,4 @@ class TuneNodes:
         if str(self.job.node_rank) in nodes:  # this node's own changes
             changes = nodes[str(self.job.node_rank)]
         return WatchSettings(**{**fields, "args": tuple(fields["args"])},
-                             changes=None if changes is None else RunChanges(**changes)), said["run_id"]
+                             changes=None if changes is None else RunChanges.from_dict(changes)), said["run_id"]
