@@ -5,7 +5,10 @@ with or without GPUs. Rank 0 runs the search; every config is broadcast from
 it, a barrier opens each trial so all ranks measure at the same time, and the
 ranks' results are gathered back on rank 0, which aggregates and reports.
 Only the dataprof process of each rank joins the group: hosts, trials and
-DataLoader workers never touch it.
+DataLoader workers never touch it. Beside the group, each rank counts that it is
+there where the job's ranks meet (:meth:`Coordinator.watch_peers`): a rank gone
+silent (its node off, its network cut, its process stopped) ends the sweep in
+seconds, not at the group's timeout, which no signal interrupts.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import json
 import os
 import shutil
 import socket
+import threading
 import time
 from collections.abc import Callable, Mapping
 from datetime import timedelta
@@ -22,7 +26,14 @@ from typing import Any
 
 from dataprof.errors import DataprofError, TargetError, UsageError, terminated_as_interrupted
 from dataprof.measure.launch import RANK_DIED, Stop, launch_ranks
-from dataprof.measure.watch.meeting import ALIVE_KEY, Meeting, exchange_dir, meeting_of
+from dataprof.measure.watch.meeting import (
+    ALIVE_EVERY_S,
+    ALIVE_KEY,
+    CONNECT_S,
+    Meeting,
+    exchange_dir,
+    meeting_of,
+)
 from dataprof.measure.watch.ranks import END_KEY, FAILED_KEY, REPORT_KEY, SILENT_S, RankFailures
 from dataprof.measure.watch.watcher import WatchSettings, watch
 from dataprof.results.environment import NodeJob, RankInfo
@@ -52,6 +63,9 @@ class Coordinator:
         self.dist = dist
         self.reported_by_rank_0 = False
         """Set by :meth:`agree` on a rank whose failure to start rank 0 reports: this rank ends quietly."""
+        self._peers: RankFailures | None = None
+        self._closed = threading.Event()
+        self._watching: threading.Thread | None = None
         if not dist.is_available():
             raise UsageError("this torch build has no torch.distributed: a distributed sweep cannot run")
         try:
@@ -98,8 +112,37 @@ class Coordinator:
         """Wait until every rank reaches this point (each trial starts on all ranks at once)."""
         self.dist.barrier()
 
+    def watch_peers(self, on_gone: Callable[[str], None]) -> None:
+        """Count that this rank is there where the job's ranks meet, and, in a thread of its own, read the counts
+        of the ranks it waits for (rank 0: every other; the others: rank 0, which ends the sweep everywhere):
+        ``on_gone(why)``, from that thread, once one counted and then went silent for
+        :data:`~dataprof.measure.watch.ranks.SILENT_S` before :meth:`close` said it was done. Nothing where the
+        ranks have no place to meet."""
+        peers = RankFailures.of(beat=True)
+        if peers is None:
+            return
+        self._peers = peers
+        self._watching = threading.Thread(target=self._watch, args=(peers, on_gone), name="dataprof-peers",
+                                          daemon=True)
+        self._watching.start()
+
+    def _watch(self, peers: RankFailures, on_gone: Callable[[str], None]) -> None:
+        waited_for = None if self.leader else (0,)
+        while not self._closed.wait(ALIVE_EVERY_S):
+            gone = peers.gone(waited_for)
+            if gone:
+                on_gone(f"rank {gone[0]} stopped answering (nothing from its dataprof for {SILENT_S:g} s)")
+                return
+
     def close(self) -> None:
-        """Leave the process group."""
+        """Say this rank is done (its silence from now on is no one's concern), stop counting, and leave the
+        process group."""
+        self._closed.set()
+        if self._watching is not None:
+            self._watching.join(timeout=CONNECT_S)  # its reads of the meeting are over: the client is not shared
+        if self._peers is not None:
+            self._peers.meeting.put(f"{REPORT_KEY}-{self.info.rank}", "done")
+            self._peers.stop()
         if self.dist.is_initialized():
             self.dist.destroy_process_group()
 

@@ -13,8 +13,10 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from dataprof.decide.diagnose import findings as rules
@@ -217,6 +219,20 @@ def test_a_rank_that_dies_stops_every_rank_and_keeps_what_was_measured(tmp_path:
         f"{tmp_path / 'run.json'}" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert [t["status"] for t in run["trials"]] == ["ok"] and run["complete"] is False
+
+
+@pytest.mark.slow
+def test_a_rank_that_stops_answering_ends_the_sweep_in_seconds_with_what_was_measured(tmp_path: Path, datasets: str,
+                                                                                     quick: list[str]) -> None:
+    started = time.monotonic()
+    run, proc = two_ranks(tmp_path, f"{datasets}:StopsRank", *quick, "--workers", "0,2", code=130)
+    # rank 1's process stopped mid-trial: no collective of the group ends before its timeout (600 s here)
+    assert "error: rank 1 stopped answering (nothing from its dataprof for 15 s); the sweep stopped on this rank; " \
+        f"the trials measured before are in {tmp_path / 'run.json'}" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert [t["status"] for t in run["trials"]] == ["ok"] and run["complete"] is False
+    assert time.monotonic() - started < 120
+    assert not [p for p in psutil.process_iter(["cmdline"]) if "StopsRank" in " ".join(p.info["cmdline"] or ())]
 
 
 @pytest.mark.slow

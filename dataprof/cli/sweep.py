@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -49,6 +50,7 @@ def sweep(**params: Any) -> None:
     json_path = params["json_path"] or params["resume_path"]
     coordinator = None if rank is None else Coordinator(rank, timeout_s=max(600.0, 10 * params["trial_timeout"]))
     if coordinator is not None and not coordinator.leader:  # it measures; only rank 0 reports
+        coordinator.watch_peers(lambda why: _gone(why, None, json_path))
         try:
             follow_rank_0(coordinator, lambda: run_sweep(settings, resume=resume, coordinator=coordinator))
         except SweepInterrupted:
@@ -85,7 +87,8 @@ def _launch_ranks(params: dict[str, Any], rank: Any) -> None:
     if rank is not None:
         raise UsageError(f"--nproc-per-node: this already runs under torchrun as rank {rank.rank} of "
                          f"{rank.world_size}; give the rank count to torchrun only")
-    launched = launch_ranks(params["nproc_per_node"], _rank_entry, dict(params, nproc_per_node=None))
+    launched = launch_ranks(params["nproc_per_node"], _rank_entry, dict(params, nproc_per_node=None),
+                            short_grace=True)  # a sweep's rank ends at once on SIGTERM, unless it is stopped
     if launched.died is not None:
         kept = f"; the trials measured before are in {params['json_path']}" if params["json_path"] else ""
         click.echo(f"error: {launched.died}; the sweep stopped on every rank{kept}", err=True)
@@ -114,9 +117,20 @@ def _lead(settings: Any, json_path: Path | None, resume: Any, coordinator: Any) 
 
     out = console()
     observer, finish = make_observer(out)
+    latest: list[Any] = []
+
+    def update(report: Any) -> None:
+        latest[:] = [report]
+        _save(json_path, report)
+
+    def gone(why: str) -> None:
+        finish()
+        _gone(why, latest[0] if latest else None, json_path)
+
+    if coordinator is not None:
+        coordinator.watch_peers(gone)
     try:
-        return run_sweep(settings, observer=observer, on_update=lambda report: _save(json_path, report),
-                         resume=resume, coordinator=coordinator)
+        return run_sweep(settings, observer=observer, on_update=update, resume=resume, coordinator=coordinator)
     except SweepInterrupted as exc:
         finish()
         _save(json_path, exc.report)
@@ -133,6 +147,22 @@ def _lead(settings: Any, json_path: Path | None, resume: Any, coordinator: Any) 
         finish()
         if coordinator is not None:
             coordinator.close()
+
+
+def _gone(why: str, report: Any, json_path: Path | None) -> NoReturn:
+    """A rank the sweep waits for went silent (called from the thread that watches the ranks, while this one may
+    wait in a collective no signal ends): what was measured (rank 0), one line, and this rank's end, at once
+    (its hosts and trials end with it)."""
+    from dataprof.measure.launch import RANK_DIED
+    from dataprof.render.documents import print_document
+
+    if report is not None and report.trials:
+        print_document(console(), report)
+    kept = f"; the trials measured before are in {json_path}" if json_path and report is not None else ""
+    click.echo(f"error: {why}; the sweep stopped on this rank{kept}", err=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(RANK_DIED)
 
 
 def _finish(report: Any, gates: Any, baseline: Any, json_path: Path | None, html_path: Path | None) -> None:

@@ -69,7 +69,7 @@ STOP_DELIVERY_S = 0.05
 
 
 def launch_ranks(nproc_per_node: int, entry: Callable[..., Any], *args: Any, run_id: str | None = None,
-                 nodes: NodeJob | None = None, stop: Stop | None = None) -> Launched:
+                 nodes: NodeJob | None = None, stop: Stop | None = None, short_grace: bool = False) -> Launched:
     """Run ``entry(*args)`` as ``nproc_per_node`` ranks on this machine through torch.distributed's
     launcher (elastic launch, as ``torchrun --standalone``), as the job ``run_id`` (a fresh one by default); with
     ``nodes``, as this node's ranks of a job over every node (torchrun's static rendezvous at the port beside
@@ -77,9 +77,10 @@ def launch_ranks(nproc_per_node: int, entry: Callable[..., Any], *args: Any, run
 
     When a rank dies by a signal, the launcher stops every other rank. Otherwise the code is the lowest failing
     rank's own (each rank prints its own error). A ``stop`` said meanwhile ends the launch with its reason, its
-    ranks given :data:`STOP_GRACE_S` to end. Across nodes, this node's launcher waits for the others' once its
-    ranks ended for up to ``nodes.join_s`` (torch's launcher would wait 300 s for a node that vanished after its
-    ranks ended).
+    ranks given :data:`STOP_GRACE_S` to end (``short_grace``: whenever the launcher stops them, as for ranks of
+    dataprof's own that end at once on SIGTERM; a rank that does not then is stopped or hung). Across nodes,
+    this node's launcher waits for the others' once its ranks ended for up to ``nodes.join_s`` (torch's launcher
+    would wait 300 s for a node that vanished after its ranks ended).
     """
     import logging
     import uuid
@@ -106,7 +107,7 @@ def launch_ranks(nproc_per_node: int, entry: Callable[..., Any], *args: Any, run
                 if (handler := signal.getsignal(sig)) is not None}
     stop = stop or Stop()  # none given: one nobody says
     try:
-        with terminated_as_interrupted(), _agent(nodes, stop):
+        with terminated_as_interrupted(), _agent(nodes, stop, short_grace):
             values = elastic_launch(config, entry)(*args)
     except SignalException:  # Ctrl-C (rank 0 has printed what it measured), or a stop
         return Launched(RANK_DIED, stop.reason)
@@ -130,13 +131,16 @@ def launch_ranks(nproc_per_node: int, entry: Callable[..., Any], *args: Any, run
 
 
 @contextlib.contextmanager
-def _agent(nodes: NodeJob | None, stop: Stop) -> Iterator[None]:
+def _agent(nodes: NodeJob | None, stop: Stop, short_grace: bool = False) -> Iterator[None]:
     """Torch's launcher, while the block runs, with an agent that, across nodes, waits for the other nodes' once
     this node's ranks ended for ``nodes.join_s`` at most (its own default, 300 s, is not a launch option), and
-    that, on a ``stop``, gives this node's ranks :data:`STOP_GRACE_S` after its SIGTERM before it kills them
-    (its own 30 s is for a Ctrl-C, where a script may save its state; a rank of a stopped run waits on a node
-    gone, in a collective no signal handler interrupts)."""
+    that, on a ``stop`` (or always, ``short_grace``), gives this node's ranks :data:`STOP_GRACE_S` after its
+    SIGTERM before it kills them (its own 30 s is for a Ctrl-C, where a script may save its state; a rank of a
+    stopped run waits on a node gone, in a collective no signal handler interrupts). With ``short_grace``, the
+    ranks' processes, once one failed, get as long to end and as long again after a SIGTERM (torch's own join of
+    them waits 30 s for a rank that does not end on SIGTERM)."""
     from torch.distributed.launcher import api as launcher
+    from torch.multiprocessing.spawn import ProcessContext
 
     agent = launcher.LocalElasticAgent
     graced = inspect.signature(agent._shutdown).parameters.get("timeout") is not None  # older agents take none
@@ -148,16 +152,25 @@ def _agent(nodes: NodeJob | None, stop: Stop) -> Iterator[None]:
             super().__init__(*args, **kwargs)
 
         def _shutdown(self, death_sig: signal.Signals = signal.SIGTERM, *args: Any, **kwargs: Any) -> None:
-            if stop.reason is not None and graced:
+            if (short_grace or stop.reason is not None) and graced:
                 super()._shutdown(death_sig, timeout=STOP_GRACE_S)
             else:
                 super()._shutdown(death_sig, *args, **kwargs)
 
+    join = ProcessContext.join
+    joined = short_grace and inspect.signature(join).parameters.get("grace_period") is not None
+
+    def graced_join(self: Any, timeout: float | None = None, grace_period: float | None = None) -> Any:
+        return join(self, timeout, STOP_GRACE_S if grace_period is None else grace_period)
+
     launcher.LocalElasticAgent = Agent  # type: ignore[misc]
+    if joined:
+        ProcessContext.join = graced_join  # type: ignore[method-assign]
     try:
         yield
     finally:
         launcher.LocalElasticAgent = agent  # type: ignore[misc]
+        ProcessContext.join = join  # type: ignore[method-assign]
 
 
 STOP_GRACE_S = 5
