@@ -5,6 +5,8 @@ this worker's."""
 
 from __future__ import annotations
 
+import ast
+import functools
 import multiprocessing.process
 import os
 import platform
@@ -20,6 +22,12 @@ import pytest
 from click.testing import CliRunner
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+@functools.cache
+def parsed(path: Path) -> ast.Module:
+    """A module's source parsed, once for every rule that reads the package (``test_house``, ``test_layers``)."""
+    return ast.parse(path.read_text())
 FIXTURES = ROOT / "tests" / "fixtures"
 DATA = ROOT / "tests" / "data"
 

@@ -17,6 +17,7 @@ from dataprof.results.vocabulary import (
     TrialStatus,
     WorkerKind,
 )
+from tests.conftest import parsed
 
 PACKAGE = Path(__file__).resolve().parent.parent / "dataprof"
 MAX_FUNCTION_LINES = 60
@@ -27,7 +28,7 @@ MAX_MODULE_LINES = 350
 @functools.cache
 def sources() -> list[tuple[Path, ast.Module, int]]:
     """Every module of the package, parsed once for all the rules."""
-    return [(path, ast.parse(path.read_text()), len(path.read_text().splitlines()))
+    return [(path, parsed(path), len(path.read_text().splitlines()))
             for path in sorted(PACKAGE.rglob("*.py"))]
 
 

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import parsed
+
 PACKAGE = Path(__file__).resolve().parent.parent / "dataprof"
 
 LAYERS: dict[str, tuple[str, ...]] = {
@@ -67,7 +69,7 @@ def imports(module: str, path: Path, known: dict[str, Path]) -> set[str]:
     """The package's modules ``module`` imports, anywhere in its source."""
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(parsed(path)):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):

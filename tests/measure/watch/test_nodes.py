@@ -58,10 +58,10 @@ def test_node_0_hears_of_a_node_gone_silent_during_a_run_and_only_of_it(monkeypa
 
     monkeypatch.setattr("dataprof.measure.watch.nodes.ALIVE_EVERY_S", 0.05)
     port = free_port()
-    leader = TuneNodes(NodeJob(3, 0, "127.0.0.1", port, join_s=0.3))
-    counting = TuneNodes(NodeJob(3, 1, "127.0.0.1", port, join_s=0.3))
-    silent = TuneNodes(NodeJob(3, 2, "127.0.0.1", port, join_s=0.3))  # counts, then goes quiet
-    never = TuneNodes(NodeJob(4, 0, "127.0.0.1", free_port(), join_s=0.3))  # its nodes 1 to 3 never come
+    leader = TuneNodes(NodeJob(3, 0, "127.0.0.1", port, join_s=0.15))
+    counting = TuneNodes(NodeJob(3, 1, "127.0.0.1", port, join_s=0.15))
+    silent = TuneNodes(NodeJob(3, 2, "127.0.0.1", port, join_s=0.15))  # counts, then goes quiet
+    never = TuneNodes(NodeJob(4, 0, "127.0.0.1", free_port(), join_s=0.15))  # its nodes 1 to 3 never come
     said: list[str] = []
     heard = threading.Event()
 
@@ -70,7 +70,7 @@ def test_node_0_hears_of_a_node_gone_silent_during_a_run_and_only_of_it(monkeypa
         heard.set()
 
     with never.watched(1, gone):
-        assert not heard.wait(0.6)  # twice the join timeout
+        assert not heard.wait(0.3)  # twice the join timeout
     with leader.watched(3, gone):
         silent.close()
         assert heard.wait(5)
