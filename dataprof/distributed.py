@@ -141,8 +141,7 @@ class Coordinator:
         if self._watching is not None:
             self._watching.join(timeout=CONNECT_S)  # its reads of the meeting are over: the client is not shared
         if self._peers is not None:
-            self._peers.meeting.put(f"{REPORT_KEY}-{self.info.rank}", "done")
-            self._peers.stop()
+            self._peers.done()
         if self.dist.is_initialized():
             self.dist.destroy_process_group()
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from functools import total_ordering
 from typing import Any
 
-from dataprof.results.registry import KNOBS, REGISTRY, Knob
+from dataprof.results.registry import KNOBS, REGISTRY, Knob, knob_names
 from dataprof.results.vocabulary import Framework, WorkerKind
 
 THREAD_LOADERS = ("torch", "torchdata.nodes")
@@ -31,16 +31,15 @@ class KnobValues(Mapping[str, Any]):
 
     def __init__(self, values: Mapping[str, Any] | None = None, **more: Any) -> None:
         given = {**(values or {}), **more}
-        known = {"num_workers", *(knob.name for knob in REGISTRY)}
-        unknown = sorted(set(given) - known)
+        unknown = sorted(set(given) - knob_names())
         if unknown:
-            raise ValueError(f"no loader knob named {', '.join(unknown)} (knobs: {', '.join(sorted(known))})")
+            raise ValueError(f"no loader knob named {', '.join(unknown)} (knobs: {', '.join(sorted(knob_names()))})")
         self._values: dict[str, Any] = given
 
     @classmethod
     def read(cls, data: Mapping[str, Any] | None) -> KnobValues:
         """A JSON object's knobs: those the records know (a newer document's other knobs left out)."""
-        known = {"num_workers", *(knob.name for knob in REGISTRY)}
+        known = knob_names()
         return cls({k: v for k, v in (data or {}).items() if k in known})
 
     def __getitem__(self, name: str) -> Any:
@@ -73,7 +72,7 @@ class KnobValues(Mapping[str, Any]):
         return dict(self._values)
 
 
-def knobs(record: Any, name: str) -> None:
+def checked_knobs(record: Any, name: str) -> None:
     """The field ``name`` of the frozen dataclass ``record`` made :class:`KnobValues` (from a plain mapping, as a
     caller may give it): each record that holds knobs' values holds them checked."""
     value = getattr(record, name)

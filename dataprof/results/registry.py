@@ -256,6 +256,11 @@ KNOBS: Mapping[str, tuple[str, ...]] = _Keys()
 the registry holds them now."""
 
 
+def knob_names() -> frozenset[str]:
+    """The name of every knob a loader's settings may hold: ``num_workers`` and the registry's, as it is now."""
+    return frozenset(("num_workers", *(knob.name for knob in REGISTRY)))
+
+
 def record_of(name: str) -> Knob:
     """The record of the knob ``name`` (KeyError for no knob)."""
     for record in REGISTRY:

@@ -15,7 +15,7 @@ from typing import Any
 from dataprof.results.document import SCHEMA_VERSION, to_json
 from dataprof.results.environment import Environment
 from dataprof.results.findings import Finding, GateResult
-from dataprof.results.knobs import KnobValues, knobs
+from dataprof.results.knobs import KnobValues, checked_knobs
 from dataprof.results.registry import REGISTRY
 from dataprof.results.vocabulary import Kind, SlowRankCause
 
@@ -227,7 +227,7 @@ class RunChanges:
     validation loader at the user's same line)."""
 
     def __post_init__(self) -> None:
-        knobs(self, "knobs")
+        checked_knobs(self, "knobs")
 
     def to_dict(self) -> dict[str, Any]:
         """The document's ``changes`` object."""

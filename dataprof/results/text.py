@@ -13,7 +13,7 @@ from typing import Any
 from dataprof.errors import UsageError
 from dataprof.results.knobs import KnobValues, LoaderConfig
 from dataprof.results.plan import NodeGroup
-from dataprof.results.registry import REGISTRY, Knob
+from dataprof.results.registry import REGISTRY, Knob, knob_names
 from dataprof.results.request import MemoryLimit, current_config
 
 
@@ -118,7 +118,7 @@ def parse_knobs(text: str, flag: str = "--current") -> KnobValues:
     """``num_workers=8,prefetch_factor=2,persistent_workers=true``: loader knobs by their DataLoader names, each
     with one value, read as its knob record says (``ints``, ``on,off``, ``words``)."""
     knobs = {knob.name: knob for knob in REGISTRY}
-    known = sorted(["num_workers", *knobs])
+    known = sorted(knob_names())
     values: dict[str, Any] = {}
     for item in (part.strip() for part in text.split(",") if part.strip()):
         key, _, raw = item.partition("=")

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dataprof.results.document import SCHEMA_VERSION, to_json
-from dataprof.results.knobs import KnobValues, knobs
+from dataprof.results.knobs import KnobValues, checked_knobs
 from dataprof.results.vocabulary import Kind, TrialStatus
 
 
@@ -56,7 +56,7 @@ class TuneTrial:
     node's index (``{"1": {"num_workers": 1}}``); empty when every node had ``config``."""
 
     def __post_init__(self) -> None:
-        knobs(self, "config")
+        checked_knobs(self, "config")
         object.__setattr__(self, "node_knobs", {str(node): KnobValues(own) for node, own in self.node_knobs.items()})
 
     def to_dict(self) -> dict[str, Any]:
@@ -110,7 +110,7 @@ class TunedLoader:
     """The memory available where the training ran: the climb stops before its workers would take it."""
 
     def __post_init__(self) -> None:
-        knobs(self, "settings")
+        checked_knobs(self, "settings")
 
 
 @dataclass(frozen=True)
@@ -134,7 +134,7 @@ class LoaderSweep:
 
     def __post_init__(self) -> None:
         if self.config is not None:
-            knobs(self, "config")
+            checked_knobs(self, "config")
 
     def to_dict(self) -> dict[str, Any]:
         """The ``loader_sweep`` object of the document."""

@@ -124,6 +124,12 @@ class RankFailures:
         if failed:
             self.publish()
 
+    def done(self) -> None:
+        """This rank's part of the job is over with nothing to report (a sweep's rank at its end): it says so, so
+        that its silence from now on is no one's concern, and stops counting."""
+        self.meeting.put(f"{REPORT_KEY}-{self.rank}", "done")
+        self.stop()
+
     def reason(self, gone: bool = True) -> str | None:
         """Why this rank's script must end now for the others' sake: another rank's script failed, or (``gone``)
         another rank went silent; None while neither."""
