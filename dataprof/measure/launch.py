@@ -138,7 +138,8 @@ def _agent(nodes: NodeJob | None, stop: Stop, short_grace: bool = False) -> Iter
     SIGTERM before it kills them (its own 30 s is for a Ctrl-C, where a script may save its state; a rank of a
     stopped run waits on a node gone, in a collective no signal handler interrupts). With ``short_grace``, the
     ranks' processes, once one failed, get as long to end and as long again after a SIGTERM (torch's own join of
-    them waits 30 s for a rank that does not end on SIGTERM)."""
+    them waits 30 s for a rank that does not end on SIGTERM), and those that already returned end at once."""
+    from torch.distributed.elastic.multiprocessing.api import MultiprocessContext
     from torch.distributed.launcher import api as launcher
     from torch.multiprocessing.spawn import ProcessContext
 
@@ -157,20 +158,30 @@ def _agent(nodes: NodeJob | None, stop: Stop, short_grace: bool = False) -> Iter
             else:
                 super()._shutdown(death_sig, *args, **kwargs)
 
-    join = ProcessContext.join
+    join, poll = ProcessContext.join, MultiprocessContext._poll
     joined = short_grace and inspect.signature(join).parameters.get("grace_period") is not None
 
     def graced_join(self: Any, timeout: float | None = None, grace_period: float | None = None) -> Any:
         return join(self, timeout, STOP_GRACE_S if grace_period is None else grace_period)
 
+    def poll_ending_returned(self: Any) -> Any:
+        # a rank that returned waits for this event (its value read) before it ends; once a rank failed no value
+        # is read, and a rank that returned would sit out the grace meant for ranks still running
+        finished, ranks = getattr(self, "_worker_finished_event", None), getattr(self, "_pc", None)
+        if finished is not None and ranks is not None and any(p.exitcode not in (None, 0) for p in ranks.processes):
+            finished.set()
+        return poll(self)
+
     launcher.LocalElasticAgent = Agent  # type: ignore[misc]
     if joined:
         ProcessContext.join = graced_join  # type: ignore[method-assign]
+        MultiprocessContext._poll = poll_ending_returned  # type: ignore[method-assign]
     try:
         yield
     finally:
         launcher.LocalElasticAgent = agent  # type: ignore[misc]
         ProcessContext.join = join  # type: ignore[method-assign]
+        MultiprocessContext._poll = poll  # type: ignore[method-assign]
 
 
 STOP_GRACE_S = 5

@@ -1,10 +1,12 @@
-"""A stop said from another thread (node 0's watch of the other nodes) reaches the launch, and only the launch."""
+"""How a launch's ranks end: a stop said from another thread (node 0's watch of the other nodes) reaches the launch, and
+only the launch; the graces ranks get; a rank that returned is not held by one that failed."""
 
 from __future__ import annotations
 
 import signal
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -56,3 +58,25 @@ def test_a_stopped_launch_gives_its_ranks_a_short_grace_and_a_ctrl_c_the_launche
         agent._shutdown(signal.SIGTERM, timeout=30)
     assert _Agent.graces == [(signal.SIGINT, 30), (signal.SIGTERM, STOP_GRACE_S)]
     assert launcher.LocalElasticAgent is _Agent  # put back
+
+
+def _fails_on_rank_0(marks: str) -> None:
+    """Rank 0 fails; rank 1 returns at once and leaves a mark when its process ends by itself (a finalizer runs at
+    a process's own end, not when it is terminated)."""
+    import multiprocessing.util
+    import os
+    from pathlib import Path
+
+    if os.environ["RANK"] == "0":
+        time.sleep(0.5)  # rank 1 has returned and waits to be read
+        raise SystemExit(3)
+    multiprocessing.util.Finalize(None, Path(marks, "rank-1-ended").touch, exitpriority=0)
+
+
+@pytest.mark.slow
+def test_a_rank_that_returned_ends_by_itself_once_another_failed_not_at_the_end_of_the_grace(tmp_path: Path) -> None:
+    from dataprof.measure.launch import launch_ranks
+
+    launched = launch_ranks(2, _fails_on_rank_0, str(tmp_path), short_grace=True)
+    assert launched.code == 3 and launched.died is None
+    assert (tmp_path / "rank-1-ended").exists()  # not SIGTERMed after the grace, as torch's launcher would
