@@ -109,7 +109,7 @@ def answer_lines(report: TuneReport) -> list[str]:
     if chosen.node_knobs:
         rest = [str(n) for n in range(report.nnodes) if str(n) not in chosen.node_knobs]
         lines[0] += (" on node " if len(rest) == 1 else " on nodes ") + ", ".join(rest)
-        common = {**loader.settings, **chosen.config}
+        common = loader.settings | chosen.config
         lines += [f"on node {node}: " + ", ".join(f"{k}={common.get(k, '(default)')} → {v}" for k, v in own.items())
                   for node, own in sorted(chosen.node_knobs.items())]
         lines.append("a node's own value: pick it by the node (torchrun's GROUP_RANK in the training's environment) "

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from dataprof.results.knobs import KnobValues
 from dataprof.results.tune import TunedLoader, TuneReport, TuneTrial
 from dataprof.results.units import fmt_bytes
 
@@ -13,8 +14,8 @@ Explain = Callable[[TuneTrial, TunedLoader | None], str]
 
 def _shm(trial: TuneTrial, loader: TunedLoader | None) -> str:
     """/dev/shm too small: what the config needs there, and what there is."""
-    settings = {**(loader.settings if loader else {}), **trial.config}
-    workers, prefetch = int(settings.get("num_workers") or 0), int(settings.get("prefetch_factor") or 2)
+    settings = (loader.settings if loader else KnobValues()) | trial.config
+    workers, prefetch = settings.workers, int(settings.get("prefetch_factor") or 2)
     batch = loader.batch_bytes if loader else None
     need = f"{workers} workers × {prefetch} batches × {fmt_bytes(batch)} = {fmt_bytes(workers * prefetch * batch)}" \
         if batch and workers else "its workers' batches in flight"
@@ -55,6 +56,6 @@ def failure_cause(report: TuneReport) -> str | None:
         return None
     name = causes.pop()
     explain = next(explain for cause, _, explain in CAUSES if cause == name)
-    settings = report.loader.settings if report.loader else {}
-    least = min(failed, key=lambda t: int({**settings, **t.config}.get("num_workers") or 0) or 1 << 30)
+    settings = report.loader.settings if report.loader else KnobValues()
+    least = min(failed, key=lambda t: (settings | t.config).workers or 1 << 30)
     return f"every run that failed ({len(failed)}) failed for one cause: {explain(least, report.loader)}"

@@ -4,6 +4,7 @@ measured, against the node's budget; the climb stops before it, as a sweep's doe
 from __future__ import annotations
 
 from dataprof.decide.budgets import HEADROOM
+from dataprof.results.knobs import KnobValues
 from dataprof.results.tune import TuneReport
 from dataprof.results.units import fmt_bytes
 
@@ -12,8 +13,8 @@ def memory_at(report: TuneReport, workers: int) -> int | None:
     """The training's peak memory (PSS) with ``workers`` worker processes, from its runs: a line through their
     peaks by worker count (two counts or more), else the one count's peak with each worker weighing as much as
     each of its processes (an upper bound: forked workers share pages); None when no run measured memory."""
-    settings = report.loader.settings if report.loader else {}
-    points = [(int({**settings, **t.config}.get("num_workers") or 0), t.peak_memory_bytes) for t in report.trials
+    settings = report.loader.settings if report.loader else KnobValues()
+    points = [((settings | t.config).workers, t.peak_memory_bytes) for t in report.trials
               if t.ok and t.role != "headspace" and t.peak_memory_bytes and t.config.get("worker_kind") is None]
     if not points:
         return None
