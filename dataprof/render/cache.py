@@ -3,6 +3,7 @@ trials beside the warm ones, as plain text the console and HTML share."""
 
 from __future__ import annotations
 
+from dataprof.decide.crashes import explained
 from dataprof.results.sweep import Report
 from dataprof.results.trial import TrialResult
 from dataprof.results.units import fmt_bytes
@@ -55,7 +56,7 @@ def cold_rows(report: Report) -> list[tuple[list[str], bool]]:
         ratio = (t.samples_per_s / twin.samples_per_s) if twin is not None and twin.samples_per_s \
             and t.samples_per_s else None
         if t.status != TrialStatus.OK:
-            rows.append(([t.config.label(), str(t.status), "", "", "", "", "", t.error or ""], False))
+            rows.append(([t.config.label(), str(t.status), "", "", "", "", "", explained(t.error) or ""], False))
             continue
         reads = t.storage
         rows.append(([("★ " if t.config == chosen else "  ") + t.config.label(), f"{t.samples_per_s or 0:,.0f}",

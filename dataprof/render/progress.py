@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, TextIO
 
+from dataprof.decide.crashes import explained
 from dataprof.results.vocabulary import CacheMode, Event, Observer, TrialStatus
 
 
@@ -38,7 +39,7 @@ def plain_observer(stream: TextIO) -> Observer:
         elif event == Event.TRIAL_DONE:
             result = data["result"]
             total = f"/{state['total']}" if state["total"] else ""
-            figure = f"{result.samples_per_s:,.1f} samples/s" if result.samples_per_s else result.error
+            figure = f"{result.samples_per_s:,.1f} samples/s" if result.samples_per_s else explained(result.error)
             print(f"[{data['index'] + 1}{total}] {result.config.label()}{_cold(result)}: {result.status} · {figure}",
                   file=stream, flush=True)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from dataprof.decide.crashes import explained
 from dataprof.decide.diagnose.facts import recommended_trial
 from dataprof.render.view import num, percent
 from dataprof.results.knobs import LoaderConfig
@@ -54,7 +55,7 @@ def trial_rows(report: Report) -> list[TrialRow]:
                  "p95 ms": num(t.wait_ms.p95 if t.wait_ms else None, ".1f"), "CPU%": num(t.cpu.cpu_percent, ".0f"),
                  "PSS": fmt_bytes(t.memory.peak_memory_bytes), "GPU%": num(t.gpu.gpu_util_percent, ".0f"),
                  "status": t.status,
-                 "error": t.error or ""}
+                 "error": explained(t.error) or ""}
         rows.append(TrialRow(cells, t.config == chosen, t.status == TrialStatus.OK))
     return rows
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from dataprof.decide.crashes import explained
 from dataprof.decide.diagnose.facts import cpus_text
 from dataprof.decide.search import AUTOTUNE_RULE
 from dataprof.render.cache import storage_text
@@ -156,7 +157,7 @@ def your_settings(report: Report) -> str | None:
     best = "" if rec is None else f"recommended ({rec.config.label()}): {rec.samples_per_s:,.1f} samples/s"
     if mine.samples_per_s is None:
         trial = next((t for t in report.trials if t.config == mine.config), None)
-        state = "not measured in this run" if trial is None else f"{trial.status}: {trial.error}"
+        state = "not measured in this run" if trial is None else f"{trial.status}: {explained(trial.error)}"
         return f"{yours}: {state}" + (f" → {best}" if best else "")
     rate = f"{mine.samples_per_s:,.1f} samples/s"
     if rec is None:
@@ -263,7 +264,8 @@ def rules_of_thumb(report: Report) -> list[tuple[str, bool]]:
 
 def failures(report: Report) -> list[str]:
     """One line per trial that did not finish: what happened, in a sentence."""
-    return [f"{t.config.label()}: {t.status}: {t.error}" for t in report.trials if t.status != TrialStatus.OK]
+    return [f"{t.config.label()}: {t.status}: {explained(t.error)}" for t in report.trials
+            if t.status != TrialStatus.OK]
 
 
 PARTIAL = "Partial result: the sweep did not finish."

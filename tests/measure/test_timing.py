@@ -258,8 +258,7 @@ def test_a_worker_killed_by_a_signal_ends_a_blocked_trial_as_crashed() -> None:
 
     blocked = threading.Event()  # the main thread never reports
     DeadWorkerWatch(live, report, blocked, interval_s=0.01, grace_s=0.01, end=ended.append).start().thread.join(5)
-    assert said == [("crashed", "a DataLoader worker died by SIGSEGV: a segmentation fault in native code (a C "
-                                "extension, OpenCV/OpenMP after fork)")] and ended == [1]
+    assert said == [("crashed", "a DataLoader worker died by SIGSEGV")] and ended == [1]
     handled = threading.Event()
     handled.set()  # the main thread noticed and reported first: the watch stays quiet
     said.clear()

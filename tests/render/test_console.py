@@ -39,3 +39,19 @@ def test_terminal_chart_shows_the_curve() -> None:
     bars = [line for line in text.splitlines() if "│" in line and line.strip().startswith("w")]
     lengths = [line.count("█") for line in bars]
     assert len(bars) >= 3 and lengths == sorted(lengths)  # io-bound: more workers, longer bars
+
+
+def test_a_trial_that_died_by_a_signal_is_shown_with_what_the_signal_usually_means() -> None:
+    import io
+
+    from dataprof.render.progress import plain_observer
+    from dataprof.results.vocabulary import Event
+
+    died = dataclasses.replace(trial(4, 0, status="crashed"), error="a DataLoader worker died by SIGBUS")
+    report = dataclasses.replace(recorded("sweep", "latency"), trials=(trial(0, 100), died))
+    text = " ".join(ConsoleRenderer(100).render(report).split())
+    assert "w4 pf2 persist: crashed: a DataLoader worker died by SIGBUS: a bus error in a worker usually means " \
+           "/dev/shm is too small" in text
+    stream = io.StringIO()
+    plain_observer(stream)(Event.TRIAL_DONE, {"index": 1, "result": died})
+    assert "crashed · a DataLoader worker died by SIGBUS: a bus error" in stream.getvalue()

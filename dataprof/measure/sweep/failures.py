@@ -22,18 +22,12 @@ DEAD_WORKER_WAIT_S = 1.0
 """How long a failed trial gives its workers to finish dying, so a crash is named by its signal."""
 
 _SIGNAL_RE = re.compile(r"killed by signal: (?P<name>[\w ]+)")
-_HINTS = {
-    "SIGBUS": "a bus error in a worker usually means /dev/shm is too small for the batches in flight "
-    "(in Docker: --shm-size); fewer workers or a lower prefetch_factor need less",
-    "SIGKILL": "SIGKILL usually comes from the kernel's OOM killer: fewer workers, or less memory per worker",
-    "SIGSEGV": "a segmentation fault in native code (a C extension, OpenCV/OpenMP after fork)",
-}
 
 
 def died_by(who: str, signame: str) -> str:
-    """``a DataLoader worker died by SIGBUS: <what it usually means>``."""
-    hint = _HINTS.get(signame, "")
-    return f"{who} died by {signame}" + (f": {hint}" if hint else "")
+    """``a DataLoader worker died by SIGBUS``: what died, and by which signal (what that usually means is the
+    reader's business: ``decide.crashes``)."""
+    return f"{who} died by {signame}"
 
 
 def worker_pids(iterator: Any) -> list[int]:
