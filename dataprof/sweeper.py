@@ -24,7 +24,7 @@ from dataprof.decide.ranks import aggregate_ranks
 from dataprof.decide.search import STRATEGIES, Proposal, Strategy
 from dataprof.decide.search.common import pooled, search_budget
 from dataprof.decide.settings import pinned, resolve_settings, resumable_trials
-from dataprof.decide.sweep import build_report, persistent_epochs_note, sweep_notes
+from dataprof.decide.sweep import build_note, build_report, persistent_epochs_note, sweep_notes
 from dataprof.decide.threads import thread_notes
 from dataprof.distributed import Coordinator
 from dataprof.errors import DataprofError, TargetError
@@ -110,8 +110,8 @@ class _Sweep:
                                   start_method=runner.host_info.start_method,
                                   sharing_strategy=runner.host_info.sharing_strategy)
         notes = sweep_notes(self.settings) + tuple(self.checks)
-        if facts.build_note:
-            notes += (facts.build_note,)
+        how = build_note(facts.builds)
+        notes += (how,) if how else ()
         if facts.gpu_reason:
             notes += (f"GPU utilisation not measured: {facts.gpu_reason}",)
         built = None if self.dataset is None else \

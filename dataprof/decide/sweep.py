@@ -21,7 +21,7 @@ from dataprof.decide.recommend import recommend
 from dataprof.decide.search import rules_of_thumb
 from dataprof.decide.threads import worker_kinds
 from dataprof.results.cache import DataFootprint, StorageOutlook
-from dataprof.results.environment import DatasetInfo, Environment
+from dataprof.results.environment import DatasetBuilds, DatasetInfo, Environment
 from dataprof.results.pipeline import PipelineModel
 from dataprof.results.settings import SweepSettings
 from dataprof.results.stats import noise_between
@@ -126,6 +126,23 @@ def decide(report: Report) -> Report:
 def sweep_notes(settings: SweepSettings) -> tuple[str, ...]:
     """The notes every sweep's report carries (why these worker counts)."""
     return (f"workers {','.join(map(str, settings.space.workers))}: {settings.space.workers_reason}",)
+
+
+def build_note(builds: DatasetBuilds) -> str | None:
+    """How the trials got their dataset, and why, in words (the last thing that decided it)."""
+    if builds.fallback is not None:
+        label, status, error = builds.fallback
+        return (f"every trial builds the dataset in a fresh process: {label} forked from the process that built it "
+                f"ended {status} ({error}), and completed when the trial built its own")
+    if builds.shared_after_s is not None:
+        return (f"building the dataset took {builds.shared_after_s:.1f} s in a trial, so from then on it is built "
+                "once and each trial is forked from the process that built it (which never iterates it)")
+    if builds.given:
+        return "every trial is forked from the process holding the dataset object given"
+    if builds.build_s is not None:
+        return (f"every trial builds the dataset ({builds.build_s:.2f} s) in a fresh process before its DataLoader, "
+                "as a training script does")
+    return None
 
 
 def persistent_epochs_note(framework: str, version: str, problem: str) -> str:

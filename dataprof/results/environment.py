@@ -194,6 +194,22 @@ class ProbeReply:
 
 
 @dataclass(frozen=True)
+class DatasetBuilds:
+    """How a sweep's trials got their dataset, and what decided it (facts; ``decide.sweep.build_note`` words
+    them)."""
+
+    given: bool = False
+    """The dataset object was handed over: every trial is forked from the process holding it."""
+    shared_after_s: float | None = None
+    """A trial took this long to build the dataset: from then on it is built once, each trial forked from it."""
+    fallback: tuple[str, str, str | None] | None = None
+    """(config label, status, error) of a trial forked with the shared dataset that failed where the same config
+    building its own completed: every trial builds its own from then on."""
+    build_s: float | None = None
+    """The first trial's build of the dataset, each trial building its own."""
+
+
+@dataclass(frozen=True)
 class DatasetInfo:
     """What the target turned out to be."""
 

@@ -8,6 +8,7 @@ sweep goes on.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import os
 import shutil
@@ -33,7 +34,7 @@ from dataprof.measure.sweep.sharing import DatasetSharing, RunnerFacts
 from dataprof.measure.sweep.side_runs import SideRuns
 from dataprof.measure.timing import Rival
 from dataprof.results.cache import Eviction
-from dataprof.results.environment import DatasetInfo, ProbeReply
+from dataprof.results.environment import DatasetBuilds, DatasetInfo, ProbeReply
 from dataprof.results.knobs import LoaderConfig
 from dataprof.results.settings import SweepSettings
 from dataprof.results.trial import TrialResult
@@ -83,7 +84,7 @@ class TrialRunner(SideRuns):
     @property
     def facts(self) -> RunnerFacts:
         """What the trials so far showed, for the report."""
-        return RunnerFacts(*self._gpu, self.sharing.note, self.sharing.per_trial)
+        return RunnerFacts(*self._gpu, self.sharing.builds, self.sharing.per_trial)
 
     def start(self) -> DatasetInfo:
         """Start the host and check the dataset in a probe; TargetError if that fails."""
@@ -92,7 +93,7 @@ class TrialRunner(SideRuns):
         try:
             sharing.per_trial = self.settings.target not in self.objects
             if not sharing.per_trial:
-                sharing.note = "every trial is forked from the process holding the dataset object given"
+                sharing.builds = DatasetBuilds(given=True)
             elif sharing.shared_build_s is not None and not sharing.forced_per_trial:
                 self._share(sharing.shared_build_s)
         except BaseException:
@@ -149,8 +150,7 @@ class TrialRunner(SideRuns):
         self.host.share()
         self.sharing.per_trial = False
         self.sharing.shared_build_s = build_s
-        self.sharing.note = (f"building the dataset took {build_s:.1f} s in a trial, so from then on it is built once "
-                           "and each trial is forked from the process that built it (which never iterates it)")
+        self.sharing.builds = dataclasses.replace(self.sharing.builds, shared_after_s=build_s)
 
     def measure(self, config: LoaderConfig, rival: Rival | None = None, cold: bool = False) -> TrialResult:
         """Measure ``config`` in a fresh trial (rerun building its own dataset when a shared one failed);
@@ -168,9 +168,8 @@ class TrialRunner(SideRuns):
             self._restart()
             again = self._run(config, rival)
             if again.status == TrialStatus.OK:
-                sharing.note = (f"every trial builds the dataset in a fresh process: {config.label()} forked "
-                                   f"from the process that built it ended {result.status} ({result.error}), "
-                                   "and completed when the trial built its own")
+                sharing.builds = dataclasses.replace(sharing.builds,
+                                                     fallback=(config.label(), result.status, result.error))
                 return again
             sharing.forced_per_trial = False
             self._restart()
@@ -178,9 +177,8 @@ class TrialRunner(SideRuns):
         if sharing.per_trial and result.build_s is not None and not sharing.forced_per_trial:
             if result.build_s > SHARE_BUILD_S:
                 self._share(result.build_s)
-            elif not sharing.note:
-                sharing.note = (f"every trial builds the dataset ({result.build_s:.2f} s) in a fresh process "
-                                   "before its DataLoader, as a training script does")
+            elif sharing.builds.build_s is None:
+                sharing.builds = dataclasses.replace(sharing.builds, build_s=result.build_s)
         return result
 
     def _may_build_instead(self) -> bool:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from dataprof.results.environment import DatasetBuilds
+
 
 @dataclass
 class DatasetSharing:
@@ -11,8 +13,8 @@ class DatasetSharing:
 
     per_trial: bool = True
     """Each trial builds the dataset (else it is forked from the host's one instance)."""
-    note: str = ""
-    """How, and why, in words."""
+    builds: DatasetBuilds = DatasetBuilds()
+    """What decided it, as the report tells it."""
     forced_per_trial: bool = False
     """A trial forked with the shared dataset failed where one building its own did not."""
     fallback_tried: bool = False
@@ -27,5 +29,5 @@ class RunnerFacts:
 
     gpu_name: str | None
     gpu_reason: str | None
-    build_note: str
+    builds: DatasetBuilds
     build_per_trial: bool
