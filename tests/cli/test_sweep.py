@@ -131,17 +131,20 @@ def test_debug_shows_the_traceback(cli: Invoke, datasets: str) -> None:
 @pytest.mark.slow
 def test_worker_faults_mark_the_trial_and_the_sweep_goes_on(tmp_path: Path, cli: Invoke, datasets: str,
                                                             quick: list[str]) -> None:
-    for attr, status, words in [("SegfaultInWorker", "crashed", "SIGSEGV"),
-                                ("BusErrorInWorker", "crashed", "SIGBUS: a bus error in a worker usually means "
-                                                                "/dev/shm is too small"),
-                                ("HangInWorker", "timeout", "no batch for 3 s")]:
+    for attr, status, words, told in [
+            ("SegfaultInWorker", "crashed", "died by SIGSEGV", "a segmentation fault in native code"),
+            ("BusErrorInWorker", "crashed", "died by SIGBUS", "a bus error in a worker usually means /dev/shm is too "
+                                                              "small"),
+            ("HangInWorker", "timeout", "no batch for 3 s", "")]:
         out = tmp_path / f"{attr}.json"
-        code, _, stderr = cli("sweep", f"{datasets}:{attr}", "--batch-size", "4", "--workers", "0,2", *quick,
-                              "--trial-timeout", "3", "--json", str(out))
+        code, stdout, stderr = cli("sweep", f"{datasets}:{attr}", "--batch-size", "4", "--workers", "0,2", *quick,
+                                   "--trial-timeout", "3", "--json", str(out))
         assert code == 0, stderr
         trials = json.loads(out.read_text())["trials"]
         assert trials[0]["status"] == "ok"
         assert trials[1]["status"] == status and words in trials[1]["error"], trials[1]
+        if told:  # the document says what died by what; the reader is told what that usually means
+            assert told not in trials[1]["error"] and f"{words}: {told}" in " ".join(stdout.split()), stdout
         assert not leftover_processes()
 
 
