@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import Any
 
-from dataprof.errors import DataprofError, TargetError, UsageError, terminated_as_interrupted
+from dataprof.errors import DataprofError, ExitCode, TargetError, UsageError, terminated_as_interrupted
 from dataprof.measure.launch import RANK_DIED, Stop, launch_ranks
 from dataprof.measure.watch.meeting import (
     ALIVE_EVERY_S,
@@ -53,8 +53,24 @@ def rank_from_env(env: Mapping[str, str] = os.environ) -> RankInfo | None:
         raise UsageError(f"torchrun's environment is malformed ({exc})") from None
 
 
+class RankLost(DataprofError):
+    """A collective of the sweep's group failed: a rank's dataprof is gone (its node died, its connection closed)
+    or the group's timeout passed. The trials measured before are kept; this rank's sweep ends."""
+
+    exit_code = ExitCode.INTERRUPTED
+
+
+def _lost(exc: RuntimeError) -> RankLost:
+    """``exc`` (gloo's ``[…/pair.cc:561] Connection closed by peer [10.0.0.2]:28385. This is typically …``) as a
+    :class:`RankLost` that says, in one line, what gloo said."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    said = text.split("] ", 1)[1] if text.startswith("[") and "] " in text else text
+    return RankLost(f"a rank left the sweep's group (gloo: {said.split('. ', 1)[0].rstrip('.')})")
+
+
 class Coordinator:
-    """The gloo process group of a distributed sweep (import of torch.distributed happens here)."""
+    """The gloo process group of a distributed sweep (import of torch.distributed happens here). A collective
+    that fails because a rank is gone raises :class:`RankLost`."""
 
     def __init__(self, info: RankInfo, timeout_s: float) -> None:
         import torch.distributed as dist
@@ -80,16 +96,22 @@ class Coordinator:
         """Rank 0: it searches, aggregates and reports."""
         return self.info.rank == 0
 
+    def _collective(self, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        try:
+            return call(*args, **kwargs)
+        except RuntimeError as exc:  # gloo's own (DistBackendError is one): a peer's connection closed, a timeout
+            raise _lost(exc) from exc
+
     def broadcast(self, value: Any) -> Any:
         """Rank 0's ``value``, on every rank."""
         box = [value if self.leader else None]
-        self.dist.broadcast_object_list(box, src=0)
+        self._collective(self.dist.broadcast_object_list, box, src=0)
         return box[0]
 
     def gather(self, value: Any) -> list[Any] | None:
         """Every rank's ``value`` in rank order, on rank 0 (None elsewhere)."""
         out: list[Any] | None = [None] * self.info.world_size if self.leader else None
-        self.dist.gather_object(value, out, dst=0)
+        self._collective(self.dist.gather_object, value, out, dst=0)
         return out
 
     def agree(self, error: str | None) -> bool:
@@ -98,7 +120,7 @@ class Coordinator:
         Returns whether rank 0 reports this rank's error: its own is the same, or it names this rank
         (:attr:`reported_by_rank_0` says so on ranks other than 0)."""
         errors: list[Any] = [None] * self.info.world_size
-        self.dist.all_gather_object(errors, error)
+        self._collective(self.dist.all_gather_object, errors, error)
         failed = [(rank, message) for rank, message in enumerate(errors) if message]
         if failed and error is None:
             rank, message = failed[0]
@@ -110,7 +132,7 @@ class Coordinator:
 
     def barrier(self) -> None:
         """Wait until every rank reaches this point (each trial starts on all ranks at once)."""
-        self.dist.barrier()
+        self._collective(self.dist.barrier)
 
     def watch_peers(self, on_gone: Callable[[str], None]) -> None:
         """Count that this rank is there where the job's ranks meet, and, in a thread of its own, read the counts

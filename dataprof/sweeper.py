@@ -275,7 +275,7 @@ def run_sweep(
     objects: Mapping[str, Any] | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> Report:
-    """Measure every config the strategy proposes. Raises TargetError, UsageError, SweepInterrupted.
+    """Measure every config the strategy proposes. Raises TargetError, UsageError, SweepInterrupted, RankLost.
 
     The framework, device and knobs are settled once the dataset is loaded
     (:func:`resolve_settings`). ``resume``: a saved run (``--resume``) whose

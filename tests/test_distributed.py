@@ -196,6 +196,28 @@ def test_shared_batches_is_the_share_of_each_ranks_batches_another_rank_loaded()
     assert shared_batches([(1, 2), ()]) is None  # a map-style dataset keeps no fingerprints
 
 
+def test_a_collective_that_fails_for_a_rank_gone_says_so_in_one_line() -> None:
+    from types import SimpleNamespace
+
+    from dataprof.distributed import Coordinator, RankLost
+
+    def closed(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("[/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:561] Connection closed "
+                           "by peer [127.0.0.1]:28385. This is typically caused by a remote worker crashing. Check "
+                           "the logs of the remote worker before reporting an error.")
+
+    coordinator = object.__new__(Coordinator)  # a group whose peer is gone: every collective fails
+    coordinator.info = RankInfo(rank=0, world_size=2, local_rank=0, local_world_size=1, node=0, host="h")
+    coordinator.dist = SimpleNamespace(broadcast_object_list=closed, gather_object=closed, barrier=closed,
+                                       all_gather_object=closed)
+    for collective in (lambda: coordinator.broadcast(1), lambda: coordinator.gather(1), coordinator.barrier,
+                       lambda: coordinator.agree(None)):
+        with pytest.raises(RankLost) as lost:
+            collective()
+        assert lost.value.message == "a rank left the sweep's group (gloo: Connection closed by peer " \
+                                     "[127.0.0.1]:28385)" and lost.value.exit_code == 130
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("target, start, message", [
     ("BadInit", "error: ", "BadInit(...) raised FileNotFoundError"),  # every rank fails alike: rank 0 says it

@@ -34,7 +34,7 @@ def sweep(**params: Any) -> None:
     """Measure DataLoader configs over TARGET (pkg.mod:Attr or path/file.py:Attr): a Dataset, a DataLoader or a
     function returning one (its knobs swept, the rest kept), or a LightningDataModule."""
     from dataprof.api import sweep_settings
-    from dataprof.distributed import Coordinator, follow_rank_0, rank_from_env
+    from dataprof.distributed import Coordinator, RankLost, follow_rank_0, rank_from_env
     from dataprof.sweeper import SweepInterrupted, run_sweep
 
     rank = rank_from_env()
@@ -55,6 +55,8 @@ def sweep(**params: Any) -> None:
             follow_rank_0(coordinator, lambda: run_sweep(settings, resume=resume, coordinator=coordinator))
         except SweepInterrupted:
             sys.exit(int(ExitCode.INTERRUPTED))
+        except RankLost as exc:
+            _gone(exc.message, None, json_path)
         return
     report = _lead(settings, json_path, resume, coordinator)
     _finish(report, gates, baseline, json_path, params["html_path"])
@@ -111,6 +113,7 @@ def _gates(params: dict[str, Any]) -> tuple[Any, Any]:
 def _lead(settings: Any, json_path: Path | None, resume: Any, coordinator: Any) -> Any:
     """Run the sweep with progress on stderr, saving the JSON after every trial. An interrupted sweep
     prints and keeps what it measured (exit 130); a target error prints the trials measured before it."""
+    from dataprof.distributed import RankLost
     from dataprof.render.documents import print_document
     from dataprof.render.progress import make_observer
     from dataprof.sweeper import SweepInterrupted, SweepTargetError, run_sweep
@@ -143,6 +146,8 @@ def _lead(settings: Any, json_path: Path | None, resume: Any, coordinator: Any) 
         if exc.report.trials:  # what was measured is shown before the error line
             print_document(out, exc.report)
         raise
+    except RankLost as exc:  # the measured trials were saved as each ended
+        gone(exc.message)
     finally:
         finish()
         if coordinator is not None:
@@ -151,8 +156,8 @@ def _lead(settings: Any, json_path: Path | None, resume: Any, coordinator: Any) 
 
 def _gone(why: str, report: Any, json_path: Path | None) -> NoReturn:
     """A rank the sweep waits for went silent (called from the thread that watches the ranks, while this one may
-    wait in a collective no signal ends): what was measured (rank 0), one line, and this rank's end, at once
-    (its hosts and trials end with it)."""
+    wait in a collective no signal ends), or left the group (a collective failed): what was measured (rank 0),
+    one line, and this rank's end, at once (its hosts and trials end with it)."""
     from dataprof.measure.launch import RANK_DIED
     from dataprof.render.documents import print_document
 

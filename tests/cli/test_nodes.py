@@ -167,6 +167,40 @@ def test_a_node_that_dies_in_a_run_ends_it_on_the_others_with_what_they_measured
     assert "ranks 1 stopped answering (nothing from their dataprof for 15 s): no report" in document["notes"]
 
 
+@pytest.mark.slow
+def test_a_node_that_dies_in_a_sweep_ends_it_on_the_others_in_one_line_with_what_they_measured(
+        tmp_path: Path, datasets: str, quick: list[str]) -> None:
+    import psutil
+
+    out = tmp_path / "sweep.json"
+    procs = start_nodes(tmp_path, (0, 1), lambda node, port, tmp: [
+        sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--node-rank", str(node), "--master-addr",
+        "127.0.0.1", "--master-port", port, "--nproc-per-node", "1", "-m", "dataprof", "sweep", f"{datasets}:Sleepy",
+        *quick, "--batch-size", "8", "--workers", "0,2,4,8", "--json", str(out)], start_new_session=True)
+    try:
+        assert procs[0].stderr is not None
+        said = []
+        for line in procs[0].stderr:  # node 0 says each trial it measured
+            said.append(line)
+            if line.startswith("[1"):
+                break
+        for process in [psutil.Process(procs[1].pid), *psutil.Process(procs[1].pid).children(recursive=True)]:
+            process.kill()  # node 1 dies: its launcher and its rank (in a session of its own), at once
+        killed = time.monotonic()
+        _, err = procs[0].communicate(timeout=NODE_TIMEOUT_S)
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+    assert time.monotonic() - killed < 60 and procs[0].returncode != 0, err
+    errors = [line for line in "".join(said).splitlines() + err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and errors[0].startswith("error: a rank left the sweep's group (gloo: ") and \
+        errors[0].endswith(f"; the sweep stopped on this rank; the trials measured before are in {out}"), err
+    assert "dataprof/" not in err  # torchrun says its rank failed; dataprof's own traceback never shows
+    document = json.loads(out.read_text())
+    assert document["complete"] is False and document["trials"][0]["status"] == "ok"
+
+
 def tune_argv(*options: str) -> Callable[[int, str, Path], list[str]]:
     """``dataprof tune --nnodes 2 --node-rank K`` with ``options``, its ``--workdir`` and ``--json`` in the node's
     ``$TMPDIR``, over examples/ddp_train.py."""
