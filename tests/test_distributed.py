@@ -240,6 +240,7 @@ def test_a_rank_that_dies_stops_every_rank_and_keeps_what_was_measured(tmp_path:
     assert "error: rank 1 died by SIGKILL; the sweep stopped on every rank; the trials measured before are in " \
         f"{tmp_path / 'run.json'}" in proc.stderr
     assert "Traceback" not in proc.stderr
+    assert len([line for line in proc.stderr.splitlines() if line.startswith("error:")]) == 1  # rank 0 saw it leave
     assert [t["status"] for t in run["trials"]] == ["ok"] and run["complete"] is False
 
 

@@ -56,9 +56,9 @@ def sweep(**params: Any) -> None:
         except SweepInterrupted:
             sys.exit(int(ExitCode.INTERRUPTED))
         except RankLost as exc:
-            _gone(exc.message, None, json_path)
+            _gone(exc.message, None, json_path, say=not params.get(LAUNCHER_SPEAKS))
         return
-    report = _lead(settings, json_path, resume, coordinator)
+    report = _lead(settings, json_path, resume, coordinator, say_lost=not params.get(LAUNCHER_SPEAKS))
     _finish(report, gates, baseline, json_path, params["html_path"])
 
 
@@ -78,6 +78,10 @@ def request_of(params: dict[str, Any]) -> SweepRequest:
                              cache=params["cache"]))
 
 
+LAUNCHER_SPEAKS = "launcher_speaks"
+"""Set in the parameters of a rank that ``--nproc-per-node`` started: a rank that died is named by the launcher,
+so a rank that saw it leave the group says nothing of it."""
+
 DEFAULT_REGRESSION = 0.1
 """``--max-regression`` left out beside ``--baseline``: a fall of more than 10% fails the gate."""
 
@@ -89,7 +93,8 @@ def _launch_ranks(params: dict[str, Any], rank: Any) -> None:
     if rank is not None:
         raise UsageError(f"--nproc-per-node: this already runs under torchrun as rank {rank.rank} of "
                          f"{rank.world_size}; give the rank count to torchrun only")
-    launched = launch_ranks(params["nproc_per_node"], _rank_entry, dict(params, nproc_per_node=None),
+    launched = launch_ranks(params["nproc_per_node"], _rank_entry, dict(params, nproc_per_node=None,
+                                                                        **{LAUNCHER_SPEAKS: True}),
                             short_grace=True)  # a sweep's rank ends at once on SIGTERM, unless it is stopped
     if launched.died is not None:
         kept = f"; the trials measured before are in {params['json_path']}" if params["json_path"] else ""
@@ -110,7 +115,7 @@ def _gates(params: dict[str, Any]) -> tuple[Any, Any]:
                  max_regression=regression), baseline
 
 
-def _lead(settings: Any, json_path: Path | None, resume: Any, coordinator: Any) -> Any:
+def _lead(settings: Any, json_path: Path | None, resume: Any, coordinator: Any, say_lost: bool = True) -> Any:
     """Run the sweep with progress on stderr, saving the JSON after every trial. An interrupted sweep
     prints and keeps what it measured (exit 130); a target error prints the trials measured before it."""
     from dataprof.distributed import RankLost
@@ -147,24 +152,27 @@ def _lead(settings: Any, json_path: Path | None, resume: Any, coordinator: Any) 
             print_document(out, exc.report)
         raise
     except RankLost as exc:  # the measured trials were saved as each ended
-        gone(exc.message)
+        finish()
+        _gone(exc.message, latest[0] if latest else None, json_path, say=say_lost)
     finally:
         finish()
         if coordinator is not None:
             coordinator.close()
 
 
-def _gone(why: str, report: Any, json_path: Path | None) -> NoReturn:
+def _gone(why: str, report: Any, json_path: Path | None, say: bool = True) -> NoReturn:
     """A rank the sweep waits for went silent (called from the thread that watches the ranks, while this one may
     wait in a collective no signal ends), or left the group (a collective failed): what was measured (rank 0),
-    one line, and this rank's end, at once (its hosts and trials end with it)."""
+    one line (unless ``say`` is False: the launcher names the rank that died), and this rank's end, at once (its
+    hosts and trials end with it)."""
     from dataprof.measure.launch import RANK_DIED
     from dataprof.render.documents import print_document
 
     if report is not None and report.trials:
         print_document(console(), report)
     kept = f"; the trials measured before are in {json_path}" if json_path and report is not None else ""
-    click.echo(f"error: {why}; the sweep stopped on this rank{kept}", err=True)
+    if say:
+        click.echo(f"error: {why}; the sweep stopped on this rank{kept}", err=True)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(RANK_DIED)
