@@ -184,6 +184,7 @@ def test_a_node_that_dies_in_a_sweep_ends_it_on_the_others_in_one_line_with_what
             said.append(line)
             if line.startswith("[1"):
                 break
+        node0 = psutil.Process(procs[0].pid).children(recursive=True)  # its rank, the rank's host and trial
         for process in [psutil.Process(procs[1].pid), *psutil.Process(procs[1].pid).children(recursive=True)]:
             process.kill()  # node 1 dies: its launcher and its rank (in a session of its own), at once
         killed = time.monotonic()
@@ -199,6 +200,8 @@ def test_a_node_that_dies_in_a_sweep_ends_it_on_the_others_in_one_line_with_what
     assert "dataprof/" not in err  # torchrun says its rank failed; dataprof's own traceback never shows
     document = json.loads(out.read_text())
     assert document["complete"] is False and document["trials"][0]["status"] == "ok"
+    time.sleep(0.5)  # node 0's hosts and trials end with its rank (their parent-death signal)
+    assert not [p for p in node0 if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
 
 
 def tune_argv(*options: str) -> Callable[[int, str, Path], list[str]]:
