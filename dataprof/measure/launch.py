@@ -107,7 +107,7 @@ def launch_ranks(nproc_per_node: int, entry: Callable[..., Any], *args: Any, run
                 if (handler := signal.getsignal(sig)) is not None}
     stop = stop or Stop()  # none given: one nobody says
     try:
-        with terminated_as_interrupted(), _agent(nodes, stop, short_grace):
+        with terminated_as_interrupted(), _agent(nodes, stop, short_grace) as signalled:
             values = elastic_launch(config, entry)(*args)
     except SignalException:  # Ctrl-C (rank 0 has printed what it measured), or a stop
         return Launched(RANK_DIED, stop.reason)
@@ -121,7 +121,7 @@ def launch_ranks(nproc_per_node: int, entry: Callable[..., Any], *args: Any, run
         return Launched(RANK_DIED, stop.reason or
                         f"the nodes did not meet at {nodes.runs_endpoint} within {nodes.join_s:g} s ({exc})")
     except ChildFailedError as exc:
-        return Launched(RANK_DIED, stop.reason) if stop.reason else _failed(exc)
+        return Launched(RANK_DIED, stop.reason) if stop.reason else _failed(exc, signalled)
     finally:  # the launcher's handlers raise its own SignalException: the caller's are put back
         stop.close()
         for sig, handler in handlers.items():
@@ -131,14 +131,16 @@ def launch_ranks(nproc_per_node: int, entry: Callable[..., Any], *args: Any, run
 
 
 @contextlib.contextmanager
-def _agent(nodes: NodeJob | None, stop: Stop, short_grace: bool = False) -> Iterator[None]:
+def _agent(nodes: NodeJob | None, stop: Stop, short_grace: bool = False) -> Iterator[dict[int, int]]:
     """Torch's launcher, while the block runs, with an agent that, across nodes, waits for the other nodes' once
     this node's ranks ended for ``nodes.join_s`` at most (its own default, 300 s, is not a launch option), and
     that, on a ``stop`` (or always, ``short_grace``), gives this node's ranks :data:`STOP_GRACE_S` after its
     SIGTERM before it kills them (its own 30 s is for a Ctrl-C, where a script may save its state; a rank of a
     stopped run waits on a node gone, in a collective no signal handler interrupts). With ``short_grace``, the
     ranks' processes, once one failed, get as long to end and as long again after a SIGTERM (torch's own join of
-    them waits 30 s for a rank that does not end on SIGTERM), and those that already returned end at once."""
+    them waits 30 s for a rank that does not end on SIGTERM), and those that already returned end at once. It
+    yields the ranks seen dead by a signal before any was stopped (local rank: exit code), filled as they end:
+    torch's launcher names the first failed rank it looks at, which may be one that ended after seeing it go."""
     from torch.distributed.elastic.multiprocessing.api import MultiprocessContext
     from torch.distributed.launcher import api as launcher
     from torch.multiprocessing.spawn import ProcessContext
@@ -164,11 +166,15 @@ def _agent(nodes: NodeJob | None, stop: Stop, short_grace: bool = False) -> Iter
     def graced_join(self: Any, timeout: float | None = None, grace_period: float | None = None) -> Any:
         return join(self, timeout, STOP_GRACE_S if grace_period is None else grace_period)
 
+    signalled: dict[int, int] = {}
+
     def poll_ending_returned(self: Any) -> Any:
         # a rank that returned waits for this event (its value read) before it ends; once a rank failed no value
         # is read, and a rank that returned would sit out the grace meant for ranks still running
         finished, ranks = getattr(self, "_worker_finished_event", None), getattr(self, "_pc", None)
-        if finished is not None and ranks is not None and any(p.exitcode not in (None, 0) for p in ranks.processes):
+        codes = [] if ranks is None else [process.exitcode for process in ranks.processes]
+        signalled.update((rank, code) for rank, code in enumerate(codes) if code is not None and code < 0)
+        if finished is not None and any(code not in (None, 0) for code in codes):
             finished.set()
         return poll(self)
 
@@ -177,7 +183,7 @@ def _agent(nodes: NodeJob | None, stop: Stop, short_grace: bool = False) -> Iter
         ProcessContext.join = graced_join  # type: ignore[method-assign]
         MultiprocessContext._poll = poll_ending_returned  # type: ignore[method-assign]
     try:
-        yield
+        yield signalled
     finally:
         launcher.LocalElasticAgent = agent  # type: ignore[misc]
         ProcessContext.join = join  # type: ignore[method-assign]
@@ -188,15 +194,17 @@ STOP_GRACE_S = 5
 """How long a stopped launch's ranks have between SIGTERM and SIGKILL."""
 
 
-def _failed(exc: Any) -> Launched:
-    """How ranks that failed ended (a ``ChildFailedError``): a rank that died by a signal, named; else the lowest
-    failing rank's exit code."""
-    died = {rank: failure for rank, failure in exc.failures.items() if failure.exitcode < 0}
+def _failed(exc: Any, signalled: Mapping[int, int] | None = None) -> Launched:
+    """How ranks that failed ended (a ``ChildFailedError``, and the ranks ``signalled``, by their exit codes, seen
+    dead by a signal on this node): a rank that died by a signal, named; else the lowest failing rank's exit
+    code."""
+    died = {**(signalled or {}), **{rank: failure.exitcode for rank, failure in exc.failures.items()
+                                    if failure.exitcode < 0}}
     if not died:
         return Launched(exc.failures[min(exc.failures)].exitcode)
     rank = min(died)
     try:
-        name = signal.Signals(-died[rank].exitcode).name
+        name = signal.Signals(-died[rank]).name
     except ValueError:
-        name = f"signal {-died[rank].exitcode}"
+        name = f"signal {-died[rank]}"
     return Launched(RANK_DIED, f"rank {rank} died by {name}")

@@ -60,6 +60,18 @@ def test_a_stopped_launch_gives_its_ranks_a_short_grace_and_a_ctrl_c_the_launche
     assert launcher.LocalElasticAgent is _Agent  # put back
 
 
+def test_a_rank_dead_by_a_signal_is_named_even_when_the_launcher_first_saw_one_that_ended_after_it() -> None:
+    from types import SimpleNamespace
+
+    from dataprof.measure.launch import RANK_DIED, Launched, _failed
+
+    seen_first = SimpleNamespace(failures={0: SimpleNamespace(exitcode=130)})  # rank 0 ended once rank 1 left
+    assert _failed(seen_first, {1: -signal.SIGKILL}) == Launched(RANK_DIED, "rank 1 died by SIGKILL")
+    assert _failed(seen_first, {}) == Launched(130)
+    killed = SimpleNamespace(failures={1: SimpleNamespace(exitcode=-signal.SIGSEGV)})
+    assert _failed(killed) == Launched(RANK_DIED, "rank 1 died by SIGSEGV")
+
+
 def _fails_on_rank_0(marks: str) -> None:
     """Rank 0 fails; rank 1 returns at once and leaves a mark when its process ends by itself (a finalizer runs at
     a process's own end, not when it is terminated)."""
