@@ -63,7 +63,7 @@ class RankLost(DataprofError):
 def _lost(exc: RuntimeError) -> RankLost:
     """``exc`` (gloo's ``[…/pair.cc:561] Connection closed by peer [10.0.0.2]:28385. This is typically …``) as a
     :class:`RankLost` that says, in one line, what gloo said."""
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    text = (str(exc).strip() or type(exc).__name__).splitlines()[0]
     said = text.split("] ", 1)[1] if text.startswith("[") and "] " in text else text
     return RankLost(f"a rank left the sweep's group (gloo: {said.split('. ', 1)[0].rstrip('.')})")
 

@@ -49,6 +49,7 @@ def sweep(**params: Any) -> None:
     resume = _read_sweep(params["resume_path"]) if params["resume_path"] is not None else None
     json_path = params["json_path"] or params["resume_path"]
     coordinator = None if rank is None else Coordinator(rank, timeout_s=max(600.0, 10 * params["trial_timeout"]))
+    say_lost = not params.get(LAUNCHER_SPEAKS)  # under --nproc-per-node the launcher names a rank that died
     if coordinator is not None and not coordinator.leader:  # it measures; only rank 0 reports
         coordinator.watch_peers(lambda why: _gone(why, None, json_path))
         try:
@@ -56,9 +57,9 @@ def sweep(**params: Any) -> None:
         except SweepInterrupted:
             sys.exit(int(ExitCode.INTERRUPTED))
         except RankLost as exc:
-            _gone(exc.message, None, json_path, say=not params.get(LAUNCHER_SPEAKS))
+            _gone(exc.message, None, json_path, say_lost)
         return
-    report = _lead(settings, json_path, resume, coordinator, say_lost=not params.get(LAUNCHER_SPEAKS))
+    report = _lead(settings, json_path, resume, coordinator, say_lost)
     _finish(report, gates, baseline, json_path, params["html_path"])
 
 
@@ -131,9 +132,9 @@ def _lead(settings: Any, json_path: Path | None, resume: Any, coordinator: Any, 
         latest[:] = [report]
         _save(json_path, report)
 
-    def gone(why: str) -> None:
+    def gone(why: str, say: bool = True) -> None:
         finish()
-        _gone(why, latest[0] if latest else None, json_path)
+        _gone(why, latest[0] if latest else None, json_path, say)
 
     if coordinator is not None:
         coordinator.watch_peers(gone)
@@ -152,8 +153,7 @@ def _lead(settings: Any, json_path: Path | None, resume: Any, coordinator: Any, 
             print_document(out, exc.report)
         raise
     except RankLost as exc:  # the measured trials were saved as each ended
-        finish()
-        _gone(exc.message, latest[0] if latest else None, json_path, say=say_lost)
+        gone(exc.message, say_lost)
     finally:
         finish()
         if coordinator is not None:
