@@ -126,7 +126,8 @@ def as_tune_runs_it(script: Script, doc: dict[str, Any], config: dict[str, Any],
     """The config as one of tune's runs makes it (the script watched with the knobs set where its tuned loader is
     built, a window of ``seconds`` from its first batch, its options as tune found them), now, beside its
     hand-timed run: tune's own runs came minutes before, and the machine drifts."""
-    from dataprof.measure.watch.watcher import WatchSettings, watch
+    from dataprof.measure.watch.settings import WatchSettings
+    from dataprof.measure.watch.watcher import watch
     from dataprof.results.run import RunChanges
 
     knobs = {k: v for k, v in config.items() if doc["loader"]["settings"].get(k) != v}

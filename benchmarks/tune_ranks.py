@@ -30,7 +30,7 @@ from tune import Config, flags, name, tune_document  # noqa: E402
 
 from dataprof.decide.tune import trial_of_ranks  # noqa: E402
 from dataprof.distributed import watch_ranks  # noqa: E402
-from dataprof.measure.watch.watcher import WatchSettings  # noqa: E402
+from dataprof.measure.watch.settings import WatchSettings  # noqa: E402
 from dataprof.results.run import RunChanges  # noqa: E402
 
 SCRIPT = "examples/ddp_train.py"

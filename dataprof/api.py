@@ -183,7 +183,8 @@ def run(script: str, args: Iterable[str] = (), *, module: bool = False, max_step
     ``file:line``."""
     from dataprof.decide.run import judge
     from dataprof.errors import UsageError
-    from dataprof.measure.watch.watcher import WatchSettings, watch
+    from dataprof.measure.watch.settings import WatchSettings
+    from dataprof.measure.watch.watcher import watch
     from dataprof.results.knobs import KnobValues
     from dataprof.results.run import RunChanges
     from dataprof.results.text import parse_knobs
@@ -205,12 +206,14 @@ def tune(script: str, args: Iterable[str] = (), *, module: bool = False, budget_
          trial_seconds: float | None = 10.0, trial_steps: int | None = None, loader: str | None = None,
          loader_sweep: bool = True, nproc_per_node: int = 1,
          progress: Callable[[str], None] | None = None, workdir: str | None = None,
-         nodes: NodeJob | None = None) -> TuneReport:
+         nodes: NodeJob | None = None, startup_timeout_s: float = 300.0, try_fork: bool = False) -> TuneReport:
     """Tune the loader inside the training itself: run the script, unchanged, once per config tried (each in a fresh
     process, its busiest loader's knobs set where it is built, or the loader at ``loader``), and once with that loader's
     first batches replayed (data for free), each ended after ``trial_steps`` batches or ``trial_seconds``; the
     :class:`~dataprof.results.tune.TuneReport` with the answer. After the first two (the script as it is, then the
-    headspace), runs start while less than ``budget_s`` has passed. With
+    headspace), a run starts only when the runs so far say it ends within ``budget_s``; the first run may take
+    ``startup_timeout_s`` to reach its training's first batch. A start method the script sets is kept, unless
+    ``try_fork``. With
     ``loader_sweep``, when the loader is built by a function dataprof can call on its own, that function is swept alone
     (beside a dummy model stepping as the training does with data for free) and its pick is run in the training too.
     With ``nproc_per_node`` above 1, each run is that many ranks of one job on this machine (torchrun's environment
@@ -226,7 +229,8 @@ def tune(script: str, args: Iterable[str] = (), *, module: bool = False, budget_
         raise UsageError(f"node {nodes.node_rank} follows node 0's tune: call dataprof.follow_tune there")
     return run_tune(script, tuple(args), module=module, budget_s=budget_s, trial_seconds=trial_seconds,
                     trial_steps=trial_steps, loader=loader, loader_sweep=loader_sweep, nproc_per_node=nproc_per_node,
-                    progress=progress, sweep=sweep, workdir=workdir, nodes=nodes)
+                    progress=progress, sweep=sweep, workdir=workdir, nodes=nodes, startup_timeout_s=startup_timeout_s,
+                    try_fork=try_fork)
 
 
 def follow_tune(script: str, args: Iterable[str] = (), *, nodes: NodeJob, module: bool = False,

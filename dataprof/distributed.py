@@ -35,7 +35,8 @@ from dataprof.measure.watch.meeting import (
     meeting_of,
 )
 from dataprof.measure.watch.ranks import END_KEY, FAILED_KEY, REPORT_KEY, SILENT_S, RankFailures
-from dataprof.measure.watch.watcher import WatchSettings, watch
+from dataprof.measure.watch.settings import WatchSettings
+from dataprof.measure.watch.watcher import watch
 from dataprof.results.environment import NodeJob, RankInfo
 from dataprof.results.run import RankRun, RunReport
 

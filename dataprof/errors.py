@@ -19,6 +19,9 @@ class ExitCode(enum.IntEnum):
     TARGET = 3
     NO_COMPARISON = 4
     """``dataprof tune`` compared nothing: no config other than the script's own completed."""
+    CANNOT_TELL = 5
+    """``dataprof tune``'s runs cannot show an answer right on this machine (their noise is too large), or the data
+    cost's band straddles ``--max-data-cost``."""
     INTERRUPTED = 130
 
 

@@ -17,7 +17,7 @@ from dataprof.results.knobs import KnobValues
 from dataprof.results.run import LoaderRun, RunReport
 from dataprof.results.sweep import Report
 from dataprof.results.tune import TuneReport, TuneTrial
-from dataprof.results.vocabulary import Framework
+from dataprof.results.vocabulary import Framework, StartMethod
 
 if TYPE_CHECKING:
     from dataprof.measure.launch import Stop
@@ -38,16 +38,17 @@ Sweep = Callable[..., Report]
 def run_tune(script: str, args: tuple[str, ...], *, module: bool, budget_s: float, trial_seconds: float | None,
              trial_steps: int | None, loader: str | None, loader_sweep: bool, nproc_per_node: int,
              progress: Callable[[str], None] | None, sweep: Sweep, workdir: str | None = None,
-             nodes: NodeJob | None = None) -> TuneReport:
+             nodes: NodeJob | None = None, startup_timeout_s: float = 300.0, try_fork: bool = False) -> TuneReport:
     """``dataprof.tune``'s work (its docstring says what it does); ``sweep`` runs the loader-only sweep. Ctrl-C
     (or SIGTERM) at any moment ends it with the runs measured so far (``complete`` false). With ``nodes`` (node
     0's), each run is the job over every node: node 0 says each run to the others (:func:`follow_tune`)."""
-    from dataprof.decide.tune import confirm_run, decide_tune, next_run
+    from dataprof.decide.tune import decide_tune, next_run, runs_left
 
     started = time.monotonic()
     tuning = _Tuning(script, args, module, trial_seconds, trial_steps, loader,
                      loader_sweep and nproc_per_node == 1 and nodes is None, nproc_per_node, progress, sweep, started,
-                     budget_s, None if workdir is None else os.path.abspath(workdir))
+                     budget_s, None if workdir is None else os.path.abspath(workdir), startup_s=startup_timeout_s,
+                     try_fork=try_fork)
     tuning.report = _started((("-m",) if module else ()) + (script, *args), module, nproc_per_node, nodes)
     if nodes is not None:
         from dataprof.measure.watch.nodes import TuneNodes
@@ -58,13 +59,15 @@ def run_tune(script: str, args: tuple[str, ...], *, module: bool, budget_s: floa
 
         progress(side_effects_line(workdir))
     try:
-        while (step := next_run(tuning.report)) is not None and \
-                (len(tuning.report.trials) < ALWAYS_RUNS or time.monotonic() - started < budget_s):
+        while True:
+            left = runs_left(tuning.report, tuning.elapsed(), budget_s)
+            if len(tuning.report.trials) >= ALWAYS_RUNS and left < 1:
+                break  # the next run would end past the budget
+            step = next_run(tuning.report, left if len(tuning.report.trials) >= ALWAYS_RUNS else None)
+            if step is None:
+                break
             if not tuning.run(*step):
                 return tuning.report
-        for _ in range(PAST_BUDGET_RUNS):  # the leading config's second run, interleaved with yours
-            if (step := confirm_run(tuning.report)) is None or not tuning.run(*step):
-                break
     except KeyboardInterrupt:  # between runs, or in the loader-only sweep: what was measured stands
         return decide_tune(dataclasses.replace(tuning.report, complete=False, wall_s=time.monotonic() - started))
     except DataprofError as exc:  # across nodes: a node that did not join a run, or died in it
@@ -99,11 +102,6 @@ def follow_tune(script: str, args: tuple[str, ...], *, module: bool, nproc_per_n
     return number - 1
 
 
-PAST_BUDGET_RUNS = 3
-"""Runs made once the budget is spent, only to give the leading config the second run it needs before it is
-recommended (and a run of the script's own between its two)."""
-
-
 @dataclasses.dataclass
 class _Tuning:
     """A tune under way: what it runs, and its report so far."""
@@ -121,6 +119,10 @@ class _Tuning:
     started: float
     budget_s: float
     workdir: str | None
+    startup_s: float = 300.0
+    """The first run's start-up allowance (``--startup-timeout``)."""
+    try_fork: bool = False
+    """Try ``fork`` in place of a start method the script sets (``--try-fork``)."""
     nodes: TuneNodes | None = None
     """Across nodes, on node 0: where it says each run to the other nodes."""
     report: TuneReport = dataclasses.field(default_factory=lambda: TuneReport("", (), None, (), 0.0))
@@ -132,7 +134,7 @@ class _Tuning:
         """One run of the training with ``knobs`` in ``role`` (across nodes, each node's own ``node_knobs`` on top),
         added to the report (decided again); False when it was interrupted (the report then says so)."""
         from dataprof.decide.tune import decide_tune, replay_batches, run_limits
-        from dataprof.measure.watch.watcher import WatchSettings
+        from dataprof.measure.watch.settings import WatchSettings
         from dataprof.render.tune import run_line
         from dataprof.results.run import RunChanges
 
@@ -151,10 +153,11 @@ class _Tuning:
         settings = WatchSettings(target=self.target(), args=self.args, module=self.module,
                                  max_steps=self.trial_steps, seconds=self.trial_seconds, seconds_from_first_batch=True,
                                  changes=changes, window_from_replay=headspace, cwd=self.directory(number),
+                                 training=(self.site, self.split),
                                  env={"DATAPROF_TRIAL": "1", "DATAPROF_TRIAL_ROLE": role,
                                       "DATAPROF_TRIAL_INDEX": str(number)},
                                  interactive=False, stop_own_ranks=True, peers_gone=False,  # its launch watches nodes
-                                 **run_limits(self.report, self.trial_seconds))
+                                 **run_limits(self.report, self.trial_seconds, self.startup_s))
         run_id = f"dataprof-tune-{uuid.uuid4()}"
         if self.nodes is not None:
             self.nodes.say(number, settings, run_id,
@@ -175,14 +178,15 @@ class _Tuning:
         trial = dataclasses.replace(trial, node_knobs=node_knobs)
         self.report = decide_tune(dataclasses.replace(self.report, trials=(*self.report.trials, trial),
                                                       wall_s=self.elapsed()))
-        if role == "headspace" and self.loader_sweep and self.found is not None and trial.ok:
+        if role == "headspace" and self.loader_sweep and self.found is not None and trial.ok \
+                and self.report.loader_sweep is None:
             self.report = decide_tune(dataclasses.replace(
                 loader_sweep_of_factory(self.report, self.found, trial, self.progress, self.sweep),
                 wall_s=self.elapsed()))
             if not self.report.complete:
                 return False
         if role == "current" and self.report.loader is None:
-            self.report, self.found = _tuned(self.report, run, trial, self.script, self.site)
+            self.report, self.found = _tuned(self.report, run, trial, self.script, self.site, self.try_fork)
             self.site, self.split = self.found.site, self.found.split
         return True
 
@@ -217,7 +221,7 @@ def _started(command: tuple[str, ...], module: bool, nproc_per_node: int, nodes:
     """The tune's report before its first run, once the script is found and ``nproc_per_node`` can run here."""
     from dataprof.distributed import rank_from_env
     from dataprof.errors import UsageError
-    from dataprof.measure.watch.watcher import WatchSettings, check_target
+    from dataprof.measure.watch.settings import WatchSettings, check_target
     from dataprof.version import __version__
 
     if nproc_per_node < 1:
@@ -256,10 +260,11 @@ def _run(settings: Any, nproc_per_node: int, knobs: KnobValues, role: str, site:
     return runs[0], trial_of_ranks(runs, knobs, role, site, split, None if nodes is None else nproc_per_node)
 
 
-def _tuned(report: TuneReport, run: RunReport, trial: TuneTrial, script: str,
-           site: str | None) -> tuple[TuneReport, LoaderRun]:
+def _tuned(report: TuneReport, run: RunReport, trial: TuneTrial, script: str, site: str | None,
+           try_fork: bool = False) -> tuple[TuneReport, LoaderRun]:
     """After the first run of the script as it is: the report with the loader it tunes (the busiest, or the one
-    at ``site``) and the other loaders named, and that loader; TargetError when there is none or the run failed."""
+    at ``site``) and the other loaders named, and that loader; TargetError when there is none or the run failed. A
+    start method the script chose is not tried otherwise, unless ``try_fork``."""
     from dataprof.decide.tune import loader_of, others_note, tuned_loader
     from dataprof.errors import TargetError, UsageError
 
@@ -283,7 +288,13 @@ def _tuned(report: TuneReport, run: RunReport, trial: TuneTrial, script: str,
         from dataprof.backends import get_backend
         from dataprof.backends.threads import thread_loader
 
-        tuned = dataclasses.replace(tuned, start_methods=tuple(multiprocessing.get_all_start_methods()),
+        kept = found.start_method_chosen and not try_fork
+        if kept and found.start_method != StartMethod.FORK:
+            notes.append(f"your script starts its workers by {found.start_method}, kept: a start method chosen in "
+                         "the script is often a library's need (not fork-safe: h5py, LMDB, tokenizers, CUDA in the "
+                         "dataset); fork, which starts workers faster, is not tried (--try-fork tries it)")
+        tuned = dataclasses.replace(tuned, start_methods=() if kept else
+                                    tuple(multiprocessing.get_all_start_methods()),
                                     threads=None if found.iterable or found.built_by else
                                     thread_loader(get_backend("torch").loader_arguments()),
                                     shm_free_bytes=run.environment.shm_free_bytes,

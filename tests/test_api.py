@@ -99,3 +99,38 @@ def test_tune_s_loader_sweep_is_offered_the_factory_and_a_ctrl_c_in_it_ends_the_
     assert not stopped.complete and stopped.loader_sweep is not None and stopped.loader_sweep.error == "interrupted"
     inline = loader_sweep_of_factory(report, run_report(0.3).loaders[0], head, None, fake_sweep)
     assert len(calls) == 2 and "no loader-only sweep to compare" in inline.notes[-1]
+
+
+def test_a_start_method_the_script_chose_is_kept_unless_tune_is_told_to_try_fork() -> None:
+    """``multiprocessing_context="spawn"`` for a library that is not fork-safe (h5py, LMDB, tokenizers, CUDA in
+    the dataset): tune does not try fork on ten seconds of speed; the platform's default is still tried."""
+    import dataclasses
+
+    from dataprof.decide.tune import next_run
+    from dataprof.results.tune import TuneReport, TuneTrial
+    from dataprof.results.vocabulary import TrialStatus
+    from dataprof.tuner import _tuned
+    from tests.conftest import run_report
+
+    base = run_report(0.3)
+    spawned = dataclasses.replace(base.loaders[0], start_method="spawn", start_method_chosen=True)
+    run = dataclasses.replace(base, loaders=(spawned,))
+    trial = TuneTrial({}, TrialStatus.OK, "current", iterations_per_s=10.0)
+    kept, _ = _tuned(TuneReport("0", ("train.py",), None, (trial,), 1.0), run, trial, "train.py", None)
+    assert kept.loader is not None and kept.loader.start_methods == ()
+    assert any("starts its workers by spawn, kept" in note and "--try-fork" in note for note in kept.notes)
+    tried, _ = _tuned(TuneReport("0", ("train.py",), None, (trial,), 1.0), run, trial, "train.py", None, True)
+    assert tried.loader is not None and "fork" in tried.loader.start_methods
+    default = dataclasses.replace(run, loaders=(dataclasses.replace(spawned, start_method_chosen=False),))
+    offered, _ = _tuned(TuneReport("0", ("train.py",), None, (trial,), 1.0), default, trial, "train.py", None)
+    assert offered.loader is not None and "fork" in offered.loader.start_methods
+    runs = (trial, TuneTrial({}, TrialStatus.OK, "headspace", iterations_per_s=40.0), trial,
+            TuneTrial({}, TrialStatus.OK, "headspace", iterations_per_s=40.0),
+            TuneTrial({"num_workers": 4}, TrialStatus.OK, "candidate", iterations_per_s=9.0),
+            TuneTrial({"num_workers": 1}, TrialStatus.OK, "candidate", iterations_per_s=8.0),
+            TuneTrial({"prefetch_factor": 4}, TrialStatus.OK, "candidate", iterations_per_s=9.9))
+    from dataprof.decide.tune import decide_tune
+
+    asked = [next_run(decide_tune(dataclasses.replace(done, trials=runs))) for done in (kept, tried)]
+    assert asked[0] is None or "multiprocessing_context" not in asked[0][0]
+    assert asked[1] is not None and asked[1][0].get("multiprocessing_context") == "fork"

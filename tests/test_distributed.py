@@ -336,7 +336,7 @@ def test_rank_0_stops_waiting_for_a_rank_gone_silent_and_says_so(tmp_path: Path)
 def test_a_rank_0_stopped_by_sigterm_across_nodes_is_an_interrupted_run(monkeypatch: pytest.MonkeyPatch) -> None:
     from dataprof.distributed import watch_ranks
     from dataprof.measure.launch import Launched
-    from dataprof.measure.watch.watcher import WatchSettings
+    from dataprof.measure.watch.settings import WatchSettings
     from dataprof.results.environment import NodeJob
 
     # rank 0's script ended by SIGTERM sent to its process alone: it gathered no report, and the others ended well

@@ -9,6 +9,8 @@ import click
 
 from dataprof.cli.output import console, guarded, write_atomic, write_page
 from dataprof.errors import ExitCode, UsageError
+from dataprof.results.tune import TuneAnswer
+from dataprof.results.vocabulary import TuneVerdict
 
 
 def parse_budget(text: str) -> float:
@@ -27,13 +29,19 @@ def parse_budget(text: str) -> float:
 @click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.option("-m", "module", is_flag=True, help="SCRIPT is a module name, run as python -m runs it.")
 @click.option("--budget", default="5m", show_default=True, metavar="TIME",
-              help="Start no run of the training after this long (90s, 5m, 1h); the first two (your settings, the "
-                   "headspace) run whatever it is.")
+              help="End within this long (90s, 5m, 1h): no run starts that the runs so far say would end past it; "
+                   "the first two (your settings, the headspace) run whatever it is.")
 @click.option("--trial-seconds", type=click.FloatRange(min=1), default=10.0, show_default=True, metavar="S",
               help="End each run of the training at its first batch S seconds after its first batch (the start-up "
                    "apart).")
 @click.option("--trial-steps", type=click.IntRange(min=10), default=None, metavar="N",
               help="End each run once its loader delivered N batches (whichever comes first with --trial-seconds).")
+@click.option("--startup-timeout", type=click.FloatRange(min=1), default=300.0, show_default=True, metavar="S",
+              help="How long the first run may take to reach its training's first batch (imports, building the "
+                   "dataset, an evaluation first); later runs allow three times its start-up.")
+@click.option("--try-fork", is_flag=True,
+              help="Also try fork in place of a start method your script sets for its workers (spawn for a library "
+                   "that is not fork-safe is kept otherwise).")
 @click.option("--loader", "loader_site", default=None, metavar="FILE:LINE",
               help="Tune the loader built at FILE:LINE [default: the one the training iterates most].")
 @click.option("--loader-sweep/--no-loader-sweep", default=True, show_default=True,
@@ -58,8 +66,8 @@ def parse_budget(text: str) -> float:
               help="Run each run of the training in its own directory under DIR (DIR/run-N), so what it writes "
                    "(checkpoints, logs) stays apart; the paths it is given are then read from there.")
 @click.option("--max-data-cost", default=None, metavar="PCT",
-              help="Gate: exit 1 if data loading costs your training more than PCT of its speed, as it is (or if "
-                   "that cost could not be measured).")
+              help="Gate: exit 1 if data loading costs your training more than PCT of its speed, as it is, beyond "
+                   "the band of its runs (or if that cost could not be measured); 5 if the band straddles PCT.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help='Write the tune document ("kind": "tune") here.')
 @click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -68,7 +76,8 @@ def parse_budget(text: str) -> float:
 @click.argument("script")
 @click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
 @guarded
-def tune(module: bool, budget: str, trial_seconds: float, trial_steps: int | None, loader_site: str | None,
+def tune(module: bool, budget: str, trial_seconds: float, trial_steps: int | None, startup_timeout: float,
+         try_fork: bool, loader_site: str | None,
          loader_sweep: bool, nproc_per_node: int, nnodes: int, node_rank: int, master_addr: str, master_port: int,
          join_timeout: float, workdir: str | None, max_data_cost: str | None,
          json_path: Path | None,
@@ -103,7 +112,8 @@ def tune(module: bool, budget: str, trial_seconds: float, trial_steps: int | Non
         return
     report = run_tune(script, script_args, module=module, budget_s=parse_budget(budget), trial_seconds=trial_seconds,
                       trial_steps=trial_steps, loader=loader_site, loader_sweep=loader_sweep,
-                      nproc_per_node=nproc_per_node, workdir=workdir, progress=progress, nodes=nodes)
+                      nproc_per_node=nproc_per_node, workdir=workdir, progress=progress, nodes=nodes,
+                      startup_timeout_s=startup_timeout, try_fork=try_fork)
     print_document(out, report)
     if json_path is not None:
         write_atomic(json_path, report.to_json())
@@ -114,13 +124,31 @@ def tune(module: bool, budget: str, trial_seconds: float, trial_steps: int | Non
                    + (f" in {json_path}" if json_path else ""), err=True)
         sys.exit(int(ExitCode.INTERRUPTED))
     answer = report.answer
-    cost = answer.data_cost_fraction if answer is not None else None
-    if gate is not None and (cost is None or cost > gate):
-        click.echo("gate failed: " + ("data loading's cost to your training not measured (the run with data for "
-                                      "free did not complete)" if cost is None else
-                                      f"data loading costs your training {cost:.0%} of its speed, more than "
-                                      f"--max-data-cost {gate:.0%}"), err=True)
-        sys.exit(int(ExitCode.GATE_FAILED))
+    if gate is not None:
+        _gate(answer, gate)
     if answer is None or answer.recommended is None:
-        click.echo(f"error: {answer.reason if answer is not None else report.error or 'nothing compared'}", err=True)
+        reason = answer.reason if answer is not None else report.error or "nothing compared"
+        if answer is not None and answer.verdict == TuneVerdict.CANNOT_TELL:
+            click.echo(reason, err=True)
+            sys.exit(int(ExitCode.CANNOT_TELL))
+        click.echo(f"error: {reason}", err=True)
         sys.exit(int(ExitCode.NO_COMPARISON))
+
+
+def _gate(answer: TuneAnswer | None, gate: float) -> None:
+    """``--max-data-cost``: exit 1 when data loading costs the training more than ``gate`` beyond its band (or its
+    cost was not measured), 5 when the band straddles ``gate``."""
+    cost = answer.data_cost_fraction if answer is not None else None
+    if answer is None or cost is None:
+        click.echo("gate failed: data loading's cost to your training not measured (the run with data for free did "
+                   "not complete)", err=True)
+        sys.exit(int(ExitCode.GATE_FAILED))
+    low, high = answer.data_cost_range or (cost, cost)
+    measured = f"data loading costs your training {cost:.0%} of its speed ({low:.0%} to {high:.0%})"
+    if low > gate:
+        click.echo(f"gate failed: {measured}, more than --max-data-cost {gate:.0%}", err=True)
+        sys.exit(int(ExitCode.GATE_FAILED))
+    if high > gate:
+        click.echo(f"cannot tell: {measured}, a band that straddles --max-data-cost {gate:.0%}: more runs (a larger "
+                   "--budget) or a quieter machine would settle it", err=True)
+        sys.exit(int(ExitCode.CANNOT_TELL))

@@ -16,7 +16,7 @@ from rich.text import Text
 from dataprof.decide.tune.builders import builder_of, edit_through
 from dataprof.render.html import page
 from dataprof.results.tune import TuneAnswer, TunedLoader, TuneReport, TuneTrial
-from dataprof.results.vocabulary import Framework, WorkerKind
+from dataprof.results.vocabulary import Framework, TuneVerdict, WorkerKind
 
 ROLES = {"current": "yours", "headspace": "data for free", "candidate": "tried", "sweep": "the loader sweep's pick"}
 """How each kind of run is named in the table."""
@@ -88,8 +88,8 @@ def answer_lines(report: TuneReport) -> list[str]:
         return [report.error or "no answer: the script's own config did not complete a run"]
     if answer.recommended is None:
         swept = loader_sweep_line(report)
-        return [f"at {_where(loader)}: no answer: {answer.reason}", *_cost_line(answer, False),
-                *([swept] if swept else [])]
+        said = answer.reason if answer.verdict == TuneVerdict.CANNOT_TELL else f"no answer: {answer.reason}"
+        return [f"at {_where(loader)}: {said}", *_cost_line(answer, False), *([swept] if swept else [])]
     chosen = report.trials[answer.recommended]
     changes = {k: v for k, v in chosen.config.items() if loader.settings.get(k) != v}
     lines = []
@@ -114,7 +114,9 @@ def answer_lines(report: TuneReport) -> list[str]:
                   for node, own in sorted(chosen.node_knobs.items())]
         lines.append("a node's own value: pick it by the node (torchrun's GROUP_RANK in the training's environment) "
                      "or by what differs there (os.sched_getaffinity(0), its storage)")
-    if answer.gain_over_current is not None and answer.gain_range is not None:
+    if answer.verdict == TuneVerdict.KEEP:
+        lines.append(answer.reason)
+    elif answer.gain_over_current is not None and answer.gain_range is not None:
         low, high = answer.gain_range
         lines.append(f"your training's iterations/s {answer.gain_over_current:+.0%} ({low:+.0%} to {high:+.0%}): "
                      f"{answer.reason}")
@@ -135,7 +137,9 @@ def _cost_line(answer: TuneAnswer, changed: bool) -> list[str]:
     if answer.data_cost_fraction is None:
         return ["data loading's cost to your training not measured: the run with data for free did not complete"]
     after = answer.recommended_data_cost_fraction
-    return [f"data loading costs your training {answer.data_cost_fraction:.0%} of its speed now"
+    band = "" if answer.data_cost_range is None else \
+        f" ({answer.data_cost_range[0]:.0%} to {answer.data_cost_range[1]:.0%})"
+    return [f"data loading costs your training {answer.data_cost_fraction:.0%}{band} of its speed now"
             + ("" if after is None or not changed else f"; with the change, {after:.0%}")]
 
 

@@ -1,10 +1,6 @@
-"""Result data of ``dataprof run``: what watching a real training script measured (``"kind": "run"``).
-
-Stdlib only. ``RunReport.to_dict()`` is the documented document (docs/run.md);
-``from_dict`` reads it back. Figures are steady state unless named otherwise:
-the first batches of each epoch (the workers' start and their prefetch) are
-reported apart, as in a sweep.
-"""
+"""Result data of ``dataprof run``: what watching a real training script measured (``"kind": "run"``). Stdlib only.
+``RunReport.to_dict()`` is the documented document (docs/run.md); ``from_dict`` reads it back. Figures are steady
+state unless named otherwise: each epoch's first batches (the workers' start, their prefetch) are reported apart."""
 
 from __future__ import annotations
 
@@ -75,6 +71,8 @@ class LoaderRun:
     """Whether its dataset is a stream (an ``IterableDataset``): no indices to hand out, so no thread workers."""
     start_method: str | None = None
     """How its worker processes start (``fork``, ``forkserver``, ``spawn``); None without worker processes."""
+    start_method_chosen: bool = False
+    """Whether the script chose it (``multiprocessing_context``, ``set_start_method``): ``tune`` keeps it."""
     replayed_after: int | None = None
     """``--replay``: the batches it delivered before its replay began (None: no replay began)."""
     split: str | None = None

@@ -9,7 +9,7 @@ from typing import Any
 
 from dataprof.results.document import SCHEMA_VERSION, to_json
 from dataprof.results.knobs import KnobValues, checked_knobs
-from dataprof.results.vocabulary import Kind, TrialStatus
+from dataprof.results.vocabulary import Kind, TrialStatus, TuneVerdict
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,9 @@ class TuneTrial:
     warmup_wait_fraction: float | None = None
     """Share of the loader's whole time spent waiting at each epoch's start (its first batch and the rest of its
     warm-up): what the steady ``data_wait_fraction`` leaves out, and more workers shorten."""
+    no_training: bool = False
+    """The run delivered no training batch (an evaluation before the training, longer than the run): the next
+    run's start-up allowance is longer."""
     node_knobs: dict[str, KnobValues] = field(default_factory=dict)
     """Across nodes, where one node's loader had knobs of its own: those knobs, on top of ``config``, by the
     node's index (``{"1": {"num_workers": 1}}``); empty when every node had ``config``."""
@@ -159,7 +162,8 @@ class TuneAnswer:
     gain_over_current: float | None
     """Its iterations/s over the current config's, less one."""
     gain_range: tuple[float, float] | None
-    """That gain's range over the noise of the two (the current config measured more than once)."""
+    """That gain's range at the runs' noise: what the runs show of it (the recommended config's runs against the
+    script's own)."""
     data_cost_fraction: float | None
     """``1 − current ÷ headspace``: the share of the training's speed that data loading costs now."""
     recommended_data_cost_fraction: float | None
@@ -174,6 +178,15 @@ class TuneAnswer:
     """The pick's iterations/s in the training over the recommended config's, less one."""
     leading: int | None = None
     """Index of the first run of the config the search leads with (run once, it may not be recommended yet)."""
+    noise_freedom: int = 0
+    """The degrees of freedom ``noise`` was pooled over (the runs of configs run more than once, less one each):
+    the fewer, the wider a range at that noise."""
+    verdict: TuneVerdict = TuneVerdict.CHANGE
+    """The kind of answer: a change, keep yours, cannot tell, or nothing compared."""
+    data_cost_range: tuple[float, float] | None = None
+    """The range of ``data_cost_fraction`` at the runs' noise (the script's own runs against the headspace's)."""
+    ceiling: float | None = None
+    """The training's iterations/s with data for free: the median of the headspace's runs, on the script's pace."""
 
 
 @dataclass(frozen=True)
@@ -231,11 +244,16 @@ class TuneReport:
             "recommended": None if recommended is None or answer is None else
             {**_figures(recommended), "gain_over_current": answer.gain_over_current,
              "gain_range": None if answer.gain_range is None else list(answer.gain_range)},
-            "headspace": None if not headspace else {"iterations_per_s": headspace[0].iterations_per_s,
-                                                     "step_ms": headspace[0].step_ms},
+            "headspace": None if not headspace else {"iterations_per_s": headspace[0].iterations_per_s
+                                                     if answer is None or answer.ceiling is None else answer.ceiling,
+                                                     "step_ms": headspace[0].step_ms, "runs": len(headspace)},
+            "verdict": None if answer is None else answer.verdict,
             "data_cost_fraction": None if answer is None else answer.data_cost_fraction,
+            "data_cost_range": None if answer is None or answer.data_cost_range is None
+            else list(answer.data_cost_range),
             "recommended_data_cost_fraction": None if answer is None else answer.recommended_data_cost_fraction,
             "noise": None if answer is None else answer.noise,
+            "noise_freedom": None if answer is None else answer.noise_freedom,
             "reason": None if answer is None else answer.reason,
             "step_slowdown": None if answer is None else {str(k): v for k, v in answer.step_slowdown.items()},
             "trials": [t.to_dict() for t in self.trials],

@@ -58,6 +58,19 @@ class ThreadVerdict(Word):
     """The check itself raised or hung."""
 
 
+class TuneVerdict(Word):
+    """What ``dataprof tune``'s runs say of the loader: the kind of its answer."""
+
+    CHANGE = "change"
+    """A config other than the script's own, shown no slower than it (and than the fastest) beyond the bound."""
+    KEEP = "keep"
+    """The script's own config, shown as fast as the fastest (and none as fast is cheaper): nothing to change."""
+    CANNOT_TELL = "cannot_tell"
+    """The runs' noise is too large to show any config as fast as the fastest and no slower than the script's."""
+    NOTHING_COMPARED = "nothing_compared"
+    """No config other than the script's own completed a run."""
+
+
 class Framework(Word):
     """Which DataLoader a config, a loader or a sweep is for (``--framework``, a config's ``framework``)."""
 

@@ -1,119 +1,45 @@
-"""``dataprof tune``'s answer (pure): the config to recommend from the runs of the training, the noise they have,
-and why; none without a comparison.
+"""``dataprof tune``'s answer (pure): the config to recommend from the runs of the training, and why; "cannot
+tell" when the runs cannot show an answer right, none without a comparison.
 
-A config's figure is the median of its runs, each put on the script's own pace at its time (the machine drifts).
-The noise is pooled from every config run more than once (one run's
-relative spread), at least :data:`NOISE_FLOOR`. Among the configs within the noise of the fastest, the cheapest
-wins: the fewest workers (processes or threads: each claims a CPU), then worker processes over threads (a new
-loader in your code), the least prefetch, no change at all, the least memory. A config is recommended only once it
-has :data:`MIN_RUNS` runs (the script's own needs no more than it has): one lucky run wins nothing."""
+Configs are compared through the range of one's rate over another's at the runs' noise (``noise``), and an answer
+must be shown, not merely not refuted: a config is recommended only when its range shows it no slower than the
+script's own config by more than :data:`~dataprof.decide.tune.noise.AS_FAST`, and no slower than any other config
+run by more than :data:`~dataprof.decide.tune.noise.NEAR_BEST` (equivalence bounds); among those the cheapest
+wins: the fewest workers, then the least prefetch, the fewest knobs changed, the least memory. Threads in place of
+the script's worker processes ask for new code: they are recommended only when faster beyond the noise than the
+fastest config of processes, never as cheaper. When nothing is shown, the answer is "cannot tell" with the range
+measured. A config is recommended only once it has :data:`~dataprof.decide.tune.noise.MIN_RUNS` runs (the script's
+own needs no more than it has): one lucky run wins nothing."""
 
 from __future__ import annotations
 
 import dataclasses
-import math
-import statistics
 from collections.abc import Sequence
 from typing import Any
 
 from dataprof.decide.tune.causes import failure_cause
 from dataprof.decide.tune.memory import over_memory
+from dataprof.decide.tune.noise import (
+    MIN_RUNS,
+    NEAR_BEST,
+    Key,
+    Noise,
+    Runs,
+    as_fast,
+    bounds,
+    faster,
+    headspace_runs,
+    key,
+    key_of,
+    label,
+    pooled_noise,
+    rate,
+    rates,
+)
 from dataprof.results.knobs import KnobValues
 from dataprof.results.registry import REGISTRY
 from dataprof.results.tune import TuneAnswer, TuneReport, TuneTrial
-from dataprof.results.vocabulary import WorkerKind
-
-NOISE_FLOOR = 0.05
-"""The least relative noise a run of a training is taken to have (two runs alone say little of it)."""
-MIN_RUNS = 2
-"""Runs a config other than the script's own needs before it is recommended."""
-
-Key = tuple[tuple[str, Any], ...]
-Runs = list[tuple[int, TuneTrial]]
-
-
-def key(config: KnobValues, node_knobs: dict[str, KnobValues] | None = None) -> Key:
-    """A config (with the knobs of its own on each node that has some) as a hashable key."""
-    nodes = tuple(sorted((node, tuple(sorted(knobs.items()))) for node, knobs in (node_knobs or {}).items()
-                         if knobs))
-    return tuple(sorted(config.items())) + ((("nodes", nodes),) if nodes else ())
-
-
-def key_of(trial: TuneTrial) -> Key:
-    """The key of a run's config, its nodes' own knobs included."""
-    return key(trial.config, trial.node_knobs)
-
-
-def rates(trials: Sequence[TuneTrial]) -> dict[Key, Runs]:
-    """The completed runs of the training with its loader (not the headspace), by config, with their indexes; each
-    run of a config other than the script's own at the script's pace at its time (:func:`on_pace`)."""
-    return _by_config(on_pace(trials))
-
-
-def _by_config(trials: Sequence[TuneTrial]) -> dict[Key, Runs]:
-    """The completed runs (not the headspace), by config, with their indexes, as they are."""
-    found: dict[Key, Runs] = {}
-    for index, trial in enumerate(trials):
-        if trial.ok and trial.role != "headspace":
-            found.setdefault(key_of(trial), []).append((index, trial))
-    return found
-
-
-def on_pace(trials: Sequence[TuneTrial]) -> list[TuneTrial]:
-    """The runs, each of a config other than the script's own with its figures scaled by the script's median pace
-    over its pace around that run (between the script's runs before and after it, by their order; the nearest
-    when it has them on one side only). This machine's speed drifts over the minutes a tune takes (±20% here): a
-    config run early must not be judged against one run late at another speed, and the script's own runs,
-    interleaved with the others (:data:`~dataprof.decide.tune.search.YOURS_EVERY`), say how fast the machine
-    was. As they are with fewer than two runs of the script's own."""
-    mine = [(index, t.iterations_per_s) for index, t in enumerate(trials)
-            if t.role == "current" and t.ok and t.iterations_per_s]
-    if len(mine) < 2:
-        return list(trials)
-    pace = statistics.median(value for _, value in mine)
-    found = []
-    for index, trial in enumerate(trials):
-        if not trial.ok or trial.role in ("current", "headspace"):
-            found.append(trial)
-            continue
-        before = [(i, v) for i, v in mine if i < index]
-        after = [(i, v) for i, v in mine if i > index]
-        if before and after:
-            (i0, v0), (i1, v1) = before[-1], after[0]
-            around = v0 + (v1 - v0) * (index - i0) / (i1 - i0)
-        else:
-            around = (before[-1] if before else after[0])[1]
-        scale = pace / around
-        found.append(dataclasses.replace(trial, iterations_per_s=(trial.iterations_per_s or 0.0) * scale,
-                                         samples_per_s=None if trial.samples_per_s is None else
-                                         trial.samples_per_s * scale))
-    return found
-
-
-def rate(runs: Sequence[tuple[int, TuneTrial]]) -> float:
-    """The median iterations/s of a config's runs."""
-    return statistics.median(t.iterations_per_s or 0.0 for _, t in runs)
-
-
-def noise_of(trials: Sequence[TuneTrial]) -> float:
-    """One run's relative noise, pooled from every config run more than once, as its runs are (the machine's drift
-    between them in it: an upper bound): √2 × the pooled relative standard deviation (for two runs of one config,
-    their spread over their mean), at least :data:`NOISE_FLOOR`."""
-    squares, freedom = 0.0, 0
-    for runs in _by_config(trials).values():
-        values = [t.iterations_per_s or 0.0 for _, t in runs]
-        mean = statistics.fmean(values)
-        if len(values) < 2 or not mean:
-            continue
-        squares += sum(((v - mean) / mean) ** 2 for v in values)
-        freedom += len(values) - 1
-    return NOISE_FLOOR if not freedom else max(NOISE_FLOOR, math.sqrt(2 * squares / freedom))
-
-
-def band(noise: float, one: Sequence[tuple[int, TuneTrial]], other: Sequence[tuple[int, TuneTrial]]) -> float:
-    """How far apart the medians of two configs' runs may be by noise alone: one run's ``noise`` over the square
-    root of the fewer runs either had (the median of n runs wanders about 1/√n as far), at least the floor."""
-    return max(NOISE_FLOOR, noise / math.sqrt(min(len(one), len(other))))
+from dataprof.results.vocabulary import TuneVerdict, WorkerKind
 
 
 def node_workers(config: KnobValues, knobs: KnobValues) -> int:
@@ -122,71 +48,173 @@ def node_workers(config: KnobValues, knobs: KnobValues) -> int:
 
 
 def cost(runs: Sequence[tuple[int, TuneTrial]], settings: KnobValues,
-         nnodes: int = 1) -> tuple[int, bool, int, int, int]:
+         nnodes: int = 1) -> tuple[int, int, int, int]:
     """What a config costs, least first: its workers on every node together (each a CPU's claim, thread or
-    process), whether they are threads (a new loader in your code, not a knob), its prefetch, the knobs it changes
-    in the script (a node's own counted once more), its memory."""
+    process), its prefetch, the knobs it changes in the script (a node's own counted once more), its memory."""
     trial = runs[0][1]
     config = settings | trial.config
     workers = config.workers * (nnodes - len(trial.node_knobs)) + \
         sum(node_workers(config, knobs) for knobs in trial.node_knobs.values())
-    return (workers, config.get("worker_kind") == WorkerKind.THREAD, int(config.get("prefetch_factor") or 0),
-            len(trial.config) + len(trial.node_knobs), trial.peak_memory_bytes or 0)
+    return (workers, int(config.get("prefetch_factor") or 0), len(trial.config) + len(trial.node_knobs),
+            trial.peak_memory_bytes or 0)
 
 
-def pick(pool: Sequence[Runs], noise: float, settings: KnobValues, nnodes: int = 1) -> tuple[Runs, Runs]:
-    """The cheapest of ``pool`` within the noise of its fastest, and that fastest."""
-    fastest = max(pool, key=rate)
-    top = rate(fastest)
-    within = [runs for runs in pool if (top - rate(runs)) / top <= band(noise, runs, fastest)]
-    return min(within, key=lambda runs: cost(runs, settings, nnodes)), fastest
+def asks_code(runs: Runs, settings: KnobValues) -> bool:
+    """Whether a config puts threads in place of the script's worker processes: a new loader in its code, not a
+    knob."""
+    return runs[0][1].config.get("worker_kind") == WorkerKind.THREAD and \
+        settings.get("worker_kind") != WorkerKind.THREAD
+
+
+@dataclasses.dataclass(frozen=True)
+class Choice:
+    """What the runs show: the config chosen (None: cannot tell), the fastest it was held against, and why."""
+
+    chosen: Runs | None
+    fastest: Runs
+    why: str
+
+
+def choose(usable: Sequence[Runs], mine: Runs, noise: Noise, settings: KnobValues, nnodes: int = 1) -> Choice:
+    """The config the runs show right: among the configs of processes (the script's own kind) run twice or more,
+    the cheapest shown no slower than the script's own (:func:`as_fast`) and near the fastest of them
+    (:data:`NEAR_BEST`); threads in their place only when shown faster than that fastest; None when none is shown,
+    or when a config run once is shown faster than the one chosen (cannot tell)."""
+    kept = [runs for runs in usable if not asks_code(runs, settings)]
+    eligible = [runs for runs in kept if runs is mine or len(runs) >= MIN_RUNS]
+    fastest = max(eligible, key=rate)
+    processes = max(kept, key=rate)  # those run once too: threads must beat every config of processes
+    threads = [runs for runs in usable if asks_code(runs, settings) and len(runs) >= MIN_RUNS
+               and faster(noise, runs, processes) and faster(noise, runs, fastest)]
+    if threads:
+        top = max(threads, key=rate)
+        best = min((runs for runs in threads if as_fast(noise, runs, top)), key=lambda r: cost(r, settings, nnodes))
+        low, _ = bounds(noise, best, processes)
+        return Choice(best, fastest, f"threads in place of your worker processes, faster beyond the noise than the "
+                                     f"fastest config of processes ({label(processes[0][1])}: at least {low:+.0%})")
+    shown = [runs for runs in eligible if as_fast(noise, runs, mine) and as_fast(noise, runs, fastest, NEAR_BEST)]
+    if not shown:
+        return Choice(None, fastest, _cannot_tell(fastest, mine, noise, None))
+    chosen = min(shown, key=lambda runs: (cost(runs, settings, nnodes), runs is not mine))
+    once = _beyond(noise, chosen, usable)
+    if once is not None:
+        return Choice(None, fastest, _cannot_tell(chosen, mine, noise, once))
+    return Choice(chosen, fastest, _reason(chosen, fastest, mine, noise, settings, nnodes))
+
+
+def _beyond(noise: Noise, chosen: Runs, usable: Sequence[Runs]) -> Runs | None:
+    """The fastest config run once whose run is faster than ``chosen``'s beyond the noise: not confirmed, it may
+    be the best; None when there is none."""
+    ahead = [runs for runs in usable if len(runs) < MIN_RUNS and faster(noise, runs, chosen)]
+    return max(ahead, key=rate) if ahead else None
+
+
+def unsettled(report: TuneReport) -> list[Runs]:
+    """While the runs cannot tell: the fastest config of processes run twice or more and what it is not shown as
+    fast as (the script's own), or a config run once shown faster than the one chosen, and that one: the runs that
+    more runs of would settle the answer; none once it is settled."""
+    if report.answer is None or report.answer.verdict != TuneVerdict.CANNOT_TELL or report.loader is None:
+        return []
+    noise = pooled_noise(report.trials)
+    by_config = rates(report.trials)
+    mine = by_config[key_of(report.by_role("current")[0])]
+    usable = list(by_config.values())
+    kept = [runs for runs in usable if not asks_code(runs, report.loader.settings)]
+    fastest = max((runs for runs in kept if runs is mine or len(runs) >= MIN_RUNS), key=rate)
+    if not as_fast(noise, fastest, mine):
+        return [fastest, mine]
+    once = _beyond(noise, fastest, usable)
+    return [fastest] if once is None else [once, fastest]
+
+
+def _cannot_tell(fastest: Runs, mine: Runs, noise: Noise, once: Runs | None) -> str:
+    """Why no config is shown right: the fastest run twice against the script's own (or a config run once that
+    is faster than it beyond the noise), with its range, and what would settle it."""
+    one, other = (fastest, mine) if once is None else (once, fastest)
+    low, high = bounds(noise, one, other)
+    named = label(one[0][1]) + (" (run once)" if len(one) == 1 else "")
+    against = "yours" if other is mine else label(other[0][1])
+    unshown = "shown no slower than yours by 5% and near the fastest" if once is None else "confirmed"
+    return (f"cannot tell on this machine: {named} ran {rate(one) / rate(other) - 1:+.0%} against {against} "
+            f"({low:+.0%} to {high:+.0%} at a noise of ±{noise.relative:.0%} a run, {len(one)} and {len(other)} "
+            f"runs): no config is {unshown}; more runs (a larger --budget), longer runs (--trial-seconds) or a "
+            "quieter machine would settle it")
 
 
 def decide_tune(report: TuneReport) -> TuneReport:
     """``report`` with its answer made from its runs (none without a completed run of the script as it is; no
-    recommendation without another config completed)."""
+    recommendation without another config completed, nor when the runs cannot show one right)."""
     current = report.by_role("current")
     by_config = rates(report.trials)
     if not current or not by_config:
         return dataclasses.replace(report, answer=None)
     settings = report.loader.settings if report.loader else KnobValues()
-    noise = noise_of(report.trials)
+    noise = pooled_noise(report.trials)
     mine = by_config[key_of(current[0])]
     blocked = {key_of(runs[0][1]): problem for runs in by_config.values()
                if (problem := stream_problem(runs, mine, report)) is not None}
     usable = [runs for config, runs in by_config.items() if config not in blocked]
-    leading, _ = pick(usable, noise, settings, report.nnodes)
-    headspace = report.by_role("headspace")
-    ceiling = headspace[0].iterations_per_s if headspace else None
+    leading = _leading(usable, noise, settings, report.nnodes)
+    head = headspace_runs(report.trials)
     base = rate(mine)
-    common: dict[str, Any] = {"noise": noise, "leading": leading[0][0], "step_slowdown": _slowdowns(report.trials),
-                              "data_cost_fraction": cost_of(base, ceiling)}
+    common: dict[str, Any] = {"noise": noise.relative, "noise_freedom": noise.freedom, "leading": leading[0][0],
+                              "step_slowdown": _slowdowns(report.trials),
+                              "data_cost_fraction": cost_of(base, rate(head) if head else None),
+                              "data_cost_range": _cost_range(noise, mine, head),
+                              "ceiling": rate(head) if head else None}
     if len(by_config) < 2:
-        return dataclasses.replace(report, answer=TuneAnswer(recommended=None, gain_over_current=None,
-                                                             gain_range=None, recommended_data_cost_fraction=None,
-                                                             reason=no_comparison(report), **common))
-    eligible = [runs for runs in usable if runs is mine or len(runs) >= MIN_RUNS]
-    chosen, fastest = pick(eligible, noise, settings, report.nnodes)
-    chosen_rate = rate(chosen)
-    spread = band(noise, chosen, mine)
-    picked = report.loader_sweep.config if report.loader_sweep is not None else None
-    swept = by_config.get(key(picked)) if picked is not None else None
-    ranked = sorted(by_config.values(), key=rate, reverse=True)
-    reason = _reason(chosen, fastest, mine, noise, settings, report.nnodes)
+        return dataclasses.replace(report, answer=TuneAnswer(
+            recommended=None, gain_over_current=None, gain_range=None, recommended_data_cost_fraction=None,
+            reason=no_comparison(report), verdict=TuneVerdict.NOTHING_COMPARED, **common))
+    choice = choose(usable, mine, noise, settings, report.nnodes)
+    reason = choice.why
     if blocked:
         reason += "; not recommended: " + "; ".join(sorted(blocked.values())[:2])
     reason += _capped(report, leading, settings)
-    if leading is not chosen and len(leading) < MIN_RUNS:
+    if choice.chosen is not leading and len(leading) < MIN_RUNS:
         reason += (f"; {label(leading[0][1])} ran once at {rate(leading) / base - 1:+.0%}: not confirmed "
                    "by a second run (a larger --budget runs it again)")
+    swept = _swept(report, by_config)
+    ranked = sorted(by_config.values(), key=rate, reverse=True)
+    chosen = choice.chosen
+    if chosen is None:
+        return dataclasses.replace(report, answer=TuneAnswer(
+            recommended=None, gain_over_current=None, gain_range=None, recommended_data_cost_fraction=None,
+            reason=reason, verdict=TuneVerdict.CANNOT_TELL,
+            loader_sweep_rank=None if swept is None else (ranked.index(swept) + 1, len(ranked)), **common))
+    chosen_rate = rate(chosen)
     return dataclasses.replace(report, answer=TuneAnswer(
         recommended=chosen[0][0], gain_over_current=chosen_rate / base - 1 if base else None,
-        gain_range=(chosen_rate * (1 - spread) / (base * (1 + spread)) - 1,
-                    chosen_rate * (1 + spread) / (base * (1 - spread)) - 1) if base else None,
-        recommended_data_cost_fraction=cost_of(chosen_rate, ceiling), reason=reason,
+        gain_range=bounds(noise, chosen, mine) if chosen is not mine else (0.0, 0.0),
+        recommended_data_cost_fraction=cost_of(chosen_rate, rate(head) if head else None), reason=reason,
+        verdict=TuneVerdict.KEEP if chosen is mine else TuneVerdict.CHANGE,
         loader_sweep_rank=None if swept is None else (ranked.index(swept) + 1, len(ranked)),
         loader_sweep_vs_recommended=None if swept is None or not chosen_rate else rate(swept) / chosen_rate - 1,
         **common))
+
+
+def _leading(usable: Sequence[Runs], noise: Noise, settings: KnobValues, nnodes: int) -> Runs:
+    """The config the search goes on from, counting configs run once: the cheapest within the noise of the fastest
+    (not shown slower than it: where to look next, not an answer), threads only when they are that fastest."""
+    fastest = max(usable, key=rate)
+    within = [runs for runs in usable if bounds(noise, runs, fastest)[1] >= 0
+              and (runs is fastest or not asks_code(runs, settings))]
+    return min(within, key=lambda runs: cost(runs, settings, nnodes))
+
+
+def _swept(report: TuneReport, by_config: dict[Key, Runs]) -> Runs | None:
+    """The runs of the loader-only sweep's pick in the training, when it ran there."""
+    picked = report.loader_sweep.config if report.loader_sweep is not None else None
+    return by_config.get(key(picked)) if picked is not None else None
+
+
+def _cost_range(noise: Noise, mine: Runs, head: Runs) -> tuple[float, float] | None:
+    """The range of the data cost (:func:`cost_of`) at ``noise``: the script's own runs against the
+    headspace's."""
+    if not head or not mine:
+        return None
+    low, high = bounds(noise, mine, head)
+    return max(0.0, -high), max(0.0, -low)
 
 
 def _capped(report: TuneReport, leading: Runs, settings: KnobValues) -> str:
@@ -255,16 +283,21 @@ def _slowdowns(trials: Sequence[TuneTrial]) -> dict[int, float]:
             if t.ok and t.role != "headspace" and (t.step_ms or {}).get("p50")}
 
 
-def _reason(chosen: Runs, fastest: Runs, mine: Runs, noise: float, settings: KnobValues, nnodes: int) -> str:
-    """Why ``chosen`` is recommended, in words."""
+def _reason(chosen: Runs, fastest: Runs, mine: Runs, noise: Noise, settings: KnobValues, nnodes: int) -> str:
+    """Why ``chosen`` is recommended, in words: what its runs show against the fastest and the script's own."""
     if chosen is mine:
-        return (f"your own config is the fastest within the noise (±{100 * band(noise, mine, fastest):.0f}%) or the "
-                "cheapest of those: nothing to change")
+        if mine is fastest:
+            return "your own config is the fastest, or no other is shown as fast: nothing to change"
+        low, _ = bounds(noise, mine, fastest)
+        return (f"your own config is as fast as the fastest ({label(fastest[0][1])}: yours at least {low:+.0%} "
+                f"against it, within {NEAR_BEST:.0%}) and no other as fast is cheaper: nothing to change")
+    low, _ = bounds(noise, chosen, mine)
+    shown = f"no slower than yours (at least {low:+.0%})"
     if chosen is fastest:
-        return f"the fastest run, beyond the noise (±{100 * noise:.0f}% a run) of any cheaper one"
-    gap = 1 - rate(chosen) / rate(fastest)
-    return (f"within the noise (±{100 * band(noise, chosen, fastest):.0f}%) of the fastest "
-            f"({label(fastest[0][1])}: −{100 * gap:.1f}%) and {_cheaper(chosen, fastest, settings, nnodes)}")
+        return f"the fastest, {shown}"
+    top, _ = bounds(noise, chosen, fastest)
+    return (f"as fast as the fastest ({label(fastest[0][1])}: at least {top:+.0%} against it, within "
+            f"{NEAR_BEST:.0%}), {shown}, and {_cheaper(chosen, fastest, settings, nnodes)}")
 
 
 def _cheaper(chosen: Runs, other: Runs, settings: KnobValues, nnodes: int) -> str:
@@ -273,22 +306,10 @@ def _cheaper(chosen: Runs, other: Runs, settings: KnobValues, nnodes: int) -> st
     if mine[0] != theirs[0]:
         return f"uses fewer workers ({mine[0]} against {theirs[0]})"
     if mine[1] != theirs[1]:
-        return "keeps worker processes (threads are a new loader in your code)"
+        return f"prefetches less ({mine[1]} against {theirs[1]} batches a worker)"
     if mine[2] != theirs[2]:
-        return f"prefetches less ({mine[2]} against {theirs[2]} batches a worker)"
-    if mine[3] != theirs[3]:
-        return f"changes fewer of your loader's knobs ({mine[3]} against {theirs[3]})"
-    return "uses less memory" if mine[4] < theirs[4] else "costs no more"
-
-
-def _label(config: KnobValues) -> str:
-    return ", ".join(f"{k}={v}" for k, v in sorted(config.items())) or "as the script has it"
-
-
-def label(trial: TuneTrial) -> str:
-    """A run's config in words, each node's own knobs after it (``num_workers=2; node 1: num_workers=1``)."""
-    return "; ".join([_label(trial.config), *(f"node {node}: {_label(knobs)}"
-                                              for node, knobs in sorted(trial.node_knobs.items()))])
+        return f"changes fewer of your loader's knobs ({mine[2]} against {theirs[2]})"
+    return "uses less memory" if mine[3] < theirs[3] else "costs no more"
 
 
 def without_idle_knobs(config: KnobValues) -> KnobValues:

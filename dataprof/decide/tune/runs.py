@@ -101,9 +101,11 @@ def trial_of(run: RunReport, config: KnobValues, role: str, site: str | None,
     resources: dict[str, Any] = {"cpu_percent": run.resources.cpu_percent,
                                  "peak_memory_bytes": run.resources.peak_memory_bytes,
                                  "gpu_util_percent": run.resources.gpu_util_percent, "wall_s": run.wall_s}
+    unseen = no_training(run, site, split)
     if run.stopped is not None:
-        return TuneTrial(config, TrialStatus.FAILED, role, error=f"the script {run.stopped}",
-                         stderr_tail=run.stderr_tail[-TRIAL_TAIL:], **resources)
+        return TuneTrial(config, TrialStatus.FAILED, role, error=f"the script {run.stopped}"
+                         + (f"; {unseen}" if unseen else ""), stderr_tail=run.stderr_tail[-TRIAL_TAIL:],
+                         no_training=unseen is not None, **resources)
     if run.ended_by is None and run.exit_code:
         tail = run.stderr_tail[-TRIAL_TAIL:]
         return TuneTrial(config, TrialStatus.FAILED, role, error=f"the script exited with code {run.exit_code}"
@@ -116,10 +118,10 @@ def trial_of(run: RunReport, config: KnobValues, role: str, site: str | None,
     problem = _replay_problem(run, loader) if role == "headspace" and loader is not None else None
     if problem is not None:
         return TuneTrial(config, TrialStatus.FAILED, role, error=problem, **resources)
-    if loader is None or not loader.iterations_per_s:
-        why = "the script iterated no DataLoader" if loader is None else "no steady batches to time: give it " \
-              "longer (--trial-seconds, --trial-steps)"
-        return TuneTrial(config, TrialStatus.FAILED, role, error=why, **resources)
+    if unseen is not None or loader is None or not loader.iterations_per_s:
+        why = unseen or ("the script iterated no DataLoader" if loader is None else "no steady batches to time: "
+                         "give it longer (--trial-seconds, --trial-steps)")
+        return TuneTrial(config, TrialStatus.FAILED, role, error=why, no_training=unseen is not None, **resources)
     step = loader.step_ms or {}
     return TuneTrial(config, TrialStatus.OK, role,
                      iterations_per_s=loader.iterations_per_s,
@@ -129,6 +131,23 @@ def trial_of(run: RunReport, config: KnobValues, role: str, site: str | None,
                      startup_s=loader.first_batch_s[0] if loader.first_batch_s else None,
                      epoch_samples=loader.epoch_samples[0] if loader.epoch_samples else None,
                      warmup_wait_fraction=loader.warmup_wait_fraction, **resources)
+
+
+def no_training(run: RunReport, site: str | None, split: str | None = None) -> str | None:
+    """"No training seen" and what was, when the run delivered no training batch: none of the loader at ``site``
+    (of ``split``), or, with no site, none of a training split's loader or asked for with autograd on (an
+    evaluation before the training, longer than the run); None when it did, or iterated no loader at all."""
+    if not run.loaders:
+        return None
+    found = tuned_loader(run, site, split)
+    if found is not None and found.batches and (site is not None or found.split == "train"
+                                                 or found.training_fraction is None or found.training_fraction > 0):
+        return None
+    seen = "; ".join(f"{loader.site} ({loader.loader_class}, " + (f"{loader.split}, " if loader.split else "")
+                     + f"{loader.batches:,} batches" + (", under no_grad: an evaluation"
+                                                        if loader.training_fraction == 0 else "") + ")"
+                     for loader in run.loaders)
+    return f"no training seen in the run: it iterated only {seen}"
 
 
 def _replay_problem(run: RunReport, loader: LoaderRun) -> str | None:

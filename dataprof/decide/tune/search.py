@@ -14,19 +14,9 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
-from dataprof.decide.tune.answer import (
-    MIN_RUNS,
-    Key,
-    Runs,
-    band,
-    key,
-    key_of,
-    node_workers,
-    rate,
-    rates,
-    without_idle_knobs,
-)
+from dataprof.decide.tune.answer import node_workers, unsettled, without_idle_knobs
 from dataprof.decide.tune.memory import over_memory
+from dataprof.decide.tune.noise import MIN_RUNS, Key, Runs, band, key, key_of, rate, rates
 from dataprof.results.knobs import KnobValues
 from dataprof.results.registry import REGISTRY, Knob
 from dataprof.results.tune import TuneReport, TuneTrial
@@ -36,6 +26,8 @@ CLIMB_TOP = 64
 CONFIRM_RUNS = 3
 """Runs each contender of a close call gets (the leading config, the fastest, the runner-up within the noise
 of the fastest), while the budget lasts."""
+SETTLE_RUNS = 6
+"""Runs each of the fastest config and the script's own get at most while the runs cannot tell them apart."""
 SECOND_LOOK = 2.0
 """A config run once whose run fell short of the fastest by more than the noise but by no more than this many
 times it is run once more: one run can land that far off, and never looked at again it could hide the best
@@ -55,29 +47,15 @@ def refinements() -> tuple[Knob, ...]:
     return tuple(k for k in REGISTRY if k.refine is not None)
 
 
-REPLAY_MOST = 16
-"""Batches the headspace run keeps at most (its replay then gives them again in turn)."""
-REPLAY_LEAST = 2
-
-
-def replay_batches(report: TuneReport, window_s: float | None) -> int:
-    """Batches the headspace run keeps before its replay begins: as many as the script's own config delivers in a
-    quarter of the window, :data:`REPLAY_LEAST` to :data:`REPLAY_MOST` (a slow step keeps few, so the replay
-    begins; its window opens when the replay does)."""
-    current = report.by_role("current")
-    rate_now = current[0].iterations_per_s if current else None
-    if not rate_now or window_s is None:
-        return REPLAY_MOST
-    return int(max(REPLAY_LEAST, min(REPLAY_MOST, rate_now * window_s / 4)))
-
-
 Step = tuple[KnobValues, str] | tuple[KnobValues, str, dict[str, KnobValues]]
 """A run to make: the knobs to set on the training's loader, the run's role and, across nodes, the knobs of each
 node that has its own (by the node's index, on top of the first)."""
 
 
-def next_run(report: TuneReport) -> Step | None:
-    """The next run of the training to try, or None when the search is done."""
+def next_run(report: TuneReport, runs_left: int | None = None) -> Step | None:
+    """The next run of the training to try, or None when the search is done. ``runs_left``: how many more runs
+    the budget holds, as the runs so far took (None: no end in sight); the runs the answer needs to be confirmed
+    come first once no more fit beside them."""
     roles = [t.role for t in report.trials]
     if "current" not in roles:
         return KnobValues(), "current"
@@ -90,8 +68,12 @@ def next_run(report: TuneReport) -> Step | None:
     picked = report.loader_sweep.config if report.loader_sweep is not None else None
     if picked and key(picked) not in seen:
         return picked, "sweep"
+    if runs_left is not None and runs_left <= _needed(report) and (confirm := confirm_run(report)) is not None:
+        return confirm  # the budget holds no more than the leading config needs to be recommended
     if roles.count("current") < 2 or _since_yours(report) >= YOURS_EVERY:
         return KnobValues(), "current"
+    if roles.count("headspace") < HEADSPACE_RUNS:  # the data cost's band: its ceiling run twice, interleaved
+        return KnobValues(), "headspace"
     assert report.answer is not None and report.answer.leading is not None
     if not report.trials[report.answer.leading].node_knobs:
         step = _climb(report, seen) or _refinement(report, seen)
@@ -101,6 +83,21 @@ def next_run(report: TuneReport) -> Step | None:
     if node_step is not None:
         return node_step
     return _confirmation(report)
+
+
+HEADSPACE_RUNS = 2
+"""Runs of the headspace: its ceiling's noise gives the data cost its band."""
+
+
+def _needed(report: TuneReport) -> int:
+    """Runs the leading config still needs before it can be recommended (each after a run of the script's
+    own)."""
+    assert report.answer is not None and report.answer.leading is not None
+    lead = report.trials[report.answer.leading]
+    if lead.role == "current":
+        return 0
+    runs = rates(report.trials).get(key_of(lead), [])
+    return 2 * max(0, MIN_RUNS - len(runs))
 
 
 YOURS_EVERY = 4
@@ -164,9 +161,13 @@ def _confirmation(report: TuneReport) -> Step | None:
     runner_up = next((runs for runs in ranked if runs is not fastest), None)
     if runner_up is not None and gap(runner_up) <= 1:
         contenders.append(runner_up)
+    most = CONFIRM_RUNS
+    settle = unsettled(report)
+    if settle:  # the fastest against what it is not shown as fast as: more runs of both
+        contenders, most = settle, SETTLE_RUNS
     if len({id(runs) for runs in contenders}) < 2:
         return None
-    again = min((runs for runs in contenders if tries.count(key_of(runs[0][1])) < CONFIRM_RUNS),
+    again = min((runs for runs in contenders if tries.count(key_of(runs[0][1])) < most),
                 key=lambda runs: (len(runs), runs[-1][0]), default=None)  # the fewer runs, then the older
     return None if again is None else _again(again[0][1])
 
@@ -313,25 +314,3 @@ def _refinement(report: TuneReport, seen: set[Key]) -> KnobValues | None:
         if value is not None and key(config) not in seen:
             return config
     return None
-
-
-FIRST_START_S = 300.0
-"""The first run's start-up allowance (imports, building the dataset and the model) before its window."""
-START_FACTOR = 3.0
-"""A later run's start-up allowance: this many times the first run's, plus :data:`START_SLACK_S`."""
-START_SLACK_S = 60.0
-WINDOW_FACTOR = 3.0
-"""A run's limit holds this many windows (``--trial-seconds``) after its start-up allowance."""
-LIMIT_GRACE_S = 30.0
-
-
-def run_limits(report: TuneReport, window_s: float | None) -> dict[str, float | None]:
-    """A run's limits: ``limit_s``, its start-up allowance (the first run's: :data:`FIRST_START_S`; later ones:
-    :data:`START_FACTOR` times the first run's start-up, plus :data:`START_SLACK_S`) + :data:`WINDOW_FACTOR` ×
-    the window + :data:`LIMIT_GRACE_S`; and ``after_window_s``, how long it may take to end once its window
-    ended (the window, 10 s at least)."""
-    window = window_s or 10.0
-    first = report.trials[0] if report.trials else None
-    startup = FIRST_START_S if first is None or not first.ok else \
-        START_FACTOR * max(0.0, first.wall_s - window) + START_SLACK_S
-    return {"limit_s": startup + WINDOW_FACTOR * window + LIMIT_GRACE_S, "after_window_s": max(10.0, window)}

@@ -12,6 +12,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from dataprof.backends.frameworks import in_package
 from dataprof.measure.watch.sites import relative
 
 
@@ -20,11 +21,12 @@ class OwnRanks(BaseException):
 
 
 def _caller() -> str:
-    """``file:line`` of the first frame outside torch, subprocess and dataprof: where the script launched."""
+    """``file:line`` of the first frame outside the installed torch and dataprof, subprocess and the interpreter's
+    frozen modules: where the script launched."""
     frame = sys._getframe(2)
     while frame is not None:
         path = frame.f_code.co_filename
-        if not any(part in path for part in ("/torch/", "subprocess.py", "/dataprof/", "<frozen")):
+        if not (path.startswith("<frozen") or path == subprocess.__file__ or in_package(path, "torch", "dataprof")):
             return f"{relative(path)}:{frame.f_lineno}"
         frame = frame.f_back  # type: ignore[assignment]
     return "?"

@@ -75,6 +75,7 @@ def loader_run(loader: WatchedLoader, others: Sequence[WatchedLoader] = ()) -> L
         factory_split=info.get("factory_split"), iterable=bool(info.get("iterable")),
         iterations_per_s=_pace(timed, warmup, [span for other in others for span in other.spans()]),
         replayed_after=replayed, split=info.get("split"), built_by=tuple(info.get("built_by") or ()),
+        start_method_chosen=bool(info.get("start_method_chosen")),
         training_fraction=sum(row[6] for row in loader.rows) / len(loader.rows)
         if loader.rows and all(len(row) > 6 for row in loader.rows) else None,
         knobs_lost=info.get("knobs_lost") or None, batch_bytes=info.get("batch_bytes"),

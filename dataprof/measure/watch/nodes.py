@@ -19,7 +19,7 @@ from typing import Any
 
 from dataprof.errors import DataprofError
 from dataprof.measure.watch.meeting import ALIVE_EVERY_S, ALIVE_KEY, Silences
-from dataprof.measure.watch.watcher import WatchSettings
+from dataprof.measure.watch.settings import WatchSettings
 from dataprof.results.environment import NodeJob
 from dataprof.results.run import RunChanges
 

@@ -29,8 +29,14 @@ class Recorder:
 
     def __init__(self, channel: Channel, max_steps: int | None, seconds: float | None,
                  clock: Any = time.perf_counter, from_first_batch: bool = False,
-                 ranks: RankEnd | None = None, from_replay: bool = False) -> None:
+                 ranks: RankEnd | None = None, from_replay: bool = False,
+                 training: dict[str, Any] | None = None) -> None:
         self.channel = channel
+        self.training = training
+        """Where the window counts only the training's batches (``tune``): those of the loader at ``site`` (of
+        ``split``) when it is named, else those of a loader its framework names the training split, or of no named
+        split asked for with autograd on; an evaluation before the training neither opens nor ends the window.
+        None: every loader's batches count (``run``)."""
         self.max_steps = max_steps
         self.seconds = seconds
         """With ``from_first_batch``, the deadline is set at the first batch: a window after the start-up."""
@@ -47,6 +53,8 @@ class Recorder:
         self.pending: dict[int, list[list[float]]] = {}
         self.last_flush = clock()
         self.ended: str | None = None
+        self.opened = False
+        """Whether a batch counted toward the window has come (the training's first)."""
         self.device_sent = False
         self.overridden = 0
         """Loaders built with the watch's knobs (``--override``)."""
@@ -91,7 +99,8 @@ class Recorder:
                                               getattr(loader, "_persistent_workers", None)),
                 "framework": _framework(loader).value,
                 "pin_memory": getattr(loader, "pin_memory", None), "worker_kind": "process", **settings,
-                "iterable": streams(loader), "start_method": _start_method(loader), **threads_settings(loader),
+                "iterable": streams(loader), "start_method": _start_method(loader),
+                "start_method_chosen": _start_method_chosen(loader), **threads_settings(loader),
                 "split": split, "built_by": list(built_by), **factory, "batches": 0}
         self.loaders[number] = info
         self.pending[number] = []
@@ -105,7 +114,11 @@ class Recorder:
         info = self.loaders[number]
         info["batches"] += 1
         now = self.clock()
-        if self.deadline is None and self.seconds is not None and not self.from_replay:
+        counted = self.counts(number)
+        if counted and not self.opened:  # the training's first batch: the parent's start-up allowance is spent
+            self.opened = True
+            self.channel.send({"ev": "window_open"})
+        if self.deadline is None and self.seconds is not None and not self.from_replay and counted:
             self.deadline = now + self.seconds
         if info["batches"] <= MAX_RECORDED:
             self.pending[number].append([epoch, index, wait_s, -1.0 if step_s is None else step_s, size, now,
@@ -113,7 +126,7 @@ class Recorder:
         if now - self.last_flush >= FLUSH_S:
             self.flush()
             self.report_device()
-        if self.ended is None and (not self.from_replay or number in self.replay_from):
+        if self.ended is None and counted and (not self.from_replay or number in self.replay_from):
             if self.max_steps is not None and info["batches"] - self.replay_from.get(number, 0) >= self.max_steps:
                 self.ended = f"--max-steps {self.max_steps} reached"
             elif self.ranks is not None:
@@ -123,6 +136,17 @@ class Recorder:
                 self.ended = "--seconds reached"
             if self.ended is not None:  # the parent times how long the script takes to end from here
                 self.channel.send({"ev": "window_end"})
+
+    def counts(self, number: int) -> bool:
+        """Whether loader ``number``'s batch, delivered now, counts toward the window (:attr:`training`)."""
+        if self.training is None:
+            return True
+        info = self.loaders[number]
+        site, split = self.training.get("site"), self.training.get("split")
+        if site is not None:
+            return (info["site"] == site or info["site"].endswith("/" + site)) and \
+                (split is None or info.get("split") == split)
+        return info.get("split") == "train" or (info.get("split") is None and bool(_grad()))
 
     def replayed(self, number: int) -> None:
         """Loader ``number``'s replay begins: the batches it delivered so far were loaded, not free."""
@@ -198,6 +222,16 @@ def _start_method(loader: Any) -> str | None:
     import multiprocessing
 
     return multiprocessing.get_start_method(allow_none=True) or multiprocessing.get_all_start_methods()[0]
+
+
+def _start_method_chosen(loader: Any) -> bool:
+    """Whether the script chose how ``loader``'s workers start: its ``multiprocessing_context``, or the process's
+    start method set (``multiprocessing.set_start_method``), not left to the platform."""
+    if getattr(loader, "multiprocessing_context", None) is not None:
+        return True
+    import multiprocessing
+
+    return multiprocessing.get_start_method(allow_none=True) is not None
 
 
 def _source_file(cls: type) -> str | None:

@@ -19,9 +19,8 @@ from dataprof.backends.frameworks import in_package
 HOME_ENV = "DATAPROF_HOME"
 """The directory the user ran dataprof from, when a run's script runs elsewhere (``tune --workdir``)."""
 
-_NOT_THE_USERS = ("/torch/", "/paddle/", "<frozen")
-"""Paths of the frames between the user's call and a DataLoader's construction (dataprof's own, where it is
-installed)."""
+_NOT_THE_USERS = ("torch", "paddle", "dataprof")
+"""The installed packages whose frames lie between the user's call and a DataLoader's construction."""
 _LIBRARY_DIRS = (f"{os.sep}site-packages{os.sep}", f"{os.sep}dist-packages{os.sep}")
 _STDLIB = os.path.join(sysconfig.get_paths().get("stdlib") or "<none>", "")
 SPLIT_WORDS = {"train": "train", "training": "train", "val": "val", "valid": "val", "validation": "val",
@@ -54,8 +53,9 @@ class Origin:
 
 
 def _ours(path: str) -> bool:
-    """Frames of torch, paddle, the interpreter's frozen modules or dataprof: never the user's, never a builder."""
-    return any(part in path for part in _NOT_THE_USERS) or in_package(path, "dataprof")
+    """Frames of the interpreter's frozen modules, or of the installed torch, paddle or dataprof (by where they are
+    installed: a user's own folder named ``torch/`` is the user's): never the user's, never a builder."""
+    return path.startswith("<frozen") or in_package(path, *_NOT_THE_USERS)
 
 
 def _library(path: str) -> bool:
@@ -105,7 +105,9 @@ def origin(loader: Any) -> Origin:
     """Where ``loader``, under construction, comes from: the first frame outside torch, paddle, dataprof, the
     loader's own construction (its constructors, their wrappers) and the installed libraries (else the first
     outside the first four); the split the functions on the way say; the library functions on the way. A loader
-    built by a library from another loader already sited takes that one's site, split and builders."""
+    built by a library from another loader already sited takes that one's site, split and builders, unless the
+    functions on the way named another split (HF Trainer's eval loader, built while its training loop holds the
+    train loader, is the eval split's)."""
     frame: FrameType | None = sys._getframe(1)
     first: FrameType | None = None
     split: str | None = None
@@ -116,7 +118,7 @@ def origin(loader: Any) -> Origin:
             if not _library(path):
                 return Origin(frame, site_of(frame), split or _split_of(frame, True), tuple(built_by))
             source = _source(frame, loader)
-            if source is not None:
+            if source is not None and split in (None, source.__dict__.get("_dataprof_split")):
                 return Origin(source.__dict__.get("_dataprof_frame"), source.__dict__["_dataprof_site"],
                               source.__dict__.get("_dataprof_split"), source.__dict__.get("_dataprof_built_by", ()))
             first = first or frame

@@ -213,7 +213,7 @@ def main(argv: list[str]) -> int:
     fd, limits, mode, target, args = int(argv[0]), json.loads(argv[1]), argv[2], argv[3], argv[4:]
     recorder = Recorder(Channel(fd), limits.get("max_steps"), limits.get("seconds"),
                         from_first_batch=bool(limits.get("seconds_from_first_batch")), ranks=RankEnd.of(),
-                        from_replay=bool(limits.get("window_from_replay")))
+                        from_replay=bool(limits.get("window_from_replay")), training=limits.get("training"))
     changes = Changes(limits.get("override"), limits.get("replay"), limits.get("loader"), limits.get("split"))
     own_ranks = limits.get("own_ranks") == "stop"
 

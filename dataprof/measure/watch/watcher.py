@@ -8,7 +8,6 @@ arrive on a pipe of their own (``measure.watch.watched``).
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
 import os
 import select
@@ -17,10 +16,9 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from dataprof.errors import TargetError, Terminated
+from dataprof.errors import Terminated
 from dataprof.measure.environment import probe_environment, socket_hang_cause
 from dataprof.measure.forked import PR_SET_CHILD_SUBREAPER, prctl
 from dataprof.measure.gpu import NullGpuProbe, NvmlProbe
@@ -30,6 +28,7 @@ from dataprof.measure.sampler import Sampler, summarize
 from dataprof.measure.watch.loader_figures import WatchedLoader, loader_run
 from dataprof.measure.watch.ranks import RankFailures
 from dataprof.measure.watch.resources import gpu_timeline, resources_of, storage_of
+from dataprof.measure.watch.settings import WatchSettings, check_target
 from dataprof.measure.watch.sites import HOME_ENV
 from dataprof.measure.watch.stopping import Stopper
 from dataprof.results.run import RunChanges, RunReport, RunResources
@@ -39,56 +38,6 @@ EXIT_GRACE_S = 10.0
 """After Ctrl-C, how long the script has to end before it is killed."""
 LEFTOVER_GRACE_S = 5.0
 """How long processes the script left behind (DataLoader workers) have to end once it exited."""
-
-
-@dataclass(frozen=True)
-class WatchSettings:
-    """What to run and how long to watch it."""
-
-    target: str
-    """The script's path, or the module's name with ``module``."""
-    args: tuple[str, ...] = ()
-    module: bool = False
-    max_steps: int | None = None
-    """End the watch (and the script) once the busiest loader delivered this many batches."""
-    seconds: float | None = None
-    """End the watch (and the script) at the first batch after this long."""
-    seconds_from_first_batch: bool = False
-    """Count ``seconds`` from the first batch (a steady window whatever the start-up takes), not the start."""
-    window_from_replay: bool = False
-    """Count ``seconds`` and ``max_steps`` from the moment a replay begins (the headspace's window)."""
-    cwd: str = field(default_factory=os.getcwd)
-    changes: RunChanges | None = None
-    """What to change in the script's loaders (``--override``, ``--replay``); None: nothing."""
-    limit_s: float | None = None
-    """End the script (SIGINT, then SIGTERM, then SIGKILL) once it has run this long; None: no limit."""
-    after_window_s: float | None = None
-    """End it so once this long has passed since its window ended (the watch asked it to stop) and it has not."""
-    env: dict[str, str] = field(default_factory=dict)
-    """Set in the script's environment (``DATAPROF_TRIAL`` for tune's runs)."""
-    interactive: bool = True
-    """Whether the script keeps the terminal's stdin (False: it reads none, ``input()`` gets end of file)."""
-    stop_own_ranks: bool = False
-    """Stop the script where it starts ranks of its own (``tune``: they would run unwatched); else note it."""
-    peers_gone: bool = True
-    """End the script when another rank of its job goes silent (its node gone); False where dataprof's own launch
-    watches the nodes (``tune``'s runs: ended where the launcher can stop them)."""
-
-
-def check_target(settings: WatchSettings) -> None:
-    """TargetError (exit 3) when the script does not exist or the module cannot be found."""
-    if settings.module:
-        sys.path.insert(0, settings.cwd)
-        try:
-            found = importlib.util.find_spec(settings.target) is not None
-        except (ImportError, ValueError):
-            found = False
-        finally:
-            sys.path.pop(0)
-        if not found:
-            raise TargetError(f"-m {settings.target}: no module of that name can be imported from {settings.cwd}")
-    elif not os.path.isfile(os.path.join(settings.cwd, settings.target)):
-        raise TargetError(f"{settings.target}: no such script")
 
 
 class Marks(Protocol):
@@ -148,6 +97,8 @@ class Collector:
             self.marks.mark_window_start()
         elif kind == "window_end":
             self.outcome.setdefault("window_end", time.monotonic())
+        elif kind == "window_open":
+            self.outcome["window_open"] = time.monotonic()
         elif kind == "epoch_end":
             self.loaders[event["loader"]].ended_at[event["epoch"]] = event["at"]
         elif kind == "device":
@@ -252,7 +203,9 @@ def _limits(settings: WatchSettings) -> str:
                        "seconds_from_first_batch": settings.seconds_from_first_batch,
                        "window_from_replay": settings.window_from_replay, "override": changes.knobs.to_dict(),
                        "replay": changes.replay, "loader": changes.loader, "split": changes.split,
-                       "own_ranks": "stop" if settings.stop_own_ranks else "note"})
+                       "own_ranks": "stop" if settings.stop_own_ranks else "note",
+                       "training": None if settings.training is None else
+                       {"site": settings.training[0], "split": settings.training[1]}})
 
 
 def _env(settings: WatchSettings) -> dict[str, str]:
@@ -269,6 +222,9 @@ def _overdue(settings: WatchSettings, elapsed_s: float, outcome: dict[str, Any],
     went silent; None while none holds."""
     if settings.limit_s is not None and elapsed_s > settings.limit_s:
         cause = socket_hang_cause(settings.env.get("TMPDIR"))
+        if "window_open" not in outcome and settings.startup_s is not None and not cause:
+            return (f"did not reach its training's first batch within its limit of {settings.limit_s:.0f} s (a "
+                    f"start-up allowance of {settings.startup_s:.0f} s; --startup-timeout sets the first run's)")
         return f"did not end within its limit of {settings.limit_s:.0f} s" + (f" ({cause})" if cause else "")
     window_end = outcome.get("window_end")
     if settings.after_window_s is not None and window_end is not None \
@@ -280,7 +236,8 @@ def _overdue(settings: WatchSettings, elapsed_s: float, outcome: dict[str, Any],
 def _exit_code(proc: subprocess.Popen[bytes], settings: WatchSettings, stopper: Stopper,
                stopped: str | None) -> tuple[int, str | None]:
     """The script's return code once it has ended, and why the watch stopped it (``stopped``, or that its process
-    outlived its last word: a thread that never ends)."""
+    outlived its last word: a thread that never ends); None when it ended before any signal (the signals waited
+    for a file it was writing)."""
     if not stopper.started:
         if settings.after_window_s is None:
             return proc.wait(), stopped
@@ -290,7 +247,9 @@ def _exit_code(proc: subprocess.Popen[bytes], settings: WatchSettings, stopper: 
             stopper.start()
             stopped = f"did not exit {settings.after_window_s:.0f} s after its last batch"
     code = stopper.wait()
-    return code, f"{stopped}: ended by {', then '.join(stopper.signals)}"
+    if not stopper.signals:  # it ended by itself while the signals waited for what it was writing
+        return code, None
+    return code, f"{stopped}: {stopper.said()}"
 
 
 def _gpu_note(outcome: dict[str, Any]) -> tuple[str, ...]:

@@ -8,7 +8,7 @@ import pytest
 
 from dataprof.errors import DataprofError, UsageError
 from dataprof.measure.watch.nodes import TuneNodes
-from dataprof.measure.watch.watcher import WatchSettings
+from dataprof.measure.watch.settings import WatchSettings
 from dataprof.results.environment import NodeJob
 from dataprof.results.run import RunChanges
 

@@ -27,6 +27,14 @@ def wrapped(cls):
     obj = cls.__new__(cls)
     wrapper(obj, cls.__init__)
     return obj
+
+def evaluate(make):
+    return get_eval_dataloader(make)
+
+def inner_training_loop(make, is_training=True, eval_on_start=True):
+    train_dataloader = create_loader(make, is_training=True)
+    evaluated = evaluate(make) if eval_on_start else None
+    return train_dataloader, evaluated
 '''
 
 
@@ -84,3 +92,29 @@ def test_a_loader_built_from_another_takes_its_site_and_a_wrapper_of_its_constru
     line = here() + 1
     wrapped = lib.wrapped(Loader)  # Lightning's wrapper of __init__ holds the loader: no builder
     assert wrapped.where.site.endswith(f"test_sites.py:{line}") and wrapped.where.built_by == ()
+
+
+def test_a_framework_s_eval_loader_built_inside_its_training_loop_keeps_its_split_and_not_the_train_loader_s() -> None:
+    """HF Trainer's shape: ``_inner_training_loop`` holds the train loader, then evaluates (``eval_on_start``):
+    the eval loader, built in ``get_eval_dataloader``, is the val split at the user's call, never filed under the
+    enclosing frame's train loader."""
+    lib = library()
+    line = here() + 1
+    train, evaluated = lib.inner_training_loop(Loader)
+    assert train.where.split == "train" and evaluated.where.split == "val"
+    assert evaluated.where.site.endswith(f"test_sites.py:{line}") and train.where.site == evaluated.where.site
+    assert evaluated.where.built_by[0] == "fakelib.data:get_eval_dataloader"
+    shard = lib.prepare(evaluated, Loader)  # accelerate's prepare of the eval loader: its split, its site
+    assert shard.where.split == "val" and shard.where.site == evaluated.where.site
+
+
+def test_a_user_s_own_folder_named_torch_is_the_user_s(tmp_path: Any) -> None:
+    """A frame is torch's only when its file is under the installed torch: the user's ``torch/`` folder (a
+    checkout, a package of their own of that name) is where their loader is built."""
+    mine = tmp_path / "torch" / "data.py"
+    mine.parent.mkdir()
+    mine.write_text("def make(cls):\n    return cls()\n")
+    module = types.ModuleType("mine")
+    exec(compile(mine.read_text(), str(mine), "exec"), module.__dict__)
+    made = module.make(Loader)
+    assert made.where.site.endswith("torch/data.py:2") and made.where.built_by == ()

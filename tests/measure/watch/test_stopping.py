@@ -7,10 +7,13 @@ import os
 import time
 from pathlib import Path
 
+import pytest
+
 from dataprof.measure.watch.meeting import FolderMeeting
 from dataprof.measure.watch.ranks import RankFailures
+from dataprof.measure.watch.settings import WatchSettings
 from dataprof.measure.watch.stopping import Stopper
-from dataprof.measure.watch.watcher import WatchSettings, _overdue
+from dataprof.measure.watch.watcher import _overdue
 
 
 class FakeProc:
@@ -29,34 +32,49 @@ class FakeProc:
         self.sent.append(signal.Signals(sig).name)
 
 
-def stepped(written: list[int | None], seconds: float) -> list[tuple[float, str]]:
-    """The signals a Stopper sends over ``seconds`` of a fake clock, with the bytes written read in turn."""
+def stepped(written: list[dict[str, int] | None], seconds: float, write_grace_s: float = 30.0,
+            ends_at: float | None = None) -> tuple[list[tuple[float, str]], Stopper]:
+    """The signals a Stopper sends over ``seconds`` of a fake clock (the process ending by itself at ``ends_at``),
+    with the files open for writing read in turn, and the Stopper."""
     now = [0.0]
     proc = FakeProc()
     reads = iter(written)
-    stopper = Stopper(proc, clock=lambda: now[0], grace_s=5.0, write_grace_s=30.0,
+    stopper = Stopper(proc, clock=lambda: now[0], grace_s=5.0, write_grace_s=write_grace_s,
                       written=lambda pid: next(reads, written[-1]))
     stopper.start()
-    sent: list[tuple[float, str]] = [(0.0, proc.sent[0])]
+    sent: list[tuple[float, str]] = [(0.0, name) for name in proc.sent]
     while now[0] < seconds:
         now[0] += 0.5
+        if ends_at is not None and now[0] >= ends_at:
+            proc.returncode = 0
         before = len(proc.sent)
         stopper.poll()
         sent += [(now[0], name) for name in proc.sent[before:]]
-    return sent
+    return sent, stopper
 
 
 def test_an_overstaying_script_gets_sigint_then_sigterm_then_sigkill() -> None:
-    assert stepped([100], 20.0) == [(0.0, "SIGINT"), (5.0, "SIGTERM"), (10.0, "SIGKILL")]
+    assert stepped([{}], 20.0)[0] == [(0.0, "SIGINT"), (5.0, "SIGTERM"), (10.0, "SIGKILL")]
+    assert stepped([None], 20.0)[0] == [(0.0, "SIGINT"), (5.0, "SIGTERM"), (10.0, "SIGKILL")]  # nothing said: macOS
 
 
-def test_sigkill_waits_while_the_script_is_still_writing_but_not_for_ever() -> None:
-    growing = [100, 200, 300, 400, 400]  # a checkpoint written for 3 s after SIGTERM's grace, then done
-    sent = stepped(growing, 20.0)
-    assert sent[:2] == [(0.0, "SIGINT"), (5.0, "SIGTERM")] and sent[2][1] == "SIGKILL" and 12.0 <= sent[2][0] <= 15.0
-    endless = list(range(0, 10_000, 10))  # writes without end: killed once the write grace is spent
-    assert stepped(endless, 60.0)[-1] == (40.0, "SIGKILL")
-    assert stepped([None], 20.0)[-1] == (10.0, "SIGKILL")  # no io counters (macOS): the plain grace
+def test_no_signal_lands_while_a_file_the_script_writes_is_growing_within_a_stated_bound() -> None:
+    """A ``finally: torch.save(...)`` still writing the user's checkpoint when the run's time is up: no signal
+    until the file stops growing; one that writes without end is signalled once the bound is spent, and says
+    which file was cut."""
+    checkpoint = [{"ckpt.pt": size} for size in range(0, 16_000_000, 1_000_000)] + [{}]  # 16 looks, then closed
+    sent, stopper = stepped(checkpoint, 40.0, ends_at=16.0)
+    assert sent == [] and stopper.cut is None  # it finished writing and ended by itself: never signalled
+    sent, stopper = stepped(checkpoint, 60.0)
+    assert sent[0][1] == "SIGINT" and 20.0 <= sent[0][0] <= 22.0  # a grace after the write is done
+    assert [name for _, name in sent] == ["SIGINT", "SIGTERM", "SIGKILL"] and stopper.said() == \
+        "ended by SIGINT, then SIGTERM, then SIGKILL"
+    idle = stepped([{"train.log": 10}], 20.0)[0]  # open for writing, not growing: one look more, then the signal
+    assert idle[0] == (1.0, "SIGINT")
+    endless = [{"run.log": size} for size in range(0, 100_000, 10)]
+    sent, stopper = stepped(endless, 60.0, write_grace_s=30.0)
+    assert sent[0] == (31.0, "SIGINT") and stopper.cut == "run.log"  # 30 s from the growth first seen
+    assert "a signal landed while run.log was still being written: the 30 s the signals wait" in stopper.said()
 
 
 def test_a_rank_whose_script_failed_ends_the_others_and_a_stale_mark_does_not(tmp_path: Path) -> None:
@@ -82,3 +100,18 @@ def test_a_run_past_its_limit_names_a_tmpdir_too_long_for_its_loader_workers_soc
         "did not end within its limit of 30 s"
     assert _overdue(WatchSettings(target="train.py", limit_s=30.0, env={"TMPDIR": deep}), 29.0, {}, None) is None
 
+
+
+@pytest.mark.slow
+def test_a_checkpoint_written_in_finally_after_the_window_is_left_whole(tmp_path: Path) -> None:
+    """The run's end reaches the script at a batch boundary; its ``finally:`` then writes a 20 MB checkpoint over
+    4 s, longer than the second the watch gives it after its window: the signals wait, and the file is whole."""
+    from dataprof.measure.watch.watcher import watch
+
+    checkpoint = tmp_path / "ckpt.pt"
+    settings = WatchSettings(target="tests/fixtures/trial_script.py", cwd=os.getcwd(),
+                             args=("--checkpoint", str(checkpoint), "--save-seconds", "4", "--epochs", "1000"),
+                             seconds=1.0, seconds_from_first_batch=True, after_window_s=1.0, limit_s=120.0,
+                             interactive=False, training=(None, None))
+    report = watch(settings)
+    assert checkpoint.stat().st_size == 20 << 20 and report.stopped is None and report.exit_code == 0

@@ -337,3 +337,33 @@ def test_the_thread_pipeline_dataprof_builds_itself_is_not_overridden() -> None:
     finally:
         restore()
     assert recorder.overridden == 0 and built.nodes[0].num_workers == 2  # the thread config it was given
+
+
+def test_under_tune_an_evaluation_first_neither_opens_nor_ends_the_window() -> None:
+    """A script that validates before it trains (a resumed run checking its checkpoint, HF's ``eval_on_start``):
+    its validation batches, asked for under ``no_grad``, are not the training's; the window (``--trial-steps``,
+    ``--trial-seconds`` from the first batch) counts the training loader's batches only."""
+    import torch
+
+    now = [0.0]
+    sink = Sink()
+    recorder = Recorder(sink, max_steps=5, seconds=2.0, clock=lambda: now[0],  # type: ignore[arg-type]
+                        from_first_batch=True, training={"site": None, "split": None})
+    module = types.SimpleNamespace(DataLoader=type("DataLoader", (FakeLoader,), {}))
+    patch_dataloader(module, recorder)  # type: ignore[arg-type]
+    val = module.DataLoader([[i] for i in range(40)])
+    train = module.DataLoader([[i] for i in range(40)])
+    with torch.no_grad():
+        checked = [batch for batch in val for _ in [now.__setitem__(0, now[0] + 1.0)]]  # 40 s of validation
+    assert len(checked) == 40 and recorder.ended is None and recorder.deadline is None
+    assert not any(m["ev"] == "window_open" for m in sink.sent)
+    taken = []
+    with pytest.raises(BaseException, match="--max-steps 5"):
+        for batch in train:
+            taken.append(batch)
+            now[0] += 0.1
+    assert len(taken) == 5 and recorder.deadline == 40.0 + 2.0  # from the training's first batch
+    assert [m["ev"] for m in sink.sent].count("window_open") == 1
+    named = Recorder(Sink(), max_steps=3, seconds=None, training={"site": "t.py:9", "split": "train"})  # type: ignore[arg-type]
+    named.loaders = {0: {"site": "t.py:9", "split": "val"}, 1: {"site": "t.py:9", "split": "train"}}
+    assert not named.counts(0) and named.counts(1)  # HF builds both at one line: the split tells them apart

@@ -1,0 +1,199 @@
+"""The noise model of ``dataprof tune``'s runs (pure): runs grouped by config, put on the script's pace where the
+machine drifted, one run's noise pooled from the configs run more than once, and the range of one config's rate
+over another's at that noise: what the answer (``answer``) and the search (``search``) compare configs by."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+from collections.abc import Sequence
+from typing import Any
+
+from dataprof.results.knobs import KnobValues
+from dataprof.results.tune import TuneTrial
+
+NOISE_FLOOR = 0.03
+"""The least relative noise a run of a training is taken to have (a few runs alone say little of it)."""
+AS_FAST = 0.05
+"""How much slower than the script's own config a recommended config may be shown to be, at most: the equivalence
+bound of "no slower than yours"."""
+NEAR_BEST = 0.10
+"""How much slower than any other config run a recommended config may be shown to be, at most: the equivalence
+bound of "as fast as the fastest"."""
+T95 = {1: 6.314, 2: 2.920, 3: 2.353, 4: 2.132, 5: 2.015, 6: 1.943, 7: 1.895, 8: 1.860, 9: 1.833, 10: 1.812,
+       12: 1.782, 15: 1.753, 20: 1.725, 30: 1.697, 60: 1.671}
+"""Student's t at 95%, one-sided, by degrees of freedom (1.645 past them: the noise known)."""
+
+
+def confidence(freedom: int) -> float:
+    """How many of its bands a ratio's range reaches either side when the noise was pooled over ``freedom``
+    degrees of freedom: Student's t at 95% one-sided (a noise judged from few runs may be judged low: its bound
+    widens), the nearest fewer tabled (:data:`T95`)."""
+    if freedom < 1:
+        return T95[1]
+    return next((T95[df] for df in sorted(T95, reverse=True) if df <= freedom), T95[1]) if freedom <= 60 else 1.645
+MIN_RUNS = 2
+"""Runs a config other than the script's own needs before it is recommended."""
+
+Key = tuple[tuple[str, Any], ...]
+Runs = list[tuple[int, TuneTrial]]
+HEADSPACE: Key = (("", "headspace"),)
+"""The key the headspace's runs are pooled under (their noise is the machine's too)."""
+
+
+def key(config: KnobValues, node_knobs: dict[str, KnobValues] | None = None) -> Key:
+    """A config (with the knobs of its own on each node that has some) as a hashable key."""
+    nodes = tuple(sorted((node, tuple(sorted(knobs.items()))) for node, knobs in (node_knobs or {}).items()
+                         if knobs))
+    return tuple(sorted(config.items())) + ((("nodes", nodes),) if nodes else ())
+
+
+def key_of(trial: TuneTrial) -> Key:
+    """The key of a run's config, its nodes' own knobs included."""
+    return key(trial.config, trial.node_knobs)
+
+
+def rates(trials: Sequence[TuneTrial]) -> dict[Key, Runs]:
+    """The completed runs of the training with its loader (not the headspace), by config, with their indexes; each
+    run of a config other than the script's own at the script's pace at its time where that steadies them
+    (:func:`paced`)."""
+    return _by_config(paced(trials))
+
+
+def headspace_runs(trials: Sequence[TuneTrial]) -> Runs:
+    """The completed headspace runs, with their indexes, as :func:`rates` has the others."""
+    return _by_config(paced(trials), headspace=True).get(HEADSPACE, [])
+
+
+def _by_config(trials: Sequence[TuneTrial], headspace: bool = False) -> dict[Key, Runs]:
+    """The completed runs by config, with their indexes, as they are; the headspace's under :data:`HEADSPACE`
+    with ``headspace``, else left out."""
+    found: dict[Key, Runs] = {}
+    for index, trial in enumerate(trials):
+        if trial.ok and (headspace or trial.role != "headspace"):
+            found.setdefault(HEADSPACE if trial.role == "headspace" else key_of(trial), []).append((index, trial))
+    return found
+
+
+def on_pace(trials: Sequence[TuneTrial]) -> list[TuneTrial]:
+    """The runs, each but the script's own with its figures scaled by the script's median pace over its pace around
+    that run (between the script's runs before and after it, by their order; the nearest when it has them on one
+    side only). This machine's speed drifts over the minutes a tune takes (±20% here): a config run early must not
+    be judged against one run late at another speed, and the script's own runs, interleaved with the others
+    (:data:`~dataprof.decide.tune.search.YOURS_EVERY`), say how fast the machine was. As they are with fewer than
+    two runs of the script's own."""
+    mine = [(index, t.iterations_per_s) for index, t in enumerate(trials)
+            if t.role == "current" and t.ok and t.iterations_per_s]
+    if len(mine) < 2:
+        return list(trials)
+    pace = statistics.median(value for _, value in mine)
+    found = []
+    for index, trial in enumerate(trials):
+        if not trial.ok or trial.role == "current":
+            found.append(trial)
+            continue
+        before = [(i, v) for i, v in mine if i < index]
+        after = [(i, v) for i, v in mine if i > index]
+        if before and after:
+            (i0, v0), (i1, v1) = before[-1], after[0]
+            around = v0 + (v1 - v0) * (index - i0) / (i1 - i0)
+        else:
+            around = (before[-1] if before else after[0])[1]
+        scale = pace / around
+        found.append(dataclasses.replace(trial, iterations_per_s=(trial.iterations_per_s or 0.0) * scale,
+                                         samples_per_s=None if trial.samples_per_s is None else
+                                         trial.samples_per_s * scale))
+    return found
+
+
+def rate(runs: Sequence[tuple[int, TuneTrial]]) -> float:
+    """The median iterations/s of a config's runs."""
+    return statistics.median(t.iterations_per_s or 0.0 for _, t in runs)
+
+
+def paced(trials: Sequence[TuneTrial]) -> list[TuneTrial]:
+    """The runs :func:`on_pace`, where that steadies the runs of the configs run more than once (the script's own
+    apart, the headspace's in): the machine drifted slowly, and its pace is known from the script's runs; else
+    as they are (each run moves on its own, and scaling by the script's nearest runs would add their spread)."""
+    return _paced(trials)[0]
+
+
+def _paced(trials: Sequence[TuneTrial]) -> tuple[list[TuneTrial], bool]:
+    """:func:`paced`, and whether the runs were put on the script's pace."""
+    moved = on_pace(trials)
+    ours, freedom = _spread(moved, others=True)
+    theirs, _ = _spread(trials, others=True)
+    return (moved, True) if freedom and ours < theirs else (list(trials), False)
+
+
+def _spread(trials: Sequence[TuneTrial], others: bool = False) -> tuple[float, int]:
+    """The squared relative deviations of the runs of every config run more than once (the headspace's too; the
+    script's own left out with ``others``) from their config's mean, summed, and their degrees of freedom."""
+    squares, freedom = 0.0, 0
+    for runs in _by_config(trials, headspace=True).values():
+        values = [t.iterations_per_s or 0.0 for _, t in runs]
+        mean = statistics.fmean(values)
+        if len(values) < 2 or not mean or (others and runs[0][1].role == "current"):
+            continue
+        squares += sum(((v - mean) / mean) ** 2 for v in values)
+        freedom += len(values) - 1
+    return squares, freedom
+
+
+@dataclasses.dataclass(frozen=True)
+class Noise:
+    """One run's relative noise, and the degrees of freedom it was pooled over."""
+
+    relative: float
+    freedom: int = 0
+
+
+def noise_of(trials: Sequence[TuneTrial]) -> float:
+    """One run's relative noise (:func:`pooled_noise`)."""
+    return pooled_noise(trials).relative
+
+
+def pooled_noise(trials: Sequence[TuneTrial]) -> Noise:
+    """One run's relative noise, pooled from every config run more than once (the headspace's runs too), as
+    :func:`rates` has them (what drift is left in them: an upper bound): √2 × the pooled relative standard
+    deviation (for two runs of one config, their spread over their mean), at least :data:`NOISE_FLOOR`; with its
+    degrees of freedom. Runs put on the script's pace leave the script's own out: their spread is the drift the
+    pace takes out of the others (what the pace's own error adds is in the others' spread)."""
+    runs, on = _paced(trials)
+    squares, freedom = _spread(runs, others=on)
+    return Noise(NOISE_FLOOR if not freedom else max(NOISE_FLOOR, math.sqrt(2 * squares / freedom)), freedom)
+
+
+def band(noise: float, one: Sequence[tuple[int, TuneTrial]], other: Sequence[tuple[int, TuneTrial]]) -> float:
+    """How far apart the medians of two configs' runs may be by noise alone, relatively: one run's ``noise`` over
+    the square root of the fewer runs either had (the median of n runs wanders about 1/√n as far)."""
+    return noise / math.sqrt(max(1, min(len(one), len(other))))
+
+
+def bounds(noise: Noise, one: Runs, other: Runs) -> tuple[float, float]:
+    """The range of ``one``'s iterations/s over ``other``'s, less one: their ratio, less and more its
+    :func:`band` at ``noise`` times its :func:`confidence`."""
+    ratio = rate(one) / rate(other)
+    spread = confidence(noise.freedom) * band(noise.relative, one, other)
+    return ratio * max(0.0, 1 - spread) - 1, ratio * (1 + spread) - 1
+
+
+def as_fast(noise: Noise, one: Runs, other: Runs, within: float = AS_FAST) -> bool:
+    """Whether ``one``'s runs show it no slower than ``other``'s by more than ``within`` (itself is)."""
+    return one is other or bounds(noise, one, other)[0] >= -within
+
+
+def faster(noise: Noise, one: Runs, other: Runs) -> bool:
+    """Whether ``one``'s runs show it faster than ``other``'s beyond the noise."""
+    return one is not other and bounds(noise, one, other)[0] > 0
+
+
+def _label(config: KnobValues) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(config.items())) or "as the script has it"
+
+
+def label(trial: TuneTrial) -> str:
+    """A run's config in words, each node's own knobs after it (``num_workers=2; node 1: num_workers=1``)."""
+    return "; ".join([_label(trial.config), *(f"node {node}: {_label(knobs)}"
+                                              for node, knobs in sorted(trial.node_knobs.items()))])
