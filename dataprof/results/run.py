@@ -267,6 +267,8 @@ class RunReport:
     """What the watch changed in the loaders; None: the script ran as it is."""
     stderr_tail: tuple[str, ...] = ()
     """The last lines the script wrote to its stderr (its traceback's end, when it raised)."""
+    stderr_causes: tuple[str, ...] = ()
+    """Its stderr's lines, anywhere in it, that name a cause a run fails for (``results.tune.CAUSE_WORDS``)."""
     own_ranks: str | None = None
     """How the script started ranks of its own, where, and how many processes (``torch.multiprocessing.spawn at
     train.py:310, 2 processes``): they ran unwatched; None when it started none."""
@@ -304,7 +306,7 @@ class RunReport:
             "gates": [dataclasses.asdict(g) for g in self.gates],
             "ranks": [dataclasses.asdict(r) for r in self.ranks],
             "changes": None if self.changes is None else self.changes.to_dict(),
-            "stderr_tail": list(self.stderr_tail),
+            "stderr_tail": list(self.stderr_tail), "stderr_causes": list(self.stderr_causes),
             "stopped": self.stopped,
             "own_ranks": self.own_ranks,
             "rank_cause": None if self.rank_cause is None else self.rank_cause.to_dict(),
@@ -342,7 +344,7 @@ class RunReport:
             gates=tuple(GateResult(**g) for g in data.get("gates", ())),
             ranks=tuple(RankRun(**{k: v for k, v in r.items() if k in RANK_FIELDS}) for r in data.get("ranks", ())),
             changes=None if data.get("changes") is None else RunChanges.from_dict(data["changes"]),
-            stderr_tail=tuple(data.get("stderr_tail") or ()),
+            stderr_tail=tuple(data.get("stderr_tail") or ()), stderr_causes=tuple(data.get("stderr_causes") or ()),
             stopped=data.get("stopped"), own_ranks=data.get("own_ranks"),
             rank_cause=None if data.get("rank_cause") is None else RankCause.from_dict(data["rank_cause"]),
         )

@@ -11,6 +11,16 @@ from dataprof.results.document import SCHEMA_VERSION, to_json
 from dataprof.results.knobs import KnobValues, checked_knobs
 from dataprof.results.vocabulary import Kind, TrialStatus, TuneVerdict
 
+CAUSE_WORDS: dict[str, tuple[str, ...]] = {
+    "shm": ("shared memory", "/dev/shm", "bus error", "sigbus", "no space left on device"),
+    "open files": ("too many open files",),
+    "memory": ("killed by signal: killed", "out of memory", "cannot allocate memory", "sigkill"),
+    "its files": ("fileexistserror", "already exists", "file exists"),
+    "limit": ("did not end",),
+}
+"""The causes a run of the training fails for, by the words (lower case) of what says so: a line anywhere in what
+the script wrote to its stderr, or the run's error. Their explanations are ``decide/tune/causes.py``'s."""
+
 
 @dataclass(frozen=True)
 class TuneTrial:
@@ -46,6 +56,9 @@ class TuneTrial:
     every rank's together."""
     stderr_tail: tuple[str, ...] = ()
     """A failed run: the last lines the script wrote to its stderr (its traceback's end)."""
+    stderr_causes: tuple[str, ...] = ()
+    """A failed run: the lines anywhere in its stderr that name a cause of :data:`CAUSE_WORDS` (a worker's bus
+    error stands above torch's chained traceback, out of the tail)."""
     epoch_samples: int | None = None
     """The samples of the loader's first epoch that ran out in this run; None when none did."""
     warmup_wait_fraction: float | None = None
@@ -66,7 +79,8 @@ class TuneTrial:
         """A trial of the JSON document (docs/tune.md)."""
         return {**dataclasses.asdict(self), "config": self.config.to_dict(),
                 "node_knobs": {node: knobs.to_dict() for node, knobs in self.node_knobs.items()},
-                "ranks": list(self.ranks), "stderr_tail": list(self.stderr_tail)}
+                "ranks": list(self.ranks), "stderr_tail": list(self.stderr_tail),
+                "stderr_causes": list(self.stderr_causes)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TuneTrial:
@@ -74,6 +88,7 @@ class TuneTrial:
         values = _known(cls, data)
         return cls(**{**values, "config": KnobValues.read(data["config"]), "status": TrialStatus(data["status"]),
                       "ranks": tuple(data.get("ranks") or ()), "stderr_tail": tuple(data.get("stderr_tail") or ()),
+                      "stderr_causes": tuple(data.get("stderr_causes") or ()),
                       "node_knobs": {str(k): KnobValues.read(v) for k, v in (data.get("node_knobs") or {}).items()}})
 
     @property

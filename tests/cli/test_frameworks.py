@@ -90,6 +90,9 @@ def test_a_script_that_spawns_its_own_ranks_stops_tune_with_one_line_and_is_note
     error = tuned.stderr.strip().splitlines()[-1]
     assert error.startswith("error: ") and "starts ranks of its own (torch.multiprocessing.spawn at" in error
     assert "2 processes" in error and "--nproc-per-node" in error
+    one = dataprof("tune", "--budget", "1", "--no-loader-sweep", *args, "--world-size", "1", cwd=tmp_path)
+    assert one.returncode == 2 and "torch.multiprocessing.spawn at" in one.stderr  # one rank trains in a child too
+    assert "1 process)" in one.stderr.strip().splitlines()[-1]
     ran = dataprof("run", "--json", str(tmp_path / "run.json"), *args, cwd=tmp_path)
     assert ran.returncode == 0, ran.stderr
     doc = json.loads((tmp_path / "run.json").read_text())

@@ -207,3 +207,14 @@ def test_tune_under_torchrun_is_one_line_saying_it_starts_the_ranks_itself() -> 
     done = CliRunner().invoke(main, ["tune", SCRIPT], env={"RANK": "0", "WORLD_SIZE": "2"})
     assert done.exit_code == 2 and done.output.count("\n") == 1
     assert "run it outside torchrun, with --nproc-per-node" in done.output
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_a_script_that_trains_in_a_process_of_its_own_stops_tune_within_seconds_in_one_line(method: str) -> None:
+    started = time.monotonic()
+    done = dataprof_tune("--budget", "1", "--no-loader-sweep", TRIAL, "--epochs", "1000", "--in-process", method)
+    assert done.returncode == 2 and time.monotonic() - started < 60, done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith(
+        f"error: {TRIAL} starts ranks of its own (a multiprocessing.Process of its own iterating a loader at ")
+    assert "Traceback" not in done.stderr

@@ -539,3 +539,34 @@ def test_a_run_that_saw_only_an_evaluation_says_so_and_the_next_allows_longer() 
     assert bounded["startup_s"] == 300.0  # never past the first run's allowance
     assert run_limits(report(), 10.0, first_start_s=900.0)["startup_s"] == 900.0  # --startup-timeout
     assert no_training(base, None) is None and no_training(evaluating, None) is not None  # only an evaluation
+
+
+def test_the_shared_cause_is_read_from_all_the_runs_wrote_not_the_last_lines_only() -> None:
+    """A worker's bus error stands above torch's chained traceback: the stderr kept as the script wrote it keeps
+    it, wherever it stood, and the cause (/dev/shm) is named with its fix."""
+    import io
+
+    from dataprof.measure.watch.stderr import StderrTail
+    from dataprof.results.tune import CAUSE_WORDS
+
+    screen = io.StringIO()
+    tail = StderrTail(screen, words=[word for words in CAUSE_WORDS.values() for word in words])
+    tail.write("ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared "
+               "memory (shm).\n")
+    tail.write("RuntimeError: DataLoader worker (pid 812) is killed by signal: Bus error.\n")
+    for n in range(30):  # torch's chained traceback, longer than the tail
+        tail.write(f'  File "/site-packages/torch/utils/data/dataloader.py", line {n}, in _next_data\n')
+    tail.write("RuntimeError: DataLoader worker (pid(s) 812) exited unexpectedly\n")
+    assert not any("bus error" in line.lower() for line in tail.lines())  # out of the tail
+    assert len(tail.causes) == 2 and "killed by signal: Bus error" in tail.causes[1]
+    assert screen.getvalue().count("\n") == 33  # every line still reaches the terminal
+    shm = TunedLoader("train.py:41", "DataLoader", 8, {"num_workers": 0}, batch_bytes=12_000_000,
+                      shm_free_bytes=64 * 2**20)
+    failed = [dataclasses.replace(run({"num_workers": n}, None), stderr_tail=tuple(tail.lines()[-5:]),
+                                  stderr_causes=tuple(tail.causes)) for n in (2, 4)]
+    done = report(run({}, 50.0, "current"), run({}, 200.0, "headspace"), *failed, loader=shm)
+    assert done.answer is not None and "/dev/shm is too small for the batches in flight" in done.answer.reason
+    assert "--shm-size" in done.answer.reason
+    blind = [dataclasses.replace(trial, stderr_causes=()) for trial in failed]  # the last lines alone
+    unnamed = report(run({}, 50.0, "current"), run({}, 200.0, "headspace"), *blind, loader=shm)
+    assert unnamed.answer is not None and "/dev/shm" not in unnamed.answer.reason

@@ -1,12 +1,13 @@
 """Why the tried configs of ``dataprof tune`` failed, when they failed for one cause (pure): the cause named from
-the last lines the script printed, with what to change."""
+what the runs' errors say and the lines of their stderr that name one (wherever they stood), with what to
+change."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from dataprof.results.knobs import KnobValues
-from dataprof.results.tune import TunedLoader, TuneReport, TuneTrial
+from dataprof.results.tune import CAUSE_WORDS, TunedLoader, TuneReport, TuneTrial
 from dataprof.results.units import fmt_bytes
 
 Explain = Callable[[TuneTrial, TunedLoader | None], str]
@@ -24,27 +25,24 @@ def _shm(trial: TuneTrial, loader: TunedLoader | None) -> str:
             "--shm-size=2g, a Kubernetes emptyDir of medium Memory), or fewer workers or a lower prefetch_factor")
 
 
-CAUSES: tuple[tuple[str, tuple[str, ...], Explain], ...] = (
-    ("shm", ("shared memory", "/dev/shm", "bus error", "sigbus", "no space left on device"), _shm),
-    ("open files", ("too many open files",),
-     lambda trial, loader: "too many open files: raise the limit (ulimit -n) or set "
-                           "torch.multiprocessing.set_sharing_strategy('file_system')"),
-    ("memory", ("killed by signal: killed", "out of memory", "cannot allocate memory", "sigkill"),
-     lambda trial, loader: "out of memory: each worker holds its own copy of the dataset; fewer workers"),
-    ("its files", ("fileexistserror", "already exists", "file exists"),
-     lambda trial, loader: "the script refuses to write over what an earlier run wrote: give each run its own "
-                           "directory (--workdir DIR), or skip the write when DATAPROF_TRIAL is set"),
-    ("limit", ("did not end",),
-     lambda trial, loader: "the script did not end after its window (a thread or loop that never stops): see "
-                           "docs/tune.md#a-limit-on-every-run"),
-)
-"""Causes a tried config fails for, by words of what the script printed last, and what to say of each."""
+EXPLAINED: dict[str, Explain] = {
+    "shm": _shm,
+    "open files": lambda trial, loader: "too many open files: raise the limit (ulimit -n) or set "
+                                        "torch.multiprocessing.set_sharing_strategy('file_system')",
+    "memory": lambda trial, loader: "out of memory: each worker holds its own copy of the dataset; fewer workers",
+    "its files": lambda trial, loader: "the script refuses to write over what an earlier run wrote: give each run "
+                                       "its own directory (--workdir DIR), or skip the write when DATAPROF_TRIAL is "
+                                       "set",
+    "limit": lambda trial, loader: "the script did not end after its window (a thread or loop that never stops): "
+                                   "see docs/tune.md#a-limit-on-every-run",
+}
+"""What to say of each cause of :data:`~dataprof.results.tune.CAUSE_WORDS`."""
 
 
 def cause_of(trial: TuneTrial) -> str | None:
     """The name of the cause ``trial`` failed for; None when its words match none."""
-    text = " ".join((trial.error or "", *trial.stderr_tail)).lower()
-    return next((name for name, words, _ in CAUSES if any(word in text for word in words)), None)
+    text = " ".join((trial.error or "", *trial.stderr_causes, *trial.stderr_tail)).lower()
+    return next((name for name, words in CAUSE_WORDS.items() if any(word in text for word in words)), None)
 
 
 def failure_cause(report: TuneReport) -> str | None:
@@ -52,10 +50,10 @@ def failure_cause(report: TuneReport) -> str | None:
     its fix; None when they share none (or none failed)."""
     failed = [t for t in report.trials if not t.ok]
     causes = {cause_of(t) for t in failed}
-    if not failed or len(causes) != 1 or None in causes:
+    name = causes.pop() if len(causes) == 1 else None
+    if name is None:
         return None
-    name = causes.pop()
-    explain = next(explain for cause, _, explain in CAUSES if cause == name)
+    explain = EXPLAINED[name]
     settings = report.loader.settings if report.loader else KnobValues()
     least = min(failed, key=lambda t: (settings | t.config).workers or 1 << 30)
     return f"every run that failed ({len(failed)}) failed for one cause: {explain(least, report.loader)}"

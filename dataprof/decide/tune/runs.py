@@ -105,11 +105,12 @@ def trial_of(run: RunReport, config: KnobValues, role: str, site: str | None,
     if run.stopped is not None:
         return TuneTrial(config, TrialStatus.FAILED, role, error=f"the script {run.stopped}"
                          + (f"; {unseen}" if unseen else ""), stderr_tail=run.stderr_tail[-TRIAL_TAIL:],
-                         no_training=unseen is not None, **resources)
+                         stderr_causes=run.stderr_causes, no_training=unseen is not None, **resources)
     if run.ended_by is None and run.exit_code:
         tail = run.stderr_tail[-TRIAL_TAIL:]
         return TuneTrial(config, TrialStatus.FAILED, role, error=f"the script exited with code {run.exit_code}"
-                         + (f": {tail[-1]}" if tail else ""), stderr_tail=tail, **resources)
+                         + (f": {tail[-1]}" if tail else ""), stderr_tail=tail, stderr_causes=run.stderr_causes,
+                         **resources)
     loader = tuned_loader(run, site, split)
     if loader is not None and loader.knobs_lost:
         had = ", ".join(f"{k}={v}" for k, v in loader.knobs_lost.items())

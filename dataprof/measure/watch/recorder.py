@@ -3,6 +3,7 @@ parent (``measure.watch.watcher``) as JSON lines; it ends the script's loop at t
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 import weakref
@@ -10,6 +11,7 @@ from typing import Any
 
 from dataprof.measure.protocol import Channel
 from dataprof.measure.watch.changes import pipeline, streams, threads_settings
+from dataprof.measure.watch.handoff import Handoff
 from dataprof.measure.watch.ranks import RankEnd
 from dataprof.measure.watch.sites import relative
 from dataprof.results.vocabulary import Framework, WorkerKind
@@ -20,10 +22,6 @@ MAX_RECORDED = 200_000
 """Batches per loader whose timings are kept; past it, batches are counted only."""
 
 
-class WatchEnded(BaseException):
-    """Raised out of the script's loop when ``--max-steps`` or ``--seconds`` is reached: it stops the script."""
-
-
 class Recorder:
     """Every watched loader's timings, sent to the parent in batches of events."""
 
@@ -32,6 +30,10 @@ class Recorder:
                  ranks: RankEnd | None = None, from_replay: bool = False,
                  training: dict[str, Any] | None = None) -> None:
         self.channel = channel
+        self.handoff = Handoff(self)
+        """Batches a thread of the script's own hands the training through a queue: timed where it takes them."""
+        self.pid = os.getpid()
+        """The watched process (a process the script forks inherits the recorder, and records nothing)."""
         self.training = training
         """Where the window counts only the training's batches (``tune``): those of the loader at ``site`` (of
         ``split``) when it is named, else those of a loader its framework names the training split, or of no named

@@ -31,11 +31,19 @@ from dataprof.measure.forked import PR_SET_PDEATHSIG, prctl
 from dataprof.measure.protocol import Channel
 from dataprof.measure.watch.changes import Changes, Replay, lost_knobs, overridden, override_nodes, thread_epoch
 from dataprof.measure.watch.factory import loader_factory, still_running
-from dataprof.measure.watch.launchers import SPAWN_MODULE, OwnRanks, watch_spawns, watch_subprocesses
+from dataprof.measure.watch.handoff import WatchEnded, quiet_thread_ends
+from dataprof.measure.watch.launchers import (
+    SPAWN_MODULE,
+    OwnRanks,
+    watch_processes,
+    watch_spawns,
+    watch_subprocesses,
+)
 from dataprof.measure.watch.ranks import RankEnd
-from dataprof.measure.watch.recorder import Recorder, WatchEnded
+from dataprof.measure.watch.recorder import Recorder
 from dataprof.measure.watch.sites import HOME_ENV, origin
 from dataprof.measure.watch.stderr import StderrTail
+from dataprof.results.tune import CAUSE_WORDS
 
 _MAIN_STOPPED = threading.Event()
 
@@ -69,7 +77,8 @@ class WatchedIterator:
 
     def __next__(self) -> Any:
         if self._recorder.ended is not None:
-            _stop_main_thread()
+            if self._number not in self._recorder.handoff.consumed:  # else the training stops where it takes them
+                _stop_main_thread()
             raise WatchEnded(self._recorder.ended)
         start = self._recorder.clock()
         try:
@@ -87,7 +96,10 @@ class WatchedIterator:
                                          "first_batch_s": arrived - self._created,
                                          "workers": [w.pid for w in getattr(self._inner, "_workers", ())],
                                          **({"batch_bytes": footprint(batch)["bytes"]} if self._epoch == 1 else {})})
-        self._recorder.batch(self._number, self._epoch, self._index, arrived - start, step, batch_size_of(batch))
+        size = batch_size_of(batch)
+        if threading.current_thread() is threading.main_thread() or \
+                not self._recorder.handoff.produced(self._number, self._epoch, self._index, batch, size):
+            self._recorder.batch(self._number, self._epoch, self._index, arrived - start, step, size)
         self._index += 1
         self._returned = arrived
         return batch
@@ -132,6 +144,8 @@ def patch_dataloader(module: ModuleType, recorder: Recorder, changes: Changes | 
             self.__dict__["_dataprof_asked"] = changes.knobs
 
     def __iter__(self: Any) -> Any:
+        if os.getpid() != recorder.pid:  # a process of the script's own, forked: its loaders are not watched here
+            return original_iter(self)
         created = recorder.clock()
         number = self.__dict__.get("_dataprof_loader")
         if number is None:
@@ -221,9 +235,12 @@ def main(argv: list[str]) -> int:
         recorder.channel.send({"ev": "own_ranks", "how": how, "processes": processes, "site": site})
 
     watch_subprocesses(target, mode == "module", launched, own_ranks)
+    watch_processes(fd, own_ranks)
     patch_loader_modules(lambda module: patch_dataloader(module, recorder, changes))
     patch_loader_modules(lambda module: watch_spawns(module, launched, own_ranks), (SPAWN_MODULE,))
-    tail = StderrTail.install()
+    recorder.handoff.install()
+    quiet_thread_ends()
+    tail = StderrTail.install(word for words in CAUSE_WORDS.values() for word in words)
     code = 0
     try:
         run(mode, target, args)
@@ -246,7 +263,8 @@ def main(argv: list[str]) -> int:
         if changes.knobs:
             recorder.channel.send({"ev": "overridden", "loaders": recorder.overridden,
                                    "lost": {str(n): knobs for n, knobs in recorder.lost.items()}})
-        recorder.channel.send({"ev": "exit", "code": code, "stderr_tail": tail.lines() if code else []})
+        recorder.channel.send({"ev": "exit", "code": code, "stderr_tail": tail.lines() if code else [],
+                               "stderr_causes": tail.causes if code else []})
     return code
 
 

@@ -36,6 +36,8 @@ from dataprof.version import __version__
 
 EXIT_GRACE_S = 10.0
 """After Ctrl-C, how long the script has to end before it is killed."""
+OWN_RANKS_GRACE_S = 2.0
+"""How long a script whose own process stopped at its loader (``tune``) has to end by itself before it is ended."""
 LEFTOVER_GRACE_S = 5.0
 """How long processes the script left behind (DataLoader workers) have to end once it exited."""
 
@@ -107,6 +109,7 @@ class Collector:
         elif kind == "ended":
             self.outcome["ended"] = event["why"]
         elif kind == "own_ranks":
+            self.outcome.setdefault("own_ranks_at", time.monotonic())
             self.outcome.setdefault("own_ranks", f"{event['how']} at {event['site']}, {event['processes']} "
                                                  f"process{'es' if event['processes'] > 1 else ''}")
         elif kind == "replayed":
@@ -119,6 +122,7 @@ class Collector:
         elif kind == "exit":
             self.outcome["code"] = event["code"]
             self.outcome["stderr_tail"] = tuple(event.get("stderr_tail") or ())
+            self.outcome["stderr_causes"] = tuple(event.get("stderr_causes") or ())
             self.marks.mark_window_end()
 
     def _framework(self) -> str:
@@ -141,7 +145,8 @@ class Collector:
             ended_by=interrupted or self.outcome.get("ended"), complete=interrupted is None,
             notes=_gpu_note(self.outcome) + ((f"killed what the script left running: {', '.join(killed)}",)
                                              if killed else ()),
-            stderr_tail=self.outcome.get("stderr_tail", ()), stopped=stopped, own_ranks=self.outcome.get("own_ranks"))
+            stderr_tail=self.outcome.get("stderr_tail", ()), stderr_causes=self.outcome.get("stderr_causes", ()),
+            stopped=stopped, own_ranks=self.outcome.get("own_ranks"))
 
 
 def watch(settings: WatchSettings, clock: Callable[[], float] = time.monotonic) -> RunReport:
@@ -226,6 +231,9 @@ def _overdue(settings: WatchSettings, elapsed_s: float, outcome: dict[str, Any],
             return (f"did not reach its training's first batch within its limit of {settings.limit_s:.0f} s (a "
                     f"start-up allowance of {settings.startup_s:.0f} s; --startup-timeout sets the first run's)")
         return f"did not end within its limit of {settings.limit_s:.0f} s" + (f" ({cause})" if cause else "")
+    if settings.stop_own_ranks and "own_ranks" in outcome and "ended" not in outcome \
+            and time.monotonic() - outcome["own_ranks_at"] > OWN_RANKS_GRACE_S:
+        return "started ranks of its own"  # a process of its own iterates the loader, and the script waits on it
     window_end = outcome.get("window_end")
     if settings.after_window_s is not None and window_end is not None \
             and time.monotonic() - window_end > settings.after_window_s:

@@ -115,3 +115,24 @@ def test_a_checkpoint_written_in_finally_after_the_window_is_left_whole(tmp_path
                              interactive=False, training=(None, None))
     report = watch(settings)
     assert checkpoint.stat().st_size == 20 << 20 and report.stopped is None and report.exit_code == 0
+
+
+@pytest.mark.slow
+def test_a_loader_a_thread_of_the_script_prefetches_is_timed_where_the_training_takes_it_and_ends_quietly(
+        capfd: pytest.CaptureFixture[str]) -> None:
+    """``BackgroundGenerator``'s shape: a thread iterates the loader (10 ms a batch) into a queue the training
+    takes from (5 ms a step). The training waits about half of each iteration there, where the thread waits for
+    the loader all the time; the run's end reaches the training at a batch, and the thread says nothing."""
+    from dataprof.measure.watch.watcher import watch
+
+    settings = WatchSettings(target="tests/fixtures/trial_script.py", cwd=os.getcwd(), interactive=False,
+                             args=("--prefetch-thread", "--load-ms", "10", "--step-ms", "5", "--epochs", "1000"),
+                             seconds=2.0, seconds_from_first_batch=True, after_window_s=10.0, limit_s=120.0,
+                             training=(None, None))
+    report = watch(settings)
+    err = capfd.readouterr().err
+    assert report.stopped is None and report.exit_code == 0 and report.ended_by == "--seconds reached", err
+    assert "Traceback" not in err and "Exception in thread" not in err
+    loader = report.loaders[0]
+    assert loader.data_wait_fraction is not None and 0.2 < loader.data_wait_fraction < 0.8
+    assert loader.step_ms is not None and loader.step_ms["p50"] > 4.0  # the training's step, not the thread's put
