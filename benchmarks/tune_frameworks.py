@@ -18,7 +18,15 @@ config the script's options cannot set (threads, pinning) has no hand-timed rate
 loader's workers as the script's user set them (``--val-workers``), as tune's runs do: tune sets the training
 loader's knobs only (the HF script's one ``dataloader_num_workers`` sets both).
 
+Each script runs in ``--variants``: ``plain``; ``eval-first``, evaluating before it trains for longer than a window
+(HF's ``eval_on_start``, Lightning's ``trainer.validate`` before ``fit``, the ImageNet shape and timm validating
+first), where every run of tune's must leave the evaluation loader's knobs as the script sets them (each script logs
+them at each evaluation); ``drift``, each process's speed scaled at random by 0.8-1.25 (``benchmarks/_drift``), hand
+runs too. Per script and variant it says whether the answer is right: the pick no slower than the script's own
+config beyond 5% by hand and within 10% of the best by hand, or "cannot tell".
+
     python benchmarks/tune_frameworks.py [--scripts imagenet,lightning,hf,timm] [--rounds 2] [--budget 150]
+        [--variants plain,eval-first,drift]
 """
 
 from __future__ import annotations
@@ -73,6 +81,26 @@ SCRIPTS = {
 }
 START_WORKERS = {"imagenet": 4, "lightning": 1, "hf": 0, "timm": 4}
 """Each script's own ``num_workers`` as tuned: what its user set."""
+EVAL_FIRST = {"imagenet": ["--eval-first", "3", "--val-images", "256"], "lightning": ["--eval-first", "12"],
+              "hf": ["--eval-first", "12"], "timm": ["--eval-first", "4"]}
+"""Each script's options to evaluate before it trains, for longer than a window here."""
+DRIFT = {"DATAPROF_BENCH_DRIFT": "0.8,1.25"}
+"""The ``drift`` variant's environment: each process's speed drawn in 0.8-1.25 (``benchmarks/_drift``)."""
+VAL_LINE = re.compile(r"^val loader: (.*)$", re.MULTILINE)
+"""What the scripts log of their evaluation loader's knobs at each evaluation."""
+
+
+def variant_env(variant: str) -> dict[str, str]:
+    """The environment the variant's processes run in (this one's, for the drift with its site hook first)."""
+    if variant != "drift":
+        return dict(os.environ)
+    path = os.pathsep.join(p for p in (str(ROOT / "benchmarks" / "_drift"), os.environ.get("PYTHONPATH")) if p)
+    return {**os.environ, **DRIFT, "PYTHONPATH": path}
+
+
+def variant_args(name: str, variant: str) -> list[str]:
+    """The script's own options in the variant."""
+    return EVAL_FIRST[name] if variant == "eval-first" else []
 
 
 def options(script: Script, config: dict[str, Any], settings: dict[str, Any]) -> list[str] | None:
@@ -98,23 +126,26 @@ def options(script: Script, config: dict[str, Any], settings: dict[str, Any]) ->
     return args
 
 
-def tune(script: Script, name: str, budget: float, seconds: float, work: Path) -> dict[str, Any]:
-    """``dataprof tune`` of the script; its document."""
+def tune(script: Script, name: str, variant: str, budget: float, seconds: float,
+         work: Path) -> tuple[dict[str, Any], list[str]]:
+    """``dataprof tune`` of the script; its document, and the evaluation loader's knobs each evaluation logged."""
     out = work / f"{name}.json"
     command = [sys.executable, "-m", "dataprof", "tune", "--budget", str(budget), "--trial-seconds", str(seconds),
                "--workdir", str(work / f"{name}-runs"), "--json", str(out), str(ROOT / script.path), "--epochs",
-               "1000", script.workers, str(START_WORKERS[name])]
-    done = subprocess.run(command, cwd=work, capture_output=True, text=True, timeout=3600)
+               "1000", script.workers, str(START_WORKERS[name]), *variant_args(name, variant)]
+    done = subprocess.run(command, cwd=work, capture_output=True, text=True, timeout=3600, env=variant_env(variant))
     if not out.exists():
         raise SystemExit(f"{name}: tune wrote no document (exit {done.returncode}): {done.stderr[-2000:]}")
-    return json.loads(out.read_text())
+    return json.loads(out.read_text()), VAL_LINE.findall(done.stdout)
 
 
-def by_hand(script: Script, args: list[str], epochs: int, work: Path) -> float | None:
+def by_hand(script: Script, args: list[str], epochs: int, work: Path, variant: str = "plain",
+            name: str = "") -> float | None:
     """The script run as it is, in a fresh process: its steps per second over the epochs after the first, from
     its own log (each epoch's steps over its training time, its end and the next one's start included)."""
-    done = subprocess.run([sys.executable, str(ROOT / script.path), "--epochs", str(epochs), *args], cwd=work,
-                          capture_output=True, text=True, timeout=900)
+    done = subprocess.run([sys.executable, str(ROOT / script.path), "--epochs", str(epochs), *args,
+                           *variant_args(name, variant)], cwd=work, capture_output=True, text=True, timeout=900,
+                          env=variant_env(variant))
     epochs = [(int(match.group(1)), float(match.group(2))) for line in done.stdout.splitlines()
               if (match := EPOCH.search(line))][1:]
     steps, took = sum(n for n, _ in epochs), sum(t for _, t in epochs)
@@ -122,7 +153,7 @@ def by_hand(script: Script, args: list[str], epochs: int, work: Path) -> float |
 
 
 def as_tune_runs_it(script: Script, doc: dict[str, Any], config: dict[str, Any], name: str, seconds: float,
-                    work: Path) -> float | None:
+                    work: Path, variant: str = "plain") -> float | None:
     """The config as one of tune's runs makes it (the script watched with the knobs set where its tuned loader is
     built, a window of ``seconds`` from its first batch, its options as tune found them), now, beside its
     hand-timed run: tune's own runs came minutes before, and the machine drifts."""
@@ -133,10 +164,13 @@ def as_tune_runs_it(script: Script, doc: dict[str, Any], config: dict[str, Any],
     knobs = {k: v for k, v in config.items() if doc["loader"]["settings"].get(k) != v}
     site, split = doc["loader"]["site"], doc["loader"].get("split")
     os.chdir(work)  # the sites are named from where tune ran, as its document names them
-    run = watch(WatchSettings(target=str(ROOT / script.path), module=False, cwd=str(work), seconds=seconds,
-                              seconds_from_first_batch=True, interactive=False,
-                              args=("--epochs", "1000", script.workers, str(START_WORKERS[name])),
-                              changes=RunChanges(knobs, None, site, split=split) if knobs else None))
+    settings = WatchSettings(target=str(ROOT / script.path), module=False, cwd=str(work), seconds=seconds,
+                             seconds_from_first_batch=True, interactive=False, training=(site, split),
+                             args=("--epochs", "1000", script.workers, str(START_WORKERS[name]),
+                                   *variant_args(name, variant)),
+                             changes=RunChanges(knobs, None, site, split=split) if knobs else None,
+                             env={k: v for k, v in variant_env(variant).items() if os.environ.get(k) != v})
+    run = watch(settings)
     loaders = [loader for loader in run.loaders if loader.site == site and loader.split == split]
     return loaders[0].iterations_per_s if loaders else None
 
@@ -151,10 +185,10 @@ def label(config: dict[str, Any]) -> str:
                                                                         "persistent_workers", "worker_kind"))
 
 
-def measure(name: str, script: Script, rounds: int, budget: float, seconds: float) -> dict[str, Any]:
-    """Tune one script, time its configs by hand, and print the comparison."""
-    work = Path(tempfile.mkdtemp(prefix=f"dataprof-bench-{name}-"))
-    doc = tune(script, name, budget, seconds, work)
+def measure(name: str, script: Script, variant: str, rounds: int, budget: float, seconds: float) -> dict[str, Any]:
+    """Tune one script in one variant, time its configs by hand, and print the comparison."""
+    work = Path(tempfile.mkdtemp(prefix=f"dataprof-bench-{name}-{variant}-"))
+    doc, evaluated = tune(script, name, variant, budget, seconds, work)
     runs: dict[str, list[float]] = {}
     configs: dict[str, dict[str, Any]] = {}
     for trial in doc["trials"]:
@@ -176,15 +210,20 @@ def measure(name: str, script: Script, rounds: int, budget: float, seconds: floa
             args = options(script, config, doc["loader"]["settings"])
             if args is not None and script.val_workers:
                 args += [script.val_workers, str(START_WORKERS[name])]
-            rate = by_hand(script, args, epochs, work) if args is not None else None
+            rate = by_hand(script, args, epochs, work, variant, name) if args is not None else None
             if rate is not None:
                 hand.setdefault(key, {})[round_] = rate
-            beside = as_tune_runs_it(script, doc, config, name, seconds, work)
+            beside = as_tune_runs_it(script, doc, config, name, seconds, work, variant)
             if beside is not None:
                 trial.setdefault(key, []).append(beside)
     pick = None if doc["recommended"] is None else label({**doc["loader"]["settings"], **doc["recommended"]["config"]})
     best = max(hand, key=lambda key: statistics.median(hand[key].values())) if hand else None
-    print(f"\n{name}: {script.path} (tune picked {pick or 'nothing'}; {epochs} epochs by hand, {rounds} rounds)")
+    print(f"\n{name} ({variant}): {script.path} (tune: {doc.get('verdict')}, picked {pick or 'nothing'}; {epochs} "
+          f"epochs by hand, {rounds} rounds)")
+    if variant == "eval-first":
+        kinds = sorted(set(evaluated))
+        print(f"the evaluation loader in tune's runs, at {len(evaluated)} evaluations: {' | '.join(kinds) or 'none'}"
+              f" ({'unchanged' if len(kinds) == 1 else 'CHANGED'})")
     print(f"{'config':<62} {'search':>7} {'trial':>7} {'hand':>7} {'trial error':>11}")
     errors = []
     for key in configs:
@@ -198,10 +237,17 @@ def measure(name: str, script: Script, rounds: int, budget: float, seconds: floa
         print(f"{key + mark:<62} {tuned or float('nan'):>7.2f} {beside or float('nan'):>7.2f} "
               f"{truth or float('nan'):>7.2f} {'' if error is None else f'{error:+.1%}':>11}")
     short = held = None
+    own = label({**doc["loader"]["settings"]})
     if pick in hand and best is not None:
         short = statistics.median(hand[pick].values()) / statistics.median(hand[best].values()) - 1
-        print(f"pick against the best by hand ({best}): {short:+.1%} (goal: within -5%)")
+        mine = statistics.median(hand[pick].values()) / statistics.median(hand[own].values()) - 1 \
+            if own in hand else None
+        print(f"pick against the best by hand ({best}): {short:+.1%} (goal: within -10%); against yours: "
+              f"{'?' if mine is None else f'{mine:+.1%}'} (goal: within -5%): "
+              f"{'right' if short >= -0.10 and (mine is None or mine >= -0.05) else 'WRONG'}")
         held = held_out(hand, pick)
+    elif doc.get("verdict") == "cannot_tell":
+        print(f"cannot tell: {doc['reason']}")
     if held is not None:
         chosen, ratios = held
         print(f"held out: the best on the even rounds ({chosen}); the pick against it on the odd rounds, round by "
@@ -209,7 +255,7 @@ def measure(name: str, script: Script, rounds: int, budget: float, seconds: floa
     if errors:
         print(f"the trial (as tune runs it, beside the hand run) against the hand-timed: {min(errors):+.1%} … "
               f"{max(errors):+.1%} (goal: within 10%)")
-    return {"pick": pick, "best": best, "pick_vs_best": short, "errors": errors,
+    return {"pick": pick, "best": best, "pick_vs_best": short, "errors": errors, "verdict": doc.get("verdict"),
             "held_out": None if held is None else statistics.median(held[1]) - 1}
 
 
@@ -231,13 +277,15 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--budget", type=float, default=150.0)
     parser.add_argument("--trial-seconds", type=float, default=4.0)
+    parser.add_argument("--variants", default="plain", help="plain, eval-first, drift (comma-separated)")
     opts = parser.parse_args()
     for name in opts.scripts.split(","):
         script = SCRIPTS[name]
         if script.package and importlib.util.find_spec(script.package) is None:
             print(f"{name}: {script.package} is not installed: skipped")
             continue
-        measure(name, script, opts.rounds, opts.budget, opts.trial_seconds)
+        for variant in opts.variants.split(","):
+            measure(name, script, variant, opts.rounds, opts.budget, opts.trial_seconds)
     return 0
 
 

@@ -70,6 +70,12 @@ class StepTimes(TrainerCallback):
         print(f"train epoch {state.epoch:.0f}: {self.steps} steps in {time.perf_counter() - self.started:.4f} s",
               flush=True)
 
+    def on_evaluate(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        loader = kwargs.get("eval_dataloader")
+        if loader is not None:
+            print(f"val loader: num_workers={loader.num_workers} prefetch_factor={loader.prefetch_factor} "
+                  f"persistent_workers={loader.persistent_workers}", flush=True)
+
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -80,15 +86,17 @@ def main() -> int:
     parser.add_argument("--output-dir", default="hf_out")
     parser.add_argument("--prefetch-factor", type=int, default=None, help="batches each worker loads ahead")
     parser.add_argument("--persistent-workers", action="store_true", help="keep the workers between epochs")
+    parser.add_argument("--eval-first", type=int, default=0, metavar="K",
+                        help="evaluate before training (eval_on_start), over K times the evaluation set")
     opts = parser.parse_args()
     args = TrainingArguments(output_dir=opts.output_dir, num_train_epochs=opts.epochs,
                              per_device_train_batch_size=opts.batch_size, per_device_eval_batch_size=opts.batch_size,
                              dataloader_num_workers=opts.workers, dataloader_prefetch_factor=opts.prefetch_factor,
                              dataloader_persistent_workers=opts.persistent_workers and opts.workers > 0,
-                             eval_strategy="epoch", save_strategy="epoch",
+                             eval_strategy="epoch", save_strategy="epoch", eval_on_start=opts.eval_first > 0,
                              logging_steps=10, report_to=[], use_cpu=True, disable_tqdm=True, learning_rate=0.05)
     trainer = Trainer(model=Classifier(), args=args, train_dataset=Pixels(opts.images),
-                      eval_dataset=Pixels(opts.images // 4), callbacks=[StepTimes()])
+                      eval_dataset=Pixels(opts.images // 4 * max(1, opts.eval_first)), callbacks=[StepTimes()])
     trainer.train()
     return 0
 

@@ -46,7 +46,9 @@ def train(loader: DataLoader, model: nn.Module, criterion: nn.Module, optimizer:
 
 
 def validate(loader: DataLoader, model: nn.Module, criterion: nn.Module) -> float:
-    """The validation loss, under ``no_grad``."""
+    """The validation loss, under ``no_grad`` (its loader's knobs said first)."""
+    print(f"val loader: num_workers={loader.num_workers} prefetch_factor={loader.prefetch_factor} "
+          f"persistent_workers={loader.persistent_workers}", flush=True)
     model.eval()
     total, seen = 0.0, 0
     with torch.no_grad():
@@ -80,6 +82,8 @@ def options() -> argparse.Namespace:
     parser.add_argument("-p", "--print-freq", type=int, default=1)
     parser.add_argument("--prefetch-factor", type=int, default=None, help="batches each worker loads ahead")
     parser.add_argument("--persistent-workers", action="store_true", help="keep the workers between epochs")
+    parser.add_argument("--eval-first", type=int, default=0, metavar="K",
+                        help="validate K times before training (a resumed run checking its checkpoint)")
     parser.add_argument("--multiprocessing-distributed", action="store_true",
                         help="spawn --world-size ranks here (gloo on CPU), each with its share of the data")
     parser.add_argument("--world-size", type=int, default=2)
@@ -108,6 +112,8 @@ def main_worker(rank: int, opts: argparse.Namespace) -> None:
         model = nn.parallel.DistributedDataParallel(model)
     criterion = nn.CrossEntropyLoss()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    for _ in range(opts.eval_first):
+        print(f" * Val loss {validate(val_loader, model, criterion):.3f}", flush=True)
     for epoch in range(opts.epochs):
         if sampler is not None:
             sampler.set_epoch(epoch)

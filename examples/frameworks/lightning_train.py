@@ -71,6 +71,9 @@ class Classifier(L.LightningModule):
 class StepTimes(L.Callback):
     """Print each training step's own time (data included, the validation between epochs left out)."""
 
+    def __init__(self) -> None:
+        self.last, self.took, self.steps = time.perf_counter(), 0.0, 0
+
     def on_train_epoch_start(self, trainer: L.Trainer, module: L.LightningModule) -> None:
         self.last = time.perf_counter()
         self.took, self.steps = 0.0, 0
@@ -82,6 +85,9 @@ class StepTimes(L.Callback):
         self.took, self.steps, self.last = self.took + now - self.last, self.steps + 1, now
 
     def on_validation_start(self, trainer: L.Trainer, module: L.LightningModule) -> None:
+        loader = trainer.val_dataloaders
+        print(f"val loader: num_workers={loader.num_workers} prefetch_factor={loader.prefetch_factor} "
+              f"persistent_workers={loader.persistent_workers}", flush=True)
         if not trainer.sanity_checking and self.steps:  # the epoch's training is over: its validation apart
             print(f"train epoch {trainer.current_epoch}: {self.steps} steps in {self.took:.4f} s", flush=True)
             self.steps = 0
@@ -95,11 +101,16 @@ def main() -> int:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--images", type=int, default=256)
     parser.add_argument("--prefetch-factor", type=int, default=None, help="batches each worker loads ahead")
+    parser.add_argument("--eval-first", type=int, default=0, metavar="K",
+                        help="validate K times before fitting (trainer.validate: a resumed run checking its model)")
     opts = parser.parse_args()
     trainer = L.Trainer(max_epochs=opts.epochs, accelerator="cpu", devices=1, enable_progress_bar=False,
                         enable_model_summary=False, callbacks=[StepTimes()], log_every_n_steps=1)
-    trainer.fit(Classifier(), datamodule=Images(opts.workers, opts.batch_size, opts.images,
-                                                prefetch_factor=opts.prefetch_factor, val_workers=opts.val_workers))
+    model, data = Classifier(), Images(opts.workers, opts.batch_size, opts.images, prefetch_factor=opts.prefetch_factor,
+                                       val_workers=opts.val_workers)
+    for _ in range(opts.eval_first):
+        trainer.validate(model, datamodule=data, verbose=False)
+    trainer.fit(model, datamodule=data)
     return 0
 
 

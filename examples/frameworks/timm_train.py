@@ -13,6 +13,7 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 from timm.data import create_dataset, create_loader
@@ -34,6 +35,16 @@ def image_folder(images: int, size: int) -> Path:
     return root
 
 
+def evaluate(model: nn.Module, loader: Any, loss_fn: nn.Module, when: str) -> None:
+    """The evaluation loss under ``no_grad``, its loader's knobs said first."""
+    print(f"val loader: num_workers={loader.num_workers} prefetch_factor={loader.prefetch_factor} "
+          f"persistent_workers={loader.persistent_workers}", flush=True)
+    model.eval()
+    with torch.no_grad():
+        losses = [loss_fn(model(images), labels).item() for images, labels in loader]
+    print(f"Eval: {when} loss {sum(losses) / max(len(losses), 1):.3f}", flush=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--epochs", type=int, default=2)
@@ -44,6 +55,8 @@ def main() -> int:
     parser.add_argument("--size", type=int, default=96)
     parser.add_argument("--input-size", type=int, default=64)
     parser.add_argument("--no-persistent-workers", action="store_true", help="start the workers each epoch")
+    parser.add_argument("--eval-first", type=int, default=0, metavar="K",
+                        help="evaluate K times before training (a resumed run checking its checkpoint)")
     opts = parser.parse_args()
     root = image_folder(opts.images, opts.size)
     device = torch.device("cpu")
@@ -58,6 +71,8 @@ def main() -> int:
     model = TinyCNN(CLASSES)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
+    for _ in range(opts.eval_first):
+        evaluate(model, loader_eval, loss_fn, "start")
     for epoch in range(opts.epochs):
         model.train()
         started = last = time.perf_counter()
@@ -71,10 +86,7 @@ def main() -> int:
                   flush=True)
             last = now
         print(f"train epoch {epoch}: {len(loader_train)} steps in {time.perf_counter() - started:.4f} s", flush=True)
-        model.eval()
-        with torch.no_grad():
-            losses = [loss_fn(model(images), labels).item() for images, labels in loader_eval]
-        print(f"Eval: {epoch} loss {sum(losses) / max(len(losses), 1):.3f}", flush=True)
+        evaluate(model, loader_eval, loss_fn, str(epoch))
         torch.save({"epoch": epoch, "state_dict": model.state_dict()}, "last.pth.tar")
     return 0
 

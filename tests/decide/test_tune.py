@@ -570,3 +570,18 @@ def test_the_shared_cause_is_read_from_all_the_runs_wrote_not_the_last_lines_onl
     blind = [dataclasses.replace(trial, stderr_causes=()) for trial in failed]  # the last lines alone
     unnamed = report(run({}, 50.0, "current"), run({}, 200.0, "headspace"), *blind, loader=shm)
     assert unnamed.answer is not None and "/dev/shm" not in unnamed.answer.reason
+
+
+def test_the_budget_is_a_budget_no_run_starts_that_would_end_past_it_and_confirmations_come_first() -> None:
+    from dataprof.decide.tune import runs_left
+
+    timed = [dataclasses.replace(t, wall_s=10.0) for t in (run({}, 50.0, "current"), run({}, 200.0, "headspace"),
+                                                             run({}, 51.0, "current"), run({}, 200.0, "headspace"),
+                                                             run({"num_workers": 2}, 90.0))]
+    done = report(*timed)
+    assert runs_left(done, 55.0, 60.0) == 0 and runs_left(done, 45.0, 60.0) == 1 and runs_left(done, 30.0, 60.0) == 3
+    assert runs_left(report(), 0.0, 60.0) == 1 and runs_left(report(), 61.0, 60.0) == 0
+    # w2 leads, run once: with room for two runs only, yours then w2 again, before anything else is tried
+    assert next_run(done, 2) == ({}, "current")
+    assert next_run(report(*timed, run({}, 50.0, "current")), 1) == ({"num_workers": 2}, "candidate")
+    assert next_run(done, 10) == ({"num_workers": 4}, "candidate")  # room to climb

@@ -26,8 +26,8 @@ Files = dict[str, int]
 
 
 def files_being_written(pid: int) -> Files | None:
-    """The regular files the process ``pid`` and its descendants hold open for writing, with their sizes now;
-    None where the system does not say (``open_files`` unsupported), or once the process is gone."""
+    """The regular files the process ``pid`` and its descendants hold open for writing (not as their stdout or
+    stderr), with their sizes now; None where the system does not say, or once the process is gone."""
     import psutil
 
     try:
@@ -38,8 +38,8 @@ def files_being_written(pid: int) -> Files | None:
                 opened = proc.open_files()
             except (psutil.Error, NotImplementedError):
                 continue
-            for item in opened:
-                if getattr(item, "mode", "w") in WRITE_MODES:
+            for item in opened:  # its stdout and stderr (a log file under nohup, Slurm) are not a save
+                if getattr(item, "mode", "w") in WRITE_MODES and getattr(item, "fd", -1) not in (0, 1, 2):
                     try:
                         found[item.path] = os.stat(item.path).st_size
                     except OSError:

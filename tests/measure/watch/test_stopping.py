@@ -101,6 +101,30 @@ def test_a_run_past_its_limit_names_a_tmpdir_too_long_for_its_loader_workers_soc
     assert _overdue(WatchSettings(target="train.py", limit_s=30.0, env={"TMPDIR": deep}), 29.0, {}, None) is None
 
 
+def test_a_run_that_never_reached_its_training_names_the_start_up_allowance_that_ran_out() -> None:
+    allowed = WatchSettings(target="train.py", limit_s=360.0, startup_s=300.0, env={"TMPDIR": "/tmp"})
+    assert _overdue(allowed, 361.0, {}, None) == ("did not reach its training's first batch within its limit of "
+                                                  "360 s (a start-up allowance of 300 s; --startup-timeout sets "
+                                                  "the first run's)")
+    assert _overdue(allowed, 361.0, {"window_open": 12.0}, None) == "did not end within its limit of 360 s"
+
+
+def test_a_module_run_elsewhere_is_found_where_the_user_is(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``tune -m pkg.train --workdir DIR``: each run runs in DIR/run-N, and the module is where the user is."""
+    from dataprof.errors import TargetError
+    from dataprof.measure.watch.settings import check_target
+
+    (tmp_path / "mypkg").mkdir()
+    (tmp_path / "mypkg" / "__init__.py").write_text("")
+    (tmp_path / "mypkg" / "train.py").write_text("")
+    run_dir = tmp_path / "runs" / "run-1"
+    run_dir.mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    check_target(WatchSettings(target="mypkg.train", module=True, cwd=str(run_dir)))
+    with pytest.raises(TargetError, match="-m mypkg.nothing: no module of that name"):
+        check_target(WatchSettings(target="mypkg.nothing", module=True, cwd=str(run_dir)))
+
+
 
 @pytest.mark.slow
 def test_a_checkpoint_written_in_finally_after_the_window_is_left_whole(tmp_path: Path) -> None:
