@@ -114,15 +114,15 @@ def test_a_module_run_elsewhere_is_found_where_the_user_is(tmp_path: Path, monke
     from dataprof.errors import TargetError
     from dataprof.measure.watch.settings import check_target
 
-    (tmp_path / "mypkg").mkdir()
-    (tmp_path / "mypkg" / "__init__.py").write_text("")
-    (tmp_path / "mypkg" / "train.py").write_text("")
+    (tmp_path / "workdir_pkg").mkdir()
+    (tmp_path / "workdir_pkg" / "__init__.py").write_text("")
+    (tmp_path / "workdir_pkg" / "train.py").write_text("")
     run_dir = tmp_path / "runs" / "run-1"
     run_dir.mkdir(parents=True)
     monkeypatch.chdir(tmp_path)
-    check_target(WatchSettings(target="mypkg.train", module=True, cwd=str(run_dir)))
-    with pytest.raises(TargetError, match="-m mypkg.nothing: no module of that name"):
-        check_target(WatchSettings(target="mypkg.nothing", module=True, cwd=str(run_dir)))
+    check_target(WatchSettings(target="workdir_pkg.train", module=True, cwd=str(run_dir)))
+    with pytest.raises(TargetError, match="-m workdir_pkg.nothing: no module of that name"):
+        check_target(WatchSettings(target="workdir_pkg.nothing", module=True, cwd=str(run_dir)))
 
 
 
