@@ -585,3 +585,19 @@ def test_the_budget_is_a_budget_no_run_starts_that_would_end_past_it_and_confirm
     assert next_run(done, 2) == ({}, "current")
     assert next_run(report(*timed, run({}, 50.0, "current")), 1) == ({"num_workers": 2}, "candidate")
     assert next_run(done, 10) == ({"num_workers": 4}, "candidate")  # room to climb
+
+
+def test_on_threads_only_the_knobs_a_thread_loader_has_are_tried() -> None:
+    """``persistent_workers`` (or a start method) on top of threads would be no change: the thread pipeline has no
+    such knob, and a recommendation would ask for an edit that does nothing."""
+    threaded = TunedLoader("train.py:41", "DataLoader", 8, {"num_workers": 0, "persistent_workers": False},
+                           threads="torchdata.nodes", start_methods=("fork", "spawn"))
+    runs = [run({}, 8.0, "current"), run({}, 25.0, "headspace"), run({}, 8.2, "current"), run({}, 25.0, "headspace"),
+            run({"num_workers": 2, "worker_kind": "thread"}, 14.0), run({"num_workers": 2, "worker_kind": "thread"}, 14.2)]
+    tried = []
+    done = report(*runs, loader=threaded)
+    while (step := next_run(done)) is not None and len(tried) < 12:
+        tried.append(dict(step[0]))
+        done = report(*done.trials, run(step[0], 14.0 if step[0].get("worker_kind") else 8.1, step[1]), loader=threaded)
+    assert not [config for config in tried if config.get("worker_kind") and
+                ("persistent_workers" in config or "multiprocessing_context" in config)], tried

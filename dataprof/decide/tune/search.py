@@ -20,6 +20,7 @@ from dataprof.decide.tune.noise import MIN_RUNS, Key, Runs, band, key, key_of, r
 from dataprof.results.knobs import KnobValues
 from dataprof.results.registry import REGISTRY, Knob
 from dataprof.results.tune import TuneReport, TuneTrial
+from dataprof.results.vocabulary import WorkerKind
 
 CLIMB_TOP = 64
 """Worker counts past this are not tried."""
@@ -298,16 +299,19 @@ def _refined(config: KnobValues, report: TuneReport) -> bool:
 
 def _refinement(report: TuneReport, seen: set[Key]) -> KnobValues | None:
     """The first of :func:`refinements` no run has set its own way yet, on top of the config leading so far,
-    when that has workers and the knob has a value to try there; None when none is left."""
+    when that has workers and the knob has a value to try there (on threads, a knob a thread loader has); None
+    when none is left."""
     assert report.answer is not None and report.answer.leading is not None and report.loader is not None
     base = report.trials[report.answer.leading].config
     settings = report.loader.settings | base
     if not settings.workers:
         return None
+    threads = settings.get("worker_kind") == WorkerKind.THREAD
     for record in refinements():
         knob = record.name
-        if any(_refined(KnobValues({knob: t.config[knob]}), report) for t in report.trials if knob in t.config):
-            continue
+        if (threads and not record.threads and record.name != "worker_kind") or \
+                any(_refined(KnobValues({knob: t.config[knob]}), report) for t in report.trials if knob in t.config):
+            continue  # a knob a thread loader does not have is no change on threads
         assert record.refine is not None
         value = record.refine(settings.get(knob), report.loader)
         config = _as_changed(base | {knob: value}, report.loader.settings)
