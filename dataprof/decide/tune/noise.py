@@ -19,7 +19,7 @@ AS_FAST = 0.05
 """How much slower than the script's own config a recommended config may be shown to be, at most: the equivalence
 bound of "no slower than yours"."""
 NEAR_BEST = 0.10
-"""How much slower than any other config run a recommended config may be shown to be, at most: the equivalence
+"""How much slower than the fastest config a recommended config may be shown to be, at most: the equivalence
 bound of "as fast as the fastest"."""
 T95 = {1: 6.314, 2: 2.920, 3: 2.353, 4: 2.132, 5: 2.015, 6: 1.943, 7: 1.895, 8: 1.860, 9: 1.833, 10: 1.812,
        12: 1.782, 15: 1.753, 20: 1.725, 30: 1.697, 60: 1.671}
