@@ -74,6 +74,8 @@ class Choice:
     chosen: Runs | None
     fastest: Runs
     why: str
+    once: Runs | None = None
+    """A config run once, faster than the one chosen beyond the noise, that the reason names."""
 
 
 def choose(usable: Sequence[Runs], mine: Runs, noise: Noise, settings: KnobValues, nnodes: int = 1) -> Choice:
@@ -99,7 +101,7 @@ def choose(usable: Sequence[Runs], mine: Runs, noise: Noise, settings: KnobValue
     chosen = min(shown, key=lambda runs: (cost(runs, settings, nnodes), runs is not mine))
     once = _beyond(noise, chosen, usable)
     if once is not None:
-        return Choice(None, fastest, _cannot_tell(chosen, mine, noise, once))
+        return Choice(None, fastest, _cannot_tell(chosen, mine, noise, once), once)
     return Choice(chosen, fastest, _reason(chosen, fastest, mine, noise, settings, nnodes))
 
 
@@ -172,9 +174,12 @@ def decide_tune(report: TuneReport) -> TuneReport:
     if blocked:
         reason += "; not recommended: " + "; ".join(sorted(blocked.values())[:2])
     reason += _capped(report, leading, settings)
-    if choice.chosen is not leading and len(leading) < MIN_RUNS:
-        reason += (f"; {label(leading[0][1])} ran once at {rate(leading) / base - 1:+.0%}: not confirmed "
-                   "by a second run (a larger --budget runs it again)")
+    against = choice.chosen or choice.fastest
+    ahead = max((runs for runs in usable if len(runs) < MIN_RUNS and rate(runs) > rate(against)), key=rate,
+                default=None)
+    if ahead is not None and ahead is not choice.once:  # faster on its one run: what a second run could change
+        reason += (f"; {label(ahead[0][1])} ran once at {rate(ahead) / base - 1:+.0%}: not confirmed by a second "
+                   "run (a larger --budget runs it again)")
     swept = _swept(report, by_config)
     ranked = sorted(by_config.values(), key=rate, reverse=True)
     chosen = choice.chosen
