@@ -594,8 +594,9 @@ def test_on_threads_only_the_knobs_a_thread_loader_has_are_tried() -> None:
     such knob, and a recommendation would ask for an edit that does nothing."""
     threaded = TunedLoader("train.py:41", "DataLoader", 8, {"num_workers": 0, "persistent_workers": False},
                            threads="torchdata.nodes", start_methods=("fork", "spawn"))
+    threads = {"num_workers": 2, "worker_kind": "thread"}
     runs = [run({}, 8.0, "current"), run({}, 25.0, "headspace"), run({}, 8.2, "current"), run({}, 25.0, "headspace"),
-            run({"num_workers": 2, "worker_kind": "thread"}, 14.0), run({"num_workers": 2, "worker_kind": "thread"}, 14.2)]
+            run(threads, 14.0), run(threads, 14.2)]
     tried = []
     done = report(*runs, loader=threaded)
     while (step := next_run(done)) is not None and len(tried) < 12:
