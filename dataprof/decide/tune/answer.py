@@ -4,8 +4,8 @@ tell" when the runs cannot show an answer right, none without a comparison.
 Configs are compared through the range of one's rate over another's at the runs' noise (``noise``), and an answer
 must be shown, not merely not refuted: a config is recommended only when its range shows it no slower than the
 script's own config by more than :data:`~dataprof.decide.tune.noise.AS_FAST`, and no slower than the fastest
-config run twice by more than :data:`~dataprof.decide.tune.noise.NEAR_BEST` (equivalence bounds), and no config
-run once ran faster than it beyond the noise; among those the cheapest wins: the fewest workers, then the least
+config run twice, and each config run once whose run beat it, by more than
+:data:`~dataprof.decide.tune.noise.NEAR_BEST` (equivalence bounds); among those the cheapest wins: the fewest workers, then the least
 prefetch, the fewest knobs changed, the least memory. Threads in place of the script's worker processes ask for
 new code: they are recommended only when faster beyond the noise than every config of processes, never as
 cheaper. When nothing is shown, the answer is "cannot tell" with the range measured. A config is recommended only
@@ -75,14 +75,14 @@ class Choice:
     fastest: Runs
     why: str
     once: Runs | None = None
-    """A config run once, faster than the one chosen beyond the noise, that the reason names."""
+    """A config run once, that beat the fastest, that the reason names."""
 
 
 def choose(usable: Sequence[Runs], mine: Runs, noise: Noise, settings: KnobValues, nnodes: int = 1) -> Choice:
     """The config the runs show right: among the configs of processes (the script's own kind) run twice or more,
-    the cheapest shown no slower than the script's own (:func:`as_fast`) and near the fastest of them
-    (:data:`NEAR_BEST`); threads in their place only when shown faster than that fastest; None when none is shown,
-    or when a config run once is shown faster than the one chosen (cannot tell)."""
+    the cheapest shown no slower than the script's own (:func:`as_fast`) and near (:data:`NEAR_BEST`) the fastest
+    of them and each config run once that beat it; threads in their place only when shown faster than every
+    config of processes; None when none is shown (cannot tell)."""
     kept = [runs for runs in usable if not asks_code(runs, settings)]
     eligible = [runs for runs in kept if runs is mine or len(runs) >= MIN_RUNS]
     fastest = max(eligible, key=rate)
@@ -95,49 +95,48 @@ def choose(usable: Sequence[Runs], mine: Runs, noise: Noise, settings: KnobValue
         low, _ = bounds(noise, best, processes)
         return Choice(best, fastest, f"threads in place of your worker processes, faster beyond the noise than the "
                                      f"fastest config of processes ({label(processes[0][1])}: at least {low:+.0%})")
-    shown = [runs for runs in eligible if as_fast(noise, runs, mine) and as_fast(noise, runs, fastest, NEAR_BEST)]
+    shown = [runs for runs in eligible if as_fast(noise, runs, mine) and not _above(noise, runs, fastest, kept)]
     if not shown:
-        return Choice(None, fastest, _cannot_tell(fastest, mine, noise, None))
+        above = _above(noise, fastest, fastest, kept)
+        once = None if not as_fast(noise, fastest, mine) or not above else max(above, key=rate)
+        return Choice(None, fastest, _cannot_tell(fastest, mine, noise, once), once)
     chosen = min(shown, key=lambda runs: (cost(runs, settings, nnodes), runs is not mine))
-    once = _beyond(noise, chosen, usable)
-    if once is not None:
-        return Choice(None, fastest, _cannot_tell(chosen, mine, noise, once), once)
     return Choice(chosen, fastest, _reason(chosen, fastest, mine, noise, settings, nnodes))
 
 
-def _beyond(noise: Noise, chosen: Runs, usable: Sequence[Runs]) -> Runs | None:
-    """The fastest config run once whose run is faster than ``chosen``'s beyond the noise: not confirmed, it may
-    be the best; None when there is none."""
-    ahead = [runs for runs in usable if len(runs) < MIN_RUNS and faster(noise, runs, chosen)]
-    return max(ahead, key=rate) if ahead else None
+def _above(noise: Noise, runs: Runs, fastest: Runs, kept: Sequence[Runs]) -> list[Runs]:
+    """The configs ``runs`` is not shown near (:data:`NEAR_BEST`) that may be the best: the fastest run twice, and
+    each run once whose run was as fast as its median or faster (one run that beat it, unconfirmed)."""
+    return [other for other in kept if other is not runs
+            and (other is fastest or (len(other) < MIN_RUNS and rate(other) >= rate(runs)))
+            and not as_fast(noise, runs, other, NEAR_BEST)]
 
 
 def unsettled(report: TuneReport) -> list[Runs]:
-    """While the runs cannot tell: the fastest config of processes run twice or more and what it is not shown as
-    fast as (the script's own), or a config run once shown faster than the one chosen, and that one: the runs that
-    more runs of would settle the answer; none once it is settled."""
+    """While the runs cannot tell: the fastest config of processes run twice or more, and what it is not shown as
+    fast as (the script's own, a config run once that beat it): the runs that more runs of would settle the
+    answer; none once it is settled."""
     if report.answer is None or report.answer.verdict != TuneVerdict.CANNOT_TELL or report.loader is None:
         return []
     noise = pooled_noise(report.trials)
     by_config = rates(report.trials)
     mine = by_config[key_of(report.by_role("current")[0])]
-    usable = list(by_config.values())
-    kept = [runs for runs in usable if not asks_code(runs, report.loader.settings)]
+    kept = [runs for runs in by_config.values() if not asks_code(runs, report.loader.settings)]
     fastest = max((runs for runs in kept if runs is mine or len(runs) >= MIN_RUNS), key=rate)
     if not as_fast(noise, fastest, mine):
         return [fastest, mine]
-    once = _beyond(noise, fastest, usable)
-    return [fastest] if once is None else [once, fastest]
+    return [fastest, *_above(noise, fastest, fastest, kept)]
 
 
 def _cannot_tell(fastest: Runs, mine: Runs, noise: Noise, once: Runs | None) -> str:
-    """Why no config is shown right: the fastest run twice against the script's own (or a config run once that
-    is faster than it beyond the noise), with its range, and what would settle it."""
+    """Why no config is shown right: the fastest run twice against the script's own, or a config run once that
+    beat it against it, with its range, and what would settle it."""
     one, other = (fastest, mine) if once is None else (once, fastest)
     low, high = bounds(noise, one, other)
-    named = label(one[0][1]) + (" (run once)" if len(one) == 1 else "")
+    named = ("yours" if one is mine else label(one[0][1])) + (" (run once)" if len(one) == 1 else "")
     against = "yours" if other is mine else label(other[0][1])
-    unshown = "shown no slower than yours by 5% and near the fastest" if once is None else "confirmed"
+    unshown = "shown no slower than yours by 5% and near the fastest" if once is None else \
+        "confirmed near what ran faster once"
     return (f"cannot tell on this machine: {named} ran {rate(one) / rate(other) - 1:+.0%} against {against} "
             f"({low:+.0%} to {high:+.0%} at a noise of ±{noise.relative:.0%} a run, {len(one)} and {len(other)} "
             f"runs): no config is {unshown}; more runs (a larger --budget), longer runs (--trial-seconds) or a "
