@@ -5,12 +5,12 @@ Configs are compared through the range of one's rate over another's at the runs'
 must be shown, not merely not refuted: a config is recommended only when its range shows it no slower than the
 script's own config by more than :data:`~dataprof.decide.tune.noise.AS_FAST`, and no slower than the fastest
 config run twice, and each config run once whose run beat it, by more than
-:data:`~dataprof.decide.tune.noise.NEAR_BEST` (equivalence bounds); among those the cheapest wins: the fewest workers, then the least
-prefetch, the fewest knobs changed, the least memory. Threads in place of the script's worker processes ask for
-new code: they are recommended only when faster beyond the noise than every config of processes, never as
-cheaper. When nothing is shown, the answer is "cannot tell" with the range measured. A config is recommended only
-once it has :data:`~dataprof.decide.tune.noise.MIN_RUNS` runs (the script's own needs no more than it has): one
-lucky run wins nothing."""
+:data:`~dataprof.decide.tune.noise.NEAR_BEST` (equivalence bounds); among those the cheapest wins: the fewest
+workers, then the least prefetch, the fewest knobs changed, the least memory. Threads in place of the script's
+worker processes ask for new code: they are recommended only when faster beyond the noise than every config of
+processes, never as cheaper. When nothing is shown, the answer is "cannot tell" with the range measured. A config
+is recommended only once it has :data:`~dataprof.decide.tune.noise.MIN_RUNS` runs (the script's own needs no more
+than it has): one lucky run wins nothing."""
 
 from __future__ import annotations
 
