@@ -30,15 +30,20 @@ from dataprof.measure.watch.meeting import (
     ALIVE_EVERY_S,
     ALIVE_KEY,
     CONNECT_S,
+    END_KEY,
+    FAILED_KEY,
+    REPORT_KEY,
     Meeting,
     exchange_dir,
     meeting_of,
 )
-from dataprof.measure.watch.ranks import END_KEY, FAILED_KEY, REPORT_KEY, SILENT_S, RankFailures
+from dataprof.measure.watch.ranks import SILENT_S, RankFailures
 from dataprof.measure.watch.settings import WatchSettings
 from dataprof.measure.watch.watcher import watch
 from dataprof.results.environment import NodeJob, RankInfo
+from dataprof.results.knobs import LoaderConfig
 from dataprof.results.run import RankRun, RunReport
+from dataprof.results.trial import TrialResult
 
 
 def rank_from_env(env: Mapping[str, str] = os.environ) -> RankInfo | None:
@@ -103,25 +108,24 @@ class Coordinator:
         except RuntimeError as exc:  # gloo's own (DistBackendError is one): a peer's connection closed, a timeout
             raise _lost(exc) from exc
 
-    def broadcast(self, value: Any) -> Any:
-        """Rank 0's ``value``, on every rank."""
-        box = [value if self.leader else None]
-        self._collective(self.dist.broadcast_object_list, box, src=0)
-        return box[0]
+    def broadcast(self, config: LoaderConfig | None) -> LoaderConfig | None:
+        """Rank 0's ``config`` (None: the sweep ends), on every rank."""
+        said = self._broadcast_json(None if config is None or not self.leader else config.to_dict())
+        return None if said is None else LoaderConfig.from_dict(said)
 
-    def gather(self, value: Any) -> list[Any] | None:
-        """Every rank's ``value`` in rank order, on rank 0 (None elsewhere)."""
-        out: list[Any] | None = [None] * self.info.world_size if self.leader else None
-        self._collective(self.dist.gather_object, value, out, dst=0)
-        return out
+    def gather(self, result: TrialResult) -> list[tuple[RankInfo, TrialResult]] | None:
+        """Every rank's place and ``result`` in rank order, on rank 0 (None elsewhere)."""
+        said = self._gather_json({"info": dataclasses.asdict(self.info), "result": result.to_dict(),
+                                  "batch_marks": list(result.epochs.batch_marks)})  # the JSON leaves them out
+        return None if said is None else [(RankInfo(**one["info"]), TrialResult.from_dict(one["result"]).replaced(
+            batch_marks=tuple(int(mark) for mark in one["batch_marks"]))) for one in said]
 
     def agree(self, error: str | None) -> bool:
         """Every rank says whether its dataset loaded (``error``: why not). A rank that loaded raises
         TargetError naming the first rank that did not; a rank that did not goes on to raise its own error.
         Returns whether rank 0 reports this rank's error: its own is the same, or it names this rank
         (:attr:`reported_by_rank_0` says so on ranks other than 0)."""
-        errors: list[Any] = [None] * self.info.world_size
-        self._collective(self.dist.all_gather_object, errors, error)
+        errors = [str(said) if said is not None else None for said in self._all_gather_json(error)]
         failed = [(rank, message) for rank, message in enumerate(errors) if message]
         if failed and error is None:
             rank, message = failed[0]
@@ -130,6 +134,49 @@ class Coordinator:
         reported = error is not None and (errors[0] == error or (errors[0] is None and failed[0][0] == self.info.rank))
         self.reported_by_rank_0 = reported and not self.leader
         return reported
+
+    def _broadcast_json(self, value: Any) -> Any:
+        """Rank 0's ``value`` as JSON bytes in a tensor: what ranks exchange is data, never unpickled."""
+        import torch
+
+        data = json.dumps(value).encode() if self.leader else b""
+        size = torch.tensor([len(data)], dtype=torch.int64)
+        self._collective(self.dist.broadcast, size, src=0)
+        payload = torch.frombuffer(bytearray(data), dtype=torch.uint8) if self.leader \
+            else torch.empty(int(size.item()), dtype=torch.uint8)
+        self._collective(self.dist.broadcast, payload, src=0)
+        return json.loads(bytes(payload.tolist()))
+
+    def _sizes_and_payload(self, value: Any) -> tuple[list[int], Any]:
+        import torch
+
+        data = json.dumps(value).encode()
+        sizes = [torch.zeros(1, dtype=torch.int64) for _ in range(self.info.world_size)]
+        self._collective(self.dist.all_gather, sizes, torch.tensor([len(data)], dtype=torch.int64))
+        lengths = [int(size.item()) for size in sizes]
+        payload = torch.zeros(max(lengths), dtype=torch.uint8)
+        payload[:len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+        return lengths, payload
+
+    def _gather_json(self, value: Any) -> list[Any] | None:
+        """Every rank's ``value`` (JSON) in rank order, on rank 0 (None elsewhere)."""
+        import torch
+
+        lengths, payload = self._sizes_and_payload(value)
+        out = [torch.zeros_like(payload) for _ in lengths] if self.leader else None
+        self._collective(self.dist.gather, payload, out, dst=0)
+        if out is None:
+            return None
+        return [json.loads(bytes(one[:n].tolist())) for one, n in zip(out, lengths, strict=True)]
+
+    def _all_gather_json(self, value: Any) -> list[Any]:
+        """Every rank's ``value`` (JSON) in rank order, on every rank."""
+        import torch
+
+        lengths, payload = self._sizes_and_payload(value)
+        out = [torch.zeros_like(payload) for _ in lengths]
+        self._collective(self.dist.all_gather, out, payload)
+        return [json.loads(bytes(one[:n].tolist())) for one, n in zip(out, lengths, strict=True)]
 
     def barrier(self) -> None:
         """Wait until every rank reaches this point (each trial starts on all ranks at once)."""

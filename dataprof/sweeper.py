@@ -345,5 +345,5 @@ def on_every_rank(coordinator: Coordinator, runner: Any, config: LoaderConfig) -
     """Every rank measures ``config`` at once (a barrier opens the trial); rank 0 gets the aggregate."""
     coordinator.barrier()
     result = runner.measure(config)
-    gathered = coordinator.gather((coordinator.info, result))
+    gathered = coordinator.gather(result)
     return aggregate_ranks(gathered) if gathered is not None else None

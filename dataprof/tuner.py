@@ -156,7 +156,7 @@ class _Tuning:
                                  training=(self.site, self.split),
                                  env={"DATAPROF_TRIAL": "1", "DATAPROF_TRIAL_ROLE": role,
                                       "DATAPROF_TRIAL_INDEX": str(number)},
-                                 interactive=False, stop_own_ranks=True, peers_gone=False,  # its launch watches nodes
+                                 interactive=False, stop_own_ranks=True, end_with_job=True,
                                  **run_limits(self.report, self.trial_seconds, self.startup_s))
         run_id = f"dataprof-tune-{uuid.uuid4()}"
         if self.nodes is not None:

@@ -208,10 +208,10 @@ def test_a_collective_that_fails_for_a_rank_gone_says_so_in_one_line() -> None:
 
     coordinator = object.__new__(Coordinator)  # a group whose peer is gone: every collective fails
     coordinator.info = RankInfo(rank=0, world_size=2, local_rank=0, local_world_size=1, node=0, host="h")
-    coordinator.dist = SimpleNamespace(broadcast_object_list=closed, gather_object=closed, barrier=closed,
-                                       all_gather_object=closed)
-    for collective in (lambda: coordinator.broadcast(1), lambda: coordinator.gather(1), coordinator.barrier,
-                       lambda: coordinator.agree(None)):
+    coordinator.dist = SimpleNamespace(broadcast=closed, gather=closed, barrier=closed, all_gather=closed)
+    result = SimpleNamespace(to_dict=dict)
+    for collective in (lambda: coordinator.broadcast(None), lambda: coordinator.gather(result),  # type: ignore[arg-type]
+                       coordinator.barrier, lambda: coordinator.agree(None)):
         with pytest.raises(RankLost) as lost:
             collective()
         assert lost.value.message == "a rank left the sweep's group (gloo: Connection closed by peer " \
@@ -313,8 +313,8 @@ def test_rank_0_gathers_every_ranks_figures_and_names_a_missing_one(tmp_path: Pa
 
 def test_rank_0_stops_waiting_for_a_rank_gone_silent_and_says_so(tmp_path: Path) -> None:
     from dataprof.distributed import gather_runs
-    from dataprof.measure.watch.meeting import FolderMeeting
-    from dataprof.measure.watch.ranks import ALIVE_KEY, SILENT_S
+    from dataprof.measure.watch.meeting import ALIVE_KEY, FolderMeeting
+    from dataprof.measure.watch.ranks import SILENT_S
     from dataprof.results.environment import RankInfo
 
     job = tmp_path / "job"
@@ -343,3 +343,26 @@ def test_a_rank_0_stopped_by_sigterm_across_nodes_is_an_interrupted_run(monkeypa
     monkeypatch.setattr("dataprof.distributed.launch_ranks", lambda *args, **kwargs: Launched(0, values={0: None}))
     job = NodeJob(2, 0, "127.0.0.1", 29500)
     assert watch_ranks(WatchSettings(target="train.py"), 1, job, "run-a") is None
+
+
+def test_the_sweep_s_ranks_exchange_json_and_read_it_back_as_their_records(monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    from dataprof.distributed import Coordinator
+    from dataprof.results.knobs import LoaderConfig
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", str(port))
+    info = RankInfo(rank=0, world_size=1, host="h")
+    coordinator = Coordinator(info, timeout_s=10)
+    try:
+        config = LoaderConfig(num_workers=4, pin_memory=True, prefetch_factor=2, persistent_workers=True)
+        assert coordinator.broadcast(config) == config and coordinator.broadcast(None) is None
+        result = TrialResult.from_dict(ok(512.0).to_dict()).replaced(batch_marks=(7, 11))  # not in the JSON
+        assert coordinator.gather(result) == [(info, result)]
+        assert coordinator.agree(None) is False
+    finally:
+        coordinator.close()

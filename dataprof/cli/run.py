@@ -60,7 +60,7 @@ def run(module: bool, max_steps: int | None, seconds: float | None, override: st
     from dataprof.decide.gates import RunGates, evaluate_run
     from dataprof.decide.run import rank_cause
     from dataprof.distributed import gather_runs, rank_from_env
-    from dataprof.measure.watch.meeting import meeting_of
+    from dataprof.measure.watch.meeting import cannot_meet, meeting_of
     from dataprof.render.documents import print_document
     from dataprof.results.load import load_as
     from dataprof.results.run import RunReport
@@ -73,10 +73,18 @@ def run(module: bool, max_steps: int | None, seconds: float | None, override: st
                      min_gpu_util=min_gpu_util, min_throughput=min_throughput,
                      max_regression=None if baseline is None else parse_percent(max_regression or "10%",
                                                                                 "--max-regression"))
+    rank, alone = rank_from_env(), cannot_meet()
+    if alone is not None:  # no place to meet the other nodes' ranks: never half a job ended
+        if rank is None or rank.rank == 0:
+            click.echo(f"warning: {alone}: its dataprof cannot meet the other ranks' (start them with torchrun); "
+                       f"each rank is watched alone, to its end{' (--seconds not applied)' if seconds else ''}, "
+                       "and rank 0 reports its own", err=True)
+        seconds = None
     report = run_watched(script, script_args, module=module, max_steps=max_steps, seconds=seconds,
                          override=override, replay=replay, loader=loader_site)
-    rank = rank_from_env()
-    if rank is not None:  # under torchrun: rank 0 reports for every rank
+    if alone is not None and rank is not None and rank.rank != 0:
+        sys.exit(report.exit_code or 0)
+    if rank is not None and alone is None:  # under torchrun: rank 0 reports for every rank
         meeting = meeting_of()
         assert meeting is not None  # a rank of a job
         gathered = gather_runs(report, rank, meeting)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import queue
+import threading
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -47,6 +49,34 @@ class Channel:
         while data:
             written = os.write(self.fd, data)
             data = data[written:]
+
+
+class QueuedChannel(Channel):
+    """A channel whose :meth:`send` never waits on the reader: a thread of its own writes the lines, in order, so a
+    reader that stalls (the watch descheduled, stopped) stalls that thread, not the training that sends.
+    :meth:`close` waits until every line is written (or the reader is gone)."""
+
+    def __init__(self, fd: int) -> None:
+        super().__init__(fd)
+        self._lines: queue.SimpleQueue[Message | None] = queue.SimpleQueue()
+        self._writer = threading.Thread(target=self._write, name="dataprof-channel", daemon=True)
+        self._writer.start()
+
+    def send(self, message: Message) -> None:
+        """Queue ``message`` for the writer."""
+        self._lines.put(message)
+
+    def _write(self) -> None:
+        while (message := self._lines.get()) is not None:
+            try:
+                Channel.send(self, message)
+            except OSError:  # the reader is gone: nothing more can be said
+                return
+
+    def close(self) -> None:
+        """Write what is queued, then stop the writer."""
+        self._lines.put(None)
+        self._writer.join()
 
 
 class LineReader:

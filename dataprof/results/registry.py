@@ -269,6 +269,23 @@ def record_of(name: str) -> Knob:
     raise KeyError(name)
 
 
+def value_fits(name: str, value: Any) -> bool:
+    """Whether ``value`` (read from JSON another process wrote) is one the knob ``name`` can hold: None, or of the
+    record's kind (``on,off``: a bool; ``ints``: an int, at its minimum or above; ``words``: one of its choices, or
+    a short word where it names none)."""
+    if value is None:
+        return True
+    if name == "num_workers":
+        return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    record = record_of(name)
+    if record.values == "on,off":
+        return isinstance(value, bool)
+    if record.values == "ints":
+        return isinstance(value, int) and not isinstance(value, bool) and value >= (record.minimum or 0)
+    return isinstance(value, str) and (value in record.choices if record.choices
+                                       else len(value) <= 64 and value.replace("_", "").isalnum())
+
+
 def evidence_knobs(framework: str) -> tuple[str, ...]:
     """The knobs of ``framework`` the search tries on evidence alone (unless given)."""
     return tuple(k.name for k in REGISTRY if k.evidence and framework in k.frameworks)

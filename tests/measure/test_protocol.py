@@ -94,3 +94,27 @@ def test_requests_are_read_back_strictly_too() -> None:
     assert TrialSettings.from_dict(settings.to_dict()) == settings
     with pytest.raises(ProtocolError, match="unknown keys \\['future_knob'\\]"):
         TrialSettings.from_dict({**settings.to_dict(), "future_knob": 1})
+
+
+def test_a_queued_channel_never_waits_on_a_reader_that_stalls_and_writes_every_line_in_order_once_it_reads() -> None:
+    import os
+    import threading
+
+    from dataprof.measure.protocol import LineReader, QueuedChannel
+
+    read_fd, write_fd = os.pipe()
+    channel = QueuedChannel(write_fd)
+    sent = threading.Thread(target=lambda: [channel.send({"ev": "batches", "n": n, "pad": "x" * 512})
+                                            for n in range(1000)])  # 0.5 MB: eight times what a pipe holds
+    sent.start()
+    sent.join(timeout=5.0)
+    assert not sent.is_alive()  # the reader has read nothing yet: a blocking write would still be waiting
+    closing = threading.Thread(target=channel.close)
+    closing.start()
+    reader, got = LineReader(read_fd), []
+    while len(got) < 1000:
+        got.extend(reader.read() or [])
+    closing.join(timeout=5.0)
+    assert not closing.is_alive() and [m["n"] for m in got] == list(range(1000))
+    os.close(write_fd)
+    assert reader.read() is None

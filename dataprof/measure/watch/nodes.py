@@ -9,8 +9,8 @@ says ``end``. Nothing is shared but the network.
 
 from __future__ import annotations
 
-import dataclasses
 import json
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -21,7 +21,9 @@ from dataprof.errors import DataprofError
 from dataprof.measure.watch.meeting import ALIVE_EVERY_S, ALIVE_KEY, Silences
 from dataprof.measure.watch.settings import WatchSettings
 from dataprof.results.environment import NodeJob
+from dataprof.results.registry import value_fits
 from dataprof.results.run import RunChanges
+from dataprof.version import __version__
 
 HEARD_S = 180.0
 """How long past a run's own limit a node other than 0 waits for node 0 to say the next (node 0 gone)."""
@@ -33,10 +35,12 @@ HEARD_KEY = "heard-end"
 class TuneNodes:
     """Node 0's word to the other nodes: each run's settings, then the end."""
 
-    def __init__(self, job: NodeJob) -> None:
+    def __init__(self, job: NodeJob, said: Callable[[str], None] | None = None) -> None:
         from torch.distributed import TCPStore
 
         self.job = job
+        self.said = said or (lambda line: print(f"warning: {line}", file=sys.stderr))
+        """Where another node says, in one line, what it ignored of node 0's word."""
         try:
             self.store = TCPStore(job.master_addr, job.master_port, is_master=job.leader,
                                   timeout=timedelta(seconds=job.join_s), wait_for_workers=False)
@@ -110,13 +114,16 @@ class TuneNodes:
 
     def say(self, number: int, settings: WatchSettings, run_id: str,
             node_changes: dict[int, RunChanges | None] | None = None) -> None:
-        """Node 0: run ``number`` is ``settings`` (the others run their own script, in their own directory), with
-        each node's own changes to its loader (``node_changes``, by node) in place of node 0's."""
+        """Node 0: run ``number`` is ``settings``'s window, limits and changes (the others run their own script, in
+        their own directory, with their own environment), with each node's own changes to its loader
+        (``node_changes``, by node) in place of node 0's."""
         nodes = {str(node): None if changes is None else changes.to_dict()
                  for node, changes in (node_changes or {}).items()}
-        said = {**dataclasses.asdict(settings), "changes": None if settings.changes is None
-                else settings.changes.to_dict()}
-        self.store.set(f"run-{number}", json.dumps({"run_id": run_id, "settings": said, "nodes": nodes}))
+        said = {name: getattr(settings, name) for name in SAID}
+        said["changes"] = None if settings.changes is None else settings.changes.to_dict()
+        said["role"] = settings.env.get("DATAPROF_TRIAL_ROLE", "")
+        self.store.set(f"run-{number}", json.dumps({"protocol": PROTOCOL, "dataprof": __version__, "run_id": run_id,
+                                                     "settings": said, "nodes": nodes}))
 
     def end(self, number: int) -> None:
         """Node 0: no run ``number``; the others stop. It waits (up to the join timeout) until each has heard it
@@ -130,8 +137,8 @@ class TuneNodes:
             pass
 
     def hear(self, number: int, wait_s: float) -> tuple[WatchSettings, str] | None:
-        """Another node: run ``number``'s settings and id, or None when node 0 said the end. DataprofError when
-        it said nothing within ``wait_s``."""
+        """Another node: run ``number``'s settings (:func:`heard`) and id, or None when node 0 said the end.
+        DataprofError when it said nothing within ``wait_s``, or what it said is not this dataprof's."""
         key = f"run-{number}"
         try:
             self.store.wait([key], timedelta(seconds=wait_s))
@@ -143,11 +150,70 @@ class TuneNodes:
             self.close()
             self.store.set(f"{HEARD_KEY}-{self.job.node_rank}", "1")
             return None
-        said: dict[str, Any] = json.loads(text)
-        fields = said["settings"]
-        changes = fields.pop("changes")
-        nodes = said.get("nodes") or {}
-        if str(self.job.node_rank) in nodes:  # this node's own changes
-            changes = nodes[str(self.job.node_rank)]
-        return WatchSettings(**{**fields, "args": tuple(fields["args"])},
-                             changes=None if changes is None else RunChanges.from_dict(changes)), said["run_id"]
+        settings, run_id, ignored = heard(text, number, self.job.node_rank)
+        if ignored:
+            self.said(f"node {self.job.node_rank}: ignored what node 0 said of run {number} that this dataprof does "
+                      f"not take: {', '.join(ignored)}")
+        return settings, run_id
+
+
+PROTOCOL = 2
+"""The version of what node 0 says to the others; a node that hears another is told so and stops."""
+
+
+def _seconds(value: Any) -> bool:
+    return value is None or (isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value < 1e7)
+
+
+SAID: dict[str, Callable[[Any], bool]] = {
+    "max_steps": lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool) and v > 0),
+    "seconds": _seconds, "limit_s": _seconds, "startup_s": _seconds, "after_window_s": _seconds,
+    "seconds_from_first_batch": lambda v: isinstance(v, bool),
+    "window_from_replay": lambda v: isinstance(v, bool),
+    "training": lambda v: v is None or (isinstance(v, list | tuple) and len(v) == 2
+                                        and all(part is None or isinstance(part, str) for part in v)),
+}
+"""What another node takes of a run's settings from node 0, each with its check: the window and limits as
+numbers, the training loader's site. Never an environment, a path to run or import, or anything unpickled: the
+script, its arguments, its directory and its environment are the node's own command line's."""
+ROLES = ("current", "headspace", "candidate", "sweep")
+
+
+def heard(text: str, number: int, node: int) -> tuple[WatchSettings, str, list[str]]:
+    """Run ``number``'s settings as node 0 said them in ``text``, checked field by field (:data:`SAID`; the loader
+    changes through the knob records), the run's id, and the fields ignored (unknown, or failing their check).
+    DataprofError, in one line, when the text is not a message of this dataprof's protocol."""
+    try:
+        said = json.loads(text)
+        version = said.get("protocol") if isinstance(said, dict) else None
+    except ValueError:
+        version = None
+    if version != PROTOCOL:
+        theirs = said.get("dataprof", "?") if version is not None else "?"
+        raise DataprofError(f"node {node}: node 0's dataprof ({theirs}, protocol {version}) is not this one's "
+                            f"({__version__}, protocol {PROTOCOL}): install the same dataprof on every node")
+    fields, run_id = said.get("settings"), said.get("run_id")
+    if not isinstance(fields, dict) or not isinstance(run_id, str) or not run_id.replace("-", "").isalnum():
+        raise DataprofError(f"node {node}: node 0's word on run {number} holds no run settings")
+    ignored = sorted(name for name, value in fields.items()
+                     if name not in (*SAID, "changes", "role") or (name in SAID and not SAID[name](value)))
+    taken: dict[str, Any] = {name: value for name, value in fields.items() if name in SAID and name not in ignored}
+    if taken.get("training") is not None:
+        taken["training"] = tuple(taken["training"])
+    role = str(fields["role"]) if fields.get("role") in ROLES else "candidate"
+    nodes = said.get("nodes") if isinstance(said.get("nodes"), dict) else {}
+    changes = nodes.get(str(node), fields.get("changes")) if str(node) in nodes else fields.get("changes")
+    try:
+        run_changes = None if changes is None else RunChanges.from_dict(changes)
+        wrong = [] if run_changes is None else [name for name, value in run_changes.knobs.items()
+                                                 if not value_fits(name, value)]
+        if wrong or (run_changes is not None and not (
+                all(part is None or isinstance(part, str) for part in (run_changes.loader, run_changes.split))
+                and (run_changes.replay is None or type(run_changes.replay) is int))):
+            raise ValueError(f"values no loader knob holds: {', '.join(wrong) or 'its loader, split or replay'}")
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:
+        raise DataprofError(f"node {node}: node 0's changes for run {number} are not this dataprof's ({exc})") \
+            from None
+    env = {"DATAPROF_TRIAL": "1", "DATAPROF_TRIAL_ROLE": role, "DATAPROF_TRIAL_INDEX": str(number)}
+    return (WatchSettings(target="", **taken, changes=run_changes, env=env, interactive=False, stop_own_ranks=True,
+                          end_with_job=True), run_id, ignored)

@@ -17,78 +17,128 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 
-from dataprof.measure.watch.meeting import ALIVE_EVERY_S, ALIVE_KEY, Meeting, Silences, job_rank, meeting_of
+from dataprof.measure.watch.meeting import (
+    ALIVE_EVERY_S,
+    ALIVE_KEY,
+    END_KEY,
+    FAILED_KEY,
+    REPORT_KEY,
+    Meeting,
+    Silences,
+    job_rank,
+    meeting_of,
+)
 
 MARGIN_BATCHES = 2
 """Rank 0 names the batch this many past its own deadline: a rank in lockstep is at most one batch ahead of it
 (it cannot fetch a batch before the step of the last one all-reduced). A rank further ahead (gradients
 accumulated over more batches between all-reduces) ends where it is."""
-END_KEY = "end"
-"""The key under which rank 0 names the loader and the batch to end at (``loader batches``)."""
-FAILED_KEY = "failed"
-"""The counter of ranks whose script failed; each also says so under ``failed-<rank>``."""
-REPORT_KEY = "report"
-"""Where each rank of a distributed ``dataprof run`` says its report (``report-<rank>``)."""
+READ_EVERY_S = 0.25
+"""How often another rank reads, from its own thread, whether rank 0 has named the end."""
 SILENT_S = 15.0
 """A rank whose dataprof counted that it was there and has been silent this long since, its report unsaid, is
 gone (its node died, or the network to it): the others stop waiting for it."""
 
 
 class RankEnd:
-    """One rank's side of the shared end: rank 0 says the batch to end at, the others hear it."""
+    """One rank's side of the shared end: rank 0 says the batch to end at, the others hear it.
 
-    def __init__(self, meeting: Meeting, leader: bool) -> None:
+    Made by :meth:`of` (a watched script), the store is talked to from a thread of its own, never from the training
+    loop: another rank reads the end every :data:`READ_EVERY_S`, and rank 0 names a batch far enough ahead for that
+    (its pace times twice the read interval, beyond :data:`MARGIN_BATCHES`), then waits at that batch until the
+    store has taken it or failed (its client's timeout). Made directly, it reads and says in line (one thread, as
+    the tests drive it)."""
+
+    def __init__(self, meeting: Meeting, leader: bool, threaded: bool = False,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.meeting = meeting
         self.leader = leader
+        self.clock = clock
         self.target: tuple[int, int] | None = None
         """The loader (its number in the script) and its batch count at which every rank ends, once known."""
         self.unsaid = False
         """Rank 0 could not say the end: no rank ends early (its own clock alone would break the training)."""
+        self._said = threading.Event()
+        self._asked = threading.Event()
+        self._last: float | None = None
+        self._step_s = 0.0
+        self._thread = threading.Thread(target=self._talk, name="dataprof-rank-end", daemon=True) if threaded else None
 
     @classmethod
     def of(cls, env: Mapping[str, str] = os.environ) -> RankEnd | None:
         """This process's, in a job of two or more ranks (torchrun's environment); None otherwise."""
         meeting = meeting_of(env, since=time.time())
-        return None if meeting is None else cls(meeting, job_rank(env) == 0)
+        return None if meeting is None else cls(meeting, job_rank(env) == 0, threaded=True)
+
+    def _talk(self) -> None:
+        """The thread: rank 0 says the end once asked; another rank reads it until it is said."""
+        while self.target is None or (self.leader and not self._said.is_set()):
+            if self.leader:
+                self._asked.wait()
+                self._say()
+                return
+            self._read()
+            if self.target is None:
+                time.sleep(READ_EVERY_S)
+
+    def _say(self) -> None:
+        assert self.target is not None
+        if not self.meeting.put(END_KEY, f"{self.target[0]} {self.target[1]}"):
+            self.unsaid = True
+        self._said.set()
+
+    def _read(self) -> None:
+        said = self.meeting.get(END_KEY)
+        try:
+            loader, batches = (int(word) for word in (said or "").split())
+        except ValueError:
+            return
+        self.target = (loader, batches)
 
     def publish(self, loader: int, batches: int) -> tuple[int, int] | None:
-        """Rank 0 at its deadline, with its ``loader`` at ``batches``: name the batch every rank ends at; None
-        when it could not be said."""
-        target = (loader, batches + MARGIN_BATCHES)
-        if not self.meeting.put(END_KEY, f"{target[0]} {target[1]}"):
-            self.unsaid = True
-            return None
-        self.target = target
-        return target
-
-    def read(self) -> tuple[int, int] | None:
-        """Another rank: the end rank 0 named, once it has (kept from then on)."""
-        if self.target is None:
-            said = self.meeting.get(END_KEY)
-            try:
-                loader, batches = (int(word) for word in (said or "").split())
-            except ValueError:
-                return None
-            self.target = (loader, batches)
-        return self.target
+        """Rank 0 at its deadline, with its ``loader`` at ``batches``: name the batch every rank ends at (said in
+        line, or asked of the thread); None when it could not be said."""
+        margin = MARGIN_BATCHES + (math.ceil(2 * READ_EVERY_S / self._step_s)
+                                   if self._thread is not None and self._step_s > 0 else 0)
+        self.target = (loader, batches + margin)
+        if self._thread is None:
+            self._say()
+        else:
+            self._asked.set()
+        return None if self.unsaid else self.target
 
     def reached(self, loader: int, batches: int, deadline_passed: bool) -> bool:
         """Whether this rank ends now, its ``loader`` having delivered ``batches`` (``deadline_passed``: this
         rank's own clock says the window is over; only rank 0's counts)."""
+        now = self.clock()
+        if self._last is not None:
+            self._step_s = now - self._last if not self._step_s else 0.8 * self._step_s + 0.2 * (now - self._last)
+        self._last = now
+        if self._thread is not None and self._thread.ident is None:
+            self._thread.start()
+        if self.unsaid:
+            return False
         if self.target is None:
-            if self.leader:
-                if not deadline_passed or self.unsaid or self.publish(loader, batches) is None:
+            if not self.leader:
+                if self._thread is None:
+                    self._read()
+                if self.target is None:
                     return False
-            elif self.read() is None:
+            elif not deadline_passed or self.publish(loader, batches) is None:
                 return False
         assert self.target is not None
-        return loader == self.target[0] and batches >= self.target[1]
+        if loader != self.target[0] or batches < self.target[1]:
+            return False
+        if self.leader:
+            self._said.wait()  # said or failed within the store client's timeout: either is final
+        return not self.unsaid
 
 
 class RankFailures:
-    """A job's ranks tell each other when one's script failed, and, while they watch, that they are there: the
-    others' watches end their scripts at once when one failed or went silent (its node gone), rather than leave
-    them in a collective until its timeout, and rank 0 stops waiting for a gone rank's report."""
+    """A job's ranks tell each other when one's script failed, and, while they watch, that they are there (each
+    writes its own count: O(ranks) requests a second in all). Tune's runs end at once when one failed, rather than
+    wait in a collective until its timeout; rank 0 stops waiting for the report of a rank gone silent, and a
+    sweep's rank 0 ends on it. Under ``run`` no rank's news ends another's training."""
 
     def __init__(self, meeting: Meeting, rank: int, world_size: int,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -97,7 +147,7 @@ class RankFailures:
         self.world_size = world_size
         self.clock = clock
         self.silences = Silences(SILENT_S, clock)
-        self._checked = -math.inf
+        self._checked = self._asked = -math.inf
         self._beating = threading.Event()
 
     @classmethod
@@ -130,14 +180,15 @@ class RankFailures:
         self.meeting.put(f"{REPORT_KEY}-{self.rank}", "done")
         self.stop()
 
-    def reason(self, gone: bool = True) -> str | None:
-        """Why this rank's script must end now for the others' sake: another rank's script failed, or (``gone``)
-        another rank went silent; None while neither."""
-        if (failed := self.failed()) is not None:
-            return f"rank {failed} of the job failed"
-        if gone and (gone_ranks := self.gone()):
-            return f"rank {gone_ranks[0]} of the job stopped answering (nothing from its dataprof for {SILENT_S:g} s)"
-        return None
+    def reason(self) -> str | None:
+        """Why this rank's script must end now for the others' sake (tune's runs): another rank's script failed;
+        None while none has."""
+        now = self.clock()
+        if now - self._asked < ALIVE_EVERY_S:
+            return None
+        self._asked = now
+        failed = self.failed()
+        return None if failed is None else f"rank {failed} of the job failed"
 
     def beat(self, meeting: Meeting) -> None:
         """Count that this rank is there every :data:`ALIVE_EVERY_S` on ``meeting`` (a connection of its own: the

@@ -48,9 +48,9 @@ class WatchSettings:
     """Count only the training's batches toward the window (``seconds``, ``max_steps``): those of the loader at
     this ``(site, split)``, or with ``(None, None)`` of a loader of the training split, or of no named split asked
     for with autograd on (``tune``: an evaluation before the training is not its window); None: every loader's."""
-    peers_gone: bool = True
-    """End the script when another rank of its job goes silent (its node gone); False where dataprof's own launch
-    watches the nodes (``tune``'s runs: ended where the launcher can stop them)."""
+    end_with_job: bool = False
+    """End the script once another rank of its job says its script failed (``tune``'s runs, dataprof's own); under
+    ``run`` the training is the user's: no other rank's news ends it (torchrun ends a job whose rank failed)."""
 
 
 def check_target(settings: WatchSettings) -> None:

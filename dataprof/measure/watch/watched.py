@@ -28,7 +28,7 @@ from dataprof.backends.common import batch_size_of, footprint
 from dataprof.backends.construction import loader_class, patch_loader_modules
 from dataprof.backends.frameworks import in_package
 from dataprof.measure.forked import PR_SET_PDEATHSIG, prctl
-from dataprof.measure.protocol import Channel
+from dataprof.measure.protocol import QueuedChannel
 from dataprof.measure.watch.changes import Changes, Replay, lost_knobs, overridden, override_nodes, thread_epoch
 from dataprof.measure.watch.factory import loader_factory, still_running
 from dataprof.measure.watch.handoff import WatchEnded, quiet_thread_ends
@@ -225,7 +225,8 @@ def main(argv: list[str]) -> int:
     process watching it dies)."""
     prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     fd, limits, mode, target, args = int(argv[0]), json.loads(argv[1]), argv[2], argv[3], argv[4:]
-    recorder = Recorder(Channel(fd), limits.get("max_steps"), limits.get("seconds"),
+    channel = QueuedChannel(fd)
+    recorder = Recorder(channel, limits.get("max_steps"), limits.get("seconds"),
                         from_first_batch=bool(limits.get("seconds_from_first_batch")), ranks=RankEnd.of(),
                         from_replay=bool(limits.get("window_from_replay")), training=limits.get("training"))
     changes = Changes(limits.get("override"), limits.get("replay"), limits.get("loader"), limits.get("split"))
@@ -265,6 +266,7 @@ def main(argv: list[str]) -> int:
                                    "lost": {str(n): knobs for n, knobs in recorder.lost.items()}})
         recorder.channel.send({"ev": "exit", "code": code, "stderr_tail": tail.lines() if code else [],
                                "stderr_causes": tail.causes if code else []})
+        channel.close()
     return code
 
 

@@ -155,6 +155,7 @@ def watch(settings: WatchSettings, clock: Callable[[], float] = time.monotonic) 
     check_target(settings)
     prctl(PR_SET_CHILD_SUBREAPER, 1)  # workers the script leaves behind become ours, to end
     before = _children()
+    peers = RankFailures.of(beat=True)  # first: the round it joins is the script's too (its environment)
     read_fd, write_fd = os.pipe()
     started = clock()
     proc = subprocess.Popen([sys.executable, "-m", "dataprof.measure.watch.watched", str(write_fd),
@@ -165,7 +166,7 @@ def watch(settings: WatchSettings, clock: Callable[[], float] = time.monotonic) 
     sampler = Sampler(ProcessTreeProbe(proc.pid, files=True), SystemProbe(), NullGpuProbe()).start()
     collector = Collector(SamplerMarks(sampler))
     interrupted: str | None = None
-    stopper, peers = Stopper(proc), RankFailures.of(beat=True)
+    stopper = Stopper(proc)
     stopped: str | None = None
     reader = LineReader(read_fd)
     while True:
@@ -223,8 +224,8 @@ def _env(settings: WatchSettings) -> dict[str, str]:
 def _overdue(settings: WatchSettings, elapsed_s: float, outcome: dict[str, Any],
              peers: RankFailures | None) -> str | None:
     """Why the script must be ended now: past its limit (with what hangs every loader with workers here, when it
-    holds: a TMPDIR too long for their sockets), long after its window ended, or another rank of its job failed or
-    went silent; None while none holds."""
+    holds: a TMPDIR too long for their sockets), long after its window ended, or (tune's runs) another rank of its
+    job failed; None while none holds."""
     if settings.limit_s is not None and elapsed_s > settings.limit_s:
         cause = socket_hang_cause(settings.env.get("TMPDIR"))
         if "window_open" not in outcome and settings.startup_s is not None and not cause:
@@ -238,7 +239,7 @@ def _overdue(settings: WatchSettings, elapsed_s: float, outcome: dict[str, Any],
     if settings.after_window_s is not None and window_end is not None \
             and time.monotonic() - window_end > settings.after_window_s:
         return f"did not end {settings.after_window_s:.0f} s after its window"
-    return None if peers is None else peers.reason(gone=settings.peers_gone)
+    return peers.reason() if peers is not None and settings.end_with_job else None
 
 
 def _exit_code(proc: subprocess.Popen[bytes], settings: WatchSettings, stopper: Stopper,

@@ -9,7 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from dataprof.measure.watch.meeting import FolderMeeting, Meeting, StoreMeeting, exchange_dir, meeting_of
+from dataprof.measure.watch.meeting import (
+    FolderMeeting,
+    Meeting,
+    StoreMeeting,
+    exchange_dir,
+    leave_round,
+    meeting_of,
+)
 from dataprof.measure.watch.ranks import RankEnd, RankFailures
 
 
@@ -37,15 +44,27 @@ def exchange(meeting: Meeting, other: Meeting) -> None:
     assert meeting.get("end") is None
 
 
-def test_ranks_meet_through_the_jobs_store(store_port: int) -> None:
-    env = {"WORLD_SIZE": "4", "RANK": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(store_port),
+def test_ranks_meet_through_the_jobs_store_and_each_round_of_the_job_under_keys_of_its_own(store_port: int) -> None:
+    env = {"WORLD_SIZE": "2", "RANK": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(store_port),
            "TORCHELASTIC_USE_AGENT_STORE": "True", "TORCHELASTIC_RUN_ID": "job"}
-    meeting, other = meeting_of(env), meeting_of({**env, "RANK": "3"})
+    meeting, other = meeting_of(env), meeting_of({**env, "RANK": "0"})
     assert isinstance(meeting, StoreMeeting) and isinstance(other, StoreMeeting)
     exchange(meeting, other)
     assert meeting.reachable and "127.0.0.1" in meeting.where
-    restarted = meeting_of({**env, "TORCHELASTIC_RESTART_COUNT": "1"})
-    assert restarted is not None and restarted.count("failed") == 0  # a restart of the job is a new meeting
+    meeting.put("report-1", "{}")
+    job = StoreMeeting("127.0.0.1", store_port, "dataprof/job/")
+    leave_round(job)
+    leave_round(job)  # the agents stopped both: an elastic restart
+    # the agents' restart counts differ (only the failed rank's agent raises its own), and the next round's
+    # ranks, whatever they say, read nothing of the last round's
+    again = [meeting_of({**env, "RANK": "0"}), meeting_of({**env, "RANK": "1", "TORCHELASTIC_RESTART_COUNT": "1"})]
+    assert all(m is not None and m.count("failed") == 0 and m.get("report-1") is None for m in again)
+    assert again[0].put("end", "0 5") and again[1].get("end") == "0 5"  # type: ignore[union-attr]
+    leave_round(job)  # the second round ended too
+    leave_round(job)
+    grown = [meeting_of({**env, "WORLD_SIZE": "3", "RANK": str(rank)}) for rank in range(3)]  # a node joined
+    assert grown[0].put("end", "0 9") and all(m.get("end") == "0 9" for m in grown)  # type: ignore[union-attr]
+    assert again[1].get("end") == "0 5"  # type: ignore[union-attr]
 
 
 def test_ranks_meet_through_a_directory_without_a_store(tmp_path: Path) -> None:
@@ -109,4 +128,68 @@ def test_a_rank_that_went_silent_with_its_report_unsaid_is_gone_and_only_it(
     clock[0] += 0.001
     assert watcher.gone() == ()  # read once a second at most
     clock[0] += 1.0
-    assert watcher.reason() == "rank 2 of the job stopped answering (nothing from its dataprof for 15 s)"
+    assert watcher.reason() is None  # a rank gone silent is not waited for; no one's training ends for it
+
+
+def test_a_store_client_that_fails_is_built_again_after_its_wait(store_port: int,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch.distributed as dist
+
+    clock = [0.0]
+    meeting = StoreMeeting("127.0.0.1", store_port, "dataprof/job/r/", connect_s=5.0, clock=lambda: clock[0])
+    real, down = dist.TCPStore, [True]
+
+    def store(*args: object, **kwargs: object) -> object:
+        if down[0]:
+            raise RuntimeError("connect() timed out")  # a hiccup on the way to the store
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(dist, "TCPStore", store)
+    assert not meeting.put("end", "0 3") and not meeting.reachable
+    down[0] = False
+    clock[0] = 4.9
+    assert meeting.get("end") is None and not meeting.reachable  # not tried again within its wait
+    clock[0] = 5.0
+    assert meeting.put("end", "0 3") and meeting.get("end") == "0 3" and meeting.reachable
+
+
+def test_rank_0_names_an_end_far_enough_ahead_for_ranks_that_read_it_from_a_thread(store_port: int) -> None:
+    from dataprof.measure.watch.ranks import MARGIN_BATCHES, READ_EVERY_S
+
+    def meeting() -> StoreMeeting:
+        return StoreMeeting("127.0.0.1", store_port, "dataprof/job/t/")
+
+    clock = [0.0]
+    leader = RankEnd(meeting(), leader=True, threaded=True, clock=lambda: clock[0])
+    follower = RankEnd(meeting(), leader=False, threaded=True)
+    for batch in range(1, 11):  # 10 ms steps
+        assert not leader.reached(0, batch, deadline_passed=False) and not follower.reached(0, batch, False)
+        clock[0] += 0.01
+    assert not leader.reached(0, 11, deadline_passed=True) and leader.target is not None
+    ahead = leader.target[1] - 11  # two reads' time at its pace, beyond the margin
+    assert 0 <= ahead - MARGIN_BATCHES - 2 * READ_EVERY_S / 0.01 <= 1
+    deadline = clock[0] + 5.0
+    while follower.target is None and clock[0] < deadline:  # its thread reads what rank 0's thread said
+        follower.reached(0, 11, deadline_passed=False)
+        threading_sleep(0.05)
+        clock[0] += 0.05
+    assert follower.target == (0, 11 + ahead)
+    assert leader.reached(0, 11 + ahead, deadline_passed=True) and follower.reached(0, 11 + ahead, False)
+
+
+def threading_sleep(seconds: float) -> None:
+    import time
+
+    time.sleep(seconds)
+
+
+def test_ranks_started_without_torchrun_s_agent_on_several_nodes_know_they_cannot_meet() -> None:
+    from dataprof.measure.watch.meeting import cannot_meet
+
+    slurm = {"RANK": "0", "WORLD_SIZE": "16", "MASTER_ADDR": "n0", "MASTER_PORT": "29400"}  # srun python train.py
+    assert "one of 16 started without torchrun's agent, its ranks per node unknown" in str(cannot_meet(slurm))
+    assert "on more than one node" in str(cannot_meet({**slurm, "LOCAL_WORLD_SIZE": "8"}))
+    assert cannot_meet({**slurm, "LOCAL_WORLD_SIZE": "16"}) is None  # one node: they meet in its directory
+    assert cannot_meet({**slurm, "TORCHELASTIC_USE_AGENT_STORE": "True"}) is None  # torchrun's agent serves a store
+    assert "8 ranks mpirun started" in str(cannot_meet({"OMPI_COMM_WORLD_SIZE": "8", "OMPI_COMM_WORLD_RANK": "3"}))
+    assert cannot_meet({"SLURM_NTASKS": "1"}) is None and cannot_meet({}) is None

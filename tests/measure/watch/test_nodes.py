@@ -24,10 +24,17 @@ def test_the_other_nodes_hear_each_run_as_node_0_said_it_then_the_end() -> None:
     leader = TuneNodes(NodeJob(2, 0, "127.0.0.1", port, join_s=0.3))
     follower = TuneNodes(NodeJob(2, 1, "127.0.0.1", port, join_s=0.3))
     said = WatchSettings(target="/node0/train.py", args=("--epochs", "9"), seconds=4.0, limit_s=60.0,
-                         changes=RunChanges({"num_workers": 4}, None, "train.py:40"), env={"DATAPROF_TRIAL": "1"})
+                         training=("train.py:40", "train"), changes=RunChanges({"num_workers": 4}, None, "train.py:40"),
+                         env={"DATAPROF_TRIAL": "1", "DATAPROF_TRIAL_ROLE": "headspace", "LD_PRELOAD": "x.so"})
     leader.say(1, said, "run-a")
     heard = follower.hear(1, 5)
-    assert heard == (said, "run-a")
+    assert heard is not None and heard[1] == "run-a"
+    settings = heard[0]
+    assert (settings.seconds, settings.limit_s, settings.changes, settings.training) == \
+        (4.0, 60.0, said.changes, said.training)
+    # its own script, arguments and environment: node 0's are not taken
+    assert settings.target == "" and settings.args == () and settings.env == {
+        "DATAPROF_TRIAL": "1", "DATAPROF_TRIAL_ROLE": "headspace", "DATAPROF_TRIAL_INDEX": "1"}
     leader.end(2)  # returns once node 1 heard it (it has not yet, here): within the join timeout
     assert follower.hear(2, 5) is None
 
@@ -40,8 +47,8 @@ def test_a_node_with_knobs_of_its_own_hears_its_own_and_the_others_node_0_s() ->
     said = WatchSettings(target="train.py", seconds=4.0, changes=RunChanges({"num_workers": 4}, None, "train.py:40"))
     own = RunChanges({"num_workers": 1}, None, "train.py:40")
     leader.say(1, said, "run-b", {1: own, 2: said.changes})
-    assert second.hear(1, 5) == (WatchSettings(target="train.py", seconds=4.0, changes=own), "run-b")
-    assert third.hear(1, 5) == (said, "run-b")
+    assert [(heard[0].changes, heard[1]) for heard in (second.hear(1, 5), third.hear(1, 5)) if heard] == \
+        [(own, "run-b"), (said.changes, "run-b")]
 
 
 def test_a_node_0_that_says_nothing_ends_the_others_with_one_line() -> None:
@@ -105,3 +112,43 @@ def test_node_0_s_end_waits_for_the_nodes_that_listen_not_for_one_found_gone() -
 def test_words_that_cannot_make_a_job_are_a_usage_error(job: NodeJob, message: str) -> None:
     with pytest.raises(UsageError, match=message):
         job.check()
+
+
+def test_what_comes_over_the_network_is_data_checked_field_by_field_and_nothing_else_is_taken() -> None:
+    import json
+
+    from dataprof.measure.watch.nodes import PROTOCOL, heard
+
+    crafted = {"protocol": PROTOCOL, "dataprof": "0.1.0", "run_id": "dataprof-tune-1", "nodes": {},
+               "settings": {"seconds": 4.0, "env": {"LD_PRELOAD": "/tmp/evil.so", "PYTHONPATH": "/tmp"},
+                            "target": "/tmp/evil.py", "cwd": "/", "limit_s": "rm -rf", "a_field_of_a_later_version": 1,
+                            "changes": {"knobs": {"num_workers": 2}, "replay": None, "loader": None, "split": None},
+                            "role": "current"}}
+    settings, run_id, ignored = heard(json.dumps(crafted), 3, 1)
+    assert ignored == ["a_field_of_a_later_version", "cwd", "env", "limit_s", "target"]
+    assert settings.env == {"DATAPROF_TRIAL": "1", "DATAPROF_TRIAL_ROLE": "current", "DATAPROF_TRIAL_INDEX": "3"}
+    assert settings.seconds == 4.0 and settings.limit_s is None and settings.target == ""
+    assert run_id == crafted["run_id"]
+    assert settings.changes is not None and settings.changes.knobs.to_dict() == {"num_workers": 2}
+    with pytest.raises(DataprofError, match=r"node 0's dataprof \(0.0.9, protocol 1\) is not this one's"):
+        heard(json.dumps({**crafted, "protocol": 1, "dataprof": "0.0.9"}), 3, 1)
+    with pytest.raises(DataprofError, match="not this dataprof's"):
+        heard(json.dumps({**crafted, "settings": {**crafted["settings"], "changes": {"knobs": {"num_workers": "x"}}}}),
+              3, 1)
+    with pytest.raises(DataprofError, match="is not this one's"):
+        heard("not json", 3, 1)
+
+
+def test_another_node_says_in_one_line_what_it_ignored_of_node_0_s_word() -> None:
+    import json
+
+    from dataprof.measure.watch.nodes import PROTOCOL
+
+    port = free_port()
+    leader = TuneNodes(NodeJob(2, 0, "127.0.0.1", port, join_s=1))
+    lines: list[str] = []
+    follower = TuneNodes(NodeJob(2, 1, "127.0.0.1", port, join_s=1), said=lines.append)
+    leader.store.set("run-1", json.dumps({"protocol": PROTOCOL, "run_id": "r1", "settings": {"env": {"A": "1"}}}))
+    heard = follower.hear(1, 5)
+    assert heard is not None and "A" not in heard[0].env
+    assert lines == ["node 1: ignored what node 0 said of run 1 that this dataprof does not take: env"]

@@ -275,8 +275,8 @@ def test_a_window_counted_from_the_first_batch_ignores_the_start_up() -> None:
 
 
 def test_ranks_end_at_the_batch_rank_0_names_whatever_their_own_clocks_say(tmp_path: Any) -> None:
-    from dataprof.measure.watch.meeting import FolderMeeting, exchange_dir
-    from dataprof.measure.watch.ranks import END_KEY, MARGIN_BATCHES, RankEnd
+    from dataprof.measure.watch.meeting import END_KEY, FolderMeeting, exchange_dir
+    from dataprof.measure.watch.ranks import MARGIN_BATCHES, RankEnd
 
     env = {"WORLD_SIZE": "2", "TORCHELASTIC_RUN_ID": "job"}
     assert RankEnd.of({"WORLD_SIZE": "1", "RANK": "0"}) is None and RankEnd.of({"RANK": "0"}) is None
