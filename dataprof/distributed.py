@@ -25,6 +25,7 @@ from datetime import timedelta
 from typing import Any
 
 from dataprof.errors import DataprofError, ExitCode, TargetError, UsageError, terminated_as_interrupted
+from dataprof.measure.exchange import all_gather_json, broadcast_json, gather_json
 from dataprof.measure.launch import RANK_DIED, Stop, launch_ranks
 from dataprof.measure.watch.meeting import (
     ALIVE_EVERY_S,
@@ -110,13 +111,15 @@ class Coordinator:
 
     def broadcast(self, config: LoaderConfig | None) -> LoaderConfig | None:
         """Rank 0's ``config`` (None: the sweep ends), on every rank."""
-        said = self._broadcast_json(None if config is None or not self.leader else config.to_dict())
+        said = self._collective(broadcast_json, self.dist, None if config is None or not self.leader
+                                else config.to_dict(), self.leader)
         return None if said is None else LoaderConfig.from_dict(said)
 
     def gather(self, result: TrialResult) -> list[tuple[RankInfo, TrialResult]] | None:
         """Every rank's place and ``result`` in rank order, on rank 0 (None elsewhere)."""
-        said = self._gather_json({"info": dataclasses.asdict(self.info), "result": result.to_dict(),
-                                  "batch_marks": list(result.epochs.batch_marks)})  # the JSON leaves them out
+        said = self._collective(gather_json, self.dist, {
+            "info": dataclasses.asdict(self.info), "result": result.to_dict(),
+            "batch_marks": list(result.epochs.batch_marks)}, self.info.world_size, self.leader)  # not in its JSON
         return None if said is None else [(RankInfo(**one["info"]), TrialResult.from_dict(one["result"]).replaced(
             batch_marks=tuple(int(mark) for mark in one["batch_marks"]))) for one in said]
 
@@ -125,7 +128,8 @@ class Coordinator:
         TargetError naming the first rank that did not; a rank that did not goes on to raise its own error.
         Returns whether rank 0 reports this rank's error: its own is the same, or it names this rank
         (:attr:`reported_by_rank_0` says so on ranks other than 0)."""
-        errors = [str(said) if said is not None else None for said in self._all_gather_json(error)]
+        errors = [str(said) if said is not None else None
+                  for said in self._collective(all_gather_json, self.dist, error, self.info.world_size)]
         failed = [(rank, message) for rank, message in enumerate(errors) if message]
         if failed and error is None:
             rank, message = failed[0]
@@ -134,49 +138,6 @@ class Coordinator:
         reported = error is not None and (errors[0] == error or (errors[0] is None and failed[0][0] == self.info.rank))
         self.reported_by_rank_0 = reported and not self.leader
         return reported
-
-    def _broadcast_json(self, value: Any) -> Any:
-        """Rank 0's ``value`` as JSON bytes in a tensor: what ranks exchange is data, never unpickled."""
-        import torch
-
-        data = json.dumps(value).encode() if self.leader else b""
-        size = torch.tensor([len(data)], dtype=torch.int64)
-        self._collective(self.dist.broadcast, size, src=0)
-        payload = torch.frombuffer(bytearray(data), dtype=torch.uint8) if self.leader \
-            else torch.empty(int(size.item()), dtype=torch.uint8)
-        self._collective(self.dist.broadcast, payload, src=0)
-        return json.loads(bytes(payload.tolist()))
-
-    def _sizes_and_payload(self, value: Any) -> tuple[list[int], Any]:
-        import torch
-
-        data = json.dumps(value).encode()
-        sizes = [torch.zeros(1, dtype=torch.int64) for _ in range(self.info.world_size)]
-        self._collective(self.dist.all_gather, sizes, torch.tensor([len(data)], dtype=torch.int64))
-        lengths = [int(size.item()) for size in sizes]
-        payload = torch.zeros(max(lengths), dtype=torch.uint8)
-        payload[:len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8)
-        return lengths, payload
-
-    def _gather_json(self, value: Any) -> list[Any] | None:
-        """Every rank's ``value`` (JSON) in rank order, on rank 0 (None elsewhere)."""
-        import torch
-
-        lengths, payload = self._sizes_and_payload(value)
-        out = [torch.zeros_like(payload) for _ in lengths] if self.leader else None
-        self._collective(self.dist.gather, payload, out, dst=0)
-        if out is None:
-            return None
-        return [json.loads(bytes(one[:n].tolist())) for one, n in zip(out, lengths, strict=True)]
-
-    def _all_gather_json(self, value: Any) -> list[Any]:
-        """Every rank's ``value`` (JSON) in rank order, on every rank."""
-        import torch
-
-        lengths, payload = self._sizes_and_payload(value)
-        out = [torch.zeros_like(payload) for _ in lengths]
-        self._collective(self.dist.all_gather, out, payload)
-        return [json.loads(bytes(one[:n].tolist())) for one, n in zip(out, lengths, strict=True)]
 
     def barrier(self) -> None:
         """Wait until every rank reaches this point (each trial starts on all ranks at once)."""

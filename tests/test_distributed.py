@@ -209,8 +209,7 @@ def test_a_collective_that_fails_for_a_rank_gone_says_so_in_one_line() -> None:
     coordinator = object.__new__(Coordinator)  # a group whose peer is gone: every collective fails
     coordinator.info = RankInfo(rank=0, world_size=2, local_rank=0, local_world_size=1, node=0, host="h")
     coordinator.dist = SimpleNamespace(broadcast=closed, gather=closed, barrier=closed, all_gather=closed)
-    result = SimpleNamespace(to_dict=dict)
-    for collective in (lambda: coordinator.broadcast(None), lambda: coordinator.gather(result),  # type: ignore[arg-type]
+    for collective in (lambda: coordinator.broadcast(None), lambda: coordinator.gather(ok(1.0)),
                        coordinator.barrier, lambda: coordinator.agree(None)):
         with pytest.raises(RankLost) as lost:
             collective()

@@ -74,12 +74,7 @@ def run(module: bool, max_steps: int | None, seconds: float | None, override: st
                      max_regression=None if baseline is None else parse_percent(max_regression or "10%",
                                                                                 "--max-regression"))
     rank, alone = rank_from_env(), cannot_meet()
-    if alone is not None:  # no place to meet the other nodes' ranks: never half a job ended
-        if rank is None or rank.rank == 0:
-            click.echo(f"warning: {alone}: its dataprof cannot meet the other ranks' (start them with torchrun); "
-                       f"each rank is watched alone, to its end{' (--seconds not applied)' if seconds else ''}, "
-                       "and rank 0 reports its own", err=True)
-        seconds = None
+    seconds = _alone(alone, rank is None or rank.rank == 0, seconds)
     report = run_watched(script, script_args, module=module, max_steps=max_steps, seconds=seconds,
                          override=override, replay=replay, loader=loader_site)
     if alone is not None and rank is not None and rank.rank != 0:
@@ -105,3 +100,15 @@ def run(module: bool, max_steps: int | None, seconds: float | None, override: st
         sys.exit(report.exit_code)
     if failed:
         sys.exit(int(ExitCode.GATE_FAILED))
+
+
+def _alone(why: str | None, says: bool, seconds: float | None) -> float | None:
+    """``--seconds`` as it applies to a rank that cannot meet the others (``why``; None: it can): not at all, never
+    half a job ended; said in one line where ``says`` (rank 0)."""
+    if why is None:
+        return seconds
+    if says:
+        click.echo(f"warning: {why}: its dataprof cannot meet the other ranks' (start them with torchrun); each "
+                   f"rank is watched alone, to its end{' (--seconds not applied)' if seconds else ''}, and rank 0 "
+                   "reports its own", err=True)
+    return None
