@@ -16,9 +16,13 @@ through gloo's all-reduce.
    (a ``num_workers`` per node where it found one) timed by hand beside them.
 3. The watch's cost to the job: its it/s watched by ``dataprof run`` on every rank (to the script's own end)
    against unwatched, interleaved over ``--rounds``: the median of each round's watched / plain.
+4. (``--parts requests``) The store requests ``dataprof run --seconds`` makes, one node of ``--ranks`` ranks as
+   processes (``torchrun --standalone``, ranks with no collective of their own): every dataprof process's requests
+   counted (``benchmarks/_store_count``), over the job's wall time, per rank: flat in the ranks when the watch's
+   cost to the store is linear in them.
 
     python benchmarks/nodes.py [--runs 10] [--rounds 3] [--workers 2] [--uniform 0,1,2] [--quota 0.5]
-                               [--parts cause,answer,overhead]
+                               [--parts cause,answer,overhead,requests] [--ranks 2,8,32]
 """
 
 from __future__ import annotations
@@ -187,7 +191,8 @@ def main() -> int:
                         help="each watched run's length: node 1, held to its quota, takes seconds to start")
     parser.add_argument("--steps", type=int, default=150)
     parser.add_argument("--parts", default="cause,answer,overhead",
-                        help="which parts to run, of cause,answer,overhead (the answer needs the cause)")
+                        help="which parts to run, of cause,answer,overhead,requests (the answer needs the cause)")
+    parser.add_argument("--ranks", default="2,8,32", help="the job sizes the requests part counts at")
     parser.add_argument("--tune-budget", type=float, default=240.0,
                         help="dataprof tune --nnodes 2's --budget (0: no tune); its answer is timed by hand too")
     opts = parser.parse_args()
@@ -212,6 +217,8 @@ def measure(opts: argparse.Namespace, cgroup: Node1Cgroup) -> int:
                 per_node_answer(opts, tmp, cgroup, there)
         if "overhead" in parts:
             overhead(opts, tmp, cgroup)
+        if "requests" in parts:
+            requests(opts, tmp)
     return 0 if hits == opts.runs else 1
 
 
@@ -265,6 +272,31 @@ def overhead(opts: argparse.Namespace, tmp: Path, cgroup: Node1Cgroup) -> None:
           f"{statistics.median(pairs):.3f}× (median of {len(pairs)} rounds' pairs, {min(pairs):.3f} … "
           f"{max(pairs):.3f}; watched {', '.join(f'{r:.2f}' for r in watched_rates)}; "
           f"plain {', '.join(f'{r:.2f}' for r in plain)})")
+
+
+def requests(opts: argparse.Namespace, tmp: Path) -> None:
+    """Part 4: dataprof's store requests under ``run --seconds`` at each job size, per rank and second."""
+    print("\nranks: store requests by dataprof (per rank per second of the job; by kind)")
+    for ranks in map(int, opts.ranks.split(",")):
+        counted = tmp / f"requests{ranks}"
+        counted.mkdir()
+        env = dict(os.environ, DATAPROF_BENCH_STORE_COUNT=str(counted), PYTHONPATH=os.pathsep.join(
+            (str(ROOT / "benchmarks" / "_store_count"), str(ROOT))))
+        started = time.monotonic()
+        subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
+                        str(ranks), "-m", "dataprof", "run", "--seconds", str(opts.seconds), "--json",
+                        str(counted / "run.json"), "benchmarks/_sleep_train.py", "--length", "100000",
+                        "--sleep-ms", "1", "--step-ms", "5"],
+                       cwd=ROOT, env=env, check=True, capture_output=True, timeout=TIMEOUT_S + 60 * ranks)
+        wall = time.monotonic() - started
+        kinds: collections.Counter[str] = collections.Counter()
+        for path in counted.glob("*.json"):
+            if path.name != "run.json":
+                kinds.update(json.loads(path.read_text()))
+        total = sum(kinds.values())
+        print(f"  {ranks:>3}: {total} requests in {wall:.0f} s: {total / wall:.1f}/s, "
+              f"{total / wall / ranks:.2f} per rank per s ({', '.join(f'{k} {v}' for k, v in kinds.most_common())})",
+              flush=True)
 
 
 if __name__ == "__main__":

@@ -195,13 +195,14 @@ def follow_rank_0(coordinator: Coordinator, run: Callable[[], object]) -> None:
 
 
 def watch_ranks(settings: WatchSettings, nproc_per_node: int, nodes: NodeJob | None = None,
-                run_id: str | None = None, stop: Stop | None = None) -> list[RunReport] | None:
+                run_id: str | None = None, stop: Stop | None = None) -> list[tuple[str, RunReport]] | None:
     """Run the script as ``nproc_per_node`` ranks of one job on this machine (torchrun's environment set for each,
     ``OMP_NUM_THREADS=1`` where it is not set, as torchrun sets it), every rank watched as ``dataprof run`` watches
-    it under torchrun; each rank's report, in rank order. None when the ranks were interrupted (Ctrl-C) or one died.
+    it under torchrun; each rank's host and report, in rank order. None when the ranks were interrupted (Ctrl-C)
+    or one died.
 
     With ``nodes``, this node's ranks of the job ``run_id`` over every node: on node 0, every node's ranks'
-    reports (they say them where the job's ranks meet); elsewhere, an empty list."""
+    (they say them where the job's ranks meet); elsewhere, an empty list."""
     import uuid
 
     run_id = run_id or f"dataprof-tune-{uuid.uuid4()}"
@@ -218,7 +219,7 @@ def watch_ranks(settings: WatchSettings, nproc_per_node: int, nodes: NodeJob | N
     if launched.code or len(launched.values) != nproc_per_node:
         raise DataprofError(f"the ranks' watch failed (exit code {launched.code})")
     if nodes is None:
-        return [RunReport.from_dict(launched.values[rank]) for rank in sorted(launched.values)]
+        return [(socket.gethostname(), RunReport.from_dict(launched.values[rank])) for rank in sorted(launched.values)]
     if not nodes.leader:
         return []
     if launched.values[0] is None:  # rank 0 got SIGTERM (its script ended as by Ctrl-C): it gathered nothing
@@ -227,7 +228,7 @@ def watch_ranks(settings: WatchSettings, nproc_per_node: int, nodes: NodeJob | N
     world = nodes.nnodes * nproc_per_node
     if len(said) < world:
         raise DataprofError("; ".join(_missing(world, said, gone, RUN_GATHER_S)))
-    return [RunReport.from_dict(said[rank]["report"]) for rank in sorted(said)]
+    return [(str(said[rank]["host"]), RunReport.from_dict(said[rank]["report"])) for rank in sorted(said)]
 
 
 def _watch_rank(settings: WatchSettings, env: Mapping[str, str], across_nodes: bool) -> Any:

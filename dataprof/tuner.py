@@ -91,13 +91,23 @@ def follow_tune(script: str, args: tuple[str, ...], *, module: bool, nproc_per_n
     _started((("-m",) if module else ()) + (script, *args), module, nproc_per_node, nodes)
     told = TuneNodes(nodes)
     workdir = None if workdir is None else os.path.abspath(workdir)
+    from dataprof.measure.launch import Stop
+
     number, wait_s = 1, nodes.join_s + HEARD_S
     while (heard := told.hear(number, wait_s)) is not None:
         settings, run_id = heard
         if progress is not None:
             progress(f"node {nodes.node_rank}: run {number} as node 0 says it ({run_id})")
-        watch_ranks(dataclasses.replace(settings, target=_target(script, module, workdir), args=args, module=module,
-                                        cwd=_directory(workdir, number)), nproc_per_node, nodes, run_id)
+        stop = Stop()
+        try:
+            with told.watched(number, stop):
+                watch_ranks(dataclasses.replace(settings, target=_target(script, module, workdir), args=args,
+                                                module=module, cwd=_directory(workdir, number)),
+                            nproc_per_node, nodes, run_id, stop)
+        except DataprofError as exc:
+            told.leave()
+            exc.message = f"node {nodes.node_rank}: {exc.message}"
+            raise
         number, wait_s = number + 1, (settings.limit_s or nodes.join_s) + HEARD_S
     return number - 1
 
@@ -254,10 +264,12 @@ def _run(settings: Any, nproc_per_node: int, knobs: KnobValues, role: str, site:
     if nproc_per_node == 1 and nodes is None:
         run = watch(settings)
         return (run, trial_of(run, knobs, role, site, split)) if run.complete else None
-    runs = watch_ranks(settings, nproc_per_node, nodes, run_id, stop)
-    if runs is None or not all(r.complete for r in runs):
+    ranks = watch_ranks(settings, nproc_per_node, nodes, run_id, stop)
+    if ranks is None or not all(r.complete for _, r in ranks):
         return None
-    return runs[0], trial_of_ranks(runs, knobs, role, site, split, None if nodes is None else nproc_per_node)
+    runs = [run for _, run in ranks]
+    return runs[0], trial_of_ranks(runs, knobs, role, site, split, None if nodes is None else nproc_per_node,
+                                   [host for host, _ in ranks])
 
 
 def _tuned(report: TuneReport, run: RunReport, trial: TuneTrial, script: str, site: str | None,

@@ -56,9 +56,9 @@ def parse_budget(text: str) -> float:
               help="With --nnodes: this node's index (0 decides and reports).")
 @click.option("--master-addr", default="127.0.0.1", show_default=True, metavar="HOST",
               help="With --nnodes: node 0's address, which every node reaches.")
-@click.option("--master-port", type=click.IntRange(min=1, max=65534), default=29500, show_default=True,
+@click.option("--master-port", type=click.IntRange(min=1, max=65534), default=29510, show_default=True,
               metavar="PORT", help="With --nnodes: node 0 serves the tune's meeting at PORT and each run's ranks "
-                                   "meet at PORT+1.")
+                                   "meet at PORT+1 (not torchrun's 29500, so a job's own launch may run beside).")
 @click.option("--join-timeout", type=click.FloatRange(min=1), default=120.0, show_default=True, metavar="S",
               help="With --nnodes: how long a node waits for the others (to reach node 0, in each run's start "
                    "and end), and how long a node may fall silent during a run before node 0 stops it.")

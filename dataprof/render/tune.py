@@ -107,10 +107,16 @@ def answer_lines(report: TuneReport) -> list[str]:
     else:
         lines.append(f"at {_where(loader)}: keep your settings")
     if chosen.node_knobs:
-        rest = [str(n) for n in range(report.nnodes) if str(n) not in chosen.node_knobs]
+        hosts = {str(rank["node"]): rank["host"] for rank in chosen.ranks if rank.get("host") and "node" in rank}
+
+        def named(node: str) -> str:
+            return f"{node} ({hosts[node]})" if node in hosts else node
+
+        rest = [named(str(n)) for n in range(report.nnodes) if str(n) not in chosen.node_knobs]
         lines[0] += (" on node " if len(rest) == 1 else " on nodes ") + ", ".join(rest)
         common = loader.settings | chosen.config
-        lines += [f"on node {node}: " + ", ".join(f"{k}={common.get(k, '(default)')} → {v}" for k, v in own.items())
+        lines += [f"on node {named(node)}: " + ", ".join(f"{k}={common.get(k, '(default)')} → {v}"
+                                                         for k, v in own.items())
                   for node, own in sorted(chosen.node_knobs.items())]
         lines.append("a node's own value: pick it by the node (torchrun's GROUP_RANK in the training's environment) "
                      "or by what differs there (os.sched_getaffinity(0), its storage)")

@@ -265,11 +265,12 @@ def test_a_node_that_dies_in_a_sweep_ends_it_on_the_others_in_one_line_with_what
     assert not [p for p in node0 if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
 
 
-def tune_argv(*options: str) -> Callable[[int, str, Path], list[str]]:
-    """``dataprof tune --nnodes 2 --node-rank K`` with ``options``, its ``--workdir`` and ``--json`` in the node's
+def tune_argv(*options: str, nnodes: int = 2) -> Callable[[int, str, Path], list[str]]:
+    """``dataprof tune --nnodes N --node-rank K`` with ``options``, its ``--workdir`` and ``--json`` in the node's
     ``$TMPDIR``, over examples/ddp_train.py."""
     return lambda node, port, tmp: [
-        sys.executable, "-m", "dataprof", "tune", "--nnodes", "2", "--node-rank", str(node), "--master-port", port,
+        sys.executable, "-m", "dataprof", "tune", "--nnodes", str(nnodes), "--node-rank", str(node), "--master-port",
+        port,
         "--workdir", str(tmp / "runs"), "--trial-steps", "30", *options, "--json", str(tmp / "tune.json"),
         "examples/ddp_train.py", "--length", "100000"]
 
@@ -340,5 +341,34 @@ def test_a_node_that_dies_in_a_tune_ends_it_with_the_runs_measured_kept(tmp_path
     # the join timeout (10 s), then the launcher's stop of this node's ranks (SIGTERM, 5 s, SIGKILL), not the
     # 300 s torch's launcher would wait for a node gone after its ranks ended, nor the script's own collective's
     assert time.monotonic() - killed < 60
+    document = json.loads((tmp_path / "node0" / "tune.json").read_text())
+    assert document["complete"] is False and document["trials"][0]["status"] == "ok"
+
+
+@pytest.mark.slow
+def test_of_three_nodes_one_that_dies_in_a_tune_ends_it_on_both_others_each_naming_it(tmp_path: Path) -> None:
+    procs = dict(enumerate(start_nodes(tmp_path, (0, 1, 2), tune_argv("--join-timeout", "10", "--budget", "90",
+                                                                      nnodes=3), start_new_session=True)))
+    try:
+        assert procs[2].stderr is not None
+        for line in procs[2].stderr:
+            if "run 2 as node 0 says it" in line:
+                break
+        time.sleep(3.0)  # as its ranks start the script
+        os.killpg(procs[2].pid, signal.SIGKILL)  # node 2, its launcher and its ranks, at once
+        killed = time.monotonic()
+        ends = {node: procs[node].communicate(timeout=NODE_TIMEOUT_S) for node in (0, 1)}
+        took = time.monotonic() - killed
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+    # the join timeout (10 s) for node 0 to find node 2 silent, a second for node 1 to read why, then each
+    # launcher's stop of its ranks (SIGTERM, 5 s, SIGKILL): 60 s is the margin docs/tune.md states
+    assert took < 10 + 60, ends
+    for node in (0, 1):
+        last = ends[node][1].strip().splitlines()[-1]
+        assert procs[node].returncode != 0 and "node 2 stopped answering during run 2" in last, ends[node][1]
+    assert "node 1: node 0 stopped run 2" in ends[1][1]
     document = json.loads((tmp_path / "node0" / "tune.json").read_text())
     assert document["complete"] is False and document["trials"][0]["status"] == "ok"

@@ -24,7 +24,7 @@ def job_run(config: dict[str, Any], role: str, node_knobs: dict[str, dict[str, A
     paces = [NODE_RATES[node][int({**LOADER.settings, **config, **node_knobs.get(str(node), {})}["num_workers"])]
              for node in (0, 1)]
     slow = paces.index(min(paces))
-    ranks = tuple({"rank": node, "node": node, "iterations_per_s": min(paces),
+    ranks = tuple({"rank": node, "node": node, "host": f"gpu-{'ab'[node]}", "iterations_per_s": min(paces),
                    "data_wait_fraction": 0.4 if node == slow else 0.02} for node in (0, 1))
     return TuneTrial(config, TrialStatus.OK, role, iterations_per_s=min(paces), data_wait_fraction=0.4,
                      ranks=ranks, node_knobs=node_knobs)
@@ -50,8 +50,8 @@ def test_the_node_whose_ranks_wait_for_data_gets_workers_of_its_own_when_the_job
     assert sum(1 for t in done.trials if t.config == chosen.config and t.node_knobs == chosen.node_knobs) >= 2
     assert not any(t.node_knobs for t in done.trials[:4])  # the climb for every node comes first
     lines = answer_lines(done)
-    assert "num_workers=2 → 1 on node 1" in lines[0]
-    assert "on node 0: num_workers=1 → 2" in lines
+    assert "num_workers=2 → 1 on node 1 (gpu-b)" in lines[0]
+    assert "on node 0 (gpu-a): num_workers=1 → 2" in lines
     assert TuneReport.from_dict(done.to_dict()).trials == done.trials
 
 
@@ -64,3 +64,23 @@ def test_on_one_node_or_when_no_node_waits_for_data_no_node_gets_its_own() -> No
                             job_run({"num_workers": 1, "prefetch_factor": 4}, "candidate")))
     step = next_run(tuned(quiet))
     assert step is None or len(step) == 2
+
+
+def test_a_config_of_its_own_for_a_node_must_be_faster_than_the_best_for_every_node_not_cheaper() -> None:
+    def ran(config: dict[str, Any], rate: float, role: str = "candidate",
+            node_knobs: dict[str, dict[str, Any]] | None = None) -> TuneTrial:
+        return TuneTrial(config, TrialStatus.OK, role, iterations_per_s=rate, data_wait_fraction=0.3,
+                         node_knobs=node_knobs or {})
+
+    fewer = {"1": {"num_workers": 0}}  # node 1's workers halved: cheaper, and no faster
+    trials = (ran({}, 50.0, "current"), TuneTrial({}, TrialStatus.OK, "headspace", iterations_per_s=100.0),
+              ran({}, 50.0, "current"), ran({"num_workers": 1}, 55.0), ran({"num_workers": 1}, 55.0),
+              ran({"num_workers": 1}, 55.5, node_knobs=fewer), ran({"num_workers": 1}, 55.0, node_knobs=fewer))
+    done = tuned(trials)
+    assert done.answer is not None and done.answer.recommended is not None
+    assert done.trials[done.answer.recommended].node_knobs == {}
+    faster = tuned((*trials[:5], ran({"num_workers": 1}, 70.0, node_knobs=fewer),
+                    ran({"num_workers": 1}, 71.0, node_knobs=fewer)))
+    assert faster.answer is not None and faster.answer.recommended is not None
+    assert faster.trials[faster.answer.recommended].node_knobs == fewer
+    assert "faster beyond the noise than the fastest config for every node" in faster.answer.reason

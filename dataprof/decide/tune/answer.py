@@ -7,8 +7,9 @@ script's own config by more than :data:`~dataprof.decide.tune.noise.AS_FAST`, an
 config run twice, and each config run once whose run beat it, by more than
 :data:`~dataprof.decide.tune.noise.NEAR_BEST` (equivalence bounds); among those the cheapest wins: the fewest
 workers, then the least prefetch, the fewest knobs changed, the least memory. Threads in place of the script's
-worker processes ask for new code: they are recommended only when faster beyond the noise than every config of
-processes, never as cheaper. When nothing is shown, the answer is "cannot tell" with the range measured. A config
+worker processes ask for new code, and a config of its own for some nodes asks for one command line per node:
+each is recommended only when faster beyond the noise than every config of processes for every node, never as
+cheaper. When nothing is shown, the answer is "cannot tell" with the range measured. A config
 is recommended only once it has :data:`~dataprof.decide.tune.noise.MIN_RUNS` runs (the script's own needs no more
 than it has): one lucky run wins nothing."""
 
@@ -83,18 +84,24 @@ def choose(usable: Sequence[Runs], mine: Runs, noise: Noise, settings: KnobValue
     the cheapest shown no slower than the script's own (:func:`as_fast`) and near (:data:`NEAR_BEST`) the fastest
     of them and each config run once that beat it; threads in their place only when shown faster than every
     config of processes; None when none is shown (cannot tell)."""
-    kept = [runs for runs in usable if not asks_code(runs, settings)]
+    kept = [runs for runs in usable if not asks_code(runs, settings) and not runs[0][1].node_knobs]
     eligible = [runs for runs in kept if runs is mine or len(runs) >= MIN_RUNS]
     fastest = max(eligible, key=rate)
     processes = max(kept, key=rate)  # those run once too: threads must beat every config of processes
     threads = [runs for runs in usable if asks_code(runs, settings) and len(runs) >= MIN_RUNS
                and faster(noise, runs, processes) and faster(noise, runs, fastest)]
-    if threads:
-        top = max(threads, key=rate)
-        best = min((runs for runs in threads if as_fast(noise, runs, top)), key=lambda r: cost(r, settings, nnodes))
-        low, _ = bounds(noise, best, processes)
-        return Choice(best, fastest, f"threads in place of your worker processes, faster beyond the noise than the "
-                                     f"fastest config of processes ({label(processes[0][1])}: at least {low:+.0%})")
+    per_node = [runs for runs in usable if runs[0][1].node_knobs and not asks_code(runs, settings)
+                and len(runs) >= MIN_RUNS and faster(noise, runs, processes) and faster(noise, runs, fastest)]
+    for apart, what in ((threads, "threads in place of your worker processes, faster beyond the noise than the "
+                                  "fastest config of processes"),
+                        (per_node, "a config of its own for some nodes, faster beyond the noise than the fastest "
+                                   "config for every node")):
+        if apart:
+            top = max(apart, key=rate)
+            best = min((runs for runs in apart if as_fast(noise, runs, top)),
+                       key=lambda r: cost(r, settings, nnodes))
+            low, _ = bounds(noise, best, processes)
+            return Choice(best, fastest, f"{what} ({label(processes[0][1])}: at least {low:+.0%})")
     shown = [runs for runs in eligible if as_fast(noise, runs, mine) and not _above(noise, runs, fastest, kept)]
     if not shown:
         above = _above(noise, fastest, fastest, kept)
@@ -121,7 +128,8 @@ def unsettled(report: TuneReport) -> list[Runs]:
     noise = pooled_noise(report.trials)
     by_config = rates(report.trials)
     mine = by_config[key_of(report.by_role("current")[0])]
-    kept = [runs for runs in by_config.values() if not asks_code(runs, report.loader.settings)]
+    kept = [runs for runs in by_config.values() if not asks_code(runs, report.loader.settings)
+            and not runs[0][1].node_knobs]
     fastest = max((runs for runs in kept if runs is mine or len(runs) >= MIN_RUNS), key=rate)
     if not as_fast(noise, fastest, mine):
         return [fastest, mine]

@@ -166,13 +166,14 @@ def _replay_problem(run: RunReport, loader: LoaderRun) -> str | None:
 
 
 def trial_of_ranks(runs: Sequence[RunReport], config: KnobValues, role: str, site: str | None,
-                   split: str | None = None, per_node: int | None = None) -> TuneTrial:
+                   split: str | None = None, per_node: int | None = None,
+                   hosts: Sequence[str] | None = None) -> TuneTrial:
     """One run of the training as several ranks (their reports in rank order) as a tune trial: failed when a
     rank failed (named); else the slowest rank's rate (in synchronous training every step waits for it), the
     data wait and step of the rank that waits most for data (the others wait for it inside their step), the CPU
     of every rank together and their peak memories added, and each rank's own figures; across nodes of
     ``per_node`` ranks each, its node too (ranks are numbered node by node, as torchrun's static rendezvous
-    numbers them)."""
+    numbers them) and its host (``hosts``, by rank)."""
     trials = [trial_of(run, config, role, site, split) for run in runs]
     failed = sorted((rank for rank, trial in enumerate(trials) if not trial.ok),
                     key=lambda rank: ("of the job failed" in (runs[rank].stopped or ""),
@@ -189,4 +190,6 @@ def trial_of_ranks(runs: Sequence[RunReport], config: KnobValues, role: str, sit
         wall_s=max(t.wall_s for t in trials),
         ranks=tuple({"rank": rank, "iterations_per_s": t.iterations_per_s, "data_wait_fraction": t.data_wait_fraction,
                      "step_ms_p50": (t.step_ms or {}).get("p50"),
-                     **({} if per_node is None else {"node": rank // per_node})} for rank, t in enumerate(trials)))
+                     **({} if per_node is None else {"node": rank // per_node}),
+                     **({} if per_node is None or hosts is None else {"host": hosts[rank]})}
+                    for rank, t in enumerate(trials)))

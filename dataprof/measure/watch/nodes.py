@@ -28,6 +28,8 @@ from dataprof.version import __version__
 HEARD_S = 180.0
 """How long past a run's own limit a node other than 0 waits for node 0 to say the next (node 0 gone)."""
 END = "end"
+STOPPED_KEY = "stopped"
+"""Where node 0 says why it stopped a run (``stopped-<run>``): the other nodes stop theirs, naming the node."""
 HEARD_KEY = "heard-end"
 """Where each node other than 0 says it heard the end (``heard-end-<node>``)."""
 
@@ -55,8 +57,7 @@ class TuneNodes:
         self._quiet = threading.Event()
         self.gone: set[int] = set()
         """Node 0: the nodes found silent during a run (:meth:`watched`); the end waits for none of them."""
-        if not job.leader:
-            threading.Thread(target=self._alive, name="dataprof-node-alive", daemon=True).start()
+        threading.Thread(target=self._alive, name="dataprof-node-alive", daemon=True).start()
 
     def _client(self) -> Any:
         from torch.distributed import TCPStore
@@ -65,8 +66,8 @@ class TuneNodes:
                         timeout=timedelta(seconds=self.job.join_s))
 
     def _alive(self) -> None:
-        """Another node, until it hears the end (or :meth:`close`): count that it is there, on a connection of
-        its own."""
+        """Every node, until it hears the end (or :meth:`close`): count that it is there, on a connection of its
+        own (node 0 too: the others watch it)."""
         try:
             store = self._client()
             while True:
@@ -77,40 +78,57 @@ class TuneNodes:
             return
 
     def close(self) -> None:
-        """Another node: stop counting that it is there (node 0's store may go at any moment now)."""
+        """Stop counting that this node is there (another node: node 0's store may go at any moment now)."""
         self._quiet.set()
+
+    def leave(self) -> None:
+        """Another node, ending before node 0's end (node 0 stopped its run): node 0's end need not wait for it."""
+        self.close()
+        try:
+            self.store.set(f"{HEARD_KEY}-{self.job.node_rank}", "1")
+        except (RuntimeError, ValueError, TimeoutError):  # node 0 gone
+            pass
 
     @contextmanager
     def watched(self, number: int, gone: Callable[[str], None]) -> Iterator[None]:
-        """Node 0, while run ``number`` goes: ``gone(why)``, once, when a node that had counted that it is there
-        has not for the join timeout (it died, or its network did: its ranks will not end the run). A node that
-        never came is the launch's to find (its ranks do not join the run's rendezvous)."""
-        if not self.job.leader or self.job.nnodes < 2:
+        """While run ``number`` goes, on every node: ``gone(why)``, once, when the run must stop here. Node 0
+        watches every other node: one that had counted that it is there and has not for the join timeout (it
+        died, or its network did) stops the run, and node 0 says why under ``stopped-<number>`` for the others.
+        Another node watches node 0: it stops when node 0 said so, or when node 0 is silent for the join timeout.
+        A node that never came is the launch's to find (its ranks do not join the run's rendezvous)."""
+        if self.job.nnodes < 2:
             yield
             return
         stop = threading.Event()
-
-        def watch() -> None:
-            try:
-                store = self._client()
-                silences = Silences(self.job.join_s)
-                while not stop.wait(ALIVE_EVERY_S):
-                    for node in range(1, self.job.nnodes):
-                        silent = silences.silent_for(node, store.add(f"{ALIVE_KEY}-{node}", 0))
-                        if silent is not None:
-                            self.gone.add(node)
-                            gone(f"node {node} stopped answering during run {number} (nothing from its dataprof for "
-                                 f"{silent:.0f} s, the join timeout)")
-                            return
-            except (RuntimeError, ValueError, TimeoutError):  # this node's own store is closing: the run ends
-                return
-
-        thread = threading.Thread(target=watch, name="dataprof-nodes-watch", daemon=True)
+        thread = threading.Thread(target=self._watch, args=(number, gone, stop), name="dataprof-nodes-watch",
+                                  daemon=True)
         thread.start()
         try:
             yield
         finally:
             stop.set()
+
+    def _watch(self, number: int, gone: Callable[[str], None], stop: threading.Event) -> None:
+        try:
+            store = self._client()
+            silences = Silences(self.job.join_s)
+            watched = range(1, self.job.nnodes) if self.job.leader else (0,)
+            while not stop.wait(ALIVE_EVERY_S):
+                if not self.job.leader and store.check([f"{STOPPED_KEY}-{number}"]):
+                    gone(f"node 0 stopped run {number}: {store.get(f'{STOPPED_KEY}-{number}').decode()}")
+                    return
+                for node in watched:
+                    silent = silences.silent_for(node, store.add(f"{ALIVE_KEY}-{node}", 0))
+                    if silent is not None:
+                        why = (f"node {node} stopped answering during run {number} (nothing from its dataprof for "
+                               f"{silent:.0f} s, the join timeout)")
+                        if self.job.leader:
+                            self.gone.add(node)
+                            store.set(f"{STOPPED_KEY}-{number}", why)
+                        gone(why)
+                        return
+        except (RuntimeError, ValueError, TimeoutError):  # the store is closing (node 0 ends): the run ends
+            return
 
     def say(self, number: int, settings: WatchSettings, run_id: str,
             node_changes: dict[int, RunChanges | None] | None = None) -> None:
@@ -127,9 +145,11 @@ class TuneNodes:
 
     def end(self, number: int) -> None:
         """Node 0: no run ``number``; the others stop. It waits (up to the join timeout) until each has heard it
-        (its store goes when it exits), each but those found gone."""
-        listening = [f"{HEARD_KEY}-{node}" for node in range(1, self.job.nnodes) if node not in self.gone]
+        (its store goes when it exits), each but those found gone and those that never came (no count of being
+        there: a node that never joined is not waited for twice)."""
         try:
+            listening = [f"{HEARD_KEY}-{node}" for node in range(1, self.job.nnodes)
+                         if node not in self.gone and self.store.add(f"{ALIVE_KEY}-{node}", 0) > 0]
             self.store.set(f"run-{number}", END)
             if listening:
                 self.store.wait(listening, timedelta(seconds=self.job.join_s))

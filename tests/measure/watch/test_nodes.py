@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+from collections.abc import Callable
 
 import pytest
 
@@ -86,18 +87,50 @@ def test_node_0_hears_of_a_node_gone_silent_during_a_run_and_only_of_it(monkeypa
     counting.close()
 
 
-def test_node_0_s_end_waits_for_the_nodes_that_listen_not_for_one_found_gone() -> None:
+def test_every_other_node_stops_its_run_when_node_0_stopped_it_or_went_silent(monkeypatch: pytest.MonkeyPatch) -> None:
     import threading
 
+    monkeypatch.setattr("dataprof.measure.watch.nodes.ALIVE_EVERY_S", 0.05)
+    port = free_port()
+    leader = TuneNodes(NodeJob(3, 0, "127.0.0.1", port, join_s=0.3))
+    nodes = [TuneNodes(NodeJob(3, node, "127.0.0.1", port, join_s=0.3)) for node in (1, 2)]
+    said: dict[str, list[str]] = {"0": [], "1": []}
+    done = {name: threading.Event() for name in said}
+
+    def heard(name: str) -> Callable[[str], None]:
+        return lambda why: (said[name].append(why), done[name].set())  # type: ignore[func-returns-value]
+
+    with leader.watched(4, heard("0")), nodes[0].watched(4, heard("1")):
+        nodes[1].close()  # node 2 dies: node 0 finds it, and node 1 hears it from node 0
+        assert done["0"].wait(5) and done["1"].wait(5)
+    assert said["1"] == [f"node 0 stopped run 4: {said['0'][0]}"] and said["0"][0].startswith("node 2 stopped")
+    lost = threading.Event()
+    lines: list[str] = []
+    with nodes[0].watched(5, lambda why: (lines.append(why), lost.set())):  # type: ignore[func-returns-value]
+        leader.close()  # node 0's dataprof stalls: it counts no more
+        assert lost.wait(5)
+    assert lines[0].startswith("node 0 stopped answering during run 5")
+
+
+def test_node_0_s_end_waits_for_the_nodes_that_listen_not_for_one_found_gone_or_that_never_came() -> None:
+    import threading
+    import time
+
+    from dataprof.measure.watch.meeting import ALIVE_KEY
     from dataprof.measure.watch.nodes import HEARD_KEY
 
     port = free_port()
-    leader = TuneNodes(NodeJob(3, 0, "127.0.0.1", port, join_s=120))
-    listening = TuneNodes(NodeJob(3, 1, "127.0.0.1", port, join_s=120))
-    listening.store.set(f"{HEARD_KEY}-1", "1")  # node 1 heard the end; node 2 died during the last run
+    leader = TuneNodes(NodeJob(4, 0, "127.0.0.1", port, join_s=120))
+    listening = TuneNodes(NodeJob(4, 1, "127.0.0.1", port, join_s=120))
+    while not leader.store.add(f"{ALIVE_KEY}-1", 0):  # node 1 is there
+        time.sleep(0.01)
+    leader.store.add(f"{ALIVE_KEY}-2", 3)  # node 2 came, then died during the last run; node 3 never came
     leader.gone.add(2)
     ended = threading.Thread(target=leader.end, args=(4,), daemon=True)
     ended.start()
+    time.sleep(0.3)
+    assert ended.is_alive()  # node 1 has not heard it yet
+    listening.store.set(f"{HEARD_KEY}-1", "1")
     ended.join(timeout=30)
     assert not ended.is_alive()  # not the join timeout's 120 s for a node that will never hear it
     listening.close()
