@@ -57,7 +57,8 @@ class TuneNodes:
         self._quiet = threading.Event()
         self.gone: set[int] = set()
         """Node 0: the nodes found silent during a run (:meth:`watched`); the end waits for none of them."""
-        threading.Thread(target=self._alive, name="dataprof-node-alive", daemon=True).start()
+        self._beating = threading.Thread(target=self._alive, name="dataprof-node-alive", daemon=True)
+        self._beating.start()
 
     def _client(self) -> Any:
         from torch.distributed import TCPStore
@@ -78,8 +79,11 @@ class TuneNodes:
             return
 
     def close(self) -> None:
-        """Stop counting that this node is there (another node: node 0's store may go at any moment now)."""
+        """Stop counting that this node is there (another node: node 0's store may go at any moment now), and
+        wait for the thread that counts to end (a process that exits with it in the store's client aborts)."""
         self._quiet.set()
+        if self._beating is not threading.current_thread():
+            self._beating.join(timeout=self.job.join_s)
 
     def leave(self) -> None:
         """Another node, ending before node 0's end (node 0 stopped its run): node 0's end need not wait for it."""
@@ -107,6 +111,7 @@ class TuneNodes:
             yield
         finally:
             stop.set()
+            thread.join(timeout=2 * ALIVE_EVERY_S)  # out of the store's client before the process may exit
 
     def _watch(self, number: int, gone: Callable[[str], None], stop: threading.Event) -> None:
         try:
@@ -147,6 +152,7 @@ class TuneNodes:
         """Node 0: no run ``number``; the others stop. It waits (up to the join timeout) until each has heard it
         (its store goes when it exits), each but those found gone and those that never came (no count of being
         there: a node that never joined is not waited for twice)."""
+        self.close()
         try:
             listening = [f"{HEARD_KEY}-{node}" for node in range(1, self.job.nnodes)
                          if node not in self.gone and self.store.add(f"{ALIVE_KEY}-{node}", 0) > 0]

@@ -60,6 +60,7 @@ class RankEnd:
         """Rank 0 could not say the end: no rank ends early (its own clock alone would break the training)."""
         self._said = threading.Event()
         self._asked = threading.Event()
+        self._done = threading.Event()
         self._last: float | None = None
         self._step_s = 0.0
         self._thread = threading.Thread(target=self._talk, name="dataprof-rank-end", daemon=True) if threaded else None
@@ -71,15 +72,24 @@ class RankEnd:
         return None if meeting is None else cls(meeting, job_rank(env) == 0, threaded=True)
 
     def _talk(self) -> None:
-        """The thread: rank 0 says the end once asked; another rank reads it until it is said."""
-        while self.target is None or (self.leader and not self._said.is_set()):
+        """The thread: rank 0 says the end once asked; another rank reads it until it is said (or :meth:`close`)."""
+        while not self._done.is_set():
             if self.leader:
                 self._asked.wait()
-                self._say()
+                if not self._done.is_set():
+                    self._say()
                 return
             self._read()
-            if self.target is None:
-                time.sleep(READ_EVERY_S)
+            if self.target is not None or self._done.wait(READ_EVERY_S):
+                return
+
+    def close(self) -> None:
+        """The script is ending: the thread stops, out of the store's client before the process exits (one left
+        in it would abort the interpreter's exit)."""
+        self._done.set()
+        self._asked.set()
+        if self._thread is not None and self._thread.ident is not None:
+            self._thread.join(timeout=2.0)
 
     def _say(self) -> None:
         assert self.target is not None
@@ -149,6 +159,7 @@ class RankFailures:
         self.silences = Silences(SILENT_S, clock)
         self._checked = self._asked = -math.inf
         self._beating = threading.Event()
+        self._beater: threading.Thread | None = None
 
     @classmethod
     def of(cls, env: Mapping[str, str] = os.environ, beat: bool = False) -> RankFailures | None:
@@ -194,7 +205,8 @@ class RankFailures:
         """Count that this rank is there every :data:`ALIVE_EVERY_S` on ``meeting`` (a connection of its own: the
         store's client is not shared between threads) until :meth:`stop`."""
         self._beating.clear()
-        threading.Thread(target=self._beat, args=(meeting,), name="dataprof-alive", daemon=True).start()
+        self._beater = threading.Thread(target=self._beat, args=(meeting,), name="dataprof-alive", daemon=True)
+        self._beater.start()
 
     def _beat(self, meeting: Meeting) -> None:
         while not self._beating.is_set():
@@ -202,8 +214,11 @@ class RankFailures:
             self._beating.wait(ALIVE_EVERY_S)
 
     def stop(self) -> None:
-        """Stop counting: this rank's watch is over (its report follows)."""
+        """Stop counting: this rank's watch is over (its report follows); the thread that counts is waited for
+        (out of the store's client before the process may exit)."""
         self._beating.set()
+        if self._beater is not None and self._beater is not threading.current_thread():
+            self._beater.join(timeout=2.0)
 
     def gone(self, ranks: Iterable[int] | None = None) -> tuple[int, ...]:
         """The other ``ranks`` (every other by default) that counted that they were there, then went silent for

@@ -267,6 +267,8 @@ def main(argv: list[str]) -> int:
         recorder.channel.send({"ev": "exit", "code": code, "stderr_tail": tail.lines() if code else [],
                                "stderr_causes": tail.causes if code else []})
         channel.close()
+        if recorder.ranks is not None:
+            recorder.ranks.close()
     return code
 
 

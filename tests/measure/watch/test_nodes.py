@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -12,6 +13,23 @@ from dataprof.measure.watch.nodes import TuneNodes
 from dataprof.measure.watch.settings import WatchSettings
 from dataprof.results.environment import NodeJob
 from dataprof.results.run import RunChanges
+
+
+@pytest.fixture(autouse=True)
+def _nodes_closed(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every TuneNodes a test makes stops counting at its end (a thread left in a store's client at the
+    interpreter's exit aborts it)."""
+    made: list[TuneNodes] = []
+    real = TuneNodes.__init__
+
+    def init(self: TuneNodes, *args: Any, **kwargs: Any) -> None:
+        real(self, *args, **kwargs)
+        made.append(self)
+
+    monkeypatch.setattr(TuneNodes, "__init__", init)
+    yield
+    for nodes in made:
+        nodes.close()
 
 
 def free_port() -> int:
@@ -92,8 +110,8 @@ def test_every_other_node_stops_its_run_when_node_0_stopped_it_or_went_silent(mo
 
     monkeypatch.setattr("dataprof.measure.watch.nodes.ALIVE_EVERY_S", 0.05)
     port = free_port()
-    leader = TuneNodes(NodeJob(3, 0, "127.0.0.1", port, join_s=0.3))
-    nodes = [TuneNodes(NodeJob(3, node, "127.0.0.1", port, join_s=0.3)) for node in (1, 2)]
+    leader = TuneNodes(NodeJob(3, 0, "127.0.0.1", port, join_s=1.0))
+    nodes = [TuneNodes(NodeJob(3, node, "127.0.0.1", port, join_s=1.0)) for node in (1, 2)]
     said: dict[str, list[str]] = {"0": [], "1": []}
     done = {name: threading.Event() for name in said}
 
@@ -102,13 +120,13 @@ def test_every_other_node_stops_its_run_when_node_0_stopped_it_or_went_silent(mo
 
     with leader.watched(4, heard("0")), nodes[0].watched(4, heard("1")):
         nodes[1].close()  # node 2 dies: node 0 finds it, and node 1 hears it from node 0
-        assert done["0"].wait(5) and done["1"].wait(5)
+        assert done["0"].wait(10) and done["1"].wait(10)
     assert said["1"] == [f"node 0 stopped run 4: {said['0'][0]}"] and said["0"][0].startswith("node 2 stopped")
     lost = threading.Event()
     lines: list[str] = []
     with nodes[0].watched(5, lambda why: (lines.append(why), lost.set())):  # type: ignore[func-returns-value]
         leader.close()  # node 0's dataprof stalls: it counts no more
-        assert lost.wait(5)
+        assert lost.wait(10)
     assert lines[0].startswith("node 0 stopped answering during run 5")
 
 
