@@ -113,6 +113,9 @@ def has_cuda() -> bool:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests that start processes first (``pytest -n`` then starts the long ones early and fills in with the
+    quick ones, rather than leave one worker on a long test at the end); GPU tests skipped without a device."""
+    items.sort(key=lambda item: "slow" not in item.keywords)
     if has_cuda():
         return
     skip = pytest.mark.skip(reason="no CUDA device visible")
