@@ -204,6 +204,7 @@ class StoreMeeting:
     def within(self, prefix: str) -> StoreMeeting:
         """The keys under ``prefix`` of this meeting's, on this meeting's client (for the same thread)."""
         inner = StoreMeeting(self.host, self.port, self.prefix + prefix, self.connect_s, self.clock)
+        inner._retry_at = self._retry_at  # a store just found unreachable is not tried again at once
         if self._connected() is not None:
             import torch.distributed as dist
 

@@ -35,10 +35,21 @@ def closed_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def heard(meeting: Meeting, key: str) -> str | None:
+    """What ``meeting`` reads under ``key`` once what was said there reaches it: a store's ``set`` is not waited
+    for, so another connection may read it a moment later."""
+    import time
+
+    deadline = time.monotonic() + 5.0
+    while (said := meeting.get(key)) is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return said
+
+
 def exchange(meeting: Meeting, other: Meeting) -> None:
     assert meeting.get("end") is None and meeting.count("failed") == 0
     assert meeting.put("end", "0 12")
-    assert other.get("end") == "0 12"
+    assert heard(other, "end") == "0 12"
     assert meeting.count("failed", 1) == 1 and other.count("failed", 1) == 2 and meeting.count("failed") == 2
     other.remove("end")
     assert meeting.get("end") is None
@@ -59,12 +70,12 @@ def test_ranks_meet_through_the_jobs_store_and_each_round_of_the_job_under_keys_
     # ranks, whatever they say, read nothing of the last round's
     again = [meeting_of({**env, "RANK": "0"}), meeting_of({**env, "RANK": "1", "TORCHELASTIC_RESTART_COUNT": "1"})]
     assert all(m is not None and m.count("failed") == 0 and m.get("report-1") is None for m in again)
-    assert again[0].put("end", "0 5") and again[1].get("end") == "0 5"  # type: ignore[union-attr]
+    assert again[0].put("end", "0 5") and heard(again[1], "end") == "0 5"  # type: ignore[arg-type, union-attr]
     leave_round(job)  # the second round ended too
     leave_round(job)
     grown = [meeting_of({**env, "WORLD_SIZE": "3", "RANK": str(rank)}) for rank in range(3)]  # a node joined
-    assert grown[0].put("end", "0 9") and all(m.get("end") == "0 9" for m in grown)  # type: ignore[union-attr]
-    assert again[1].get("end") == "0 5"  # type: ignore[union-attr]
+    assert grown[0].put("end", "0 9") and all(heard(m, "end") == "0 9" for m in grown)  # type: ignore[arg-type]
+    assert heard(again[1], "end") == "0 5"  # type: ignore[arg-type]
 
 
 def test_ranks_meet_through_a_directory_without_a_store(tmp_path: Path) -> None:
@@ -78,8 +89,9 @@ def test_ranks_meet_through_a_directory_without_a_store(tmp_path: Path) -> None:
 def test_an_unreachable_store_is_heard_as_silence_and_no_rank_ends_early() -> None:
     env = {"WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(closed_port()),
            "TORCHELASTIC_USE_AGENT_STORE": "True"}
-    meeting = meeting_of({**env, "RANK": "0"}, connect_s=0.3)
-    assert meeting is not None
+    found = meeting_of({**env, "RANK": "0"}, connect_s=0.1)  # the round cannot be joined: a nonce of its own
+    assert isinstance(found, StoreMeeting) and found.prefix.startswith("dataprof/job/")
+    meeting = StoreMeeting(found.host, found.port, found.prefix, connect_s=0.1, clock=lambda: 0.0)  # no retry
     assert not meeting.put("end", "0 3") and meeting.get("end") is None and meeting.count("failed", 1) == 0
     assert not meeting.reachable
     leader = RankEnd(meeting, leader=True)
@@ -97,6 +109,7 @@ def test_rank_0_names_the_end_and_another_rank_hears_it_through_the_store(store_
     assert not follower.reached(0, 5, deadline_passed=True)  # its own clock does not count
     assert not leader.reached(0, 5, deadline_passed=False)
     assert not leader.reached(0, 6, deadline_passed=True) and leader.target == (0, 8)
+    assert heard(follower.meeting, "end") == "0 8"
     assert not follower.reached(0, 7, deadline_passed=False) and follower.reached(0, 8, deadline_passed=False)
 
 
