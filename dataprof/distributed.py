@@ -34,9 +34,11 @@ from dataprof.measure.watch.meeting import (
     END_KEY,
     FAILED_KEY,
     REPORT_KEY,
+    WHOIS_KEY,
     Meeting,
     exchange_dir,
     meeting_of,
+    own_ticket,
 )
 from dataprof.measure.watch.ranks import SILENT_S, RankFailures
 from dataprof.measure.watch.settings import WatchSettings
@@ -268,7 +270,7 @@ def gather_reports(report: RunReport, info: RankInfo, meeting: Meeting, timeout_
 
     The ranks share no process group here: the training script has its own, so they meet outside it.
     """
-    mine = json.dumps({"host": info.host or socket.gethostname(), "node": info.node,
+    mine = json.dumps({"host": info.host or socket.gethostname(), "node": info.node, "ticket": own_ticket(),
                        "ranks_on_node": info.local_world_size, "report": report.to_dict()})
     said = meeting.put(f"{REPORT_KEY}-{info.rank}", mine)
     if info.rank != 0:
@@ -279,15 +281,26 @@ def gather_reports(report: RunReport, info: RankInfo, meeting: Meeting, timeout_
     peers, gone = RankFailures(meeting, info.rank, info.world_size, clock), set[int]()
     while said and len(found) + len(gone) < len(keys) and clock() < deadline:
         found.update({rank: text for rank, key in enumerate(keys)
-                      if rank not in found and (text := meeting.get(key)) is not None})
+                      if rank not in found and (text := meeting.get(key)) is not None and latest(meeting, rank, text)})
         gone.update(peers.gone(rank for rank in range(info.world_size) if rank not in found) if give_up else ())
         if len(found) + len(gone) < len(keys):
             sleep(0.2)
     found = found if said else {0: mine}
-    for key in (*keys, END_KEY, FAILED_KEY, *(f"{name}-{rank}" for name in (FAILED_KEY, ALIVE_KEY)
+    for key in (*keys, END_KEY, FAILED_KEY, *(f"{name}-{rank}" for name in (FAILED_KEY, ALIVE_KEY, WHOIS_KEY)
                                               for rank in range(info.world_size))):
         meeting.remove(key)  # the reports, the end, the ranks whose script failed, their counts of being there
     return {rank: json.loads(text) for rank, text in sorted(found.items())}, said, tuple(sorted(gone))
+
+
+def latest(meeting: Meeting, rank: int, text: str) -> bool:
+    """Whether ``text``, what rank ``rank`` said, is from its latest dataprof in the round: its ticket is the one
+    under ``whois-<rank>`` (or either is unknown: a directory, a store that was not reached)."""
+    try:
+        said = json.loads(text).get("ticket")
+    except (ValueError, AttributeError):  # not a report (a sweep's rank says "done")
+        return True
+    whois = meeting.get(f"{WHOIS_KEY}-{rank}")
+    return said is None or whois is None or str(said) == whois
 
 
 def gather_runs(report: RunReport, info: RankInfo, meeting: Meeting, timeout_s: float = RUN_GATHER_S,

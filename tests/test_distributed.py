@@ -365,3 +365,15 @@ def test_the_sweep_s_ranks_exchange_json_and_read_it_back_as_their_records(monke
         assert coordinator.agree(None) is False
     finally:
         coordinator.close()
+
+
+def test_rank_0_takes_a_rank_s_report_only_from_its_latest_dataprof_in_the_round(tmp_path: Path) -> None:
+    from dataprof.distributed import latest
+    from dataprof.measure.watch.meeting import WHOIS_KEY, FolderMeeting
+
+    meeting = FolderMeeting(tmp_path / "job")
+    earlier, now = json.dumps({"ticket": 2, "report": {}}), json.dumps({"ticket": 3, "report": {}})
+    assert latest(meeting, 1, earlier)  # no word of who rank 1 is: a directory's meeting, taken
+    meeting.put(f"{WHOIS_KEY}-1", "3")  # rank 1's node restarted it: its new dataprof took ticket 3
+    assert not latest(meeting, 1, earlier) and latest(meeting, 1, now)
+    assert latest(meeting, 1, json.dumps({"report": {}})) and latest(meeting, 1, "done")

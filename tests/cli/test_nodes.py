@@ -161,19 +161,18 @@ def test_a_watcher_stopped_for_20_s_ends_no_training_and_its_rank_is_reported(tm
     out = tmp_path / "run.json"
     procs = start_nodes(tmp_path, (0, 1), lambda node, port, tmp: [
         sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--node-rank", str(node), "--master-addr",
-        "127.0.0.1", "--master-port", port, "--nproc-per-node", "1", "-m", "dataprof", "run", "--json", str(out),
-        "examples/ddp_train.py", "--length", "1000000", "--steps", "2000"], start_new_session=True)
+        "127.0.0.1", "--master-port", port, "--nproc-per-node", "1", "-m", "dataprof", "run", "--seconds", "30",
+        "--json", str(out), "examples/ddp_train.py", "--length", "1000000"], start_new_session=True)
     try:
         while not (watched := watched_scripts(procs[1].pid)):
             assert procs[1].poll() is None and procs[0].poll() is None
             time.sleep(0.2)
         watcher = watched[0].parent()  # node 1's dataprof, descheduled: the training goes on without it
-        time.sleep(2.0)
         watcher.suspend()
         time.sleep(20.0)
         assert watched[0].is_running() and procs[0].poll() is None  # neither training was ended meanwhile
         watcher.resume()
-        node0, node1 = ended(procs)
+        node0, node1 = ended(procs)  # at rank 0's --seconds, which node 1's script reads without its watcher
     finally:
         for proc in procs:
             if proc.poll() is None:
@@ -181,6 +180,7 @@ def test_a_watcher_stopped_for_20_s_ends_no_training_and_its_rank_is_reported(tm
     assert node0.returncode == 0 and node1.returncode == 0, node0.stderr[-2000:] + node1.stderr[-2000:]
     document = json.loads(out.read_text())
     assert [(r["rank"], r["exit_code"]) for r in document["ranks"]] == [(0, 0), (1, 0)], document["notes"]
+    assert document["ended_by"] == "--seconds reached"
 
 
 @pytest.mark.slow

@@ -44,9 +44,14 @@ def test_a_latency_bound_training_is_tuned_in_itself_and_told_what_data_costs_it
     assert swept["config"]["num_workers"] >= 2 and swept["rank_in_training"][1] >= 2
     assert "the loader alone (dataprof sweep" in done.stdout
     # 2 ms × 8 samples a batch on one worker against a 5 ms step: more workers feed it, up to the step's pace
-    assert doc["recommended"] is not None, doc["reason"]
-    assert doc["recommended"]["config"]["num_workers"] >= 2 and doc["recommended"]["gain_over_current"] > 0.3
     assert doc["headspace"]["iterations_per_s"] > doc["current"]["iterations_per_s"]
+    more = [t for t in doc["trials"] if t["status"] == "ok" and (t["config"].get("num_workers") or 1) >= 2]
+    assert more and min(t["iterations_per_s"] for t in more) > doc["current"]["iterations_per_s"]
+    if doc["recommended"] is None:  # beside another test's processes, the runs could not order the configs that
+        # feed it: tune says so, of configs with more workers, never of yours
+        assert doc["verdict"] == "cannot_tell" and not doc["reason"].startswith("cannot tell on this machine: yours")
+        return
+    assert doc["recommended"]["config"]["num_workers"] >= 2 and doc["recommended"]["gain_over_current"] > 0.3
     assert doc["data_cost_fraction"] > doc["recommended_data_cost_fraction"] >= 0
     assert f"at {SCRIPT}:{line} (DataLoader): num_workers=1 → " in done.stdout
 

@@ -258,6 +258,9 @@ FAILED_KEY = "failed"
 """The counter of ranks whose script failed; each also says so under ``failed-<rank>``."""
 REPORT_KEY = "report"
 """Where each rank of a distributed ``dataprof run`` says its report (``report-<rank>``)."""
+WHOIS_KEY = "whois"
+"""The ticket of the latest dataprof of each rank in a round (``whois-<rank>``): a report of another ticket is an
+earlier dataprof's of that rank (a node's restart under a static rendezvous joins its peers' round)."""
 OWN_KEYS = (REPORT_KEY, FAILED_KEY, ALIVE_KEY)
 """What each rank says under its own key (``report-<rank>``…): removed as it joins a round."""
 END_KEY = "end"
@@ -279,24 +282,27 @@ def meeting_of(env: Mapping[str, str] = os.environ, since: float | None = None,
     if env.get("TORCHELASTIC_USE_AGENT_STORE") == str(True) and host and port.isdigit():
         run_id = env.get("TORCHELASTIC_RUN_ID", "job")
         kept = env.get(ROUND_ENV, "").split()
-        if len(kept) == 2 and kept[0] == run_id:
+        if len(kept) == 3 and kept[0] == run_id:
             nonce = kept[1]
         else:
             job = StoreMeeting(host, int(port), f"dataprof/{run_id}/", connect_s)
-            nonce = join_round(job)
-            mine = job.within(f"{nonce}/")
-            for key in [*(f"{name}-{job_rank(env)}" for name in OWN_KEYS), *([END_KEY] if job_rank(env) == 0 else [])]:
+            nonce, ticket = join_round(job)
+            mine, rank = job.within(f"{nonce}/"), job_rank(env)
+            for key in [*(f"{name}-{rank}" for name in OWN_KEYS), *([END_KEY] if rank == 0 else [])]:
                 mine.remove(key)  # left by a rank of an earlier round joined so (its dataprof killed outright)
+            mine.put(f"{WHOIS_KEY}-{rank}", str(ticket))
             if env is os.environ:
-                os.environ[ROUND_ENV] = f"{run_id} {nonce}"
+                os.environ[ROUND_ENV] = f"{run_id} {nonce} {ticket}"
                 atexit.register(leave_round, job)
         return StoreMeeting(host, int(port), f"dataprof/{run_id}/{nonce}/", connect_s)
     return FolderMeeting(exchange_dir(env), since)
 
 
-def join_round(job: StoreMeeting, nonce: Callable[[], str] = lambda: uuid.uuid4().hex[:12]) -> str:
-    """The nonce of this rank's round of the job, which its keys carry: nothing of an earlier round (an elastic
-    restart, whose agents count restarts each their own way) is read.
+def join_round(job: StoreMeeting, nonce: Callable[[], str] = lambda: uuid.uuid4().hex[:12]) -> tuple[str, int]:
+    """The nonce of this rank's round of the job, which its keys carry (nothing of an earlier round, an elastic
+    restart whose agents count restarts each their own way, is read), and its ticket (0 where the store could not
+    be reached), which its report carries: a rank's report is read only from its latest dataprof
+    (``whois-<rank>``).
 
     Each rank's dataprof takes a ticket (``arrivals``, a counter in the store) as it starts and counts ``ended``
     as it exits (:func:`leave_round`). An elastic round starts only once the agents have stopped every rank of
@@ -306,7 +312,7 @@ def join_round(job: StoreMeeting, nonce: Callable[[], str] = lambda: uuid.uuid4(
     own (it meets no one, as before)."""
     store = job._connected()
     if store is None:
-        return nonce()
+        return nonce(), 0
     try:
         ticket = int(store.add("arrivals", 1))
         if int(store.add("ended", 0)) == ticket - 1:
@@ -316,8 +322,14 @@ def join_round(job: StoreMeeting, nonce: Callable[[], str] = lambda: uuid.uuid4(
             said = bytes(store.get(f"round-{ticket - 1}")).decode()
         store.set(f"round-{ticket}", said)
     except Exception:  # the store went, or the rank before died before it said its round
-        return nonce()
-    return said
+        return nonce(), 0
+    return said, ticket
+
+
+def own_ticket(env: Mapping[str, str] = os.environ) -> int | None:
+    """This rank's ticket in its round (:func:`join_round`); None where it joined none."""
+    kept = env.get(ROUND_ENV, "").split()
+    return int(kept[2]) if len(kept) == 3 and kept[2].isdigit() and int(kept[2]) else None
 
 
 def leave_round(job: StoreMeeting) -> None:
