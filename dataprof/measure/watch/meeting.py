@@ -181,6 +181,7 @@ class StoreMeeting:
         self.host, self.port, self.prefix, self.connect_s = host, port, prefix, connect_s
         self.where = f"the job's store at {host}:{port}"
         self.clock = clock
+        self._client: Any = None
         self._store: Any = None
         self._retry_at = -math.inf
 
@@ -194,9 +195,9 @@ class StoreMeeting:
             try:
                 import torch.distributed as dist
 
-                store = dist.TCPStore(self.host, self.port, is_master=False, wait_for_workers=False,
-                                      timeout=timedelta(seconds=self.connect_s))
-                self._store = dist.PrefixStore(self.prefix, store)
+                self._client = dist.TCPStore(self.host, self.port, is_master=False, wait_for_workers=False,
+                                             timeout=timedelta(seconds=self.connect_s))
+                self._store = dist.PrefixStore(self.prefix, self._client)
             except Exception:  # unreachable, refused, or no torch.distributed: nothing arrives for now
                 self._broken()
         return self._store
@@ -208,12 +209,13 @@ class StoreMeeting:
         if self._connected() is not None:
             import torch.distributed as dist
 
-            inner._store = dist.PrefixStore(prefix, self._store)
+            inner._client = self._client
+            inner._store = dist.PrefixStore(inner.prefix, self._client)  # PrefixStores nest with a "/" between
         return inner
 
     def _broken(self) -> None:
         """Drop the client; the next request after ``connect_s`` builds another."""
-        self._store = None
+        self._store = self._client = None
         self._retry_at = self.clock() + self.connect_s
 
     def put(self, key: str, text: str) -> bool:

@@ -4,6 +4,7 @@ directory; a store that cannot be reached says so, and never raises."""
 from __future__ import annotations
 
 import socket
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
@@ -46,6 +47,16 @@ def heard(meeting: Meeting, key: str) -> str | None:
     return said
 
 
+def until(done: Callable[[], bool]) -> bool:
+    """Whether ``done()`` holds within 5 s (what another connection said reaches this one a moment later)."""
+    import time
+
+    deadline = time.monotonic() + 5.0
+    while not done() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return done()
+
+
 def exchange(meeting: Meeting, other: Meeting) -> None:
     assert meeting.get("end") is None and meeting.count("failed") == 0
     assert meeting.put("end", "0 12")
@@ -76,6 +87,14 @@ def test_ranks_meet_through_the_jobs_store_and_each_round_of_the_job_under_keys_
     grown = [meeting_of({**env, "WORLD_SIZE": "3", "RANK": str(rank)}) for rank in range(3)]  # a node joined
     assert grown[0].put("end", "0 9") and all(heard(m, "end") == "0 9" for m in grown)  # type: ignore[arg-type]
     assert heard(again[1], "end") == "0 5"  # type: ignore[arg-type]
+    # node 2 restarted alone (a static rendezvous: its peers run on): its new dataprof joins their round, clears
+    # what its last one said there, and says which ticket is its latest
+    assert grown[2].put("report-2", "{}") and heard(grown[2], "whois-2") == "7"  # type: ignore[union-attr]
+    assert heard(grown[0], "report-2") == "{}"  # type: ignore[arg-type]
+    leave_round(job)
+    restarted = meeting_of({**env, "WORLD_SIZE": "3", "RANK": "2"})
+    assert restarted is not None and heard(restarted, "end") == "0 9"
+    assert until(lambda: restarted.get("whois-2") == "8" and restarted.get("report-2") is None)
 
 
 def test_ranks_meet_through_a_directory_without_a_store(tmp_path: Path) -> None:
