@@ -10,6 +10,7 @@ says ``end``. Nothing is shared but the network.
 from __future__ import annotations
 
 import json
+import socket
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -34,6 +35,26 @@ HEARD_KEY = "heard-end"
 """Where each node other than 0 says it heard the end (``heard-end-<node>``)."""
 
 
+def listening_on(addr: str, port: int) -> socket.socket | None:
+    """A socket listening at ``port`` on ``addr``'s interface alone, for node 0's store (torch's TCPStore listens
+    on every interface unless handed one); None where ``addr`` is no address of this machine's (a name that
+    resolves elsewhere, behind a NAT) or its port is taken: the store then binds as torch does, and says why it
+    cannot."""
+    try:
+        family, kind, proto, _, where = socket.getaddrinfo(addr, port, type=socket.SOCK_STREAM)[0]
+        listener = socket.socket(family, kind, proto)
+    except (OSError, IndexError):
+        return None
+    try:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(where)
+        listener.listen()
+    except OSError:
+        listener.close()
+        return None
+    return listener
+
+
 class TuneNodes:
     """Node 0's word to the other nodes: each run's settings, then the end."""
 
@@ -43,9 +64,11 @@ class TuneNodes:
         self.job = job
         self.said = said or (lambda line: print(f"warning: {line}", file=sys.stderr))
         """Where another node says, in one line, what it ignored of node 0's word."""
+        self._listening = listening_on(job.master_addr, job.master_port) if job.leader else None
         try:
             self.store = TCPStore(job.master_addr, job.master_port, is_master=job.leader,
-                                  timeout=timedelta(seconds=job.join_s), wait_for_workers=False)
+                                  timeout=timedelta(seconds=job.join_s), wait_for_workers=False,
+                                  master_listen_fd=None if self._listening is None else self._listening.fileno())
         except (RuntimeError, ValueError, TimeoutError) as exc:
             where = f"{job.master_addr}:{job.master_port}"
             raise DataprofError(

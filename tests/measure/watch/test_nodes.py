@@ -203,3 +203,13 @@ def test_another_node_says_in_one_line_what_it_ignored_of_node_0_s_word() -> Non
     heard = follower.hear(1, 5)
     assert heard is not None and "A" not in heard[0].env
     assert lines == ["node 1: ignored what node 0 said of run 1 that this dataprof does not take: env"]
+
+
+def test_node_0_s_store_listens_on_the_master_address_alone() -> None:
+    import psutil
+
+    port = free_port()
+    TuneNodes(NodeJob(2, 0, "127.0.0.1", port, join_s=1))
+    listening = [c.laddr for c in psutil.Process().net_connections(kind="tcp")
+                 if c.status == psutil.CONN_LISTEN and c.laddr.port == port]
+    assert [address.ip for address in listening] == ["127.0.0.1"]  # not every interface (0.0.0.0, ::)
