@@ -54,12 +54,11 @@ def _e(text: Any) -> str:
 
 
 def _series_name(trial: TrialResult) -> str:
-    c = trial.config
-    flags = (" · pin" if c.pin_memory else "") + (" · no-shm" if c.use_shared_memory is False else "") \
-        + (" · no-buf" if c.use_buffer_reader is False else "")
-    if c.num_workers == 0:
-        return "num_workers=0" + flags
-    return f"prefetch {c.prefetch_factor} · {'persistent' if c.persistent_workers else 'respawn'}" + flags
+    """The trial's curve: its kind of workers and every knob but their count, in the label's words (``processes
+    pf2 persist``, ``threads pf2``): configs that differ in anything but ``num_workers`` are curves apart."""
+    config = trial.config
+    kind = "threads" if config.threads else "processes" if config.num_workers else "num_workers=0"
+    return " ".join([kind, *config.label().split()[1:]])
 
 
 def _series(report: Report) -> dict[str, list[TrialResult]]:

@@ -70,3 +70,25 @@ def test_every_renderer_renders_every_recorded_document(renderer: str, source: P
         assert f"[{finding.id}" in text or escape(finding.evidence)[:40] in text.replace("\n", " ")
     if renderer == "html":
         assert text.startswith("<!DOCTYPE html>") and text.rstrip().endswith("</html>")
+
+
+def test_each_chart_curve_holds_configs_that_differ_only_in_their_worker_count() -> None:
+    import dataclasses
+
+    from dataprof.render.html import _series
+    from dataprof.results.knobs import LoaderConfig
+    from dataprof.results.trial import TrialResult
+    from dataprof.results.vocabulary import WorkerKind
+    from tests.conftest import decided
+
+    def ok(config: LoaderConfig) -> TrialResult:
+        return TrialResult.of(config, "ok", samples_per_s=100.0 * (config.num_workers + 1))
+
+    configs = [LoaderConfig(4, False, 2, False), LoaderConfig(4, False, 2, False, worker_kind=WorkerKind.THREAD),
+               LoaderConfig(2, False, 2, False), LoaderConfig(4, False, 2, False, in_order=False),
+               LoaderConfig(4, False, 2, True), LoaderConfig(0)]
+    report = dataclasses.replace(decided("memory_bound"), trials=tuple(ok(c) for c in configs))
+    curves = {name: [t.config.label() for t in trials] for name, trials in _series(report).items()}
+    assert curves == {"processes pf2 respawn": ["w2 pf2 respawn", "w4 pf2 respawn"], "threads pf2": ["t4 pf2"],
+                      "processes pf2 respawn unordered": ["w4 pf2 respawn unordered"],
+                      "processes pf2 persist": ["w4 pf2 persist"], "num_workers=0": ["w0"]}
