@@ -52,7 +52,7 @@ def shm_in_flight(config: LoaderConfig, batch_bytes: int) -> int:
     a pipe)."""
     if config.num_workers == 0 or config.threads or config.use_shared_memory is False:
         return 0
-    return config.num_workers * (config.prefetch_factor or 2) * batch_bytes
+    return config.num_workers * config.prefetch * batch_bytes
 
 
 def shm_workers(shm_free_bytes: int, batch_bytes: int, prefetch_factor: int) -> int:
@@ -64,4 +64,4 @@ def shm_fits(config: LoaderConfig, batch_bytes: int, shm_free_bytes: int) -> boo
     """Whether ``config``'s batches in flight fit in /dev/shm by :func:`shm_workers`' rule."""
     if shm_in_flight(config, batch_bytes) == 0:
         return True
-    return config.num_workers <= shm_workers(shm_free_bytes, batch_bytes, config.prefetch_factor or 2)
+    return config.num_workers <= shm_workers(shm_free_bytes, batch_bytes, config.prefetch)

@@ -218,7 +218,7 @@ def _point(model: PipelineModel, machine: TargetMachine, knobs: LoaderConfig, fe
     shm = None
     if model.shm_bytes_per_batch is not None:
         shared = workers > 0 and knobs.use_shared_memory is not False
-        shm = ranks * workers * (knobs.prefetch_factor or 2) * model.shm_bytes_per_batch * scale if shared else 0.0
+        shm = ranks * workers * knobs.prefetch * model.shm_bytes_per_batch * scale if shared else 0.0
     fits = (memory is None or machine.ram_bytes is None or memory <= HEADROOM * machine.ram_bytes) and \
         (shm is None or machine.shm_bytes is None or shm <= HEADROOM * machine.shm_bytes)
     feeds = None if feed is None else feed.cpus_per_rank is not None and \

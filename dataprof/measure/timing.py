@@ -13,6 +13,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
+from dataprof.results.knobs import DEFAULT_PREFETCH_FACTOR
 from dataprof.results.stats import noise_of, percentile
 
 
@@ -53,7 +54,7 @@ def warmup_batches(num_workers: int, prefetch_factor: int | None) -> int:
     """
     if num_workers == 0:
         return 2
-    return num_workers * (prefetch_factor or 2) + num_workers
+    return num_workers * (prefetch_factor or DEFAULT_PREFETCH_FACTOR) + num_workers
 
 
 STEADY_SPREAD = 0.01

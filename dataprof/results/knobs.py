@@ -80,6 +80,10 @@ def checked_knobs(record: Any, name: str) -> None:
         object.__setattr__(record, name, KnobValues(value))
 
 
+DEFAULT_PREFETCH_FACTOR = 2
+"""The batches each worker keeps ready where ``prefetch_factor`` is not given (torch's and Paddle's default)."""
+
+
 @total_ordering
 @dataclass(frozen=True)
 class LoaderConfig:
@@ -170,9 +174,15 @@ class LoaderConfig:
         return f"t{self.num_workers}" if self.threads else f"w{self.num_workers}"
 
     @property
+    def prefetch(self) -> int:
+        """``prefetch_factor`` as the loader takes it: the framework's default (:data:`DEFAULT_PREFETCH_FACTOR`)
+        where it is not given."""
+        return self.prefetch_factor or DEFAULT_PREFETCH_FACTOR
+
+    @property
     def prefetched_batches(self) -> int:
         """Batches kept ready ahead of the loop: ``prefetch_factor`` per worker (a thread loader's Prefetcher too)."""
-        return max(1, (self.prefetch_factor or 2) * max(1, self.num_workers))
+        return max(1, self.prefetch * max(1, self.num_workers))
 
     @property
     def is_baseline(self) -> bool:

@@ -161,7 +161,7 @@ def shm_risk(report: Report, th: Thresholds) -> Finding | None:
                   if t.config.num_workers > 0]
     if not candidates:
         return None
-    trial = max(candidates, key=lambda t: t.config.num_workers * (t.config.prefetch_factor or 2))
+    trial = max(candidates, key=lambda t: t.config.num_workers * t.config.prefetch)
     in_flight = shm_in_flight(trial.config, size)
     if shm_fits(trial.config, size, free) and not bus_errors:
         return None
@@ -181,7 +181,7 @@ def shm_risk(report: Report, th: Thresholds) -> Finding | None:
         severity=Severity.CRITICAL if bus_errors or in_flight >= free else Severity.WARNING,
         evidence=(f"{trial.config.label()} keeps about {fmt_bytes(in_flight)} of batches in shared memory "
                   f"({fmt_bytes(size)} per batch × {trial.config.num_workers} workers × prefetch "
-                  f"{trial.config.prefetch_factor or 2}); /dev/shm has {fmt_bytes(free)} free{crashed}"),
+                  f"{trial.config.prefetch}); /dev/shm has {fmt_bytes(free)} free{crashed}"),
         recommendation=recommendation,
     )
 

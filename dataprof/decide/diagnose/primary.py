@@ -276,7 +276,7 @@ def short_epoch(report: Report, th: Thresholds) -> Finding | None:
     size = ""
     if samples:
         batches = -(-samples // batch)
-        in_flight = workers * (rec.config.prefetch_factor or 2)
+        in_flight = workers * rec.config.prefetch
         fewer = f", fewer than the {in_flight} the workers keep in flight" if workers and batches < in_flight else ""
         size = f"an epoch is {batches:,} batch{'es' if batches != 1 else ''} ({samples:,} samples){fewer}; "
     per_start = rec.epochs.epoch_start_wait_s / rec.epochs.epoch_starts_in_window

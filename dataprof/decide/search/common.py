@@ -67,7 +67,7 @@ class Budget:
         workers = config.num_workers
         if workers == 0 or config.threads:
             return None
-        in_flight = workers * (config.prefetch_factor or 2)
+        in_flight = workers * config.prefetch
         shm = self.shm_forbids(config)
         if shm is not None:
             return shm

@@ -126,7 +126,7 @@ def threads_settings(loader: Any) -> dict[str, Any]:
     its thread settings, as a report names them."""
     threads = getattr(loader, "__dict__", {}).get("_dataprof_threads")
     if threads is not None:
-        return {"num_workers": threads.num_workers, "prefetch_factor": threads.prefetch_factor or 2,
+        return {"num_workers": threads.num_workers, "prefetch_factor": threads.prefetch,
                 "persistent_workers": None, "pin_memory": threads.pin_memory, "worker_kind": WorkerKind.THREAD.value}
     if getattr(loader, TORCH_THREAD_ARGUMENT, None) == WorkerKind.THREAD:
         return {"persistent_workers": None, "worker_kind": WorkerKind.THREAD.value}
