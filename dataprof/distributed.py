@@ -27,6 +27,7 @@ from typing import Any
 from dataprof.errors import DataprofError, ExitCode, TargetError, UsageError, terminated_as_interrupted
 from dataprof.measure.exchange import all_gather_json, broadcast_json, gather_json
 from dataprof.measure.launch import RANK_DIED, Stop, launch_ranks
+from dataprof.measure.watch.joining import latest, meeting_of, own_ticket
 from dataprof.measure.watch.meeting import (
     ALIVE_EVERY_S,
     ALIVE_KEY,
@@ -37,8 +38,6 @@ from dataprof.measure.watch.meeting import (
     WHOIS_KEY,
     Meeting,
     exchange_dir,
-    meeting_of,
-    own_ticket,
 )
 from dataprof.measure.watch.ranks import SILENT_S, RankFailures
 from dataprof.measure.watch.settings import WatchSettings
@@ -290,17 +289,6 @@ def gather_reports(report: RunReport, info: RankInfo, meeting: Meeting, timeout_
                                               for rank in range(info.world_size))):
         meeting.remove(key)  # the reports, the end, the ranks whose script failed, their counts of being there
     return {rank: json.loads(text) for rank, text in sorted(found.items())}, said, tuple(sorted(gone))
-
-
-def latest(meeting: Meeting, rank: int, text: str) -> bool:
-    """Whether ``text``, what rank ``rank`` said, is from its latest dataprof in the round: its ticket is the one
-    under ``whois-<rank>`` (or either is unknown: a directory, a store that was not reached)."""
-    try:
-        said = json.loads(text).get("ticket")
-    except (ValueError, AttributeError):  # not a report (a sweep's rank says "done")
-        return True
-    whois = meeting.get(f"{WHOIS_KEY}-{rank}")
-    return said is None or whois is None or str(said) == whois
 
 
 def gather_runs(report: RunReport, info: RankInfo, meeting: Meeting, timeout_s: float = RUN_GATHER_S,

@@ -368,7 +368,7 @@ def test_the_sweep_s_ranks_exchange_json_and_read_it_back_as_their_records(monke
 
 
 def test_rank_0_takes_a_rank_s_report_only_from_its_latest_dataprof_in_the_round(tmp_path: Path) -> None:
-    from dataprof.distributed import latest
+    from dataprof.measure.watch.joining import latest
     from dataprof.measure.watch.meeting import WHOIS_KEY, FolderMeeting
 
     meeting = FolderMeeting(tmp_path / "job")

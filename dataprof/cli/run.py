@@ -60,7 +60,7 @@ def run(module: bool, max_steps: int | None, seconds: float | None, override: st
     from dataprof.decide.gates import RunGates, evaluate_run
     from dataprof.decide.run import rank_cause
     from dataprof.distributed import gather_runs, rank_from_env
-    from dataprof.measure.watch.meeting import cannot_meet, meeting_of
+    from dataprof.measure.watch.joining import cannot_meet, meeting_of
     from dataprof.render.documents import print_document
     from dataprof.results.load import load_as
     from dataprof.results.run import RunReport

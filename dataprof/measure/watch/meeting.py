@@ -3,9 +3,9 @@
 Under ``torchrun`` the launcher's agent serves a key-value store (torch.distributed's ``TCPStore``) at
 ``MASTER_ADDR:MASTER_PORT`` for the job's life, and tells its ranks so (``TORCHELASTIC_USE_AGENT_STORE=True``):
 the training's process group meets there, and so do dataprof's processes, as clients, under keys of their own
-(``dataprof/<run id>/<round nonce>/``: :func:`join_round`). Nodes that share nothing but the network meet so;
-each keeps its own ``$TMPDIR``. Outside an agent's store (ranks started some other way on one node), they meet
-through a directory under ``$TMPDIR``, one per job.
+(``dataprof/<run id>/<round nonce>/``: :func:`~dataprof.measure.watch.joining.join_round`). Nodes that share
+nothing but the network meet so; each keeps its own ``$TMPDIR``. Outside an agent's store (ranks started some
+other way on one node), they meet through a directory under ``$TMPDIR``, one per job.
 
 A meeting never raises: a store that cannot be reached is a meeting where nothing arrives and nothing can be
 said (:attr:`Meeting.reachable` says so), and each caller decides what that means for the training.
@@ -13,13 +13,11 @@ said (:attr:`Meeting.reachable` says so), and each caller decides what that mean
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import math
 import os
 import tempfile
 import time
-import uuid
 from collections.abc import Callable, Mapping
 from datetime import timedelta
 from pathlib import Path
@@ -61,31 +59,6 @@ def job_rank(env: Mapping[str, str]) -> int | None:
     except ValueError:
         return None
     return None if world < 2 or rank < 0 else rank
-
-
-LAUNCHERS = (("OMPI_COMM_WORLD_SIZE", "mpirun"), ("PMI_SIZE", "an MPI launcher"), ("SLURM_NTASKS", "srun"))
-"""Launchers that start a job's ranks one process each, without torchrun's agent: the size they set."""
-
-
-def cannot_meet(env: Mapping[str, str] = os.environ) -> str | None:
-    """Why this process, one rank of a job over several nodes (or of unknown shape), cannot meet the other nodes'
-    ranks: started without torchrun's agent (``srun python train.py``, ``mpirun``, DeepSpeed's launcher), there is
-    no store they all reach, and the directory they would meet in is this node's alone. None where they can meet
-    (an agent's store, or every rank on this node) or it is no job of several ranks."""
-    if env.get("TORCHELASTIC_USE_AGENT_STORE") == str(True) and env.get("MASTER_ADDR") and env.get("MASTER_PORT"):
-        return None
-    world = job_rank(env) is not None and int(env.get("WORLD_SIZE", "1"))
-    if world:
-        local = env.get("LOCAL_WORLD_SIZE", "")
-        if local.isdigit() and int(local) >= world:
-            return None
-        return (f"this rank is one of {world} started without torchrun's agent, "
-                + ("on more than one node" if local.isdigit() else "its ranks per node unknown (no LOCAL_WORLD_SIZE)"))
-    for key, launcher in LAUNCHERS:
-        size = env.get(key, "")
-        if size.isdigit() and int(size) > 1:
-            return f"this process is one of {size} ranks {launcher} started, with no RANK and WORLD_SIZE set"
-    return None
 
 
 def exchange_dir(env: Mapping[str, str] = os.environ) -> Path:
@@ -267,73 +240,3 @@ OWN_KEYS = (REPORT_KEY, FAILED_KEY, ALIVE_KEY)
 """What each rank says under its own key (``report-<rank>``…): removed as it joins a round."""
 END_KEY = "end"
 """Where rank 0 names the loader and the batch at which every rank ends (``loader batches``)."""
-ROUND_ENV = "DATAPROF_ROUND"
-"""Where a rank's dataprof keeps the round it joined (``<run id> <nonce>``), for its own later meetings and the
-script it watches."""
-
-
-def meeting_of(env: Mapping[str, str] = os.environ, since: float | None = None,
-               connect_s: float = CONNECT_S) -> Meeting | None:
-    """Where this process's job meets: the launcher's store when torchrun serves one (under keys of the round this
-    rank joined: :func:`join_round`; this process's own rank, with ``os.environ``, joins once and leaves at its
-    exit), else a directory (where what is older than ``since`` is an earlier job's); None outside a job of two or
-    more ranks."""
-    if job_rank(env) is None:
-        return None
-    host, port = env.get("MASTER_ADDR"), env.get("MASTER_PORT", "")
-    if env.get("TORCHELASTIC_USE_AGENT_STORE") == str(True) and host and port.isdigit():
-        run_id = env.get("TORCHELASTIC_RUN_ID", "job")
-        kept = env.get(ROUND_ENV, "").split()
-        if len(kept) == 3 and kept[0] == run_id:
-            nonce = kept[1]
-        else:
-            job = StoreMeeting(host, int(port), f"dataprof/{run_id}/", connect_s)
-            nonce, ticket = join_round(job)
-            mine, rank = job.within(f"{nonce}/"), job_rank(env)
-            for key in [*(f"{name}-{rank}" for name in OWN_KEYS), *([END_KEY] if rank == 0 else [])]:
-                mine.remove(key)  # left by a rank of an earlier round joined so (its dataprof killed outright)
-            mine.put(f"{WHOIS_KEY}-{rank}", str(ticket))
-            if env is os.environ:
-                os.environ[ROUND_ENV] = f"{run_id} {nonce} {ticket}"
-                atexit.register(leave_round, job)
-        return StoreMeeting(host, int(port), f"dataprof/{run_id}/{nonce}/", connect_s)
-    return FolderMeeting(exchange_dir(env), since)
-
-
-def join_round(job: StoreMeeting, nonce: Callable[[], str] = lambda: uuid.uuid4().hex[:12]) -> tuple[str, int]:
-    """The nonce of this rank's round of the job, which its keys carry (nothing of an earlier round, an elastic
-    restart whose agents count restarts each their own way, is read), and its ticket (0 where the store could not
-    be reached), which its report carries: a rank's report is read only from its latest dataprof
-    (``whois-<rank>``).
-
-    Each rank's dataprof takes a ticket (``arrivals``, a counter in the store) as it starts and counts ``ended``
-    as it exits (:func:`leave_round`). An elastic round starts only once the agents have stopped every rank of
-    the round before; so a ticket that finds every earlier one ended starts a round (a new nonce), and any other
-    joins the round of the ticket before it (``round-<ticket>``). A rank's dataprof killed outright never counts
-    its end: the next round then joins its round. A store that cannot be reached gives a nonce of this rank's
-    own (it meets no one, as before)."""
-    store = job._connected()
-    if store is None:
-        return nonce(), 0
-    try:
-        ticket = int(store.add("arrivals", 1))
-        if int(store.add("ended", 0)) == ticket - 1:
-            said = nonce()
-        else:
-            store.wait([f"round-{ticket - 1}"], timedelta(seconds=job.connect_s))
-            said = bytes(store.get(f"round-{ticket - 1}")).decode()
-        store.set(f"round-{ticket}", said)
-    except Exception:  # the store went, or the rank before died before it said its round
-        return nonce(), 0
-    return said, ticket
-
-
-def own_ticket(env: Mapping[str, str] = os.environ) -> int | None:
-    """This rank's ticket in its round (:func:`join_round`); None where it joined none."""
-    kept = env.get(ROUND_ENV, "").split()
-    return int(kept[2]) if len(kept) == 3 and kept[2].isdigit() and int(kept[2]) else None
-
-
-def leave_round(job: StoreMeeting) -> None:
-    """This rank's dataprof is ending: the next rank to come, once every one has, starts a round."""
-    job.count("ended", 1)

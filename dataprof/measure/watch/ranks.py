@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 
+from dataprof.measure.watch.joining import meeting_of
 from dataprof.measure.watch.meeting import (
     ALIVE_EVERY_S,
     ALIVE_KEY,
@@ -26,7 +27,6 @@ from dataprof.measure.watch.meeting import (
     Meeting,
     Silences,
     job_rank,
-    meeting_of,
 )
 
 MARGIN_BATCHES = 2

@@ -10,13 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from dataprof.measure.watch.joining import leave_round, meeting_of
 from dataprof.measure.watch.meeting import (
     FolderMeeting,
     Meeting,
     StoreMeeting,
     exchange_dir,
-    leave_round,
-    meeting_of,
 )
 from dataprof.measure.watch.ranks import RankEnd, RankFailures
 
@@ -216,7 +215,7 @@ def threading_sleep(seconds: float) -> None:
 
 
 def test_ranks_started_without_torchrun_s_agent_on_several_nodes_know_they_cannot_meet() -> None:
-    from dataprof.measure.watch.meeting import cannot_meet
+    from dataprof.measure.watch.joining import cannot_meet
 
     slurm = {"RANK": "0", "WORLD_SIZE": "16", "MASTER_ADDR": "n0", "MASTER_PORT": "29400"}  # srun python train.py
     assert "one of 16 started without torchrun's agent, its ranks per node unknown" in str(cannot_meet(slurm))
