@@ -42,6 +42,7 @@ from dataprof.measure.watch.meeting import (
 from dataprof.measure.watch.ranks import SILENT_S, RankFailures
 from dataprof.measure.watch.settings import WatchSettings
 from dataprof.measure.watch.watcher import watch
+from dataprof.results.codec import decode, encode
 from dataprof.results.environment import NodeJob, RankInfo
 from dataprof.results.knobs import LoaderConfig
 from dataprof.results.run import RankRun, RunReport
@@ -119,9 +120,9 @@ class Coordinator:
     def gather(self, result: TrialResult) -> list[tuple[RankInfo, TrialResult]] | None:
         """Every rank's place and ``result`` in rank order, on rank 0 (None elsewhere)."""
         said = self._collective(gather_json, self.dist, {
-            "info": dataclasses.asdict(self.info), "result": result.to_dict(),
+            "info": dataclasses.asdict(self.info), "result": encode(result),
             "batch_marks": list(result.epochs.batch_marks)}, self.info.world_size, self.leader)  # not in its JSON
-        return None if said is None else [(RankInfo(**one["info"]), TrialResult.from_dict(one["result"]).replaced(
+        return None if said is None else [(RankInfo(**one["info"]), decode(TrialResult, one["result"]).replaced(
             batch_marks=tuple(int(mark) for mark in one["batch_marks"]))) for one in said]
 
     def agree(self, error: str | None) -> bool:

@@ -24,6 +24,7 @@ from dataprof.decide.ranks import aggregate_ranks, shared_batches
 from dataprof.decide.thresholds import Thresholds
 from dataprof.distributed import rank_from_env
 from dataprof.errors import UsageError
+from dataprof.results.codec import decode, encode
 from dataprof.results.environment import RankInfo
 from dataprof.results.sweep import Report
 from dataprof.results.trial import TrialResult
@@ -360,7 +361,7 @@ def test_the_sweep_s_ranks_exchange_json_and_read_it_back_as_their_records(monke
     try:
         config = LoaderConfig(num_workers=4, pin_memory=True, prefetch_factor=2, persistent_workers=True)
         assert coordinator.broadcast(config) == config and coordinator.broadcast(None) is None
-        result = TrialResult.from_dict(ok(512.0).to_dict()).replaced(batch_marks=(7, 11))  # not in the JSON
+        result = decode(TrialResult, encode(ok(512.0))).replaced(batch_marks=(7, 11))  # not in the JSON
         assert coordinator.gather(result) == [(info, result)]
         assert coordinator.agree(None) is False
     finally:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dataprof.errors import UsageError
+from dataprof.results.codec import encode
 from dataprof.results.environment import CpuBudget, ProbeReply, RankInfo
 from dataprof.results.knobs import DEFAULT_BATCH_SIZE, LoaderConfig, SearchSpace
 from dataprof.results.registry import FRAMEWORKS, KNOBS, REGISTRY, START_METHODS, Knob, record_of
@@ -323,7 +324,7 @@ def resumable_trials(previous: Report, settings: SweepSettings) -> tuple[TrialRe
     """The saved trials, if they were measured with the same target and settings."""
     if previous.target != settings.target:
         raise UsageError(f"--resume: the saved run profiled {previous.target}, not {settings.target}")
-    current = settings.to_dict()
+    current = encode(settings)
     saved = {"framework": "torch", **previous.settings_document()}  # saved before Paddle support: PyTorch's
     for key in RESUME_KEYS:
         if saved.get(key) != current[key]:

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from dataprof.measure.forked import ForkFailed, run_forked
+from dataprof.results.codec import decode, encode
 from dataprof.results.threads import GilShare
 
 PAIRED_TIMEOUT_S = 1.0
@@ -99,11 +100,11 @@ def release_share_apart(call: Callable[[Any], Any], items: Sequence[Any], budget
                         why=f"a call takes {took:.1f} s: too slow to time in rounds")
     calls = 3 * ROUNDS + 1 + 2 * ROUNDS
     try:
-        found = run_forked(lambda: release_share(call, items, budget_s, clock).to_dict(),
+        found = run_forked(lambda: encode(release_share(call, items, budget_s, clock)),
                            timeout_s=APART_WAIT_S + budget_s + 2 * calls * took)
     except ForkFailed as exc:
         return GilShare(release=None, calls=0, alone_s=took, paired_s=0.0, why=f"the measure failed: {exc}")
-    return GilShare.from_dict(found)
+    return decode(GilShare, found)
 
 
 def _timed(call: Callable[[Any], Any], items: Sequence[Any], threads: int, clock: Callable[[], float],

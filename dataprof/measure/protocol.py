@@ -8,7 +8,6 @@ process boundary are the frozen dataclasses below, written and read in one place
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import queue
@@ -17,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from dataprof.measure.timing import Rival
+from dataprof.results.codec import decode, encode
 from dataprof.results.settings import SweepSettings
 from dataprof.results.vocabulary import TrialStatus, WorkerKind
 
@@ -32,7 +32,7 @@ Message = dict[str, Any]
 """One decoded line: a command (``cmd`` key) or an event (``ev`` key)."""
 
 
-def encode(message: Message) -> bytes:
+def line_of(message: Message) -> bytes:
     """One JSON line (objects JSON cannot hold are written as their ``str``)."""
     return (json.dumps(message, default=str) + "\n").encode()
 
@@ -45,7 +45,7 @@ class Channel:
 
     def send(self, message: Message) -> None:
         """Write ``message`` as one line, looping over partial writes."""
-        data = encode(message)
+        data = line_of(message)
         while data:
             written = os.write(self.fd, data)
             data = data[written:]
@@ -97,40 +97,29 @@ class LineReader:
         return [json.loads(line) for line in lines if line.strip()]
 
 
-_Request = TypeVar("_Request", bound="_Typed")
+_Message = TypeVar("_Message")
 
 
 class ProtocolError(Exception):
-    """A message between dataprof's own processes does not match its type: a key unknown or missing (a bug, or
-    two versions of dataprof talking)."""
+    """A message between dataprof's own processes does not match its type: a key unknown or missing, a word
+    unknown (a bug, or two versions of dataprof talking)."""
 
 
 ROUTING = ("cmd", "ev")
 """The keys that say what a message is; the typed payload is the rest."""
 
 
-class _Typed:
-    """A frozen message that crosses the process boundary as a JSON object, read back strictly."""
-
-    def to_dict(self) -> Message:
-        """Its fields, by name."""
-        return dataclasses.asdict(self)  # type: ignore[call-overload, no-any-return]
-
-    @classmethod
-    def from_dict(cls: type[_Request], data: Message) -> _Request:
-        """Read :meth:`to_dict` back (``cmd``/``ev`` aside); ProtocolError for a key unknown or missing."""
-        fields = dataclasses.fields(cls)  # type: ignore[arg-type]
-        given = {k: v for k, v in data.items() if k not in ROUTING}
-        unknown = sorted(set(given) - {f.name for f in fields})
-        missing = sorted(f.name for f in fields if f.name not in given
-                         and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
-        if unknown or missing:
-            raise ProtocolError(f"{cls.__name__}: unknown keys {unknown}, missing keys {missing}")
-        return cls(**given)
+def read(kind: type[_Message], data: Message) -> _Message:
+    """The message of type ``kind`` in ``data`` (``cmd``/``ev`` aside), read strictly: ProtocolError for a key
+    unknown or missing, or a word (a status) this dataprof does not know."""
+    try:
+        return decode(kind, {k: v for k, v in data.items() if k not in ROUTING}, strict=True)
+    except ValueError as exc:
+        raise ProtocolError(str(exc)) from None
 
 
 @dataclass(frozen=True)
-class LoadRequest(_Typed):
+class LoadRequest:
     """How to build the dataset: what the probe, the host (when shared) and each trial do."""
 
     target: str
@@ -172,7 +161,7 @@ class LoadRequest(_Typed):
 
 
 @dataclass(frozen=True)
-class TrialSettings(_Typed):
+class TrialSettings:
     """What a trial needs besides its LoaderConfig."""
 
     device: str
@@ -219,7 +208,7 @@ class TrialSettings(_Typed):
 
 
 @dataclass(frozen=True)
-class AutotuneRequest(_Typed):
+class AutotuneRequest:
     """Paddle's own dataloader autotune, run for comparison."""
 
     steps: int
@@ -229,7 +218,7 @@ class AutotuneRequest(_Typed):
 
 
 @dataclass(frozen=True)
-class TrialFigures(_Typed):
+class TrialFigures:
     """What a trial measured in its own process: its ``result`` event (``timing.summarize``'s window figures and
     the loop's own), every key required and no other allowed."""
 
@@ -257,23 +246,14 @@ class TrialFigures(_Typed):
 
 
 @dataclass(frozen=True)
-class TrialError(_Typed):
+class TrialError:
     """Why a trial (or a request run like one) could not measure: its ``error`` event."""
 
     status: TrialStatus
     message: str
     traceback: str | None = None
 
-    @classmethod
-    def from_dict(cls, data: Message) -> TrialError:
-        """Read an ``error`` event strictly (its status one of :class:`TrialStatus`)."""
-        error = super().from_dict(data)
-        try:
-            return dataclasses.replace(error, status=TrialStatus(error.status))
-        except ValueError:
-            raise ProtocolError(f"TrialError: unknown status {error.status!r}") from None
-
 
 def error_event(status: TrialStatus, message: str, traceback: str | None = None) -> Message:
     """The ``error`` event that ends a trial: its status, the one line to show, the traceback for --debug."""
-    return {"ev": "error", **TrialError(status, message, traceback).to_dict()}
+    return {"ev": "error", **encode(TrialError(status, message, traceback))}

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import ClassVar
 
 FITS_SHARE = 0.9
 """A dataset fits in the page cache when it takes at most this share of it: the training's own memory grows, and
@@ -33,6 +32,7 @@ class DataFootprint:
     """The directory held more than dataprof walks: ``bytes`` counts the part walked."""
     evictable: bool | None = None
     """Whether eviction can make the files cold (not on tmpfs, whose files live in memory)."""
+    JSON_DERIVED: ClassVar[tuple[str, ...]] = ("fits_in_page_cache", "cache_ratio")
 
     @property
     def cache_ratio(self) -> float | None:
@@ -43,17 +43,6 @@ class DataFootprint:
     def fits_in_page_cache(self) -> bool:
         """Whether the whole dataset stays cached after its first pass (:data:`FITS_SHARE`)."""
         return self.bytes <= FITS_SHARE * self.page_cache_bytes
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON ``data_footprint`` block (docs/json.md)."""
-        return {**dataclasses.asdict(self), "fits_in_page_cache": self.fits_in_page_cache,
-                "cache_ratio": self.cache_ratio}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> DataFootprint:
-        """Read :meth:`to_dict` back."""
-        known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
 
 
 @dataclass(frozen=True)
@@ -96,22 +85,6 @@ class StorageReads:
     footprint: DataFootprint | None = None
     note: str | None = None
     """Why there is no cold pass, when there is none."""
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON ``storage`` block of an inspection (docs/inspect.md)."""
-        return {"first": None if self.first is None else dataclasses.asdict(self.first),
-                "cold": None if self.cold is None else dataclasses.asdict(self.cold),
-                "warm": None if self.warm is None else dataclasses.asdict(self.warm),
-                "footprint": None if self.footprint is None else self.footprint.to_dict(), "note": self.note}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> StorageReads:
-        """Read :meth:`to_dict` back."""
-        def one(value: dict[str, Any] | None) -> PassReads | None:
-            return None if value is None else PassReads(**value)
-        return cls(first=one(data.get("first")), cold=one(data.get("cold")), warm=one(data.get("warm")),
-                   footprint=None if data.get("footprint") is None else DataFootprint.from_dict(data["footprint"]),
-                   note=data.get("note"))
 
 
 @dataclass(frozen=True)

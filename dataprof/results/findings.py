@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from dataprof.results.vocabulary import FindingId, Severity
 
@@ -27,9 +26,3 @@ class Finding:
     severity: Severity
     evidence: str
     recommendation: str
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Finding:
-        """Read a finding back from a document (ValueError for an id or severity this dataprof does not know)."""
-        return cls(id=FindingId(data["id"]), severity=Severity(data["severity"]), evidence=data["evidence"],
-                   recommendation=data["recommendation"])

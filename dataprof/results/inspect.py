@@ -6,14 +6,14 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from dataprof.results.cache import StorageReads
-from dataprof.results.document import SCHEMA_VERSION, Shown, kept, to_json
+from dataprof.results.codec import AS_TEXT, HIDDEN, decode, encode, named, objects, optional, records
+from dataprof.results.document import SCHEMA_VERSION, kept, to_json
 from dataprof.results.environment import DatasetInfo, Environment
 from dataprof.results.findings import Finding
 from dataprof.results.threads import GilShare
@@ -48,9 +48,9 @@ class StageTiming:
 class InspectSettings:
     """What ``dataprof inspect`` measures, and of which target."""
 
-    target: str
-    kwargs: Mapping[str, Any] = field(default_factory=dict)
-    """Keyword arguments for a class or factory target."""
+    target: str = field(metadata=HIDDEN)
+    framework: str = "auto"
+    """Whose default collate and thread settings apply: ``auto`` (from the dataset), ``torch`` or ``paddle``."""
     samples: int = 200
     seed: int = 0
     batch_size: int = 64
@@ -59,32 +59,15 @@ class InspectSettings:
     max_seconds: float = 60.0
     """Stop fetching samples after this long."""
     collate_fn: str | None = None
-    cwd: str = field(default_factory=os.getcwd)
-    dataset: Any = None
-    """A Dataset object (Python API); ``target`` is then only its name."""
-    collate: Any = None
-    """A collate callable (Python API), instead of ``collate_fn``."""
-    framework: str = "auto"
-    """Whose default collate and thread settings apply: ``auto`` (from the dataset), ``torch`` or ``paddle``."""
+    kwargs: Mapping[str, Any] = field(default_factory=dict, metadata=named("target_kwargs", **AS_TEXT))
+    """Keyword arguments for a class or factory target (in the JSON: their ``repr``, read back as that text)."""
     cpus: int | None = None
     """Measure pinned to this many of the usable CPUs (``--cpus``), for the CPU ceiling of that many."""
-
-    def to_dict(self) -> dict[str, Any]:
-        """The settings as the inspect document's ``settings`` holds them."""
-        return {"framework": self.framework, "samples": self.samples, "seed": self.seed, "batch_size": self.batch_size,
-                "prefetch_factor": self.prefetch_factor, "max_seconds": self.max_seconds,
-                "collate_fn": self.collate_fn,
-                "target_kwargs": {k: repr(v) for k, v in self.kwargs.items()}, "cpus": self.cpus}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any], target: str = "") -> InspectSettings:
-        """Read :meth:`to_dict` back (an inspect document's ``settings``, ``target`` its own): a key an older
-        document lacks takes its default, ``target_kwargs`` keep their text."""
-        return cls(target=target, framework=data.get("framework") or "auto", samples=data.get("samples", 200),
-                   seed=data.get("seed", 0), batch_size=data.get("batch_size", 64),
-                   prefetch_factor=data.get("prefetch_factor") or 2, max_seconds=data.get("max_seconds", 60.0),
-                   collate_fn=data.get("collate_fn"), cpus=data.get("cpus"),
-                   kwargs={key: Shown(text) for key, text in (data.get("target_kwargs") or {}).items()})
+    cwd: str = field(default_factory=os.getcwd, metadata=HIDDEN)
+    dataset: Any = field(default=None, metadata=HIDDEN)
+    """A Dataset object (Python API); ``target`` is then only its name."""
+    collate: Any = field(default=None, metadata=HIDDEN)
+    """A collate callable (Python API), instead of ``collate_fn``."""
 
 
 @dataclass(frozen=True)
@@ -181,8 +164,8 @@ class InspectedSamples:
     """CPU time over wall time of a sample (1.0: pure computation)."""
     slowest: tuple[dict[str, Any], ...]
     """``index``, ``ms`` and ``repeat_ms`` (the second fetch) of the slowest samples, slowest first."""
-    errors: tuple[tuple[int, str], ...]
-    kind: str | None = None
+    errors: tuple[tuple[int, str], ...] = field(metadata=objects("index", "error"))
+    kind: str | None = field(default=None, metadata=HIDDEN)
     """``computing``, ``waiting`` or ``mixed``, by the thresholds of the cpu_vs_wait check; None without samples
     (and in documents written before it was saved)."""
 
@@ -238,13 +221,11 @@ class Inspection:
             "tool": {"name": "dataprof", "version": self.tool_version},
             "kind": Kind.INSPECT,
             "target": self.target,
-            "settings": kept(self.settings.to_dict(), self.settings_keys),
-            "environment": dataclasses.asdict(self.environment),
+            "settings": kept(encode(self.settings), self.settings_keys),
+            "environment": encode(self.environment),
             "dataset": {"kind": ds.kind, "type": ds.type_name, "length": ds.length, "init_s": ds.init_s,
                         "sample": ds.sample},
-            "samples": {**{k: v for k, v in dataclasses.asdict(samples).items() if k != "kind"},
-                        "slowest": list(samples.slowest),
-                        "errors": [{"index": index, "error": error} for index, error in samples.errors]},
+            "samples": encode(samples),
             "transforms": list(self.transforms),
             "transform_tree": list(self.tree),
             "transforms_note": "; ".join(self.notes) or None,
@@ -264,12 +245,12 @@ class Inspection:
             "worker_samples_per_s": self.worker_rate,
             "max_workers_shm": self.max_workers_shm,
             "max_workers_open_files": self.max_workers_files,
-            "checks": [dataclasses.asdict(c) for c in self.checks],
+            "checks": encode(self.checks),
             "sample_kind": samples.kind,
             "transforms_notes": list(self.notes),
             "outside_transforms_share": self.outside_share,
-            "storage": None if self.storage is None else self.storage.to_dict(),
-            "gil": None if self.gil is None else self.gil.to_dict(),
+            "storage": encode(self.storage),
+            "gil": encode(self.gil),
         }
 
     @classmethod
@@ -279,18 +260,13 @@ class Inspection:
         note = data.get("transforms_note")
         return cls(
             target=data["target"], tool_version=data.get("tool", {}).get("version", "?"),
-            settings=InspectSettings.from_dict(data.get("settings") or {}, data["target"]),
-            settings_keys=tuple(data.get("settings") or {}), environment=InspectedMachine(**data["environment"]),
+            settings=decode(InspectSettings, {**(data.get("settings") or {}), "target": data["target"]}),
+            settings_keys=tuple(data.get("settings") or {}), environment=decode(InspectedMachine, data["environment"]),
             dataset=DatasetInfo(kind=ds["kind"], type_name=ds["type"], length=ds["length"], init_s=ds["init_s"],
                                 sample=ds["sample"], batch_samples=data["batch_samples"],
                                 batch_bytes=data["bytes_per_batch"], batch_tensors=data["batch_tensors"],
                                 batch_objects=data["batch_objects"]),
-            samples=InspectedSamples(
-                count=samples["count"], requested=samples["requested"], stopped=samples["stopped"],
-                first_ms=samples["first_ms"], latency_ms=dict(samples["latency_ms"]),
-                cpu_ms_mean=samples["cpu_ms_mean"], cpu_share=samples["cpu_share"],
-                slowest=tuple(samples["slowest"]), kind=data.get("sample_kind"),
-                errors=tuple((e["index"], e["error"]) for e in samples["errors"])),
+            samples=decode(InspectedSamples, {**samples, "kind": data.get("sample_kind")}),
             transforms=tuple(data["transforms"]), tree=tuple(data["transform_tree"]),
             notes=tuple(data.get("transforms_notes", [note] if note else [])),
             outside_ms=data["outside_transforms_ms"], outside_share=data.get("outside_transforms_share",
@@ -302,9 +278,8 @@ class Inspection:
             cpu_s_per_sample=data["cpu_s_per_sample"], cpu_ceiling=data["cpu_ceiling_samples_per_s"],
             worker_rate=data["worker_samples_per_s"], max_workers_shm=data["max_workers_shm"],
             max_workers_files=data["max_workers_open_files"],
-            checks=tuple(Finding.from_dict(c) for c in data["checks"]),
-            storage=None if data.get("storage") is None else StorageReads.from_dict(data["storage"]),
-            gil=None if data.get("gil") is None else GilShare.from_dict(data["gil"]))
+            checks=records(Finding, data["checks"]),
+            storage=optional(StorageReads, data.get("storage")), gil=optional(GilShare, data.get("gil")))
 
 
 

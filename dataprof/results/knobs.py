@@ -67,10 +67,6 @@ class KnobValues(Mapping[str, Any]):
         """``num_workers`` (0 when unset or None)."""
         return int(self._values.get("num_workers") or 0)
 
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON object."""
-        return dict(self._values)
-
 
 def checked_knobs(record: Any, name: str) -> None:
     """The field ``name`` of the frozen dataclass ``record`` made :class:`KnobValues` (from a plain mapping, as a

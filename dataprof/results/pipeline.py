@@ -16,9 +16,8 @@ Each trial's rate, predicted back from the model, shows where a trial contradict
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import ClassVar
 
 
 @dataclass(frozen=True)
@@ -50,6 +49,7 @@ class Residual:
     """The trial's config label."""
     measured_samples_per_s: float
     predicted_samples_per_s: float
+    JSON_DERIVED: ClassVar[tuple[str, ...]] = ("error",)
 
     @property
     def error(self) -> float:
@@ -106,23 +106,3 @@ class PipelineModel:
     def worst_residual(self) -> Residual | None:
         """The trial the model fits worst."""
         return max(self.residuals, key=lambda r: abs(r.error), default=None)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The ``model`` block of a sweep's document (and of a plan's)."""
-        data = dataclasses.asdict(self)
-        data["measured_workers"] = list(self.measured_workers)
-        data["residuals"] = [{**dataclasses.asdict(r), "error": r.error} for r in self.residuals]
-        data["notes"] = list(self.notes)
-        return data
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> PipelineModel:
-        """Read :meth:`to_dict` back."""
-        estimates = {f.name for f in dataclasses.fields(cls) if "Estimate" in str(f.type)}
-        values: dict[str, Any] = {k: (Estimate(**v) if k in estimates and v is not None else v)
-                                  for k, v in data.items()}
-        values["measured_workers"] = tuple(data["measured_workers"])
-        values["residuals"] = tuple(Residual(r["config"], r["measured_samples_per_s"], r["predicted_samples_per_s"])
-                                    for r in data["residuals"])
-        values["notes"] = tuple(data["notes"])
-        return cls(**values)

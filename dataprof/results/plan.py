@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
+from dataprof.results.codec import decode, encode, optional, records
 from dataprof.results.document import SCHEMA_VERSION, to_json
 from dataprof.results.knobs import LoaderConfig, baseline
 from dataprof.results.pipeline import PipelineModel
@@ -28,6 +29,7 @@ class TargetMachine:
     batch_size: int
     nodes: tuple[int, ...] = ()
     """The job's nodes this machine describes (``--node``: a node group); empty: every node."""
+    JSON_DERIVED: ClassVar[tuple[str, ...]] = ("cpus_per_rank",)
 
     @property
     def cpus_per_rank(self) -> float:
@@ -83,18 +85,6 @@ class Measured:
     batch_size: int
     shuffle: bool = False
     collate_fn: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """The plan document's ``measured``."""
-        return {**dataclasses.asdict(self), "workers": list(self.workers)}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Measured:
-        """Read :meth:`to_dict` back."""
-        return cls(cpus=data.get("cpus", 0.0), cpu_reason=data.get("cpu_reason"), trials=data.get("trials", 0),
-                   workers=tuple(data.get("workers") or ()), step_ms=data.get("step_ms", 0.0),
-                   batch_size=data.get("batch_size", 0), shuffle=bool(data.get("shuffle")),
-                   collate_fn=data.get("collate_fn"))
 
 
 @dataclass(frozen=True)
@@ -162,21 +152,20 @@ class Plan:
             "tool": {"name": "dataprof", "version": self.tool_version},
             "kind": Kind.PLAN,
             "target": self.target,
-            "machine": {**dataclasses.asdict(self.machine), "nodes": list(self.machine.nodes),
-                        "cpus_per_rank": self.machine.cpus_per_rank},
+            "machine": encode(self.machine),
             "recommended": {"config": self.config.to_dict(), "samples_per_s": rec.samples_per_s,
                             "samples_per_s_low": rec.samples_per_s_low, "samples_per_s_high": rec.samples_per_s_high,
                             "feeds_step": rec.feeds_step, "limit": rec.limit, "memory_bytes": rec.memory_bytes,
                             "shm_bytes": rec.shm_bytes},
-            "curve": [dataclasses.asdict(point) for point in self.curve],
+            "curve": encode(self.curve),
             "cpus_per_rank_to_feed_step": None if self.feeding is None else self.feeding.cpus_per_rank,
-            "feeding": None if self.feeding is None else dataclasses.asdict(self.feeding),
+            "feeding": encode(self.feeding),
             "extrapolated": bool(self.extrapolations),
             "extrapolations": list(self.extrapolations),
-            "measured": self.measured.to_dict(),
-            "knobs": self.knobs.to_dict(),
+            "measured": encode(self.measured),
+            "knobs": encode(self.knobs),
             "knobs_reason": self.knobs_reason,
-            "model": self.model.to_dict(),
+            "model": encode(self.model),
             "notes": list(self.notes),
             "node_groups": [group.to_dict() for group in self.groups],
         }
@@ -184,15 +173,13 @@ class Plan:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Plan:
         """Read :meth:`to_dict` back."""
-        machine = {k: v for k, v in data["machine"].items() if k != "cpus_per_rank"}
-        machine["nodes"] = tuple(machine.get("nodes") or ())
-        curve = tuple(PlanPoint(**point) for point in data["curve"])
+        curve = records(PlanPoint, data["curve"])
         wanted = data["recommended"]["config"]["num_workers"]
         return cls(tool_version=data.get("tool", {}).get("version", "?"), target=data["target"],
-                   measured=Measured.from_dict(data["measured"]), machine=TargetMachine(**machine),
-                   model=PipelineModel.from_dict(data["model"]), knobs=LoaderConfig.from_dict(data["knobs"]),
+                   measured=decode(Measured, data["measured"]), machine=decode(TargetMachine, data["machine"]),
+                   model=decode(PipelineModel, data["model"]), knobs=LoaderConfig.from_dict(data["knobs"]),
                    curve=curve, recommended=next(p for p in curve if p.num_workers == wanted),
-                   feeding=None if data.get("feeding") is None else Feeding(**data["feeding"]),
+                   feeding=optional(Feeding, data.get("feeding")),
                    extrapolations=tuple(data.get("extrapolations") or ()), notes=tuple(data.get("notes") or ()),
                    knobs_reason=data.get("knobs_reason"),
                    groups=tuple(cls.from_dict(group) for group in data.get("node_groups") or ()))

@@ -4,10 +4,10 @@ state unless named otherwise: each epoch's first batches (the workers' start, th
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from dataprof.results.codec import FLAT, decode, encode, from_fields
 from dataprof.results.document import SCHEMA_VERSION, to_json
 from dataprof.results.environment import Environment
 from dataprof.results.findings import Finding, GateResult
@@ -106,9 +106,8 @@ class LoaderRun:
         return KnobValues(values)
 
 
-LOADER_DEFAULTS = {"framework": "torch", "dataset_file": None, "factory": None, "factory_args": None,
-                   "factory_blocked": None, "factory_split": None, "worker_kind": "process"}
-"""What a loader's keys mean when a document lacks them."""
+LOADER_DEFAULTS = {"framework": "torch", "dataset_file": None}
+"""What a loader's keys with no default mean when a document lacks them (documents older than the keys)."""
 
 
 @dataclass(frozen=True)
@@ -180,31 +179,17 @@ class RankRun:
     """Peak PSS of its tree."""
 
 
-RANK_FIELDS = frozenset(f.name for f in dataclasses.fields(RankRun))
-
-
 @dataclass(frozen=True)
 class RankCause:
     """Why the rank that waits most for data waits, and what to change on its node: in synchronous training every
     step waits for it (``dataprof.decide.run.rank_cause``)."""
 
-    finding: Finding
+    finding: Finding = field(metadata=FLAT)
     rank: int
     node: int | None
     cause: SlowRankCause
     num_workers: int | None = None
     """The ``num_workers`` to set on its node; None when the change is not a number of workers."""
-
-    def to_dict(self) -> dict[str, Any]:
-        """The finding's keys, then the rank, its node, the cause and the workers to set there."""
-        return {**dataclasses.asdict(self.finding), "rank": self.rank, "node": self.node, "cause": self.cause,
-                "num_workers": self.num_workers}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RankCause:
-        """Read :meth:`to_dict` back."""
-        return cls(Finding.from_dict(data), data["rank"], data.get("node"), SlowRankCause(data["cause"]),
-                   data.get("num_workers"))
 
 
 @dataclass(frozen=True)
@@ -226,15 +211,6 @@ class RunChanges:
 
     def __post_init__(self) -> None:
         checked_knobs(self, "knobs")
-
-    def to_dict(self) -> dict[str, Any]:
-        """The document's ``changes`` object."""
-        return {**dataclasses.asdict(self), "knobs": self.knobs.to_dict()}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RunChanges:
-        """Read :meth:`to_dict` back."""
-        return cls(**{**data, "knobs": KnobValues.read(data.get("knobs"))})
 
 
 @dataclass(frozen=True)
@@ -292,24 +268,10 @@ class RunReport:
             "tool": {"name": "dataprof", "version": self.tool_version},
             "command": list(self.command),
             "complete": self.complete,
-            "environment": dataclasses.asdict(self.environment),
-            "loaders": [{**dataclasses.asdict(loader), "first_batch_s": list(loader.first_batch_s),
-                         "built_by": list(loader.built_by), "epoch_samples": list(loader.epoch_samples),
-                         "gpu_util_percent": self.resources.gpu_util_percent} for loader in self.loaders],
-            "resources": {**dataclasses.asdict(self.resources), "gpu_timeline": list(self.resources.gpu_timeline)},
-            "wall_s": self.wall_s,
-            "exit_code": self.exit_code,
-            "ended_by": self.ended_by,
-            "verdict": None if self.verdict is None else dataclasses.asdict(self.verdict),
-            "next_command": self.next_command,
-            "notes": list(self.notes),
-            "gates": [dataclasses.asdict(g) for g in self.gates],
-            "ranks": [dataclasses.asdict(r) for r in self.ranks],
-            "changes": None if self.changes is None else self.changes.to_dict(),
-            "stderr_tail": list(self.stderr_tail), "stderr_causes": list(self.stderr_causes),
-            "stopped": self.stopped,
-            "own_ranks": self.own_ranks,
-            "rank_cause": None if self.rank_cause is None else self.rank_cause.to_dict(),
+            "environment": encode(self.environment),
+            "loaders": [{**encode(loader), "gpu_util_percent": self.resources.gpu_util_percent}
+                        for loader in self.loaders],
+            **{name: encode(getattr(self, name)) for name in RUN_KEYS},
         }
 
     def to_json(self) -> str:
@@ -319,32 +281,11 @@ class RunReport:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunReport:
         """Read :meth:`to_dict` back (keys added later are optional)."""
-        env_fields = {f.name for f in dataclasses.fields(Environment)}
-        loader_fields = {f.name for f in dataclasses.fields(LoaderRun)}
-        return cls(
-            tool_version=data.get("tool", {}).get("version", "?"),
-            command=tuple(data.get("command", ())),
-            environment=Environment(**{k: v for k, v in data["environment"].items() if k in env_fields}),
-            loaders=tuple(LoaderRun(**{**LOADER_DEFAULTS, **{k: v for k, v in loader.items() if k in loader_fields},
-                                       "first_batch_s": tuple(loader.get("first_batch_s") or ()),
-                                       "factory_args": None if loader.get("factory_args") is None
-                                       else tuple(loader["factory_args"]),
-                                       "built_by": tuple(loader.get("built_by") or ()),
-                                       "epoch_samples": tuple(loader.get("epoch_samples") or ())})
-                          for loader in data.get("loaders", ())),
-            resources=RunResources(**{**(data.get("resources") or {}),
-                                      "gpu_timeline": tuple((data.get("resources") or {}).get("gpu_timeline") or ()),
-                                      "storage_timeline": tuple((data.get("resources") or {}).get("storage_timeline")
-                                                                or ())}),
-            wall_s=data.get("wall_s", 0.0), exit_code=data.get("exit_code"), ended_by=data.get("ended_by"),
-            complete=data.get("complete", True),
-            verdict=None if data.get("verdict") is None else Finding.from_dict(data["verdict"]),
-            next_command=data.get("next_command"),
-            notes=tuple(data.get("notes", ())),
-            gates=tuple(GateResult(**g) for g in data.get("gates", ())),
-            ranks=tuple(RankRun(**{k: v for k, v in r.items() if k in RANK_FIELDS}) for r in data.get("ranks", ())),
-            changes=None if data.get("changes") is None else RunChanges.from_dict(data["changes"]),
-            stderr_tail=tuple(data.get("stderr_tail") or ()), stderr_causes=tuple(data.get("stderr_causes") or ()),
-            stopped=data.get("stopped"), own_ranks=data.get("own_ranks"),
-            rank_cause=None if data.get("rank_cause") is None else RankCause.from_dict(data["rank_cause"]),
-        )
+        return from_fields(cls, {**data, "tool_version": data.get("tool", {}).get("version", "?"),
+                            "loaders": [decode(LoaderRun, {**LOADER_DEFAULTS, **loader})
+                                        for loader in data.get("loaders", ())]})
+
+
+RUN_KEYS = ("resources", "wall_s", "exit_code", "ended_by", "verdict", "next_command", "notes", "gates", "ranks",
+            "changes", "stderr_tail", "stderr_causes", "stopped", "own_ranks", "rank_cause")
+"""The fields a run's document holds after its loaders, by their own names and in this order (docs/run.md)."""

@@ -7,11 +7,11 @@ Stdlib only. The trials' own figures live in :mod:`dataprof.results.trial`, the 
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
 from dataprof.results.cache import DataFootprint, StorageOutlook
+from dataprof.results.codec import decode, encode, objects, optional, records
 from dataprof.results.document import SCHEMA_VERSION, kept, to_json
 from dataprof.results.environment import DatasetInfo, Environment
 from dataprof.results.findings import Finding, GateResult
@@ -22,11 +22,6 @@ from dataprof.results.settings import SweepSettings
 from dataprof.results.threads import ThreadCheck, WorkerKinds
 from dataprof.results.trial import TrialResult
 from dataprof.results.vocabulary import CacheMode, FindingId, TrialStatus
-
-
-def _status(value: str | None) -> TrialStatus | None:
-    """A status read back from a document (None kept: not measured)."""
-    return None if value is None else TrialStatus(value)
 
 
 @dataclass(frozen=True)
@@ -92,20 +87,6 @@ class YourSettings:
     changes: tuple[str, ...] = ()
     """The knobs the recommendation sets differently, by the framework's own names."""
 
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON ``current`` block (docs/json.md)."""
-        return {"source": self.source, "config": self.config.to_dict(), "status": self.status,
-                "samples_per_s": self.samples_per_s, "recommended_speedup": self.recommended_speedup,
-                "within_noise": self.within_noise, "changes": list(self.changes)}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> YourSettings:
-        """Read :meth:`to_dict` back."""
-        return cls(source=data["source"], config=LoaderConfig.from_dict(data["config"]),
-                   status=_status(data.get("status")), samples_per_s=data.get("samples_per_s"),
-                   recommended_speedup=data.get("recommended_speedup"), within_noise=bool(data.get("within_noise")),
-                   changes=tuple(data.get("changes") or ()))
-
 
 @dataclass(frozen=True)
 class AutotuneRun:
@@ -121,27 +102,11 @@ class AutotuneRun:
     """How long the autotune took (it runs when the DataLoader is built)."""
     max_workers: float | None = None
     """It tries 0, 2, 4, … below this: ``multiprocessing.cpu_count() / 2``, affinity and quotas ignored."""
-    evaluations: tuple[tuple[int, float], ...] = ()
+    evaluations: tuple[tuple[int, float], ...] = field(default=(), metadata=objects("num_workers", "batch_s"))
     """(num_workers, mean seconds per batch) as it logged them, in the order tried."""
     error: str | None = None
     skipped: str | None = None
     """Why it tuned nothing, when it did not start (it keeps ``num_workers`` as given)."""
-
-    def to_dict(self) -> dict[str, Any]:
-        """The run as the JSON document's ``autotune`` holds it."""
-        data = dataclasses.asdict(self)
-        data["evaluations"] = [{"num_workers": w, "batch_s": s} for w, s in self.evaluations]
-        return data
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> AutotuneRun:
-        """Read :meth:`to_dict` back."""
-        known = {f.name for f in dataclasses.fields(cls)}
-        values = {k: v for k, v in data.items() if k in known}
-        values["evaluations"] = tuple((int(e["num_workers"]), float(e["batch_s"]))
-                                      for e in data.get("evaluations") or ())
-        values["status"] = TrialStatus(data["status"])
-        return cls(**values)
 
 
 @dataclass(frozen=True)
@@ -198,7 +163,7 @@ class Report:
     @property
     def diagnosis(self) -> dict[str, Any]:
         """``{"primary": ..., "findings": [...]}``, as in the JSON document."""
-        return {"primary": self.primary, "findings": [dataclasses.asdict(f) for f in self.findings]}
+        return {"primary": self.primary, "findings": encode(self.findings)}
 
     def to_json(self) -> str:
         """The ``--json`` document as text (NaN and infinities written as null)."""
@@ -220,7 +185,7 @@ class Report:
 
     def settings_document(self) -> dict[str, Any]:
         """The JSON ``settings``: whole, or the keys the document read held (:attr:`settings_keys`)."""
-        return kept(self.settings.to_dict(), self.settings_keys)
+        return kept(encode(self.settings), self.settings_keys)
 
     def to_dict(self) -> dict[str, Any]:
         """The ``--json`` document (docs/json.md), ``schema_version`` first."""
@@ -231,10 +196,10 @@ class Report:
             "tool": {"name": "dataprof", "version": self.tool_version},
             "target": self.target,
             "complete": self.complete,
-            "environment": dataclasses.asdict(self.environment),
-            "dataset": None if self.dataset is None else dataclasses.asdict(self.dataset),
+            "environment": encode(self.environment),
+            "dataset": encode(self.dataset),
             "settings": self.settings_document(),
-            "trials": [t.to_dict() for t in self.trials],
+            "trials": encode(self.trials),
             "baseline": None if baseline is None else {
                 "config": baseline.config.to_dict(), "samples_per_s": baseline.samples_per_s},
             "best": None if best is None else {
@@ -248,80 +213,62 @@ class Report:
                 "cache": best.cache,
             },
             "diagnosis": self.diagnosis,
-            "gates": [dataclasses.asdict(g) for g in self.gates],
+            "gates": encode(self.gates),
             "search": {"strategy": self.settings.strategy, "trials_run": len(self.trials),
                        "wall_s": self.wall_s,
-                       "steps": [{"config": step.config.to_dict(), "why": step.why, "cache": step.cache}
-                                 for step in self.search_steps],
+                       "steps": encode(self.search_steps),
                        "stopped": self.search_stop},
-            "current": None if self.current is None else self.current.to_dict(),
-            "rules_of_thumb": [{"rule": r.rule, "config": r.config.to_dict(), "status": r.status,
-                                "samples_per_s": r.samples_per_s, "recommended_speedup": r.recommended_speedup,
-                                "within_noise": r.within_noise} for r in self.rules_of_thumb],
-            "autotune": None if self.autotune is None else self.autotune.to_dict(),
+            "current": encode(self.current),
+            "rules_of_thumb": encode(self.rules_of_thumb),
+            "autotune": encode(self.autotune),
             "notes": list(self.notes),
             "error": self.error,
-            "model": None if self.model is None else self.model.to_dict(),
-            "feeding": None if self.feeding is None else dataclasses.asdict(self.feeding),
-            "cold_trials": [t.to_dict() for t in self.cold_trials],
-            "data_footprint": None if self.data_footprint is None else self.data_footprint.to_dict(),
-            "storage": None if self.storage is None else dataclasses.asdict(self.storage),
-            "thread_check": None if self.thread_check is None else self.thread_check.to_dict(),
-            "worker_kinds": None if self.worker_kinds is None else self.worker_kinds.to_dict(),
+            "model": encode(self.model),
+            "feeding": encode(self.feeding),
+            "cold_trials": encode(self.cold_trials),
+            "data_footprint": encode(self.data_footprint),
+            "storage": encode(self.storage),
+            "thread_check": encode(self.thread_check),
+            "worker_kinds": encode(self.worker_kinds),
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Report:
         """Read a ``--json`` document back (keys added later are optional)."""
-        env_fields = {f.name for f in dataclasses.fields(Environment)}
-        best = data.get("best")
+        best, search = data.get("best"), data.get("search") or {}
         recommendation = None
         if best is not None:
-            recommendation = Recommendation(
-                config=LoaderConfig.from_dict(best["config"]),
-                samples_per_s=best["samples_per_s"],
-                speedup_vs_baseline=best.get("speedup_vs_baseline"),
-                fastest=LoaderConfig.from_dict(best.get("fastest", best)["config"]),
-                fastest_samples_per_s=best.get("fastest", best)["samples_per_s"],
-                reason=best.get("reason", ""),
-                cpu_ceiling_samples_per_s=best.get("cpu_ceiling_samples_per_s"),
-                cache=best.get("cache", "warm"),
-            )
+            fastest = best.get("fastest", best)
+            recommendation = decode(Recommendation, {**best, "fastest": fastest["config"],
+                                                     "fastest_samples_per_s": fastest["samples_per_s"],
+                                                     "reason": best.get("reason", "")})
         diagnosis = data.get("diagnosis") or {}
-        dataset = data.get("dataset")
         return cls(
             target=data["target"],
             tool_version=data.get("tool", {}).get("version", "?"),
-            environment=Environment(**{k: v for k, v in data["environment"].items() if k in env_fields}),
-            settings=SweepSettings.from_dict(data.get("settings") or {}, data["target"]),
+            environment=decode(Environment, data["environment"]),
+            settings=decode(SweepSettings, {**(data.get("settings") or {}), "target": data["target"]}),
             settings_keys=tuple(data.get("settings") or {}),
-            trials=tuple(TrialResult.from_dict(t) for t in data.get("trials", [])),
-            dataset=None if dataset is None else DatasetInfo(**dataset),
+            trials=records(TrialResult, data.get("trials")),
+            dataset=optional(DatasetInfo, data.get("dataset")),
             recommendation=recommendation,
             primary=None if diagnosis.get("primary") is None else FindingId(diagnosis["primary"]),
-            findings=tuple(Finding.from_dict(f) for f in diagnosis.get("findings", [])),
-            wall_s=data.get("search", {}).get("wall_s", 0.0),
-            search_steps=tuple(SearchStep(LoaderConfig.from_dict(step["config"]), step["why"],
-                                          step.get("cache", "warm"))
-                               for step in data.get("search", {}).get("steps", [])),
-            search_stop=data.get("search", {}).get("stopped"),
-            gates=tuple(GateResult(**g) for g in data.get("gates", [])),
+            findings=records(Finding, diagnosis.get("findings")),
+            wall_s=search.get("wall_s", 0.0),
+            search_steps=records(SearchStep, search.get("steps")),
+            search_stop=search.get("stopped"),
+            gates=records(GateResult, data.get("gates")),
             complete=data.get("complete", True),
             notes=tuple(data.get("notes", [])),
             error=data.get("error"),
-            autotune=None if data.get("autotune") is None else AutotuneRun.from_dict(data["autotune"]),
-            rules_of_thumb=tuple(RuleOfThumb(rule=r["rule"], config=LoaderConfig.from_dict(r["config"]),
-                                             status=_status(r.get("status")), samples_per_s=r.get("samples_per_s"),
-                                             recommended_speedup=r.get("recommended_speedup"),
-                                             within_noise=bool(r.get("within_noise")))
-                                 for r in data.get("rules_of_thumb", [])),
-            current=None if data.get("current") is None else YourSettings.from_dict(data["current"]),
-            model=None if data.get("model") is None else PipelineModel.from_dict(data["model"]),
-            feeding=None if data.get("feeding") is None else Feeding(**data["feeding"]),
-            cold_trials=tuple(TrialResult.from_dict(t) for t in data.get("cold_trials") or ()),
-            data_footprint=None if data.get("data_footprint") is None
-            else DataFootprint.from_dict(data["data_footprint"]),
-            storage=None if data.get("storage") is None else StorageOutlook(**data["storage"]),
-            thread_check=None if data.get("thread_check") is None else ThreadCheck.from_dict(data["thread_check"]),
-            worker_kinds=None if data.get("worker_kinds") is None else WorkerKinds.from_dict(data["worker_kinds"]),
+            autotune=optional(AutotuneRun, data.get("autotune")),
+            rules_of_thumb=records(RuleOfThumb, data.get("rules_of_thumb")),
+            current=optional(YourSettings, data.get("current")),
+            model=optional(PipelineModel, data.get("model")),
+            feeding=optional(Feeding, data.get("feeding")),
+            cold_trials=records(TrialResult, data.get("cold_trials")),
+            data_footprint=optional(DataFootprint, data.get("data_footprint")),
+            storage=optional(StorageOutlook, data.get("storage")),
+            thread_check=optional(ThreadCheck, data.get("thread_check")),
+            worker_kinds=optional(WorkerKinds, data.get("worker_kinds")),
         )

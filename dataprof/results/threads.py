@@ -3,8 +3,7 @@ samples processes do, and the two kinds side by side. Stdlib only."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
 from dataprof.results.knobs import LoaderConfig
 from dataprof.results.vocabulary import ThreadVerdict
@@ -31,18 +30,6 @@ class GilShare:
     release_high: float | None = None
     """The least and the most any one round (alone, then paired) read: the measure's spread."""
 
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON form (docs/json.md)."""
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> GilShare:
-        """Read :meth:`to_dict` back."""
-        return cls(release=data.get("release"), calls=int(data.get("calls") or 0),
-                   alone_s=float(data.get("alone_s") or 0.0), paired_s=float(data.get("paired_s") or 0.0),
-                   free_threaded=bool(data.get("free_threaded")), why=data.get("why"),
-                   release_low=data.get("release_low"), release_high=data.get("release_high"))
-
     def words(self) -> str:
         """``releases the GIL 92% of its time (C code, I/O or sleep)`` / ``holds the GIL (pure Python, …)`` /
         why it was not told."""
@@ -68,18 +55,6 @@ class ThreadCheck:
     """The first batch that differed, why it could not be told, or the error."""
     config: LoaderConfig | None = None
     """The thread config checked."""
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON form (docs/json.md)."""
-        return {"verdict": str(self.verdict), "batches": self.batches, "detail": self.detail,
-                "config": None if self.config is None else self.config.to_dict()}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ThreadCheck:
-        """Read :meth:`to_dict` back."""
-        config = data.get("config")
-        return cls(verdict=ThreadVerdict(data["verdict"]), batches=int(data.get("batches") or 0),
-                   detail=data.get("detail") or "", config=None if config is None else LoaderConfig.from_dict(config))
 
     def failure(self) -> str | None:
         """The reason thread trials fail with after this check; None when they may run."""
@@ -109,15 +84,3 @@ class WorkerKinds:
     busiest_thread_cpu_percent: float | None = None
     """CPU of the thread config's busiest thread besides the main one: near 100 with the others idle, the GIL
     lets one run at a time."""
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON form (docs/json.md)."""
-        data = asdict(self)
-        data["thread"], data["process"] = self.thread.to_dict(), self.process.to_dict()
-        return data
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> WorkerKinds:
-        """Read :meth:`to_dict` back."""
-        return cls(**{**data, "thread": LoaderConfig.from_dict(data["thread"]),
-                      "process": LoaderConfig.from_dict(data["process"])})

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from dataprof.results.codec import FLAT, HIDDEN
 from dataprof.results.knobs import LoaderConfig
 from dataprof.results.vocabulary import TrialStatus
 
@@ -81,7 +82,7 @@ class EpochFacts:
     """IterableDataset only: share of the warm-up batches (first epoch) identical to an earlier one."""
     rank_repeat_fraction: float | None = None
     """Distributed, IterableDataset only: share of the ranks' first batches that another rank loaded too."""
-    batch_marks: tuple[int, ...] = ()
+    batch_marks: tuple[int, ...] = field(default=(), metadata=HIDDEN)
     """IterableDataset only: fingerprints of the first batches, to compare ranks' streams (not in the JSON)."""
 
 
@@ -180,7 +181,7 @@ class TrialResult:
     wait_fraction: float | None = None
     """Share of the window the loop was blocked waiting for data."""
     wait_ms: WaitStats | None = None
-    times: BatchTimes = BatchTimes()
+    times: BatchTimes = field(default=BatchTimes(), metadata=FLAT)
     """Where a batch's time went in the main process."""
     batches: int | None = None
     """Batches in the timed window."""
@@ -189,10 +190,10 @@ class TrialResult:
     window_s: float | None = None
     worker_processes: int | None = None
     """Worker processes the loader really started (0 when the framework loaded in the main process)."""
-    epochs: EpochFacts = EpochFacts()
-    cpu: CpuUse = CpuUse()
-    memory: MemoryUse = MemoryUse()
-    gpu: GpuUse = GpuUse()
+    epochs: EpochFacts = field(default=EpochFacts(), metadata=FLAT)
+    cpu: CpuUse = field(default=CpuUse(), metadata=FLAT)
+    memory: MemoryUse = field(default=MemoryUse(), metadata=FLAT)
+    gpu: GpuUse = field(default=GpuUse(), metadata=FLAT)
     duration_s: float | None = None
     """Whole trial, process start to exit."""
     build_s: float | None = None
@@ -204,7 +205,7 @@ class TrialResult:
     cache: str = "warm"
     """``warm``: the trial read what the page cache held; ``cold``: the data files the trials read were evicted from
     the page cache right before it, and its window ended before the dataset's first pass did."""
-    storage: StorageReads = StorageReads()
+    storage: StorageReads = field(default=StorageReads(), metadata=FLAT)
     repeats: int = 1
     """Trials of this config the rate pools: a close call the noise decided is measured again (the search's
     re-measure), and the rate is then the samples of both windows over their time."""
@@ -222,32 +223,6 @@ class TrialResult:
         groups = {name: dataclasses.replace(getattr(self, name), **{k: figures.pop(k) for k in mine})
                   for name, kind in GROUPS.items() if (mine := _names(kind) & set(figures))}
         return dataclasses.replace(self, **groups, **figures)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The trial as the JSON document holds it: flat, each group's figures where the group sits, ``config``
-        by the framework's names, no fingerprints."""
-        data: dict[str, Any] = {}
-        for field in dataclasses.fields(self):
-            value = getattr(self, field.name)
-            data.update(dataclasses.asdict(value) if field.name in GROUPS else {field.name: value})
-        data["config"] = self.config.to_dict()
-        data["wait_ms"] = None if self.wait_ms is None else dataclasses.asdict(self.wait_ms)
-        data["ranks"] = [dataclasses.asdict(r) for r in self.ranks]
-        del data["batch_marks"]
-        return data
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> TrialResult:
-        """Read :meth:`to_dict` back (unknown keys are ignored)."""
-        known = (_names(cls) - GROUPS.keys() - {"config", "status"}).union(*map(_names, GROUPS.values()))
-        values = {k: v for k, v in data.items() if k in known}
-        if values.get("wait_ms") is not None:
-            values["wait_ms"] = WaitStats(**values["wait_ms"])
-        if values.get("thread_cpu_percent") is not None:
-            values["thread_cpu_percent"] = tuple(values["thread_cpu_percent"])
-        values["ranks"] = tuple(RankResult(**{**r, "status": TrialStatus(r["status"])})
-                                for r in data.get("ranks") or ())
-        return cls.of(LoaderConfig.from_dict(data["config"]), TrialStatus(data["status"]), **values)
 
 
 GROUPS: dict[str, type] = {"times": BatchTimes, "epochs": EpochFacts, "cpu": CpuUse, "memory": MemoryUse,

@@ -3,10 +3,10 @@ steady window, the headspace (the training with data for free) and the answer. D
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from dataprof.results.codec import encode, named, optional, records
 from dataprof.results.document import SCHEMA_VERSION, to_json
 from dataprof.results.knobs import KnobValues, checked_knobs
 from dataprof.results.vocabulary import Kind, TrialStatus, TuneVerdict
@@ -75,22 +75,6 @@ class TuneTrial:
         checked_knobs(self, "config")
         object.__setattr__(self, "node_knobs", {str(node): KnobValues(own) for node, own in self.node_knobs.items()})
 
-    def to_dict(self) -> dict[str, Any]:
-        """A trial of the JSON document (docs/tune.md)."""
-        return {**dataclasses.asdict(self), "config": self.config.to_dict(),
-                "node_knobs": {node: knobs.to_dict() for node, knobs in self.node_knobs.items()},
-                "ranks": list(self.ranks), "stderr_tail": list(self.stderr_tail),
-                "stderr_causes": list(self.stderr_causes)}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> TuneTrial:
-        """Read :meth:`to_dict` back."""
-        values = _known(cls, data)
-        return cls(**{**values, "config": KnobValues.read(data["config"]), "status": TrialStatus(data["status"]),
-                      "ranks": tuple(data.get("ranks") or ()), "stderr_tail": tuple(data.get("stderr_tail") or ()),
-                      "stderr_causes": tuple(data.get("stderr_causes") or ()),
-                      "node_knobs": {str(k): KnobValues.read(v) for k, v in (data.get("node_knobs") or {}).items()}})
-
     @property
     def ok(self) -> bool:
         """Whether it ran and measured a rate."""
@@ -103,7 +87,7 @@ class TunedLoader:
     them."""
 
     site: str
-    loader_class: str
+    loader_class: str = field(metadata=named("class"))
     batch_size: int | None = None
     settings: KnobValues = field(default_factory=KnobValues)
     device: str = "cpu"
@@ -153,17 +137,6 @@ class LoaderSweep:
     def __post_init__(self) -> None:
         if self.config is not None:
             checked_knobs(self, "config")
-
-    def to_dict(self) -> dict[str, Any]:
-        """The ``loader_sweep`` object of the document."""
-        return {**dataclasses.asdict(self), "config": None if self.config is None else self.config.to_dict()}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> LoaderSweep:
-        """Read :meth:`to_dict` back."""
-        values = _known(cls, data)
-        return cls(**{**values, "config": None if values.get("config") is None
-                      else KnobValues.read(values["config"])})
 
 
 @dataclass(frozen=True)
@@ -243,18 +216,7 @@ class TuneReport:
             "nproc_per_node": self.nproc_per_node,
             "nnodes": self.nnodes,
             "complete": self.complete,
-            "loader": None if self.loader is None else {"site": self.loader.site, "class": self.loader.loader_class,
-                                                        "batch_size": self.loader.batch_size,
-                                                        "settings": self.loader.settings.to_dict(),
-                                                        "device": self.loader.device,
-                                                        "threads": self.loader.threads,
-                                                        "start_methods": list(self.loader.start_methods),
-                                                        "batch_bytes": self.loader.batch_bytes,
-                                                        "shm_free_bytes": self.loader.shm_free_bytes,
-                                                        "split": self.loader.split,
-                                                        "built_by": list(self.loader.built_by),
-                                                        "iterable": self.loader.iterable,
-                                                        "available_ram_bytes": self.loader.available_ram_bytes},
+            "loader": encode(self.loader),
             "current": None if not current else _figures(current[0]),
             "recommended": None if recommended is None or answer is None else
             {**_figures(recommended), "gain_over_current": answer.gain_over_current,
@@ -271,13 +233,13 @@ class TuneReport:
             "noise_freedom": None if answer is None else answer.noise_freedom,
             "reason": None if answer is None else answer.reason,
             "step_slowdown": None if answer is None else {str(k): v for k, v in answer.step_slowdown.items()},
-            "trials": [t.to_dict() for t in self.trials],
+            "trials": encode(self.trials),
             "wall_s": self.wall_s,
             "notes": list(self.notes),
             "error": self.error,
             "recommended_index": None if answer is None else answer.recommended,
             "loader_sweep": None if self.loader_sweep is None else {
-                **self.loader_sweep.to_dict(),
+                **encode(self.loader_sweep),
                 "rank_in_training": None if answer is None or answer.loader_sweep_rank is None
                 else list(answer.loader_sweep_rank),
                 "vs_recommended": None if answer is None else answer.loader_sweep_vs_recommended},
@@ -290,37 +252,16 @@ class TuneReport:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TuneReport:
         """Read :meth:`to_dict` back (the answer is decided again: ``dataprof.decide.tune``)."""
-        loader = data.get("loader")
         return cls(tool_version=data.get("tool", {}).get("version", "?"), command=tuple(data.get("command") or ()),
-                   loader=None if loader is None else TunedLoader(loader["site"], loader["class"],
-                                                                  loader.get("batch_size"),
-                                                                  KnobValues.read(loader.get("settings")),
-                                                                  loader.get("device", "cpu"),
-                                                                  loader.get("threads"),
-                                                                  tuple(loader.get("start_methods") or ()),
-                                                                  loader.get("batch_bytes"),
-                                                                  loader.get("shm_free_bytes"),
-                                                                  loader.get("split"),
-                                                                  tuple(loader.get("built_by") or ()),
-                                                                  bool(loader.get("iterable")),
-                                                                  loader.get("available_ram_bytes")),
-                   trials=tuple(TuneTrial.from_dict(t) for t in data.get("trials") or ()),
+                   loader=optional(TunedLoader, data.get("loader")), trials=records(TuneTrial, data.get("trials")),
                    wall_s=data.get("wall_s", 0.0), complete=data.get("complete", True),
                    notes=tuple(data.get("notes") or ()), error=data.get("error"),
-                   loader_sweep=None if data.get("loader_sweep") is None
-                   else LoaderSweep.from_dict(data["loader_sweep"]), nproc_per_node=data.get("nproc_per_node", 1),
-                   nnodes=data.get("nnodes", 1))
+                   loader_sweep=optional(LoaderSweep, data.get("loader_sweep")),
+                   nproc_per_node=data.get("nproc_per_node", 1), nnodes=data.get("nnodes", 1))
 
 
 def _figures(trial: TuneTrial) -> dict[str, Any]:
-    return {"config": trial.config.to_dict(),
-            "node_knobs": {node: knobs.to_dict() for node, knobs in trial.node_knobs.items()},
+    return {"config": encode(trial.config), "node_knobs": encode(trial.node_knobs),
             "iterations_per_s": trial.iterations_per_s, "samples_per_s": trial.samples_per_s,
             "data_wait_fraction": trial.data_wait_fraction,
             "step_ms": trial.step_ms}
-
-
-def _known(cls: type, data: dict[str, Any]) -> dict[str, Any]:
-    """The items of ``data`` that are fields of the dataclass ``cls`` (a newer document's other keys left out)."""
-    known = {f.name for f in dataclasses.fields(cls)}
-    return {k: v for k, v in data.items() if k in known}

@@ -22,6 +22,7 @@ from dataprof.decide.settings import settle_loader
 from dataprof.decide.sweep import decide
 from dataprof.errors import TargetError, UsageError
 from dataprof.render import view
+from dataprof.results.codec import decode
 from dataprof.results.environment import DatasetInfo, Environment
 from dataprof.results.knobs import LoaderConfig, SearchSpace
 from dataprof.results.settings import SweepSettings
@@ -189,7 +190,7 @@ def report_with(trials: list[TrialResult], current: LoaderConfig | None, source:
     env = Environment(cpu_count=2, usable_cpus=2, cpu_reason="2 usable CPUs", ram_bytes=8 << 30,
                       available_ram_bytes=4 << 30, python="3.11", torch="2", device="cpu", start_method="fork")
     return decide(Report(target="t.py:f", tool_version="x", environment=env,
-                         settings=SweepSettings.from_dict(settings, "t.py:f"), trials=tuple(trials),
+                         settings=decode(SweepSettings, {**settings, "target": "t.py:f"}), trials=tuple(trials),
                          dataset=DatasetInfo("map", "PickyDataset", 4000, 0.1, loader=loader)))
 
 

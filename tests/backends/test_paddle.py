@@ -28,6 +28,7 @@ from dataprof.decide.search import AUTOTUNE_RULE, rules_of_thumb  # noqa: E402
 from dataprof.decide.search.grid import grid_configs  # noqa: E402
 from dataprof.decide.settings import resolve_settings  # noqa: E402
 from dataprof.errors import UsageError  # noqa: E402
+from dataprof.results.codec import encode
 from dataprof.results.environment import ProbeReply  # noqa: E402
 from dataprof.results.knobs import LoaderConfig, SearchSpace  # noqa: E402
 from dataprof.results.registry import KNOBS  # noqa: E402
@@ -105,8 +106,8 @@ def test_a_knob_missing_from_the_installed_version_is_skipped_not_faked() -> Non
     assert all(c.prefetch_factor is None and not c.persistent_workers for c in configs)
     assert all("prefetch_factor" not in c.dataloader_kwargs() and "persistent_workers" not in c.dataloader_kwargs()
                for c in configs)
-    assert resolved.to_dict()["skipped_knobs"] == ["prefetch_factor", "persistent_workers", "reader_buffer_size"]
-    assert "pin_memory" not in resolved.to_dict()
+    assert encode(resolved)["skipped_knobs"] == ["prefetch_factor", "persistent_workers", "reader_buffer_size"]
+    assert "pin_memory" not in encode(resolved)
 
 
 def test_framework_specific_options_are_checked_against_the_framework_found() -> None:

@@ -19,6 +19,7 @@ from dataprof.decide.cache import (
 from dataprof.decide.diagnose import diagnose
 from dataprof.decide.sweep import decide
 from dataprof.results.cache import DataFootprint, ReadBack
+from dataprof.results.codec import decode, encode
 from dataprof.results.sweep import Report
 from dataprof.results.vocabulary import FindingId
 
@@ -137,9 +138,9 @@ def test_storage_bound_stays_quiet_when_the_data_stays_cached_or_cold_is_as_fast
 def test_the_footprint_reads_back_with_its_derived_fields() -> None:
     footprint = DataFootprint(bytes=10, files=2, read_files=1, read_bytes=5, resident_fraction=1.0,
                               page_cache_bytes=100)
-    data = footprint.to_dict()
+    data = encode(footprint)
     assert data["fits_in_page_cache"] is True and data["cache_ratio"] == 0.1
-    assert DataFootprint.from_dict(data) == footprint
+    assert decode(DataFootprint, data) == footprint
 
 
 def test_a_warm_trial_that_read_from_storage_is_named() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataprof.decide.recommend import recommend
 from dataprof.decide.search import AdaptiveStrategy, Budget
 from dataprof.decide.threads import thread_notes, worker_kinds
+from dataprof.results.codec import decode
 from dataprof.results.environment import DatasetInfo, Environment
 from dataprof.results.knobs import LoaderConfig, SearchSpace
 from dataprof.results.settings import SweepSettings
@@ -115,7 +116,7 @@ def test_threads_climb_while_each_doubling_gains() -> None:
 
 def settings(**values: object) -> SweepSettings:
     """A PyTorch sweep's settings, as a document holds them, with ``values``."""
-    return SweepSettings.from_dict({"framework": "torch", **values}, "x:Y")
+    return decode(SweepSettings, {"framework": "torch", **values, "target": "x:Y"})
 
 
 def report(trials: tuple[TrialResult, ...], **values: object) -> Report:

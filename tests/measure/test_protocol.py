@@ -10,9 +10,10 @@ import signal
 import pytest
 
 from dataprof.measure.forked import killed_by
-from dataprof.measure.protocol import ProtocolError, TrialError, TrialFigures, TrialSettings, error_event
+from dataprof.measure.protocol import ProtocolError, TrialError, TrialFigures, TrialSettings, error_event, read
 from dataprof.measure.sampler import Samples, summarize
 from dataprof.measure.sweep.outcome import outcome_of, trial_result
+from dataprof.results.codec import encode
 from dataprof.results.knobs import LoaderConfig
 from dataprof.results.vocabulary import TrialStatus
 
@@ -30,7 +31,7 @@ def result_event(**changes: object) -> dict[str, object]:
 
 
 def test_a_result_reads_back_whole() -> None:
-    assert TrialFigures.from_dict(result_event()) == FIGURES
+    assert read(TrialFigures, result_event()) == FIGURES
 
 
 @pytest.mark.parametrize(("changes", "message"), [
@@ -39,14 +40,14 @@ def test_a_result_reads_back_whole() -> None:
 ])
 def test_a_result_with_a_key_unknown_or_missing_is_an_error(changes: dict[str, object], message: str) -> None:
     with pytest.raises(ProtocolError, match=message):
-        TrialFigures.from_dict(result_event(**changes))
+        read(TrialFigures, result_event(**changes))
 
 
 def test_an_error_event_is_typed_and_its_status_known() -> None:
-    word = TrialError.from_dict(error_event(TrialStatus.CRASHED, "a worker died", "tb"))
+    word = read(TrialError, error_event(TrialStatus.CRASHED, "a worker died", "tb"))
     assert word == TrialError(TrialStatus.CRASHED, "a worker died", "tb") and word.status is TrialStatus.CRASHED
     with pytest.raises(ProtocolError, match="unknown status 'exploded'"):
-        TrialError.from_dict({"ev": "error", "status": "exploded", "message": "?"})
+        read(TrialError, {"ev": "error", "status": "exploded", "message": "?"})
 
 
 def test_the_parent_turns_a_broken_last_word_into_a_failed_trial_not_a_silent_none() -> None:
@@ -91,9 +92,9 @@ def test_every_figure_the_sampler_summarises_is_a_field_of_the_trial() -> None:
 def test_requests_are_read_back_strictly_too() -> None:
     settings = TrialSettings(device="cpu", step_ms=0.0, batch_size=8, shuffle=False, drop_last=False,
                              trial_seconds=1.0)
-    assert TrialSettings.from_dict(settings.to_dict()) == settings
+    assert read(TrialSettings, encode(settings)) == settings
     with pytest.raises(ProtocolError, match="unknown keys \\['future_knob'\\]"):
-        TrialSettings.from_dict({**settings.to_dict(), "future_knob": 1})
+        read(TrialSettings, {**encode(settings), "future_knob": 1})
 
 
 def test_a_queued_channel_never_waits_on_a_reader_that_stalls_and_writes_every_line_in_order_once_it_reads() -> None:

@@ -8,6 +8,7 @@ from unittest import mock
 import pytest
 
 from dataprof.measure.timing import BatchLog, Rival, summarize, warmup_batches, window_done
+from dataprof.results.codec import encode
 from dataprof.results.stats import percentile
 
 
@@ -147,7 +148,7 @@ def _four_workers(gap: Callable[[], float], rival: Rival | None = None, step_s: 
     # the loop collects garbage before its workers fork (FORK_CLEAN); this fake loader forks none, and a collection
     # of the test process's heap costs ~0.1 s a window
     with mock.patch("gc.collect", lambda: 0):
-        return loop.run(Loader(), {}, types.SimpleNamespace(shutdown=lambda iterator: None)).to_dict()
+        return encode(loop.run(Loader(), {}, types.SimpleNamespace(shutdown=lambda iterator: None)))
 
 
 def test_a_model_step_longer_than_loading_leaves_the_loop_waiting_a_small_share() -> None:
@@ -197,7 +198,7 @@ def test_a_window_of_short_epochs_holds_whole_epochs_and_their_ends() -> None:
     loop = TimedLoop(LoaderConfig(2, False, 2, True), 3.0, lambda event: None, consumer, lambda: now[0], None,
                      ReceiveTimer(None), False)
     with mock.patch("gc.collect", lambda: 0):
-        figures = loop.run(Loader(), {}, types.SimpleNamespace(shutdown=lambda iterator: None)).to_dict()
+        figures = encode(loop.run(Loader(), {}, types.SimpleNamespace(shutdown=lambda iterator: None)))
     assert figures["batches"] % 8 == 0
     assert figures["samples_per_s"] == pytest.approx(8 * 16 / 0.130)
     from dataprof.measure.timing import window_unit

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from dataprof.results.codec import decode, encode
 from dataprof.results.knobs import LoaderConfig, SearchSpace
 from dataprof.results.registry import KNOBS, REGISTRY, Knob, record_of
 from dataprof.results.request import SweepOptions
@@ -85,7 +86,7 @@ def test_a_registered_knob_is_carried_by_a_run_and_a_tune_trial_and_read_back_in
     settings = KnobValues(num_workers=2, timeout=0)
     changes = (settings | {"timeout": 5, "prefetch_factor": 4}).apart_from(settings)
     assert list(changes.items()) == [("timeout", 5), ("prefetch_factor", 4)]
-    assert RunChanges.from_dict(json.loads(json.dumps(RunChanges(changes).to_dict()))).knobs == changes
+    assert decode(RunChanges, json.loads(json.dumps(encode(RunChanges(changes))))).knobs == changes
     trial = TuneTrial({"timeout": 5, "num_workers": 2}, TrialStatus.OK, node_knobs={"1": {"timeout": 1}})
     assert isinstance(trial.config, KnobValues) and isinstance(trial.node_knobs["1"], KnobValues)
     written = json.loads(TuneReport("0", (), None, (trial,), 1.0).to_json())

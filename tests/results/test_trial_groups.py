@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from dataprof.results.codec import decode, encode
 from dataprof.results.knobs import LoaderConfig
 from dataprof.results.trial import TrialResult
 from dataprof.results.vocabulary import TrialStatus
@@ -15,11 +16,11 @@ from tests.conftest import DATA
 def test_a_recorded_trial_reads_into_its_groups_and_writes_back_the_same_keys_in_the_same_order() -> None:
     recorded = json.loads((DATA / "sweep" / "threads_lose.json").read_text())["trials"]
     for data in recorded:
-        trial = TrialResult.from_dict(data)
+        trial = decode(TrialResult, data)
         assert trial.memory.peak_memory_bytes == data["peak_memory_bytes"]
         assert trial.cpu.thread_cpu_percent == (None if data["thread_cpu_percent"] is None
                                                 else tuple(data["thread_cpu_percent"]))
-        assert list(trial.to_dict()) == list(data) and json.loads(json.dumps(trial.to_dict())) == data
+        assert list(encode(trial)) == list(data) and json.loads(json.dumps(encode(trial))) == data
 
 
 def test_flat_figures_go_to_their_groups_and_a_name_that_is_no_figure_is_an_error() -> None:
@@ -30,9 +31,9 @@ def test_flat_figures_go_to_their_groups_and_a_name_that_is_no_figure_is_an_erro
             trial.gpu.gpu_util_percent, trial.storage.files_read) == (0.5, 64, 50.0, 7, 30.0, 3)
     changed = trial.replaced(peak_memory_bytes=9, samples_per_s=80.0)
     assert (changed.memory.peak_memory_bytes, changed.samples_per_s, changed.cpu.cpu_percent) == (9, 80.0, 50.0)
-    data = trial.to_dict()
+    data = encode(trial)
     assert "memory" not in data and data["peak_memory_bytes"] == 7 and "batch_marks" not in data
-    assert TrialResult.from_dict({**data, "memory": {"peak_memory_bytes": 1}, "a_later_key": 1}) == trial
+    assert decode(TrialResult, {**data, "memory": {"peak_memory_bytes": 1}, "a_later_key": 1}) == trial
     with pytest.raises(TypeError):
         TrialResult.of(config, TrialStatus.OK, peak_memory_byte=1)
     with pytest.raises(TypeError):

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from dataprof.errors import DataprofError
 from dataprof.measure.protocol import Channel, LoadRequest, Message, error_event
+from dataprof.results.codec import encode
 from dataprof.results.vocabulary import DatasetKind, Framework, TrialStatus
 
 if TYPE_CHECKING:
@@ -117,12 +118,12 @@ GIL_SAMPLES = 64
 
 
 def sample_gil(dataset: Any) -> dict[str, Any] | None:
-    """How much of ``dataset[i]`` releases the GIL (``GilShare.to_dict``), measured in a process of its own
+    """How much of ``dataset[i]`` releases the GIL (a ``GilShare`` as JSON), measured in a process of its own
     (:func:`release_share_apart`); None when a sample raises (the probe's batch check names it)."""
     from dataprof.measure.gil import release_share_apart
 
     try:
-        return release_share_apart(dataset.__getitem__, range(min(GIL_SAMPLES, len(dataset)))).to_dict()
+        return encode(release_share_apart(dataset.__getitem__, range(min(GIL_SAMPLES, len(dataset)))))
     except Exception:
         return None
 

@@ -38,7 +38,7 @@ from dataprof.measure.forked import (
     remove_left_behind,
     status_text,
 )
-from dataprof.measure.protocol import Channel, LineReader, LoadRequest, Message
+from dataprof.measure.protocol import Channel, LineReader, LoadRequest, Message, read
 from dataprof.measure.sweep.building import Built, build, build_in_trial, describe, probe
 from dataprof.measure.sweep.failures import report_escape
 
@@ -197,10 +197,10 @@ def _trial_child(shared: Built | None, load: LoadRequest, request: Message, chan
             run_thread_check(backend, built.dataset, built.collate, LoaderConfig.from_dict(request["config"]),
                              int(request["batch_size"]), channel.send)
         elif request["cmd"] == "autotune":
-            run_autotune(built.dataset, built.collate, AutotuneRequest.from_dict(request), channel.send)
+            run_autotune(built.dataset, built.collate, read(AutotuneRequest, request), channel.send)
         else:
             run_trial(backend, built.dataset, built.collate, LoaderConfig.from_dict(request["config"]),
-                      TrialSettings.from_dict(request["settings"]), channel.send, template=built.template)
+                      read(TrialSettings, request["settings"]), channel.send, template=built.template)
     except BaseException as exc:  # raised outside run_trial's own handling, e.g. by a signal handler
         code = 1
         report_escape(channel, exc)
@@ -259,7 +259,7 @@ class _Server:
         if cmd == "exit":
             return 0
         if cmd == "load":
-            return self._load(LoadRequest.from_dict(request["request"]))
+            return self._load(read(LoadRequest, request["request"]))
         assert self.load is not None, "the first command is load"
         if cmd == "share":
             try:

@@ -16,6 +16,7 @@ from typing import Any
 from dataprof.errors import TargetError
 from dataprof.measure.protocol import Channel, LineReader, LoadRequest, Message, child_env
 from dataprof.measure.sweep import host
+from dataprof.results.codec import encode
 from dataprof.results.settings import SweepSettings
 
 
@@ -121,7 +122,7 @@ class Host:
 
     def load(self) -> Message:
         """Have the host's probe build and check the dataset; what it found."""
-        self.send({"cmd": "load", "request": self.request.to_dict()})
+        self.send({"cmd": "load", "request": encode(self.request)})
         return self._await("host_ready", self.settings.trial_timeout_s)
 
     def share(self) -> None:

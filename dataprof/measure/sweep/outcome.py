@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataprof.measure.protocol import Message, ProtocolError, TrialError, TrialFigures
+from dataprof.measure.protocol import Message, ProtocolError, TrialError, TrialFigures, read
 from dataprof.measure.sweep.failures import died_by
+from dataprof.results.codec import encode
 from dataprof.results.knobs import LoaderConfig
 from dataprof.results.trial import TrialResult, WaitStats
 from dataprof.results.vocabulary import TrialStatus
@@ -19,9 +20,9 @@ def outcome_of(result: Message, exit_event: Message, killed_for: dict[TrialStatu
         return {"status": status, "error": error, **resources}
     try:
         if result.get("ev") == "result":
-            return {"status": TrialStatus.OK, **measured(TrialFigures.from_dict(result)), **resources}
+            return {"status": TrialStatus.OK, **measured(read(TrialFigures, result)), **resources}
         if result.get("ev") == "error":
-            word = TrialError.from_dict(result)
+            word = read(TrialError, result)
             return {"status": word.status, "error": word.message, **resources}
     except ProtocolError as exc:
         return {"status": TrialStatus.FAILED, "error": broken(exc), **resources}
@@ -42,7 +43,7 @@ def broken(exc: ProtocolError) -> str:
 
 def measured(figures: TrialFigures) -> Message:
     """A trial's figures as TrialResult fields."""
-    return {**figures.to_dict(), "wait_ms": WaitStats(**figures.wait_ms), "batch_marks": tuple(figures.batch_marks)}
+    return {**encode(figures), "wait_ms": WaitStats(**figures.wait_ms), "batch_marks": tuple(figures.batch_marks)}
 
 
 def trial_result(config: LoaderConfig, outcome: Message) -> TrialResult:

@@ -34,6 +34,7 @@ from dataprof.measure.sweep.sharing import DatasetSharing, RunnerFacts
 from dataprof.measure.sweep.side_runs import SideRuns
 from dataprof.measure.timing import Rival
 from dataprof.results.cache import Eviction
+from dataprof.results.codec import encode
 from dataprof.results.environment import DatasetBuilds, DatasetInfo, ProbeReply
 from dataprof.results.knobs import LoaderConfig
 from dataprof.results.settings import SweepSettings
@@ -198,7 +199,7 @@ class TrialRunner(SideRuns):
             evicted = evict(dataset_paths(self.data_files)) if cold else None
             started = self.clock()
             settings = TrialSettings.of(self.settings, rival, first_pass=cold, opens_dir=opens_dir)
-            host.send({"cmd": "trial", "config": config.to_dict(), "settings": settings.to_dict()})
+            host.send({"cmd": "trial", "config": config.to_dict(), "settings": encode(settings)})
             try:
                 outcome = self._follow(config, opens_dir)
             except HostDied as exc:

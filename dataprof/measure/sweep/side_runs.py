@@ -6,12 +6,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from dataprof.measure.protocol import AutotuneRequest, Message, ProtocolError, TrialError
+from dataprof.measure.protocol import AutotuneRequest, Message, ProtocolError, TrialError, read
 from dataprof.measure.sweep.autotune import autotune_run
 from dataprof.measure.sweep.failures import died_by
 from dataprof.measure.sweep.link import Host, HostDied
 from dataprof.measure.sweep.outcome import broken
 from dataprof.measure.sweep.thread_check import checked
+from dataprof.results.codec import encode
 from dataprof.results.knobs import LoaderConfig
 from dataprof.results.settings import SweepSettings
 from dataprof.results.sweep import AutotuneRun
@@ -80,7 +81,7 @@ class SideRuns:
             return TrialStatus.OK, result
         if result:
             try:
-                word = TrialError.from_dict(result)
+                word = read(TrialError, result)
             except ProtocolError as exc:
                 return TrialStatus.FAILED, {"message": broken(exc)}
             return word.status, {"message": word.message}
@@ -94,7 +95,7 @@ class SideRuns:
         """Run Paddle's own dataloader autotune in a process forked by the host; what it picked."""
         s = self.settings
         request = AutotuneRequest(steps=steps, batch_size=s.batch_size, drop_last=s.drop_last)
-        return autotune_run(steps, timeout_s, *self._side_run({"cmd": "autotune", **request.to_dict()}, timeout_s))
+        return autotune_run(steps, timeout_s, *self._side_run({"cmd": "autotune", **encode(request)}, timeout_s))
 
     def epoch_check(self: Running, config: LoaderConfig, timeout_s: float, stall_s: float) -> str | None:
         """Why ``config``'s DataLoader fails across an IterableDataset's epoch end, or None when it does not.

@@ -47,6 +47,7 @@ from dataprof.measure.timing import (
     window_done,
     window_unit,
 )
+from dataprof.results.codec import encode
 from dataprof.results.knobs import LoaderConfig
 from dataprof.results.vocabulary import DatasetKind, TrialStatus
 
@@ -142,7 +143,7 @@ def run_trial(
         failure.end(exc, dead_peer=isinstance(exc, (OSError, EOFError, pickle.UnpicklingError)))
         return
     failure.handled.set()
-    emit({"ev": "result", **figures.to_dict()})
+    emit({"ev": "result", **encode(figures)})
 
 
 def started(iterator: Any, emit: Emit) -> Any:

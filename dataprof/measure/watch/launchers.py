@@ -142,9 +142,9 @@ def in_child(target: Any, parent: int, fd: int, stop: bool, site: str, *args: An
 def _say(parent: int, fd: int, message: dict[str, Any]) -> None:
     """Write ``message`` to the watch's pipe: the descriptor inherited, else the parent's reopened by its path
     (Linux); nothing where neither can be written."""
-    from dataprof.measure.protocol import encode
+    from dataprof.measure.protocol import line_of
 
-    data = encode(message)
+    data = line_of(message)
     try:
         os.write(fd, data)
         return

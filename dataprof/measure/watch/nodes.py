@@ -21,6 +21,7 @@ from typing import Any
 from dataprof.errors import DataprofError
 from dataprof.measure.watch.meeting import ALIVE_EVERY_S, ALIVE_KEY, Silences
 from dataprof.measure.watch.settings import WatchSettings
+from dataprof.results.codec import decode, encode
 from dataprof.results.environment import NodeJob
 from dataprof.results.registry import value_fits
 from dataprof.results.run import RunChanges
@@ -163,10 +164,10 @@ class TuneNodes:
         """Node 0: run ``number`` is ``settings``'s window, limits and changes (the others run their own script, in
         their own directory, with their own environment), with each node's own changes to its loader
         (``node_changes``, by node) in place of node 0's."""
-        nodes = {str(node): None if changes is None else changes.to_dict()
+        nodes = {str(node): None if changes is None else encode(changes)
                  for node, changes in (node_changes or {}).items()}
         said = {name: getattr(settings, name) for name in SAID}
-        said["changes"] = None if settings.changes is None else settings.changes.to_dict()
+        said["changes"] = None if settings.changes is None else encode(settings.changes)
         said["role"] = settings.env.get("DATAPROF_TRIAL_ROLE", "")
         self.store.set(f"run-{number}", json.dumps({"protocol": PROTOCOL, "dataprof": __version__, "run_id": run_id,
                                                      "settings": said, "nodes": nodes}))
@@ -253,7 +254,7 @@ def heard(text: str, number: int, node: int) -> tuple[WatchSettings, str, list[s
     nodes = said.get("nodes") if isinstance(said.get("nodes"), dict) else {}
     changes = nodes.get(str(node), fields.get("changes")) if str(node) in nodes else fields.get("changes")
     try:
-        run_changes = None if changes is None else RunChanges.from_dict(changes)
+        run_changes = None if changes is None else decode(RunChanges, changes)
         wrong = [] if run_changes is None else [name for name, value in run_changes.knobs.items()
                                                  if not value_fits(name, value)]
         if wrong or (run_changes is not None and not (

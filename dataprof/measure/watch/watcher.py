@@ -207,7 +207,7 @@ def _limits(settings: WatchSettings) -> str:
     changes = settings.changes or RunChanges()
     return json.dumps({"max_steps": settings.max_steps, "seconds": settings.seconds,
                        "seconds_from_first_batch": settings.seconds_from_first_batch,
-                       "window_from_replay": settings.window_from_replay, "override": changes.knobs.to_dict(),
+                       "window_from_replay": settings.window_from_replay, "override": dict(changes.knobs),
                        "replay": changes.replay, "loader": changes.loader, "split": changes.split,
                        "own_ranks": "stop" if settings.stop_own_ranks else "note",
                        "training": None if settings.training is None else

@@ -180,7 +180,7 @@ def test_what_comes_over_the_network_is_data_checked_field_by_field_and_nothing_
     assert settings.env == {"DATAPROF_TRIAL": "1", "DATAPROF_TRIAL_ROLE": "current", "DATAPROF_TRIAL_INDEX": "3"}
     assert settings.seconds == 4.0 and settings.limit_s is None and settings.target == ""
     assert run_id == crafted["run_id"]
-    assert settings.changes is not None and settings.changes.knobs.to_dict() == {"num_workers": 2}
+    assert settings.changes is not None and dict(settings.changes.knobs) == {"num_workers": 2}
     with pytest.raises(DataprofError, match=r"node 0's dataprof \(0.0.9, protocol 1\) is not this one's"):
         heard(json.dumps({**crafted, "protocol": 1, "dataprof": "0.0.9"}), 3, 1)
     with pytest.raises(DataprofError, match="not this dataprof's"):

@@ -1,0 +1,74 @@
+"""The one codec: a record written as its fields and read back by its field types, with the few shapes the
+documents need said in field metadata."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import pytest
+
+from dataprof.results.codec import AS_TEXT, FLAT, HIDDEN, Mismatch, decode, encode, named, objects
+from dataprof.results.knobs import KnobValues, LoaderConfig
+from dataprof.results.vocabulary import TrialStatus
+
+
+@dataclass(frozen=True)
+class Inner:
+    a: int = 0
+    b: float | None = None
+
+
+@dataclass(frozen=True)
+class Outer:
+    status: TrialStatus
+    label: str = field(metadata=named("class"))
+    config: LoaderConfig = LoaderConfig(0)
+    inner: Inner = field(default=Inner(), metadata=FLAT)
+    marks: tuple[int, ...] = field(default=(), metadata=HIDDEN)
+    pairs: tuple[tuple[int, float], ...] = field(default=(), metadata=objects("n", "s"))
+    args: dict[str, Any] = field(default_factory=dict, metadata=AS_TEXT)
+    knobs: KnobValues = field(default_factory=KnobValues)
+    by_index: dict[int, float] = field(default_factory=dict)
+    span: tuple[float, float] | None = None
+    nested: tuple[Inner, ...] = ()
+    JSON_DERIVED: ClassVar[tuple[str, ...]] = ("twice",)
+
+    @property
+    def twice(self) -> int:
+        return 2 * self.inner.a
+
+
+def test_a_record_round_trips_through_json_with_each_shape_its_metadata_says() -> None:
+    record = Outer(TrialStatus.OK, "DataLoader", LoaderConfig(2, prefetch_factor=4), Inner(3, 0.5), (7, 8),
+                   ((2, 0.1), (4, 0.05)), {"n": [1, 2]}, KnobValues(num_workers=2), {1: 0.5}, (0.1, 0.2),
+                   (Inner(1),))
+    data = json.loads(json.dumps(encode(record)))
+    assert list(data) == ["status", "class", "config", "a", "b", "pairs", "args", "knobs", "by_index", "span",
+                          "nested", "twice"]
+    assert data["status"] == "ok" and data["config"] == LoaderConfig(2, prefetch_factor=4).to_dict()
+    assert data["pairs"] == [{"n": 2, "s": 0.1}, {"n": 4, "s": 0.05}] and data["args"] == {"n": "[1, 2]"}
+    back = decode(Outer, data)
+    assert back == Outer(TrialStatus.OK, "DataLoader", LoaderConfig(2, prefetch_factor=4), Inner(3, 0.5), (),
+                         ((2, 0.1), (4, 0.05)), back.args, KnobValues(num_workers=2), {1: 0.5}, (0.1, 0.2),
+                         (Inner(1),))
+    assert back.status is TrialStatus.OK and isinstance(back.knobs, KnobValues)
+    assert repr(back.args["n"]) == "[1, 2]"  # read back as the text it was written as
+
+
+def test_reading_is_lenient_for_older_documents_and_strict_for_messages() -> None:
+    old = {"status": "ok", "class": "L", "b": None, "span": None, "a_later_key": 1}
+    assert decode(Outer, {**old, "config": None}) == Outer(TrialStatus.OK, "L")  # null where not optional: default
+    with pytest.raises(KeyError):
+        decode(Outer, {"status": "ok"})
+    with pytest.raises(Mismatch, match=r"unknown keys \['x'\], missing keys \['b'\]"):
+        decode(Strict, {"a": 1, "x": 2}, strict=True)
+    with pytest.raises(ValueError, match="Outer: unknown status 'exploded'"):
+        decode(Outer, {**old, "status": "exploded"})
+
+
+@dataclass(frozen=True)
+class Strict:
+    a: int
+    b: int
