@@ -321,14 +321,14 @@ class SearchSpace:
                if knob.space_key in defaults},
         )
 
-    def tuned_knobs(self) -> tuple[tuple[str, tuple[object, ...]], ...]:
+    def stepped_knobs(self) -> tuple[tuple[str, tuple[object, ...]], ...]:
         """The knobs tried one at a time at the best worker count, and their values as a config holds them: each
         of this framework's knobs its record tries two values of (pinning, Paddle's shared memory and buffer
-        reader, a plain knob's), in their records' ``tune_rank``; the knobs tried on evidence (``prefetch_factor``,
+        reader, a plain knob's), in their records' ``step_rank``; the knobs tried on evidence (``prefetch_factor``,
         ``in_order``, the start method) only when the user gave them."""
         knobs = sorted((k for k in REGISTRY if k.keyword and self.framework in k.frameworks),
-                       key=lambda k: k.tune_rank)
+                       key=lambda k: k.step_rank)
         return tuple((knob.name, tuple(knob.passed(value, self) for value in self.values_of(knob)))
                      for knob in knobs
                      if (knob.name in self.forced if knob.evidence
-                         else knob.tuned and (len(knob.tried) > 1 or len(self.values_of(knob)) > 1)))
+                         else knob.stepped and (len(knob.tried) > 1 or len(self.values_of(knob)) > 1)))

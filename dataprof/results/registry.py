@@ -1,6 +1,6 @@
 """The knob records: what every layer knows of a DataLoader knob, in one place. The loader's keyword arguments, a
 config's label, JSON and sort order, the ``sweep`` options and the Python API's keywords, ``--current`` and
-``--override``, a user's loader read back, the checks on given values, the order the search tunes knobs in, a
+``--override``, a user's loader read back, the checks on given values, the order the search steps knobs in, a
 knob's cost in a tie and its step in ``tune``'s refinements all loop over :data:`REGISTRY`. Pure data, standard
 library only."""
 
@@ -71,7 +71,7 @@ class Knob:
     """The value the worker climb takes when the space holds it (else the space's least, or first)."""
     passed: Callable[[Any, SearchSpace], Any] = lambda value, space: value
     """The value a config holds for ``value`` in ``space``: None where the loader's default is meant."""
-    tuned: bool = True
+    stepped: bool = True
     """Tried one value at a time at the search's pick, where the space holds several (``persistent_workers``
     is not: the climb keeps its workers)."""
     choices: tuple[str, ...] = ()
@@ -83,8 +83,8 @@ class Knob:
     evidence: bool = False
     """Tried by the adaptive search only where the measurements say it can help, unless the user gives it
     (then ``forced``); where the installed DataLoader lacks it, skipped."""
-    tune_rank: int = 99
-    """Its turn among the knobs the adaptive search tunes one at a time at its pick (lower first)."""
+    step_rank: int = 99
+    """Its turn among the knobs the adaptive search steps one value at a time at its pick (lower first)."""
     grid_rank: int = 99
     """Its place among the knobs the grid varies, slowest first (a tie: the registry's order)."""
     loader_default: Any = None
@@ -166,13 +166,13 @@ REGISTRY = Registry((
          _with_workers(lambda c: None if c.prefetch_factor is None else f"pf{c.prefetch_factor}"),
          "prefetch_factor values (configs with workers only) [default: 2,4]. Adaptive tries a value other than 2 "
          "only when the wait for a batch has a heavy tail, unless given.", grid_rank=3, json_rank=2, flag_rank=0,
-         held=2, tried=DEFAULT_PREFETCH_FACTORS, preferred=lambda space: 2, minimum=1, evidence=True, tune_rank=3,
+         held=2, tried=DEFAULT_PREFETCH_FACTORS, preferred=lambda space: 2, minimum=1, evidence=True, step_rank=3,
          loader_default=2, attribute=True, nodes=True, threads=True, reported="prefetch_factor",
          refine=lambda now, loader: 2 * (now or 2)),  # doubled: rides out a slow batch
     Knob("persistent_workers", ("torch", "paddle"), "--persistent-workers", "on,off", "persistent_workers", True,
          _with_workers(lambda c: None if c.threads else "persist" if c.persistent_workers else "respawn"),
          "persistent_workers values, e.g. on,off (configs with workers only).", grid_rank=4, json_rank=4, flag_rank=7,
-         default="on", held=True, tried=(True,), preferred=lambda space: True, tuned=False, loader_default=False,
+         default="on", held=True, tried=(True,), preferred=lambda space: True, stepped=False, loader_default=False,
          read=lambda loader: bool(getattr(loader, "persistent_workers", getattr(loader, "_persistent_workers",
                                                                                  False))), attribute=True,
          reported="persistent_workers",
@@ -181,18 +181,18 @@ REGISTRY = Registry((
     Knob("use_shared_memory", ("paddle",), "--use-shared-memory", "on,off", "use_shared_memory", True,
          lambda c: "no-shm" if c.use_shared_memory is False else None,
          "Paddle: use_shared_memory values [default: on,off] (configs with workers only).", grid_rank=2, json_rank=1,
-         flag_rank=2, held=True, tried=(True, False), preferred=lambda space: True, tune_rank=1,
+         flag_rank=2, held=True, tried=(True, False), preferred=lambda space: True, step_rank=1,
          loader_default=True, costs=True,
          read=lambda loader: bool(loader.use_shared_memory)),
     Knob("use_buffer_reader", ("paddle",), "--use-buffer-reader", "on,off", "use_buffer_reader", False,
          lambda c: "no-buf" if c.use_buffer_reader is False else None,
          "Paddle: use_buffer_reader values [default: on,off].", grid_rank=1, json_rank=3, flag_rank=3, held=True,
-         tried=(True, False), preferred=lambda space: True, tune_rank=2, loader_default=True, costs=True,
+         tried=(True, False), preferred=lambda space: True, step_rank=2, loader_default=True, costs=True,
          read=lambda loader: bool(loader.use_buffer_reader)),
     Knob("pin_memory", ("torch",), "--pin-memory", "on,off", "pin_memory", False,
          lambda c: "pin" if c.pin_memory else None,
          "PyTorch: pin_memory values [default: on,off]; swept only when a GPU is used.", grid_rank=0, json_rank=0,
-         flag_rank=1, held=False, tried=(True, False), preferred=lambda space: True, tune_rank=0, loader_default=False,
+         flag_rank=1, held=False, tried=(True, False), preferred=lambda space: True, step_rank=0, loader_default=False,
          read=lambda loader: bool(getattr(loader, "pin_memory", False)), attribute=True, threads=True,
          reported="pin_memory",
          # a faster copy to a GPU, at the cost of a pinning thread: tried only on a GPU
@@ -204,7 +204,7 @@ REGISTRY = Registry((
          grid_rank=5, json_rank=5, flag_rank=4, metavar="ON,OFF", held=True, tried=(True,),
          preferred=lambda space: True,
          passed=lambda value, space: None if value else False,  # in order: the default, not passed
-         evidence=True, tune_rank=4, loader_default=True, costs=True, nodes=True, threads=True,
+         evidence=True, step_rank=4, loader_default=True, costs=True, nodes=True, threads=True,
          read=lambda loader: False if getattr(loader, "in_order", True) is False else None),
     # not refined by tune: it changes the order the training sees its batches, which is the user's call
     Knob("multiprocessing_context", ("torch",), "--start-method", "words", "start_methods", True,
@@ -214,7 +214,7 @@ REGISTRY = Registry((
          metavar="METHODS",
          preferred=lambda space: space.start_method,
          passed=lambda value, space: None if value == space.start_method else value,  # in effect: not passed
-         choices=START_METHODS, evidence=True, tune_rank=5, costs=True, read=_start_method, nodes=True,
+         choices=START_METHODS, evidence=True, step_rank=5, costs=True, read=_start_method, nodes=True,
          reported="start_method",
          # workers started by fork start faster, without the dataset pickled into each
          refine=lambda now, loader: StartMethod.FORK.value if now and now != StartMethod.FORK

@@ -248,7 +248,7 @@ def test_a_deeper_prefetch_buffer_is_tried_only_behind_stragglers_unless_given()
     tail, why = run(strategy, straggling)
     deeper = [t.config for t in tail if t.config.prefetch_factor == 4]
     assert deeper and {c.num_workers for c in deeper} == {best(tail).num_workers} and "not tried" not in why
-    assert reasons(strategy, tail)[deeper[0]] == "tune prefetch_factor=4 at the pick so far: the batches at " \
+    assert reasons(strategy, tail)[deeper[0]] == "try prefetch_factor=4 at the pick so far: the batches at " \
                                                  "num_workers=0 have stragglers (p99 200.0 ms, median 0.5 ms)"
     given = dataclasses.replace(searched, forced=("prefetch_factor",))
     asked, why = run(AdaptiveStrategy(given, Budget(usable_cpus=2)), steady)
@@ -264,7 +264,7 @@ def test_a_deeper_prefetch_buffer_is_tried_only_behind_stragglers_unless_given()
     strategy = AdaptiveStrategy(searched, Budget(usable_cpus=2))
     burst, why = run(strategy, bursty)
     assert "not tried" not in why
-    assert reasons(strategy, burst)[LoaderConfig(8, False, 4, True)] == "tune prefetch_factor=4 at the pick so " \
+    assert reasons(strategy, burst)[LoaderConfig(8, False, 4, True)] == "try prefetch_factor=4 at the pick so " \
         "far: batches reach w8 pf2 persist in bursts (wait p99 7.3 ms, median 1.0 ms)"
     lacking = dataclasses.replace(searched, framework="paddle", prefetch_factors=(2,), skipped=("prefetch_factor",))
     older, why = run(AdaptiveStrategy(lacking, Budget(usable_cpus=2)), straggling)
@@ -291,7 +291,7 @@ def test_a_deeper_buffer_on_a_flat_top_is_tried_at_the_best_count_where_the_burs
     flat, _ = run(strategy, ceiling(drop=300.0))
     deeper = [t.config for t in flat if t.config.prefetch_factor == 4]
     assert deeper == [LoaderConfig(64, False, 4, True)] and best(flat) == deeper[0]
-    assert reasons(strategy, flat)[deeper[0]] == "tune prefetch_factor=4 at the pick so far: batches reach w64 " \
+    assert reasons(strategy, flat)[deeper[0]] == "try prefetch_factor=4 at the pick so far: batches reach w64 " \
         "pf2 persist in bursts (wait p99 7.3 ms, median 1.0 ms)"
     peak, _ = run(AdaptiveStrategy(space(2), Budget(usable_cpus=2)), ceiling(drop=2_000.0))
     assert {t.config.num_workers for t in peak if t.config.prefetch_factor == 4} == {best(peak).num_workers} \
@@ -384,7 +384,7 @@ def test_a_trial_may_stop_once_it_trails_the_one_its_decision_weighs_it_against(
             proposal.why
         assert proposal.either_way == steps[-1].startswith("climb")  # only a climb goes on when it pays
         history.append(peaked(proposal.config))
-    assert {"baseline", "climb", "tune prefetch_factor=4", "rule of thumb"} <= set(steps)
+    assert {"baseline", "climb", "try prefetch_factor=4", "rule of thumb"} <= set(steps)
     assert any(step.startswith("refine between") for step in steps)
 
     noisy = [trial(LoaderConfig(0), 600.0, spread=0.02), trial(LoaderConfig(2, False, 2, True), 450.0, spread=0.16)]

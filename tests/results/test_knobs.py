@@ -74,7 +74,7 @@ def test_a_plain_knob_is_its_record_its_fields_and_nothing_else() -> None:
     config = next(c for c in configs if c.reader_buffer_size == 8 and c.num_workers == 2)
     assert "rb8" in config.label() and config.dataloader_kwargs()["reader_buffer_size"] == 8
     assert LoaderConfig.from_dict(config.to_dict()) == config
-    assert ("reader_buffer_size", (2, 8)) in space.tuned_knobs()
+    assert ("reader_buffer_size", (2, 8)) in space.stepped_knobs()
     assert "reader_buffer_size" not in SearchSpace(workers=(0,), framework="paddle").config(2).dataloader_kwargs()
     with pytest.raises(UsageError, match="paddle.io.DataLoader only"):
         settings_for(SweepRequest(LoadOptions("x.py:D", framework="torch"), SweepOptions(**given)),

@@ -1,4 +1,4 @@
-"""The adaptive strategy: climb num_workers while it pays, refine around the peak, tune the other knobs at the climb's
+"""The adaptive strategy: climb num_workers while it pays, refine around the peak, step the other knobs at the climb's
 pick (and the knobs the measurements call for), then the rules of thumb."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from dataprof.decide.budgets import available_cpus
 from dataprof.decide.recommend import MAX_TRADE, recommend
 from dataprof.decide.search import evidence
 from dataprof.decide.search.common import Budget, Proposal, Searching
+from dataprof.decide.search.knob_steps import KnobSteps
 from dataprof.decide.search.threads import ThreadSteps, gain
-from dataprof.decide.search.tuning import KnobSteps
 from dataprof.decide.thresholds import heavy_tail
 from dataprof.results.knobs import LoaderConfig, SearchSpace, baseline
 from dataprof.results.stats import noise_between, rate
@@ -20,7 +20,7 @@ from dataprof.results.vocabulary import Framework, TrialStatus
 
 
 class AdaptiveStrategy(KnobSteps, ThreadSteps, Searching):
-    """Climb workers, refine around the peak, tune the other knobs at the climb's pick, then the rules of thumb.
+    """Climb workers, refine around the peak, step the other knobs at the climb's pick, then the rules of thumb.
 
     Stateless: every call re-reads the history from the start, so the same
     trials always give the same next step and the same reasons.
@@ -55,7 +55,7 @@ class AdaptiveStrategy(KnobSteps, ThreadSteps, Searching):
         return config
 
     def propose(self, history: Sequence[TrialResult]) -> Proposal:
-        """Climb num_workers while it pays, refine around the best, then tune the other knobs there."""
+        """Climb num_workers while it pays, refine around the best, then step the other knobs there."""
         done = {t.config: t for t in history}
         if self.baseline not in done:
             framework = "Paddle" if self.space.framework == Framework.PADDLE else "PyTorch"
@@ -63,7 +63,7 @@ class AdaptiveStrategy(KnobSteps, ThreadSteps, Searching):
         mine = self._current_step(done)
         if mine is not None:
             return mine
-        for step in (self._climb, self._dip, self._refine, self._tune, self._threads):
+        for step in (self._climb, self._dip, self._refine, self._step_knobs, self._threads):
             proposal = step(done, history)
             if proposal is not None:
                 return proposal

@@ -80,7 +80,7 @@ class ThreadSteps:
         return None
 
     def _thread_anchor(self: Climbing, done: dict[LoaderConfig, TrialResult]) -> TrialResult | None:
-        """The process config threads are tried beside: the pick after tuning (the fastest process config the
+        """The process config threads are tried beside: the pick after the knob steps (the fastest process config the
         recommendation would take); None where threads are not to be tried."""
         space = self.space
         if space.framework != Framework.TORCH or space.thread_loader is None or space.only_threads \

@@ -1,4 +1,4 @@
-"""The adaptive search's knob steps at the climb's pick: each knob the space tunes, one value at a time, then the
+"""The adaptive search's knob steps at the climb's pick: each knob the space steps, one value at a time, then the
 knobs the measurements call for (a deeper buffer for a heavy-tailed wait, ``in_order=False`` for stragglers, the
 start methods copy-on-read growth or a slow start calls for)."""
 
@@ -18,7 +18,7 @@ from dataprof.results.trial import TrialResult
 from dataprof.results.vocabulary import Framework, TrialStatus
 
 
-class Tuning(Protocol):
+class Stepping(Protocol):
     """What the knob steps use of the adaptive strategy: its space, budget and baseline, its pick so far, its
     judgements of a gain and of CPUs used up, and the knob steps themselves."""
 
@@ -49,7 +49,8 @@ class Tuning(Protocol):
 class KnobSteps:
     """The knob steps of :class:`~dataprof.decide.search.adaptive.AdaptiveStrategy`."""
 
-    def _tune(self: Tuning, done: dict[LoaderConfig, TrialResult], history: Sequence[TrialResult]) -> Proposal | None:
+    def _step_knobs(self: Stepping, done: dict[LoaderConfig, TrialResult],
+                    history: Sequence[TrialResult]) -> Proposal | None:
         """One knob at a time at the climb's pick (:meth:`_climb_pick`): pin_memory (PyTorch) or
         use_shared_memory and use_buffer_reader (Paddle), then prefetch_factor, then the knobs the evidence calls
         for. On a flat top, the same buffer depth in fewer workers has fewer processes sharing the CPUs (and a
@@ -59,8 +60,8 @@ class KnobSteps:
             return None
         current = anchor
         # persistent_workers=False only adds a worker restart every epoch: it cannot load faster, so it is
-        # not tuned (the climb uses it when it is the only value given).
-        given = tuple((knob, values, "") for knob, values in self.space.tuned_knobs())
+        # not stepped (the climb uses it when it is the only value given).
+        given = tuple((knob, values, "") for knob, values in self.space.stepped_knobs())
         for knob, values, because in (*given, *self._evidence(anchor, done)):
             tried = []
             for value in values:
@@ -71,17 +72,17 @@ class KnobSteps:
                 if trial is None:
                     if self.budget.forbids(config, history) is not None:
                         continue
-                    return Proposal(config, f"tune {knob}={value} at the pick so far{because}", rival=current)
+                    return Proposal(config, f"try {knob}={value} at the pick so far{because}", rival=current)
                 tried.append(trial)
             winners = [t for t in tried if t.status == TrialStatus.OK and self._gains(t, current)]
             if winners:
                 current = max(winners, key=rate)
         return None
 
-    def _other_prefetch(self: Tuning) -> tuple[int, ...]:
+    def _other_prefetch(self: Stepping) -> tuple[int, ...]:
         """The space's ``prefetch_factor`` values besides the climb's, left to the evidence: worth a trial only
         when a wait for a batch has a heavy tail (:meth:`_tailed`); none when the user gave them (then
-        :meth:`SearchSpace.tuned_knobs` tries them anyway) or the DataLoader lacks the knob.
+        :meth:`SearchSpace.stepped_knobs` tries them anyway) or the DataLoader lacks the knob.
 
         By Little's law a loader with ``W`` busy workers has ``W`` batches in the making; ``prefetch_factor=2``
         lets ``2W`` be in flight, so each worker has the next one queued while it works. More depth only
@@ -93,7 +94,7 @@ class KnobSteps:
         default = self.space.default_config(1).prefetch_factor
         return tuple(v for v in self.space.prefetch_factors if v != default)
 
-    def _tailed(self: Tuning, done: dict[LoaderConfig, TrialResult]) -> TrialResult | None:
+    def _tailed(self: Stepping, done: dict[LoaderConfig, TrialResult]) -> TrialResult | None:
         """The baseline if its wait for a batch has a heavy tail (stragglers among the batches), else the climb's
         pick if its has while its CPUs were not used up (batches in bursts, workers idle between:
         many workers scheduled on few CPUs). Bursts on CPUs used up are workers taking turns: a deeper buffer
@@ -103,7 +104,7 @@ class KnobSteps:
             return baseline
         return pick if pick is not None and heavy_tail(pick) and not self._saturated(pick) else None
 
-    def _evidence(self: Tuning, anchor: TrialResult,
+    def _evidence(self: Stepping, anchor: TrialResult,
                   done: dict[LoaderConfig, TrialResult]) -> tuple[tuple[str, tuple[object, ...], str], ...]:
         """The knobs the measurements say can matter, unless the user set them or the DataLoader lacks them, each
         with the evidence in words: the other ``prefetch_factor`` values (:meth:`_other_prefetch`);
