@@ -179,3 +179,23 @@ def test_the_knobs_a_run_reports_are_the_loader_record_s_fields_and_reach_the_lo
     assert "worker_kind" not in loader_of(dataclasses.replace(loader, worker_kind="process")).settings
     with REGISTRY.added(dataclasses.replace(TIMEOUT, reported="epochs")):  # a run reporting a knob in a field
         assert loader.knobs()["timeout"] == loader.epochs
+
+
+def test_a_registered_knob_reaches_a_sweeps_decision_its_json_and_both_renderers(timeout: Knob) -> None:
+    from dataprof.decide.documents import decide_again
+    from dataprof.render.documents import ConsoleRenderer, HtmlRenderer
+    from dataprof.results.load import load_document
+    from dataprof.results.sweep import Report
+    from tests.conftest import DATA
+
+    saved = load_document(DATA / "sweep" / "latency.json")
+    assert isinstance(saved, Report)
+    fastest = max(saved.trials, key=lambda t: t.samples_per_s or 0.0)
+    with_timeout = LoaderConfig.of(**{**fastest.config.dataloader_kwargs(), "timeout": 5})
+    trials = tuple(dataclasses.replace(t, config=with_timeout) if t is fastest else t for t in saved.trials)
+    report = decide_again(dataclasses.replace(saved, trials=trials, search_steps=()))
+    assert isinstance(report, Report) and report.recommendation is not None
+    assert report.recommendation.config.value("timeout") == 5
+    back = Report.from_dict(json.loads(report.to_json()))
+    assert back.recommendation is not None and back.recommendation.config == with_timeout
+    assert "to5" in ConsoleRenderer(200).render(report) and "to5" in HtmlRenderer().render(report)
