@@ -19,7 +19,7 @@ from dataprof.results.trial import TrialResult
 from dataprof.results.vocabulary import Framework, TrialStatus
 
 
-class AdaptiveStrategy(KnobSteps, ThreadSteps, Searching):
+class AdaptiveStrategy(Searching):
     """Climb workers, refine around the peak, step the other knobs at the climb's pick, then the rules of thumb.
 
     Stateless: every call re-reads the history from the start, so the same
@@ -41,6 +41,8 @@ class AdaptiveStrategy(KnobSteps, ThreadSteps, Searching):
         super().__init__(space, budget, rules, autotune, current)
         self.ladder = sorted({w for w in space.workers if w > 0})
         self.baseline = baseline(space.framework)
+        self.knob_steps = KnobSteps(self)
+        self.thread_steps = ThreadSteps(self)
 
     def total(self) -> int | None:
         """Unknown in advance (None): the climb stops when more workers stop paying."""
@@ -63,7 +65,7 @@ class AdaptiveStrategy(KnobSteps, ThreadSteps, Searching):
         mine = self._current_step(done)
         if mine is not None:
             return mine
-        for step in (self._climb, self._dip, self._refine, self._step_knobs, self._threads):
+        for step in (self._climb, self._dip, self._refine, self.knob_steps.propose, self.thread_steps.propose):
             proposal = step(done, history)
             if proposal is not None:
                 return proposal
@@ -91,7 +93,7 @@ class AdaptiveStrategy(KnobSteps, ThreadSteps, Searching):
             trial = done.get(self.climb_config(workers))
             step = 1
             if trial is not None and trial.status == TrialStatus.OK and previous is not None and rate(previous) > 0 \
-                    and not self._saturated(trial):  # past a saturated CPU budget, one rung at a time
+                    and not self.saturated(trial):  # past a saturated CPU budget, one rung at a time
                 ratio = workers / max(1, previous.config.num_workers)
                 if ratio >= 2 and rate(trial) / rate(previous) >= self.linear * ratio:
                     step = 2
@@ -123,14 +125,14 @@ class AdaptiveStrategy(KnobSteps, ThreadSteps, Searching):
                 return Proposal(config, why, rival=best, either_way=True), "climbing"
             if trial.status != TrialStatus.OK:
                 return None, f"stopped climbing: {config.label()} {trial.status}"
-            if best is not None and not self._gains(trial, best):
+            if best is not None and not self.gains(trial, best):
                 again = self._remeasure(trial, best)
                 if workers > 1 and again is not None:
                     return again, "re-measuring"
                 if workers > 1:
                     noise = noise_between(trial, best)
                     cpu = (f"; {best.config.label()} already used {(best.cpu.cpu_percent or 0) / 100:.1f} of "
-                           f"{self.budget.usable_cpus} usable CPUs" if self._saturated(best) else "")
+                           f"{self.budget.usable_cpus} usable CPUs" if self.saturated(best) else "")
                     return None, f"stopped climbing: {gain(trial, best)}, not beyond the ±{noise:.0%} noise{cpu}"
                 continue  # one worker loads no faster than the main process: parallelism starts at two
             if best is not None:
@@ -156,7 +158,7 @@ class AdaptiveStrategy(KnobSteps, ThreadSteps, Searching):
             return None  # a quiet measurement, or a step beyond the noise either way: measured, not guessed
         if trial.repeats > 1 or best.repeats > 1 or trial.config.num_workers == self.ladder[-1]:
             return None
-        if best.config.num_workers > 0 and self._saturated(best):
+        if best.config.num_workers > 0 and self.saturated(best):
             return None
         again = max((trial, best), key=lambda t: t.samples_per_s_spread or 0.0)
         return Proposal(again.config, f"re-measure {again.config.label()}: {gain(trial, best)} is within the "
@@ -174,15 +176,16 @@ class AdaptiveStrategy(KnobSteps, ThreadSteps, Searching):
         """Throughput still rose near-linearly from ``low`` to ``high`` workers (latency-bound, the CPUs not
         saturated): the curve has not bent yet, so no count between them can beat ``high`` and refining there
         cannot pay."""
-        if low.config.num_workers == 0 or rate(low) <= 0 or self._saturated(high):
+        if low.config.num_workers == 0 or rate(low) <= 0 or self.saturated(high):
             return False
         ratio = high.config.num_workers / low.config.num_workers
         return rate(high) / rate(low) >= self.linear * ratio
 
-    def _gains(self, trial: TrialResult, best: TrialResult) -> bool:
+    def gains(self, trial: TrialResult, best: TrialResult) -> bool:
+        """``trial`` is faster than ``best`` beyond the noise between them."""
         return rate(trial) > rate(best) * (1 + noise_between(trial, best))
 
-    def _saturated(self, trial: TrialResult) -> bool:
+    def saturated(self, trial: TrialResult) -> bool:
         """The trial used most of the CPUs it had: the usable ones, less what other processes took."""
         cpu = trial.cpu.cpu_percent
         return cpu is not None and \
@@ -222,17 +225,17 @@ class AdaptiveStrategy(KnobSteps, ThreadSteps, Searching):
         sides: list[tuple[float, int, str]] = []
         rise = self.linear * evidence.per_worker_rise(ok)
         on_the_rise = rate(best) >= rise * w
-        if above is not None and knee is None and not self._saturated(best) \
-                and (above.status != TrialStatus.OK or self._gains(best, above) or on_the_rise):
-            rising = below is not None and self._gains(best, below)
+        if above is not None and knee is None and not self.saturated(best) \
+                and (above.status != TrialStatus.OK or self.gains(best, above) or on_the_rise):
+            rising = below is not None and self.gains(best, below)
             promise = rate(above) if above.status == TrialStatus.OK else (rate(best) if rising else 0.0)
             sides.append((promise, evidence.midpoint(w, above.config.num_workers),
                           f"refine between w{w} and w{above.config.num_workers}"))
-        flat = self._saturated(best) or (above is not None and above.status == TrialStatus.OK
-                                         and not self._gains(best, above))
+        flat = self.saturated(best) or (above is not None and above.status == TrialStatus.OK
+                                         and not self.gains(best, above))
         probed = above is None and below is not None and below.config.num_workers not in {0, *self._rungs(done)}
         rose_to_below = below is not None and 0 < rise * below.config.num_workers <= rate(below)
-        if below is not None and (self._gains(best, below) or rose_to_below) and not self._scaling(below, best) \
+        if below is not None and (self.gains(best, below) or rose_to_below) and not self._scaling(below, best) \
                 and not flat and not probed:
             sides.append((rate(below), evidence.midpoint(below.config.num_workers, w),
                           f"refine between w{below.config.num_workers} and w{w}"))
@@ -275,7 +278,7 @@ class AdaptiveStrategy(KnobSteps, ThreadSteps, Searching):
             f"{100 * gain:+.1f}% above it, within the ±{100 * noise:.0f}% noise: refining cannot pay")
         return gain, why
 
-    def _climb_pick(self, done: dict[LoaderConfig, TrialResult]) -> TrialResult | None:
+    def climb_pick(self, done: dict[LoaderConfig, TrialResult]) -> TrialResult | None:
         """The climbing config :func:`recommend` would take (the cheapest within noise of the fastest, ≤ 5% off)."""
         chosen = recommend([t for t in self._measured(done) if t.status == TrialStatus.OK])
         return None if chosen is None else done[chosen.config]
@@ -287,21 +290,21 @@ class AdaptiveStrategy(KnobSteps, ThreadSteps, Searching):
         knee = self._knee(ok, max(ok, key=rate)) if ok else None
         peaked = knee[1] if knee is not None else ""
         tail = f"; best {best.config.label()}, no untried neighbour left to beat it" if best else ""
-        untried = self._thread_anchor(done) is not None and not self.space.worker_kinds \
+        untried = self.thread_steps.anchor(done) is not None and not self.space.worker_kinds \
             and not any(c.threads for c in done) and evidence.gil_held(self.space)
         return climb + peaked + tail + self._steady_note(done) + (evidence.no_thread_words(self.space)
                                                                    if untried else "")
 
     def _steady_note(self, done: dict[LoaderConfig, TrialResult]) -> str:
         """Why the space's other ``prefetch_factor`` values were not tried, when they were not."""
-        others = self._other_prefetch()
+        others = self.knob_steps.other_prefetch()
         baseline = done.get(self.baseline)
-        if not others or self._tailed(done) is not None or baseline is None or baseline.status != TrialStatus.OK \
-                or not evidence.wait_figures(baseline):
+        if not others or self.knob_steps.tailed(done) is not None or baseline is None \
+                or baseline.status != TrialStatus.OK or not evidence.wait_figures(baseline):
             return ""
         default = self.space.default_config(1).prefetch_factor
         values = ",".join(map(str, others))
-        anchor = self._climb_pick(done)
+        anchor = self.climb_pick(done)
         busy = f", so the {default} batches per worker that prefetch_factor={default} keeps in flight already " \
                "keep every worker busy"
         if anchor is None:
@@ -309,7 +312,7 @@ class AdaptiveStrategy(KnobSteps, ThreadSteps, Searching):
         else:
             figures = f" (wait {evidence.wait_figures(anchor)})" if evidence.wait_figures(anchor) else ""
             why = f" nor do they come in bursts at {anchor.config.label()}{figures}{busy}"
-            if heavy_tail(anchor):  # bursts on CPUs used up: :meth:`_tailed` counts only those with CPUs to spare
+            if heavy_tail(anchor):  # bursts on CPUs used up (``KnobSteps.tailed`` counts those with CPUs to spare)
                 why = (f", and they reach {anchor.config.label()} in bursts{figures} as its workers take turns on "
                        f"the {(anchor.cpu.cpu_percent or 0) / 100:.1f} CPUs it used up: a deeper buffer adds no CPU")
         return (f"; prefetch_factor {values} not tried: batches at num_workers=0 have no stragglers "

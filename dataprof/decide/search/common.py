@@ -119,6 +119,29 @@ class Strategy(Protocol):
         """How many trials the search will run, when known in advance."""
 
 
+class Climb(Protocol):
+    """What a step of the adaptive climb reads of the climb (``adaptive.AdaptiveStrategy``): its space, budget,
+    baseline and worker ladder, its config at a worker count, the pick so far, and its judgements of a gain and of
+    CPUs used up."""
+
+    space: SearchSpace
+    budget: Budget
+    baseline: LoaderConfig
+    ladder: list[int]
+
+    def climb_config(self, workers: int) -> LoaderConfig:
+        """The climb's config at ``workers``."""
+
+    def climb_pick(self, done: dict[LoaderConfig, TrialResult]) -> TrialResult | None:
+        """The climbing config the recommendation would take."""
+
+    def gains(self, trial: TrialResult, best: TrialResult) -> bool:
+        """``trial`` is faster than ``best`` beyond the noise between them."""
+
+    def saturated(self, trial: TrialResult) -> bool:
+        """``trial`` used most of the CPUs it had."""
+
+
 class Searching:
     """What both strategies hold: the space, the budget, and the comparisons measured at the end."""
 

@@ -6,63 +6,38 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import Protocol
 
 from dataprof.decide.search import evidence
-from dataprof.decide.search.common import Budget, Proposal
+from dataprof.decide.search.common import Climb, Proposal
 from dataprof.decide.thresholds import heavy_tail
-from dataprof.results.knobs import LoaderConfig, SearchSpace
+from dataprof.results.knobs import LoaderConfig
 from dataprof.results.registry import evidence_knobs
 from dataprof.results.stats import rate
 from dataprof.results.trial import TrialResult
 from dataprof.results.vocabulary import Framework, TrialStatus
 
 
-class Stepping(Protocol):
-    """What the knob steps use of the adaptive strategy: its space, budget and baseline, its pick so far, its
-    judgements of a gain and of CPUs used up, and the knob steps themselves."""
-
-    space: SearchSpace
-    budget: Budget
-    baseline: LoaderConfig
-
-    def _climb_pick(self, done: dict[LoaderConfig, TrialResult]) -> TrialResult | None:
-        """The climbing config the recommendation would take."""
-
-    def _gains(self, trial: TrialResult, best: TrialResult) -> bool:
-        """``trial`` is faster than ``best`` beyond the noise."""
-
-    def _saturated(self, trial: TrialResult) -> bool:
-        """``trial`` used most of its CPUs."""
-
-    def _other_prefetch(self) -> tuple[int, ...]:
-        """See :meth:`KnobSteps._other_prefetch`."""
-
-    def _tailed(self, done: dict[LoaderConfig, TrialResult]) -> TrialResult | None:
-        """See :meth:`KnobSteps._tailed`."""
-
-    def _evidence(self, anchor: TrialResult,
-                  done: dict[LoaderConfig, TrialResult]) -> tuple[tuple[str, tuple[object, ...], str], ...]:
-        """See :meth:`KnobSteps._evidence`."""
-
-
 class KnobSteps:
-    """The knob steps of :class:`~dataprof.decide.search.adaptive.AdaptiveStrategy`."""
+    """The knob steps of the adaptive strategy's climb (:class:`~dataprof.decide.search.adaptive.AdaptiveStrategy`):
+    a step of the search, read from the climb's space, budget, pick and judgements."""
 
-    def _step_knobs(self: Stepping, done: dict[LoaderConfig, TrialResult],
-                    history: Sequence[TrialResult]) -> Proposal | None:
-        """One knob at a time at the climb's pick (:meth:`_climb_pick`): pin_memory (PyTorch) or
+    def __init__(self, climb: Climb) -> None:
+        self.climb = climb
+        self.space = climb.space
+
+    def propose(self, done: dict[LoaderConfig, TrialResult], history: Sequence[TrialResult]) -> Proposal | None:
+        """One knob at a time at the climb's pick (:meth:`AdaptiveStrategy.climb_pick`): pin_memory (PyTorch) or
         use_shared_memory and use_buffer_reader (Paddle), then prefetch_factor, then the knobs the evidence calls
         for. On a flat top, the same buffer depth in fewer workers has fewer processes sharing the CPUs (and a
         cheaper trial) than the most workers within noise."""
-        anchor = self._climb_pick(done)
+        anchor = self.climb.climb_pick(done)
         if anchor is None:
             return None
         current = anchor
         # persistent_workers=False only adds a worker restart every epoch: it cannot load faster, so it is
         # not stepped (the climb uses it when it is the only value given).
         given = tuple((knob, values, "") for knob, values in self.space.stepped_knobs())
-        for knob, values, because in (*given, *self._evidence(anchor, done)):
+        for knob, values, because in (*given, *self.evidence(anchor, done)):
             tried = []
             for value in values:
                 config = dataclasses.replace(current.config, **{knob: value})  # type: ignore[arg-type]
@@ -70,18 +45,18 @@ class KnobSteps:
                     continue
                 trial = done.get(config)
                 if trial is None:
-                    if self.budget.forbids(config, history) is not None:
+                    if self.climb.budget.forbids(config, history) is not None:
                         continue
                     return Proposal(config, f"try {knob}={value} at the pick so far{because}", rival=current)
                 tried.append(trial)
-            winners = [t for t in tried if t.status == TrialStatus.OK and self._gains(t, current)]
+            winners = [t for t in tried if t.status == TrialStatus.OK and self.climb.gains(t, current)]
             if winners:
                 current = max(winners, key=rate)
         return None
 
-    def _other_prefetch(self: Stepping) -> tuple[int, ...]:
+    def other_prefetch(self) -> tuple[int, ...]:
         """The space's ``prefetch_factor`` values besides the climb's, left to the evidence: worth a trial only
-        when a wait for a batch has a heavy tail (:meth:`_tailed`); none when the user gave them (then
+        when a wait for a batch has a heavy tail (:meth:`tailed`); none when the user gave them (then
         :meth:`SearchSpace.stepped_knobs` tries them anyway) or the DataLoader lacks the knob.
 
         By Little's law a loader with ``W`` busy workers has ``W`` batches in the making; ``prefetch_factor=2``
@@ -94,20 +69,20 @@ class KnobSteps:
         default = self.space.default_config(1).prefetch_factor
         return tuple(v for v in self.space.prefetch_factors if v != default)
 
-    def _tailed(self: Stepping, done: dict[LoaderConfig, TrialResult]) -> TrialResult | None:
+    def tailed(self, done: dict[LoaderConfig, TrialResult]) -> TrialResult | None:
         """The baseline if its wait for a batch has a heavy tail (stragglers among the batches), else the climb's
         pick if its has while its CPUs were not used up (batches in bursts, workers idle between:
         many workers scheduled on few CPUs). Bursts on CPUs used up are workers taking turns: a deeper buffer
         adds no CPU."""
-        baseline, pick = done.get(self.baseline), self._climb_pick(done)
+        baseline, pick = done.get(self.climb.baseline), self.climb.climb_pick(done)
         if baseline is not None and heavy_tail(baseline):
             return baseline
-        return pick if pick is not None and heavy_tail(pick) and not self._saturated(pick) else None
+        return pick if pick is not None and heavy_tail(pick) and not self.climb.saturated(pick) else None
 
-    def _evidence(self: Stepping, anchor: TrialResult,
-                  done: dict[LoaderConfig, TrialResult]) -> tuple[tuple[str, tuple[object, ...], str], ...]:
+    def evidence(self, anchor: TrialResult,
+                 done: dict[LoaderConfig, TrialResult]) -> tuple[tuple[str, tuple[object, ...], str], ...]:
         """The knobs the measurements say can matter, unless the user set them or the DataLoader lacks them, each
-        with the evidence in words: the other ``prefetch_factor`` values (:meth:`_other_prefetch`);
+        with the evidence in words: the other ``prefetch_factor`` values (:meth:`other_prefetch`);
         ``in_order=False`` when batches at ``num_workers=0`` have stragglers (a heavy-tailed load time: with
         workers, the batches behind a slow one could overtake it); the start methods
         :func:`start_methods_to_try` names."""
@@ -115,13 +90,13 @@ class KnobSteps:
         if anchor.config.num_workers == 0:
             return ()
         knobs: list[tuple[str, tuple[object, ...], str]] = []
-        deeper, tailed = self._other_prefetch(), self._tailed(done)
+        deeper, tailed = self.other_prefetch(), self.tailed(done)
         if deeper and tailed is not None:
             knobs.append(("prefetch_factor", deeper, evidence.tail_words(tailed)))
         if space.framework != Framework.TORCH or anchor.config.threads:  # threads have no start method to try
             return tuple(knobs)
         left = set(evidence_knobs(space.framework)) - set(space.skipped) - set(space.forced)
-        baseline = done.get(self.baseline)
+        baseline = done.get(self.climb.baseline)
         if "in_order" in left and baseline is not None and heavy_tail(baseline):
             knobs.append(("in_order", (False,), evidence.tail_words(baseline)))
         others = evidence.start_methods_to_try(anchor, space.start_method, space.available_start_methods)

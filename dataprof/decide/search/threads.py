@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import Protocol
 
 from dataprof.decide.recommend import recommend
 from dataprof.decide.search import evidence
-from dataprof.decide.search.common import Budget, Proposal
-from dataprof.results.knobs import LoaderConfig, SearchSpace
+from dataprof.decide.search.common import Climb, Proposal
+from dataprof.results.knobs import LoaderConfig
 from dataprof.results.stats import rate
 from dataprof.results.trial import TrialResult
 from dataprof.results.vocabulary import Framework, TrialStatus, WorkerKind
@@ -24,48 +23,28 @@ def gain(new: TrialResult, old: TrialResult) -> str:
     return f"{before} → {after}: {rate(new) / rate(old) - 1:+.0%}"
 
 
-class Climbing(Protocol):
-    """What the thread steps use of the adaptive strategy: its space, budget and ladder, its judgements of a
-    gain and of CPUs used up, and the thread steps themselves."""
-
-    space: SearchSpace
-    budget: Budget
-    ladder: list[int]
-
-    def climb_config(self, workers: int) -> LoaderConfig:
-        """The climb's config at ``workers``."""
-
-    def _gains(self, trial: TrialResult, best: TrialResult) -> bool:
-        """``trial`` is faster than ``best`` beyond the noise."""
-
-    def _saturated(self, trial: TrialResult) -> bool:
-        """``trial`` used most of its CPUs."""
-
-    def _thread_anchor(self, done: dict[LoaderConfig, TrialResult]) -> TrialResult | None:
-        """See :meth:`ThreadSteps._thread_anchor`."""
-
-    def _thread_reason(self, anchor: TrialResult) -> str:
-        """See :meth:`ThreadSteps._thread_reason`."""
-
-
 class ThreadSteps:
-    """The thread steps of :class:`~dataprof.decide.search.adaptive.AdaptiveStrategy`."""
+    """The thread steps of the adaptive strategy's climb (:class:`~dataprof.decide.search.adaptive.AdaptiveStrategy`):
+    a step of the search, read from the climb's space, budget, ladder and judgements."""
 
-    def _threads(self: Climbing, done: dict[LoaderConfig, TrialResult],
-                 history: Sequence[TrialResult]) -> Proposal | None:
+    def __init__(self, climb: Climb) -> None:
+        self.climb = climb
+        self.space = climb.space
+
+    def propose(self, done: dict[LoaderConfig, TrialResult], history: Sequence[TrialResult]) -> Proposal | None:
         """Threads beside the worker processes, where the user asked for both or the evidence calls for them
         (:func:`evidence.thread_evidence`): first as many threads as the pick so far has workers, with its
         buffer, pinning and order, then twice as many while each doubling gains beyond the noise, up to the
         ladder's top."""
-        anchor = self._thread_anchor(done)
+        anchor = self.anchor(done)
         if anchor is None:
             return None
-        because = self._thread_reason(anchor)
+        because = self.reason(anchor)
         if not because:
             return None
         best: TrialResult | None = None
         previous = anchor
-        count, top = anchor.config.num_workers, max(self.ladder, default=0)
+        count, top = anchor.config.num_workers, max(self.climb.ladder, default=0)
         while count <= top:
             config = dataclasses.replace(anchor.config.as_threads(), num_workers=count)
             trial = done.get(config)
@@ -74,12 +53,12 @@ class ThreadSteps:
                     return Proposal(config, f"threads at the pick so far ({anchor.config.label()}){because}",
                                     rival=anchor)
                 return Proposal(config, f"climb threads: {gain(best, previous)}", rival=best, either_way=True)
-            if trial.status != TrialStatus.OK or (best is not None and not self._gains(trial, best)):
+            if trial.status != TrialStatus.OK or (best is not None and not self.climb.gains(trial, best)):
                 return None
             previous, best, count = best or anchor, trial, 2 * count
         return None
 
-    def _thread_anchor(self: Climbing, done: dict[LoaderConfig, TrialResult]) -> TrialResult | None:
+    def anchor(self, done: dict[LoaderConfig, TrialResult]) -> TrialResult | None:
         """The process config threads are tried beside: the pick after the knob steps (the fastest process config the
         recommendation would take); None where threads are not to be tried."""
         space = self.space
@@ -90,10 +69,10 @@ class ThreadSteps:
                             and t.status == TrialStatus.OK])
         return None if chosen is None else done[chosen.config]
 
-    def _thread_reason(self: Climbing, anchor: TrialResult) -> str:
+    def reason(self, anchor: TrialResult) -> str:
         """Why threads are tried beside ``anchor``: the user asked (``--worker-kind``), or the evidence."""
         if WorkerKind.THREAD in self.space.worker_kinds:
             return " (--worker-kind process,thread)"
-        above = next((w for w in self.ladder if w > anchor.config.num_workers), None)
-        shm = None if above is None else self.budget.shm_forbids(self.climb_config(above))
-        return evidence.thread_evidence(anchor, self.space, self._saturated(anchor), shm)
+        above = next((w for w in self.climb.ladder if w > anchor.config.num_workers), None)
+        shm = None if above is None else self.climb.budget.shm_forbids(self.climb.climb_config(above))
+        return evidence.thread_evidence(anchor, self.space, self.climb.saturated(anchor), shm)
