@@ -156,7 +156,7 @@ class _Sweep:
             self.steps.extend(SearchStep(t.config, "measured before (--resume)") for t in self.trials)
         if settings.framework == Framework.PADDLE and settings.rules_of_thumb:
             self.observer(Event.AUTOTUNE_START, {"steps": settings.autotune_steps})
-            self.autotune = runner.autotune(settings.autotune_steps, AUTOTUNE_TIMEOUT_S)
+            self.autotune = runner.side_runs.autotune(settings.autotune_steps, AUTOTUNE_TIMEOUT_S)
             self.observer(Event.AUTOTUNE_DONE, {"autotune": self.autotune})
         if self.leader and self.dataset is not None and self.dataset.kind == DatasetKind.ITERABLE:
             self.settings = runner.settings = check_persistent_epochs(settings, runner, self.checks)
@@ -229,7 +229,7 @@ class _Sweep:
         if not config.threads:
             return None
         if self.thread_check is None:
-            self.thread_check = self.runner.thread_check(config, self.settings.trial_timeout_s)
+            self.thread_check = self.runner.side_runs.thread_check(config, self.settings.trial_timeout_s)
         reason = self.thread_check.failure()
         return None if reason is None else TrialResult(config, TrialStatus.FAILED, error=reason)
 
@@ -325,7 +325,7 @@ def check_persistent_epochs(settings: SweepSettings, runner: Any, notes: list[st
     if True not in space.persistent_workers or max(space.workers) < 2:
         return settings
     config = dataclasses.replace(space.default_config(2), persistent_workers=True)
-    problem = runner.epoch_check(config, settings.trial_timeout_s, EPOCH_CHECK_STALL_S)
+    problem = runner.side_runs.epoch_check(config, settings.trial_timeout_s, EPOCH_CHECK_STALL_S)
     if problem is None:
         return settings
     notes.append(persistent_epochs_note(settings.framework, runner.host_info.framework_version or "",

@@ -46,7 +46,7 @@ SHARE_BUILD_S = 2.0
 """A dataset that takes longer than this to build is built once and shared; a quicker one, in every trial."""
 
 
-class TrialRunner(SideRuns):
+class TrialRunner:
     """Runs configs one at a time in fresh processes forked by the host.
 
     Each trial builds the dataset itself, as cold as a training process, unless
@@ -73,7 +73,9 @@ class TrialRunner(SideRuns):
         self.sharing = DatasetSharing()
         self._gpu: tuple[str | None, str | None] = (None, None)
         """The GPU the trials used, and why its utilisation was not measured (None, None without one)."""
-        self._current_pid: int | None = None
+        self.current_pid: int | None = None
+        self.side_runs = SideRuns(self)
+        """Runs its host forks like a trial that measure nothing (Paddle's autotune, the epoch and thread checks)."""
         self.cpus = pinned_cpus(settings.cpus, settings.rank % max(1, settings.ranks_per_node))
         """The CPUs the host and its trials are pinned to (``--cpus``); None: this process's."""
         self.expected_framework = None if settings.target in self.objects else likely_framework(settings.framework)
@@ -124,9 +126,9 @@ class TrialRunner(SideRuns):
 
     def kill_current(self) -> None:
         """Kill the running trial's whole process group (Ctrl-C, timeouts, limits)."""
-        if self._current_pid is not None:
+        if self.current_pid is not None:
             try:
-                os.killpg(self._current_pid, signal.SIGKILL)
+                os.killpg(self.current_pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
 
@@ -137,7 +139,7 @@ class TrialRunner(SideRuns):
             self.host.close()
             self.host = None
 
-    def _live_host(self) -> Host:
+    def live_host(self) -> Host:
         """The host, started again if it died with a trial."""
         if self.host is None or self.host.proc.poll() is not None:
             if self.host is not None:
@@ -192,7 +194,7 @@ class TrialRunner(SideRuns):
         self.start()
 
     def _run(self, config: LoaderConfig, rival: Rival | None = None, cold: bool = False) -> TrialResult:
-        host = self._live_host()
+        host = self.live_host()
         opens_dir = tempfile.mkdtemp(prefix=OWN_PREFIX + "opens-")
         self.data_files.own.add(os.path.join(opens_dir, ""))
         try:
@@ -208,7 +210,7 @@ class TrialRunner(SideRuns):
                 self.kill_current()  # Ctrl-C mid-trial: it ends now (left, the host waited on it until closed)
                 raise
             finally:
-                self._current_pid = None
+                self.current_pid = None
         finally:
             shutil.rmtree(opens_dir, ignore_errors=True)
         outcome["duration_s"] = self.clock() - started
@@ -278,7 +280,7 @@ class TrialRunner(SideRuns):
                     continue
                 kind = event["ev"]
                 if kind == "trial_started":
-                    self._current_pid = event["pid"]
+                    self.current_pid = event["pid"]
                     sampler = self._start_sampler(event["pid"], gpu_probe, guard_memory)
                 elif kind == "ready":
                     if event.get("uuid") or event.get("pci_bus_id"):

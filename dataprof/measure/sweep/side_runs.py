@@ -25,32 +25,32 @@ class Running(Protocol):
 
     settings: SweepSettings
     clock: Callable[[], float]
-    _current_pid: int | None
+    current_pid: int | None
 
-    def _live_host(self) -> Host:
+    def live_host(self) -> Host:
         """The host, started again if it died."""
 
     def kill_current(self) -> None:
         """Kill the run in flight with its process group."""
 
-    def _side_run(self, request: Message, timeout_s: float,
-                  stall_s: float | None = None) -> tuple[TrialStatus, Message]:
-        """See :meth:`SideRuns._side_run`."""
-
 
 class SideRuns:
-    """The side runs of :class:`~dataprof.measure.sweep.runner.TrialRunner`."""
+    """The side runs of a :class:`~dataprof.measure.sweep.runner.TrialRunner`, on its host."""
 
-    def _side_run(self: Running, request: Message, timeout_s: float,
+    def __init__(self, runner: Running) -> None:
+        self.runner = runner
+
+    def _side_run(self, request: Message, timeout_s: float,
                   stall_s: float | None = None) -> tuple[TrialStatus, Message]:
         """Run a request the host forks like a trial but that measures nothing: its status and last word.
 
         The status is ``ok`` (the word is its result), ``timeout``, ``crashed`` or ``failed``. It is
         killed after ``timeout_s``, or ``stall_s`` after a ``progress`` event with none since.
         """
-        host = self._live_host()
+        runner = self.runner
+        host = runner.live_host()
         host.send(request)
-        overall = deadline = self.clock() + timeout_s
+        overall = deadline = runner.clock() + timeout_s
         result: Message = {}
         timed_out = False
         exit_event: Message = {}
@@ -58,14 +58,14 @@ class SideRuns:
             while True:
                 event = host.next_event(0.25)
                 if event is None:
-                    if self.clock() > deadline and not timed_out:
+                    if runner.clock() > deadline and not timed_out:
                         timed_out = True
-                        self.kill_current()
+                        runner.kill_current()
                     continue
                 if event["ev"] == "progress" and stall_s is not None:
-                    deadline = min(overall, self.clock() + stall_s)
+                    deadline = min(overall, runner.clock() + stall_s)
                 elif event["ev"] == "trial_started":
-                    self._current_pid = event["pid"]
+                    runner.current_pid = event["pid"]
                 elif event["ev"] in ("result", "error") and not result:
                     result = event
                 elif event["ev"] == "trial_exit":
@@ -74,7 +74,7 @@ class SideRuns:
         except HostDied as exc:
             return TrialStatus.CRASHED, {"message": f"the host process died: {exc}".strip()}
         finally:
-            self._current_pid = None
+            runner.current_pid = None
         if timed_out:
             return TrialStatus.TIMEOUT, {"stalled": deadline < overall}
         if result.get("ev") == "result":
@@ -91,13 +91,13 @@ class SideRuns:
             return TrialStatus.CRASHED, {"message": died_by("a DataLoader worker", exit_event["worker_signals"][0])}
         return TrialStatus.FAILED, {"message": "it exited without a result"}
 
-    def autotune(self: Running, steps: int, timeout_s: float) -> AutotuneRun:
+    def autotune(self, steps: int, timeout_s: float) -> AutotuneRun:
         """Run Paddle's own dataloader autotune in a process forked by the host; what it picked."""
-        s = self.settings
+        s = self.runner.settings
         request = AutotuneRequest(steps=steps, batch_size=s.batch_size, drop_last=s.drop_last)
         return autotune_run(steps, timeout_s, *self._side_run({"cmd": "autotune", **encode(request)}, timeout_s))
 
-    def epoch_check(self: Running, config: LoaderConfig, timeout_s: float, stall_s: float) -> str | None:
+    def epoch_check(self, config: LoaderConfig, timeout_s: float, stall_s: float) -> str | None:
         """Why ``config``'s DataLoader fails across an IterableDataset's epoch end, or None when it does not.
 
         ``timeout_s`` bounds the whole check; ``stall_s``, the wait for a batch once batches flow.
@@ -112,7 +112,7 @@ class SideRuns:
                     f"holds {word['expected']}")
         return None
 
-    def thread_check(self: Running, config: LoaderConfig, timeout_s: float) -> ThreadCheck:
+    def thread_check(self, config: LoaderConfig, timeout_s: float) -> ThreadCheck:
         """Whether ``config``'s threads return the samples a worker process would (:mod:`.thread_check`)."""
-        request = {"cmd": "thread_check", "config": config.to_dict(), "batch_size": self.settings.batch_size}
+        request = {"cmd": "thread_check", "config": config.to_dict(), "batch_size": self.runner.settings.batch_size}
         return checked(config, *self._side_run(request, timeout_s))

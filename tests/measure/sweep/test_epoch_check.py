@@ -118,7 +118,7 @@ def scripted_runner(events: list[dict[str, Any]], settings: SweepSettings | None
 
 def test_a_check_that_stops_delivering_batches_is_killed_as_a_hang() -> None:
     runner = scripted_runner([{"ev": "progress"}])
-    problem = runner.epoch_check(LoaderConfig(2, False, 2, True), timeout_s=600, stall_s=45)
+    problem = runner.side_runs.epoch_check(LoaderConfig(2, False, 2, True), timeout_s=600, stall_s=45)
     assert runner.killed and problem == "it hung: no batch for 45 s"
     assert runner.host.now == pytest.approx(45.25)  # type: ignore[union-attr]  # killed at its first wait past it
     assert runner.host.request == {"cmd": "epoch_check", "config": LoaderConfig(2, False, 2, True).to_dict()}
@@ -143,7 +143,7 @@ def test_ctrl_c_during_a_trial_kills_it_before_the_trial_is_let_go() -> None:
 
     host.next_event = interrupted  # type: ignore[union-attr, method-assign]
     killed: list[int | None] = []
-    runner.kill_current = lambda: killed.append(runner._current_pid)  # type: ignore[method-assign]
+    runner.kill_current = lambda: killed.append(runner.current_pid)  # type: ignore[method-assign]
     with pytest.raises(KeyboardInterrupt):
         runner.measure(LoaderConfig(2, False, 2, True))
     assert killed == [4242]  # while its pid was known: its host is free for the exit at once
@@ -154,6 +154,7 @@ class CheckRunner:
         self.problem = problem
         self.checked: list[LoaderConfig] = []
         self.host_info = ProbeReply(framework_version="9.9")
+        self.side_runs = self
 
     def epoch_check(self, config: LoaderConfig, timeout_s: float, stall_s: float) -> str | None:
         self.checked.append(config)
