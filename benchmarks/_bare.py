@@ -16,8 +16,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from dataprof.results.knobs import LoaderConfig, SearchSpace
+from dataprof.results.knobs import LoaderConfig
 from dataprof.results.settings import SweepSettings
+from dataprof.results.space import SearchSpace
 from dataprof.sweeper import run_sweep
 
 

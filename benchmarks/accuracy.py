@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _bare import bare_rate_fresh, dataprof_rates  # noqa: E402
 
-from dataprof.results.knobs import SearchSpace  # noqa: E402
+from dataprof.results.space import SearchSpace  # noqa: E402
 
 TARGETS = {"torch": "examples/latency.py:SleepDataset", "paddle": "examples/paddle_latency.py:SleepDataset"}
 

@@ -137,7 +137,7 @@ def main() -> int:
     here = Path(__file__).resolve().parent
     sys.path.insert(0, str(here.parent))
     sys.path.insert(0, str(here))
-    from dataprof.results.knobs import SearchSpace
+    from dataprof.results.space import SearchSpace
 
     warnings.filterwarnings("ignore", message="This DataLoader will create")
     worst = 0.0

@@ -48,7 +48,7 @@ from _bare import bare_rate_fresh  # noqa: E402
 
 import dataprof  # noqa: E402
 from dataprof.measure.environment import pinned_cpus  # noqa: E402
-from dataprof.results.knobs import SearchSpace  # noqa: E402
+from dataprof.results.space import SearchSpace  # noqa: E402
 
 
 def _work(iterations: int) -> int:

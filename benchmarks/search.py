@@ -47,8 +47,9 @@ from _bare import bare_rate_fresh  # noqa: E402
 from dataprof.decide.search import rules_of_thumb  # noqa: E402
 from dataprof.decide.settings import adaptive_workers  # noqa: E402
 from dataprof.measure.environment import cpu_budget  # noqa: E402
-from dataprof.results.knobs import LoaderConfig, SearchSpace  # noqa: E402
+from dataprof.results.knobs import LoaderConfig  # noqa: E402
 from dataprof.results.settings import SweepSettings  # noqa: E402
+from dataprof.results.space import SearchSpace  # noqa: E402
 from dataprof.results.sweep import Report  # noqa: E402
 from dataprof.results.trial import TrialResult  # noqa: E402
 from dataprof.sweeper import run_sweep  # noqa: E402

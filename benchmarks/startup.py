@@ -21,8 +21,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from dataprof.measure.sweep.runner import TrialRunner  # noqa: E402
-from dataprof.results.knobs import SearchSpace  # noqa: E402
 from dataprof.results.settings import SweepSettings  # noqa: E402
+from dataprof.results.space import SearchSpace  # noqa: E402
 
 ARGS = {"sleep_ms": 4.0}
 

@@ -14,10 +14,11 @@ from typing import Any
 from dataprof.errors import UsageError
 from dataprof.results.codec import encode
 from dataprof.results.environment import CpuBudget, ProbeReply, RankInfo
-from dataprof.results.knobs import DEFAULT_BATCH_SIZE, LoaderConfig, SearchSpace
+from dataprof.results.knobs import DEFAULT_BATCH_SIZE, LoaderConfig
 from dataprof.results.registry import FRAMEWORKS, KNOBS, REGISTRY, START_METHODS, Knob, record_of
 from dataprof.results.request import SPLITS, MemoryLimit, SweepOptions, SweepRequest, split_target
 from dataprof.results.settings import CACHE_MODES, SweepSettings
+from dataprof.results.space import SearchSpace
 from dataprof.results.sweep import Report
 from dataprof.results.trial import TrialResult
 from dataprof.results.vocabulary import DatasetKind, Framework, WorkerKind

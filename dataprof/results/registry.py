@@ -16,7 +16,7 @@ from dataprof.results.vocabulary import Framework, StartMethod, WorkerKind
 LoaderConfig = Any
 """A :class:`~dataprof.results.knobs.LoaderConfig` (that module is built on this one, so it is not imported)."""
 SearchSpace = Any
-"""A :class:`~dataprof.results.knobs.SearchSpace`."""
+"""A :class:`~dataprof.results.space.SearchSpace`."""
 TunedLoader = Any
 """A :class:`~dataprof.results.tune.TunedLoader`: the loader ``tune`` tunes."""
 
@@ -35,7 +35,7 @@ WORKER_KINDS = tuple(kind.value for kind in WorkerKind)
 class Knob:
     """One DataLoader knob, and what every layer needs to know of it. A plain knob (one that only sets a loader
     keyword) is a record here, a :class:`~dataprof.results.knobs.LoaderConfig` field, a
-    :class:`~dataprof.results.knobs.SearchSpace` field and a ``SweepOptions`` field (``tests/results`` ties the
+    :class:`~dataprof.results.space.SearchSpace` field and a ``SweepOptions`` field (``tests/results`` ties the
     three to these records), a test and its docs."""
 
     name: str

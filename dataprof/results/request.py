@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dataprof.errors import UsageError
-from dataprof.results.knobs import LoaderConfig, SearchSpace
+from dataprof.results.knobs import LoaderConfig
 from dataprof.results.registry import KNOBS, REGISTRY
+from dataprof.results.space import SearchSpace
 from dataprof.results.vocabulary import Framework
 
 

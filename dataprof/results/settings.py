@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dataprof.results.codec import AS_TEXT, FLAT, HIDDEN, written_if
-from dataprof.results.knobs import DEFAULT_BATCH_SIZE, LoaderConfig, SearchSpace
+from dataprof.results.knobs import DEFAULT_BATCH_SIZE, LoaderConfig
+from dataprof.results.space import SearchSpace
 from dataprof.results.vocabulary import CacheMode, Framework
 
 

@@ -24,8 +24,9 @@ from dataprof.errors import TargetError, UsageError
 from dataprof.render import view
 from dataprof.results.codec import decode
 from dataprof.results.environment import DatasetInfo, Environment
-from dataprof.results.knobs import LoaderConfig, SearchSpace
+from dataprof.results.knobs import LoaderConfig
 from dataprof.results.settings import SweepSettings
+from dataprof.results.space import SearchSpace
 from dataprof.results.sweep import Report, YourSettings
 from dataprof.results.trial import TrialResult
 from tests.conftest import FIXTURES

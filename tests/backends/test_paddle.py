@@ -30,9 +30,10 @@ from dataprof.decide.settings import resolve_settings  # noqa: E402
 from dataprof.errors import UsageError  # noqa: E402
 from dataprof.results.codec import encode
 from dataprof.results.environment import ProbeReply  # noqa: E402
-from dataprof.results.knobs import LoaderConfig, SearchSpace  # noqa: E402
+from dataprof.results.knobs import LoaderConfig  # noqa: E402
 from dataprof.results.registry import KNOBS  # noqa: E402
 from dataprof.results.settings import SweepSettings  # noqa: E402
+from dataprof.results.space import SearchSpace  # noqa: E402
 from tests.conftest import ROOT, Invoke, shm_left, shm_names
 
 

@@ -10,8 +10,9 @@ from dataprof.cli.inspect import inspect
 from dataprof.cli.sweep import sweep
 from dataprof.decide.search import STRATEGIES, Budget
 from dataprof.errors import UsageError
-from dataprof.results.knobs import LoaderConfig, SearchSpace
+from dataprof.results.knobs import LoaderConfig
 from dataprof.results.registry import FRAMEWORKS
+from dataprof.results.space import SearchSpace
 
 
 def choices(command: click.Command, option: str) -> tuple[str, ...]:

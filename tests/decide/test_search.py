@@ -14,7 +14,8 @@ from dataprof.decide.search import AdaptiveStrategy, Budget, GridStrategy, Propo
 from dataprof.decide.search.common import pooled
 from dataprof.decide.search.evidence import first_dip
 from dataprof.decide.settings import adaptive_workers, auto_workers
-from dataprof.results.knobs import LoaderConfig, SearchSpace
+from dataprof.results.knobs import LoaderConfig
+from dataprof.results.space import SearchSpace
 from dataprof.results.trial import TrialResult, WaitStats
 
 Curve = Callable[[LoaderConfig], TrialResult]

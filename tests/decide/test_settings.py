@@ -11,9 +11,9 @@ from dataprof.decide.search.grid import grid_configs
 from dataprof.decide.settings import adaptive_workers
 from dataprof.errors import UsageError
 from dataprof.results.environment import ProbeReply
-from dataprof.results.knobs import SearchSpace
 from dataprof.results.request import MemoryLimit
 from dataprof.results.settings import SweepSettings
+from dataprof.results.space import SearchSpace
 
 
 def test_in_order_and_the_start_method_are_discovered_from_the_dataloader_signature() -> None:

@@ -8,8 +8,9 @@ from dataprof.decide.search import AdaptiveStrategy, Budget
 from dataprof.decide.threads import thread_notes, worker_kinds
 from dataprof.results.codec import decode
 from dataprof.results.environment import DatasetInfo, Environment
-from dataprof.results.knobs import LoaderConfig, SearchSpace
+from dataprof.results.knobs import LoaderConfig
 from dataprof.results.settings import SweepSettings
+from dataprof.results.space import SearchSpace
 from dataprof.results.sweep import Report
 from dataprof.results.threads import ThreadCheck
 from dataprof.results.trial import TrialResult

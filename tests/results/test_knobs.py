@@ -10,9 +10,10 @@ import pytest
 from dataprof.api import _knobs
 from dataprof.cli import main
 from dataprof.errors import UsageError
-from dataprof.results.knobs import LoaderConfig, SearchSpace
+from dataprof.results.knobs import LoaderConfig
 from dataprof.results.registry import KNOBS, REGISTRY
 from dataprof.results.request import SweepOptions
+from dataprof.results.space import SearchSpace
 
 
 def test_each_knob_is_an_option_of_sweep_and_a_keyword_of_the_api() -> None:

@@ -10,9 +10,10 @@ from collections.abc import Iterator
 import pytest
 
 from dataprof.results.codec import decode, encode
-from dataprof.results.knobs import LoaderConfig, SearchSpace
+from dataprof.results.knobs import LoaderConfig
 from dataprof.results.registry import KNOBS, REGISTRY, Knob, record_of
 from dataprof.results.request import SweepOptions
+from dataprof.results.space import SearchSpace
 from dataprof.results.text import parse_current, parse_knob, parse_knobs
 
 TIMEOUT = Knob("timeout", ("torch",), "--timeout", "ints", "timeouts", True,

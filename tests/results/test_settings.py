@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataprof.decide.search.grid import grid_configs
 from dataprof.decide.settings import auto_workers
-from dataprof.results.knobs import LoaderConfig, SearchSpace, baseline
+from dataprof.results.knobs import LoaderConfig, baseline
+from dataprof.results.space import SearchSpace
 
 
 def test_auto_workers_goes_past_the_cores() -> None:

@@ -15,7 +15,8 @@ from collections.abc import Callable
 from dataprof.decide.search.adaptive import AdaptiveStrategy
 from dataprof.decide.search.common import AUTOTUNE_RULE, RULE_OF_THUMB_NAMES, Budget, Proposal, Strategy, rules_of_thumb
 from dataprof.decide.search.grid import GridStrategy
-from dataprof.results.knobs import LoaderConfig, SearchSpace
+from dataprof.results.knobs import LoaderConfig
+from dataprof.results.space import SearchSpace
 
 STRATEGIES: dict[str, Callable[[SearchSpace, Budget, bool, int | None, LoaderConfig | None], Strategy]] = {
     "adaptive": AdaptiveStrategy, "grid": GridStrategy}

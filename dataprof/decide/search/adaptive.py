@@ -13,7 +13,8 @@ from dataprof.decide.search.common import Budget, Proposal, Searching
 from dataprof.decide.search.knob_steps import KnobSteps
 from dataprof.decide.search.threads import ThreadSteps, gain
 from dataprof.decide.thresholds import heavy_tail
-from dataprof.results.knobs import LoaderConfig, SearchSpace, baseline
+from dataprof.results.knobs import LoaderConfig, baseline
+from dataprof.results.space import SearchSpace
 from dataprof.results.stats import noise_between, rate
 from dataprof.results.trial import TrialResult
 from dataprof.results.vocabulary import Framework, TrialStatus

@@ -11,8 +11,9 @@ from typing import Protocol
 
 from dataprof.decide.budgets import HEADROOM, memory_fit, shm_fits, shm_in_flight
 from dataprof.results.environment import DatasetInfo, Environment, ProbeReply
-from dataprof.results.knobs import LoaderConfig, SearchSpace
+from dataprof.results.knobs import LoaderConfig
 from dataprof.results.settings import SweepSettings
+from dataprof.results.space import SearchSpace
 from dataprof.results.trial import TrialResult
 from dataprof.results.units import fmt_bytes
 from dataprof.results.vocabulary import TrialStatus

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from dataprof.results.knobs import SearchSpace
+from dataprof.results.space import SearchSpace
 from dataprof.results.trial import TrialResult
 from dataprof.results.units import fmt_bytes
 from dataprof.results.vocabulary import StartMethod, TrialStatus

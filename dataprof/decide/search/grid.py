@@ -6,8 +6,9 @@ import itertools
 from collections.abc import Sequence
 
 from dataprof.decide.search.common import Budget, Proposal, Searching
-from dataprof.results.knobs import LoaderConfig, SearchSpace, baseline
+from dataprof.results.knobs import LoaderConfig, baseline
 from dataprof.results.registry import REGISTRY
+from dataprof.results.space import SearchSpace
 from dataprof.results.trial import TrialResult
 from dataprof.results.vocabulary import WorkerKind
 

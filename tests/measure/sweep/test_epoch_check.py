@@ -18,8 +18,9 @@ from dataprof.decide.search import rules_of_thumb
 from dataprof.measure.sweep.epoch_check import EPOCH_CHECK_EPOCHS
 from dataprof.measure.sweep.runner import TrialRunner
 from dataprof.results.environment import ProbeReply
-from dataprof.results.knobs import LoaderConfig, SearchSpace
+from dataprof.results.knobs import LoaderConfig
 from dataprof.results.settings import SweepSettings
+from dataprof.results.space import SearchSpace
 from dataprof.results.vocabulary import TrialStatus
 from dataprof.sweeper import check_persistent_epochs
 from tests.conftest import FIXTURES, ROOT

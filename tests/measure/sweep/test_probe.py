@@ -6,8 +6,8 @@ import pytest
 
 from dataprof.measure.protocol import LoadRequest
 from dataprof.measure.sweep import building
-from dataprof.results.knobs import SearchSpace
 from dataprof.results.settings import SweepSettings
+from dataprof.results.space import SearchSpace
 from tests.conftest import FIXTURES
 
 
