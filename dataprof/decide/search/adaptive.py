@@ -12,7 +12,6 @@ from dataprof.decide.search import evidence
 from dataprof.decide.search.common import Budget, Proposal, Searching
 from dataprof.decide.search.knob_steps import KnobSteps
 from dataprof.decide.search.threads import ThreadSteps, gain
-from dataprof.decide.thresholds import heavy_tail
 from dataprof.results.knobs import LoaderConfig, baseline
 from dataprof.results.space import SearchSpace
 from dataprof.results.stats import noise_between, rate
@@ -293,30 +292,5 @@ class AdaptiveStrategy(Searching):
         tail = f"; best {best.config.label()}, no untried neighbour left to beat it" if best else ""
         untried = self.thread_steps.anchor(done) is not None and not self.space.worker_kinds \
             and not any(c.threads for c in done) and evidence.gil_held(self.space)
-        return climb + peaked + tail + self._steady_note(done) + (evidence.no_thread_words(self.space)
+        return climb + peaked + tail + self.knob_steps.untried(done) + (evidence.no_thread_words(self.space)
                                                                    if untried else "")
-
-    def _steady_note(self, done: dict[LoaderConfig, TrialResult]) -> str:
-        """Why the space's other ``prefetch_factor`` values were not tried, when they were not."""
-        others = self.knob_steps.other_prefetch()
-        baseline = done.get(self.baseline)
-        if not others or self.knob_steps.tailed(done) is not None or baseline is None \
-                or baseline.status != TrialStatus.OK or not evidence.wait_figures(baseline):
-            return ""
-        default = self.space.default_config(1).prefetch_factor
-        values = ",".join(map(str, others))
-        anchor = self.climb_pick(done)
-        busy = f", so the {default} batches per worker that prefetch_factor={default} keeps in flight already " \
-               "keep every worker busy"
-        if anchor is None:
-            why = busy
-        else:
-            figures = f" (wait {evidence.wait_figures(anchor)})" if evidence.wait_figures(anchor) else ""
-            why = f" nor do they come in bursts at {anchor.config.label()}{figures}{busy}"
-            if heavy_tail(anchor):  # bursts on CPUs used up (``KnobSteps.tailed`` counts those with CPUs to spare)
-                why = (f", and they reach {anchor.config.label()} in bursts{figures} as its workers take turns on "
-                       f"the {(anchor.cpu.cpu_percent or 0) / 100:.1f} CPUs it used up: a deeper buffer adds no CPU")
-        return (f"; prefetch_factor {values} not tried: batches at num_workers=0 have no stragglers "
-                f"({evidence.wait_figures(baseline)}){why} (--prefetch-factor "
-                f"{','.join(map(str, self.space.prefetch_factors))} to measure {'them' if len(others) > 1 else 'it'} "
-                "anyway)")

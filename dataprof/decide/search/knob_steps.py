@@ -103,3 +103,28 @@ class KnobSteps:
         if "multiprocessing_context" in left and others:
             knobs.append(("multiprocessing_context", others, evidence.start_method_words(anchor, space.start_method)))
         return tuple(knobs)
+
+    def untried(self, done: dict[LoaderConfig, TrialResult]) -> str:
+        """Why the space's other ``prefetch_factor`` values were not tried, when they were not."""
+        others = self.other_prefetch()
+        baseline = done.get(self.climb.baseline)
+        if not others or self.tailed(done) is not None or baseline is None \
+                or baseline.status != TrialStatus.OK or not evidence.wait_figures(baseline):
+            return ""
+        default = self.space.default_config(1).prefetch_factor
+        values = ",".join(map(str, others))
+        anchor = self.climb.climb_pick(done)
+        busy = f", so the {default} batches per worker that prefetch_factor={default} keeps in flight already " \
+               "keep every worker busy"
+        if anchor is None:
+            why = busy
+        else:
+            figures = f" (wait {evidence.wait_figures(anchor)})" if evidence.wait_figures(anchor) else ""
+            why = f" nor do they come in bursts at {anchor.config.label()}{figures}{busy}"
+            if heavy_tail(anchor):  # bursts on CPUs used up (:meth:`tailed` counts those with CPUs to spare)
+                why = (f", and they reach {anchor.config.label()} in bursts{figures} as its workers take turns on "
+                       f"the {(anchor.cpu.cpu_percent or 0) / 100:.1f} CPUs it used up: a deeper buffer adds no CPU")
+        return (f"; prefetch_factor {values} not tried: batches at num_workers=0 have no stragglers "
+                f"({evidence.wait_figures(baseline)}){why} (--prefetch-factor "
+                f"{','.join(map(str, self.space.prefetch_factors))} to measure {'them' if len(others) > 1 else 'it'} "
+                "anyway)")
