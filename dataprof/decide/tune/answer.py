@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from dataprof.decide.tune.causes import failure_cause
+from dataprof.decide.tune.cost import asks_code, cheaper, cost, cost_of, node_workers
 from dataprof.decide.tune.memory import over_memory
 from dataprof.decide.tune.noise import (
     MIN_RUNS,
@@ -39,33 +40,8 @@ from dataprof.decide.tune.noise import (
     rates,
 )
 from dataprof.results.knobs import KnobValues
-from dataprof.results.registry import REGISTRY
 from dataprof.results.tune import TuneAnswer, TuneReport, TuneTrial
 from dataprof.results.vocabulary import TuneVerdict, WorkerKind
-
-
-def node_workers(config: KnobValues, knobs: KnobValues) -> int:
-    """The workers of a node whose own ``knobs`` sit on top of ``config`` (the knobs the loader has)."""
-    return (config | knobs).workers
-
-
-def cost(runs: Sequence[tuple[int, TuneTrial]], settings: KnobValues,
-         nnodes: int = 1) -> tuple[int, int, int, int]:
-    """What a config costs, least first: its workers on every node together (each a CPU's claim, thread or
-    process), its prefetch, the knobs it changes in the script (a node's own counted once more), its memory."""
-    trial = runs[0][1]
-    config = settings | trial.config
-    workers = config.workers * (nnodes - len(trial.node_knobs)) + \
-        sum(node_workers(config, knobs) for knobs in trial.node_knobs.values())
-    return (workers, int(config.get("prefetch_factor") or 0), len(trial.config) + len(trial.node_knobs),
-            trial.peak_memory_bytes or 0)
-
-
-def asks_code(runs: Runs, settings: KnobValues) -> bool:
-    """Whether a config puts threads in place of the script's worker processes: a new loader in its code, not a
-    knob."""
-    return runs[0][1].config.get("worker_kind") == WorkerKind.THREAD and \
-        settings.get("worker_kind") != WorkerKind.THREAD
 
 
 @dataclasses.dataclass(frozen=True)
@@ -281,11 +257,6 @@ def no_comparison(report: TuneReport) -> str:
             "recommended")
 
 
-def cost_of(rate_now: float | None, ceiling: float | None) -> float | None:
-    """``1 − rate ÷ ceiling``: what data loading costs the training (0 when it is at its ceiling)."""
-    return None if not rate_now or not ceiling else max(0.0, 1 - rate_now / ceiling)
-
-
 def _slowdowns(trials: Sequence[TuneTrial]) -> dict[int, float]:
     """Each run's step p50 over the headspace's, less one: its workers competing with the step for CPUs."""
     head = next((t for t in trials if t.role == "headspace" and t.ok and t.step_ms), None)
@@ -310,24 +281,4 @@ def _reason(chosen: Runs, fastest: Runs, mine: Runs, noise: Noise, settings: Kno
         return f"the fastest, {shown}"
     top, _ = bounds(noise, chosen, fastest)
     return (f"as fast as the fastest ({label(fastest[0][1])}: at least {top:+.0%} against it, within "
-            f"{NEAR_BEST:.0%}), {shown}, and {_cheaper(chosen, fastest, settings, nnodes)}")
-
-
-def _cheaper(chosen: Runs, other: Runs, settings: KnobValues, nnodes: int) -> str:
-    """How ``chosen`` is cheaper than ``other``, in words."""
-    mine, theirs = cost(chosen, settings, nnodes), cost(other, settings, nnodes)
-    if mine[0] != theirs[0]:
-        return f"uses fewer workers ({mine[0]} against {theirs[0]})"
-    if mine[1] != theirs[1]:
-        return f"prefetches less ({mine[1]} against {theirs[1]} batches a worker)"
-    if mine[2] != theirs[2]:
-        return f"changes fewer of your loader's knobs ({mine[2]} against {theirs[2]})"
-    return "uses less memory" if mine[3] < theirs[3] else "costs no more"
-
-
-def without_idle_knobs(config: KnobValues) -> KnobValues:
-    """``config`` without the knobs that need workers when it sets ``num_workers=0``."""
-    if config.get("num_workers", 1):
-        return config
-    idle = {knob.name for knob in REGISTRY if knob.needs_workers}
-    return KnobValues({k: v for k, v in config.items() if k not in idle})
+            f"{NEAR_BEST:.0%}), {shown}, and {cheaper(chosen, fastest, settings, nnodes)}")

@@ -4,7 +4,7 @@ The search measures the script as it is (``current``), then with its first batch
 for free, the training's ceiling), the loader-only sweep's pick when there is one, the script as it is again (so
 the noise of its runs is known before anything is judged against it), then climbs ``num_workers`` around the
 config leading so far while a doubling gains beyond the noise, and down while fewer are as fast (to none, when
-the runs show the workers slowing the step), tries each of :data:`REFINEMENTS` once on top of the config leading
+the runs show the workers slowing the step), tries each of ``refine.refinements()`` once on top of the config leading
 then, across nodes climbs the workers of the node whose ranks wait most for data on that node alone, and runs again
 the configs that one run cannot settle: the leading one until it has two runs interleaved with the script's own,
 and the contenders of a close call."""
@@ -14,13 +14,13 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
-from dataprof.decide.tune.answer import node_workers, unsettled, without_idle_knobs
+from dataprof.decide.tune.answer import unsettled
+from dataprof.decide.tune.cost import node_workers
 from dataprof.decide.tune.memory import over_memory
 from dataprof.decide.tune.noise import MIN_RUNS, Key, Runs, band, key, key_of, rate, rates
+from dataprof.decide.tune.refine import as_changed, refinement
 from dataprof.results.knobs import KnobValues
-from dataprof.results.registry import REGISTRY, Knob
 from dataprof.results.tune import TuneReport, TuneTrial
-from dataprof.results.vocabulary import WorkerKind
 
 CLIMB_TOP = 64
 """Worker counts past this are not tried."""
@@ -33,19 +33,6 @@ SECOND_LOOK = 2.0
 """A config run once whose run fell short of the fastest by more than the noise but by no more than this many
 times it is run once more: one run can land that far off, and never looked at again it could hide the best
 config."""
-
-
-def refinements() -> tuple[Knob, ...]:
-    """The knobs tried after the worker climb, one run each, on top of the config leading so far when it has
-    workers, in the registry's order: those whose records have a refinement (``Knob.refine``). Doubling the
-    prefetch rides out a slow batch; persistent workers skip the workers' start at every epoch (where the loader
-    has the knob: a ``torchdata.nodes`` pipeline has not); pinned batches copy to a GPU faster, at the cost of a
-    pinning thread (tried only on a GPU); workers that start by ``spawn`` or ``forkserver`` start by ``fork``
-    faster, without the dataset pickled into each; threads of the training process in place of worker processes
-    (where they can load the dataset) pass batches without pickling and hold no copies, but share the step's
-    interpreter lock. ``in_order`` has none: it changes the order the training sees its batches, which is the
-    user's call."""
-    return tuple(k for k in REGISTRY if k.refine is not None)
 
 
 Step = tuple[KnobValues, str] | tuple[KnobValues, str, dict[str, KnobValues]]
@@ -77,7 +64,7 @@ def next_run(report: TuneReport, runs_left: int | None = None) -> Step | None:
         return KnobValues(), "headspace"
     assert report.answer is not None and report.answer.leading is not None
     if not report.trials[report.answer.leading].node_knobs:
-        step = _climb(report, seen) or _refinement(report, seen)
+        step = _climb(report, seen) or refinement(report, seen)
         if step is not None:
             return step, "candidate"
     node_step = node_climb(report, seen)
@@ -180,12 +167,6 @@ def _again(trial: TuneTrial) -> Step:
     return trial.config, "current" if not trial.config else trial.role
 
 
-def _as_changed(config: KnobValues, settings: KnobValues) -> KnobValues:
-    """``config`` without the knobs the script sets to the same values (a run's overrides), and without those
-    that need workers when it has none."""
-    return without_idle_knobs(config.apart_from(settings))
-
-
 def slowed(report: TuneReport, runs: Sequence[tuple[int, TuneTrial]]) -> bool:
     """Whether the runs of a config show its workers slowing the step: their step p50 above the step with data
     for free by more than the noise."""
@@ -206,17 +187,17 @@ def _climb(report: TuneReport, seen: set[Key]) -> KnobValues | None:
     base = report.trials[report.answer.leading].config
     workers = (settings | base).workers
     by_config = rates(report.trials)
-    more = _as_changed(base | {"num_workers": max(2, 2 * workers)}, settings)
+    more = as_changed(base | {"num_workers": max(2, 2 * workers)}, settings)
     if 2 * workers <= CLIMB_TOP and key(more) not in seen and over_memory(report, max(2, 2 * workers)) is None:
         return more
     paid = key(more) in by_config and \
         rate(by_config[key(more)]) > rate(by_config[key(base)]) * (1 + report.answer.noise)
-    further = _as_changed(base | {"num_workers": max(4, 4 * workers)}, settings)
+    further = as_changed(base | {"num_workers": max(4, 4 * workers)}, settings)
     if not paid and _flat_and_waiting(report, by_config.get(key(more)), by_config[key(base)]) and \
             max(4, 4 * workers) <= CLIMB_TOP and key(further) not in seen and \
             over_memory(report, max(4, 4 * workers)) is None:
         return further  # one run can land a band low: a doubling that still waits for data gets one more
-    fewer = _as_changed(base | {"num_workers": workers // 2 if workers else 1}, settings)
+    fewer = as_changed(base | {"num_workers": workers // 2 if workers else 1}, settings)
     if not paid and (workers != 1 or slowed(report, by_config[key(base)])) and key(fewer) not in seen:
         return fewer  # from none, one: it overlaps the step without taking the CPUs two take
     return None
@@ -284,37 +265,7 @@ def _for_every_node(config: KnobValues, nodes: dict[str, KnobValues],
     assert report.loader is not None
     alike = {k: v for k, v in nodes.get("0", KnobValues()).items()
              if len(nodes) == report.nnodes and all(own.get(k) == v for own in nodes.values())}
-    config = _as_changed(config | alike, report.loader.settings)
+    config = as_changed(config | alike, report.loader.settings)
     common = report.loader.settings | config
     nodes = {n: own.apart_from(common) for n, own in nodes.items()}
     return config, {n: own for n, own in nodes.items() if own}
-
-
-def _refined(config: KnobValues, report: TuneReport) -> bool:
-    """Whether ``config`` sets a knob of :func:`refinements` its own way (not the script's, nor the loader-only
-    sweep's pick): that knob has been tried."""
-    picked = (report.loader_sweep.config if report.loader_sweep is not None else None) or KnobValues()
-    return any(k.name in config and picked.get(k.name) != config[k.name] for k in refinements())
-
-
-def _refinement(report: TuneReport, seen: set[Key]) -> KnobValues | None:
-    """The first of :func:`refinements` no run has set its own way yet, on top of the config leading so far,
-    when that has workers and the knob has a value to try there (on threads, a knob a thread loader has); None
-    when none is left."""
-    assert report.answer is not None and report.answer.leading is not None and report.loader is not None
-    base = report.trials[report.answer.leading].config
-    settings = report.loader.settings | base
-    if not settings.workers:
-        return None
-    threads = settings.get("worker_kind") == WorkerKind.THREAD
-    for record in refinements():
-        knob = record.name
-        if (threads and not record.threads and record.name != "worker_kind") or \
-                any(_refined(KnobValues({knob: t.config[knob]}), report) for t in report.trials if knob in t.config):
-            continue  # a knob a thread loader does not have is no change on threads
-        assert record.refine is not None
-        value = record.refine(settings.get(knob), report.loader)
-        config = _as_changed(base | {knob: value}, report.loader.settings)
-        if value is not None and key(config) not in seen:
-            return config
-    return None

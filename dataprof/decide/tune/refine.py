@@ -1,0 +1,60 @@
+"""``dataprof tune``'s refinements (pure): the knobs tried after the worker climb, one run each, on top of the
+config leading then, as their records say (``Knob.refine``)."""
+
+from __future__ import annotations
+
+from dataprof.decide.tune.cost import without_idle_knobs
+from dataprof.decide.tune.noise import Key, key
+from dataprof.results.knobs import KnobValues
+from dataprof.results.registry import REGISTRY, Knob
+from dataprof.results.tune import TuneReport
+from dataprof.results.vocabulary import WorkerKind
+
+
+def refinements() -> tuple[Knob, ...]:
+    """The knobs tried after the worker climb, one run each, on top of the config leading so far when it has
+    workers, in the registry's order: those whose records have a refinement (``Knob.refine``). Doubling the
+    prefetch rides out a slow batch; persistent workers skip the workers' start at every epoch (where the loader
+    has the knob: a ``torchdata.nodes`` pipeline has not); pinned batches copy to a GPU faster, at the cost of a
+    pinning thread (tried only on a GPU); workers that start by ``spawn`` or ``forkserver`` start by ``fork``
+    faster, without the dataset pickled into each; threads of the training process in place of worker processes
+    (where they can load the dataset) pass batches without pickling and hold no copies, but share the step's
+    interpreter lock. ``in_order`` has none: it changes the order the training sees its batches, which is the
+    user's call."""
+    return tuple(k for k in REGISTRY if k.refine is not None)
+
+
+def as_changed(config: KnobValues, settings: KnobValues) -> KnobValues:
+    """``config`` without the knobs the script sets to the same values (a run's overrides), and without those
+    that need workers when it has none."""
+    return without_idle_knobs(config.apart_from(settings))
+
+
+def refined(config: KnobValues, report: TuneReport) -> bool:
+    """Whether ``config`` sets a knob of :func:`refinements` its own way (not the script's, nor the loader-only
+    sweep's pick): that knob has been tried."""
+    picked = (report.loader_sweep.config if report.loader_sweep is not None else None) or KnobValues()
+    return any(k.name in config and picked.get(k.name) != config[k.name] for k in refinements())
+
+
+def refinement(report: TuneReport, seen: set[Key]) -> KnobValues | None:
+    """The first of :func:`refinements` no run has set its own way yet, on top of the config leading so far,
+    when that has workers and the knob has a value to try there (on threads, a knob a thread loader has); None
+    when none is left."""
+    assert report.answer is not None and report.answer.leading is not None and report.loader is not None
+    base = report.trials[report.answer.leading].config
+    settings = report.loader.settings | base
+    if not settings.workers:
+        return None
+    threads = settings.get("worker_kind") == WorkerKind.THREAD
+    for record in refinements():
+        knob = record.name
+        if (threads and not record.threads and record.name != "worker_kind") or \
+                any(refined(KnobValues({knob: t.config[knob]}), report) for t in report.trials if knob in t.config):
+            continue  # a knob a thread loader does not have is no change on threads
+        assert record.refine is not None
+        value = record.refine(settings.get(knob), report.loader)
+        config = as_changed(base | {knob: value}, report.loader.settings)
+        if value is not None and key(config) not in seen:
+            return config
+    return None
