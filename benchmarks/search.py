@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _bare import bare_rate_fresh  # noqa: E402
 
 from dataprof.decide.search import rules_of_thumb  # noqa: E402
-from dataprof.decide.settings import adaptive_workers  # noqa: E402
+from dataprof.decide.workers import adaptive_workers  # noqa: E402
 from dataprof.measure.environment import cpu_budget  # noqa: E402
 from dataprof.results.knobs import LoaderConfig  # noqa: E402
 from dataprof.results.settings import SweepSettings  # noqa: E402

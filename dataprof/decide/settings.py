@@ -11,6 +11,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+from dataprof.decide.workers import at_least, worker_space
 from dataprof.errors import UsageError
 from dataprof.results.codec import encode
 from dataprof.results.environment import CpuBudget, ProbeReply, RankInfo
@@ -86,34 +87,11 @@ def pinned(budget: CpuBudget, cpus: int | None) -> CpuBudget:
     return budget.pin(cpus)
 
 
-def worker_space(workers: tuple[int, ...] | None, budget: CpuBudget,
-                 strategy: str = "adaptive") -> tuple[tuple[int, ...], str]:
-    """``workers`` (None: ``auto``, from ``budget``, each rank's share under torchrun), with the reason the report
-    shows for them."""
-    if workers is not None:
-        return _at_least(workers, "--workers", 0), "given with --workers"
-    if strategy == "adaptive":
-        values = adaptive_workers(budget.usable)
-        return values, (f"auto: climbs 2, 4, 8, … up to {values[-1]} while throughput rises beyond noise "
-                        f"and memory, /dev/shm and open files allow; {budget.explain()}")
-    values = auto_workers(budget.usable)
-    return values, (f"auto: 0, 1, 2, 4, … up to 2× the {budget.explain()}, plus the CPU count; "
-                    "latency-bound loaders scale past the cores, CPU-bound ones stop at them")
-
-
-def _at_least(values: tuple[int, ...], flag: str, minimum: int) -> tuple[int, ...]:
-    """``values`` unless one is below ``minimum`` (a UsageError naming ``flag``)."""
-    low = next((value for value in values if value < minimum), None)
-    if low is not None:
-        raise UsageError(f"{flag}: {low} is below the minimum of {minimum}")
-    return values
-
-
 def _checked(record: Knob, values: tuple[Any, ...]) -> tuple[Any, ...]:
     """``values`` given for ``record``'s knob, as its record allows: at least its minimum, words among its
     choices (put in their order where its record says), not empty."""
     if record.minimum is not None:
-        return _at_least(values, record.flag, record.minimum)
+        return at_least(values, record.flag, record.minimum)
     if record.choices and (not values or any(value not in record.choices for value in values)):
         raise UsageError(f"{record.flag} {','.join(values)!r}: expected some of {', '.join(record.choices)}")
     return tuple(v for v in record.choices if v in values) if record.ordered else values
@@ -281,39 +259,6 @@ def resolve_device(requested: str, count_devices: Callable[[], int]) -> str:
     if index >= count:
         raise UsageError(f"--device {requested}: only {count} CUDA device(s) visible (cuda:0..cuda:{count - 1})")
     return f"cuda:{index}"
-
-
-def auto_workers(usable_cpus: int) -> tuple[int, ...]:
-    """0, 1, 2, 4, … up to 2× the usable CPUs, plus the CPU count itself.
-
-    Latency-bound loaders keep scaling past the core count, CPU-bound ones
-    stop at it; this range shows both shapes without a huge grid.
-    """
-    top = 2 * max(1, usable_cpus)
-    values = {0, usable_cpus, top}
-    power = 1
-    while power <= top:
-        values.add(power)
-        power *= 2
-    return tuple(sorted(values))
-
-
-def adaptive_workers(usable_cpus: int) -> tuple[int, ...]:
-    """The ladder the adaptive search may climb: 0, 2, 4, 8, … up to max(128, 4× usable CPUs), plus the CPU count.
-
-    It climbs only while throughput rises beyond noise and the memory,
-    ``/dev/shm`` and open-file budgets allow, so a high top costs nothing for
-    a loader that stops scaling early. One worker is not a rung (it loads no
-    faster than the main process; refinement tries it when two workers win),
-    except on a single-CPU machine.
-    """
-    top = max(128, 4 * max(1, usable_cpus))
-    values = {0, usable_cpus}
-    power = 2
-    while power <= top:
-        values.add(power)
-        power *= 2
-    return tuple(sorted(values))
 
 
 RESUME_KEYS = ("framework", "batch_size", "step_ms", "device", "trial_seconds", "shuffle", "drop_last", "collate_fn",

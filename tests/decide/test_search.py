@@ -13,7 +13,7 @@ from dataprof.decide.recommend import recommend
 from dataprof.decide.search import AdaptiveStrategy, Budget, GridStrategy, Proposal, rules_of_thumb
 from dataprof.decide.search.common import pooled
 from dataprof.decide.search.evidence import first_dip
-from dataprof.decide.settings import adaptive_workers, auto_workers
+from dataprof.decide.workers import adaptive_workers, auto_workers
 from dataprof.results.knobs import LoaderConfig
 from dataprof.results.space import SearchSpace
 from dataprof.results.trial import TrialResult, WaitStats

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from dataprof.decide.search.grid import grid_configs
-from dataprof.decide.settings import adaptive_workers
+from dataprof.decide.workers import adaptive_workers
 from dataprof.errors import UsageError
 from dataprof.results.environment import ProbeReply
 from dataprof.results.request import MemoryLimit

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataprof.decide.search.grid import grid_configs
-from dataprof.decide.settings import auto_workers
+from dataprof.decide.workers import auto_workers
 from dataprof.results.knobs import LoaderConfig, baseline
 from dataprof.results.space import SearchSpace
 
