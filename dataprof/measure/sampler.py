@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dataprof.measure.gpu import GpuSample
-from dataprof.measure.probes import SystemSample, TreeSample
+from dataprof.measure.probes import TreeSample
+from dataprof.measure.system import SystemSample
 
 
 @dataclass

@@ -9,13 +9,9 @@ import pytest
 
 from dataprof.measure.consumer import visible_gpu_uuid
 from dataprof.measure.gpu import GpuSample, NullGpuProbe, NvmlProbe
-from dataprof.measure.probes import (
-    PrivatePages,
-    ProcessTreeProbe,
-    SystemSample,
-    TreeSample,
-)
+from dataprof.measure.probes import PrivatePages, ProcessTreeProbe, TreeSample
 from dataprof.measure.sampler import Sampler, Samples, summarize
+from dataprof.measure.system import SystemSample
 
 
 def tree(t: float, cpu_s: float, pss: int, workers_uss: int = 0) -> TreeSample:

@@ -25,13 +25,14 @@ from dataprof.measure.cache.open_log import OpenLog
 from dataprof.measure.cache.page_cache import evict
 from dataprof.measure.environment import cpu_budget, pinned_cpus, socket_hang_cause
 from dataprof.measure.gpu import NullGpuProbe, NvmlProbe
-from dataprof.measure.probes import ProcessTreeProbe, SystemProbe
+from dataprof.measure.probes import ProcessTreeProbe
 from dataprof.measure.protocol import Message, TrialSettings
 from dataprof.measure.sampler import Sampler, summarize
 from dataprof.measure.sweep.link import Host, HostDied
 from dataprof.measure.sweep.outcome import outcome_of, trial_result
 from dataprof.measure.sweep.sharing import DatasetSharing, RunnerFacts
 from dataprof.measure.sweep.side_runs import SideRuns
+from dataprof.measure.system import SystemProbe
 from dataprof.measure.timing import Rival
 from dataprof.results.cache import Eviction
 from dataprof.results.codec import encode

@@ -22,9 +22,10 @@ from dataprof.errors import Terminated
 from dataprof.measure.environment import probe_environment, socket_hang_cause
 from dataprof.measure.forked import PR_SET_CHILD_SUBREAPER, prctl
 from dataprof.measure.gpu import NullGpuProbe, NvmlProbe
-from dataprof.measure.probes import ProcessTreeProbe, SystemProbe
+from dataprof.measure.probes import ProcessTreeProbe
 from dataprof.measure.protocol import LineReader, Message, child_env
 from dataprof.measure.sampler import Sampler, summarize
+from dataprof.measure.system import SystemProbe
 from dataprof.measure.watch.loader_figures import WatchedLoader, loader_run
 from dataprof.measure.watch.ranks import RankFailures
 from dataprof.measure.watch.resources import gpu_timeline, resources_of, storage_of
