@@ -159,7 +159,7 @@ def inspect(dataset_or_target: Any, *, samples: int = 200, seed: int = 0, batch_
     from dataprof.decide.settings import pinned
     from dataprof.measure.environment import cpu_budget
     from dataprof.measure.inspect.samples import run_inspection
-    from dataprof.results.inspect import InspectSettings
+    from dataprof.results.inspect_data import InspectSettings
 
     pinned(cpu_budget(), cpus)  # a UsageError for more than there are
     is_object = not isinstance(dataset_or_target, str)

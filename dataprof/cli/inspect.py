@@ -43,7 +43,7 @@ def inspect(target: str, args: tuple[tuple[str, Any], ...], samples: int, seed: 
     from dataprof.measure.environment import cpu_budget
     from dataprof.measure.inspect.samples import Interrupted, run_inspection
     from dataprof.render.documents import print_document
-    from dataprof.results.inspect import InspectSettings
+    from dataprof.results.inspect_data import InspectSettings
 
     pinned(cpu_budget(), cpus)  # a UsageError for more than there are
     settings = InspectSettings(target=target, kwargs=dict(args), samples=samples, seed=seed, batch_size=batch_size,

@@ -14,15 +14,8 @@ from dataprof.decide.budgets import shm_workers
 from dataprof.decide.inspect_checks import CHECKS
 from dataprof.decide.thresholds import Thresholds
 from dataprof.results.findings import Finding
-from dataprof.results.inspect import (
-    InspectedMachine,
-    InspectedSamples,
-    Inspection,
-    InspectionData,
-    StageTiming,
-    slowest_positions,
-    to_ms,
-)
+from dataprof.results.inspect import InspectedMachine, InspectedSamples, Inspection
+from dataprof.results.inspect_data import InspectionData, StageTiming, slowest_positions, to_ms
 from dataprof.results.stats import percentile
 from dataprof.results.vocabulary import FindingId, Severity
 

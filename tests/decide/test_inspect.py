@@ -8,7 +8,7 @@ import pytest
 
 from dataprof.decide.inspect import analyse
 from dataprof.results.environment import DatasetInfo, Environment
-from dataprof.results.inspect import InspectionData, InspectSettings
+from dataprof.results.inspect_data import InspectionData, InspectSettings
 
 
 def synthetic(**changes: object) -> InspectionData:

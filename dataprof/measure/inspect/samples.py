@@ -31,7 +31,7 @@ from dataprof.measure.gil import release_share_apart
 from dataprof.measure.inspect.reads import logged, storage_reads
 from dataprof.measure.inspect.stages import Pipeline, Stage, timed_pipeline
 from dataprof.results.environment import DatasetInfo
-from dataprof.results.inspect import SLOWEST, InspectionData, InspectSettings, StageTiming, slowest_positions
+from dataprof.results.inspect_data import SLOWEST, InspectionData, InspectSettings, StageTiming, slowest_positions
 from dataprof.results.threads import GilShare
 from dataprof.results.vocabulary import DatasetKind
 from dataprof.version import __version__

@@ -11,7 +11,7 @@ import torch
 from dataprof.decide.inspect import analyse
 from dataprof.measure.inspect.samples import pickled_size, run_inspection, sample_order
 from dataprof.measure.inspect.stages import timed_pipeline
-from dataprof.results.inspect import InspectionData, InspectSettings
+from dataprof.results.inspect_data import InspectionData, InspectSettings
 from tests.conftest import FIXTURES
 
 STAGES = str(FIXTURES / "stages.py")
