@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from dataprof.decide.diagnose import PRIMARY_KINDS, diagnose, primary
+from dataprof.decide.diagnose import PRIMARY_KINDS, diagnose, primary, step
 from dataprof.decide.diagnose import findings as rules
 from dataprof.decide.diagnose.facts import severity_for
 from dataprof.decide.thresholds import Thresholds
@@ -55,7 +55,7 @@ def test_healthy_loader_gets_a_short_answer() -> None:
 def test_model_bound_quiet_when_the_loop_waits() -> None:
     report = run("model_bound")
     waiting = with_trials(report, lambda t: dataclasses.replace(t, wait_fraction=0.3))
-    assert primary.model_bound(waiting, TH) is None
+    assert step.model_bound(waiting, TH) is None
 
 
 def test_io_bound_says_to_add_workers_while_throughput_rises() -> None:
@@ -123,11 +123,11 @@ def test_memory_bound_fits_memory_per_worker_and_is_quiet_with_room() -> None:
 
 
 def test_transfer_bound_only_on_a_gpu_run() -> None:
-    finding = primary.transfer_bound(run("transfer_bound"), TH)
+    finding = step.transfer_bound(run("transfer_bound"), TH)
     assert finding is not None and "GB/s" in finding.evidence
     assert "did not help here" in finding.recommendation  # pinning was measured, and lost
-    assert primary.transfer_bound(run("cuda_io_bound"), TH) is None
-    assert primary.transfer_bound(run("io_bound"), TH) is None
+    assert step.transfer_bound(run("cuda_io_bound"), TH) is None
+    assert step.transfer_bound(run("io_bound"), TH) is None
 
 
 def test_copy_on_read_fires_on_growing_workers_only() -> None:
@@ -256,9 +256,9 @@ def test_transfer_bound_weighs_the_copy_against_each_part_of_the_wait() -> None:
             if t is rec else t)
 
     # Longer than the copy, but mostly the main thread receiving those bytes: still the copy's verdict.
-    assert primary.transfer_bound(waiting(copy + 1.5, copy - 0.5), TH) is not None
+    assert step.transfer_bound(waiting(copy + 1.5, copy - 0.5), TH) is not None
     # Longer than the copy and mostly idle (workers too slow): not transfer-bound.
-    assert primary.transfer_bound(waiting(copy + 1.5, 0.5), TH) is None
+    assert step.transfer_bound(waiting(copy + 1.5, 0.5), TH) is None
 
 
 def test_paddle_run_rediagnoses_with_its_autotune_row() -> None:
