@@ -297,7 +297,7 @@ def test_a_nodes_ram_and_dev_shm_are_shared_out_among_its_ranks(datasets: str) -
 
 
 def test_rank_0_gathers_every_ranks_figures_and_names_a_missing_one(tmp_path: Path) -> None:
-    from dataprof.distributed import gather_runs
+    from dataprof.measure.watch.gather import gather_runs
     from dataprof.measure.watch.meeting import FolderMeeting
     from dataprof.results.environment import RankInfo
 
@@ -312,7 +312,7 @@ def test_rank_0_gathers_every_ranks_figures_and_names_a_missing_one(tmp_path: Pa
 
 
 def test_rank_0_stops_waiting_for_a_rank_gone_silent_and_says_so(tmp_path: Path) -> None:
-    from dataprof.distributed import gather_runs
+    from dataprof.measure.watch.gather import gather_runs
     from dataprof.measure.watch.meeting import ALIVE_KEY, FolderMeeting
     from dataprof.measure.watch.ranks import SILENT_S
     from dataprof.results.environment import RankInfo

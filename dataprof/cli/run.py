@@ -59,7 +59,8 @@ def run(module: bool, max_steps: int | None, seconds: float | None, override: st
     from dataprof.api import run as run_watched
     from dataprof.decide.gates import RunGates, evaluate_run
     from dataprof.decide.run import rank_cause
-    from dataprof.distributed import gather_runs, rank_from_env
+    from dataprof.distributed import rank_from_env
+    from dataprof.measure.watch.gather import gather_runs
     from dataprof.measure.watch.joining import cannot_meet, meeting_of
     from dataprof.render.documents import print_document
     from dataprof.results.load import load_as
