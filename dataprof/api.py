@@ -10,12 +10,12 @@ works); it is measured as it is at the call. Errors are
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import sys
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, TypeVar
+from typing import Any
 
+from dataprof.render.notebook import NotebookInspection, NotebookReport, shown
 from dataprof.results.environment import NodeJob, RankInfo
 from dataprof.results.inspect import Inspection
 from dataprof.results.plan import NodeGroup, Plan
@@ -32,31 +32,6 @@ from dataprof.results.run import RunReport
 from dataprof.results.settings import SweepSettings
 from dataprof.results.sweep import Report
 from dataprof.results.tune import TuneReport
-
-_Shown = TypeVar("_Shown", Report, Inspection)
-
-
-class NotebookReport(Report):
-    """A :class:`~dataprof.results.sweep.Report` that displays itself in Jupyter (the HTML summary, no script)."""
-
-    def _repr_html_(self) -> str:
-        from dataprof.render.html import summary_fragment
-
-        return summary_fragment(self)
-
-
-class NotebookInspection(Inspection):
-    """An :class:`~dataprof.results.inspect.Inspection` that displays itself in Jupyter."""
-
-    def _repr_html_(self) -> str:
-        from dataprof.render.html import inspection_fragment
-
-        return inspection_fragment(self)
-
-
-def _shown(result: _Shown, kind: type[_Shown]) -> _Shown:
-    """``result`` as the notebook-displayed ``kind`` (the same fields)."""
-    return kind(**{f.name: getattr(result, f.name) for f in dataclasses.fields(result)})
 
 
 def sweep_settings(request: SweepRequest, rank: RankInfo | None = None) -> SweepSettings:
@@ -146,7 +121,7 @@ def sweep(dataset_or_target: Any, *, batch_size: int | None = None, workers: Any
                              memory_limit=parse_size(memory_limit) if isinstance(memory_limit, str)
                              else MemoryLimit(bytes=memory_limit)))
     observer = plain_observer(sys.stderr) if progress else None
-    return _shown(run_sweep(sweep_settings(request), observer=observer, objects=objects), NotebookReport)
+    return shown(run_sweep(sweep_settings(request), observer=observer, objects=objects), NotebookReport)
 
 
 def inspect(dataset_or_target: Any, *, samples: int = 200, seed: int = 0, batch_size: int = 64,
@@ -170,7 +145,7 @@ def inspect(dataset_or_target: Any, *, samples: int = 200, seed: int = 0, batch_
         collate_fn=collate_fn if isinstance(collate_fn, str) else None,
         dataset=dataset_or_target if is_object else None,
         collate=collate_fn if callable(collate_fn) else None, framework=framework, cpus=cpus)
-    return _shown(analyse(run_inspection(settings)), NotebookInspection)
+    return shown(analyse(run_inspection(settings)), NotebookInspection)
 
 
 def run(script: str, args: Iterable[str] = (), *, module: bool = False, max_steps: int | None = None,
