@@ -243,7 +243,8 @@ def test_a_process_leaving_the_tree_with_its_reads_counts_no_negative_reads() ->
     from types import SimpleNamespace
 
     from dataprof.measure.probes import TreeSample
-    from dataprof.measure.sampler import Samples, summarize
+    from dataprof.measure.sampler import Samples
+    from dataprof.measure.summary import summarize
     from dataprof.measure.watch.resources import storage_of
 
     def reading(t: float, read: int) -> TreeSample:

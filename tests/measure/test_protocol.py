@@ -11,7 +11,8 @@ import pytest
 
 from dataprof.measure.forked import killed_by
 from dataprof.measure.protocol import ProtocolError, TrialError, TrialFigures, TrialSettings, error_event, read
-from dataprof.measure.sampler import Samples, summarize
+from dataprof.measure.sampler import Samples
+from dataprof.measure.summary import summarize
 from dataprof.measure.sweep.outcome import outcome_of, trial_result
 from dataprof.results.codec import encode
 from dataprof.results.knobs import LoaderConfig

@@ -10,7 +10,8 @@ import pytest
 from dataprof.measure.consumer import visible_gpu_uuid
 from dataprof.measure.gpu import GpuSample, NullGpuProbe, NvmlProbe
 from dataprof.measure.probes import PrivatePages, ProcessTreeProbe, TreeSample
-from dataprof.measure.sampler import Sampler, Samples, summarize
+from dataprof.measure.sampler import Sampler, Samples
+from dataprof.measure.summary import summarize
 from dataprof.measure.system import SystemSample
 
 

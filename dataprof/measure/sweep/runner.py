@@ -27,7 +27,8 @@ from dataprof.measure.environment import cpu_budget, pinned_cpus, socket_hang_ca
 from dataprof.measure.gpu import NullGpuProbe, NvmlProbe
 from dataprof.measure.probes import ProcessTreeProbe
 from dataprof.measure.protocol import Message, TrialSettings
-from dataprof.measure.sampler import Sampler, summarize
+from dataprof.measure.sampler import Sampler
+from dataprof.measure.summary import summarize
 from dataprof.measure.sweep.link import Host, HostDied
 from dataprof.measure.sweep.outcome import outcome_of, trial_result
 from dataprof.measure.sweep.sharing import DatasetSharing, RunnerFacts

@@ -9,7 +9,8 @@ from typing import Any
 from dataprof.measure.cache.footprint import DataFiles
 from dataprof.measure.cache.page_cache import residency
 from dataprof.measure.gpu import GpuSample
-from dataprof.measure.sampler import Sampler, risen
+from dataprof.measure.sampler import Sampler
+from dataprof.measure.summary import risen
 from dataprof.results.run import RunResources
 
 TIMELINE_SLICES = 60

@@ -14,7 +14,8 @@ import sys
 
 from dataprof.measure.gpu import NullGpuProbe, NvmlProbe
 from dataprof.measure.probes import ProcessTreeProbe
-from dataprof.measure.sampler import Sampler, summarize
+from dataprof.measure.sampler import Sampler
+from dataprof.measure.summary import summarize
 from dataprof.measure.system import SystemProbe
 from dataprof.measure.watch.resources import gpu_timeline, storage_of
 

@@ -24,7 +24,8 @@ from dataprof.measure.forked import PR_SET_CHILD_SUBREAPER, prctl
 from dataprof.measure.gpu import NullGpuProbe, NvmlProbe
 from dataprof.measure.probes import ProcessTreeProbe
 from dataprof.measure.protocol import LineReader, Message, child_env
-from dataprof.measure.sampler import Sampler, summarize
+from dataprof.measure.sampler import Sampler
+from dataprof.measure.summary import summarize
 from dataprof.measure.system import SystemProbe
 from dataprof.measure.watch.loader_figures import WatchedLoader, loader_run
 from dataprof.measure.watch.ranks import RankFailures
