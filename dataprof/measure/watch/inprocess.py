@@ -12,9 +12,9 @@ from typing import Any
 
 from dataprof.errors import UsageError
 from dataprof.measure.protocol import Message, child_env
+from dataprof.measure.watch.collector import Collector
 from dataprof.measure.watch.resources import resources_of
 from dataprof.measure.watch.watched import Recorder, patch_dataloader
-from dataprof.measure.watch.watcher import Collector
 from dataprof.results.run import RunReport
 
 SAMPLER_TIMEOUT_S = 30.0
@@ -94,7 +94,7 @@ class InProcessWatch:
             self.proc.kill()
             figures = {}
         if figures.get("gpu_reason"):
-            self.collector.outcome["gpu_reason"] = figures["gpu_reason"]
+            self.collector.outcome.gpu_reason = figures["gpu_reason"]
         empty = {key: None for key in ("cpu_percent", "main_cpu_percent", "cpu_percent_system", "iowait_percent",
                                        "peak_memory_bytes", "gpu_util_percent", "gpu_memory_bytes")}
         return self.collector.report(("python", "dataprof.watch()"), resources_of({**empty, **figures}),

@@ -16,25 +16,23 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
 
 from dataprof.errors import Terminated
-from dataprof.measure.environment import probe_environment, socket_hang_cause
+from dataprof.measure.environment import socket_hang_cause
 from dataprof.measure.forked import PR_SET_CHILD_SUBREAPER, prctl
-from dataprof.measure.gpu import NullGpuProbe, NvmlProbe
+from dataprof.measure.gpu import NullGpuProbe
 from dataprof.measure.probes import ProcessTreeProbe
-from dataprof.measure.protocol import LineReader, Message, child_env
+from dataprof.measure.protocol import LineReader, child_env
 from dataprof.measure.sampler import Sampler
 from dataprof.measure.summary import summarize
 from dataprof.measure.system import SystemProbe
-from dataprof.measure.watch.loader_figures import WatchedLoader, loader_run
+from dataprof.measure.watch.collector import Collector, Outcome, SamplerMarks
 from dataprof.measure.watch.ranks import RankFailures
 from dataprof.measure.watch.resources import gpu_timeline, resources_of, storage_of
 from dataprof.measure.watch.settings import WatchSettings, check_target
 from dataprof.measure.watch.sites import HOME_ENV
 from dataprof.measure.watch.stopping import Stopper
-from dataprof.results.run import RunChanges, RunReport, RunResources
-from dataprof.version import __version__
+from dataprof.results.run import RunChanges, RunReport
 
 EXIT_GRACE_S = 10.0
 """After Ctrl-C, how long the script has to end before it is killed."""
@@ -42,113 +40,6 @@ OWN_RANKS_GRACE_S = 2.0
 """How long a script whose own process stopped at its loader (``tune``) has to end by itself before it is ended."""
 LEFTOVER_GRACE_S = 5.0
 """How long processes the script left behind (DataLoader workers) have to end once it exited."""
-
-
-class Marks(Protocol):
-    """Where the resources are sampled: told when the first batch came, which GPU is used, when it ended."""
-
-    def mark_window_start(self) -> None:
-        """The first batch arrived: resources count from here."""
-
-    def mark_window_end(self) -> None:
-        """The watched code ended."""
-
-    def use_gpu(self, uuid: str | None, pci_bus_id: str | None) -> str | None:
-        """Sample this CUDA device through NVML; why not, if it cannot be."""
-
-
-class SamplerMarks:
-    """:class:`Marks` for a Sampler running in this (the parent) process."""
-
-    def __init__(self, sampler: Sampler) -> None:
-        self.sampler = sampler
-
-    def mark_window_start(self) -> None:
-        """Resources count from the first batch, not the imports."""
-        if self.sampler.samples.window_start is None:
-            self.sampler.mark_window_start()
-
-    def mark_window_end(self) -> None:
-        """The script is ending: the last reading."""
-        self.sampler.mark_window_end()
-
-    def use_gpu(self, uuid: str | None, pci_bus_id: str | None) -> str | None:
-        """Open NVML for the script's device."""
-        self.sampler.gpu_probe = NvmlProbe.open(uuid, pci_bus_id)
-        return getattr(self.sampler.gpu_probe, "reason", None)
-
-
-class Collector:
-    """The watched code's events, gathered: its loaders, its device, how it ended."""
-
-    def __init__(self, marks: Marks) -> None:
-        self.marks = marks
-        self.loaders: dict[int, WatchedLoader] = {}
-        self.outcome: dict[str, Any] = {}
-
-    def handle(self, event: Message) -> None:
-        """Take one event of ``measure.watch.watched``."""
-        kind = event["ev"]
-        if kind == "loader":
-            self.loaders[event["loader"]] = WatchedLoader(event)
-        elif kind == "batches":
-            self.loaders[event["loader"]].rows.extend(event["rows"])
-        elif kind == "epoch":
-            self.loaders[event["loader"]].first_batch_s[event["epoch"]] = event["first_batch_s"]
-            self.outcome.setdefault("workers", set()).update(event.get("workers") or ())
-            if "batch_bytes" in event:
-                self.loaders[event["loader"]].info["batch_bytes"] = event["batch_bytes"]
-            self.marks.mark_window_start()
-        elif kind == "window_end":
-            self.outcome.setdefault("window_end", time.monotonic())
-        elif kind == "window_open":
-            self.outcome["window_open"] = time.monotonic()
-        elif kind == "epoch_end":
-            self.loaders[event["loader"]].ended_at[event["epoch"]] = event["at"]
-        elif kind == "device":
-            self.outcome["device"] = event["device"]
-            self.outcome["gpu_reason"] = self.marks.use_gpu(event.get("uuid"), event.get("pci_bus_id"))
-        elif kind == "ended":
-            self.outcome["ended"] = event["why"]
-        elif kind == "own_ranks":
-            self.outcome.setdefault("own_ranks_at", time.monotonic())
-            self.outcome.setdefault("own_ranks", f"{event['how']} at {event['site']}, {event['processes']} "
-                                                 f"process{'es' if event['processes'] > 1 else ''}")
-        elif kind == "replayed":
-            self.loaders[event["loader"]].info["replayed_after"] = event["after"]
-        elif kind == "overridden":
-            self.outcome["overridden"] = event["loaders"]
-            for number, knobs in (event.get("lost") or {}).items():
-                if int(number) in self.loaders:
-                    self.loaders[int(number)].info["knobs_lost"] = knobs
-        elif kind == "exit":
-            self.outcome["code"] = event["code"]
-            self.outcome["stderr_tail"] = tuple(event.get("stderr_tail") or ())
-            self.outcome["stderr_causes"] = tuple(event.get("stderr_causes") or ())
-            self.marks.mark_window_end()
-
-    def _framework(self) -> str:
-        """The busiest loader's framework (torch when none ran)."""
-        busiest = max(self.loaders.values(), key=lambda loader: len(loader.rows), default=None)
-        return "torch" if busiest is None else busiest.info.get("framework", "torch")
-
-    def report(self, command: tuple[str, ...], resources: RunResources, wall_s: float, exit_code: int | None,
-               interrupted: str | None, stopped: str | None = None, killed: tuple[str, ...] = ()) -> RunReport:
-        """The RunReport of what was gathered (undecided); ``interrupted``: by what (``Ctrl-C``, ``SIGTERM``);
-        ``stopped``: why the watch ended the script itself; ``killed``: the processes it left that were killed,
-        DataLoader workers apart."""
-        return RunReport(
-            tool_version=__version__, command=command,
-            environment=probe_environment(self.outcome.get("device", "cpu"), framework=self._framework()),
-            loaders=tuple(sorted((loader_run(loader, [other for other in self.loaders.values() if other is not loader])
-                                  for loader in self.loaders.values()),
-                                 key=lambda r: -r.batches)),
-            resources=resources, wall_s=wall_s, exit_code=self.outcome.get("code", exit_code),
-            ended_by=interrupted or self.outcome.get("ended"), complete=interrupted is None,
-            notes=_gpu_note(self.outcome) + ((f"killed what the script left running: {', '.join(killed)}",)
-                                             if killed else ()),
-            stderr_tail=self.outcome.get("stderr_tail", ()), stderr_causes=self.outcome.get("stderr_causes", ()),
-            stopped=stopped, own_ranks=self.outcome.get("own_ranks"))
 
 
 def watch(settings: WatchSettings, clock: Callable[[], float] = time.monotonic) -> RunReport:
@@ -173,7 +64,7 @@ def watch(settings: WatchSettings, clock: Callable[[], float] = time.monotonic) 
     reader = LineReader(read_fd)
     while True:
         try:
-            if not _read(reader, collector) or "code" in collector.outcome \
+            if not _read(reader, collector) or collector.outcome.code is not None \
                     or (proc.poll() is not None and not select.select([read_fd], [], [], 1.0)[0]):
                 break  # its last word, or it died (a worker it left may hold the pipe open)
             if stopped is None and (stopped := _overdue(settings, clock() - started, collector.outcome,
@@ -189,7 +80,7 @@ def watch(settings: WatchSettings, clock: Callable[[], float] = time.monotonic) 
     code, stopped = _exit_code(proc, settings, stopper, stopped)
     if peers is not None:
         peers.ended(failed=bool(code) and interrupted is None and stopped is None)
-    killed = _end_leftovers(before, collector.outcome.get("workers", set()))
+    killed = _end_leftovers(before, collector.outcome.workers)
     prctl(PR_SET_CHILD_SUBREAPER, 0)
     sampler.stop()
     sampler.gpu_probe.close()
@@ -201,7 +92,7 @@ def watch(settings: WatchSettings, clock: Callable[[], float] = time.monotonic) 
     if settings.changes is None:
         return report
     return dataclasses.replace(report, changes=dataclasses.replace(
-        settings.changes, overridden=int(collector.outcome.get("overridden") or 0)))
+        settings.changes, overridden=collector.outcome.overridden))
 
 
 def _limits(settings: WatchSettings) -> str:
@@ -223,21 +114,21 @@ def _env(settings: WatchSettings) -> dict[str, str]:
     return {**child_env(), **settings.env, **home}
 
 
-def _overdue(settings: WatchSettings, elapsed_s: float, outcome: dict[str, Any],
+def _overdue(settings: WatchSettings, elapsed_s: float, outcome: Outcome,
              peers: RankFailures | None) -> str | None:
     """Why the script must be ended now: past its limit (with what hangs every loader with workers here, when it
     holds: a TMPDIR too long for their sockets), long after its window ended, or (tune's runs) another rank of its
     job failed; None while none holds."""
     if settings.limit_s is not None and elapsed_s > settings.limit_s:
         cause = socket_hang_cause(settings.env.get("TMPDIR"))
-        if "window_open" not in outcome and settings.startup_s is not None and not cause:
+        if outcome.window_open is None and settings.startup_s is not None and not cause:
             return (f"did not reach its training's first batch within its limit of {settings.limit_s:.0f} s (a "
                     f"start-up allowance of {settings.startup_s:.0f} s; --startup-timeout sets the first run's)")
         return f"did not end within its limit of {settings.limit_s:.0f} s" + (f" ({cause})" if cause else "")
-    if settings.stop_own_ranks and "own_ranks" in outcome and "ended" not in outcome \
-            and time.monotonic() - outcome["own_ranks_at"] > OWN_RANKS_GRACE_S:
+    if settings.stop_own_ranks and outcome.own_ranks_at is not None and outcome.ended is None \
+            and time.monotonic() - outcome.own_ranks_at > OWN_RANKS_GRACE_S:
         return "started ranks of its own"  # a process of its own iterates the loader, and the script waits on it
-    window_end = outcome.get("window_end")
+    window_end = outcome.window_end
     if settings.after_window_s is not None and window_end is not None \
             and time.monotonic() - window_end > settings.after_window_s:
         return f"did not end {settings.after_window_s:.0f} s after its window"
@@ -261,14 +152,6 @@ def _exit_code(proc: subprocess.Popen[bytes], settings: WatchSettings, stopper: 
     if not stopper.signals:  # it ended by itself while the signals waited for what it was writing
         return code, None
     return code, f"{stopped}: {stopper.said()}"
-
-
-def _gpu_note(outcome: dict[str, Any]) -> tuple[str, ...]:
-    """Why the GPU fields are null, when they are."""
-    if "device" not in outcome:
-        return ("the script used no CUDA device while watched: GPU utilisation not measured",)
-    reason = outcome.get("gpu_reason")
-    return (f"GPU utilisation not measured: {reason}",) if reason else ()
 
 
 def _read(reader: LineReader, collector: Collector) -> bool:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from dataprof.measure.watch.collector import Outcome
 from dataprof.measure.watch.meeting import FolderMeeting
 from dataprof.measure.watch.ranks import RankFailures
 from dataprof.measure.watch.settings import WatchSettings
@@ -94,19 +95,19 @@ def test_a_rank_whose_script_failed_ends_the_others_and_a_stale_mark_does_not(tm
 
 def test_a_run_past_its_limit_names_a_tmpdir_too_long_for_its_loader_workers_sockets() -> None:
     deep = "/tmp/" + "d" * 100
-    stuck = _overdue(WatchSettings(target="train.py", limit_s=30.0, env={"TMPDIR": deep}), 31.0, {}, None)
+    stuck = _overdue(WatchSettings(target="train.py", limit_s=30.0, env={"TMPDIR": deep}), 31.0, Outcome(), None)
     assert stuck is not None and stuck.startswith("did not end within its limit of 30 s (TMPDIR is too long: ")
-    assert _overdue(WatchSettings(target="train.py", limit_s=30.0, env={"TMPDIR": "/tmp"}), 31.0, {}, None) == \
+    assert _overdue(WatchSettings(target="train.py", limit_s=30.0, env={"TMPDIR": "/tmp"}), 31.0, Outcome(), None) == \
         "did not end within its limit of 30 s"
-    assert _overdue(WatchSettings(target="train.py", limit_s=30.0, env={"TMPDIR": deep}), 29.0, {}, None) is None
+    assert _overdue(WatchSettings(target="train.py", limit_s=30.0, env={"TMPDIR": deep}), 29.0, Outcome(), None) is None
 
 
 def test_a_run_that_never_reached_its_training_names_the_start_up_allowance_that_ran_out() -> None:
     allowed = WatchSettings(target="train.py", limit_s=360.0, startup_s=300.0, env={"TMPDIR": "/tmp"})
-    assert _overdue(allowed, 361.0, {}, None) == ("did not reach its training's first batch within its limit of "
+    assert _overdue(allowed, 361.0, Outcome(), None) == ("did not reach its training's first batch within its limit of "
                                                   "360 s (a start-up allowance of 300 s; --startup-timeout sets "
                                                   "the first run's)")
-    assert _overdue(allowed, 361.0, {"window_open": 12.0}, None) == "did not end within its limit of 360 s"
+    assert _overdue(allowed, 361.0, Outcome(window_open=12.0), None) == "did not end within its limit of 360 s"
 
 
 def test_a_module_run_elsewhere_is_found_where_the_user_is(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

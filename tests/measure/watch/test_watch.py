@@ -65,7 +65,7 @@ def test_max_steps_ends_the_loop_from_inside() -> None:
 
 def test_a_used_gpu_is_sampled_through_nvml_and_its_absence_said() -> None:
     from dataprof.measure.sampler import Sampler
-    from dataprof.measure.watch import watcher
+    from dataprof.measure.watch import collector as watcher
 
     class FakeProbe:
         def sample(self, now: float) -> None:
@@ -80,9 +80,9 @@ def test_a_used_gpu_is_sampled_through_nvml_and_its_absence_said() -> None:
         collector.handle({"ev": "device", "device": "cuda:0", "uuid": "abc", "pci_bus_id": None, "name": "H200"})
     finally:
         watcher.NvmlProbe.open = original  # type: ignore[method-assign]
-    assert opened == ["abc"] and sampler.gpu_probe == "probe" and collector.outcome["device"] == "cuda:0"
-    assert watcher._gpu_note(collector.outcome) == ()
-    assert "no CUDA device" in watcher._gpu_note({})[0]
+    assert opened == ["abc"] and sampler.gpu_probe == "probe" and collector.outcome.device == "cuda:0"
+    assert watcher.gpu_note(collector.outcome) == ()
+    assert "no CUDA device" in watcher.gpu_note(watcher.Outcome())[0]
 
 
 def test_the_gpu_timeline_slices_the_watch_and_draws_in_the_terminal() -> None:
@@ -135,7 +135,7 @@ class NoMarks:
 
 def watched(loop: Any) -> dict[str, LoaderRun]:
     """Run ``loop(DataLoader, clock)`` on a fake clock; each loader's figures as the watch reports them."""
-    from dataprof.measure.watch import watcher
+    from dataprof.measure.watch import collector as watcher
     from dataprof.measure.watch.loader_figures import loader_run
 
     now = [0.0]
