@@ -6,12 +6,12 @@ from __future__ import annotations
 import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from dataprof.measure.protocol import Message
 from dataprof.measure.timing import warmup_batches
+from dataprof.results.codec import decode
 from dataprof.results.registry import REGISTRY
-from dataprof.results.run import LoaderRun
+from dataprof.results.run import LOADER_DEFAULTS, LoaderRun
 from dataprof.results.stats import percentile
 
 
@@ -38,6 +38,11 @@ class WatchedLoader:
                 for epoch, row in first.items()]
 
 
+UNSAID = {**LOADER_DEFAULTS, "dataset_module": None, "batch_size": None, "num_workers": None,
+          **{knob.reported: None for knob in REGISTRY if knob.reported}}
+"""What a loader's event leaves unsaid means: not known (None), or its framework's default."""
+
+
 def loader_run(loader: WatchedLoader, others: Sequence[WatchedLoader] = ()) -> LoaderRun:
     """One loader's figures: warm-up batches of each epoch left out of the steady state, and a replayed loader's
     batches from before its replay began (they were loaded, not free); its pace without the time the ``others``
@@ -57,31 +62,21 @@ def loader_run(loader: WatchedLoader, others: Sequence[WatchedLoader] = ()) -> L
     warm = starts + sum(row[2] for row in loader.rows if 0 < row[1] < warmup)
     whole = starts + sum(row[2] for row in loader.rows if row[1] > 0) \
         + sum(row[3] for row in loader.rows if row[3] >= 0)
-    reported: dict[str, Any] = {knob.reported: info.get(knob.reported) for knob in REGISTRY if knob.reported}
-    return LoaderRun(
-        site=info["site"], dataset=info["dataset"], dataset_module=info.get("dataset_module"),
-        dataset_file=info.get("dataset_file"),
-        loader_class=info["loader_class"], framework=info.get("framework", "torch"),
-        batch_size=info.get("batch_size"), num_workers=info.get("num_workers"),
-        **reported,
+    measured = dict(
         batches=len(loader.rows), epochs=epochs, steady_batches=len(steady),
         samples_per_s=sum(row[4] for row in steady) / total if total > 0 else None,
         data_wait_fraction=sum(waits) / total if total > 0 else None,
         wait_ms=_ms_stats(waits), step_ms=_ms_stats(steps),
         first_batch_s=tuple(loader.first_batch_s[e] for e in sorted(loader.first_batch_s)),
         warmup_wait_fraction=warm / whole if whole > 0 else None,
-        factory=info.get("factory"), factory_args=None if info.get("factory_args") is None
-        else tuple(info["factory_args"]), factory_blocked=info.get("factory_blocked"),
-        factory_split=info.get("factory_split"), iterable=bool(info.get("iterable")),
         iterations_per_s=_pace(timed, warmup, [span for other in others for span in other.spans()]),
-        replayed_after=replayed, split=info.get("split"), built_by=tuple(info.get("built_by") or ()),
-        start_method_chosen=bool(info.get("start_method_chosen")),
         training_fraction=sum(row[6] for row in loader.rows) / len(loader.rows)
         if loader.rows and all(len(row) > 6 for row in loader.rows) else None,
-        knobs_lost=info.get("knobs_lost") or None, batch_bytes=info.get("batch_bytes"),
+        knobs_lost=info.get("knobs_lost") or None,
         epoch_samples=tuple(int(sum(row[4] for row in loader.rows if int(row[0]) == epoch))
                             for epoch in sorted(loader.ended_at)),
     )
+    return decode(LoaderRun, {**UNSAID, **info, **measured})
 
 
 def _steady(rows: Sequence[list[float]], warmup: int) -> list[list[float]]:
