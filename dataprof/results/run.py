@@ -212,6 +212,12 @@ class RunChanges:
     def __post_init__(self) -> None:
         checked_knobs(self, "knobs")
 
+    def applies(self, site: str, split: str | None = None) -> bool:
+        """Whether the loader built at ``site`` (for ``split``) is the one changed."""
+        if self.loader is None:
+            return True
+        return (site == self.loader or site.endswith("/" + self.loader)) and (self.split is None or split == self.split)
+
 
 @dataclass(frozen=True)
 class RunReport:

@@ -15,27 +15,6 @@ from dataprof.results.registry import REGISTRY
 from dataprof.results.vocabulary import Framework, WorkerKind
 
 
-class Changes:
-    """What the watch changes in the script's loaders (``dataprof run --override``, ``--replay``): the knobs set
-    where a loader is built, and its first batches replayed in place of the loader; for every loader, or for
-    the one built at ``site`` (``file:line``, as the report names it)."""
-
-    def __init__(self, knobs: Mapping[str, Any] | None = None, replay: int | None = None,
-                 site: str | None = None, split: str | None = None) -> None:
-        self.knobs = KnobValues(knobs)
-        self.replay = replay
-        self.site = site
-        self.split = split
-        """With ``site``: only the loader of this split built there (a framework builds a validation loader at
-        the user's same line)."""
-
-    def applies(self, site: str, split: str | None = None) -> bool:
-        """Whether the loader built at ``site`` (for ``split``) is the one changed."""
-        if self.site is None:
-            return True
-        return (site == self.site or site.endswith("/" + self.site)) and (self.split is None or split == self.split)
-
-
 def overridden(init: Callable[..., None], loader: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
                knobs: KnobValues) -> tuple[dict[str, Any], LoaderConfig | None]:
     """The loader's constructor arguments as keywords, with ``knobs`` set: the rest as the script passed them;

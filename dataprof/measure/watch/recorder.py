@@ -28,7 +28,7 @@ class Recorder:
     def __init__(self, channel: Channel, max_steps: int | None, seconds: float | None,
                  clock: Any = time.perf_counter, from_first_batch: bool = False,
                  ranks: RankEnd | None = None, from_replay: bool = False,
-                 training: dict[str, Any] | None = None) -> None:
+                 training: tuple[str | None, str | None] | None = None) -> None:
         self.channel = channel
         self.handoff = Handoff(self)
         """Batches a thread of the script's own hands the training through a queue: timed where it takes them."""
@@ -144,7 +144,7 @@ class Recorder:
         if self.training is None:
             return True
         info = self.loaders[number]
-        site, split = self.training.get("site"), self.training.get("split")
+        site, split = self.training
         if site is not None:
             return (info["site"] == site or info["site"].endswith("/" + site)) and \
                 (split is None or info.get("split") == split)

@@ -53,6 +53,27 @@ class WatchSettings:
     ``run`` the training is the user's: no other rank's news ends it (torchrun ends a job whose rank failed)."""
 
 
+@dataclass(frozen=True)
+class WatchLimits:
+    """What the watched process is told of its window, its limits and its changes (its argv's JSON, read back
+    strictly: ``measure.protocol.read``), from :class:`WatchSettings`."""
+
+    max_steps: int | None = None
+    seconds: float | None = None
+    seconds_from_first_batch: bool = False
+    window_from_replay: bool = False
+    changes: RunChanges = field(default_factory=RunChanges)
+    stop_own_ranks: bool = False
+    training: tuple[str | None, str | None] | None = None
+
+    @classmethod
+    def of(cls, settings: WatchSettings) -> WatchLimits:
+        """The limits ``settings`` set."""
+        return cls(settings.max_steps, settings.seconds, settings.seconds_from_first_batch,
+                   settings.window_from_replay, settings.changes or RunChanges(), settings.stop_own_ranks,
+                   settings.training)
+
+
 def check_target(settings: WatchSettings) -> None:
     """TargetError (exit 3) when the script does not exist or the module cannot be found (from where it runs, or
     from here: the watched process looks for it there too)."""

@@ -28,8 +28,8 @@ from dataprof.backends.common import batch_size_of, footprint
 from dataprof.backends.construction import loader_class, patch_loader_modules
 from dataprof.backends.frameworks import in_package
 from dataprof.measure.forked import PR_SET_PDEATHSIG, prctl
-from dataprof.measure.protocol import QueuedChannel
-from dataprof.measure.watch.changes import Changes, Replay, lost_knobs, overridden, override_nodes, thread_epoch
+from dataprof.measure.protocol import QueuedChannel, read
+from dataprof.measure.watch.changes import Replay, lost_knobs, overridden, override_nodes, thread_epoch
 from dataprof.measure.watch.factory import loader_factory, still_running
 from dataprof.measure.watch.handoff import WatchEnded, quiet_thread_ends
 from dataprof.measure.watch.launchers import (
@@ -41,8 +41,10 @@ from dataprof.measure.watch.launchers import (
 )
 from dataprof.measure.watch.ranks import RankEnd
 from dataprof.measure.watch.recorder import Recorder
+from dataprof.measure.watch.settings import WatchLimits
 from dataprof.measure.watch.sites import HOME_ENV, origin
 from dataprof.measure.watch.stderr import StderrTail
+from dataprof.results.run import RunChanges
 from dataprof.results.tune import CAUSE_WORDS
 
 _MAIN_STOPPED = threading.Event()
@@ -111,13 +113,13 @@ class WatchedIterator:
         return getattr(self._inner, name)
 
 
-def patch_dataloader(module: ModuleType, recorder: Recorder, changes: Changes | None = None) -> Callable[[], None]:
+def patch_dataloader(module: ModuleType, recorder: Recorder, changes: RunChanges | None = None) -> Callable[[], None]:
     """Make ``module.DataLoader`` (and so its subclasses; torchdata's ``Loader`` in ``torchdata.nodes.loader``)
     record its site and wrap every iterator it returns, with ``changes`` made; the function that puts the class
     back as it was."""
     cls = loader_class(module)
     original_init, original_iter = cls.__init__, cls.__iter__
-    changes = changes or Changes()
+    changes = changes or RunChanges()
     settable = "num_workers" in inspect.signature(original_init).parameters  # not torchdata.nodes' Loader
 
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
@@ -224,13 +226,11 @@ def main(argv: list[str]) -> int:
     """Watch the script; its exit code (0 when the watch ended it). It ends with the watch (SIGTERM when the
     process watching it dies)."""
     prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    fd, limits, mode, target, args = int(argv[0]), json.loads(argv[1]), argv[2], argv[3], argv[4:]
+    fd, limits, mode, target, args = int(argv[0]), read(WatchLimits, json.loads(argv[1])), argv[2], argv[3], argv[4:]
     channel = QueuedChannel(fd)
-    recorder = Recorder(channel, limits.get("max_steps"), limits.get("seconds"),
-                        from_first_batch=bool(limits.get("seconds_from_first_batch")), ranks=RankEnd.of(),
-                        from_replay=bool(limits.get("window_from_replay")), training=limits.get("training"))
-    changes = Changes(limits.get("override"), limits.get("replay"), limits.get("loader"), limits.get("split"))
-    own_ranks = limits.get("own_ranks") == "stop"
+    recorder = Recorder(channel, limits.max_steps, limits.seconds, from_first_batch=limits.seconds_from_first_batch,
+                        ranks=RankEnd.of(), from_replay=limits.window_from_replay, training=limits.training)
+    changes, own_ranks = limits.changes, limits.stop_own_ranks
 
     def launched(how: str, processes: int, site: str) -> None:
         recorder.channel.send({"ev": "own_ranks", "how": how, "processes": processes, "site": site})

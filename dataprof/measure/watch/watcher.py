@@ -29,10 +29,11 @@ from dataprof.measure.system import SystemProbe
 from dataprof.measure.watch.collector import Collector, Outcome, SamplerMarks
 from dataprof.measure.watch.ranks import RankFailures
 from dataprof.measure.watch.resources import gpu_timeline, resources_of, storage_of
-from dataprof.measure.watch.settings import WatchSettings, check_target
+from dataprof.measure.watch.settings import WatchLimits, WatchSettings, check_target
 from dataprof.measure.watch.sites import HOME_ENV
 from dataprof.measure.watch.stopping import Stopper
-from dataprof.results.run import RunChanges, RunReport
+from dataprof.results.codec import encode
+from dataprof.results.run import RunReport
 
 EXIT_GRACE_S = 10.0
 """After Ctrl-C, how long the script has to end before it is killed."""
@@ -51,9 +52,10 @@ def watch(settings: WatchSettings, clock: Callable[[], float] = time.monotonic) 
     peers = RankFailures.of(beat=True)  # first: the round it joins is the script's too (its environment)
     read_fd, write_fd = os.pipe()
     started = clock()
-    proc = subprocess.Popen([sys.executable, "-m", "dataprof.measure.watch.watched", str(write_fd),
-                             _limits(settings), "module" if settings.module else "script", settings.target,
-                             *settings.args], pass_fds=(write_fd,), cwd=settings.cwd, env=_env(settings),
+    limits = json.dumps(encode(WatchLimits.of(settings)))
+    proc = subprocess.Popen([sys.executable, "-m", "dataprof.measure.watch.watched", str(write_fd), limits,
+                             "module" if settings.module else "script", settings.target, *settings.args],
+                            pass_fds=(write_fd,), cwd=settings.cwd, env=_env(settings),
                             stdin=None if settings.interactive else subprocess.DEVNULL)
     os.close(write_fd)
     sampler = Sampler(ProcessTreeProbe(proc.pid, files=True), SystemProbe(), NullGpuProbe()).start()
@@ -93,18 +95,6 @@ def watch(settings: WatchSettings, clock: Callable[[], float] = time.monotonic) 
         return report
     return dataclasses.replace(report, changes=dataclasses.replace(
         settings.changes, overridden=collector.outcome.overridden))
-
-
-def _limits(settings: WatchSettings) -> str:
-    """What the watched process is told of its limits and changes (JSON)."""
-    changes = settings.changes or RunChanges()
-    return json.dumps({"max_steps": settings.max_steps, "seconds": settings.seconds,
-                       "seconds_from_first_batch": settings.seconds_from_first_batch,
-                       "window_from_replay": settings.window_from_replay, "override": dict(changes.knobs),
-                       "replay": changes.replay, "loader": changes.loader, "split": changes.split,
-                       "own_ranks": "stop" if settings.stop_own_ranks else "note",
-                       "training": None if settings.training is None else
-                       {"site": settings.training[0], "split": settings.training[1]}})
 
 
 def _env(settings: WatchSettings) -> dict[str, str]:

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from dataprof.measure.watch.changes import Changes, Replay, overridden
+from dataprof.measure.watch.changes import Replay, overridden
+from dataprof.results.run import RunChanges
 
 
 class Loader:
@@ -50,8 +51,8 @@ def test_thread_workers_leave_the_loader_none_of_its_own_or_take_its_worker_meth
 
 
 def test_a_loader_is_changed_where_it_was_built_or_everywhere() -> None:
-    assert Changes({"num_workers": 2}).applies("train.py:12")
-    only = Changes({"num_workers": 2}, site="train.py:12")
+    assert RunChanges({"num_workers": 2}).applies("train.py:12")
+    only = RunChanges({"num_workers": 2}, loader="train.py:12")
     assert only.applies("train.py:12") and only.applies("src/train.py:12")
     assert not only.applies("val.py:12") and not only.applies("src/mytrain.py:12")
 
@@ -107,7 +108,7 @@ def test_the_knobs_reach_a_dataloader_subclass_and_a_datamodule_s_loader() -> No
             return DataLoader(TensorDataset(torch.zeros(8, 2)), batch_size=4, num_workers=1)
 
     restore = patch_dataloader(module, Recorder(Sink(), max_steps=None, seconds=None),  # type: ignore[arg-type]
-                               Changes({"num_workers": 2, "prefetch_factor": 4}))
+                               RunChanges({"num_workers": 2, "prefetch_factor": 4}))
     try:
         mine, theirs = MyLoader(TensorDataset(torch.zeros(8, 2)), batch=4), DataModule().train_dataloader()
     finally:
@@ -165,7 +166,7 @@ def test_an_override_the_script_undoes_after_construction_is_noted_and_only_the_
         def send(self, message: Any) -> None: ...
 
     recorder = Recorder(Sink(), None, None)  # type: ignore[arg-type]
-    restore = patch_dataloader(module, recorder, Changes({"num_workers": 0, "pin_memory": True}))
+    restore = patch_dataloader(module, recorder, RunChanges({"num_workers": 0, "pin_memory": True}))
     try:
         loader = module.DataLoader(TensorDataset(torch.zeros(8, 2)), batch_size=4, num_workers=2)
         assert (loader.num_workers, loader.pin_memory) == (0, True)
@@ -174,9 +175,9 @@ def test_an_override_the_script_undoes_after_construction_is_noted_and_only_the_
     finally:
         restore()
     assert recorder.lost == {0: {"pin_memory": False}}
-    tuned = Changes({"num_workers": 2}, site="train.py:12", split="train")
+    tuned = RunChanges({"num_workers": 2}, loader="train.py:12", split="train")
     assert tuned.applies("train.py:12", "train") and not tuned.applies("train.py:12", "val")
-    assert Changes({"num_workers": 2}, site="train.py:12").applies("train.py:12", "val")
+    assert RunChanges({"num_workers": 2}, loader="train.py:12").applies("train.py:12", "val")
 
 
 def test_the_replay_begins_at_the_first_batch_past_those_kept_when_the_training_stops_at_an_epoch_s_length() -> None:

@@ -233,7 +233,7 @@ def test_a_loader_built_again_each_epoch_is_one_loader_whose_epochs_count_on() -
 
 
 def test_a_headspace_window_opens_when_the_replay_begins() -> None:
-    from dataprof.measure.watch.changes import Changes
+    from dataprof.results.run import RunChanges
 
     now = [0.0]
     recorder = Recorder(Sink(), max_steps=None, seconds=1.0, clock=lambda: now[0],  # type: ignore[arg-type]
@@ -246,7 +246,7 @@ def test_a_headspace_window_opens_when_the_replay_begins() -> None:
                 yield batch
 
     module = types.SimpleNamespace(DataLoader=type("DataLoader", (SlowLoader,), {}))
-    patch_dataloader(module, recorder, Changes(replay=2))  # type: ignore[arg-type]
+    patch_dataloader(module, recorder, RunChanges(replay=2))  # type: ignore[arg-type]
     taken = []
     with pytest.raises(BaseException, match="--seconds"):
         for _ in range(10):
@@ -308,13 +308,13 @@ def test_ranks_end_at_the_batch_rank_0_names_whatever_their_own_clocks_say(tmp_p
 
 
 def test_an_override_reaches_a_torchdata_nodes_loader_where_it_is_built() -> None:
-    from dataprof.measure.watch.changes import Changes
     from dataprof.measure.watch.recorder import nodes_settings
+    from dataprof.results.run import RunChanges
     from tests.measure.watch.test_changes import nodes_loader
 
     module = pytest.importorskip("torchdata.nodes.loader")
     recorder = Recorder(Sink(), max_steps=None, seconds=None)  # type: ignore[arg-type]
-    restore = patch_dataloader(module, recorder, Changes({"num_workers": 2, "prefetch_factor": 4}))
+    restore = patch_dataloader(module, recorder, RunChanges({"num_workers": 2, "prefetch_factor": 4}))
     try:
         loader = nodes_loader(workers=4, depth=8)
     finally:
@@ -325,13 +325,13 @@ def test_an_override_reaches_a_torchdata_nodes_loader_where_it_is_built() -> Non
 
 def test_the_thread_pipeline_dataprof_builds_itself_is_not_overridden() -> None:
     from dataprof.backends.threads import NodesLoader
-    from dataprof.measure.watch.changes import Changes
     from dataprof.results.knobs import LoaderConfig
+    from dataprof.results.run import RunChanges
 
     module = pytest.importorskip("torchdata.nodes.loader")
     recorder = Recorder(Sink(), max_steps=None, seconds=None)  # type: ignore[arg-type]
     knobs = {"num_workers": 8, "persistent_workers": True, "worker_kind": "thread"}  # as --override gives them
-    restore = patch_dataloader(module, recorder, Changes(knobs))
+    restore = patch_dataloader(module, recorder, RunChanges(knobs))
     try:
         built = NodesLoader(list(range(8)), [[0, 1], [2, 3]], list, LoaderConfig(2, False, 2, worker_kind="thread"))
     finally:
@@ -348,7 +348,7 @@ def test_under_tune_an_evaluation_first_neither_opens_nor_ends_the_window() -> N
     now = [0.0]
     sink = Sink()
     recorder = Recorder(sink, max_steps=5, seconds=2.0, clock=lambda: now[0],  # type: ignore[arg-type]
-                        from_first_batch=True, training={"site": None, "split": None})
+                        from_first_batch=True, training=(None, None))
     module = types.SimpleNamespace(DataLoader=type("DataLoader", (FakeLoader,), {}))
     patch_dataloader(module, recorder)  # type: ignore[arg-type]
     val = module.DataLoader([[i] for i in range(40)])
@@ -364,6 +364,6 @@ def test_under_tune_an_evaluation_first_neither_opens_nor_ends_the_window() -> N
             now[0] += 0.1
     assert len(taken) == 5 and recorder.deadline == 40.0 + 2.0  # from the training's first batch
     assert [m["ev"] for m in sink.sent].count("window_open") == 1
-    named = Recorder(Sink(), max_steps=3, seconds=None, training={"site": "t.py:9", "split": "train"})  # type: ignore[arg-type]
+    named = Recorder(Sink(), max_steps=3, seconds=None, training=("t.py:9", "train"))  # type: ignore[arg-type]
     named.loaders = {0: {"site": "t.py:9", "split": "val"}, 1: {"site": "t.py:9", "split": "train"}}
     assert not named.counts(0) and named.counts(1)  # HF builds both at one line: the split tells them apart
