@@ -11,6 +11,7 @@ from dataprof.measure.cache.page_cache import residency
 from dataprof.measure.gpu import GpuSample
 from dataprof.measure.sampler import Sampler
 from dataprof.measure.summary import risen
+from dataprof.results.codec import decode
 from dataprof.results.run import RunResources
 
 TIMELINE_SLICES = 60
@@ -49,17 +50,9 @@ def storage_of(sampler: Sampler, slices: int = TIMELINE_SLICES) -> dict[str, Any
 
 
 def resources_of(figures: dict[str, Any]) -> RunResources:
-    """The tree's CPU, memory, the machine's iowait and the GPU over the watch, from the sampler's summary."""
+    """The tree's CPU, memory, the machine's iowait and the GPU over the watch, from the sampler's summary (with
+    the storage and GPU timelines): each figure a field of the run's resources takes, by its name; the workers'
+    CPU the tree's less the main process's."""
     cpu, main = figures["cpu_percent"], figures["main_cpu_percent"]
-    return RunResources(cpu_percent=cpu, main_cpu_percent=main,
-                        workers_cpu_percent=None if cpu is None or main is None else max(0.0, cpu - main),
-                        cpu_percent_system=figures["cpu_percent_system"],
-                        foreign_cpu_percent=figures.get("foreign_cpu_percent"),
-                        iowait_percent=figures["iowait_percent"],
-                        peak_memory_bytes=figures["peak_memory_bytes"], gpu_util_percent=figures["gpu_util_percent"],
-                        gpu_memory_bytes=figures["gpu_memory_bytes"],
-                        gpu_timeline=tuple(figures.get("gpu_timeline") or ()),
-                        storage_read_bytes_per_s=figures.get("storage_read_bytes_per_s"),
-                        storage_timeline=tuple(figures.get("storage_timeline") or ()),
-                        data_files=figures.get("data_files"), data_bytes=figures.get("data_bytes"),
-                        data_resident_fraction=figures.get("data_resident_fraction"))
+    workers = None if cpu is None or main is None else max(0.0, cpu - main)
+    return decode(RunResources, {**figures, "workers_cpu_percent": workers})
