@@ -17,7 +17,7 @@ from dataprof.results.knobs import KnobValues
 from dataprof.results.run import LoaderRun, RunReport
 from dataprof.results.sweep import Report
 from dataprof.results.tune import TuneReport, TuneTrial
-from dataprof.results.vocabulary import Framework, StartMethod
+from dataprof.results.vocabulary import Framework
 
 if TYPE_CHECKING:
     from dataprof.measure.launch import Stop
@@ -229,6 +229,7 @@ def _directory(workdir: str | None, number: int) -> str:
 
 def _started(command: tuple[str, ...], module: bool, nproc_per_node: int, nodes: NodeJob | None) -> TuneReport:
     """The tune's report before its first run, once the script is found and ``nproc_per_node`` can run here."""
+    from dataprof.decide.tune.loader import ranks_notes
     from dataprof.distributed import rank_from_env
     from dataprof.errors import UsageError
     from dataprof.measure.watch.settings import WatchSettings, check_target
@@ -242,15 +243,9 @@ def _started(command: tuple[str, ...], module: bool, nproc_per_node: int, nodes:
     check_target(WatchSettings(target=command[1] if module else command[0], module=module))
     if nodes is not None:
         nodes.check()
-    where = "on this machine, every rank with the same knobs" if nodes is None else \
-        f"on each of {nodes.nnodes} nodes, started together, every rank with the same knobs (but for a node's own, " \
-        "tried last on the node whose ranks wait most for data)"
-    notes = () if nproc_per_node == 1 and nodes is None else (
-        f"each run is one job of {nproc_per_node} rank(s) {where}; its figure is its slowest rank's (every step "
-        "waits for it), its CPU and memory every rank's together",
-        "no loader-only sweep to compare: the training runs as several ranks, the loader sweep as one")
-    return TuneReport(__version__, command, None, (), 0.0, notes=notes, nproc_per_node=nproc_per_node,
-                      nnodes=1 if nodes is None else nodes.nnodes)
+    nnodes = 1 if nodes is None else nodes.nnodes
+    return TuneReport(__version__, command, None, (), 0.0, notes=ranks_notes(nproc_per_node, nnodes),
+                      nproc_per_node=nproc_per_node, nnodes=nnodes)
 
 
 def _run(settings: Any, nproc_per_node: int, knobs: KnobValues, role: str, site: str | None, split: str | None,
@@ -277,7 +272,8 @@ def _tuned(report: TuneReport, run: RunReport, trial: TuneTrial, script: str, si
     """After the first run of the script as it is: the report with the loader it tunes (the busiest, or the one
     at ``site``) and the other loaders named, and that loader; TargetError when there is none or the run failed. A
     start method the script chose is not tried otherwise, unless ``try_fork``."""
-    from dataprof.decide.tune import loader_of, others_note, tuned_loader
+    from dataprof.decide.tune import tuned_loader
+    from dataprof.decide.tune.loader import tuning
     from dataprof.errors import TargetError, UsageError
 
     if run.own_ranks is not None:
@@ -292,29 +288,17 @@ def _tuned(report: TuneReport, run: RunReport, trial: TuneTrial, script: str, si
                           + " in its run: nothing to tune")
     if not trial.ok:
         raise TargetError(f"{script}: the script as it is failed: {trial.error}")
-    notes = [note for note in (others_note(run, found),) if note]
-    tuned = loader_of(found, run.environment.device)
+    start_methods: tuple[str, ...] = ()
+    threads: str | None = None
     if found.framework == Framework.TORCH:
         import multiprocessing
 
         from dataprof.backends import get_backend
         from dataprof.backends.threads import thread_loader
 
-        kept = found.start_method_chosen and not try_fork
-        if kept and found.start_method != StartMethod.FORK:
-            notes.append(f"your script starts its workers by {found.start_method}, kept: a start method chosen in "
-                         "the script is often a library's need (not fork-safe: h5py, LMDB, tokenizers, CUDA in the "
-                         "dataset); fork, which starts workers faster, is not tried (--try-fork tries it)")
-        tuned = dataclasses.replace(tuned, start_methods=() if kept else
-                                    tuple(multiprocessing.get_all_start_methods()),
-                                    threads=None if found.iterable or found.built_by else
-                                    thread_loader(get_backend("torch").loader_arguments()),
-                                    shm_free_bytes=run.environment.shm_free_bytes,
-                                    available_ram_bytes=run.environment.available_ram_bytes)
-        if found.built_by and not found.iterable:
-            notes.append(f"threads are not tried: a library builds the loader ({found.built_by[0]}), and a thread "
-                         "loader would replace it in your code")
-    return dataclasses.replace(report, loader=tuned, notes=report.notes + tuple(notes)), found
+        start_methods = tuple(multiprocessing.get_all_start_methods())
+        threads = thread_loader(get_backend("torch").loader_arguments())
+    return tuning(report, run, found, try_fork=try_fork, start_methods=start_methods, threads=threads), found
 
 
 def loader_sweep_of_factory(report: TuneReport, found: LoaderRun, headspace: TuneTrial,
