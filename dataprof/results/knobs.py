@@ -128,6 +128,14 @@ class LoaderConfig:
             return getattr(self, name)
         return dict(self.others).get(name)
 
+    def with_value(self, name: str, value: Any) -> LoaderConfig:
+        """This config with the knob ``name`` at ``value``: its field, or its place in :attr:`others` (a knob with
+        no field of its own; None drops it there)."""
+        if name in self.__dataclass_fields__:
+            return dataclasses.replace(self, **{name: value})
+        others = {**dict(self.others), name: value}
+        return dataclasses.replace(self, others=tuple(sorted((k, v) for k, v in others.items() if v is not None)))
+
     def to_dict(self) -> dict[str, Any]:
         """The framework's own argument names and values (``framework`` itself is in the environment), and
         ``worker_kind``."""

@@ -200,3 +200,11 @@ def test_a_registered_knob_reaches_a_sweeps_decision_its_json_and_both_renderers
     back = Report.from_dict(json.loads(report.to_json()))
     assert back.recommendation is not None and back.recommendation.config == with_timeout
     assert "to5" in ConsoleRenderer(200).render(report) and "to5" in HtmlRenderer().render(report)
+
+
+def test_a_registered_knob_without_a_field_is_set_on_a_config_as_one_with_a_field_is(timeout: Knob) -> None:
+    config = LoaderConfig(2, prefetch_factor=2)
+    assert config.with_value("timeout", 5).value("timeout") == 5 and config.with_value("timeout", 5).label() == \
+        "w2 pf2 respawn to5"
+    assert config.with_value("timeout", 5).with_value("timeout", None) == config
+    assert config.with_value("prefetch_factor", 4) == LoaderConfig(2, prefetch_factor=4)

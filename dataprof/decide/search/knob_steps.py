@@ -4,7 +4,6 @@ start methods copy-on-read growth or a slow start calls for)."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 
 from dataprof.decide.search import evidence
@@ -40,7 +39,7 @@ class KnobSteps:
         for knob, values, because in (*given, *self.evidence(anchor, done)):
             tried = []
             for value in values:
-                config = dataclasses.replace(current.config, **{knob: value})  # type: ignore[arg-type]
+                config = current.config.with_value(knob, value)
                 if config == current.config:
                     continue
                 trial = done.get(config)
