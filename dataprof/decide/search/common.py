@@ -143,6 +143,19 @@ class Climb(Protocol):
         """``trial`` used most of the CPUs it had."""
 
 
+class ClimbStep:
+    """A step of the adaptive climb over the climb it reads (:class:`Climb`): ``propose(done, history)`` is the
+    next config it would measure, or None when it has none (the climb then asks its next step)."""
+
+    def __init__(self, climb: Climb) -> None:
+        self.climb = climb
+        self.space = climb.space
+
+    def propose(self, done: dict[LoaderConfig, TrialResult], history: Sequence[TrialResult]) -> Proposal | None:
+        """The next config this step would measure, and why; None when it has none."""
+        raise NotImplementedError
+
+
 class Searching:
     """What both strategies hold: the space, the budget, and the comparisons measured at the end."""
 

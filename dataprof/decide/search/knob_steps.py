@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from dataprof.decide.search import evidence
-from dataprof.decide.search.common import Climb, Proposal
+from dataprof.decide.search.common import ClimbStep, Proposal
 from dataprof.decide.thresholds import heavy_tail
 from dataprof.results.knobs import LoaderConfig
 from dataprof.results.registry import evidence_knobs
@@ -16,13 +16,9 @@ from dataprof.results.trial import TrialResult
 from dataprof.results.vocabulary import Framework, TrialStatus
 
 
-class KnobSteps:
+class KnobSteps(ClimbStep):
     """The knob steps of the adaptive strategy's climb (:class:`~dataprof.decide.search.adaptive.AdaptiveStrategy`):
     a step of the search, read from the climb's space, budget, pick and judgements."""
-
-    def __init__(self, climb: Climb) -> None:
-        self.climb = climb
-        self.space = climb.space
 
     def propose(self, done: dict[LoaderConfig, TrialResult], history: Sequence[TrialResult]) -> Proposal | None:
         """One knob at a time at the climb's pick (:meth:`AdaptiveStrategy.climb_pick`): pin_memory (PyTorch) or

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from dataprof.decide.recommend import recommend
 from dataprof.decide.search import evidence
-from dataprof.decide.search.common import Climb, Proposal
+from dataprof.decide.search.common import ClimbStep, Proposal
 from dataprof.results.knobs import LoaderConfig
 from dataprof.results.stats import rate
 from dataprof.results.trial import TrialResult
@@ -23,13 +23,9 @@ def gain(new: TrialResult, old: TrialResult) -> str:
     return f"{before} → {after}: {rate(new) / rate(old) - 1:+.0%}"
 
 
-class ThreadSteps:
+class ThreadSteps(ClimbStep):
     """The thread steps of the adaptive strategy's climb (:class:`~dataprof.decide.search.adaptive.AdaptiveStrategy`):
     a step of the search, read from the climb's space, budget, ladder and judgements."""
-
-    def __init__(self, climb: Climb) -> None:
-        self.climb = climb
-        self.space = climb.space
 
     def propose(self, done: dict[LoaderConfig, TrialResult], history: Sequence[TrialResult]) -> Proposal | None:
         """Threads beside the worker processes, where the user asked for both or the evidence calls for them
