@@ -44,8 +44,7 @@ def current_config(loader: Any, framework: str) -> LoaderConfig:
     record says (those that need workers dropped at 0)."""
     workers = int(getattr(loader, "num_workers", 0) or 0)
     return LoaderConfig.of(workers, framework=framework, **{
-        knob.name: knob.read_off(loader) for knob in REGISTRY
-        if knob.keyword and framework in knob.frameworks and (workers > 0 or not knob.needs_workers)})
+        knob.name: knob.read_off(loader) for knob in REGISTRY.arguments(framework, workers)})
 
 
 @dataclass

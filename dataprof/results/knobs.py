@@ -204,9 +204,8 @@ class LoaderConfig:
         not passed; one that needs workers, only with workers); a thread config's ``worker_method`` is the
         backend's to add, where the DataLoader has it."""
         kwargs: dict[str, Any] = {"num_workers": self.num_workers}
-        for knob in REGISTRY:
-            if knob.keyword and self.framework in knob.frameworks and (self.num_workers > 0 or not knob.needs_workers):
-                kwargs[knob.name] = self.value(knob.name)
+        for knob in REGISTRY.arguments(self.framework, self.num_workers):
+            kwargs[knob.name] = self.value(knob.name)
         return {k: v for k, v in kwargs.items() if v is not None}
 
 

@@ -151,6 +151,16 @@ class Registry(Sequence[Knob]):
     def __len__(self) -> int:
         return len(self._knobs)
 
+    def arguments(self, framework: str, workers: int) -> list[Knob]:
+        """The knobs a DataLoader of ``framework`` with ``workers`` takes as arguments, in order (one that needs
+        workers, only with workers)."""
+        return [k for k in self._knobs
+                if k.keyword and framework in k.frameworks and (workers > 0 or not k.needs_workers)]
+
+    def idle(self, workers: int) -> set[str]:
+        """The knobs that mean nothing to a loader with ``workers``: those that need workers, at none."""
+        return set() if workers else {k.name for k in self._knobs if k.needs_workers}
+
     @contextmanager
     def added(self, knob: Knob) -> Iterator[Knob]:
         """``knob`` registered, last, while the block runs."""

@@ -67,9 +67,7 @@ class SearchSpace:
         if thread and workers > 0:
             return self.config(workers, **values).as_threads()
         given: dict[str, Any] = {}
-        for knob in REGISTRY:
-            if not knob.keyword or self.framework not in knob.frameworks or (knob.needs_workers and workers == 0):
-                continue
+        for knob in REGISTRY.arguments(self.framework, workers):
             value = values.get(knob.name, knob.held)
             given[knob.name] = None if knob.name in self.skipped else knob.passed(value, self)
         return LoaderConfig.of(workers, framework=self.framework, **given)

@@ -50,10 +50,8 @@ def cheaper(chosen: Runs, other: Runs, settings: KnobValues, nnodes: int) -> str
 
 def without_idle_knobs(config: KnobValues) -> KnobValues:
     """``config`` without the knobs that need workers when it sets ``num_workers=0``."""
-    if config.get("num_workers", 1):
-        return config
-    idle = {knob.name for knob in REGISTRY if knob.needs_workers}
-    return KnobValues({k: v for k, v in config.items() if k not in idle})
+    idle = REGISTRY.idle(config.get("num_workers", 1) or 0)
+    return KnobValues({k: v for k, v in config.items() if k not in idle}) if idle else config
 
 
 def cost_of(rate_now: float | None, ceiling: float | None) -> float | None:

@@ -11,10 +11,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from dataprof.results.knobs import KnobValues
+from dataprof.results.stats import MIN_NOISE
 from dataprof.results.tune import TuneTrial
 
-NOISE_FLOOR = 0.03
-"""The least relative noise a run of a training is taken to have (a few runs alone say little of it)."""
 AS_FAST = 0.05
 """How much slower than the script's own config a recommended config may be shown to be, at most: the equivalence
 bound of "no slower than yours"."""
@@ -157,12 +156,13 @@ def noise_of(trials: Sequence[TuneTrial]) -> float:
 def pooled_noise(trials: Sequence[TuneTrial]) -> Noise:
     """One run's relative noise, pooled from every config run more than once (the headspace's runs too), as
     :func:`rates` has them (what drift is left in them: an upper bound): √2 × the pooled relative standard
-    deviation (for two runs of one config, their spread over their mean), at least :data:`NOISE_FLOOR`; with its
-    degrees of freedom. Runs put on the script's pace leave the script's own out: their spread is the drift the
-    pace takes out of the others (what the pace's own error adds is in the others' spread)."""
+    deviation (for two runs of one config, their spread over their mean), at least ``MIN_NOISE`` (the floor the
+    sweep's trials have too: ``results.stats``); with its degrees of freedom. Runs put on the script's pace leave
+    the script's own out: their spread is the drift the pace takes out of the others (what the pace's own error
+    adds is in the others' spread)."""
     runs, on = _paced(trials)
     squares, freedom = _spread(runs, others=on)
-    return Noise(NOISE_FLOOR if not freedom else max(NOISE_FLOOR, math.sqrt(2 * squares / freedom)), freedom)
+    return Noise(MIN_NOISE if not freedom else max(MIN_NOISE, math.sqrt(2 * squares / freedom)), freedom)
 
 
 def band(noise: float, one: Sequence[tuple[int, TuneTrial]], other: Sequence[tuple[int, TuneTrial]]) -> float:

@@ -46,10 +46,8 @@ def overridden(init: Callable[..., None], loader: Any, args: tuple[Any, ...], kw
             taken["pin_memory"] = bool(taken.get("pin_memory")) and _can_pin()
             threads = LoaderConfig(num_workers=int(values.pop("num_workers")), worker_kind=WorkerKind.THREAD.value,
                                    **taken)
-    if not values.get("num_workers"):
-        for knob in REGISTRY:
-            if knob.needs_workers:
-                values.pop(knob.name, None)
+    for name in REGISTRY.idle(int(values.get("num_workers") or 0)):
+        values.pop(name, None)
     return values, threads
 
 
@@ -60,7 +58,7 @@ def lost_knobs(loader: Any, asked: Mapping[str, Any]) -> dict[str, Any]:
     if "_dataprof_threads" in loader.__dict__ or asked.get("worker_kind"):
         return {}
     workers = getattr(loader, "num_workers", None)
-    idle = {knob.name for knob in REGISTRY if knob.needs_workers} if not workers else set()
+    idle = REGISTRY.idle(workers or 0)
     lost = {}
     for name in ("num_workers", *(knob.name for knob in REGISTRY if knob.attribute)):
         if name not in asked or not hasattr(loader, name) or name in idle:
