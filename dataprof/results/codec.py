@@ -7,9 +7,9 @@ after its fields in ``JSON_DERIVED`` (read back: ignored). A class with a JSON f
 ``from_dict``: a loader config by its framework's names, a whole document) is written and read with it.
 
 Reading is lenient, as a document of an older dataprof needs: keys it does not know are left out, a key it lacks
-(or holds null for a field that is not optional) takes the field's default; a field with no default that the data
-lacks is a KeyError. :func:`decode` with ``strict=True`` (messages between dataprof's own processes) refuses an
-unknown or missing key instead (:class:`Mismatch`).
+(or holds null for a field that is not optional) takes the field's default, or None where the field may be None;
+any other field the data lacks is a KeyError. :func:`decode` with ``strict=True`` (messages between dataprof's own
+processes) refuses an unknown or missing key instead (:class:`Mismatch`).
 """
 
 from __future__ import annotations
@@ -113,7 +113,9 @@ def from_fields(cls: type[T], data: Mapping[str, Any], *, strict: bool = False) 
         optional = _optional(hints[field.name])
         if key not in data or (data[key] is None and not optional and _has_default(field)):
             if not _has_default(field):
-                raise KeyError(key)
+                if not optional:
+                    raise KeyError(key)
+                values[field.name] = None  # an optional figure a document lacks: not known
             continue
         raw = data[key]
         if meta.get(_TEXT):

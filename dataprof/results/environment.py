@@ -240,5 +240,5 @@ class DatasetInfo:
     """What builds a thread config's loader here (``torch``, ``torchdata.nodes``); None: neither is installed,
     or the target cannot be loaded by threads (an IterableDataset, a DataLoader target, Paddle)."""
     gil: dict[str, Any] | None = None
-    """How much of a sample's ``__getitem__`` releases the GIL (``results.threads.GilShare.to_dict``), measured
+    """How much of a sample's ``__getitem__`` releases the GIL (a ``results.threads.GilShare`` as JSON), measured
     in the probe when threads can load the dataset."""
