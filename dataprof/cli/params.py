@@ -13,7 +13,6 @@ from dataprof.results.text import (
     parse_bytes,
     parse_current,
     parse_knob,
-    parse_knobs,
     parse_percent,
     parse_size,
     parse_workers,
@@ -46,7 +45,6 @@ WORKERS = TextValue(parse_workers)
 SIZE = TextValue(parse_size)
 BYTES = {flag: TextValue(parse_bytes, flag) for flag in ("--ram", "--shm")}
 CURRENT = TextValue(parse_current)
-KNOB_VALUES_TEXT = TextValue(parse_knobs, "--override")
 KEY_VALUE = TextValue(parse_kwarg)
 """The ParamTypes of the options; each turns its text into the typed value the request holds."""
 
