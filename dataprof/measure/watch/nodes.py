@@ -65,11 +65,14 @@ class TuneNodes:
         self.job = job
         self.said = said or (lambda line: print(f"warning: {line}", file=sys.stderr))
         """Where another node says, in one line, what it ignored of node 0's word."""
-        self._listening = listening_on(job.master_addr, job.master_port) if job.leader else None
+        listener = listening_on(job.master_addr, job.master_port) if job.leader else None
+        # the store owns the socket from here and closes it: a Python socket object still holding the descriptor
+        # would close it again when collected, by then perhaps another socket's or pipe's
+        listen_fd = None if listener is None else listener.detach()
         try:
             self.store = TCPStore(job.master_addr, job.master_port, is_master=job.leader,
                                   timeout=timedelta(seconds=job.join_s), wait_for_workers=False,
-                                  master_listen_fd=None if self._listening is None else self._listening.fileno())
+                                  master_listen_fd=listen_fd)
         except (RuntimeError, ValueError, TimeoutError) as exc:
             where = f"{job.master_addr}:{job.master_port}"
             raise DataprofError(

@@ -207,6 +207,18 @@ def test_another_node_says_in_one_line_what_it_ignored_of_node_0_s_word() -> Non
     assert lines == ["node 1: ignored what node 0 said of run 1 that this dataprof does not take: env"]
 
 
+def test_node_0_s_listening_socket_is_its_store_s_alone() -> None:
+    """torch's store closes the socket it is handed: a Python socket object still holding its descriptor would
+    close that number again when collected, by then another socket's or pipe's (a store's, in the next test)."""
+    import gc
+
+    port = free_port()
+    TuneNodes(NodeJob(2, 0, "127.0.0.1", port, join_s=1))
+    holding = [o for o in gc.get_objects() if type(o) is socket.socket and o.fileno() != -1
+               and o.getsockname()[1:2] == (port,)]
+    assert holding == []
+
+
 def test_node_0_s_store_listens_on_the_master_address_alone() -> None:
     import psutil
 
