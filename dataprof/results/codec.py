@@ -9,7 +9,8 @@ after its fields in ``JSON_DERIVED`` (read back: ignored). A class with a JSON f
 Reading is lenient, as a document of an older dataprof needs: keys it does not know are left out, a key it lacks
 (or holds null for a field that is not optional) takes the field's default, or None where the field may be None;
 any other field the data lacks is a KeyError. :func:`decode` with ``strict=True`` (messages between dataprof's own
-processes) refuses an unknown or missing key instead (:class:`Mismatch`).
+processes, and what comes over the network) refuses an unknown or missing key, and a number, text or flag of
+another kind, instead (:class:`Mismatch`).
 """
 
 from __future__ import annotations
@@ -129,6 +130,8 @@ def from_fields(cls: type[T], data: Mapping[str, Any], *, strict: bool = False) 
                 if isinstance(raw, (dict, list)):
                     raise
                 raise ValueError(f"{cls.__name__}: unknown {key} {raw!r}") from exc
+            if strict and not _fits(hints[field.name], raw):
+                raise Mismatch(f"{cls.__name__}: {key} {raw!r} is not a {hints[field.name]}")
     return cls(**values)
 
 
@@ -167,6 +170,18 @@ def value_of(kind: Any, raw: Any) -> Any:
         if kind not in (int, float, str, bool) and callable(reader):
             return reader(raw)
     return raw
+
+
+def _fits(kind: Any, value: Any) -> bool:
+    """Strict reading: whether a number, a text or a flag is of its field's kind (an int where a float goes; never
+    a bool where a number goes). Records, containers and words have been read by their kind already."""
+    if value is None:
+        return _optional(kind)
+    if typing.get_origin(kind) in (typing.Union, types.UnionType):
+        return any(_fits(a, value) for a in typing.get_args(kind) if a is not type(None))
+    if kind in (int, float):
+        return isinstance(value, (int, float) if kind is float else int) and not isinstance(value, bool)
+    return isinstance(value, kind) if kind in (str, bool) else True
 
 
 def _always(record: Any) -> bool:

@@ -66,6 +66,10 @@ def test_reading_is_lenient_for_older_documents_and_strict_for_messages() -> Non
     assert decode(Loose, {"a": 1}) == Loose(1, None)  # an optional figure an older document lacks: not known
     with pytest.raises(Mismatch, match=r"unknown keys \['x'\], missing keys \['b'\]"):
         decode(Strict, {"a": 1, "x": 2}, strict=True)
+    with pytest.raises(Mismatch, match="Strict: b '2' is not a <class 'int'>"):
+        decode(Strict, {"a": 1, "b": "2"}, strict=True)  # what comes over the network: of its field's kind
+    with pytest.raises(Mismatch, match="a True"):
+        decode(Strict, {"a": True, "b": 2}, strict=True)
     with pytest.raises(ValueError, match="Outer: unknown status 'exploded'"):
         decode(Outer, {**old, "status": "exploded"})
 

@@ -188,6 +188,9 @@ def test_what_comes_over_the_network_is_data_checked_field_by_field_and_nothing_
     with pytest.raises(DataprofError, match="not this dataprof's"):
         heard(json.dumps({**crafted, "settings": {**crafted["settings"], "changes": {"knobs": {"num_workers": "x"}}}}),
               3, 1)
+    with pytest.raises(DataprofError, match="not this dataprof's"):
+        heard(json.dumps({**crafted, "settings": {**crafted["settings"], "changes": {"knobs": {}, "replay": "3"}}}),
+              3, 1)
     with pytest.raises(DataprofError, match="is not this one's"):
         heard("not json", 3, 1)
 
