@@ -93,7 +93,7 @@ def join_round(job: StoreMeeting, nonce: Callable[[], str] = lambda: uuid.uuid4(
     joins the round of the ticket before it (``round-<ticket>``). A rank's dataprof killed outright never counts
     its end: the next round then joins its round. A store that cannot be reached gives a nonce of this rank's
     own (it meets no one, as before)."""
-    store = job._connected()
+    store = job.connected()
     if store is None:
         return nonce(), 0
     try:

@@ -161,9 +161,11 @@ class StoreMeeting:
     @property
     def reachable(self) -> bool:
         """Whether the store is reached now (or may be: no try has failed within ``connect_s``)."""
-        return self._connected() is not None
+        return self.connected() is not None
 
-    def _connected(self) -> Any:
+    def connected(self) -> Any:
+        """The store, through this meeting's client: built now if there is none (at most every ``connect_s``); None
+        while it cannot be reached."""
         if self._store is None and self.clock() >= self._retry_at:
             try:
                 import torch.distributed as dist
@@ -179,7 +181,7 @@ class StoreMeeting:
         """The keys under ``prefix`` of this meeting's, on this meeting's client (for the same thread)."""
         inner = StoreMeeting(self.host, self.port, self.prefix + prefix, self.connect_s, self.clock)
         inner._retry_at = self._retry_at  # a store just found unreachable is not tried again at once
-        if self._connected() is not None:
+        if self.connected() is not None:
             import torch.distributed as dist
 
             inner._client = self._client
@@ -193,7 +195,7 @@ class StoreMeeting:
 
     def put(self, key: str, text: str) -> bool:
         """Set the key in the store."""
-        store = self._connected()
+        store = self.connected()
         if store is None:
             return False
         try:
@@ -205,7 +207,7 @@ class StoreMeeting:
 
     def get(self, key: str) -> str | None:
         """The key's value once it is set (``check`` first: ``get`` would wait for it)."""
-        store = self._connected()
+        store = self.connected()
         try:
             return None if store is None or not store.check([key]) else bytes(store.get(key)).decode()
         except Exception:
@@ -214,7 +216,7 @@ class StoreMeeting:
 
     def count(self, key: str, add: int = 0) -> int:
         """The store's atomic counter."""
-        store = self._connected()
+        store = self.connected()
         try:
             return 0 if store is None else int(store.add(key, add))
         except Exception:
@@ -223,7 +225,7 @@ class StoreMeeting:
 
     def remove(self, key: str) -> None:
         """Delete the key from the store."""
-        store = self._connected()
+        store = self.connected()
         with contextlib.suppress(Exception):
             if store is not None:
                 store.delete_key(key)
