@@ -92,10 +92,8 @@ def _record(record: Any) -> dict[str, Any]:
 
 def decode(cls: type[T], data: Mapping[str, Any], *, strict: bool = False) -> T:
     """The record of class ``cls`` that :func:`encode` wrote as ``data``."""
-    own = cls.__dict__.get("from_dict")
-    if own is not None:
-        return own.__get__(None, cls)(data)  # type: ignore[no-any-return]
-    return from_fields(cls, data, strict=strict)
+    own = getattr(cls, "from_dict", None)
+    return own(data) if own is not None else from_fields(cls, data, strict=strict)  # type: ignore[no-any-return]
 
 
 def from_fields(cls: type[T], data: Mapping[str, Any], *, strict: bool = False) -> T:
@@ -160,7 +158,7 @@ def value_of(kind: Any, raw: Any) -> Any:
         key, item = args or (str, Any)
         return {value_of(key, k): value_of(item, v) for k, v in raw.items()}
     if isinstance(kind, type):
-        if dataclasses.is_dataclass(kind) or "from_dict" in kind.__dict__:
+        if dataclasses.is_dataclass(kind) or hasattr(kind, "from_dict"):
             return decode(kind, raw)
         if issubclass(kind, enum.Enum):
             return kind(raw)
