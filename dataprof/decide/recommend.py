@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from dataprof.decide.cost import Cost, cheaper, sweep_cost
 from dataprof.decide.model import LIMITS
-from dataprof.results.registry import REGISTRY
 from dataprof.results.stats import noise_between, speedup
 from dataprof.results.sweep import Recommendation
 from dataprof.results.trial import TrialResult
@@ -23,15 +23,13 @@ def tolerance(a: TrialResult, b: TrialResult) -> float:
     return min(noise_between(a, b), MAX_TRADE)
 
 
-def _cost(trial: TrialResult) -> tuple[int, int, int, int, int, bool]:
-    """Fewer worker processes, fewer threads, less prefetch, fewer knobs changed from the loader's own defaults
-    (those whose records say they cost: Paddle's shared memory and buffer reader, the order, the start method),
-    less memory, no pinning: cheaper. A thread config starts no process: within noise, threads are the lighter
-    loader (one heap, no copies of the main process's pages, nothing through /dev/shm)."""
-    c = trial.config
-    changed = sum(knob.changed(c) for knob in REGISTRY)
-    processes, threads = (0, c.num_workers) if c.threads else (c.num_workers, 0)
-    return (processes, threads, c.prefetch_factor or 0, changed, trial.memory.peak_memory_bytes or 0, c.pin_memory)
+def _cost(trial: TrialResult) -> Cost:
+    """The trial's config's :class:`~dataprof.decide.cost.Cost`: fewer worker processes, fewer threads, less
+    prefetch, fewer knobs changed from the loader's own defaults (first those whose records say they cost:
+    Paddle's shared memory and buffer reader, the order, the start method), less memory, no pinning. A thread
+    config starts no process: within noise, threads are the lighter loader (one heap, no copies of the main
+    process's pages, nothing through /dev/shm)."""
+    return sweep_cost(trial.config, trial.memory.peak_memory_bytes)
 
 
 def _lighter(chosen: TrialResult, other: TrialResult) -> str:
@@ -114,9 +112,7 @@ def _reason(chosen: TrialResult, fastest: TrialResult, ok: Sequence[TrialResult]
         return (f"fastest measured; the next best ({runner_up.config.label()}) is "
                 f"{100 * gap:.1f}% slower, beyond the ±{100 * noise:.1f}% noise")
     gap = 1 - (chosen.samples_per_s or 0.0) / (fastest.samples_per_s or 1.0)
-    saved = fastest.config.num_workers - chosen.config.num_workers
-    cheaper = f"{saved} fewer worker{'s' if saved != 1 else ''}" if saved > 0 else "less memory or buffering"
-    if chosen.config.threads and not fastest.config.threads:
-        cheaper = "threads instead of worker processes" + _lighter(chosen, fastest)
+    words = cheaper(_cost(chosen), _cost(fastest))
+    lighter = _lighter(chosen, fastest) if chosen.config.threads and not fastest.config.threads else ""
     return (f"within noise of the fastest ({fastest.config.label()}: −{100 * gap:.1f}%, noise "
-            f"±{100 * noise_between(chosen, fastest):.1f}%) and uses {cheaper}")
+            f"±{100 * noise_between(chosen, fastest):.1f}%) and {words}{lighter}")

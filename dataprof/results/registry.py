@@ -240,6 +240,7 @@ REGISTRY = Registry((
          "growth, /dev/shm or start-up limits, IPC at the CPU ceiling]. Threads need torchdata (or a DataLoader "
          "with worker_method).", json_rank=7, flag_rank=6, metavar="KINDS", keyword=False,
          held=WorkerKind.PROCESS.value, choices=WORKER_KINDS, ordered=True, nodes=True, reported="worker_kind",
+         loader_default=WorkerKind.PROCESS.value,
          # threads pass batches without pickling and hold no copies, but share the step's interpreter lock
          refine=lambda now, loader: WorkerKind.THREAD.value if loader.threads and now != WorkerKind.THREAD
          else None),

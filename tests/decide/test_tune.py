@@ -62,7 +62,7 @@ def test_the_cheapest_config_shown_as_fast_as_the_fastest_and_no_slower_than_you
     assert abs((answer.recommended_data_cost_fraction or 0) - (1 - 143.5 / 160.0)) < 1e-9
     assert abs(answer.step_slowdown[6] - 0.2) < 1e-9  # w8's step 6 ms against 5 with data for free
     assert "as fast as the fastest (num_workers=8: at least −6% against it, within 10%), no slower than yours " \
-        "(at least +148%), and uses fewer workers (4 against 8)" in answer.reason.replace("-", "−")
+        "(at least +148%), and uses 4 fewer workers (4 against 8)" in answer.reason.replace("-", "−")
     dearer = report(*done.trials[:-3], run({"num_workers": 4}, 130.0), run({"num_workers": 8}, 146.0))
     assert dearer.answer is not None and dearer.trials[dearer.answer.recommended or 0].config == {"num_workers": 8}
     assert "the fastest, no slower than yours" in dearer.answer.reason  # w4 not shown within 10% of it: not cheaper
@@ -145,7 +145,7 @@ def test_fewer_workers_are_cheaper_whatever_their_kind() -> None:
               run({}, 20.1, "headspace"), run({"num_workers": 1}, 10.3), run({"num_workers": 1}, 10.4)]
     done = report(*trials, loader=threaded)
     assert done.answer is not None and done.trials[done.answer.recommended or 0].config == {"num_workers": 1}
-    assert "uses fewer workers (1 against 16)" in done.answer.reason
+    assert "uses 15 fewer threads (1 against 16)" in done.answer.reason
 
 
 def test_a_config_no_faster_than_the_script_s_own_leaves_it_as_it_is() -> None:

@@ -19,8 +19,9 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
+from dataprof.decide.cost import cheaper
 from dataprof.decide.tune.causes import failure_cause
-from dataprof.decide.tune.cost import asks_code, cheaper, cost, cost_of, node_workers
+from dataprof.decide.tune.cost import asks_code, cost, cost_of, node_workers
 from dataprof.decide.tune.memory import over_memory
 from dataprof.decide.tune.noise import (
     MIN_RUNS,
@@ -280,5 +281,6 @@ def _reason(chosen: Runs, fastest: Runs, mine: Runs, noise: Noise, settings: Kno
     if chosen is fastest:
         return f"the fastest, {shown}"
     top, _ = bounds(noise, chosen, fastest)
+    words = cheaper(cost(chosen, settings, nnodes), cost(fastest, settings, nnodes))
     return (f"as fast as the fastest ({label(fastest[0][1])}: at least {top:+.0%} against it, within "
-            f"{NEAR_BEST:.0%}), {shown}, and {cheaper(chosen, fastest, settings, nnodes)}")
+            f"{NEAR_BEST:.0%}), {shown}, and {words}")

@@ -3,12 +3,11 @@ the script, its memory; among configs the runs show as fast, the answer takes th
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
+from dataprof.decide.cost import Cost
+from dataprof.decide.cost import cost as shared_cost
 from dataprof.decide.tune.noise import Runs
 from dataprof.results.knobs import KnobValues
 from dataprof.results.registry import REGISTRY
-from dataprof.results.tune import TuneTrial
 from dataprof.results.vocabulary import WorkerKind
 
 
@@ -17,16 +16,16 @@ def node_workers(config: KnobValues, knobs: KnobValues) -> int:
     return (config | knobs).workers
 
 
-def cost(runs: Sequence[tuple[int, TuneTrial]], settings: KnobValues,
-         nnodes: int = 1) -> tuple[int, int, int, int]:
-    """What a config costs, least first: its workers on every node together (each a CPU's claim, thread or
-    process), its prefetch, the knobs it changes in the script (a node's own counted once more), its memory."""
+def cost(runs: Runs, settings: KnobValues, nnodes: int = 1) -> Cost:
+    """What a config costs (:class:`~dataprof.decide.cost.Cost`): threads in place of the script's worker
+    processes first (new code: never cheaper), then its workers on every node together, its prefetch, the knobs
+    it changes in the script (a node's own counted once more), its memory."""
     trial = runs[0][1]
     config = settings | trial.config
     workers = config.workers * (nnodes - len(trial.node_knobs)) + \
         sum(node_workers(config, knobs) for knobs in trial.node_knobs.values())
-    return (workers, int(config.get("prefetch_factor") or 0), len(trial.config) + len(trial.node_knobs),
-            trial.peak_memory_bytes or 0)
+    return shared_cost(config, trial.config, workers, trial.peak_memory_bytes, len(trial.node_knobs),
+                       asks_code(runs, settings))
 
 
 def asks_code(runs: Runs, settings: KnobValues) -> bool:
@@ -34,18 +33,6 @@ def asks_code(runs: Runs, settings: KnobValues) -> bool:
     knob."""
     return runs[0][1].config.get("worker_kind") == WorkerKind.THREAD and \
         settings.get("worker_kind") != WorkerKind.THREAD
-
-
-def cheaper(chosen: Runs, other: Runs, settings: KnobValues, nnodes: int) -> str:
-    """How ``chosen`` is cheaper than ``other``, in words."""
-    mine, theirs = cost(chosen, settings, nnodes), cost(other, settings, nnodes)
-    if mine[0] != theirs[0]:
-        return f"uses fewer workers ({mine[0]} against {theirs[0]})"
-    if mine[1] != theirs[1]:
-        return f"prefetches less ({mine[1]} against {theirs[1]} batches a worker)"
-    if mine[2] != theirs[2]:
-        return f"changes fewer of your loader's knobs ({mine[2]} against {theirs[2]})"
-    return "uses less memory" if mine[3] < theirs[3] else "costs no more"
 
 
 def without_idle_knobs(config: KnobValues) -> KnobValues:
