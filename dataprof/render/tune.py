@@ -57,7 +57,7 @@ def trials_table(report: TuneReport) -> Table:
             table.add_row(star, name, str(trial.status), *[""] * (len(columns) - 3))
             continue
         slowdown = None if answer is None else answer.step_slowdown.get(index)
-        by_rank = (" / ".join(_num(r.get("data_wait_fraction"), "{:.0%}") for r in trial.ranks),) if ranks else ()
+        by_rank = (" / ".join(_num(r.data_wait_fraction, "{:.0%}") for r in trial.ranks),) if ranks else ()
         table.add_row(star, name, _num(trial.iterations_per_s), _num(trial.data_wait_fraction, "{:.0%}"), *by_rank,
                       _num((trial.step_ms or {}).get("p50"), "{:.1f} ms"), _num(slowdown, "{:+.0%}"),
                       _num(trial.startup_s, "{:.2f} s"), *((_num(trial.gpu_util_percent, "{:.0f}%"),) if gpu else ()))
@@ -107,7 +107,7 @@ def answer_lines(report: TuneReport) -> list[str]:
     else:
         lines.append(f"at {_where(loader)}: keep your settings")
     if chosen.node_knobs:
-        hosts = {str(rank["node"]): rank["host"] for rank in chosen.ranks if rank.get("host") and "node" in rank}
+        hosts = {str(rank.node): rank.host for rank in chosen.ranks if rank.host and rank.node is not None}
 
         def named(node: str) -> str:
             return f"{node} ({hosts[node]})" if node in hosts else node

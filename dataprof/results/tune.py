@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from dataprof.results.codec import encode, named, optional, records
+from dataprof.results.codec import encode, named, optional, records, written_if
 from dataprof.results.document import SCHEMA_VERSION, to_json
 from dataprof.results.knobs import KnobValues, checked_knobs
 from dataprof.results.vocabulary import Kind, TrialStatus, TuneVerdict
@@ -20,6 +20,20 @@ CAUSE_WORDS: dict[str, tuple[str, ...]] = {
 }
 """The causes a run of the training fails for, by the words (lower case) of what says so: a line anywhere in what
 the script wrote to its stderr, or the run's error. Their explanations are ``decide/tune/causes.py``'s."""
+
+
+@dataclass(frozen=True)
+class TuneRank:
+    """One rank of a run over ranks (``--nproc-per-node``, ``--nnodes``): its own figures."""
+
+    rank: int
+    iterations_per_s: float | None
+    data_wait_fraction: float | None
+    step_ms_p50: float | None
+    node: int | None = field(default=None, metadata=written_if(lambda rank: rank.node is not None))
+    """Its node's index in the job (across nodes)."""
+    host: str | None = field(default=None, metadata=written_if(lambda rank: rank.host is not None))
+    """Its node's host name (across nodes, where node 0 heard it)."""
 
 
 @dataclass(frozen=True)
@@ -50,10 +64,9 @@ class TuneTrial:
     wall_s: float = 0.0
     gpu_util_percent: float | None = None
     """The GPU's utilisation over the run, when the training used one (NVML); None otherwise."""
-    ranks: tuple[dict[str, Any], ...] = ()
-    """With ``--nproc-per-node``: each rank's ``rank``, ``iterations_per_s``, ``data_wait_fraction`` and
-    ``step_ms_p50``; the trial's own figures are the slowest rank's (the step waits for it), its CPU and memory
-    every rank's together."""
+    ranks: tuple[TuneRank, ...] = ()
+    """With ``--nproc-per-node``: each rank's figures; the trial's own figures are the slowest rank's (the step
+    waits for it), its CPU and memory every rank's together."""
     stderr_tail: tuple[str, ...] = ()
     """A failed run: the last lines the script wrote to its stderr (its traceback's end)."""
     stderr_causes: tuple[str, ...] = ()

@@ -430,7 +430,7 @@ def test_a_run_of_several_ranks_goes_at_its_slowest_rank_s_pace() -> None:
     trial = trial_of_ranks([stepping, waiting], {"num_workers": 2}, "candidate", None)
     assert trial.ok and trial.iterations_per_s == 24.0 and trial.data_wait_fraction == 0.9
     assert trial.cpu_percent == 2 * stepping.resources.cpu_percent  # type: ignore[attr-defined]
-    assert [(r["rank"], r["iterations_per_s"]) for r in trial.ranks] == [(0, 25.0), (1, 24.0)]
+    assert [(r.rank, r.iterations_per_s) for r in trial.ranks] == [(0, 25.0), (1, 24.0)]
     assert decode(TuneTrial, json.loads(json.dumps(encode(trial)))) == trial
     failed = trial_of_ranks([stepping, dataclasses.replace(waiting, exit_code=1)], {}, "candidate", None)
     assert failed.status == TrialStatus.FAILED and failed.error == "rank 1: the script exited with code 1"

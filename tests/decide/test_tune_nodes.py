@@ -3,11 +3,12 @@ answer may set them on that node alone."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from dataprof.decide.tune import decide_tune, next_run
 from dataprof.render.tune import answer_lines
-from dataprof.results.tune import TunedLoader, TuneReport, TuneTrial
+from dataprof.results.tune import TunedLoader, TuneRank, TuneReport, TuneTrial
 from dataprof.results.vocabulary import TrialStatus
 
 LOADER = TunedLoader("train.py:41", "DataLoader", 8, {"num_workers": 2, "prefetch_factor": 2})
@@ -24,8 +25,8 @@ def job_run(config: dict[str, Any], role: str, node_knobs: dict[str, dict[str, A
     paces = [NODE_RATES[node][int({**LOADER.settings, **config, **node_knobs.get(str(node), {})}["num_workers"])]
              for node in (0, 1)]
     slow = paces.index(min(paces))
-    ranks = tuple({"rank": node, "node": node, "host": f"gpu-{'ab'[node]}", "iterations_per_s": min(paces),
-                   "data_wait_fraction": 0.4 if node == slow else 0.02} for node in (0, 1))
+    ranks = tuple(TuneRank(node, min(paces), 0.4 if node == slow else 0.02, None, node, f"gpu-{'ab'[node]}")
+                  for node in (0, 1))
     return TuneTrial(config, TrialStatus.OK, role, iterations_per_s=min(paces), data_wait_fraction=0.4,
                      ranks=ranks, node_knobs=node_knobs)
 
@@ -58,7 +59,7 @@ def test_the_node_whose_ranks_wait_for_data_gets_workers_of_its_own_when_the_job
 def test_on_one_node_or_when_no_node_waits_for_data_no_node_gets_its_own() -> None:
     assert not any(t.node_knobs for t in search(1).trials)
     quiet = tuple(TuneTrial(t.config, t.status, t.role, iterations_per_s=t.iterations_per_s,
-                            ranks=tuple({**r, "data_wait_fraction": 0.05} for r in t.ranks))
+                            ranks=tuple(dataclasses.replace(r, data_wait_fraction=0.05) for r in t.ranks))
                   for t in (job_run({}, "current"), job_run({}, "headspace"), job_run({}, "current"),
                             job_run({"num_workers": 4}, "candidate"), job_run({"num_workers": 1}, "candidate"),
                             job_run({"num_workers": 1, "prefetch_factor": 4}, "candidate")))

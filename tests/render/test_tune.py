@@ -6,7 +6,7 @@ import dataclasses
 
 from dataprof.decide.tune import decide_tune
 from dataprof.render.tune import answer_lines
-from dataprof.results.tune import LoaderSweep, TunedLoader, TuneReport, TuneTrial
+from dataprof.results.tune import LoaderSweep, TunedLoader, TuneRank, TuneReport, TuneTrial
 from dataprof.results.vocabulary import TrialStatus
 
 LOADER = TunedLoader("train.py:46", "DataLoader", 32, {"num_workers": 0})
@@ -86,7 +86,7 @@ def test_runs_of_several_ranks_show_each_rank_s_data_wait() -> None:
 
     def ranked(config: dict[str, object], role: str, waits: tuple[float, float]) -> TuneTrial:
         return dataclasses.replace(run(config, 20.0, role), data_wait_fraction=max(waits), ranks=tuple(
-            {"rank": n, "iterations_per_s": 20.0, "data_wait_fraction": w, "step_ms_p50": 40.0}
+            TuneRank(n, 20.0, w, 40.0)
             for n, w in enumerate(waits)))
 
     def shown(report: TuneReport) -> str:

@@ -11,7 +11,7 @@ from typing import Any
 from dataprof.results.knobs import KnobValues
 from dataprof.results.run import LoaderRun, RunReport
 from dataprof.results.sweep import Report
-from dataprof.results.tune import LoaderSweep, TunedLoader, TuneTrial
+from dataprof.results.tune import LoaderSweep, TunedLoader, TuneRank, TuneTrial
 from dataprof.results.vocabulary import TrialStatus, WorkerKind
 
 TRIAL_TAIL = 5
@@ -188,8 +188,7 @@ def trial_of_ranks(runs: Sequence[RunReport], config: KnobValues, role: str, sit
         pacing, iterations_per_s=slowest.iterations_per_s, samples_per_s=slowest.samples_per_s,
         cpu_percent=sum(cpu) if cpu else None, peak_memory_bytes=sum(memory) if memory else None,
         wall_s=max(t.wall_s for t in trials),
-        ranks=tuple({"rank": rank, "iterations_per_s": t.iterations_per_s, "data_wait_fraction": t.data_wait_fraction,
-                     "step_ms_p50": (t.step_ms or {}).get("p50"),
-                     **({} if per_node is None else {"node": rank // per_node}),
-                     **({} if per_node is None or hosts is None else {"host": hosts[rank]})}
+        ranks=tuple(TuneRank(rank, t.iterations_per_s, t.data_wait_fraction, (t.step_ms or {}).get("p50"),
+                             None if per_node is None else rank // per_node,
+                             None if per_node is None or hosts is None else hosts[rank])
                     for rank, t in enumerate(trials)))

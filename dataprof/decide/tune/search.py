@@ -240,8 +240,8 @@ def node_climb(report: TuneReport, seen: set[Key]) -> Step | None:
     waits: dict[str, list[float]] = {}
     for _, trial in rates(report.trials).get(key_of(lead), []):
         for rank in trial.ranks:  # each rank's node is there across nodes, its data wait where it had batches
-            if "node" in rank and rank["data_wait_fraction"] is not None:
-                waits.setdefault(str(rank["node"]), []).append(float(rank["data_wait_fraction"]))
+            if rank.node is not None and rank.data_wait_fraction is not None:
+                waits.setdefault(str(rank.node), []).append(rank.data_wait_fraction)
     if len(waits) < 2:
         return None
     node, wait = max(((node, statistics.median(found)) for node, found in waits.items()), key=lambda item: item[1])
