@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataprof.decide.budgets import available_cpus
 from dataprof.decide.recommend import MAX_TRADE, recommend
 from dataprof.decide.search import evidence
-from dataprof.decide.search.common import Budget, Proposal, Searching
+from dataprof.decide.search.common import Budget, Proposal, Searching, first_of
 from dataprof.decide.search.knob_steps import KnobSteps
 from dataprof.decide.search.threads import ThreadSteps, gain
 from dataprof.results.knobs import LoaderConfig, baseline
@@ -65,10 +65,10 @@ class AdaptiveStrategy(Searching):
         mine = self._current_step(done)
         if mine is not None:
             return mine
-        for step in (self._climb, self._dip, self._refine, self.knob_steps.propose, self.thread_steps.propose):
-            proposal = step(done, history)
-            if proposal is not None:
-                return proposal
+        proposal = first_of((self._climb, self._dip, self._refine, self.knob_steps.propose,
+                             self.thread_steps.propose), done, history)
+        if proposal is not None:
+            return proposal
         best = max((t for t in history if t.status == TrialStatus.OK), key=rate, default=None)
         return self._rule_of_thumb_step(history, best) or Proposal(None, self._stop_reason(done, history, best))
 

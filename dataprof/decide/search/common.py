@@ -1,13 +1,14 @@
 """What every strategy shares: a proposal, the budget a proposal must fit, the rules of thumb measured for
-comparison, the state both strategies hold, and a config measured twice pooled as one trial."""
+comparison, the state both strategies hold, a config measured twice pooled as one trial, and how a search's steps
+are chained (``first_of``: tune's too)."""
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol, TypeVar
 
 from dataprof.decide.budgets import HEADROOM, memory_fit, shm_fits, shm_in_flight
 from dataprof.results.environment import DatasetInfo, Environment, ProbeReply
@@ -154,6 +155,16 @@ class ClimbStep:
     def propose(self, done: dict[LoaderConfig, TrialResult], history: Sequence[TrialResult]) -> Proposal | None:
         """The next config this step would measure, and why; None when it has none."""
         raise NotImplementedError
+
+
+P = TypeVar("P")
+
+
+def first_of(steps: Iterable[Callable[..., P]], *state: Any) -> P | None:
+    """What the first of ``steps`` proposes, each asked in turn with the search's ``state`` (None: none has
+    anything): how both engines chain their steps, the sweep's climb (``AdaptiveStrategy.propose``) and tune's
+    runs (``tune.search.next_run``)."""
+    return next((proposal for step in steps if (proposal := step(*state)) is not None), None)
 
 
 class Searching:

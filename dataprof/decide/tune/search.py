@@ -12,8 +12,9 @@ and the contenders of a close call."""
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
+from dataprof.decide.search.common import first_of
 from dataprof.decide.tune.answer import unsettled
 from dataprof.decide.tune.cost import node_workers
 from dataprof.decide.tune.memory import over_memory
@@ -43,34 +44,52 @@ node that has its own (by the node's index, on top of the first)."""
 def next_run(report: TuneReport, runs_left: int | None = None) -> Step | None:
     """The next run of the training to try, or None when the search is done. ``runs_left``: how many more runs
     the budget holds, as the runs so far took (None: no end in sight); the runs the answer needs to be confirmed
-    come first once no more fit beside them."""
+    come first once no more fit beside them. The steps are asked in turn (:func:`first_of`, as the sweep's climb
+    asks its own), each with the runs so far, the configs run and the runs left."""
     roles = [t.role for t in report.trials]
     if "current" not in roles:
         return KnobValues(), "current"
     if "headspace" not in roles:
         return KnobValues(), "headspace"
-    current = report.by_role("current")
-    if not current or report.loader is None or report.answer is None:
+    if not report.by_role("current") or report.loader is None or report.answer is None:
         return None
     seen = {key_of(t) for t in report.trials if t.role != "headspace"}
+    steps: tuple[Callable[[TuneReport, set[Key], int | None], Step | None], ...] = (
+        _sweep_pick, _last_runs, _yours_again, _headspace_again, _candidate, node_climb, _confirmation)
+    return first_of(steps, report, seen, runs_left)
+
+
+def _sweep_pick(report: TuneReport, seen: set[Key], runs_left: int | None) -> Step | None:
+    """The loader-only sweep's pick, once."""
     picked = report.loader_sweep.config if report.loader_sweep is not None else None
-    if picked and key(picked) not in seen:
-        return picked, "sweep"
-    if runs_left is not None and runs_left <= _needed(report) and (confirm := confirm_run(report)) is not None:
-        return confirm  # the budget holds no more than the leading config needs to be recommended
-    if roles.count("current") < 2 or _since_yours(report) >= YOURS_EVERY:
-        return KnobValues(), "current"
-    if roles.count("headspace") < HEADSPACE_RUNS:  # the data cost's band: its ceiling run twice, interleaved
-        return KnobValues(), "headspace"
+    return (picked, "sweep") if picked and key(picked) not in seen else None
+
+
+def _last_runs(report: TuneReport, seen: set[Key], runs_left: int | None) -> Step | None:
+    """The runs the leading config needs to be recommended, once the budget holds no more than those."""
+    return confirm_run(report) if runs_left is not None and runs_left <= _needed(report) else None
+
+
+def _yours_again(report: TuneReport, seen: set[Key], runs_left: int | None) -> Step | None:
+    """The script as it is: a second time, then after every :data:`YOURS_EVERY` runs of others."""
+    again = [t.role for t in report.trials].count("current") < 2 or _since_yours(report) >= YOURS_EVERY
+    return (KnobValues(), "current") if again else None
+
+
+def _headspace_again(report: TuneReport, seen: set[Key], runs_left: int | None) -> Step | None:
+    """The headspace a second time: the data cost's band (its ceiling run twice, interleaved)."""
+    few = [t.role for t in report.trials].count("headspace") < HEADSPACE_RUNS
+    return (KnobValues(), "headspace") if few else None
+
+
+def _candidate(report: TuneReport, seen: set[Key], runs_left: int | None) -> Step | None:
+    """The worker climb around the leading config, then its refinements (not around a config of its own for
+    some nodes)."""
     assert report.answer is not None and report.answer.leading is not None
-    if not report.trials[report.answer.leading].node_knobs:
-        step = _climb(report, seen) or refinement(report, seen)
-        if step is not None:
-            return step, "candidate"
-    node_step = node_climb(report, seen)
-    if node_step is not None:
-        return node_step
-    return _confirmation(report)
+    if report.trials[report.answer.leading].node_knobs:
+        return None
+    step = _climb(report, seen) or refinement(report, seen)
+    return None if step is None else (step, "candidate")
 
 
 HEADSPACE_RUNS = 2
@@ -120,7 +139,7 @@ def confirm_run(report: TuneReport) -> Step | None:
     return (KnobValues(), "current") if last_mine < leading[-1][0] else _again(leading[0][1])
 
 
-def _confirmation(report: TuneReport) -> Step | None:
+def _confirmation(report: TuneReport, seen: set[Key], runs_left: int | None) -> Step | None:
     """More runs where one may change the answer: a second look at each config run once that fell short of the
     fastest beyond the noise but within :data:`SECOND_LOOK` times it; the leading config's second run; then a
     close call: the leading config, the fastest, and the fastest other one when it is within the noise of the
@@ -228,7 +247,7 @@ NODE_WAIT = 0.1
 runs gets workers of its own tried: its loaders pace the whole job."""
 
 
-def node_climb(report: TuneReport, seen: set[Key]) -> Step | None:
+def node_climb(report: TuneReport, seen: set[Key], runs_left: int | None = None) -> Step | None:
     """Across nodes, once the climb for every node is done: half the workers (none, from one), then twice (two,
     from none) on the node whose ranks wait most for data in the leading config's runs, every other node kept as
     that config has it (a node with fewer CPUs, slower storage or more load may want workers of its own, and a run
