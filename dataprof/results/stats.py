@@ -1,5 +1,9 @@
-"""The statistics every layer shares: percentiles, a trial's rate and speedup, the noise between two trials,
-the throughput curve.
+"""The statistics every layer shares: percentiles, a trial's rate and speedup, the throughput curve, and the one
+noise model both engines judge by: a measurement's relative noise, its floor (:data:`MIN_NOISE`) and how far a
+range reaches at the degrees of freedom it was judged over (:func:`confidence`). A sweep's trial brings its
+window's own standard error, judged over many batches (two of them either side: :func:`noise_between`); ``tune``
+pools one run's noise between runs of a config (``decide.tune.noise``: how runs are paced and pooled), judged
+over few runs (Student's t).
 
 Pure functions of result data (stdlib only), so the trial's summary, the
 search, the recommendation, the diagnosis, ``dataprof inspect`` and the
@@ -12,11 +16,35 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from dataprof.results.trial import TrialResult
 
 MIN_NOISE = 0.03
 """Differences under 3% are never called real, however quiet the trials were."""
+
+
+@dataclass(frozen=True)
+class Noise:
+    """One measurement's relative noise (its standard deviation over its value), and the degrees of freedom it was
+    judged over (0: not judged; the floor :data:`MIN_NOISE` stands in)."""
+
+    relative: float
+    freedom: int = 0
+
+
+T95 = {1: 6.314, 2: 2.920, 3: 2.353, 4: 2.132, 5: 2.015, 6: 1.943, 7: 1.895, 8: 1.860, 9: 1.833, 10: 1.812,
+       12: 1.782, 15: 1.753, 20: 1.725, 30: 1.697, 60: 1.671}
+"""Student's t at 95%, one-sided, by degrees of freedom (1.645 past them: the noise known)."""
+
+
+def confidence(freedom: int) -> float:
+    """How many of its bands a ratio's range reaches either side when the noise was pooled over ``freedom``
+    degrees of freedom: Student's t at 95% one-sided (a noise judged from few runs may be judged low: its bound
+    widens), the nearest fewer tabled (:data:`T95`)."""
+    if freedom < 1:
+        return T95[1]
+    return next((T95[df] for df in sorted(T95, reverse=True) if df <= freedom), T95[1]) if freedom <= 60 else 1.645
 
 
 def percentile(values: Sequence[float], q: float) -> float:

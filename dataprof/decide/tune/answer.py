@@ -27,7 +27,6 @@ from dataprof.decide.tune.noise import (
     MIN_RUNS,
     NEAR_BEST,
     Key,
-    Noise,
     Runs,
     as_fast,
     bounds,
@@ -41,6 +40,7 @@ from dataprof.decide.tune.noise import (
     rates,
 )
 from dataprof.results.knobs import KnobValues
+from dataprof.results.stats import Noise
 from dataprof.results.tune import TuneAnswer, TuneReport, TuneTrial
 from dataprof.results.vocabulary import TuneVerdict, WorkerKind
 

@@ -1,6 +1,7 @@
-"""The noise model of ``dataprof tune``'s runs (pure): runs grouped by config, put on the script's pace where the
-machine drifted, one run's noise pooled from the configs run more than once, and the range of one config's rate
-over another's at that noise: what the answer (``answer``) and the search (``search``) compare configs by."""
+"""``dataprof tune``'s runs under the noise model (``results.stats``'s, pure): runs grouped by config, put on the
+script's pace where the machine drifted, one run's noise pooled from the configs run more than once, and the range
+of one config's rate over another's at that noise: what the answer (``answer``) and the search (``search``)
+compare configs by."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from dataprof.results.knobs import KnobValues
-from dataprof.results.stats import MIN_NOISE
+from dataprof.results.stats import MIN_NOISE, Noise, confidence
 from dataprof.results.tune import TuneTrial
 
 AS_FAST = 0.05
@@ -20,18 +21,6 @@ bound of "no slower than yours"."""
 NEAR_BEST = 0.10
 """How much slower than the fastest config a recommended config may be shown to be, at most: the equivalence
 bound of "as fast as the fastest"."""
-T95 = {1: 6.314, 2: 2.920, 3: 2.353, 4: 2.132, 5: 2.015, 6: 1.943, 7: 1.895, 8: 1.860, 9: 1.833, 10: 1.812,
-       12: 1.782, 15: 1.753, 20: 1.725, 30: 1.697, 60: 1.671}
-"""Student's t at 95%, one-sided, by degrees of freedom (1.645 past them: the noise known)."""
-
-
-def confidence(freedom: int) -> float:
-    """How many of its bands a ratio's range reaches either side when the noise was pooled over ``freedom``
-    degrees of freedom: Student's t at 95% one-sided (a noise judged from few runs may be judged low: its bound
-    widens), the nearest fewer tabled (:data:`T95`)."""
-    if freedom < 1:
-        return T95[1]
-    return next((T95[df] for df in sorted(T95, reverse=True) if df <= freedom), T95[1]) if freedom <= 60 else 1.645
 MIN_RUNS = 2
 """Runs a config other than the script's own needs before it is recommended."""
 
@@ -138,14 +127,6 @@ def _spread(trials: Sequence[TuneTrial], others: bool = False) -> tuple[float, i
         squares += sum(((v - mean) / mean) ** 2 for v in values)
         freedom += len(values) - 1
     return squares, freedom
-
-
-@dataclasses.dataclass(frozen=True)
-class Noise:
-    """One run's relative noise, and the degrees of freedom it was pooled over."""
-
-    relative: float
-    freedom: int = 0
 
 
 def noise_of(trials: Sequence[TuneTrial]) -> float:
