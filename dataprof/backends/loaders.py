@@ -18,6 +18,8 @@ from dataprof.backends.common import batch_size_of, describe_sample, footprint
 from dataprof.backends.construction import constructed_with
 from dataprof.backends.target import LOADER_CLASSES, describe_exception, loader_framework
 from dataprof.errors import TargetError
+from dataprof.results.codec import encode
+from dataprof.results.environment import UserLoader
 from dataprof.results.knobs import LoaderConfig, baseline
 from dataprof.results.registry import KNOBS, REGISTRY
 
@@ -174,20 +176,16 @@ class LoaderTemplate:
         extra = sorted(n for n, p in self.parameters.items() if n not in base and n in self.arguments
                        and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD))
         sampler = self._given(self.arguments, "sampler")
-        return {
-            "class": f"{self.cls.__module__}.{self.cls.__qualname__}",
-            "batch_size": self.batch_size,
-            "batch_sampler": _name(type(self.batch_sampler)) if self.batch_sampler is not None else None,
-            "sampler": None if sampler is None else type(sampler).__name__,
-            "shuffle": bool(self._given(self.arguments, "shuffle")) or type(sampler).__name__ == "RandomSampler",
-            "drop_last": bool(self._given(self.arguments, "drop_last")),
-            "collate_fn": _name(self._given(self.arguments, "collate_fn")),
-            "worker_init_fn": _name(self._given(self.arguments, "worker_init_fn")),
-            "extra_arguments": extra,
-            "current": self.current.to_dict(),
-            "rebuilt_from": "its constructor call" if self.recorded else "its attributes",
-            "origin": self.origin,
-        }
+        return encode(UserLoader(
+            cls=f"{self.cls.__module__}.{self.cls.__qualname__}", batch_size=self.batch_size,
+            batch_sampler=_name(type(self.batch_sampler)) if self.batch_sampler is not None else None,
+            sampler=None if sampler is None else type(sampler).__name__,
+            shuffle=bool(self._given(self.arguments, "shuffle")) or type(sampler).__name__ == "RandomSampler",
+            drop_last=bool(self._given(self.arguments, "drop_last")),
+            collate_fn=_name(self._given(self.arguments, "collate_fn")),
+            worker_init_fn=_name(self._given(self.arguments, "worker_init_fn")), extra_arguments=tuple(extra),
+            current=self.current, rebuilt_from="its constructor call" if self.recorded else "its attributes",
+            origin=self.origin))
 
 
 def _bound(cls: type, recorded: tuple[tuple[Any, ...], dict[str, Any]]) -> dict[str, Any] | None:

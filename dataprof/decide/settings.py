@@ -14,8 +14,8 @@ from typing import Any
 from dataprof.decide.workers import at_least, worker_space
 from dataprof.errors import UsageError
 from dataprof.results.codec import encode
-from dataprof.results.environment import CpuBudget, ProbeReply, RankInfo
-from dataprof.results.knobs import DEFAULT_BATCH_SIZE, LoaderConfig
+from dataprof.results.environment import CpuBudget, ProbeReply, RankInfo, UserLoader
+from dataprof.results.knobs import DEFAULT_BATCH_SIZE
 from dataprof.results.registry import FRAMEWORKS, KNOBS, REGISTRY, START_METHODS, Knob, record_of
 from dataprof.results.request import SPLITS, MemoryLimit, SweepOptions, SweepRequest, split_target
 from dataprof.results.settings import CACHE_MODES, SweepSettings
@@ -211,25 +211,22 @@ def thread_facts(space: SearchSpace, reply: ProbeReply) -> dict[str, Any]:
             "worker_kinds": kinds if kinds or not space.worker_kinds else ("process",)}
 
 
-def settle_loader(settings: SweepSettings, loader: dict[str, Any], batch_samples: int | None) -> SweepSettings:
+def settle_loader(settings: SweepSettings, loader: UserLoader, batch_samples: int | None) -> SweepSettings:
     """A DataLoader target's own batch size, order and settings (``loader``: the probe's ``loader`` block);
     a UsageError for an option that would contradict what the loader keeps."""
-    name = loader["class"].rpartition(".")[2]
+    name = loader.name
     if settings.current is not None:
         raise UsageError(f"--current: {name} carries its own settings; --current is for a Dataset target")
     for flag, value in (("--shuffle", settings.shuffle), ("--drop-last", settings.drop_last)):
         if value:
             raise UsageError(f"{flag}: {name} keeps its own sampler and drop_last; set them where the loader "
                              "is built")
-    if settings.batch_size_given and loader.get("batch_sampler"):
+    if settings.batch_size_given and loader.batch_sampler:
         raise UsageError(f"--batch-size {settings.batch_size}: {name} takes its batches from its batch_sampler "
-                         f"({loader['batch_sampler']}), which decides their size and wins; drop --batch-size")
-    batch_size = settings.batch_size if settings.batch_size_given else \
-        loader.get("batch_size") or batch_samples or 1
-    return dataclasses.replace(settings, batch_size=batch_size, shuffle=bool(loader.get("shuffle")),
-                               drop_last=bool(loader.get("drop_last")),
-                               current=LoaderConfig.from_dict(loader["current"]),
-                               current_source=loader.get("origin") or name)
+                         f"({loader.batch_sampler}), which decides their size and wins; drop --batch-size")
+    batch_size = settings.batch_size if settings.batch_size_given else loader.batch_size or batch_samples or 1
+    return dataclasses.replace(settings, batch_size=batch_size, shuffle=loader.shuffle, drop_last=loader.drop_last,
+                               current=loader.current, current_source=loader.origin or name)
 
 
 def check_device(requested: str) -> None:

@@ -10,13 +10,13 @@ report's.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from dataprof.decide.crashes import explained
 from dataprof.decide.diagnose.facts import cpus_text
 from dataprof.decide.search import AUTOTUNE_RULE
 from dataprof.render.cache import storage_text
 from dataprof.render.threads import kinds_text, thread_loader_code
+from dataprof.results.environment import UserLoader
 from dataprof.results.knobs import LoaderConfig
 from dataprof.results.plan import Feeding
 from dataprof.results.sweep import AutotuneRun, Report
@@ -115,17 +115,16 @@ def start_method_text(report: Report) -> str:
     return f"workers start by {default} (Python's default here{measured})"
 
 
-def loader_text(loader: dict[str, Any]) -> str:
+def loader_text(loader: UserLoader) -> str:
     """``your TaggedLoader (batch_size 8, sampler EvenSampler, …, also tag): rebuilt for each trial …``."""
-    kept = [f"batch_sampler {loader['batch_sampler']}" if loader.get("batch_sampler")
-            else f"batch_size {loader.get('batch_size')}"]
-    kept += [f"{name} {loader[name]}" for name in ("sampler", "collate_fn", "worker_init_fn") if loader.get(name)]
-    kept += ["shuffle"] * bool(loader.get("shuffle")) + ["drop_last"] * bool(loader.get("drop_last"))
-    if loader.get("extra_arguments"):
-        kept.append(f"its own {', '.join(loader['extra_arguments'])}")
-    name = str(loader.get("class", "DataLoader")).rpartition(".")[2]
-    where = f" from {loader['origin']}" if loader.get("origin") else ""
-    return (f"your {name}{where} ({', '.join(kept)}): rebuilt from {loader.get('rebuilt_from', 'its arguments')} "
+    kept = [f"batch_sampler {loader.batch_sampler}" if loader.batch_sampler else f"batch_size {loader.batch_size}"]
+    kept += [f"{name} {value}" for name in ("sampler", "collate_fn", "worker_init_fn")
+             if (value := getattr(loader, name))]
+    kept += ["shuffle"] * loader.shuffle + ["drop_last"] * loader.drop_last
+    if loader.extra_arguments:
+        kept.append(f"its own {', '.join(loader.extra_arguments)}")
+    where = f" from {loader.origin}" if loader.origin else ""
+    return (f"your {loader.name}{where} ({', '.join(kept)}): rebuilt from {loader.rebuilt_from} "
             "for each trial, only the swept knobs changed")
 
 
@@ -173,13 +172,13 @@ def changes_line(report: Report) -> str:
     """The user's loader call with only the knobs the recommendation changes (``...``: the rest as it is)."""
     mine, rec = report.current, report.recommendation
     assert mine is not None and rec is not None
-    loader = (report.dataset.loader if report.dataset is not None else None) or {}
-    name = str(loader.get("class", "")).rpartition(".")[2] or \
+    loader = report.dataset.loader if report.dataset is not None else None
+    name = loader.name if loader is not None else \
         ("paddle.io.DataLoader" if rec.config.framework == Framework.PADDLE else "DataLoader")
     if not mine.changes:
         return f"keep your {name}(...) as it is"
     values = rec.config.to_dict()
-    where = f"in {loader['origin']}, " if loader.get("origin") else ""
+    where = f"in {loader.origin}, " if loader is not None and loader.origin else ""
     return (f"{name}(..., {', '.join(f'{knob}={values[knob]!r}' for knob in mine.changes)})  "
             f"# {where}the rest as you have it")
 

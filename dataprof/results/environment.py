@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from dataprof.results.codec import named, optional
+from dataprof.results.knobs import LoaderConfig
 from dataprof.results.vocabulary import DatasetKind, Framework
 
 
@@ -151,6 +153,36 @@ class Environment:
 
 
 @dataclass(frozen=True)
+class UserLoader:
+    """A DataLoader target: what the sweep keeps of the user's loader, rebuilt for each trial with only the swept
+    knobs changed (``dataset.loader`` in a sweep's document)."""
+
+    cls: str = field(metadata=named("class"))
+    """Its class, by module and name."""
+    batch_size: int | None = None
+    batch_sampler: str | None = None
+    """Its batch sampler's class, when it has one (it decides the batches)."""
+    sampler: str | None = None
+    shuffle: bool = False
+    drop_last: bool = False
+    collate_fn: str | None = None
+    worker_init_fn: str | None = None
+    extra_arguments: tuple[str, ...] = ()
+    """The arguments of a DataLoader subclass's own that it was given."""
+    current: LoaderConfig | None = None
+    """Its own settings of the swept knobs."""
+    rebuilt_from: str = "its arguments"
+    """``its constructor call`` (recorded as it was made) or ``its attributes``."""
+    origin: str | None = None
+    """Where it was built (``train.py:41``)."""
+
+    @property
+    def name(self) -> str:
+        """Its class's own name (``DataLoader``)."""
+        return self.cls.rpartition(".")[2]
+
+
+@dataclass(frozen=True)
 class ProbeReply:
     """What the sweep's probe found in the host that runs the trials: the framework and its DataLoader's arguments
     there, the start methods, what builds thread workers and how much of a sample releases the GIL, and a
@@ -173,7 +205,7 @@ class ProbeReply:
     """Share of a sample's time that releases the GIL, and its upper bound (None: not measured)."""
     gil_release_high: float | None = None
     free_threaded: bool = False
-    loader: dict[str, Any] | None = None
+    loader: UserLoader | None = None
     """A DataLoader target's own block: its class, batch size, sampler and settings."""
     batch_samples: int | None = None
     """Samples in a DataLoader target's first batch."""
@@ -190,7 +222,8 @@ class ProbeReply:
                    sharing_strategy=message.get("sharing_strategy", "file_descriptor"),
                    thread_loader=message.get("thread_loader"), gil_release=gil.get("release"),
                    gil_release_high=gil.get("release_high"), free_threaded=bool(gil.get("free_threaded")),
-                   loader=message.get("loader") or None, batch_samples=message.get("batch_samples"))
+                   loader=optional(UserLoader, message.get("loader") or None),
+                   batch_samples=message.get("batch_samples"))
 
 
 @dataclass(frozen=True)
@@ -233,7 +266,7 @@ class DatasetInfo:
     build: str | None = None
     """How trials got the dataset: ``per_trial`` (each built its own, as cold as a training process) or
     ``once`` (built once; every trial forked from the process that built it and never iterated it)."""
-    loader: dict[str, Any] | None = None
+    loader: UserLoader | None = None
     """A DataLoader target: what the sweep keeps of the user's loader (its class, batch size, sampler,
     collate_fn, worker_init_fn, other arguments) and its own settings (``current``); None for a Dataset."""
     thread_loader: str | None = None

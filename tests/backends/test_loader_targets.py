@@ -23,7 +23,7 @@ from dataprof.decide.sweep import decide
 from dataprof.errors import TargetError, UsageError
 from dataprof.render import view
 from dataprof.results.codec import decode
-from dataprof.results.environment import DatasetInfo, Environment
+from dataprof.results.environment import DatasetInfo, Environment, UserLoader
 from dataprof.results.knobs import LoaderConfig
 from dataprof.results.settings import SweepSettings
 from dataprof.results.space import SearchSpace
@@ -138,9 +138,8 @@ def test_the_datamodule_runs_prepare_data_and_setup_before_its_loader(fx: Module
     assert module.stages[-2:] == ["prepare_data", "fit"]
 
 
-LOADER_INFO = {"class": "pkg.TaggedLoader", "batch_size": 8, "batch_sampler": None, "shuffle": True,
-               "drop_last": False, "current": {"num_workers": 2, "pin_memory": False, "prefetch_factor": 2,
-                                               "persistent_workers": True}}
+LOADER_INFO = UserLoader("pkg.TaggedLoader", batch_size=8, shuffle=True, current=LoaderConfig(2, False, 2, True))
+SAMPLED = dataclasses.replace(LOADER_INFO, batch_size=None, batch_sampler="MySampler")
 
 
 def test_a_loader_target_settles_batch_size_order_and_your_settings() -> None:
@@ -150,7 +149,7 @@ def test_a_loader_target_settles_batch_size_order_and_your_settings() -> None:
     assert settled.current == LoaderConfig(2, False, 2, True)
     given = settle_loader(dataclasses.replace(settings, batch_size=32, batch_size_given=True), LOADER_INFO, 8)
     assert given.batch_size == 32
-    no_batch_size = settle_loader(settings, dict(LOADER_INFO, batch_size=None, batch_sampler="MySampler"), 10)
+    no_batch_size = settle_loader(settings, SAMPLED, 10)
     assert no_batch_size.batch_size == 10
 
 
@@ -163,7 +162,7 @@ def test_a_loader_target_settles_batch_size_order_and_your_settings() -> None:
 def test_options_that_contradict_the_loader_are_usage_errors(change: dict[str, Any], message: str) -> None:
     settings = dataclasses.replace(SweepSettings(target="t.py:f", space=SearchSpace((0, 2))), **change)
     with pytest.raises(UsageError, match=message):
-        settle_loader(settings, dict(LOADER_INFO, batch_size=None, batch_sampler="MySampler"), 10)
+        settle_loader(settings, SAMPLED, 10)
 
 
 @pytest.mark.parametrize("strategy", [AdaptiveStrategy, GridStrategy])
@@ -187,7 +186,7 @@ def trial(config: LoaderConfig, rate: float, status: str = "ok") -> TrialResult:
 def report_with(trials: list[TrialResult], current: LoaderConfig | None, source: str = "TaggedLoader") -> Report:
     settings = {"batch_size": 8, "current": None if current is None else current.to_dict(),
                 "current_source": source, "rules_of_thumb": False, "workers": [0, 2, 8]}
-    loader = {"class": "pkg.TaggedLoader"} if source != "--current" else None
+    loader = UserLoader("pkg.TaggedLoader") if source != "--current" else None
     env = Environment(cpu_count=2, usable_cpus=2, cpu_reason="2 usable CPUs", ram_bytes=8 << 30,
                       available_ram_bytes=4 << 30, python="3.11", torch="2", device="cpu", start_method="fork")
     return decide(Report(target="t.py:f", tool_version="x", environment=env,

@@ -141,5 +141,5 @@ def test_the_python_api_sweeps_a_loader_object_rebuilt_from_its_attributes(loade
                             rules_of_thumb=False)
     assert all(t.status == "ok" for t in report.trials)  # sampler, collate, worker_init_fn and tag kept
     assert report.dataset is not None and report.dataset.loader is not None
-    assert report.dataset.loader["rebuilt_from"] == "its attributes"
+    assert report.dataset.loader.rebuilt_from == "its attributes"
     assert report.current is not None and report.current.config.num_workers == 2

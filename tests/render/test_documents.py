@@ -92,3 +92,20 @@ def test_each_chart_curve_holds_configs_that_differ_only_in_their_worker_count()
     assert curves == {"processes pf2 respawn": ["w2 pf2 respawn", "w4 pf2 respawn"], "threads pf2": ["t4 pf2"],
                       "processes pf2 respawn unordered": ["w4 pf2 respawn unordered"],
                       "processes pf2 persist": ["w4 pf2 persist"], "num_workers=0": ["w0"]}
+
+
+def test_a_dataloader_target_s_own_loader_is_read_back_and_worded() -> None:
+    from dataprof.render.view import loader_text
+    from dataprof.results.codec import decode, encode
+    from dataprof.results.environment import UserLoader
+    from dataprof.results.knobs import LoaderConfig
+
+    written = {"class": "train.TaggedLoader", "batch_size": 8, "batch_sampler": None, "sampler": "EvenSampler",
+               "shuffle": False, "drop_last": True, "collate_fn": "item_collate", "worker_init_fn": None,
+               "extra_arguments": ["tag"], "current": LoaderConfig(2, False, 2, True).to_dict(),
+               "rebuilt_from": "its constructor call", "origin": "train.py:41"}
+    loader = decode(UserLoader, written)
+    assert encode(loader) == written and loader.current == LoaderConfig(2, False, 2, True)
+    assert loader_text(loader) == ("your TaggedLoader from train.py:41 (batch_size 8, sampler EvenSampler, "
+                                   "collate_fn item_collate, drop_last, its own tag): rebuilt from its constructor "
+                                   "call for each trial, only the swept knobs changed")

@@ -106,7 +106,8 @@ class TrialRunner:
             raise
         self.host_info = ProbeReply.of(info)
         known = DatasetInfo.__dataclass_fields__
-        return DatasetInfo(**{k: v for k, v in info.items() if k in known})
+        return DatasetInfo(**{k: v for k, v in info.items() if k in known and k != "loader"},
+                           loader=self.host_info.loader)
 
     def _probed_host(self) -> Message:
         """A started host and what its probe found.
