@@ -9,6 +9,7 @@ from rich.text import Text
 from dataprof.decide.run import band
 from dataprof.decide.thresholds import Thresholds
 from dataprof.render.view import SEVERITY_STYLE, num, percent
+from dataprof.results.knobs import knob_words
 from dataprof.results.run import RunReport
 from dataprof.results.units import fmt_bytes
 from dataprof.results.vocabulary import TITLES, WorkerKind
@@ -33,7 +34,7 @@ def changes_line(report: RunReport) -> Text | None:
     where = f"the loader at {changes.loader}" if changes.loader else "every loader"
     parts = []
     if changes.knobs:
-        knobs = ", ".join(f"{name}={value!r}" for name, value in changes.knobs.items())
+        knobs = knob_words(changes.knobs)
         parts.append(f"changed: {knobs} where {where} is built ({changes.overridden} built so)" if changes.overridden
                      else f"changed: nothing: no loader was built at {changes.loader or 'all'} ({knobs} not set)")
     if changes.replay:
@@ -41,7 +42,7 @@ def changes_line(report: RunReport) -> Text | None:
                      "epoch: the training with data for free (its ceiling)")
     for loader in report.loaders:
         if loader.knobs_lost:
-            had = ", ".join(f"{k}={v!r}" for k, v in loader.knobs_lost.items())
+            had = knob_words(loader.knobs_lost)
             parts.append(f"not landed at {loader.site}: the script changed the loader after building it (at its "
                          f"first epoch it had {had})")
     return Text("\n".join(parts), style="yellow")

@@ -15,6 +15,7 @@ from rich.text import Text
 
 from dataprof.decide.tune.builders import builder_of, edit_through
 from dataprof.render.html import page
+from dataprof.results.knobs import changes_label, knob_words
 from dataprof.results.tune import TuneAnswer, TunedLoader, TuneReport, TuneTrial
 from dataprof.results.vocabulary import Framework, TuneVerdict, WorkerKind
 
@@ -25,14 +26,7 @@ ROLES = {"current": "yours", "headspace": "data for free", "candidate": "tried",
 def _config(trial: TuneTrial) -> str:
     if trial.role == "headspace":
         return "its first batches replayed"
-    return _knobs(trial.config, trial.node_knobs)
-
-
-def _knobs(knobs: Mapping[str, Any], node_knobs: Mapping[str, Mapping[str, Any]] | None = None) -> str:
-    """Knobs as a run sets them, each node's own after them (``num_workers=2; node 1: num_workers=1``)."""
-    return "; ".join([", ".join(f"{k}={v}" for k, v in knobs.items()) or "as the script has it",
-                      *(f"node {node}: " + ", ".join(f"{k}={v}" for k, v in own.items())
-                        for node, own in sorted((node_knobs or {}).items()))])
+    return changes_label(trial.config, trial.node_knobs)
 
 
 def _num(value: float | None, fmt: str = "{:,.1f}") -> str:
@@ -68,7 +62,7 @@ def run_line(number: int, left_s: float, knobs: Mapping[str, Any], role: str, re
              node_knobs: Mapping[str, Mapping[str, Any]] | None = None) -> str:
     """The progress line of tune's next run: its number, the budget left, what it sets (``replayed``: the
     batches a headspace run replays; ``node_knobs``: a node's own)."""
-    what = f"its first {replayed} batches replayed" if role == "headspace" else _knobs(knobs, node_knobs)
+    what = f"its first {replayed} batches replayed" if role == "headspace" else changes_label(knobs, node_knobs)
     return f"run {number} ({max(0.0, left_s):.0f} s of the budget left): {role}, {what}"
 
 
@@ -175,7 +169,7 @@ def print_tune(console: Console, report: TuneReport) -> None:
     console.print(Text(f"dataprof {report.tool_version} · tune {' '.join(report.command)} · "
                        f"{len(report.trials)} runs in {report.wall_s:.0f} s"))
     if report.loader is not None:
-        settings = ", ".join(f"{k}={v}" for k, v in report.loader.settings.items())
+        settings = knob_words(report.loader.settings)
         console.print(Text(f"loader: {report.loader.site} ({report.loader.loader_class}, batch size "
                            f"{report.loader.batch_size}; {settings})"))
     console.print(trials_table(report))

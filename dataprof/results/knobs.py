@@ -68,6 +68,21 @@ class KnobValues(Mapping[str, Any]):
         return int(self._values.get("num_workers") or 0)
 
 
+def knob_words(values: Mapping[str, Any]) -> str:
+    """Knobs' values as a DataLoader call sets them (``num_workers=2, multiprocessing_context='fork'``), in its
+    order (``num_workers``, then :data:`REGISTRY`'s); empty for none."""
+    order = ["num_workers", *(knob.name for knob in REGISTRY)]
+    ranked = sorted(values, key=lambda name: order.index(name) if name in order else len(order))
+    return ", ".join(f"{name}={values[name]!r}" for name in ranked)
+
+
+def changes_label(changes: Mapping[str, Any], nodes: Mapping[str, Mapping[str, Any]] | None = None) -> str:
+    """What a run changes on a script's loader (:func:`knob_words`; ``as the script has it`` for nothing), each
+    node's own changes after them (``num_workers=2; node 1: num_workers=1``)."""
+    return "; ".join([knob_words(changes) or "as the script has it",
+                      *(f"node {node}: {knob_words(own)}" for node, own in sorted((nodes or {}).items()))])
+
+
 def checked_knobs(record: Any, name: str) -> None:
     """The field ``name`` of the frozen dataclass ``record`` made :class:`KnobValues` (from a plain mapping, as a
     caller may give it): each record that holds knobs' values holds them checked."""

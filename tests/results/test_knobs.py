@@ -80,3 +80,13 @@ def test_a_plain_knob_is_its_record_its_fields_and_nothing_else() -> None:
     with pytest.raises(UsageError, match="paddle.io.DataLoader only"):
         settings_for(SweepRequest(LoadOptions("x.py:D", framework="torch"), SweepOptions(**given)),
                      CpuBudget(usable=2, affinity=2, quota=None, cpu_count=2), 8 << 30)
+
+
+def test_knobs_are_worded_one_way_in_a_dataloader_call_s_order() -> None:
+    from dataprof.results.knobs import KnobValues, changes_label, knob_words
+
+    changes = KnobValues({"multiprocessing_context": "fork", "prefetch_factor": 4, "num_workers": 2})
+    assert knob_words(changes) == "num_workers=2, prefetch_factor=4, multiprocessing_context='fork'"
+    assert changes_label(KnobValues()) == "as the script has it"
+    assert changes_label(KnobValues(num_workers=2), {"2": KnobValues(num_workers=0), "1": KnobValues(num_workers=1)}) \
+        == "num_workers=2; node 1: num_workers=1; node 2: num_workers=0"

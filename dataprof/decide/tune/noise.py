@@ -11,7 +11,7 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-from dataprof.results.knobs import KnobValues
+from dataprof.results.knobs import KnobValues, changes_label
 from dataprof.results.stats import MIN_NOISE, Noise, confidence
 from dataprof.results.tune import TuneTrial
 
@@ -170,11 +170,6 @@ def faster(noise: Noise, one: Runs, other: Runs) -> bool:
     return one is not other and bounds(noise, one, other)[0] > 0
 
 
-def _label(config: KnobValues) -> str:
-    return ", ".join(f"{k}={v}" for k, v in sorted(config.items())) or "as the script has it"
-
-
 def label(trial: TuneTrial) -> str:
     """A run's config in words, each node's own knobs after it (``num_workers=2; node 1: num_workers=1``)."""
-    return "; ".join([_label(trial.config), *(f"node {node}: {_label(knobs)}"
-                                              for node, knobs in sorted(trial.node_knobs.items()))])
+    return changes_label(trial.config, trial.node_knobs)

@@ -8,7 +8,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from dataprof.results.knobs import KnobValues
+from dataprof.results.knobs import KnobValues, knob_words
 from dataprof.results.run import LoaderRun, RunReport
 from dataprof.results.sweep import Report
 from dataprof.results.tune import LoaderSweep, TunedLoader, TuneRank, TuneTrial
@@ -113,7 +113,7 @@ def trial_of(run: RunReport, config: KnobValues, role: str, site: str | None,
                          **resources)
     loader = tuned_loader(run, site, split)
     if loader is not None and loader.knobs_lost:
-        had = ", ".join(f"{k}={v}" for k, v in loader.knobs_lost.items())
+        had = knob_words(loader.knobs_lost)
         return TuneTrial(config, TrialStatus.FAILED, role, error=f"the override did not land: the script changed "
                          f"the loader after building it (at its first epoch it had {had})", **resources)
     problem = _replay_problem(run, loader) if role == "headspace" and loader is not None else None
