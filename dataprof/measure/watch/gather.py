@@ -11,7 +11,15 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from dataprof.measure.watch.joining import latest, own_ticket
-from dataprof.measure.watch.meeting import ALIVE_KEY, END_KEY, FAILED_KEY, REPORT_KEY, WHOIS_KEY, Meeting
+from dataprof.measure.watch.meeting import (
+    ALIVE_KEY,
+    END_KEY,
+    FAILED_KEY,
+    HEARD_KEY,
+    REPORT_KEY,
+    WHOIS_KEY,
+    Meeting,
+)
 from dataprof.measure.watch.ranks import SILENT_S, RankFailures
 from dataprof.results.environment import RankInfo
 from dataprof.results.run import RankRun, RunReport
@@ -52,7 +60,7 @@ def gather_reports(report: RunReport, info: RankInfo, meeting: Meeting, timeout_
         if len(found) + len(gone) < len(keys):
             sleep(0.2)
     found = found if said else {0: mine}
-    for key in (*keys, END_KEY, FAILED_KEY, *(f"{name}-{rank}" for name in (FAILED_KEY, ALIVE_KEY, WHOIS_KEY)
+    for key in (*keys, END_KEY, HEARD_KEY, FAILED_KEY, *(f"{name}-{rank}" for name in (FAILED_KEY, ALIVE_KEY, WHOIS_KEY)
                                               for rank in range(info.world_size))):
         meeting.remove(key)  # the reports, the end, the ranks whose script failed, their counts of being there
     return {rank: json.loads(text) for rank, text in sorted(found.items())}, said, tuple(sorted(gone))

@@ -14,6 +14,7 @@ from datetime import timedelta
 from dataprof.measure.watch.meeting import (
     CONNECT_S,
     END_KEY,
+    HEARD_KEY,
     OWN_KEYS,
     WHOIS_KEY,
     FolderMeeting,
@@ -71,7 +72,7 @@ def meeting_of(env: Mapping[str, str] = os.environ, since: float | None = None,
             job = StoreMeeting(host, int(port), f"dataprof/{run_id}/", connect_s)
             nonce, ticket = join_round(job)
             mine, rank = job.within(f"{nonce}/"), job_rank(env)
-            for key in [*(f"{name}-{rank}" for name in OWN_KEYS), *([END_KEY] if rank == 0 else [])]:
+            for key in [*(f"{name}-{rank}" for name in OWN_KEYS), *([END_KEY, HEARD_KEY] if rank == 0 else [])]:
                 mine.remove(key)  # left by a rank of an earlier round joined so (its dataprof killed outright)
             mine.put(f"{WHOIS_KEY}-{rank}", str(ticket))
             if env is os.environ:

@@ -242,3 +242,5 @@ OWN_KEYS = (REPORT_KEY, FAILED_KEY, ALIVE_KEY)
 """What each rank says under its own key (``report-<rank>``…): removed as it joins a round."""
 END_KEY = "end"
 """Where rank 0 names the loader and the batch at which every rank ends (``loader batches``)."""
+HEARD_KEY = "end-heard"
+"""The counter of the other ranks that have heard the end rank 0 named."""

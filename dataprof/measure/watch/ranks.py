@@ -5,8 +5,12 @@ time on each rank's own clock stops the ranks at different batches, and a rank s
 with a rank that has left (gloo: "Connection closed by peer"): the training fails where it should have ended.
 So only rank 0's clock counts: at its deadline it names a batch a little ahead, where the job's ranks meet
 (``meeting``: the launcher's store, across nodes, or a directory on one), and every rank ends once its own loader
-has delivered that many batches. Where rank 0 cannot say it, no rank ends early: the training goes on, watched to
-its end. The ranks meet outside the training's process group because that group is the script's own.
+has delivered that many batches. Each other rank says it has heard, and rank 0 waits for that a batch before the
+end: in lockstep no rank can take the last batch before rank 0 has stepped the one before it, so every rank has
+heard in time, however late a busy machine ran its reading thread (one that heard after taking the last batch
+would step one batch past the others, and all-reduce with ranks that have left). Where rank 0 cannot say it, no
+rank ends early: the training goes on, watched to its end. The ranks meet outside the training's process group
+because that group is the script's own.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from dataprof.measure.watch.meeting import (
     ALIVE_KEY,
     END_KEY,
     FAILED_KEY,
+    HEARD_KEY,
     REPORT_KEY,
     Meeting,
     Silences,
@@ -35,6 +40,9 @@ MARGIN_BATCHES = 2
 accumulated over more batches between all-reduces) ends where it is."""
 READ_EVERY_S = 0.25
 """How often another rank reads, from its own thread, whether rank 0 has named the end."""
+HEARD_S = 10.0
+"""How long rank 0 waits, a batch before the end it named, for every other rank to have heard it; past that it ends
+there anyway (a rank that never hears is gone, or never took a batch)."""
 SILENT_S = 15.0
 """A rank whose dataprof counted that it was there and has been silent this long since, its report unsaid, is
 gone (its node died, or the network to it): the others stop waiting for it."""
@@ -44,21 +52,25 @@ class RankEnd:
     """One rank's side of the shared end: rank 0 says the batch to end at, the others hear it.
 
     Made by :meth:`of` (a watched script), the store is talked to from a thread of its own, never from the training
-    loop: another rank reads the end every :data:`READ_EVERY_S`, and rank 0 names a batch far enough ahead for that
-    (its pace times twice the read interval, beyond :data:`MARGIN_BATCHES`), then waits at that batch until the
-    store has taken it or failed (its client's timeout). Made directly, it reads and says in line (one thread, as
-    the tests drive it)."""
+    loop: another rank reads the end every :data:`READ_EVERY_S` and says it heard it, and rank 0 names a batch far
+    enough ahead for that (its pace times twice the read interval, beyond :data:`MARGIN_BATCHES`), then waits a
+    batch before it until the ``world_size - 1`` others have heard it (at most :data:`HEARD_S`), and at it until
+    the store has taken it or failed (its client's timeout). Made directly, it reads and says in line (one thread,
+    as the tests drive it), and rank 0 waits for no one."""
 
     def __init__(self, meeting: Meeting, leader: bool, threaded: bool = False,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, world_size: int = 2) -> None:
         self.meeting = meeting
         self.leader = leader
+        self.world_size = world_size
         self.clock = clock
         self.target: tuple[int, int] | None = None
         """The loader (its number in the script) and its batch count at which every rank ends, once known."""
         self.unsaid = False
         """Rank 0 could not say the end: no rank ends early (its own clock alone would break the training)."""
         self._said = threading.Event()
+        self._heard = threading.Event()
+        """Every other rank heard the end (or :data:`HEARD_S` passed, or it could not be said)."""
         self._asked = threading.Event()
         self._done = threading.Event()
         self._last: float | None = None
@@ -69,7 +81,8 @@ class RankEnd:
     def of(cls, env: Mapping[str, str] = os.environ) -> RankEnd | None:
         """This process's, in a job of two or more ranks (torchrun's environment); None otherwise."""
         meeting = meeting_of(env, since=time.time())
-        return None if meeting is None else cls(meeting, job_rank(env) == 0, threaded=True)
+        return None if meeting is None else cls(meeting, job_rank(env) == 0, threaded=True,
+                                                world_size=int(env["WORLD_SIZE"]))
 
     def _talk(self) -> None:
         """The thread: rank 0 says the end once asked; another rank reads it until it is said (or :meth:`close`)."""
@@ -78,6 +91,7 @@ class RankEnd:
                 self._asked.wait()
                 if not self._done.is_set():
                     self._say()
+                    self._wait_heard()
                 return
             self._read()
             if self.target is not None or self._done.wait(READ_EVERY_S):
@@ -88,6 +102,7 @@ class RankEnd:
         in it would abort the interpreter's exit)."""
         self._done.set()
         self._asked.set()
+        self._heard.set()
         if self._thread is not None and self._thread.ident is not None:
             self._thread.join(timeout=2.0)
 
@@ -97,6 +112,14 @@ class RankEnd:
             self.unsaid = True
         self._said.set()
 
+    def _wait_heard(self) -> None:
+        """Rank 0's thread, the end said: until every other rank has heard it, :data:`HEARD_S` at most."""
+        until = time.monotonic() + HEARD_S
+        while not self.unsaid and not self._done.is_set() and time.monotonic() < until \
+                and self.meeting.count(HEARD_KEY) < self.world_size - 1:
+            self._done.wait(READ_EVERY_S / 5)
+        self._heard.set()
+
     def _read(self) -> None:
         said = self.meeting.get(END_KEY)
         try:
@@ -104,6 +127,7 @@ class RankEnd:
         except ValueError:
             return
         self.target = (loader, batches)
+        self.meeting.count(HEARD_KEY, 1)
 
     def publish(self, loader: int, batches: int) -> tuple[int, int] | None:
         """Rank 0 at its deadline, with its ``loader`` at ``batches``: name the batch every rank ends at (said in
@@ -113,6 +137,7 @@ class RankEnd:
         self.target = (loader, batches + margin)
         if self._thread is None:
             self._say()
+            self._heard.set()
         else:
             self._asked.set()
         return None if self.unsaid else self.target
@@ -137,6 +162,8 @@ class RankEnd:
             elif not deadline_passed or self.publish(loader, batches) is None:
                 return False
         assert self.target is not None
+        if self.leader and loader == self.target[0] and batches >= self.target[1] - 1:
+            self._heard.wait(2 * HEARD_S)  # before the last batch: no other rank takes it before it heard the end
         if loader != self.target[0] or batches < self.target[1]:
             return False
         if self.leader:

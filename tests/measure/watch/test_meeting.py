@@ -209,6 +209,40 @@ def test_rank_0_names_an_end_far_enough_ahead_for_ranks_that_read_it_from_a_thre
     assert leader.reached(0, 11 + ahead, deadline_passed=True) and follower.reached(0, 11 + ahead, False)
 
 
+def test_rank_0_waits_a_batch_before_the_end_until_every_rank_heard_it(store_port: int,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A busy machine runs another rank's reading thread late: rank 0 waits for it a batch before the end, while
+    that rank cannot take the last batch (it waits in its step for rank 0's), so it ends at the same batch."""
+    import threading
+
+    from dataprof.measure.watch import ranks
+
+    def meeting() -> StoreMeeting:
+        return StoreMeeting("127.0.0.1", store_port, "dataprof/job/late/")
+
+    leader = RankEnd(meeting(), leader=True, threaded=True, world_size=2)
+    late = RankEnd(meeting(), leader=False, threaded=True, world_size=2)
+    for batch in range(1, 6):
+        assert not leader.reached(0, batch, deadline_passed=False)
+    assert not leader.reached(0, 6, deadline_passed=True) and leader.target is not None
+    end = leader.target[1]
+    for batch in range(7, end - 1):
+        assert not leader.reached(0, batch, deadline_passed=True)
+    done = threading.Event()
+    waiting = threading.Thread(target=lambda: (leader.reached(0, end - 1, deadline_passed=True), done.set()))
+    waiting.start()
+    assert not done.wait(1.0)  # no other rank has heard: rank 0 does not step the batch before the end
+    assert not late.reached(0, end - 1, deadline_passed=False)  # its thread starts, reads, says it heard
+    assert done.wait(20.0) and late.target == leader.target
+    assert leader.reached(0, end, deadline_passed=True) and late.reached(0, end, deadline_passed=False)
+    monkeypatch.setattr(ranks, "HEARD_S", 0.2)
+    alone = RankEnd(StoreMeeting("127.0.0.1", store_port, "dataprof/job/alone/"), leader=True, threaded=True)
+    assert not alone.reached(0, 1, deadline_passed=True) and alone.target is not None
+    assert alone.reached(0, alone.target[1], deadline_passed=True)  # no one heard within HEARD_S: it ends there
+    for rank_end in (leader, late, alone):
+        rank_end.close()
+
+
 def threading_sleep(seconds: float) -> None:
     import time
 
