@@ -42,11 +42,12 @@ def _short_dirs_removed() -> Iterator[None]:
 
 
 def start_nodes(tmp_path: Path, nodes: tuple[int, ...], argv: Callable[[int, str, Path], list[str]],
-                **popen: Any) -> list[subprocess.Popen[str]]:
+                first_path: Path | None = None, **popen: Any) -> list[subprocess.Popen[str]]:
     """``argv(node, port, its TMPDIR)`` started for each of ``nodes``, each with its own ``$TMPDIR`` (one port for
-    all to meet at). Each TMPDIR is a short path (``tmp_path/nodeN`` links to it): under a worker of ``pytest -n``,
-    ``tmp_path`` is long enough that the sockets DataLoader workers pass batches through (``pymp-…/listener-…``)
-    would not fit an AF_UNIX path, and a loader with workers would hang."""
+    all to meet at; ``first_path`` first on their Python path). Each TMPDIR is a short path (``tmp_path/nodeN``
+    links to it): under a worker of ``pytest -n``, ``tmp_path`` is long enough that the sockets DataLoader workers
+    pass batches through (``pymp-…/listener-…``) would not fit an AF_UNIX path, and a loader with workers would
+    hang."""
     port = str(free_port())
     procs = []
     for node in nodes:
@@ -54,7 +55,8 @@ def start_nodes(tmp_path: Path, nodes: tuple[int, ...], argv: Callable[[int, str
         SHORT_DIRS.append(tempfile.mkdtemp(prefix=f"node{node}-"))
         tmp.symlink_to(SHORT_DIRS[-1])
         procs.append(subprocess.Popen(argv(node, port, tmp), cwd=ROOT, text=True, stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, env=dict(os.environ, PYTHONPATH=str(ROOT),
+                                      stderr=subprocess.PIPE, env=dict(os.environ, PYTHONPATH=os.pathsep.join(
+                                          [*([str(first_path)] if first_path else []), str(ROOT)]),
                                                                        TMPDIR=SHORT_DIRS[-1]), **popen))
     return procs
 
@@ -88,17 +90,41 @@ def watched_scripts(pid: int) -> list[Any]:
     return found
 
 
-def two_nodes(tmp_path: Path, *command: str) -> list[subprocess.CompletedProcess[str]]:
+def two_nodes(tmp_path: Path, *command: str, first_path: Path | None = None) -> list[subprocess.CompletedProcess[str]]:
     """``torchrun --nnodes 2 --nproc-per-node 1 COMMAND`` as node 0 and node 1, each with its own ``$TMPDIR``;
     both ended."""
     return ended(start_nodes(tmp_path, (0, 1), lambda node, port, tmp: [
         sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--node-rank", str(node), "--master-addr",
-        "127.0.0.1", "--master-port", port, "--nproc-per-node", "1", *command]))
+        "127.0.0.1", "--master-port", port, "--nproc-per-node", "1", *command], first_path))
 
 
 @pytest.mark.slow
 def test_run_over_two_nodes_that_share_no_directory_ends_every_rank_at_the_same_batch(tmp_path: Path) -> None:
     run_over_two_nodes(tmp_path / "run")
+
+
+LATE_READER = """import time
+from dataprof.measure.watch import ranks
+read = ranks.RankEnd._read
+ranks.RankEnd._read = lambda self: (time.sleep(3.0), read(self))[1]  # a starved thread hears the end late
+"""
+
+
+@pytest.mark.slow
+def test_a_rank_that_hears_the_end_late_still_ends_at_the_same_batch(tmp_path: Path) -> None:
+    """Rank 1's watcher reads the end rank 0 named 3 s late, as on a busy machine: rank 0 waits for it a batch
+    before the end, and both ranks end there (one that stepped a batch further would all-reduce with a rank that
+    had left)."""
+    late = tmp_path / "late"
+    late.mkdir()
+    (late / "sitecustomize.py").write_text("import os\nif os.environ.get('RANK') == '1':\n" +
+                                           "".join(f"    {line}\n" for line in LATE_READER.splitlines()))
+    node0, node1 = two_nodes(tmp_path, "-m", "dataprof", "run", "--seconds", "2", "--json", str(tmp_path / "r.json"),
+                             "examples/ddp_train.py", first_path=late)
+    assert node1.returncode == 0, node1.stderr  # before: "Connection closed by peer", and node 0 left waiting
+    assert node0.returncode == 0, node0.stderr
+    document = json.loads((tmp_path / "r.json").read_text())
+    assert [(r["rank"], r["exit_code"]) for r in document["ranks"]] == [(0, 0), (1, 0)]
 
 
 @pytest.mark.slow
