@@ -231,7 +231,7 @@ def test_rank_0_waits_a_batch_before_the_end_until_every_rank_heard_it(store_por
     done = threading.Event()
     waiting = threading.Thread(target=lambda: (leader.reached(0, end - 1, deadline_passed=True), done.set()))
     waiting.start()
-    assert not done.wait(1.0)  # no other rank has heard: rank 0 does not step the batch before the end
+    assert not done.wait(0.3)  # no other rank has heard: rank 0 does not step the batch before the end
     assert not late.reached(0, end - 1, deadline_passed=False)  # its thread starts, reads, says it heard
     assert done.wait(20.0) and late.target == leader.target
     assert leader.reached(0, end, deadline_passed=True) and late.reached(0, end, deadline_passed=False)
