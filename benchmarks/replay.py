@@ -10,7 +10,9 @@ curves, so both revisions see the same figures):
   it is a re-measure) and the recommendation;
 - tune's search and answer: a training per seed whose rate follows one of four curves over the workers, each run
   moved by the machine (0.8-1.25x, or 3%), searched for at most 20 runs; what is compared is every run's config and
-  role, and the answer's verdict, recommended run and reason.
+  role, and the answer's verdict, recommended run and reason; and each side's answers are held against the curves
+  (the truth): the verdicts, the recommended configs truly slower than the script's own by more than 5% (an answer
+  is right only if it is no slower), and the true gains summed.
 
 The configs and the picks are counted apart from the reasons, so a reworded reason shows as one and not the
 other.
@@ -112,9 +114,14 @@ def tune_case(seed):
                           data_wait_fraction=0.3, step_ms={"p50": 5.0, "p95": 6.0})
         report = decide_tune(dataclasses.replace(report, trials=(*report.trials, trial)))
     answer = report.answer
+    truth = None  # the recommended config's true rate (the case's curve) over the script's own, less one
+    if answer is not None and answer.recommended is not None:
+        chosen = settings | report.trials[answer.recommended].config
+        truth = curve(chosen.workers) / curve(settings.workers) - 1
     return {"configs": [[sorted(t.config.items()), t.role] for t in report.trials]
             + [None if answer is None else [str(answer.verdict), answer.recommended]],
-            "reasons": [None if answer is None else answer.reason]}
+            "reasons": [None if answer is None else answer.reason],
+            "truth": [None if answer is None else str(answer.verdict), truth]}
 
 
 cases = int(sys.argv[1])
@@ -143,6 +150,12 @@ def main() -> None:
             before, after = replay(other, options.cases), replay(ROOT, options.cases)
         finally:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(other)], check=True)
+    for name, side in (("before", before), ("after", after)):
+        truths = [case["truth"] for case in side["tune"]]
+        verdicts = {v: sum(t[0] == v for t in truths) for v in sorted({t[0] for t in truths if t[0]})}
+        gains = [t[1] for t in truths if t[1] is not None]
+        print(f"tune {name}: verdicts {verdicts}; recommended configs truly slower than yours by more than 5%: "
+              f"{sum(g < -0.05 for g in gains)}; true gain over yours, summed: {sum(gains):+.2f}")
     for kind in ("sweep", "tune"):
         old, new = before[kind], after[kind]
         configs = [seed for seed, (a, b) in enumerate(zip(old, new, strict=True)) if a["configs"] != b["configs"]]
