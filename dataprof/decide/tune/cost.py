@@ -1,5 +1,6 @@
-"""What a config of ``dataprof tune`` costs (pure): its workers on every node, its prefetch, the knobs it changes in
-the script, its memory; among configs the runs show as fast, the answer takes the cheapest (``answer``)."""
+"""What a config of ``dataprof tune`` costs (pure), as the sweep's configs cost (``decide.cost``): its workers on
+every node, its prefetch, the knobs it changes in the script, its memory; among configs the runs show as fast, the
+answer takes the cheapest (``answer``)."""
 
 from __future__ import annotations
 
