@@ -115,20 +115,19 @@ def check_stragglers(ins: Inspection, th: Thresholds) -> Finding | None:
 
 def check_collate(ins: Inspection, th: Thresholds) -> Finding | None:
     """Collation's share of loading (ms per sample), or why collating failed (critical)."""
-    data = ins
-    if data.collate_error:
+    if ins.collate_error:
         return Finding(id=FindingId.COLLATE, severity=Severity.CRITICAL,
-                       evidence=f"collating a batch failed: {data.collate_error}",
+                       evidence=f"collating a batch failed: {ins.collate_error}",
                        recommendation="Make samples the same shape and type, or pass --collate-fn.")
-    batch = data.dataset.batch_samples
+    batch = ins.dataset.batch_samples
     if ins.collate_ms is None or not batch or not ins.samples.latency_ms:
         return None
     per_sample = ins.collate_ms / batch
     share = per_sample / (per_sample + ins.samples.latency_ms["mean"])
-    objects = data.dataset.batch_objects or 0
+    objects = ins.dataset.batch_objects or 0
     evidence = (f"collating {batch} samples takes {ins.collate_ms:.2f} ms ({per_sample:.3f} ms per sample, "
-                f"{share:.0%} of loading); a batch is {fmt_bytes(data.dataset.batch_bytes)} in "
-                f"{data.dataset.batch_tensors or 0} tensors and {objects} other Python objects")
+                f"{share:.0%} of loading); a batch is {fmt_bytes(ins.dataset.batch_bytes)} in "
+                f"{ins.dataset.batch_tensors or 0} tensors and {objects} other Python objects")
     if share < th.collate_share:
         return Finding(id=FindingId.COLLATE, severity=Severity.INFO, evidence=evidence,
                        recommendation="Collation is cheap next to loading a sample.")
@@ -148,14 +147,14 @@ def _capacity(check_id: FindingId, fits: int, evidence: str, fine: str, advice: 
 
 def check_shm(ins: Inspection, th: Thresholds) -> Finding | None:
     """How many workers' batches in flight fit in /dev/shm (the sweep's 80% rule)."""
-    env, data = ins.environment, ins
+    env = ins.environment
     if ins.max_workers_shm is None:
         return None
-    prefetch = data.settings.prefetch_factor
+    prefetch = ins.settings.prefetch_factor
     return _capacity(
         FindingId.SHM_SPACE, ins.max_workers_shm,
         f"/dev/shm has {fmt_bytes(env.shm_free_bytes)} free; each worker keeps {prefetch} batches of "
-        f"{fmt_bytes(data.dataset.batch_bytes)} in flight, so {ins.max_workers_shm} workers fit "
+        f"{fmt_bytes(ins.dataset.batch_bytes)} in flight, so {ins.max_workers_shm} workers fit "
         f"in {HEADROOM:.0%} of it at prefetch_factor={prefetch}",
         "Shared memory is not a limit for this batch size.",
         "Workers beyond that die with 'bus error' / 'No space left on device': enlarge /dev/shm "
@@ -165,12 +164,11 @@ def check_shm(ins: Inspection, th: Thresholds) -> Finding | None:
 
 def check_open_files(ins: Inspection, th: Thresholds) -> Finding | None:
     """How many workers' tensors in flight fit in half the open-file limit (``file_descriptor`` strategy)."""
-    data = ins
-    if data.environment.open_files_limit is None:
+    if ins.environment.open_files_limit is None:
         return None
-    limit = f"open-file limit {data.environment.open_files_limit} (hard {data.environment.open_files_hard_limit})"
+    limit = f"open-file limit {ins.environment.open_files_limit} (hard {ins.environment.open_files_hard_limit})"
     if ins.max_workers_files is None:
-        strategy = data.environment.sharing_strategy or "unknown"
+        strategy = ins.environment.sharing_strategy or "unknown"
         if strategy == "file_descriptor":  # the batch's tensors are unknown: its collate failed
             return Finding(id=FindingId.OPEN_FILES, severity=Severity.INFO,
                            evidence=f"{limit}; sharing strategy {strategy}",
@@ -179,11 +177,11 @@ def check_open_files(ins: Inspection, th: Thresholds) -> Finding | None:
         return Finding(id=FindingId.OPEN_FILES, severity=Severity.INFO,
                        evidence=f"{limit}; sharing strategy {strategy}",
                        recommendation="Tensors in flight do not hold open files with this strategy.")
-    prefetch = data.settings.prefetch_factor
+    prefetch = ins.settings.prefetch_factor
     return _capacity(
         FindingId.OPEN_FILES, ins.max_workers_files,
         f"{limit}; with the file_descriptor sharing strategy every tensor in flight holds one: "
-        f"{data.dataset.batch_tensors} per batch × {prefetch} batches per worker, so "
+        f"{ins.dataset.batch_tensors} per batch × {prefetch} batches per worker, so "
         f"{ins.max_workers_files} workers fit in half the limit",
         "The open-file limit is not a constraint here.",
         "Past that, loading fails with 'Too many open files' or 'received 0 items of ancdata': raise the "
@@ -194,11 +192,10 @@ def check_open_files(ins: Inspection, th: Thresholds) -> Finding | None:
 
 def check_start_method(ins: Inspection, th: Thresholds) -> Finding | None:
     """What the multiprocessing start method costs: fork inherits the dataset, others pickle it per worker."""
-    data = ins
-    method = data.environment.start_method
-    size = fmt_bytes(data.pickle_bytes) if data.pickle_bytes is not None else None
-    pickled = (f"pickling the dataset gives {size} in {data.pickle_s or 0:.2f} s" if size
-               else f"the dataset cannot be pickled: {data.pickle_error}")
+    method = ins.environment.start_method
+    size = fmt_bytes(ins.pickle_bytes) if ins.pickle_bytes is not None else None
+    pickled = (f"pickling the dataset gives {size} in {ins.pickle_s or 0:.2f} s" if size
+               else f"the dataset cannot be pickled: {ins.pickle_error}")
     if method == StartMethod.FORK:
         return Finding(
             id=FindingId.START_METHOD, severity=Severity.INFO,
@@ -207,7 +204,7 @@ def check_start_method(ins: Inspection, th: Thresholds) -> Finding | None:
                             "as they are read, so keep large tables in numpy/arrow arrays."
                             + ("" if size else " Under spawn or forkserver (macOS, Windows, Python 3.14 on "
                                "Linux) these workers could not start.")))
-    if data.pickle_error:
+    if ins.pickle_error:
         return Finding(id=FindingId.START_METHOD, severity=Severity.CRITICAL,
                        evidence=f"start method {method}: every worker receives the pickled dataset, but {pickled}",
                        recommendation="Make the dataset picklable (open files and connections lazily in "
