@@ -109,6 +109,51 @@ def test_a_broken_pipe_waits_for_the_dying_worker_to_name_its_signal() -> None:
     assert status == "crashed" and "SIGSEGV" in message
 
 
+class _HealthyWorker:
+    """A worker process that stays alive: each join waits out its timeout, counted."""
+
+    def __init__(self) -> None:
+        self.exitcode: int | None = None
+        self.waited_s = 0.0
+
+    def join(self, timeout: float | None = None) -> None:
+        self.waited_s += timeout or 0.0
+
+
+def test_the_first_worker_found_dead_by_a_signal_ends_the_wait() -> None:
+    import signal
+
+    from dataprof.measure.sweep.failures import worker_signals
+
+    healthy = _HealthyWorker()
+    iterator = types.SimpleNamespace(_workers=[healthy, _DyingWorker(-int(signal.SIGSEGV))])
+    assert worker_signals(iterator, wait_s=30.0) == ["SIGSEGV"]
+    assert healthy.waited_s < 1.0  # not the whole wait on the live worker before the dead one was looked at
+
+
+def test_an_error_from_the_framework_s_own_code_may_be_a_worker_s_death() -> None:
+    from dataprof.measure.sweep.failures import may_be_a_dead_worker
+
+    def raised(code: str, filename: str) -> BaseException:
+        try:
+            exec(compile(code, filename, "exec"))
+        except BaseException as exc:
+            return exc
+        raise AssertionError("did not raise")
+
+    internal = ("/paddle/",)
+    # Paddle's main thread, a dead worker's shared memory gone: the framework's error, worded its own way
+    opened = raised("raise RuntimeError('(Unavailable) File descriptor /paddle_1_0_2 open failed')",
+                    "/site-packages/paddle/incubate/multiprocessing/reductions.py")
+    assert may_be_a_dead_worker(opened, internal)
+    assert may_be_a_dead_worker(raised("raise EOFError()", "/app/data.py"), internal)  # a pipe's end
+    # the user's own error, and a worker's error re-raised with its traceback: the workers are alive
+    assert not may_be_a_dead_worker(raised("raise KeyError('label')", "/app/data.py"), internal)
+    reraised = raised("raise KeyError('DataLoader worker(1) caught KeyError with message:\\n"
+                      "Traceback (most recent call last):\\n  KeyError: 3')", "/site-packages/paddle/io/loader.py")
+    assert not may_be_a_dead_worker(reraised, internal)
+
+
 def test_a_steady_window_may_end_before_the_target() -> None:
     assert window_done(16, 1.6, 3.0, 4, spread=0.005)
     assert not window_done(16, 1.6, 3.0, 4, spread=0.05)

@@ -4,6 +4,7 @@ a trial the framework would leave blocked (a reader thread's error, a worker dea
 from __future__ import annotations
 
 import os
+import pickle
 import re
 import signal
 import threading
@@ -20,6 +21,8 @@ from dataprof.results.vocabulary import TrialStatus
 
 DEAD_WORKER_WAIT_S = 1.0
 """How long a failed trial gives its workers to finish dying, so a crash is named by its signal."""
+WORKER_POLL_S = 0.02
+"""How often a dying worker's exit is looked for, within that wait."""
 
 _SIGNAL_RE = re.compile(r"killed by signal: (?P<name>[\w ]+)")
 
@@ -39,21 +42,39 @@ def worker_pids(iterator: Any) -> list[int]:
 def worker_signals(iterator: Any, wait_s: float = 0.0) -> list[str]:
     """Names of the signals that killed this iterator's worker processes, if any.
 
-    ``wait_s``: how long to give workers to finish dying. A broken pipe from a
-    worker is seen before the kernel reports that worker's exit.
+    ``wait_s``: how long to give workers to finish dying (a broken pipe from a worker, or the framework's error
+    about its missing batch, is seen before the kernel reports that worker's exit); the first death found ends
+    the wait.
     """
-    names = []
+    workers = list(getattr(iterator, "_workers", None) or [])
     deadline = time.monotonic() + wait_s
-    for worker in getattr(iterator, "_workers", None) or []:
-        if getattr(worker, "exitcode", 0) is None and wait_s > 0:
-            worker.join(max(0.0, deadline - time.monotonic()))
-        code = getattr(worker, "exitcode", None)
-        if code is not None and code < 0:
-            try:
-                names.append(signal.Signals(-code).name)
-            except ValueError:
-                names.append(f"signal {-code}")
-    return names
+    while True:
+        names = []
+        for worker in workers:
+            code = getattr(worker, "exitcode", None)
+            if code is not None and code < 0:
+                try:
+                    names.append(signal.Signals(-code).name)
+                except ValueError:
+                    names.append(f"signal {-code}")
+        running = [worker for worker in workers if getattr(worker, "exitcode", 0) is None]
+        left = deadline - time.monotonic()
+        if names or not running or left <= 0:
+            return names
+        for worker in running:
+            worker.join(min(WORKER_POLL_S, max(0.0, deadline - time.monotonic())))
+
+
+def may_be_a_dead_worker(exc: BaseException, internal: tuple[str, ...]) -> bool:
+    """Whether ``exc`` can be the news of a worker's death: a batch that cannot be received (from a pipe, from
+    shared memory, unpickled), or an error the framework's own code raised (its last frame in ``internal``) that
+    carries no worker's traceback (a worker that raised is alive to say so)."""
+    if isinstance(exc, (OSError, EOFError, pickle.UnpicklingError)):
+        return True
+    text = exc.args[0] if exc.args and isinstance(exc.args[0], str) else str(exc)
+    frames = traceback.extract_tb(exc.__traceback__)
+    return ("Traceback (most recent call last)" not in text and bool(frames)
+            and any(path in frames[-1].filename for path in internal))
 
 
 def classify_loader_error(exc: BaseException, killed_by: list[str] | None = None,

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
-import pickle
 import signal
 import tempfile
 import time
@@ -32,6 +31,7 @@ from dataprof.measure.sweep.failures import (
     ThreadFailure,
     classify_loader_error,
     locate_failure,
+    may_be_a_dead_worker,
     worker_pids,
     worker_signals,
 )
@@ -139,8 +139,7 @@ def run_trial(
                          backend.dataset_kind(dataset) == DatasetKind.ITERABLE, settings.rival, settings.first_pass)
         figures = loop.run(loader, live, backend)
     except Exception as exc:
-        # A batch that cannot be received, from a pipe or from shared memory, often means its worker died.
-        failure.end(exc, dead_peer=isinstance(exc, (OSError, EOFError, pickle.UnpicklingError)))
+        failure.end(exc, dead_peer=may_be_a_dead_worker(exc, backend.internal_paths))
         return
     failure.handled.set()
     emit({"ev": "result", **encode(figures)})
