@@ -1,5 +1,6 @@
 """Probes read the process tree from outside the measured processes (the machine's: measure.system; the GPU's:
-measure.gpu).
+measure.gpu); but :func:`process_reads`, two readings a trial takes of its own tree's read counters at its
+window's ends, where the samples it counts begin and end.
 
 Each probe returns plain numbers or ``None``; a missing GPU or NVML library is
 data, never an exception.
@@ -46,6 +47,25 @@ class TreeSample:
     thread_cpu_s: tuple[tuple[int, float], ...] = ()
     """CPU seconds of each thread of the root process but its main one, by thread id (loader threads, torch's
     own, a prefetcher's)."""
+
+
+def process_reads(pids: Iterable[int]) -> tuple[int, int] | None:
+    """This process's storage reads and all reads so far (``read_bytes``, ``rchar`` of ``/proc/PID/io``), with
+    those of its children ``pids`` (a child already reaped is in this process's own count: the kernel adds it);
+    None where ``/proc`` has no such file (not Linux) or one cannot be read."""
+    storage = chars = 0
+    for pid in ["self", *pids]:
+        try:
+            with open(f"/proc/{pid}/io") as io:
+                fields = dict(line.split(": ", 1) for line in io.read().splitlines() if ": " in line)
+            storage += int(fields["read_bytes"])
+            chars += int(fields["rchar"])
+        except FileNotFoundError:
+            if pid == "self":
+                return None
+        except (OSError, KeyError, ValueError):
+            return None
+    return storage, chars
 
 
 @dataclass(frozen=True)

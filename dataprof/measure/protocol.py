@@ -243,6 +243,10 @@ class TrialFigures:
     sampler_ms_mean: float | None
     receive_ms_mean: float | None
     first_pass_end: bool
+    window_read_bytes: int | None = None
+    """What the trial's processes read from storage in its window, counted by the trial at the window's ends (the
+    parent's readings come a relay late: one that falls after the window's end divides by time with no reading)."""
+    window_read_chars: int | None = None
 
 
 @dataclass(frozen=True)

@@ -6,10 +6,12 @@ from __future__ import annotations
 import dataclasses
 import os
 import signal
+from pathlib import Path
 
 import pytest
 
 from dataprof.measure.forked import killed_by
+from dataprof.measure.probes import process_reads
 from dataprof.measure.protocol import ProtocolError, TrialError, TrialFigures, TrialSettings, error_event, read
 from dataprof.measure.sampler import Samples
 from dataprof.measure.summary import summarize
@@ -56,6 +58,29 @@ def test_the_parent_turns_a_broken_last_word_into_a_failed_trial_not_a_silent_no
     assert outcome["status"] == TrialStatus.FAILED and "protocol" in outcome["error"]
     good = trial_result(LoaderConfig(2, False, 2, True), outcome_of(result_event(), {}, {}, {}))
     assert good.samples_per_s == 800.0 and good.wait_ms is not None and good.wait_ms.p99 == 13.0
+
+
+def test_reads_counted_by_the_trial_over_its_window_stand_for_the_parent_s_over_another_span() -> None:
+    # FIGURES: 320 samples in a 0.4 s window; the parent's readings spanned the window's end and a pause after it
+    parents = {"storage_read_bytes_per_s": 1000.0, "read_chars_per_s": 2000.0}
+    counted = trial_result(LoaderConfig(2), outcome_of(
+        result_event(window_read_bytes=320 * 65536, window_read_chars=320 * 70000), {}, {}, parents))
+    assert counted.storage.storage_read_bytes_per_s == 320 * 65536 / 0.4
+    assert counted.storage.read_bytes_per_sample == pytest.approx(65536)
+    assert counted.storage.read_chars_per_sample == pytest.approx(70000)
+    uncounted = trial_result(LoaderConfig(2), outcome_of(result_event(), {}, {}, parents))  # not Linux
+    assert uncounted.storage.storage_read_bytes_per_s == 1000.0
+
+
+def test_a_trial_s_own_reads_grow_by_what_it_read_and_skip_a_child_already_gone(tmp_path: Path) -> None:
+    if process_reads([]) is None:
+        pytest.skip("no /proc/PID/io here")
+    path = tmp_path / "data.bin"
+    path.write_bytes(b"x" * 100_000)
+    before = process_reads([2 ** 22 + 1])  # no such process: a reaped child's count is in this process's own
+    path.read_bytes()
+    after = process_reads([])
+    assert before is not None and after is not None and after[1] - before[1] >= 100_000
 
 
 def test_a_trial_that_ended_without_a_word_is_told_by_how_it_and_its_workers_ended() -> None:

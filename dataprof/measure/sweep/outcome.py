@@ -20,7 +20,7 @@ def outcome_of(result: Message, exit_event: Message, killed_for: dict[TrialStatu
         return {"status": status, "error": error, **resources}
     try:
         if result.get("ev") == "result":
-            return {"status": TrialStatus.OK, **measured(read(TrialFigures, result)), **resources}
+            return {"status": TrialStatus.OK, **resources, **measured(read(TrialFigures, result))}
         if result.get("ev") == "error":
             word = read(TrialError, result)
             return {"status": word.status, "error": word.message, **resources}
@@ -42,8 +42,13 @@ def broken(exc: ProtocolError) -> str:
 
 
 def measured(figures: TrialFigures) -> Message:
-    """A trial's figures as TrialResult fields."""
-    return {**encode(figures), "wait_ms": WaitStats(**figures.wait_ms), "batch_marks": tuple(figures.batch_marks)}
+    """A trial's figures as TrialResult fields; its reads over its window as rates (where it counted them, they
+    stand for the parent's, which cover another span)."""
+    fields = {key: value for key, value in encode(figures).items() if not key.startswith("window_read_")}
+    reads = {} if figures.window_read_bytes is None or figures.window_read_chars is None or figures.window_s <= 0 \
+        else {"storage_read_bytes_per_s": figures.window_read_bytes / figures.window_s,
+              "read_chars_per_s": figures.window_read_chars / figures.window_s}
+    return {**fields, **reads, "wait_ms": WaitStats(**figures.wait_ms), "batch_marks": tuple(figures.batch_marks)}
 
 
 def trial_result(config: LoaderConfig, outcome: Message) -> TrialResult:

@@ -25,6 +25,7 @@ from dataprof.backends.loaders import LoaderTemplate
 from dataprof.backends.target import describe_exception
 from dataprof.measure.cache.open_log import log_workers, pause_installed
 from dataprof.measure.consumer import SimulatedDevice, make_cuda_consumer
+from dataprof.measure.probes import process_reads
 from dataprof.measure.protocol import TrialFigures, TrialSettings, error_event
 from dataprof.measure.sweep.failures import (
     DeadWorkerWatch,
@@ -216,6 +217,8 @@ class TimedLoop:
         self.window_first: int | None = None
         self.sampler_start = self.receive_start = 0.0
         self.log_until: float | None = None
+        self.pids: set[int] = set()
+        self.reads_start: tuple[int, int] | None = None
 
     def run(self, loader: Any, live: dict[str, Any], backend: Backend) -> TrialFigures:
         """Iterate ``loader`` through warm-up and the window; the trial's figures.
@@ -225,7 +228,7 @@ class TimedLoop:
         gc.collect()  # see FORK_CLEAN
         length = None if self.iterable else dataset_length(loader) or None  # batches an epoch
         created = self.clock()
-        iterator = live["iterator"] = started(iter(loader), self.emit)
+        iterator = live["iterator"] = self._started(iter(loader))
         first_batch_s: float | None = None
         last_beat = last_check = end = created
         while True:
@@ -288,7 +291,12 @@ class TimedLoop:
             self.epoch_samples = sum(self.log.size)
         self.log.epoch_first.append(len(self.log))
         self.epochs += 1
-        return started(iter(loader), self.emit)
+        return self._started(iter(loader))
+
+    def _started(self, iterator: Any) -> Any:
+        """``iterator``, its workers told to the host and kept among those whose reads the window counts."""
+        self.pids.update(worker_pids(iterator))
+        return started(iterator, self.emit)
 
     def _consume(self, batch: Any, start: float, arrived: float, wait_cpu: float) -> float:
         """Copy and step one batch, record the iteration, open the window after warm-up; when it ended."""
@@ -308,6 +316,7 @@ class TimedLoop:
             self.sampler_start = self.recorder.busy_s if self.recorder is not None else 0.0
             self.receive_start = self.receiver.busy_s
             self.log_until = None if self.first_pass else end + LOG_WINDOW_S
+            self.reads_start = process_reads(self.pids)
             self.emit({"ev": "window_start"})
         elif self.log_until is not None and end >= self.log_until:
             self.log_until = None
@@ -320,6 +329,9 @@ class TimedLoop:
         workers_started = 0 if self.config.threads else len(getattr(iterator, "_workers", None) or [])
         sampler_s = self.recorder.busy_s - self.sampler_start if self.recorder is not None else None
         receive_s = self.receiver.busy_s - self.receive_start
+        reads = process_reads(self.pids)
+        read = None if reads is None or self.reads_start is None else \
+            (reads[0] - self.reads_start[0], reads[1] - self.reads_start[1])
         if workers_started:
             hold_for_the_end_mark(self.emit)  # the parent reads the workers' memory now: they must still be there
         else:
@@ -339,4 +351,6 @@ class TimedLoop:
             receive_ms_mean=1000.0 * receive_s / figures["batches"]
             if self.config.num_workers and not self.config.threads else None,
             first_pass_end=self.first_pass_end,
+            window_read_bytes=None if read is None else read[0],
+            window_read_chars=None if read is None else read[1],
         )
