@@ -170,7 +170,8 @@ def _four_workers(gap: Callable[[], float], rival: Rival | None = None, step_s: 
     the trial's events."""
     import torch
 
-    from dataprof.measure.sweep.trial import ReceiveTimer, TimedLoop
+    from dataprof.measure.sweep.receive import ReceiveTimer
+    from dataprof.measure.sweep.trial import TimedLoop
     from dataprof.results.knobs import LoaderConfig
 
     now = [0.0]
@@ -225,7 +226,8 @@ def test_a_window_of_short_epochs_holds_whole_epochs_and_their_ends() -> None:
     one of whole epochs holds an end for each epoch, whatever batch it started at."""
     import torch
 
-    from dataprof.measure.sweep.trial import ReceiveTimer, TimedLoop
+    from dataprof.measure.sweep.receive import ReceiveTimer
+    from dataprof.measure.sweep.trial import TimedLoop
     from dataprof.results.knobs import LoaderConfig
 
     now = [0.0]
