@@ -27,7 +27,7 @@ def dataprof_tune(*args: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.slow
 def test_a_latency_bound_training_is_tuned_in_itself_and_told_what_data_costs_it(tmp_path: Path) -> None:
     out = tmp_path / "tune.json"
-    done = dataprof_tune("--budget", "80", "--trial-seconds", "1.5", "--max-data-cost", "10%", "--json", str(out),
+    done = dataprof_tune("--budget", "50", "--trial-seconds", "1.5", "--max-data-cost", "10%", "--json", str(out),
                          SCRIPT, "--epochs", "50", "--length", "256", "--workers", "1", "--sleep-ms", "2",
                          "--step-ms", "5", "--factory")
     assert done.returncode == 1, done.stderr  # the gate: data loading costs this training far more than 10%
