@@ -1,8 +1,8 @@
 """The knob records: what every layer knows of a DataLoader knob, in one place. The loader's keyword arguments, a
 config's label, JSON and sort order, the ``sweep`` options and the Python API's keywords, ``--current`` and
-``--override``, a user's loader read back, the checks on given values, the order the search steps knobs in, a
-knob's cost in a tie and its step in ``tune``'s refinements all loop over :data:`REGISTRY`. Pure data, standard
-library only."""
+``--override``, a user's loader read back, the checks on given values, the order the search steps knobs in and
+a knob's cost in a tie all loop over :data:`REGISTRY`. Pure data, standard library only (what ``tune`` tries of
+a knob is its own decision: ``decide/tune/refine.py``)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,6 @@ LoaderConfig = Any
 """A :class:`~dataprof.results.knobs.LoaderConfig` (that module is built on this one, so it is not imported)."""
 SearchSpace = Any
 """A :class:`~dataprof.results.space.SearchSpace`."""
-TunedLoader = Any
-"""A :class:`~dataprof.results.tune.TunedLoader`: the loader ``tune`` tunes."""
 
 FRAMEWORKS = tuple(framework.value for framework in Framework)
 """The loaders dataprof drives: ``torch.utils.data.DataLoader`` and ``paddle.io.DataLoader``."""
@@ -104,10 +102,6 @@ class Knob:
     reported: str | None = None
     """The field of a run's loader record (``LoaderRun``, a key of the run document's loader) that reports the
     value the loader had; None: a run does not report it."""
-    refine: Callable[[Any, TunedLoader], Any] | None = None
-    """``tune``'s refinement: the value tried, one run, on top of the config leading after the worker climb,
-    from the value in effect there and the loader tuned (it returns None: nothing to try there); None: the knob
-    is not refined."""
 
     @property
     def keyword_name(self) -> str:
@@ -177,17 +171,14 @@ REGISTRY = Registry((
          "prefetch_factor values (configs with workers only) [default: 2,4]. Adaptive tries a value other than 2 "
          "only when the wait for a batch has a heavy tail, unless given.", grid_rank=3, json_rank=2, flag_rank=0,
          held=2, tried=DEFAULT_PREFETCH_FACTORS, preferred=lambda space: 2, minimum=1, evidence=True, step_rank=3,
-         loader_default=2, attribute=True, nodes=True, threads=True, reported="prefetch_factor",
-         refine=lambda now, loader: 2 * (now or 2)),  # doubled: rides out a slow batch
+         loader_default=2, attribute=True, nodes=True, threads=True, reported="prefetch_factor"),
     Knob("persistent_workers", ("torch", "paddle"), "--persistent-workers", "on,off", "persistent_workers", True,
          _with_workers(lambda c: None if c.threads else "persist" if c.persistent_workers else "respawn"),
          "persistent_workers values, e.g. on,off (configs with workers only).", grid_rank=4, json_rank=4, flag_rank=7,
          default="on", held=True, tried=(True,), preferred=lambda space: True, stepped=False, loader_default=False,
          read=lambda loader: bool(getattr(loader, "persistent_workers", getattr(loader, "_persistent_workers",
                                                                                  False))), attribute=True,
-         reported="persistent_workers",
-         # the workers' start skipped at every epoch, where the loader has the knob (a nodes pipeline has not)
-         refine=lambda now, loader: None if now or "persistent_workers" not in loader.settings else True),
+         reported="persistent_workers"),
     Knob("use_shared_memory", ("paddle",), "--use-shared-memory", "on,off", "use_shared_memory", True,
          lambda c: "no-shm" if c.use_shared_memory is False else None,
          "Paddle: use_shared_memory values [default: on,off] (configs with workers only).", grid_rank=2, json_rank=1,
@@ -204,9 +195,7 @@ REGISTRY = Registry((
          "PyTorch: pin_memory values [default: on,off]; swept only when a GPU is used.", grid_rank=0, json_rank=0,
          flag_rank=1, held=False, tried=(True, False), preferred=lambda space: True, step_rank=0, loader_default=False,
          read=lambda loader: bool(getattr(loader, "pin_memory", False)), attribute=True, threads=True,
-         reported="pin_memory",
-         # a faster copy to a GPU, at the cost of a pinning thread: tried only on a GPU
-         refine=lambda now, loader: True if loader.device.startswith("cuda") and not now else None),
+         reported="pin_memory"),
     Knob("in_order", ("torch",), "--in-order", "on,off", "in_order", True,
          _with_workers(lambda c: "unordered" if c.in_order is False else None),
          "PyTorch ≥ 2.6: in_order values to sweep [default: off is tried when batches at num_workers=0 have "
@@ -216,7 +205,6 @@ REGISTRY = Registry((
          passed=lambda value, space: None if value else False,  # in order: the default, not passed
          evidence=True, step_rank=4, loader_default=True, costs=True, nodes=True, threads=True,
          read=lambda loader: False if getattr(loader, "in_order", True) is False else None),
-    # not refined by tune: it changes the order the training sees its batches, which is the user's call
     Knob("multiprocessing_context", ("torch",), "--start-method", "words", "start_methods", True,
          _with_workers(lambda c: c.multiprocessing_context or None),
          "PyTorch: multiprocessing_context values, some of fork,forkserver,spawn [default: fork is tried under "
@@ -225,10 +213,7 @@ REGISTRY = Registry((
          preferred=lambda space: space.start_method,
          passed=lambda value, space: None if value == space.start_method else value,  # in effect: not passed
          choices=START_METHODS, evidence=True, step_rank=5, costs=True, read=_start_method, nodes=True,
-         reported="start_method",
-         # workers started by fork start faster, without the dataset pickled into each
-         refine=lambda now, loader: StartMethod.FORK.value if now and now != StartMethod.FORK
-         and StartMethod.FORK in loader.start_methods else None),
+         reported="start_method"),
     Knob("reader_buffer_size", ("paddle",), "--reader-buffer-size", "ints", "reader_buffer_sizes", False,
          lambda c: None if c.reader_buffer_size is None else f"rb{c.reader_buffer_size}",
          "Paddle: reader_buffer_size values, the batches its buffer reader keeps ready [default: its own, 2].",
@@ -240,10 +225,7 @@ REGISTRY = Registry((
          "growth, /dev/shm or start-up limits, IPC at the CPU ceiling]. Threads need torchdata (or a DataLoader "
          "with worker_method).", json_rank=7, flag_rank=6, metavar="KINDS", keyword=False,
          held=WorkerKind.PROCESS.value, choices=WORKER_KINDS, ordered=True, nodes=True, reported="worker_kind",
-         loader_default=WorkerKind.PROCESS.value,
-         # threads pass batches without pickling and hold no copies, but share the step's interpreter lock
-         refine=lambda now, loader: WorkerKind.THREAD.value if loader.threads and now != WorkerKind.THREAD
-         else None),
+         loader_default=WorkerKind.PROCESS.value),
 ))
 """The knobs, in the order a DataLoader call lists them (its keyword arguments, a label's words)."""
 

@@ -1,27 +1,41 @@
 """``dataprof tune``'s refinements (pure): the knobs tried after the worker climb, one run each, on top of the
-config leading then, as their records say (``Knob.refine``)."""
+config leading then (:data:`REFINE`)."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
 
 from dataprof.decide.tune.cost import without_idle_knobs
 from dataprof.decide.tune.noise import Key, key
 from dataprof.results.knobs import KnobValues
 from dataprof.results.registry import REGISTRY, Knob
-from dataprof.results.tune import TuneReport
-from dataprof.results.vocabulary import WorkerKind
+from dataprof.results.tune import TunedLoader, TuneReport
+from dataprof.results.vocabulary import StartMethod, WorkerKind
+
+REFINE: dict[str, Callable[[Any, TunedLoader], Any]] = {
+    # doubled: rides out a slow batch
+    "prefetch_factor": lambda now, loader: 2 * (now or 2),
+    # the workers' start skipped at every epoch, where the loader has the knob (a nodes pipeline has not)
+    "persistent_workers": lambda now, loader: None if now or "persistent_workers" not in loader.settings else True,
+    # a faster copy to a GPU, at the cost of a pinning thread: tried only on a GPU
+    "pin_memory": lambda now, loader: True if loader.device.startswith("cuda") and not now else None,
+    # workers started by fork start faster, without the dataset pickled into each
+    "multiprocessing_context": lambda now, loader: StartMethod.FORK.value
+    if now and now != StartMethod.FORK and StartMethod.FORK in loader.start_methods else None,
+    # threads pass batches without pickling and hold no copies, but share the step's interpreter lock
+    "worker_kind": lambda now, loader: WorkerKind.THREAD.value if loader.threads and now != WorkerKind.THREAD
+    else None,
+}
+"""What tune tries of a knob, by its name: the value, from the value in effect on top of the config leading and
+the loader tuned (None: nothing to try there). A knob not here is not refined (``in_order`` changes the order the
+training sees its batches, which is the user's call)."""
 
 
 def refinements() -> tuple[Knob, ...]:
     """The knobs tried after the worker climb, one run each, on top of the config leading so far when it has
-    workers, in the registry's order: those whose records have a refinement (``Knob.refine``). Doubling the
-    prefetch rides out a slow batch; persistent workers skip the workers' start at every epoch (where the loader
-    has the knob: a ``torchdata.nodes`` pipeline has not); pinned batches copy to a GPU faster, at the cost of a
-    pinning thread (tried only on a GPU); workers that start by ``spawn`` or ``forkserver`` start by ``fork``
-    faster, without the dataset pickled into each; threads of the training process in place of worker processes
-    (where they can load the dataset) pass batches without pickling and hold no copies, but share the step's
-    interpreter lock. ``in_order`` has none: it changes the order the training sees its batches, which is the
-    user's call."""
-    return tuple(k for k in REGISTRY if k.refine is not None)
+    workers, in the registry's order: those :data:`REFINE` has a value for."""
+    return tuple(k for k in REGISTRY if k.name in REFINE)
 
 
 def as_changed(config: KnobValues, settings: KnobValues) -> KnobValues:
@@ -52,8 +66,7 @@ def refinement(report: TuneReport, seen: set[Key]) -> KnobValues | None:
         if (threads and not record.threads and record.name != "worker_kind") or \
                 any(refined(KnobValues({knob: t.config[knob]}), report) for t in report.trials if knob in t.config):
             continue  # a knob a thread loader does not have is no change on threads
-        assert record.refine is not None
-        value = record.refine(settings.get(knob), report.loader)
+        value = REFINE[knob](settings.get(knob), report.loader)
         config = as_changed(base | {knob: value}, report.loader.settings)
         if value is not None and key(config) not in seen:
             return config
