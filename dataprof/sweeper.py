@@ -22,7 +22,7 @@ from dataprof.decide.cache import (
 )
 from dataprof.decide.ranks import aggregate_ranks
 from dataprof.decide.search import STRATEGIES, Proposal, Strategy
-from dataprof.decide.search.common import pooled, search_budget
+from dataprof.decide.search.common import climb_config, pooled, search_budget
 from dataprof.decide.settings import pinned, resolve_settings, resumable_trials
 from dataprof.decide.sweep import build_note, build_report, persistent_epochs_note, sweep_notes
 from dataprof.decide.threads import thread_notes
@@ -324,7 +324,7 @@ def check_persistent_epochs(settings: SweepSettings, runner: Any, notes: list[st
     space = settings.space
     if True not in space.persistent_workers or max(space.workers) < 2:
         return settings
-    config = dataclasses.replace(space.default_config(2), persistent_workers=True)
+    config = dataclasses.replace(climb_config(space, 2), persistent_workers=True)
     problem = runner.side_runs.epoch_check(config, settings.trial_timeout_s, EPOCH_CHECK_STALL_S)
     if problem is None:
         return settings

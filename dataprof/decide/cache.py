@@ -11,6 +11,7 @@ import dataclasses
 from collections.abc import Sequence
 
 from dataprof.decide.recommend import recommend
+from dataprof.decide.search.common import climb_config
 from dataprof.results.cache import FITS_SHARE, Eviction, ReadBack, StorageOutlook
 from dataprof.results.knobs import LoaderConfig
 from dataprof.results.sweep import Report
@@ -75,7 +76,7 @@ def next_cold(report: Report) -> tuple[LoaderConfig, str] | None:
     if not above:
         return None
     more = above[0]
-    config = dataclasses.replace(best.config, num_workers=more) if workers else space.default_config(more)
+    config = dataclasses.replace(best.config, num_workers=more) if workers else climb_config(space, more)
     if config in measured:
         return None
     return config, (f"cold w{workers} reads {best.samples_per_s:,.0f} samples/s; do more workers hide the "

@@ -65,8 +65,6 @@ class Knob:
     """A config's value when none is given for it (and the one value of a space that does not sweep it)."""
     tried: tuple[Any, ...] = ()
     """The values swept when its option is not given (empty: none but :attr:`held`, or the knob's own search's)."""
-    preferred: Callable[[SearchSpace], Any] = lambda space: None
-    """The value the worker climb takes when the space holds it (else the space's least, or first)."""
     passed: Callable[[Any, SearchSpace], Any] = lambda value, space: value
     """The value a config holds for ``value`` in ``space``: None where the loader's default is meant."""
     stepped: bool = True
@@ -170,30 +168,30 @@ REGISTRY = Registry((
          _with_workers(lambda c: None if c.prefetch_factor is None else f"pf{c.prefetch_factor}"),
          "prefetch_factor values (configs with workers only) [default: 2,4]. Adaptive tries a value other than 2 "
          "only when the wait for a batch has a heavy tail, unless given.", grid_rank=3, json_rank=2, flag_rank=0,
-         held=2, tried=DEFAULT_PREFETCH_FACTORS, preferred=lambda space: 2, minimum=1, evidence=True, step_rank=3,
+         held=2, tried=DEFAULT_PREFETCH_FACTORS, minimum=1, evidence=True, step_rank=3,
          loader_default=2, attribute=True, nodes=True, threads=True, reported="prefetch_factor"),
     Knob("persistent_workers", ("torch", "paddle"), "--persistent-workers", "on,off", "persistent_workers", True,
          _with_workers(lambda c: None if c.threads else "persist" if c.persistent_workers else "respawn"),
          "persistent_workers values, e.g. on,off (configs with workers only).", grid_rank=4, json_rank=4, flag_rank=7,
-         default="on", held=True, tried=(True,), preferred=lambda space: True, stepped=False, loader_default=False,
+         default="on", held=True, tried=(True,), stepped=False, loader_default=False,
          read=lambda loader: bool(getattr(loader, "persistent_workers", getattr(loader, "_persistent_workers",
                                                                                  False))), attribute=True,
          reported="persistent_workers"),
     Knob("use_shared_memory", ("paddle",), "--use-shared-memory", "on,off", "use_shared_memory", True,
          lambda c: "no-shm" if c.use_shared_memory is False else None,
          "Paddle: use_shared_memory values [default: on,off] (configs with workers only).", grid_rank=2, json_rank=1,
-         flag_rank=2, held=True, tried=(True, False), preferred=lambda space: True, step_rank=1,
+         flag_rank=2, held=True, tried=(True, False), step_rank=1,
          loader_default=True, costs=True,
          read=lambda loader: bool(loader.use_shared_memory)),
     Knob("use_buffer_reader", ("paddle",), "--use-buffer-reader", "on,off", "use_buffer_reader", False,
          lambda c: "no-buf" if c.use_buffer_reader is False else None,
          "Paddle: use_buffer_reader values [default: on,off].", grid_rank=1, json_rank=3, flag_rank=3, held=True,
-         tried=(True, False), preferred=lambda space: True, step_rank=2, loader_default=True, costs=True,
+         tried=(True, False), step_rank=2, loader_default=True, costs=True,
          read=lambda loader: bool(loader.use_buffer_reader)),
     Knob("pin_memory", ("torch",), "--pin-memory", "on,off", "pin_memory", False,
          lambda c: "pin" if c.pin_memory else None,
          "PyTorch: pin_memory values [default: on,off]; swept only when a GPU is used.", grid_rank=0, json_rank=0,
-         flag_rank=1, held=False, tried=(True, False), preferred=lambda space: True, step_rank=0, loader_default=False,
+         flag_rank=1, held=False, tried=(True, False), step_rank=0, loader_default=False,
          read=lambda loader: bool(getattr(loader, "pin_memory", False)), attribute=True, threads=True,
          reported="pin_memory"),
     Knob("in_order", ("torch",), "--in-order", "on,off", "in_order", True,
@@ -201,7 +199,6 @@ REGISTRY = Registry((
          "PyTorch ≥ 2.6: in_order values to sweep [default: off is tried when batches at num_workers=0 have "
          "stragglers]; off lets fast batches overtake a slow one (batch order changes, not the batches).",
          grid_rank=5, json_rank=5, flag_rank=4, metavar="ON,OFF", held=True, tried=(True,),
-         preferred=lambda space: True,
          passed=lambda value, space: None if value else False,  # in order: the default, not passed
          evidence=True, step_rank=4, loader_default=True, costs=True, nodes=True, threads=True,
          read=lambda loader: False if getattr(loader, "in_order", True) is False else None),
@@ -210,7 +207,6 @@ REGISTRY = Registry((
          "PyTorch: multiprocessing_context values, some of fork,forkserver,spawn [default: fork is tried under "
          "another default, the others after copy-on-read growth].", grid_rank=6, json_rank=6, flag_rank=5,
          metavar="METHODS",
-         preferred=lambda space: space.start_method,
          passed=lambda value, space: None if value == space.start_method else value,  # in effect: not passed
          choices=START_METHODS, evidence=True, step_rank=5, costs=True, read=_start_method, nodes=True,
          reported="start_method"),

@@ -76,16 +76,6 @@ class SearchSpace:
         """The values the space sweeps of ``knob`` (its record's ``space_key`` field)."""
         return tuple(getattr(self, knob.space_key, ()))
 
-    def default_config(self, workers: int) -> LoaderConfig:
-        """The config the worker climb uses: each knob at the value its record prefers, where the space holds it
-        (else its least, or first)."""
-        chosen: dict[str, Any] = {}
-        for knob in REGISTRY:
-            values, preferred = self.values_of(knob), knob.preferred(self)
-            chosen[knob.name] = preferred if preferred in values or not values else \
-                min(values) if knob.values == "ints" else values[0]
-        return self.config(workers, thread=self.only_threads, **chosen)
-
     def to_dict(self) -> dict[str, Any]:
         """The space as the JSON ``settings`` hold it: each knob of its framework's values, by the knob's
         ``space_key`` (:data:`REGISTRY`), and what the sweep found of the machine and the target."""

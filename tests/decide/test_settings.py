@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from dataprof.decide.search.common import climb_config
 from dataprof.decide.search.grid import grid_configs
 from dataprof.decide.workers import adaptive_workers
 from dataprof.errors import UsageError
@@ -30,7 +31,7 @@ def test_in_order_and_the_start_method_are_discovered_from_the_dataloader_signat
            "start_methods": ["fork", "spawn", "forkserver"]}
     space = resolve_settings(settings, ProbeReply.of(new), lambda framework: 0).space
     assert (space.skipped, space.forced, space.in_order) == ((), ("in_order", "multiprocessing_context"), (True, False))
-    assert space.start_method == "fork" and space.default_config(2).multiprocessing_context == "spawn"
+    assert space.start_method == "fork" and climb_config(space, 2).multiprocessing_context == "spawn"
     old = dict(new, loader_arguments=["dataset", "num_workers", "pin_memory", "prefetch_factor", "persistent_workers",
                                       "multiprocessing_context"])
     space = resolve_settings(settings, ProbeReply.of(old), lambda framework: 0).space  # torch < 2.6: no in_order
@@ -88,7 +89,7 @@ def test_worker_kinds_are_settled_by_what_the_probe_found() -> None:
     assert (space.worker_kinds, space.thread_loader, space.gil_release) == (("process", "thread"),
                                                                            "torchdata.nodes", 0.9)
     alone = resolve_settings(plan_of(worker_kinds=("thread",)), ProbeReply.of(found), lambda framework: 0).space
-    assert alone.only_threads and alone.default_config(4).threads
+    assert alone.only_threads and climb_config(alone, 4).threads
     for absent in ({**found, "thread_loader": None}, {**found, "kind": "iterable"}):
         left = resolve_settings(plan_of(worker_kinds=("thread",)), ProbeReply.of(absent), lambda framework: 0).space
         assert left.thread_loader is None and left.worker_kinds == ("process",)  # threads alone: processes then

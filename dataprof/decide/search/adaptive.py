@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataprof.decide.budgets import available_cpus
 from dataprof.decide.recommend import MAX_TRADE, recommend
 from dataprof.decide.search import evidence
-from dataprof.decide.search.common import Budget, Proposal, Searching, first_of
+from dataprof.decide.search.common import Budget, Proposal, Searching, climb_config, first_of
 from dataprof.decide.search.knob_steps import KnobSteps
 from dataprof.decide.search.threads import ThreadSteps, gain
 from dataprof.results.knobs import LoaderConfig, baseline
@@ -51,7 +51,7 @@ class AdaptiveStrategy(Searching):
     def climb_config(self, workers: int) -> LoaderConfig:
         """The space's default knobs at ``workers``; for Paddle, ``use_shared_memory=False`` (when the space has
         it) where /dev/shm cannot hold the batches in flight, so a small /dev/shm does not end the climb."""
-        config = self.space.default_config(workers)
+        config = climb_config(self.space, workers)
         if config.use_shared_memory and False in self.space.use_shared_memory and self.budget.shm_forbids(config):
             return dataclasses.replace(config, use_shared_memory=False)
         return config
@@ -117,8 +117,8 @@ class AdaptiveStrategy(Searching):
                     return None, f"stopped climbing: {blocked}"
                 skipped = [r for r in self.ladder if best is not None and best.config.num_workers < r < workers]
                 skip = f", near-linear: skip w{','.join(map(str, skipped))}" if skipped else ""
-                piped = self.space.default_config(workers) != config
-                pipe = f"; use_shared_memory=False: {self.budget.shm_forbids(self.space.default_config(workers))}" \
+                piped = climb_config(self.space, workers) != config
+                pipe = f"; use_shared_memory=False: {self.budget.shm_forbids(climb_config(self.space, workers))}" \
                     if piped else ""
                 why = (f"climb: {last_step}{skip}" if last_step else "climb") + pipe
                 # whether it gains beyond the noise decides the climb, either way: the trial may stop once it knows

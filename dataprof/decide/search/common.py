@@ -13,11 +13,32 @@ from typing import Any, Protocol, TypeVar
 from dataprof.decide.budgets import HEADROOM, memory_fit, shm_fits, shm_in_flight
 from dataprof.results.environment import DatasetInfo, Environment, ProbeReply
 from dataprof.results.knobs import LoaderConfig
+from dataprof.results.registry import REGISTRY
 from dataprof.results.settings import SweepSettings
 from dataprof.results.space import SearchSpace
 from dataprof.results.trial import TrialResult
 from dataprof.results.units import fmt_bytes
 from dataprof.results.vocabulary import TrialStatus
+
+PREFERRED: dict[str, Callable[[SearchSpace], Any]] = {
+    "prefetch_factor": lambda space: 2, "persistent_workers": lambda space: True,
+    "use_shared_memory": lambda space: True, "use_buffer_reader": lambda space: True,
+    "pin_memory": lambda space: True, "in_order": lambda space: True,
+    "multiprocessing_context": lambda space: space.start_method,
+}
+"""The value of a knob the worker climb takes where the space holds it, by the knob's name (a knob not here, or a
+value the space does not hold: the space's least value, or its first)."""
+
+
+def climb_config(space: SearchSpace, workers: int) -> LoaderConfig:
+    """The config the worker climb measures at ``workers``: each knob at :data:`PREFERRED`'s value."""
+    chosen: dict[str, Any] = {}
+    for knob in REGISTRY:
+        values = space.values_of(knob)
+        preferred = PREFERRED[knob.name](space) if knob.name in PREFERRED else None
+        chosen[knob.name] = preferred if preferred in values or not values else \
+            min(values) if knob.values == "ints" else values[0]
+    return space.config(workers, thread=space.only_threads, **chosen)
 
 
 @dataclass(frozen=True)
@@ -101,7 +122,7 @@ def rules_of_thumb(usable_cpus: int, space: SearchSpace,
     persistent = True in space.persistent_workers
     prefetch = 2 if 2 in space.prefetch_factors else min(space.prefetch_factors)
     counts = (max(1, int(0.75 * usable_cpus + 0.5)), max(1, usable_cpus - 1))
-    context = space.default_config(1).multiprocessing_context
+    context = climb_config(space, 1).multiprocessing_context
     rules = [(name, space.config(count, pin_memory=pin, prefetch_factor=prefetch, persistent_workers=persistent,
                                  multiprocessing_context=context or space.start_method))
              for name, count in zip(RULE_OF_THUMB_NAMES, counts, strict=True)]

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from dataprof.decide.search import evidence
-from dataprof.decide.search.common import ClimbStep, Proposal
+from dataprof.decide.search.common import ClimbStep, Proposal, climb_config
 from dataprof.decide.thresholds import heavy_tail
 from dataprof.results.knobs import LoaderConfig
 from dataprof.results.registry import evidence_knobs
@@ -61,7 +61,7 @@ class KnobSteps(ClimbStep):
         """
         if {"prefetch_factor"} & {*self.space.forced, *self.space.skipped}:
             return ()
-        default = self.space.default_config(1).prefetch_factor
+        default = climb_config(self.space, 1).prefetch_factor
         return tuple(v for v in self.space.prefetch_factors if v != default)
 
     def tailed(self, done: dict[LoaderConfig, TrialResult]) -> TrialResult | None:
@@ -106,7 +106,7 @@ class KnobSteps(ClimbStep):
         if not others or self.tailed(done) is not None or baseline is None \
                 or baseline.status != TrialStatus.OK or not evidence.wait_figures(baseline):
             return ""
-        default = self.space.default_config(1).prefetch_factor
+        default = climb_config(self.space, 1).prefetch_factor
         values = ",".join(map(str, others))
         anchor = self.climb.climb_pick(done)
         busy = f", so the {default} batches per worker that prefetch_factor={default} keeps in flight already " \
