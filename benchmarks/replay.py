@@ -47,7 +47,13 @@ from dataprof.decide.search import AdaptiveStrategy, Budget
 from dataprof.decide.search.common import pooled
 from dataprof.decide.tune import decide_tune, next_run
 from dataprof.results.knobs import KnobValues
-from dataprof.results.trial import TrialResult, WaitStats
+from dataprof.results.trial import TrialResult
+try:
+    from dataprof.results.trial import Percentiles
+    STEP_MS = Percentiles(5.0, 6.0)
+except ImportError:  # revisions before one record of percentiles: a wait's WaitStats, a step's plain dict
+    from dataprof.results.trial import WaitStats as Percentiles
+    STEP_MS = {"p50": 5.0, "p95": 6.0}
 from dataprof.results.tune import TunedLoader, TuneReport, TuneTrial
 
 
@@ -62,7 +68,7 @@ def pipeline(seed):
         rate = base * min(w, peak) / (1 + 0.02 * max(0, w - peak)) * (1 + ((h % 1000) / 1000 - 0.5) * 2 * noise)
         rate *= (0.8 + 0.4 * ((h >> 3) % 100) / 100) if config.threads else 1.0
         rate *= 1.1 if tail and (config.prefetch_factor or 2) > 2 else 1.0
-        wait = WaitStats(p50=1.0, p95=8.0 if tail else 1.5, max=30.0 if tail else 2.0, p99=25.0 if tail else 1.8,
+        wait = Percentiles(p50=1.0, p95=8.0 if tail else 1.5, max=30.0 if tail else 2.0, p99=25.0 if tail else 1.8,
                          mean=2.0)
         return TrialResult.of(config, "ok", samples_per_s=rate, samples_per_s_spread=noise / 2,
                               cpu_percent=min(200.0, cpu_per * min(w, peak)),
@@ -111,7 +117,7 @@ def tune_case(seed):
             break
         rate = 40.0 if step[1] == "headspace" else curve((settings | step[0]).workers)
         trial = TuneTrial(step[0], "ok", step[1], iterations_per_s=rate * rnd.uniform(1 - spread, 1 + spread),
-                          data_wait_fraction=0.3, step_ms={"p50": 5.0, "p95": 6.0})
+                          data_wait_fraction=0.3, step_ms=STEP_MS)
         report = decide_tune(dataclasses.replace(report, trials=(*report.trials, trial)))
     answer = report.answer
     truth = None  # the recommended config's true rate (the case's curve) over the script's own, less one

@@ -314,7 +314,7 @@ def loader_sweep_of_factory(report: TuneReport, found: LoaderRun, headspace: Tun
     if isinstance(target, str):
         return dataclasses.replace(report, notes=(*report.notes, f"no loader-only sweep to compare: {target}"))
     name, kwargs, split = target
-    step = (headspace.step_ms or {}).get("p50") or 0.0
+    step = headspace.step_ms.p50 if headspace.step_ms else 0.0
     swept = LoaderSweep(name, kwargs, step)
     if progress is not None:
         progress(f"the loader alone: sweeping {name} beside a dummy model stepping {step:.1f} ms")

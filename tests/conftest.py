@@ -185,6 +185,7 @@ def run_report(wait: float, workers: int = 2, workers_cpu: float | None = 20.0, 
     """A watched run's document: one loader waiting ``wait`` of each iteration, and the CPU figures given."""
     from dataprof.results.environment import Environment
     from dataprof.results.run import LoaderRun, RunReport, RunResources
+    from dataprof.results.trial import Percentiles
 
     env = Environment(cpu_count=2, usable_cpus=2, cpu_reason="2 usable CPUs", ram_bytes=8 << 30,
                       available_ram_bytes=4 << 30, python="3.11", torch="2.13", device="cpu")
@@ -193,8 +194,8 @@ def run_report(wait: float, workers: int = 2, workers_cpu: float | None = 20.0, 
                        loader_class="DataLoader", framework="torch",
                        batch_size=32, num_workers=workers, prefetch_factor=2, persistent_workers=True,
                        pin_memory=False, batches=500, epochs=1, steady_batches=490, samples_per_s=800.0,
-                       data_wait_fraction=wait, wait_ms={"p50": 10 * wait, "p95": 20 * wait, "mean": 10 * wait},
-                       step_ms={"p50": 40.0, "p95": 45.0, "mean": 41.0}, first_batch_s=(0.8,))
+                       data_wait_fraction=wait, wait_ms=Percentiles(10 * wait, 20 * wait, mean=10 * wait),
+                       step_ms=Percentiles(40.0, 45.0, mean=41.0), first_batch_s=(0.8,))
     return RunReport(tool_version="0", command=("train.py", "--epochs", "1"), environment=env, loaders=(loader,),
                      resources=RunResources(cpu_percent=(workers_cpu or 0) + main_cpu, main_cpu_percent=main_cpu,
                                             workers_cpu_percent=workers_cpu, cpu_percent_system=machine),

@@ -74,6 +74,7 @@ def test_tune_s_loader_sweep_is_offered_the_factory_and_a_ctrl_c_in_it_ends_the_
     from dataprof.decide.sweep import decide
     from dataprof.results.load import load_as
     from dataprof.results.sweep import Report
+    from dataprof.results.trial import Percentiles
     from dataprof.results.tune import TunedLoader, TuneReport, TuneTrial
     from dataprof.results.vocabulary import TrialStatus
     from dataprof.tuner import loader_sweep_of_factory
@@ -88,7 +89,7 @@ def test_tune_s_loader_sweep_is_offered_the_factory_and_a_ctrl_c_in_it_ends_the_
 
     found = dataclasses.replace(run_report(0.3).loaders[0], factory="train.py:make_loader",
                                 factory_args=("images=256",))
-    head = TuneTrial({}, TrialStatus.OK, "headspace", iterations_per_s=20.0, step_ms={"p50": 41.0, "p95": 50.0})
+    head = TuneTrial({}, TrialStatus.OK, "headspace", iterations_per_s=20.0, step_ms=Percentiles(41.0, 50.0))
     report = TuneReport("0", ("train.py",), TunedLoader("train.py:40", "DataLoader", 32, {"num_workers": 2}), (), 1.0)
     swept = loader_sweep_of_factory(report, found, head, None, fake_sweep)
     assert calls[0][0] == "train.py:make_loader" and calls[0][1]["args"] == {"images": 256}

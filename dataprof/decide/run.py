@@ -47,8 +47,8 @@ def _verdict(report: RunReport, loader: LoaderRun, th: Thresholds) -> Finding:
         return Finding(id=FindingId.TOO_SHORT, severity=Severity.INFO,
                        evidence=f"{loader.site}: {loader.batches} batches, too few past each epoch's warm-up",
                        recommendation="Watch longer (more steps) to measure the steady state.")
-    step = loader.step_ms["p50"]
-    wait = (loader.wait_ms or {}).get("p50", 0.0)
+    step = loader.step_ms.p50
+    wait = loader.wait_ms.p50 if loader.wait_ms else 0.0
     numbers = (f"{loader.site} ({loader.dataset}, batch {loader.batch_size}, num_workers={loader.num_workers}): "
                f"waiting for data {share:.0%} of each iteration (next() p50 {wait:.1f} ms, step p50 {step:.1f} ms, "
                f"{loader.samples_per_s or 0:,.0f} samples/s)")
@@ -67,7 +67,7 @@ def _verdict(report: RunReport, loader: LoaderRun, th: Thresholds) -> Finding:
         if busy is not None and busy >= 100 * th.machine_saturated:
             return Finding(id=FindingId.MODEL_BOUND, severity=Severity.INFO,
                            evidence=f"{numbers}; the machine's CPUs were {busy:.0f}% busy (step p95 "
-                                    f"{loader.step_ms['p95']:.1f} ms)",
+                                    f"{loader.step_ms.p95:.1f} ms)",
                            recommendation="The loader is not your bottleneck, but its workers share the CPUs with "
                                           "the step: on a CPU-only machine loading slows the step itself.")
         return Finding(id=FindingId.MODEL_BOUND, severity=Severity.INFO, evidence=numbers,
@@ -109,7 +109,7 @@ def next_command(report: RunReport, loader: LoaderRun) -> str:
     then brings its batch size, sampler and settings); else the dataset, named by its file when that lies
     under the directory the script ran in (a class in the script itself included), else by its module. A
     loader over threads is swept over both kinds of workers."""
-    step = f" --step-ms {loader.step_ms['p50']:.1f}" if loader.step_ms else ""
+    step = f" --step-ms {loader.step_ms.p50:.1f}" if loader.step_ms else ""
     if loader.factory is not None and loader.factory_blocked is None:
         args = "".join(f" --arg {shlex.quote(item)}" for item in loader.factory_args or ())
         split = f" --split {loader.factory_split}" if loader.factory_split not in (None, "train") else ""

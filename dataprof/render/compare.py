@@ -109,7 +109,8 @@ def runs_view(comparison: RunComparison) -> ComparisonView:
         head.append(Line(f"verdict: {old.verdict.id} → {new.verdict.id}"))
     rows = tuple(((row.site, f"{_rate(row.old.samples_per_s)} → {_rate(row.new.samples_per_s)}", _pct(row.change),
                    f"{_wait(row.old.data_wait_fraction)} → {_wait(row.new.data_wait_fraction)}",
-                   f"{_num((row.old.step_ms or {}).get('p50'))} → {_num((row.new.step_ms or {}).get('p50'))}"),
+                   f"{_num(None if row.old.step_ms is None else row.old.step_ms.p50)} → "
+                   f"{_num(None if row.new.step_ms is None else row.new.step_ms.p50)}"),
                   threshold is not None and row.change is not None and row.change < -threshold)
                  for row in comparison.loaders)
     tail = tuple(f"{label}: " + ", ".join(sites)

@@ -66,15 +66,15 @@ def loader_lines(report: RunReport) -> list[Text]:
     for loader in report.loaders:
         first = ", ".join(f"{s:.2f}" for s in loader.first_batch_s[:4]) + ("…" if len(loader.first_batch_s) > 4 else "")
         wait = loader.data_wait_fraction
-        step = loader.step_ms or {}
         threads = " threads" if loader.worker_kind == WorkerKind.THREAD else ""
         lines.append(Text(f" {loader.site} · {loader.loader_class}({loader.dataset}, batch_size={loader.batch_size}, "
                           f"num_workers={loader.num_workers}{threads}) · "
                           f"{loader.batches} batches in {loader.epochs} epoch(s)"))
         share = "–" if wait is None else f"{wait:.0%} ({band(wait, Thresholds())})"
         lines.append(Text(f"   {num(loader.samples_per_s, ',.1f')} samples/s · data wait {share} · next() p50 "
-                          f"{num((loader.wait_ms or {}).get('p50'), '.1f')} ms · step p50 "
-                          f"{num(step.get('p50'), '.1f')} ms, p95 {num(step.get('p95'), '.1f')} ms · "
+                          f"{num(None if loader.wait_ms is None else loader.wait_ms.p50, '.1f')} ms · step p50 "
+                          f"{num(None if loader.step_ms is None else loader.step_ms.p50, '.1f')} ms, "
+                          f"p95 {num(None if loader.step_ms is None else loader.step_ms.p95, '.1f')} ms · "
                           f"first batch {first or '–'} s"))
     return lines
 

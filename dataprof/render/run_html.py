@@ -36,8 +36,10 @@ def run_page(report: RunReport) -> str:
     rows = [_row([r.site, r.dataset, num(r.batch_size, "d"), num(r.num_workers, "d"), str(r.batches), str(r.epochs),
                   num(r.samples_per_s, ",.1f"),
                   num(None if r.data_wait_fraction is None else 100 * r.data_wait_fraction, ".0f"),
-                  num((r.wait_ms or {}).get("p50"), ".1f"), num((r.step_ms or {}).get("p50"), ".1f"),
-                  num((r.step_ms or {}).get("p95"), ".1f"), ", ".join(f"{s:.2f}" for s in r.first_batch_s)])
+                  num(None if r.wait_ms is None else r.wait_ms.p50, ".1f"),
+                  num(None if r.step_ms is None else r.step_ms.p50, ".1f"),
+                  num(None if r.step_ms is None else r.step_ms.p95, ".1f"),
+                  ", ".join(f"{s:.2f}" for s in r.first_batch_s)])
             for r in report.loaders]
     parts.append("<h2>DataLoaders (steady state)</h2><table><thead><tr>"
                  + "".join(f"<th>{_e(h)}</th>" for h in LOADER_HEAD) + "</tr></thead><tbody>" + "".join(rows)

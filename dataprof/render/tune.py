@@ -53,7 +53,8 @@ def trials_table(report: TuneReport) -> Table:
         slowdown = None if answer is None else answer.step_slowdown.get(index)
         by_rank = (" / ".join(_num(r.data_wait_fraction, "{:.0%}") for r in trial.ranks),) if ranks else ()
         table.add_row(star, name, _num(trial.iterations_per_s), _num(trial.data_wait_fraction, "{:.0%}"), *by_rank,
-                      _num((trial.step_ms or {}).get("p50"), "{:.1f} ms"), _num(slowdown, "{:+.0%}"),
+                      _num(None if trial.step_ms is None else trial.step_ms.p50, "{:.1f} ms"),
+                      _num(slowdown, "{:+.0%}"),
                       _num(trial.startup_s, "{:.2f} s"), *((_num(trial.gpu_util_percent, "{:.0f}%"),) if gpu else ()))
     return table
 

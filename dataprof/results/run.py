@@ -13,6 +13,7 @@ from dataprof.results.environment import Environment
 from dataprof.results.findings import Finding, GateResult
 from dataprof.results.knobs import KnobValues, checked_knobs
 from dataprof.results.registry import REGISTRY
+from dataprof.results.trial import Percentiles
 from dataprof.results.vocabulary import Kind, SlowRankCause
 
 
@@ -45,9 +46,9 @@ class LoaderRun:
     """Steady-state samples over steady-state (wait + step) time."""
     data_wait_fraction: float | None
     """Share of the steady-state iteration time the script was blocked in ``next()`` (0–1)."""
-    wait_ms: dict[str, float] | None
+    wait_ms: Percentiles | None
     """Time blocked in ``next()`` per batch: ``p50``, ``p95``, ``mean`` (ms)."""
-    step_ms: dict[str, float] | None
+    step_ms: Percentiles | None
     """Time from a batch's arrival to the next ``next()`` (the training step): ``p50``, ``p95``, ``mean`` (ms)."""
     first_batch_s: tuple[float, ...] = ()
     """Per epoch: seconds from the iterator's creation to its first batch (worker start-up)."""

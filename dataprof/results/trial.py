@@ -6,20 +6,23 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from dataprof.results.codec import FLAT, HIDDEN
+from dataprof.results.codec import FLAT, HIDDEN, written_if
 from dataprof.results.knobs import LoaderConfig
 from dataprof.results.vocabulary import TrialStatus
 
 
 @dataclass(frozen=True)
-class WaitStats:
-    """Time the training loop spent blocked in ``next(loader)``, per batch (ms)."""
+class Percentiles:
+    """A time per batch (ms) over a window: the wait in ``next(loader)``, the model's step. A sweep's trial has
+    them all (null where one was not measured); a run's loader its median, p95 and mean;
+    a tune run its median and p95: each writes its own."""
 
     p50: float
     p95: float
-    max: float
-    p99: float | None = None
-    mean: float | None = None
+    max: float | None = field(default=None, metadata=written_if(lambda stats: stats.max is not None))
+    p99: float | None = field(default=None, metadata=written_if(lambda stats: stats.max is not None))
+    mean: float | None = field(default=None,
+                               metadata=written_if(lambda stats: stats.max is not None or stats.mean is not None))
 
 
 @dataclass(frozen=True)
@@ -180,7 +183,7 @@ class TrialResult:
     """Loader creation to first batch: worker start-up, reported apart."""
     wait_fraction: float | None = None
     """Share of the window the loop was blocked waiting for data."""
-    wait_ms: WaitStats | None = None
+    wait_ms: Percentiles | None = None
     times: BatchTimes = field(default=BatchTimes(), metadata=FLAT)
     """Where a batch's time went in the main process."""
     batches: int | None = None

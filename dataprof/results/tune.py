@@ -9,6 +9,7 @@ from typing import Any
 from dataprof.results.codec import encode, named, optional, records, written_if
 from dataprof.results.document import SCHEMA_VERSION, to_json
 from dataprof.results.knobs import KnobValues, checked_knobs
+from dataprof.results.trial import Percentiles
 from dataprof.results.vocabulary import Kind, TrialStatus, TuneVerdict
 
 CAUSE_WORDS: dict[str, tuple[str, ...]] = {
@@ -54,7 +55,7 @@ class TuneTrial:
     samples_per_s: float | None = None
     data_wait_fraction: float | None = None
     """Share of each steady iteration spent blocked waiting for a batch."""
-    step_ms: dict[str, float] | None = None
+    step_ms: Percentiles | None = None
     """The step between two batches: ``p50``, ``p95`` (ms)."""
     startup_s: float | None = None
     """From the loader's first iterator to its first batch (the workers' start), apart from the window."""
@@ -236,7 +237,7 @@ class TuneReport:
              "gain_range": None if answer.gain_range is None else list(answer.gain_range)},
             "headspace": None if not headspace else {"iterations_per_s": headspace[0].iterations_per_s
                                                      if answer is None or answer.ceiling is None else answer.ceiling,
-                                                     "step_ms": headspace[0].step_ms, "runs": len(headspace)},
+                                                     "step_ms": encode(headspace[0].step_ms), "runs": len(headspace)},
             "verdict": None if answer is None else answer.verdict,
             "data_cost_fraction": None if answer is None else answer.data_cost_fraction,
             "data_cost_range": None if answer is None or answer.data_cost_range is None
@@ -277,4 +278,4 @@ def _figures(trial: TuneTrial) -> dict[str, Any]:
     return {"config": encode(trial.config), "node_knobs": encode(trial.node_knobs),
             "iterations_per_s": trial.iterations_per_s, "samples_per_s": trial.samples_per_s,
             "data_wait_fraction": trial.data_wait_fraction,
-            "step_ms": trial.step_ms}
+            "step_ms": encode(trial.step_ms)}

@@ -244,7 +244,7 @@ def test_recommendation_says_how_close_it_gets_to_the_cpu_ceiling() -> None:
 
 
 def test_transfer_bound_weighs_the_copy_against_each_part_of_the_wait() -> None:
-    from dataprof.results.trial import WaitStats
+    from dataprof.results.trial import Percentiles
 
     report = run("transfer_bound")
     rec = next(t for t in report.trials if report.recommendation and t.config == report.recommendation.config)
@@ -252,7 +252,7 @@ def test_transfer_bound_weighs_the_copy_against_each_part_of_the_wait() -> None:
 
     def waiting(total: float, busy: float) -> Report:
         return with_trials(report, lambda t: t.replaced(
-            wait_ms=WaitStats(p50=total, p95=total, max=total, mean=total), wait_cpu_ms_mean=busy)
+            wait_ms=Percentiles(p50=total, p95=total, max=total, mean=total), wait_cpu_ms_mean=busy)
             if t is rec else t)
 
     # Longer than the copy, but mostly the main thread receiving those bytes: still the copy's verdict.

@@ -16,7 +16,7 @@ from dataprof.decide.search.evidence import first_dip
 from dataprof.decide.workers import adaptive_workers, auto_workers
 from dataprof.results.knobs import LoaderConfig
 from dataprof.results.space import SearchSpace
-from dataprof.results.trial import TrialResult, WaitStats
+from dataprof.results.trial import Percentiles, TrialResult
 
 Curve = Callable[[LoaderConfig], TrialResult]
 
@@ -214,7 +214,7 @@ def straggling(config: LoaderConfig) -> TrialResult:
     """Every fourth batch stalls 200 ms: in order, the stall holds the others up; out of order, they overtake it."""
     w = max(1, config.num_workers)
     rate = 160.0 * w * (3.0 if config.in_order is False and w > 1 else 1.0)
-    waits = WaitStats(p50=0.5, p95=150.0, p99=200.0, max=210.0, mean=50.0)
+    waits = Percentiles(p50=0.5, p95=150.0, p99=200.0, max=210.0, mean=50.0)
     return dataclasses.replace(trial(config, min(rate, 4000.0)), wait_ms=waits)
 
 
@@ -234,7 +234,7 @@ def test_a_heavy_wait_tail_gets_in_order_off_tried_and_recommended_with_the_orde
 
 def steady(config: LoaderConfig) -> TrialResult:
     """Latency-bound, every batch in about the same time: the baseline's wait has no tail."""
-    waits = WaitStats(p50=64.0, p95=66.0, p99=68.0, max=70.0, mean=64.2)
+    waits = Percentiles(p50=64.0, p95=66.0, p99=68.0, max=70.0, mean=64.2)
     return dataclasses.replace(latency_bound(config), wait_ms=waits)
 
 
@@ -259,7 +259,7 @@ def test_a_deeper_prefetch_buffer_is_tried_only_behind_stragglers_unless_given()
         """Steady batches, but 64 workers on 2 CPUs hand them over in bursts (as measured at w64 pf2)."""
         if not config.num_workers:
             return steady(config)
-        return dataclasses.replace(latency_bound(config), wait_ms=WaitStats(p50=1.0, p95=4.2, p99=7.3, max=24.6,
+        return dataclasses.replace(latency_bound(config), wait_ms=Percentiles(p50=1.0, p95=4.2, p99=7.3, max=24.6,
                                                                            mean=1.4))
 
     strategy = AdaptiveStrategy(searched, Budget(usable_cpus=2))
@@ -277,7 +277,7 @@ def test_a_deeper_buffer_on_a_flat_top_is_tried_at_the_best_count_where_the_burs
     deeper buffer is tried at w64, whose bursts are the evidence: the same depth as w128 pf2 in half the
     processes sharing the CPUs, and a cheaper trial than at w128. So it is when w128 reads 2.7% faster: the
     recommendation would take w64."""
-    bursts = WaitStats(p50=1.0, p95=4.2, p99=7.3, max=24.6, mean=1.4)
+    bursts = Percentiles(p50=1.0, p95=4.2, p99=7.3, max=24.6, mean=1.4)
 
     def ceiling(drop: float) -> Curve:
         def curve(config: LoaderConfig) -> TrialResult:
@@ -310,7 +310,7 @@ def test_bursts_on_cpus_used_up_get_no_deeper_buffer() -> None:
     def turns(config: LoaderConfig) -> TrialResult:
         if not config.num_workers:
             return steady(config)
-        return dataclasses.replace(cpu_bound(config), wait_ms=WaitStats(p50=1.0, p95=40.0, p99=90.0, max=120.0,
+        return dataclasses.replace(cpu_bound(config), wait_ms=Percentiles(p50=1.0, p95=40.0, p99=90.0, max=120.0,
                                                                          mean=12.0))
 
     history, why = run(AdaptiveStrategy(space(2), Budget(usable_cpus=2)), turns)

@@ -22,6 +22,7 @@ from dataprof.results.codec import decode, encode
 from dataprof.results.knobs import KnobValues
 from dataprof.results.load import TYPES, load_as
 from dataprof.results.sweep import Report
+from dataprof.results.trial import Percentiles
 from dataprof.results.tune import LoaderSweep, TunedLoader, TuneReport, TuneTrial
 from dataprof.results.vocabulary import Kind, TrialStatus, TuneVerdict
 from tests.conftest import DATA, run_report
@@ -36,7 +37,7 @@ def run(config: dict[str, object], rate: float | None, role: str = "candidate", 
     if rate is None:
         return TuneTrial(config, TrialStatus.FAILED, role, error="the script exited with code 1")
     return TuneTrial(config, TrialStatus.OK, role, iterations_per_s=rate, samples_per_s=8 * rate,
-                     data_wait_fraction=0.1, step_ms={"p50": step, "p95": 2 * step}, startup_s=0.1)
+                     data_wait_fraction=0.1, step_ms=Percentiles(step, 2 * step), startup_s=0.1)
 
 
 def report(*trials: TuneTrial, loader: TunedLoader = LOADER) -> TuneReport:
@@ -499,7 +500,7 @@ def test_a_doubling_within_the_noise_that_still_waits_for_data_is_doubled_once_m
     # short epochs: fed in the steady state and the step slowed by the workers, but a third of the training's time
     # spent waiting for each epoch's first batches, which more workers load side by side
     starts = dataclasses.replace(waiting({"num_workers": 2}, 20.2, 0.05), warmup_wait_fraction=0.35,
-                                 step_ms={"p50": 8.0, "p95": 16.0})
+                                 step_ms=Percentiles(8.0, 16.0))
     assert next_run(report(*yours, starts)) == ({"num_workers": 4}, "candidate")
     settled = dataclasses.replace(starts, warmup_wait_fraction=0.05)
     assert next_run(report(*yours, settled)) == ({"prefetch_factor": 4}, "candidate")

@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from dataprof.decide.tune import decide_tune, next_run
 from dataprof.results.knobs import KnobValues
+from dataprof.results.trial import Percentiles
 from dataprof.results.tune import TunedLoader, TuneReport, TuneTrial
 from dataprof.results.vocabulary import TrialStatus, TuneVerdict
 
@@ -36,7 +37,7 @@ def tuned(curve: Curve, workers: int, moved: Callable[[random.Random], float], s
         config, role = step[0], step[1]
         rate = CEILING if role == "headspace" else curve((settings | config).workers)
         trial = TuneTrial(config, TrialStatus.OK, role, iterations_per_s=rate * moved(rng), data_wait_fraction=0.3,
-                          step_ms={"p50": 5.0, "p95": 6.0})
+                          step_ms=Percentiles(5.0, 6.0))
         report = decide_tune(dataclasses.replace(report, trials=(*report.trials, trial)))
     return report
 

@@ -6,6 +6,7 @@ import dataclasses
 
 from dataprof.decide.tune import decide_tune
 from dataprof.render.tune import answer_lines
+from dataprof.results.trial import Percentiles
 from dataprof.results.tune import LoaderSweep, TunedLoader, TuneRank, TuneReport, TuneTrial
 from dataprof.results.vocabulary import TrialStatus
 
@@ -13,7 +14,7 @@ LOADER = TunedLoader("train.py:46", "DataLoader", 32, {"num_workers": 0})
 
 
 def run(config: dict[str, object], rate: float, role: str = "candidate") -> TuneTrial:
-    return TuneTrial(config, TrialStatus.OK, role, iterations_per_s=rate, step_ms={"p50": 40.0, "p95": 50.0})
+    return TuneTrial(config, TrialStatus.OK, role, iterations_per_s=rate, step_ms=Percentiles(40.0, 50.0))
 
 
 def tuned(*trials: TuneTrial, swept: LoaderSweep | None) -> TuneReport:

@@ -121,12 +121,12 @@ def worker_startup(report: Report, th: Thresholds) -> Finding | None:
 def stragglers(report: Report, th: Thresholds) -> Finding | None:
     """A heavy-tailed batch time at num_workers=0 that workers and prefetching can hide."""
     serial = [t for t in ok_trials(report) if t.config.num_workers == 0 and t.wait_ms is not None
-              and t.wait_ms.p99 is not None]
+              and t.wait_ms.p99 is not None and t.wait_ms.max is not None]
     if not serial:
         return None
     trial = serial[0]
     waits = trial.wait_ms
-    assert waits is not None and waits.p99 is not None and waits.mean is not None
+    assert waits is not None and waits.p99 is not None and waits.max is not None and waits.mean is not None
     if not heavy_tail(trial, th.straggler_ratio, th.straggler_min_ms, th.straggler_tail_share):
         return None
     tail = 1 - waits.p50 / waits.mean

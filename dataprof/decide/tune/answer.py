@@ -261,11 +261,11 @@ def no_comparison(report: TuneReport) -> str:
 def _slowdowns(trials: Sequence[TuneTrial]) -> dict[int, float]:
     """Each run's step p50 over the headspace's, less one: its workers competing with the step for CPUs."""
     head = next((t for t in trials if t.role == "headspace" and t.ok and t.step_ms), None)
-    base = (head.step_ms or {}).get("p50") if head is not None else None
+    base = head.step_ms.p50 if head is not None and head.step_ms else None
     if not base:
         return {}
-    return {i: (t.step_ms or {})["p50"] / base - 1 for i, t in enumerate(trials)
-            if t.ok and t.role != "headspace" and (t.step_ms or {}).get("p50")}
+    return {i: t.step_ms.p50 / base - 1 for i, t in enumerate(trials)
+            if t.ok and t.role != "headspace" and t.step_ms and t.step_ms.p50}
 
 
 def _reason(chosen: Runs, fastest: Runs, mine: Runs, noise: Noise, settings: KnobValues, nnodes: int) -> str:

@@ -11,6 +11,7 @@ from typing import Any
 from dataprof.results.knobs import KnobValues, knob_words
 from dataprof.results.run import LoaderRun, RunReport
 from dataprof.results.sweep import Report
+from dataprof.results.trial import Percentiles
 from dataprof.results.tune import LoaderSweep, TunedLoader, TuneRank, TuneTrial
 from dataprof.results.vocabulary import TrialStatus, WorkerKind
 
@@ -123,12 +124,12 @@ def trial_of(run: RunReport, config: KnobValues, role: str, site: str | None,
         why = unseen or ("the script iterated no DataLoader" if loader is None else "no steady batches to time: "
                          "give it longer (--trial-seconds, --trial-steps)")
         return TuneTrial(config, TrialStatus.FAILED, role, error=why, no_training=unseen is not None, **resources)
-    step = loader.step_ms or {}
+    step = loader.step_ms
     return TuneTrial(config, TrialStatus.OK, role,
                      iterations_per_s=loader.iterations_per_s,
                      samples_per_s=(loader.iterations_per_s or 0.0) * loader.batch_size if loader.batch_size
                      else loader.samples_per_s, data_wait_fraction=loader.data_wait_fraction,
-                     step_ms={k: step[k] for k in ("p50", "p95") if k in step} or None,
+                     step_ms=None if step is None else Percentiles(step.p50, step.p95),
                      startup_s=loader.first_batch_s[0] if loader.first_batch_s else None,
                      epoch_samples=loader.epoch_samples[0] if loader.epoch_samples else None,
                      warmup_wait_fraction=loader.warmup_wait_fraction, **resources)
@@ -188,7 +189,7 @@ def trial_of_ranks(runs: Sequence[RunReport], config: KnobValues, role: str, sit
         pacing, iterations_per_s=slowest.iterations_per_s, samples_per_s=slowest.samples_per_s,
         cpu_percent=sum(cpu) if cpu else None, peak_memory_bytes=sum(memory) if memory else None,
         wall_s=max(t.wall_s for t in trials),
-        ranks=tuple(TuneRank(rank, t.iterations_per_s, t.data_wait_fraction, (t.step_ms or {}).get("p50"),
+        ranks=tuple(TuneRank(rank, t.iterations_per_s, t.data_wait_fraction, t.step_ms.p50 if t.step_ms else None,
                              None if per_node is None else rank // per_node,
                              None if per_node is None or hosts is None else hosts[rank])
                     for rank, t in enumerate(trials)))

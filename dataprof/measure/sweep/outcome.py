@@ -6,7 +6,7 @@ from dataprof.measure.protocol import Message, ProtocolError, TrialError, TrialF
 from dataprof.measure.sweep.failures import died_by
 from dataprof.results.codec import encode
 from dataprof.results.knobs import LoaderConfig
-from dataprof.results.trial import TrialResult, WaitStats
+from dataprof.results.trial import Percentiles, TrialResult
 from dataprof.results.vocabulary import TrialStatus
 
 
@@ -48,7 +48,7 @@ def measured(figures: TrialFigures) -> Message:
     reads = {} if figures.window_read_bytes is None or figures.window_read_chars is None or figures.window_s <= 0 \
         else {"storage_read_bytes_per_s": figures.window_read_bytes / figures.window_s,
               "read_chars_per_s": figures.window_read_chars / figures.window_s}
-    return {**fields, **reads, "wait_ms": WaitStats(**figures.wait_ms), "batch_marks": tuple(figures.batch_marks)}
+    return {**fields, **reads, "wait_ms": Percentiles(**figures.wait_ms), "batch_marks": tuple(figures.batch_marks)}
 
 
 def trial_result(config: LoaderConfig, outcome: Message) -> TrialResult:

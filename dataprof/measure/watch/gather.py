@@ -99,7 +99,7 @@ def _rank_run(rank: int, said: dict[str, Any]) -> RankRun:
     return RankRun(rank=rank, host=said["host"], exit_code=theirs.exit_code,
                    data_wait_fraction=loader.data_wait_fraction if loader else None,
                    samples_per_s=loader.samples_per_s if loader else None,
-                   step_ms_p50=loader.step_ms["p50"] if loader and loader.step_ms else None,
+                   step_ms_p50=loader.step_ms.p50 if loader and loader.step_ms else None,
                    node=said.get("node"), ranks_on_node=said.get("ranks_on_node"),
                    num_workers=loader.num_workers if loader else None, node_cpus=env.usable_cpus,
                    node_cpu_quota=env.cpu_quota,

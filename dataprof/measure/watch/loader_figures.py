@@ -13,6 +13,7 @@ from dataprof.results.codec import decode
 from dataprof.results.registry import REGISTRY
 from dataprof.results.run import LOADER_DEFAULTS, LoaderRun
 from dataprof.results.stats import percentile
+from dataprof.results.trial import Percentiles
 
 
 @dataclass
@@ -124,9 +125,9 @@ def _holds(arrivals: Sequence[float], start: float, end: float) -> bool:
     return at < len(arrivals) and arrivals[at] < end
 
 
-def _ms_stats(seconds: Sequence[float]) -> dict[str, float] | None:
+def _ms_stats(seconds: Sequence[float]) -> Percentiles | None:
     """p50, p95 and mean of ``seconds``, in milliseconds; None when empty."""
     if not seconds:
         return None
     ms = [1000.0 * s for s in seconds]
-    return {"p50": percentile(ms, 50), "p95": percentile(ms, 95), "mean": sum(ms) / len(ms)}
+    return Percentiles(p50=percentile(ms, 50), p95=percentile(ms, 95), mean=sum(ms) / len(ms))

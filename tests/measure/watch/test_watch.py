@@ -192,7 +192,7 @@ def test_epochs_shorter_than_the_warm_up_are_timed_over_every_batch_past_the_sta
     run = watched(short_epochs)["0"]
     assert run.steady_batches == 4  # the second of each later epoch: what precedes an epoch's first is no step
     assert run.data_wait_fraction == pytest.approx(0.25) and run.step_ms is not None
-    assert run.step_ms["p50"] == pytest.approx(150.0) and run.iterations_per_s == pytest.approx(5.0)
+    assert run.step_ms.p50 == pytest.approx(150.0) and run.iterations_per_s == pytest.approx(5.0)
 
 
 def test_a_peek_at_one_batch_is_not_an_epoch_whose_end_opens_the_window() -> None:
