@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from dataprof.measure.cache import open_log
-from dataprof.measure.cache.files import excluded_roots, filesystem_of, held_paths, is_data_file
+from dataprof.measure.cache.files import data_file_size, excluded_roots, filesystem_of, held_paths
 from dataprof.measure.cache.footprint import (
     DataFiles,
     dataset_directories,
@@ -55,13 +55,13 @@ def test_data_files_leave_out_code_libraries_and_dataprofs_own(tmp_path: Path) -
     log = _write(own / "123.opens", 10)
     mark = _write(tmp_path / "end-mark", 0)
     mine = (os.path.join(str(own), ""), str(mark))
-    assert is_data_file(str(data), roots, mine)
-    assert not is_data_file(str(code), roots, mine)
-    assert not is_data_file(str(log), roots, mine) and not is_data_file(str(mark), roots, mine)
-    assert not is_data_file(os.__file__, roots)  # the standard library, under sys.base_prefix
-    assert not is_data_file(str(tmp_path), roots)  # a directory
-    assert not is_data_file(str(tmp_path / "gone.npy"), roots)
-    assert not is_data_file("pipe:[1234]", roots)
+    assert data_file_size(str(data), roots, mine) is not None
+    assert data_file_size(str(code), roots, mine) is None
+    assert data_file_size(str(log), roots, mine) is None and data_file_size(str(mark), roots, mine) is None
+    assert data_file_size(os.__file__, roots) is None  # the standard library, under sys.base_prefix
+    assert data_file_size(str(tmp_path), roots) is None  # a directory
+    assert data_file_size(str(tmp_path / "gone.npy"), roots) is None
+    assert data_file_size("pipe:[1234]", roots) is None
 
 
 def test_a_users_directory_named_like_dataprofs_files_holds_data(tmp_path: Path) -> None:

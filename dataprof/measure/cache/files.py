@@ -63,11 +63,6 @@ def is_own(path: str, own: Iterable[str]) -> bool:
     return any(path == mine or (mine.endswith("/") and path.startswith(mine)) for mine in own)
 
 
-def is_data_file(path: str, roots: tuple[str, ...], own: Iterable[str] = ()) -> bool:
-    """Whether ``path`` is a file a dataset reads (:func:`data_file_size`)."""
-    return data_file_size(path, roots, own) is not None
-
-
 def held_paths(pids: Iterable[int], maps: bool, known: set[str] | frozenset[str] = frozenset()) -> set[str]:
     """Paths of the files ``pids`` hold open for reading only (``/proc/PID/fd``: a descriptor's link has the
     permissions of its open mode) and, with ``maps``, have mapped without a shared writable mapping: unfiltered.

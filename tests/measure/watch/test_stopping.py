@@ -160,4 +160,4 @@ def test_a_loader_a_thread_of_the_script_prefetches_is_timed_where_the_training_
     assert "Traceback" not in err and "Exception in thread" not in err
     loader = report.loaders[0]
     assert loader.data_wait_fraction is not None and 0.2 < loader.data_wait_fraction < 0.8
-    assert loader.step_ms is not None and loader.step_ms["p50"] > 4.0  # the training's step, not the thread's put
+    assert loader.step_ms is not None and loader.step_ms.p50 > 4.0  # the training's step, not the thread's put
