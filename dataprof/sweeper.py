@@ -24,7 +24,7 @@ from dataprof.decide.ranks import aggregate_ranks
 from dataprof.decide.search import STRATEGIES, Proposal, Strategy
 from dataprof.decide.search.common import climb_config, pooled, search_budget
 from dataprof.decide.settings import pinned, resolve_settings, resumable_trials
-from dataprof.decide.sweep import build_note, build_report, persistent_epochs_note, sweep_notes
+from dataprof.decide.sweep import build_note, decide, persistent_epochs_note, sweep_notes
 from dataprof.decide.threads import thread_notes
 from dataprof.distributed import Coordinator
 from dataprof.errors import DataprofError, TargetError
@@ -41,6 +41,7 @@ from dataprof.results.sweep import AutotuneRun, Report, SearchStep
 from dataprof.results.threads import ThreadCheck
 from dataprof.results.trial import TrialResult
 from dataprof.results.vocabulary import CacheMode, DatasetKind, Event, Framework, Observer, TrialStatus
+from dataprof.version import __version__
 
 
 class SweepInterrupted(Exception):
@@ -109,22 +110,19 @@ class _Sweep:
         env = dataclasses.replace(self.environment, gpu_name=facts.gpu_name,
                                   start_method=runner.host_info.start_method,
                                   sharing_strategy=runner.host_info.sharing_strategy)
-        notes = sweep_notes(self.settings) + tuple(self.checks)
-        how = build_note(facts.builds)
-        notes += (how,) if how else ()
-        if facts.gpu_reason:
-            notes += (f"GPU utilisation not measured: {facts.gpu_reason}",)
+        how, warmed = build_note(facts.builds), warmed_note(self.warmed)
+        gpu = f"GPU utilisation not measured: {facts.gpu_reason}" if facts.gpu_reason else None
+        missed = warm_misses(self.trials, self.cold)
+        notes = (*sweep_notes(self.settings), *self.checks, *(note for note in (how, gpu, warmed) if note),
+                 *cold_notes(self.runner.evictions, self.cold, self.restored), *((missed,) if missed else ()),
+                 *thread_notes(self.settings, self.dataset, self.thread_check))
         built = None if self.dataset is None else \
             dataclasses.replace(self.dataset, build="per_trial" if facts.build_per_trial else "once")
-        warmed = warmed_note(self.warmed)
-        notes += (warmed,) if warmed else ()
-        notes += cold_notes(self.runner.evictions, self.cold, self.restored)
-        missed = warm_misses(self.trials, self.cold)
-        notes += (missed,) if missed else ()
-        notes += thread_notes(self.settings, self.dataset, self.thread_check)
-        return build_report(self.settings, env, built, self.trials, self.clock() - self.started, complete,
-                            notes, self.steps, self.stop, self.autotune, self.cold, self.footprint,
-                            self.thread_check)
+        return decide(Report(
+            target=self.settings.target, tool_version=__version__, environment=env, settings=self.settings,
+            trials=tuple(self.trials), dataset=built, wall_s=self.clock() - self.started, complete=complete,
+            notes=notes, search_steps=tuple(self.steps), search_stop=self.stop, autotune=self.autotune,
+            cold_trials=tuple(self.cold), data_footprint=self.footprint, thread_check=self.thread_check))
 
     def load(self) -> None:
         """Load the dataset in a probe, settle the settings; every rank agrees whether it loaded."""

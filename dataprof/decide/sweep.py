@@ -10,7 +10,7 @@ apply to old measurements.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 from dataprof.decide.cache import outlook, steady_case
 from dataprof.decide.diagnose import diagnose
@@ -20,16 +20,14 @@ from dataprof.decide.plan import feeding, machine_of
 from dataprof.decide.recommend import recommend
 from dataprof.decide.search import rules_of_thumb
 from dataprof.decide.threads import worker_kinds
-from dataprof.results.cache import DataFootprint, StorageOutlook
-from dataprof.results.environment import DatasetBuilds, DatasetInfo, Environment
+from dataprof.results.cache import StorageOutlook
+from dataprof.results.environment import DatasetBuilds
 from dataprof.results.pipeline import PipelineModel
 from dataprof.results.settings import SweepSettings
 from dataprof.results.stats import noise_between
-from dataprof.results.sweep import AutotuneRun, Recommendation, Report, RuleOfThumb, SearchStep, YourSettings
-from dataprof.results.threads import ThreadCheck
+from dataprof.results.sweep import Recommendation, Report, RuleOfThumb, YourSettings
 from dataprof.results.trial import TrialResult
 from dataprof.results.vocabulary import CacheMode, TrialStatus
-from dataprof.version import __version__
 
 
 def compare_rules_of_thumb(report: Report) -> tuple[RuleOfThumb, ...]:
@@ -152,26 +150,3 @@ def persistent_epochs_note(framework: str, version: str, problem: str) -> str:
             "starts its workers again")
 
 
-def build_report(settings: SweepSettings, environment: Environment, dataset: DatasetInfo | None,
-                 trials: list[TrialResult], wall_s: float, complete: bool,
-                 notes: tuple[str, ...] = (), steps: Sequence[SearchStep] = (), stop: str | None = None,
-                 autotune: AutotuneRun | None = None, cold_trials: Sequence[TrialResult] = (),
-                 data_footprint: DataFootprint | None = None, thread_check: ThreadCheck | None = None) -> Report:
-    """Assemble the Report and its decisions (pure)."""
-    return decide(Report(
-        target=settings.target,
-        tool_version=__version__,
-        environment=environment,
-        settings=settings,
-        trials=tuple(trials),
-        dataset=dataset,
-        wall_s=wall_s,
-        complete=complete,
-        notes=notes,
-        search_steps=tuple(steps),
-        search_stop=stop,
-        autotune=autotune,
-        cold_trials=tuple(cold_trials),
-        data_footprint=data_footprint,
-        thread_check=thread_check,
-    ))
