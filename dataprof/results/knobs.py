@@ -67,6 +67,11 @@ class KnobValues(Mapping[str, Any]):
         """``num_workers`` (0 when unset or None)."""
         return int(self._values.get("num_workers") or 0)
 
+    @property
+    def threads(self) -> bool:
+        """Whether its workers are threads (``worker_kind=thread``), as a :class:`LoaderConfig`'s ``threads``."""
+        return self._values.get("worker_kind") == WorkerKind.THREAD
+
 
 def knob_words(values: Mapping[str, Any]) -> str:
     """Knobs' values as a DataLoader call sets them (``num_workers=2, multiprocessing_context='fork'``), in its

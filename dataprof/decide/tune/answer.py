@@ -42,7 +42,7 @@ from dataprof.decide.tune.noise import (
 from dataprof.results.knobs import KnobValues
 from dataprof.results.stats import Noise
 from dataprof.results.tune import TuneAnswer, TuneReport, TuneTrial
-from dataprof.results.vocabulary import TuneVerdict, WorkerKind
+from dataprof.results.vocabulary import TuneVerdict
 
 
 @dataclasses.dataclass(frozen=True)
@@ -212,7 +212,7 @@ def _capped(report: TuneReport, leading: Runs, settings: KnobValues) -> str:
     config = settings | leading[0][1].config
     more = max(2, 2 * config.workers)
     ran = any((settings | t.config).workers == more for t in report.trials if t.role != "headspace")
-    capped = None if ran or config.get("worker_kind") == WorkerKind.THREAD else over_memory(report, more)
+    capped = None if ran or config.threads else over_memory(report, more)
     return "" if capped is None else f"; {capped}"
 
 

@@ -9,7 +9,6 @@ from dataprof.decide.cost import cost as shared_cost
 from dataprof.decide.tune.noise import Runs
 from dataprof.results.knobs import KnobValues
 from dataprof.results.registry import REGISTRY
-from dataprof.results.vocabulary import WorkerKind
 
 
 def node_workers(config: KnobValues, knobs: KnobValues) -> int:
@@ -32,8 +31,7 @@ def cost(runs: Runs, settings: KnobValues, nnodes: int = 1) -> Cost:
 def asks_code(runs: Runs, settings: KnobValues) -> bool:
     """Whether a config puts threads in place of the script's worker processes: a new loader in its code, not a
     knob."""
-    return runs[0][1].config.get("worker_kind") == WorkerKind.THREAD and \
-        settings.get("worker_kind") != WorkerKind.THREAD
+    return runs[0][1].config.threads and not settings.threads
 
 
 def without_idle_knobs(config: KnobValues) -> KnobValues:

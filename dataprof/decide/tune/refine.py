@@ -60,7 +60,7 @@ def refinement(report: TuneReport, seen: set[Key]) -> KnobValues | None:
     settings = report.loader.settings | base
     if not settings.workers:
         return None
-    threads = settings.get("worker_kind") == WorkerKind.THREAD
+    threads = settings.threads
     for record in refinements():
         knob = record.name
         if (threads and not record.threads and record.name != "worker_kind") or \
