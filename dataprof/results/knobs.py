@@ -67,6 +67,14 @@ class KnobValues(Mapping[str, Any]):
         """``num_workers`` (0 when unset or None)."""
         return int(self._values.get("num_workers") or 0)
 
+    def in_effect(self, name: str) -> Any:
+        """The value of the knob ``name`` the loader has: this one, else the loader's own default
+        (``Knob.loader_default``; 0 workers)."""
+        value = self._values.get(name)
+        if value is not None:
+            return value
+        return 0 if name == "num_workers" else next(knob.loader_default for knob in REGISTRY if knob.name == name)
+
     @property
     def threads(self) -> bool:
         """Whether its workers are threads (``worker_kind=thread``), as a :class:`LoaderConfig`'s ``threads``."""

@@ -16,7 +16,7 @@ Explain = Callable[[TuneTrial, TunedLoader | None], str]
 def _shm(trial: TuneTrial, loader: TunedLoader | None) -> str:
     """/dev/shm too small: what the config needs there, and what there is."""
     settings = (loader.settings if loader else KnobValues()) | trial.config
-    workers, prefetch = settings.workers, int(settings.get("prefetch_factor") or 2)
+    workers, prefetch = settings.workers, int(settings.in_effect("prefetch_factor"))
     batch = loader.batch_bytes if loader else None
     need = f"{workers} workers × {prefetch} batches × {fmt_bytes(batch)} = {fmt_bytes(workers * prefetch * batch)}" \
         if batch and workers else "its workers' batches in flight"

@@ -15,7 +15,7 @@ from dataprof.results.vocabulary import StartMethod, WorkerKind
 
 REFINE: dict[str, Callable[[Any, TunedLoader], Any]] = {
     # doubled: rides out a slow batch
-    "prefetch_factor": lambda now, loader: 2 * (now or 2),
+    "prefetch_factor": lambda now, loader: 2 * now,
     # the workers' start skipped at every epoch, where the loader has the knob (a nodes pipeline has not)
     "persistent_workers": lambda now, loader: None if now or "persistent_workers" not in loader.settings else True,
     # a faster copy to a GPU, at the cost of a pinning thread: tried only on a GPU
@@ -27,9 +27,10 @@ REFINE: dict[str, Callable[[Any, TunedLoader], Any]] = {
     "worker_kind": lambda now, loader: WorkerKind.THREAD.value if loader.threads and now != WorkerKind.THREAD
     else None,
 }
-"""What tune tries of a knob, by its name: the value, from the value in effect on top of the config leading and
-the loader tuned (None: nothing to try there). A knob not here is not refined (``in_order`` changes the order the
-training sees its batches, which is the user's call)."""
+"""What tune tries of a knob, by its name: the value, from the value in effect on top of the config leading (the
+loader's own default where neither the script nor the config sets it) and the loader tuned (None: nothing to try
+there). A knob not here is not refined (``in_order`` changes the order the training sees its batches, which is
+the user's call)."""
 
 
 def refinements() -> tuple[Knob, ...]:
@@ -66,7 +67,7 @@ def refinement(report: TuneReport, seen: set[Key]) -> KnobValues | None:
         if (threads and not record.threads and record.name != "worker_kind") or \
                 any(refined(KnobValues({knob: t.config[knob]}), report) for t in report.trials if knob in t.config):
             continue  # a knob a thread loader does not have is no change on threads
-        value = REFINE[knob](settings.get(knob), report.loader)
+        value = REFINE[knob](settings.in_effect(knob), report.loader)
         config = as_changed(base | {knob: value}, report.loader.settings)
         if value is not None and key(config) not in seen:
             return config
