@@ -90,3 +90,14 @@ def test_knobs_are_worded_one_way_in_a_dataloader_call_s_order() -> None:
     assert changes_label(KnobValues()) == "as the script has it"
     assert changes_label(KnobValues(num_workers=2), {"2": KnobValues(num_workers=0), "1": KnobValues(num_workers=1)}) \
         == "num_workers=2; node 1: num_workers=1; node 2: num_workers=0"
+
+
+def test_some_knobs_values_answer_as_a_config_does_what_the_loader_has() -> None:
+    from dataprof.results.knobs import KnobValues
+
+    script = KnobValues({"num_workers": 4, "worker_kind": "thread"})
+    assert script.threads and LoaderConfig(4, worker_kind="thread").threads and not KnobValues(num_workers=4).threads
+    # unset, a knob is the loader's own default, as its record says
+    assert script.in_effect("prefetch_factor") == 2 and script.in_effect("persistent_workers") is False
+    assert KnobValues(prefetch_factor=8).in_effect("prefetch_factor") == 8
+    assert KnobValues().in_effect("num_workers") == 0
