@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -66,6 +66,29 @@ def process_reads(pids: Iterable[int]) -> tuple[int, int] | None:
         except (OSError, KeyError, ValueError):
             return None
     return storage, chars
+
+
+def helper_pids() -> set[int]:
+    """The process ids of this process's multiprocessing helpers, where they run: the forkserver (it forks and
+    reaps the workers of a loader started by ``forkserver``, so their reads once reaped are in its count) and the
+    resource tracker (``spawn`` and ``forkserver`` start it)."""
+    import multiprocessing.forkserver
+    import multiprocessing.resource_tracker
+
+    found = (getattr(getattr(multiprocessing.forkserver, "_forkserver", None), "_forkserver_pid", None),
+             getattr(getattr(multiprocessing.resource_tracker, "_resource_tracker", None), "_pid", None))
+    return {pid for pid in found if isinstance(pid, int)}
+
+
+def only_children(pids: Collection[int]) -> bool:
+    """Whether every process below this one is among ``pids`` (False where that cannot be told): a sum of their
+    reads leaves out no process alive (a child of a worker, a pipeline's own processes)."""
+    try:
+        import psutil
+
+        return all(child.pid in pids for child in psutil.Process().children(recursive=True))
+    except Exception:
+        return False
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -81,6 +83,18 @@ def test_a_trial_s_own_reads_grow_by_what_it_read_and_skip_a_child_already_gone(
     path.read_bytes()
     after = process_reads([])
     assert before is not None and after is not None and after[1] - before[1] >= 100_000
+
+
+@pytest.mark.slow
+def test_reads_are_summed_only_where_every_process_below_is_known() -> None:
+    from dataprof.measure.probes import only_children
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        assert only_children({child.pid}) and not only_children(set())  # a process not among them: no sum
+    finally:
+        child.kill()
+        child.wait()
 
 
 def test_a_trial_that_ended_without_a_word_is_told_by_how_it_and_its_workers_ended() -> None:

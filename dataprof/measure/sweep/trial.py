@@ -25,7 +25,7 @@ from dataprof.backends.loaders import LoaderTemplate
 from dataprof.backends.target import describe_exception
 from dataprof.measure.cache.open_log import log_workers, pause_installed
 from dataprof.measure.consumer import SimulatedDevice, make_cuda_consumer
-from dataprof.measure.probes import process_reads
+from dataprof.measure.probes import helper_pids, only_children, process_reads
 from dataprof.measure.protocol import TrialFigures, TrialSettings, error_event
 from dataprof.measure.sweep.failures import (
     DeadWorkerWatch,
@@ -263,6 +263,7 @@ class TimedLoop:
     def _started(self, iterator: Any) -> Any:
         """``iterator``, its workers told to the host and kept among those whose reads the window counts."""
         self.pids.update(worker_pids(iterator))
+        self.pids.update(helper_pids())
         return started(iterator, self.emit)
 
     def _consume(self, batch: Any, start: float, arrived: float, wait_cpu: float) -> float:
@@ -296,7 +297,7 @@ class TimedLoop:
         workers_started = 0 if self.config.threads else len(getattr(iterator, "_workers", None) or [])
         sampler_s = self.recorder.busy_s - self.sampler_start if self.recorder is not None else None
         receive_s = self.receiver.busy_s - self.receive_start
-        reads = process_reads(self.pids)
+        reads = process_reads(self.pids) if only_children(self.pids) else None
         read = None if reads is None or self.reads_start is None else \
             (reads[0] - self.reads_start[0], reads[1] - self.reads_start[1])
         if workers_started:
