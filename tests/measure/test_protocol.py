@@ -4,6 +4,7 @@ misses, is an error, never a silent None."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import signal
 import subprocess
@@ -85,16 +86,20 @@ def test_a_trial_s_own_reads_grow_by_what_it_read_and_skip_a_child_already_gone(
     assert before is not None and after is not None and after[1] - before[1] >= 100_000
 
 
+KNOWN = """
+import json, subprocess, sys
+from dataprof.measure.probes import only_children
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+print(json.dumps([only_children({child.pid}), only_children(set())]))
+child.kill()
+"""
+
+
 @pytest.mark.slow
 def test_reads_are_summed_only_where_every_process_below_is_known() -> None:
-    from dataprof.measure.probes import only_children
-
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
-    try:
-        assert only_children({child.pid}) and not only_children(set())  # a process not among them: no sum
-    finally:
-        child.kill()
-        child.wait()
+    # in a fresh process, as a trial is: a process below it that is not among the known ones means no sum
+    out = subprocess.run([sys.executable, "-c", KNOWN], capture_output=True, text=True, timeout=60, check=True)
+    assert json.loads(out.stdout) == [True, False]
 
 
 def test_a_trial_that_ended_without_a_word_is_told_by_how_it_and_its_workers_ended() -> None:
