@@ -65,13 +65,19 @@ def worker_signals(iterator: Any, wait_s: float = 0.0) -> list[str]:
             worker.join(min(WORKER_POLL_S, max(0.0, deadline - time.monotonic())))
 
 
+def message_of(exc: BaseException) -> str:
+    """The exception's message as raised (a KeyError's str() is its repr; the message itself holds a worker's
+    traceback lines)."""
+    return exc.args[0] if exc.args and isinstance(exc.args[0], str) else str(exc)
+
+
 def may_be_a_dead_worker(exc: BaseException, internal: tuple[str, ...]) -> bool:
     """Whether ``exc`` can be the news of a worker's death: a batch that cannot be received (from a pipe, from
     shared memory, unpickled), or an error the framework's own code raised (its last frame in ``internal``) that
     carries no worker's traceback (a worker that raised is alive to say so)."""
     if isinstance(exc, (OSError, EOFError, pickle.UnpicklingError)):
         return True
-    text = exc.args[0] if exc.args and isinstance(exc.args[0], str) else str(exc)
+    text = message_of(exc)
     frames = traceback.extract_tb(exc.__traceback__)
     return ("Traceback (most recent call last)" not in text and bool(frames)
             and any(path in frames[-1].filename for path in internal))
@@ -84,8 +90,7 @@ def classify_loader_error(exc: BaseException, killed_by: list[str] | None = None
         return TrialStatus.FAILED, str(exc)
     if killed_by:
         return TrialStatus.CRASHED, died_by("a DataLoader worker", killed_by[0])
-    # KeyError's str() is the repr of its message; the message itself holds the worker's traceback lines
-    text = exc.args[0] if exc.args and isinstance(exc.args[0], str) else str(exc)
+    text = message_of(exc)
     match = _SIGNAL_RE.search(text)
     if match:
         name = match.group("name").strip()
