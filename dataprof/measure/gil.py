@@ -4,6 +4,11 @@ Work that holds the GIL (pure Python) runs one thread at a time: two threads doi
 as long as one. Work that releases it (sleep, I/O, C decoding, most numpy and torch kernels) runs side by
 side: two threads take as long as one, given two CPUs. The share that overlaps is the share that releases the
 GIL: ``(2 × alone − paired) / alone``, between 0 (held throughout) and 1 (released throughout).
+
+Wall time alone can be fooled: a thread kept off its CPU by another process while timed alone makes held work
+look like overlap. So each round's share is bounded by what the threads' own CPU time shows (:func:`cpu_bound`):
+the time one thread spent off its CPU of its own accord (a sleep, I/O; time waiting for a CPU, read from
+``/proc/thread-self/schedstat`` where Linux has it, is not) plus the CPU time the pair ran beside each other.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from dataprof.measure.forked import ForkFailed, run_forked
@@ -58,24 +64,50 @@ def release_share(call: Callable[[Any], Any], items: Sequence[Any], budget_s: fl
         call(items[count % len(items)])  # warms the work up, and sizes the measurement (items again if quick)
         count += 1
     chosen = [items[n % len(items)] for n in range(count)]
-    alone, paired = [], []
+    alone: list[Timing] = []
+    paired: list[Timing] = []
     for _ in range(ROUNDS):
-        alone.append(_timed(call, chosen, 1, clock))
-        paired.append(_timed(call, chosen, 2, clock, PAIRED_TIMEOUT_S + 10 * alone[-1]))
-        if paired[-1] is None:
-            return GilShare(release=None, calls=count, alone_s=min(alone), paired_s=0.0,
+        alone.append(_alone(call, chosen, clock))
+        pair = _paired(call, chosen, clock, PAIRED_TIMEOUT_S + 10 * alone[-1].wall)
+        if pair is None:
+            return GilShare(release=None, calls=count, alone_s=min(t.wall for t in alone), paired_s=0.0,
                             why="its calls did not finish in a second thread (a lock or state only one thread "
                                 "gets: threads cannot load it)")
-    one, two = min(alone), min(paired)
-    rounds = [_share(a, p) for a, p in zip(alone, paired, strict=True)]
-    known = [r for r in rounds if r is not None]
-    return GilShare(release=_share(one, two), calls=count, alone_s=one, paired_s=two,
-                    release_low=min(known, default=None), release_high=max(known, default=None))
+        paired.append(pair)
+    one, two = min(t.wall for t in alone), min(t.wall for t in paired)
+    bounds = [cpu_bound(a, p) for a, p in zip(alone, paired, strict=True)]
+    rounds = [_share(a.wall, p.wall) for a, p in zip(alone, paired, strict=True)]
+    known = [min(r, b) for r, b in zip(rounds, bounds, strict=True) if r is not None]
+    release = _share(one, two)
+    return GilShare(release=None if release is None else min(release, max(bounds)), calls=count, alone_s=one,
+                    paired_s=two, release_low=min(known, default=None), release_high=max(known, default=None))
+
+
+@dataclass(frozen=True)
+class Timing:
+    """One timing of the calls: its wall seconds, the CPU seconds of the threads that made them (together) and the
+    seconds they waited for a CPU (each thread's; 0 where the system does not say)."""
+
+    wall: float
+    cpu: float
+    waited: tuple[float, ...]
 
 
 def _share(alone: float, paired: float) -> float | None:
     """The share of the work that overlapped: ``(2 × alone − paired) / alone``, within 0–1."""
     return max(0.0, min(1.0, (2 * alone - paired) / alone)) if alone > 0 else None
+
+
+def cpu_bound(alone: Timing, paired: Timing) -> float:
+    """The most of the work that can have released the GIL, as the threads' CPU time shows it: the share of one
+    thread's time alone off its CPU though no other process held that CPU (a sleep, I/O), plus the CPU time the
+    pair ran beside each other (their CPU seconds past the pair's wall time), over the time alone. Time kept off
+    a CPU by another process stretches the wall time alone, never the CPU time: held work stays held."""
+    if alone.wall <= 0:
+        return 1.0
+    idle = max(0.0, alone.wall - alone.cpu - sum(alone.waited))
+    beside = max(0.0, paired.cpu - paired.wall)
+    return max(0.0, min(1.0, (idle + beside) / alone.wall))
 
 
 SAMPLE_S_MAX = 2.0
@@ -107,35 +139,51 @@ def release_share_apart(call: Callable[[Any], Any], items: Sequence[Any], budget
     return decode(GilShare, found)
 
 
-def _timed(call: Callable[[Any], Any], items: Sequence[Any], threads: int, clock: Callable[[], float],
-           timeout_s: float | None = None) -> Any:
-    """Seconds ``threads`` threads take to each run ``call`` over ``items``, started together; None when they
-    did not finish within ``timeout_s`` (they are daemons, left behind)."""
-    if threads == 1:
-        start = clock()
-        for item in items:
-            call(item)
-        return clock() - start
-    gate = threading.Barrier(threads + 1)
+def _alone(call: Callable[[Any], Any], items: Sequence[Any], clock: Callable[[], float]) -> Timing:
+    """How long this thread takes to run ``call`` over ``items``."""
+    start, cpu, waited = clock(), time.thread_time(), _waited()
+    for item in items:
+        call(item)
+    return Timing(clock() - start, time.thread_time() - cpu, (_waited() - waited,))
+
+
+def _paired(call: Callable[[Any], Any], items: Sequence[Any], clock: Callable[[], float],
+            timeout_s: float) -> Timing | None:
+    """How long two threads take to each run ``call`` over ``items``, started together; None when they did not
+    finish within ``timeout_s`` (they are daemons, left behind)."""
+    gate = threading.Barrier(3)
     errors: list[BaseException] = []
+    used: list[tuple[float, float]] = []
 
     def work() -> None:
         gate.wait()
+        cpu, waited = time.thread_time(), _waited()
         try:
             for item in items:
                 call(item)
         except BaseException as exc:
             errors.append(exc)
+        used.append((time.thread_time() - cpu, _waited() - waited))
 
-    workers = [threading.Thread(target=work, daemon=True) for _ in range(threads)]
+    workers = [threading.Thread(target=work, daemon=True) for _ in range(2)]
     for worker in workers:
         worker.start()
     gate.wait()
     start = clock()
     for worker in workers:
-        worker.join(None if timeout_s is None else max(0.0, start + timeout_s - clock()))
+        worker.join(max(0.0, start + timeout_s - clock()))
     if any(worker.is_alive() for worker in workers):
         return None
     if errors:
         raise errors[0]
-    return clock() - start
+    return Timing(clock() - start, sum(cpu for cpu, _ in used), tuple(waited for _, waited in used))
+
+
+def _waited() -> float:
+    """Seconds this thread has waited for a CPU (``/proc/thread-self/schedstat``'s second field); 0 where the
+    system does not say."""
+    try:
+        with open("/proc/thread-self/schedstat") as stat:
+            return int(stat.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0

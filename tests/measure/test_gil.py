@@ -104,3 +104,27 @@ def test_a_free_threaded_interpreter_releases_everything(monkeypatch: pytest.Mon
     share = gil.release_share(lambda _: None, range(4))
     assert share.free_threaded and share.release == 1.0
     assert "free-threaded" in share.words()
+
+
+def test_held_work_kept_off_its_cpu_while_timed_alone_is_not_read_as_overlap(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import dataprof.measure.gil as gil
+
+    # alone: 1 s of CPU work stretched to 1.8 s by another process holding the CPU; paired: 2 s of CPU work, one
+    # thread at a time. Wall time alone reads (3.6 - 2) / 1.8 = 89% overlap; the CPU time shows none.
+    alone, paired = gil.Timing(1.8, 1.0, (0.8,)), gil.Timing(2.0, 2.0, (0.0, 0.0))
+    monkeypatch.setattr(gil, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(gil, "_alone", lambda call, items, clock: alone)
+    monkeypatch.setattr(gil, "_paired", lambda call, items, clock, timeout_s: paired)
+    share = gil.release_share(lambda _: None, range(4), budget_s=0.0)
+    assert share.release == 0.0 and share.release_high == 0.0
+    assert (share.alone_s, share.paired_s) == (1.8, 2.0)
+
+
+def test_the_cpu_bound_leaves_sleep_and_parallel_c_code_released() -> None:
+    from dataprof.measure.gil import Timing, cpu_bound
+
+    assert cpu_bound(Timing(1.0, 0.0, (0.0,)), Timing(1.0, 0.0, (0.0, 0.0))) == 1.0  # a sleep
+    assert cpu_bound(Timing(1.0, 1.0, (0.0,)), Timing(1.05, 2.0, (0.0, 0.0))) == pytest.approx(0.95)  # numpy
+    assert cpu_bound(Timing(1.0, 0.5, (0.0,)), Timing(1.0, 1.0, (0.0, 0.0))) == 0.5  # half sleep, half Python
+    assert cpu_bound(Timing(1.0, 0.6, (0.4,)), Timing(1.2, 1.2, (0.0, 0.0))) == 0.0  # a CPU taken: still held
