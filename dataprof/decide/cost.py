@@ -8,9 +8,8 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from dataprof.results.knobs import LoaderConfig
+from dataprof.results.knobs import KnobValues, LoaderConfig
 from dataprof.results.registry import REGISTRY, record_of
-from dataprof.results.vocabulary import WorkerKind
 
 
 @dataclasses.dataclass(frozen=True, order=True)
@@ -36,16 +35,16 @@ class Cost:
     """Page-locked batches: a pinning thread, locked host memory."""
 
 
-def cost(values: Mapping[str, Any], changes: Mapping[str, Any], workers: int, memory: int | None,
+def cost(config: LoaderConfig | KnobValues, changes: Mapping[str, Any], workers: int, memory: int | None,
          node_edits: int = 0, new_code: bool = False) -> Cost:
-    """The cost of a config whose knobs are ``values`` (by name), changed by ``changes`` from what the user has
-    (the loader's own defaults in a sweep, the script's settings in ``tune``), with ``workers`` on every node
-    together."""
-    threads = values.get("worker_kind") == WorkerKind.THREAD
+    """The cost of ``config`` (a sweep's, or the knobs a ``tune`` run's loader has), changed by ``changes`` from
+    what the user has (the loader's own defaults in a sweep, the script's settings in ``tune``), with ``workers``
+    on every node together."""
+    threads = config.threads
     return Cost(new_code=new_code, processes=0 if threads else workers, threads=workers if threads else 0,
-                prefetch=int(values.get("prefetch_factor") or 0),
+                prefetch=int(config.value("prefetch_factor") or 0),
                 costly=sum(1 for name in changes if name != "num_workers" and record_of(name).costs),
-                edits=len(changes) + node_edits, memory=memory or 0, pinned=bool(values.get("pin_memory")))
+                edits=len(changes) + node_edits, memory=memory or 0, pinned=bool(config.value("pin_memory")))
 
 
 def sweep_cost(config: LoaderConfig, memory: int | None) -> Cost:
@@ -53,7 +52,7 @@ def sweep_cost(config: LoaderConfig, memory: int | None) -> Cost:
     defaults."""
     changes = {knob.name: value for knob in REGISTRY
                if (value := config.value(knob.name)) is not None and value != knob.loader_default}
-    return cost(config.to_dict(), changes, config.num_workers, memory)
+    return cost(config, changes, config.num_workers, memory)
 
 
 def cheaper(chosen: Cost, other: Cost) -> str:

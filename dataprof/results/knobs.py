@@ -67,6 +67,10 @@ class KnobValues(Mapping[str, Any]):
         """``num_workers`` (0 when unset or None)."""
         return int(self._values.get("num_workers") or 0)
 
+    def value(self, name: str) -> Any:
+        """The value of the knob ``name`` (None: not set), as :meth:`LoaderConfig.value` reads a config's."""
+        return self._values.get(name)
+
     def in_effect(self, name: str) -> Any:
         """The value of the knob ``name`` the loader has: this one, else the loader's own default
         (``Knob.loader_default``; 0 workers)."""

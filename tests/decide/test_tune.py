@@ -312,6 +312,18 @@ def test_the_climb_stops_before_the_memory_the_workers_would_take() -> None:
     assert next_run(roomy) == ({"num_workers": 16}, "candidate")
 
 
+def test_the_memory_of_thread_workers_is_not_taken_for_what_worker_processes_would_take() -> None:
+    from dataprof.decide.tune.memory import memory_at
+
+    threads = TunedLoader("train.py:41", "DataLoader", 8, {"num_workers": 8, "worker_kind": "thread"},
+                          available_ram_bytes=10 * 2**30)
+    ran = [dataclasses.replace(run(config, 50.0, role), peak_memory_bytes=3 * 2**30)
+           for config, role in (({}, "current"), ({"num_workers": 16}, "candidate"))]
+    assert memory_at(report(*ran, loader=threads), 16) is None  # the script's own config is threads: so are these
+    processes = [dataclasses.replace(trial, config=trial.config | {"worker_kind": "process"}) for trial in ran]
+    assert memory_at(report(*processes, loader=threads), 16) == 3 * 2**30
+
+
 def test_the_training_s_loader_is_tuned_even_when_a_validation_loader_out_counts_it() -> None:
     from dataprof.decide.tune import tuned_loader
 

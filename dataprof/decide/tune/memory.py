@@ -15,7 +15,7 @@ def memory_at(report: TuneReport, workers: int) -> int | None:
     each of its processes (an upper bound: forked workers share pages); None when no run measured memory."""
     settings = report.loader.settings if report.loader else KnobValues()
     points = [((settings | t.config).workers, t.peak_memory_bytes) for t in report.trials
-              if t.ok and t.role != "headspace" and t.peak_memory_bytes and t.config.get("worker_kind") is None]
+              if t.ok and t.role != "headspace" and t.peak_memory_bytes and not (settings | t.config).threads]
     if not points:
         return None
     counts = {w for w, _ in points}
