@@ -5,10 +5,14 @@ as long as one. Work that releases it (sleep, I/O, C decoding, most numpy and to
 side: two threads take as long as one, given two CPUs. The share that overlaps is the share that releases the
 GIL: ``(2 × alone − paired) / alone``, between 0 (held throughout) and 1 (released throughout).
 
-Wall time alone can be fooled: a thread kept off its CPU by another process while timed alone makes held work
-look like overlap. So each round's share is bounded by what the threads' own CPU time shows (:func:`cpu_bound`):
-the time one thread spent off its CPU of its own accord (a sleep, I/O; time waiting for a CPU, read from
-``/proc/thread-self/schedstat`` where Linux has it, is not) plus the CPU time the pair ran beside each other.
+The time alone is its wall time less the time the thread waited for a CPU (``/proc/thread-self/schedstat``, where
+Linux has it): a thread kept waiting by other processes while timed alone would make held work look like overlap.
+The pair's wall time is taken as it is for the share (``release``, and each round's least, ``release_low``): what
+it lost to other processes can only lower it, so held work never reads as released. What the pair's threads waited
+for a CPU may have cost it up to the longest thread's waits (a pair that releases the GIL, kept off both CPUs side
+by side) or nothing (one thread waiting while the other held the GIL): less those, each round reads the most the
+share can be, and the most of any round is ``release_high``.
+On a quiet machine the two meet; on a busy one they say how far apart the measure cannot tell.
 """
 
 from __future__ import annotations
@@ -64,50 +68,34 @@ def release_share(call: Callable[[Any], Any], items: Sequence[Any], budget_s: fl
         call(items[count % len(items)])  # warms the work up, and sizes the measurement (items again if quick)
         count += 1
     chosen = [items[n % len(items)] for n in range(count)]
-    alone: list[Timing] = []
-    paired: list[Timing] = []
+    alone: list[float] = []
+    paired: list[Pair] = []
     for _ in range(ROUNDS):
-        alone.append(_alone(call, chosen, clock))
-        pair = _paired(call, chosen, clock, PAIRED_TIMEOUT_S + 10 * alone[-1].wall)
+        alone.append(_timed_alone(call, chosen, clock))
+        pair = _timed_pair(call, chosen, clock, PAIRED_TIMEOUT_S + 10 * alone[-1])
         if pair is None:
-            return GilShare(release=None, calls=count, alone_s=min(t.wall for t in alone), paired_s=0.0,
+            return GilShare(release=None, calls=count, alone_s=min(alone), paired_s=0.0,
                             why="its calls did not finish in a second thread (a lock or state only one thread "
                                 "gets: threads cannot load it)")
         paired.append(pair)
-    one, two = min(t.wall for t in alone), min(t.wall for t in paired)
-    bounds = [cpu_bound(a, p) for a, p in zip(alone, paired, strict=True)]
-    rounds = [_share(a.wall, p.wall) for a, p in zip(alone, paired, strict=True)]
-    known = [min(r, b) for r, b in zip(rounds, bounds, strict=True) if r is not None]
-    release = _share(one, two)
-    return GilShare(release=None if release is None else min(release, max(bounds)), calls=count, alone_s=one,
-                    paired_s=two, release_low=min(known, default=None), release_high=max(known, default=None))
+    one, two = min(alone), min(pair.wall for pair in paired)
+    low = [r for a, p in zip(alone, paired, strict=True) if (r := _share(a, p.wall)) is not None]
+    high = [r for a, p in zip(alone, paired, strict=True) if (r := _share(a, p.wall - max(p.waited))) is not None]
+    return GilShare(release=_share(one, two), calls=count, alone_s=one, paired_s=two,
+                    release_low=min(low, default=None), release_high=max(high, default=None))
 
 
 @dataclass(frozen=True)
-class Timing:
-    """One timing of the calls: its wall seconds, the CPU seconds of the threads that made them (together) and the
-    seconds they waited for a CPU (each thread's; 0 where the system does not say)."""
+class Pair:
+    """Two threads' timing: the seconds they took together, and those each waited for a CPU."""
 
     wall: float
-    cpu: float
-    waited: tuple[float, ...]
+    waited: tuple[float, float]
 
 
 def _share(alone: float, paired: float) -> float | None:
     """The share of the work that overlapped: ``(2 × alone − paired) / alone``, within 0–1."""
     return max(0.0, min(1.0, (2 * alone - paired) / alone)) if alone > 0 else None
-
-
-def cpu_bound(alone: Timing, paired: Timing) -> float:
-    """The most of the work that can have released the GIL, as the threads' CPU time shows it: the share of one
-    thread's time alone off its CPU though no other process held that CPU (a sleep, I/O), plus the CPU time the
-    pair ran beside each other (their CPU seconds past the pair's wall time), over the time alone. Time kept off
-    a CPU by another process stretches the wall time alone, never the CPU time: held work stays held."""
-    if alone.wall <= 0:
-        return 1.0
-    idle = max(0.0, alone.wall - alone.cpu - sum(alone.waited))
-    beside = max(0.0, paired.cpu - paired.wall)
-    return max(0.0, min(1.0, (idle + beside) / alone.wall))
 
 
 SAMPLE_S_MAX = 2.0
@@ -139,31 +127,41 @@ def release_share_apart(call: Callable[[Any], Any], items: Sequence[Any], budget
     return decode(GilShare, found)
 
 
-def _alone(call: Callable[[Any], Any], items: Sequence[Any], clock: Callable[[], float]) -> Timing:
-    """How long this thread takes to run ``call`` over ``items``."""
-    start, cpu, waited = clock(), time.thread_time(), _waited()
+def _timed_alone(call: Callable[[Any], Any], items: Sequence[Any], clock: Callable[[], float]) -> float:
+    """Seconds this thread takes to run ``call`` over ``items``, less those it waited for a CPU."""
+    start, waited = clock(), _waited()
     for item in items:
         call(item)
-    return Timing(clock() - start, time.thread_time() - cpu, (_waited() - waited,))
+    return max(0.0, clock() - start - (_waited() - waited))
 
 
-def _paired(call: Callable[[Any], Any], items: Sequence[Any], clock: Callable[[], float],
-            timeout_s: float) -> Timing | None:
+def _waited() -> float:
+    """Seconds this thread has waited for a CPU (``/proc/thread-self/schedstat``'s second field); 0 where the
+    system does not say."""
+    try:
+        with open("/proc/thread-self/schedstat") as stat:
+            return int(stat.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def _timed_pair(call: Callable[[Any], Any], items: Sequence[Any], clock: Callable[[], float],
+                timeout_s: float) -> Pair | None:
     """How long two threads take to each run ``call`` over ``items``, started together; None when they did not
     finish within ``timeout_s`` (they are daemons, left behind)."""
     gate = threading.Barrier(3)
     errors: list[BaseException] = []
-    used: list[tuple[float, float]] = []
+    waits: list[float] = []
 
     def work() -> None:
         gate.wait()
-        cpu, waited = time.thread_time(), _waited()
+        waited = _waited()
         try:
             for item in items:
                 call(item)
         except BaseException as exc:
             errors.append(exc)
-        used.append((time.thread_time() - cpu, _waited() - waited))
+        waits.append(_waited() - waited)
 
     workers = [threading.Thread(target=work, daemon=True) for _ in range(2)]
     for worker in workers:
@@ -176,14 +174,4 @@ def _paired(call: Callable[[Any], Any], items: Sequence[Any], clock: Callable[[]
         return None
     if errors:
         raise errors[0]
-    return Timing(clock() - start, sum(cpu for cpu, _ in used), tuple(waited for _, waited in used))
-
-
-def _waited() -> float:
-    """Seconds this thread has waited for a CPU (``/proc/thread-self/schedstat``'s second field); 0 where the
-    system does not say."""
-    try:
-        with open("/proc/thread-self/schedstat") as stat:
-            return int(stat.read().split()[1]) / 1e9
-    except (OSError, IndexError, ValueError):
-        return 0.0
+    return Pair(clock() - start, (waits[0], waits[1]))

@@ -85,7 +85,7 @@ def gil_cell(release: float | None) -> str:
 
 def threads_advice(gil: GilShare) -> str:
     """What a sample's GIL share means for thread workers."""
-    if gil.release is None and not gil.free_threaded:
+    if gil.settled is None and not gil.free_threaded:
         return "measure both kinds with dataprof sweep --worker-kind process,thread"
     if gil.free_threaded or (gil.release or 0.0) >= 0.8:
         return ("thread workers load it side by side in one process (one heap, no /dev/shm, no start-up): "

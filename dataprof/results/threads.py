@@ -8,18 +8,21 @@ from dataclasses import dataclass
 from dataprof.results.knobs import LoaderConfig
 from dataprof.results.vocabulary import ThreadVerdict
 
+UNSETTLED = 0.5
+"""How far the most a GIL share can be may lie above the share read before the share is not told."""
+
 
 @dataclass(frozen=True)
 class GilShare:
     """How much of a piece of work releases the GIL (``measure.gil``)."""
 
     release: float | None
-    """Share of its time two threads overlap (0: holds the GIL throughout, 1: releases it throughout); None
-    when it could not be told (``why``)."""
+    """Share of its time two threads overlap (0: holds the GIL throughout, 1: releases it throughout), at least;
+    None when it could not be told (``why``)."""
     calls: int
     """Calls timed alone, and by each of two threads."""
     alone_s: float
-    """Seconds one thread took for them."""
+    """Seconds one thread took for them (less those it waited for a CPU)."""
     paired_s: float
     """Seconds two threads took, each doing them all."""
     free_threaded: bool = False
@@ -28,7 +31,17 @@ class GilShare:
     """Why ``release`` is None."""
     release_low: float | None = None
     release_high: float | None = None
-    """The least and the most any one round (alone, then paired) read: the measure's spread."""
+    """The least any one round (alone, then paired) read, and the most one can have been (its pair's waits for a
+    CPU taken off): the measure's spread."""
+
+    @property
+    def settled(self) -> float | None:
+        """``release``, where the rounds settle it: None when not measured, or when the most it can be is
+        :data:`UNSETTLED` above it (other processes kept the pair's threads waiting for a CPU: released work
+        could not overlap, held work waited beside its own)."""
+        if self.release is None or (self.release_high is not None and self.release_high - self.release >= UNSETTLED):
+            return None
+        return self.release
 
     def words(self) -> str:
         """``releases the GIL 92% of its time (C code, I/O or sleep)`` / ``holds the GIL (pure Python, …)`` /
@@ -37,6 +50,9 @@ class GilShare:
             return "runs without a GIL (free-threaded Python)"
         if self.release is None:
             return f"was not measured for the GIL ({self.why})"
+        if self.settled is None:
+            return (f"releases the GIL {100 * self.release:.0f}–{self.release_high:.0%} of its time: other "
+                    "processes kept its threads waiting for a CPU, so the measure cannot tell")
         if self.release >= 0.8:
             return f"releases the GIL {self.release:.0%} of its time (C code, I/O or sleep)"
         if self.release <= 0.2:

@@ -106,25 +106,31 @@ def test_a_free_threaded_interpreter_releases_everything(monkeypatch: pytest.Mon
     assert "free-threaded" in share.words()
 
 
-def test_held_work_kept_off_its_cpu_while_timed_alone_is_not_read_as_overlap(
+def test_the_time_alone_leaves_out_what_the_thread_waited_for_a_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    import dataprof.measure.gil as gil
+
+    # 1 s of held work alone, kept waiting 0.8 s by other processes; its pair took the 2 s two threads need: the
+    # wall time alone (1.8 s) would read (3.6 - 2) / 1.8 = 89% overlap
+    waits, clock = iter([5.0, 5.8]), iter([10.0, 11.8])
+    monkeypatch.setattr(gil, "_waited", lambda: next(waits))
+    assert gil._timed_alone(lambda _: None, [0], lambda: next(clock)) == pytest.approx(1.0)
+    monkeypatch.setattr(gil, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(gil, "_timed_alone", lambda call, items, clock: 1.0)
+    monkeypatch.setattr(gil, "_timed_pair", lambda call, items, clock, timeout_s: gil.Pair(2.0, (0.0, 0.0)))
+    share = gil.release_share(lambda _: None, range(4), budget_s=0.0)
+    assert share.release == share.release_high == 0.0 and (share.alone_s, share.paired_s) == (1.0, 2.0)
+
+
+def test_a_pair_kept_waiting_for_a_cpu_reads_as_low_as_its_wall_time_and_as_high_as_its_work(
         monkeypatch: pytest.MonkeyPatch) -> None:
     import dataprof.measure.gil as gil
 
-    # alone: 1 s of CPU work stretched to 1.8 s by another process holding the CPU; paired: 2 s of CPU work, one
-    # thread at a time. Wall time alone reads (3.6 - 2) / 1.8 = 89% overlap; the CPU time shows none.
-    alone, paired = gil.Timing(1.8, 1.0, (0.8,)), gil.Timing(2.0, 2.0, (0.0, 0.0))
+    # 1 s alone; the pair took 2 s, its threads waiting 1 s each for a CPU: released work kept off both CPUs
+    # (100%) or held work whose waiting thread waited beside the other's work (0%); the measure cannot tell which
     monkeypatch.setattr(gil, "usable_cpus", lambda: 2)
-    monkeypatch.setattr(gil, "_alone", lambda call, items, clock: alone)
-    monkeypatch.setattr(gil, "_paired", lambda call, items, clock, timeout_s: paired)
+    monkeypatch.setattr(gil, "_timed_alone", lambda call, items, clock: 1.0)
+    monkeypatch.setattr(gil, "_timed_pair", lambda call, items, clock, timeout_s: gil.Pair(2.0, (1.0, 1.0)))
     share = gil.release_share(lambda _: None, range(4), budget_s=0.0)
-    assert share.release == 0.0 and share.release_high == 0.0
-    assert (share.alone_s, share.paired_s) == (1.8, 2.0)
-
-
-def test_the_cpu_bound_leaves_sleep_and_parallel_c_code_released() -> None:
-    from dataprof.measure.gil import Timing, cpu_bound
-
-    assert cpu_bound(Timing(1.0, 0.0, (0.0,)), Timing(1.0, 0.0, (0.0, 0.0))) == 1.0  # a sleep
-    assert cpu_bound(Timing(1.0, 1.0, (0.0,)), Timing(1.05, 2.0, (0.0, 0.0))) == pytest.approx(0.95)  # numpy
-    assert cpu_bound(Timing(1.0, 0.5, (0.0,)), Timing(1.0, 1.0, (0.0, 0.0))) == 0.5  # half sleep, half Python
-    assert cpu_bound(Timing(1.0, 0.6, (0.4,)), Timing(1.2, 1.2, (0.0, 0.0))) == 0.0  # a CPU taken: still held
+    assert (share.release, share.release_low, share.release_high) == (0.0, 0.0, 1.0)
+    assert share.words() == "releases the GIL 0–100% of its time: other processes kept its threads waiting for a " \
+        "CPU, so the measure cannot tell"

@@ -257,7 +257,7 @@ def gil_shares(fetcher: _Fetcher, indices: list[int], pipeline: Pipeline,
     released: dict[str, float | None] = {}
     for leaf in leaves:
         try:
-            released[leaf.path] = release_share_apart(lambda replay: replay(), [leaf.replay], budget_s=0.3).release
+            released[leaf.path] = release_share_apart(lambda replay: replay(), [leaf.replay], budget_s=0.3).settled
         except Exception:
             continue
     return sample, tuple(_with_gil(stage, released) for stage in stages)

@@ -182,8 +182,8 @@ def test_each_costly_stage_is_measured_for_the_gil() -> None:
     if usable_cpus() < 2:
         assert all(value is None for value in released.values())  # cannot be told on one CPU
         return
-    # a share of two timings: on a busy machine a held stage's pair of threads gets more CPU than one thread does
-    # (the one woken for the GIL runs first), which reads as overlap (up to 0.56 seen), so the two are compared
-    assert released["Sleep"] >= 0.6 and released["Sleep"] - released["Spin"] >= 0.3  # type: ignore[operator]
-    assert released["NumpySort"] is not None
+    # a busy machine may leave a stage's share untold (None: its pair of threads waited for CPUs), never a held
+    # stage read as released (the one thread timed alone is timed less its own waits for a CPU)
+    assert released["Sleep"] is not None and released["Sleep"] >= 0.6
+    assert released["Spin"] is None or released["Spin"] <= 0.2
     assert ins.gil is not None and ins.gil.release is not None and ins.gil.calls >= 1
