@@ -65,10 +65,7 @@ def compare_current(report: Report) -> YourSettings | None:
     rec_trial = next((t for t in pool if rec is not None and t.config == rec.config), None)
     within = bool(rec is not None and rec_trial is not None and trial is not None and rate
                   and (rec.samples_per_s - rate) / rec.samples_per_s <= noise_between(rec_trial, trial))
-    changes: tuple[str, ...] = ()
-    if rec is not None:
-        ours, theirs = rec.config.to_dict(), config.to_dict()
-        changes = tuple(name for name in ours if ours[name] != theirs.get(name))
+    changes = rec.config.changed_from(config) if rec is not None else ()
     return YourSettings(source=report.settings.current_source or "--current", config=config,
                         status=None if trial is None else trial.status, samples_per_s=rate,
                         recommended_speedup=rec.samples_per_s / rate if rec is not None and rate else None,

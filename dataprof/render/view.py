@@ -177,9 +177,8 @@ def changes_line(report: Report) -> str:
         ("paddle.io.DataLoader" if rec.config.framework == Framework.PADDLE else "DataLoader")
     if not mine.changes:
         return f"keep your {name}(...) as it is"
-    values = rec.config.to_dict()
     where = f"in {loader.origin}, " if loader is not None and loader.origin else ""
-    return (f"{name}(..., {', '.join(f'{knob}={values[knob]!r}' for knob in mine.changes)})  "
+    return (f"{name}(..., {', '.join(f'{knob}={rec.config.value(knob)!r}' for knob in mine.changes)})  "
             f"# {where}the rest as you have it")
 
 

@@ -171,7 +171,17 @@ class LoaderConfig:
     def to_dict(self) -> dict[str, Any]:
         """The framework's own argument names and values (``framework`` itself is in the environment), and
         ``worker_kind``."""
-        return {**{name: self.value(name) for name in KNOBS[self.framework]}, "worker_kind": self.worker_kind}
+        return {name: self.value(name) for name in self.names()}
+
+    def names(self) -> tuple[str, ...]:
+        """The names of its knobs, in its JSON's order: its framework's arguments (:data:`KNOBS`), then
+        ``worker_kind``."""
+        return (*KNOBS[self.framework], "worker_kind")
+
+    def changed_from(self, other: LoaderConfig) -> tuple[str, ...]:
+        """The knobs whose values differ from ``other``'s, in :meth:`names`' order (a knob not passed differs from
+        one passed: ``prefetch_factor=None`` is what a loader with no workers needs)."""
+        return tuple(name for name in self.names() if self.value(name) != other.value(name))
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LoaderConfig:

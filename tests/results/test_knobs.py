@@ -101,3 +101,14 @@ def test_some_knobs_values_answer_as_a_config_does_what_the_loader_has() -> None
     assert script.in_effect("prefetch_factor") == 2 and script.in_effect("persistent_workers") is False
     assert KnobValues(prefetch_factor=8).in_effect("prefetch_factor") == 8
     assert KnobValues().in_effect("num_workers") == 0
+    # read by name, as a config is
+    assert script.value("worker_kind") == LoaderConfig(4, worker_kind="thread").value("worker_kind") == "thread"
+    assert KnobValues().value("pin_memory") is None
+
+
+def test_a_config_names_the_knobs_it_changes_from_another_in_its_json_s_order() -> None:
+    mine = LoaderConfig(4, prefetch_factor=2, persistent_workers=True)
+    assert LoaderConfig(0).changed_from(mine) == ("num_workers", "prefetch_factor", "persistent_workers")
+    assert LoaderConfig(8, prefetch_factor=2, persistent_workers=True).changed_from(mine) == ("num_workers",)
+    assert mine.as_threads().changed_from(mine) == ("persistent_workers", "worker_kind")
+    assert mine.changed_from(mine) == () and LoaderConfig(4).names() == (*KNOBS["torch"], "worker_kind")
