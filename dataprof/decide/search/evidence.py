@@ -8,6 +8,7 @@ import math
 from collections.abc import Sequence
 
 from dataprof.results.space import SearchSpace
+from dataprof.results.threads import UNSETTLED
 from dataprof.results.trial import TrialResult
 from dataprof.results.units import fmt_bytes
 from dataprof.results.vocabulary import StartMethod, TrialStatus
@@ -133,7 +134,11 @@ def _released(space: SearchSpace) -> str:
     """``a sample releases the GIL 30% of its time (12–64% over the measure's rounds)``; empty when not told."""
     if space.gil_release is None:
         return ""
-    spread = f" ({space.gil_release_high:.0%} at most in a round)" if space.gil_release_high is not None else ""
+    high = space.gil_release_high
+    if high is not None and high - space.gil_release >= UNSETTLED:
+        return (f"a sample's GIL share was not told ({100 * space.gil_release:.0f}–{high:.0%}: other processes kept "
+                "the measure's threads waiting for a CPU)")
+    spread = f" ({high:.0%} at most in a round)" if high is not None else ""
     return f"a sample releases the GIL {space.gil_release:.0%} of its time{spread}"
 
 
