@@ -12,6 +12,12 @@ UNSETTLED = 0.5
 """How far the most a GIL share can be may lie above the share read before the share is not told."""
 
 
+def gil_untold(release: float, high: float | None) -> bool:
+    """Whether a GIL share read as ``release`` is not told: the most it can be (``high``) lies :data:`UNSETTLED`
+    or more above it (other processes kept the measure's pair of threads waiting for a CPU)."""
+    return high is not None and high - release >= UNSETTLED
+
+
 @dataclass(frozen=True)
 class GilShare:
     """How much of a piece of work releases the GIL (``measure.gil``)."""
@@ -39,9 +45,7 @@ class GilShare:
         """``release``, where the rounds settle it: None when not measured, or when the most it can be is
         :data:`UNSETTLED` above it (other processes kept the pair's threads waiting for a CPU: released work
         could not overlap, held work waited beside its own)."""
-        if self.release is None or (self.release_high is not None and self.release_high - self.release >= UNSETTLED):
-            return None
-        return self.release
+        return None if self.release is None or gil_untold(self.release, self.release_high) else self.release
 
     def words(self) -> str:
         """``releases the GIL 92% of its time (C code, I/O or sleep)`` / ``holds the GIL (pure Python, …)`` /

@@ -8,7 +8,7 @@ import math
 from collections.abc import Sequence
 
 from dataprof.results.space import SearchSpace
-from dataprof.results.threads import UNSETTLED
+from dataprof.results.threads import gil_untold
 from dataprof.results.trial import TrialResult
 from dataprof.results.units import fmt_bytes
 from dataprof.results.vocabulary import StartMethod, TrialStatus
@@ -135,7 +135,7 @@ def _released(space: SearchSpace) -> str:
     if space.gil_release is None:
         return ""
     high = space.gil_release_high
-    if high is not None and high - space.gil_release >= UNSETTLED:
+    if gil_untold(space.gil_release, high):
         return (f"a sample's GIL share was not told ({100 * space.gil_release:.0f}–{high:.0%}: other processes kept "
                 "the measure's threads waiting for a CPU)")
     spread = f" ({high:.0%} at most in a round)" if high is not None else ""
