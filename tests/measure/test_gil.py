@@ -1,8 +1,8 @@
 """The GIL measure on work whose answer is known: a sleep releases the GIL, a Python loop holds it, a numpy sort
 releases it. A CPU taken away only lowers the share of work that releases the GIL (the pair overlaps less), so
-that share is the best of several measures, taken until two CPUs were free for one; the Python loop's, the least
-of three. Timing real work, those are slow tests; so are the measures in a process of their own (a crash or a
-hang there costs only the figure)."""
+that share is the best of several measures, taken until two CPUs were free for one (or none told as held, where
+they never were); the Python loop's, the least of three. Timing real work, those are slow tests; so are the
+measures in a process of their own (a crash or a hang there costs only the figure)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from dataprof.measure.gil import gil_enabled, release_share, release_share_apart, usable_cpus
+from dataprof.results.threads import GilShare
 
 pytestmark = pytest.mark.skipif(usable_cpus() < 2 or not gil_enabled(), reason="needs two CPUs and a GIL")
 
@@ -38,19 +39,22 @@ def test_a_python_loop_holds_the_gil() -> None:
 @pytest.mark.slow
 def test_a_numpy_sort_releases_the_gil() -> None:
     data = np.random.default_rng(0).random(200_000)
-    assert best_share(lambda _: np.sort(data), budget_s=0.4) >= 0.5
+    shares = measures(lambda _: np.sort(data), budget_s=0.4)
+    # with both CPUs taken by other work for all its measures, the measure may say it cannot tell: never "held"
+    assert max(share.release or 0.0 for share in shares) >= 0.5 or \
+        not any(share.settled is not None and share.settled <= 0.2 for share in shares), shares
 
 
-def best_share(call: Callable[[int], object], budget_s: float, least: int = 5, until_s: float = 30.0,
-               enough: float = 0.5) -> float:
-    """The best of ``least`` measures of ``call``'s share, and more until one reaches ``enough`` or ``until_s``
-    passed: the pair overlaps only on two free CPUs, which the test beside this one (``pytest -n 2``) takes one
-    of while it computes, at times for seconds."""
+def measures(call: Callable[[int], object], budget_s: float, least: int = 5, until_s: float = 30.0,
+             enough: float = 0.5) -> list[GilShare]:
+    """``least`` measures of ``call``'s share, and more until one reads ``enough`` or ``until_s`` passed: the pair
+    overlaps only on two free CPUs, which the test beside this one (``pytest -n 2``) takes one of while it
+    computes, at times for seconds."""
     deadline = time.monotonic() + until_s
-    shares: list[float] = []
-    while len(shares) < least or (max(shares) < enough and time.monotonic() < deadline):
-        shares.append(release_share(call, range(256), budget_s=budget_s).release or 0.0)
-    return max(shares)
+    shares: list[GilShare] = []
+    while len(shares) < least or (max(s.release or 0.0 for s in shares) < enough and time.monotonic() < deadline):
+        shares.append(release_share(call, range(256), budget_s=budget_s))
+    return shares
 
 
 def test_one_cpu_cannot_tell(monkeypatch: pytest.MonkeyPatch) -> None:
