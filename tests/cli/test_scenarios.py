@@ -59,7 +59,8 @@ def test_scenario_gets_its_diagnosis(path: Path, tmp_path: Path, monkeypatch: py
         assert result.exit_code == 0, result.output
         diagnosis = json.loads(out.read_text())["diagnosis"]
         found = [f["id"] for f in diagnosis["findings"]]
-        if expected["primary"] in (None, diagnosis["primary"]) or "busy_machine" not in found:
+        told = expected["primary"] in (None, diagnosis["primary"]) and all(f in found for f in expected["findings"])
+        if told or "busy_machine" not in found:
             break  # a sweep that says other processes took its CPUs (the suite's other tests) may measure again
     if expected["primary"] is not None:
         assert diagnosis["primary"] == expected["primary"], result.output
