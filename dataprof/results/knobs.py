@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from functools import total_ordering
 from typing import Any
 
-from dataprof.results.registry import KNOBS, REGISTRY, knob_names
+from dataprof.results.registry import KNOBS, REGISTRY, knob_names, record_of
 from dataprof.results.vocabulary import Framework, WorkerKind
 
 THREAD_LOADERS = ("torch", "torchdata.nodes")
@@ -77,7 +77,7 @@ class KnobValues(Mapping[str, Any]):
         value = self._values.get(name)
         if value is not None:
             return value
-        return 0 if name == "num_workers" else next(knob.loader_default for knob in REGISTRY if knob.name == name)
+        return 0 if name == "num_workers" else record_of(name).loader_default
 
     @property
     def threads(self) -> bool:

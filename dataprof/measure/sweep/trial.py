@@ -297,8 +297,8 @@ class TimedLoop:
         workers_started = 0 if self.config.threads else len(getattr(iterator, "_workers", None) or [])
         sampler_s = self.recorder.busy_s - self.sampler_start if self.recorder is not None else None
         receive_s = self.receiver.busy_s - self.receive_start
-        reads = process_reads(self.pids) if only_children(self.pids) else None
-        read = None if reads is None or self.reads_start is None else \
+        reads = process_reads(self.pids)  # at the window's end; then whether they cover every process below
+        read = None if reads is None or self.reads_start is None or not only_children(self.pids) else \
             (reads[0] - self.reads_start[0], reads[1] - self.reads_start[1])
         if workers_started:
             hold_for_the_end_mark(self.emit)  # the parent reads the workers' memory now: they must still be there
