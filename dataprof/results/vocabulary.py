@@ -131,6 +131,23 @@ class TrialStatus(Word):
     SKIPPED = "skipped"
 
 
+class StopCause(Word):
+    """Why the watch ended a script itself (``stop_cause``; ``stopped`` says it in words)."""
+
+    LIMIT = "limit"
+    """It ran past its limit (tune's runs: ``--trial-seconds`` and the allowance on top)."""
+    STARTUP = "startup"
+    """Its limit ran out before its training's first batch."""
+    OWN_RANKS = "own_ranks"
+    """It started ranks of its own, which iterate the loader while it waits on them."""
+    AFTER_WINDOW = "after_window"
+    """It went on long after its window (tune's runs)."""
+    NO_EXIT = "no_exit"
+    """Its process outlived its last batch (a thread that never ends)."""
+    PEER_FAILED = "peer_failed"
+    """Another rank of its job failed (tune's runs): it is ended for theirs, not for a failure of its own."""
+
+
 class SlowRankCause(Word):
     """Why the rank that waits most for data in a run across ranks waits (``rank_cause.cause``)."""
 

@@ -24,7 +24,7 @@ from dataprof.results.load import TYPES, load_as
 from dataprof.results.sweep import Report
 from dataprof.results.trial import Percentiles
 from dataprof.results.tune import LoaderSweep, TunedLoader, TuneReport, TuneTrial
-from dataprof.results.vocabulary import Kind, TrialStatus, TuneVerdict
+from dataprof.results.vocabulary import Kind, StopCause, TrialStatus, TuneVerdict
 from tests.conftest import DATA, run_report
 
 LOADER = TunedLoader("train.py:41", "DataLoader", 8, {"num_workers": 1, "prefetch_factor": 2,
@@ -447,6 +447,10 @@ def test_a_run_of_several_ranks_goes_at_its_slowest_rank_s_pace() -> None:
     assert decode(TuneTrial, json.loads(json.dumps(encode(trial)))) == trial
     failed = trial_of_ranks([stepping, dataclasses.replace(waiting, exit_code=1)], {}, "candidate", None)
     assert failed.status == TrialStatus.FAILED and failed.error == "rank 1: the script exited with code 1"
+    ended = dataclasses.replace(stepping, exit_code=130, stop_cause=StopCause.PEER_FAILED,
+                                stopped="rank 1 of the job failed: ended by SIGINT")
+    named = trial_of_ranks([ended, dataclasses.replace(waiting, exit_code=1)], {}, "candidate", None)
+    assert named.error == "rank 1: the script exited with code 1"  # not rank 0, ended because rank 1 failed
 
 
 def test_threads_are_tried_last_where_they_can_load_and_win_only_beyond_the_noise() -> None:

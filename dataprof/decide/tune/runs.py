@@ -13,7 +13,7 @@ from dataprof.results.run import LoaderRun, RunReport
 from dataprof.results.sweep import Report
 from dataprof.results.trial import Percentiles
 from dataprof.results.tune import LoaderSweep, TunedLoader, TuneRank, TuneTrial
-from dataprof.results.vocabulary import TrialStatus, WorkerKind
+from dataprof.results.vocabulary import StopCause, TrialStatus, WorkerKind
 
 TRIAL_TAIL = 5
 """Lines of a failed run's stderr its trial keeps."""
@@ -177,7 +177,7 @@ def trial_of_ranks(runs: Sequence[RunReport], config: KnobValues, role: str, sit
     numbers them) and its host (``hosts``, by rank)."""
     trials = [trial_of(run, config, role, site, split) for run in runs]
     failed = sorted((rank for rank, trial in enumerate(trials) if not trial.ok),
-                    key=lambda rank: ("of the job failed" in (runs[rank].stopped or ""),
+                    key=lambda rank: (runs[rank].stop_cause == StopCause.PEER_FAILED,
                                       any(word in (trials[rank].error or "").lower() for word in PEER_GONE)))
     if failed:  # the rank whose own script failed, not those ended (or failing) because it did
         return dataclasses.replace(trials[failed[0]], error=f"rank {failed[0]}: {trials[failed[0]].error}")

@@ -13,7 +13,11 @@ from dataprof.measure.protocol import Message
 from dataprof.measure.sampler import Sampler
 from dataprof.measure.watch.loader_figures import WatchedLoader, loader_run
 from dataprof.results.run import RunReport, RunResources
+from dataprof.results.vocabulary import StopCause
 from dataprof.version import __version__
+
+Stop = tuple[StopCause, str]
+"""Why the watch ends a script itself: the cause, and the words the report says it in."""
 
 
 class Marks(Protocol):
@@ -129,7 +133,7 @@ class Collector:
         return "torch" if busiest is None else busiest.info.get("framework", "torch")
 
     def report(self, command: tuple[str, ...], resources: RunResources, wall_s: float, exit_code: int | None,
-               interrupted: str | None, stopped: str | None = None, killed: tuple[str, ...] = ()) -> RunReport:
+               interrupted: str | None, stopped: Stop | None = None, killed: tuple[str, ...] = ()) -> RunReport:
         """The RunReport of what was gathered (undecided); ``interrupted``: by what (``Ctrl-C``, ``SIGTERM``);
         ``stopped``: why the watch ended the script itself; ``killed``: the processes it left that were killed,
         DataLoader workers apart."""
@@ -144,7 +148,8 @@ class Collector:
             notes=gpu_note(self.outcome) + ((f"killed what the script left running: {', '.join(killed)}",)
                                              if killed else ()),
             stderr_tail=self.outcome.stderr_tail, stderr_causes=self.outcome.stderr_causes,
-            stopped=stopped, own_ranks=self.outcome.own_ranks)
+            stopped=None if stopped is None else stopped[1], stop_cause=None if stopped is None else stopped[0],
+            own_ranks=self.outcome.own_ranks)
 
 
 def gpu_note(outcome: Outcome) -> tuple[str, ...]:

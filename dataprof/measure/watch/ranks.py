@@ -218,15 +218,14 @@ class RankFailures:
         self.meeting.put(f"{REPORT_KEY}-{self.rank}", "done")
         self.stop()
 
-    def reason(self) -> str | None:
-        """Why this rank's script must end now for the others' sake (tune's runs): another rank's script failed;
+    def reason(self) -> int | None:
+        """Why this rank's script must end now for the others' sake (tune's runs): the rank whose script failed;
         None while none has."""
         now = self.clock()
         if now - self._asked < ALIVE_EVERY_S:
             return None
         self._asked = now
-        failed = self.failed()
-        return None if failed is None else f"rank {failed} of the job failed"
+        return self.failed()
 
     def beat(self, meeting: Meeting) -> None:
         """Count that this rank is there every :data:`ALIVE_EVERY_S` on ``meeting`` (a connection of its own: the

@@ -26,7 +26,7 @@ from dataprof.measure.protocol import LineReader, child_env
 from dataprof.measure.sampler import Sampler
 from dataprof.measure.summary import summarize
 from dataprof.measure.system import SystemProbe
-from dataprof.measure.watch.collector import Collector, Outcome, SamplerMarks
+from dataprof.measure.watch.collector import Collector, Outcome, SamplerMarks, Stop
 from dataprof.measure.watch.ranks import RankFailures
 from dataprof.measure.watch.resources import gpu_timeline, resources_of, storage_of
 from dataprof.measure.watch.settings import WatchLimits, WatchSettings, check_target
@@ -34,6 +34,7 @@ from dataprof.measure.watch.sites import HOME_ENV
 from dataprof.measure.watch.stopping import Stopper
 from dataprof.results.codec import encode
 from dataprof.results.run import RunReport
+from dataprof.results.vocabulary import StopCause
 
 EXIT_GRACE_S = 10.0
 """After Ctrl-C, how long the script has to end before it is killed."""
@@ -62,7 +63,7 @@ def watch(settings: WatchSettings, clock: Callable[[], float] = time.monotonic) 
     collector = Collector(SamplerMarks(sampler))
     interrupted: str | None = None
     stopper = Stopper(proc)
-    stopped: str | None = None
+    stopped: Stop | None = None
     reader = LineReader(read_fd)
     while True:
         try:
@@ -105,31 +106,34 @@ def _env(settings: WatchSettings) -> dict[str, str]:
 
 
 def _overdue(settings: WatchSettings, elapsed_s: float, outcome: Outcome,
-             peers: RankFailures | None) -> str | None:
+             peers: RankFailures | None) -> Stop | None:
     """Why the script must be ended now: past its limit (with what hangs every loader with workers here, when it
     holds: a TMPDIR too long for their sockets), long after its window ended, or (tune's runs) another rank of its
     job failed; None while none holds."""
     if settings.limit_s is not None and elapsed_s > settings.limit_s:
         cause = socket_hang_cause(settings.env.get("TMPDIR"))
         if outcome.window_open is None and settings.startup_s is not None and not cause:
-            return (f"did not reach its training's first batch within its limit of {settings.limit_s:.0f} s (a "
-                    f"start-up allowance of {settings.startup_s:.0f} s; --startup-timeout sets the first run's)")
-        return f"did not end within its limit of {settings.limit_s:.0f} s" + (f" ({cause})" if cause else "")
+            return StopCause.STARTUP, (f"did not reach its training's first batch within its limit of "
+                                       f"{settings.limit_s:.0f} s (a start-up allowance of {settings.startup_s:.0f} "
+                                       "s; --startup-timeout sets the first run's)")
+        return StopCause.LIMIT, f"did not end within its limit of {settings.limit_s:.0f} s" + (
+            f" ({cause})" if cause else "")
     if settings.stop_own_ranks and outcome.own_ranks_at is not None and outcome.ended is None \
             and time.monotonic() - outcome.own_ranks_at > OWN_RANKS_GRACE_S:
-        return "started ranks of its own"  # a process of its own iterates the loader, and the script waits on it
+        return StopCause.OWN_RANKS, "started ranks of its own"  # its own process iterates the loader; it waits
     window_end = outcome.window_end
     if settings.after_window_s is not None and window_end is not None \
             and time.monotonic() - window_end > settings.after_window_s:
-        return f"did not end {settings.after_window_s:.0f} s after its window"
-    return peers.reason() if peers is not None and settings.end_with_job else None
+        return StopCause.AFTER_WINDOW, f"did not end {settings.after_window_s:.0f} s after its window"
+    failed = peers.reason() if peers is not None and settings.end_with_job else None
+    return None if failed is None else (StopCause.PEER_FAILED, f"rank {failed} of the job failed")
 
 
 def _exit_code(proc: subprocess.Popen[bytes], settings: WatchSettings, stopper: Stopper,
-               stopped: str | None) -> tuple[int, str | None]:
+               stopped: Stop | None) -> tuple[int, Stop | None]:
     """The script's return code once it has ended, and why the watch stopped it (``stopped``, or that its process
-    outlived its last word: a thread that never ends); None when it ended before any signal (the signals waited
-    for a file it was writing)."""
+    outlived its last word: a thread that never ends), its words ending with how; None when it ended before any
+    signal (the signals waited for a file it was writing)."""
     if not stopper.started:
         if settings.after_window_s is None:
             return proc.wait(), stopped
@@ -137,11 +141,12 @@ def _exit_code(proc: subprocess.Popen[bytes], settings: WatchSettings, stopper: 
             return proc.wait(timeout=settings.after_window_s), stopped
         except subprocess.TimeoutExpired:
             stopper.start()
-            stopped = f"did not exit {settings.after_window_s:.0f} s after its last batch"
+            stopped = StopCause.NO_EXIT, f"did not exit {settings.after_window_s:.0f} s after its last batch"
     code = stopper.wait()
     if not stopper.signals:  # it ended by itself while the signals waited for what it was writing
         return code, None
-    return code, f"{stopped}: {stopper.said()}"
+    assert stopped is not None  # the signals start only once the watch has its reason
+    return code, (stopped[0], f"{stopped[1]}: {stopper.said()}")
 
 
 def _read(reader: LineReader, collector: Collector) -> bool:

@@ -3,6 +3,7 @@ of a job telling each other that one's script failed."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from pathlib import Path
@@ -15,6 +16,7 @@ from dataprof.measure.watch.ranks import RankFailures
 from dataprof.measure.watch.settings import WatchSettings
 from dataprof.measure.watch.stopping import Stopper
 from dataprof.measure.watch.watcher import _overdue
+from dataprof.results.vocabulary import StopCause
 
 
 class FakeProc:
@@ -96,18 +98,29 @@ def test_a_rank_whose_script_failed_ends_the_others_and_a_stale_mark_does_not(tm
 def test_a_run_past_its_limit_names_a_tmpdir_too_long_for_its_loader_workers_sockets() -> None:
     deep = "/tmp/" + "d" * 100
     stuck = _overdue(WatchSettings(target="train.py", limit_s=30.0, env={"TMPDIR": deep}), 31.0, Outcome(), None)
-    assert stuck is not None and stuck.startswith("did not end within its limit of 30 s (TMPDIR is too long: ")
+    assert stuck is not None and stuck[0] == StopCause.LIMIT
+    assert stuck[1].startswith("did not end within its limit of 30 s (TMPDIR is too long: ")
     assert _overdue(WatchSettings(target="train.py", limit_s=30.0, env={"TMPDIR": "/tmp"}), 31.0, Outcome(), None) == \
-        "did not end within its limit of 30 s"
+        (StopCause.LIMIT, "did not end within its limit of 30 s")
     assert _overdue(WatchSettings(target="train.py", limit_s=30.0, env={"TMPDIR": deep}), 29.0, Outcome(), None) is None
 
 
 def test_a_run_that_never_reached_its_training_names_the_start_up_allowance_that_ran_out() -> None:
     allowed = WatchSettings(target="train.py", limit_s=360.0, startup_s=300.0, env={"TMPDIR": "/tmp"})
-    assert _overdue(allowed, 361.0, Outcome(), None) == ("did not reach its training's first batch within its limit of "
-                                                  "360 s (a start-up allowance of 300 s; --startup-timeout sets "
-                                                  "the first run's)")
-    assert _overdue(allowed, 361.0, Outcome(window_open=12.0), None) == "did not end within its limit of 360 s"
+    assert _overdue(allowed, 361.0, Outcome(), None) == (
+        StopCause.STARTUP, "did not reach its training's first batch within its limit of 360 s (a start-up "
+                           "allowance of 300 s; --startup-timeout sets the first run's)")
+    assert _overdue(allowed, 361.0, Outcome(window_open=12.0), None) == \
+        (StopCause.LIMIT, "did not end within its limit of 360 s")
+
+
+def test_a_run_is_ended_for_another_ranks_failure_only_where_it_ends_with_its_job(tmp_path: Path) -> None:
+    failures = RankFailures(FolderMeeting(tmp_path), 0, 2)
+    RankFailures(FolderMeeting(tmp_path), 1, 2).publish()
+    kept = WatchSettings(target="train.py", env={"TMPDIR": "/tmp"})
+    assert _overdue(kept, 1.0, Outcome(), failures) is None  # dataprof run: a rank's own failure ends its job
+    ended = _overdue(dataclasses.replace(kept, end_with_job=True), 1.0, Outcome(), failures)
+    assert ended == (StopCause.PEER_FAILED, "rank 1 of the job failed")
 
 
 def test_a_module_run_elsewhere_is_found_where_the_user_is(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
