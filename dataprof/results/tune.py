@@ -17,7 +17,7 @@ CAUSE_WORDS: dict[str, tuple[str, ...]] = {
     "open files": ("too many open files",),
     "memory": ("killed by signal: killed", "out of memory", "cannot allocate memory", "sigkill"),
     "its files": ("fileexistserror", "already exists", "file exists"),
-    "limit": ("did not end",),
+    "limit": ("did not end", "did not exit"),
 }
 """The causes a run of the training fails for, by the words (lower case) of what says so: a line anywhere in what
 the script wrote to its stderr, or the run's error. Their explanations are ``decide/tune/causes.py``'s."""

@@ -597,6 +597,17 @@ def test_the_shared_cause_is_read_from_all_the_runs_wrote_not_the_last_lines_onl
     assert unnamed.answer is not None and "/dev/shm" not in unnamed.answer.reason
 
 
+def test_runs_the_watch_ended_after_their_window_are_named_for_it_however_they_outstayed() -> None:
+    """A loop that goes on past the window and a process that outlives its last batch (a thread that never ends)
+    are one cause: the script does not end after its window."""
+    lingered = [dataclasses.replace(run({"num_workers": n}, None), error=f"the script {why}: ended by SIGINT")
+                for n, why in ((2, "did not end 10 s after its window"),
+                               (4, "did not exit 10 s after its last batch"))]
+    done = report(run({}, 50.0, "current"), run({}, 200.0, "headspace"), *lingered)
+    assert done.answer is not None and "every run that failed (2) failed for one cause: the script did not end " \
+        "after its window" in done.answer.reason
+
+
 def test_the_budget_is_a_budget_no_run_starts_that_would_end_past_it_and_confirmations_come_first() -> None:
     from dataprof.decide.tune import runs_left
 
