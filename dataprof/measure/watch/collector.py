@@ -11,6 +11,21 @@ from dataprof.measure.environment import probe_environment
 from dataprof.measure.gpu import NvmlProbe
 from dataprof.measure.protocol import Message
 from dataprof.measure.sampler import Sampler
+from dataprof.measure.watch.events import (
+    Batches,
+    Device,
+    Ended,
+    EpochEnded,
+    EpochStarted,
+    Exit,
+    LoaderBuilt,
+    Overridden,
+    RanksStarted,
+    Replayed,
+    WindowEnd,
+    WindowOpen,
+    heard,
+)
 from dataprof.measure.watch.loader_figures import WatchedLoader, loader_run
 from dataprof.results.run import RunReport, RunResources
 from dataprof.results.vocabulary import StopCause
@@ -84,48 +99,49 @@ class Collector:
         self.loaders: dict[int, WatchedLoader] = {}
         self.outcome = Outcome()
 
-    def handle(self, event: Message) -> None:
-        """Take one event of ``measure.watch.watched``."""
-        kind = event["ev"]
-        if kind == "loader":
-            self.loaders[event["loader"]] = WatchedLoader(event)
-        elif kind == "batches":
-            self.loaders[event["loader"]].rows.extend(event["rows"])
-        elif kind == "epoch":
-            self.loaders[event["loader"]].first_batch_s[event["epoch"]] = event["first_batch_s"]
-            self.outcome.workers.update(event.get("workers") or ())
-            if "batch_bytes" in event:
-                self.loaders[event["loader"]].info["batch_bytes"] = event["batch_bytes"]
-            self.marks.mark_window_start()
-        elif kind == "window_end":
-            if self.outcome.window_end is None:
-                self.outcome.window_end = time.monotonic()
-        elif kind == "window_open":
-            self.outcome.window_open = time.monotonic()
-        elif kind == "epoch_end":
-            self.loaders[event["loader"]].ended_at[event["epoch"]] = event["at"]
-        elif kind == "device":
-            self.outcome.device = event["device"]
-            self.outcome.gpu_reason = self.marks.use_gpu(event.get("uuid"), event.get("pci_bus_id"))
-        elif kind == "ended":
-            self.outcome.ended = event["why"]
-        elif kind == "own_ranks":
-            if self.outcome.own_ranks is None:
-                self.outcome.own_ranks_at = time.monotonic()
-                self.outcome.own_ranks = (f"{event['how']} at {event['site']}, {event['processes']} "
-                                          f"process{'es' if event['processes'] > 1 else ''}")
-        elif kind == "replayed":
-            self.loaders[event["loader"]].info["replayed_after"] = event["after"]
-        elif kind == "overridden":
-            self.outcome.overridden = int(event["loaders"] or 0)
-            for number, knobs in (event.get("lost") or {}).items():
-                if int(number) in self.loaders:
-                    self.loaders[int(number)].info["knobs_lost"] = knobs
-        elif kind == "exit":
-            self.outcome.code = event["code"]
-            self.outcome.stderr_tail = tuple(event.get("stderr_tail") or ())
-            self.outcome.stderr_causes = tuple(event.get("stderr_causes") or ())
-            self.marks.mark_window_end()
+    def handle(self, message: Message) -> None:
+        """Take one event of ``measure.watch.watched`` (:mod:`~dataprof.measure.watch.events`)."""
+        event = heard(message)
+        outcome = self.outcome
+        match event:
+            case LoaderBuilt():
+                self.loaders[event.loader] = WatchedLoader(event.info)
+            case Batches():
+                self.loaders[event.loader].rows.extend(event.rows)
+            case EpochStarted():
+                self.loaders[event.loader].first_batch_s[event.epoch] = event.first_batch_s
+                outcome.workers.update(event.workers)
+                if event.batch_bytes is not None:
+                    self.loaders[event.loader].info["batch_bytes"] = event.batch_bytes
+                self.marks.mark_window_start()
+            case WindowEnd():
+                if outcome.window_end is None:
+                    outcome.window_end = time.monotonic()
+            case WindowOpen():
+                outcome.window_open = time.monotonic()
+            case EpochEnded():
+                self.loaders[event.loader].ended_at[event.epoch] = event.at
+            case Device():
+                outcome.device = event.device
+                outcome.gpu_reason = self.marks.use_gpu(event.uuid, event.pci_bus_id)
+            case Ended():
+                outcome.ended = event.why
+            case RanksStarted():
+                if outcome.own_ranks is None:
+                    outcome.own_ranks_at = time.monotonic()
+                    outcome.own_ranks = (f"{event.how} at {event.site}, {event.processes} "
+                                         f"process{'es' if event.processes > 1 else ''}")
+            case Replayed():
+                self.loaders[event.loader].info["replayed_after"] = event.after
+            case Overridden():
+                outcome.overridden = event.loaders
+                for number, knobs in event.lost.items():
+                    if int(number) in self.loaders:
+                        self.loaders[int(number)].info["knobs_lost"] = knobs
+            case Exit():
+                outcome.code = event.code
+                outcome.stderr_tail, outcome.stderr_causes = event.stderr_tail, event.stderr_causes
+                self.marks.mark_window_end()
 
     def _framework(self) -> str:
         """The busiest loader's framework (torch when none ran)."""

@@ -13,6 +13,7 @@ from typing import Any
 from dataprof.errors import UsageError
 from dataprof.measure.protocol import Message, child_env
 from dataprof.measure.watch.collector import Collector
+from dataprof.measure.watch.events import Exit, said
 from dataprof.measure.watch.resources import resources_of
 from dataprof.measure.watch.watched import Recorder, patch_dataloader
 from dataprof.results.run import RunReport
@@ -86,7 +87,7 @@ class InProcessWatch:
         self.restore()
         self.recorder.flush()
         self.recorder.report_device()
-        self.collector.handle({"ev": "exit", "code": 0 if failed is None else 1})
+        self.collector.handle(said(Exit(0 if failed is None else 1)))
         try:
             out, _ = self.proc.communicate(timeout=SAMPLER_TIMEOUT_S)
             figures: dict[str, Any] = json.loads(out)

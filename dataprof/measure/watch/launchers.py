@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dataprof.backends.frameworks import in_package
+from dataprof.measure.watch.events import RanksStarted, said
 from dataprof.measure.watch.sites import relative
 
 
@@ -118,8 +119,7 @@ def in_child(target: Any, parent: int, fd: int, stop: bool, site: str, *args: An
     def iterated(loader: Any) -> None:
         if not told:
             told.append(True)
-            _say(parent, fd, {"ev": "own_ranks", "how": "a multiprocessing.Process of its own iterating a loader",
-                              "processes": 1, "site": site})
+            _say(parent, fd, said(RanksStarted("a multiprocessing.Process of its own iterating a loader", 1, site)))
         if stop:
             os._exit(CHILD_EXIT)
 

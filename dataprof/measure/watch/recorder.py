@@ -11,6 +11,7 @@ from typing import Any
 
 from dataprof.measure.protocol import Channel
 from dataprof.measure.watch.changes import pipeline, streams, threads_settings
+from dataprof.measure.watch.events import Batches, Device, LoaderBuilt, Replayed, WindowEnd, WindowOpen, said
 from dataprof.measure.watch.handoff import Handoff
 from dataprof.measure.watch.ranks import RankEnd
 from dataprof.measure.watch.sites import relative
@@ -91,7 +92,7 @@ class Recorder:
         self.epochs[number] = 0
         settings = nodes_settings(loader) if hasattr(loader, "root") else {}
         dataset = settings.pop("dataset", None) if settings else getattr(loader, "dataset", None)
-        info = {"loader": number, "site": site, "dataset": type(dataset).__name__,
+        info = {"site": site, "dataset": type(dataset).__name__,
                 "dataset_module": type(dataset).__module__,
                 "dataset_file": _source_file(type(dataset)),
                 "loader_class": type(loader).__name__, "batch_size": getattr(loader, "batch_size", None),
@@ -106,7 +107,7 @@ class Recorder:
                 "split": split, "built_by": list(built_by), **factory, "batches": 0}
         self.loaders[number] = info
         self.pending[number] = []
-        self.channel.send({"ev": "loader", **{k: v for k, v in info.items() if k != "batches"}})
+        self.channel.send(said(LoaderBuilt(number, {k: v for k, v in info.items() if k != "batches"})))
         return number
 
     def batch(self, number: int, epoch: int, index: int, wait_s: float, step_s: float | None, size: int) -> None:
@@ -119,7 +120,7 @@ class Recorder:
         counted = self.counts(number)
         if counted and not self.opened:  # the training's first batch: the parent's start-up allowance is spent
             self.opened = True
-            self.channel.send({"ev": "window_open"})
+            self.channel.send(said(WindowOpen()))
         if self.deadline is None and self.seconds is not None and not self.from_replay and counted:
             self.deadline = now + self.seconds
         if info["batches"] <= MAX_RECORDED:
@@ -137,7 +138,7 @@ class Recorder:
             elif self.deadline is not None and now >= self.deadline:
                 self.ended = "--seconds reached"
             if self.ended is not None:  # the parent times how long the script takes to end from here
-                self.channel.send({"ev": "window_end"})
+                self.channel.send(said(WindowEnd()))
 
     def counts(self, number: int) -> bool:
         """Whether loader ``number``'s batch, delivered now, counts toward the window (:attr:`training`)."""
@@ -156,7 +157,7 @@ class Recorder:
         self.replay_from[number] = self.loaders[number]["batches"]
         if self.from_replay and self.seconds is not None:
             self.deadline = self.clock() + self.seconds
-        self.channel.send({"ev": "replayed", "loader": number, "after": self.loaders[number]["batches"]})
+        self.channel.send(said(Replayed(number, self.loaders[number]["batches"])))
 
     def report_device(self) -> None:
         """Once the script has initialised CUDA: which device it uses, for the parent's NVML probe."""
@@ -167,8 +168,8 @@ class Recorder:
 
         self.device_sent = True
         try:
-            self.channel.send({"ev": "device", "device": f"cuda:{cuda.current_device()}",
-                               **torch_device_ids(sys.modules["torch"], cuda.current_device())})
+            self.channel.send(said(Device(f"cuda:{cuda.current_device()}",
+                                          **torch_device_ids(sys.modules["torch"], cuda.current_device()))))
         except Exception:  # noqa: S110  (no device to name: the GPU fields stay null)
             pass
 
@@ -177,7 +178,7 @@ class Recorder:
         self.last_flush = self.clock()
         for number, rows in self.pending.items():
             if rows:
-                self.channel.send({"ev": "batches", "loader": number, "rows": rows})
+                self.channel.send(said(Batches(number, rows)))
                 self.pending[number] = []
 
 

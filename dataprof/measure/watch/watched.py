@@ -30,6 +30,7 @@ from dataprof.backends.frameworks import in_package
 from dataprof.measure.forked import PR_SET_PDEATHSIG, prctl
 from dataprof.measure.protocol import QueuedChannel, read
 from dataprof.measure.watch.changes import Replay, lost_knobs, overridden, override_nodes, thread_epoch
+from dataprof.measure.watch.events import Ended, EpochEnded, EpochStarted, Exit, Overridden, RanksStarted, said
 from dataprof.measure.watch.factory import loader_factory, still_running
 from dataprof.measure.watch.handoff import WatchEnded, quiet_thread_ends
 from dataprof.measure.watch.launchers import (
@@ -88,16 +89,15 @@ class WatchedIterator:
         except StopIteration:  # the epoch ends, as it would unwatched; when, for the time other loaders take
             self._recorder.finished.add(self._number)
             self._recorder.flush()
-            self._recorder.channel.send({"ev": "epoch_end", "loader": self._number, "epoch": self._epoch,
-                                         "at": self._recorder.clock()})
+            self._recorder.channel.send(said(EpochEnded(self._number, self._epoch, self._recorder.clock())))
             raise
         arrived = self._recorder.clock()
         step = None if self._returned is None else start - self._returned
         if self._index == 0:  # its workers named: killed at the end, they are no news
-            self._recorder.channel.send({"ev": "epoch", "loader": self._number, "epoch": self._epoch,
-                                         "first_batch_s": arrived - self._created,
-                                         "workers": [w.pid for w in getattr(self._inner, "_workers", ())],
-                                         **({"batch_bytes": footprint(batch)["bytes"]} if self._epoch == 1 else {})})
+            self._recorder.channel.send(said(EpochStarted(
+                self._number, self._epoch, arrived - self._created,
+                tuple(w.pid for w in getattr(self._inner, "_workers", ())),
+                footprint(batch)["bytes"] if self._epoch == 1 else None)))
         size = batch_size_of(batch)
         if threading.current_thread() is threading.main_thread() or \
                 not self._recorder.handoff.produced(self._number, self._epoch, self._index, batch, size):
@@ -233,7 +233,7 @@ def main(argv: list[str]) -> int:
     changes, own_ranks = limits.changes, limits.stop_own_ranks
 
     def launched(how: str, processes: int, site: str) -> None:
-        recorder.channel.send({"ev": "own_ranks", "how": how, "processes": processes, "site": site})
+        recorder.channel.send(said(RanksStarted(how, processes, site)))
 
     watch_subprocesses(target, mode == "module", launched, own_ranks)
     watch_processes(fd, own_ranks)
@@ -246,26 +246,26 @@ def main(argv: list[str]) -> int:
     try:
         run(mode, target, args)
     except WatchEnded as exc:
-        recorder.channel.send({"ev": "ended", "why": str(exc)})
+        recorder.channel.send(said(Ended(str(exc))))
     except OwnRanks:  # under tune: the ranks it would start would run unwatched, with its own knobs
-        recorder.channel.send({"ev": "ended", "why": "the script started ranks of its own"})
+        recorder.channel.send(said(Ended("the script started ranks of its own")))
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         if not isinstance(exc.code, int) and exc.code is not None:
             print(exc.code, file=sys.stderr)
     except BaseException as exc:  # the script's own error: its traceback and exit code, as python gives them
         if isinstance(exc, KeyboardInterrupt) and _MAIN_STOPPED.is_set():
-            recorder.channel.send({"ev": "ended", "why": recorder.ended})  # the watch's own SIGINT
+            recorder.channel.send(said(Ended(str(recorder.ended))))  # the watch's own SIGINT
         else:
             _print_user_traceback(exc)
             code = 130 if isinstance(exc, KeyboardInterrupt) else 1
     finally:
         recorder.flush()
         if changes.knobs:
-            recorder.channel.send({"ev": "overridden", "loaders": recorder.overridden,
-                                   "lost": {str(n): knobs for n, knobs in recorder.lost.items()}})
-        recorder.channel.send({"ev": "exit", "code": code, "stderr_tail": tail.lines() if code else [],
-                               "stderr_causes": tail.causes if code else []})
+            recorder.channel.send(said(Overridden(recorder.overridden,
+                                                  {str(n): knobs for n, knobs in recorder.lost.items()})))
+        recorder.channel.send(said(Exit(code, tuple(tail.lines()) if code else (),
+                                        tuple(tail.causes) if code else ())))
         channel.close()
         if recorder.ranks is not None:
             recorder.ranks.close()

@@ -48,7 +48,7 @@ def test_a_watched_loader_yields_the_same_batches_and_records_each() -> None:
     recorder.flush()
     rows = [row for m in sink.sent if m["ev"] == "batches" for row in m["rows"]]
     assert [(row[0], row[1]) for row in rows] == [(1, 0), (1, 1), (1, 2), (2, 0), (2, 1), (2, 2)]
-    assert sink.sent[0]["ev"] == "loader" and sink.sent[0]["site"].startswith("tests/measure/watch/test_watch.py:")
+    assert sink.sent[0]["ev"] == "loader" and sink.sent[0]["info"]["site"].startswith("tests/measure/watch/test_watch.py:")
     assert isinstance(iter(loader), WatchedIterator)
 
 
@@ -149,7 +149,8 @@ def watched(loop: Any) -> dict[str, LoaderRun]:
     for message in sink.sent:
         collector.handle(message)
     loaders = list(collector.loaders.values())
-    return {str(one.info["loader"]): loader_run(one, [o for o in loaders if o is not one]) for one in loaders}
+    return {str(number): loader_run(one, [o for o in loaders if o is not one])
+            for number, one in collector.loaders.items()}
 
 
 def paces(loop: Any) -> dict[str, float | None]:

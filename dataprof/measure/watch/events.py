@@ -1,0 +1,138 @@
+"""What the watched script's process tells ``dataprof run``'s parent, one JSON line each on a pipe of their own: a
+typed record per event, written with its kind (:func:`said`) and read back strictly (:func:`heard`: a key unknown
+or missing is a :class:`~dataprof.measure.protocol.ProtocolError`, not a figure silently left out)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from dataprof.measure.protocol import Message, ProtocolError, read
+from dataprof.results.codec import encode
+
+
+@dataclass(frozen=True)
+class LoaderBuilt:
+    """A loader was built: its number and what its record says of it (``LoaderRun``'s keys: its site, dataset,
+    knobs as read off it, the split it serves, the functions that built it)."""
+
+    loader: int
+    info: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Batches:
+    """Batches delivered since the last flush: (epoch, index, wait s, step s or -1, samples, arrival s, grad)."""
+
+    loader: int
+    rows: list[list[float]]
+
+
+@dataclass(frozen=True)
+class EpochStarted:
+    """A loader's epoch delivered its first batch."""
+
+    loader: int
+    epoch: int
+    first_batch_s: float
+    workers: tuple[int, ...] = ()
+    """Its worker processes' pids (killed at the end, they are no news)."""
+    batch_bytes: int | None = None
+    """A batch's size, told at the first epoch."""
+
+
+@dataclass(frozen=True)
+class EpochEnded:
+    """A loader's epoch ran out, at ``at`` (s on the script's clock)."""
+
+    loader: int
+    epoch: int
+    at: float
+
+
+@dataclass(frozen=True)
+class WindowOpen:
+    """The training's first counted batch: the start-up allowance is spent."""
+
+
+@dataclass(frozen=True)
+class WindowEnd:
+    """The window is over (``--max-steps``, ``--seconds``): the parent times how long the script takes to end."""
+
+
+@dataclass(frozen=True)
+class Device:
+    """The CUDA device the script uses, and what NVML finds it by."""
+
+    device: str
+    uuid: str | None = None
+    pci_bus_id: str | None = None
+    name: str | None = None
+
+
+@dataclass(frozen=True)
+class Ended:
+    """Why the watch ended the script before it ended by itself."""
+
+    why: str
+
+
+@dataclass(frozen=True)
+class RanksStarted:
+    """The script started ranks of its own: how, where, and how many processes."""
+
+    how: str
+    processes: int
+    site: str
+
+
+@dataclass(frozen=True)
+class Replayed:
+    """A loader's replay began after ``after`` batches (those were loaded, not free)."""
+
+    loader: int
+    after: int
+
+
+@dataclass(frozen=True)
+class Overridden:
+    """The loaders built with the watch's knobs, and per loader number the knobs it no longer had when first
+    iterated (the script set them back)."""
+
+    loaders: int
+    lost: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Exit:
+    """The script's last word: its exit code and, when it failed, what its stderr said."""
+
+    code: int
+    stderr_tail: tuple[str, ...] = ()
+    stderr_causes: tuple[str, ...] = ()
+
+
+Event = (LoaderBuilt | Batches | EpochStarted | EpochEnded | WindowOpen | WindowEnd | Device | Ended | RanksStarted
+         | Replayed | Overridden | Exit)
+
+KINDS: dict[str, type[Any]] = {
+    "loader": LoaderBuilt, "batches": Batches, "epoch": EpochStarted, "epoch_end": EpochEnded,
+    "window_open": WindowOpen, "window_end": WindowEnd, "device": Device, "ended": Ended, "own_ranks": RanksStarted,
+    "replayed": Replayed, "overridden": Overridden, "exit": Exit,
+}
+"""Each event's kind, its ``ev`` on the wire."""
+_KIND_OF = {cls: kind for kind, cls in KINDS.items()}
+
+
+def said(event: Event) -> Message:
+    """``event`` as its line's message: its kind and its fields."""
+    return {"ev": _KIND_OF[type(event)], **encode(event)}
+
+
+def heard(message: Message) -> Event:
+    """The event a message of the watched process holds, read strictly; ProtocolError for a kind unknown."""
+    kind = KINDS.get(message["ev"]) if "ev" in message else None
+    if kind is None:
+        raise ProtocolError(f"unknown event in {message!r}")
+    event: Event = read(kind, message)
+    return event
