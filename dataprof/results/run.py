@@ -259,7 +259,7 @@ class RunReport:
     """Why the watch ended the script itself (SIGINT, then SIGTERM, then SIGKILL): past its limit, long after
     its window, another rank failed; None when it did not."""
     stop_cause: StopCause | None = None
-    """Why the watch ended the script itself, as a word (:class:`StopCause`); None when it did not."""
+    """:attr:`stopped` as a word (:class:`~dataprof.results.vocabulary.StopCause`)."""
     rank_cause: RankCause | None = None
     """Under torchrun, on rank 0: why the rank that waits most for data waits, and what to change on its node
     (``dataprof.decide.run.rank_cause``); None when no rank waits much more than the others."""
@@ -296,6 +296,5 @@ class RunReport:
 
 
 RUN_KEYS = ("resources", "wall_s", "exit_code", "ended_by", "verdict", "next_command", "notes", "gates", "ranks",
-            "changes", "stderr_tail", "stderr_causes", "stopped", "stop_cause",
-            "own_ranks", "rank_cause")
+            "changes", "stderr_tail", "stderr_causes", "stopped", "stop_cause", "own_ranks", "rank_cause")
 """The fields a run's document holds after its loaders, by their own names and in this order (docs/run.md)."""
