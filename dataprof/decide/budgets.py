@@ -7,8 +7,10 @@ The search, the diagnosis and ``dataprof inspect`` apply the same rules, so they
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from dataprof.results.knobs import LoaderConfig
+from dataprof.results.stats import line_fit
 from dataprof.results.trial import TrialResult
 
 HEADROOM = 0.8
@@ -31,19 +33,34 @@ def available_cpus(trial: TrialResult, usable_cpus: int) -> float:
     return float(usable_cpus) if foreign < FOREIGN_CPUS else max(1.0, usable_cpus - foreign)
 
 
-def memory_fit(trials: Sequence[TrialResult]) -> tuple[float, float] | None:
-    """Least-squares ``peak PSS = base + per_worker × num_workers`` (bytes) over the trials with worker processes
-    (a thread weighs no process); None under 2 counts."""
-    points = [(t.config.num_workers, t.memory.peak_memory_bytes) for t in trials
-              if t.memory.peak_memory_bytes and not t.config.threads]
-    if len({w for w, _ in points}) < 2:
-        return None
-    n = len(points)
-    mean_w = sum(w for w, _ in points) / n
-    mean_m = sum(m for _, m in points) / n
-    var = sum((w - mean_w) ** 2 for w, _ in points)
-    slope = sum((w - mean_w) * (m - mean_m) for w, m in points) / var
-    return mean_m - slope * mean_w, slope
+@dataclass(frozen=True)
+class MemoryLine:
+    """Peak memory (PSS, bytes) against worker processes: the least-squares line through measured points."""
+
+    base: float
+    per_worker: float
+    mean_workers: float
+    """The points' mean worker count: the line passes through their means."""
+
+    def at(self, workers: int) -> float:
+        """The peak ``workers`` worker processes would take: along the line where it rises with workers, flat at
+        the points' mean where it does not (a line that falls is noise: fewer workers take no more). The sweep's
+        budget and ``tune`` ask it alike."""
+        mean_peak = self.base + self.per_worker * self.mean_workers
+        return mean_peak + max(0.0, self.per_worker) * (workers - self.mean_workers)
+
+
+def memory_line(points: Sequence[tuple[int, int]]) -> MemoryLine | None:
+    """The :class:`MemoryLine` through ``points`` (worker count, peak PSS); None under 2 counts."""
+    fit = line_fit(points)
+    return None if fit is None else MemoryLine(*fit, sum(w for w, _ in points) / len(points))
+
+
+def memory_fit(trials: Sequence[TrialResult]) -> MemoryLine | None:
+    """:func:`memory_line` over the trials with worker processes (a thread weighs no process); None under 2
+    counts."""
+    return memory_line([(t.config.num_workers, t.memory.peak_memory_bytes) for t in trials
+                        if t.memory.peak_memory_bytes and not t.config.threads])
 
 
 def shm_in_flight(config: LoaderConfig, batch_bytes: int) -> int:

@@ -19,7 +19,7 @@ from dataprof.decide.budgets import available_cpus, memory_fit
 from dataprof.decide.diagnose.facts import batch_size, ok_trials
 from dataprof.decide.thresholds import Thresholds
 from dataprof.results.pipeline import Estimate, PipelineModel, Residual
-from dataprof.results.stats import MIN_NOISE
+from dataprof.results.stats import MIN_NOISE, line_fit
 from dataprof.results.sweep import Report
 from dataprof.results.trial import TrialResult
 from dataprof.results.vocabulary import Framework
@@ -62,7 +62,7 @@ def fit(report: Report) -> PipelineModel | None:
     share = used if used >= CONTENDED else REACHABLE_CPU_SHARE  # the most a trial used, once one used them up
     waits = [w for t in ok if (w := _wait(t, batch, cpus, share)) is not None]
     memory = memory_fit(ok)
-    startup = _line([(t.config.num_workers, t.first_batch_s) for t in ok if t.first_batch_s is not None])
+    startup = line_fit([(t.config.num_workers, t.first_batch_s) for t in ok if t.first_batch_s is not None])
     model = PipelineModel(
         batch_size=batch, cpus=cpus, worker_cpu_s_per_sample=work, wait_s_per_sample=Estimate.of(waits),
         serial_s_per_batch=Estimate.of([_serial(t) for t in serial]),
@@ -72,7 +72,8 @@ def fit(report: Report) -> PipelineModel | None:
                                           for t in workers if t.cpu.main_cpu_percent is not None]),
         copy_s_per_batch=statistics.median((t.times.copy_ms_mean or 0.0) / 1000 for t in ok),
         cpu_share=share,
-        memory_base_bytes=memory[0] if memory else None, memory_per_worker_bytes=memory[1] if memory else None,
+        memory_base_bytes=memory.base if memory else None,
+        memory_per_worker_bytes=memory.per_worker if memory else None,
         worker_growth_bytes_per_s=Estimate.of([
             t.memory.workers_inherited_growth_bytes / t.config.num_workers / t.window_s
             for t in workers if t.memory.workers_inherited_growth_bytes is not None and t.window_s]),
@@ -157,16 +158,6 @@ def _wait(trial: TrialResult, batch: int, cpus: float, share: float) -> float | 
         middle = (low + high) / 2
         low, high = (middle, high) if delivered(workers, left, cpu, middle) > rate else (low, middle)
     return (low + high) / 2
-
-
-def _line(points: list[tuple[int, float]]) -> tuple[float, float] | None:
-    """Least-squares ``y = a + b × x``; None under two distinct x."""
-    if len({x for x, _ in points}) < 2:
-        return None
-    n = len(points)
-    mean_x, mean_y = sum(x for x, _ in points) / n, sum(y for _, y in points) / n
-    slope = sum((x - mean_x) * (y - mean_y) for x, y in points) / sum((x - mean_x) ** 2 for x, _ in points)
-    return mean_y - slope * mean_x, slope
 
 
 def _notes(serial: list[TrialResult], waits: list[float], respawned: int, used: float,

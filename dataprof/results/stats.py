@@ -47,6 +47,16 @@ def confidence(freedom: int) -> float:
     return next((T95[df] for df in sorted(T95, reverse=True) if df <= freedom), T95[1]) if freedom <= 60 else 1.645
 
 
+def line_fit(points: Sequence[tuple[float, float]]) -> tuple[float, float] | None:
+    """Least squares ``y = a + b × x`` over ``points``: ``(a, b)``; None under two distinct x."""
+    if len({x for x, _ in points}) < 2:
+        return None
+    n = len(points)
+    mean_x, mean_y = sum(x for x, _ in points) / n, sum(y for _, y in points) / n
+    slope = sum((x - mean_x) * (y - mean_y) for x, y in points) / sum((x - mean_x) ** 2 for x, _ in points)
+    return mean_y - slope * mean_x, slope
+
+
 def percentile(values: Sequence[float], q: float) -> float:
     """Linear-interpolated percentile of ``values``, ``q`` in [0, 100]; NaN when empty."""
     ordered = sorted(values)

@@ -146,6 +146,29 @@ def test_memory_budget_caps_the_climb_before_any_trial_is_killed() -> None:
     assert "memory limit" in why
 
 
+def test_the_sweep_s_budget_and_tune_read_one_memory_line_flat_where_memory_does_not_grow_with_workers() -> None:
+    from dataprof.decide.budgets import memory_fit
+    from dataprof.decide.tune.memory import memory_at
+    from dataprof.results.tune import TunedLoader, TuneReport, TuneTrial
+    from dataprof.results.vocabulary import TrialStatus
+
+    peaks = {0: 2_600_000_000, 2: 2_400_000_000, 4: 2_350_000_000, 8: 2_300_000_000}  # falls: no growth
+    line = memory_fit([trial(LoaderConfig(w, False, 2 if w else None, bool(w)), 100.0, memory=m)
+                       for w, m in peaks.items()])
+    assert line is not None and line.per_worker < 0 and line.at(64) == pytest.approx(2_412_500_000)
+    assert line.base > 2_500_000_000  # the line's value at no workers: not what more workers take
+    budget = Budget(usable_cpus=2, memory_bytes=3_100_000_000)
+    history = [trial(LoaderConfig(w, False, 2 if w else None, bool(w)), 100.0, memory=m) for w, m in peaks.items()]
+    assert budget.forbids(LoaderConfig(64, False, 2, True), history) is None  # the mean, 2.41 GB, fits 2.48
+    runs = tuple(TuneTrial({"num_workers": w}, TrialStatus.OK, "candidate", iterations_per_s=1.0,
+                           peak_memory_bytes=m) for w, m in peaks.items())
+    tuned = TuneReport("0", (), TunedLoader("train.py:41", "DataLoader", 8, {"num_workers": 0}), runs, 1.0)
+    assert memory_at(tuned, 64) == line.at(64)
+    rising = memory_fit([trial(LoaderConfig(w, False, 2 if w else None, bool(w)), 100.0,
+                               memory=500_000_000 + 200_000_000 * w) for w in (0, 2, 4)])
+    assert rising is not None and rising.at(10) == pytest.approx(2_500_000_000)
+
+
 def test_shm_and_open_file_budgets_forbid_configs() -> None:
     shm = Budget(usable_cpus=2, shm_free_bytes=1_000_000_000, batch_bytes=50_000_000)
     assert shm.forbids(LoaderConfig(16, False, 2, True), []) is not None

@@ -117,8 +117,8 @@ def memory_bound(report: Report, th: Thresholds) -> Finding | None:
     fit = memory_fit(ok)
     budget = memory_budget(report)
     fits: int | None = None
-    if fit is not None and budget is not None and fit[1] > 0:
-        fits = max(0, math.floor((HEADROOM * budget[0] - fit[0]) / fit[1]))
+    if fit is not None and budget is not None and fit.per_worker > 0:
+        fits = max(0, math.floor((HEADROOM * budget[0] - fit.base) / fit.per_worker))
     if stopped:
         first_stopped = min(t.config.num_workers for t in stopped)
         fits = first_stopped - 1 if fits is None else min(fits, first_stopped - 1)
@@ -129,8 +129,8 @@ def memory_bound(report: Report, th: Thresholds) -> Finding | None:
     if still_rising(report):
         parts.append(f"throughput still rises with workers ({growth_text(report)})")
     if fit is not None and budget is not None:
-        parts.append(f"memory grows {fmt_bytes(fit[1])} per worker (PSS fitted over {len(ok)} trials: "
-                     f"{fmt_bytes(fit[0])} + {fmt_bytes(fit[1])} × workers) against {budget[1]} of "
+        parts.append(f"memory grows {fmt_bytes(fit.per_worker)} per worker (PSS fitted over {len(ok)} trials: "
+                     f"{fmt_bytes(fit.base)} + {fmt_bytes(fit.per_worker)} × workers) against {budget[1]} of "
                      f"{fmt_bytes(budget[0])}: at most {fits} workers fit with {1 - HEADROOM:.0%} to spare")
     if stopped:
         trial = min(stopped, key=lambda t: t.config.num_workers)

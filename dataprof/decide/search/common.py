@@ -99,12 +99,9 @@ class Budget:
             if need > HEADROOM * self.open_files:
                 return f"w{workers} would hold ~{need} open files; the limit is {self.open_files} (ulimit -n)"
         fit = memory_fit([t for t in history if t.status == TrialStatus.OK])
-        if self.memory_bytes and fit is not None:
-            base, per_worker = fit
-            predicted = base + max(per_worker, 0.0) * workers
-            if predicted > HEADROOM * self.memory_bytes:
-                return (f"w{workers} would need ~{predicted / 1e9:.1f} GB (measured {per_worker / 1e6:.0f} MB "
-                        f"per worker); the memory limit is {self.memory_bytes / 1e9:.1f} GB")
+        if self.memory_bytes and fit is not None and fit.at(workers) > HEADROOM * self.memory_bytes:
+            return (f"w{workers} would need ~{fit.at(workers) / 1e9:.1f} GB (measured {fit.per_worker / 1e6:.0f} "
+                    f"MB per worker); the memory limit is {self.memory_bytes / 1e9:.1f} GB")
         return None
 
 

@@ -3,29 +3,27 @@ measured, against the node's budget; the climb stops before it, as a sweep's doe
 
 from __future__ import annotations
 
-from dataprof.decide.budgets import HEADROOM
+from dataprof.decide.budgets import HEADROOM, memory_line
 from dataprof.results.knobs import KnobValues
 from dataprof.results.tune import TuneReport
 from dataprof.results.units import fmt_bytes
 
 
-def memory_at(report: TuneReport, workers: int) -> int | None:
-    """The training's peak memory (PSS) with ``workers`` worker processes, from its runs: a line through their
-    peaks by worker count (two counts or more), else the one count's peak with each worker weighing as much as
-    each of its processes (an upper bound: forked workers share pages); None when no run measured memory."""
+def memory_at(report: TuneReport, workers: int) -> float | None:
+    """The training's peak memory (PSS) with ``workers`` worker processes, from its runs: the sweep's memory line
+    through their peaks by worker count (two counts or more), else the one count's peak with each worker weighing
+    as much as each of its processes (an upper bound: forked workers share pages); None when no run measured
+    memory."""
     settings = report.loader.settings if report.loader else KnobValues()
     points = [((settings | t.config).workers, t.peak_memory_bytes) for t in report.trials
               if t.ok and t.role != "headspace" and t.peak_memory_bytes and not (settings | t.config).threads]
     if not points:
         return None
-    counts = {w for w, _ in points}
-    if len(counts) >= 2:
-        n = len(points)
-        mean_w, mean_m = sum(w for w, _ in points) / n, sum(m for _, m in points) / n
-        slope = sum((w - mean_w) * (m - mean_m) for w, m in points) / sum((w - mean_w) ** 2 for w, _ in points)
-        return int(mean_m + max(0.0, slope) * (workers - mean_w))
+    line = memory_line(points)
+    if line is not None:
+        return line.at(workers)
     count, peak = points[0][0], max(m for _, m in points)
-    return int(peak + (workers - count) * peak / (count + 1))
+    return peak + (workers - count) * peak / (count + 1)
 
 
 def over_memory(report: TuneReport, workers: int) -> str | None:

@@ -48,7 +48,8 @@ def test_a_watched_loader_yields_the_same_batches_and_records_each() -> None:
     recorder.flush()
     rows = [row for m in sink.sent if m["ev"] == "batches" for row in m["rows"]]
     assert [(row[0], row[1]) for row in rows] == [(1, 0), (1, 1), (1, 2), (2, 0), (2, 1), (2, 2)]
-    assert sink.sent[0]["ev"] == "loader" and sink.sent[0]["info"]["site"].startswith("tests/measure/watch/test_watch.py:")
+    assert sink.sent[0]["ev"] == "loader"
+    assert sink.sent[0]["info"]["site"].startswith("tests/measure/watch/test_watch.py:")
     assert isinstance(iter(loader), WatchedIterator)
 
 
