@@ -45,8 +45,14 @@ def auto_workers(usable_cpus: int) -> tuple[int, ...]:
     return tuple(sorted(values))
 
 
+CLIMB_TOP = 128
+"""The most worker processes a climb tries on any machine (the sweep's, on more than 32 CPUs, four per CPU):
+``tune``'s climb too."""
+
+
 def adaptive_workers(usable_cpus: int) -> tuple[int, ...]:
-    """The ladder the adaptive search may climb: 0, 2, 4, 8, … up to max(128, 4× usable CPUs), plus the CPU count.
+    """The ladder the adaptive search may climb: 0, 2, 4, 8, … up to max(:data:`CLIMB_TOP`, 4× usable CPUs), plus
+    the CPU count.
 
     It climbs only while throughput rises beyond noise and the memory,
     ``/dev/shm`` and open-file budgets allow, so a high top costs nothing for
@@ -54,7 +60,7 @@ def adaptive_workers(usable_cpus: int) -> tuple[int, ...]:
     faster than the main process; refinement tries it when two workers win),
     except on a single-CPU machine.
     """
-    top = max(128, 4 * max(1, usable_cpus))
+    top = max(CLIMB_TOP, 4 * max(1, usable_cpus))
     values = {0, usable_cpus}
     power = 2
     while power <= top:

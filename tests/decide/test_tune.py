@@ -294,6 +294,20 @@ def test_a_stream_s_workers_change_only_when_an_epoch_holds_the_same_samples_wit
     assert same_workers.answer is not None and same_workers.answer.recommended == 3  # the stream's split unchanged
 
 
+def test_the_climb_doubles_up_to_the_sweep_s_top_and_no_further() -> None:
+    from dataprof.decide.workers import CLIMB_TOP, adaptive_workers
+
+    assert adaptive_workers(2)[-1] == CLIMB_TOP == 128
+    base = [run({}, 10.0, "current"), run({}, 200.0, "headspace")] * 2
+
+    def leading(workers: int) -> object:
+        return next_run(report(*base, run({"num_workers": workers}, 100.0), run({}, 10.0, "current"),
+                               run({"num_workers": workers}, 100.0)))
+
+    assert leading(64) == ({"num_workers": 128}, "candidate")
+    assert leading(128) == ({"num_workers": 64}, "candidate")  # no 256: half as many, as fast and cheaper?
+
+
 def test_the_climb_stops_before_the_memory_the_workers_would_take() -> None:
     small = dataclasses.replace(FOUR, available_ram_bytes=10 * 2**30)
 

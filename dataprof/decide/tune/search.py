@@ -20,11 +20,10 @@ from dataprof.decide.tune.cost import node_workers
 from dataprof.decide.tune.memory import over_memory
 from dataprof.decide.tune.noise import MIN_RUNS, Key, Runs, band, key, key_of, rate, rates
 from dataprof.decide.tune.refine import as_changed, refinement
+from dataprof.decide.workers import CLIMB_TOP
 from dataprof.results.knobs import KnobValues
 from dataprof.results.tune import TuneReport, TuneTrial
 
-CLIMB_TOP = 64
-"""Worker counts past this are not tried."""
 CONFIRM_RUNS = 3
 """Runs each contender of a close call gets (the leading config, the fastest, the runner-up within the noise
 of the fastest), while the budget lasts."""
