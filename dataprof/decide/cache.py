@@ -79,8 +79,8 @@ def next_cold(report: Report) -> tuple[LoaderConfig, str] | None:
     config = dataclasses.replace(best.config, num_workers=more) if workers else climb_config(space, more)
     if config in measured:
         return None
-    return config, (f"cold w{workers} reads {best.samples_per_s:,.0f} samples/s; do more workers hide the "
-                    "storage's latency?")
+    return config, (f"cold {best.config.label()} reads {best.samples_per_s:,.0f} samples/s; do more workers "
+                    "hide the storage's latency?")
 
 
 def dataset_bytes(report: Report) -> tuple[int, bool]:

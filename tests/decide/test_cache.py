@@ -69,6 +69,12 @@ def test_cold_starts_at_the_warm_recommendation_then_climbs_while_it_pays() -> N
     w2 = next(t for t in report.cold_trials if t.config.num_workers == 2)
     after_w2 = next_cold(with_(report, cold_trials=(w2,)))
     assert after_w2 is not None and after_w2[0].num_workers == 4 and "more workers" in after_w2[1]
+    assert after_w2[1].startswith(f"cold {w2.config.label()} reads ")
+    threads = dataclasses.replace(w2, config=dataclasses.replace(w2.config, worker_kind="thread",
+                                                                 persistent_workers=None),
+                                  samples_per_s=2 * (w2.samples_per_s or 0.0))
+    after_t2 = next_cold(with_(report, cold_trials=(w2, threads)))
+    assert after_t2 is not None and after_t2[1].startswith("cold t2 ")  # threads, not worker processes
     assert next_cold(report) is None  # w4 is the most workers the space holds
 
 
