@@ -6,6 +6,7 @@ so a Paddle run never imports torch and a PyTorch run never imports paddle.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
@@ -84,3 +85,12 @@ def get_backend(framework: str) -> Backend:
 
         return TorchBackend()
     raise UsageError(f"--framework {framework}: expected auto, torch or paddle")
+
+
+def threads_after_fork() -> None:
+    """In a process just forked: each framework imported here down to one CPU math thread, as a DataLoader worker
+    sets torch's. The parent's OpenMP pool did not come with the fork (libgomp is not fork-safe): the child's
+    first parallel op would wait on it for ever."""
+    for framework in Framework:
+        if framework.value in sys.modules:
+            get_backend(framework.value).set_threads(1)

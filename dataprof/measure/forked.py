@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from dataprof.backends import threads_after_fork
 from dataprof.backends.target import describe_exception
 
 
@@ -34,7 +35,8 @@ class ForkFailed(Exception):
 
 def run_forked(work: Callable[[], Any], timeout_s: float | None = None,
                clock: Callable[[], float] = time.monotonic) -> Any:
-    """``work()`` in a process forked now (its own process group), its JSON-able result returned here. Raises
+    """``work()`` in a process forked now (its own process group, one CPU math thread as in a DataLoader worker:
+    :func:`~dataprof.backends.threads_after_fork`), its JSON-able result returned here. Raises
     :class:`ForkFailed` when it raised (its description), died (by which signal), or ran past ``timeout_s``
     (killed, with every process it started)."""
     read_fd, write_fd = os.pipe()
@@ -46,6 +48,7 @@ def run_forked(work: Callable[[], Any], timeout_s: float | None = None,
             os.setpgid(0, 0)
             signal.signal(signal.SIGINT, signal.SIG_IGN)
             try:
+                threads_after_fork()
                 word: dict[str, Any] = {"result": work()}
             except Exception as exc:
                 word = {"error": describe_exception(exc)}

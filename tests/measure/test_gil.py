@@ -93,6 +93,31 @@ def test_a_sample_that_crashes_in_a_second_thread_costs_only_the_figure() -> Non
     assert share.release is None and share.why is not None and "killed by SIGSEGV" in share.why
 
 
+TORCH_AFTER_ITS_POOL = """
+import torch
+from dataprof.measure.gil import release_share_apart
+torch.set_num_threads(2)
+torch.ones(10_000_000).mul_(2)  # torch's OpenMP pool started here, as a dataset's first sample starts it
+share = release_share_apart(lambda n: torch.ones(2_000_000).mul_(n), range(4))
+print(share.why or share.release)
+"""
+
+
+@pytest.mark.slow
+def test_a_sample_of_torch_ops_is_measured_after_the_process_used_its_thread_pool() -> None:
+    """The pool does not come with the fork (libgomp is not fork-safe): the measure's process runs torch on one
+    thread, as a DataLoader worker does, or its first parallel op waits for ever (a torchvision pipeline's GIL
+    share was never told)."""
+    import subprocess
+    import sys
+
+    if usable_cpus() < 2 or not gil_enabled():
+        pytest.skip("the measure needs two CPUs and a GIL")
+    done = subprocess.run([sys.executable, "-c", TORCH_AFTER_ITS_POOL], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "did not finish" not in done.stdout and float(done.stdout) >= 0.0
+
+
 @pytest.mark.slow
 def test_a_slow_sample_is_measured_in_time_scaled_to_it() -> None:
     share = release_share_apart(lambda _: time.sleep(0.25), range(4))
