@@ -60,7 +60,7 @@ def test_no_thread_is_tried_without_evidence_and_the_stop_says_why() -> None:
 
 def test_the_thread_twin_is_tried_unless_the_gil_measure_clearly_says_no() -> None:
     for told, says in ((0.3, "a sample releases the GIL 30% of its time"),  # between the lines: noisy, tried
-                       (None, "the GIL share was not told")):
+                       (None, "the GIL share was not measured")):
         strategy = AdaptiveStrategy(threaded(gil_release=told), Budget(usable_cpus=2))
         history, _ = run(strategy, cpu_bound_gil_free)
         first = next(n for n, t in enumerate(history) if t.config.threads)

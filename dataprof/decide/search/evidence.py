@@ -167,7 +167,7 @@ def thread_evidence(anchor: TrialResult, space: SearchSpace, saturated: bool, sh
         return ": " + "; ".join(reasons)
     if gil_held(space):
         return ""
-    told = _released(space) or "the GIL share was not told"
+    told = _released(space) or "the GIL share was not measured"
     return f": threads can load this dataset and nothing rules them out ({told})"
 
 
