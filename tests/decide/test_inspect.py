@@ -38,6 +38,8 @@ def test_cpu_ceiling_is_usable_cpus_over_cpu_per_sample() -> None:
     assert "CPU work" in check(synthetic(), "cpu_vs_wait").recommendation
     waiting = synthetic(cpu_s=(0.001,) * 40)
     assert "mostly wait" in check(waiting, "cpu_vs_wait").recommendation
+    threaded = check(synthetic(cpu_s=(0.0105,) * 40), "cpu_vs_wait")  # CPU past wall time: threads of its own
+    assert "can only fill the 0% of each sample's time" in threaded.recommendation
 
 
 def test_shm_and_open_file_checks_warn_only_when_few_workers_fit() -> None:
