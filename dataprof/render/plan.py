@@ -89,7 +89,7 @@ def plan_view(plan: Plan) -> PlanView:
                    _size(p.memory_bytes, None), _size(p.shm_bytes, None), "yes" if p.fits else "no",
                    "yes" if p.feeds_step else "no")[:len(columns)], p is rec) for p in plan.curve)
     per = " per rank" if m.ranks_per_node > 1 else ""
-    held = f"feeds the {m.step_ms:g} ms step" if rec.feeds_step else f"held back by {LIMITS[rec.limit]}"
+    held = f"feeds the {m.step_ms:g} ms step" if rec.feeds_step else f"held back: {LIMITS[rec.limit]}"
     answer = [f"{plan.config.label()}: {_rate(rec)}{per}; {held}"]
     if plan.feeding is not None:
         answer.append(f"step: {feeding_text(plan.feeding)}")
