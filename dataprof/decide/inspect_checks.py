@@ -55,9 +55,9 @@ def check_cpu_vs_wait(ins: Inspection, th: Thresholds) -> Finding | None:
         return Finding(
             id=FindingId.CPU_VS_WAIT, severity=Severity.INFO, evidence=evidence,
             recommendation=(f"Samples are mostly CPU work: no loader setting beats the CPU ceiling; workers past "
-                            f"the {usable} CPUs can only fill the {max(0.0, 1 - share):.0%} of each sample's time that is not "
-                            "CPU (a sweep measures how much that gives). Cut the costliest stages, cache decoded "
-                            "data or move augmentation to the GPU."))
+                            f"the {usable} CPUs can only fill the {max(0.0, 1 - share):.0%} of each sample's time "
+                            "that is not CPU (a sweep measures how much that gives). Cut the costliest stages, cache "
+                            "decoded data or move augmentation to the GPU."))
     return Finding(id=FindingId.CPU_VS_WAIT, severity=Severity.INFO, evidence=evidence,
                    recommendation="Samples are part CPU, part waiting: expect gains from workers up to a little "
                                   "past the CPU count; a sweep will find where they stop.")

@@ -17,6 +17,7 @@ from dataprof.decide.tune.builders import builder_of, edit_through
 from dataprof.render.html import page
 from dataprof.results.knobs import changes_label, knob_words
 from dataprof.results.tune import TuneAnswer, TunedLoader, TuneReport, TuneTrial
+from dataprof.results.units import fmt_change
 from dataprof.results.vocabulary import Framework, TuneVerdict, WorkerKind
 
 ROLES = {"current": "yours", "headspace": "data for free", "candidate": "tried", "sweep": "the loader sweep's pick"}
@@ -54,7 +55,7 @@ def trials_table(report: TuneReport) -> Table:
         by_rank = (" / ".join(_num(r.data_wait_fraction, "{:.0%}") for r in trial.ranks),) if ranks else ()
         table.add_row(star, name, _num(trial.iterations_per_s), _num(trial.data_wait_fraction, "{:.0%}"), *by_rank,
                       _num(None if trial.step_ms is None else trial.step_ms.p50, "{:.1f} ms"),
-                      _num(slowdown, "{:+.0%}"),
+                      "–" if slowdown is None else fmt_change(slowdown),
                       _num(trial.startup_s, "{:.2f} s"), *((_num(trial.gpu_util_percent, "{:.0f}%"),) if gpu else ()))
     return table
 
@@ -119,8 +120,8 @@ def answer_lines(report: TuneReport) -> list[str]:
         lines.append(answer.reason)
     elif answer.gain_over_current is not None and answer.gain_range is not None:
         low, high = answer.gain_range
-        lines.append(f"your training's iterations/s {answer.gain_over_current:+.0%} ({low:+.0%} to {high:+.0%}): "
-                     f"{answer.reason}")
+        lines.append(f"your training's iterations/s {fmt_change(answer.gain_over_current)} ({fmt_change(low)} to "
+                     f"{fmt_change(high)}): {answer.reason}")
     swept = loader_sweep_line(report)
     return lines + _cost_line(answer, bool(changes)) + ([swept] if swept else [])
 
@@ -162,7 +163,8 @@ def loader_sweep_line(report: TuneReport) -> str | None:
     if versus is None or not versus:
         return f"{picked}; in your training it ranks {place} of {of}"
     within = ", within the noise of one run" if abs(versus) <= answer.noise else ""
-    return f"{picked}; in your training it ranks {place} of {of}, {versus:+.1%} against the recommended{within}"
+    return (f"{picked}; in your training it ranks {place} of {of}, {fmt_change(versus, 1)} against the "
+            f"recommended{within}")
 
 
 def print_tune(console: Console, report: TuneReport) -> None:

@@ -11,7 +11,7 @@ from dataprof.decide.diagnose.facts import ok_trials, rate_text
 from dataprof.results.stats import rate
 from dataprof.results.sweep import Report
 from dataprof.results.trial import TrialResult
-from dataprof.results.units import fmt_bytes
+from dataprof.results.units import fmt_bytes, fmt_change
 
 
 def in_order_gain(report: Report) -> tuple[float, TrialResult, TrialResult] | None:
@@ -34,7 +34,7 @@ def in_order_text(report: Report) -> str:
         return ""
     gain, unordered, ordered = found
     return (f"; in_order=False measured: {ordered.config.label()} {rate_text(rate(ordered))} → "
-            f"{rate_text(rate(unordered))} ({gain:+.0%}) with {unordered.config.num_workers} workers")
+            f"{rate_text(rate(unordered))} ({fmt_change(gain)}) with {unordered.config.num_workers} workers")
 
 
 def start_method_text(report: Report, trial: TrialResult) -> str:

@@ -12,6 +12,7 @@ from dataprof.decide.search.common import ClimbStep, Proposal
 from dataprof.results.knobs import LoaderConfig
 from dataprof.results.stats import rate
 from dataprof.results.trial import TrialResult
+from dataprof.results.units import fmt_change
 from dataprof.results.vocabulary import Framework, TrialStatus, WorkerKind
 
 
@@ -20,7 +21,7 @@ def gain(new: TrialResult, old: TrialResult) -> str:
     same_knobs = dataclasses.replace(old.config, num_workers=new.config.num_workers) == new.config
     before = old.config.short_label if same_knobs else old.config.label()
     after = new.config.short_label if same_knobs else new.config.label()
-    return f"{before} → {after}: {rate(new) / rate(old) - 1:+.0%}"
+    return f"{before} → {after}: {fmt_change(rate(new) / rate(old) - 1)}"
 
 
 class ThreadSteps(ClimbStep):

@@ -42,6 +42,7 @@ from dataprof.decide.tune.noise import (
 from dataprof.results.knobs import KnobValues
 from dataprof.results.stats import Noise
 from dataprof.results.tune import TuneAnswer, TuneReport, TuneTrial
+from dataprof.results.units import fmt_change
 from dataprof.results.vocabulary import TuneVerdict
 
 
@@ -78,7 +79,7 @@ def choose(usable: Sequence[Runs], mine: Runs, noise: Noise, settings: KnobValue
             best = min((runs for runs in apart if as_fast(noise, runs, top)),
                        key=lambda r: cost(r, settings, nnodes))
             low, _ = bounds(noise, best, processes)
-            return Choice(best, fastest, f"{what} ({label(processes[0][1])}: at least {low:+.0%})")
+            return Choice(best, fastest, f"{what} ({label(processes[0][1])}: at least {fmt_change(low)})")
     shown = [runs for runs in eligible if as_fast(noise, runs, mine) and not _above(noise, runs, fastest, kept)]
     if not shown:
         above = _above(noise, fastest, fastest, kept)
@@ -122,10 +123,10 @@ def _cannot_tell(fastest: Runs, mine: Runs, noise: Noise, once: Runs | None) -> 
     against = "yours" if other is mine else label(other[0][1])
     unshown = "shown no slower than yours by 5% and near the fastest" if once is None else \
         "confirmed near what ran faster once"
-    return (f"cannot tell on this machine: {named} ran {rate(one) / rate(other) - 1:+.0%} against {against} "
-            f"({low:+.0%} to {high:+.0%} at a noise of ±{noise.relative:.0%} a run, {len(one)} and {len(other)} "
-            f"runs): no config is {unshown}; more runs (a larger --budget), longer runs (--trial-seconds) or a "
-            "quieter machine would settle it")
+    return (f"cannot tell on this machine: {named} ran {fmt_change(rate(one) / rate(other) - 1)} against "
+            f"{against} ({fmt_change(low)} to {fmt_change(high)} at a noise of ±{noise.relative:.0%} a run, "
+            f"{len(one)} and {len(other)} runs): no config is {unshown}; more runs (a larger --budget), longer "
+            "runs (--trial-seconds) or a quieter machine would settle it")
 
 
 def decide_tune(report: TuneReport) -> TuneReport:
@@ -162,8 +163,8 @@ def decide_tune(report: TuneReport) -> TuneReport:
     ahead = max((runs for runs in usable if len(runs) < MIN_RUNS and rate(runs) > rate(against)), key=rate,
                 default=None)
     if ahead is not None and ahead is not choice.once:  # faster on its one run: what a second run could change
-        reason += (f"; {label(ahead[0][1])} ran once at {rate(ahead) / base - 1:+.0%}: not confirmed by a second "
-                   "run (a larger --budget runs it again)")
+        reason += (f"; {label(ahead[0][1])} ran once at {fmt_change(rate(ahead) / base - 1)}: not confirmed by a "
+                   "second run (a larger --budget runs it again)")
     swept = _swept(report, by_config)
     ranked = sorted(by_config.values(), key=rate, reverse=True)
     chosen = choice.chosen
@@ -274,13 +275,13 @@ def _reason(chosen: Runs, fastest: Runs, mine: Runs, noise: Noise, settings: Kno
         if mine is fastest:
             return "your own config is the fastest, or no other is shown as fast: nothing to change"
         low, _ = bounds(noise, mine, fastest)
-        return (f"your own config is as fast as the fastest ({label(fastest[0][1])}: yours at least {low:+.0%} "
+        return (f"your own config is as fast as the fastest ({label(fastest[0][1])}: yours at least {fmt_change(low)} "
                 f"against it, within {NEAR_BEST:.0%}) and no other as fast is cheaper: nothing to change")
     low, _ = bounds(noise, chosen, mine)
-    shown = f"no slower than yours (at least {low:+.0%})"
+    shown = f"no slower than yours (at least {fmt_change(low)})"
     if chosen is fastest:
         return f"the fastest, {shown}"
     top, _ = bounds(noise, chosen, fastest)
     words = cheaper(cost(chosen, settings, nnodes), cost(fastest, settings, nnodes))
-    return (f"as fast as the fastest ({label(fastest[0][1])}: at least {top:+.0%} against it, within "
+    return (f"as fast as the fastest ({label(fastest[0][1])}: at least {fmt_change(top)} against it, within "
             f"{NEAR_BEST:.0%}), {shown}, and {words}")
