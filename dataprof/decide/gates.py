@@ -12,6 +12,7 @@ from dataprof.decide.compare import compare
 from dataprof.results.findings import GateResult
 from dataprof.results.run import RunReport
 from dataprof.results.sweep import Report
+from dataprof.results.units import fmt_change
 from dataprof.results.vocabulary import Severity
 
 
@@ -74,7 +75,7 @@ def _num(value: float | None) -> str:
 
 
 def _pct(value: float | None) -> str:
-    return "no throughput" if value is None else f"{100 * value:+.1f}%"
+    return "no throughput" if value is None else fmt_change(value, 1)
 
 
 @dataclass(frozen=True)

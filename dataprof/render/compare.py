@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from dataprof.results.compare import Comparison, RunComparison
-from dataprof.results.units import fmt_bytes
+from dataprof.results.units import fmt_bytes, fmt_change
 from dataprof.results.vocabulary import TrialStatus
 
 
@@ -22,7 +22,7 @@ def _rate(value: float | None) -> str:
 
 
 def _pct(value: float | None) -> str:
-    return "–" if value is None else f"{100 * value:+.1f}%"
+    return "–" if value is None else fmt_change(value, 1)
 
 
 def _wait(value: float | None) -> str:

@@ -10,6 +10,7 @@ from dataprof.results.knobs import LoaderConfig
 from dataprof.results.stats import best_by_workers, noise_between, rate
 from dataprof.results.sweep import Report
 from dataprof.results.trial import TrialResult
+from dataprof.results.units import fmt_change
 from dataprof.results.vocabulary import Framework, Severity, TrialStatus
 
 
@@ -233,7 +234,7 @@ def growth_text(report: Report) -> str:
         return ""
     a, b = curve[-2], curve[-1]
     change = rate(b) / rate(a) - 1 if rate(a) else math.nan
-    return f"{a.config.short_label} → {b.config.short_label}: {100 * change:+.0f}%"
+    return f"{a.config.short_label} → {b.config.short_label}: {fmt_change(change)}"
 
 
 def worker_curve(report: Report) -> list[TrialResult]:

@@ -16,6 +16,7 @@ from dataprof.results.knobs import LoaderConfig, baseline
 from dataprof.results.space import SearchSpace
 from dataprof.results.stats import noise_between, rate
 from dataprof.results.trial import TrialResult
+from dataprof.results.units import fmt_change
 from dataprof.results.vocabulary import Framework, TrialStatus
 
 
@@ -275,7 +276,7 @@ class AdaptiveStrategy(Searching):
         why = "" if gain >= noise else (
             f"; w{w} is past the knee (under {100 * self.linear:.0f}% of the fastest per-worker rate), so no count "
             f"above it loads faster, and the curve from w{below.config.num_workers} can peak at most "
-            f"{100 * gain:+.1f}% above it, within the ±{100 * noise:.0f}% noise: refining cannot pay")
+            f"{fmt_change(gain, 1)} above it, within the ±{100 * noise:.0f}% noise: refining cannot pay")
         return gain, why
 
     def climb_pick(self, done: dict[LoaderConfig, TrialResult]) -> TrialResult | None:
