@@ -77,6 +77,23 @@ def test_the_cheapest_config_shown_as_fast_as_the_fastest_and_no_slower_than_you
     assert again.answer is not None and again.trials[again.answer.recommended or 0].config == {"num_workers": 8}
 
 
+def test_a_config_that_beat_the_fastest_once_gets_its_second_run_before_the_fastest_gets_more_against_yours() -> None:
+    """Lightning's shape on two CPUs: none ran faster than yours but not yet shown so, and four workers ran faster
+    than both, once. More runs of none and yours alone could not show an answer (four workers would still stand
+    unconfirmed above it): four workers' second run comes first, the one run that may settle it."""
+    from dataprof.decide.tune.answer import unsettled
+
+    trials = [run({}, 14.0, "current"), run({}, 62.0, "headspace"), run({}, 15.9, "current"),
+              run({}, 75.0, "headspace"), run({"num_workers": 4}, 19.6), run({"num_workers": 0}, 17.8),
+              run({}, 15.0, "current"), run({"num_workers": 0}, 19.0), run({}, 17.0, "current")]
+    done = report(*trials)
+    assert done.answer is not None and done.answer.verdict == TuneVerdict.CANNOT_TELL
+    contenders = sorted(((len(runs), runs[0][1].config.get("num_workers")) for runs in unsettled(done)),
+                        key=lambda pair: pair[0])
+    assert contenders[0] == (1, 4)  # the fewest runs go first: four workers' second
+    assert {workers for _, workers in contenders} == {0, None, 4}  # none against yours, and what beat it
+
+
 def test_one_lucky_run_is_not_recommended_and_says_the_runs_cannot_tell_until_a_second_run_confirms_it() -> None:
     trials = [run({}, 50.0, "current"), run({}, 200.0, "headspace"), run({}, 51.0, "current"),
               run({}, 200.0, "headspace"), run({"num_workers": 2}, 90.0)]

@@ -109,9 +109,8 @@ def unsettled(report: TuneReport) -> list[Runs]:
     kept = [runs for runs in by_config.values() if not asks_code(runs, report.loader.settings)
             and not runs[0][1].node_knobs]
     fastest = max((runs for runs in kept if runs is mine or len(runs) >= MIN_RUNS), key=rate)
-    if not as_fast(noise, fastest, mine):
-        return [fastest, mine]
-    return [fastest, *_above(noise, fastest, fastest, kept)]
+    above = _above(noise, fastest, fastest, kept)
+    return [fastest, *above] if as_fast(noise, fastest, mine) else [fastest, mine, *above]
 
 
 def _cannot_tell(fastest: Runs, mine: Runs, noise: Noise, once: Runs | None) -> str:
