@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from typing import Any
 
 from dataprof.backends.threads import thread_loader
+from dataprof.measure.watch.sites import retag, tag_of
 from dataprof.results.knobs import TORCH_THREAD_ARGUMENT, KnobValues, LoaderConfig
 from dataprof.results.registry import REGISTRY
 from dataprof.results.vocabulary import Framework, WorkerKind
@@ -51,11 +52,12 @@ def overridden(init: Callable[..., None], loader: Any, args: tuple[Any, ...], kw
     return values, threads
 
 
-def lost_knobs(loader: Any, asked: Mapping[str, Any]) -> dict[str, Any]:
+def lost_knobs(loader: Any, asked: Mapping[str, Any], threaded: bool = False) -> dict[str, Any]:
     """The knobs of ``asked`` (set where ``loader`` was built) that it no longer has at its first iteration, with
     the value it has: the script changed them after construction. Knobs that need workers are not checked on a
-    loader left none, nor any on a loader whose workers are threads."""
-    if "_dataprof_threads" in loader.__dict__ or asked.get("worker_kind"):
+    loader left none, nor any on a loader whose workers are threads (``threaded``: the watch's thread pipeline
+    stands in for them)."""
+    if threaded or asked.get("worker_kind"):
         return {}
     workers = getattr(loader, "num_workers", None)
     idle = REGISTRY.idle(workers or 0)
@@ -83,25 +85,26 @@ def streams(loader: Any) -> bool:
 
 
 def thread_epoch(loader: Any) -> Any:
-    """An epoch of ``loader``'s batches loaded by threads (``worker_kind=thread``): its dataset, batch sampler
-    and collate function in a ``torchdata.nodes`` pipeline, built at its first epoch and kept for the others."""
+    """An epoch of ``loader``'s batches loaded by threads (``worker_kind=thread``, as its tag's ``threads`` says):
+    its dataset, batch sampler and collate function in a ``torchdata.nodes`` pipeline, built at its first epoch and
+    kept on its tag for the others."""
     from dataprof.backends.threads import NodesLoader
 
-    pipeline = loader.__dict__.get("_dataprof_pipeline")
+    tag = tag_of(loader)
+    assert tag is not None and tag.threads is not None
+    pipeline = tag.pipeline
     if pipeline is None:
         if loader.batch_sampler is None or streams(loader):
             raise TypeError("dataprof: worker_kind=thread needs a map-style dataset and a batch size; this "
                             "DataLoader streams an IterableDataset")
-        pipeline = NodesLoader(loader.dataset, loader.batch_sampler, loader.collate_fn,
-                               loader.__dict__["_dataprof_threads"])
-        loader.__dict__["_dataprof_pipeline"] = pipeline
+        pipeline = retag(loader, pipeline=NodesLoader(loader.dataset, loader.batch_sampler, loader.collate_fn,
+                                                      tag.threads)).pipeline
     return iter(pipeline)
 
 
-def threads_settings(loader: Any) -> dict[str, Any]:
-    """A loader whose batches threads load (``worker_kind=thread``, or the DataLoader's own ``worker_method``):
-    its thread settings, as a report names them."""
-    threads = getattr(loader, "__dict__", {}).get("_dataprof_threads")
+def threads_settings(loader: Any, threads: LoaderConfig | None) -> dict[str, Any]:
+    """A loader whose batches threads load (``worker_kind=thread``, the watch's ``threads`` standing in for its
+    workers, or the DataLoader's own ``worker_method``): its thread settings, as a report names them."""
     if threads is not None:
         return {"num_workers": threads.num_workers, "prefetch_factor": threads.prefetch,
                 "persistent_workers": None, "pin_memory": threads.pin_memory, "worker_kind": WorkerKind.THREAD.value}

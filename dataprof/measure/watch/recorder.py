@@ -14,7 +14,8 @@ from dataprof.measure.watch.changes import pipeline, streams, threads_settings
 from dataprof.measure.watch.events import Batches, Device, LoaderBuilt, Replayed, WindowEnd, WindowOpen, said
 from dataprof.measure.watch.handoff import Handoff
 from dataprof.measure.watch.ranks import RankEnd
-from dataprof.measure.watch.sites import relative
+from dataprof.measure.watch.sites import Origin, relative
+from dataprof.results.knobs import LoaderConfig
 from dataprof.results.vocabulary import Framework, WorkerKind
 
 FLUSH_S = 0.5
@@ -83,16 +84,16 @@ class Recorder:
                 return number
         return None
 
-    def register(self, loader: Any, site: str, factory: dict[str, Any], split: str | None = None,
-                 built_by: tuple[str, ...] = ()) -> int:
-        """A new DataLoader: its identity, settings, the split it serves and the functions that built it
-        (:func:`loader_factory`; the libraries on the way), sent at once; its number."""
+    def register(self, loader: Any, where: Origin, factory: dict[str, Any], threads: LoaderConfig | None = None) -> int:
+        """A new DataLoader: its identity, settings (``threads``: the watch's thread pipeline stands in for its
+        workers), where it was built, the split it serves and the functions that built it (:func:`loader_factory`;
+        the libraries on the way), sent at once; its number."""
         number = len(self.loaders)
         self.objects[number] = _weak(loader)
         self.epochs[number] = 0
         settings = nodes_settings(loader) if hasattr(loader, "root") else {}
         dataset = settings.pop("dataset", None) if settings else getattr(loader, "dataset", None)
-        info = {"site": site, "dataset": type(dataset).__name__,
+        info = {"site": where.site, "dataset": type(dataset).__name__,
                 "dataset_module": type(dataset).__module__,
                 "dataset_file": _source_file(type(dataset)),
                 "loader_class": type(loader).__name__, "batch_size": getattr(loader, "batch_size", None),
@@ -102,9 +103,9 @@ class Recorder:
                                               getattr(loader, "_persistent_workers", None)),
                 "framework": _framework(loader).value,
                 "pin_memory": getattr(loader, "pin_memory", None), "worker_kind": "process", **settings,
-                "iterable": streams(loader), "start_method": _start_method(loader),
-                "start_method_chosen": _start_method_chosen(loader), **threads_settings(loader),
-                "split": split, "built_by": list(built_by), **factory, "batches": 0}
+                "iterable": streams(loader), "start_method": None if threads else _start_method(loader),
+                "start_method_chosen": _start_method_chosen(loader), **threads_settings(loader, threads),
+                "split": where.split, "built_by": list(where.built_by), **factory, "batches": 0}
         self.loaders[number] = info
         self.pending[number] = []
         self.channel.send(said(LoaderBuilt(number, {k: v for k, v in info.items() if k != "batches"})))
@@ -216,8 +217,7 @@ def _framework(loader: Any) -> Framework:
 def _start_method(loader: Any) -> str | None:
     """How a torch DataLoader starts its worker processes (its ``multiprocessing_context``, else the process's
     start method, else the platform's default, the process's left unset); None without worker processes."""
-    if _framework(loader) == Framework.PADDLE or not getattr(loader, "num_workers", 0) \
-            or "_dataprof_threads" in getattr(loader, "__dict__", {}):
+    if _framework(loader) == Framework.PADDLE or not getattr(loader, "num_workers", 0):
         return None
     context = getattr(loader, "multiprocessing_context", None)
     if context is not None:

@@ -6,15 +6,17 @@ library functions that built it."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import sys
 import sysconfig
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
 from dataprof.backends.frameworks import in_package
+from dataprof.results.knobs import KnobValues, LoaderConfig
 
 HOME_ENV = "DATAPROF_HOME"
 """The directory the user ran dataprof from, when a run's script runs elsewhere (``tune --workdir``)."""
@@ -50,6 +52,43 @@ class Origin:
     built_by: tuple[str, ...] = ()
     """The library functions between the user's frame and the constructor (``module:qualname``), innermost
     first."""
+
+
+TAG = "_dataprof"
+"""The key of a loader's ``__dict__`` under which the watch keeps its :class:`Tag` (out of the way of the loader's
+own attributes and of ``DataLoader.__setattr__``'s checks)."""
+
+
+@dataclass(frozen=True)
+class Tag:
+    """What the watch keeps on a loader it saw built (frozen: a copy of the loader keeps its own)."""
+
+    origin: Origin
+    factory: dict[str, Any] = field(default_factory=dict)
+    """The function that built it, as a sweep target (:func:`~dataprof.measure.watch.factory.loader_factory`)."""
+    threads: LoaderConfig | None = None
+    """``worker_kind=thread`` set where its constructor takes no ``worker_method``: the config the thread pipeline
+    standing in for its workers loads with."""
+    asked: KnobValues = field(default_factory=KnobValues)
+    """The knobs the watch set where it was built (``--override``)."""
+    number: int | None = None
+    """Its number in the run, from its first iteration."""
+    pipeline: Any = None
+    """The thread pipeline standing in for its workers, built at its first epoch and kept for the others."""
+
+
+def tag_of(loader: Any) -> Tag | None:
+    """The watch's :class:`Tag` on ``loader``; None on a loader it did not see built."""
+    tag = getattr(loader, "__dict__", {}).get(TAG)
+    return tag if isinstance(tag, Tag) else None
+
+
+def retag(loader: Any, **changes: Any) -> Tag:
+    """``loader``'s tag with ``changes``, kept on it."""
+    tag = tag_of(loader)
+    assert tag is not None
+    loader.__dict__[TAG] = tag = dataclasses.replace(tag, **changes)
+    return tag
 
 
 def _ours(path: str) -> bool:
@@ -92,13 +131,11 @@ def _name(frame: FrameType) -> str:
     return f"{frame.f_globals.get('__name__', '?')}:{getattr(code, 'co_qualname', code.co_name)}"
 
 
-def _source(frame: FrameType, loader: Any) -> Any:
-    """A loader among a library frame's locals that this one is built from (accelerate's ``prepare``, a
+def _source(frame: FrameType, loader: Any) -> Tag | None:
+    """The tag of a loader among a library frame's locals that this one is built from (accelerate's ``prepare``, a
     re-instantiation with a distributed sampler): another instance of its class, already sited."""
-    for value in frame.f_locals.values():
-        if value is not loader and "_dataprof_site" in getattr(value, "__dict__", {}):
-            return value
-    return None
+    return next((tag for value in frame.f_locals.values() if value is not loader
+                 for tag in (tag_of(value),) if tag is not None), None)
 
 
 def origin(loader: Any) -> Origin:
@@ -118,9 +155,8 @@ def origin(loader: Any) -> Origin:
             if not _library(path):
                 return Origin(frame, site_of(frame), split or _split_of(frame, True), tuple(built_by))
             source = _source(frame, loader)
-            if source is not None and split in (None, source.__dict__.get("_dataprof_split")):
-                return Origin(source.__dict__.get("_dataprof_frame"), source.__dict__["_dataprof_site"],
-                              source.__dict__.get("_dataprof_split"), source.__dict__.get("_dataprof_built_by", ()))
+            if source is not None and split in (None, source.origin.split):
+                return source.origin
             first = first or frame
             split = split or _split_of(frame, False)
             if len(built_by) < BUILDERS_KEPT:

@@ -12,6 +12,7 @@ here samples resources: the parent does, from outside.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import json
 import os
@@ -43,7 +44,7 @@ from dataprof.measure.watch.launchers import (
 from dataprof.measure.watch.ranks import RankEnd
 from dataprof.measure.watch.recorder import Recorder
 from dataprof.measure.watch.settings import WatchLimits
-from dataprof.measure.watch.sites import HOME_ENV, origin
+from dataprof.measure.watch.sites import HOME_ENV, TAG, Origin, Tag, origin, retag, tag_of
 from dataprof.measure.watch.stderr import StderrTail
 from dataprof.results.run import RunChanges
 from dataprof.results.tune import CAUSE_WORDS
@@ -123,44 +124,38 @@ def patch_dataloader(module: ModuleType, recorder: Recorder, changes: RunChanges
     settable = "num_workers" in inspect.signature(original_init).parameters  # not torchdata.nodes' Loader
 
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        first = "_dataprof_site" not in self.__dict__  # a subclass's __init__ calls this once more
         applies = False
-        if first:
+        if tag_of(self) is None:  # a subclass's __init__ calls this once more
             where = origin(self)
-            self.__dict__.update(_dataprof_site=where.site, _dataprof_split=where.split,
-                                 _dataprof_built_by=where.built_by, _dataprof_frame=where.frame,
-                                 _dataprof_factory=loader_factory(where.frame))
+            self.__dict__[TAG] = Tag(where, loader_factory(where.frame))
             applies = bool(changes.knobs) and changes.applies(where.site, where.split) and \
                 not in_package(sys._getframe(1).f_code.co_filename, "dataprof")  # not the pipeline dataprof builds
         if applies and settable:
             kwargs, threads = overridden(original_init, self, args, kwargs, changes.knobs)
             args = ()
-            if threads is not None:
-                self.__dict__["_dataprof_threads"] = threads
+            retag(self, threads=threads)
             recorder.overridden += 1
         original_init(self, *args, **kwargs)
         if applies and not settable:
             override_nodes(self, changes.knobs)
             recorder.overridden += 1
         if applies:
-            self.__dict__["_dataprof_asked"] = changes.knobs
+            retag(self, asked=changes.knobs)
 
     def __iter__(self: Any) -> Any:
         if os.getpid() != recorder.pid:  # a process of the script's own, forked: its loaders are not watched here
             return original_iter(self)
         created = recorder.clock()
-        number = self.__dict__.get("_dataprof_loader")
-        if number is None:
-            number = _registered(self, recorder)
+        tag = tag_of(self) or Tag(Origin(None, "?"))  # a loader whose constructor the watch did not see
+        number = tag.number if tag.number is not None else _registered(self, tag, recorder)
         replay = recorder.replays.get(number)  # a loader built again each epoch keeps the first's kept batches
         kept = replay is not None and len(replay.kept) >= replay.count  # replayed: the loader is not asked again
-        inner = None if kept else thread_epoch(self) if "_dataprof_threads" in self.__dict__ else original_iter(self)
+        inner = None if kept else thread_epoch(self) if tag.threads else original_iter(self)
         if isinstance(inner, WatchedIterator):
             return inner
         recorder.epochs[number] += 1
         recorder.finished.discard(number)
-        if changes.replay and changes.applies(self.__dict__.get("_dataprof_site", "?"),
-                                              self.__dict__.get("_dataprof_split")):
+        if changes.replay and changes.applies(tag.origin.site, tag.origin.split):
             replay = recorder.replays.setdefault(number, Replay(changes.replay, _length(self),
                                                                 lambda: recorder.replayed(number)))
             inner = replay.epoch(inner)
@@ -174,19 +169,19 @@ def patch_dataloader(module: ModuleType, recorder: Recorder, changes: RunChanges
     return restore
 
 
-def _registered(loader: Any, recorder: Recorder) -> int:
+def _registered(loader: Any, tag: Tag, recorder: Recorder) -> int:
     """``loader``'s number at its first iteration: that of a loader built at the same place before and gone since
     (a loader built again each epoch), else a new one, registered; what the watch set on it and the loader no
-    longer has (the script changed it after construction) is noted."""
-    site, split = loader.__dict__.get("_dataprof_site", "?"), loader.__dict__.get("_dataprof_split")
-    number = recorder.number_of(loader, site, split)
+    longer has (the script changed it after construction) is noted. Its tag keeps the number, and lets go of the
+    frame that built it."""
+    where = tag.origin
+    number = recorder.number_of(loader, where.site, where.split)
     if number is None:
-        built_by = loader.__dict__.pop("_dataprof_frame", None)
-        factory = {} if built_by is not None and still_running(built_by) \
-            else loader.__dict__.get("_dataprof_factory") or {}  # a function iterating its own loader is no factory
-        number = recorder.register(loader, site, factory, split, loader.__dict__.get("_dataprof_built_by", ()))
-    loader.__dict__["_dataprof_loader"] = number
-    lost = lost_knobs(loader, loader.__dict__.get("_dataprof_asked") or {})
+        building = where.frame is not None and still_running(where.frame)  # a function iterating its own loader
+        number = recorder.register(loader, where, {} if building else tag.factory, tag.threads)
+        where = dataclasses.replace(where, frame=None)
+    loader.__dict__[TAG] = dataclasses.replace(tag, number=number, origin=where)
+    lost = lost_knobs(loader, tag.asked, tag.threads is not None)
     if lost:
         recorder.lost[number] = lost
     return number

@@ -7,7 +7,7 @@ import sys
 import types
 from typing import Any
 
-from dataprof.measure.watch.sites import origin
+from dataprof.measure.watch.sites import TAG, Tag, origin
 
 LIBRARY = "/venv/lib/python3.11/site-packages/fakelib/data.py"
 SOURCE = '''
@@ -43,8 +43,7 @@ class Loader:
 
     def __init__(self, wrapped: bool = False) -> None:
         self.where = origin(self)
-        self.__dict__["_dataprof_site"], self.__dict__["_dataprof_split"] = self.where.site, self.where.split
-        self.__dict__["_dataprof_built_by"] = self.where.built_by
+        self.__dict__[TAG] = Tag(self.where)
 
 
 def library() -> Any:
