@@ -25,6 +25,31 @@ def to_json(document: dict[str, Any]) -> str:
     return json.dumps(_finite(document), indent=2) + "\n"
 
 
+class Document:
+    """A result document: its data (a dataclass with a ``tool_version``), its JSON document (:meth:`to_dict`, the
+    contract) and that document as text."""
+
+    tool_version: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON document (each kind's own keys, ``schema_version`` first)."""
+        raise NotImplementedError
+
+    def to_json(self) -> str:
+        """The document as text (NaN and infinities written as null)."""
+        return to_json(self.to_dict())
+
+
+def tool(version: str) -> dict[str, str]:
+    """A document's ``tool`` block."""
+    return {"name": "dataprof", "version": version}
+
+
+def version_of(data: dict[str, Any]) -> str:
+    """The version of dataprof that wrote a document (``?``: not said)."""
+    return str(data.get("tool", {}).get("version", "?"))
+
+
 class Shown(str):
     """A value read back as the text it was written as (its ``repr``): its ``repr`` is that text again."""
 

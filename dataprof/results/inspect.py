@@ -12,7 +12,7 @@ from typing import Any
 
 from dataprof.results.cache import StorageReads
 from dataprof.results.codec import HIDDEN, decode, encode, objects, optional, records
-from dataprof.results.document import SCHEMA_VERSION, kept, to_json
+from dataprof.results.document import SCHEMA_VERSION, Document, kept, tool, version_of
 from dataprof.results.environment import DatasetInfo
 from dataprof.results.findings import Finding
 from dataprof.results.inspect_data import InspectionData, InspectSettings
@@ -81,7 +81,7 @@ class InspectedSamples:
 
 
 @dataclass(frozen=True)
-class Inspection:
+class Inspection(Document):
     """``dataprof inspect``'s document: every figure and check its reports show, derived from
     :class:`InspectionData` (``decide.inspect.analyse``) or read back from its JSON."""
 
@@ -119,16 +119,12 @@ class Inspection:
     settings_keys: tuple[str, ...] | None = None
     """The ``settings`` keys of the document this was read from (:func:`~dataprof.results.document.kept`)."""
 
-    def to_json(self) -> str:
-        """The ``--json`` document of ``dataprof inspect`` as text."""
-        return to_json(self.to_dict())
-
     def to_dict(self) -> dict[str, Any]:
         """The ``dataprof inspect --json`` document (docs/inspect.md)."""
         ds, samples = self.dataset, self.samples
         return {
             "schema_version": SCHEMA_VERSION,
-            "tool": {"name": "dataprof", "version": self.tool_version},
+            "tool": tool(self.tool_version),
             "kind": Kind.INSPECT,
             "target": self.target,
             "settings": kept(encode(self.settings), self.settings_keys),
@@ -169,7 +165,7 @@ class Inspection:
         ds, samples = data["dataset"], data["samples"]
         note = data.get("transforms_note")
         return cls(
-            target=data["target"], tool_version=data.get("tool", {}).get("version", "?"),
+            target=data["target"], tool_version=version_of(data),
             settings=decode(InspectSettings, {**(data.get("settings") or {}), "target": data["target"]}),
             settings_keys=tuple(data.get("settings") or {}), environment=decode(InspectedMachine, data["environment"]),
             dataset=DatasetInfo(kind=ds["kind"], type_name=ds["type"], length=ds["length"], init_s=ds["init_s"],

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from dataprof.results.codec import decode, encode, optional, records
-from dataprof.results.document import SCHEMA_VERSION, to_json
+from dataprof.results.document import SCHEMA_VERSION, Document, tool, version_of
 from dataprof.results.knobs import LoaderConfig, baseline
 from dataprof.results.pipeline import PipelineModel
 from dataprof.results.vocabulary import Kind
@@ -109,7 +109,7 @@ class PlanPoint:
 
 
 @dataclass(frozen=True)
-class Plan:
+class Plan(Document):
     """A prediction for another machine from a sweep's pipeline model, and where it leaves what was measured."""
 
     tool_version: str
@@ -140,16 +140,12 @@ class Plan:
         return dataclasses.replace(self.knobs, num_workers=self.recommended.num_workers) \
             if self.recommended.num_workers else baseline(self.knobs.framework)
 
-    def to_json(self) -> str:
-        """The document as text."""
-        return to_json(self.to_dict())
-
     def to_dict(self) -> dict[str, Any]:
         """The ``dataprof plan --json`` document (docs/plan.md)."""
         rec = self.recommended
         return {
             "schema_version": SCHEMA_VERSION,
-            "tool": {"name": "dataprof", "version": self.tool_version},
+            "tool": tool(self.tool_version),
             "kind": Kind.PLAN,
             "target": self.target,
             "machine": encode(self.machine),
@@ -175,7 +171,7 @@ class Plan:
         """Read :meth:`to_dict` back."""
         curve = records(PlanPoint, data["curve"])
         wanted = data["recommended"]["config"]["num_workers"]
-        return cls(tool_version=data.get("tool", {}).get("version", "?"), target=data["target"],
+        return cls(tool_version=version_of(data), target=data["target"],
                    measured=decode(Measured, data["measured"]), machine=decode(TargetMachine, data["machine"]),
                    model=decode(PipelineModel, data["model"]), knobs=LoaderConfig.from_dict(data["knobs"]),
                    curve=curve, recommended=next(p for p in curve if p.num_workers == wanted),

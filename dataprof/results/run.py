@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dataprof.results.codec import FLAT, decode, encode, from_fields
-from dataprof.results.document import SCHEMA_VERSION, to_json
+from dataprof.results.document import SCHEMA_VERSION, Document, tool, version_of
 from dataprof.results.environment import Environment
 from dataprof.results.findings import Finding, GateResult
 from dataprof.results.knobs import KnobValues, checked_knobs
@@ -221,7 +221,7 @@ class RunChanges:
 
 
 @dataclass(frozen=True)
-class RunReport:
+class RunReport(Document):
     """A watched training run: its loaders, its resources, and the verdict decided from them."""
 
     tool_version: str
@@ -274,7 +274,7 @@ class RunReport:
         return {
             "schema_version": SCHEMA_VERSION,
             "kind": Kind.RUN,
-            "tool": {"name": "dataprof", "version": self.tool_version},
+            "tool": tool(self.tool_version),
             "command": list(self.command),
             "complete": self.complete,
             "environment": encode(self.environment),
@@ -283,14 +283,10 @@ class RunReport:
             **{name: encode(getattr(self, name)) for name in RUN_KEYS},
         }
 
-    def to_json(self) -> str:
-        """The document as text."""
-        return to_json(self.to_dict())
-
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunReport:
         """Read :meth:`to_dict` back (keys added later are optional)."""
-        return from_fields(cls, {**data, "tool_version": data.get("tool", {}).get("version", "?"),
+        return from_fields(cls, {**data, "tool_version": version_of(data),
                             "loaders": [decode(LoaderRun, {**LOADER_DEFAULTS, **loader})
                                         for loader in data.get("loaders", ())]})
 

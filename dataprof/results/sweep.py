@@ -12,7 +12,7 @@ from typing import Any
 
 from dataprof.results.cache import DataFootprint, StorageOutlook
 from dataprof.results.codec import decode, encode, objects, optional, records
-from dataprof.results.document import SCHEMA_VERSION, kept, to_json
+from dataprof.results.document import SCHEMA_VERSION, Document, kept, tool, version_of
 from dataprof.results.environment import DatasetInfo, Environment
 from dataprof.results.findings import Finding, GateResult
 from dataprof.results.knobs import LoaderConfig
@@ -110,7 +110,7 @@ class AutotuneRun:
 
 
 @dataclass(frozen=True)
-class Report:
+class Report(Document):
     """A whole sweep: the session object every renderer reads."""
 
     target: str
@@ -165,10 +165,6 @@ class Report:
         """``{"primary": ..., "findings": [...]}``, as in the JSON document."""
         return {"primary": self.primary, "findings": encode(self.findings)}
 
-    def to_json(self) -> str:
-        """The ``--json`` document as text (NaN and infinities written as null)."""
-        return to_json(self.to_dict())
-
     @property
     def recommended_pool(self) -> tuple[TrialResult, ...]:
         """The trials the recommendation was chosen among: the cold ones when it was made cold."""
@@ -193,7 +189,7 @@ class Report:
         best = self.recommendation
         return {
             "schema_version": SCHEMA_VERSION,
-            "tool": {"name": "dataprof", "version": self.tool_version},
+            "tool": tool(self.tool_version),
             "target": self.target,
             "complete": self.complete,
             "environment": encode(self.environment),
@@ -245,7 +241,7 @@ class Report:
         diagnosis = data.get("diagnosis") or {}
         return cls(
             target=data["target"],
-            tool_version=data.get("tool", {}).get("version", "?"),
+            tool_version=version_of(data),
             environment=decode(Environment, data["environment"]),
             settings=decode(SweepSettings, {**(data.get("settings") or {}), "target": data["target"]}),
             settings_keys=tuple(data.get("settings") or {}),

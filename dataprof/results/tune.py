@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dataprof.results.codec import encode, named, optional, records, written_if
-from dataprof.results.document import SCHEMA_VERSION, to_json
+from dataprof.results.document import SCHEMA_VERSION, Document, tool, version_of
 from dataprof.results.knobs import KnobValues, checked_knobs
 from dataprof.results.trial import Percentiles
 from dataprof.results.vocabulary import Kind, TrialStatus, TuneVerdict
@@ -192,7 +192,7 @@ class TuneAnswer:
 
 
 @dataclass(frozen=True)
-class TuneReport:
+class TuneReport(Document):
     """A ``dataprof tune``: the command, the loader tuned, every run, and the answer."""
 
     tool_version: str
@@ -225,7 +225,7 @@ class TuneReport:
         return {
             "schema_version": SCHEMA_VERSION,
             "kind": Kind.TUNE,
-            "tool": {"name": "dataprof", "version": self.tool_version},
+            "tool": tool(self.tool_version),
             "command": list(self.command),
             "nproc_per_node": self.nproc_per_node,
             "nnodes": self.nnodes,
@@ -259,14 +259,10 @@ class TuneReport:
                 "vs_recommended": None if answer is None else answer.loader_sweep_vs_recommended},
         }
 
-    def to_json(self) -> str:
-        """The document as text."""
-        return to_json(self.to_dict())
-
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TuneReport:
         """Read :meth:`to_dict` back (the answer is decided again: ``dataprof.decide.tune``)."""
-        return cls(tool_version=data.get("tool", {}).get("version", "?"), command=tuple(data.get("command") or ()),
+        return cls(tool_version=version_of(data), command=tuple(data.get("command") or ()),
                    loader=optional(TunedLoader, data.get("loader")), trials=records(TuneTrial, data.get("trials")),
                    wall_s=data.get("wall_s", 0.0), complete=data.get("complete", True),
                    notes=tuple(data.get("notes") or ()), error=data.get("error"),
