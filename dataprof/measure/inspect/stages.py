@@ -1,22 +1,18 @@
 """Find a dataset's transform pipeline and time each stage while the dataset runs as usual.
 
-Nothing is re-implemented, and a timed stage stays what it was: an object
-stage keeps its identity and attributes and is still an instance of its class
-(its class is swapped, for the block only, for a subclass whose ``__call__``
-times the original's), so pipelines that dispatch on a stage's type (MONAI's
-cache, albumentations, torchvision v2) behave exactly as without dataprof. A
-plain function stage is replaced, in the list or attribute that holds it, by
-a timer that calls it. A stage that can be neither is left alone and said so.
-:func:`timed_pipeline` puts everything back on exit. A Compose-like node (an
-object whose ``.transforms`` is a list or tuple of callables — torchvision,
-torchvision v2, paddle.vision, albumentations style — or a plain list of
-callables) is not timed itself: its cost is its children's. A Hugging Face
-``datasets`` dataset's ``with_transform``/``set_transform`` function is a root
-too.
+Nothing is re-implemented, and a timed stage stays what it was: an object stage keeps its identity and attributes and is
+still an instance of its class (its class is swapped, for the block only, for a subclass whose ``__call__`` times the
+original's), so pipelines that dispatch on a stage's type (MONAI's cache, albumentations, torchvision v2) behave exactly
+as without dataprof. A plain function stage is replaced, in the list or attribute that holds it, by a timer that calls
+it. A stage that can be neither is left alone and said so. :func:`timed_pipeline` puts everything back on exit. A
+Compose-like node (an object whose ``.transforms`` is a list or tuple of callables — torchvision, torchvision v2,
+paddle.vision, albumentations style — or a plain list of callables) is not timed itself: its cost is its children's. A
+Hugging Face ``datasets`` dataset's ``with_transform``/``set_transform`` function is a root too.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
 from collections.abc import Callable, Iterator
@@ -91,14 +87,7 @@ class _Timed:
         self._clock = clock
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if self._stage.replay is None:
-            self._stage.replay = functools.partial(self._fn, *args, **kwargs)
-        start = self._clock()
-        try:
-            return self._fn(*args, **kwargs)
-        finally:
-            self._stage.seconds += self._clock() - start
-            self._stage.calls += 1
+        return _timed_call(self._stage, self._clock, self._fn, *args, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
         fn = self.__dict__.get("_fn")
@@ -107,19 +96,24 @@ class _Timed:
         return getattr(fn, name)
 
 
+def _timed_call(stage: Stage, clock: Callable[[], float], fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)``, its wall time added to ``stage`` (its first call kept as the stage's replay)."""
+    if stage.replay is None:
+        stage.replay = functools.partial(fn, *args, **kwargs)
+    start = clock()
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        stage.seconds += clock() - start
+        stage.calls += 1
+
+
 def _timed_class(cls: type, stage: Stage, clock: Callable[[], float]) -> type:
     """A subclass of ``cls`` whose calls add their wall time to ``stage``; named and laid out as ``cls``."""
     original = cls.__call__  # type: ignore[operator]
 
     def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if stage.replay is None:
-            stage.replay = functools.partial(original, self, *args, **kwargs)
-        start = clock()
-        try:
-            return original(self, *args, **kwargs)
-        finally:
-            stage.seconds += clock() - start
-            stage.calls += 1
+        return _timed_call(stage, clock, original, self, *args, **kwargs)
 
     return type(cls.__name__, (cls,), {"__call__": __call__, "__slots__": (), "__module__": cls.__module__,
                                        "__qualname__": cls.__qualname__})
@@ -178,10 +172,8 @@ class _Restorer:
             setattr(owner, name, value)
         except (AttributeError, TypeError):
             return False
-        if original is _MISSING:
-            self.undo.append(lambda: _delattr_quietly(owner, name))
-        else:
-            self.undo.append(lambda: setattr(owner, name, original))
+        self.undo.append(lambda: _delattr_quietly(owner, name) if original is _MISSING
+                         else setattr(owner, name, original))
         return True
 
     def restore(self) -> None:
@@ -194,10 +186,8 @@ _MISSING = object()
 
 
 def _delattr_quietly(owner: Any, name: str) -> None:
-    try:
+    with contextlib.suppress(AttributeError):
         delattr(owner, name)
-    except AttributeError:
-        pass
 
 
 def _wrap(obj: Any, path: str, install: Callable[[Any], bool], seen: set[int], restorer: _Restorer,
@@ -270,9 +260,8 @@ def timed_pipeline(dataset: Any, clock: Callable[[], float] = time.perf_counter)
                     obj = getattr(holder, attr, None)
                 except Exception:
                     continue
-                if obj is None or id(obj) in seen or not (callable(obj) or children_of(obj) is not None):
-                    continue
-                if _covers_known(obj, seen):
+                if obj is None or id(obj) in seen or not (callable(obj) or children_of(obj) is not None) \
+                        or _covers_known(obj, seen):
                     continue
                 roots.append(_wrap(obj, prefix + attr, functools.partial(restorer.set_attr, holder, attr),
                                    seen, restorer, clock, notes))
