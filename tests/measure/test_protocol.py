@@ -105,7 +105,7 @@ def test_reads_are_summed_only_where_every_process_below_is_known() -> None:
 def test_a_trial_that_ended_without_a_word_is_told_by_how_it_and_its_workers_ended() -> None:
     silent = {"ev": "trial_exit", "returncode": 1, "signal": None}
     assert outcome_of({}, {**silent, "worker_signals": []}, {}, {})["error"] == \
-        "the trial exited with code 1 without a result"
+        "the trial process exited with code 1 without a result"
     # a worker died by SIGSEGV, and the trial exited before its report: the host reaped the worker and says so
     crashed = outcome_of({}, {**silent, "worker_signals": ["SIGSEGV"]}, {}, {})
     assert crashed["status"] == TrialStatus.CRASHED

@@ -16,7 +16,7 @@ from typing import Any
 from dataprof.backends.frameworks import in_package
 from dataprof.backends.target import describe_exception
 from dataprof.backends.threads import SampleError
-from dataprof.measure.protocol import Channel, error_event
+from dataprof.measure.protocol import Channel, died_by, error_event
 from dataprof.results.vocabulary import TrialStatus
 
 DEAD_WORKER_WAIT_S = 1.0
@@ -25,12 +25,6 @@ WORKER_POLL_S = 0.02
 """How often a dying worker's exit is looked for, within that wait."""
 
 _SIGNAL_RE = re.compile(r"killed by signal: (?P<name>[\w ]+)")
-
-
-def died_by(who: str, signame: str) -> str:
-    """``a DataLoader worker died by SIGBUS``: what died, and by which signal (what that usually means is the
-    reader's business: ``decide.crashes``)."""
-    return f"{who} died by {signame}"
 
 
 def worker_pids(iterator: Any) -> list[int]:

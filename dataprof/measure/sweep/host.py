@@ -38,9 +38,10 @@ from dataprof.measure.forked import (
     remove_left_behind,
     status_text,
 )
-from dataprof.measure.protocol import Channel, LineReader, LoadRequest, Message, read
+from dataprof.measure.protocol import Channel, LineReader, LoadRequest, Message, TrialExit, read
 from dataprof.measure.sweep.building import Built, build, build_in_trial, describe, probe
 from dataprof.measure.sweep.failures import report_escape
+from dataprof.results.codec import encode
 
 _running_trial: int | None = None
 """Process group of the trial in flight, killed if the host is told to stop."""
@@ -159,9 +160,9 @@ def run_trial_process(shared: Built | None, load: LoadRequest, request: Message,
     reaped = reap_orphans()
     remove_left_behind(info["framework"], {pid, *workers})
     sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
-    events.send({"ev": "trial_exit", "returncode": os.waitstatus_to_exitcode(status),
-                 "signal": None if sig is None else signal.Signals(sig).name,
-                 "worker_signals": killed_by(reaped, workers)})
+    events.send({"ev": "trial_exit", **encode(TrialExit(os.waitstatus_to_exitcode(status),
+                                                        None if sig is None else signal.Signals(sig).name,
+                                                        tuple(killed_by(reaped, workers))))})
 
 
 def _trial_child(shared: Built | None, load: LoadRequest, request: Message, channel: Channel, info: Message,

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from dataprof.measure.protocol import Message, ProtocolError, TrialError, TrialFigures, read
-from dataprof.measure.sweep.failures import died_by
+from dataprof.measure.protocol import Message, ProtocolError, TrialFigures, broken, last_word, read
 from dataprof.results.codec import encode
 from dataprof.results.knobs import LoaderConfig
 from dataprof.results.trial import Percentiles, TrialResult
@@ -18,27 +17,13 @@ def outcome_of(result: Message, exit_event: Message, killed_for: dict[TrialStatu
     if killed_for:
         status, error = next(iter(killed_for.items()))
         return {"status": status, "error": error, **resources}
-    try:
-        if result.get("ev") == "result":
+    status, why = last_word(result, exit_event, "the trial process")
+    if status == TrialStatus.OK:
+        try:
             return {"status": TrialStatus.OK, **resources, **measured(read(TrialFigures, result))}
-        if result.get("ev") == "error":
-            word = read(TrialError, result)
-            return {"status": word.status, "error": word.message, **resources}
-    except ProtocolError as exc:
-        return {"status": TrialStatus.FAILED, "error": broken(exc), **resources}
-    sig = exit_event.get("signal")
-    if sig:
-        return {"status": TrialStatus.CRASHED, "error": died_by("the trial process", sig), **resources}
-    workers = exit_event.get("worker_signals")
-    if workers:  # a worker died by a signal, and the trial ended before it could say so
-        return {"status": TrialStatus.CRASHED, "error": died_by("a DataLoader worker", workers[0]), **resources}
-    return {"status": TrialStatus.FAILED, "error": f"the trial exited with code {exit_event.get('returncode')} "
-            "without a result", **resources}
-
-
-def broken(exc: ProtocolError) -> str:
-    """The one line of a trial whose last word dataprof's parent could not read."""
-    return f"the trial's last word does not follow dataprof's protocol ({exc}): a bug in dataprof, please report it"
+        except ProtocolError as exc:
+            status, why = TrialStatus.FAILED, broken(exc)
+    return {"status": status, "error": why, **resources}
 
 
 def measured(figures: TrialFigures) -> Message:

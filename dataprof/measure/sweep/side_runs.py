@@ -6,11 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from dataprof.measure.protocol import AutotuneRequest, Message, ProtocolError, TrialError, read
+from dataprof.measure.protocol import AutotuneRequest, Message, last_word
 from dataprof.measure.sweep.autotune import autotune_run
-from dataprof.measure.sweep.failures import died_by
 from dataprof.measure.sweep.link import Host, HostDied
-from dataprof.measure.sweep.outcome import broken
 from dataprof.measure.sweep.thread_check import checked
 from dataprof.results.codec import encode
 from dataprof.results.knobs import LoaderConfig
@@ -77,19 +75,8 @@ class SideRuns:
             runner.current_pid = None
         if timed_out:
             return TrialStatus.TIMEOUT, {"stalled": deadline < overall}
-        if result.get("ev") == "result":
-            return TrialStatus.OK, result
-        if result:
-            try:
-                word = read(TrialError, result)
-            except ProtocolError as exc:
-                return TrialStatus.FAILED, {"message": broken(exc)}
-            return word.status, {"message": word.message}
-        if exit_event.get("signal"):
-            return TrialStatus.CRASHED, {"message": died_by("it", exit_event["signal"])}
-        if exit_event.get("worker_signals"):
-            return TrialStatus.CRASHED, {"message": died_by("a DataLoader worker", exit_event["worker_signals"][0])}
-        return TrialStatus.FAILED, {"message": "it exited without a result"}
+        status, why = last_word(result, exit_event, "it")
+        return status, result if status == TrialStatus.OK else {"message": why}
 
     def autotune(self, steps: int, timeout_s: float) -> AutotuneRun:
         """Run Paddle's own dataloader autotune in a process forked by the host; what it picked."""

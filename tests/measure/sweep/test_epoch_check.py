@@ -100,7 +100,7 @@ class ScriptedHost:
         if self.events:
             return self.events.pop(0)
         if self.runner.killed:  # type: ignore[attr-defined]
-            return {"ev": "trial_exit", "signal": "SIGKILL"}
+            return {"ev": "trial_exit", "returncode": -9, "signal": "SIGKILL"}
         self.now += timeout
         return None
 
