@@ -85,9 +85,10 @@ def test_node_0_hears_of_a_node_gone_silent_during_a_run_and_only_of_it(monkeypa
 
     monkeypatch.setattr("dataprof.measure.watch.nodes.ALIVE_EVERY_S", 0.05)
     port = free_port()
-    leader = TuneNodes(NodeJob(3, 0, "127.0.0.1", port, join_s=1.0))
-    counting = TuneNodes(NodeJob(3, 1, "127.0.0.1", port, join_s=1.0))
-    silent = TuneNodes(NodeJob(3, 2, "127.0.0.1", port, join_s=1.0))  # counts, then goes quiet
+    # a join timeout of two seconds: a test process beside others may stall a second, and the counting node with it
+    leader = TuneNodes(NodeJob(3, 0, "127.0.0.1", port, join_s=2.0))
+    counting = TuneNodes(NodeJob(3, 1, "127.0.0.1", port, join_s=2.0))
+    silent = TuneNodes(NodeJob(3, 2, "127.0.0.1", port, join_s=2.0))  # counts, then goes quiet
     never = TuneNodes(NodeJob(4, 0, "127.0.0.1", free_port(), join_s=1.0))  # its nodes 1 to 3 never come
     said: list[str] = []
     heard = threading.Event()
