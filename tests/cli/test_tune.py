@@ -37,7 +37,8 @@ def test_a_latency_bound_training_is_tuned_in_itself_and_told_what_data_costs_it
     assert doc["kind"] == "tune" and doc["loader"]["site"] == f"{SCRIPT}:{line}"
     assert doc["loader"]["settings"]["num_workers"] == 1 and doc["loader"]["batch_size"] == 8
     roles = [t["role"] for t in doc["trials"]]
-    assert roles[:4] == ["current", "headspace", "sweep", "current"]
+    assert roles[:3] == ["current", "headspace", "sweep"] and roles[3:4] in ([], ["current"])  # a busy machine's
+    # loader sweep may leave the budget no fourth run; one that is left is yours again, before any other config
     # the loader alone, swept through make_loader at the training's free-data step, then run in the training
     swept = doc["loader_sweep"]
     assert swept["target"] == f"{SCRIPT}:make_loader" and swept["args"] == {"workers": 1}

@@ -112,7 +112,7 @@ class Collector:
                 self.loaders[event.loader].first_batch_s[event.epoch] = event.first_batch_s
                 outcome.workers.update(event.workers)
                 if event.batch_bytes is not None:
-                    self.loaders[event.loader].info["batch_bytes"] = event.batch_bytes
+                    self.loaders[event.loader].batch_bytes = event.batch_bytes
                 self.marks.mark_window_start()
             case WindowEnd():
                 if outcome.window_end is None:
@@ -132,12 +132,12 @@ class Collector:
                     outcome.own_ranks = (f"{event.how} at {event.site}, {event.processes} "
                                          f"process{'es' if event.processes > 1 else ''}")
             case Replayed():
-                self.loaders[event.loader].info["replayed_after"] = event.after
+                self.loaders[event.loader].replayed_after = event.after
             case Overridden():
                 outcome.overridden = event.loaders
                 for number, knobs in event.lost.items():
                     if int(number) in self.loaders:
-                        self.loaders[int(number)].info["knobs_lost"] = knobs
+                        self.loaders[int(number)].knobs_lost = knobs
             case Exit():
                 outcome.code = event.code
                 outcome.stderr_tail, outcome.stderr_causes = event.stderr_tail, event.stderr_causes
@@ -146,7 +146,7 @@ class Collector:
     def _framework(self) -> str:
         """The busiest loader's framework (torch when none ran)."""
         busiest = max(self.loaders.values(), key=lambda loader: len(loader.rows), default=None)
-        return "torch" if busiest is None else busiest.info.get("framework", "torch")
+        return "torch" if busiest is None else busiest.info.framework
 
     def report(self, command: tuple[str, ...], resources: RunResources, wall_s: float, exit_code: int | None,
                interrupted: str | None, stopped: Stop | None = None, killed: tuple[str, ...] = ()) -> RunReport:

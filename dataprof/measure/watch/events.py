@@ -12,12 +12,50 @@ from dataprof.results.codec import encode
 
 
 @dataclass(frozen=True)
+class Factory:
+    """The importable function (or DataModule) that built a loader, as a sweep target (``LoaderRun``'s fields of
+    the same names); all None when none did."""
+
+    factory: str | None = None
+    factory_args: tuple[str, ...] | None = None
+    """Its arguments as ``KEY=VALUE`` items (those left at their defaults omitted)."""
+    factory_blocked: str | None = None
+    """Why ``--arg`` cannot give them; None when it can."""
+    factory_split: str | None = None
+    """A DataModule: the ``<split>_dataloader()`` that built the loader."""
+
+
+@dataclass(frozen=True)
+class BuiltLoader:
+    """A loader as built: where, its dataset and class, its knobs as read off it, the split it serves, the
+    functions that built it (each a field of a run's loader record, ``LoaderRun``, of the same name)."""
+
+    site: str
+    dataset: str
+    dataset_module: str
+    dataset_file: str | None
+    loader_class: str
+    framework: str
+    batch_size: int | None
+    num_workers: int | None
+    prefetch_factor: int | None
+    persistent_workers: bool | None
+    pin_memory: bool | None
+    worker_kind: str = "process"
+    iterable: bool = False
+    start_method: str | None = None
+    start_method_chosen: bool = False
+    split: str | None = None
+    built_by: tuple[str, ...] = ()
+    factory: Factory = field(default_factory=Factory)
+
+
+@dataclass(frozen=True)
 class LoaderBuilt:
-    """A loader was built: its number and what its record says of it (``LoaderRun``'s keys: its site, dataset,
-    knobs as read off it, the split it serves, the functions that built it)."""
+    """A loader was built: its number and what it is."""
 
     loader: int
-    info: dict[str, Any]
+    info: BuiltLoader
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from types import FrameType
 from typing import Any
 
 from dataprof.backends.target import is_datamodule
+from dataprof.measure.watch.events import Factory
 from dataprof.measure.watch.sites import relative
 from dataprof.results.request import SPLITS
 
@@ -58,11 +59,11 @@ def _where(frame: FrameType) -> str | None:
     return module if isinstance(module, str) else None
 
 
-def loader_factory(frame: FrameType | None) -> dict[str, Any]:
-    """``factory`` (``file.py:make_loader``, a DataModule's ``file.py:MyDataModule``), its ``factory_args``
-    (``KEY=VALUE`` items) and ``factory_blocked`` (why ``--arg`` cannot give them); all None when the
-    loader was not built by an importable function."""
-    none: dict[str, Any] = {"factory": None, "factory_args": None, "factory_blocked": None, "factory_split": None}
+def loader_factory(frame: FrameType | None) -> Factory:
+    """The function that built a loader in ``frame``: ``factory`` (``file.py:make_loader``, a DataModule's
+    ``file.py:MyDataModule``), its ``factory_args`` (``KEY=VALUE`` items) and ``factory_blocked`` (why ``--arg``
+    cannot give them); all None when the loader was not built by an importable function."""
+    none = Factory()
     if frame is None:
         return none
     code = frame.f_code
@@ -73,9 +74,8 @@ def loader_factory(frame: FrameType | None) -> dict[str, Any]:
         cls = type(owner)
         if split in SPLITS and frame.f_globals.get(cls.__name__) is cls:
             required = _required(cls)
-            return dict(none, factory=f"{where}:{cls.__name__}", factory_args=[], factory_split=split,
-                        factory_blocked=f"{cls.__name__} needs {', '.join(required)}, which the script passed as "
-                                        "dataprof cannot see" if required else None)
+            return Factory(f"{where}:{cls.__name__}", (), f"{cls.__name__} needs {', '.join(required)}, which "
+                           "the script passed as dataprof cannot see" if required else None, split)
     function = frame.f_globals.get(code.co_name)
     if where is None or getattr(function, "__code__", None) is not code:
         return none
@@ -89,7 +89,7 @@ def loader_factory(frame: FrameType | None) -> dict[str, Any]:
             blocked = f"its argument {name} is a {type(value).__name__}, which --arg cannot give"
             break
         args.append(f"{name}={value!r}")
-    return dict(none, factory=f"{where}:{code.co_name}", factory_args=args, factory_blocked=blocked)
+    return Factory(f"{where}:{code.co_name}", tuple(args), blocked)
 
 
 def still_running(frame: FrameType) -> bool:

@@ -6,12 +6,12 @@ from __future__ import annotations
 import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from dataprof.measure.protocol import Message
 from dataprof.measure.timing import warmup_batches
-from dataprof.results.codec import decode
-from dataprof.results.registry import REGISTRY
-from dataprof.results.run import LOADER_DEFAULTS, LoaderRun
+from dataprof.measure.watch.events import BuiltLoader
+from dataprof.results.codec import decode, encode
+from dataprof.results.run import LoaderRun
 from dataprof.results.stats import percentile
 from dataprof.results.trial import Percentiles
 
@@ -20,11 +20,17 @@ from dataprof.results.trial import Percentiles
 class WatchedLoader:
     """A loader's registration and its batches as they arrive: (epoch, index, wait s, step s or -1, samples)."""
 
-    info: Message
+    info: BuiltLoader
     rows: list[list[float]] = field(default_factory=list)
     first_batch_s: dict[int, float] = field(default_factory=dict)
     ended_at: dict[int, float] = field(default_factory=dict)
     """When each epoch that ran out ended (s on the script's clock)."""
+    batch_bytes: int | None = None
+    """The bytes of its first batch, told at its first epoch."""
+    replayed_after: int | None = None
+    """``--replay``: the batches it delivered before its replay began (None: no replay began)."""
+    knobs_lost: dict[str, Any] | None = None
+    """``--override``: the knobs set where it was built that it no longer had at its first iteration."""
 
     def spans(self) -> list[tuple[float, float]]:
         """Each epoch's span on the script's clock: from the iterator's creation to the epoch's end (its last
@@ -39,20 +45,13 @@ class WatchedLoader:
                 for epoch, row in first.items()]
 
 
-UNSAID = {**LOADER_DEFAULTS, "dataset_module": None, "batch_size": None, "num_workers": None,
-          **{knob.reported: None for knob in REGISTRY if knob.reported}}
-"""What a loader's event leaves unsaid means: not known (None), or its framework's default."""
-
-
 def loader_run(loader: WatchedLoader, others: Sequence[WatchedLoader] = ()) -> LoaderRun:
     """One loader's figures: warm-up batches of each epoch left out of the steady state, and a replayed loader's
     batches from before its replay began (they were loaded, not free); its pace without the time the ``others``
     took between its batches (a validation loader's epochs)."""
-    info = loader.info
-    replayed = info.get("replayed_after")
+    info, replayed = loader.info, loader.replayed_after
     # replayed batches come from memory: no buffer to drain, only the first (the workers stopped) is left out
-    warmup = 1 if replayed is not None else warmup_batches(int(info.get("num_workers") or 0),
-                                                           info.get("prefetch_factor"))
+    warmup = 1 if replayed is not None else warmup_batches(info.num_workers or 0, info.prefetch_factor)
     timed = loader.rows[int(replayed or 0):]  # a replay's batches from before it began: loaded
     steady = _steady(timed, warmup)
     waits = [row[2] for row in steady]
@@ -73,11 +72,11 @@ def loader_run(loader: WatchedLoader, others: Sequence[WatchedLoader] = ()) -> L
         iterations_per_s=_pace(timed, warmup, [span for other in others for span in other.spans()]),
         training_fraction=sum(row[6] for row in loader.rows) / len(loader.rows)
         if loader.rows and all(len(row) > 6 for row in loader.rows) else None,
-        knobs_lost=info.get("knobs_lost") or None,
+        knobs_lost=loader.knobs_lost or None, batch_bytes=loader.batch_bytes, replayed_after=replayed,
         epoch_samples=tuple(int(sum(row[4] for row in loader.rows if int(row[0]) == epoch))
                             for epoch in sorted(loader.ended_at)),
     )
-    return decode(LoaderRun, {**UNSAID, **info, **measured})
+    return decode(LoaderRun, {**encode(info), **encode(info.factory), **measured})  # the factory's by its fields
 
 
 def _steady(rows: Sequence[list[float]], warmup: int) -> list[list[float]]:

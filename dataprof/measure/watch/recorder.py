@@ -3,6 +3,7 @@ parent (``measure.watch.watcher``) as JSON lines; it ends the script's loop at t
 
 from __future__ import annotations
 
+import operator
 import os
 import sys
 import time
@@ -11,7 +12,17 @@ from typing import Any
 
 from dataprof.measure.protocol import Channel
 from dataprof.measure.watch.changes import pipeline, streams, threads_settings
-from dataprof.measure.watch.events import Batches, Device, LoaderBuilt, Replayed, WindowEnd, WindowOpen, said
+from dataprof.measure.watch.events import (
+    Batches,
+    BuiltLoader,
+    Device,
+    Factory,
+    LoaderBuilt,
+    Replayed,
+    WindowEnd,
+    WindowOpen,
+    said,
+)
 from dataprof.measure.watch.handoff import Handoff
 from dataprof.measure.watch.ranks import RankEnd
 from dataprof.measure.watch.sites import Origin, relative
@@ -53,7 +64,9 @@ class Recorder:
         self.clock = clock
         self.ranks = ranks if seconds is not None else None
         """In a job of several ranks: the time limit ends every rank at the batch rank 0 names (steps agree)."""
-        self.loaders: dict[int, dict[str, Any]] = {}
+        self.loaders: dict[int, BuiltLoader] = {}
+        self.batches: dict[int, int] = {}
+        """Batches each loader delivered."""
         self.pending: dict[int, list[list[float]]] = {}
         self.last_flush = clock()
         self.ended: str | None = None
@@ -78,13 +91,13 @@ class Recorder:
         named, done with its last epoch (a loader built again each epoch, a framework's for each evaluation, is
         one loader, its epochs counted on); None when there is none (two loaders built at one line stay two)."""
         for number, info in self.loaders.items():
-            if info["site"] == site and info.get("split") == split and \
+            if info.site == site and info.split == split and \
                     (_gone(self.objects.get(number)) or (split is not None and number in self.finished)):
                 self.objects[number] = _weak(loader)
                 return number
         return None
 
-    def register(self, loader: Any, where: Origin, factory: dict[str, Any], threads: LoaderConfig | None = None) -> int:
+    def register(self, loader: Any, where: Origin, factory: Factory, threads: LoaderConfig | None = None) -> int:
         """A new DataLoader: its identity, settings (``threads``: the watch's thread pipeline stands in for its
         workers), where it was built, the split it serves and the functions that built it (:func:`loader_factory`;
         the libraries on the way), sent at once; its number."""
@@ -93,30 +106,28 @@ class Recorder:
         self.epochs[number] = 0
         settings = nodes_settings(loader) if hasattr(loader, "root") else {}
         dataset = settings.pop("dataset", None) if settings else getattr(loader, "dataset", None)
-        info = {"site": where.site, "dataset": type(dataset).__name__,
-                "dataset_module": type(dataset).__module__,
-                "dataset_file": _source_file(type(dataset)),
-                "loader_class": type(loader).__name__, "batch_size": getattr(loader, "batch_size", None),
-                "num_workers": getattr(loader, "num_workers", None),
-                "prefetch_factor": getattr(loader, "prefetch_factor", None),
-                "persistent_workers": getattr(loader, "persistent_workers",
-                                              getattr(loader, "_persistent_workers", None)),
-                "framework": _framework(loader).value,
-                "pin_memory": getattr(loader, "pin_memory", None), "worker_kind": "process", **settings,
-                "iterable": streams(loader), "start_method": None if threads else _start_method(loader),
-                "start_method_chosen": _start_method_chosen(loader), **threads_settings(loader, threads),
-                "split": where.split, "built_by": list(where.built_by), **factory, "batches": 0}
-        self.loaders[number] = info
-        self.pending[number] = []
-        self.channel.send(said(LoaderBuilt(number, {k: v for k, v in info.items() if k != "batches"})))
+        knobs = {"batch_size": _count(getattr(loader, "batch_size", None)),
+                 "num_workers": _count(getattr(loader, "num_workers", None)),
+                 "prefetch_factor": _count(getattr(loader, "prefetch_factor", None)),
+                 "persistent_workers": _flag(getattr(loader, "persistent_workers",
+                                                     getattr(loader, "_persistent_workers", None))),
+                 "pin_memory": _flag(getattr(loader, "pin_memory", None)), **settings,
+                 **threads_settings(loader, threads)}
+        info = BuiltLoader(where.site, type(dataset).__name__, type(dataset).__module__, _source_file(type(dataset)),
+                           type(loader).__name__, _framework(loader).value, iterable=streams(loader),
+                           start_method=None if threads else _start_method(loader),
+                           start_method_chosen=_start_method_chosen(loader), split=where.split,
+                           built_by=where.built_by, factory=factory, **knobs)
+        self.loaders[number], self.batches[number], self.pending[number] = info, 0, []
+        self.channel.send(said(LoaderBuilt(number, info)))
         return number
 
     def batch(self, number: int, epoch: int, index: int, wait_s: float, step_s: float | None, size: int) -> None:
         """One batch delivered: ``index`` within its epoch, the wait (s), the step before it (s), its samples,
         when it arrived (s on this process's clock), and whether autograd was on as it was asked for (a training
         loop's, not an evaluation's under ``no_grad``)."""
-        info = self.loaders[number]
-        info["batches"] += 1
+        self.batches[number] += 1
+        delivered = self.batches[number]
         now = self.clock()
         counted = self.counts(number)
         if counted and not self.opened:  # the training's first batch: the parent's start-up allowance is spent
@@ -124,17 +135,17 @@ class Recorder:
             self.channel.send(said(WindowOpen()))
         if self.deadline is None and self.seconds is not None and not self.from_replay and counted:
             self.deadline = now + self.seconds
-        if info["batches"] <= MAX_RECORDED:
+        if delivered <= MAX_RECORDED:
             self.pending[number].append([epoch, index, wait_s, -1.0 if step_s is None else step_s, size, now,
                                          _grad()])
         if now - self.last_flush >= FLUSH_S:
             self.flush()
             self.report_device()
         if self.ended is None and counted and (not self.from_replay or number in self.replay_from):
-            if self.max_steps is not None and info["batches"] - self.replay_from.get(number, 0) >= self.max_steps:
+            if self.max_steps is not None and delivered - self.replay_from.get(number, 0) >= self.max_steps:
                 self.ended = f"--max-steps {self.max_steps} reached"
             elif self.ranks is not None:
-                if self.ranks.reached(number, info["batches"], self.deadline is not None and now >= self.deadline):
+                if self.ranks.reached(number, delivered, self.deadline is not None and now >= self.deadline):
                     self.ended = "--seconds reached"
             elif self.deadline is not None and now >= self.deadline:
                 self.ended = "--seconds reached"
@@ -148,17 +159,16 @@ class Recorder:
         info = self.loaders[number]
         site, split = self.training
         if site is not None:
-            return (info["site"] == site or info["site"].endswith("/" + site)) and \
-                (split is None or info.get("split") == split)
-        return info.get("split") == "train" or (info.get("split") is None and bool(_grad()))
+            return (info.site == site or info.site.endswith("/" + site)) and (split is None or info.split == split)
+        return info.split == "train" or (info.split is None and bool(_grad()))
 
     def replayed(self, number: int) -> None:
         """Loader ``number``'s replay begins: the batches it delivered so far were loaded, not free."""
         self.flush()
-        self.replay_from[number] = self.loaders[number]["batches"]
+        self.replay_from[number] = self.batches[number]
         if self.from_replay and self.seconds is not None:
             self.deadline = self.clock() + self.seconds
-        self.channel.send(said(Replayed(number, self.loaders[number]["batches"])))
+        self.channel.send(said(Replayed(number, self.batches[number])))
 
     def report_device(self) -> None:
         """Once the script has initialised CUDA: which device it uses, for the parent's NVML probe."""
@@ -206,6 +216,20 @@ def nodes_settings(loader: Any) -> dict[str, Any]:
     if depth_total and found["num_workers"]:
         found["prefetch_factor"] = max(1, depth_total // found["num_workers"])
     return found
+
+
+def _count(value: Any) -> int | None:
+    """A loader's attribute as a count (its batch size, its workers); None where it is none (a subclass's own
+    attribute of another kind)."""
+    try:
+        return None if value is None or isinstance(value, bool) else operator.index(value)
+    except TypeError:
+        return None
+
+
+def _flag(value: Any) -> bool | None:
+    """A loader's attribute as a flag; None where it is none."""
+    return bool(value) if isinstance(value, int) else None
 
 
 def _framework(loader: Any) -> Framework:

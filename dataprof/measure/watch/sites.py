@@ -16,6 +16,7 @@ from types import FrameType
 from typing import Any
 
 from dataprof.backends.frameworks import in_package
+from dataprof.measure.watch.events import Factory
 from dataprof.results.knobs import KnobValues, LoaderConfig
 
 HOME_ENV = "DATAPROF_HOME"
@@ -64,7 +65,7 @@ class Tag:
     """What the watch keeps on a loader it saw built (frozen: a copy of the loader keeps its own)."""
 
     origin: Origin
-    factory: dict[str, Any] = field(default_factory=dict)
+    factory: Factory = field(default_factory=Factory)
     """The function that built it, as a sweep target (:func:`~dataprof.measure.watch.factory.loader_factory`)."""
     threads: LoaderConfig | None = None
     """``worker_kind=thread`` set where its constructor takes no ``worker_method``: the config the thread pipeline

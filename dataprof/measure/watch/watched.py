@@ -31,7 +31,7 @@ from dataprof.backends.frameworks import in_package
 from dataprof.measure.forked import PR_SET_PDEATHSIG, prctl
 from dataprof.measure.protocol import QueuedChannel, read
 from dataprof.measure.watch.changes import Replay, lost_knobs, overridden, override_nodes, thread_epoch
-from dataprof.measure.watch.events import Ended, EpochEnded, EpochStarted, Exit, Overridden, RanksStarted, said
+from dataprof.measure.watch.events import Ended, EpochEnded, EpochStarted, Exit, Factory, Overridden, RanksStarted, said
 from dataprof.measure.watch.factory import loader_factory, still_running
 from dataprof.measure.watch.handoff import WatchEnded, quiet_thread_ends
 from dataprof.measure.watch.launchers import (
@@ -178,7 +178,7 @@ def _registered(loader: Any, tag: Tag, recorder: Recorder) -> int:
     number = recorder.number_of(loader, where.site, where.split)
     if number is None:
         building = where.frame is not None and still_running(where.frame)  # a function iterating its own loader
-        number = recorder.register(loader, where, {} if building else tag.factory, tag.threads)
+        number = recorder.register(loader, where, Factory() if building else tag.factory, tag.threads)
         where = dataclasses.replace(where, frame=None)
     loader.__dict__[TAG] = dataclasses.replace(tag, number=number, origin=where)
     lost = lost_knobs(loader, tag.asked, tag.threads is not None)

@@ -11,11 +11,13 @@ from dataprof.measure.protocol import ProtocolError, line_of
 from dataprof.measure.watch.events import (
     KINDS,
     Batches,
+    BuiltLoader,
     Device,
     Ended,
     EpochEnded,
     EpochStarted,
     Exit,
+    Factory,
     LoaderBuilt,
     Overridden,
     RanksStarted,
@@ -26,7 +28,9 @@ from dataprof.measure.watch.events import (
     said,
 )
 
-EVENTS = (LoaderBuilt(0, {"site": "train.py:41", "num_workers": 2}), Batches(0, [[1, 0, 0.01, -1.0, 8, 3.5, 1]]),
+BUILT = BuiltLoader("train.py:41", "Images", "data", "data.py", "DataLoader", "torch", 32, 2, 2, True, False,
+                    split="train", built_by=("timm.data:create_loader",), factory=Factory("train.py:make", ("n=3",)))
+EVENTS = (LoaderBuilt(0, BUILT), Batches(0, [[1, 0, 0.01, -1.0, 8, 3.5, 1]]),
           EpochStarted(0, 1, 0.4, (812, 813), 96_000), EpochEnded(0, 1, 9.5), WindowOpen(), WindowEnd(),
           Device("cuda:0", "GPU-abc", "00000000:01:00.0", "H100"), Ended("--max-steps 40 reached"),
           RanksStarted("torch.multiprocessing.spawn", 2, "train.py:310"), Replayed(0, 16),

@@ -113,8 +113,8 @@ def test_every_other_node_stops_its_run_when_node_0_stopped_it_or_went_silent(mo
 
     monkeypatch.setattr("dataprof.measure.watch.nodes.ALIVE_EVERY_S", 0.05)
     port = free_port()
-    leader = TuneNodes(NodeJob(3, 0, "127.0.0.1", port, join_s=1.0))
-    nodes = [TuneNodes(NodeJob(3, node, "127.0.0.1", port, join_s=1.0)) for node in (1, 2)]
+    leader = TuneNodes(NodeJob(3, 0, "127.0.0.1", port, join_s=2.0))  # two seconds: a busy test process may stall
+    nodes = [TuneNodes(NodeJob(3, node, "127.0.0.1", port, join_s=2.0)) for node in (1, 2)]
     said: dict[str, list[str]] = {"0": [], "1": []}
     done = {name: threading.Event() for name in said}
 

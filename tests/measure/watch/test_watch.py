@@ -14,6 +14,7 @@ import pytest
 
 from dataprof.decide.run import judge
 from dataprof.measure.protocol import Message
+from dataprof.measure.watch.events import BuiltLoader
 from dataprof.measure.watch.watched import Recorder, WatchedIterator, patch_dataloader
 from dataprof.results.run import LoaderRun, RunReport
 from tests.conftest import run_report
@@ -113,15 +114,15 @@ def test_a_module_level_function_is_a_factory_with_its_literal_arguments() -> No
     from dataprof.measure.watch.factory import loader_factory, still_running
 
     found = loader_factory(make_frame(300, name="y"))
-    assert found["factory"] == f"{os.path.relpath(__file__)}:make_frame"
-    assert found["factory_args"] == ["length=300", "name='y'"] and found["factory_blocked"] is None
+    assert found.factory == f"{os.path.relpath(__file__)}:make_frame"
+    assert found.factory_args == ("length=300", "name='y'") and found.factory_blocked is None
     blocked = loader_factory(make_frame(cfg=object()))
-    assert blocked["factory_blocked"] == "its argument cfg is a object, which --arg cannot give"
+    assert blocked.factory_blocked == "its argument cfg is a object, which --arg cannot give"
 
     def nested() -> Any:
         return sys._getframe()
 
-    assert loader_factory(nested())["factory"] is None
+    assert loader_factory(nested()).factory is None
     assert still_running(sys._getframe()) and not still_running(make_frame())
 
 
@@ -234,6 +235,21 @@ def test_a_loader_built_again_each_epoch_is_one_loader_whose_epochs_count_on() -
     assert runs["0"].iterations_per_s == pytest.approx(10.0)  # every epoch's batches at the training's pace
 
 
+def test_a_loader_whose_own_attributes_are_of_other_kinds_is_reported_with_those_not_known() -> None:
+    import numpy
+
+    class Odd(FakeLoader):
+        def __init__(self, batches: list[Any]) -> None:
+            super().__init__(batches, batch_size=numpy.int64(8))  # type: ignore[arg-type]
+            self.pin_memory, self.num_workers = "yes", True  # a subclass's own attributes of its own kinds
+
+    def loop(DataLoader: Any, now: list[float]) -> None:
+        for _ in type("DataLoader", (Odd, DataLoader), {})([[i] for i in range(6)]):
+            now[0] += 0.1
+    run = watched(loop)["0"]
+    assert (run.batch_size, run.pin_memory, run.num_workers, run.batches) == (8, None, None, 6)
+
+
 def test_a_headspace_window_opens_when_the_replay_begins() -> None:
     from dataprof.results.run import RunChanges
 
@@ -295,7 +311,7 @@ def test_ranks_end_at_the_batch_rank_0_names_whatever_their_own_clocks_say(tmp_p
     for index in range(100):  # in lockstep; rank 1's clock runs three times as fast as rank 0's
         for rank, recorder in enumerate(recorders):
             if recorder.ended is None:
-                recorder.loaders.setdefault(0, {"batches": 0})
+                recorder.batches.setdefault(0, 0)
                 recorder.pending.setdefault(0, [])
                 recorder.batch(0, 1, index, 0.0, 0.01, 1)
                 taken[rank].append(index)
@@ -367,5 +383,6 @@ def test_under_tune_an_evaluation_first_neither_opens_nor_ends_the_window() -> N
     assert len(taken) == 5 and recorder.deadline == 40.0 + 2.0  # from the training's first batch
     assert [m["ev"] for m in sink.sent].count("window_open") == 1
     named = Recorder(Sink(), max_steps=3, seconds=None, training=("t.py:9", "train"))  # type: ignore[arg-type]
-    named.loaders = {0: {"site": "t.py:9", "split": "val"}, 1: {"site": "t.py:9", "split": "train"}}
+    built = BuiltLoader("t.py:9", "Data", "data", None, "DataLoader", "torch", 8, 0, None, False, False)
+    named.loaders = {0: dataclasses.replace(built, split="val"), 1: dataclasses.replace(built, split="train")}
     assert not named.counts(0) and named.counts(1)  # HF builds both at one line: the split tells them apart
