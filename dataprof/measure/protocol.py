@@ -258,52 +258,6 @@ class TrialError:
     traceback: str | None = None
 
 
-def died_by(who: str, signame: str) -> str:
-    """``a DataLoader worker died by SIGBUS``: what died, and by which signal (what that usually means is the
-    reader's business: ``decide.crashes``)."""
-    return f"{who} died by {signame}"
-
-
-@dataclass(frozen=True)
-class TrialExit:
-    """How a process the host forked (a trial, a side run) exited: its ``trial_exit`` event."""
-
-    returncode: int
-    signal: str | None = None
-    """The signal that ended it (``SIGABRT``); None when it exited."""
-    worker_signals: tuple[str, ...] = ()
-    """The signals that ended its DataLoader workers, the host's own kill left out."""
-
-    def why(self, who: str) -> tuple[TrialStatus, str]:
-        """Its status and one line, where the process ended without a last word: it died by a signal (``who``), a
-        worker did first, or it exited."""
-        if self.signal:
-            return TrialStatus.CRASHED, died_by(who, self.signal)
-        if self.worker_signals:  # a worker died by a signal, and the process ended before it could say so
-            return TrialStatus.CRASHED, died_by("a DataLoader worker", self.worker_signals[0])
-        return TrialStatus.FAILED, f"{who} exited with code {self.returncode} without a result"
-
-
-def last_word(result: Message, exit_event: Message, who: str) -> tuple[TrialStatus, str | None]:
-    """How a forked process ended: by its last word (``result``: its ``result`` event, then ``ok``, or its
-    ``error`` event), read strictly (a word that does not follow the protocol: ``failed``, and why), else by how it
-    exited (``exit_event``: :class:`TrialExit`; ``who``: what the line calls it)."""
-    try:
-        if result.get("ev") == "result":
-            return TrialStatus.OK, None
-        if result:
-            word = read(TrialError, result)
-            return word.status, word.message
-        return read(TrialExit, exit_event).why(who)
-    except ProtocolError as exc:
-        return TrialStatus.FAILED, broken(exc)
-
-
-def broken(exc: ProtocolError) -> str:
-    """The one line of a trial whose last word dataprof's parent could not read."""
-    return f"the trial's last word does not follow dataprof's protocol ({exc}): a bug in dataprof, please report it"
-
-
 def error_event(status: TrialStatus, message: str, traceback: str | None = None) -> Message:
     """The ``error`` event that ends a trial: its status, the one line to show, the traceback for --debug."""
     return {"ev": "error", **encode(TrialError(status, message, traceback))}

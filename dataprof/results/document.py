@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from typing import Any
 
 SCHEMA_VERSION = 1
@@ -30,10 +31,8 @@ class Document:
     contract) and that document as text."""
 
     tool_version: str
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON document (each kind's own keys, ``schema_version`` first)."""
-        raise NotImplementedError
+    to_dict: Callable[[], dict[str, Any]]
+    """The JSON document: each kind's own keys (the contract), ``schema_version`` first."""
 
     def to_json(self) -> str:
         """The document as text (NaN and infinities written as null)."""

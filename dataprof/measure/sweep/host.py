@@ -38,9 +38,10 @@ from dataprof.measure.forked import (
     remove_left_behind,
     status_text,
 )
-from dataprof.measure.protocol import Channel, LineReader, LoadRequest, Message, TrialExit, read
+from dataprof.measure.protocol import Channel, LineReader, LoadRequest, Message, read
 from dataprof.measure.sweep.building import Built, build, build_in_trial, describe, probe
 from dataprof.measure.sweep.failures import report_escape
+from dataprof.measure.sweep.outcome import TrialExit
 from dataprof.results.codec import encode
 
 _running_trial: int | None = None
@@ -159,9 +160,8 @@ def run_trial_process(shared: Built | None, load: LoadRequest, request: Message,
     _trial_files.clear()
     reaped = reap_orphans()
     remove_left_behind(info["framework"], {pid, *workers})
-    sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
-    events.send({"ev": "trial_exit", **encode(TrialExit(os.waitstatus_to_exitcode(status),
-                                                        None if sig is None else signal.Signals(sig).name,
+    signame = signal.Signals(os.WTERMSIG(status)).name if os.WIFSIGNALED(status) else None
+    events.send({"ev": "trial_exit", **encode(TrialExit(os.waitstatus_to_exitcode(status), signame,
                                                         tuple(killed_by(reaped, workers))))})
 
 

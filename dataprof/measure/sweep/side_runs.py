@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from dataprof.measure.protocol import AutotuneRequest, Message, last_word
+from dataprof.measure.protocol import AutotuneRequest, Message
 from dataprof.measure.sweep.autotune import autotune_run
 from dataprof.measure.sweep.link import Host, HostDied
+from dataprof.measure.sweep.outcome import last_word
 from dataprof.measure.sweep.thread_check import checked
 from dataprof.results.codec import encode
 from dataprof.results.knobs import LoaderConfig
