@@ -59,7 +59,7 @@ class SweepSettings:
     """Cold trials (``--cache``): ``auto`` when the trials read data files, ``warm`` never, ``cold`` the
     recommendation made cold, ``both`` every config measured warm measured cold too."""
     space: SearchSpace = field(kw_only=True, metadata=FLAT)
-    """The values each knob may take (the JSON holds its keys among the settings': ``SearchSpace.to_dict``)."""
+    """The values each knob may take (the JSON holds its fields among the settings')."""
     autotune_steps: int = field(default=50, metadata=written_if(lambda s: s.framework == Framework.PADDLE))
     """Paddle: ``tuning_steps`` for Paddle's own dataloader autotune, run for comparison."""
     cwd: str = field(default_factory=os.getcwd, metadata=HIDDEN)

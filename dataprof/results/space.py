@@ -3,56 +3,69 @@
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from dataprof.results.codec import HIDDEN, named, written_if
 from dataprof.results.knobs import LoaderConfig
 from dataprof.results.registry import REGISTRY, Knob
 from dataprof.results.vocabulary import Framework, WorkerKind
 
 
+def _swept(key: str) -> dict[str, Any]:
+    """Field metadata: a knob's values, in the JSON where the space's framework has the knob."""
+    return written_if(lambda space: any(knob.space_key == key and space.framework in knob.frameworks
+                                        for knob in REGISTRY))
+
+
+_TORCH = written_if(lambda space: space.framework != Framework.PADDLE)
+"""Field metadata: in the JSON of a PyTorch sweep only."""
+
+
 @dataclass(frozen=True)
 class SearchSpace:
-    """The values each knob may take; expanded by :func:`grid_configs`."""
+    """The values each knob may take; expanded by :func:`grid_configs`. Its JSON (among a sweep's ``settings``) is
+    its fields in order: each knob of its framework's values, by the knob's ``space_key`` (its fields stand in the
+    registry's order), and what the sweep found of the machine and the target."""
 
-    workers: tuple[int, ...]
-    prefetch_factors: tuple[int, ...] = (2,)
-    pin_memory: tuple[bool, ...] = (False,)
-    persistent_workers: tuple[bool, ...] = (True,)
+    workers: tuple[int, ...] = (0,)
     workers_reason: str = "given on the command line"
     """Why this worker range (shown in the report)."""
-    use_shared_memory: tuple[bool, ...] = (True,)
+    prefetch_factors: tuple[int, ...] = field(default=(2,), metadata=_swept("prefetch_factors"))
+    persistent_workers: tuple[bool, ...] = field(default=(True,), metadata=_swept("persistent_workers"))
+    use_shared_memory: tuple[bool, ...] = field(default=(True,), metadata=_swept("use_shared_memory"))
     """Paddle only."""
-    use_buffer_reader: tuple[bool, ...] = (True,)
+    use_buffer_reader: tuple[bool, ...] = field(default=(True,), metadata=_swept("use_buffer_reader"))
     """Paddle only."""
-    framework: str = "torch"
-    skipped: tuple[str, ...] = ()
-    """Knobs the installed DataLoader does not accept: held at its default, not passed."""
-    in_order: tuple[bool, ...] = (True,)
+    pin_memory: tuple[bool, ...] = field(default=(False,), metadata=_swept("pin_memory"))
+    in_order: tuple[bool, ...] = field(default=(True,), metadata=_swept("in_order"))
     """PyTorch: ``in_order`` values (True: not passed, the default)."""
-    reader_buffer_sizes: tuple[int, ...] = ()
-    """Paddle: ``reader_buffer_size`` values; empty: not passed."""
-    start_methods: tuple[str, ...] = ()
+    start_methods: tuple[str, ...] = field(default=(), metadata=_swept("start_methods"))
     """PyTorch: ``multiprocessing_context`` values; empty: Python's default start method only."""
-    forced: tuple[str, ...] = ()
-    """Knobs the user gave (``--prefetch-factor``, ``--in-order``, ``--start-method``): swept as given, never
-    chosen by evidence."""
-    start_method: str | None = None
-    """The start method in effect when none is passed (Python's default here)."""
-    available_start_methods: tuple[str, ...] = ()
-    """The start methods this platform offers."""
-    worker_kinds: tuple[str, ...] = ()
+    reader_buffer_sizes: tuple[int, ...] = field(default=(), metadata=_swept("reader_buffer_sizes"))
+    """Paddle: ``reader_buffer_size`` values; empty: not passed."""
+    worker_kinds: tuple[str, ...] = field(default=(), metadata=_swept("worker_kinds"))
     """PyTorch: the worker kinds the user gave (``--worker-kind``), swept as given; empty: processes, and threads
     where the evidence calls for them."""
-    thread_loader: str | None = None
+    skipped: tuple[str, ...] = field(default=(), metadata=named("skipped_knobs"))
+    """Knobs the installed DataLoader does not accept: held at its default, not passed."""
+    forced: tuple[str, ...] = field(default=(), metadata=named("forced_knobs", **_TORCH))
+    """Knobs the user gave (``--prefetch-factor``, ``--in-order``, ``--start-method``): swept as given, never
+    chosen by evidence."""
+    start_method: str | None = field(default=None, metadata=_TORCH)
+    """The start method in effect when none is passed (Python's default here)."""
+    available_start_methods: tuple[str, ...] = field(default=(), metadata=_TORCH)
+    """The start methods this platform offers."""
+    thread_loader: str | None = field(default=None, metadata=_TORCH)
     """What builds a thread config's loader here (:data:`THREAD_LOADERS`); None: neither is installed, or
     threads cannot load this target."""
-    gil_release: float | None = None
-    gil_release_high: float | None = None
+    gil_release: float | None = field(default=None, metadata=_TORCH)
+    gil_release_high: float | None = field(default=None, metadata=_TORCH)
     """How much of a sample's ``__getitem__`` releases the GIL (0–1), by the probe, and the most one round read."""
-    free_threaded: bool = False
+    free_threaded: bool = field(default=False, metadata=_TORCH)
     """The interpreter runs without the GIL (``sys._is_gil_enabled()`` false): threads are always tried."""
+    framework: str = field(default="torch", metadata=HIDDEN)
+    """Its loaders' framework (the settings' own ``framework``)."""
 
     @property
     def only_threads(self) -> bool:
@@ -75,40 +88,6 @@ class SearchSpace:
     def values_of(self, knob: Knob) -> tuple[Any, ...]:
         """The values the space sweeps of ``knob`` (its record's ``space_key`` field)."""
         return tuple(getattr(self, knob.space_key, ()))
-
-    def to_dict(self) -> dict[str, Any]:
-        """The space as the JSON ``settings`` hold it: each knob of its framework's values, by the knob's
-        ``space_key`` (:data:`REGISTRY`), and what the sweep found of the machine and the target."""
-        data: dict[str, Any] = {"workers": list(self.workers), "workers_reason": self.workers_reason}
-        data.update({knob.space_key: list(self.values_of(knob)) for knob in REGISTRY
-                     if self.framework in knob.frameworks})
-        data["skipped_knobs"] = list(self.skipped)
-        if self.framework != Framework.PADDLE:
-            data.update(forced_knobs=list(self.forced), start_method=self.start_method,
-                        available_start_methods=list(self.available_start_methods), thread_loader=self.thread_loader,
-                        gil_release=self.gil_release, gil_release_high=self.gil_release_high,
-                        free_threaded=self.free_threaded)
-        return data
-
-    @classmethod
-    def from_dict(cls, settings: dict[str, Any]) -> SearchSpace:
-        """Read :meth:`to_dict` back from a saved run's ``settings`` (absent knobs at their defaults)."""
-        defaults: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(cls)}
-        return cls(
-            workers=tuple(settings.get("workers") or (0,)),
-            workers_reason=settings.get("workers_reason") or "given on the command line",
-            framework=settings.get("framework", "torch"),
-            skipped=tuple(settings.get("skipped_knobs") or ()),
-            forced=tuple(settings.get("forced_knobs") or ()),
-            start_method=settings.get("start_method"),
-            available_start_methods=tuple(settings.get("available_start_methods") or ()),
-            thread_loader=settings.get("thread_loader"),
-            gil_release=settings.get("gil_release"),
-            gil_release_high=settings.get("gil_release_high"),
-            free_threaded=bool(settings.get("free_threaded")),
-            **{knob.space_key: tuple(settings.get(knob.space_key) or defaults[knob.space_key]) for knob in REGISTRY
-               if knob.space_key in defaults},
-        )
 
     def stepped_knobs(self) -> tuple[tuple[str, tuple[object, ...]], ...]:
         """The knobs tried one at a time at the best worker count, and their values as a config holds them: each

@@ -10,6 +10,7 @@ import pytest
 from dataprof.api import _knobs
 from dataprof.cli import main
 from dataprof.errors import UsageError
+from dataprof.results.codec import decode, encode
 from dataprof.results.knobs import LoaderConfig
 from dataprof.results.registry import KNOBS, REGISTRY
 from dataprof.results.request import SweepOptions
@@ -52,9 +53,13 @@ def test_a_config_s_json_keeps_the_documents_order_and_its_call_lists_the_knobs_
 def test_the_space_reads_back_each_knob_s_values_by_its_key() -> None:
     space = SearchSpace(workers=(0, 2), prefetch_factors=(2, 4), pin_memory=(True, False), in_order=(True, False),
                         start_methods=("fork", "spawn"), worker_kinds=("process", "thread"))
-    data = space.to_dict()
-    assert all(knob.space_key in data for knob in REGISTRY if "torch" in knob.frameworks)
-    assert SearchSpace.from_dict({**data, "framework": "torch"}) == space
+    data = encode(space)
+    assert [key for key in data if key in {knob.space_key for knob in REGISTRY}] == \
+        [knob.space_key for knob in REGISTRY if "torch" in knob.frameworks]  # each of its framework's, in order
+    assert decode(SearchSpace, {**data, "framework": "torch"}) == space
+    paddle = encode(dataclasses.replace(space, framework="paddle", reader_buffer_sizes=(2, 4)))
+    assert [key for key in paddle if key in {knob.space_key for knob in REGISTRY}] == \
+        [knob.space_key for knob in REGISTRY if "paddle" in knob.frameworks] and "start_method" not in paddle
 
 
 def test_a_plain_knob_is_its_record_its_fields_and_nothing_else() -> None:
