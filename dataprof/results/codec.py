@@ -22,8 +22,6 @@ import typing
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from dataprof.results.document import Shown
-
 T = TypeVar("T")
 
 _FLAT, _HIDDEN, _NAME, _TEXT, _OBJECTS, _IF = "flat", "hidden", "name", "text", "objects", "if"
@@ -34,7 +32,7 @@ HIDDEN = {_HIDDEN: True}
 """Field metadata: a field the JSON does not hold (read back: its default, unless the data has it by its name)."""
 AS_TEXT = {_TEXT: True}
 """Field metadata: a mapping whose values the JSON holds as their ``repr`` (read back as that text:
-:class:`~dataprof.results.document.Shown`)."""
+:class:`Shown`)."""
 
 
 def named(key: str, **more: Any) -> dict[str, Any]:
@@ -50,6 +48,13 @@ def written_if(holds: Callable[[Any], bool]) -> dict[str, Any]:
 def objects(*keys: str) -> dict[str, Any]:
     """Field metadata: a tuple of tuples the JSON holds as objects with these ``keys``."""
     return {_OBJECTS: keys}
+
+
+class Shown(str):
+    """A value read back as the text it was written as (its ``repr``): its ``repr`` is that text again."""
+
+    def __repr__(self) -> str:
+        return str(self)
 
 
 class Mismatch(ValueError):

@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
+
+from dataprof.results.codec import from_fields
 
 SCHEMA_VERSION = 1
 
@@ -26,6 +28,9 @@ def to_json(document: dict[str, Any]) -> str:
     return json.dumps(_finite(document), indent=2) + "\n"
 
 
+_Doc = TypeVar("_Doc", bound="Document")
+
+
 class Document:
     """A result document: its data (a dataclass with a ``tool_version``), its JSON document (:meth:`to_dict`, the
     contract) and that document as text."""
@@ -38,6 +43,13 @@ class Document:
         """The document as text (NaN and infinities written as null)."""
         return to_json(self.to_dict())
 
+    @classmethod
+    def from_dict(cls: type[_Doc], data: dict[str, Any]) -> _Doc:
+        """Read :meth:`to_dict` back: the fields by their keys (the codec's), the version from the ``tool`` block;
+        a kind whose document holds views of its own (a sweep's ``best``, a plan's ``recommended``) reads them
+        itself."""
+        return from_fields(cls, {**data, "tool_version": version_of(data)})
+
 
 def tool(version: str) -> dict[str, str]:
     """A document's ``tool`` block."""
@@ -47,13 +59,6 @@ def tool(version: str) -> dict[str, str]:
 def version_of(data: dict[str, Any]) -> str:
     """The version of dataprof that wrote a document (``?``: not said)."""
     return str(data.get("tool", {}).get("version", "?"))
-
-
-class Shown(str):
-    """A value read back as the text it was written as (its ``repr``): its ``repr`` is that text again."""
-
-    def __repr__(self) -> str:
-        return str(self)
 
 
 def kept(whole: dict[str, Any], keys: tuple[str, ...] | None) -> dict[str, Any]:

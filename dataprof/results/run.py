@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from dataprof.results.codec import FLAT, decode, encode, from_fields
-from dataprof.results.document import SCHEMA_VERSION, Document, tool, version_of
+from dataprof.results.codec import FLAT, decode, encode
+from dataprof.results.document import SCHEMA_VERSION, Document, tool
 from dataprof.results.environment import Environment
 from dataprof.results.findings import Finding, GateResult
 from dataprof.results.knobs import KnobValues, checked_knobs
@@ -286,9 +286,8 @@ class RunReport(Document):
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunReport:
         """Read :meth:`to_dict` back (keys added later are optional)."""
-        return from_fields(cls, {**data, "tool_version": version_of(data),
-                            "loaders": [decode(LoaderRun, {**LOADER_DEFAULTS, **loader})
-                                        for loader in data.get("loaders", ())]})
+        return super().from_dict({**data, "loaders": [decode(LoaderRun, {**LOADER_DEFAULTS, **loader})
+                                                      for loader in data.get("loaders", ())]})
 
 
 RUN_KEYS = ("resources", "wall_s", "exit_code", "ended_by", "verdict", "next_command", "notes", "gates", "ranks",

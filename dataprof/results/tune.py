@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from dataprof.results.codec import encode, named, optional, records, written_if
-from dataprof.results.document import SCHEMA_VERSION, Document, tool, version_of
+from dataprof.results.codec import encode, named, written_if
+from dataprof.results.document import SCHEMA_VERSION, Document, tool
 from dataprof.results.knobs import KnobValues, checked_knobs
 from dataprof.results.trial import Percentiles
 from dataprof.results.vocabulary import Kind, TrialStatus, TuneVerdict
@@ -258,16 +258,6 @@ class TuneReport(Document):
                 else list(answer.loader_sweep_rank),
                 "vs_recommended": None if answer is None else answer.loader_sweep_vs_recommended},
         }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> TuneReport:
-        """Read :meth:`to_dict` back (the answer is decided again: ``dataprof.decide.tune``)."""
-        return cls(tool_version=version_of(data), command=tuple(data.get("command") or ()),
-                   loader=optional(TunedLoader, data.get("loader")), trials=records(TuneTrial, data.get("trials")),
-                   wall_s=data.get("wall_s", 0.0), complete=data.get("complete", True),
-                   notes=tuple(data.get("notes") or ()), error=data.get("error"),
-                   loader_sweep=optional(LoaderSweep, data.get("loader_sweep")),
-                   nproc_per_node=data.get("nproc_per_node", 1), nnodes=data.get("nnodes", 1))
 
 
 def _figures(trial: TuneTrial) -> dict[str, Any]:
