@@ -33,7 +33,14 @@ def test_a_python_loop_holds_the_gil() -> None:
             total += i * i
         return total
 
-    assert min(release_share(spin, range(64), budget_s=0.2).release or 0.0 for _ in range(3)) <= 0.3
+    # three measures, and more (30 s at most) until one reads it held: beside the other test process (``pytest
+    # -n 2``), all of one stretch's measures read a pure-Python loop as 54% released once here (its time alone
+    # slowed by what Linux does not count as a wait: not told apart yet)
+    deadline = time.monotonic() + 30.0
+    reads: list[float] = []
+    while len(reads) < 3 or (min(reads) > 0.3 and time.monotonic() < deadline):
+        reads.append(release_share(spin, range(64), budget_s=0.2).release or 0.0)
+    assert min(reads) <= 0.3, reads
 
 
 @pytest.mark.slow
