@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from dataprof.results.codec import FLAT, decode, encode
+from dataprof.results.codec import FLAT, encode
 from dataprof.results.document import SCHEMA_VERSION, Document, tool
 from dataprof.results.environment import Environment
 from dataprof.results.findings import Finding, GateResult
@@ -26,11 +26,12 @@ class LoaderRun:
     dataset: str
     """The dataset's class name."""
     dataset_module: str | None
-    dataset_file: str | None
-    """The file defining the dataset's class (relative to where the script ran, when under it)."""
+    dataset_file: str | None = field(default=None, kw_only=True)
+    """The file defining the dataset's class (relative to where the script ran, when under it; None in documents
+    older than the key)."""
     loader_class: str
-    framework: str
-    """Whose DataLoader: ``torch`` or ``paddle``."""
+    framework: str = field(default="torch", kw_only=True)
+    """Whose DataLoader: ``torch`` or ``paddle`` (``torch`` in documents older than the key)."""
     batch_size: int | None
     num_workers: int | None
     prefetch_factor: int | None
@@ -105,10 +106,6 @@ class LoaderRun:
                 value = getattr(self, knob.reported)
                 values[knob.name] = value if knob.keyword or value != knob.held else None
         return KnobValues(values)
-
-
-LOADER_DEFAULTS = {"framework": "torch", "dataset_file": None}
-"""What a loader's keys with no default mean when a document lacks them (documents older than the keys)."""
 
 
 @dataclass(frozen=True)
@@ -282,12 +279,6 @@ class RunReport(Document):
                         for loader in self.loaders],
             **{name: encode(getattr(self, name)) for name in RUN_KEYS},
         }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RunReport:
-        """Read :meth:`to_dict` back (keys added later are optional)."""
-        return super().from_dict({**data, "loaders": [decode(LoaderRun, {**LOADER_DEFAULTS, **loader})
-                                                      for loader in data.get("loaders", ())]})
 
 
 RUN_KEYS = ("resources", "wall_s", "exit_code", "ended_by", "verdict", "next_command", "notes", "gates", "ranks",
