@@ -99,10 +99,10 @@ def test_batches_delivered_out_of_order_are_compared_by_their_indices() -> None:
 
 def test_the_verdict_compares_what_the_same_indices_gave() -> None:
     indices = [[0, 1], [2, 3], [4, 5]]
-    assert verdict([30, 10, 20], [10, 20, 30], [10, 20, 30], indices)["verdict"] == "same"
+    assert verdict([30, 10, 20], [10, 20, 30], [10, 20, 30], indices).verdict == "same"
     wrong = verdict([30, 10, 99], [10, 20, 30], [10, 20, 30], indices)
-    assert wrong["verdict"] == "differs" and "indices 2, 3 (batch 1)" in wrong["detail"]
-    assert verdict([10, 20], [10, 20, 30], [10, 20, 30], indices)["verdict"] == "differs"  # a batch missing
+    assert wrong.verdict == "differs" and "indices 2, 3 (batch 1)" in wrong.detail
+    assert verdict([10, 20], [10, 20, 30], [10, 20, 30], indices).verdict == "differs"  # a batch missing
 
 
 @pytest.mark.slow

@@ -18,16 +18,31 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from dataprof.backends.target import describe_exception
 from dataprof.measure.protocol import AutotuneRequest, error_event
+from dataprof.measure.sweep.outcome import SideEnd
+from dataprof.results.codec import encode
 from dataprof.results.sweep import AutotuneRun
 from dataprof.results.vocabulary import TrialStatus
 
 Emit = Callable[[dict[str, Any]], None]
 
 _COST_RE = re.compile(r"num_workers: (?P<workers>\d+) avg_cost: (?P<cost>[0-9.eE+-]+)")
+
+
+@dataclass(frozen=True)
+class AutotuneAnswer:
+    """What Paddle's autotune picked, its ``result`` event: its workers, how long building the loader took, the most
+    workers it considered, the cost it logged for each count, and why it did not tune (None: it did)."""
+
+    num_workers: int
+    wall_s: float
+    max_workers: float
+    evaluations: tuple[tuple[int, float], ...] = ()
+    skipped: str | None = None
 
 
 class _Collect(logging.Handler):
@@ -81,19 +96,19 @@ def run_autotune(dataset: Any, collate: Any, request: AutotuneRequest, emit: Emi
     finally:
         root.removeHandler(collect)
         root.setLevel(level)
-    emit({"ev": "result", "num_workers": int(loader.num_workers), "wall_s": wall_s,
-          "max_workers": multiprocessing.cpu_count() / 2, "evaluations": collect.costs,
-          "skipped": None if collect.started else _why_untuned(paddle, dataset)})
+    emit({"ev": "result", **encode(AutotuneAnswer(int(loader.num_workers), wall_s, multiprocessing.cpu_count() / 2,
+                                                   tuple(collect.costs),
+                                                   None if collect.started else _why_untuned(paddle, dataset)))})
 
 
-def autotune_run(steps: int, timeout_s: float, status: TrialStatus, word: dict[str, Any]) -> AutotuneRun:
-    """What Paddle's autotune picked, from the status and last word of its forked run."""
-    if status == TrialStatus.TIMEOUT:
+def autotune_run(steps: int, timeout_s: float, end: SideEnd[AutotuneAnswer]) -> AutotuneRun:
+    """What Paddle's autotune picked, from how its forked run ended."""
+    if end.status == TrialStatus.TIMEOUT:
         return AutotuneRun(status=TrialStatus.TIMEOUT, tuning_steps=steps,
                            error=f"Paddle's autotune did not finish in {timeout_s:g} s: killed")
-    if status != TrialStatus.OK:
-        return AutotuneRun(status=status, tuning_steps=steps, error=word.get("message"))
-    return AutotuneRun(status=TrialStatus.OK, num_workers=word["num_workers"], tuning_steps=steps,
-                       wall_s=word["wall_s"], max_workers=word["max_workers"],
-                       evaluations=tuple((int(w), float(c)) for w, c in word["evaluations"]),
-                       skipped=word.get("skipped"))
+    if end.answer is None:
+        return AutotuneRun(status=end.status, tuning_steps=steps, error=end.why)
+    picked = end.answer
+    return AutotuneRun(status=TrialStatus.OK, num_workers=picked.num_workers, tuning_steps=steps,
+                       wall_s=picked.wall_s, max_workers=picked.max_workers, evaluations=picked.evaluations,
+                       skipped=picked.skipped)

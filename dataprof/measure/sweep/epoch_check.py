@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import signal
 import traceback
+from dataclasses import dataclass
 from typing import Any
 
 from dataprof.backends import Backend
@@ -12,6 +13,7 @@ from dataprof.backends.target import describe_exception
 from dataprof.measure.protocol import error_event
 from dataprof.measure.sweep.failures import ThreadFailure, classify_loader_error, worker_signals
 from dataprof.measure.sweep.trial import Emit, started
+from dataprof.results.codec import encode
 from dataprof.results.knobs import LoaderConfig
 from dataprof.results.vocabulary import TrialStatus
 
@@ -19,6 +21,14 @@ EPOCH_CHECK_ITEMS = 32
 EPOCH_CHECK_BATCH = 2
 EPOCH_CHECK_EPOCHS = 8
 """Every epoch's end is a chance for a racy failure to show (paddle 3.3's shows at most of them)."""
+
+
+@dataclass(frozen=True)
+class EpochAnswer:
+    """The check's ``result`` event: the batches each epoch gave, and the batches the stream holds."""
+
+    batches: tuple[int, ...]
+    expected: int
 
 
 def run_epoch_check(backend: Backend, config: LoaderConfig, emit: Emit) -> None:
@@ -56,4 +66,4 @@ def run_epoch_check(backend: Backend, config: LoaderConfig, emit: Emit) -> None:
         failure.end(exc, dead_peer=True)
         return
     failure.handled.set()
-    emit({"ev": "result", "batches": batches, "expected": EPOCH_CHECK_ITEMS // EPOCH_CHECK_BATCH})
+    emit({"ev": "result", **encode(EpochAnswer(tuple(batches), EPOCH_CHECK_ITEMS // EPOCH_CHECK_BATCH))})

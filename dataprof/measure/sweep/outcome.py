@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from dataprof.measure.protocol import Message, ProtocolError, TrialError, TrialFigures, read
 from dataprof.results.codec import encode
@@ -55,6 +56,31 @@ def last_word(result: Message, exit_event: Message, who: str) -> tuple[TrialStat
 def broken(exc: ProtocolError) -> str:
     """The one line of a trial whose last word dataprof's parent could not read."""
     return f"the trial's last word does not follow dataprof's protocol ({exc}): a bug in dataprof, please report it"
+
+
+Answer = TypeVar("Answer")
+
+
+@dataclass(frozen=True)
+class SideEnd(Generic[Answer]):
+    """How a side run (Paddle's autotune, the epoch check, the thread check) ended: its status and, ``ok``, its
+    answer read strictly; else the one line of why not, and for a timeout whether its batches had stalled."""
+
+    status: TrialStatus
+    answer: Answer | None = None
+    why: str | None = None
+    stalled: bool = False
+
+
+def side_end(kind: type[Answer], result: Message, exit_event: Message) -> SideEnd[Answer]:
+    """A side run's end from its last word (an answer of ``kind``) and its exit."""
+    status, why = last_word(result, exit_event, "it")
+    if status != TrialStatus.OK:
+        return SideEnd(status, why=why)
+    try:
+        return SideEnd(status, read(kind, result))
+    except ProtocolError as exc:
+        return SideEnd(TrialStatus.FAILED, why=broken(exc))
 
 
 def outcome_of(result: Message, exit_event: Message, killed_for: dict[TrialStatus, str],

@@ -7,10 +7,11 @@ from collections.abc import Callable
 from typing import Protocol
 
 from dataprof.measure.protocol import AutotuneRequest, Message
-from dataprof.measure.sweep.autotune import autotune_run
+from dataprof.measure.sweep.autotune import AutotuneAnswer, autotune_run
+from dataprof.measure.sweep.epoch_check import EpochAnswer
 from dataprof.measure.sweep.link import Host, HostDied
-from dataprof.measure.sweep.outcome import last_word
-from dataprof.measure.sweep.thread_check import checked
+from dataprof.measure.sweep.outcome import Answer, SideEnd, side_end
+from dataprof.measure.sweep.thread_check import ThreadAnswer, checked
 from dataprof.results.codec import encode
 from dataprof.results.knobs import LoaderConfig
 from dataprof.results.settings import SweepSettings
@@ -39,12 +40,11 @@ class SideRuns:
     def __init__(self, runner: Running) -> None:
         self.runner = runner
 
-    def _side_run(self, request: Message, timeout_s: float,
-                  stall_s: float | None = None) -> tuple[TrialStatus, Message]:
-        """Run a request the host forks like a trial but that measures nothing: its status and last word.
-
-        The status is ``ok`` (the word is its result), ``timeout``, ``crashed`` or ``failed``. It is
-        killed after ``timeout_s``, or ``stall_s`` after a ``progress`` event with none since.
+    def _side_run(self, request: Message, kind: type[Answer], timeout_s: float,
+                  stall_s: float | None = None) -> SideEnd[Answer]:
+        """Run a request the host forks like a trial but that measures nothing: how it ended, its answer of
+        ``kind`` when ``ok`` (else ``timeout``, ``crashed`` or ``failed``). It is killed after ``timeout_s``, or
+        ``stall_s`` after a ``progress`` event with none since.
         """
         runner = self.runner
         host = runner.live_host()
@@ -71,36 +71,37 @@ class SideRuns:
                     exit_event = event
                     break
         except HostDied as exc:
-            return TrialStatus.CRASHED, {"message": f"the host process died: {exc}".strip()}
+            return SideEnd(TrialStatus.CRASHED, why=f"the host process died: {exc}".strip())
         finally:
             runner.current_pid = None
         if timed_out:
-            return TrialStatus.TIMEOUT, {"stalled": deadline < overall}
-        status, why = last_word(result, exit_event, "it")
-        return status, result if status == TrialStatus.OK else {"message": why}
+            return SideEnd(TrialStatus.TIMEOUT, stalled=deadline < overall)
+        return side_end(kind, result, exit_event)
 
     def autotune(self, steps: int, timeout_s: float) -> AutotuneRun:
         """Run Paddle's own dataloader autotune in a process forked by the host; what it picked."""
         s = self.runner.settings
         request = AutotuneRequest(steps=steps, batch_size=s.batch_size, drop_last=s.drop_last)
-        return autotune_run(steps, timeout_s, *self._side_run({"cmd": "autotune", **encode(request)}, timeout_s))
+        return autotune_run(steps, timeout_s, self._side_run({"cmd": "autotune", **encode(request)}, AutotuneAnswer,
+                                                             timeout_s))
 
     def epoch_check(self, config: LoaderConfig, timeout_s: float, stall_s: float) -> str | None:
         """Why ``config``'s DataLoader fails across an IterableDataset's epoch end, or None when it does not.
 
         ``timeout_s`` bounds the whole check; ``stall_s``, the wait for a batch once batches flow.
         """
-        status, word = self._side_run({"cmd": "epoch_check", "config": config.to_dict()}, timeout_s, stall_s)
-        if status == TrialStatus.TIMEOUT:
-            return f"it hung: no batch for {stall_s:g} s" if word["stalled"] else f"no end in {timeout_s:g} s"
-        if status != TrialStatus.OK:
-            return str(word.get("message"))
-        if word["batches"] != [word["expected"]] * len(word["batches"]):
-            return (f"its epochs gave {' and '.join(map(str, word['batches']))} batches where the stream "
-                    f"holds {word['expected']}")
+        end = self._side_run({"cmd": "epoch_check", "config": config.to_dict()}, EpochAnswer, timeout_s, stall_s)
+        if end.status == TrialStatus.TIMEOUT:
+            return f"it hung: no batch for {stall_s:g} s" if end.stalled else f"no end in {timeout_s:g} s"
+        if end.answer is None:
+            return str(end.why)
+        counted = end.answer
+        if any(batches != counted.expected for batches in counted.batches):
+            return (f"its epochs gave {' and '.join(map(str, counted.batches))} batches where the stream "
+                    f"holds {counted.expected}")
         return None
 
     def thread_check(self, config: LoaderConfig, timeout_s: float) -> ThreadCheck:
         """Whether ``config``'s threads return the samples a worker process would (:mod:`.thread_check`)."""
         request = {"cmd": "thread_check", "config": config.to_dict(), "batch_size": self.runner.settings.batch_size}
-        return checked(config, *self._side_run(request, timeout_s))
+        return checked(config, self._side_run(request, ThreadAnswer, timeout_s))

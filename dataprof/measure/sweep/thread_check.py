@@ -16,6 +16,7 @@ import signal
 import traceback
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from dataprof.backends import Backend
@@ -23,6 +24,8 @@ from dataprof.backends.target import describe_exception
 from dataprof.measure.forked import ForkFailed, run_forked
 from dataprof.measure.protocol import error_event
 from dataprof.measure.sweep.fingerprints import fingerprint
+from dataprof.measure.sweep.outcome import SideEnd
+from dataprof.results.codec import encode
 from dataprof.results.knobs import LoaderConfig
 from dataprof.results.threads import ThreadCheck
 from dataprof.results.vocabulary import ThreadVerdict, TrialStatus
@@ -70,6 +73,15 @@ def in_a_fresh_copy(checksum: Callable[[list[int]], int], batches: list[list[int
     return first, second
 
 
+@dataclass(frozen=True)
+class ThreadAnswer:
+    """The check's verdict, its ``result`` event: of how many batches, and what differed."""
+
+    verdict: ThreadVerdict
+    batches: int
+    detail: str = ""
+
+
 def run_thread_check(backend: Backend, dataset: Any, collate: Callable[[list[Any]], Any] | None,
                      config: LoaderConfig, batch_size: int, emit: Callable[[dict[str, Any]], None],
                      reference: Reference = in_a_fresh_copy) -> None:
@@ -90,32 +102,30 @@ def run_thread_check(backend: Backend, dataset: Any, collate: Callable[[list[Any
     except Exception as exc:
         emit(error_event(TrialStatus.FAILED, describe_exception(exc), traceback.format_exc()))
         return
-    emit({"ev": "result", **verdict(threaded, first, second, indices)})
+    emit({"ev": "result", **encode(verdict(threaded, first, second, indices))})
 
 
 def verdict(threaded: Sequence[int], first: Sequence[int], second: Sequence[int],
-            indices: Sequence[Sequence[int]]) -> dict[str, Any]:
+            indices: Sequence[Sequence[int]]) -> ThreadAnswer:
     """The check's verdict from the batches' checksums: through threads (in the order they came), and one by one
     twice (in the order of ``indices``). The threads' batches are compared with what the same indices gave, as
     a multiset: their order is the loader's, not the dataset's."""
     if list(first) != list(second):
-        return {"verdict": ThreadVerdict.UNCHECKED, "batches": len(first),
-                "detail": "the same indices fetched twice one by one gave other samples (random transforms?), "
-                          "so the threads' samples cannot be compared"}
+        return ThreadAnswer(ThreadVerdict.UNCHECKED, len(first), "the same indices fetched twice one by one gave "
+                            "other samples (random transforms?), so the threads' samples cannot be compared")
     missing = Counter(first) - Counter(threaded)
     if not missing and len(threaded) == len(first):
-        return {"verdict": ThreadVerdict.SAME, "batches": len(first), "detail": ""}
+        return ThreadAnswer(ThreadVerdict.SAME, len(first))
     wrong = next((n for n, checksum in enumerate(first) if checksum in missing), 0)
     shown = ", ".join(map(str, indices[wrong][:4])) + ("…" if len(indices[wrong]) > 4 else "")
-    return {"verdict": ThreadVerdict.DIFFERS, "batches": len(first),
-            "detail": f"threads gave other samples for indices {shown} (batch {wrong}) than the same indices "
-                      "fetched one by one"}
+    return ThreadAnswer(ThreadVerdict.DIFFERS, len(first), f"threads gave other samples for indices {shown} "
+                        f"(batch {wrong}) than the same indices fetched one by one")
 
 
-def checked(config: LoaderConfig, status: TrialStatus, word: dict[str, Any]) -> ThreadCheck:
-    """The check's outcome from the status and last word of its forked run."""
-    if status == TrialStatus.TIMEOUT:
+def checked(config: LoaderConfig, end: SideEnd[ThreadAnswer]) -> ThreadCheck:
+    """The check's outcome from how its forked run ended."""
+    if end.status == TrialStatus.TIMEOUT:
         return ThreadCheck(ThreadVerdict.FAILED, 0, "no verdict before the trial timeout", config)
-    if status != TrialStatus.OK:
-        return ThreadCheck(ThreadVerdict.FAILED, 0, str(word.get("message")), config)
-    return ThreadCheck(ThreadVerdict(word["verdict"]), int(word["batches"]), word.get("detail") or "", config)
+    if end.answer is None:
+        return ThreadCheck(ThreadVerdict.FAILED, 0, str(end.why), config)
+    return ThreadCheck(end.answer.verdict, end.answer.batches, end.answer.detail, config)
