@@ -63,8 +63,9 @@ Answer = TypeVar("Answer")
 
 @dataclass(frozen=True)
 class SideEnd(Generic[Answer]):
-    """How a side run (Paddle's autotune, the epoch check, the thread check) ended: its status and, ``ok``, its
-    answer read strictly; else the one line of why not, and for a timeout whether its batches had stalled."""
+    """How a forked run (a trial; a side run: Paddle's autotune, the epoch check, the thread check) ended: its status
+    and, ``ok``, its answer read strictly; else the one line of why not, and for a timeout whether its batches had
+    stalled."""
 
     status: TrialStatus
     answer: Answer | None = None
@@ -72,9 +73,10 @@ class SideEnd(Generic[Answer]):
     stalled: bool = False
 
 
-def side_end(kind: type[Answer], result: Message, exit_event: Message) -> SideEnd[Answer]:
-    """A side run's end from its last word (an answer of ``kind``) and its exit."""
-    status, why = last_word(result, exit_event, "it")
+def side_end(kind: type[Answer], result: Message, exit_event: Message, who: str = "it") -> SideEnd[Answer]:
+    """A forked run's end from its last word (an answer of ``kind``: a trial's figures, a side run's answer) and its
+    exit (``who``: what the line calls it)."""
+    status, why = last_word(result, exit_event, who)
     if status != TrialStatus.OK:
         return SideEnd(status, why=why)
     try:
@@ -91,13 +93,10 @@ def outcome_of(result: Message, exit_event: Message, killed_for: dict[TrialStatu
     if killed_for:
         status, error = next(iter(killed_for.items()))
         return {"status": status, "error": error, **resources}
-    status, why = last_word(result, exit_event, "the trial process")
-    if status == TrialStatus.OK:
-        try:
-            return {"status": TrialStatus.OK, **resources, **measured(read(TrialFigures, result))}
-        except ProtocolError as exc:
-            status, why = TrialStatus.FAILED, broken(exc)
-    return {"status": status, "error": why, **resources}
+    end = side_end(TrialFigures, result, exit_event, "the trial process")
+    if end.answer is None:
+        return {"status": end.status, "error": end.why, **resources}
+    return {"status": TrialStatus.OK, **resources, **measured(end.answer)}
 
 
 def measured(figures: TrialFigures) -> Message:
