@@ -18,6 +18,25 @@ from dataprof.measure.probes import process_reads
 from dataprof.measure.protocol import ProtocolError, TrialError, TrialFigures, TrialSettings, error_event, read
 from dataprof.measure.sampler import Samples
 from dataprof.measure.summary import summarize
+from dataprof.measure.sweep.events import (
+    DatasetBuilt,
+    FirstBatch,
+    Found,
+    Garbled,
+    HostError,
+    LogPaused,
+    Progress,
+    Ready,
+    Shared,
+    TrialExit,
+    TrialStarted,
+    WindowEnd,
+    WindowStart,
+    Workers,
+    answer,
+    heard,
+    said,
+)
 from dataprof.measure.sweep.outcome import outcome_of, trial_result
 from dataprof.results.codec import encode
 from dataprof.results.knobs import LoaderConfig
@@ -29,6 +48,9 @@ FIGURES = TrialFigures(
     copy_ms_mean=0.0, step_ms_mean=10.0, batches=40, samples=320, window_s=0.4, epoch_starts_in_window=0,
     epoch_start_wait_s=0.0, first_batch_s=0.2, worker_processes=2, epochs_started=1, epoch_samples=None,
     repeat_fraction=None, batch_marks=(), sampler_ms_mean=0.01, receive_ms_mean=0.2, first_pass_end=False)
+
+
+EXITED = TrialExit(0)
 
 
 def result_event(**changes: object) -> dict[str, object]:
@@ -57,9 +79,9 @@ def test_an_error_event_is_typed_and_its_status_known() -> None:
 
 
 def test_the_parent_turns_a_broken_last_word_into_a_failed_trial_not_a_silent_none() -> None:
-    outcome = outcome_of(result_event(sampels_per_s=1.0), {}, {}, {})
+    outcome = outcome_of(heard(result_event(sampels_per_s=1.0)), EXITED, {}, {})
     assert outcome["status"] == TrialStatus.FAILED and "protocol" in outcome["error"]
-    good = trial_result(LoaderConfig(2, False, 2, True), outcome_of(result_event(), {}, {}, {}))
+    good = trial_result(LoaderConfig(2, False, 2, True), outcome_of(heard(result_event()), EXITED, {}, {}))
     assert good.samples_per_s == 800.0 and good.wait_ms is not None and good.wait_ms.p99 == 13.0
 
 
@@ -67,11 +89,11 @@ def test_reads_counted_by_the_trial_over_its_window_stand_for_the_parent_s_over_
     # FIGURES: 320 samples in a 0.4 s window; the parent's readings spanned the window's end and a pause after it
     parents = {"storage_read_bytes_per_s": 1000.0, "read_chars_per_s": 2000.0}
     counted = trial_result(LoaderConfig(2), outcome_of(
-        result_event(window_read_bytes=320 * 65536, window_read_chars=320 * 70000), {}, {}, parents))
+        heard(result_event(window_read_bytes=320 * 65536, window_read_chars=320 * 70000)), EXITED, {}, parents))
     assert counted.storage.storage_read_bytes_per_s == 320 * 65536 / 0.4
     assert counted.storage.read_bytes_per_sample == pytest.approx(65536)
     assert counted.storage.read_chars_per_sample == pytest.approx(70000)
-    uncounted = trial_result(LoaderConfig(2), outcome_of(result_event(), {}, {}, parents))  # not Linux
+    uncounted = trial_result(LoaderConfig(2), outcome_of(heard(result_event()), EXITED, {}, parents))  # not Linux
     assert uncounted.storage.storage_read_bytes_per_s == 1000.0
 
 
@@ -103,15 +125,32 @@ def test_reads_are_summed_only_where_every_process_below_is_known() -> None:
 
 
 def test_a_trial_that_ended_without_a_word_is_told_by_how_it_and_its_workers_ended() -> None:
-    silent = {"ev": "trial_exit", "returncode": 1, "signal": None}
-    assert outcome_of({}, {**silent, "worker_signals": []}, {}, {})["error"] == \
+    assert outcome_of(None, TrialExit(1), {}, {})["error"] == \
         "the trial process exited with code 1 without a result"
     # a worker died by SIGSEGV, and the trial exited before its report: the host reaped the worker and says so
-    crashed = outcome_of({}, {**silent, "worker_signals": ["SIGSEGV"]}, {}, {})
+    crashed = outcome_of(None, TrialExit(1, None, ("SIGSEGV",)), {}, {})
     assert crashed["status"] == TrialStatus.CRASHED
     assert crashed["error"].startswith("a DataLoader worker died by SIGSEGV")
-    killed = outcome_of({}, {**silent, "signal": "SIGABRT", "worker_signals": ["SIGSEGV"]}, {}, {})
+    killed = outcome_of(None, TrialExit(1, "SIGABRT", ("SIGSEGV",)), {}, {})
     assert killed["error"].startswith("the trial process died by SIGABRT")  # its own end comes first
+
+
+def test_every_event_reads_back_as_it_was_said_and_a_line_off_the_protocol_is_garbled_not_dropped() -> None:
+    events = [TrialStarted(12), DatasetBuilt(0.5), Shared(0.25), Ready("GPU-1", "0:1:0.0", "H100"), Ready(),
+              FirstBatch(0.1), Progress(3), Progress(), WindowStart(), LogPaused(2.5), WindowEnd("/tmp/x"),
+              WindowEnd(), Workers((3, 4)), HostError("it broke", "tb"), TrialError(TrialStatus.OOM, "too big"),
+              TrialExit(-9, "SIGKILL", ("SIGBUS",)), Found("host_ready", {"framework": "torch"})]
+    assert [heard(json.loads(json.dumps(said(event)))) for event in events] == events
+    assert heard(answer(FIGURES)) == Found("result", encode(FIGURES))
+    assert heard({"ev": "progres"}) == Garbled("unknown event in {'ev': 'progres'}")
+    assert heard({"ev": "workers", "pid": [3]}).exit is False  # type: ignore[union-attr]
+    assert heard({"ev": "trial_exit", "code": 1}).exit is True  # type: ignore[union-attr]
+
+
+def test_a_trial_whose_exit_does_not_read_fails_as_a_bug_and_says_so() -> None:
+    outcome = outcome_of(None, Garbled("missing keys ['returncode']", exit=True), {}, {})
+    assert outcome["status"] == TrialStatus.FAILED
+    assert outcome["error"].startswith("the trial's last word does not follow dataprof's protocol (missing keys")
 
 
 def test_the_signals_that_ended_a_trial_s_workers_leave_out_dataprof_s_own_kill() -> None:

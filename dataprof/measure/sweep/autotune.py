@@ -23,8 +23,8 @@ from typing import Any
 
 from dataprof.backends.target import describe_exception
 from dataprof.measure.protocol import AutotuneRequest, error_event
+from dataprof.measure.sweep.events import Ready, answer, said
 from dataprof.measure.sweep.outcome import SideEnd
-from dataprof.results.codec import encode
 from dataprof.results.sweep import AutotuneRun
 from dataprof.results.vocabulary import TrialStatus
 
@@ -85,7 +85,7 @@ def run_autotune(dataset: Any, collate: Any, request: AutotuneRequest, emit: Emi
                                                             "tuning_steps": request.steps}})
         root.addHandler(collect)
         root.setLevel(logging.DEBUG)
-        emit({"ev": "ready"})
+        emit(said(Ready()))
         start = time.perf_counter()
         loader = paddle.io.DataLoader(dataset, batch_size=request.batch_size,
                                       drop_last=request.drop_last, collate_fn=collate)
@@ -96,9 +96,8 @@ def run_autotune(dataset: Any, collate: Any, request: AutotuneRequest, emit: Emi
     finally:
         root.removeHandler(collect)
         root.setLevel(level)
-    emit({"ev": "result", **encode(AutotuneAnswer(int(loader.num_workers), wall_s, multiprocessing.cpu_count() / 2,
-                                                   tuple(collect.costs),
-                                                   None if collect.started else _why_untuned(paddle, dataset)))})
+    emit(answer(AutotuneAnswer(int(loader.num_workers), wall_s, multiprocessing.cpu_count() / 2, tuple(collect.costs),
+                               None if collect.started else _why_untuned(paddle, dataset))))
 
 
 def autotune_run(steps: int, timeout_s: float, end: SideEnd[AutotuneAnswer]) -> AutotuneRun:

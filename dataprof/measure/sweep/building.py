@@ -1,16 +1,19 @@
-"""Building the target (a dataset, or the user's DataLoader): in the probe (which checks and describes it), in a
-trial, or once in the host."""
+"""Building the target (a dataset, or the user's DataLoader): in the probe (forked by :func:`run_probe`: it checks
+and describes it), in a trial, or once in the host."""
 
 from __future__ import annotations
 
 import os
+import signal
 import time
 import traceback
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from dataprof.errors import DataprofError
-from dataprof.measure.protocol import Channel, LoadRequest, Message, error_event
+from dataprof.measure.forked import PR_SET_PDEATHSIG, exit_as_a_script, prctl, reap_orphans, status_text
+from dataprof.measure.protocol import Channel, LineReader, LoadRequest, Message, error_event
+from dataprof.measure.sweep.events import DatasetBuilt, Found, HostError, heard, said
 from dataprof.results.codec import encode
 from dataprof.results.vocabulary import DatasetKind, Framework, TrialStatus
 
@@ -141,5 +144,52 @@ def build_in_trial(load: LoadRequest, channel: Channel, objects: Mapping[str, An
         channel.send(error_event(TrialStatus.FAILED, f"building the dataset: {describe(exc)}",
                                  traceback.format_exc()))
         os._exit(1)
-    channel.send({"ev": "built", "build_s": built.build_s})
+    channel.send(said(DatasetBuilt(built.build_s)))
     return built
+
+
+def error_from(exc: BaseException) -> Message:
+    """The ``host_error`` event of ``exc``, raised while building or probing the dataset."""
+    return said(HostError(describe(exc), traceback.format_exc()))
+
+
+def run_probe(request: LoadRequest, shared: Built | None, events: Channel, objects: Mapping[str, Any]) -> Message:
+    """Fork the probe (it builds the dataset unless ``shared`` holds it) and return its last event.
+
+    ``built`` (the dataset is built; its first batch comes next) is passed on to ``events`` at once.
+    """
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            os.close(read_fd)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+            channel = Channel(write_fd)
+            try:
+                built = shared or build(request, objects)
+                channel.send(said(DatasetBuilt(built.build_s)))
+                event = said(Found("host_ready", probe(request, built, request.target in objects)))
+            except BaseException as exc:
+                event, code = error_from(exc), 3
+            channel.send(event)
+            if shared is None:
+                exit_as_a_script(code)
+        finally:
+            os._exit(code)
+    os.close(write_fd)
+    reader = LineReader(read_fd)
+    last: Message | None = None
+    while (messages := reader.read()) is not None:
+        for event in messages:
+            if isinstance(heard(event), DatasetBuilt):
+                events.send(event)
+            else:
+                last = event
+    os.close(read_fd)
+    _, status = os.waitpid(pid, 0)
+    reap_orphans()
+    if last is not None:
+        return last
+    return said(HostError(f"the process building the dataset died ({status_text(status)})"))

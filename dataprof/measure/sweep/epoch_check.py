@@ -11,9 +11,9 @@ from typing import Any
 from dataprof.backends import Backend
 from dataprof.backends.target import describe_exception
 from dataprof.measure.protocol import error_event
+from dataprof.measure.sweep.events import Progress, answer, said
 from dataprof.measure.sweep.failures import ThreadFailure, classify_loader_error, worker_signals
 from dataprof.measure.sweep.trial import Emit, started
-from dataprof.results.codec import encode
 from dataprof.results.knobs import LoaderConfig
 from dataprof.results.vocabulary import TrialStatus
 
@@ -61,9 +61,9 @@ def run_epoch_check(backend: Backend, config: LoaderConfig, emit: Emit) -> None:
             batches.append(0)
             for _ in live["iterator"]:
                 batches[-1] += 1
-                emit({"ev": "progress"})
+                emit(said(Progress()))
     except Exception as exc:
         failure.end(exc, dead_peer=True)
         return
     failure.handled.set()
-    emit({"ev": "result", **encode(EpochAnswer(tuple(batches), EPOCH_CHECK_ITEMS // EPOCH_CHECK_BATCH))})
+    emit(answer(EpochAnswer(tuple(batches), EPOCH_CHECK_ITEMS // EPOCH_CHECK_BATCH)))

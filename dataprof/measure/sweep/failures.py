@@ -17,7 +17,7 @@ from dataprof.backends.frameworks import in_package
 from dataprof.backends.target import describe_exception
 from dataprof.backends.threads import SampleError
 from dataprof.measure.protocol import Channel, error_event
-from dataprof.measure.sweep.outcome import died_by
+from dataprof.measure.sweep.events import died_by
 from dataprof.results.vocabulary import TrialStatus
 
 DEAD_WORKER_WAIT_S = 1.0

@@ -22,7 +22,6 @@ import select
 import shutil
 import signal
 import sys
-import traceback
 from collections.abc import Mapping
 from typing import Any
 
@@ -36,13 +35,20 @@ from dataprof.measure.forked import (
     prctl,
     reap_orphans,
     remove_left_behind,
-    status_text,
 )
 from dataprof.measure.protocol import Channel, LineReader, LoadRequest, Message, read
-from dataprof.measure.sweep.building import Built, build, build_in_trial, describe, probe
+from dataprof.measure.sweep.building import Built, build, build_in_trial, error_from, run_probe
+from dataprof.measure.sweep.events import (
+    Found,
+    Shared,
+    TrialExit,
+    TrialStarted,
+    WindowEnd,
+    Workers,
+    heard,
+    said,
+)
 from dataprof.measure.sweep.failures import report_escape
-from dataprof.measure.sweep.outcome import TrialExit
-from dataprof.results.codec import encode
 
 _running_trial: int | None = None
 """Process group of the trial in flight, killed if the host is told to stop."""
@@ -61,53 +67,6 @@ def _stop(signum: int, frame: Any) -> None:
             with contextlib.suppress(OSError):
                 os.unlink(path)
     os._exit(128 + signum)
-
-
-def _error_event(exc: BaseException) -> Message:
-    return {"ev": "host_error", "message": describe(exc), "traceback": traceback.format_exc()}
-
-
-def run_probe(request: LoadRequest, shared: Built | None, events: Channel, objects: Mapping[str, Any]) -> Message:
-    """Fork the probe (it builds the dataset unless ``shared`` holds it) and return its last event.
-
-    ``built`` (the dataset is built; its first batch comes next) is passed on to ``events`` at once.
-    """
-    read_fd, write_fd = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        code = 0
-        try:
-            os.close(read_fd)
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-            channel = Channel(write_fd)
-            try:
-                built = shared or build(request, objects)
-                channel.send({"ev": "built", "build_s": built.build_s})
-                event = {"ev": "host_ready", **probe(request, built, request.target in objects)}
-            except BaseException as exc:
-                event, code = _error_event(exc), 3
-            channel.send(event)
-            if shared is None:
-                exit_as_a_script(code)
-        finally:
-            os._exit(code)
-    os.close(write_fd)
-    reader = LineReader(read_fd)
-    last: Message | None = None
-    while (messages := reader.read()) is not None:
-        for event in messages:
-            if event["ev"] == "built":
-                events.send(event)
-            else:
-                last = event
-    os.close(read_fd)
-    _, status = os.waitpid(pid, 0)
-    reap_orphans()
-    if last is not None:
-        return last
-    return {"ev": "host_error", "traceback": "",
-            "message": f"the process building the dataset died ({status_text(status)})"}
 
 
 def single_threaded(framework: str) -> None:
@@ -151,7 +110,7 @@ def run_trial_process(shared: Built | None, load: LoadRequest, request: Message,
     _running_trial = pid
     _trial_files[:] = [path for path in [(request.get("settings") or {}).get("opens_dir")] if path]
     os.close(write_fd)
-    events.send({"ev": "trial_started", "pid": pid})
+    events.send(said(TrialStarted(pid)))
     workers = _relay(LineReader(read_fd), pid, events)
     os.close(read_fd)
     kill_group(pid)
@@ -161,8 +120,7 @@ def run_trial_process(shared: Built | None, load: LoadRequest, request: Message,
     reaped = reap_orphans()
     remove_left_behind(info["framework"], {pid, *workers})
     signame = signal.Signals(os.WTERMSIG(status)).name if os.WIFSIGNALED(status) else None
-    events.send({"ev": "trial_exit", **encode(TrialExit(os.waitstatus_to_exitcode(status), signame,
-                                                        tuple(killed_by(reaped, workers))))})
+    events.send(said(TrialExit(os.waitstatus_to_exitcode(status), signame, tuple(killed_by(reaped, workers)))))
 
 
 def _trial_child(shared: Built | None, load: LoadRequest, request: Message, channel: Channel, info: Message,
@@ -221,11 +179,12 @@ def _relay(reader: LineReader, pid: int, events: Channel) -> set[int]:
 
     def relay(messages: list[Message]) -> None:
         for message in messages:
-            if message.get("ev") == "workers":
-                workers.update(message["pids"])
+            event = heard(message)
+            if isinstance(event, Workers):
+                workers.update(event.pids)
                 continue
-            if message.get("ev") == "window_end" and message.get("release"):
-                _trial_files.append(message["release"])
+            if isinstance(event, WindowEnd) and event.release:
+                _trial_files.append(event.release)
             events.send(message)
 
     while True:
@@ -266,10 +225,10 @@ class _Server:
             try:
                 self.shared = build(self.load, self.objects)
             except BaseException as exc:
-                self.events.send(_error_event(exc))
+                self.events.send(error_from(exc))
                 return 3
             single_threaded(self.info["framework"])
-            self.events.send({"ev": "shared", "build_s": self.shared.build_s})
+            self.events.send(said(Shared(self.shared.build_s)))
         elif cmd in ("trial", "autotune", "epoch_check", "thread_check"):
             run_trial_process(self.shared, self.load, request, self.events, self.info, self.objects)
         return None
@@ -284,14 +243,15 @@ class _Server:
             except Exception:
                 pass  # the probe imports it again and reports what fails
         event = run_probe(load, self.shared, self.events, self.objects)
-        if event["ev"] == "host_error":
+        found = heard(event)
+        if not isinstance(found, Found):
             self.events.send(event)
             return 3
-        self.info = event
+        self.info = found.fields
         if load.expected_framework is None:
-            _warm_imports(event["framework"])
+            _warm_imports(self.info["framework"])
         if self.shared is not None:
-            single_threaded(event["framework"])
+            single_threaded(self.info["framework"])
         self.events.send(event)
         return None
 

@@ -11,13 +11,16 @@ import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from dataprof.errors import TargetError
-from dataprof.measure.protocol import Channel, LineReader, LoadRequest, Message, child_env
+from dataprof.measure.protocol import Channel, LineReader, LoadRequest, Message, ProtocolError, child_env
 from dataprof.measure.sweep import host
+from dataprof.measure.sweep.events import DatasetBuilt, Event, Found, Garbled, HostError, Shared, heard
 from dataprof.results.codec import encode
 from dataprof.results.settings import SweepSettings
+
+Awaited = TypeVar("Awaited", Found, Shared)
 
 
 class HostDied(Exception):
@@ -101,10 +104,10 @@ class Host:
         """Send the host one command."""
         self.commands.send(command)
 
-    def next_event(self, timeout_s: float) -> Message | None:
+    def next_event(self, timeout_s: float) -> Event | None:
         """The next event, None on timeout; raise HostDied at EOF."""
         if self._pending:
-            return self._pending.pop(0)
+            return heard(self._pending.pop(0))
         ready, _, _ = select.select([self.evt_fd], [], [], timeout_s)
         if not ready:
             return None
@@ -112,7 +115,7 @@ class Host:
         if messages is None:
             raise HostDied(self.log_tail())
         self._pending.extend(messages)
-        return self._pending.pop(0) if self._pending else None
+        return heard(self._pending.pop(0)) if self._pending else None
 
     def log_tail(self, lines: int = 20) -> str:
         """The last ``lines`` lines the host (and the user's code in it) printed."""
@@ -123,14 +126,15 @@ class Host:
     def load(self) -> Message:
         """Have the host's probe build and check the dataset; what it found."""
         self.send({"cmd": "load", "request": encode(self.request)})
-        return self._await("host_ready", self.settings.trial_timeout_s)
+        found = self._await(Found, self.settings.trial_timeout_s)
+        return found.fields
 
     def share(self) -> None:
         """Have the host build the dataset once, for every trial to be forked from it."""
         self.send({"cmd": "share"})
-        self._await("shared")
+        self._await(Shared)
 
-    def _await(self, kind: str, first_batch_s: float | None = None) -> Message:
+    def _await(self, kind: type[Awaited], first_batch_s: float | None = None) -> Awaited:
         """The host's next ``kind`` event; TargetError if it reports an error or dies first.
 
         ``first_batch_s``: once the probe has built the dataset, how long its first batch may take.
@@ -142,15 +146,17 @@ class Host:
             except HostDied as exc:
                 raise TargetError(f"the process loading {self.settings.target} died ({self._exit_reason()})") \
                     from exc
-            if event is not None and event["ev"] == "built" and first_batch_s is not None:
+            if isinstance(event, DatasetBuilt) and first_batch_s is not None:
                 deadline = time.monotonic() + first_batch_s
             if event is None and deadline is not None and time.monotonic() > deadline:
                 self.proc.terminate()
                 raise TargetError(f"the first batch of {self.settings.batch_size} did not come in {first_batch_s:g} s "
                                   "(--trial-timeout) after the dataset was built: loading it hangs")
-            if event is not None and event["ev"] == "host_error":
-                raise TargetError(event["message"], event.get("traceback", ""))
-            if event is not None and event["ev"] == kind:
+            if isinstance(event, HostError):
+                raise TargetError(event.message, event.traceback)
+            if isinstance(event, Garbled):
+                raise ProtocolError(event.why)
+            if isinstance(event, kind):
                 return event
 
     def _exit_reason(self) -> str:

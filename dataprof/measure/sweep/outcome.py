@@ -6,56 +6,31 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from dataprof.measure.protocol import Message, ProtocolError, TrialError, TrialFigures, read
+from dataprof.measure.sweep.events import Found, Garbled, TrialExit, Word
 from dataprof.results.codec import encode
 from dataprof.results.knobs import LoaderConfig
 from dataprof.results.trial import Percentiles, TrialResult
 from dataprof.results.vocabulary import TrialStatus
 
 
-def died_by(who: str, signame: str) -> str:
-    """``a DataLoader worker died by SIGBUS``: what died, and by which signal (what that usually means is the
-    reader's business: ``decide.crashes``)."""
-    return f"{who} died by {signame}"
+def last_word(word: Word | None, end: TrialExit | Garbled, who: str) -> tuple[TrialStatus, str | None]:
+    """How a forked process ended: by its last word (``word``: its answer, then ``ok``, or its error), else by how
+    it exited (``end``; ``who``: what the line calls it); ``failed``, and why, where either does not follow the
+    protocol."""
+    if isinstance(word, Found):
+        return TrialStatus.OK, None
+    if isinstance(word, TrialError):
+        return word.status, word.message
+    garbled = word if isinstance(word, Garbled) else end if isinstance(end, Garbled) else None
+    if garbled is not None:
+        return TrialStatus.FAILED, broken(garbled.why)
+    assert isinstance(end, TrialExit)
+    return end.why(who)
 
 
-@dataclass(frozen=True)
-class TrialExit:
-    """How a process the host forked (a trial, a side run) exited: its ``trial_exit`` event."""
-
-    returncode: int
-    signal: str | None = None
-    """The signal that ended it (``SIGABRT``); None when it exited."""
-    worker_signals: tuple[str, ...] = ()
-    """The signals that ended its DataLoader workers, the host's own kill left out."""
-
-    def why(self, who: str) -> tuple[TrialStatus, str]:
-        """Its status and one line, where the process ended without a last word: it died by a signal (``who``), a
-        worker did first, or it exited."""
-        if self.signal:
-            return TrialStatus.CRASHED, died_by(who, self.signal)
-        if self.worker_signals:  # a worker died by a signal, and the process ended before it could say so
-            return TrialStatus.CRASHED, died_by("a DataLoader worker", self.worker_signals[0])
-        return TrialStatus.FAILED, f"{who} exited with code {self.returncode} without a result"
-
-
-def last_word(result: Message, exit_event: Message, who: str) -> tuple[TrialStatus, str | None]:
-    """How a forked process ended: by its last word (``result``: its ``result`` event, then ``ok``, or its
-    ``error`` event), read strictly (a word that does not follow the protocol: ``failed``, and why), else by how it
-    exited (``exit_event``: :class:`TrialExit`; ``who``: what the line calls it)."""
-    try:
-        if result.get("ev") == "result":
-            return TrialStatus.OK, None
-        if result:
-            word = read(TrialError, result)
-            return word.status, word.message
-        return read(TrialExit, exit_event).why(who)
-    except ProtocolError as exc:
-        return TrialStatus.FAILED, broken(exc)
-
-
-def broken(exc: ProtocolError) -> str:
+def broken(why: object) -> str:
     """The one line of a trial whose last word dataprof's parent could not read."""
-    return f"the trial's last word does not follow dataprof's protocol ({exc}): a bug in dataprof, please report it"
+    return f"the trial's last word does not follow dataprof's protocol ({why}): a bug in dataprof, please report it"
 
 
 Answer = TypeVar("Answer")
@@ -73,30 +48,30 @@ class SideEnd(Generic[Answer]):
     stalled: bool = False
 
 
-def side_end(kind: type[Answer], result: Message, exit_event: Message, who: str = "it") -> SideEnd[Answer]:
+def side_end(kind: type[Answer], word: Word | None, end: TrialExit | Garbled, who: str = "it") -> SideEnd[Answer]:
     """A forked run's end from its last word (an answer of ``kind``: a trial's figures, a side run's answer) and its
     exit (``who``: what the line calls it)."""
-    status, why = last_word(result, exit_event, who)
-    if status != TrialStatus.OK:
+    status, why = last_word(word, end, who)
+    if not isinstance(word, Found):
         return SideEnd(status, why=why)
     try:
-        return SideEnd(status, read(kind, result))
+        return SideEnd(status, read(kind, word.fields))
     except ProtocolError as exc:
         return SideEnd(TrialStatus.FAILED, why=broken(exc))
 
 
-def outcome_of(result: Message, exit_event: Message, killed_for: dict[TrialStatus, str],
+def outcome_of(word: Word | None, end: TrialExit | Garbled, killed_for: dict[TrialStatus, str],
                resources: Message) -> Message:
     """The TrialResult's fields but its config and duration: why it was killed (``killed_for``), else the
-    trial's last word (``result``), read strictly, else how its process exited; and the ``resources`` the
+    trial's last word (``word``), read strictly, else how its process exited (``end``); and the ``resources`` the
     sampler summarised."""
     if killed_for:
         status, error = next(iter(killed_for.items()))
         return {"status": status, "error": error, **resources}
-    end = side_end(TrialFigures, result, exit_event, "the trial process")
-    if end.answer is None:
-        return {"status": end.status, "error": end.why, **resources}
-    return {"status": TrialStatus.OK, **resources, **measured(end.answer)}
+    ended = side_end(TrialFigures, word, end, "the trial process")
+    if ended.answer is None:
+        return {"status": ended.status, "error": ended.why, **resources}
+    return {"status": TrialStatus.OK, **resources, **measured(ended.answer)}
 
 
 def measured(figures: TrialFigures) -> Message:

@@ -29,6 +29,19 @@ from dataprof.measure.probes import ProcessTreeProbe
 from dataprof.measure.protocol import Message, TrialSettings
 from dataprof.measure.sampler import Sampler
 from dataprof.measure.summary import summarize
+from dataprof.measure.sweep.events import (
+    WORDS,
+    DatasetBuilt,
+    FirstBatch,
+    LogPaused,
+    Progress,
+    Ready,
+    TrialStarted,
+    WindowEnd,
+    WindowStart,
+    Word,
+    ends,
+)
 from dataprof.measure.sweep.link import Host, HostDied
 from dataprof.measure.sweep.outcome import outcome_of, trial_result
 from dataprof.measure.sweep.sharing import DatasetSharing, RunnerFacts
@@ -248,10 +261,10 @@ class TrialRunner:
 
         return guard
 
-    def _open_gpu(self, event: Message, sampler: Sampler | None) -> Any:
+    def _open_gpu(self, ready: Ready, sampler: Sampler | None) -> Any:
         """The NVML probe of the device the trial's ``ready`` event names (a null probe without one)."""
-        probe: Any = NvmlProbe.open(event.get("uuid"), event.get("pci_bus_id"))
-        self._gpu = (event.get("name"), getattr(probe, "reason", None) or None)
+        probe: Any = NvmlProbe.open(ready.uuid, ready.pci_bus_id)
+        self._gpu = (ready.name, getattr(probe, "reason", None) or None)
         if sampler is not None:
             sampler.gpu_probe = probe
         return probe
@@ -265,7 +278,7 @@ class TrialRunner:
         guard_memory = self._memory_guard(killed_for)
         sampler: Sampler | None = None
         gpu_probe: Any = NullGpuProbe()
-        result: Message = {}
+        word: Word | None = None
         built_s: float | None = None
         logged_until: float | None = None
         last_progress = self.clock()
@@ -281,49 +294,49 @@ class TrialRunner:
                             "killed the trial and its workers" + (f" ({cause})" if cause else ""))
                         self.kill_current()
                     continue
-                kind = event["ev"]
-                if kind == "trial_started":
-                    self.current_pid = event["pid"]
-                    sampler = self._start_sampler(event["pid"], gpu_probe, guard_memory)
-                elif kind == "ready":
-                    if event.get("uuid") or event.get("pci_bus_id"):
+                if isinstance(event, TrialStarted):
+                    self.current_pid = event.pid
+                    sampler = self._start_sampler(event.pid, gpu_probe, guard_memory)
+                elif isinstance(event, Ready):
+                    if event.uuid or event.pci_bus_id:
                         gpu_probe = self._open_gpu(event, sampler)
                     last_progress = now
-                elif kind == "log_paused":
-                    logged_until = event["at"]
-                elif kind == "built":
-                    built_s = event["build_s"]
+                elif isinstance(event, LogPaused):
+                    logged_until = event.at
+                elif isinstance(event, DatasetBuilt):
+                    built_s = event.build_s
                     last_progress = now
-                elif kind in ("first_batch", "progress"):
+                elif isinstance(event, (FirstBatch, Progress)):
                     last_progress = now
-                    self.observer(Event(kind), {"config": config, **event})
-                elif kind == "window_start" and sampler is not None:
+                    self.observer(Event.FIRST_BATCH if isinstance(event, FirstBatch) else Event.PROGRESS,
+                                  {"config": config})
+                elif isinstance(event, WindowStart) and sampler is not None:
                     sampler.mark_window_start()
                     self.observer(Event.WINDOW_START, {"config": config})
-                elif kind == "window_end":
+                elif isinstance(event, WindowEnd):
                     self._window_end(event, sampler)
-                elif kind in ("result", "error") and not result:
-                    result = event  # the first word is the trial's; later ones come from its clean-up
-                elif kind == "trial_exit":
+                elif (end := ends(event)) is not None:
                     resources = summarize(sampler.samples) if sampler is not None else {}
-                    outcome = {**outcome_of(result, event, killed_for, resources), "build_s": built_s}
+                    outcome = {**outcome_of(word, end, killed_for, resources), "build_s": built_s}
                     read = self._files_read(sampler, opens_dir, outcome.get("samples_per_s"), logged_until)
                     return {**outcome, **read}
+                elif word is None and isinstance(event, WORDS):
+                    word = event  # the first word is the trial's; later ones come from its clean-up
         finally:
             if sampler is not None:
                 sampler.stop()
             gpu_probe.close()
 
-    def _window_end(self, event: Message, sampler: Sampler | None) -> None:
+    def _window_end(self, event: WindowEnd, sampler: Sampler | None) -> None:
         """The window closed: mark it, then let the trial's workers go (it keeps them until they are read)."""
         try:
             if sampler is not None:
                 sampler.mark_window_end()
         finally:
-            if event.get("release") is not None:
-                self.data_files.own.add(event["release"])
+            if event.release is not None:
+                self.data_files.own.add(event.release)
                 with contextlib.suppress(OSError):
-                    os.unlink(event["release"])
+                    os.unlink(event.release)
 
     def _start_sampler(self, pid: int, gpu_probe: Any, on_sample: Callable[[Any], None]) -> Sampler | None:
         try:

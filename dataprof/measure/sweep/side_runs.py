@@ -9,6 +9,7 @@ from typing import Protocol
 from dataprof.measure.protocol import AutotuneRequest, Message
 from dataprof.measure.sweep.autotune import AutotuneAnswer, autotune_run
 from dataprof.measure.sweep.epoch_check import EpochAnswer
+from dataprof.measure.sweep.events import WORDS, Progress, TrialStarted, Word, ends
 from dataprof.measure.sweep.link import Host, HostDied
 from dataprof.measure.sweep.outcome import Answer, SideEnd, side_end
 from dataprof.measure.sweep.thread_check import ThreadAnswer, checked
@@ -50,9 +51,8 @@ class SideRuns:
         host = runner.live_host()
         host.send(request)
         overall = deadline = runner.clock() + timeout_s
-        result: Message = {}
+        word: Word | None = None
         timed_out = False
-        exit_event: Message = {}
         try:
             while True:
                 event = host.next_event(0.25)
@@ -61,22 +61,21 @@ class SideRuns:
                         timed_out = True
                         runner.kill_current()
                     continue
-                if event["ev"] == "progress" and stall_s is not None:
+                if isinstance(event, Progress) and stall_s is not None:
                     deadline = min(overall, runner.clock() + stall_s)
-                elif event["ev"] == "trial_started":
-                    runner.current_pid = event["pid"]
-                elif event["ev"] in ("result", "error") and not result:
-                    result = event
-                elif event["ev"] == "trial_exit":
-                    exit_event = event
+                elif isinstance(event, TrialStarted):
+                    runner.current_pid = event.pid
+                elif (end := ends(event)) is not None:
                     break
+                elif word is None and isinstance(event, WORDS):
+                    word = event
         except HostDied as exc:
             return SideEnd(TrialStatus.CRASHED, why=f"the host process died: {exc}".strip())
         finally:
             runner.current_pid = None
         if timed_out:
             return SideEnd(TrialStatus.TIMEOUT, stalled=deadline < overall)
-        return side_end(kind, result, exit_event)
+        return side_end(kind, word, end)
 
     def autotune(self, steps: int, timeout_s: float) -> AutotuneRun:
         """Run Paddle's own dataloader autotune in a process forked by the host; what it picked."""

@@ -23,9 +23,9 @@ from dataprof.backends import Backend
 from dataprof.backends.target import describe_exception
 from dataprof.measure.forked import ForkFailed, run_forked
 from dataprof.measure.protocol import error_event
+from dataprof.measure.sweep.events import answer
 from dataprof.measure.sweep.fingerprints import fingerprint
 from dataprof.measure.sweep.outcome import SideEnd
-from dataprof.results.codec import encode
 from dataprof.results.knobs import LoaderConfig
 from dataprof.results.threads import ThreadCheck
 from dataprof.results.vocabulary import ThreadVerdict, TrialStatus
@@ -102,7 +102,7 @@ def run_thread_check(backend: Backend, dataset: Any, collate: Callable[[list[Any
     except Exception as exc:
         emit(error_event(TrialStatus.FAILED, describe_exception(exc), traceback.format_exc()))
         return
-    emit({"ev": "result", **encode(verdict(threaded, first, second, indices))})
+    emit(answer(verdict(threaded, first, second, indices)))
 
 
 def verdict(threaded: Sequence[int], first: Sequence[int], second: Sequence[int],

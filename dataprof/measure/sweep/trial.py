@@ -27,6 +27,17 @@ from dataprof.measure.cache.open_log import log_workers, pause_installed
 from dataprof.measure.consumer import SimulatedDevice, make_cuda_consumer
 from dataprof.measure.probes import helper_pids, only_children, process_reads
 from dataprof.measure.protocol import TrialFigures, TrialSettings, error_event
+from dataprof.measure.sweep.events import (
+    FirstBatch,
+    LogPaused,
+    Progress,
+    Ready,
+    WindowEnd,
+    WindowStart,
+    Workers,
+    answer,
+    said,
+)
 from dataprof.measure.sweep.failures import (
     DeadWorkerWatch,
     ThreadFailure,
@@ -49,7 +60,6 @@ from dataprof.measure.timing import (
     window_done,
     window_unit,
 )
-from dataprof.results.codec import encode
 from dataprof.results.knobs import LoaderConfig
 from dataprof.results.vocabulary import DatasetKind, TrialStatus
 
@@ -79,7 +89,7 @@ def hold_for_the_end_mark(emit: Callable[[dict[str, Any]], None]) -> None:
     ``window_end`` event names once it has (or :data:`END_MARK_WAIT_S` passes)."""
     handle, path = tempfile.mkstemp(prefix="dataprof-end-mark-")
     os.close(handle)
-    emit({"ev": "window_end", "release": path})
+    emit(said(WindowEnd(path)))
     deadline = time.monotonic() + END_MARK_WAIT_S
     while os.path.exists(path) and time.monotonic() < deadline:
         time.sleep(0.005)
@@ -112,7 +122,7 @@ def run_trial(
             ids = consumer.device_ids()
         else:
             consumer = SimulatedDevice(settings.step_ms)
-        emit({"ev": "ready", **ids})
+        emit(said(Ready(**ids)))
         shard = (settings.rank, settings.world_size)
         if template is not None:
             loader, recorder = template.build(config, settings.batch_size if settings.batch_size_given else None,
@@ -144,7 +154,7 @@ def run_trial(
         failure.end(exc, dead_peer=may_be_a_dead_worker(exc, backend.internal_paths))
         return
     failure.handled.set()
-    emit({"ev": "result", **encode(figures)})
+    emit(answer(figures))
 
 
 def started(iterator: Any, emit: Emit) -> Any:
@@ -152,7 +162,7 @@ def started(iterator: Any, emit: Emit) -> Any:
     loader's batches in shared memory) once the trial ended."""
     pids = worker_pids(iterator)
     if pids:
-        emit({"ev": "workers", "pids": pids})
+        emit(said(Workers(tuple(pids))))
     return iterator
 
 
@@ -213,11 +223,11 @@ class TimedLoop:
             arrived = self.clock()
             if first_batch_s is None:
                 first_batch_s = arrived - created
-                self.emit({"ev": "first_batch", "first_batch_s": first_batch_s})
+                self.emit(said(FirstBatch(first_batch_s)))
             end = self._consume(batch, start, arrived, wait_cpu)
             if end - last_beat >= HEARTBEAT_S:
                 last_beat = end
-                self.emit({"ev": "progress", "batches": len(self.log)})
+                self.emit(said(Progress(len(self.log))))
             if self.window_first is not None:
                 spread, settled = None, False
                 elapsed = end - self.log.end_t[self.window_first]
@@ -285,11 +295,11 @@ class TimedLoop:
             self.receive_start = self.receiver.busy_s
             self.log_until = None if self.first_pass else end + LOG_WINDOW_S
             self.reads_start = process_reads(self.pids)
-            self.emit({"ev": "window_start"})
+            self.emit(said(WindowStart()))
         elif self.log_until is not None and end >= self.log_until:
             self.log_until = None
             if (paused := pause_installed()) is not None:
-                self.emit({"ev": "log_paused", "at": paused})
+                self.emit(said(LogPaused(paused)))
         return end
 
     def _finish(self, iterator: Any, backend: Backend, first_batch_s: float | None) -> TrialFigures:
@@ -303,7 +313,7 @@ class TimedLoop:
         if workers_started:
             hold_for_the_end_mark(self.emit)  # the parent reads the workers' memory now: they must still be there
         else:
-            self.emit({"ev": "window_end"})
+            self.emit(said(WindowEnd()))
         backend.shutdown(iterator)
         assert self.window_first is not None  # the loop ends only inside the window
         figures = summarize(self.log, self.window_first, self.config.num_workers)

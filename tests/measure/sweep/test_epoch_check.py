@@ -16,6 +16,7 @@ import pytest
 
 from dataprof.decide.search import rules_of_thumb
 from dataprof.measure.sweep.epoch_check import EPOCH_CHECK_EPOCHS
+from dataprof.measure.sweep.events import Event, TrialExit, heard
 from dataprof.measure.sweep.runner import TrialRunner
 from dataprof.results.environment import ProbeReply
 from dataprof.results.knobs import LoaderConfig
@@ -96,11 +97,11 @@ class ScriptedHost:
     def send(self, request: dict[str, Any]) -> None:
         self.request = request
 
-    def next_event(self, timeout: float) -> dict[str, Any] | None:
+    def next_event(self, timeout: float) -> Event | None:
         if self.events:
-            return self.events.pop(0)
+            return heard(self.events.pop(0))
         if self.runner.killed:  # type: ignore[attr-defined]
-            return {"ev": "trial_exit", "returncode": -9, "signal": "SIGKILL"}
+            return TrialExit(-9, "SIGKILL")
         self.now += timeout
         return None
 
@@ -133,13 +134,21 @@ def test_a_trial_that_stops_delivering_batches_times_out_on_the_clock_the_runner
     assert result.duration_s == pytest.approx(30.25)
 
 
+def test_a_trial_whose_exit_does_not_follow_the_protocol_ends_as_a_bug_at_once() -> None:
+    runner = scripted_runner([{"ev": "ready"}, {"ev": "trial_exit", "code": 1}])
+    result = runner.measure(LoaderConfig(2, False, 2, True))
+    assert not runner.killed and result.status == TrialStatus.FAILED  # type: ignore[attr-defined]
+    assert result.error is not None and "does not follow dataprof's protocol (TrialExit: unknown keys ['code']" in result.error
+    assert result.duration_s == 0.0  # no wait for a timeout
+
+
 def test_ctrl_c_during_a_trial_kills_it_before_the_trial_is_let_go() -> None:
     runner = scripted_runner([{"ev": "trial_started", "pid": 4242}, {"ev": "ready"}])
     host = runner.host
 
-    def interrupted(timeout: float) -> dict[str, Any] | None:
+    def interrupted(timeout: float) -> Event | None:
         if host.events:  # type: ignore[union-attr]
-            return host.events.pop(0)  # type: ignore[union-attr]
+            return heard(host.events.pop(0))  # type: ignore[union-attr]
         raise KeyboardInterrupt
 
     host.next_event = interrupted  # type: ignore[union-attr, method-assign]
