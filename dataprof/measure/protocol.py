@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 from dataprof.measure.timing import Rival
 from dataprof.results.codec import decode, encode
+from dataprof.results.knobs import LoaderConfig
 from dataprof.results.settings import SweepSettings
 from dataprof.results.vocabulary import TrialStatus, WorkerKind
 
@@ -215,6 +216,70 @@ class AutotuneRequest:
     """Its ``tuning_steps``: batches timed per worker count it tries."""
     batch_size: int
     drop_last: bool
+
+
+@dataclass(frozen=True)
+class Load:
+    """Probe the dataset (the host's first command)."""
+
+    request: LoadRequest
+
+
+@dataclass(frozen=True)
+class Share:
+    """Build the dataset once in the host, for every trial to be forked from it."""
+
+
+@dataclass(frozen=True)
+class Stop:
+    """End the host."""
+
+
+@dataclass(frozen=True)
+class RunTrial:
+    """Measure ``config`` in a forked trial."""
+
+    config: LoaderConfig
+    settings: TrialSettings
+
+
+@dataclass(frozen=True)
+class EpochCheck:
+    """Run ``config``'s DataLoader over eight epochs of a tiny stream (``measure/sweep/epoch_check.py``)."""
+
+    config: LoaderConfig
+
+
+@dataclass(frozen=True)
+class ThreadCheckRequest:
+    """Compare ``config``'s thread loader's batches with the same indices fetched one by one."""
+
+    config: LoaderConfig
+    batch_size: int
+
+
+Forked = RunTrial | EpochCheck | ThreadCheckRequest | AutotuneRequest
+"""A command the host forks a process for (a trial, a side run)."""
+Command = Load | Share | Stop | Forked
+COMMANDS: dict[str, type[Any]] = {"load": Load, "share": Share, "exit": Stop, "trial": RunTrial,
+                                  "epoch_check": EpochCheck, "thread_check": ThreadCheckRequest,
+                                  "autotune": AutotuneRequest}
+"""Each command's kind, its ``cmd`` on the wire."""
+_COMMAND_OF = {cls: kind for kind, cls in COMMANDS.items()}
+
+
+def told(command: Command) -> Message:
+    """``command`` as its line's message: its kind and its fields."""
+    return {"cmd": _COMMAND_OF[type(command)], **encode(command)}
+
+
+def command_of(message: Message) -> Command:
+    """The command ``message`` holds, read strictly (ProtocolError for a kind unknown)."""
+    kind = COMMANDS.get(message.get("cmd", ""))
+    if kind is None:
+        raise ProtocolError(f"unknown command in {message!r}")
+    command: Command = read(kind, message)
+    return command
 
 
 @dataclass(frozen=True)

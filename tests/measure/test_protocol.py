@@ -15,7 +15,24 @@ import pytest
 
 from dataprof.measure.forked import killed_by
 from dataprof.measure.probes import process_reads
-from dataprof.measure.protocol import ProtocolError, TrialError, TrialFigures, TrialSettings, error_event, read
+from dataprof.measure.protocol import (
+    AutotuneRequest,
+    EpochCheck,
+    Load,
+    LoadRequest,
+    ProtocolError,
+    RunTrial,
+    Share,
+    Stop,
+    ThreadCheckRequest,
+    TrialError,
+    TrialFigures,
+    TrialSettings,
+    command_of,
+    error_event,
+    read,
+    told,
+)
 from dataprof.measure.sampler import Samples
 from dataprof.measure.summary import summarize
 from dataprof.measure.sweep.events import (
@@ -40,6 +57,8 @@ from dataprof.measure.sweep.events import (
 from dataprof.measure.sweep.outcome import outcome_of, trial_result
 from dataprof.results.codec import encode
 from dataprof.results.knobs import LoaderConfig
+from dataprof.results.settings import SweepSettings
+from dataprof.results.space import SearchSpace
 from dataprof.results.vocabulary import TrialStatus
 
 FIGURES = TrialFigures(
@@ -145,6 +164,17 @@ def test_every_event_reads_back_as_it_was_said_and_a_line_off_the_protocol_is_ga
     assert heard({"ev": "progres"}) == Garbled("unknown event in {'ev': 'progres'}")
     assert heard({"ev": "workers", "pid": [3]}).exit is False  # type: ignore[union-attr]
     assert heard({"ev": "trial_exit", "code": 1}).exit is True  # type: ignore[union-attr]
+
+
+def test_every_command_reads_back_as_it_was_told_and_an_unknown_one_is_an_error() -> None:
+    sweep = SweepSettings(target="x:y", space=SearchSpace((2,)))
+    config = LoaderConfig(4, True, 2, True, multiprocessing_context="spawn")
+    commands = [Load(LoadRequest.of(sweep)), Share(), Stop(), RunTrial(config, TrialSettings.of(sweep, opens_dir="o")),
+                EpochCheck(config), ThreadCheckRequest(LoaderConfig.of(2, worker_kind="thread"), 32),
+                AutotuneRequest(steps=8, batch_size=32, drop_last=False)]
+    assert [command_of(json.loads(json.dumps(told(command)))) for command in commands] == commands
+    with pytest.raises(ProtocolError, match="unknown command"):
+        command_of({"cmd": "trail"})
 
 
 def test_a_trial_whose_exit_does_not_read_fails_as_a_bug_and_says_so() -> None:

@@ -36,7 +36,22 @@ from dataprof.measure.forked import (
     reap_orphans,
     remove_left_behind,
 )
-from dataprof.measure.protocol import Channel, LineReader, LoadRequest, Message, read
+from dataprof.measure.protocol import (
+    AutotuneRequest,
+    Channel,
+    Command,
+    EpochCheck,
+    Forked,
+    LineReader,
+    Load,
+    LoadRequest,
+    Message,
+    RunTrial,
+    Share,
+    Stop,
+    ThreadCheckRequest,
+    command_of,
+)
 from dataprof.measure.sweep.building import Built, build, build_in_trial, error_from, run_probe
 from dataprof.measure.sweep.events import (
     Found,
@@ -80,7 +95,7 @@ def single_threaded(framework: str) -> None:
     get_backend(framework).set_threads(1)
 
 
-def run_trial_process(shared: Built | None, load: LoadRequest, request: Message, events: Channel,
+def run_trial_process(shared: Built | None, load: LoadRequest, request: Forked, events: Channel,
                       info: Message, objects: Mapping[str, Any]) -> None:
     """Fork the trial, relay its events, reap it and its whole process group.
 
@@ -108,7 +123,7 @@ def run_trial_process(shared: Built | None, load: LoadRequest, request: Message,
         pass  # the child already did it, or already exited
     global _running_trial
     _running_trial = pid
-    _trial_files[:] = [path for path in [(request.get("settings") or {}).get("opens_dir")] if path]
+    _trial_files[:] = [path for path in [_opens_dir(request)] if path]
     os.close(write_fd)
     events.send(said(TrialStarted(pid)))
     workers = _relay(LineReader(read_fd), pid, events)
@@ -123,17 +138,20 @@ def run_trial_process(shared: Built | None, load: LoadRequest, request: Message,
     events.send(said(TrialExit(os.waitstatus_to_exitcode(status), signame, tuple(killed_by(reaped, workers)))))
 
 
-def _trial_child(shared: Built | None, load: LoadRequest, request: Message, channel: Channel, info: Message,
+def _opens_dir(request: Forked) -> str | None:
+    """Where a trial's processes log the files they open (a side run logs none)."""
+    return request.settings.opens_dir if isinstance(request, RunTrial) else None
+
+
+def _trial_child(shared: Built | None, load: LoadRequest, request: Forked, channel: Channel, info: Message,
                  objects: Mapping[str, Any]) -> None:
     """The forked trial: its own process group, then the request's work. Never returns."""
     from dataprof.backends import get_backend
     from dataprof.measure.cache.open_log import OpenLog
-    from dataprof.measure.protocol import AutotuneRequest, TrialSettings
     from dataprof.measure.sweep.autotune import run_autotune
     from dataprof.measure.sweep.epoch_check import run_epoch_check
     from dataprof.measure.sweep.thread_check import run_thread_check
     from dataprof.measure.sweep.trial import run_trial
-    from dataprof.results.knobs import LoaderConfig
 
     code = 0
     opens: OpenLog | None = None
@@ -142,24 +160,23 @@ def _trial_child(shared: Built | None, load: LoadRequest, request: Message, chan
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         backend = get_backend(info["framework"])
-        if request["cmd"] == "epoch_check":
-            run_epoch_check(backend, LoaderConfig.from_dict(request["config"]), channel.send)
+        if isinstance(request, EpochCheck):
+            run_epoch_check(backend, request.config, channel.send)
             os._exit(0)
         if shared is not None:
             backend.set_threads(info["intra_op_threads"])
-        opens_dir = (request.get("settings") or {}).get("opens_dir")
+        opens_dir = _opens_dir(request)
         if opens_dir:
             opens = OpenLog(opens_dir)
             opens.install()
         built = shared or build_in_trial(load, channel, objects)
-        if request["cmd"] == "thread_check":
-            run_thread_check(backend, built.dataset, built.collate, LoaderConfig.from_dict(request["config"]),
-                             int(request["batch_size"]), channel.send)
-        elif request["cmd"] == "autotune":
-            run_autotune(built.dataset, built.collate, read(AutotuneRequest, request), channel.send)
+        if isinstance(request, ThreadCheckRequest):
+            run_thread_check(backend, built.dataset, built.collate, request.config, request.batch_size, channel.send)
+        elif isinstance(request, AutotuneRequest):
+            run_autotune(built.dataset, built.collate, request, channel.send)
         else:
-            run_trial(backend, built.dataset, built.collate, LoaderConfig.from_dict(request["config"]),
-                      read(TrialSettings, request["settings"]), channel.send, template=built.template)
+            run_trial(backend, built.dataset, built.collate, request.config, request.settings, channel.send,
+                      template=built.template)
     except BaseException as exc:  # raised outside run_trial's own handling, e.g. by a signal handler
         code = 1
         report_escape(channel, exc)
@@ -213,15 +230,14 @@ class _Server:
         self.shared: Built | None = None
         self.info: Message = {}
 
-    def handle(self, request: Message) -> int | None:
+    def handle(self, request: Command) -> int | None:
         """Answer one command; an exit code when the host must stop."""
-        cmd = request["cmd"]
-        if cmd == "exit":
+        if isinstance(request, Stop):
             return 0
-        if cmd == "load":
-            return self._load(read(LoadRequest, request["request"]))
+        if isinstance(request, Load):
+            return self._load(request.request)
         assert self.load is not None, "the first command is load"
-        if cmd == "share":
+        if isinstance(request, Share):
             try:
                 self.shared = build(self.load, self.objects)
             except BaseException as exc:
@@ -229,7 +245,7 @@ class _Server:
                 return 3
             single_threaded(self.info["framework"])
             self.events.send(said(Shared(self.shared.build_s)))
-        elif cmd in ("trial", "autotune", "epoch_check", "thread_check"):
+        else:
             run_trial_process(self.shared, self.load, request, self.events, self.info, self.objects)
         return None
 
@@ -275,7 +291,7 @@ def _answer(server: _Server, reader: LineReader) -> int:
     """Handle the commands as they come; the exit code, once one says to stop."""
     while (requests := reader.read()) is not None:
         for request in requests:
-            code = server.handle(request)
+            code = server.handle(command_of(request))
             if code is not None:
                 return code
     return 0  # parent closed the pipe: nothing left to do

@@ -14,10 +14,21 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
 from dataprof.errors import TargetError
-from dataprof.measure.protocol import Channel, LineReader, LoadRequest, Message, ProtocolError, child_env
+from dataprof.measure.protocol import (
+    Channel,
+    Command,
+    LineReader,
+    Load,
+    LoadRequest,
+    Message,
+    ProtocolError,
+    Share,
+    Stop,
+    child_env,
+    told,
+)
 from dataprof.measure.sweep import host
 from dataprof.measure.sweep.events import DatasetBuilt, Event, Found, Garbled, HostError, Shared, heard
-from dataprof.results.codec import encode
 from dataprof.results.settings import SweepSettings
 
 Awaited = TypeVar("Awaited", Found, Shared)
@@ -100,9 +111,9 @@ class Host:
         self.events = LineReader(self.evt_fd)
         self._pending: list[Message] = []
 
-    def send(self, command: Message) -> None:
+    def send(self, command: Command) -> None:
         """Send the host one command."""
-        self.commands.send(command)
+        self.commands.send(told(command))
 
     def next_event(self, timeout_s: float) -> Event | None:
         """The next event, None on timeout; raise HostDied at EOF."""
@@ -125,13 +136,13 @@ class Host:
 
     def load(self) -> Message:
         """Have the host's probe build and check the dataset; what it found."""
-        self.send({"cmd": "load", "request": encode(self.request)})
+        self.send(Load(self.request))
         found = self._await(Found, self.settings.trial_timeout_s)
         return found.fields
 
     def share(self) -> None:
         """Have the host build the dataset once, for every trial to be forked from it."""
-        self.send({"cmd": "share"})
+        self.send(Share())
         self._await(Shared)
 
     def _await(self, kind: type[Awaited], first_batch_s: float | None = None) -> Awaited:
@@ -170,7 +181,7 @@ class Host:
         """Stop the host (asked, then terminated after 5 s) and release its pipes and log."""
         if self.proc.poll() is None:
             try:
-                self.send({"cmd": "exit"})
+                self.send(Stop())
             except OSError:
                 pass
             try:

@@ -26,7 +26,7 @@ from dataprof.measure.cache.page_cache import evict
 from dataprof.measure.environment import cpu_budget, pinned_cpus, socket_hang_cause
 from dataprof.measure.gpu import NullGpuProbe, NvmlProbe
 from dataprof.measure.probes import ProcessTreeProbe
-from dataprof.measure.protocol import Message, TrialSettings
+from dataprof.measure.protocol import Message, RunTrial, TrialSettings
 from dataprof.measure.sampler import Sampler
 from dataprof.measure.summary import summarize
 from dataprof.measure.sweep.events import (
@@ -49,7 +49,6 @@ from dataprof.measure.sweep.side_runs import SideRuns
 from dataprof.measure.system import SystemProbe
 from dataprof.measure.timing import Rival
 from dataprof.results.cache import Eviction
-from dataprof.results.codec import encode
 from dataprof.results.environment import DatasetBuilds, DatasetInfo, ProbeReply
 from dataprof.results.knobs import LoaderConfig
 from dataprof.results.settings import SweepSettings
@@ -217,7 +216,7 @@ class TrialRunner:
             evicted = evict(dataset_paths(self.data_files)) if cold else None
             started = self.clock()
             settings = TrialSettings.of(self.settings, rival, first_pass=cold, opens_dir=opens_dir)
-            host.send({"cmd": "trial", "config": config.to_dict(), "settings": encode(settings)})
+            host.send(RunTrial(config, settings))
             try:
                 outcome = self._follow(config, opens_dir)
             except HostDied as exc:

@@ -6,14 +6,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from dataprof.measure.protocol import AutotuneRequest, Message
+from dataprof.measure.protocol import AutotuneRequest, Command, EpochCheck, ThreadCheckRequest
 from dataprof.measure.sweep.autotune import AutotuneAnswer, autotune_run
 from dataprof.measure.sweep.epoch_check import EpochAnswer
 from dataprof.measure.sweep.events import WORDS, Progress, TrialStarted, Word, ends
 from dataprof.measure.sweep.link import Host, HostDied
 from dataprof.measure.sweep.outcome import Answer, SideEnd, side_end
 from dataprof.measure.sweep.thread_check import ThreadAnswer, checked
-from dataprof.results.codec import encode
 from dataprof.results.knobs import LoaderConfig
 from dataprof.results.settings import SweepSettings
 from dataprof.results.sweep import AutotuneRun
@@ -41,7 +40,7 @@ class SideRuns:
     def __init__(self, runner: Running) -> None:
         self.runner = runner
 
-    def _side_run(self, request: Message, kind: type[Answer], timeout_s: float,
+    def _side_run(self, request: Command, kind: type[Answer], timeout_s: float,
                   stall_s: float | None = None) -> SideEnd[Answer]:
         """Run a request the host forks like a trial but that measures nothing: how it ended, its answer of
         ``kind`` when ``ok`` (else ``timeout``, ``crashed`` or ``failed``). It is killed after ``timeout_s``, or
@@ -81,7 +80,7 @@ class SideRuns:
         """Run Paddle's own dataloader autotune in a process forked by the host; what it picked."""
         s = self.runner.settings
         request = AutotuneRequest(steps=steps, batch_size=s.batch_size, drop_last=s.drop_last)
-        return autotune_run(steps, timeout_s, self._side_run({"cmd": "autotune", **encode(request)}, AutotuneAnswer,
+        return autotune_run(steps, timeout_s, self._side_run(request, AutotuneAnswer,
                                                              timeout_s))
 
     def epoch_check(self, config: LoaderConfig, timeout_s: float, stall_s: float) -> str | None:
@@ -89,7 +88,7 @@ class SideRuns:
 
         ``timeout_s`` bounds the whole check; ``stall_s``, the wait for a batch once batches flow.
         """
-        end = self._side_run({"cmd": "epoch_check", "config": config.to_dict()}, EpochAnswer, timeout_s, stall_s)
+        end = self._side_run(EpochCheck(config), EpochAnswer, timeout_s, stall_s)
         if end.status == TrialStatus.TIMEOUT:
             return f"it hung: no batch for {stall_s:g} s" if end.stalled else f"no end in {timeout_s:g} s"
         if end.answer is None:
@@ -102,5 +101,5 @@ class SideRuns:
 
     def thread_check(self, config: LoaderConfig, timeout_s: float) -> ThreadCheck:
         """Whether ``config``'s threads return the samples a worker process would (:mod:`.thread_check`)."""
-        request = {"cmd": "thread_check", "config": config.to_dict(), "batch_size": self.runner.settings.batch_size}
+        request = ThreadCheckRequest(config, self.runner.settings.batch_size)
         return checked(config, self._side_run(request, ThreadAnswer, timeout_s))

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from dataprof.decide.search import rules_of_thumb
+from dataprof.measure.protocol import Command, EpochCheck
 from dataprof.measure.sweep.epoch_check import EPOCH_CHECK_EPOCHS
 from dataprof.measure.sweep.events import Event, TrialExit, heard
 from dataprof.measure.sweep.runner import TrialRunner
@@ -94,7 +95,7 @@ class ScriptedHost:
         self.runner = runner
         self.now = 0.0
 
-    def send(self, request: dict[str, Any]) -> None:
+    def send(self, request: Command) -> None:
         self.request = request
 
     def next_event(self, timeout: float) -> Event | None:
@@ -123,7 +124,7 @@ def test_a_check_that_stops_delivering_batches_is_killed_as_a_hang() -> None:
     problem = runner.side_runs.epoch_check(LoaderConfig(2, False, 2, True), timeout_s=600, stall_s=45)
     assert runner.killed and problem == "it hung: no batch for 45 s"
     assert runner.host.now == pytest.approx(45.25)  # type: ignore[union-attr]  # killed at its first wait past it
-    assert runner.host.request == {"cmd": "epoch_check", "config": LoaderConfig(2, False, 2, True).to_dict()}
+    assert runner.host.request == EpochCheck(LoaderConfig(2, False, 2, True))
 
 
 def test_a_trial_that_stops_delivering_batches_times_out_on_the_clock_the_runner_is_given() -> None:
@@ -138,7 +139,7 @@ def test_a_trial_whose_exit_does_not_follow_the_protocol_ends_as_a_bug_at_once()
     runner = scripted_runner([{"ev": "ready"}, {"ev": "trial_exit", "code": 1}])
     result = runner.measure(LoaderConfig(2, False, 2, True))
     assert not runner.killed and result.status == TrialStatus.FAILED  # type: ignore[attr-defined]
-    assert result.error is not None and "does not follow dataprof's protocol (TrialExit: unknown keys ['code']" in result.error
+    assert "does not follow dataprof's protocol (TrialExit: unknown keys ['code']" in str(result.error)
     assert result.duration_s == 0.0  # no wait for a timeout
 
 
