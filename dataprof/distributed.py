@@ -223,7 +223,7 @@ def watch_ranks(settings: WatchSettings, nproc_per_node: int, nodes: NodeJob | N
     world = nodes.nnodes * nproc_per_node
     if len(said) < world:
         raise DataprofError("; ".join(missing_note(world, said, gone, RUN_GATHER_S)))
-    return [(str(said[rank]["host"]), RunReport.from_dict(said[rank]["report"])) for rank in sorted(said)]
+    return [(said[rank].host, said[rank].report) for rank in sorted(said)]
 
 
 def _watch_rank(settings: WatchSettings, env: Mapping[str, str], across_nodes: bool) -> Any:

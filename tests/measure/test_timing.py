@@ -7,6 +7,7 @@ from unittest import mock
 
 import pytest
 
+from dataprof.measure.sweep.failures import Live
 from dataprof.measure.timing import BatchLog, Rival, summarize, warmup_batches, window_done
 from dataprof.results.codec import encode
 from dataprof.results.stats import percentile
@@ -194,7 +195,7 @@ def _four_workers(gap: Callable[[], float], rival: Rival | None = None, step_s: 
     # the loop collects garbage before its workers fork (FORK_CLEAN); this fake loader forks none, and a collection
     # of the test process's heap costs ~0.1 s a window
     with mock.patch("gc.collect", lambda: 0):
-        return encode(loop.run(Loader(), {}, types.SimpleNamespace(shutdown=lambda iterator: None)))
+        return encode(loop.run(Loader(), Live(), types.SimpleNamespace(shutdown=lambda iterator: None)))
 
 
 def test_a_model_step_longer_than_loading_leaves_the_loop_waiting_a_small_share() -> None:
@@ -245,7 +246,7 @@ def test_a_window_of_short_epochs_holds_whole_epochs_and_their_ends() -> None:
     loop = TimedLoop(LoaderConfig(2, False, 2, True), 3.0, lambda event: None, consumer, lambda: now[0], None,
                      ReceiveTimer(None), False)
     with mock.patch("gc.collect", lambda: 0):
-        figures = encode(loop.run(Loader(), {}, types.SimpleNamespace(shutdown=lambda iterator: None)))
+        figures = encode(loop.run(Loader(), Live(), types.SimpleNamespace(shutdown=lambda iterator: None)))
     assert figures["batches"] % 8 == 0
     assert figures["samples_per_s"] == pytest.approx(8 * 16 / 0.130)
     from dataprof.measure.timing import window_unit
@@ -297,12 +298,12 @@ def test_a_worker_killed_by_a_signal_ends_a_blocked_trial_as_crashed() -> None:
 
     from dataprof.measure.sweep.failures import DeadWorkerWatch, classify_loader_error, worker_signals
 
-    live = {"iterator": SimpleNamespace(_workers=[SimpleNamespace(exitcode=None), SimpleNamespace(exitcode=-11)])}
+    live = Live(SimpleNamespace(_workers=[SimpleNamespace(exitcode=None), SimpleNamespace(exitcode=-11)]))
     said: list[tuple[str, str]] = []
     ended: list[int] = []
 
     def report(exc: BaseException, wait_s: float) -> None:
-        said.append(classify_loader_error(exc, worker_signals(live["iterator"], wait_s)))
+        said.append(classify_loader_error(exc, worker_signals(live.iterator, wait_s)))
 
     blocked = threading.Event()  # the main thread never reports
     DeadWorkerWatch(live, report, blocked, interval_s=0.01, grace_s=0.01, end=ended.append).start().thread.join(5)

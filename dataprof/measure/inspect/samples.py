@@ -206,7 +206,7 @@ def _inspect(settings: InspectSettings) -> InspectionData:
         stages = tuple(freeze(root) for root in pipeline.roots if root.total_calls() > 0)
         notes = list(pipeline.notes) + _pipeline_notes(pipeline, dataset)
         repeats = {} if kind != DatasetKind.MAP or got.interrupted else _refetch(fetcher, got.indices, got.wall)
-        collated = _collate(collate, got.kept) if got.kept and not got.interrupted else {}
+        collated = _collate(collate, got.kept) if got.kept and not got.interrupted else Collated()
         again = fetcher.fetch if kind == DatasetKind.MAP else None
         storage = None if got.interrupted else storage_reads(first, len(got.wall) + 1, took, again, got.indices)
         gil, stages = (None, stages) if got.interrupted else gil_shares(fetcher, got.indices, pipeline, stages)
@@ -223,13 +223,12 @@ def _inspect(settings: InspectSettings) -> InspectionData:
                                       start_method=multiprocessing.get_start_method(), framework=backend.name),
         dataset=DatasetInfo(kind=kind, type_name=type(dataset).__name__, length=length, init_s=init_s,
                             sample=got.described, batch_samples=len(got.kept) or None,
-                            batch_bytes=collated.get("bytes"), batch_tensors=collated.get("tensors"),
-                            batch_objects=collated.get("objects")),
+                            batch_bytes=collated.batch_bytes, batch_tensors=collated.batch_tensors,
+                            batch_objects=collated.batch_objects),
         indices=tuple(got.indices), wall_s=tuple(got.wall), cpu_s=tuple(got.cpu), sample_bytes=tuple(got.sizes),
         first_s=got.first_s, errors=tuple(got.errors), repeat_s=repeats, stages=stages, pipeline_notes=tuple(notes),
-        collate_s=tuple(collated.get("wall", ())), collate_cpu_s=tuple(collated.get("cpu", ())),
-        collate_error=collated.get("error"), pickle_bytes=pickle_bytes, pickle_s=pickle_s,
-        pickle_error=pickle_error, stopped=got.stopped, nofile_soft=soft, nofile_hard=hard,
+        collate_s=collated.wall, collate_cpu_s=collated.cpu, collate_error=collated.error, pickle_bytes=pickle_bytes,
+        pickle_s=pickle_s, pickle_error=pickle_error, stopped=got.stopped, nofile_soft=soft, nofile_hard=hard,
         sharing_strategy=backend.sharing_strategy(), storage=storage, gil=gil)
     if got.interrupted:
         raise Interrupted(data)
@@ -286,7 +285,20 @@ def _refetch(fetcher: _Fetcher, indices: list[int], wall: list[float]) -> dict[i
     return again
 
 
-def _collate(collate: Callable[[list[Any]], Any], samples: list[Any]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Collated:
+    """The kept samples collated a few times: each time's wall and CPU seconds, what the batch weighs
+    (``backends.common.footprint``), or why collating raised; all empty when there was nothing to collate."""
+
+    wall: tuple[float, ...] = ()
+    cpu: tuple[float, ...] = ()
+    batch_bytes: int | None = None
+    batch_tensors: int | None = None
+    batch_objects: int | None = None
+    error: str | None = None
+
+
+def _collate(collate: Callable[[list[Any]], Any], samples: list[Any]) -> Collated:
     """Collate the kept samples a few times (median is used), and weigh the batch."""
     from dataprof.backends.common import footprint
 
@@ -299,10 +311,11 @@ def _collate(collate: Callable[[list[Any]], Any], samples: list[Any]) -> dict[st
         try:
             batch = collate(samples)
         except Exception as exc:
-            return {"error": describe_exception(exc)}
+            return Collated(error=describe_exception(exc))
         wall.append(time.perf_counter() - start)
         cpu.append(time.process_time() - cpu0)
-    return {"wall": wall, "cpu": cpu, **footprint(batch)}
+    weight = footprint(batch)
+    return Collated(tuple(wall), tuple(cpu), weight["bytes"], weight["tensors"], weight["objects"])
 
 
 def _user_class(dataset: Any) -> bool:

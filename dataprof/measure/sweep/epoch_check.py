@@ -6,13 +6,12 @@ from __future__ import annotations
 import signal
 import traceback
 from dataclasses import dataclass
-from typing import Any
 
 from dataprof.backends import Backend
 from dataprof.backends.target import describe_exception
 from dataprof.measure.protocol import error_event
 from dataprof.measure.sweep.events import Progress, answer, said
-from dataprof.measure.sweep.failures import ThreadFailure, classify_loader_error, worker_signals
+from dataprof.measure.sweep.failures import Live, ThreadFailure, classify_loader_error, worker_signals
 from dataprof.measure.sweep.trial import Emit, started
 from dataprof.results.knobs import LoaderConfig
 from dataprof.results.vocabulary import TrialStatus
@@ -40,10 +39,10 @@ def run_epoch_check(backend: Backend, config: LoaderConfig, emit: Emit) -> None:
     epoch, or the error. Never raises.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    live: dict[str, Any] = {}
+    live = Live()
 
     def report(exc: BaseException, wait_s: float = 0.0) -> None:
-        status, message = classify_loader_error(exc, worker_signals(live.get("iterator"), wait_s),
+        status, message = classify_loader_error(exc, worker_signals(live.iterator, wait_s),
                                                 backend.internal_paths)
         emit(error_event(status, message, "".join(traceback.format_exception(exc))))
 
@@ -57,9 +56,9 @@ def run_epoch_check(backend: Backend, config: LoaderConfig, emit: Emit) -> None:
     batches = []
     try:
         for _ in range(EPOCH_CHECK_EPOCHS):
-            live["iterator"] = started(iter(loader), emit)
+            live.iterator = started(iter(loader), emit)
             batches.append(0)
-            for _ in live["iterator"]:
+            for _ in live.iterator:
                 batches[-1] += 1
                 emit(said(Progress()))
     except Exception as exc:

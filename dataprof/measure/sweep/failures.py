@@ -11,6 +11,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from dataprof.backends.frameworks import in_package
@@ -26,6 +27,14 @@ WORKER_POLL_S = 0.02
 """How often a dying worker's exit is looked for, within that wait."""
 
 _SIGNAL_RE = re.compile(r"killed by signal: (?P<name>[\w ]+)")
+
+
+@dataclass
+class Live:
+    """The loader's iterator of the moment (a new one each epoch without persistent workers): what a failure reads
+    its workers' signals off."""
+
+    iterator: Any = None
 
 
 def worker_pids(iterator: Any) -> list[int]:
@@ -180,7 +189,7 @@ class DeadWorkerWatch:
     within ``grace_s`` ends the trial as crashed, naming the signal.
     """
 
-    def __init__(self, live: dict[str, Any], report: Callable[[BaseException, float], None],
+    def __init__(self, live: Live, report: Callable[[BaseException, float], None],
                  handled: threading.Event, interval_s: float = 0.5, grace_s: float = 2.0,
                  end: Callable[[int], None] = os._exit) -> None:
         self.live, self.report, self.handled = live, report, handled
@@ -194,7 +203,7 @@ class DeadWorkerWatch:
 
     def _run(self) -> None:
         while not self.handled.wait(self.interval_s):
-            if worker_signals(self.live.get("iterator")) and not self.handled.wait(self.grace_s):
+            if worker_signals(self.live.iterator) and not self.handled.wait(self.grace_s):
                 self.report(RuntimeError("a DataLoader worker died and the loader did not notice"), 0.0)
                 self.end(1)
                 return

@@ -40,6 +40,7 @@ from dataprof.measure.sweep.events import (
 )
 from dataprof.measure.sweep.failures import (
     DeadWorkerWatch,
+    Live,
     ThreadFailure,
     classify_loader_error,
     locate_failure,
@@ -135,10 +136,10 @@ def run_trial(
     except Exception as exc:
         emit(error_event(TrialStatus.FAILED, describe_exception(exc), traceback.format_exc()))
         return
-    live: dict[str, Any] = {}
+    live = Live()
 
     def report(exc: BaseException, wait_s: float = 0.0) -> None:
-        status, message = classify_loader_error(exc, worker_signals(live.get("iterator"), wait_s),
+        status, message = classify_loader_error(exc, worker_signals(live.iterator, wait_s),
                                                 backend.internal_paths)
         if recorder is not None and config.num_workers == 0:
             message = locate_failure(dataset, recorder.last) or message
@@ -197,15 +198,15 @@ class TimedLoop:
         self.pids: set[int] = set()
         self.reads_start: tuple[int, int] | None = None
 
-    def run(self, loader: Any, live: dict[str, Any], backend: Backend) -> TrialFigures:
+    def run(self, loader: Any, live: Live, backend: Backend) -> TrialFigures:
         """Iterate ``loader`` through warm-up and the window; the trial's figures.
 
-        ``live["iterator"]`` always holds the current iterator, so a failure can name its workers' signals.
+        ``live.iterator`` always holds the current iterator, so a failure can name its workers' signals.
         """
         gc.collect()  # see FORK_CLEAN
         length = None if self.iterable else dataset_length(loader) or None  # batches an epoch
         created = self.clock()
-        iterator = live["iterator"] = self._started(iter(loader))
+        iterator = live.iterator = self._started(iter(loader))
         first_batch_s: float | None = None
         last_beat = last_check = end = created
         while True:
@@ -217,7 +218,7 @@ class TimedLoop:
                 if self.first_pass:
                     self._end_of_first_pass()
                     break
-                iterator = live["iterator"] = self._next_epoch(loader)
+                iterator = live.iterator = self._next_epoch(loader)
                 batch = next(iterator)
             wait_cpu = time.thread_time() - cpu_start
             arrived = self.clock()

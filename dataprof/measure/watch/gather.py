@@ -8,6 +8,7 @@ import json
 import socket
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from dataprof.measure.watch.joining import latest, own_ticket
@@ -21,6 +22,7 @@ from dataprof.measure.watch.meeting import (
     Meeting,
 )
 from dataprof.measure.watch.ranks import SILENT_S, RankFailures
+from dataprof.results.codec import decode, encode
 from dataprof.results.environment import RankInfo
 from dataprof.results.run import RankRun, RunReport
 
@@ -28,7 +30,19 @@ RUN_GATHER_S = 120.0
 """How long rank 0 of a distributed ``dataprof run`` waits for the other ranks' reports once its own ended."""
 
 
-Gathered = tuple[dict[int, dict[str, Any]], bool, tuple[int, ...]]
+@dataclass(frozen=True)
+class RankWord:
+    """What a rank says where the job's ranks meet: its host, its report, its node and the ranks on it, its ticket in
+    the round (:func:`~dataprof.measure.watch.joining.latest` reads it)."""
+
+    host: str
+    report: RunReport
+    node: int | None = None
+    ranks_on_node: int | None = None
+    ticket: int | None = None
+
+
+Gathered = tuple[dict[int, RankWord], bool, tuple[int, ...]]
 """What rank 0 gathered: every rank's that came, by rank; whether the meeting could be reached; the ranks gone."""
 
 
@@ -44,8 +58,8 @@ def gather_reports(report: RunReport, info: RankInfo, meeting: Meeting, timeout_
 
     The ranks share no process group here: the training script has its own, so they meet outside it.
     """
-    mine = json.dumps({"host": info.host or socket.gethostname(), "node": info.node, "ticket": own_ticket(),
-                       "ranks_on_node": info.local_world_size, "report": report.to_dict()})
+    mine = json.dumps(encode(RankWord(info.host or socket.gethostname(), report, info.node, info.local_world_size,
+                                      own_ticket())))
     said = meeting.put(f"{REPORT_KEY}-{info.rank}", mine)
     if info.rank != 0:
         return None
@@ -63,7 +77,8 @@ def gather_reports(report: RunReport, info: RankInfo, meeting: Meeting, timeout_
     for key in (*keys, END_KEY, HEARD_KEY, FAILED_KEY, *(f"{name}-{rank}" for name in (FAILED_KEY, ALIVE_KEY, WHOIS_KEY)
                                               for rank in range(info.world_size))):
         meeting.remove(key)  # the reports, the end, the ranks whose script failed, their counts of being there
-    return {rank: json.loads(text) for rank, text in sorted(found.items())}, said, tuple(sorted(gone))
+    return {rank: decode(RankWord, json.loads(text)) for rank, text in sorted(found.items())}, said, \
+        tuple(sorted(gone))
 
 
 def gather_runs(report: RunReport, info: RankInfo, meeting: Meeting, timeout_s: float = RUN_GATHER_S,
@@ -91,16 +106,16 @@ def missing_note(world_size: int, found: Mapping[int, Any], gone: tuple[int, ...
         if note is not None)
 
 
-def _rank_run(rank: int, said: dict[str, Any]) -> RankRun:
+def _rank_run(rank: int, said: RankWord) -> RankRun:
     """One rank's figures from what it said: its busiest loader's, its tree's and its node's."""
-    theirs = RunReport.from_dict(said["report"])
+    theirs = said.report
     loader = theirs.loaders[0] if theirs.loaders else None
     res, env = theirs.resources, theirs.environment
-    return RankRun(rank=rank, host=said["host"], exit_code=theirs.exit_code,
+    return RankRun(rank=rank, host=said.host, exit_code=theirs.exit_code,
                    data_wait_fraction=loader.data_wait_fraction if loader else None,
                    samples_per_s=loader.samples_per_s if loader else None,
                    step_ms_p50=loader.step_ms.p50 if loader and loader.step_ms else None,
-                   node=said.get("node"), ranks_on_node=said.get("ranks_on_node"),
+                   node=said.node, ranks_on_node=said.ranks_on_node,
                    num_workers=loader.num_workers if loader else None, node_cpus=env.usable_cpus,
                    node_cpu_quota=env.cpu_quota,
                    cpu_percent=res.cpu_percent, node_busy_percent=res.cpu_percent_system,
