@@ -10,7 +10,9 @@ import functools
 import multiprocessing.process
 import os
 import platform
+import random
 import shutil
+import socket
 import subprocess
 import tempfile
 import time
@@ -39,6 +41,23 @@ platform.platform(terse=True)  # cached from here on: its one `uname -p` is the 
 
 WORKER = os.environ.get("PYTEST_XDIST_WORKER")
 """This pytest-xdist worker's name (``gw0``), None in a suite run in one process."""
+
+
+def free_port() -> int:
+    """A port no process listens on, for a test's store or rendezvous to listen on a moment later: below the
+    system's ephemeral range (Linux: 32768 and up), which the kernel hands to outgoing connections, so another
+    test's connection cannot take it in between (it did: ``EADDRINUSE``); each pytest-xdist worker draws from a
+    range of its own."""
+    lane = int(WORKER[2:]) if WORKER and WORKER[2:].isdigit() else 0
+    base = 20000 + (lane % 8) * 1500
+    for port in random.sample(range(base, base + 1500), 1500):
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port in {base}-{base + 1499}")
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -28,7 +28,7 @@ from dataprof.results.codec import decode, encode
 from dataprof.results.environment import RankInfo
 from dataprof.results.sweep import Report
 from dataprof.results.trial import TrialResult
-from tests.conftest import ROOT, run_report
+from tests.conftest import ROOT, free_port, run_report
 
 
 @pytest.fixture
@@ -346,16 +346,11 @@ def test_a_rank_0_stopped_by_sigterm_across_nodes_is_an_interrupted_run(monkeypa
 
 
 def test_the_sweep_s_ranks_exchange_json_and_read_it_back_as_their_records(monkeypatch: pytest.MonkeyPatch) -> None:
-    import socket
-
     from dataprof.distributed import Coordinator
     from dataprof.results.knobs import LoaderConfig
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
     monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
-    monkeypatch.setenv("MASTER_PORT", str(port))
+    monkeypatch.setenv("MASTER_PORT", str(free_port()))
     info = RankInfo(rank=0, world_size=1, host="h")
     coordinator = Coordinator(info, timeout_s=10)
     try:

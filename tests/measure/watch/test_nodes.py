@@ -13,6 +13,7 @@ from dataprof.measure.watch.nodes import TuneNodes
 from dataprof.measure.watch.settings import WatchSettings
 from dataprof.results.environment import NodeJob
 from dataprof.results.run import RunChanges
+from tests.conftest import free_port
 
 
 @pytest.fixture(autouse=True)
@@ -30,12 +31,6 @@ def _nodes_closed(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
     for nodes in made:
         nodes.close()
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def test_the_other_nodes_hear_each_run_as_node_0_said_it_then_the_end() -> None:
