@@ -13,7 +13,7 @@ import os
 import queue
 import threading
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from dataprof.measure.timing import Rival
 from dataprof.results.codec import decode, encode
@@ -117,6 +117,27 @@ def read(kind: type[_Message], data: Message) -> _Message:
         return decode(kind, {k: v for k, v in data.items() if k not in ROUTING}, strict=True)
     except ValueError as exc:
         raise ProtocolError(str(exc)) from None
+
+
+class Wire(Generic[_Message]):
+    """A family of typed messages on one pipe (``noun``: what one is called), each written with its kind under
+    ``key`` (``ev``, ``cmd``) and read back strictly (:func:`read`; a kind unknown is a ProtocolError too)."""
+
+    def __init__(self, key: str, noun: str, kinds: dict[str, type[Any]]) -> None:
+        self.key, self.noun, self.kinds = key, noun, kinds
+        self._kind_of = {cls: kind for kind, cls in kinds.items()}
+
+    def said(self, message: _Message) -> Message:
+        """``message`` as its line: its kind and its fields."""
+        return {self.key: self._kind_of[type(message)], **encode(message)}
+
+    def heard(self, data: Message) -> _Message:
+        """The message ``data`` holds, read strictly."""
+        kind = self.kinds.get(data.get(self.key, ""))
+        if kind is None:
+            raise ProtocolError(f"unknown {self.noun} in {data!r}")
+        message: _Message = read(kind, data)
+        return message
 
 
 @dataclass(frozen=True)
@@ -261,25 +282,10 @@ class ThreadCheckRequest:
 Forked = RunTrial | EpochCheck | ThreadCheckRequest | AutotuneRequest
 """A command the host forks a process for (a trial, a side run)."""
 Command = Load | Share | Stop | Forked
-COMMANDS: dict[str, type[Any]] = {"load": Load, "share": Share, "exit": Stop, "trial": RunTrial,
-                                  "epoch_check": EpochCheck, "thread_check": ThreadCheckRequest,
-                                  "autotune": AutotuneRequest}
-"""Each command's kind, its ``cmd`` on the wire."""
-_COMMAND_OF = {cls: kind for kind, cls in COMMANDS.items()}
-
-
-def told(command: Command) -> Message:
-    """``command`` as its line's message: its kind and its fields."""
-    return {"cmd": _COMMAND_OF[type(command)], **encode(command)}
-
-
-def command_of(message: Message) -> Command:
-    """The command ``message`` holds, read strictly (ProtocolError for a kind unknown)."""
-    kind = COMMANDS.get(message.get("cmd", ""))
-    if kind is None:
-        raise ProtocolError(f"unknown command in {message!r}")
-    command: Command = read(kind, message)
-    return command
+COMMANDS: Wire[Command] = Wire("cmd", "command", {
+    "load": Load, "share": Share, "exit": Stop, "trial": RunTrial, "epoch_check": EpochCheck,
+    "thread_check": ThreadCheckRequest, "autotune": AutotuneRequest})
+"""The host's commands, each by its ``cmd`` on the wire."""
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ import pytest
 from dataprof.measure.forked import killed_by
 from dataprof.measure.probes import process_reads
 from dataprof.measure.protocol import (
+    COMMANDS,
     AutotuneRequest,
     EpochCheck,
     Load,
@@ -28,10 +29,8 @@ from dataprof.measure.protocol import (
     TrialError,
     TrialFigures,
     TrialSettings,
-    command_of,
     error_event,
     read,
-    told,
 )
 from dataprof.measure.sampler import Samples
 from dataprof.measure.summary import summarize
@@ -172,9 +171,9 @@ def test_every_command_reads_back_as_it_was_told_and_an_unknown_one_is_an_error(
     commands = [Load(LoadRequest.of(sweep)), Share(), Stop(), RunTrial(config, TrialSettings.of(sweep, opens_dir="o")),
                 EpochCheck(config), ThreadCheckRequest(LoaderConfig.of(2, worker_kind="thread"), 32),
                 AutotuneRequest(steps=8, batch_size=32, drop_last=False)]
-    assert [command_of(json.loads(json.dumps(told(command)))) for command in commands] == commands
+    assert [COMMANDS.heard(json.loads(json.dumps(COMMANDS.said(command)))) for command in commands] == commands
     with pytest.raises(ProtocolError, match="unknown command"):
-        command_of({"cmd": "trail"})
+        COMMANDS.heard({"cmd": "trail"})
 
 
 def test_a_trial_whose_exit_does_not_read_fails_as_a_bug_and_says_so() -> None:

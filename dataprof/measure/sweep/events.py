@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from dataprof.measure.protocol import Message, ProtocolError, TrialError, read
+from dataprof.measure.protocol import Message, ProtocolError, TrialError, Wire
 from dataprof.results.codec import encode
 from dataprof.results.vocabulary import TrialStatus
 
@@ -148,22 +148,20 @@ def ends(event: Event) -> TrialExit | Garbled | None:
     """``event`` where it is a forked process's exit: nothing more comes from that process."""
     return event if isinstance(event, TrialExit) or (isinstance(event, Garbled) and event.exit) else None
 
-KINDS: dict[str, type[Any]] = {
+
+EVENTS: Wire[Event] = Wire("ev", "event", {
     "trial_started": TrialStarted, "built": DatasetBuilt, "shared": Shared, "ready": Ready, "first_batch": FirstBatch,
     "progress": Progress, "window_start": WindowStart, "log_paused": LogPaused, "window_end": WindowEnd,
     "workers": Workers, "host_error": HostError, "error": TrialError, "trial_exit": TrialExit,
-}
-"""Each event's kind, its ``ev`` on the wire."""
-_KIND_OF = {cls: kind for kind, cls in KINDS.items()}
+})
+"""The host's events, each by its ``ev`` on the wire (but :class:`Found`'s: :data:`FOUND`)."""
 FOUND = ("result", "host_ready")
 """The kinds read as :class:`Found`."""
 
 
 def said(event: Event) -> Message:
     """``event`` as its line's message: its kind and its fields."""
-    if isinstance(event, Found):
-        return {"ev": event.kind, **event.fields}
-    return {"ev": _KIND_OF[type(event)], **encode(event)}
+    return {"ev": event.kind, **event.fields} if isinstance(event, Found) else EVENTS.said(event)
 
 
 def answer(value: Any) -> Message:
@@ -176,11 +174,7 @@ def heard(message: Message) -> Event:
     name = message.get("ev")
     if name in FOUND:
         return Found(name, {k: v for k, v in message.items() if k != "ev"})
-    kind = KINDS.get(name) if isinstance(name, str) else None
-    if kind is None:
-        return Garbled(f"unknown event in {message!r}")
     try:
-        event: Event = read(kind, message)
+        return EVENTS.heard(message)
     except ProtocolError as exc:
-        return Garbled(str(exc), exit=kind is TrialExit)
-    return event
+        return Garbled(str(exc), exit=name == "trial_exit")

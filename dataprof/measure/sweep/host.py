@@ -37,6 +37,7 @@ from dataprof.measure.forked import (
     remove_left_behind,
 )
 from dataprof.measure.protocol import (
+    COMMANDS,
     AutotuneRequest,
     Channel,
     Command,
@@ -50,7 +51,6 @@ from dataprof.measure.protocol import (
     Share,
     Stop,
     ThreadCheckRequest,
-    command_of,
 )
 from dataprof.measure.sweep.building import Built, build, build_in_trial, error_from, run_probe
 from dataprof.measure.sweep.events import (
@@ -291,7 +291,7 @@ def _answer(server: _Server, reader: LineReader) -> int:
     """Handle the commands as they come; the exit code, once one says to stop."""
     while (requests := reader.read()) is not None:
         for request in requests:
-            code = server.handle(command_of(request))
+            code = server.handle(COMMANDS.heard(request))
             if code is not None:
                 return code
     return 0  # parent closed the pipe: nothing left to do

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 from dataprof.errors import TargetError
 from dataprof.measure.protocol import (
+    COMMANDS,
     Channel,
     Command,
     LineReader,
@@ -25,7 +26,6 @@ from dataprof.measure.protocol import (
     Share,
     Stop,
     child_env,
-    told,
 )
 from dataprof.measure.sweep import host
 from dataprof.measure.sweep.events import DatasetBuilt, Event, Found, Garbled, HostError, Shared, heard
@@ -113,7 +113,7 @@ class Host:
 
     def send(self, command: Command) -> None:
         """Send the host one command."""
-        self.commands.send(told(command))
+        self.commands.send(COMMANDS.said(command))
 
     def next_event(self, timeout_s: float) -> Event | None:
         """The next event, None on timeout; raise HostDied at EOF."""

@@ -7,8 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from dataprof.measure.protocol import Message, ProtocolError, read
-from dataprof.results.codec import encode
+from dataprof.measure.protocol import Wire
 
 
 @dataclass(frozen=True)
@@ -153,24 +152,10 @@ class Exit:
 Event = (LoaderBuilt | Batches | EpochStarted | EpochEnded | WindowOpen | WindowEnd | Device | Ended | RanksStarted
          | Replayed | Overridden | Exit)
 
-KINDS: dict[str, type[Any]] = {
+EVENTS: Wire[Event] = Wire("ev", "event", {
     "loader": LoaderBuilt, "batches": Batches, "epoch": EpochStarted, "epoch_end": EpochEnded,
     "window_open": WindowOpen, "window_end": WindowEnd, "device": Device, "ended": Ended, "own_ranks": RanksStarted,
     "replayed": Replayed, "overridden": Overridden, "exit": Exit,
-}
-"""Each event's kind, its ``ev`` on the wire."""
-_KIND_OF = {cls: kind for kind, cls in KINDS.items()}
-
-
-def said(event: Event) -> Message:
-    """``event`` as its line's message: its kind and its fields."""
-    return {"ev": _KIND_OF[type(event)], **encode(event)}
-
-
-def heard(message: Message) -> Event:
-    """The event a message of the watched process holds, read strictly; ProtocolError for a kind unknown."""
-    kind = KINDS.get(message["ev"]) if "ev" in message else None
-    if kind is None:
-        raise ProtocolError(f"unknown event in {message!r}")
-    event: Event = read(kind, message)
-    return event
+})
+"""The watched script's events, each by its ``ev`` on the wire."""
+said, heard = EVENTS.said, EVENTS.heard

@@ -9,7 +9,9 @@ import pytest
 
 from dataprof.measure.protocol import ProtocolError, line_of
 from dataprof.measure.watch.events import (
-    KINDS,
+    EVENTS as WIRE,
+)
+from dataprof.measure.watch.events import (
     Batches,
     BuiltLoader,
     Device,
@@ -38,7 +40,7 @@ EVENTS = (LoaderBuilt(0, BUILT), Batches(0, [[1, 0, 0.01, -1.0, 8, 3.5, 1]]),
 
 
 def test_every_event_is_read_back_as_it_was_written_through_a_line() -> None:
-    assert {type(event) for event in EVENTS} == set(KINDS.values())
+    assert {type(event) for event in EVENTS} == set(WIRE.kinds.values())
     for event in EVENTS:
         assert heard(json.loads(line_of(said(event)))) == event
 
