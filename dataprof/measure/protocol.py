@@ -1,9 +1,9 @@
 """The parent ↔ host ↔ trial messages: JSON lines over pipes, and the typed requests they carry.
 
-Commands go to the host as ``{"cmd": ..., ...}`` lines; events come back as
-``{"ev": ..., ...}`` lines. Pipes of their own carry them, so whatever the
-user's code prints cannot corrupt the protocol. The requests that cross the
-process boundary are the frozen dataclasses below, written and read in one place.
+Commands go to the host as ``{"cmd": ..., ...}`` lines (``measure/sweep/commands.py``); events come back as
+``{"ev": ..., ...}`` lines (``measure/sweep/events.py``), each family a :class:`Wire`. Pipes of their own carry
+them, so whatever the user's code prints cannot corrupt the protocol. The requests that cross the process boundary
+are the frozen dataclasses below, written and read in one place.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from typing import Any, Generic, TypeVar
 
 from dataprof.measure.timing import Rival
 from dataprof.results.codec import decode, encode
-from dataprof.results.knobs import LoaderConfig
 from dataprof.results.settings import SweepSettings
 from dataprof.results.vocabulary import TrialStatus, WorkerKind
 
@@ -237,55 +236,6 @@ class AutotuneRequest:
     """Its ``tuning_steps``: batches timed per worker count it tries."""
     batch_size: int
     drop_last: bool
-
-
-@dataclass(frozen=True)
-class Load:
-    """Probe the dataset (the host's first command)."""
-
-    request: LoadRequest
-
-
-@dataclass(frozen=True)
-class Share:
-    """Build the dataset once in the host, for every trial to be forked from it."""
-
-
-@dataclass(frozen=True)
-class Stop:
-    """End the host."""
-
-
-@dataclass(frozen=True)
-class RunTrial:
-    """Measure ``config`` in a forked trial."""
-
-    config: LoaderConfig
-    settings: TrialSettings
-
-
-@dataclass(frozen=True)
-class EpochCheck:
-    """Run ``config``'s DataLoader over eight epochs of a tiny stream (``measure/sweep/epoch_check.py``)."""
-
-    config: LoaderConfig
-
-
-@dataclass(frozen=True)
-class ThreadCheckRequest:
-    """Compare ``config``'s thread loader's batches with the same indices fetched one by one."""
-
-    config: LoaderConfig
-    batch_size: int
-
-
-Forked = RunTrial | EpochCheck | ThreadCheckRequest | AutotuneRequest
-"""A command the host forks a process for (a trial, a side run)."""
-Command = Load | Share | Stop | Forked
-COMMANDS: Wire[Command] = Wire("cmd", "command", {
-    "load": Load, "share": Share, "exit": Stop, "trial": RunTrial, "epoch_check": EpochCheck,
-    "thread_check": ThreadCheckRequest, "autotune": AutotuneRequest})
-"""The host's commands, each by its ``cmd`` on the wire."""
 
 
 @dataclass(frozen=True)

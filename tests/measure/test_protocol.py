@@ -16,16 +16,9 @@ import pytest
 from dataprof.measure.forked import killed_by
 from dataprof.measure.probes import process_reads
 from dataprof.measure.protocol import (
-    COMMANDS,
     AutotuneRequest,
-    EpochCheck,
-    Load,
     LoadRequest,
     ProtocolError,
-    RunTrial,
-    Share,
-    Stop,
-    ThreadCheckRequest,
     TrialError,
     TrialFigures,
     TrialSettings,
@@ -34,6 +27,7 @@ from dataprof.measure.protocol import (
 )
 from dataprof.measure.sampler import Samples
 from dataprof.measure.summary import summarize
+from dataprof.measure.sweep.commands import COMMANDS, EpochCheck, Load, RunTrial, Share, Stop, ThreadCheckRequest
 from dataprof.measure.sweep.events import (
     DatasetBuilt,
     FirstBatch,

@@ -36,23 +36,19 @@ from dataprof.measure.forked import (
     reap_orphans,
     remove_left_behind,
 )
-from dataprof.measure.protocol import (
+from dataprof.measure.protocol import AutotuneRequest, Channel, LineReader, LoadRequest, Message
+from dataprof.measure.sweep.building import Built, build, build_in_trial, error_from, run_probe
+from dataprof.measure.sweep.commands import (
     COMMANDS,
-    AutotuneRequest,
-    Channel,
     Command,
     EpochCheck,
     Forked,
-    LineReader,
     Load,
-    LoadRequest,
-    Message,
     RunTrial,
     Share,
     Stop,
     ThreadCheckRequest,
 )
-from dataprof.measure.sweep.building import Built, build, build_in_trial, error_from, run_probe
 from dataprof.measure.sweep.events import (
     Found,
     Shared,

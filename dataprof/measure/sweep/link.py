@@ -14,20 +14,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
 from dataprof.errors import TargetError
-from dataprof.measure.protocol import (
-    COMMANDS,
-    Channel,
-    Command,
-    LineReader,
-    Load,
-    LoadRequest,
-    Message,
-    ProtocolError,
-    Share,
-    Stop,
-    child_env,
-)
+from dataprof.measure.protocol import Channel, LineReader, LoadRequest, Message, ProtocolError, child_env
 from dataprof.measure.sweep import host
+from dataprof.measure.sweep.commands import COMMANDS, Command, Load, Share, Stop
 from dataprof.measure.sweep.events import DatasetBuilt, Event, Found, Garbled, HostError, Shared, heard
 from dataprof.results.settings import SweepSettings
 

@@ -26,9 +26,10 @@ from dataprof.measure.cache.page_cache import evict
 from dataprof.measure.environment import cpu_budget, pinned_cpus, socket_hang_cause
 from dataprof.measure.gpu import NullGpuProbe, NvmlProbe
 from dataprof.measure.probes import ProcessTreeProbe
-from dataprof.measure.protocol import Message, RunTrial, TrialSettings
+from dataprof.measure.protocol import Message, TrialSettings
 from dataprof.measure.sampler import Sampler
 from dataprof.measure.summary import summarize
+from dataprof.measure.sweep.commands import RunTrial
 from dataprof.measure.sweep.events import (
     WORDS,
     DatasetBuilt,

@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from dataprof.measure.protocol import AutotuneRequest, Command, EpochCheck, ThreadCheckRequest
+from dataprof.measure.protocol import AutotuneRequest
 from dataprof.measure.sweep.autotune import AutotuneAnswer, autotune_run
+from dataprof.measure.sweep.commands import Command, EpochCheck, ThreadCheckRequest
 from dataprof.measure.sweep.epoch_check import EpochAnswer
 from dataprof.measure.sweep.events import WORDS, Progress, TrialStarted, Word, ends
 from dataprof.measure.sweep.link import Host, HostDied

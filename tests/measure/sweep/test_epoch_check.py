@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from dataprof.decide.search import rules_of_thumb
-from dataprof.measure.protocol import Command, EpochCheck
+from dataprof.measure.sweep.commands import Command, EpochCheck
 from dataprof.measure.sweep.epoch_check import EPOCH_CHECK_EPOCHS
 from dataprof.measure.sweep.events import Event, TrialExit, heard
 from dataprof.measure.sweep.runner import TrialRunner
