@@ -44,7 +44,7 @@ class Marks(Protocol):
     def mark_window_end(self) -> None:
         """The watched code ended."""
 
-    def use_gpu(self, uuid: str | None, pci_bus_id: str | None) -> str | None:
+    def use_gpu(self, device: Device) -> str | None:
         """Sample this CUDA device through NVML; why not, if it cannot be."""
 
 
@@ -63,9 +63,9 @@ class SamplerMarks:
         """The script is ending: the last reading."""
         self.sampler.mark_window_end()
 
-    def use_gpu(self, uuid: str | None, pci_bus_id: str | None) -> str | None:
+    def use_gpu(self, device: Device) -> str | None:
         """Open NVML for the script's device."""
-        self.sampler.gpu_probe = NvmlProbe.open(uuid, pci_bus_id)
+        self.sampler.gpu_probe = NvmlProbe.open(device.uuid, device.pci_bus_id)
         return getattr(self.sampler.gpu_probe, "reason", None)
 
 
@@ -123,7 +123,7 @@ class Collector:
                 self.loaders[event.loader].ended_at[event.epoch] = event.at
             case Device():
                 outcome.device = event.device
-                outcome.gpu_reason = self.marks.use_gpu(event.uuid, event.pci_bus_id)
+                outcome.gpu_reason = self.marks.use_gpu(event)
             case Ended():
                 outcome.ended = event.why
             case RanksStarted():

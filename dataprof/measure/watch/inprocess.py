@@ -13,7 +13,7 @@ from typing import Any
 from dataprof.errors import UsageError
 from dataprof.measure.protocol import Message, child_env
 from dataprof.measure.watch.collector import Collector
-from dataprof.measure.watch.events import Exit, said
+from dataprof.measure.watch.events import Device, Event, Exit, WindowEnd, WindowOpen, said
 from dataprof.measure.watch.resources import resources_of
 from dataprof.measure.watch.watched import Recorder, patch_dataloader
 from dataprof.results.run import RunReport
@@ -23,30 +23,30 @@ SAMPLER_TIMEOUT_S = 30.0
 
 
 class ProcessMarks:
-    """The watch's marks, sent to the sampler process on its stdin."""
+    """The watch's marks, sent to the sampler process on its stdin as the watched code's own events."""
 
     def __init__(self, proc: subprocess.Popen[str]) -> None:
         self.proc = proc
         self.started = False
 
-    def _send(self, command: Message) -> None:
+    def _send(self, event: Event) -> None:
         assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps(command) + "\n")
+        self.proc.stdin.write(json.dumps(said(event)) + "\n")
         self.proc.stdin.flush()
 
     def mark_window_start(self) -> None:
         """The first batch came: the sampler's window opens."""
         if not self.started:
             self.started = True
-            self._send({"cmd": "start"})
+            self._send(WindowOpen())
 
     def mark_window_end(self) -> None:
         """The watched code ended."""
-        self._send({"cmd": "end"})
+        self._send(WindowEnd())
 
-    def use_gpu(self, uuid: str | None, pci_bus_id: str | None) -> str | None:
+    def use_gpu(self, device: Device) -> str | None:
         """Have the sampler open NVML for this device (it reports a failure in its summary)."""
-        self._send({"cmd": "device", "uuid": uuid, "pci_bus_id": pci_bus_id})
+        self._send(device)
         return None
 
 

@@ -1,9 +1,9 @@
 """A sampler in a process of its own, for ``dataprof.watch()``: it samples the process that started it (and
 that process's workers, not itself) from outside, so no sampling thread competes for the training's GIL.
 
-Started as ``python -m dataprof.measure.watch.tree_sampler PID``. Commands arrive as JSON lines on stdin:
-``{"cmd": "start"}`` (the first batch came), ``{"cmd": "device", "uuid": …, "pci_bus_id": …}`` (sample this
-GPU), ``{"cmd": "end"}``. At the end of stdin it prints the sampler's summary as one JSON line and exits.
+Started as ``python -m dataprof.measure.watch.tree_sampler PID``. The watched code's own events arrive as JSON
+lines on stdin (``measure/watch/events.py``): ``WindowOpen`` (the first batch came), ``Device`` (sample this GPU),
+``WindowEnd``. At the end of stdin it prints the sampler's summary as one JSON line and exits.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from dataprof.measure.probes import ProcessTreeProbe
 from dataprof.measure.sampler import Sampler
 from dataprof.measure.summary import summarize
 from dataprof.measure.system import SystemProbe
+from dataprof.measure.watch.events import Device, WindowEnd, WindowOpen, heard
 from dataprof.measure.watch.resources import gpu_timeline, storage_of
 
 
@@ -26,13 +27,13 @@ def main(argv: list[str]) -> int:
                       NullGpuProbe()).start()
     reason = None
     for line in sys.stdin:
-        command = json.loads(line)
-        if command["cmd"] == "start" and sampler.samples.window_start is None:
+        event = heard(json.loads(line))
+        if isinstance(event, WindowOpen) and sampler.samples.window_start is None:
             sampler.mark_window_start()
-        elif command["cmd"] == "device":
-            sampler.gpu_probe = NvmlProbe.open(command.get("uuid"), command.get("pci_bus_id"))
+        elif isinstance(event, Device):
+            sampler.gpu_probe = NvmlProbe.open(event.uuid, event.pci_bus_id)
             reason = getattr(sampler.gpu_probe, "reason", None)
-        elif command["cmd"] == "end":
+        elif isinstance(event, WindowEnd):
             sampler.mark_window_end()
     sampler.stop()
     sampler.gpu_probe.close()

@@ -14,7 +14,7 @@ import pytest
 
 from dataprof.decide.run import judge
 from dataprof.measure.protocol import Message
-from dataprof.measure.watch.events import BuiltLoader
+from dataprof.measure.watch.events import BuiltLoader, Device
 from dataprof.measure.watch.watched import Recorder, WatchedIterator, patch_dataloader
 from dataprof.results.run import LoaderRun, RunReport
 from tests.conftest import run_report
@@ -131,7 +131,7 @@ class NoMarks:
 
     def mark_window_end(self) -> None: ...
 
-    def use_gpu(self, uuid: str | None, pci_bus_id: str | None) -> str | None:
+    def use_gpu(self, device: Device) -> str | None:
         return None
 
 
