@@ -45,9 +45,10 @@ def run_tune(script: str, args: tuple[str, ...], *, module: bool, budget_s: floa
     from dataprof.decide.tune import decide_tune, next_run, runs_left
 
     started = time.monotonic()
-    tuning = _Tuning(script, args, module, trial_seconds, trial_steps, loader,
-                     loader_sweep and nproc_per_node == 1 and nodes is None, nproc_per_node, progress, sweep, started,
-                     budget_s, None if workdir is None else os.path.abspath(workdir), startup_s=startup_timeout_s,
+    tuning = _Tuning(script=script, args=args, module=module, trial_seconds=trial_seconds, trial_steps=trial_steps,
+                     site=loader, loader_sweep=loader_sweep and nproc_per_node == 1 and nodes is None,
+                     nproc_per_node=nproc_per_node, progress=progress, sweep=sweep, started=started, budget_s=budget_s,
+                     workdir=None if workdir is None else os.path.abspath(workdir), startup_s=startup_timeout_s,
                      try_fork=try_fork)
     tuning.report = _started((("-m",) if module else ()) + (script, *args), module, nproc_per_node, nodes)
     if nodes is not None:
@@ -112,7 +113,7 @@ def follow_tune(script: str, args: tuple[str, ...], *, module: bool, nproc_per_n
     return number - 1
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class _Tuning:
     """A tune under way: what it runs, and its report so far."""
 
