@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from dataprof.errors import TargetError
 from dataprof.measure.forked import killed_by
 from dataprof.measure.probes import process_reads
 from dataprof.measure.protocol import (
@@ -47,6 +48,7 @@ from dataprof.measure.sweep.events import (
     heard,
     said,
 )
+from dataprof.measure.sweep.link import Host
 from dataprof.measure.sweep.outcome import outcome_of, trial_result
 from dataprof.results.codec import encode
 from dataprof.results.knobs import LoaderConfig
@@ -168,6 +170,16 @@ def test_every_command_reads_back_as_it_was_told_and_an_unknown_one_is_an_error(
     assert [COMMANDS.heard(json.loads(json.dumps(COMMANDS.said(command)))) for command in commands] == commands
     with pytest.raises(ProtocolError, match="unknown command"):
         COMMANDS.heard({"cmd": "trail"})
+
+
+def test_a_load_answered_off_the_protocol_is_one_line_that_names_the_bug() -> None:
+    host = object.__new__(Host)
+    host.settings = SweepSettings(target="x:y", space=SearchSpace((2,)))
+    replies = iter([heard({"ev": "built", "build_s": 0.1}), heard({"ev": "host_ready_"})])
+    host.next_event = lambda timeout_s: next(replies)  # type: ignore[method-assign]
+    with pytest.raises(TargetError, match=r"^the process loading x:y said something off dataprof's protocol "
+                                          r"\(unknown event in .*\): a bug in dataprof, please report it$"):
+        host._await(Found)
 
 
 def test_a_trial_whose_exit_does_not_read_fails_as_a_bug_and_says_so() -> None:

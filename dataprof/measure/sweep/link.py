@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
 from dataprof.errors import TargetError
-from dataprof.measure.protocol import Channel, LineReader, LoadRequest, Message, ProtocolError, child_env
+from dataprof.measure.protocol import Channel, LineReader, LoadRequest, Message, child_env
 from dataprof.measure.sweep import host
 from dataprof.measure.sweep.commands import COMMANDS, Command, Load, Share, Stop
 from dataprof.measure.sweep.events import DatasetBuilt, Event, Found, Garbled, HostError, Shared, heard
@@ -135,7 +135,8 @@ class Host:
         self._await(Shared)
 
     def _await(self, kind: type[Awaited], first_batch_s: float | None = None) -> Awaited:
-        """The host's next ``kind`` event; TargetError if it reports an error or dies first.
+        """The host's next ``kind`` event; TargetError if it reports an error, says a line off the protocol or dies
+        first.
 
         ``first_batch_s``: once the probe has built the dataset, how long its first batch may take.
         """
@@ -155,7 +156,8 @@ class Host:
             if isinstance(event, HostError):
                 raise TargetError(event.message, event.traceback)
             if isinstance(event, Garbled):
-                raise ProtocolError(event.why)
+                raise TargetError(f"the process loading {self.settings.target} said something off dataprof's "
+                                  f"protocol ({event.why}): a bug in dataprof, please report it")
             if isinstance(event, kind):
                 return event
 
