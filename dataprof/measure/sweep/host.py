@@ -119,7 +119,8 @@ def run_trial_process(shared: Built | None, load: LoadRequest, request: Forked, 
         pass  # the child already did it, or already exited
     global _running_trial
     _running_trial = pid
-    _trial_files[:] = [path for path in [_opens_dir(request)] if path]
+    opens_dir = _opens_dir(request)
+    _trial_files[:] = [opens_dir] if opens_dir else []
     os.close(write_fd)
     events.send(said(TrialStarted(pid)))
     workers = _relay(LineReader(read_fd), pid, events)

@@ -81,8 +81,7 @@ class SideRuns:
         """Run Paddle's own dataloader autotune in a process forked by the host; what it picked."""
         s = self.runner.settings
         request = AutotuneRequest(steps=steps, batch_size=s.batch_size, drop_last=s.drop_last)
-        return autotune_run(steps, timeout_s, self._side_run(request, AutotuneAnswer,
-                                                             timeout_s))
+        return autotune_run(steps, timeout_s, self._side_run(request, AutotuneAnswer, timeout_s))
 
     def epoch_check(self, config: LoaderConfig, timeout_s: float, stall_s: float) -> str | None:
         """Why ``config``'s DataLoader fails across an IterableDataset's epoch end, or None when it does not.

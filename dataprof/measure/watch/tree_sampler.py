@@ -12,11 +12,12 @@ import json
 import os
 import sys
 
-from dataprof.measure.gpu import NullGpuProbe, NvmlProbe
+from dataprof.measure.gpu import NullGpuProbe
 from dataprof.measure.probes import ProcessTreeProbe
 from dataprof.measure.sampler import Sampler
 from dataprof.measure.summary import summarize
 from dataprof.measure.system import SystemProbe
+from dataprof.measure.watch.collector import SamplerMarks
 from dataprof.measure.watch.events import Device, WindowEnd, WindowOpen, heard
 from dataprof.measure.watch.resources import gpu_timeline, storage_of
 
@@ -25,16 +26,15 @@ def main(argv: list[str]) -> int:
     """Sample PID until stdin ends; print the summary (with ``gpu_reason``)."""
     sampler = Sampler(ProcessTreeProbe(int(argv[0]), exclude=os.getpid(), files=True), SystemProbe(),
                       NullGpuProbe()).start()
-    reason = None
+    marks, reason = SamplerMarks(sampler), None
     for line in sys.stdin:
         event = heard(json.loads(line))
-        if isinstance(event, WindowOpen) and sampler.samples.window_start is None:
-            sampler.mark_window_start()
+        if isinstance(event, WindowOpen):
+            marks.mark_window_start()
         elif isinstance(event, Device):
-            sampler.gpu_probe = NvmlProbe.open(event.uuid, event.pci_bus_id)
-            reason = getattr(sampler.gpu_probe, "reason", None)
+            reason = marks.use_gpu(event)
         elif isinstance(event, WindowEnd):
-            sampler.mark_window_end()
+            marks.mark_window_end()
     sampler.stop()
     sampler.gpu_probe.close()
     print(json.dumps({**summarize(sampler.samples), **storage_of(sampler),
