@@ -14,6 +14,7 @@ from typing import Any
 from dataprof.decide.workers import at_least, worker_space
 from dataprof.errors import UsageError
 from dataprof.results.codec import encode
+from dataprof.results.document import kept
 from dataprof.results.environment import CpuBudget, ProbeReply, RankInfo, UserLoader
 from dataprof.results.knobs import DEFAULT_BATCH_SIZE
 from dataprof.results.registry import FRAMEWORKS, KNOBS, REGISTRY, START_METHODS, Knob, record_of
@@ -268,7 +269,8 @@ def resumable_trials(previous: Report, settings: SweepSettings) -> tuple[TrialRe
     if previous.target != settings.target:
         raise UsageError(f"--resume: the saved run profiled {previous.target}, not {settings.target}")
     current = encode(settings)
-    saved = {"framework": "torch", **previous.settings_document()}  # saved before Paddle support: PyTorch's
+    # a document saved before Paddle support holds no framework: PyTorch's
+    saved = {"framework": "torch", **kept(encode(previous.settings), previous.settings_keys)}
     for key in RESUME_KEYS:
         if saved.get(key) != current[key]:
             raise UsageError(f"--resume: the saved run used {key}={saved.get(key)!r}, "

@@ -87,7 +87,8 @@ def plan_view(plan: Plan) -> PlanView:
     rows = tuple(((str(p.num_workers), f"{p.samples_per_s:,.0f}",
                    f"{p.samples_per_s_low:,.0f}–{p.samples_per_s_high:,.0f}", p.limit,
                    _size(p.memory_bytes, None), _size(p.shm_bytes, None), "yes" if p.fits else "no",
-                   "yes" if p.feeds_step else "no")[:len(columns)], p is rec) for p in plan.curve)
+                   "yes" if p.feeds_step else "no")[:len(columns)], p.num_workers == rec.num_workers)
+                 for p in plan.curve)
     per = " per rank" if m.ranks_per_node > 1 else ""
     held = f"feeds the {m.step_ms:g} ms step" if rec.feeds_step else f"held back: {LIMITS[rec.limit]}"
     answer = [f"{plan.config.label()}: {_rate(rec)}{per}; {held}"]

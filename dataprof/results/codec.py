@@ -2,9 +2,12 @@
 order, and read back by keyword construction, each value by its field's type. Stdlib only.
 
 Where a record's JSON is not its fields one by one, its fields say so in their metadata (:data:`FLAT`,
-:data:`HIDDEN`, :data:`AS_TEXT`, :func:`named`, :func:`objects`), and a class lists the properties written
-after its fields in ``JSON_DERIVED`` (read back: ignored). A class with a JSON form of its own (``to_dict`` /
-``from_dict``: a loader config by its framework's names, a whole document) is written and read with it.
+:data:`HIDDEN`, :data:`AS_TEXT`, :func:`named`, :func:`objects`, :func:`written_if`, and :func:`view` for a
+field whose JSON is a view of the record, as a document's contract has a few), a class lists the properties written
+after its fields in ``JSON_DERIVED`` (read back: ignored), and ``JSON_KEYS``, where a class has it, is its JSON's
+keys in their order (its fields' and its derived properties', as the contract orders them). A class with a JSON
+form of its own (``to_dict`` / ``from_dict``: a loader config by its framework's names, a document's header) is
+written and read with it.
 
 Reading is lenient, as a document of an older dataprof needs: keys it does not know are left out, a key it lacks
 (or holds null for a field that is not optional) takes the field's default, or None where the field may be None;
@@ -25,6 +28,7 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 _FLAT, _HIDDEN, _NAME, _TEXT, _OBJECTS, _IF = "flat", "hidden", "name", "text", "objects", "if"
+_WRITE, _READ = "write", "read"
 
 FLAT = {_FLAT: True}
 """Field metadata: a nested record whose fields the JSON holds in its parent's place, by their own names."""
@@ -43,6 +47,15 @@ def named(key: str, **more: Any) -> dict[str, Any]:
 def written_if(holds: Callable[[Any], bool]) -> dict[str, Any]:
     """Field metadata: a field the JSON holds only where ``holds(record)`` (a Paddle setting in a Paddle sweep)."""
     return {_IF: holds}
+
+
+def view(write: Callable[[Any], Any] | None = None, read: Callable[[Mapping[str, Any]], Any] | None = None,
+         **more: Any) -> dict[str, Any]:
+    """Field metadata: a field whose JSON is ``write(record)`` (a view the contract holds: a config by its
+    framework's names beside its figures; with :data:`FLAT`, a mapping of the keys it writes) and which is read
+    back as ``read(data)``, from its record's whole JSON (with a fallback for a document written before the field
+    was saved). Either left out: the field's own way."""
+    return {**({_WRITE: write} if write else {}), **({_READ: read} if read else {}), **more}
 
 
 def objects(*keys: str) -> dict[str, Any]:
@@ -66,7 +79,7 @@ def encode(value: Any) -> Any:
     value."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         own = getattr(value, "to_dict", None)
-        return own() if own is not None else _record(value)
+        return own() if own is not None else fields_json(value)
     if isinstance(value, enum.Enum):
         return value.value
     if isinstance(value, Mapping):
@@ -76,13 +89,19 @@ def encode(value: Any) -> Any:
     return value
 
 
-def _record(record: Any) -> dict[str, Any]:
+def fields_json(record: Any) -> dict[str, Any]:
+    """``record``'s fields (and derived properties) as JSON, by its metadata (a class's own ``to_dict`` writes the
+    rest of its JSON with it)."""
     data: dict[str, Any] = {}
     for field in dataclasses.fields(record):
         meta, value = field.metadata, getattr(record, field.name)
         if meta.get(_HIDDEN) or not meta.get(_IF, _always)(record):
             continue
-        if meta.get(_FLAT):
+        if _WRITE in meta and meta.get(_FLAT):
+            data.update(meta[_WRITE](record))
+        elif _WRITE in meta:
+            data[meta.get(_NAME, field.name)] = meta[_WRITE](record)
+        elif meta.get(_FLAT):
             data.update(encode(value))
         elif meta.get(_TEXT):
             data[meta.get(_NAME, field.name)] = {k: repr(v) for k, v in value.items()}
@@ -92,7 +111,12 @@ def _record(record: Any) -> dict[str, Any]:
         else:
             data[meta.get(_NAME, field.name)] = encode(value)
     data.update({name: encode(getattr(record, name)) for name in getattr(record, "JSON_DERIVED", ())})
-    return data
+    order = getattr(record, "JSON_KEYS", None)
+    if order is None:
+        return data
+    if set(data) - set(order):
+        raise ValueError(f"{type(record).__name__}: keys {sorted(set(data) - set(order))} are not in its JSON_KEYS")
+    return {key: data[key] for key in order if key in data}
 
 
 def decode(cls: type[T], data: Mapping[str, Any], *, strict: bool = False) -> T:
@@ -110,6 +134,9 @@ def from_fields(cls: type[T], data: Mapping[str, Any], *, strict: bool = False) 
     hints = _hints(cls)
     for field in dataclasses.fields(cls):  # type: ignore[arg-type]
         meta = field.metadata
+        if _READ in meta:
+            values[field.name] = meta[_READ](data)
+            continue
         if meta.get(_FLAT):
             values[field.name] = decode(hints[field.name], data, strict=False)
             continue

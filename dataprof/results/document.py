@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
-from dataprof.results.codec import from_fields
+from dataprof.results.codec import HIDDEN, decode, encode, fields_json, from_fields, view
 
 SCHEMA_VERSION = 1
 
@@ -32,12 +31,20 @@ _Doc = TypeVar("_Doc", bound="Document")
 
 
 class Document:
-    """A result document: its data (a dataclass with a ``tool_version``), its JSON document (:meth:`to_dict`, the
-    contract) and that document as text."""
+    """A result document: its data (a dataclass with a ``tool_version``, which its JSON holds in its ``tool``
+    block), its JSON document (:meth:`to_dict`, the contract) and that document as text."""
 
     tool_version: str
-    to_dict: Callable[[], dict[str, Any]]
-    """The JSON document: each kind's own keys (the contract), ``schema_version`` first."""
+    KIND: ClassVar[str | None] = None
+    """The document's ``kind`` (:class:`~dataprof.results.vocabulary.Kind`); None: a sweep's, whose document has
+    no ``kind`` key (it was the first kind)."""
+    HEADER: ClassVar[tuple[str, ...]] = ("tool", "kind")
+    """The header's keys after ``schema_version``, in the order its kind's first document wrote them."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON document (the contract): ``schema_version``, the header, then its fields by the codec."""
+        head = {"tool": tool(self.tool_version), "kind": self.KIND}
+        return {"schema_version": SCHEMA_VERSION, **{key: head[key] for key in self.HEADER}, **fields_json(self)}
 
     def to_json(self) -> str:
         """The document as text (NaN and infinities written as null)."""
@@ -45,9 +52,8 @@ class Document:
 
     @classmethod
     def from_dict(cls: type[_Doc], data: dict[str, Any]) -> _Doc:
-        """Read :meth:`to_dict` back: the fields by their keys (the codec's), the version from the ``tool`` block;
-        a kind whose document holds views of its own (a sweep's ``best``, a plan's ``recommended``) reads them
-        itself."""
+        """Read :meth:`to_dict` back: the fields by the codec (views by their own readers), the version from the
+        ``tool`` block."""
         return from_fields(cls, {**data, "tool_version": version_of(data)})
 
 
@@ -65,3 +71,14 @@ def kept(whole: dict[str, Any], keys: tuple[str, ...] | None) -> dict[str, Any]:
     """A document's block as written back: ``whole``, or only the ``keys`` the document it was read from held, in
     their order (an older document gains no key by being read and written again)."""
     return whole if keys is None else {key: whole[key] for key in keys if key in whole}
+
+
+def settings_view(cls: type) -> dict[str, Any]:
+    """Field metadata for a document's ``settings``: written as the document read held them (an older document
+    gains no key by being read and written again), read back with the document's ``target``."""
+    return view(lambda doc: kept(encode(doc.settings), doc.settings_keys),
+                lambda data: decode(cls, {**(data.get("settings") or {}), "target": data["target"]}))
+
+
+SETTINGS_KEYS = {**HIDDEN, **view(read=lambda data: tuple(data.get("settings") or {}))}
+"""Field metadata for a document's ``settings_keys``: the keys of the ``settings`` it was read from."""

@@ -7,12 +7,13 @@ holds whole (``from_dict`` reads it back).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from dataprof.results.cache import StorageReads
-from dataprof.results.codec import HIDDEN, decode, encode, objects, optional, records
-from dataprof.results.document import SCHEMA_VERSION, Document, kept, tool, version_of
+from dataprof.results.codec import HIDDEN, decode, named, objects, view
+from dataprof.results.document import SETTINGS_KEYS, Document, settings_view
 from dataprof.results.environment import DatasetInfo
 from dataprof.results.findings import Finding
 from dataprof.results.inspect_data import InspectionData, InspectSettings
@@ -80,114 +81,105 @@ class InspectedSamples:
     (and in documents written before it was saved)."""
 
 
+def _dataset_from(data: Mapping[str, Any]) -> DatasetInfo:
+    ds = data["dataset"]
+    return DatasetInfo(kind=ds["kind"], type_name=ds["type"], length=ds["length"], init_s=ds["init_s"],
+                       sample=ds["sample"], batch_samples=data["batch_samples"], batch_bytes=data["bytes_per_batch"],
+                       batch_tensors=data["batch_tensors"], batch_objects=data["batch_objects"])
+
+
+def _notes_from(data: Mapping[str, Any]) -> tuple[str, ...]:
+    note = data.get("transforms_note")  # documents before the notes were a list
+    return tuple(data.get("transforms_notes", [note] if note else []))
+
+
+def _outside_share_from(data: Mapping[str, Any]) -> float | None:
+    if "outside_transforms_share" in data:
+        return data["outside_transforms_share"]  # type: ignore[no-any-return]
+    return _share(data["outside_transforms_ms"], data["samples"]["latency_ms"])
+
+
 @dataclass(frozen=True)
 class Inspection(Document):
     """``dataprof inspect``'s document: every figure and check its reports show, derived from
-    :class:`InspectionData` (``decide.inspect.analyse``) or read back from its JSON."""
+    :class:`InspectionData` (``decide.inspect.analyse``) or read back from its JSON (docs/inspect.md)."""
 
+    KIND: ClassVar[str | None] = Kind.INSPECT
+    JSON_KEYS: ClassVar[tuple[str, ...]] = (
+        "target", "settings", "environment", "dataset", "samples", "transforms", "transform_tree", "transforms_note",
+        "outside_transforms_ms", "collate_ms", "collate_error", "bytes_per_sample", "bytes_per_batch",
+        "batch_samples", "batch_tensors", "batch_objects", "pickled_dataset_bytes", "pickle_s", "pickle_error",
+        "cpu_s_per_sample", "cpu_ceiling_samples_per_s", "worker_samples_per_s", "max_workers_shm",
+        "max_workers_open_files", "checks", "sample_kind", "transforms_notes", "outside_transforms_share",
+        "storage", "gil")
+    JSON_DERIVED: ClassVar[tuple[str, ...]] = ("transforms_note", "bytes_per_batch", "batch_samples", "batch_tensors",
+                                               "batch_objects", "sample_kind")
     target: str
-    tool_version: str
-    settings: InspectSettings
+    tool_version: str = field(metadata=HIDDEN)
+    settings: InspectSettings = field(metadata=settings_view(InspectSettings))
     environment: InspectedMachine
-    dataset: DatasetInfo
-    samples: InspectedSamples
+    dataset: DatasetInfo = field(metadata=view(lambda doc: {
+        "kind": doc.dataset.kind, "type": doc.dataset.type_name, "length": doc.dataset.length,
+        "init_s": doc.dataset.init_s, "sample": doc.dataset.sample}, _dataset_from))
+    samples: InspectedSamples = field(metadata=view(
+        read=lambda data: decode(InspectedSamples, {**data["samples"], "kind": data.get("sample_kind")})))
     transforms: tuple[dict[str, Any], ...]
     """The timed stages, costliest first: ``name``, ``path``, ``mean_ms``, ``share``, ``calls``."""
-    tree: tuple[dict[str, Any], ...]
+    tree: tuple[dict[str, Any], ...] = field(metadata=named("transform_tree"))
     """The transform tree as found, each node with its ``mean_ms`` and ``share`` (composites their children)."""
-    notes: tuple[str, ...]
+    notes: tuple[str, ...] = field(metadata=view(read=_notes_from, **named("transforms_notes")))
     """What the pipeline search says of the pipeline (an opaque transform, a wrapped dataset)."""
-    outside_ms: float | None
-    outside_share: float | None
+    outside_ms: float | None = field(metadata=named("outside_transforms_ms"))
+    outside_share: float | None = field(metadata=view(read=_outside_share_from, **named("outside_transforms_share")))
     """Time per sample in ``__getitem__`` outside the timed stages, and its share."""
     collate_ms: float | None
     collate_error: str | None
     bytes_per_sample: float | None
-    pickle_bytes: int | None
+    pickle_bytes: int | None = field(metadata=named("pickled_dataset_bytes"))
     pickle_s: float | None
     pickle_error: str | None
     cpu_s_per_sample: float | None
-    cpu_ceiling: float | None
-    worker_rate: float | None
+    cpu_ceiling: float | None = field(metadata=named("cpu_ceiling_samples_per_s"))
+    worker_rate: float | None = field(metadata=named("worker_samples_per_s"))
     """Samples/s one worker delivers at the measured wall time per sample."""
     max_workers_shm: int | None
-    max_workers_files: int | None
+    max_workers_files: int | None = field(metadata=named("max_workers_open_files"))
     checks: tuple[Finding, ...] = ()
     storage: StorageReads | None = None
     gil: GilShare | None = None
     """How much of a sample's fetch releases the GIL, and so what threads can do with it."""
-    settings_keys: tuple[str, ...] | None = None
+    settings_keys: tuple[str, ...] | None = field(default=None, metadata=SETTINGS_KEYS)
     """The ``settings`` keys of the document this was read from (:func:`~dataprof.results.document.kept`)."""
 
-    def to_dict(self) -> dict[str, Any]:
-        """The ``dataprof inspect --json`` document (docs/inspect.md)."""
-        ds, samples = self.dataset, self.samples
-        return {
-            "schema_version": SCHEMA_VERSION,
-            "tool": tool(self.tool_version),
-            "kind": Kind.INSPECT,
-            "target": self.target,
-            "settings": kept(encode(self.settings), self.settings_keys),
-            "environment": encode(self.environment),
-            "dataset": {"kind": ds.kind, "type": ds.type_name, "length": ds.length, "init_s": ds.init_s,
-                        "sample": ds.sample},
-            "samples": encode(samples),
-            "transforms": list(self.transforms),
-            "transform_tree": list(self.tree),
-            "transforms_note": "; ".join(self.notes) or None,
-            "outside_transforms_ms": self.outside_ms,
-            "collate_ms": self.collate_ms,
-            "collate_error": self.collate_error,
-            "bytes_per_sample": self.bytes_per_sample,
-            "bytes_per_batch": ds.batch_bytes,
-            "batch_samples": ds.batch_samples,
-            "batch_tensors": ds.batch_tensors,
-            "batch_objects": ds.batch_objects,
-            "pickled_dataset_bytes": self.pickle_bytes,
-            "pickle_s": self.pickle_s,
-            "pickle_error": self.pickle_error,
-            "cpu_s_per_sample": self.cpu_s_per_sample,
-            "cpu_ceiling_samples_per_s": self.cpu_ceiling,
-            "worker_samples_per_s": self.worker_rate,
-            "max_workers_shm": self.max_workers_shm,
-            "max_workers_open_files": self.max_workers_files,
-            "checks": encode(self.checks),
-            "sample_kind": samples.kind,
-            "transforms_notes": list(self.notes),
-            "outside_transforms_share": self.outside_share,
-            "storage": encode(self.storage),
-            "gil": encode(self.gil),
-        }
+    @property
+    def transforms_note(self) -> str | None:
+        """The notes as one line (documents before they were a list)."""
+        return "; ".join(self.notes) or None
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Inspection:
-        """Read :meth:`to_dict` back (the keys added later are optional)."""
-        ds, samples = data["dataset"], data["samples"]
-        note = data.get("transforms_note")
-        return cls(
-            target=data["target"], tool_version=version_of(data),
-            settings=decode(InspectSettings, {**(data.get("settings") or {}), "target": data["target"]}),
-            settings_keys=tuple(data.get("settings") or {}), environment=decode(InspectedMachine, data["environment"]),
-            dataset=DatasetInfo(kind=ds["kind"], type_name=ds["type"], length=ds["length"], init_s=ds["init_s"],
-                                sample=ds["sample"], batch_samples=data["batch_samples"],
-                                batch_bytes=data["bytes_per_batch"], batch_tensors=data["batch_tensors"],
-                                batch_objects=data["batch_objects"]),
-            samples=decode(InspectedSamples, {**samples, "kind": data.get("sample_kind")}),
-            transforms=tuple(data["transforms"]), tree=tuple(data["transform_tree"]),
-            notes=tuple(data.get("transforms_notes", [note] if note else [])),
-            outside_ms=data["outside_transforms_ms"], outside_share=data.get("outside_transforms_share",
-                                                                             _share(data["outside_transforms_ms"],
-                                                                                    samples["latency_ms"])),
-            collate_ms=data["collate_ms"], collate_error=data["collate_error"],
-            bytes_per_sample=data["bytes_per_sample"], pickle_bytes=data["pickled_dataset_bytes"],
-            pickle_s=data["pickle_s"], pickle_error=data["pickle_error"],
-            cpu_s_per_sample=data["cpu_s_per_sample"], cpu_ceiling=data["cpu_ceiling_samples_per_s"],
-            worker_rate=data["worker_samples_per_s"], max_workers_shm=data["max_workers_shm"],
-            max_workers_files=data["max_workers_open_files"],
-            checks=records(Finding, data["checks"]),
-            storage=optional(StorageReads, data.get("storage")), gil=optional(GilShare, data.get("gil")))
+    @property
+    def bytes_per_batch(self) -> int | None:
+        """The array payload of one batch (:attr:`DatasetInfo.batch_bytes`)."""
+        return self.dataset.batch_bytes
 
+    @property
+    def batch_samples(self) -> int | None:
+        """Samples in the first batch."""
+        return self.dataset.batch_samples
 
+    @property
+    def batch_tensors(self) -> int | None:
+        """Arrays in one batch."""
+        return self.dataset.batch_tensors
+
+    @property
+    def batch_objects(self) -> int | None:
+        """Python objects other than arrays in one batch."""
+        return self.dataset.batch_objects
+
+    @property
+    def sample_kind(self) -> str | None:
+        """``computing``, ``waiting`` or ``mixed`` (:attr:`InspectedSamples.kind`)."""
+        return self.samples.kind
 
 
 def _share(outside_ms: float | None, latency_ms: dict[str, float]) -> float | None:

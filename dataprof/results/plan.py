@@ -5,11 +5,12 @@ machine, the config to use there, and what feeding a model step takes. Data only
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from dataprof.results.codec import decode, encode, optional, records
-from dataprof.results.document import SCHEMA_VERSION, Document, tool, version_of
+from dataprof.results.codec import HIDDEN, named, records, view
+from dataprof.results.document import Document
 from dataprof.results.knobs import LoaderConfig, baseline
 from dataprof.results.pipeline import PipelineModel
 from dataprof.results.vocabulary import Kind
@@ -108,11 +109,32 @@ class PlanPoint:
     """It delivers what feeding the step takes (None without a step)."""
 
 
+def _recommended_json(plan: Plan) -> dict[str, Any]:
+    """The ``recommended`` block: the config to use, then its point's figures."""
+    rec = plan.recommended
+    return {"config": plan.config.to_dict(), "samples_per_s": rec.samples_per_s,
+            "samples_per_s_low": rec.samples_per_s_low, "samples_per_s_high": rec.samples_per_s_high,
+            "feeds_step": rec.feeds_step, "limit": rec.limit, "memory_bytes": rec.memory_bytes,
+            "shm_bytes": rec.shm_bytes}
+
+
+def _recommended_from(data: Mapping[str, Any]) -> PlanPoint:
+    """The curve's point of the recommended config's worker count."""
+    wanted = data["recommended"]["config"]["num_workers"]
+    return next(p for p in records(PlanPoint, data["curve"]) if p.num_workers == wanted)
+
+
 @dataclass(frozen=True)
 class Plan(Document):
-    """A prediction for another machine from a sweep's pipeline model, and where it leaves what was measured."""
+    """A prediction for another machine from a sweep's pipeline model, and where it leaves what was measured
+    (``dataprof plan --json``, docs/plan.md)."""
 
-    tool_version: str
+    KIND: ClassVar[str | None] = Kind.PLAN
+    JSON_KEYS: ClassVar[tuple[str, ...]] = (
+        "target", "machine", "recommended", "curve", "cpus_per_rank_to_feed_step", "feeding", "extrapolated",
+        "extrapolations", "measured", "knobs", "knobs_reason", "model", "notes", "node_groups")
+    JSON_DERIVED: ClassVar[tuple[str, ...]] = ("cpus_per_rank_to_feed_step", "extrapolated")
+    tool_version: str = field(metadata=HIDDEN)
     target: str
     measured: Measured
     """What the prediction comes from: the sweep's CPUs (``cpus``), its ``cpu_reason``, its ``trials`` and
@@ -123,7 +145,7 @@ class Plan(Document):
     """The sweep's recommended config (its best worker-process config when threads won: the model is of
     worker processes): the plan changes its num_workers only."""
     curve: tuple[PlanPoint, ...]
-    recommended: PlanPoint
+    recommended: PlanPoint = field(metadata=view(_recommended_json, _recommended_from))
     feeding: Feeding | None
     """With a step: what feeding it takes."""
     extrapolations: tuple[str, ...] = ()
@@ -131,7 +153,7 @@ class Plan(Document):
     notes: tuple[str, ...] = ()
     knobs_reason: str | None = None
     """Why :attr:`knobs` is not the sweep's recommendation (threads won), or None when it is."""
-    groups: tuple[Plan, ...] = ()
+    groups: tuple[Plan, ...] = field(default=(), metadata=named("node_groups"))
     """With node groups (``--node``): the plans of the other groups (this one is the first group's)."""
 
     @property
@@ -140,42 +162,12 @@ class Plan(Document):
         return dataclasses.replace(self.knobs, num_workers=self.recommended.num_workers) \
             if self.recommended.num_workers else baseline(self.knobs.framework)
 
-    def to_dict(self) -> dict[str, Any]:
-        """The ``dataprof plan --json`` document (docs/plan.md)."""
-        rec = self.recommended
-        return {
-            "schema_version": SCHEMA_VERSION,
-            "tool": tool(self.tool_version),
-            "kind": Kind.PLAN,
-            "target": self.target,
-            "machine": encode(self.machine),
-            "recommended": {"config": self.config.to_dict(), "samples_per_s": rec.samples_per_s,
-                            "samples_per_s_low": rec.samples_per_s_low, "samples_per_s_high": rec.samples_per_s_high,
-                            "feeds_step": rec.feeds_step, "limit": rec.limit, "memory_bytes": rec.memory_bytes,
-                            "shm_bytes": rec.shm_bytes},
-            "curve": encode(self.curve),
-            "cpus_per_rank_to_feed_step": None if self.feeding is None else self.feeding.cpus_per_rank,
-            "feeding": encode(self.feeding),
-            "extrapolated": bool(self.extrapolations),
-            "extrapolations": list(self.extrapolations),
-            "measured": encode(self.measured),
-            "knobs": encode(self.knobs),
-            "knobs_reason": self.knobs_reason,
-            "model": encode(self.model),
-            "notes": list(self.notes),
-            "node_groups": [group.to_dict() for group in self.groups],
-        }
+    @property
+    def cpus_per_rank_to_feed_step(self) -> float | None:
+        """With a step: the CPUs a rank needs to feed it (:attr:`Feeding.cpus_per_rank`)."""
+        return None if self.feeding is None else self.feeding.cpus_per_rank
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Plan:
-        """Read :meth:`to_dict` back."""
-        curve = records(PlanPoint, data["curve"])
-        wanted = data["recommended"]["config"]["num_workers"]
-        return cls(tool_version=version_of(data), target=data["target"],
-                   measured=decode(Measured, data["measured"]), machine=decode(TargetMachine, data["machine"]),
-                   model=decode(PipelineModel, data["model"]), knobs=LoaderConfig.from_dict(data["knobs"]),
-                   curve=curve, recommended=next(p for p in curve if p.num_workers == wanted),
-                   feeding=optional(Feeding, data.get("feeding")),
-                   extrapolations=tuple(data.get("extrapolations") or ()), notes=tuple(data.get("notes") or ()),
-                   knobs_reason=data.get("knobs_reason"),
-                   groups=tuple(cls.from_dict(group) for group in data.get("node_groups") or ()))
+    @property
+    def extrapolated(self) -> bool:
+        """Whether the plan leaves the measured range anywhere."""
+        return bool(self.extrapolations)

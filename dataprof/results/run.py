@@ -5,10 +5,10 @@ state unless named otherwise: each epoch's first batches (the workers' start, th
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
-from dataprof.results.codec import FLAT, encode
-from dataprof.results.document import SCHEMA_VERSION, Document, tool
+from dataprof.results.codec import FLAT, HIDDEN, encode, view
+from dataprof.results.document import Document
 from dataprof.results.environment import Environment
 from dataprof.results.findings import Finding, GateResult
 from dataprof.results.knobs import KnobValues, checked_knobs
@@ -217,15 +217,24 @@ class RunChanges:
         return (site == self.loader or site.endswith("/" + self.loader)) and (self.split is None or split == self.split)
 
 
-@dataclass(frozen=True)
-class RunReport(Document):
-    """A watched training run: its loaders, its resources, and the verdict decided from them."""
+def _loaders_json(report: RunReport) -> list[dict[str, Any]]:
+    """Each loader with the run's mean GPU utilisation (the document's ``loaders``, as its first version wrote)."""
+    return [{**encode(loader), "gpu_util_percent": report.resources.gpu_util_percent} for loader in report.loaders]
 
-    tool_version: str
+
+@dataclass(frozen=True, kw_only=True)
+class RunReport(Document):
+    """A watched training run: its loaders, its resources, and the verdict decided from them. Its fields are in its
+    document's order (docs/run.md)."""
+
+    KIND: ClassVar[str | None] = Kind.RUN
+    HEADER: ClassVar[tuple[str, ...]] = ("kind", "tool")
+    tool_version: str = field(metadata=HIDDEN)
     command: tuple[str, ...]
     """The script (or ``-m module``) and its arguments, as run."""
+    complete: bool = True
     environment: Environment
-    loaders: tuple[LoaderRun, ...]
+    loaders: tuple[LoaderRun, ...] = field(metadata=view(_loaders_json))
     """Busiest first (most batches)."""
     resources: RunResources
     wall_s: float
@@ -233,7 +242,6 @@ class RunReport(Document):
     """The script's own exit code (128 + N when signal N killed it, as a shell says)."""
     ended_by: str | None = None
     """Why the watch ended before the script did (``--max-steps``, ``--seconds``, Ctrl-C); None if it ran out."""
-    complete: bool = True
     verdict: Finding | None = None
     """Whether the training waits for data, and what to do (decided by ``dataprof.decide.run``)."""
     next_command: str | None = None
@@ -249,14 +257,14 @@ class RunReport(Document):
     """The last lines the script wrote to its stderr (its traceback's end, when it raised)."""
     stderr_causes: tuple[str, ...] = ()
     """Its stderr's lines, anywhere in it, that name a cause a run fails for (``results.tune.CAUSE_WORDS``)."""
-    own_ranks: str | None = None
-    """How the script started ranks of its own, where, and how many processes (``torch.multiprocessing.spawn at
-    train.py:310, 2 processes``): they ran unwatched; None when it started none."""
     stopped: str | None = None
     """Why the watch ended the script itself (SIGINT, then SIGTERM, then SIGKILL): past its limit, long after
     its window, another rank failed; None when it did not."""
     stop_cause: StopCause | None = None
     """:attr:`stopped` as a word (:class:`~dataprof.results.vocabulary.StopCause`)."""
+    own_ranks: str | None = None
+    """How the script started ranks of its own, where, and how many processes (``torch.multiprocessing.spawn at
+    train.py:310, 2 processes``): they ran unwatched; None when it started none."""
     rank_cause: RankCause | None = None
     """Under torchrun, on rank 0: why the rank that waits most for data waits, and what to change on its node
     (``dataprof.decide.run.rank_cause``); None when no rank waits much more than the others."""
@@ -265,22 +273,3 @@ class RunReport(Document):
         """The rank that waited for data the most: in synchronous training it sets everyone's pace."""
         waited = [r for r in self.ranks if r.data_wait_fraction is not None]
         return max(waited, key=lambda r: r.data_wait_fraction or 0.0) if waited else None
-
-    def to_dict(self) -> dict[str, Any]:
-        """The ``dataprof run --json`` document (docs/run.md)."""
-        return {
-            "schema_version": SCHEMA_VERSION,
-            "kind": Kind.RUN,
-            "tool": tool(self.tool_version),
-            "command": list(self.command),
-            "complete": self.complete,
-            "environment": encode(self.environment),
-            "loaders": [{**encode(loader), "gpu_util_percent": self.resources.gpu_util_percent}
-                        for loader in self.loaders],
-            **{name: encode(getattr(self, name)) for name in RUN_KEYS},
-        }
-
-
-RUN_KEYS = ("resources", "wall_s", "exit_code", "ended_by", "verdict", "next_command", "notes", "gates", "ranks",
-            "changes", "stderr_tail", "stderr_causes", "stopped", "stop_cause", "own_ranks", "rank_cause")
-"""The fields a run's document holds after its loaders, by their own names and in this order (docs/run.md)."""

@@ -7,12 +7,14 @@ Stdlib only. The trials' own figures live in :mod:`dataprof.results.trial`, the 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from functools import partial
+from typing import Any, ClassVar
 
 from dataprof.results.cache import DataFootprint, StorageOutlook
-from dataprof.results.codec import decode, encode, objects, optional, records
-from dataprof.results.document import SCHEMA_VERSION, Document, kept, tool, version_of
+from dataprof.results.codec import FLAT, HIDDEN, decode, encode, named, objects, records, view
+from dataprof.results.document import SETTINGS_KEYS, Document, settings_view
 from dataprof.results.environment import DatasetInfo, Environment
 from dataprof.results.findings import Finding, GateResult
 from dataprof.results.knobs import LoaderConfig
@@ -109,25 +111,75 @@ class AutotuneRun:
     """Why it tuned nothing, when it did not start (it keeps ``num_workers`` as given)."""
 
 
+def _best_json(report: Report) -> dict[str, Any]:
+    """The ``baseline`` and ``best`` blocks: each config by its framework's names beside its figures."""
+    baseline, best = report.baseline, report.recommendation
+    return {
+        "baseline": None if baseline is None else {
+            "config": baseline.config.to_dict(), "samples_per_s": baseline.samples_per_s},
+        "best": None if best is None else {
+            "config": best.config.to_dict(),
+            "samples_per_s": best.samples_per_s,
+            "speedup_vs_baseline": best.speedup_vs_baseline,
+            "fastest": {"config": best.fastest.to_dict(), "samples_per_s": best.fastest_samples_per_s},
+            "reason": best.reason,
+            "cpu_ceiling_samples_per_s": best.cpu_ceiling_samples_per_s,
+            "cpu_ceiling_share": best.cpu_ceiling_share,
+            "cache": best.cache,
+        }}
+
+
+def _best_from(data: Mapping[str, Any]) -> Recommendation | None:
+    best = data.get("best")
+    if best is None:
+        return None
+    fastest = best.get("fastest", best)
+    return decode(Recommendation, {**best, "fastest": fastest["config"],
+                                   "fastest_samples_per_s": fastest["samples_per_s"],
+                                   "reason": best.get("reason", "")})
+
+
+def _search_json(report: Report) -> dict[str, Any]:
+    return {"strategy": report.settings.strategy, "trials_run": len(report.trials), "wall_s": report.wall_s,
+            "steps": encode(report.search_steps), "stopped": report.search_stop}
+
+
+def _in(block: str, key: str, read: Callable[[Any], Any] = lambda value: value,
+        default: Any = None) -> Callable[[Mapping[str, Any]], Any]:
+    """Reads a field its document holds as ``key`` in its ``block`` (which another field's view writes), with
+    ``read``."""
+    return lambda data: read((data.get(block) or {}).get(key, default))
+
+
 @dataclass(frozen=True)
 class Report(Document):
-    """A whole sweep: the session object every renderer reads."""
+    """A whole sweep: the session object every renderer reads (``--json``: docs/json.md)."""
 
+    HEADER: ClassVar[tuple[str, ...]] = ("tool",)
+    JSON_KEYS: ClassVar[tuple[str, ...]] = (
+        "target", "complete", "environment", "dataset", "settings", "trials", "baseline", "best", "diagnosis",
+        "gates", "search", "current", "rules_of_thumb", "autotune", "notes", "error", "model", "feeding",
+        "cold_trials", "data_footprint", "storage", "thread_check", "worker_kinds")
     target: str
-    tool_version: str
+    tool_version: str = field(metadata=HIDDEN)
     environment: Environment
-    settings: SweepSettings
+    settings: SweepSettings = field(metadata=settings_view(SweepSettings))
     trials: tuple[TrialResult, ...]
     dataset: DatasetInfo | None = None
-    recommendation: Recommendation | None = None
-    primary: FindingId | None = None
-    findings: tuple[Finding, ...] = ()
-    wall_s: float = 0.0
+    recommendation: Recommendation | None = field(default=None, metadata={**FLAT, **view(_best_json, _best_from)})
+    primary: FindingId | None = field(default=None, metadata=view(
+        lambda report: report.diagnosis, _in("diagnosis", "primary", lambda p: None if p is None else FindingId(p)),
+        **named("diagnosis")))
+    findings: tuple[Finding, ...] = field(default=(), metadata={
+        **HIDDEN, **view(read=_in("diagnosis", "findings", partial(records, Finding)))})
+    wall_s: float = field(default=0.0, metadata=view(_search_json, _in("search", "wall_s", default=0.0),
+                                                     **named("search")))
     complete: bool = True
     """False while a sweep is running or after it was interrupted."""
     notes: tuple[str, ...] = field(default_factory=tuple)
-    search_steps: tuple[SearchStep, ...] = ()
-    search_stop: str | None = None
+    search_steps: tuple[SearchStep, ...] = field(default=(), metadata={
+        **HIDDEN, **view(read=_in("search", "steps", partial(records, SearchStep)))})
+    search_stop: str | None = field(default=None, metadata={**HIDDEN, **view(read=_in("search", "stopped"))})
     """Why the search stopped."""
     rules_of_thumb: tuple[RuleOfThumb, ...] = ()
     gates: tuple[GateResult, ...] = ()
@@ -151,7 +203,7 @@ class Report(Document):
     """Whether the thread loader returned the samples one process does, checked before the thread trials."""
     worker_kinds: WorkerKinds | None = None
     """The fastest thread config beside the fastest process config, when both completed."""
-    settings_keys: tuple[str, ...] | None = None
+    settings_keys: tuple[str, ...] | None = field(default=None, metadata=SETTINGS_KEYS)
     """The ``settings`` keys of the document this was read from, in its order: written back as read (an older
     document's keys, no more); None for a sweep made here, whose settings are written whole."""
 
@@ -178,93 +230,3 @@ class Report(Document):
             if trial.config.is_baseline and trial.status == TrialStatus.OK:
                 return trial
         return None
-
-    def settings_document(self) -> dict[str, Any]:
-        """The JSON ``settings``: whole, or the keys the document read held (:attr:`settings_keys`)."""
-        return kept(encode(self.settings), self.settings_keys)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The ``--json`` document (docs/json.md), ``schema_version`` first."""
-        baseline = self.baseline
-        best = self.recommendation
-        return {
-            "schema_version": SCHEMA_VERSION,
-            "tool": tool(self.tool_version),
-            "target": self.target,
-            "complete": self.complete,
-            "environment": encode(self.environment),
-            "dataset": encode(self.dataset),
-            "settings": self.settings_document(),
-            "trials": encode(self.trials),
-            "baseline": None if baseline is None else {
-                "config": baseline.config.to_dict(), "samples_per_s": baseline.samples_per_s},
-            "best": None if best is None else {
-                "config": best.config.to_dict(),
-                "samples_per_s": best.samples_per_s,
-                "speedup_vs_baseline": best.speedup_vs_baseline,
-                "fastest": {"config": best.fastest.to_dict(), "samples_per_s": best.fastest_samples_per_s},
-                "reason": best.reason,
-                "cpu_ceiling_samples_per_s": best.cpu_ceiling_samples_per_s,
-                "cpu_ceiling_share": best.cpu_ceiling_share,
-                "cache": best.cache,
-            },
-            "diagnosis": self.diagnosis,
-            "gates": encode(self.gates),
-            "search": {"strategy": self.settings.strategy, "trials_run": len(self.trials),
-                       "wall_s": self.wall_s,
-                       "steps": encode(self.search_steps),
-                       "stopped": self.search_stop},
-            "current": encode(self.current),
-            "rules_of_thumb": encode(self.rules_of_thumb),
-            "autotune": encode(self.autotune),
-            "notes": list(self.notes),
-            "error": self.error,
-            "model": encode(self.model),
-            "feeding": encode(self.feeding),
-            "cold_trials": encode(self.cold_trials),
-            "data_footprint": encode(self.data_footprint),
-            "storage": encode(self.storage),
-            "thread_check": encode(self.thread_check),
-            "worker_kinds": encode(self.worker_kinds),
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Report:
-        """Read a ``--json`` document back (keys added later are optional)."""
-        best, search = data.get("best"), data.get("search") or {}
-        recommendation = None
-        if best is not None:
-            fastest = best.get("fastest", best)
-            recommendation = decode(Recommendation, {**best, "fastest": fastest["config"],
-                                                     "fastest_samples_per_s": fastest["samples_per_s"],
-                                                     "reason": best.get("reason", "")})
-        diagnosis = data.get("diagnosis") or {}
-        return cls(
-            target=data["target"],
-            tool_version=version_of(data),
-            environment=decode(Environment, data["environment"]),
-            settings=decode(SweepSettings, {**(data.get("settings") or {}), "target": data["target"]}),
-            settings_keys=tuple(data.get("settings") or {}),
-            trials=records(TrialResult, data.get("trials")),
-            dataset=optional(DatasetInfo, data.get("dataset")),
-            recommendation=recommendation,
-            primary=None if diagnosis.get("primary") is None else FindingId(diagnosis["primary"]),
-            findings=records(Finding, diagnosis.get("findings")),
-            wall_s=search.get("wall_s", 0.0),
-            search_steps=records(SearchStep, search.get("steps")),
-            search_stop=search.get("stopped"),
-            gates=records(GateResult, data.get("gates")),
-            complete=data.get("complete", True),
-            notes=tuple(data.get("notes", [])),
-            error=data.get("error"),
-            autotune=optional(AutotuneRun, data.get("autotune")),
-            rules_of_thumb=records(RuleOfThumb, data.get("rules_of_thumb")),
-            current=optional(YourSettings, data.get("current")),
-            model=optional(PipelineModel, data.get("model")),
-            feeding=optional(Feeding, data.get("feeding")),
-            cold_trials=records(TrialResult, data.get("cold_trials")),
-            data_footprint=optional(DataFootprint, data.get("data_footprint")),
-            storage=optional(StorageOutlook, data.get("storage")),
-            thread_check=optional(ThreadCheck, data.get("thread_check")),
-            worker_kinds=optional(WorkerKinds, data.get("worker_kinds")),
-        )

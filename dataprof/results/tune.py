@@ -4,10 +4,10 @@ steady window, the headspace (the training with data for free) and the answer. D
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
-from dataprof.results.codec import encode, named, written_if
-from dataprof.results.document import SCHEMA_VERSION, Document, tool
+from dataprof.results.codec import FLAT, HIDDEN, encode, named, view, written_if
+from dataprof.results.document import Document
 from dataprof.results.knobs import KnobValues, checked_knobs
 from dataprof.results.trial import Percentiles
 from dataprof.results.vocabulary import Kind, TrialStatus, TuneVerdict
@@ -191,21 +191,65 @@ class TuneAnswer:
     """The training's iterations/s with data for free: the median of the headspace's runs, on the script's pace."""
 
 
+def _answer_json(report: TuneReport) -> dict[str, Any]:
+    """The answer's keys in the ``dataprof tune --json`` document (docs/tune.md): the current, recommended and
+    headspace runs' figures, the verdict and what it rests on (a document read back is decided again)."""
+    answer = report.answer
+    current, headspace = report.by_role("current"), report.by_role("headspace")
+    recommended = None if answer is None or answer.recommended is None else report.trials[answer.recommended]
+    return {
+        "current": None if not current else _figures(current[0]),
+        "recommended": None if recommended is None or answer is None else
+        {**_figures(recommended), "gain_over_current": answer.gain_over_current,
+         "gain_range": None if answer.gain_range is None else list(answer.gain_range)},
+        "headspace": None if not headspace else {"iterations_per_s": headspace[0].iterations_per_s
+                                                 if answer is None or answer.ceiling is None else answer.ceiling,
+                                                 "step_ms": encode(headspace[0].step_ms), "runs": len(headspace)},
+        "verdict": None if answer is None else answer.verdict,
+        "data_cost_fraction": None if answer is None else answer.data_cost_fraction,
+        "data_cost_range": None if answer is None or answer.data_cost_range is None
+        else list(answer.data_cost_range),
+        "recommended_data_cost_fraction": None if answer is None else answer.recommended_data_cost_fraction,
+        "noise": None if answer is None else answer.noise,
+        "noise_freedom": None if answer is None else answer.noise_freedom,
+        "reason": None if answer is None else answer.reason,
+        "step_slowdown": None if answer is None else {str(k): v for k, v in answer.step_slowdown.items()},
+        "recommended_index": None if answer is None else answer.recommended,
+    }
+
+
+def _loader_sweep_json(report: TuneReport) -> dict[str, Any] | None:
+    """The loader-only sweep, with where its pick ranked in the training."""
+    answer = report.answer
+    return None if report.loader_sweep is None else {
+        **encode(report.loader_sweep),
+        "rank_in_training": None if answer is None or answer.loader_sweep_rank is None
+        else list(answer.loader_sweep_rank),
+        "vs_recommended": None if answer is None else answer.loader_sweep_vs_recommended}
+
+
 @dataclass(frozen=True)
 class TuneReport(Document):
-    """A ``dataprof tune``: the command, the loader tuned, every run, and the answer."""
+    """A ``dataprof tune``: the command, the loader tuned, every run, and the answer (``--json``: docs/tune.md)."""
 
-    tool_version: str
+    KIND: ClassVar[str | None] = Kind.TUNE
+    HEADER: ClassVar[tuple[str, ...]] = ("kind", "tool")
+    JSON_KEYS: ClassVar[tuple[str, ...]] = (
+        "command", "nproc_per_node", "nnodes", "complete", "loader", "current", "recommended", "headspace", "verdict",
+        "data_cost_fraction", "data_cost_range", "recommended_data_cost_fraction", "noise", "noise_freedom",
+        "reason", "step_slowdown", "trials", "wall_s", "notes", "error", "recommended_index", "loader_sweep")
+    tool_version: str = field(metadata=HIDDEN)
     command: tuple[str, ...]
     loader: TunedLoader | None
     trials: tuple[TuneTrial, ...]
     wall_s: float
     complete: bool = True
-    answer: TuneAnswer | None = None
+    answer: TuneAnswer | None = field(default=None, metadata={**FLAT, **view(_answer_json, lambda data: None)})
+    """The answer (``decide.tune``): a document read back is decided again from its runs."""
     notes: tuple[str, ...] = ()
     error: str | None = None
     """Why tuning stopped without an answer (the current config failing, no loader found)."""
-    loader_sweep: LoaderSweep | None = None
+    loader_sweep: LoaderSweep | None = field(default=None, metadata=view(_loader_sweep_json))
     """The loader-only sweep, when the tuned loader's factory could be swept alone."""
     nproc_per_node: int = 1
     """Ranks of each run (``--nproc-per-node``), run together on this machine."""
@@ -215,49 +259,6 @@ class TuneReport(Document):
     def by_role(self, role: str) -> list[TuneTrial]:
         """The completed trials of ``role``."""
         return [t for t in self.trials if t.role == role and t.ok]
-
-    def to_dict(self) -> dict[str, Any]:
-        """The ``dataprof tune --json`` document (docs/tune.md); stable keys for CI."""
-        answer = self.answer
-        current = self.by_role("current")
-        headspace = self.by_role("headspace")
-        recommended = None if answer is None or answer.recommended is None else self.trials[answer.recommended]
-        return {
-            "schema_version": SCHEMA_VERSION,
-            "kind": Kind.TUNE,
-            "tool": tool(self.tool_version),
-            "command": list(self.command),
-            "nproc_per_node": self.nproc_per_node,
-            "nnodes": self.nnodes,
-            "complete": self.complete,
-            "loader": encode(self.loader),
-            "current": None if not current else _figures(current[0]),
-            "recommended": None if recommended is None or answer is None else
-            {**_figures(recommended), "gain_over_current": answer.gain_over_current,
-             "gain_range": None if answer.gain_range is None else list(answer.gain_range)},
-            "headspace": None if not headspace else {"iterations_per_s": headspace[0].iterations_per_s
-                                                     if answer is None or answer.ceiling is None else answer.ceiling,
-                                                     "step_ms": encode(headspace[0].step_ms), "runs": len(headspace)},
-            "verdict": None if answer is None else answer.verdict,
-            "data_cost_fraction": None if answer is None else answer.data_cost_fraction,
-            "data_cost_range": None if answer is None or answer.data_cost_range is None
-            else list(answer.data_cost_range),
-            "recommended_data_cost_fraction": None if answer is None else answer.recommended_data_cost_fraction,
-            "noise": None if answer is None else answer.noise,
-            "noise_freedom": None if answer is None else answer.noise_freedom,
-            "reason": None if answer is None else answer.reason,
-            "step_slowdown": None if answer is None else {str(k): v for k, v in answer.step_slowdown.items()},
-            "trials": encode(self.trials),
-            "wall_s": self.wall_s,
-            "notes": list(self.notes),
-            "error": self.error,
-            "recommended_index": None if answer is None else answer.recommended,
-            "loader_sweep": None if self.loader_sweep is None else {
-                **encode(self.loader_sweep),
-                "rank_in_training": None if answer is None or answer.loader_sweep_rank is None
-                else list(answer.loader_sweep_rank),
-                "vs_recommended": None if answer is None else answer.loader_sweep_vs_recommended},
-        }
 
 
 def _figures(trial: TuneTrial) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from dataprof.results.codec import AS_TEXT, FLAT, HIDDEN, Mismatch, decode, encode, named, objects
+from dataprof.results.codec import AS_TEXT, FLAT, HIDDEN, Mismatch, decode, encode, named, objects, view
 from dataprof.results.knobs import KnobValues, LoaderConfig
 from dataprof.results.vocabulary import TrialStatus
 
@@ -84,3 +84,40 @@ class Strict:
 class Loose:
     a: int
     b: int | None
+
+
+@dataclass(frozen=True)
+class Viewed:
+    """A document's shapes: a block that is a view of the record, a field written as several keys, a field read
+    back from another's block, and the contract's key order with a derived key between fields."""
+
+    name: str
+    best: Inner = field(metadata=view(lambda r: {"a_then_b": [r.best.a, r.best.b]},
+                                      lambda data: Inner(*data["best"]["a_then_b"])))
+    pair: tuple[int, int] = field(default=(0, 0), metadata={
+        **FLAT, **view(lambda r: {"first": r.pair[0], "second": r.pair[1]},
+                       lambda data: (data["first"], data.get("second", 0)))})
+    count: int = 0
+    JSON_KEYS: ClassVar[tuple[str, ...]] = ("first", "name", "doubled", "best", "second", "count")
+    JSON_DERIVED: ClassVar[tuple[str, ...]] = ("doubled",)
+
+    @property
+    def doubled(self) -> int:
+        return 2 * self.count
+
+
+@dataclass(frozen=True)
+class Unordered(Viewed):
+    extra: int = 1
+
+
+def test_a_view_writes_the_contract_s_shape_in_its_order_and_reads_it_back() -> None:
+    record = Viewed("x", Inner(3, 0.5), (1, 2), 4)
+    data = json.loads(json.dumps(encode(record)))
+    assert list(data) == ["first", "name", "doubled", "best", "second", "count"]
+    assert data == {"first": 1, "name": "x", "doubled": 8, "best": {"a_then_b": [3, 0.5]}, "second": 2, "count": 4}
+    assert decode(Viewed, data) == record
+    del data["second"]  # a document written before the key existed: the view's fallback
+    assert decode(Viewed, data).pair == (1, 0)
+    with pytest.raises(ValueError, match=r"Unordered: keys \['extra'\] are not in its JSON_KEYS"):
+        encode(Unordered("x", Inner()))  # a field the contract's order leaves out is a bug, not a dropped key
