@@ -27,11 +27,8 @@ from dataprof.measure.exchange import all_gather_json, broadcast_json, gather_js
 from dataprof.measure.launch import RANK_DIED, Stop, launch_ranks
 from dataprof.measure.watch.gather import RUN_GATHER_S, gather_reports, missing_note
 from dataprof.measure.watch.joining import meeting_of
-from dataprof.measure.watch.meeting import (
-    ALIVE_EVERY_S,
-    CONNECT_S,
-    exchange_dir,
-)
+from dataprof.measure.watch.launched import Launched
+from dataprof.measure.watch.meeting import ALIVE_EVERY_S, CONNECT_S
 from dataprof.measure.watch.ranks import SILENT_S, RankFailures
 from dataprof.measure.watch.settings import WatchSettings
 from dataprof.measure.watch.watcher import watch
@@ -45,12 +42,7 @@ from dataprof.results.trial import TrialResult
 def rank_from_env(env: Mapping[str, str] = os.environ) -> RankInfo | None:
     """The rank torchrun started this process as; None outside a job of two or more ranks."""
     try:
-        world = int(env.get("WORLD_SIZE", "1"))
-        if world < 2 or "RANK" not in env:
-            return None
-        return RankInfo(rank=int(env["RANK"]), world_size=world, local_rank=int(env.get("LOCAL_RANK", "0")),
-                        local_world_size=int(env.get("LOCAL_WORLD_SIZE", "1")),
-                        node=int(env.get("GROUP_RANK", env.get("NODE_RANK", "0"))), host=socket.gethostname())
+        return Launched(env).rank_info(socket.gethostname())
     except ValueError as exc:
         raise UsageError(f"torchrun's environment is malformed ({exc})") from None
 
@@ -206,7 +198,7 @@ def watch_ranks(settings: WatchSettings, nproc_per_node: int, nodes: NodeJob | N
         launched = launch_ranks(nproc_per_node, _watch_rank, settings, env, nodes is not None, run_id=run_id,
                                 nodes=nodes, stop=stop)
     finally:
-        shutil.rmtree(exchange_dir({"TORCHELASTIC_RUN_ID": run_id}), ignore_errors=True)
+        shutil.rmtree(Launched({"TORCHELASTIC_RUN_ID": run_id}).exchange_dir, ignore_errors=True)
     if launched.died is not None:
         raise DataprofError(f"{launched.died}; every rank of the run was stopped")
     if launched.code == RANK_DIED:

@@ -61,7 +61,8 @@ def run(module: bool, max_steps: int | None, seconds: float | None, override: st
     from dataprof.decide.run import rank_cause
     from dataprof.distributed import rank_from_env
     from dataprof.measure.watch.gather import gather_runs
-    from dataprof.measure.watch.joining import cannot_meet, meeting_of
+    from dataprof.measure.watch.joining import meeting_of
+    from dataprof.measure.watch.launched import Launched
     from dataprof.render.documents import print_document
     from dataprof.results.load import load_as
     from dataprof.results.run import RunReport
@@ -74,7 +75,7 @@ def run(module: bool, max_steps: int | None, seconds: float | None, override: st
                      min_gpu_util=min_gpu_util, min_throughput=min_throughput,
                      max_regression=None if baseline is None else parse_percent(max_regression or "10%",
                                                                                 "--max-regression"))
-    rank, alone = rank_from_env(), cannot_meet()
+    rank, alone = rank_from_env(), Launched().cannot_meet()
     seconds = _alone(alone, rank is None or rank.rank == 0, seconds)
     report = run_watched(script, script_args, module=module, max_steps=max_steps, seconds=seconds,
                          override=override, replay=replay, loader=loader_site)

@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from datetime import timedelta
 
+from dataprof.measure.watch.launched import Launched
 from dataprof.measure.watch.meeting import (
     CONNECT_S,
     END_KEY,
@@ -20,34 +21,7 @@ from dataprof.measure.watch.meeting import (
     FolderMeeting,
     Meeting,
     StoreMeeting,
-    exchange_dir,
-    job_rank,
 )
-
-LAUNCHERS = (("OMPI_COMM_WORLD_SIZE", "mpirun"), ("PMI_SIZE", "an MPI launcher"), ("SLURM_NTASKS", "srun"))
-"""Launchers that start a job's ranks one process each, without torchrun's agent: the size they set."""
-
-
-def cannot_meet(env: Mapping[str, str] = os.environ) -> str | None:
-    """Why this process, one rank of a job over several nodes (or of unknown shape), cannot meet the other nodes'
-    ranks: started without torchrun's agent (``srun python train.py``, ``mpirun``, DeepSpeed's launcher), there is
-    no store they all reach, and the directory they would meet in is this node's alone. None where they can meet
-    (an agent's store, or every rank on this node) or it is no job of several ranks."""
-    if env.get("TORCHELASTIC_USE_AGENT_STORE") == str(True) and env.get("MASTER_ADDR") and env.get("MASTER_PORT"):
-        return None
-    world = job_rank(env) is not None and int(env.get("WORLD_SIZE", "1"))
-    if world:
-        local = env.get("LOCAL_WORLD_SIZE", "")
-        if local.isdigit() and int(local) >= world:
-            return None
-        return (f"this rank is one of {world} started without torchrun's agent, "
-                + ("on more than one node" if local.isdigit() else "its ranks per node unknown (no LOCAL_WORLD_SIZE)"))
-    for key, launcher in LAUNCHERS:
-        size = env.get(key, "")
-        if size.isdigit() and int(size) > 1:
-            return f"this process is one of {size} ranks {launcher} started, with no RANK and WORLD_SIZE set"
-    return None
-
 
 ROUND_ENV = "DATAPROF_ROUND"
 """Where a rank's dataprof keeps the round it joined (``<run id> <nonce>``), for its own later meetings and the
@@ -60,26 +34,26 @@ def meeting_of(env: Mapping[str, str] = os.environ, since: float | None = None,
     rank joined: :func:`join_round`; this process's own rank, with ``os.environ``, joins once and leaves at its
     exit), else a directory (where what is older than ``since`` is an earlier job's); None outside a job of two or
     more ranks."""
-    if job_rank(env) is None:
+    launched = Launched(env)
+    rank, store = launched.rank, launched.store
+    if rank is None:
         return None
-    host, port = env.get("MASTER_ADDR"), env.get("MASTER_PORT", "")
-    if env.get("TORCHELASTIC_USE_AGENT_STORE") == str(True) and host and port.isdigit():
-        run_id = env.get("TORCHELASTIC_RUN_ID", "job")
-        kept = env.get(ROUND_ENV, "").split()
-        if len(kept) == 3 and kept[0] == run_id:
-            nonce = kept[1]
-        else:
-            job = StoreMeeting(host, int(port), f"dataprof/{run_id}/", connect_s)
-            nonce, ticket = join_round(job)
-            mine, rank = job.within(f"{nonce}/"), job_rank(env)
-            for key in [*(f"{name}-{rank}" for name in OWN_KEYS), *([END_KEY, HEARD_KEY] if rank == 0 else [])]:
-                mine.remove(key)  # left by a rank of an earlier round joined so (its dataprof killed outright)
-            mine.put(f"{WHOIS_KEY}-{rank}", str(ticket))
-            if env is os.environ:
-                os.environ[ROUND_ENV] = f"{run_id} {nonce} {ticket}"
-                atexit.register(leave_round, job)
-        return StoreMeeting(host, int(port), f"dataprof/{run_id}/{nonce}/", connect_s)
-    return FolderMeeting(exchange_dir(env), since)
+    if store is None:
+        return FolderMeeting(launched.exchange_dir, since)
+    kept = launched.text(ROUND_ENV).split()
+    if len(kept) == 3 and kept[0] == store.run_id:
+        nonce = kept[1]
+    else:
+        job = StoreMeeting(store.host, store.port, f"dataprof/{store.run_id}/", connect_s)
+        nonce, ticket = join_round(job)
+        mine = job.within(f"{nonce}/")
+        for key in [*(f"{name}-{rank}" for name in OWN_KEYS), *([END_KEY, HEARD_KEY] if rank == 0 else [])]:
+            mine.remove(key)  # left by a rank of an earlier round joined so (its dataprof killed outright)
+        mine.put(f"{WHOIS_KEY}-{rank}", str(ticket))
+        if env is os.environ:
+            os.environ[ROUND_ENV] = f"{store.run_id} {nonce} {ticket}"
+            atexit.register(leave_round, job)
+    return StoreMeeting(store.host, store.port, f"dataprof/{store.run_id}/{nonce}/", connect_s)
 
 
 def join_round(job: StoreMeeting, nonce: Callable[[], str] = lambda: uuid.uuid4().hex[:12]) -> tuple[str, int]:
@@ -112,7 +86,7 @@ def join_round(job: StoreMeeting, nonce: Callable[[], str] = lambda: uuid.uuid4(
 
 def own_ticket(env: Mapping[str, str] = os.environ) -> int | None:
     """This rank's ticket in its round (:func:`join_round`); None where it joined none."""
-    kept = env.get(ROUND_ENV, "").split()
+    kept = Launched(env).text(ROUND_ENV).split()
     return int(kept[2]) if len(kept) == 3 and kept[2].isdigit() and int(kept[2]) else None
 
 

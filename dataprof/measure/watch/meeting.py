@@ -16,9 +16,8 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Protocol
@@ -50,22 +49,6 @@ class Silences:
             return None
         silent = now - self.heard[who][1]
         return silent if count > 0 and silent >= self.silent_s else None
-
-
-def job_rank(env: Mapping[str, str]) -> int | None:
-    """This process's rank in a job of two or more ranks (torchrun's environment); None otherwise."""
-    try:
-        world, rank = int(env.get("WORLD_SIZE", "1")), int(env.get("RANK", "-1"))
-    except ValueError:
-        return None
-    return None if world < 2 or rank < 0 else rank
-
-
-def exchange_dir(env: Mapping[str, str] = os.environ) -> Path:
-    """Where the ranks of one job meet without a store (one job, one directory): torchrun's run id, else its
-    rendezvous address."""
-    job = env.get("TORCHELASTIC_RUN_ID") or f"{env.get('MASTER_ADDR', 'local')}-{env.get('MASTER_PORT', '0')}"
-    return Path(tempfile.gettempdir()) / f"dataprof-run-{job}"
 
 
 class Meeting(Protocol):

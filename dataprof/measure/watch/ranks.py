@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 
 from dataprof.measure.watch.joining import meeting_of
+from dataprof.measure.watch.launched import Launched
 from dataprof.measure.watch.meeting import (
     ALIVE_EVERY_S,
     ALIVE_KEY,
@@ -31,7 +32,6 @@ from dataprof.measure.watch.meeting import (
     REPORT_KEY,
     Meeting,
     Silences,
-    job_rank,
 )
 
 MARGIN_BATCHES = 2
@@ -80,9 +80,9 @@ class RankEnd:
     @classmethod
     def of(cls, env: Mapping[str, str] = os.environ) -> RankEnd | None:
         """This process's, in a job of two or more ranks (torchrun's environment); None otherwise."""
-        meeting = meeting_of(env, since=time.time())
-        return None if meeting is None else cls(meeting, job_rank(env) == 0, threaded=True,
-                                                world_size=int(env["WORLD_SIZE"]))
+        meeting, launched = meeting_of(env, since=time.time()), Launched(env)
+        return None if meeting is None else cls(meeting, launched.rank == 0, threaded=True,
+                                                world_size=launched.number("WORLD_SIZE", 1))
 
     def _talk(self) -> None:
         """The thread: rank 0 says the end once asked; another rank reads it until it is said (or :meth:`close`)."""
@@ -192,10 +192,10 @@ class RankFailures:
     def of(cls, env: Mapping[str, str] = os.environ, beat: bool = False) -> RankFailures | None:
         """This process's, in a job of two or more ranks (torchrun's environment); None otherwise. ``beat``:
         counting that this rank is there (:meth:`beat`) until :meth:`ended`."""
-        meeting, rank = meeting_of(env, since=time.time()), job_rank(env)
-        if meeting is None or rank is None:
+        meeting, launched = meeting_of(env, since=time.time()), Launched(env)
+        if meeting is None or launched.rank is None:
             return None
-        failures = cls(meeting, rank, int(env["WORLD_SIZE"]))
+        failures = cls(meeting, launched.rank, launched.number("WORLD_SIZE", 1))
         if beat:
             failures.beat(meeting_of(env, since=time.time()) or meeting)
         return failures

@@ -11,12 +11,8 @@ from pathlib import Path
 import pytest
 
 from dataprof.measure.watch.joining import leave_round, meeting_of
-from dataprof.measure.watch.meeting import (
-    FolderMeeting,
-    Meeting,
-    StoreMeeting,
-    exchange_dir,
-)
+from dataprof.measure.watch.launched import Launched
+from dataprof.measure.watch.meeting import FolderMeeting, Meeting, StoreMeeting
 from dataprof.measure.watch.ranks import RankEnd, RankFailures
 
 
@@ -100,7 +96,7 @@ def test_ranks_meet_through_a_directory_without_a_store(tmp_path: Path) -> None:
     exchange(FolderMeeting(tmp_path / "job"), FolderMeeting(tmp_path / "job"))
     env = {"WORLD_SIZE": "2", "RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
     found = meeting_of(env)
-    assert isinstance(found, FolderMeeting) and found.path == exchange_dir(env)
+    assert isinstance(found, FolderMeeting) and found.path == Launched(env).exchange_dir
     assert meeting_of({"WORLD_SIZE": "1", "RANK": "0"}) is None
 
 
@@ -249,9 +245,11 @@ def threading_sleep(seconds: float) -> None:
     time.sleep(seconds)
 
 
-def test_ranks_started_without_torchrun_s_agent_on_several_nodes_know_they_cannot_meet() -> None:
-    from dataprof.measure.watch.joining import cannot_meet
+def cannot_meet(env: dict[str, str]) -> str | None:
+    return Launched(env).cannot_meet()
 
+
+def test_ranks_started_without_torchrun_s_agent_on_several_nodes_know_they_cannot_meet() -> None:
     slurm = {"RANK": "0", "WORLD_SIZE": "16", "MASTER_ADDR": "n0", "MASTER_PORT": "29400"}  # srun python train.py
     assert "one of 16 started without torchrun's agent, its ranks per node unknown" in str(cannot_meet(slurm))
     assert "on more than one node" in str(cannot_meet({**slurm, "LOCAL_WORLD_SIZE": "8"}))
@@ -259,3 +257,23 @@ def test_ranks_started_without_torchrun_s_agent_on_several_nodes_know_they_canno
     assert cannot_meet({**slurm, "TORCHELASTIC_USE_AGENT_STORE": "True"}) is None  # torchrun's agent serves a store
     assert "8 ranks mpirun started" in str(cannot_meet({"OMPI_COMM_WORLD_SIZE": "8", "OMPI_COMM_WORLD_RANK": "3"}))
     assert cannot_meet({"SLURM_NTASKS": "1"}) is None and cannot_meet({}) is None
+
+
+def test_what_the_launcher_says_is_read_in_one_way_for_every_reader() -> None:
+    torchrun = {"RANK": "3", "WORLD_SIZE": "8", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2", "GROUP_RANK": "1",
+                "MASTER_ADDR": "n0", "MASTER_PORT": "29500", "TORCHELASTIC_USE_AGENT_STORE": "True",
+                "TORCHELASTIC_RUN_ID": "job7"}
+    launched = Launched(torchrun)
+    assert launched.rank == 3 and launched.store is not None and launched.store.port == 29500
+    info = launched.rank_info("h")
+    assert info is not None and (info.rank, info.local_rank, info.local_world_size, info.node) == (3, 1, 2, 1)
+    assert launched.exchange_dir.name == "dataprof-run-job7" and cannot_meet(torchrun) is None
+    # a port that is no number is no store: the ranks meet in a directory named by the rendezvous
+    folder = Launched({**torchrun, "MASTER_PORT": "x", "TORCHELASTIC_RUN_ID": ""})
+    assert folder.store is None and folder.exchange_dir.name == "dataprof-run-n0-x"
+    assert Launched({"RANK": "1", "WORLD_SIZE": "2", "NODE_RANK": "4"}).rank_info("h").node == 4  # type: ignore[union-attr]
+    # the watch takes a rank that does not read for no rank; the sweep says the environment is malformed
+    assert Launched({**torchrun, "RANK": "three"}).rank is None
+    with pytest.raises(ValueError):
+        Launched({**torchrun, "RANK": "three"}).rank_info("h")
+    assert Launched({"RANK": "0", "WORLD_SIZE": "1"}).rank is None and Launched({}).rank_info("h") is None

@@ -293,12 +293,13 @@ def test_a_window_counted_from_the_first_batch_ignores_the_start_up() -> None:
 
 
 def test_ranks_end_at_the_batch_rank_0_names_whatever_their_own_clocks_say(tmp_path: Any) -> None:
-    from dataprof.measure.watch.meeting import END_KEY, FolderMeeting, exchange_dir
+    from dataprof.measure.watch.launched import Launched
+    from dataprof.measure.watch.meeting import END_KEY, FolderMeeting
     from dataprof.measure.watch.ranks import MARGIN_BATCHES, RankEnd
 
     env = {"WORLD_SIZE": "2", "TORCHELASTIC_RUN_ID": "job"}
     assert RankEnd.of({"WORLD_SIZE": "1", "RANK": "0"}) is None and RankEnd.of({"RANK": "0"}) is None
-    assert RankEnd.of({**env, "RANK": "1"}).meeting.path == exchange_dir(env)  # type: ignore[union-attr]
+    assert RankEnd.of({**env, "RANK": "1"}).meeting.path == Launched(env).exchange_dir  # type: ignore[union-attr]
     path = tmp_path / END_KEY
     path.write_text("0 1")  # left by an earlier job of the same id
     os.utime(path, (time.time() - 60, time.time() - 60))
