@@ -24,7 +24,7 @@ from dataprof.backends.common import batch_size_of, dataset_length
 from dataprof.backends.loaders import LoaderTemplate
 from dataprof.backends.target import describe_exception
 from dataprof.measure.cache.open_log import log_workers, pause_installed
-from dataprof.measure.consumer import SimulatedDevice, make_cuda_consumer
+from dataprof.measure.consumer import Consumer, SimulatedDevice, make_cuda_consumer
 from dataprof.measure.probes import helper_pids, only_children, process_reads
 from dataprof.measure.protocol import TrialFigures, TrialSettings, error_event
 from dataprof.measure.sweep.events import (
@@ -116,13 +116,11 @@ def run_trial(
     # The trial runs in its own process group; Ctrl-C is the parent's to handle.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        consumer: Any
+        consumer: Consumer = SimulatedDevice(settings.step_ms)
         ids: dict[str, Any] = {}
         if settings.device.startswith("cuda"):
-            consumer = make_cuda_consumer(backend.name, settings.device, settings.step_ms)
-            ids = consumer.device_ids()
-        else:
-            consumer = SimulatedDevice(settings.step_ms)
+            cuda = make_cuda_consumer(backend.name, settings.device, settings.step_ms)
+            consumer, ids = cuda, cuda.device_ids()
         emit(said(Ready(**ids)))
         shard = (settings.rank, settings.world_size)
         if template is not None:
@@ -178,7 +176,7 @@ class TimedLoop:
     batches (to catch workers repeating a stream).
     """
 
-    def __init__(self, config: LoaderConfig, trial_s: float, emit: Emit, consumer: Any,
+    def __init__(self, config: LoaderConfig, trial_s: float, emit: Emit, consumer: Consumer,
                  clock: Callable[[], float], recorder: Any, receiver: ReceiveTimer, iterable: bool,
                  rival: Rival | None = None, first_pass: bool = False) -> None:
         self.config, self.trial_s, self.emit, self.consumer, self.clock = config, trial_s, emit, consumer, clock
