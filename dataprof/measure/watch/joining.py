@@ -40,7 +40,7 @@ def meeting_of(env: Mapping[str, str] = os.environ, since: float | None = None,
         return None
     if store is None:
         return FolderMeeting(launched.exchange_dir, since)
-    kept = launched.text(ROUND_ENV).split()
+    kept = env.get(ROUND_ENV, "").split()
     if len(kept) == 3 and kept[0] == store.run_id:
         nonce = kept[1]
     else:
@@ -86,7 +86,7 @@ def join_round(job: StoreMeeting, nonce: Callable[[], str] = lambda: uuid.uuid4(
 
 def own_ticket(env: Mapping[str, str] = os.environ) -> int | None:
     """This rank's ticket in its round (:func:`join_round`); None where it joined none."""
-    kept = Launched(env).text(ROUND_ENV).split()
+    kept = env.get(ROUND_ENV, "").split()
     return int(kept[2]) if len(kept) == 3 and kept[2].isdigit() and int(kept[2]) else None
 
 
