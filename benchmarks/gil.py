@@ -6,9 +6,12 @@ and a numpy sort (C code that releases it: near 1). Each round measures every pi
 CPU-bound processes beside it (half of them in bursts: a few ms on, a few off, as another job's loader is),
 in alternating order (quiet then busy, then busy then quiet). It prints each round, then per piece and load the
 median, the least and the most read, how many reads the measure said it could not tell (``GilShare.settled``
-None: the most the share can be lies far above it), and how many it told on the wrong side of one half (a held
-piece read as released, or the reverse): the goal is none. A CPU taken away may lower a released piece's share
-(the pair cannot overlap without two CPUs) or leave it untold; it must never raise a held piece's.
+None: the most the share can be lies far above it), how many it told on the wrong side of one half (a held
+piece read as released, or the reverse): the goal is none, and how many reads the sweep's rule takes as held
+(``decide.search.evidence.gil_held``: even the most a round read is under 20%), the one reading that rules thread
+trials out: never for a piece that releases the GIL, as often as it can for one that holds it. A CPU taken away may
+lower a released piece's share (the pair cannot overlap without two CPUs) or leave it untold; it must never raise a
+held piece's.
 
     python benchmarks/gil.py [--rounds 10] [--burners 3] [--budget 0.2]
 """
@@ -29,7 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 
+from dataprof.decide.search.evidence import GIL_HELD  # noqa: E402
 from dataprof.measure.gil import release_share  # noqa: E402
+from dataprof.results.threads import GilShare  # noqa: E402
 
 
 def _python_loop(_: Any) -> int:
@@ -59,8 +64,15 @@ def _burn(bursts: bool, stop: Any) -> None:
             time.sleep(rng.uniform(0.002, 0.03))
 
 
-def measure(busy: int, budget_s: float) -> dict[str, tuple[float, float | None]]:
-    """Each piece's share with ``busy`` burners beside it, and the share told (None: not told)."""
+def ruled_held(share: GilShare) -> bool:
+    """Whether the sweep would take ``share`` as held (``gil_held``: the most a round read is under 20%)."""
+    high = share.release_high if share.release_high is not None else share.release
+    return high is not None and high < GIL_HELD
+
+
+def measure(busy: int, budget_s: float) -> dict[str, tuple[float, float | None, bool]]:
+    """Each piece's share with ``busy`` burners beside it, the share told (None: not told), and whether the
+    sweep's rule takes it as held."""
     stop = multiprocessing.Event()
     burners = [multiprocessing.Process(target=_burn, args=(n % 2 == 1, stop), daemon=True) for n in range(busy)]
     for burner in burners:
@@ -68,8 +80,7 @@ def measure(busy: int, budget_s: float) -> dict[str, tuple[float, float | None]]
     try:
         time.sleep(0.2 if busy else 0.0)
         shares = {name: release_share(call, range(64), budget_s=budget_s) for name, (call, _) in WORK.items()}
-        return {name: (share.release or 0.0, getattr(share, "settled", share.release))  # older: no settled
-                for name, share in shares.items()}
+        return {name: (share.release or 0.0, share.settled, ruled_held(share)) for name, share in shares.items()}
     finally:
         stop.set()
         for burner in burners:
@@ -82,8 +93,8 @@ def main() -> None:
     parser.add_argument("--burners", type=int, default=3)
     parser.add_argument("--budget", type=float, default=0.2, help="release_share's budget_s")
     opts = parser.parse_args()
-    reads: dict[str, dict[str, list[tuple[float, float | None]]]] = {load: {n: [] for n in WORK}
-                                                                    for load in ("quiet", "busy")}
+    reads: dict[str, dict[str, list[tuple[float, float | None, bool]]]] = {load: {n: [] for n in WORK}
+                                                                          for load in ("quiet", "busy")}
     for number in range(opts.rounds):
         order = ("quiet", "busy") if number % 2 == 0 else ("busy", "quiet")
         for load in order:
@@ -91,17 +102,20 @@ def main() -> None:
             for name, share in found.items():
                 reads[load][name].append(share)
             print(f"round {number + 1} {load}: " + ", ".join(
-                f"{n} {s:.0%}{'' if told is not None else ' (not told)'}" for n, (s, told) in found.items()),
+                f"{n} {s:.0%}{'' if told is not None else ' (not told)'}{' (held by the rule)' if held else ''}"
+                for n, (s, told, held) in found.items()),
                 flush=True)
-    print("\n| work | truth | load | median | least | most | not told | told on the wrong side of 50% |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("\n| work | truth | load | median | least | most | not told | told on the wrong side of 50% | "
+          "held by the sweep's rule |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for name, (_, truth) in WORK.items():
         for load in ("quiet", "busy"):
-            got = [share for share, _ in reads[load][name]]
-            told = [share for _, share in reads[load][name] if share is not None]
+            got = [share for share, _, _ in reads[load][name]]
+            told = [share for _, share, _ in reads[load][name] if share is not None]
             wrong = sum(1 for share in told if (share >= 0.5) != (truth >= 0.5))
+            held = sum(1 for _, _, ruled in reads[load][name] if ruled)
             print(f"| {name} | {truth:.0%} | {load} | {statistics.median(got):.0%} | {min(got):.0%} | "
-                  f"{max(got):.0%} | {len(got) - len(told)} | {wrong} of {len(got)} |")
+                  f"{max(got):.0%} | {len(got) - len(told)} | {wrong} of {len(got)} | {held} of {len(got)} |")
 
 
 if __name__ == "__main__":
