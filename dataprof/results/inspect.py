@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from dataprof.results.cache import StorageReads
-from dataprof.results.codec import HIDDEN, decode, named, objects, view
+from dataprof.results.codec import FLAT, HIDDEN, decode, encode, named, objects, view
 from dataprof.results.document import SETTINGS_KEYS, Document, settings_view
 from dataprof.results.environment import DatasetInfo
 from dataprof.results.findings import Finding
@@ -81,6 +81,15 @@ class InspectedSamples:
     (and in documents written before it was saved)."""
 
 
+def _dataset_json(doc: Inspection) -> dict[str, Any]:
+    """The ``dataset`` block, and its first batch's figures at the top level (as the first document had them)."""
+    ds = doc.dataset
+    return {"dataset": {"kind": ds.kind, "type": ds.type_name, "length": ds.length, "init_s": ds.init_s,
+                        "sample": ds.sample},
+            "bytes_per_batch": ds.batch_bytes, "batch_samples": ds.batch_samples,
+            "batch_tensors": ds.batch_tensors, "batch_objects": ds.batch_objects}
+
+
 def _dataset_from(data: Mapping[str, Any]) -> DatasetInfo:
     ds = data["dataset"]
     return DatasetInfo(kind=ds["kind"], type_name=ds["type"], length=ds["length"], init_s=ds["init_s"],
@@ -112,22 +121,21 @@ class Inspection(Document):
         "cpu_s_per_sample", "cpu_ceiling_samples_per_s", "worker_samples_per_s", "max_workers_shm",
         "max_workers_open_files", "checks", "sample_kind", "transforms_notes", "outside_transforms_share",
         "storage", "gil")
-    JSON_DERIVED: ClassVar[tuple[str, ...]] = ("transforms_note", "bytes_per_batch", "batch_samples", "batch_tensors",
-                                               "batch_objects", "sample_kind")
     target: str
     tool_version: str = field(metadata=HIDDEN)
     settings: InspectSettings = field(metadata=settings_view(InspectSettings))
     environment: InspectedMachine
-    dataset: DatasetInfo = field(metadata=view(lambda doc: {
-        "kind": doc.dataset.kind, "type": doc.dataset.type_name, "length": doc.dataset.length,
-        "init_s": doc.dataset.init_s, "sample": doc.dataset.sample}, _dataset_from))
-    samples: InspectedSamples = field(metadata=view(
-        read=lambda data: decode(InspectedSamples, {**data["samples"], "kind": data.get("sample_kind")})))
+    dataset: DatasetInfo = field(metadata={**FLAT, **view(_dataset_json, _dataset_from)})
+    samples: InspectedSamples = field(metadata={**FLAT, **view(
+        lambda doc: {"samples": encode(doc.samples), "sample_kind": doc.samples.kind},
+        lambda data: decode(InspectedSamples, {**data["samples"], "kind": data.get("sample_kind")}))})
     transforms: tuple[dict[str, Any], ...]
     """The timed stages, costliest first: ``name``, ``path``, ``mean_ms``, ``share``, ``calls``."""
     tree: tuple[dict[str, Any], ...] = field(metadata=named("transform_tree"))
     """The transform tree as found, each node with its ``mean_ms`` and ``share`` (composites their children)."""
-    notes: tuple[str, ...] = field(metadata=view(read=_notes_from, **named("transforms_notes")))
+    notes: tuple[str, ...] = field(metadata={**FLAT, **view(
+        lambda doc: {"transforms_notes": list(doc.notes), "transforms_note": "; ".join(doc.notes) or None},
+        _notes_from)})
     """What the pipeline search says of the pipeline (an opaque transform, a wrapped dataset)."""
     outside_ms: float | None = field(metadata=named("outside_transforms_ms"))
     outside_share: float | None = field(metadata=view(read=_outside_share_from, **named("outside_transforms_share")))
@@ -150,36 +158,6 @@ class Inspection(Document):
     """How much of a sample's fetch releases the GIL, and so what threads can do with it."""
     settings_keys: tuple[str, ...] | None = field(default=None, metadata=SETTINGS_KEYS)
     """The ``settings`` keys of the document this was read from (:func:`~dataprof.results.document.kept`)."""
-
-    @property
-    def transforms_note(self) -> str | None:
-        """The notes as one line (documents before they were a list)."""
-        return "; ".join(self.notes) or None
-
-    @property
-    def bytes_per_batch(self) -> int | None:
-        """The array payload of one batch (:attr:`DatasetInfo.batch_bytes`)."""
-        return self.dataset.batch_bytes
-
-    @property
-    def batch_samples(self) -> int | None:
-        """Samples in the first batch."""
-        return self.dataset.batch_samples
-
-    @property
-    def batch_tensors(self) -> int | None:
-        """Arrays in one batch."""
-        return self.dataset.batch_tensors
-
-    @property
-    def batch_objects(self) -> int | None:
-        """Python objects other than arrays in one batch."""
-        return self.dataset.batch_objects
-
-    @property
-    def sample_kind(self) -> str | None:
-        """``computing``, ``waiting`` or ``mixed`` (:attr:`InspectedSamples.kind`)."""
-        return self.samples.kind
 
 
 def _share(outside_ms: float | None, latency_ms: dict[str, float]) -> float | None:

@@ -116,11 +116,13 @@ def run_trial(
     # The trial runs in its own process group; Ctrl-C is the parent's to handle.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        consumer: Consumer = SimulatedDevice(settings.step_ms)
+        consumer: Consumer
         ids: dict[str, Any] = {}
         if settings.device.startswith("cuda"):
             cuda = make_cuda_consumer(backend.name, settings.device, settings.step_ms)
             consumer, ids = cuda, cuda.device_ids()
+        else:
+            consumer = SimulatedDevice(settings.step_ms)
         emit(said(Ready(**ids)))
         shard = (settings.rank, settings.world_size)
         if template is not None:
