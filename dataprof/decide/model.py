@@ -11,6 +11,7 @@ it, and gives every trial's rate back, so that a trial the assumptions do not ho
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from dataclasses import dataclass
@@ -245,8 +246,11 @@ def delivered(workers: int, cpus: float, demand: float, wait: float) -> float:
     return rate + (cpus - whole) * (_repairman(workers, whole + 1, demand / wait) / demand - rate)
 
 
+@functools.lru_cache(maxsize=4096)
 def _repairman(workers: int, servers: int, ratio: float) -> float:
-    """The mean number of busy servers: ``p(k) ∝ W! / (W - k)! × ratio^k / (k! for k ≤ C, else C! C^(k-C))``."""
+    """The mean number of busy servers: ``p(k) ∝ W! / (W - k)! × ratio^k / (k! for k ≤ C, else C! C^(k-C))``.
+    Kept by its arguments: a plan's searches ask it again and again for the same workers and whole CPUs at one
+    model's ratio, and with many workers each answer sums up to that many terms."""
     if workers <= servers:  # no worker ever queues: each computes a ratio / (1 + ratio) share of its time
         return workers * ratio / (1 + ratio)
     term = total = 1.0  # k = 0
