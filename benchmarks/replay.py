@@ -7,7 +7,9 @@ curves, so both revisions see the same figures):
 - the sweep's adaptive search: a synthetic pipeline per seed (its peak worker count, base rate, noise, a heavy tail
   of its waits or not, thread workers allowed or not, 1-8 usable CPUs), each proposal measured off the curve and
   re-measures pooled as the sweeper pools them; what is compared is every proposal (its config, its reason, whether
-  it is a re-measure) and the recommendation;
+  it is a re-measure) and the recommendation; and each side's picks are held against the curves (the truth): the
+  picks truly slower than the truly fastest config the sweep ran by more than 5% (a cheaper pick may cost at most
+  that), the true losses summed, and the pick's workers summed (what the picks cost);
 - tune's search and answer: a training per seed whose rate follows one of four curves over the workers, each run
   moved by the machine (0.8-1.25x, or 3%), searched for at most 20 runs; what is compared is every run's config and
   role, and the answer's verdict, recommended run and reason; and each side's answers are held against the curves
@@ -62,23 +64,28 @@ def pipeline(seed):
     peak, base = rnd.choice([2, 3, 6, 12, 24, 48, 100]), rnd.uniform(50, 500)
     tail, cpu_per, noise = rnd.random() < 0.4, rnd.uniform(5, 80), rnd.choice([0.005, 0.02, 0.06])
 
+    def truth(config):  # the curve: what the config loads, with no noise
+        h = int(hashlib.md5((config.label() + str(seed)).encode()).hexdigest()[:8], 16)
+        w = max(1, config.num_workers)
+        rate = base * min(w, peak) / (1 + 0.02 * max(0, w - peak))
+        rate *= (0.8 + 0.4 * ((h >> 3) % 100) / 100) if config.threads else 1.0
+        return rate * (1.1 if tail and (config.prefetch_factor or 2) > 2 else 1.0)
+
     def measure(config):
         h = int(hashlib.md5((config.label() + str(seed)).encode()).hexdigest()[:8], 16)
         w = max(1, config.num_workers)
-        rate = base * min(w, peak) / (1 + 0.02 * max(0, w - peak)) * (1 + ((h % 1000) / 1000 - 0.5) * 2 * noise)
-        rate *= (0.8 + 0.4 * ((h >> 3) % 100) / 100) if config.threads else 1.0
-        rate *= 1.1 if tail and (config.prefetch_factor or 2) > 2 else 1.0
+        rate = truth(config) * (1 + ((h % 1000) / 1000 - 0.5) * 2 * noise)
         wait = Percentiles(p50=1.0, p95=8.0 if tail else 1.5, max=30.0 if tail else 2.0, p99=25.0 if tail else 1.8,
                          mean=2.0)
         return TrialResult.of(config, "ok", samples_per_s=rate, samples_per_s_spread=noise / 2,
                               cpu_percent=min(200.0, cpu_per * min(w, peak)),
                               peak_memory_bytes=100_000_000 + w * 50_000_000, samples=int(rate * 2), window_s=2.0,
                               wait_ms=wait)
-    return measure, rnd
+    return measure, truth, rnd
 
 
 def sweep_case(seed):
-    measure, rnd = pipeline(seed)
+    measure, truth, rnd = pipeline(seed)
     usable = rnd.choice([1, 2, 4, 8])
     values = dict(workers=adaptive_workers(usable), prefetch_factors=(2, 4), pin_memory=(True, False))
     if rnd.random() < 0.5:
@@ -96,8 +103,11 @@ def sweep_case(seed):
         else:
             history.append(measure(proposal.config))
     chosen = recommend(history)
+    loss = None  # the pick's true rate over the truly fastest config the sweep ran, less one
+    if chosen is not None:
+        loss = truth(chosen.config) / max(truth(t.config) for t in history if t.status == "ok") - 1
     return {"configs": [s[:2] for s in steps] + [None if chosen is None else chosen.config.label()],
-            "reasons": [s[2] for s in steps]}
+            "reasons": [s[2] for s in steps], "truth": [loss, None if chosen is None else chosen.config.num_workers]}
 
 
 CURVES = [lambda w: 10.0, lambda w: min(30.0, 8.0 + 6.0 * w), lambda w: 20.0 - 1.5 * abs(w - 4),
@@ -162,6 +172,10 @@ def main() -> None:
         gains = [t[1] for t in truths if t[1] is not None]
         print(f"tune {name}: verdicts {verdicts}; recommended configs truly slower than yours by more than 5%: "
               f"{sum(g < -0.05 for g in gains)}; true gain over yours, summed: {sum(gains):+.2f}")
+        losses = [case["truth"] for case in side["sweep"] if case["truth"][0] is not None]
+        print(f"sweep {name}: picks truly slower than the fastest config run by more than 5%: "
+              f"{sum(loss < -0.05 for loss, _ in losses)} (the most: {min(loss for loss, _ in losses):+.1%}); "
+              f"true loss summed: {sum(loss for loss, _ in losses):+.2f}; workers summed: {sum(w for _, w in losses)}")
     for kind in ("sweep", "tune"):
         old, new = before[kind], after[kind]
         configs = [seed for seed, (a, b) in enumerate(zip(old, new, strict=True)) if a["configs"] != b["configs"]]

@@ -1,4 +1,4 @@
-"""Pick the config to recommend: the cheapest one within noise of the fastest.
+"""Pick the config to recommend: the cheapest one its trials show within :data:`MAX_TRADE` of the fastest.
 
 Pure function of the trials (and of the model fitted from them), so ``dataprof diagnose run.json`` reproduces it.
 """
@@ -9,18 +9,25 @@ from collections.abc import Callable, Sequence
 
 from dataprof.decide.cost import Cost, cheaper, sweep_cost
 from dataprof.decide.model import LIMITS
-from dataprof.results.stats import noise_between, speedup
+from dataprof.results.stats import noise_between, noise_of_ratio, rate, ratio_range, shown_within, speedup
 from dataprof.results.sweep import Recommendation
 from dataprof.results.trial import TrialResult
 from dataprof.results.vocabulary import TrialStatus
 
 MAX_TRADE = 0.05
-"""A cheaper config is recommended over the fastest only if it is at most this much slower, however noisy."""
+"""A cheaper config is recommended over the fastest only if its trials show it at most this much slower, however
+noisy: its whole range (``results.stats.shown_within``, ``tune``'s rule too), not its reading alone."""
 
 
-def tolerance(a: TrialResult, b: TrialResult) -> float:
-    """How much slower than the fastest a cheaper config may be: the noise, capped at :data:`MAX_TRADE`."""
-    return min(noise_between(a, b), MAX_TRADE)
+def worst(trial: TrialResult, fastest: TrialResult) -> float:
+    """The most ``trial`` may be slower than ``fastest`` at the noise between them: the low end of their ratio's
+    range (``results.stats.ratio_range``), less than zero."""
+    return ratio_range(rate(trial) / rate(fastest), noise_of_ratio(trial, fastest))[0]
+
+
+def _shown(trial: TrialResult, fastest: TrialResult) -> bool:
+    """Whether ``trial``'s measurements show it within :data:`MAX_TRADE` of ``fastest`` (itself is)."""
+    return trial is fastest or shown_within(rate(trial) / rate(fastest), noise_of_ratio(trial, fastest), MAX_TRADE)
 
 
 def _cost(trial: TrialResult) -> Cost:
@@ -50,9 +57,10 @@ Model = Callable[[TrialResult], tuple[float, str]]
 
 
 def recommend(trials: Sequence[TrialResult], model: Model | None = None) -> Recommendation | None:
-    """The cheapest completed config within noise (at most :data:`MAX_TRADE`) of the fastest; None if none ran.
+    """The cheapest completed config its trials show within :data:`MAX_TRADE` of the fastest (:func:`_shown`);
+    None if none ran.
 
-    With ``model``, noise the 5% cap leaves unsettled is settled by it: a cheaper config within the noise of the
+    With ``model``, what the noise leaves unsettled is settled by it: a cheaper config within the noise of the
     fastest, however far, that the model says is no slower (both at the CPUs' limit, say) is recommended. The
     model sees a config's worker count only: between two configs of one count (pinning, prefetch) it cannot
     tell, and settles nothing."""
@@ -61,7 +69,7 @@ def recommend(trials: Sequence[TrialResult], model: Model | None = None) -> Reco
         return None
     fastest = max(ok, key=lambda t: t.samples_per_s or 0.0)
     top = fastest.samples_per_s or 0.0
-    within = [t for t in ok if (top - (t.samples_per_s or 0.0)) / top <= tolerance(t, fastest)]
+    within = [t for t in ok if _shown(t, fastest)]
     settled = []
     if model is not None and not fastest.config.threads:  # the model is of the worker processes
         floor = (1 - MAX_TRADE) * model(fastest)[0]
@@ -80,7 +88,8 @@ def recommend(trials: Sequence[TrialResult], model: Model | None = None) -> Reco
         speedup_vs_baseline=speedup(chosen, baseline),
         fastest=fastest.config,
         fastest_samples_per_s=top,
-        reason=_reason(chosen, fastest, ok) + (_settled(chosen, fastest, model) if chosen in settled else "")
+        reason=_reason(chosen, fastest, ok, chosen in settled)
+        + (_settled(chosen, fastest, model) if chosen in settled else "")
         + (ORDER_CAVEAT if chosen.config.in_order is False else ""),
     )
 
@@ -89,12 +98,14 @@ def _settled(chosen: TrialResult, fastest: TrialResult, model: Model | None) -> 
     """Why the model settles what the noise could not."""
     assert model is not None
     (mine, limit), (theirs, _) = model(chosen), model(fastest)
-    return (f"; more than the {100 * MAX_TRADE:.0f}% a cheaper config may cost, but the model of the pipeline "
-            f"puts it at {mine:,.0f} samples/s against {theirs:,.0f} ({limit}: {LIMITS[limit]}), so the gap is "
-            "noise")
+    return (f"; not shown within the {100 * MAX_TRADE:.0f}% a cheaper config may cost, but the model of the "
+            f"pipeline puts it at {mine:,.0f} samples/s against {theirs:,.0f} ({limit}: {LIMITS[limit]}), so the "
+            "gap is noise")
 
 
-def _reason(chosen: TrialResult, fastest: TrialResult, ok: Sequence[TrialResult]) -> str:
+def _reason(chosen: TrialResult, fastest: TrialResult, ok: Sequence[TrialResult], settled: bool) -> str:
+    """Why ``chosen`` (``settled``: by the model, not shown within :data:`MAX_TRADE`), against the fastest and
+    the next best."""
     if chosen is fastest:
         others = [t for t in ok if t is not fastest]
         if not others:
@@ -102,17 +113,31 @@ def _reason(chosen: TrialResult, fastest: TrialResult, ok: Sequence[TrialResult]
         runner_up = max(others, key=lambda t: t.samples_per_s or 0.0)
         gap = 1 - (runner_up.samples_per_s or 0.0) / (fastest.samples_per_s or 1.0)
         noise = noise_between(runner_up, fastest)
-        if gap <= tolerance(runner_up, fastest):
-            return (f"fastest, and the cheapest within noise (next: {runner_up.config.label()} "
-                    f"−{100 * gap:.1f}%, noise ±{100 * noise:.1f}%)")
+        if _shown(runner_up, fastest):
+            return (f"fastest, and the cheapest of those within {100 * MAX_TRADE:.0f}% of it (next: "
+                    f"{runner_up.config.label()} {_range(runner_up, fastest)})")
+        if gap <= noise and not _cost(runner_up) < _cost(fastest):
+            return (f"fastest measured, and cheaper than the next best ({runner_up.config.label()}, "
+                    f"{100 * gap:.1f}% slower, within the ±{100 * noise:.1f}% noise)")
         if gap <= noise:
             return (f"fastest measured; the next best ({runner_up.config.label()}) is {100 * gap:.1f}% slower: "
-                    f"within the ±{100 * noise:.1f}% noise, but more than the {100 * MAX_TRADE:.0f}% a cheaper "
-                    "config may cost")
+                    f"within the ±{100 * noise:.1f}% noise, but not shown within the {100 * MAX_TRADE:.0f}% a "
+                    f"cheaper config may cost (it may be {100 * -worst(runner_up, fastest):.1f}% slower)")
         return (f"fastest measured; the next best ({runner_up.config.label()}) is "
                 f"{100 * gap:.1f}% slower, beyond the ±{100 * noise:.1f}% noise")
-    gap = 1 - (chosen.samples_per_s or 0.0) / (fastest.samples_per_s or 1.0)
     words = cheaper(_cost(chosen), _cost(fastest))
     lighter = _lighter(chosen, fastest) if chosen.config.threads and not fastest.config.threads else ""
-    return (f"within noise of the fastest ({fastest.config.label()}: −{100 * gap:.1f}%, noise "
-            f"±{100 * noise_between(chosen, fastest):.1f}%) and {words}{lighter}")
+    if settled:
+        gap = 1 - (chosen.samples_per_s or 0.0) / (fastest.samples_per_s or 1.0)
+        return (f"within noise of the fastest ({fastest.config.label()}: −{100 * gap:.1f}%, noise "
+                f"±{100 * noise_between(chosen, fastest):.1f}%) and {words}{lighter}")
+    return (f"within {100 * MAX_TRADE:.0f}% of the fastest ({fastest.config.label()}: "
+            f"{_range(chosen, fastest)}) and {words}{lighter}")
+
+
+def _range(trial: TrialResult, fastest: TrialResult) -> str:
+    """``−0.5%, at worst −3.0% at the ±3.0% noise``: how much slower ``trial`` measured than ``fastest``, and the
+    most its range allows."""
+    gap = 1 - rate(trial) / rate(fastest)
+    return (f"−{100 * gap:.1f}%, at worst −{100 * -worst(trial, fastest):.1f}% at the "
+            f"±{100 * noise_between(trial, fastest):.1f}% noise")

@@ -1,6 +1,7 @@
 """The statistics every layer shares: percentiles, a trial's rate and speedup, the throughput curve, and the one
-noise model both engines judge by: a measurement's relative noise, its floor (:data:`MIN_NOISE`) and how far a
-range reaches at the degrees of freedom it was judged over (:func:`confidence`). A sweep's trial brings its
+noise model both engines judge by: a measurement's relative noise, its floor (:data:`MIN_NOISE`), how far a
+range reaches at the degrees of freedom it was judged over (:func:`confidence`), and the one rule by which a config
+is taken as fast as another (:func:`shown_within`). A sweep's trial brings its
 window's own standard error, judged over many batches (two of them either side: :func:`noise_between`); ``tune``
 pools one run's noise between runs of a config (``decide.tune.noise``: how runs are paced and pooled), judged
 over few runs (Student's t).
@@ -47,6 +48,26 @@ def confidence(freedom: int) -> float:
     return next((T95[df] for df in sorted(T95, reverse=True) if df <= freedom), T95[1]) if freedom <= 60 else 1.645
 
 
+WINDOW_FREEDOM = 61
+"""The degrees of freedom a sweep trial's noise is judged over: its window's many batches (the normal's 1.645,
+past :data:`T95`)."""
+
+
+def ratio_range(ratio: float, noise: Noise, runs: int = 1) -> tuple[float, float]:
+    """The range of a ratio of two rates, less one, at ``noise`` (the ratio's relative standard deviation for one
+    run of each) with ``runs`` runs of each behind their medians: the ratio less and more ``noise`` over √runs
+    times its :func:`confidence`."""
+    spread = confidence(noise.freedom) * noise.relative / math.sqrt(max(1, runs))
+    return ratio * max(0.0, 1 - spread) - 1, ratio * (1 + spread) - 1
+
+
+def shown_within(ratio: float, noise: Noise, bound: float, runs: int = 1) -> bool:
+    """The one equivalence rule of both engines: whether a ratio of two rates shows the first no slower than the
+    second by more than ``bound``, its whole range (:func:`ratio_range`) at or above ``-bound``. Not shown is not
+    slower: the measurements cannot tell, and what they cannot show is never taken as equal."""
+    return ratio_range(ratio, noise, runs)[0] >= -bound
+
+
 def line_fit(points: Sequence[tuple[float, float]]) -> tuple[float, float] | None:
     """Least squares ``y = a + b × x`` over ``points``: ``(a, b)``; None under two distinct x."""
     if len({x for x, _ in points}) < 2:
@@ -76,6 +97,12 @@ def rate(trial: TrialResult) -> float:
 def noise_between(a: TrialResult, b: TrialResult) -> float:
     """Relative difference two trials need before it counts (2 combined standard errors, at least 3%)."""
     return noise_of(a.samples_per_s_spread or 0.0, b.samples_per_s_spread or 0.0)
+
+
+def noise_of_ratio(a: TrialResult, b: TrialResult) -> Noise:
+    """The noise of ``a``'s rate over ``b``'s as :func:`ratio_range` takes it: one standard deviation of the
+    ratio, half :func:`noise_between` (which spans two, and its floor), judged over the windows' many batches."""
+    return Noise(noise_between(a, b) / 2, WINDOW_FREEDOM)
 
 
 def noise_of(spread_a: float, spread_b: float) -> float:

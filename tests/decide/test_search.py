@@ -298,8 +298,9 @@ def test_a_deeper_prefetch_buffer_is_tried_only_behind_stragglers_unless_given()
 def test_a_deeper_buffer_on_a_flat_top_is_tried_at_the_best_count_where_the_bursts_were_measured() -> None:
     """Linear to w32, then a ceiling the batches reach in bursts: w64 reads best, w128 within noise of it. A
     deeper buffer is tried at w64, whose bursts are the evidence: the same depth as w128 pf2 in half the
-    processes sharing the CPUs, and a cheaper trial than at w128. So it is when w128 reads 2.7% faster: the
-    recommendation would take w64."""
+    processes sharing the CPUs, and a cheaper trial than at w128. When w128 reads 2.7% faster at a ±8.5% noise,
+    w64 is not shown within the 5% a cheaper config may cost: the recommendation would take w128, and the buffer
+    is tried there."""
     bursts = Percentiles(p50=1.0, p95=4.2, p99=7.3, max=24.6, mean=1.4)
 
     def ceiling(drop: float) -> Curve:
@@ -323,8 +324,8 @@ def test_a_deeper_buffer_on_a_flat_top_is_tried_at_the_best_count_where_the_burs
     rising, _ = run(AdaptiveStrategy(space(2), Budget(usable_cpus=2)), ceiling(drop=-300.0))
     climbed = [t for t in rising if t.config.prefetch_factor == 2]
     assert max(climbed, key=lambda t: t.samples_per_s or 0.0).config.num_workers == 128  # w64 reads 2.7% slower
-    assert [t.config for t in rising if t.config.prefetch_factor == 4] == [LoaderConfig(64, False, 4, True)]
-    # at the count the recommendation takes (≤ 5% off the fastest, fewer workers): the cheaper trial
+    assert [t.config for t in rising if t.config.prefetch_factor == 4] == [LoaderConfig(128, False, 4, True)]
+    # at the count the recommendation takes: w64 may be up to 9.5% slower, more than the 5% it may trade
 
 
 def test_bursts_on_cpus_used_up_get_no_deeper_buffer() -> None:
@@ -539,7 +540,7 @@ def test_a_best_past_the_knee_spends_no_trial_above_it_nor_below_it_within_the_n
 
 
 def test_a_dip_in_the_curve_is_measured_again_before_it_steers_the_pick() -> None:
-    """Linear at 230 samples/s per worker to w32, a peak at w64, w128 a little lower: the refinement's first
+    """Linear at 230 samples/s per worker to w32, a peak at w64, w128 12% lower: the refinement's first
     reading of w64 was taken while the machine drifted (a fifth low, cut short). Below both w32 and w128 it
     contradicts the curve's one peak, so it is measured again, and the pooled w64 is recommended."""
     readings: dict[LoaderConfig, int] = {}
@@ -547,7 +548,7 @@ def test_a_dip_in_the_curve_is_measured_again_before_it_steers_the_pick() -> Non
     def drifted(config: LoaderConfig) -> TrialResult:
         readings[config] = readings.get(config, 0) + 1
         w = max(1, config.num_workers)
-        rate = min(230.0 * w, 8_500.0 - 500.0 * math.log2(w / 64))
+        rate = min(230.0 * w, 8_500.0 - 1_000.0 * math.log2(w / 64))
         if w == 64 and readings[config] == 1:
             return dataclasses.replace(trial(config, 6_500.0, spread=0.02), samples=int(6_500 * 1.5), window_s=1.5)
         return dataclasses.replace(trial(config, rate, cpu=5.0 + 0.5 * w, spread=0.02), window_s=3.0,

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from dataprof.results.knobs import KnobValues, changes_label
-from dataprof.results.stats import MIN_NOISE, Noise, confidence
+from dataprof.results.stats import MIN_NOISE, Noise, ratio_range, shown_within
 from dataprof.results.tune import TuneTrial
 
 AS_FAST = 0.05
@@ -153,16 +153,15 @@ def band(noise: float, one: Sequence[tuple[int, TuneTrial]], other: Sequence[tup
 
 
 def bounds(noise: Noise, one: Runs, other: Runs) -> tuple[float, float]:
-    """The range of ``one``'s iterations/s over ``other``'s, less one: their ratio, less and more its
-    :func:`band` at ``noise`` times its :func:`confidence`."""
-    ratio = rate(one) / rate(other)
-    spread = confidence(noise.freedom) * band(noise.relative, one, other)
-    return ratio * max(0.0, 1 - spread) - 1, ratio * (1 + spread) - 1
+    """The range of ``one``'s iterations/s over ``other``'s, less one (:func:`ratio_range`), over the fewer runs
+    either had (the median of n runs wanders about 1/√n as far)."""
+    return ratio_range(rate(one) / rate(other), noise, min(len(one), len(other)))
 
 
 def as_fast(noise: Noise, one: Runs, other: Runs, within: float = AS_FAST) -> bool:
-    """Whether ``one``'s runs show it no slower than ``other``'s by more than ``within`` (itself is)."""
-    return one is other or bounds(noise, one, other)[0] >= -within
+    """Whether ``one``'s runs show it no slower than ``other``'s by more than ``within`` (itself is): the sweep's
+    rule too (:func:`shown_within`)."""
+    return one is other or shown_within(rate(one) / rate(other), noise, within, min(len(one), len(other)))
 
 
 def faster(noise: Noise, one: Runs, other: Runs) -> bool:
