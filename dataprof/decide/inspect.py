@@ -8,28 +8,24 @@ returns a Finding or None (``inspect_checks``); :func:`fatal` says which makes t
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 from dataprof.decide.budgets import shm_workers
 from dataprof.decide.inspect_checks import CHECKS
 from dataprof.decide.thresholds import Thresholds
 from dataprof.results.findings import Finding
-from dataprof.results.inspect import InspectedMachine, InspectedSamples, Inspection
+from dataprof.results.inspect import InspectedMachine, InspectedSamples, Inspection, TimedStage
 from dataprof.results.inspect_data import InspectionData, StageTiming, slowest_positions, to_ms
 from dataprof.results.stats import percentile
 from dataprof.results.vocabulary import FindingId, Severity
 
 
-def _tree(stage: StageTiming, samples: int, total_s: float) -> dict[str, Any]:
-    node: dict[str, Any] = {"name": stage.name, "path": stage.path,
-                            "mean_ms": 1000.0 * stage.total_seconds() / samples,
-                            "share": stage.total_seconds() / total_s if total_s else None}
+def _tree(stage: StageTiming, samples: int, total_s: float) -> TimedStage:
+    """``stage`` and what it holds, timed per sample."""
+    timed = TimedStage(stage.name, stage.path, 1000.0 * stage.total_seconds() / samples,
+                       stage.total_seconds() / total_s if total_s else None)
     if stage.composite:
-        node["children"] = [_tree(child, samples, total_s) for child in stage.children]
-    else:
-        node["calls"] = stage.calls
-        node["gil_release"] = stage.gil_release
-    return node
+        return dataclasses.replace(timed, children=tuple(_tree(child, samples, total_s) for child in stage.children))
+    return dataclasses.replace(timed, calls=stage.calls, gil_release=stage.gil_release)
 
 
 def analyse(data: InspectionData, thresholds: Thresholds | None = None) -> Inspection:
@@ -61,9 +57,8 @@ def analyse(data: InspectionData, thresholds: Thresholds | None = None) -> Inspe
     return decide_inspection(Inspection(
         target=data.target, tool_version=data.tool_version, settings=data.settings,
         environment=InspectedMachine.of(data), dataset=data.dataset, samples=samples,
-        transforms=tuple({"name": leaf.name, "path": leaf.path, "mean_ms": 1000.0 * leaf.seconds / count,
-                          "share": leaf.seconds / total_s, "calls": leaf.calls, "gil_release": leaf.gil_release}
-                         for leaf in ranked),
+        transforms=tuple(TimedStage(leaf.name, leaf.path, 1000.0 * leaf.seconds / count, leaf.seconds / total_s,
+                                    leaf.calls, leaf.gil_release) for leaf in ranked),
         tree=tuple(_tree(root, count, total_s) for root in data.stages) if count else (),
         notes=data.pipeline_notes, outside_ms=outside[0], outside_share=outside[1], collate_ms=to_ms(collate_s),
         collate_error=data.collate_error,

@@ -68,13 +68,13 @@ def check_dominant_stage(ins: Inspection, th: Thresholds) -> Finding | None:
     if not ins.transforms:
         return None
     top = ins.transforms[0]
-    if top["share"] < th.dominant_stage_share:
+    if (top.share or 0.0) < th.dominant_stage_share:
         return None
     return Finding(
         id=FindingId.DOMINANT_STAGE, severity=Severity.INFO,
-        evidence=f"{top['name']} ({top['path']}) takes {top['share']:.0%} of the sample time: "
-                 f"{top['mean_ms']:.2f} ms of {ins.samples.latency_ms['mean']:.2f} ms per sample",
-        recommendation=f"Start with {top['name']}: a cheaper setting, running it on the GPU after the batch "
+        evidence=f"{top.name} ({top.path}) takes {top.share:.0%} of the sample time: "
+                 f"{top.mean_ms:.2f} ms of {ins.samples.latency_ms['mean']:.2f} ms per sample",
+        recommendation=f"Start with {top.name}: a cheaper setting, running it on the GPU after the batch "
                        "is built, or caching its output removes that share from every sample.")
 
 

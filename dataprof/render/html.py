@@ -214,8 +214,8 @@ def inspection_fragment(ins: Inspection) -> str:
         parts.append(f"<p><b>CPU ceiling: {ins.cpu_ceiling:,.0f} samples/s</b> on "
                      f"{ins.environment.usable_cpus} CPUs</p>")
     if ins.transforms:
-        rows = "".join(f"<tr><td>{_e(t['name'])}</td><td>{_e(t['path'])}</td><td>{t['mean_ms']:.3f}</td>"
-                       f"<td>{100 * t['share']:.0f}%</td></tr>" for t in ins.transforms)
+        rows = "".join(f"<tr><td>{_e(t.name)}</td><td>{_e(t.path)}</td><td>{t.mean_ms:.3f}</td>"
+                       f"<td>{100 * (t.share or 0):.0f}%</td></tr>" for t in ins.transforms)
         parts.append("<table><thead><tr><th>stage</th><th>path</th><th>ms/sample</th><th>share</th></tr></thead>"
                      f"<tbody>{rows}</tbody></table>")
     parts += [f"<p class='meta'>note: {_e(note)}</p>" for note in ins.notes]

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from rich import box
 from rich.console import Console, Group, RenderableType
 from rich.padding import Padding
@@ -13,7 +11,7 @@ from rich.text import Text
 
 from dataprof.render.view import SEVERITY_STYLE
 from dataprof.results.cache import PassReads
-from dataprof.results.inspect import Inspection
+from dataprof.results.inspect import Inspection, TimedStage
 from dataprof.results.threads import GilShare
 from dataprof.results.units import fmt_bytes
 from dataprof.results.vocabulary import DatasetKind
@@ -66,13 +64,12 @@ def _bar(share: float | None) -> str:
     return "█" * filled + "·" * (BAR_WIDTH - filled)
 
 
-def _add_rows(table: Table, node: dict[str, Any], depth: int, gil: bool) -> None:
-    composite = "children" in node
-    calls = "" if composite else str(node["calls"])
-    table.add_row("  " * depth + node["name"], f"{node['mean_ms']:.3f}",
-                  f"{(node['share'] or 0):.0%}", _bar(node["share"]), calls,
-                  *([gil_cell(node.get("gil_release"))] if gil else []), style="bold" if composite else None)
-    for child in node.get("children", ()):
+def _add_rows(table: Table, stage: TimedStage, depth: int, gil: bool) -> None:
+    composite = stage.children is not None
+    calls = "" if composite else str(stage.calls)
+    table.add_row("  " * depth + stage.name, f"{stage.mean_ms:.3f}", f"{(stage.share or 0):.0%}", _bar(stage.share),
+                  calls, *([gil_cell(stage.gil_release)] if gil else []), style="bold" if composite else None)
+    for child in stage.children or ():
         _add_rows(table, child, depth + 1, gil)
 
 
@@ -100,7 +97,7 @@ def transforms(ins: Inspection) -> RenderableType:
     lines: list[RenderableType] = [Rule("Transforms (timed in place; share of the sample time)", align="left")]
     if ins.tree:
         table = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0))
-        gil = any(t.get("gil_release") is not None for t in ins.transforms)
+        gil = any(t.gil_release is not None for t in ins.transforms)
         for name in ("stage", "ms/sample", "share", "", "calls", *(["GIL"] if gil else [])):
             table.add_column(name, justify="left" if name in ("stage", "", "GIL") else "right", no_wrap=True)
         for root in ins.tree:
@@ -110,7 +107,7 @@ def transforms(ins: Inspection) -> RenderableType:
                           _bar(ins.outside_share), "", *([""] if gil else []), style="dim")
         lines.append(table)
         if ins.transforms:
-            top = ", ".join(f"{t['name']} {t['share']:.0%}" for t in ins.transforms[:3])
+            top = ", ".join(f"{t.name} {t.share or 0:.0%}" for t in ins.transforms[:3])
             lines.append(Text(f"costliest stages: {top}"))
     for note in ins.notes:
         lines.append(Text(f"note: {note}", style="yellow"))

@@ -12,13 +12,30 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from dataprof.results.cache import StorageReads
-from dataprof.results.codec import FLAT, HIDDEN, decode, encode, named, objects, view
+from dataprof.results.codec import FLAT, HIDDEN, decode, encode, named, objects, view, written_if
 from dataprof.results.document import SETTINGS_KEYS, Document, settings_view
 from dataprof.results.environment import DatasetInfo
 from dataprof.results.findings import Finding
 from dataprof.results.inspect_data import InspectionData, InspectSettings
 from dataprof.results.threads import GilShare
 from dataprof.results.vocabulary import Framework, Kind
+
+
+@dataclass(frozen=True)
+class TimedStage:
+    """One stage of the transform tree as timed in place: its time per sample, its share of the sample's time;
+    a stage of its own (a leaf) with its calls and how much of its time released the GIL, a composite with its
+    children."""
+
+    name: str
+    path: str
+    """Where it sits, e.g. ``transform.transforms[2]``."""
+    mean_ms: float
+    share: float | None
+    calls: int | None = field(default=None, metadata=written_if(lambda stage: stage.children is None))
+    gil_release: float | None = field(default=None, metadata=written_if(lambda stage: stage.children is None))
+    children: tuple[TimedStage, ...] | None = field(default=None,
+                                                    metadata=written_if(lambda stage: stage.children is not None))
 
 
 @dataclass(frozen=True)
@@ -129,10 +146,10 @@ class Inspection(Document):
     samples: InspectedSamples = field(metadata={**FLAT, **view(
         lambda doc: {"samples": encode(doc.samples), "sample_kind": doc.samples.kind},
         lambda data: decode(InspectedSamples, {**data["samples"], "kind": data.get("sample_kind")}))})
-    transforms: tuple[dict[str, Any], ...]
-    """The timed stages, costliest first: ``name``, ``path``, ``mean_ms``, ``share``, ``calls``."""
-    tree: tuple[dict[str, Any], ...] = field(metadata=named("transform_tree"))
-    """The transform tree as found, each node with its ``mean_ms`` and ``share`` (composites their children)."""
+    transforms: tuple[TimedStage, ...]
+    """The stages of their own (the tree's leaves), costliest first."""
+    tree: tuple[TimedStage, ...] = field(metadata=named("transform_tree"))
+    """The transform tree as found."""
     notes: tuple[str, ...] = field(metadata={**FLAT, **view(
         lambda doc: {"transforms_notes": list(doc.notes), "transforms_note": "; ".join(doc.notes) or None},
         _notes_from)})

@@ -24,16 +24,16 @@ def inspect(attr: str, **kwargs: object) -> InspectionData:
 @pytest.mark.slow  # real sleeps: the known cost of its stages or samples
 def test_stages_are_ranked_by_their_known_cost_and_nesting_shows_as_a_tree() -> None:
     ins = analyse(inspect("Staged", samples=15, batch_size=4))
-    assert [t["name"] for t in ins.transforms] == ["Heavy", "Medium", "Light", "Light"]
-    assert [t["path"] for t in ins.transforms[:2]] == ["transform.transforms[1]",
-                                                       "transform.transforms[2].transforms[0]"]
-    assert all(t["calls"] == 15 for t in ins.transforms)
+    assert [t.name for t in ins.transforms] == ["Heavy", "Medium", "Light", "Light"]
+    assert [t.path for t in ins.transforms[:2]] == ["transform.transforms[1]",
+                                                     "transform.transforms[2].transforms[0]"]
+    assert all(t.calls == 15 for t in ins.transforms)
     (root,) = ins.tree
-    assert root["name"] == "Compose"
-    assert [child["name"] for child in root["children"]] == ["Light", "Heavy", "Compose"]
-    assert [child["name"] for child in root["children"][2]["children"]] == ["Medium", "Light"]
-    assert sum(t["share"] for t in ins.transforms) <= 1.0
-    assert ins.outside_share is not None and ins.outside_share < ins.transforms[0]["share"]
+    assert root.name == "Compose"
+    assert [child.name for child in root.children] == ["Light", "Heavy", "Compose"]
+    assert [child.name for child in root.children[2].children] == ["Medium", "Light"]
+    assert sum(t.share for t in ins.transforms) <= 1.0
+    assert ins.outside_share is not None and ins.outside_share < ins.transforms[0].share
     assert ins.checks[0].id == "cpu_vs_wait" and "wait" in ins.checks[0].recommendation
     assert any(c.id == "dominant_stage" and "Heavy" in c.evidence for c in ins.checks)
 
@@ -41,7 +41,7 @@ def test_stages_are_ranked_by_their_known_cost_and_nesting_shows_as_a_tree() -> 
 @pytest.mark.slow  # real sleeps: the known cost of its stages or samples
 def test_stages_held_in_a_tuple_are_timed_too() -> None:
     ins = analyse(inspect("Staged", samples=10, batch_size=4, kwargs={"tuple_stages": True}))
-    assert ins.transforms[0]["name"] == "Heavy"
+    assert ins.transforms[0].name == "Heavy"
 
 
 def test_the_pipeline_is_put_back_as_it_was() -> None:
@@ -61,8 +61,8 @@ def test_the_pipeline_is_put_back_as_it_was() -> None:
 @pytest.mark.slow  # real sleeps: the known cost of its stages or samples
 def test_pipeline_found_on_a_wrapped_dataset() -> None:
     ins = analyse(inspect("Wrapper", samples=8, batch_size=4))
-    assert ins.transforms[0]["name"] == "Heavy"
-    assert ins.transforms[0]["path"].startswith("dataset.transform")
+    assert ins.transforms[0].name == "Heavy"
+    assert ins.transforms[0].path.startswith("dataset.transform")
 
 
 @pytest.mark.slow  # real sleeps: the known cost of its stages or samples
@@ -84,7 +84,7 @@ def test_a_slow_moment_is_told_apart_from_a_slow_index() -> None:
 
 def test_an_opaque_transform_is_timed_as_one_stage_and_said_so() -> None:
     ins = analyse(inspect("Opaque", samples=10, batch_size=4))
-    assert [t["name"] for t in ins.transforms] == ["Heavy"]
+    assert [t.name for t in ins.transforms] == ["Heavy"]
     assert "not a Compose-like object" in ins.notes[0]
 
 
@@ -93,7 +93,7 @@ def test_iterable_dataset_times_the_first_items_in_stream_order() -> None:
     assert data.dataset.kind == "iterable" and data.indices == tuple(range(1, 21))
     ins = analyse(data)
     assert ins.samples.slowest[0]["index"] == 7 and ins.samples.slowest[0]["repeat_ms"] is None
-    assert ins.transforms[0]["name"] == "Light"
+    assert ins.transforms[0].name == "Light"
 
 
 def test_iterable_shorter_than_asked_says_so() -> None:
@@ -177,7 +177,7 @@ def test_each_costly_stage_is_measured_for_the_gil() -> None:
     from dataprof.measure.gil import usable_cpus
 
     ins = analyse(inspect("GilStaged", samples=12, batch_size=4))
-    released = {t["name"]: t["gil_release"] for t in ins.transforms}
+    released = {t.name: t.gil_release for t in ins.transforms}
     assert set(released) == {"Sleep", "Spin", "NumpySort"}
     if usable_cpus() < 2:
         assert all(value is None for value in released.values())  # cannot be told on one CPU
