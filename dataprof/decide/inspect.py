@@ -13,7 +13,7 @@ from dataprof.decide.budgets import shm_workers
 from dataprof.decide.inspect_checks import CHECKS
 from dataprof.decide.thresholds import Thresholds
 from dataprof.results.findings import Finding
-from dataprof.results.inspect import InspectedMachine, InspectedSamples, Inspection, TimedStage
+from dataprof.results.inspect import InspectedMachine, InspectedSamples, Inspection, SlowSample, TimedStage
 from dataprof.results.inspect_data import InspectionData, StageTiming, slowest_positions, to_ms
 from dataprof.results.stats import percentile
 from dataprof.results.vocabulary import FindingId, Severity
@@ -36,10 +36,8 @@ def analyse(data: InspectionData, thresholds: Thresholds | None = None) -> Inspe
     latency = {} if not count else {
         "p50": percentile(wall_ms, 50), "p95": percentile(wall_ms, 95), "p99": percentile(wall_ms, 99),
         "max": max(wall_ms), "mean": total_s * 1000.0 / count}
-    slowest = tuple(
-        {"index": data.indices[pos], "ms": wall_ms[pos],
-         "repeat_ms": to_ms(data.repeat_s.get(data.indices[pos]))}
-        for pos in slowest_positions(data.wall_s))
+    slowest = tuple(SlowSample(data.indices[pos], wall_ms[pos], to_ms(data.repeat_s.get(data.indices[pos])))
+                    for pos in slowest_positions(data.wall_s))
     cpu_total = sum(data.cpu_s)
     leaves = [leaf for root in data.stages for leaf in root.leaves()]
     ranked = sorted(leaves, key=lambda leaf: -leaf.seconds) if count and total_s else []

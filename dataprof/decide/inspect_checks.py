@@ -3,12 +3,10 @@ numbers behind it and what to change) or None."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from dataprof.decide.budgets import HEADROOM
 from dataprof.decide.thresholds import Thresholds
 from dataprof.results.findings import Finding
-from dataprof.results.inspect import Inspection
+from dataprof.results.inspect import Inspection, SlowSample
 from dataprof.results.units import fmt_bytes
 from dataprof.results.vocabulary import FindingId, Severity, StartMethod
 
@@ -85,20 +83,20 @@ def check_stragglers(ins: Inspection, th: Thresholds) -> Finding | None:
     p50, p99, top = (ins.samples.latency_ms[k] for k in ("p50", "p99", "max"))
     if p50 <= 0 or (p99 < th.straggler_ratio * p50 and top < th.straggler_max_ratio * p50):
         return None
-    slow = [s for s in ins.samples.slowest if s["ms"] >= th.straggler_ratio * p50]
-    fetched = [s for s in slow if s["repeat_ms"] is not None]
-    repeated = [s for s in fetched if s["repeat_ms"] >= th.repeat_ratio * s["ms"]]
+    slow = [s for s in ins.samples.slowest if s.ms >= th.straggler_ratio * p50]
+    fetched = [s for s in slow if s.repeat_ms is not None]
+    repeated = [s for s in fetched if (s.repeat_ms or 0.0) >= th.repeat_ratio * s.ms]
     moments = [s for s in fetched if s not in repeated]
-    listed = ", ".join(f"[{s['index']}] {s['ms']:.1f} ms" for s in slow[:5])
+    listed = ", ".join(f"[{s.index}] {s.ms:.1f} ms" for s in slow[:5])
     evidence = f"p50 {p50:.2f} ms, p99 {p99:.2f} ms, max {top:.1f} ms; slowest: {listed}"
     if repeated:
-        named = ", ".join(f"[{s['index']}]" for s in repeated[:5])
+        named = ", ".join(f"[{s.index}]" for s in repeated[:5])
         evidence += f"; fetched again, {len(repeated)} of {len(fetched)} stay slow ({named})"
     if moments:
         evidence += f"{', and' if repeated else '; fetched again,'} {len(moments)} of {len(fetched)} were fast"
 
-    def excess(group: list[dict[str, Any]]) -> float:
-        return sum(s["ms"] - p50 for s in group)
+    def excess(group: list[SlowSample]) -> float:
+        return sum(s.ms - p50 for s in group)
 
     if repeated and excess(repeated) >= excess(moments):
         advice = ("The samples that stay slow are expensive in themselves (large files, rare branches): "

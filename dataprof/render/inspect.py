@@ -53,8 +53,8 @@ def per_sample(ins: Inspection) -> RenderableType:
     label = "slowest indices" if ins.dataset.kind == DatasetKind.MAP else "slowest items (stream position)"
     parts = []
     for item in samples.slowest[:5]:
-        again = f" (again {item['repeat_ms']:.1f})" if item["repeat_ms"] is not None else ""
-        parts.append(f"[{item['index']}] {item['ms']:.1f} ms{again}")
+        again = f" (again {item.repeat_ms:.1f})" if item.repeat_ms is not None else ""
+        parts.append(f"[{item.index}] {item.ms:.1f} ms{again}")
     lines.append(Text(f"{label}: " + " · ".join(parts)))
     return Group(*lines)
 

@@ -39,6 +39,16 @@ class TimedStage:
 
 
 @dataclass(frozen=True)
+class SlowSample:
+    """One of the slowest samples: its index (a stream's position), its time, and its time fetched again (None:
+    not fetched again)."""
+
+    index: int
+    ms: float
+    repeat_ms: float | None
+
+
+@dataclass(frozen=True)
 class InspectedMachine:
     """The machine an inspection ran on, as its document holds it (the ``environment`` block)."""
 
@@ -90,8 +100,8 @@ class InspectedSamples:
     cpu_ms_mean: float | None
     cpu_share: float | None
     """CPU time over wall time of a sample (1.0: pure computation)."""
-    slowest: tuple[dict[str, Any], ...]
-    """``index``, ``ms`` and ``repeat_ms`` (the second fetch) of the slowest samples, slowest first."""
+    slowest: tuple[SlowSample, ...]
+    """The slowest samples, slowest first."""
     errors: tuple[tuple[int, str], ...] = field(metadata=objects("index", "error"))
     kind: str | None = field(default=None, metadata=HIDDEN)
     """``computing``, ``waiting`` or ``mixed``, by the thresholds of the cpu_vs_wait check; None without samples

@@ -280,7 +280,8 @@ class AdaptiveStrategy(Searching):
         return gain, why
 
     def climb_pick(self, done: dict[LoaderConfig, TrialResult]) -> TrialResult | None:
-        """The climbing config :func:`recommend` would take (the cheapest within noise of the fastest, ≤ 5% off)."""
+        """The climbing config :func:`recommend` would take (the cheapest shown at most 5% slower than the
+        fastest)."""
         chosen = recommend([t for t in self._measured(done) if t.status == TrialStatus.OK])
         return None if chosen is None else done[chosen.config]
 

@@ -68,7 +68,7 @@ def test_pipeline_found_on_a_wrapped_dataset() -> None:
 @pytest.mark.slow  # real sleeps: the known cost of its stages or samples
 def test_slow_indices_are_named_and_found_slow_again() -> None:
     ins = analyse(inspect("SlowIndices", samples=60, batch_size=8))
-    assert {s["index"] for s in ins.samples.slowest[:3]} == {3, 17, 42}
+    assert {s.index for s in ins.samples.slowest[:3]} == {3, 17, 42}
     straggle = next(c for c in ins.checks if c.id == "stragglers")
     assert "stay slow" in straggle.evidence and "expensive in themselves" in straggle.recommendation
     assert ins.transforms == () and "no transform" in ins.notes[0]
@@ -77,7 +77,7 @@ def test_slow_indices_are_named_and_found_slow_again() -> None:
 @pytest.mark.slow  # real sleeps: the known cost of its stages or samples
 def test_a_slow_moment_is_told_apart_from_a_slow_index() -> None:
     ins = analyse(inspect("ColdCache", samples=60, batch_size=8))
-    assert {s["index"] for s in ins.samples.slowest[:2]} == {5, 30}
+    assert {s.index for s in ins.samples.slowest[:2]} == {5, 30}
     straggle = next(c for c in ins.checks if c.id == "stragglers")
     assert "were fast" in straggle.evidence
 
@@ -92,7 +92,7 @@ def test_iterable_dataset_times_the_first_items_in_stream_order() -> None:
     data = inspect("Counting", samples=20, batch_size=4)
     assert data.dataset.kind == "iterable" and data.indices == tuple(range(1, 21))
     ins = analyse(data)
-    assert ins.samples.slowest[0]["index"] == 7 and ins.samples.slowest[0]["repeat_ms"] is None
+    assert ins.samples.slowest[0].index == 7 and ins.samples.slowest[0].repeat_ms is None
     assert ins.transforms[0].name == "Light"
 
 
