@@ -248,9 +248,12 @@ def rules_of_thumb(report: Report) -> list[tuple[str, bool]]:
             else f"{row.rule} → {row.config.label()} (paddle.io.DataLoader's defaults)"
         if row.samples_per_s is None:
             lines.append((f"{head}: {'not measured in this run' if row.status is None else row.status}", False))
-        elif row.within_noise:
+        elif row.within_noise and row.config == report.recommendation.config:
             lines.append((f"{head}: {row.samples_per_s:,.1f} samples/s, within noise of the recommendation: "
                           "the advice is right here", False))
+        elif row.within_noise:
+            lines.append((f"{head}: {row.samples_per_s:,.1f} samples/s, within noise of the recommendation (these "
+                          "trials cannot tell them apart)", False))
         else:
             lines.append((f"{head}: {row.samples_per_s:,.1f} samples/s; the recommendation is "
                           f"{row.recommended_speedup or 0:.2f}× as fast", True))

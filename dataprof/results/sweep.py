@@ -69,7 +69,8 @@ class RuleOfThumb:
     recommended_speedup: float | None
     """Recommended throughput ÷ this one."""
     within_noise: bool = False
-    """The recommendation is not faster beyond the measurement noise: the advice is right here."""
+    """The recommendation is not faster beyond the measurement noise: the trials cannot tell the two apart (the
+    advice is right here when its config is the one recommended)."""
 
 
 @dataclass(frozen=True)

@@ -55,3 +55,18 @@ def test_a_trial_that_died_by_a_signal_is_shown_with_what_the_signal_usually_mea
     stream = io.StringIO()
     plain_observer(stream)(Event.TRIAL_DONE, {"index": 1, "result": died})
     assert "crashed · a DataLoader worker died by SIGBUS: a bus error" in stream.getvalue()
+
+
+def test_a_rule_of_thumb_is_called_right_only_where_it_picks_the_recommended_config() -> None:
+    from dataprof.render.view import rules_of_thumb
+    from dataprof.results.sweep import RuleOfThumb
+
+    report = decided("cpu_bound")
+    assert report.recommendation is not None
+    other = dataclasses.replace(report.recommendation.config, num_workers=4)
+    rows = (RuleOfThumb("usable CPUs", report.recommendation.config, "ok", 588.2, 1.0, within_noise=True),
+            RuleOfThumb("2 × usable CPUs", other, "ok", 569.0, 1.03, within_noise=True))
+    lines = [line for line, _ in rules_of_thumb(dataclasses.replace(report, rules_of_thumb=rows))]
+    assert lines[0].endswith("588.2 samples/s, within noise of the recommendation: the advice is right here")
+    assert lines[1].endswith("569.0 samples/s, within noise of the recommendation (these trials cannot tell them "
+                             "apart)")
