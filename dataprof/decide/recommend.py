@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 
 from dataprof.decide.cost import Cost, cheaper, sweep_cost
 from dataprof.decide.model import LIMITS
-from dataprof.results.stats import noise_between, noise_of_ratio, rate, ratio_range, shown_within, speedup
+from dataprof.results.stats import MIN_NOISE, noise_between, noise_of_ratio, rate, ratio_range, shown_within, speedup
 from dataprof.results.sweep import Recommendation
 from dataprof.results.trial import TrialResult
 from dataprof.results.vocabulary import TrialStatus
@@ -122,7 +122,9 @@ def _reason(chosen: TrialResult, fastest: TrialResult, ok: Sequence[TrialResult]
         if gap <= noise:
             return (f"fastest measured; the next best ({runner_up.config.label()}) is {100 * gap:.1f}% slower: "
                     f"within the ±{100 * noise:.1f}% noise, but not shown within the {100 * MAX_TRADE:.0f}% a "
-                    f"cheaper config may cost (it may be {100 * -worst(runner_up, fastest):.1f}% slower)")
+                    f"cheaper config may cost (it may be {100 * -worst(runner_up, fastest):.1f}% slower"
+                    + ("; longer trials, --trial-seconds, or a quieter machine would settle it" if noise > MIN_NOISE
+                       else "") + ")")
         return (f"fastest measured; the next best ({runner_up.config.label()}) is "
                 f"{100 * gap:.1f}% slower, beyond the ±{100 * noise:.1f}% noise")
     words = cheaper(_cost(chosen), _cost(fastest))
