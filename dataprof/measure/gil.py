@@ -128,11 +128,16 @@ def release_share_apart(call: Callable[[Any], Any], items: Sequence[Any], budget
 
 
 def _timed_alone(call: Callable[[Any], Any], items: Sequence[Any], clock: Callable[[], float]) -> float:
-    """Seconds this thread takes to run ``call`` over ``items``, less those it waited for a CPU."""
-    start, waited = clock(), _waited()
+    """Seconds this thread takes to run ``call`` over ``items``, less those it waited for a CPU. The waits are read
+    between the clock's readings (after the first, before the last), so only waits within the time are taken out
+    of it: one at either end, between two readings, stays in. On a busy machine the time alone can then never be
+    shorter than the calls ran, which would read released work as held (and rule thread workers out)."""
+    start = clock()
+    waited = _waited()
     for item in items:
         call(item)
-    return max(0.0, clock() - start - (_waited() - waited))
+    waited = _waited() - waited
+    return max(0.0, clock() - start - waited)
 
 
 def _waited() -> float:

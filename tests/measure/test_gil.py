@@ -142,6 +142,27 @@ def test_a_free_threaded_interpreter_releases_everything(monkeypatch: pytest.Mon
     assert "free-threaded" in share.words()
 
 
+def test_a_wait_at_the_end_of_the_time_alone_never_makes_it_shorter_than_the_calls_ran(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import dataprof.measure.gil as gil
+
+    # the calls run 1 s from t=10; the thread is then kept off its CPU 0.5 s right after its first reading at the
+    # end, whichever that is: taken out of the time without being in it, the time alone would read 0.5 s
+    world = {"now": 10.0, "waited": 5.0, "ran": False}
+
+    def read(key: str) -> float:
+        value = world[key]
+        if world["ran"]:
+            world.update(ran=False, now=world["now"] + 0.5, waited=world["waited"] + 0.5)
+        return value
+
+    def call(_: object) -> None:
+        world.update(now=world["now"] + 1.0, ran=True)
+
+    monkeypatch.setattr(gil, "_waited", lambda: read("waited"))
+    assert gil._timed_alone(call, [0], lambda: read("now")) >= 1.0
+
+
 def test_the_time_alone_leaves_out_what_the_thread_waited_for_a_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
     import dataprof.measure.gil as gil
 
