@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from dataprof.decide.recommend import recommend
 from tests.conftest import trial
 
@@ -85,3 +87,28 @@ def test_the_sweep_s_model_settles_a_cpu_bound_tie() -> None:
     assert decided.recommendation is not None and decided.recommendation.config.num_workers == 2
     assert decided.recommendation.fastest.num_workers == 4
     assert "the CPUs are used up" in decided.recommendation.reason
+
+
+def test_the_sweep_and_tune_take_a_config_as_fast_by_one_rule() -> None:
+    from dataprof.decide.recommend import MAX_TRADE
+    from dataprof.decide.tune.noise import as_fast
+    from dataprof.results.stats import Noise, noise_of_ratio, ratio_range, shown_within
+    from dataprof.results.tune import TuneTrial
+    from dataprof.results.vocabulary import TrialStatus
+
+    # the sweep: 2.5% slower, at a ±14% noise band (a 7.1% standard deviation of the ratio, judged over many batches)
+    cheaper, fastest = trial(4, 390, spread=0.05), trial(8, 400, spread=0.05)
+    noise = noise_of_ratio(cheaper, fastest)
+    assert noise.relative == pytest.approx(0.0707, abs=1e-4)
+    low, high = ratio_range(390 / 400, noise)
+    assert low == pytest.approx(0.975 * (1 - 1.645 * noise.relative) - 1) and high > 0
+    assert not shown_within(390 / 400, noise, MAX_TRADE)
+    assert recommend([trial(0, 100), cheaper, fastest]).config.num_workers == 8  # type: ignore[union-attr]
+    # tune: one run's noise of 3%, by the same rule: 2.5% slower is not shown over one run each (at worst 7.3%),
+    # and is over four (the medians wander half as far: at worst 4.9%)
+    runs = {rate: [(i, TuneTrial({}, TrialStatus.OK, "candidate", iterations_per_s=rate)) for i in range(4)]
+            for rate in (39.0, 40.0)}
+    tune_noise = Noise(0.03, 61)
+    assert not shown_within(39 / 40, tune_noise, MAX_TRADE) and shown_within(39 / 40, tune_noise, MAX_TRADE, runs=4)
+    assert not as_fast(tune_noise, runs[39.0][:1], runs[40.0][:1], MAX_TRADE)
+    assert as_fast(tune_noise, runs[39.0], runs[40.0], MAX_TRADE)
