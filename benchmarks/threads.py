@@ -95,7 +95,7 @@ def dataprof_figures(pipeline: str, args: argparse.Namespace) -> dict[str, Any]:
             "process_pss": process.memory.peak_memory_bytes, "thread_pss": thread.memory.peak_memory_bytes,
             "recommended": None if best is None else ("thread" if best.config.threads else
                                                       "process" if best.config.num_workers else "w0"),
-            "gil": report.settings.get("gil_release"), "status": (process.status, thread.status)}
+            "gil": report.settings.space.gil_release, "status": (process.status, thread.status)}
 
 
 def main() -> None:
