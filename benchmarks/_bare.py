@@ -19,6 +19,7 @@ from typing import Any
 from dataprof.results.knobs import LoaderConfig
 from dataprof.results.settings import SweepSettings
 from dataprof.results.space import SearchSpace
+from dataprof.results.vocabulary import WorkerKind
 from dataprof.sweeper import run_sweep
 
 
@@ -80,7 +81,8 @@ def dataprof_rates(target: str, args: dict[str, Any], configs: list[LoaderConfig
                           persistent_workers=(bool(configs[-1].persistent_workers),),
                           in_order=(configs[-1].in_order is not False,),
                           start_methods=(configs[-1].multiprocessing_context,)
-                          if configs[-1].multiprocessing_context else ()),
+                          if configs[-1].multiprocessing_context else (),
+                          worker_kinds=(WorkerKind.THREAD.value,) if configs[-1].threads else ()),
         batch_size=batch_size or 64, batch_size_given=batch_size is not None, target_kwargs=args,
         trial_seconds=seconds, strategy="grid", rules_of_thumb=False,
     )

@@ -13,8 +13,8 @@ time ratio is the adaptive sweeps' total over the grid's; the bests are the
 first pair's. When the
 two bests differ, both are re-measured side by side, interleaved, since the
 best of many noisy trials is biased upward; that median ratio counts. The
-recommendation may trade up to 5% of the best for a cheaper config within the
-noise (docs/reading-the-report.md): the grid's reading of it is printed, and
+recommendation may trade up to 5% of the best for a cheaper config its trials
+show within 5% of it (docs/reading-the-report.md): the grid's reading of it is printed, and
 the plain-loop target below judges it. It also
 prints what a PaddlePaddle-style autotune (num_workers 0…CPUs/2 in steps of 2,
 keeping only ≥ 25% gains) and the rules of thumb would pick, read off the
