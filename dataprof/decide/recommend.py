@@ -19,7 +19,7 @@ MAX_TRADE = 0.05
 noisy: its whole range (``results.stats.shown_within``, ``tune``'s rule too), not its reading alone."""
 
 
-def worst(trial: TrialResult, fastest: TrialResult) -> float:
+def _worst(trial: TrialResult, fastest: TrialResult) -> float:
     """The most ``trial`` may be slower than ``fastest`` at the noise between them: the low end of their ratio's
     range (``results.stats.ratio_range``), less than zero."""
     return ratio_range(rate(trial) / rate(fastest), noise_of_ratio(trial, fastest))[0]
@@ -122,7 +122,7 @@ def _reason(chosen: TrialResult, fastest: TrialResult, ok: Sequence[TrialResult]
         if gap <= noise:
             return (f"fastest measured; the next best ({runner_up.config.label()}) is {100 * gap:.1f}% slower: "
                     f"within the ±{100 * noise:.1f}% noise, but not shown within the {100 * MAX_TRADE:.0f}% a "
-                    f"cheaper config may cost (it may be {100 * -worst(runner_up, fastest):.1f}% slower"
+                    f"cheaper config may cost (it may be {100 * -_worst(runner_up, fastest):.1f}% slower"
                     + ("; longer trials, --trial-seconds, or a quieter machine would settle it" if noise > MIN_NOISE
                        else "") + ")")
         return (f"fastest measured; the next best ({runner_up.config.label()}) is "
@@ -141,5 +141,5 @@ def _range(trial: TrialResult, fastest: TrialResult) -> str:
     """``−0.5%, at worst −3.0% at the ±3.0% noise``: how much slower ``trial`` measured than ``fastest``, and the
     most its range allows."""
     gap = 1 - rate(trial) / rate(fastest)
-    return (f"−{100 * gap:.1f}%, at worst −{100 * -worst(trial, fastest):.1f}% at the "
+    return (f"−{100 * gap:.1f}%, at worst −{100 * -_worst(trial, fastest):.1f}% at the "
             f"±{100 * noise_between(trial, fastest):.1f}% noise")

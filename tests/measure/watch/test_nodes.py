@@ -55,9 +55,9 @@ def test_the_other_nodes_hear_each_run_as_node_0_said_it_then_the_end() -> None:
 
 def test_a_node_with_knobs_of_its_own_hears_its_own_and_the_others_node_0_s() -> None:
     port = free_port()
-    job = NodeJob(3, 0, "127.0.0.1", port, join_s=1)
-    leader, second, third = (TuneNodes(job), TuneNodes(NodeJob(3, 1, "127.0.0.1", port, join_s=1)),
-                             TuneNodes(NodeJob(3, 2, "127.0.0.1", port, join_s=1)))
+    job = NodeJob(3, 0, "127.0.0.1", port, join_s=5)  # five seconds: a busy machine may stall a connect a second
+    leader, second, third = (TuneNodes(job), TuneNodes(NodeJob(3, 1, "127.0.0.1", port, join_s=5)),
+                             TuneNodes(NodeJob(3, 2, "127.0.0.1", port, join_s=5)))
     said = WatchSettings(target="train.py", seconds=4.0, changes=RunChanges({"num_workers": 4}, None, "train.py:40"))
     own = RunChanges({"num_workers": 1}, None, "train.py:40")
     leader.say(1, said, "run-b", {1: own, 2: said.changes})
@@ -197,9 +197,9 @@ def test_another_node_says_in_one_line_what_it_ignored_of_node_0_s_word() -> Non
     from dataprof.measure.watch.nodes import PROTOCOL
 
     port = free_port()
-    leader = TuneNodes(NodeJob(2, 0, "127.0.0.1", port, join_s=1))
+    leader = TuneNodes(NodeJob(2, 0, "127.0.0.1", port, join_s=5))
     lines: list[str] = []
-    follower = TuneNodes(NodeJob(2, 1, "127.0.0.1", port, join_s=1), said=lines.append)
+    follower = TuneNodes(NodeJob(2, 1, "127.0.0.1", port, join_s=5), said=lines.append)
     leader.store.set("run-1", json.dumps({"protocol": PROTOCOL, "run_id": "r1", "settings": {"env": {"A": "1"}}}))
     heard = follower.hear(1, 5)
     assert heard is not None and "A" not in heard[0].env
