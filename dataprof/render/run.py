@@ -67,8 +67,9 @@ def loader_lines(report: RunReport) -> list[Text]:
         first = ", ".join(f"{s:.2f}" for s in loader.first_batch_s[:4]) + ("…" if len(loader.first_batch_s) > 4 else "")
         wait = loader.data_wait_fraction
         threads = " threads" if loader.worker_kind == WorkerKind.THREAD else ""
+        others = "".join(f", {name}={value!r}" for name, value in loader.other_knobs.items())
         lines.append(Text(f" {loader.site} · {loader.loader_class}({loader.dataset}, batch_size={loader.batch_size}, "
-                          f"num_workers={loader.num_workers}{threads}) · "
+                          f"num_workers={loader.num_workers}{threads}{others}) · "
                           f"{loader.batches} batches in {loader.epochs} epoch(s)"))
         share = "–" if wait is None else f"{wait:.0%} ({band(wait, Thresholds())})"
         lines.append(Text(f"   {num(loader.samples_per_s, ',.1f')} samples/s · data wait {share} · next() p50 "

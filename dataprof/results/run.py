@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from dataprof.results.codec import FLAT, HIDDEN, encode, view
+from dataprof.results.codec import FLAT, HIDDEN, encode, view, written_if
 from dataprof.results.document import Document
 from dataprof.results.environment import Environment
 from dataprof.results.findings import Finding, GateResult
@@ -66,6 +66,9 @@ class LoaderRun:
     """A DataModule factory: the ``<split>_dataloader()`` that built the loader."""
     worker_kind: str = "process"
     """``thread`` for a loader whose workers are threads (a ``torchdata.nodes`` ParallelMapper over threads)."""
+    other_knobs: dict[str, Any] = field(default_factory=dict, metadata=written_if(lambda run: bool(run.other_knobs)))
+    """The knobs it has that the fields above do not hold (``in_order``, Paddle's), by their records' names, where
+    the script set them away from the loader's default (written only then)."""
     iterations_per_s: float | None = None
     """The training's pace: batches per second of wall time from the end of the start-up (the first epoch's
     warm-up) to the last batch, every later epoch's start included (``samples_per_s`` leaves those out)."""
@@ -97,14 +100,16 @@ class LoaderRun:
 
     def knobs(self) -> KnobValues:
         """Its knobs as the script set them, by their records' names (``num_workers`` first; None: not known),
-        each a knob the records say a run reports (:attr:`~dataprof.results.registry.Knob.reported`); a knob
-        that picks the loader rather than setting one of its arguments (its worker kind) only where it picks
-        another than the default."""
+        each a knob the records say a run reports (:attr:`~dataprof.results.registry.Knob.reported`), then those
+        of :attr:`other_knobs` this dataprof knows; a knob that picks the loader rather than setting one of its
+        arguments (its worker kind) only where it picks another than the default."""
         values: dict[str, Any] = {"num_workers": self.num_workers}
         for knob in REGISTRY:
             if knob.reported is not None:
                 value = getattr(self, knob.reported)
                 values[knob.name] = value if knob.keyword or value != knob.held else None
+            elif knob.name in self.other_knobs:
+                values[knob.name] = self.other_knobs[knob.name]
         return KnobValues(values)
 
 

@@ -208,3 +208,23 @@ def test_a_registered_knob_without_a_field_is_set_on_a_config_as_one_with_a_fiel
         "w2 pf2 respawn to5"
     assert config.with_value("timeout", 5).with_value("timeout", None) == config
     assert config.with_value("prefetch_factor", 4) == LoaderConfig(2, prefetch_factor=4)
+
+
+def test_a_registered_knob_the_script_sets_is_read_off_its_loader_by_a_run_and_carried_to_tune(timeout: Knob) -> None:
+    from torch.utils.data import DataLoader
+
+    from dataprof.measure.watch.events import Factory
+    from dataprof.measure.watch.recorder import Recorder
+    from dataprof.measure.watch.sites import Origin
+    from dataprof.results.run import LoaderRun
+
+    class Sink:
+        def send(self, message: object) -> None: ...
+
+    recorder = Recorder(Sink(), None, None)  # type: ignore[arg-type]
+    built = recorder.loaders[recorder.register(DataLoader(list(range(8)), num_workers=2, timeout=5),
+                                               Origin(None, "train.py:3"), Factory())]
+    figures = {"batches": 2, "epochs": 1, "steady_batches": 1, "samples_per_s": None, "data_wait_fraction": None,
+               "wait_ms": None, "step_ms": None}
+    run = decode(LoaderRun, json.loads(json.dumps(encode(decode(LoaderRun, {**encode(built), **figures})))))
+    assert run.other_knobs == {"timeout": 5} and run.knobs()["timeout"] == 5

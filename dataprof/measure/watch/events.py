@@ -41,6 +41,7 @@ class BuiltLoader:
     persistent_workers: bool | None
     pin_memory: bool | None
     worker_kind: str = "process"
+    other_knobs: dict[str, Any] = field(default_factory=dict)
     iterable: bool = False
     start_method: str | None = None
     start_method_chosen: bool = False

@@ -8,6 +8,7 @@ import os
 import sys
 import time
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 from dataprof.measure.protocol import Channel
@@ -27,6 +28,7 @@ from dataprof.measure.watch.handoff import Handoff
 from dataprof.measure.watch.ranks import RankEnd
 from dataprof.measure.watch.sites import Origin, relative
 from dataprof.results.knobs import LoaderConfig
+from dataprof.results.registry import REGISTRY, Knob, value_fits
 from dataprof.results.vocabulary import Framework, WorkerKind
 
 FLUSH_S = 0.5
@@ -106,13 +108,18 @@ class Recorder:
         self.epochs[number] = 0
         settings = nodes_settings(loader) if hasattr(loader, "root") else {}
         dataset = settings.pop("dataset", None) if settings else getattr(loader, "dataset", None)
+        on_threads = threads_settings(loader, threads)
         knobs = {"batch_size": _count(getattr(loader, "batch_size", None)),
                  "num_workers": _count(getattr(loader, "num_workers", None)),
                  "prefetch_factor": _count(getattr(loader, "prefetch_factor", None)),
                  "persistent_workers": _flag(getattr(loader, "persistent_workers",
                                                      getattr(loader, "_persistent_workers", None))),
                  "pin_memory": _flag(getattr(loader, "pin_memory", None)), **settings,
-                 **threads_settings(loader, threads)}
+                 **on_threads}
+        if not settings:  # a DataLoader's (a torchdata.nodes pipeline's, its mapper's: in ``settings``)
+            read = (lambda knob: knob.read_off(loader)) if threads is None else \
+                (lambda knob: threads.value(knob.name))  # the watch's thread pipeline loads its batches
+            knobs["other_knobs"] = other_knobs(read, _framework(loader), knobs["num_workers"] or 0, bool(on_threads))
         info = BuiltLoader(where.site, type(dataset).__name__, type(dataset).__module__, _source_file(type(dataset)),
                            type(loader).__name__, _framework(loader).value, iterable=streams(loader),
                            start_method=None if threads else _start_method(loader),
@@ -203,6 +210,7 @@ def nodes_settings(loader: Any) -> dict[str, Any]:
         if name == "ParallelMapper":
             found["num_workers"] = int(getattr(node, "num_workers", 0) or 0)
             found["worker_kind"] = "thread" if getattr(node, "method", "thread") == WorkerKind.THREAD else "process"
+            found["other_knobs"] = {} if getattr(node, "in_order", True) is not False else {"in_order": False}
         elif name == "Prefetcher":
             found["prefetch_depth"] = getattr(node, "prefetch_factor", None)
         elif name == "PinMemory":
@@ -216,6 +224,23 @@ def nodes_settings(loader: Any) -> dict[str, Any]:
     if depth_total and found["num_workers"]:
         found["prefetch_factor"] = max(1, depth_total // found["num_workers"])
     return found
+
+
+def other_knobs(read: Callable[[Knob], Any], framework: Framework, workers: int, thread: bool) -> dict[str, Any]:
+    """The knobs of a loader of ``framework`` with ``workers`` that a run's loader record has no field of its own
+    for (``in_order``, Paddle's, one a test registers), each as ``read`` finds it (off the loader, as its record
+    says), where it holds a value away from the loader's default (on thread workers, only the knobs threads take)."""
+    values: dict[str, Any] = {}
+    for knob in REGISTRY.arguments(framework.value, workers):
+        if knob.reported is not None or (thread and not knob.threads):
+            continue
+        try:
+            value = read(knob)
+        except Exception:  # a subclass's own attribute that does not read: not known
+            continue
+        if value is not None and value != knob.loader_default and value_fits(knob.name, value):
+            values[knob.name] = value
+    return values
 
 
 def _count(value: Any) -> int | None:

@@ -192,3 +192,50 @@ def test_the_replay_begins_at_the_first_batch_past_those_kept_when_the_training_
         assert taken == (["e0b0", "e0b1"] if epoch == 0 else ["e1b0", "e1b1"] if epoch == 1 else ["e0b0", "e0b1"])
     later = replay.epoch(None)
     assert [next(later), next(later)] == ["e0b0", "e0b1"] and began == [1]  # once
+
+
+def registered(loader: Any) -> Any:
+    """What a run records of ``loader`` as built: its registration's record."""
+    from dataprof.measure.watch.events import Factory
+    from dataprof.measure.watch.recorder import Recorder
+    from dataprof.measure.watch.sites import Origin
+
+    class Sink:
+        def send(self, message: Any) -> None: ...
+
+    recorder = Recorder(Sink(), None, None)  # type: ignore[arg-type]
+    return recorder.loaders[recorder.register(loader, Origin(None, "train.py:3"), Factory())]
+
+
+def test_a_run_reads_the_knobs_its_record_has_no_field_for_off_the_loader_as_the_knob_records_say() -> None:
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from dataprof.results.codec import decode, encode
+    from dataprof.results.run import LoaderRun
+
+    data = TensorDataset(torch.zeros(8, 2))
+    unordered = registered(DataLoader(data, batch_size=4, num_workers=2, in_order=False))
+    assert unordered.other_knobs == {"in_order": False}
+    assert registered(DataLoader(data, batch_size=4, num_workers=2)).other_knobs == {}  # at its default: not said
+    assert registered(DataLoader(data, batch_size=4, num_workers=0, in_order=False)).other_knobs == {}  # no workers
+    figures = {"batches": 2, "epochs": 1, "steady_batches": 1, "samples_per_s": None, "data_wait_fraction": None,
+               "wait_ms": None, "step_ms": None}
+    written = encode(decode(LoaderRun, {**encode(unordered), **figures}))
+    run = decode(LoaderRun, written)
+    assert written["other_knobs"] == {"in_order": False} and run.knobs()["in_order"] is False
+    names = list(run.knobs())
+    assert names.index("in_order") < names.index("multiprocessing_context")  # in the records' order
+    plain = encode(decode(LoaderRun, {**encode(registered(DataLoader(data, batch_size=4))), **figures}))
+    assert "other_knobs" not in plain  # a document without them is as it was
+    newer = decode(LoaderRun, {**written, "other_knobs": {"in_order": False, "future_knob": 3}})
+    assert "future_knob" not in newer.knobs() and newer.knobs()["in_order"] is False
+
+
+def test_a_torchdata_nodes_pipeline_says_its_mapper_s_order_as_a_dataloader_would() -> None:
+    loader = nodes_loader()
+    assert registered(loader).other_knobs == {}
+    from dataprof.measure.watch.changes import override_nodes
+
+    override_nodes(loader, {"in_order": False})
+    assert registered(loader).other_knobs == {"in_order": False}
