@@ -92,8 +92,9 @@ class Knob:
     attribute: bool = False
     """The loader keeps it as an attribute of its own name: ``run --override`` checks it there at the first
     iteration (a script that set it back after construction)."""
-    nodes: bool = False
-    """A ``torchdata.nodes`` pipeline has a place for it (its ParallelMapper's or its Prefetcher's)."""
+    node: str | None = None
+    """Where a ``torchdata.nodes`` pipeline holds it: ``Node.argument``, the node's constructor argument of that
+    name (``ParallelMapper.in_order``); None: no place."""
     threads: bool = False
     """Thread workers take it (``worker_kind=thread``: the DataLoader's ``worker_method``, or the pipeline
     dataprof builds); a loader whose batches threads load is passed no knob but these."""
@@ -118,6 +119,12 @@ class Knob:
 
 def _with_workers(word: Callable[[LoaderConfig], str | None]) -> Callable[[LoaderConfig], str | None]:
     return lambda c: word(c) if c.num_workers > 0 else None
+
+
+def _flag(value: Any) -> bool | None:
+    """A loader's attribute as an on/off knob's value; None where it is no flag (a subclass's own attribute of the
+    name, of another kind)."""
+    return bool(value) if isinstance(value, int) else None
 
 
 def _start_method(loader: Any) -> str | None:
@@ -169,30 +176,31 @@ REGISTRY = Registry((
          "prefetch_factor values (configs with workers only) [default: 2,4]. Adaptive tries a value other than 2 "
          "only when the wait for a batch has a heavy tail, unless given.", grid_rank=3, json_rank=2, flag_rank=0,
          held=2, tried=DEFAULT_PREFETCH_FACTORS, minimum=1, evidence=True, step_rank=3,
-         loader_default=2, attribute=True, nodes=True, threads=True, reported="prefetch_factor"),
+         loader_default=2, attribute=True, node="Prefetcher.prefetch_factor", threads=True,
+         reported="prefetch_factor"),
     Knob("persistent_workers", ("torch", "paddle"), "--persistent-workers", "on,off", "persistent_workers", True,
          _with_workers(lambda c: None if c.threads else "persist" if c.persistent_workers else "respawn"),
          "persistent_workers values, e.g. on,off (configs with workers only).", grid_rank=4, json_rank=4, flag_rank=7,
          default="on", held=True, tried=(True,), stepped=False, loader_default=False,
-         read=lambda loader: bool(getattr(loader, "persistent_workers", getattr(loader, "_persistent_workers",
-                                                                                 False))), attribute=True,
+         read=lambda loader: _flag(getattr(loader, "persistent_workers", getattr(loader, "_persistent_workers",
+                                                                                  False))), attribute=True,
          reported="persistent_workers"),
     Knob("use_shared_memory", ("paddle",), "--use-shared-memory", "on,off", "use_shared_memory", True,
          lambda c: "no-shm" if c.use_shared_memory is False else None,
          "Paddle: use_shared_memory values [default: on,off] (configs with workers only).", grid_rank=2, json_rank=1,
          flag_rank=2, held=True, tried=(True, False), step_rank=1,
          loader_default=True, costs=True,
-         read=lambda loader: bool(loader.use_shared_memory)),
+         read=lambda loader: _flag(getattr(loader, "use_shared_memory", True))),
     Knob("use_buffer_reader", ("paddle",), "--use-buffer-reader", "on,off", "use_buffer_reader", False,
          lambda c: "no-buf" if c.use_buffer_reader is False else None,
          "Paddle: use_buffer_reader values [default: on,off].", grid_rank=1, json_rank=3, flag_rank=3, held=True,
          tried=(True, False), step_rank=2, loader_default=True, costs=True,
-         read=lambda loader: bool(loader.use_buffer_reader)),
+         read=lambda loader: _flag(getattr(loader, "use_buffer_reader", True))),
     Knob("pin_memory", ("torch",), "--pin-memory", "on,off", "pin_memory", False,
          lambda c: "pin" if c.pin_memory else None,
          "PyTorch: pin_memory values [default: on,off]; swept only when a GPU is used.", grid_rank=0, json_rank=0,
          flag_rank=1, held=False, tried=(True, False), step_rank=0, loader_default=False,
-         read=lambda loader: bool(getattr(loader, "pin_memory", False)), attribute=True, threads=True,
+         read=lambda loader: _flag(getattr(loader, "pin_memory", False)), attribute=True, threads=True,
          reported="pin_memory"),
     Knob("in_order", ("torch",), "--in-order", "on,off", "in_order", True,
          _with_workers(lambda c: "unordered" if c.in_order is False else None),
@@ -200,7 +208,7 @@ REGISTRY = Registry((
          "stragglers]; off lets fast batches overtake a slow one (batch order changes, not the batches).",
          grid_rank=5, json_rank=5, flag_rank=4, metavar="ON,OFF", held=True, tried=(True,),
          passed=lambda value, space: None if value else False,  # in order: the default, not passed
-         evidence=True, step_rank=4, loader_default=True, costs=True, nodes=True, threads=True,
+         evidence=True, step_rank=4, loader_default=True, costs=True, node="ParallelMapper.in_order", threads=True,
          read=lambda loader: False if getattr(loader, "in_order", True) is False else None),
     Knob("multiprocessing_context", ("torch",), "--start-method", "words", "start_methods", True,
          _with_workers(lambda c: c.multiprocessing_context or None),
@@ -208,8 +216,8 @@ REGISTRY = Registry((
          "another default, the others after copy-on-read growth].", grid_rank=6, json_rank=6, flag_rank=5,
          metavar="METHODS",
          passed=lambda value, space: None if value == space.start_method else value,  # in effect: not passed
-         choices=START_METHODS, evidence=True, step_rank=5, costs=True, read=_start_method, nodes=True,
-         reported="start_method"),
+         choices=START_METHODS, evidence=True, step_rank=5, costs=True, read=_start_method,
+         node="ParallelMapper.multiprocessing_context", reported="start_method"),
     Knob("reader_buffer_size", ("paddle",), "--reader-buffer-size", "ints", "reader_buffer_sizes", False,
          lambda c: None if c.reader_buffer_size is None else f"rb{c.reader_buffer_size}",
          "Paddle: reader_buffer_size values, the batches its buffer reader keeps ready [default: its own, 2].",
@@ -220,7 +228,8 @@ REGISTRY = Registry((
          "processes, and threads where the evidence calls for them: samples that release the GIL, copy-on-read "
          "growth, /dev/shm or start-up limits, IPC at the CPU ceiling]. Threads need torchdata (or a DataLoader "
          "with worker_method).", json_rank=7, flag_rank=6, metavar="KINDS", keyword=False,
-         held=WorkerKind.PROCESS.value, choices=WORKER_KINDS, ordered=True, nodes=True, reported="worker_kind",
+         held=WorkerKind.PROCESS.value, choices=WORKER_KINDS, ordered=True, node="ParallelMapper.method",
+         reported="worker_kind",
          loader_default=WorkerKind.PROCESS.value),
 ))
 """The knobs, in the order a DataLoader call lists them (its keyword arguments, a label's words)."""

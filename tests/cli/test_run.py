@@ -51,7 +51,9 @@ def test_the_script_sees_what_python_gives_it_and_the_same_batches(tmp_path: Pat
                         SCRIPT, *common, "--record", str(threaded))
     assert done.returncode == 0, done.stderr
     assert json.loads(threaded.read_text())["batches"] == expected["batches"]  # threads load the same batches
-    loader = json.loads((tmp_path / "threads.json").read_text())["loaders"][0]
+    loaders = json.loads((tmp_path / "threads.json").read_text())["loaders"]
+    assert [loader["site"] for loader in loaders] == [f"{SCRIPT}:{line}"]  # not the pipeline dataprof built too
+    loader = loaders[0]
     assert (loader["worker_kind"], loader["num_workers"], loader["batches"]) == ("thread", 3, 16)
 
 

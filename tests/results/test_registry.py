@@ -228,3 +228,23 @@ def test_a_registered_knob_the_script_sets_is_read_off_its_loader_by_a_run_and_c
                "wait_ms": None, "step_ms": None}
     run = decode(LoaderRun, json.loads(json.dumps(encode(decode(LoaderRun, {**encode(built), **figures})))))
     assert run.other_knobs == {"timeout": 5} and run.knobs()["timeout"] == 5
+
+
+SNAPSHOTS = Knob("snapshot_frequency", ("torch",), "--snapshot-frequency", "ints", "snapshot_frequencies", True,
+                 lambda c: None, "torchdata.nodes: how often the mapper snapshots its state.", json_rank=9,
+                 flag_rank=9, minimum=1, loader_default=1, node="ParallelMapper.snapshot_frequency", threads=True)
+"""A knob only a ``torchdata.nodes`` pipeline has: its record places it in the pipeline and nothing else does."""
+
+
+def test_a_registered_knob_placed_in_a_nodes_pipeline_is_set_and_read_there_by_its_record_alone() -> None:
+    from dataprof.measure.watch.changes import nodes_knobs, override_nodes
+    from dataprof.measure.watch.recorder import loader_knobs
+    from tests.measure.watch.test_changes import nodes_loader
+
+    with REGISTRY.added(SNAPSHOTS):
+        loader = nodes_loader()
+        override_nodes(loader, {"num_workers": 2, "snapshot_frequency": 5})
+        assert (loader.root.source.num_workers, loader.root.source.snapshot_frequency) == (2, 5)
+        assert nodes_knobs(loader)["snapshot_frequency"] == 5
+        assert loader_knobs(loader, None)["other_knobs"] == {"snapshot_frequency": 5}
+        assert sorted(i for batch in loader for i in batch) == list(range(0, 32, 2))

@@ -102,17 +102,6 @@ def thread_epoch(loader: Any) -> Any:
     return iter(pipeline)
 
 
-def threads_settings(loader: Any, threads: LoaderConfig | None) -> dict[str, Any]:
-    """A loader whose batches threads load (``worker_kind=thread``, the watch's ``threads`` standing in for its
-    workers, or the DataLoader's own ``worker_method``): its thread settings, as a report names them."""
-    if threads is not None:
-        return {"num_workers": threads.num_workers, "prefetch_factor": threads.prefetch,
-                "persistent_workers": None, "pin_memory": threads.pin_memory, "worker_kind": WorkerKind.THREAD.value}
-    if getattr(loader, TORCH_THREAD_ARGUMENT, None) == WorkerKind.THREAD:
-        return {"persistent_workers": None, "worker_kind": WorkerKind.THREAD.value}
-    return {}
-
-
 class Replay:
     """A loader's first ``count`` batches, delivered by it, then delivered again in turn for the rest of each
     epoch (as many batches as the loader has, or without end): the training runs as if data came for free.
@@ -212,35 +201,76 @@ def pipeline(loader: Any) -> list[Any]:
     return nodes
 
 
-def override_nodes(loader: Any, knobs: Mapping[str, Any]) -> None:
-    """Set ``knobs`` in a ``torchdata.nodes.Loader``'s pipeline before its first epoch: its ParallelMapper built
-    anew by its own constructor (it fixes its workers when built) with the workers, their kind (``worker_kind``),
-    order and start method asked for; its Prefetcher holding ``prefetch_factor`` batches per worker. TypeError
-    (one line) for a knob the pipeline has no place for, or a pipeline without the node a knob sets."""
+MAPPER, PINNING = "ParallelMapper", "PinMemory"
+"""The pipeline's node that loads with workers (it holds their count: ``ParallelMapper.num_workers``), and the
+node whose presence pins batches."""
+
+
+def placed() -> dict[str, tuple[str, str]]:
+    """Where a ``torchdata.nodes`` pipeline holds each knob: (node, argument), its workers' count and each knob its
+    record places (:attr:`~dataprof.results.registry.Knob.node`)."""
+    places = {"num_workers": f"{MAPPER}.num_workers", **{k.name: k.node for k in REGISTRY if k.node is not None}}
+    return {name: (place.partition(".")[0], place.partition(".")[2]) for name, place in places.items()}
+
+
+def _as_held(name: str, value: Any, workers: int) -> Any:
+    """A knob's value as its node holds it: the Prefetcher's depth in all (``prefetch_factor`` per worker), the
+    mapper's ``method`` word for the worker kind."""
+    if name == "prefetch_factor":
+        return int(value) * max(1, workers)
+    if name == "worker_kind":
+        return WorkerKind.THREAD.value if value == WorkerKind.THREAD else WorkerKind.PROCESS.value
+    return value
+
+
+def _as_knob(name: str, held: Any, workers: int) -> Any:
+    """A node's argument as the knob's value (:func:`_as_held` undone): the depth per worker, at least one."""
+    if name == "prefetch_factor":
+        return max(1, int(held) // workers) if isinstance(held, int) and held and workers else None
+    if name == "worker_kind":
+        return WorkerKind.THREAD.value if held == WorkerKind.THREAD else WorkerKind.PROCESS.value
+    return held
+
+
+def nodes_knobs(loader: Any) -> dict[str, Any]:
+    """The knobs a ``torchdata.nodes.Loader``'s pipeline holds, by name, as a DataLoader's would read: each where
+    :func:`placed` says (none without the node), pinning where a PinMemory node is."""
     nodes = {type(node).__name__: node for node in reversed(pipeline(loader))}  # the nearest the root of each
-    mapper, prefetcher = nodes.get("ParallelMapper"), nodes.get("Prefetcher")
-    knobs = {k: v for k, v in knobs.items() if not (k == "pin_memory" and bool(v) == ("PinMemory" in nodes))}
-    unplaced = set(knobs) - {"num_workers", *(knob.name for knob in REGISTRY if knob.nodes)}
-    if prefetcher is None and "prefetch_factor" in knobs:
-        unplaced.add("prefetch_factor")
-    if mapper is None:
-        unplaced |= set(knobs) - {"prefetch_factor"}
+    workers = int(getattr(nodes.get(MAPPER), "num_workers", 0) or 0)
+    found: dict[str, Any] = {"num_workers": workers, "pin_memory": PINNING in nodes}
+    for name, (node, argument) in placed().items():
+        if node in nodes and name != "num_workers":
+            found[name] = _as_knob(name, getattr(nodes[node], argument, None), workers)
+    return found
+
+
+def override_nodes(loader: Any, knobs: Mapping[str, Any]) -> None:
+    """Set ``knobs`` in a ``torchdata.nodes.Loader``'s pipeline before its first epoch, each where :func:`placed`
+    says: its ParallelMapper built anew by its own constructor (it fixes its workers when built) with the
+    arguments asked for; another node's argument set in place (the Prefetcher's depth, per worker of the rebuilt
+    mapper). TypeError (one line) for a knob the pipeline has no place for, or a pipeline without the node a knob
+    sets."""
+    nodes = {type(node).__name__: node for node in reversed(pipeline(loader))}
+    knobs = {k: v for k, v in knobs.items() if not (k == "pin_memory" and bool(v) == (PINNING in nodes))}
+    places = placed()
+    unplaced = sorted(name for name in knobs if name not in places or places[name][0] not in nodes)
     if unplaced:
-        raise TypeError(f"dataprof: this torchdata.nodes pipeline has no place for {', '.join(sorted(unplaced))}")
-    if mapper is not None and knobs.keys() - {"prefetch_factor"}:
+        raise TypeError(f"dataprof: this torchdata.nodes pipeline has no place for {', '.join(unplaced)}")
+    mapper = nodes.get(MAPPER)
+    asked = {places[name][1]: _as_held(name, value, 0) for name, value in knobs.items() if places[name][0] == MAPPER}
+    if mapper is not None and asked:
         if mapper.prebatch is not None:
             raise TypeError("dataprof: a torchdata.nodes ParallelMapper with prebatch cannot be rebuilt")
-        workers = int(knobs.get("num_workers", mapper.num_workers))
-        kind = knobs.get("worker_kind", mapper.method)
-        limit = mapper.max_concurrent
-        fresh = type(mapper)(mapper.source, mapper.map_fn, num_workers=workers,
-                             in_order=bool(knobs.get("in_order", mapper.in_order)),
-                             method="thread" if kind == WorkerKind.THREAD else "process",
-                             multiprocessing_context=knobs.get("multiprocessing_context",
-                                                               mapper.multiprocessing_context),
-                             max_concurrent=min(limit, workers) if isinstance(limit, int) and workers else limit,
-                             snapshot_frequency=mapper.snapshot_frequency)
+        arguments = {**{argument: getattr(mapper, argument) for node, argument in places.values() if node == MAPPER},
+                     **asked}
+        workers, limit = int(arguments["num_workers"]), mapper.max_concurrent
+        fresh = type(mapper)(mapper.source, mapper.map_fn, **{
+            "max_concurrent": min(limit, workers) if isinstance(limit, int) and workers else limit,
+            "snapshot_frequency": mapper.snapshot_frequency, **arguments, "num_workers": workers})
         mapper.__dict__.update(fresh.__dict__)
-    if prefetcher is not None and "prefetch_factor" in knobs:
-        prefetcher.prefetch_factor = int(knobs["prefetch_factor"]) * max(1, mapper.num_workers if mapper else 1)
+    workers = int(getattr(mapper, "num_workers", 0) or 0)
+    for name, value in knobs.items():
+        node, argument = places[name]
+        if node != MAPPER:
+            setattr(nodes[node], argument, _as_held(name, value, workers))
 

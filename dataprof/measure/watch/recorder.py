@@ -3,16 +3,16 @@ parent (``measure.watch.watcher``) as JSON lines; it ends the script's loop at t
 
 from __future__ import annotations
 
+import multiprocessing
 import operator
 import os
 import sys
 import time
 import weakref
-from collections.abc import Callable
 from typing import Any
 
 from dataprof.measure.protocol import Channel
-from dataprof.measure.watch.changes import pipeline, streams, threads_settings
+from dataprof.measure.watch.changes import nodes_knobs, pipeline, streams
 from dataprof.measure.watch.events import (
     Batches,
     BuiltLoader,
@@ -27,7 +27,7 @@ from dataprof.measure.watch.events import (
 from dataprof.measure.watch.handoff import Handoff
 from dataprof.measure.watch.ranks import RankEnd
 from dataprof.measure.watch.sites import Origin, relative
-from dataprof.results.knobs import LoaderConfig
+from dataprof.results.knobs import TORCH_THREAD_ARGUMENT, KnobValues, LoaderConfig
 from dataprof.results.registry import REGISTRY, Knob, value_fits
 from dataprof.results.vocabulary import Framework, WorkerKind
 
@@ -106,25 +106,11 @@ class Recorder:
         number = len(self.loaders)
         self.objects[number] = _weak(loader)
         self.epochs[number] = 0
-        settings = nodes_settings(loader) if hasattr(loader, "root") else {}
-        dataset = settings.pop("dataset", None) if settings else getattr(loader, "dataset", None)
-        on_threads = threads_settings(loader, threads)
-        knobs = {"batch_size": _count(getattr(loader, "batch_size", None)),
-                 "num_workers": _count(getattr(loader, "num_workers", None)),
-                 "prefetch_factor": _count(getattr(loader, "prefetch_factor", None)),
-                 "persistent_workers": _flag(getattr(loader, "persistent_workers",
-                                                     getattr(loader, "_persistent_workers", None))),
-                 "pin_memory": _flag(getattr(loader, "pin_memory", None)), **settings,
-                 **on_threads}
-        if not settings:  # a DataLoader's (a torchdata.nodes pipeline's, its mapper's: in ``settings``)
-            read = (lambda knob: knob.read_off(loader)) if threads is None else \
-                (lambda knob: threads.value(knob.name))  # the watch's thread pipeline loads its batches
-            knobs["other_knobs"] = other_knobs(read, _framework(loader), knobs["num_workers"] or 0, bool(on_threads))
+        dataset, batch_size = _batching(loader)
         info = BuiltLoader(where.site, type(dataset).__name__, type(dataset).__module__, _source_file(type(dataset)),
-                           type(loader).__name__, _framework(loader).value, iterable=streams(loader),
-                           start_method=None if threads else _start_method(loader),
-                           start_method_chosen=_start_method_chosen(loader), split=where.split,
-                           built_by=where.built_by, factory=factory, **knobs)
+                           type(loader).__name__, _framework(loader).value, batch_size=batch_size,
+                           iterable=streams(loader), start_method_chosen=_start_method_chosen(loader),
+                           split=where.split, built_by=where.built_by, factory=factory, **loader_knobs(loader, threads))
         self.loaders[number], self.batches[number], self.pending[number] = info, 0, []
         self.channel.send(said(LoaderBuilt(number, info)))
         return number
@@ -200,47 +186,61 @@ class Recorder:
                 self.pending[number] = []
 
 
-def nodes_settings(loader: Any) -> dict[str, Any]:
-    """What a ``torchdata.nodes.Loader``'s pipeline says of its loading, as a DataLoader's attributes would: the
-    ParallelMapper's workers and their kind (``thread`` or ``process``), the Prefetcher's depth per worker,
-    PinMemory, the batch sampler's batch size and the dataset its sampler draws from."""
-    found: dict[str, Any] = {"pin_memory": False, "num_workers": 0}
-    for node in pipeline(loader):
-        name = type(node).__name__
-        if name == "ParallelMapper":
-            found["num_workers"] = int(getattr(node, "num_workers", 0) or 0)
-            found["worker_kind"] = "thread" if getattr(node, "method", "thread") == WorkerKind.THREAD else "process"
-            found["other_knobs"] = {} if getattr(node, "in_order", True) is not False else {"in_order": False}
-        elif name == "Prefetcher":
-            found["prefetch_depth"] = getattr(node, "prefetch_factor", None)
-        elif name == "PinMemory":
-            found["pin_memory"] = True
-        elif name == "SamplerWrapper":
-            sampler = getattr(node, "sampler", None)
-            found["batch_size"] = getattr(sampler, "batch_size", None)
-            inner = getattr(sampler, "sampler", sampler)
-            found["dataset"] = getattr(inner, "data_source", None)
-    depth_total = found.pop("prefetch_depth", None)
-    if depth_total and found["num_workers"]:
-        found["prefetch_factor"] = max(1, depth_total // found["num_workers"])
+def _batching(loader: Any) -> tuple[Any, int | None]:
+    """The dataset ``loader`` draws from and its batch size: a DataLoader's own, a ``torchdata.nodes`` pipeline's
+    batch sampler's (its SamplerWrapper's)."""
+    if not hasattr(loader, "root"):
+        return getattr(loader, "dataset", None), _count(getattr(loader, "batch_size", None))
+    wrapper = next((node for node in pipeline(loader) if type(node).__name__ == "SamplerWrapper"), None)
+    sampler = getattr(wrapper, "sampler", None)
+    return getattr(getattr(sampler, "sampler", sampler), "data_source", None), _count(getattr(sampler, "batch_size",
+                                                                                               None))
+
+
+def loader_knobs(loader: Any, threads: LoaderConfig | None) -> dict[str, Any]:
+    """``loader``'s knobs as a run's loader record holds them (:class:`BuiltLoader`'s fields), each read as its
+    record says: off a DataLoader, off the node of a ``torchdata.nodes`` pipeline its record places it in
+    (:func:`nodes_knobs`), or the watch's thread pipeline's where that stands in for the loader's workers
+    (``threads``). Each goes under its record's field (``Knob.reported``), else in ``other_knobs`` where it is
+    away from the loader's default; on thread workers, only the knobs threads take. The start method is how
+    worker processes start in effect: the loader's, else the process's, else the platform's default."""
+    framework = _framework(loader)
+    if threads is not None:
+        values = {**{k.name: threads.value(k.name) for k in REGISTRY if k.threads}, "num_workers": threads.num_workers,
+                  "prefetch_factor": threads.prefetch, "worker_kind": WorkerKind.THREAD.value}
+    elif hasattr(loader, "root"):
+        values = nodes_knobs(loader)
+    else:
+        values = {"num_workers": _count(getattr(loader, "num_workers", None)),
+                  **{k.name: _read(k, loader) for k in REGISTRY if k.keyword and framework in k.frameworks}}
+        if getattr(loader, TORCH_THREAD_ARGUMENT, None) == WorkerKind.THREAD:
+            values["worker_kind"] = WorkerKind.THREAD.value
+    knobs = KnobValues(values)
+    workers = knobs.workers
+    found: dict[str, Any] = {"num_workers": knobs.value("num_workers"), "prefetch_factor": None,
+                             "persistent_workers": None, "pin_memory": None, "other_knobs": {}}
+    for knob in REGISTRY:
+        if knob.name not in knobs or (knobs.threads and not knob.threads and knob.name != "worker_kind"):
+            continue
+        value = knobs[knob.name]
+        if knob.name == "multiprocessing_context":
+            found["start_method"] = None if knobs.threads or not workers or framework != Framework.TORCH else \
+                value or multiprocessing.get_start_method(allow_none=True) or multiprocessing.get_all_start_methods()[0]
+        elif knob.reported is not None:
+            found[knob.reported] = value
+        elif value is not None and value != knob.loader_default and (workers or not knob.needs_workers):
+            found["other_knobs"][knob.name] = value
     return found
 
 
-def other_knobs(read: Callable[[Knob], Any], framework: Framework, workers: int, thread: bool) -> dict[str, Any]:
-    """The knobs of a loader of ``framework`` with ``workers`` that a run's loader record has no field of its own
-    for (``in_order``, Paddle's, one a test registers), each as ``read`` finds it (off the loader, as its record
-    says), where it holds a value away from the loader's default (on thread workers, only the knobs threads take)."""
-    values: dict[str, Any] = {}
-    for knob in REGISTRY.arguments(framework.value, workers):
-        if knob.reported is not None or (thread and not knob.threads):
-            continue
-        try:
-            value = read(knob)
-        except Exception:  # a subclass's own attribute that does not read: not known
-            continue
-        if value is not None and value != knob.loader_default and value_fits(knob.name, value):
-            values[knob.name] = value
-    return values
+def _read(knob: Knob, loader: Any) -> Any:
+    """The knob's value on a DataLoader as its record reads it; None where it does not read, or reads as no value
+    the knob holds (a subclass's own attribute of the name)."""
+    try:
+        value = knob.read_off(loader)
+    except Exception:
+        return None
+    return value if value_fits(knob.name, value) else None
 
 
 def _count(value: Any) -> int | None:
@@ -252,28 +252,10 @@ def _count(value: Any) -> int | None:
         return None
 
 
-def _flag(value: Any) -> bool | None:
-    """A loader's attribute as a flag; None where it is none."""
-    return bool(value) if isinstance(value, int) else None
-
-
 def _framework(loader: Any) -> Framework:
     """Whose DataLoader ``loader`` is, by the package its class comes from (PyTorch's, unless Paddle's)."""
     package = type(loader).__module__.partition(".")[0]
     return Framework.PADDLE if package == Framework.PADDLE else Framework.TORCH
-
-
-def _start_method(loader: Any) -> str | None:
-    """How a torch DataLoader starts its worker processes (its ``multiprocessing_context``, else the process's
-    start method, else the platform's default, the process's left unset); None without worker processes."""
-    if _framework(loader) == Framework.PADDLE or not getattr(loader, "num_workers", 0):
-        return None
-    context = getattr(loader, "multiprocessing_context", None)
-    if context is not None:
-        return str(context.get_start_method()) if hasattr(context, "get_start_method") else str(context)
-    import multiprocessing
-
-    return multiprocessing.get_start_method(allow_none=True) or multiprocessing.get_all_start_methods()[0]
 
 
 def _start_method_chosen(loader: Any) -> bool:
@@ -281,8 +263,6 @@ def _start_method_chosen(loader: Any) -> bool:
     start method set (``multiprocessing.set_start_method``), not left to the platform."""
     if getattr(loader, "multiprocessing_context", None) is not None:
         return True
-    import multiprocessing
-
     return multiprocessing.get_start_method(allow_none=True) is not None
 
 

@@ -76,6 +76,8 @@ class Tag:
     """Its number in the run, from its first iteration."""
     pipeline: Any = None
     """The thread pipeline standing in for its workers, built at its first epoch and kept for the others."""
+    own: bool = False
+    """Built by dataprof (that thread pipeline): not watched itself, its batches are the loader's it serves."""
 
 
 def tag_of(loader: Any) -> Tag | None:

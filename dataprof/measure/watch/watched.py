@@ -127,9 +127,9 @@ def patch_dataloader(module: ModuleType, recorder: Recorder, changes: RunChanges
         applies = False
         if tag_of(self) is None:  # a subclass's __init__ calls this once more
             where = origin(self)
-            self.__dict__[TAG] = Tag(where, loader_factory(where.frame))
-            applies = bool(changes.knobs) and changes.applies(where.site, where.split) and \
-                not in_package(sys._getframe(1).f_code.co_filename, "dataprof")  # not the pipeline dataprof builds
+            own = in_package(sys._getframe(1).f_code.co_filename, "dataprof")  # the pipeline dataprof builds
+            self.__dict__[TAG] = Tag(where, loader_factory(where.frame), own=own)
+            applies = bool(changes.knobs) and changes.applies(where.site, where.split) and not own
         if applies and settable:
             kwargs, threads = overridden(original_init, self, args, kwargs, changes.knobs)
             args = ()
@@ -143,10 +143,11 @@ def patch_dataloader(module: ModuleType, recorder: Recorder, changes: RunChanges
             retag(self, asked=changes.knobs)
 
     def __iter__(self: Any) -> Any:
-        if os.getpid() != recorder.pid:  # a process of the script's own, forked: its loaders are not watched here
-            return original_iter(self)
+        tag = tag_of(self)
+        if os.getpid() != recorder.pid or (tag is not None and tag.own):  # a process of the script's own, forked:
+            return original_iter(self)  # its loaders are not watched here; nor is the pipeline dataprof built
         created = recorder.clock()
-        tag = tag_of(self) or Tag(Origin(None, "?"))  # a loader whose constructor the watch did not see
+        tag = tag or Tag(Origin(None, "?"))  # a loader whose constructor the watch did not see
         number = tag.number if tag.number is not None else _registered(self, tag, recorder)
         replay = recorder.replays.get(number)  # a loader built again each epoch keeps the first's kept batches
         kept = replay is not None and len(replay.kept) >= replay.count  # replayed: the loader is not asked again

@@ -131,14 +131,13 @@ def nodes_loader(workers: int = 4, depth: int = 8) -> Any:
 
 
 def test_a_torchdata_nodes_pipeline_takes_the_knobs_in_its_mapper_and_prefetcher() -> None:
-    from dataprof.measure.watch.changes import override_nodes
-    from dataprof.measure.watch.recorder import nodes_settings
+    from dataprof.measure.watch.changes import nodes_knobs, override_nodes
 
     loader = nodes_loader()
     mapper = loader.root.source
     override_nodes(loader, {"num_workers": 2, "prefetch_factor": 3, "in_order": False, "pin_memory": False})
     assert loader.root.source is mapper and (mapper.num_workers, mapper.in_order) == (2, False)
-    assert {k: nodes_settings(loader)[k] for k in ("num_workers", "prefetch_factor", "worker_kind")} == \
+    assert {k: nodes_knobs(loader)[k] for k in ("num_workers", "prefetch_factor", "worker_kind")} == \
         {"num_workers": 2, "prefetch_factor": 3, "worker_kind": "thread"}
     assert sorted(i for batch in loader for i in batch) == list(range(0, 32, 2))  # the same data, rebuilt mapper
     override_nodes(loader, {"worker_kind": "process", "multiprocessing_context": "spawn"})
@@ -239,3 +238,14 @@ def test_a_torchdata_nodes_pipeline_says_its_mapper_s_order_as_a_dataloader_woul
 
     override_nodes(loader, {"in_order": False})
     assert registered(loader).other_knobs == {"in_order": False}
+
+
+def test_what_a_torchdata_nodes_pipeline_is_set_to_it_reads_back_knob_by_knob() -> None:
+    from dataprof.measure.watch.changes import nodes_knobs, override_nodes
+
+    loader = nodes_loader()
+    asked = {"num_workers": 3, "prefetch_factor": 3, "in_order": False, "worker_kind": "process",
+             "multiprocessing_context": "spawn"}
+    override_nodes(loader, asked)
+    assert {name: nodes_knobs(loader)[name] for name in asked} == asked
+    assert loader.root.prefetch_factor == 9  # the Prefetcher holds the depth of every worker's batches

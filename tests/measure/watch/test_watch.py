@@ -327,7 +327,7 @@ def test_ranks_end_at_the_batch_rank_0_names_whatever_their_own_clocks_say(tmp_p
 
 
 def test_an_override_reaches_a_torchdata_nodes_loader_where_it_is_built() -> None:
-    from dataprof.measure.watch.recorder import nodes_settings
+    from dataprof.measure.watch.changes import nodes_knobs
     from dataprof.results.run import RunChanges
     from tests.measure.watch.test_changes import nodes_loader
 
@@ -338,8 +338,8 @@ def test_an_override_reaches_a_torchdata_nodes_loader_where_it_is_built() -> Non
         loader = nodes_loader(workers=4, depth=8)
     finally:
         restore()
-    assert recorder.overridden == 1 and (nodes_settings(loader)["num_workers"], loader.root.prefetch_factor) == (2, 8)
-    assert (nodes_settings(nodes_loader(workers=4))["num_workers"], recorder.overridden) == (4, 1)  # restored
+    assert recorder.overridden == 1 and (nodes_knobs(loader)["num_workers"], loader.root.prefetch_factor) == (2, 8)
+    assert (nodes_knobs(nodes_loader(workers=4))["num_workers"], recorder.overridden) == (4, 1)  # restored
 
 
 def test_the_thread_pipeline_dataprof_builds_itself_is_not_overridden() -> None:
