@@ -35,8 +35,9 @@ def asks_code(runs: Runs, settings: KnobValues) -> bool:
 
 
 def without_idle_knobs(config: KnobValues) -> KnobValues:
-    """``config`` without the knobs that need workers when it sets ``num_workers=0``."""
-    idle = REGISTRY.idle(config.get("num_workers", 1) or 0)
+    """``config`` without the knobs that need workers when it sets ``num_workers=0`` (a config that sets no count
+    keeps the script's)."""
+    idle = REGISTRY.idle(config.workers) if "num_workers" in config else set()
     return KnobValues({k: v for k, v in config.items() if k not in idle}) if idle else config
 
 

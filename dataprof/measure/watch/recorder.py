@@ -216,7 +216,7 @@ def loader_knobs(loader: Any, threads: LoaderConfig | None) -> dict[str, Any]:
         if getattr(loader, TORCH_THREAD_ARGUMENT, None) == WorkerKind.THREAD:
             values["worker_kind"] = WorkerKind.THREAD.value
     knobs = KnobValues(values)
-    workers = knobs.workers
+    workers, idle = knobs.workers, REGISTRY.idle(knobs.workers)
     found: dict[str, Any] = {"num_workers": knobs.value("num_workers"), "prefetch_factor": None,
                              "persistent_workers": None, "pin_memory": None, "other_knobs": {}}
     for knob in REGISTRY:
@@ -228,7 +228,7 @@ def loader_knobs(loader: Any, threads: LoaderConfig | None) -> dict[str, Any]:
                 value or multiprocessing.get_start_method(allow_none=True) or multiprocessing.get_all_start_methods()[0]
         elif knob.reported is not None:
             found[knob.reported] = value
-        elif value is not None and value != knob.loader_default and (workers or not knob.needs_workers):
+        elif value is not None and value != knob.loader_default and knob.name not in idle:
             found["other_knobs"][knob.name] = value
     return found
 
