@@ -180,8 +180,8 @@ def main() -> None:
         old, new = before[kind], after[kind]
         configs = [seed for seed, (a, b) in enumerate(zip(old, new, strict=True)) if a["configs"] != b["configs"]]
         reasons = [seed for seed, (a, b) in enumerate(zip(old, new, strict=True)) if a["reasons"] != b["reasons"]]
-        steps = sum(len(case["configs"]) - 1 for case in old)
-        print(f"{kind}: {len(old)} cases, {steps} steps; configs or picks differ in {len(configs)} "
+        steps = [sum(len(case["configs"]) - 1 for case in side) for side in (old, new)]
+        print(f"{kind}: {len(old)} cases, {steps[0]} → {steps[1]} steps; configs or picks differ in {len(configs)} "
               f"{configs[:8] or ''}, reasons in {len(reasons)} {reasons[:8] or ''}")
         if configs:
             first = configs[0]

@@ -156,6 +156,22 @@ def test_the_climb_goes_down_to_no_workers_when_the_workers_slow_the_step() -> N
     assert step is None or step[0] != {"num_workers": 0}  # the worker costs the step nothing: it stays
 
 
+def test_a_doubling_pays_in_the_climb_only_where_its_runs_show_it_faster_by_the_answer_s_rule() -> None:
+    from dataprof.decide.tune.noise import faster, pooled_noise
+    from dataprof.decide.tune.search import _climb
+
+    two = dataclasses.replace(LOADER, settings={"num_workers": 2, "prefetch_factor": 2, "persistent_workers": False})
+    # twice the workers ran once, 6.5% above yours, at the 3% noise floor over 2 degrees of freedom: beyond one
+    # noise band, but its range reaches below yours, so the answer would not take it as faster, nor does the climb
+    trials = [run({}, 100.0, "current"), run({}, 200.0, "headspace"), run({}, 101.0, "current"),
+              run({}, 200.0, "headspace"), run({"num_workers": 4}, 107.0)]
+    done = report(*trials, loader=two)
+    by_config = rates(done.trials)
+    assert not faster(pooled_noise(done.trials), by_config[key({"num_workers": 4})], by_config[key({})])
+    seen = {key(t.config) for t in done.trials if t.role != "headspace"}
+    assert _climb(done, seen) == {"num_workers": 1}  # not paid: half as many, as fast and cheaper?
+
+
 def test_fewer_workers_are_cheaper_whatever_their_kind() -> None:
     threaded = dataclasses.replace(LOADER, settings={"num_workers": 16, "worker_kind": "thread"},
                                    threads="torchdata.nodes")  # a thread pipeline of the script's own

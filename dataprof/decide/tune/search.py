@@ -3,7 +3,7 @@
 The search measures the script as it is (``current``), then with its first batches replayed (``headspace``: data
 for free, the training's ceiling), the loader-only sweep's pick when there is one, the script as it is again (so
 the noise of its runs is known before anything is judged against it), then climbs ``num_workers`` around the
-config leading so far while a doubling gains beyond the noise, and down while fewer are as fast (to none, when
+config leading so far while the runs show a doubling faster, and down while fewer are as fast (to none, when
 the runs show the workers slowing the step), tries each of ``refine.refinements()`` once on top of the config leading
 then, across nodes climbs the workers of the node whose ranks wait most for data on that node alone, and runs again
 the configs that one run cannot settle: the leading one until it has two runs interleaved with the script's own,
@@ -18,7 +18,7 @@ from dataprof.decide.search.common import first_of
 from dataprof.decide.tune.answer import unsettled
 from dataprof.decide.tune.cost import node_workers
 from dataprof.decide.tune.memory import over_memory
-from dataprof.decide.tune.noise import MIN_RUNS, Key, Runs, band, key, key_of, rate, rates
+from dataprof.decide.tune.noise import MIN_RUNS, Key, Runs, band, faster, key, key_of, pooled_noise, rate, rates
 from dataprof.decide.tune.refine import as_changed, refinement
 from dataprof.decide.workers import CLIMB_TOP
 from dataprof.results.knobs import KnobValues
@@ -195,8 +195,9 @@ def slowed(report: TuneReport, runs: Sequence[tuple[int, TuneTrial]]) -> bool:
 
 def _climb(report: TuneReport, seen: set[Key]) -> KnobValues | None:
     """Twice the leading config's workers (two, from none: one worker only overlaps the step, so from none it may
-    seem to pay nothing where two would) until a doubling does not pay beyond the noise (a doubling within the
-    noise that still waits for data gets four times the workers first: one run can land a band low), then half
+    seem to pay nothing where two would) until a doubling's runs do not show it faster (:func:`faster`, the
+    answer's rule; a doubling not shown faster, no more than a band slower, that still waits for data gets four
+    times the workers first: one run can land a band low), then half
     as many (as fast and cheaper?; one, from none), from one to none when its runs show the worker slowing the
     step; None when both are run.
     A refinement that leads is climbed around in turn (persistent workers, say, change what more workers cost)."""
@@ -208,8 +209,7 @@ def _climb(report: TuneReport, seen: set[Key]) -> KnobValues | None:
     more = as_changed(base | {"num_workers": max(2, 2 * workers)}, settings)
     if 2 * workers <= CLIMB_TOP and key(more) not in seen and over_memory(report, max(2, 2 * workers)) is None:
         return more
-    paid = key(more) in by_config and \
-        rate(by_config[key(more)]) > rate(by_config[key(base)]) * (1 + report.answer.noise)
+    paid = key(more) in by_config and faster(pooled_noise(report.trials), by_config[key(more)], by_config[key(base)])
     further = as_changed(base | {"num_workers": max(4, 4 * workers)}, settings)
     if not paid and _flat_and_waiting(report, by_config.get(key(more)), by_config[key(base)]) and \
             max(4, 4 * workers) <= CLIMB_TOP and key(further) not in seen and \
@@ -228,10 +228,10 @@ climb stops: loading is still what the training waits for."""
 
 
 def _flat_and_waiting(report: TuneReport, more: Runs | None, base: Runs) -> bool:
-    """Whether the doubling's runs (``more``) are within the noise of ``base``'s (not below it beyond the noise)
-    and still wait :data:`FLAT_WAIT`: in their steady state, where their workers do not slow the step, or at their
-    epochs' starts, where more workers load the first batches side by side whatever they cost the step (short
-    epochs: Lightning's, a validation every few hundred steps)."""
+    """Whether the doubling's runs (``more``) are no more than one noise band below ``base``'s and still wait
+    :data:`FLAT_WAIT`: in their steady state, where their workers do not slow the step, or at their epochs'
+    starts, where more workers load the first batches side by side whatever they cost the step (short epochs:
+    Lightning's, a validation every few hundred steps)."""
     assert report.answer is not None
     if not more or rate(more) < rate(base) * (1 - report.answer.noise):
         return False
