@@ -108,8 +108,13 @@ class Knob:
         return self.flag.lstrip("-").replace("-", "_")
 
     def read_off(self, loader: Any) -> Any:
-        """Its value on ``loader`` (a live DataLoader), as a config holds it."""
-        return getattr(loader, self.name, None) if self.read is None else self.read(loader)
+        """Its value on ``loader`` (a live DataLoader), as a config holds it; None where it does not read, or reads
+        as no value the knob holds (a subclass's own attribute of the name, of another kind)."""
+        try:
+            value = getattr(loader, self.name, None) if self.read is None else self.read(loader)
+        except Exception:
+            return None
+        return value if value_fits(self.name, value) else None
 
     def changed(self, config: LoaderConfig) -> bool:
         """Whether ``config`` sets it away from the loader's own default (and it costs in a tie)."""

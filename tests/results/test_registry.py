@@ -248,3 +248,14 @@ def test_a_registered_knob_placed_in_a_nodes_pipeline_is_set_and_read_there_by_i
         assert nodes_knobs(loader)["snapshot_frequency"] == 5
         assert loader_knobs(loader, None)["other_knobs"] == {"snapshot_frequency": 5}
         assert sorted(i for batch in loader for i in batch) == list(range(0, 32, 2))
+
+
+def test_a_knob_a_loader_holds_as_no_value_the_knob_takes_is_read_as_not_known() -> None:
+    from torch.utils.data import DataLoader
+
+    from dataprof.backends.loaders import current_config
+
+    loader = DataLoader(list(range(8)), num_workers=2)
+    loader.prefetch_factor, loader.pin_memory = "many", "yes"  # a subclass's own attributes of the names
+    config = current_config(loader, "torch")
+    assert (config.prefetch_factor, config.pin_memory, config.num_workers) == (None, None, 2)

@@ -28,7 +28,7 @@ from dataprof.measure.watch.handoff import Handoff
 from dataprof.measure.watch.ranks import RankEnd
 from dataprof.measure.watch.sites import Origin, relative
 from dataprof.results.knobs import TORCH_THREAD_ARGUMENT, KnobValues, LoaderConfig
-from dataprof.results.registry import REGISTRY, Knob, value_fits
+from dataprof.results.registry import REGISTRY
 from dataprof.results.vocabulary import Framework, WorkerKind
 
 FLUSH_S = 0.5
@@ -212,7 +212,7 @@ def loader_knobs(loader: Any, threads: LoaderConfig | None) -> dict[str, Any]:
         values = nodes_knobs(loader)
     else:
         values = {"num_workers": _count(getattr(loader, "num_workers", None)),
-                  **{k.name: _read(k, loader) for k in REGISTRY if k.keyword and framework in k.frameworks}}
+                  **{k.name: k.read_off(loader) for k in REGISTRY if k.keyword and framework in k.frameworks}}
         if getattr(loader, TORCH_THREAD_ARGUMENT, None) == WorkerKind.THREAD:
             values["worker_kind"] = WorkerKind.THREAD.value
     knobs = KnobValues(values)
@@ -231,16 +231,6 @@ def loader_knobs(loader: Any, threads: LoaderConfig | None) -> dict[str, Any]:
         elif value is not None and value != knob.loader_default and knob.name not in idle:
             found["other_knobs"][knob.name] = value
     return found
-
-
-def _read(knob: Knob, loader: Any) -> Any:
-    """The knob's value on a DataLoader as its record reads it; None where it does not read, or reads as no value
-    the knob holds (a subclass's own attribute of the name)."""
-    try:
-        value = knob.read_off(loader)
-    except Exception:
-        return None
-    return value if value_fits(knob.name, value) else None
 
 
 def _count(value: Any) -> int | None:
