@@ -16,6 +16,7 @@ import statistics
 
 from dataprof.decide.thresholds import Thresholds
 from dataprof.results.findings import Finding
+from dataprof.results.registry import record_of
 from dataprof.results.run import LoaderRun, RankCause, RankRun, RunReport
 from dataprof.results.units import fmt_bytes
 from dataprof.results.vocabulary import FindingId, Severity, SlowRankCause, WorkerKind
@@ -120,7 +121,25 @@ def next_command(report: RunReport, loader: LoaderRun) -> str:
     else:
         target = f"{loader.dataset_module}:{loader.dataset}"
     kinds = " --worker-kind process,thread" if loader.worker_kind == WorkerKind.THREAD else ""
-    return f"dataprof sweep {target} --batch-size {loader.batch_size or 1}{step}{kinds}"
+    return f"dataprof sweep {target} --batch-size {loader.batch_size or 1}{step}{kinds}{_current(loader)}"
+
+
+def _current(loader: LoaderRun) -> str:
+    """``--current`` with the loader's settings, so the sweep of its dataset measures them first, against its pick:
+    its workers, and each knob the script set away from the DataLoader's default (the start method where the
+    script chose it). None for workers that are threads (``--current`` describes a DataLoader's processes), nor
+    for none and no knob set (the sweep's baseline)."""
+    if loader.worker_kind == WorkerKind.THREAD or loader.num_workers is None:
+        return ""
+    values = {"num_workers": loader.num_workers}
+    for name, value in loader.knobs().items():
+        record = record_of(name) if name != "num_workers" else None
+        if record is not None and record.keyword and value is not None and value != record.loader_default and \
+                (name != "multiprocessing_context" or loader.start_method_chosen):
+            values[name] = value
+    if values == {"num_workers": 0}:
+        return ""  # the sweep's baseline
+    return " --current " + ",".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in values.items())
 
 
 def rank_cause(report: RunReport, thresholds: Thresholds | None = None) -> RunReport:

@@ -30,8 +30,18 @@ def test_the_verdict_follows_the_bands_and_the_cpu_facts(wait: float, kwargs: di
 
 
 def test_the_next_step_is_a_sweep_with_the_measured_step() -> None:
-    assert judge(run_report(0.3)).next_command == "dataprof sweep train.py:Images --batch-size 32 --step-ms 40.0"
+    # the loader's own settings go with it as --current (those away from the DataLoader's defaults): the sweep
+    # measures them first, against its pick
+    assert judge(run_report(0.3)).next_command == "dataprof sweep train.py:Images --batch-size 32 --step-ms 40.0 " \
+                                                  "--current num_workers=2,persistent_workers=true"
     assert judge(run_report(0.3, module="mypkg.data")).next_command.startswith("dataprof sweep mypkg.data:Images ")
+    report = run_report(0.3)
+    threads = dataclasses.replace(report.loaders[0], worker_kind="thread", persistent_workers=None)
+    assert "--current" not in judge(dataclasses.replace(report, loaders=(threads,))).next_command
+    chosen = dataclasses.replace(report.loaders[0], start_method="spawn", start_method_chosen=True,
+                                 other_knobs={"in_order": False})
+    assert judge(dataclasses.replace(report, loaders=(chosen,))).next_command.endswith(
+        " --current num_workers=2,persistent_workers=true,in_order=false,multiprocessing_context=spawn")
 
 
 def test_the_run_document_round_trips() -> None:
