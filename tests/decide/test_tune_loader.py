@@ -59,3 +59,13 @@ def test_runs_over_ranks_or_nodes_say_what_their_figure_is() -> None:
     assert "on each of 3 nodes, started together" in ranks_notes(1, 3)[0]
     assert one_machine[1] == "no loader-only sweep to compare: the training runs as several ranks, the loader sweep " \
                              "as one"
+
+
+def test_a_knob_the_run_found_set_outside_its_own_fields_is_the_script_s_setting_not_a_change_to_make() -> None:
+    from dataprof.decide.tune.refine import as_changed
+    from dataprof.results.knobs import KnobValues
+
+    unordered = tuned(other_knobs={"in_order": False})
+    assert unordered.loader is not None and unordered.loader.settings["in_order"] is False
+    picked = KnobValues(num_workers=4, in_order=False)  # the loader sweep's pick, say
+    assert as_changed(picked, unordered.loader.settings) == {"num_workers": 4}
