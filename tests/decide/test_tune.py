@@ -172,6 +172,21 @@ def test_a_doubling_pays_in_the_climb_only_where_its_runs_show_it_faster_by_the_
     assert _climb(done, seen) == {"num_workers": 1}  # not paid: half as many, as fast and cheaper?
 
 
+def test_the_last_runs_the_budget_holds_confirm_the_answer_rather_than_start_a_config_they_cannot_confirm() -> None:
+    two = dataclasses.replace(LOADER, settings={"num_workers": 2, "prefetch_factor": 2, "persistent_workers": False})
+    trials = [run({}, 100.0, "current"), run({}, 200.0, "headspace"), run({}, 101.0, "current"),
+              run({}, 200.0, "headspace"), run({"num_workers": 4}, 107.0)]
+    done = report(*trials, loader=two)
+    assert next_run(done, runs_left=5) == ({"num_workers": 1}, "candidate")  # the climb goes on while runs fit
+    last = next_run(done, runs_left=1)  # run once, a new config is never recommended, and may block the answer
+    assert last is not None and key(last[0]) in {key(t.config) for t in trials}
+    leader = report(*trials, run({"num_workers": 8}, 130.0), loader=two)  # eight workers lead, run once
+    assert leader.answer is not None and leader.trials[leader.answer.leading or 0].config == {"num_workers": 8}
+    for left in (2, 3):  # its second run after one of yours: a new config's two runs fit beside those only at 4
+        assert next_run(leader, runs_left=left) == ({}, "current")
+    assert next_run(leader, runs_left=4) == ({"num_workers": 16}, "candidate")
+
+
 def test_fewer_workers_are_cheaper_whatever_their_kind() -> None:
     threaded = dataclasses.replace(LOADER, settings={"num_workers": 16, "worker_kind": "thread"},
                                    threads="torchdata.nodes")  # a thread pipeline of the script's own

@@ -83,12 +83,19 @@ def _headspace_again(report: TuneReport, seen: set[Key], runs_left: int | None) 
 
 def _candidate(report: TuneReport, seen: set[Key], runs_left: int | None) -> Step | None:
     """The worker climb around the leading config, then its refinements (not around a config of its own for
-    some nodes)."""
+    some nodes); none once the budget holds no second run (:func:`_unconfirmable`)."""
     assert report.answer is not None and report.answer.leading is not None
-    if report.trials[report.answer.leading].node_knobs:
+    if report.trials[report.answer.leading].node_knobs or _unconfirmable(report, runs_left):
         return None
     step = _climb(report, seen) or refinement(report, seen)
     return None if step is None else (step, "candidate")
+
+
+def _unconfirmable(report: TuneReport, runs_left: int | None) -> bool:
+    """Whether a config first run now could not run again within the budget beside the runs the leading config
+    still needs (:func:`_needed`): run once, it is never recommended, and one that beat the fastest keeps every
+    config from being recommended until it runs again, so those runs go to the answer's confirmation instead."""
+    return runs_left is not None and runs_left < _needed(report) + MIN_RUNS
 
 
 HEADSPACE_RUNS = 2
@@ -252,7 +259,8 @@ def node_climb(report: TuneReport, seen: set[Key], runs_left: int | None = None)
     that config has it (a node with fewer CPUs, slower storage or more load may want workers of its own, and a run
     says whether the job gains); around a per-node config that leads, again. None on one node, when no node waits
     :data:`NODE_WAIT`, or when both are run."""
-    if report.nnodes < 2 or report.answer is None or report.answer.leading is None or report.loader is None:
+    if report.nnodes < 2 or report.answer is None or report.answer.leading is None or report.loader is None or \
+            _unconfirmable(report, runs_left):
         return None
     lead = report.trials[report.answer.leading]
     waits: dict[str, list[float]] = {}
