@@ -100,9 +100,9 @@ class LoaderRun:
 
     def knobs(self) -> KnobValues:
         """Its knobs as the script set them, by their records' names (``num_workers`` first; None: not known),
-        each a knob the records say a run reports (:attr:`~dataprof.results.registry.Knob.reported`), then those
-        of :attr:`other_knobs` this dataprof knows; a knob that picks the loader rather than setting one of its
-        arguments (its worker kind) only where it picks another than the default."""
+        each a knob the records say a run reports (:attr:`~dataprof.results.registry.Knob.reported`) or one of
+        :attr:`other_knobs` this dataprof knows, in the records' order; a knob that picks the loader rather than
+        setting one of its arguments (its worker kind) only where it picks another than the default."""
         values: dict[str, Any] = {"num_workers": self.num_workers}
         for knob in REGISTRY:
             if knob.reported is not None:

@@ -232,10 +232,15 @@ def _as_knob(name: str, held: Any, workers: int) -> Any:
     return held
 
 
+def _by_class(loader: Any) -> dict[str, Any]:
+    """A ``torchdata.nodes.Loader``'s nodes by their class's name, the nearest the root of each."""
+    return {type(node).__name__: node for node in reversed(pipeline(loader))}
+
+
 def nodes_knobs(loader: Any) -> dict[str, Any]:
     """The knobs a ``torchdata.nodes.Loader``'s pipeline holds, by name, as a DataLoader's would read: each where
     :func:`placed` says (none without the node), pinning where a PinMemory node is."""
-    nodes = {type(node).__name__: node for node in reversed(pipeline(loader))}  # the nearest the root of each
+    nodes = _by_class(loader)
     workers = int(getattr(nodes.get(MAPPER), "num_workers", 0) or 0)
     found: dict[str, Any] = {"num_workers": workers, "pin_memory": PINNING in nodes}
     for name, (node, argument) in placed().items():
@@ -250,7 +255,7 @@ def override_nodes(loader: Any, knobs: Mapping[str, Any]) -> None:
     arguments asked for; another node's argument set in place (the Prefetcher's depth, per worker of the rebuilt
     mapper). TypeError (one line) for a knob the pipeline has no place for, or a pipeline without the node a knob
     sets."""
-    nodes = {type(node).__name__: node for node in reversed(pipeline(loader))}
+    nodes = _by_class(loader)
     knobs = {k: v for k, v in knobs.items() if not (k == "pin_memory" and bool(v) == (PINNING in nodes))}
     places = placed()
     unplaced = sorted(name for name in knobs if name not in places or places[name][0] not in nodes)

@@ -192,9 +192,9 @@ def _batching(loader: Any) -> tuple[Any, int | None]:
     if not hasattr(loader, "root"):
         return getattr(loader, "dataset", None), _count(getattr(loader, "batch_size", None))
     wrapper = next((node for node in pipeline(loader) if type(node).__name__ == "SamplerWrapper"), None)
-    sampler = getattr(wrapper, "sampler", None)
-    return getattr(getattr(sampler, "sampler", sampler), "data_source", None), _count(getattr(sampler, "batch_size",
-                                                                                               None))
+    sampler = getattr(wrapper, "sampler", None)  # a batch sampler, over the sampler of the dataset
+    dataset = getattr(getattr(sampler, "sampler", sampler), "data_source", None)
+    return dataset, _count(getattr(sampler, "batch_size", None))
 
 
 def loader_knobs(loader: Any, threads: LoaderConfig | None) -> dict[str, Any]:
@@ -223,8 +223,8 @@ def loader_knobs(loader: Any, threads: LoaderConfig | None) -> dict[str, Any]:
         if knob.name not in knobs or (knobs.threads and not knob.threads and knob.name != "worker_kind"):
             continue
         value = knobs[knob.name]
-        if knob.name == "multiprocessing_context":
-            found["start_method"] = None if knobs.threads or not workers or framework != Framework.TORCH else \
+        if knob.name == "multiprocessing_context":  # torch's, and read only for worker processes (not threads)
+            found["start_method"] = None if not workers else \
                 value or multiprocessing.get_start_method(allow_none=True) or multiprocessing.get_all_start_methods()[0]
         elif knob.reported is not None:
             found[knob.reported] = value
