@@ -55,8 +55,9 @@ SWEEP_OPTIONS = (
                  help="A LightningDataModule target: which <split>_dataloader() to sweep (setup('fit') before train "
                       "and val)."),
     click.option("--current", default=None, metavar="KNOBS", type=CURRENT,
-                 help="Your settings, e.g. num_workers=8,prefetch_factor=2: measured like the baseline and shown "
-                      "first against the best (a DataLoader target carries its own)."),
+                 help="Your settings, e.g. num_workers=8,prefetch_factor=2 (worker_kind=thread: threads of the one "
+                      "process): measured like the baseline and shown first against the best (a DataLoader target "
+                      "carries its own)."),
     click.option("--workers", default="auto", show_default=True, type=WORKERS,
                   help="num_workers values: a list like 0,2,4,8, or 'auto': adaptive climbs 2,4,8,… (up to "
                        "max(128, 4× usable CPUs)) while throughput rises; grid tries 0,1,2,4,… up to 2× usable "

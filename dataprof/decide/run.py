@@ -126,17 +126,20 @@ def next_command(report: RunReport, loader: LoaderRun) -> str:
 
 def _current(loader: LoaderRun) -> str:
     """``--current`` with the loader's settings, so the sweep of its dataset measures them first, against its pick:
-    its workers, and each knob the script set away from the DataLoader's default (the start method where the
-    script chose it). None for workers that are threads (``--current`` describes a DataLoader's processes), nor
-    for none and no knob set (the sweep's baseline)."""
-    if loader.worker_kind == WorkerKind.THREAD or loader.num_workers is None:
+    its workers (``worker_kind=thread`` where they are threads), and each knob the script set away from the
+    DataLoader's default that its workers take (the start method where the script chose it). None for no workers
+    and no knob set (the sweep's baseline)."""
+    if loader.num_workers is None:
         return ""
-    values = {"num_workers": loader.num_workers}
+    threads = loader.worker_kind == WorkerKind.THREAD and loader.num_workers > 0
+    values: dict[str, object] = {"num_workers": loader.num_workers}
     for name, value in loader.knobs().items():
         record = record_of(name) if name != "num_workers" else None
         if record is not None and record.keyword and value is not None and value != record.loader_default and \
-                (name != "multiprocessing_context" or loader.start_method_chosen):
+                (record.threads or not threads) and (name != "multiprocessing_context" or loader.start_method_chosen):
             values[name] = value
+    if threads:
+        values["worker_kind"] = WorkerKind.THREAD.value
     if values == {"num_workers": 0}:
         return ""  # the sweep's baseline
     return " --current " + ",".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in values.items())

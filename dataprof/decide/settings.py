@@ -11,6 +11,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+from dataprof.decide.threads import INSTALL
 from dataprof.decide.workers import at_least, worker_space
 from dataprof.errors import UsageError
 from dataprof.results.codec import encode
@@ -168,6 +169,9 @@ def resolve_settings(settings: SweepSettings, reply: ProbeReply, count_devices: 
     else:
         # threads are not swept across ranks yet (decide.threads.thread_notes says so)
         space = _torch_space(space, reply if rank is None else dataclasses.replace(reply, thread_loader=None), device)
+    if settings.current is not None and settings.current.threads and space.thread_loader is None:
+        raise UsageError(f"--current {settings.current.label()}: nothing here loads this target by threads (a "
+                         f"map-style Dataset, one rank, and {INSTALL}); give the workers as processes")
     return dataclasses.replace(settings, framework=framework, device=device, space=space)
 
 

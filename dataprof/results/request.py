@@ -14,9 +14,9 @@ from typing import Any
 
 from dataprof.errors import UsageError
 from dataprof.results.knobs import LoaderConfig
-from dataprof.results.registry import KNOBS, REGISTRY
+from dataprof.results.registry import KNOBS, REGISTRY, WORKER_KINDS
 from dataprof.results.space import SearchSpace
-from dataprof.results.vocabulary import Framework
+from dataprof.results.vocabulary import Framework, WorkerKind
 
 
 def split_target(text: str) -> tuple[str, str]:
@@ -115,8 +115,9 @@ class SweepRequest:
 
 def current_config(values: Mapping[str, Any]) -> LoaderConfig:
     """The user's own settings (``--current``, or the API's ``current``), as the DataLoader takes them: a knob
-    left out at the DataLoader's default; a Paddle knob makes them Paddle's."""
-    known = sorted({k for knobs in KNOBS.values() for k in knobs})
+    left out at the DataLoader's default; a Paddle knob makes them Paddle's; ``worker_kind=thread``, PyTorch's
+    workers as threads of the one process (:meth:`LoaderConfig.as_threads`)."""
+    known = sorted({k for knobs in KNOBS.values() for k in knobs} | {"worker_kind"})
     unknown = [key for key in values if key not in known]
     if unknown:
         raise UsageError(f"--current: {', '.join(unknown)} is not a knob (one of {', '.join(known)})")
@@ -127,6 +128,17 @@ def current_config(values: Mapping[str, Any]) -> LoaderConfig:
         if key in values and values[key] < minimum:
             raise UsageError(f"--current {key}: {values[key]} is below the minimum of {minimum}")
     paddle = any(knob.frameworks == (Framework.PADDLE,) for knob in REGISTRY if knob.name in values)
+    kind = values.get("worker_kind", WorkerKind.PROCESS.value)
+    if kind not in WORKER_KINDS:
+        raise UsageError(f"--current worker_kind: {kind!r} is not one of {', '.join(WORKER_KINDS)}")
+    thread = kind == WorkerKind.THREAD
+    apart = [k for k in ("persistent_workers", "multiprocessing_context") if thread and values.get(k)]
+    if thread and paddle:
+        raise UsageError("--current worker_kind=thread: thread workers load PyTorch datasets; these are Paddle's knobs")
+    if apart:
+        raise UsageError(f"--current worker_kind=thread: {' and '.join(apart)} set how worker processes live; "
+                         "threads of the one process have neither")
     space = SearchSpace(workers=(values["num_workers"],), framework=Framework.PADDLE if paddle else Framework.TORCH)
-    return space.config(values["num_workers"], **{"persistent_workers": False,  # the DataLoader's default
-                                                  **{k: v for k, v in values.items() if k != "num_workers"}})
+    return space.config(values["num_workers"], thread=thread, **{
+        "persistent_workers": False,  # the DataLoader's default
+        **{k: v for k, v in values.items() if k not in ("num_workers", "worker_kind")}})

@@ -95,14 +95,20 @@ def test_a_datamodule_stand_in_sweeps_the_split_asked_for(tmp_path: Path, loader
 
 
 @pytest.mark.slow
-def test_current_gives_a_dataset_target_your_settings(tmp_path: Path, quick: list[str]) -> None:
+@pytest.mark.parametrize(("current", "label", "kind"), [
+    ("num_workers=1", "w1 pf2 respawn", "process"),
+    pytest.param("num_workers=3,worker_kind=thread", "t3 pf2", "thread", marks=pytest.mark.skipif(
+        importlib.util.find_spec("torchdata") is None, reason="torchdata is not installed")),
+])
+def test_current_gives_a_dataset_target_your_settings(tmp_path: Path, quick: list[str], current: str, label: str,
+                                                      kind: str) -> None:
     code, stdout, stderr, data = sweep(tmp_path, f"{FIXTURES / 'datasets.py'}:Sleepy", "--arg", "sleep_ms=2",
-                                       "--batch-size", "8", "--workers", "0,2", "--current", "num_workers=1",
-                                       *quick)
+                                       "--batch-size", "8", "--workers", "0,2", "--current", current, *quick)
     assert code == 0, stderr
     assert data is not None and data["current"]["source"] == "--current"
-    assert data["current"]["config"]["num_workers"] == 1 and data["current"]["status"] == "ok"
-    assert "your settings (w1 pf2 respawn, --current):" in stdout
+    config = data["current"]["config"]
+    assert (config["num_workers"], config["worker_kind"], data["current"]["status"]) == (int(label[1]), kind, "ok")
+    assert f"your settings ({label}, --current):" in stdout
 
 
 @pytest.mark.slow

@@ -11,6 +11,7 @@ import pytest
 
 from dataprof.decide.run import judge
 from dataprof.results.run import RunReport
+from dataprof.results.text import parse_current
 from tests.conftest import run_report
 
 
@@ -36,8 +37,12 @@ def test_the_next_step_is_a_sweep_with_the_measured_step() -> None:
                                                   "--current num_workers=2,persistent_workers=true"
     assert judge(run_report(0.3, module="mypkg.data")).next_command.startswith("dataprof sweep mypkg.data:Images ")
     report = run_report(0.3)
-    threads = dataclasses.replace(report.loaders[0], worker_kind="thread", persistent_workers=None)
-    assert "--current" not in judge(dataclasses.replace(report, loaders=(threads,))).next_command
+    threads = dataclasses.replace(report.loaders[0], worker_kind="thread", persistent_workers=None, prefetch_factor=4,
+                                  start_method="fork", start_method_chosen=True)
+    command = judge(dataclasses.replace(report, loaders=(threads,))).next_command
+    assert command.endswith(" --worker-kind process,thread "
+                            "--current num_workers=2,prefetch_factor=4,worker_kind=thread")
+    assert parse_current(command.rpartition("--current ")[2]).label() == "t2 pf4"
     chosen = dataclasses.replace(report.loaders[0], start_method="spawn", start_method_chosen=True,
                                  other_knobs={"in_order": False})
     assert judge(dataclasses.replace(report, loaders=(chosen,))).next_command.endswith(

@@ -99,6 +99,21 @@ def test_worker_kinds_are_settled_by_what_the_probe_found() -> None:
     assert resolve_settings(plan_of(), ProbeReply.of(paddle), lambda framework: 0).space.worker_kinds == ()
 
 
+def test_your_thread_settings_need_a_thread_loader_for_the_target() -> None:
+    from dataprof.decide.settings import resolve_settings
+    from dataprof.results.registry import KNOBS
+    from dataprof.results.text import parse_current
+
+    found = {"framework": "torch", "loader_arguments": list(KNOBS["torch"]), "kind": "map",
+             "thread_loader": "torchdata.nodes"}
+    yours = plan_of(current=parse_current("num_workers=4,worker_kind=thread"))
+    settled = resolve_settings(yours, ProbeReply.of(found), lambda framework: 0)
+    assert settled.current is not None and settled.current.threads and settled.space.worker_kinds == ()
+    for absent in ({**found, "thread_loader": None}, {**found, "kind": "iterable"}):
+        with pytest.raises(UsageError, match=r"--current t4 pf2: nothing here loads this target by threads"):
+            resolve_settings(yours, ProbeReply.of(absent), lambda framework: 0)
+
+
 def test_the_probe_reply_reads_the_probes_message_and_defaults_to_nothing_found() -> None:
     message = {"framework": "paddle", "framework_version": "3.0", "kind": "map", "loader_arguments": ["dataset"],
                "start_method": "fork", "start_methods": ["fork", "spawn"], "sharing_strategy": None,

@@ -56,9 +56,15 @@ def test_current_settings_read_as_the_dataloader_takes_them() -> None:
     assert parse_current("num_workers=4, prefetch_factor=4, persistent_workers=on") == LoaderConfig(4, False, 4, True)
     assert parse_current("num_workers=0,pin_memory=true") == LoaderConfig(0, pin_memory=True)
     assert parse_current("num_workers=2,use_shared_memory=off").framework == "paddle"
+    threads = parse_current("num_workers=4,worker_kind=thread,prefetch_factor=4,in_order=off")
+    assert threads == LoaderConfig(4, False, 4, None, in_order=False).as_threads()
+    assert threads.label() == "t4 pf4 unordered"
+    assert parse_current("num_workers=0,worker_kind=thread") == LoaderConfig(0)  # no workers: no kind
     for bad, message in (("workers=8", "expected KNOB=VALUE"), ("prefetch_factor=2", "give num_workers"),
                          ("num_workers=-1", "below the minimum of 0"), ("num_workers=two", "not an integer"),
-                         ("num_workers", "expected KNOB=VALUE")):
+                         ("num_workers", "expected KNOB=VALUE"),
+                         ("num_workers=2,worker_kind=thread,persistent_workers=on", "threads of the one process"),
+                         ("num_workers=2,worker_kind=thread,use_shared_memory=off", "these are Paddle's knobs")):
         with pytest.raises(UsageError, match=message):
             parse_current(bad)
 
