@@ -136,8 +136,8 @@ def current_config(values: Mapping[str, Any]) -> LoaderConfig:
     if thread and paddle:
         raise UsageError("--current worker_kind=thread: thread workers load PyTorch datasets; these are Paddle's knobs")
     if apart:
-        raise UsageError(f"--current worker_kind=thread: {' and '.join(apart)} set how worker processes live; "
-                         "threads of the one process have neither")
+        raise UsageError(f"--current worker_kind=thread: threads of the one process take no {' nor '.join(apart)} "
+                         f"(worker processes' settings); drop {'it' if len(apart) == 1 else 'them'}")
     space = SearchSpace(workers=(values["num_workers"],), framework=Framework.PADDLE if paddle else Framework.TORCH)
     return space.config(values["num_workers"], thread=thread, **{
         "persistent_workers": False,  # the DataLoader's default

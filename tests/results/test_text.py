@@ -63,7 +63,8 @@ def test_current_settings_read_as_the_dataloader_takes_them() -> None:
     for bad, message in (("workers=8", "expected KNOB=VALUE"), ("prefetch_factor=2", "give num_workers"),
                          ("num_workers=-1", "below the minimum of 0"), ("num_workers=two", "not an integer"),
                          ("num_workers", "expected KNOB=VALUE"),
-                         ("num_workers=2,worker_kind=thread,persistent_workers=on", "threads of the one process"),
+                         ("num_workers=2,worker_kind=thread,persistent_workers=on",
+                          "threads of the one process take no persistent_workers"),
                          ("num_workers=2,worker_kind=thread,use_shared_memory=off", "these are Paddle's knobs")):
         with pytest.raises(UsageError, match=message):
             parse_current(bad)
