@@ -104,6 +104,10 @@ class NodesLoader:
                 inner._shutdown()
 
 
+_END = object()
+"""What ``next`` gives at the end of an epoch (:meth:`NodesIterator.__next__`)."""
+
+
 class NodesIterator:
     """One epoch of a :class:`NodesLoader`: a sample that raised in a thread is named by its index; stopped as
     a DataLoader's iterator is (``_shutdown_workers``)."""
@@ -117,13 +121,14 @@ class NodesIterator:
 
     def __next__(self) -> Any:
         try:
-            return next(self.inner)
-        except StopIteration:
-            raise
+            batch = next(self.inner, _END)
         except Exception as exc:
             if self.loader.fetch.failure is not None:
                 raise SampleError(self.loader.fetch.failure) from exc
             raise
+        if batch is _END:  # the epoch's end is not caught here: a caught StopIteration kept the pipeline's
+            raise StopIteration  # threads alive past the next epoch's start, which a plain loop's reset joins
+        return batch
 
     def _shutdown_workers(self) -> None:
         self.loader.shutdown()
