@@ -10,11 +10,13 @@ part each). For each, every round, in alternating order (A B C, then C B A):
 - C: a bare ``torchdata.nodes`` loop in a fresh process, written out here as torchdata's migration guide writes
   it (batch sampler → ParallelMapper over W threads → Prefetcher), not through dataprof's code.
 
-Both bare loops skip dataprof's warm-up, then time ``--seconds``. It prints each round side by side, then the
-medians: the goal is dataprof within 10% of each bare loop, and the recommended kind the faster bare one (or
-within noise of it and lighter).
+Both bare loops skip dataprof's warm-up, then time ``--seconds`` as a training script loops: ``for batch in
+loader`` over each epoch, the next epoch started after the last one's loop ended. It prints each round side by
+side, then the medians: the goal is dataprof within 10% of each bare loop, and the recommended kind the faster
+bare one (or within noise of it and lighter). ``--length``: samples per epoch; a few batches' worth weighs each
+epoch's start (a thread pipeline stops and joins its threads there).
 
-    python benchmarks/threads.py [--workers 2] [--rounds 3] [--seconds 3] [--batch-size 32]
+    python benchmarks/threads.py [--workers 2] [--rounds 3] [--seconds 3] [--batch-size 32] [--length 4096]
                                  [--pipelines CompressedRecords,PythonTokens,NumpyAugment]
 """
 
@@ -47,7 +49,7 @@ def bare(spec: dict[str, Any]) -> float:
     import threads
     from torch.utils.data import BatchSampler, DataLoader, SequentialSampler, default_collate
 
-    dataset = getattr(threads, spec["pipeline"])()
+    dataset = getattr(threads, spec["pipeline"])(length=spec["length"])
     workers, batch_size = spec["workers"], spec["batch_size"]
     if spec["kind"] == "process":
         loader: Any = DataLoader(dataset, batch_size=batch_size, num_workers=workers, prefetch_factor=2,
@@ -69,12 +71,12 @@ def bare(spec: dict[str, Any]) -> float:
     start = time.perf_counter()
     samples = 0
     while time.perf_counter() - start < spec["seconds"]:
-        try:
-            batch = next(iterator)
-        except StopIteration:
+        for batch in iterator:  # the rest of the epoch, as a training loop takes it
+            samples += len(batch)
+            if time.perf_counter() - start >= spec["seconds"]:
+                break
+        else:
             iterator = iter(loader)
-            batch = next(iterator)
-        samples += len(batch)
     return samples / (time.perf_counter() - start)
 
 
@@ -87,7 +89,8 @@ def bare_fresh(spec: dict[str, Any]) -> float:
 def dataprof_figures(pipeline: str, args: argparse.Namespace) -> dict[str, Any]:
     report = dataprof.sweep(f"{ROOT}/examples/threads.py:{pipeline}", batch_size=args.batch_size,
                             workers=[args.workers], prefetch_factor=2, trial_seconds=args.seconds,
-                            strategy="grid", rules_of_thumb=False, worker_kind="process,thread")
+                            strategy="grid", rules_of_thumb=False, worker_kind="process,thread",
+                            args={"length": args.length})
     process = next(t for t in report.trials if t.config.num_workers and not t.config.threads)
     thread = next(t for t in report.trials if t.config.threads)
     best = report.best
@@ -104,9 +107,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--length", type=int, default=4096, help="samples per epoch")
     parser.add_argument("--pipelines", default=",".join(PIPELINES))
     args = parser.parse_args()
-    spec = {"workers": args.workers, "batch_size": args.batch_size, "seconds": args.seconds}
+    spec = {"workers": args.workers, "batch_size": args.batch_size, "seconds": args.seconds, "length": args.length}
     rows: dict[str, list[dict[str, Any]]] = {}
     for pipeline in args.pipelines.split(","):
         for number in range(args.rounds):

@@ -64,6 +64,12 @@ def _stop_main_thread() -> None:
         signal.pthread_kill(ident, signal.SIGINT)
 
 
+_END = object()
+"""What ``next`` gives a :class:`WatchedIterator` at its epoch's end. Not caught as a StopIteration there: a caught
+one holds the frames of the loader's own iterator, so a torchdata pipeline's last epoch (and its threads) would
+outlive the reset that joins them unwatched, and the script would run faster watched than alone."""
+
+
 class WatchedIterator:
     """A DataLoader iterator that yields the same batches and times each ``next()``."""
 
@@ -85,13 +91,12 @@ class WatchedIterator:
                 _stop_main_thread()
             raise WatchEnded(self._recorder.ended)
         start = self._recorder.clock()
-        try:
-            batch = next(self._inner)
-        except StopIteration:  # the epoch ends, as it would unwatched; when, for the time other loaders take
+        batch = next(self._inner, _END)
+        if batch is _END:  # the epoch ends, as it would unwatched; when, for the time other loaders take
             self._recorder.finished.add(self._number)
             self._recorder.flush()
             self._recorder.channel.send(said(EpochEnded(self._number, self._epoch, self._recorder.clock())))
-            raise
+            raise StopIteration
         arrived = self._recorder.clock()
         step = None if self._returned is None else start - self._returned
         if self._index == 0:  # its workers named: killed at the end, they are no news

@@ -342,6 +342,26 @@ def test_an_override_reaches_a_torchdata_nodes_loader_where_it_is_built() -> Non
     assert (nodes_knobs(nodes_loader(workers=4))["num_workers"], recorder.overridden) == (4, 1)  # restored
 
 
+def test_a_watched_torchdata_pipeline_releases_an_epoch_s_threads_when_the_next_starts_as_unwatched() -> None:
+    # a watch that held the last epoch's pipeline past the next one's start would spare the script the joins it
+    # pays unwatched: watched, it would run faster than alone
+    from tests.backends.test_threads import mappers_left, plain_pipeline
+    from tests.fixtures.datasets import Tiny
+
+    module = pytest.importorskip("torchdata.nodes.loader")
+    unwatched = mappers_left(plain_pipeline(Tiny(64)))
+    if not unwatched:
+        pytest.skip("this torchdata's thread mapper is not _ParallelMapperIter")
+    recorder = Recorder(Sink(), max_steps=None, seconds=None)  # type: ignore[arg-type]
+    restore = patch_dataloader(module, recorder)
+    try:
+        loader = plain_pipeline(Tiny(64))
+        assert mappers_left(loader) == unwatched == 1
+        assert isinstance(iter(loader), WatchedIterator)
+    finally:
+        restore()
+
+
 def test_the_thread_pipeline_dataprof_builds_itself_is_not_overridden() -> None:
     from dataprof.backends.threads import NodesLoader
     from dataprof.results.knobs import LoaderConfig
