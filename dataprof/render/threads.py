@@ -32,9 +32,10 @@ def kinds_text(report: Report) -> str | None:
 
 
 def thread_loader_code(config: LoaderConfig, batch_size: int, shuffle: bool, collate_fn: str | None,
-                       thread_loader: str | None, drop_last: bool = False) -> str:
+                       thread_loader: str | None, drop_last: bool = False, getitems: bool = False) -> str:
     """The thread config as code to paste: the DataLoader with ``worker_method="thread"`` where the installed
-    torch has it, else the ``torchdata.nodes`` pipeline dataprof measured (``dataset`` is the user's)."""
+    torch has it, else the ``torchdata.nodes`` pipeline dataprof measured (``dataset`` is the user's; ``getitems``:
+    it fetches a batch's samples at once, ``__getitems__``, as the measured pipeline and a DataLoader do)."""
     collate = collate_fn.rpartition(":")[2] if collate_fn else None
     if thread_loader == Framework.TORCH:
         parts = ["dataset", f"batch_size={batch_size}", *(["shuffle=True"] if shuffle else []),
@@ -48,6 +49,7 @@ def thread_loader_code(config: LoaderConfig, batch_size: int, shuffle: bool, col
         f"from torch.utils.data import BatchSampler, {sampler}, default_collate",
         *([f"collate_fn = {collate}"] if collate else ["collate_fn = default_collate"]),
         "def fetch(indices):  # one thread fetches and collates a whole batch, as a DataLoader worker does",
+        "    return collate_fn(dataset.__getitems__(indices))" if getitems else
         "    return collate_fn([dataset[i] for i in indices])",
         f"node = tn.SamplerWrapper(BatchSampler({sampler}(dataset), batch_size={batch_size}, drop_last={drop_last}))",
         f'node = tn.ParallelMapper(node, map_fn=fetch, num_workers={config.num_workers}, method="thread"{order})',

@@ -193,8 +193,9 @@ def answer(report: Report) -> Answer | None:
         f"(CPU ceiling {rec.cpu_ceiling_samples_per_s:,.0f} samples/s)")
     batch, shuffle, collate = report.settings.batch_size, report.settings.shuffle, report.settings.collate_fn
     if rec.config.threads:
+        batched = report.dataset is not None and bool(report.dataset.has_getitems)
         line = thread_loader_code(rec.config, batch, shuffle, collate, report.settings.space.thread_loader,
-                                  report.settings.drop_last)
+                                  report.settings.drop_last, batched)
     else:
         line = changes_line(report) if report.current is not None else \
             dataloader_line(rec.config, batch, shuffle, collate)
