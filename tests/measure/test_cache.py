@@ -64,6 +64,25 @@ def test_data_files_leave_out_code_libraries_and_dataprofs_own(tmp_path: Path) -
     assert data_file_size("pipe:[1234]", roots) is None
 
 
+def test_packages_installed_on_the_path_outside_the_interpreter_are_code_not_data(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # `pip install --target DIR` or a cluster's shared packages on PYTHONPATH: their data files (time zones,
+    # tables) are read at import, never a dataset's; a project directory on the path keeps its data
+    packages, project = tmp_path / "packages", tmp_path / "project"
+    (packages / "tzdata-2026.1.dist-info").mkdir(parents=True)
+    (packages / "tzdata" / "zoneinfo").mkdir(parents=True)
+    (project / "data").mkdir(parents=True)
+    zone = _write(packages / "tzdata" / "zoneinfo" / "UTC", 10)
+    shard = _write(project / "data" / "shard-000.bin", 10)
+    (project / "mypkg.egg-info").mkdir()  # an editable install's metadata, read by importlib.metadata
+    metadata = _write(project / "mypkg.egg-info" / "PKG-INFO", 10)
+    monkeypatch.setattr(sys, "path", [*sys.path, str(packages), str(project)])
+    roots = excluded_roots()
+    assert data_file_size(str(zone), roots) is None
+    assert data_file_size(str(shard), roots) == 10
+    assert data_file_size(str(metadata), roots) is None
+
+
 def test_a_users_directory_named_like_dataprofs_files_holds_data(tmp_path: Path) -> None:
     bench = tmp_path / "dataprof-bench"
     bench.mkdir()

@@ -17,6 +17,9 @@ from collections.abc import Iterable
 
 CODE_SUFFIXES = (".py", ".pyc", ".pyi", ".pth", ".so", ".dylib", ".whl", ".egg-link")
 """Files a process opens to run, not to read data."""
+METADATA_DIRS = (".dist-info/", ".egg-info/")
+"""Directories of an installed distribution's metadata, read by ``importlib.metadata`` (a library asking which
+packages are installed reads every one on the path, an editable install's in its source tree too)."""
 SYSTEM_ROOTS = ("/usr/lib", "/usr/lib64", "/usr/libexec", "/usr/share", "/usr/local/lib", "/lib", "/lib64",
                 "/etc", "/proc", "/sys", "/dev", "/run", "/var/lib", "/var/cache", "/snap")
 """Directories of the system's own files (libraries, locales, configuration), never a dataset."""
@@ -30,14 +33,27 @@ NO_EVICTION = ("tmpfs", "ramfs", "devtmpfs", "hugetlbfs", "squashfs")
 
 
 def excluded_roots() -> tuple[str, ...]:
-    """The interpreter's and packages' directories, and the system's: their files are code, not data."""
-    roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, *SYSTEM_ROOTS}
+    """The interpreter's and packages' directories, and the system's: their files are code, not data. Packages
+    installed outside the interpreter's prefix count too: a ``sys.path`` entry that holds installed distributions
+    (``pip install --target``, a shared directory on ``PYTHONPATH``, as clusters' modules give them)."""
+    roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, *SYSTEM_ROOTS,
+             *(entry for entry in sys.path if entry and _installed_into(entry))}
     try:
         roots.update(site.getsitepackages())
         roots.add(site.getusersitepackages())
     except AttributeError:  # a virtualenv's old site module
         pass
     return tuple(sorted(os.path.join(os.path.realpath(r), "") for r in roots if r))
+
+
+def _installed_into(directory: str) -> bool:
+    """Whether ``directory`` holds a distribution pip installed (its ``*.dist-info``): a packages directory, not a
+    project's (a source tree has none, whatever it installs in editable mode)."""
+    try:
+        with os.scandir(directory) as entries:
+            return any(entry.name.endswith(".dist-info") and entry.is_dir() for entry in entries)
+    except OSError:
+        return False
 
 
 def data_file_size(path: str, roots: tuple[str, ...], own: Iterable[str] = ()) -> int | None:
@@ -47,7 +63,7 @@ def data_file_size(path: str, roots: tuple[str, ...], own: Iterable[str] = ()) -
     if not path.startswith("/") or path.endswith(" (deleted)"):
         return None
     name = os.path.basename(path)
-    if name.endswith(CODE_SUFFIXES) or ".so." in name or is_own(path, own):
+    if name.endswith(CODE_SUFFIXES) or ".so." in name or is_own(path, own) or any(d in path for d in METADATA_DIRS):
         return None
     if os.path.join(os.path.realpath(path), "").startswith(roots):
         return None
