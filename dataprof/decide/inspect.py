@@ -47,7 +47,11 @@ def analyse(data: InspectionData, thresholds: Thresholds | None = None) -> Inspe
     batch = data.dataset.batch_samples or 0
     collate_s = percentile(list(data.collate_s), 50) if data.collate_s else None
     collate_cpu = percentile(list(data.collate_cpu_s), 50) if data.collate_cpu_s else 0.0
-    cpu_per_sample = (cpu_total / count + (collate_cpu / batch if batch else 0.0)) if count else None
+    # a dataset that fetches a batch at once is fetched so by a DataLoader: its cost per sample is the batch's
+    fetch_s = percentile(list(data.getitems_s), 50) if data.getitems_s else (total_s / count if count else None)
+    fetch_cpu = percentile(list(data.getitems_cpu_s), 50) if data.getitems_cpu_s else \
+        (cpu_total / count if count else None)
+    cpu_per_sample = fetch_cpu + (collate_cpu / batch if batch else 0.0) if fetch_cpu is not None else None
     samples = InspectedSamples(
         count=count, requested=data.settings.samples, stopped=data.stopped, first_ms=to_ms(data.first_s),
         latency_ms=latency, cpu_ms_mean=cpu_total * 1000.0 / count if count else None,
@@ -64,7 +68,8 @@ def analyse(data: InspectionData, thresholds: Thresholds | None = None) -> Inspe
         pickle_bytes=data.pickle_bytes, pickle_s=data.pickle_s, pickle_error=data.pickle_error,
         cpu_s_per_sample=cpu_per_sample,
         cpu_ceiling=data.environment.usable_cpus / cpu_per_sample if cpu_per_sample else None,
-        worker_rate=count / (total_s + (collate_s or 0.0) * count / max(batch, 1)) if total_s else None,
+        worker_rate=1 / (fetch_s + (collate_s or 0.0) / max(batch, 1)) if fetch_s else None,
+        batched_ms=to_ms(fetch_s) if data.getitems_s else None,
         max_workers_shm=None, max_workers_files=None, storage=data.storage, gil=data.gil), thresholds)
 
 

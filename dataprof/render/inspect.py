@@ -123,6 +123,11 @@ def batch(ins: Inspection) -> RenderableType:
                           f"({ins.collate_ms / ds.batch_samples:.3f} ms per sample) · batch "
                           f"{fmt_bytes(ds.batch_bytes)} in {ds.batch_tensors} tensor(s) + "
                           f"{ds.batch_objects} other Python object(s)"))
+    if ins.batched_ms is not None:
+        one = ins.samples.latency_ms.get("mean")
+        apart = f" against {one:.3f} ms one by one" if one else ""
+        lines.append(Text(f"a batch at once (__getitems__, as a DataLoader fetches it): {ins.batched_ms:.3f} ms per "
+                          f"sample{apart}; the CPU ceiling and a worker's rate below are the batch's"))
     pickled = (f"{fmt_bytes(ins.pickle_bytes)} (pickled in {ins.pickle_s or 0:.3f} s)"
                if ins.pickle_bytes is not None else f"cannot be pickled: {ins.pickle_error}")
     lines.append(Text(f"dataset object: {pickled} · start method {ins.environment.start_method}"))

@@ -145,7 +145,7 @@ class Inspection(Document):
         "target", "settings", "environment", "dataset", "samples", "transforms", "transform_tree", "transforms_note",
         "outside_transforms_ms", "collate_ms", "collate_error", "bytes_per_sample", "bytes_per_batch",
         "batch_samples", "batch_tensors", "batch_objects", "pickled_dataset_bytes", "pickle_s", "pickle_error",
-        "cpu_s_per_sample", "cpu_ceiling_samples_per_s", "worker_samples_per_s", "max_workers_shm",
+        "cpu_s_per_sample", "cpu_ceiling_samples_per_s", "worker_samples_per_s", "batched_fetch_ms", "max_workers_shm",
         "max_workers_open_files", "checks", "sample_kind", "transforms_notes", "outside_transforms_share",
         "storage", "gil")
     target: str
@@ -176,13 +176,19 @@ class Inspection(Document):
     cpu_s_per_sample: float | None
     cpu_ceiling: float | None = field(metadata=named("cpu_ceiling_samples_per_s"))
     worker_rate: float | None = field(metadata=named("worker_samples_per_s"))
-    """Samples/s one worker delivers at the measured wall time per sample."""
+    """Samples/s one worker delivers at the measured wall time per sample (fetched a batch at once where the dataset
+    can: :attr:`batched_ms`)."""
     max_workers_shm: int | None
     max_workers_files: int | None = field(metadata=named("max_workers_open_files"))
     checks: tuple[Finding, ...] = ()
     storage: StorageReads | None = None
     gil: GilShare | None = None
     """How much of a sample's fetch releases the GIL, and so what threads can do with it."""
+    batched_ms: float | None = field(default=None, metadata={
+        **named("batched_fetch_ms"), **written_if(lambda ins: ins.batched_ms is not None)})
+    """A dataset that fetches a batch's samples at once (``__getitems__``, as a DataLoader then fetches them): the
+    median time per sample of such a batch; the CPU figures, the ceiling and a worker's rate are then the batch's.
+    None for a dataset without it."""
     settings_keys: tuple[str, ...] | None = field(default=None, metadata=SETTINGS_KEYS)
     """The ``settings`` keys of the document this was read from (:func:`~dataprof.results.document.kept`)."""
 

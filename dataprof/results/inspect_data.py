@@ -90,6 +90,10 @@ class InspectionData:
     collate_s: tuple[float, ...] = ()
     collate_cpu_s: tuple[float, ...] = ()
     collate_error: str | None = None
+    getitems_s: tuple[float, ...] = ()
+    getitems_cpu_s: tuple[float, ...] = ()
+    """Wall and CPU time per sample of each batch fetched at once (``__getitems__``, as a DataLoader fetches them),
+    for a dataset that has it."""
     pickle_bytes: int | None = None
     pickle_s: float | None = None
     pickle_error: str | None = None

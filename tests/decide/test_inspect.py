@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 
 from dataprof.decide.inspect import analyse
 from dataprof.results.environment import DatasetInfo, Environment
+from dataprof.results.inspect import Inspection
 from dataprof.results.inspect_data import InspectionData, InspectSettings
 
 
@@ -40,6 +42,20 @@ def test_cpu_ceiling_is_usable_cpus_over_cpu_per_sample() -> None:
     assert "mostly wait" in check(waiting, "cpu_vs_wait").recommendation
     threaded = check(synthetic(cpu_s=(0.0105,) * 40), "cpu_vs_wait")  # CPU past wall time: threads of its own
     assert "can only fill the 0% of each sample's time" in threaded.recommendation
+
+
+def test_a_dataset_that_fetches_a_batch_at_once_is_costed_as_a_dataloader_fetches_it() -> None:
+    # a Hugging Face dataset's __getitems__ reads a batch in one call, 10x cheaper a sample than one by one: the
+    # ceiling and a worker's rate are the batch's (one by one, inspect told such a dataset a ceiling its w0 beat)
+    batched = analyse(synthetic(getitems_s=(0.0010, 0.0011, 0.0012), getitems_cpu_s=(0.0009,) * 3))
+    assert batched.batched_ms == pytest.approx(1.1)
+    assert batched.cpu_ceiling == pytest.approx(2 / (0.0009 + 0.001 / 64))
+    assert batched.worker_rate == pytest.approx(1 / (0.0011 + 0.001 / 64))
+    assert batched.samples.latency_ms["mean"] == pytest.approx(10.0)  # the samples one by one, as they were
+    plain = analyse(synthetic())
+    assert plain.batched_ms is None and plain.worker_rate == pytest.approx(1 / (0.010 + 0.001 / 64))
+    assert "batched_fetch_ms" not in json.loads(plain.to_json())
+    assert Inspection.from_dict(json.loads(batched.to_json())).batched_ms == pytest.approx(1.1)
 
 
 def test_shm_and_open_file_checks_warn_only_when_few_workers_fit() -> None:

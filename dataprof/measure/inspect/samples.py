@@ -10,11 +10,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import multiprocessing
-import pickle
 import random
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +27,7 @@ from dataprof.backends.target import (
 from dataprof.errors import TargetError
 from dataprof.measure.environment import cpu_budget, open_files_limit, pinned_cpus, pinned_to, probe_environment
 from dataprof.measure.gil import release_share_apart
+from dataprof.measure.inspect.batch import Collated, batched, collated, pickled_size
 from dataprof.measure.inspect.reads import logged, storage_reads
 from dataprof.measure.inspect.stages import Pipeline, Stage, timed_pipeline
 from dataprof.results.environment import DatasetInfo
@@ -36,9 +36,6 @@ from dataprof.results.threads import GilShare
 from dataprof.results.vocabulary import DatasetKind
 from dataprof.version import __version__
 
-COLLATE_REPEATS = 5
-COLLATE_BUDGET_S = 2.0
-
 
 class Interrupted(Exception):
     """Ctrl-C while fetching samples; carries what was measured."""
@@ -46,29 +43,6 @@ class Interrupted(Exception):
     def __init__(self, data: InspectionData) -> None:
         super().__init__("interrupted")
         self.data = data
-
-
-class _CountingSink:
-    """A write-only file that counts bytes, so pickling a large dataset never holds the bytes."""
-
-    def __init__(self) -> None:
-        self.size = 0
-
-    def write(self, chunk: bytes) -> int:
-        """Count the bytes written (the pickled size), keep none."""
-        self.size += len(chunk)
-        return len(chunk)
-
-
-def pickled_size(dataset: Any) -> tuple[int | None, float | None, str | None]:
-    """Bytes and seconds to pickle the dataset (what spawn/forkserver send to every worker), or the error."""
-    sink = _CountingSink()
-    start = time.perf_counter()
-    try:
-        pickle.dump(dataset, sink, protocol=pickle.HIGHEST_PROTOCOL)
-    except Exception as exc:
-        return None, None, describe_exception(exc)
-    return sink.size, time.perf_counter() - start, None
 
 
 def freeze(stage: Stage) -> StageTiming:
@@ -206,7 +180,9 @@ def _inspect(settings: InspectSettings) -> InspectionData:
         stages = tuple(freeze(root) for root in pipeline.roots if root.total_calls() > 0)
         notes = list(pipeline.notes) + _pipeline_notes(pipeline, dataset)
         repeats = {} if kind != DatasetKind.MAP or got.interrupted else _refetch(fetcher, got.indices, got.wall)
-        collated = _collate(collate, got.kept) if got.kept and not got.interrupted else Collated()
+        collation = collated(collate, got.kept) if got.kept and not got.interrupted else Collated()
+        fetched = batched(dataset, got.indices, len(got.kept)) \
+            if kind == DatasetKind.MAP and not got.interrupted else ((), ())
         again = fetcher.fetch if kind == DatasetKind.MAP else None
         storage = None if got.interrupted else storage_reads(first, len(got.wall) + 1, took, again, got.indices)
         gil, stages = (None, stages) if got.interrupted else gil_shares(fetcher, got.indices, pipeline, stages)
@@ -223,11 +199,12 @@ def _inspect(settings: InspectSettings) -> InspectionData:
                                       start_method=multiprocessing.get_start_method(), framework=backend.name),
         dataset=DatasetInfo(kind=kind, type_name=type(dataset).__name__, length=length, init_s=init_s,
                             sample=got.described, batch_samples=len(got.kept) or None,
-                            batch_bytes=collated.batch_bytes, batch_tensors=collated.batch_tensors,
-                            batch_objects=collated.batch_objects),
+                            batch_bytes=collation.batch_bytes, batch_tensors=collation.batch_tensors,
+                            batch_objects=collation.batch_objects),
         indices=tuple(got.indices), wall_s=tuple(got.wall), cpu_s=tuple(got.cpu), sample_bytes=tuple(got.sizes),
         first_s=got.first_s, errors=tuple(got.errors), repeat_s=repeats, stages=stages, pipeline_notes=tuple(notes),
-        collate_s=collated.wall, collate_cpu_s=collated.cpu, collate_error=collated.error, pickle_bytes=pickle_bytes,
+        collate_s=collation.wall, collate_cpu_s=collation.cpu, collate_error=collation.error,
+        getitems_s=fetched[0], getitems_cpu_s=fetched[1], pickle_bytes=pickle_bytes,
         pickle_s=pickle_s, pickle_error=pickle_error, stopped=got.stopped, nofile_soft=soft, nofile_hard=hard,
         sharing_strategy=backend.sharing_strategy(), storage=storage, gil=gil)
     if got.interrupted:
@@ -283,39 +260,6 @@ def _refetch(fetcher: _Fetcher, indices: list[int], wall: list[float]) -> dict[i
         except Exception:
             continue
     return again
-
-
-@dataclass(frozen=True)
-class Collated:
-    """The kept samples collated a few times: each time's wall and CPU seconds, what the batch weighs
-    (``backends.common.footprint``), or why collating raised; all empty when there was nothing to collate."""
-
-    wall: tuple[float, ...] = ()
-    cpu: tuple[float, ...] = ()
-    batch_bytes: int | None = None
-    batch_tensors: int | None = None
-    batch_objects: int | None = None
-    error: str | None = None
-
-
-def _collate(collate: Callable[[list[Any]], Any], samples: list[Any]) -> Collated:
-    """Collate the kept samples a few times (median is used), and weigh the batch."""
-    from dataprof.backends.common import footprint
-
-    wall: list[float] = []
-    cpu: list[float] = []
-    batch: Any = None
-    begin = time.perf_counter()
-    while len(wall) < COLLATE_REPEATS and (not wall or time.perf_counter() - begin < COLLATE_BUDGET_S):
-        cpu0, start = time.process_time(), time.perf_counter()
-        try:
-            batch = collate(samples)
-        except Exception as exc:
-            return Collated(error=describe_exception(exc))
-        wall.append(time.perf_counter() - start)
-        cpu.append(time.process_time() - cpu0)
-    weight = footprint(batch)
-    return Collated(tuple(wall), tuple(cpu), weight["bytes"], weight["tensors"], weight["objects"])
 
 
 def _user_class(dataset: Any) -> bool:

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from dataprof.decide.inspect import analyse
-from dataprof.measure.inspect.samples import pickled_size, run_inspection, sample_order
+from dataprof.measure.inspect.batch import pickled_size
+from dataprof.measure.inspect.samples import run_inspection, sample_order
 from dataprof.measure.inspect.stages import timed_pipeline
 from dataprof.results.inspect_data import InspectionData, InspectSettings
 from tests.conftest import FIXTURES
@@ -86,6 +87,13 @@ def test_an_opaque_transform_is_timed_as_one_stage_and_said_so() -> None:
     ins = analyse(inspect("Opaque", samples=10, batch_size=4))
     assert [t.name for t in ins.transforms] == ["Heavy"]
     assert "not a Compose-like object" in ins.notes[0]
+
+
+def test_a_dataset_that_fetches_a_batch_at_once_is_timed_so_too() -> None:
+    data = inspect("Batched", samples=20, batch_size=4)
+    assert len(data.wall_s) == 20 and len(data.getitems_s) == len(data.getitems_cpu_s) == 5  # 20 samples, by 4
+    assert analyse(data).batched_ms is not None
+    assert inspect("Bare", samples=20, batch_size=4).getitems_s == ()
 
 
 def test_iterable_dataset_times_the_first_items_in_stream_order() -> None:
