@@ -108,20 +108,27 @@ def next_command(report: RunReport, loader: LoaderRun) -> str:
     """The sweep that comes next, with the measured step (``--step-ms``) for the guess. Its TARGET is the
     function (or DataModule) that built the loader, when the script's own call can be repeated (the loader
     then brings its batch size, sampler and settings); else the dataset, named by its file when that lies
-    under the directory the script ran in (a class in the script itself included), else by its module. A
-    loader over threads is swept over both kinds of workers."""
+    under the directory the script ran in (a class in the script itself included), else by its module; a
+    library's dataset class (a Hugging Face ``datasets.Dataset``) only the script's data makes, so the command
+    leaves ``MODULE:FUNCTION`` for a function of the user's that returns it, and says so. A loader over threads
+    is swept over both kinds of workers."""
     step = f" --step-ms {loader.step_ms.p50:.1f}" if loader.step_ms else ""
     if loader.factory is not None and loader.factory_blocked is None:
         args = "".join(f" --arg {shlex.quote(item)}" for item in loader.factory_args or ())
         split = f" --split {loader.factory_split}" if loader.factory_split not in (None, "train") else ""
         return f"dataprof sweep {loader.factory}{args}{split}{step}"
     path = loader.dataset_file
-    if path is not None and not path.startswith("/") or loader.dataset_module in (None, "__main__"):
+    if loader.dataset_library:  # built with the script's arguments: the script's own function must build it
+        target = "MODULE:FUNCTION"
+    elif path is not None and not path.startswith("/") or loader.dataset_module in (None, "__main__"):
         target = f"{path or '?'}:{loader.dataset}"
     else:
         target = f"{loader.dataset_module}:{loader.dataset}"
     kinds = " --worker-kind process,thread" if loader.worker_kind == WorkerKind.THREAD else ""
-    return f"dataprof sweep {target} --batch-size {loader.batch_size or 1}{step}{kinds}{_current(loader)}"
+    command = f"dataprof sweep {target} --batch-size {loader.batch_size or 1}{step}{kinds}{_current(loader)}"
+    return command + (f"  # MODULE:FUNCTION: a function of yours that returns the {loader.dataset_module}."
+                      f"{loader.dataset} (a library's class, built from the script's data)"
+                      if loader.dataset_library else "")
 
 
 def _current(loader: LoaderRun) -> str:

@@ -72,6 +72,9 @@ class LoaderRun:
     iterations_per_s: float | None = None
     """The training's pace: batches per second of wall time from the end of the start-up (the first epoch's
     warm-up) to the last batch, every later epoch's start included (``samples_per_s`` leaves those out)."""
+    dataset_library: bool = field(default=False, metadata=written_if(lambda run: run.dataset_library))
+    """Whether the dataset's class is an installed library's whose constructor needs arguments (a Hugging Face
+    ``datasets.Dataset``): a sweep cannot build it from its name (written only then)."""
     iterable: bool = False
     """Whether its dataset is a stream (an ``IterableDataset``): no indices to hand out, so no thread workers."""
     start_method: str | None = None

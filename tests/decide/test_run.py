@@ -49,6 +49,20 @@ def test_the_next_step_is_a_sweep_with_the_measured_step() -> None:
         " --current num_workers=2,persistent_workers=true,in_order=false,multiprocessing_context=spawn")
 
 
+def test_a_library_dataset_built_from_the_script_s_data_leaves_its_target_to_the_user() -> None:
+    # `dataprof sweep datasets.arrow_dataset:Dataset` cannot build a Hugging Face dataset: it needs the script's data
+    report = run_report(0.3, module="datasets.arrow_dataset")
+    library = dataclasses.replace(report.loaders[0], dataset="Dataset", dataset_library=True)
+    command = judge(dataclasses.replace(report, loaders=(library,))).next_command
+    assert command.startswith("dataprof sweep MODULE:FUNCTION --batch-size 32 --step-ms 40.0 --current ")
+    assert command.endswith("# MODULE:FUNCTION: a function of yours that returns the datasets.arrow_dataset.Dataset "
+                            "(a library's class, built from the script's data)")
+    assert shlex.split(command, comments=True)[2] == "MODULE:FUNCTION"
+    data = json.loads(judge(dataclasses.replace(report, loaders=(library,))).to_json())
+    assert data["loaders"][0]["dataset_library"] is True
+    assert "dataset_library" not in json.loads(judge(report).to_json())["loaders"][0]
+
+
 def test_the_run_document_round_trips() -> None:
     report = judge(run_report(0.3))
     data = json.loads(report.to_json())

@@ -42,6 +42,7 @@ class BuiltLoader:
     pin_memory: bool | None
     worker_kind: str = "process"
     other_knobs: dict[str, Any] = field(default_factory=dict)
+    dataset_library: bool = False
     iterable: bool = False
     start_method: str | None = None
     start_method_chosen: bool = False

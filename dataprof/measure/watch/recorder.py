@@ -3,6 +3,7 @@ parent (``measure.watch.watcher``) as JSON lines; it ends the script's loop at t
 
 from __future__ import annotations
 
+import inspect
 import multiprocessing
 import operator
 import os
@@ -11,6 +12,7 @@ import time
 import weakref
 from typing import Any
 
+from dataprof.measure.cache.files import excluded_roots
 from dataprof.measure.protocol import Channel
 from dataprof.measure.watch.changes import nodes_knobs, pipeline, streams
 from dataprof.measure.watch.events import (
@@ -109,6 +111,7 @@ class Recorder:
         dataset, batch_size = _batching(loader)
         info = BuiltLoader(where.site, type(dataset).__name__, type(dataset).__module__, _source_file(type(dataset)),
                            type(loader).__name__, _framework(loader).value, batch_size=batch_size,
+                           dataset_library=_library(type(dataset)),
                            iterable=streams(loader), start_method_chosen=_start_method_chosen(loader),
                            split=where.split, built_by=where.built_by, factory=factory, **loader_knobs(loader, threads))
         self.loaders[number], self.batches[number], self.pending[number] = info, 0, []
@@ -263,6 +266,23 @@ def _source_file(cls: type) -> str | None:
         return None
     near = relative(path)
     return path if near.startswith("..") else near
+
+
+def _library(cls: type) -> bool:
+    """Whether ``cls`` is an installed library's (its file among the interpreter's and the packages' directories)
+    whose constructor needs arguments (a Hugging Face ``datasets.Dataset``, torchvision's ``ImageFolder``,
+    ``TensorDataset``): a sweep cannot build it from its name, as it can the script's own class or one that takes
+    none."""
+    path = getattr(sys.modules.get(cls.__module__), "__file__", None)
+    if not isinstance(path, str) or not os.path.join(os.path.realpath(path), "").startswith(excluded_roots()):
+        return False
+    try:
+        parameters = inspect.signature(cls).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.kind == p.VAR_POSITIONAL or  # TensorDataset(*tensors): its data
+               p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+               for p in parameters)
 
 
 def _grad() -> int:

@@ -54,6 +54,16 @@ def test_a_watched_loader_yields_the_same_batches_and_records_each() -> None:
     assert isinstance(iter(loader), WatchedIterator)
 
 
+def test_a_library_dataset_class_that_needs_arguments_is_told_from_one_a_sweep_can_build() -> None:
+    from torch.utils.data import Dataset, TensorDataset
+
+    from dataprof.measure.watch.recorder import _library
+
+    assert _library(TensorDataset)  # torch's, built from the script's tensors
+    assert not _library(Dataset)  # torch's, built from nothing
+    assert not _library(FakeLoader)  # the project's own
+
+
 def test_max_steps_ends_the_loop_from_inside() -> None:
     recorder = Recorder(Sink(), max_steps=2, seconds=None)  # type: ignore[arg-type]
     module = types.SimpleNamespace(DataLoader=type("DataLoader", (FakeLoader,), {}))
