@@ -49,20 +49,18 @@ def test_a_sample_that_raises_in_a_thread_is_named_by_its_index_and_line() -> No
 
 
 def mappers_left(loader: Any) -> int:
-    """torchdata's thread-mapper iterators (each holds its epoch's threads) alive, of ``loader``'s own, after three
-    epochs in plain loops and the start of a fourth, the garbage collector off: one, where each epoch's start stops
+    """torchdata's thread-mapper iterators (each holds its epoch's threads) alive, of ``loader``'s own, after an
+    epoch in a plain loop and the start of the next, the garbage collector off: one, where each epoch's start stops
     and joins the last one's threads (or a count of 0 where this torchdata names its mapper otherwise)."""
     def live() -> int:
         return sum(type(found).__name__ == "_ParallelMapperIter" for found in gc.get_objects())
 
     collecting = gc.isenabled()
-    gc.collect()
     gc.disable()
     try:
         before = live()
-        for _ in range(3):
-            for _ in loader:
-                pass
+        for _ in loader:
+            pass
         iter(loader)
         return live() - before
     finally:
