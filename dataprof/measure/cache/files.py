@@ -9,6 +9,7 @@ cache holds of them, and evicting them, is :mod:`.page_cache`.
 
 from __future__ import annotations
 
+import functools
 import os
 import site
 import stat
@@ -36,14 +37,31 @@ def excluded_roots() -> tuple[str, ...]:
     """The interpreter's and packages' directories, and the system's: their files are code, not data. Packages
     installed outside the interpreter's prefix count too: a ``sys.path`` entry that holds installed distributions
     (``pip install --target``, a shared directory on ``PYTHONPATH``, as clusters' modules give them)."""
-    roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, *SYSTEM_ROOTS,
-             *(entry for entry in sys.path if entry and _installed_into(entry))}
+    roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, *SYSTEM_ROOTS, *installed_dirs()}
     try:
         roots.update(site.getsitepackages())
         roots.add(site.getusersitepackages())
     except AttributeError:  # a virtualenv's old site module
         pass
     return tuple(sorted(os.path.join(os.path.realpath(r), "") for r in roots if r))
+
+
+def installed_dirs() -> tuple[str, ...]:
+    """The ``sys.path`` entries that hold installed distributions: the packages directories, wherever pip put
+    them (site-packages, ``pip install --target``, a shared directory on ``PYTHONPATH``)."""
+    return tuple(os.path.join(os.path.realpath(entry), "") for entry in sys.path if entry and _installed_into(entry))
+
+
+@functools.cache
+def _installed_once() -> tuple[str, ...]:
+    return installed_dirs()
+
+
+def installed_file(path: str) -> bool:
+    """Whether the file at ``path`` lies in a packages directory (:func:`installed_dirs`, as ``sys.path`` was at
+    the first call): an installed library's, never the user's own."""
+    dirs = _installed_once()
+    return path.startswith(dirs) or os.path.join(os.path.realpath(path), "").startswith(dirs)
 
 
 def _installed_into(directory: str) -> bool:

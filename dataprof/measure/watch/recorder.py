@@ -12,7 +12,6 @@ import time
 import weakref
 from typing import Any
 
-from dataprof.measure.cache.files import excluded_roots
 from dataprof.measure.protocol import Channel
 from dataprof.measure.watch.changes import nodes_knobs, pipeline, streams
 from dataprof.measure.watch.events import (
@@ -28,7 +27,7 @@ from dataprof.measure.watch.events import (
 )
 from dataprof.measure.watch.handoff import Handoff
 from dataprof.measure.watch.ranks import RankEnd
-from dataprof.measure.watch.sites import Origin, relative
+from dataprof.measure.watch.sites import Origin, library, relative
 from dataprof.results.knobs import TORCH_THREAD_ARGUMENT, KnobValues, LoaderConfig
 from dataprof.results.registry import REGISTRY
 from dataprof.results.vocabulary import Framework, WorkerKind
@@ -274,7 +273,7 @@ def _library(cls: type) -> bool:
     ``TensorDataset``): a sweep cannot build it from its name, as it can the script's own class or one that takes
     none."""
     path = getattr(sys.modules.get(cls.__module__), "__file__", None)
-    if not isinstance(path, str) or not os.path.join(os.path.realpath(path), "").startswith(excluded_roots()):
+    if not isinstance(path, str) or not library(path):
         return False
     try:
         parameters = inspect.signature(cls).parameters.values()

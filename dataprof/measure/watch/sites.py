@@ -16,6 +16,7 @@ from types import FrameType
 from typing import Any
 
 from dataprof.backends.frameworks import in_package
+from dataprof.measure.cache.files import installed_file
 from dataprof.measure.watch.events import Factory
 from dataprof.results.knobs import KnobValues, LoaderConfig
 
@@ -100,11 +101,10 @@ def _ours(path: str) -> bool:
     return path.startswith("<frozen") or in_package(path, *_NOT_THE_USERS)
 
 
-def _library(path: str) -> bool:
-    """Whether ``path`` is an installed library's (site-packages) or the standard library's: not the user's."""
-    if any(part in path for part in _LIBRARY_DIRS):
-        return True
-    return path.startswith(_STDLIB)
+def library(path: str) -> bool:
+    """Whether ``path`` is an installed library's (site-packages, or a packages directory on ``sys.path``: pip's
+    ``--target``, a cluster's ``PYTHONPATH``) or the standard library's: not the user's."""
+    return any(part in path for part in _LIBRARY_DIRS) or path.startswith(_STDLIB) or installed_file(path)
 
 
 def _split_of(frame: FrameType, users: bool) -> str | None:
@@ -155,7 +155,7 @@ def origin(loader: Any) -> Origin:
     while frame is not None:
         path = frame.f_code.co_filename
         if not _ours(path) and not _constructing(frame, loader):
-            if not _library(path):
+            if not library(path):
                 return Origin(frame, site_of(frame), split or _split_of(frame, True), tuple(built_by))
             source = _source(frame, loader)
             if source is not None and split in (None, source.origin.split):
