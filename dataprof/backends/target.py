@@ -185,8 +185,23 @@ def build_dataset(obj: Any, kwargs: dict[str, Any], name: str, split: str = "tra
     return checked(made, name)
 
 
+SELF_BATCHING = ("torchdata.nodes",)
+"""Packages whose pipelines make their batches themselves, outside a DataLoader (a ``torchdata.nodes`` ``Loader``
+or node: its mapper's threads or processes): iterable, but each item is a batch its own workers made."""
+
+
 def checked(made: Any, name: str) -> Any:
-    """``made`` if it is a Dataset or a DataLoader, else a TargetError saying what it is."""
+    """``made`` if it is a Dataset or a DataLoader, else a TargetError saying what it is (a pipeline that makes its
+    batches itself too: taken for an iterable dataset, its batches would be batched again, and its own workers would
+    run inside each trial's)."""
+    package = next((p for p in SELF_BATCHING for cls in type(made).__mro__
+                    if cls.__module__ == p or cls.__module__.startswith(f"{p}.")), None)
+    if package is not None:
+        raise TargetError(
+            f"{name} returned a {package} {type(made).__name__}, a pipeline that makes its batches itself, with "
+            "workers of its own: point dataprof at the map-style dataset it maps (a sweep's --worker-kind "
+            f"process,thread measures {package} threads beside processes), or at the training that iterates it "
+            "(dataprof run; dataprof tune sets the pipeline's workers)")
     if loader_framework(made) is None and not is_dataset(made):
         raise TargetError(
             f"{name} returned a {type(made).__name__}, which is neither a Dataset (it needs __getitem__ and __len__, "

@@ -261,3 +261,15 @@ def test_both_renderers_lead_with_your_settings() -> None:
     yours = text.index("your settings (w2 pf2 persist, TaggedLoader): 200.0 samples/s → recommended")
     assert yours < text.index("w8 pf4 persist: 800.0 samples/s") < text.index("TaggedLoader(..., num_workers=8")
     assert "your settings (w2 pf2 persist, TaggedLoader)" in html.summary_fragment(report)
+
+
+def test_a_pipeline_that_batches_itself_is_refused_with_where_to_point_instead() -> None:
+    nodes = pytest.importorskip("torchdata.nodes")
+    source = nodes.IterableWrapper([torch.zeros(4, 2) for _ in range(3)])
+    for made in (nodes.Loader(source), source):
+        with pytest.raises(TargetError) as caught:
+            build_dataset(lambda: made, {}, "train:pipeline")  # noqa: B023 (called at once)
+        message = str(caught.value)
+        assert message.startswith(f"train:pipeline returned a torchdata.nodes {type(made).__name__}, a pipeline "
+                                  "that makes its batches itself")
+        assert "the map-style dataset it maps" in message and "dataprof tune" in message
