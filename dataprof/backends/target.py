@@ -185,28 +185,57 @@ def build_dataset(obj: Any, kwargs: dict[str, Any], name: str, split: str = "tra
     return checked(made, name)
 
 
-SELF_BATCHING = ("torchdata.nodes",)
-"""Packages whose pipelines make their batches themselves, outside a DataLoader (a ``torchdata.nodes`` ``Loader``
-or node: its mapper's threads or processes): iterable, but each item is a batch its own workers made."""
-
-
 def checked(made: Any, name: str) -> Any:
-    """``made`` if it is a Dataset or a DataLoader, else a TargetError saying what it is (a pipeline that makes its
-    batches itself too: taken for an iterable dataset, its batches would be batched again, and its own workers would
-    run inside each trial's)."""
-    package = next((p for p in SELF_BATCHING for cls in type(made).__mro__
-                    if cls.__module__ == p or cls.__module__.startswith(f"{p}.")), None)
-    if package is not None:
-        raise TargetError(
-            f"{name} returned a {package} {type(made).__name__}, a pipeline that makes its batches itself, with "
-            "workers of its own: point dataprof at the map-style dataset it maps (a sweep's --worker-kind "
-            f"process,thread measures {package} threads beside processes), or at the training that iterates it "
-            "(dataprof run; dataprof tune sets the pipeline's workers)")
+    """``made`` if it is a Dataset or a DataLoader, else a TargetError saying what it is, or what it iterates: a
+    loader that is no DataLoader, taken for an iterable dataset, would have its batches batched again."""
+    batching = _makes_batches(made)
+    if batching is not None:
+        raise TargetError(f"{name} returned a {type(made).__name__}, {batching}")
     if loader_framework(made) is None and not is_dataset(made):
         raise TargetError(
             f"{name} returned a {type(made).__name__}, which is neither a Dataset (it needs __getitem__ and __len__, "
             "or __iter__), a DataLoader nor a LightningDataModule")
     return made
+
+
+SELF_BATCHING = ("torchdata.nodes",)
+"""Packages whose pipelines make their batches themselves, outside a DataLoader (a ``torchdata.nodes`` ``Loader``
+or node: its mapper's threads or processes)."""
+
+
+def _makes_batches(made: Any) -> str | None:
+    """What ``made`` iterates, where it is not a DataLoader and yields batches all the same, with where to point
+    dataprof instead: a pipeline of :data:`SELF_BATCHING`'s (its own workers would also run in each trial's), or a
+    wrapper that iterates DataLoaders it holds in its attributes (timm's ``PrefetchLoader``, Lightning's
+    ``CombinedLoader``: directly, or in a list, tuple or dict there). None for a DataLoader, for what does not
+    iterate, and for what declares itself a dataset (map-style, or a subclass of a class named ``Dataset`` or
+    ``IterableDataset``: a dataset may stream from a loader of its own)."""
+    package = next((p for p in SELF_BATCHING for cls in type(made).__mro__
+                    if cls.__module__ == p or cls.__module__.startswith(f"{p}.")), None)
+    if package is not None:
+        return (f"a {package} pipeline that makes its batches itself, with workers of its own: point dataprof at "
+                f"the map-style dataset it maps (a sweep's --worker-kind process,thread measures {package} threads "
+                "beside processes), or at the training that iterates it (dataprof run; dataprof tune sets the "
+                "pipeline's workers)")
+    declared = hasattr(type(made), "__getitem__") or \
+        any(cls.__name__ in ("Dataset", "IterableDataset") for cls in type(made).__mro__)
+    if loader_framework(made) is not None or not hasattr(type(made), "__iter__") or declared:
+        return None
+    held: dict[int, tuple[str, Any]] = {}
+    for attribute, value in (vars(made) if hasattr(made, "__dict__") else {}).items():
+        values = value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else (value,)
+        for item in values:
+            if loader_framework(item) is not None:
+                held.setdefault(id(item), (attribute, item))
+    if not held:
+        return None
+    where = ", ".join(dict.fromkeys(f".{attribute}" for attribute, _ in held.values()))
+    kind = type(next(iter(held.values()))[1]).__name__
+    if len(held) == 1:
+        return (f"which iterates the {kind} it holds ({where}): its items are that loader's batches; point dataprof "
+                f"at the {kind} itself (a function that returns it)")
+    return (f"which iterates the {len(held)} loaders it holds ({where}): its items are their batches; point "
+            f"dataprof at one {kind} itself (a function that returns it)")
 
 
 def _call(obj: Any, kwargs: dict[str, Any], name: str) -> Any:

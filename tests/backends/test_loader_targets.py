@@ -270,6 +270,44 @@ def test_a_pipeline_that_batches_itself_is_refused_with_where_to_point_instead()
         with pytest.raises(TargetError) as caught:
             build_dataset(lambda: made, {}, "train:pipeline")  # noqa: B023 (called at once)
         message = str(caught.value)
-        assert message.startswith(f"train:pipeline returned a torchdata.nodes {type(made).__name__}, a pipeline "
+        assert message.startswith(f"train:pipeline returned a {type(made).__name__}, a torchdata.nodes pipeline "
                                   "that makes its batches itself")
         assert "the map-style dataset it maps" in message and "dataprof tune" in message
+
+
+class _Prefetching:
+    """A wrapper that iterates the loader it holds (timm's PrefetchLoader's shape)."""
+
+    def __init__(self, loader: DataLoader) -> None:
+        self.loader = loader
+
+    def __len__(self) -> int:
+        return len(self.loader)
+
+    def __iter__(self) -> Any:
+        return iter(self.loader)
+
+
+class _Streaming(torch.utils.data.IterableDataset):
+    """A dataset that streams samples from a loader of its own: a dataset all the same."""
+
+    def __init__(self) -> None:
+        self.source = DataLoader(range(4), batch_size=None)
+
+    def __iter__(self) -> Any:
+        return iter(self.source)
+
+
+def test_a_wrapper_of_loaders_is_refused_with_the_loader_to_point_at_and_a_dataset_holding_one_is_not() -> None:
+    one = DataLoader(TensorDataset(torch.zeros(8, 2)), batch_size=4)
+    with pytest.raises(TargetError, match=r"^w:f returned a _Prefetching, which iterates the DataLoader it holds "
+                                          r"\(\.loader\): its items are that loader's batches; point dataprof at the "
+                                          r"DataLoader itself"):
+        build_dataset(lambda: _Prefetching(one), {}, "w:f")
+    combined = _Prefetching(one)
+    combined.__dict__.update(by_name={"a": one, "b": DataLoader(range(4))}, flat=[one])
+    with pytest.raises(TargetError, match=r"iterates the 2 loaders it holds \(\.loader, \.by_name\): .* one "):
+        build_dataset(lambda: combined, {}, "w:f")
+    streaming = _Streaming()
+    assert build_dataset(lambda: streaming, {}, "w:f") is streaming
+    assert build_dataset(lambda: TensorDataset(torch.zeros(2)), {}, "w:f") is not None
