@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dataprof.decide.crashes import explained
-from dataprof.decide.diagnose.facts import cpus_text
+from dataprof.decide.diagnose.facts import cpus_text, sampled_batch
 from dataprof.decide.search import AUTOTUNE_RULE
 from dataprof.render.cache import storage_text
 from dataprof.render.threads import kinds_text, thread_loader_code
@@ -87,7 +87,7 @@ def header_lines(report: Report) -> list[str]:
     loader = "paddle.io.DataLoader" if env.framework == Framework.PADDLE else "torch DataLoader"
     lines = [
         f"dataprof {report.tool_version} · {report.target} {dataset_text(report)}".rstrip(),
-        f"{loader} ({env.framework} {env.framework_version or '?'}) · batch size {report.settings.batch_size}"
+        f"{loader} ({env.framework} {env.framework_version or '?'}) · {batch_text(report)}"
         f" · {model} · {device_text(report)} · {env.cpu_reason}",
     ]
     if report.dataset is not None and report.dataset.loader:
@@ -113,6 +113,12 @@ def start_method_text(report: Report) -> str:
                      if t.config.num_workers and t.config.multiprocessing_context})
     measured = f"; {', '.join(others)} also measured" if others else ""
     return f"workers start by {default} (Python's default here{measured})"
+
+
+def batch_text(report: Report) -> str:
+    """``batch size 64``; for a loader whose batch sampler makes its batches, their mean size in the trials."""
+    mean = sampled_batch(report)
+    return f"batch size {report.settings.batch_size}" if mean is None else f"batches of {mean} samples on average"
 
 
 def loader_text(loader: UserLoader) -> str:

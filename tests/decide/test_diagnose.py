@@ -321,3 +321,24 @@ def test_a_busy_machine_is_named_and_its_cpus_are_not_counted_twice() -> None:
     assert "of what the 1.1 of 2 CPUs other processes left can do" in render(loaded)
     little = decide(with_trials(run("cpu_bound"), lambda t: t.replaced(foreign_cpu_percent=10.0)))
     assert busy_machine(little, TH) is None and little.recommendation == quiet.recommendation
+
+
+def test_a_loader_whose_batch_sampler_makes_its_batches_is_judged_by_the_mean_batch_its_trials_delivered() -> None:
+    from dataprof.render.documents import ConsoleRenderer
+    from dataprof.results.environment import UserLoader
+
+    report = run("io_bound")
+    assert report.dataset is not None
+    buckets = UserLoader(cls="torch.utils.data.dataloader.DataLoader", batch_sampler="Buckets")
+    report = dataclasses.replace(  # the probe's first batch held 200 samples; the windows' batches 5 on average
+        report, dataset=dataclasses.replace(report.dataset, loader=buckets, batch_samples=200),
+        settings=dataclasses.replace(report.settings, batch_size=200, batch_size_given=False),
+        trials=tuple(dataclasses.replace(t, samples=5 * t.batches) if t.batches else t for t in report.trials))
+    finding = primary.io_bound(report, TH)
+    assert report.recommendation is not None
+    rec = next(t for t in report.trials if t.config == report.recommendation.config)
+    interval = 1000 * 5 / report.recommendation.samples_per_s - (rec.times.copy_ms_mean or 0.0)
+    assert finding is not None and f"≥ {interval:.1f} ms at batch size 5" in finding.evidence
+    assert "batches of 5 samples on average" in ConsoleRenderer(200).render(report)
+    given = dataclasses.replace(report, settings=dataclasses.replace(report.settings, batch_size_given=True))
+    assert "at batch size 200" in (primary.io_bound(given, TH) or finding).evidence

@@ -27,8 +27,23 @@ def recommended_trial(report: Report) -> TrialResult | None:
 
 
 def batch_size(report: Report) -> int:
-    """Samples per batch: the sweep's ``--batch-size``, else the first batch's size, else 1."""
-    return int(report.settings.batch_size or (report.dataset.batch_samples if report.dataset else 1) or 1)
+    """Samples per batch: the sweep's ``--batch-size``; for a loader whose batch sampler makes its batches (of sizes
+    that may vary: buckets of similar lengths, a token budget), the mean batch the trials' windows delivered
+    (:func:`sampled_batch`); else the first batch's size, else 1."""
+    return sampled_batch(report) or \
+        int(report.settings.batch_size or (report.dataset.batch_samples if report.dataset else 1) or 1)
+
+
+def sampled_batch(report: Report) -> int | None:
+    """The mean batch of a loader whose batch sampler makes its batches: the completed trials' samples over their
+    batches, rounded; None for any other target, or before a trial completed."""
+    loader = report.dataset.loader if report.dataset is not None else None
+    if loader is None or not loader.batch_sampler or report.settings.batch_size_given:
+        return None
+    counted = [(t.samples, t.batches) for t in ok_trials(report) if t.samples and t.batches]
+    if not counted:
+        return None
+    return max(1, round(sum(samples for samples, _ in counted) / sum(batches for _, batches in counted)))
 
 
 def iteration_ms(trial: TrialResult, batch: int) -> float:
