@@ -50,9 +50,9 @@ def _verdict(report: RunReport, loader: LoaderRun, th: Thresholds) -> Finding:
                        recommendation="Watch longer (more steps) to measure the steady state.")
     step = loader.step_ms.p50
     wait = loader.wait_ms.p50 if loader.wait_ms else 0.0
-    numbers = (f"{loader.site} ({loader.dataset}, batch {loader.batch_size}, num_workers={loader.num_workers}): "
-               f"waiting for data {share:.0%} of each iteration (next() p50 {wait:.1f} ms, step p50 {step:.1f} ms, "
-               f"{loader.samples_per_s or 0:,.0f} samples/s)")
+    numbers = (f"{loader.site} ({loader.dataset}{f', batch {loader.batch_size}' if loader.batch_size else ''}, "
+               f"num_workers={loader.num_workers}): waiting for data {share:.0%} of each iteration (next() p50 "
+               f"{wait:.1f} ms, step p50 {step:.1f} ms, {loader.samples_per_s or 0:,.0f} samples/s)")
     level = band(share, th)
     warm = loader.warmup_wait_fraction
     if level == "fine" and warm is not None and warm >= th.critical_wait:
@@ -110,13 +110,19 @@ def next_command(report: RunReport, loader: LoaderRun) -> str:
     then brings its batch size, sampler and settings); else the dataset, named by its file when that lies
     under the directory the script ran in (a class in the script itself included), else by its module; a
     library's dataset class (a Hugging Face ``datasets.Dataset``) only the script's data makes, so the command
-    leaves ``MODULE:FUNCTION`` for a function of the user's that returns it, and says so. A loader over threads
-    is swept over both kinds of workers."""
+    leaves ``MODULE:FUNCTION`` for a function of the user's that returns it, and says so; so does a loader with no
+    batch size (its batch sampler or its dataset makes the batches), for a function that returns the loader. A
+    loader over threads is swept over both kinds of workers."""
     step = f" --step-ms {loader.step_ms.p50:.1f}" if loader.step_ms else ""
     if loader.factory is not None and loader.factory_blocked is None:
         args = "".join(f" --arg {shlex.quote(item)}" for item in loader.factory_args or ())
         split = f" --split {loader.factory_split}" if loader.factory_split not in (None, "train") else ""
         return f"dataprof sweep {loader.factory}{args}{split}{step}"
+    kinds = " --worker-kind process,thread" if loader.worker_kind == WorkerKind.THREAD else ""
+    if loader.batch_size is None:  # its batch sampler or its dataset makes the batches: the loader must come along
+        return (f"dataprof sweep MODULE:FUNCTION{step}{kinds}  # MODULE:FUNCTION: a function of yours that returns "
+                f"the {loader.loader_class} built at {loader.site} (its batches come from its batch sampler or its "
+                f"dataset, not a batch size: a sweep of {loader.dataset} alone would batch them again)")
     path = loader.dataset_file
     if loader.dataset_library:  # built with the script's arguments: the script's own function must build it
         target = "MODULE:FUNCTION"
@@ -124,8 +130,7 @@ def next_command(report: RunReport, loader: LoaderRun) -> str:
         target = f"{path or '?'}:{loader.dataset}"
     else:
         target = f"{loader.dataset_module}:{loader.dataset}"
-    kinds = " --worker-kind process,thread" if loader.worker_kind == WorkerKind.THREAD else ""
-    command = f"dataprof sweep {target} --batch-size {loader.batch_size or 1}{step}{kinds}{_current(loader)}"
+    command = f"dataprof sweep {target} --batch-size {loader.batch_size}{step}{kinds}{_current(loader)}"
     return command + (f"  # MODULE:FUNCTION: a function of yours that returns the {loader.dataset_module}."
                       f"{loader.dataset} (a library's class, built from the script's data)"
                       if loader.dataset_library else "")

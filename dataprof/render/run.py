@@ -68,7 +68,8 @@ def loader_lines(report: RunReport) -> list[Text]:
         wait = loader.data_wait_fraction
         threads = " threads" if loader.worker_kind == WorkerKind.THREAD else ""
         others = "".join(f", {name}={value!r}" for name, value in loader.other_knobs.items())
-        lines.append(Text(f" {loader.site} · {loader.loader_class}({loader.dataset}, batch_size={loader.batch_size}, "
+        batch = f"batch_size={loader.batch_size}, " if loader.batch_size else ""  # None: a batch sampler's
+        lines.append(Text(f" {loader.site} · {loader.loader_class}({loader.dataset}, {batch}"
                           f"num_workers={loader.num_workers}{threads}{others}) · "
                           f"{loader.batches} batches in {loader.epochs} epoch(s)"))
         share = "–" if wait is None else f"{wait:.0%} ({band(wait, Thresholds())})"

@@ -63,6 +63,18 @@ def test_a_library_dataset_built_from_the_script_s_data_leaves_its_target_to_the
     assert "dataset_library" not in json.loads(judge(report).to_json())["loaders"][0]
 
 
+def test_a_loader_whose_batch_sampler_makes_its_batches_is_swept_whole_not_its_dataset_at_batch_one() -> None:
+    report = run_report(0.3)
+    sampled = dataclasses.replace(report.loaders[0], batch_size=None)
+    judged = judge(dataclasses.replace(report, loaders=(sampled,)))
+    assert judged.next_command == (
+        "dataprof sweep MODULE:FUNCTION --step-ms 40.0  # MODULE:FUNCTION: a function of yours that returns the "
+        f"DataLoader built at {sampled.site} (its batches come from its batch sampler or its dataset, not a batch "
+        "size: a sweep of Images alone would batch them again)")
+    assert judged.verdict is not None and "batch None" not in judged.verdict.evidence
+    assert "Images, batch 32, num_workers=2" in judge(report).verdict.evidence  # type: ignore[union-attr]
+
+
 def test_the_run_document_round_trips() -> None:
     report = judge(run_report(0.3))
     data = json.loads(report.to_json())
