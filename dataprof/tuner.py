@@ -305,15 +305,16 @@ def _tuned(report: TuneReport, run: RunReport, trial: TuneTrial, script: str, si
 def loader_sweep_of_factory(report: TuneReport, found: LoaderRun, headspace: TuneTrial,
                             progress: Callable[[str], None] | None, sweep: Sweep) -> TuneReport:
     """``report`` with the loader-only sweep of the tuned loader's factory (a short adaptive sweep at the
-    training's free-data step), or with a note saying why there is none."""
+    training's free-data step), or with a note saying why there is none (once: each headspace run asks)."""
     from dataprof.decide.tune import loader_sweep_of, sweep_target
     from dataprof.errors import DataprofError
     from dataprof.results.tune import LoaderSweep
     from dataprof.sweeper import SweepInterrupted
 
     target = sweep_target(found)
-    if isinstance(target, str):
-        return dataclasses.replace(report, notes=(*report.notes, f"no loader-only sweep to compare: {target}"))
+    if isinstance(target, str):  # said once, whichever headspace run asks
+        note = f"no loader-only sweep to compare: {target}"
+        return report if note in report.notes else dataclasses.replace(report, notes=(*report.notes, note))
     name, kwargs, split = target
     step = headspace.step_ms.p50 if headspace.step_ms else 0.0
     swept = LoaderSweep(name, kwargs, step)

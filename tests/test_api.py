@@ -100,6 +100,8 @@ def test_tune_s_loader_sweep_is_offered_the_factory_and_a_ctrl_c_in_it_ends_the_
     assert not stopped.complete and stopped.loader_sweep is not None and stopped.loader_sweep.error == "interrupted"
     inline = loader_sweep_of_factory(report, run_report(0.3).loaders[0], head, None, fake_sweep)
     assert len(calls) == 2 and "no loader-only sweep to compare" in inline.notes[-1]
+    again = loader_sweep_of_factory(inline, run_report(0.3).loaders[0], head, None, fake_sweep)  # the 2nd headspace
+    assert again.notes == inline.notes and len(calls) == 2
 
 
 def test_a_start_method_the_script_chose_is_kept_unless_tune_is_told_to_try_fork() -> None:
