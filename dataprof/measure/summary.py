@@ -54,14 +54,23 @@ THREADS_KEPT = 32
 """The busiest threads whose CPU a trial keeps."""
 
 
-def _thread_cpu(first: TreeSample, last: TreeSample) -> tuple[float, ...] | None:
-    """CPU (100 = one core) of each thread of the root process but its main one over the window, busiest first;
-    threads that ran through the window only (a thread started or ended within it is partly counted: left out)."""
-    span = last.t - first.t
-    start = dict(first.thread_cpu_s)
-    each = sorted((100.0 * (cpu - start[tid]) / span for tid, cpu in last.thread_cpu_s if tid in start),
-                  reverse=True)
+def _thread_cpu(tree: Sequence[TreeSample]) -> tuple[float, ...] | None:
+    """CPU (100 = one core) of each thread of the root process but its main one, busiest first, each over the part
+    of the window it was seen in, from its first reading to its last, where that part is :data:`THREAD_SPAN` of the
+    window or more: a pipeline that starts its threads again at each epoch (``torchdata.nodes``) has no thread that
+    lives through a window of several epochs, and a thread seen for less is left out (a clock tick's rounding)."""
+    seen: dict[int, list[tuple[float, float]]] = {}
+    for sample in tree:
+        for tid, cpu in sample.thread_cpu_s:
+            seen.setdefault(tid, []).append((sample.t, cpu))
+    least = THREAD_SPAN * (tree[-1].t - tree[0].t)
+    each = sorted((100.0 * (read[-1][1] - read[0][1]) / (read[-1][0] - read[0][0]) for read in seen.values()
+                   if read[-1][0] - read[0][0] >= least > 0), reverse=True)
     return tuple(round(value, 1) for value in each[:THREADS_KEPT]) if each else None
+
+
+THREAD_SPAN = 0.25
+"""The share of the window a thread's readings must span for its CPU to be read."""
 
 
 def risen(counts: Sequence[int]) -> int:
@@ -95,7 +104,7 @@ def summarize(samples: Samples) -> dict[str, Any]:
             out["main_cpu_percent"] = 100.0 * (tree[-1].main_cpu_s - tree[0].main_cpu_s) / span
         if tree[0].main_thread_cpu_s is not None and tree[-1].main_thread_cpu_s is not None:
             out["main_thread_cpu_percent"] = 100.0 * (tree[-1].main_thread_cpu_s - tree[0].main_thread_cpu_s) / span
-        out["thread_cpu_percent"] = _thread_cpu(tree[0], tree[-1])
+        out["thread_cpu_percent"] = _thread_cpu(tree)
         out["workers_uss_start_bytes"], out["workers_uss_end_bytes"] = _settled_uss(tree)
         out["main_uss_bytes"] = next((s.main_uss_bytes for s in reversed(tree) if s.main_uss_bytes is not None),
                                      None)

@@ -50,6 +50,16 @@ def test_each_thread_of_the_main_process_is_read_through_the_window() -> None:
     assert out["thread_cpu_percent"] == (90.0, 10.0)  # busiest first; a thread not there throughout left out
 
 
+def test_threads_started_again_at_each_epoch_are_read_over_the_part_of_the_window_they_ran() -> None:
+    # torchdata.nodes starts its mapper's threads at each epoch: none lives through a window of several epochs
+    readings = [(1, ((11, 0.0), (21, 0.0))), (2, ((11, 0.1), (21, 0.8))), (3, ((11, 0.2), (21, 1.6), (22, 0.1))),
+                (4, ((11, 0.3), (22, 0.9))), (5, ((11, 0.4), (22, 1.7), (23, 0.05)))]
+    tree_readings = [dataclasses.replace(tree(t, float(t), 900), thread_cpu_s=threads) for t, threads in readings]
+    out = summarize(Samples(tree=tree_readings, system=[system(1, 0, 1), system(5, 1, 2)], window_start=1,
+                            window_end=5))
+    assert out["thread_cpu_percent"] == (80.0, 80.0, 10.0)  # 23, seen once at the end, left out
+
+
 def test_window_ends_on_a_complete_process_tree() -> None:
     # The last reading caught the workers exiting (1 process instead of 3): their CPU would vanish.
     exiting = TreeSample(t=3, cpu_s=2.5, main_cpu_s=1.0, main_thread_cpu_s=0.5, pss_bytes=10,
