@@ -342,3 +342,18 @@ def test_a_loader_whose_batch_sampler_makes_its_batches_is_judged_by_the_mean_ba
     assert "batches of 5 samples on average" in ConsoleRenderer(200).render(report)
     given = dataclasses.replace(report, settings=dataclasses.replace(report.settings, batch_size_given=True))
     assert "at batch size 200" in (primary.io_bound(given, TH) or finding).evidence
+
+
+def test_thread_workers_the_gil_caps_are_cpu_bound_at_the_cpus_it_leaves_them_not_waiting_on_storage() -> None:
+    report = run("threads_win")  # t128 pf2 recommended, 0.9 of 2 CPUs: a sleep dataset's threads release the GIL
+    assert diagnose(report)[0] == "io_bound"
+    held = dataclasses.replace(report.settings.space, gil_release=0.1, gil_release_high=0.15)
+    capped = dataclasses.replace(report, settings=dataclasses.replace(report.settings, space=held))
+    finding = primary.cpu_bound(capped, TH)  # 1 / (1 - 0.1) = 1.1 CPUs at most, and the threads use 0.9
+    assert finding is not None and diagnose(capped)[0] == "cpu_bound"
+    assert "its threads take turns at the GIL: a sample releases it 10% of its time, so the threads of one process " \
+           "can use at most 1.1 CPUs" in finding.evidence and "so 1.1 CPUs can load at most" in finding.evidence
+    assert finding.recommendation.startswith("The GIL, not the CPUs, caps these threads: load in worker processes")
+    untold = dataclasses.replace(held, gil_release_high=0.7)  # other processes kept the measure's threads waiting
+    assert diagnose(dataclasses.replace(capped, settings=dataclasses.replace(report.settings, space=untold)))[0] \
+        == "io_bound"

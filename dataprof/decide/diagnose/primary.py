@@ -41,6 +41,8 @@ from dataprof.decide.thresholds import Thresholds
 from dataprof.results.findings import Finding
 from dataprof.results.stats import rate
 from dataprof.results.sweep import Report
+from dataprof.results.threads import gil_untold
+from dataprof.results.trial import TrialResult
 from dataprof.results.units import fmt_bytes
 from dataprof.results.vocabulary import FindingId, TrialStatus
 
@@ -146,7 +148,8 @@ def memory_bound(report: Report, th: Thresholds) -> Finding | None:
 
 
 def cpu_bound(report: Report, th: Thresholds) -> Finding | None:
-    """The usable CPUs are saturated and more workers stop helping: the samples' CPU cost is the limit."""
+    """The usable CPUs are saturated and more workers stop helping: the samples' CPU cost is the limit; for thread
+    workers, the CPUs the GIL lets one process's threads use (:func:`gil_cpus`)."""
     rec = loader_limited(report, th)
     if rec is None:
         return None
@@ -160,7 +163,9 @@ def cpu_bound(report: Report, th: Thresholds) -> Finding | None:
         per_worker = (worker_cores(rec) or 0.0) / workers
     elif serial is not None:
         per_worker = serial[1]
-    saturated = tree is not None and tree >= th.cpu_saturated * available_cpus(rec, usable)
+    gil = gil_cpus(report, rec)
+    cpus = available_cpus(rec, usable) if gil is None else min(available_cpus(rec, usable), gil[1])
+    saturated = tree is not None and tree >= th.cpu_saturated * cpus
     computing = per_worker is not None and per_worker >= th.worker_busy
     machine = (rec.cpu.cpu_percent_system or 0.0) / 100.0
     # Other processes crowding the CPUs limit the loader only once more workers stop helping.
@@ -170,6 +175,9 @@ def cpu_bound(report: Report, th: Thresholds) -> Finding | None:
     parts = []
     if tree is not None:
         parts.append(f"the loader's processes use {tree:.1f} of {usable} usable CPUs ({pct(tree / usable)})")
+    if gil is not None and saturated:
+        parts.append(f"its threads take turns at the GIL: a sample releases it {pct(gil[0])} of its time, so the "
+                     f"threads of one process can use at most {gil[1]:.1f} CPUs")
     if crowded:
         parts.append(f"the machine's CPUs are {pct(machine)} busy in all, other processes included, so the "
                      "loader cannot get more CPU time")
@@ -178,28 +186,51 @@ def cpu_bound(report: Report, th: Thresholds) -> Finding | None:
             else serial[0]
         parts.append(f"{who} computes {pct(per_worker)} of the time")
     cost = cpu_s_per_sample(rec, batch)
-    ceiling = cpu_ceiling(rec, batch, usable)
+    ceiling = cpu_ceiling(rec, batch, usable) if gil is None or not saturated else cost and gil[1] / cost
     if cost and ceiling:
-        parts.append(f"loading costs {1000 * cost:.2f} ms of CPU per sample, so {cpus_text(report)} can load at most "
+        who = cpus_text(report) if gil is None or not saturated else f"{gil[1]:.1f} CPUs"
+        parts.append(f"loading costs {1000 * cost:.2f} ms of CPU per sample, so {who} can load at most "
                      f"{rate_text(ceiling)}; {rec.config.label()} reaches {rate_text(rate(rec))}, "
                      f"{pct(rate(rec) / ceiling)} of that ceiling")
     if growth_text(report) and not still_rising(report):
         parts.append(f"more workers stop helping ({growth_text(report)})")
-    change = ("Make each sample cheaper: find the costly transform (dataprof inspect), move augmentation to the "
-              "GPU, cache decoded or resized data, use a faster decoder; or get more CPUs.")
-    if crowded and not saturated:
-        change += " Or free the CPUs other processes take (see top) while training."
-    elif not saturated and workers < usable:
-        change += f" CPUs are left: try num_workers up to {usable}."
-    else:
-        change += " More workers will not help."
     return Finding(
         id=FindingId.CPU_BOUND,
         severity=severity_for(wait_share(rec), th, report),
         evidence=(f"{lead_text(rec, report)}; {'; '.join(parts)}. "
                   f"{sustains_text(rec, batch)}"),
-        recommendation=change,
+        recommendation=_cpu_change(saturated, crowded, workers, usable, gil is not None and saturated),
     )
+
+
+def gil_cpus(report: Report, trial: TrialResult) -> tuple[float, float] | None:
+    """For a thread config, where the GIL binds before the CPUs do: the share of a sample's time that releases it
+    (the probe's, where its rounds settle it) and the CPUs one process's threads can use at most with it (the
+    held part runs one thread at a time: 1 / the held share); None for processes, a free-threaded Python, a share
+    not told, or one that leaves every usable CPU to the threads."""
+    space = report.settings.space
+    release = space.gil_release
+    if not trial.config.threads or space.free_threaded or release is None or \
+            gil_untold(release, space.gil_release_high) or release >= 1:
+        return None
+    most = 1.0 / (1.0 - release)
+    return (release, most) if most < available_cpus(trial, report.environment.usable_cpus) else None
+
+
+def _cpu_change(saturated: bool, crowded: bool, workers: int, usable: int, gil: bool) -> str:
+    """What to change when the CPU cost is the limit: cheaper samples, and what else the evidence leaves."""
+    cheaper = ("find the costly transform (dataprof inspect), move augmentation to the GPU, cache decoded or resized "
+               "data, use a faster decoder")
+    if gil:
+        return ("The GIL, not the CPUs, caps these threads: load in worker processes, each with a GIL of its own (the "
+                "kinds line says what they measured here), or make the costly step release it (numpy and torch on "
+                f"larger arrays, a decoder that does); or make each sample cheaper: {cheaper}.")
+    change = f"Make each sample cheaper: {cheaper}; or get more CPUs."
+    if crowded and not saturated:
+        return change + " Or free the CPUs other processes take (see top) while training."
+    if not saturated and workers < usable:
+        return change + f" CPUs are left: try num_workers up to {usable}."
+    return change + " More workers will not help."
 
 
 def short_epoch(report: Report, th: Thresholds) -> Finding | None:
