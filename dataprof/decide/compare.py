@@ -13,6 +13,7 @@ from dataprof.results.compare import Comparison, ConfigChange, LoaderChange, Run
 from dataprof.results.environment import Environment
 from dataprof.results.run import RunReport
 from dataprof.results.sweep import Report
+from dataprof.results.units import fmt_bytes
 
 ENVIRONMENT_FIELDS = (("usable_cpus", "usable CPUs"), ("cpu_count", "CPUs"), ("world_size", "ranks"),
                       ("nodes", "nodes"), ("framework", "framework"),
@@ -20,15 +21,26 @@ ENVIRONMENT_FIELDS = (("usable_cpus", "usable CPUs"), ("cpu_count", "CPUs"), ("w
                       ("python", "Python"))
 
 
+MEMORY_FIELDS = (("ram_bytes", "RAM", 1.1), ("shm_free_bytes", "/dev/shm free", 2.0))
+"""Sizes that change what a loader can hold, the factor by which they must differ to count (free /dev/shm moves
+from run to run)."""
+
+
 def machine_changes(old: Environment, new: Environment) -> list[str]:
-    """What differs between two machines (CPUs, ranks, framework, device, Python), ``label: before → after``."""
+    """What differs between two machines (CPUs, ranks, framework, device, Python, the workers' start method and
+    limits: RAM, free /dev/shm, open files), ``label: before → after``."""
     changes = []
-    for name, label in ENVIRONMENT_FIELDS:
+    for name, label in (*ENVIRONMENT_FIELDS, ("cpu_quota", "CPU quota"), ("start_method", "start method"),
+                        ("open_files_limit", "open-file limit")):
         if name == "framework_version" and old.framework == new.framework:
             label = new.framework
         before, after = getattr(old, name), getattr(new, name)
         if before != after:
             changes.append(f"{label}: {before} → {after}")
+    for name, label, factor in MEMORY_FIELDS:
+        before, after = getattr(old, name), getattr(new, name)
+        if before and after and max(before, after) >= factor * min(before, after):
+            changes.append(f"{label}: {fmt_bytes(before)} → {fmt_bytes(after)}")
     return changes
 
 

@@ -84,6 +84,19 @@ def test_compare_regression_improvement_and_machines(tmp_path: Path, cli: Invoke
     assert len(comparison.common) == len(report.trials) and comparison.change == 0
 
 
+
+def test_compare_names_the_limits_that_changed_what_workers_could_hold_and_not_free_memory_s_drift() -> None:
+    report = decided("io_bound")
+    env = report.environment
+    assert env.shm_free_bytes and env.ram_bytes
+    drift = dataclasses.replace(env, shm_free_bytes=int(env.shm_free_bytes * 0.8), ram_bytes=env.ram_bytes + 1)
+    assert compare(report, dataclasses.replace(report, environment=drift)).environment_changes == ()
+    docker = dataclasses.replace(env, shm_free_bytes=64 * 2**20, start_method="spawn", open_files_limit=1024)
+    changes = compare(report, dataclasses.replace(report, environment=docker)).environment_changes
+    assert f"start method: {env.start_method} → spawn" in changes and "/dev/shm free: " in "; ".join(changes)
+    assert any(change.startswith("open-file limit: ") and change.endswith(" → 1024") for change in changes)
+    assert next(c for c in changes if c.startswith("/dev/shm free: ")).endswith(" → 67.1MB")
+
 def test_compare_rejects_what_is_not_a_result(tmp_path: Path, cli: Invoke) -> None:
     old = save(decided("io_bound"), tmp_path / "old.json")
     corrupt = tmp_path / "corrupt.json"
