@@ -21,10 +21,12 @@ class _CountingSink:
     def __init__(self) -> None:
         self.size = 0
 
-    def write(self, chunk: bytes) -> int:
-        """Count the bytes written (the pickled size), keep none."""
-        self.size += len(chunk)
-        return len(chunk)
+    def write(self, chunk: Any) -> int:
+        """Count the bytes written (the pickled size), keep none: bytes, or a buffer handed over whole (protocol 5
+        writes a large one, an Arrow table's, as a ``PickleBuffer``, which has no ``len()``)."""
+        size = memoryview(chunk).nbytes
+        self.size += size
+        return size
 
 
 def pickled_size(dataset: Any) -> tuple[int | None, float | None, str | None]:

@@ -281,7 +281,7 @@ def _pipeline_notes(pipeline: Pipeline, dataset: Any) -> list[str]:
         if root.total_calls() == 0:
             notes.append(f"{root.path} ({root.name}) was never called while fetching samples")
         elif not root.composite:
-            notes.append(f"{root.path} is a {root.name}, not a Compose-like object with a .transforms list, "
+            notes.append(f"{root.path} ({root.name}) is not a Compose-like object with a .transforms list, "
                          "so it is timed as one stage")
     return notes
 
