@@ -172,12 +172,13 @@ def cpu_bound(report: Report, th: Thresholds) -> Finding | None:
     crowded = machine >= th.machine_saturated and not still_rising(report)
     if not saturated and not computing and not crowded:
         return None
+    capped = gil if gil is not None and saturated else None  # the GIL, not the CPUs, is what the threads filled
     parts = []
     if tree is not None:
         parts.append(f"the loader's processes use {tree:.1f} of {usable} usable CPUs ({pct(tree / usable)})")
-    if gil is not None and saturated:
-        parts.append(f"its threads take turns at the GIL: a sample releases it {pct(gil[0])} of its time, so the "
-                     f"threads of one process can use at most {gil[1]:.1f} CPUs")
+    if capped is not None:
+        parts.append(f"its threads take turns at the GIL: a sample releases it {pct(capped[0])} of its time, so the "
+                     f"threads of one process can use at most {capped[1]:.1f} CPUs")
     if crowded:
         parts.append(f"the machine's CPUs are {pct(machine)} busy in all, other processes included, so the "
                      "loader cannot get more CPU time")
@@ -186,9 +187,9 @@ def cpu_bound(report: Report, th: Thresholds) -> Finding | None:
             else serial[0]
         parts.append(f"{who} computes {pct(per_worker)} of the time")
     cost = cpu_s_per_sample(rec, batch)
-    ceiling = cpu_ceiling(rec, batch, usable) if gil is None or not saturated else cost and gil[1] / cost
+    ceiling = cpu_ceiling(rec, batch, usable) if capped is None else cost and capped[1] / cost
     if cost and ceiling:
-        who = cpus_text(report) if gil is None or not saturated else f"{gil[1]:.1f} CPUs"
+        who = cpus_text(report) if capped is None else f"{capped[1]:.1f} CPUs"
         parts.append(f"loading costs {1000 * cost:.2f} ms of CPU per sample, so {who} can load at most "
                      f"{rate_text(ceiling)}; {rec.config.label()} reaches {rate_text(rate(rec))}, "
                      f"{pct(rate(rec) / ceiling)} of that ceiling")
@@ -199,7 +200,7 @@ def cpu_bound(report: Report, th: Thresholds) -> Finding | None:
         severity=severity_for(wait_share(rec), th, report),
         evidence=(f"{lead_text(rec, report)}; {'; '.join(parts)}. "
                   f"{sustains_text(rec, batch)}"),
-        recommendation=_cpu_change(saturated, crowded, workers, usable, gil is not None and saturated),
+        recommendation=_cpu_change(saturated, crowded, workers, usable, capped is not None),
     )
 
 
