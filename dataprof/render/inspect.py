@@ -35,6 +35,11 @@ def header(ins: Inspection) -> Text:
     return Text("\n".join(lines))
 
 
+def _fetch(ins: Inspection) -> str:
+    """How a sample is fetched: ``__getitem__`` (map-style), ``__next__`` of its iterator (a stream)."""
+    return "__getitem__" if ins.dataset.kind == DatasetKind.MAP else "__next__"
+
+
 def per_sample(ins: Inspection) -> RenderableType:
     """Per-sample latency (p50…max), CPU share and size, and the slowest indices."""
     samples = ins.samples
@@ -43,7 +48,7 @@ def per_sample(ins: Inspection) -> RenderableType:
         return Group(Rule("Per sample", align="left"), Text("no sample was fetched", style="red"))
     first = f" · first fetch {samples.first_ms:.1f} ms (not counted)" if samples.first_ms else ""
     lines: list[RenderableType] = [
-        Rule("Per sample (__getitem__)", align="left"),
+        Rule(f"Per sample ({_fetch(ins)})", align="left"),
         Text(f"p50 {lat['p50']:.2f} ms · p95 {lat['p95']:.2f} ms · p99 {lat['p99']:.2f} ms · "
              f"max {lat['max']:.2f} ms · mean {lat['mean']:.2f} ms{first}"),
         Text(f"CPU {samples.cpu_ms_mean or 0:.2f} ms per sample = {samples.cpu_share or 0:.0%} of its wall time "
@@ -103,7 +108,7 @@ def transforms(ins: Inspection) -> RenderableType:
         for root in ins.tree:
             _add_rows(table, root, 0, gil)
         if ins.outside_ms is not None:
-            table.add_row("(rest of __getitem__)", f"{ins.outside_ms:.3f}", f"{ins.outside_share or 0:.0%}",
+            table.add_row(f"(rest of {_fetch(ins)})", f"{ins.outside_ms:.3f}", f"{ins.outside_share or 0:.0%}",
                           _bar(ins.outside_share), "", *([""] if gil else []), style="dim")
         lines.append(table)
         if ins.transforms:

@@ -99,3 +99,12 @@ def test_start_method_cost() -> None:
 def test_collate_share() -> None:
     assert check(synthetic(), "collate").severity == "info"
     assert check(synthetic(collate_s=(0.5,)), "collate").severity == "warning"
+
+
+def test_a_stream_s_samples_are_named_by_how_it_gives_them() -> None:
+    from dataprof.render.documents import ConsoleRenderer
+
+    stream = synthetic(dataset=dataclasses.replace(synthetic().dataset, kind="iterable", length=None))
+    text = ConsoleRenderer(120).render(analyse(stream))
+    assert "Per sample (__next__)" in text and "slowest items (stream position)" in text
+    assert "Per sample (__getitem__)" in ConsoleRenderer(120).render(analyse(synthetic()))
