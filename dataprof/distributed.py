@@ -184,18 +184,17 @@ def follow_rank_0(coordinator: Coordinator, run: Callable[[], object]) -> None:
 def watch_ranks(settings: WatchSettings, nproc_per_node: int, nodes: NodeJob | None = None,
                 run_id: str | None = None, stop: Stop | None = None) -> list[tuple[str, RunReport]] | None:
     """Run the script as ``nproc_per_node`` ranks of one job on this machine (torchrun's environment set for each,
-    ``OMP_NUM_THREADS=1`` where it is not set, as torchrun sets it), every rank watched as ``dataprof run`` watches
-    it under torchrun; each rank's host and report, in rank order. None when the ranks were interrupted (Ctrl-C)
-    or one died.
+    ``OMP_NUM_THREADS`` as torchrun sets it: ``measure.launch.one_thread_each``), every rank watched as ``dataprof
+    run`` watches it under torchrun; each rank's host and report, in rank order. None when the ranks were
+    interrupted (Ctrl-C) or one died.
 
     With ``nodes``, this node's ranks of the job ``run_id`` over every node: on node 0, every node's ranks'
     (they say them where the job's ranks meet); elsewhere, an empty list."""
     import uuid
 
     run_id = run_id or f"dataprof-tune-{uuid.uuid4()}"
-    env = {} if "OMP_NUM_THREADS" in os.environ else {"OMP_NUM_THREADS": "1"}  # as torchrun sets it for ranks
     try:
-        launched = launch_ranks(nproc_per_node, _watch_rank, settings, env, nodes is not None, run_id=run_id,
+        launched = launch_ranks(nproc_per_node, _watch_rank, settings, nodes is not None, run_id=run_id,
                                 nodes=nodes, stop=stop)
     finally:
         shutil.rmtree(Launched({"TORCHELASTIC_RUN_ID": run_id}).exchange_dir, ignore_errors=True)
@@ -218,12 +217,11 @@ def watch_ranks(settings: WatchSettings, nproc_per_node: int, nodes: NodeJob | N
     return [(said[rank].host, said[rank].report) for rank in sorted(said)]
 
 
-def _watch_rank(settings: WatchSettings, env: Mapping[str, str], across_nodes: bool) -> Any:
-    """One rank of :func:`watch_ranks`, with ``env`` set: its script watched; its report as a document (returned
+def _watch_rank(settings: WatchSettings, across_nodes: bool) -> Any:
+    """One rank of :func:`watch_ranks`: its script watched; its report as a document (returned
     to the launcher); ``across_nodes``, every rank's (said where the job's ranks meet), on rank 0 alone. SIGTERM
     (the launcher stopping the ranks) ends the script as Ctrl-C does, and then no rank waits for the others'
     reports (None: the launch that stops them keeps none)."""
-    os.environ.update(env)
     with terminated_as_interrupted():
         report = watch(settings)
     if not across_nodes:

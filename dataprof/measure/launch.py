@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import inspect
+import os
 import shutil
 import signal
 import tempfile
@@ -82,7 +83,6 @@ def launch_ranks(nproc_per_node: int, entry: Callable[..., Any], *args: Any, run
     this node's launcher waits for the others' once its ranks ended for up to ``nodes.join_s`` (torch's launcher
     would wait 300 s for a node that vanished after its ranks ended).
     """
-    import logging
     import uuid
 
     from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs
@@ -91,9 +91,7 @@ def launch_ranks(nproc_per_node: int, entry: Callable[..., Any], *args: Any, run
     from torch.distributed.elastic.rendezvous.api import RendezvousError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
-    for name in list(logging.root.manager.loggerDict):  # dataprof says what happened, in one line
-        if name.startswith(("torch.distributed.elastic", "torch.multiprocessing")):
-            logging.getLogger(name).setLevel(logging.CRITICAL)
+    _quiet_launcher()
     run_id = run_id or f"dataprof-{uuid.uuid4()}"
     logs = tempfile.mkdtemp(prefix="dataprof-ranks-")  # the launcher's own files, removed when it ends
     rendezvous: dict[str, Any] = {"min_nodes": 1, "max_nodes": 1, "rdzv_backend": "c10d",
@@ -107,7 +105,8 @@ def launch_ranks(nproc_per_node: int, entry: Callable[..., Any], *args: Any, run
                 if (handler := signal.getsignal(sig)) is not None}
     stop = stop or Stop()  # none given: one nobody says
     try:
-        with terminated_as_interrupted(), _agent(nodes, stop, short_grace) as signalled:
+        with terminated_as_interrupted(), one_thread_each(nproc_per_node), \
+                _agent(nodes, stop, short_grace) as signalled:
             values = elastic_launch(config, entry)(*args)
     except SignalException:  # Ctrl-C (rank 0 has printed what it measured), or a stop
         return Launched(RANK_DIED, stop.reason)
@@ -128,6 +127,30 @@ def launch_ranks(nproc_per_node: int, entry: Callable[..., Any], *args: Any, run
             signal.signal(sig, handler)
         shutil.rmtree(logs, ignore_errors=True)
     return Launched(0, values=values or {})
+
+
+def _quiet_launcher() -> None:
+    """Torch's launcher logs nothing below critical: dataprof says what happened, in one line."""
+    import logging
+
+    for name in list(logging.root.manager.loggerDict):
+        if name.startswith(("torch.distributed.elastic", "torch.multiprocessing")):
+            logging.getLogger(name).setLevel(logging.CRITICAL)
+
+
+@contextlib.contextmanager
+def one_thread_each(nproc_per_node: int) -> Iterator[None]:
+    """``OMP_NUM_THREADS=1`` in the environment the ranks start with, while the block runs, where several ranks run
+    here and it is not set, as torchrun sets it: else each rank's intra-op threads take every CPU and the ranks
+    crowd each other out (a sweep's ranks loading in their main process ran 10x slower than under torchrun)."""
+    if nproc_per_node < 2 or "OMP_NUM_THREADS" in os.environ:
+        yield
+        return
+    os.environ["OMP_NUM_THREADS"] = "1"
+    try:
+        yield
+    finally:
+        os.environ.pop("OMP_NUM_THREADS", None)
 
 
 @contextlib.contextmanager

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from dataprof.errors import Terminated, terminated_as_interrupted
-from dataprof.measure.launch import STOP_GRACE_S, Stop, _agent
+from dataprof.measure.launch import STOP_GRACE_S, Stop, _agent, one_thread_each
 from dataprof.results.environment import NodeJob
 
 
@@ -84,6 +84,21 @@ def _fails_on_rank_0(marks: str) -> None:
         raise SystemExit(3)
     multiprocessing.util.Finalize(None, Path(marks, "rank-1-ended").touch, exitpriority=0)
 
+
+
+def test_ranks_get_one_openmp_thread_each_as_torchrun_gives_them_unless_told_otherwise(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    with one_thread_each(2):
+        assert os.environ["OMP_NUM_THREADS"] == "1"  # what the ranks start with
+    assert "OMP_NUM_THREADS" not in os.environ  # dataprof's own process as it was
+    with one_thread_each(1):
+        assert "OMP_NUM_THREADS" not in os.environ  # one rank: torchrun leaves it too
+    monkeypatch.setenv("OMP_NUM_THREADS", "4")
+    with one_thread_each(2):
+        assert os.environ["OMP_NUM_THREADS"] == "4"  # the user's own
 
 @pytest.mark.slow
 def test_a_rank_that_returned_ends_by_itself_once_another_failed_not_at_the_end_of_the_grace(tmp_path: Path) -> None:
