@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from dataprof.cli.output import console, guarded, write_atomic
+from dataprof.cli.params import OutputPath
 from dataprof.errors import ExitCode, UsageError
 from dataprof.results.compare import Comparison, RunComparison
 from dataprof.results.vocabulary import Kind
@@ -19,7 +20,7 @@ DOCUMENT = click.Path(dir_okay=False, path_type=Path)
 
 @click.command()
 @click.argument("document", type=DOCUMENT, metavar="DOCUMENT")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+@click.option("--json", "json_path", type=OutputPath(), default=None,
               help="Write the re-diagnosed document here.")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 @guarded
@@ -78,7 +79,7 @@ def _regression(comparison: Comparison | RunComparison, threshold: float) -> str
 
 @click.command()
 @click.argument("document", type=DOCUMENT, metavar="DOCUMENT")
-@click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path), required=True,
+@click.option("--html", "html_path", type=OutputPath(), required=True,
               help="Write the self-contained HTML report here.")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 @guarded

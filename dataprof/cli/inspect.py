@@ -10,6 +10,7 @@ import click
 
 from dataprof.cli.options import FRAMEWORK_CHOICES, target_options
 from dataprof.cli.output import console, guarded, write_atomic
+from dataprof.cli.params import OutputPath
 from dataprof.errors import ExitCode
 
 
@@ -29,7 +30,7 @@ from dataprof.errors import ExitCode
               help="Whose default collate and thread settings apply; auto: paddle for a paddle.io dataset.")
 @click.option("--cpus", type=int, default=None, metavar="N",
               help="Measure pinned to N of the usable CPUs (affinity), the CPU ceiling for N [default: all].")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+@click.option("--json", "json_path", type=OutputPath(), default=None,
               help="Write the inspect document here.")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 @guarded

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from dataprof.cli.params import CURRENT, KEY_VALUE, SIZE, WORKERS, knob_type, percent
+from dataprof.cli.params import CURRENT, KEY_VALUE, SIZE, WORKERS, OutputPath, knob_type, percent
 from dataprof.decide.search import STRATEGIES
 from dataprof.results.registry import FRAMEWORKS, REGISTRY
 from dataprof.results.request import SPLITS
@@ -89,9 +89,9 @@ SWEEP_OPTIONS = (
     click.option("--autotune-steps", type=click.IntRange(min=3), default=50, show_default=True,
                   help="Paddle: tuning_steps (batches per tried num_workers) for Paddle's autotune; Paddle's own "
                        "default is 500."),
-    click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+    click.option("--json", "json_path", type=OutputPath(), default=None,
                   help="Write the result document here (updated after every trial)."),
-    click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+    click.option("--html", "html_path", type=OutputPath(), default=None,
                   help="Also write a self-contained HTML report with charts (needs the 'html' extra)."),
     click.option("--resume", "resume_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
                   help="Continue the sweep saved in this --json file, skipping configs already measured."),

@@ -13,12 +13,20 @@ from typing import Any
 
 import click
 
-from dataprof.errors import DataprofError, terminated_as_interrupted
+from dataprof.errors import DataprofError, UsageError, terminated_as_interrupted
 from dataprof.results.findings import GateResult
 
 
 def write_atomic(path: Path, text: str) -> None:
-    """Write via a temp file and rename, so readers never see half a document."""
+    """Write via a temp file and rename, so readers never see half a document; a file that cannot be written
+    (the disk full, the folder gone) is a UsageError naming it."""
+    try:
+        _write_atomic(path, text)
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from exc
+
+
+def _write_atomic(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     umask = os.umask(0)

@@ -3,6 +3,9 @@ Python API uses too) while click parses, and shows in ``--help`` as the text it 
 
 from __future__ import annotations
 
+import os
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import click
@@ -52,3 +55,28 @@ KEY_VALUE = TextValue(parse_kwarg)
 def percent(flag: str) -> TextValue:
     """A ParamType for a percentage option (``10%``) given as ``flag``."""
     return TextValue(parse_percent, flag)
+
+
+class OutputPath(click.Path):
+    """A file the command writes (``--json``, ``--html``): refused while click parses, before anything is
+    measured, where it could not be written (a file where a folder must be, a folder without write permission,
+    a read-only file system), not after the measurements were made; folders it names that do not exist yet are
+    made when it is written."""
+
+    def __init__(self) -> None:
+        super().__init__(dir_okay=False, path_type=Path)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        """The path, once a file could be made in its nearest existing folder (one is made there and removed)."""
+        path = Path(os.fsdecode(super().convert(value, param, ctx)))
+        folder = path.absolute().parent
+        while not folder.exists() and folder != folder.parent:
+            folder = folder.parent
+        if not folder.is_dir():
+            self.fail(f"{path}: {folder} is not a folder", param, ctx)
+        try:
+            with tempfile.NamedTemporaryFile(prefix=f".{path.name}.", dir=folder):
+                pass
+        except OSError as exc:
+            self.fail(f"{path}: cannot write in {folder} ({exc.strerror or exc})", param, ctx)
+        return path

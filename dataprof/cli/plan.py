@@ -8,7 +8,7 @@ import click
 
 from dataprof.cli.documents import DOCUMENT
 from dataprof.cli.output import console, guarded, write_atomic
-from dataprof.cli.params import BYTES
+from dataprof.cli.params import BYTES, OutputPath
 
 
 @click.command()
@@ -29,7 +29,7 @@ from dataprof.cli.params import BYTES
               help="A group of the job's nodes that differ from the rest, and what they have: 1:cpus=8 or "
                    "0,2-3:cpus=32,ranks=8,ram=256GB,shm=64GB (keys cpus, ranks, ram, shm; the others as given "
                    "above). Repeat for each group: a plan per group, and the config for each node.")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+@click.option("--json", "json_path", type=OutputPath(), default=None,
               help="Write the plan document here.")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 @guarded

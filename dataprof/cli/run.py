@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from dataprof.cli.output import console, failed_gates, guarded, write_atomic, write_page
+from dataprof.cli.params import OutputPath
 from dataprof.errors import ExitCode, UsageError
 
 
@@ -26,9 +27,9 @@ from dataprof.errors import ExitCode, UsageError
                    "the rest of each epoch): the training's speed with data for free, its ceiling.")
 @click.option("--loader", "loader_site", default=None, metavar="FILE:LINE",
               help="Change only the loader built at FILE:LINE (as the report names it) [default: every loader].")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+@click.option("--json", "json_path", type=OutputPath(), default=None,
               help='Write the run document ("kind": "run") here.')
-@click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+@click.option("--html", "html_path", type=OutputPath(), default=None,
               help="Also write a self-contained HTML page of the run.")
 @click.option("--max-data-wait", default=None, metavar="PCT",
               help="Gate: exit 1 if the busiest loader's steady-state data wait exceeds PCT of each iteration.")

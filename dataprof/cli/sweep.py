@@ -127,10 +127,16 @@ def _lead(settings: Any, json_path: Path | None, resume: Any, coordinator: Any, 
     out = console()
     observer, finish = make_observer(out)
     latest: list[Any] = []
+    unsaved: list[UsageError] = []
 
     def update(report: Any) -> None:
         latest[:] = [report]
-        _save(json_path, report)
+        try:
+            _save(json_path, report)
+        except UsageError as exc:  # the sweep goes on: its report is printed, and the file tried again at its end
+            if not unsaved:
+                click.echo(f"warning: {exc}; the sweep goes on", err=True)
+            unsaved[:] = [exc]
 
     def gone(why: str, say: bool = True) -> None:
         finish()
@@ -142,15 +148,15 @@ def _lead(settings: Any, json_path: Path | None, resume: Any, coordinator: Any, 
         return run_sweep(settings, observer=observer, on_update=update, resume=resume, coordinator=coordinator)
     except SweepInterrupted as exc:
         finish()
-        _save(json_path, exc.report)
         print_document(out, exc.report)
-        click.echo("interrupted: partial results kept" + (f" in {json_path}" if json_path else ""), err=True)
+        kept = _saved(json_path, exc.report)
+        click.echo("interrupted: partial results kept" + (f" in {json_path}" if kept else ""), err=True)
         sys.exit(int(ExitCode.INTERRUPTED))
     except SweepTargetError as exc:
         finish()
-        _save(json_path, exc.report)
         if exc.report.trials:  # what was measured is shown before the error line
             print_document(out, exc.report)
+        _saved(json_path, exc.report)
         raise
     except RankLost as exc:  # the measured trials were saved as each ended
         gone(exc.message, say_lost)
@@ -185,13 +191,23 @@ def _finish(report: Any, gates: Any, baseline: Any, json_path: Path | None, html
 
     if gates.any():
         report = dataclasses.replace(report, gates=evaluate(report, gates, baseline))
-        _save(json_path, report)
     print_document(console(), report)
-    if json_path is not None:
+    if json_path is not None:  # written after each trial too; a file that could not be written then, now or never
+        _save(json_path, report)
         click.echo(f"wrote {json_path}", err=True)
     write_page(html_path, report)
     if failed_gates(report.gates):
         sys.exit(int(ExitCode.GATE_FAILED))
+
+
+def _saved(json_path: Path | None, report: Any) -> bool:
+    """:func:`_save`, on the way out of a sweep that ended early: whether it wrote the file (why not, in a line)."""
+    try:
+        _save(json_path, report)
+    except UsageError as exc:
+        click.echo(f"error: {exc}", err=True)
+        return False
+    return json_path is not None
 
 
 def _save(json_path: Path | None, report: Any) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from dataprof.cli.output import console, guarded, write_atomic, write_page
+from dataprof.cli.params import OutputPath
 from dataprof.errors import ExitCode, UsageError
 from dataprof.results.tune import TuneAnswer
 from dataprof.results.vocabulary import TuneVerdict
@@ -68,9 +69,9 @@ def parse_budget(text: str) -> float:
 @click.option("--max-data-cost", default=None, metavar="PCT",
               help="Gate: exit 1 if data loading costs your training more than PCT of its speed, as it is, beyond "
                    "the band of its runs (or if that cost could not be measured); 5 if the band straddles PCT.")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+@click.option("--json", "json_path", type=OutputPath(), default=None,
               help='Write the tune document ("kind": "tune") here.')
-@click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+@click.option("--html", "html_path", type=OutputPath(), default=None,
               help="Also write a self-contained HTML page of it.")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 @click.argument("script")

@@ -122,6 +122,39 @@ def test_error_past_the_first_batch_is_a_target_error_found_once(tmp_path: Path,
     assert len(json.loads(out.read_text())["trials"]) == 1
 
 
+
+@pytest.mark.parametrize("command", [["sweep", "{datasets}:Tiny"], ["inspect", "{datasets}:Tiny"],
+                                     ["run", "train.py"], ["tune", "train.py"]])
+def test_an_output_file_that_cannot_be_written_is_refused_before_anything_is_measured(
+        command: list[str], tmp_path: Path, cli: Invoke, datasets: str) -> None:
+    blocker = tmp_path / "results"
+    blocker.write_text("a file where the folder would be")
+    args = [arg.format(datasets=datasets) for arg in command]
+    code, stdout, stderr = cli(args[0], "--json", str(blocker / "out.json"), *args[1:])
+    assert code == 2 and f"{blocker / 'out.json'}: {blocker} is not a folder" in stderr
+    assert "Traceback" not in stderr + stdout and "loading" not in stderr and "inspecting" not in stderr
+
+
+@pytest.mark.slow
+def test_a_document_that_cannot_be_saved_in_the_middle_leaves_the_sweep_to_go_on_and_say_so(
+        tmp_path: Path, cli: Invoke, datasets: str, quick: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from dataprof.cli import output
+
+    writes: list[str] = []
+
+    def full_disk(path: Path, text: str) -> None:
+        writes.append(text)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(output, "_write_atomic", full_disk)
+    out = tmp_path / "out.json"
+    code, stdout, stderr = cli("sweep", f"{datasets}:Tiny", "--batch-size", "4", "--workers", "0,2", *quick,
+                               "--json", str(out))
+    assert code == 2 and stderr.count(f"warning: cannot write {out}: No space left on device; the sweep goes on") == 1
+    assert stderr.rstrip().endswith(f"error: cannot write {out}: No space left on device")
+    assert "Recommended" in stdout and len(writes) >= 3  # each trial's, then the end's
+    assert "Traceback" not in stderr + stdout
+
 @pytest.mark.slow
 def test_debug_shows_the_traceback(cli: Invoke, datasets: str) -> None:
     code, _, stderr = cli("sweep", f"{datasets}:BadInit", "--debug")
