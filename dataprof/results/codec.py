@@ -11,9 +11,9 @@ written and read with it.
 
 Reading is lenient, as a document of an older dataprof needs: keys it does not know are left out, a key it lacks
 (or holds null for a field that is not optional) takes the field's default, or None where the field may be None;
-any other field the data lacks is a KeyError. :func:`decode` with ``strict=True`` (messages between dataprof's own
-processes, and what comes over the network) refuses an unknown or missing key, and a number, text or flag of
-another kind, instead (:class:`Mismatch`).
+any other field the data lacks is a KeyError, and a number's field holding anything but a number (``"fast"`` for a
+rate) a :class:`Mismatch`. :func:`decode` with ``strict=True`` (messages between dataprof's own processes, and
+what comes over the network) refuses an unknown or missing key too, and a number, text or flag of another kind.
 """
 
 from __future__ import annotations
@@ -162,6 +162,8 @@ def from_fields(cls: type[T], data: Mapping[str, Any], *, strict: bool = False) 
                 raise ValueError(f"{cls.__name__}: unknown {key} {raw!r}") from exc
             if strict and not _fits(hints[field.name], raw):
                 raise Mismatch(f"{cls.__name__}: {key} {raw!r} is not a {hints[field.name]}")
+            if not _a_number(hints[field.name], values[field.name]):
+                raise Mismatch(f"{cls.__name__}: {key} {raw!r} where a number goes")
     return cls(**values)
 
 
@@ -200,6 +202,15 @@ def value_of(kind: Any, raw: Any) -> Any:
         if kind not in (int, float, str, bool) and callable(reader):
             return reader(raw)
     return raw
+
+
+def _a_number(kind: Any, value: Any) -> bool:
+    """Lenient reading: whether a number's field holds a number (an int or a float alike), or None where it may."""
+    kinds = [a for a in typing.get_args(kind) if a is not type(None)] \
+        if typing.get_origin(kind) in (typing.Union, types.UnionType) else [kind]
+    if value is None or not kinds or any(k not in (int, float) for k in kinds):
+        return True
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _fits(kind: Any, value: Any) -> bool:

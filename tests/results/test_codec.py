@@ -72,6 +72,11 @@ def test_reading_is_lenient_for_older_documents_and_strict_for_messages() -> Non
         decode(Strict, {"a": True, "b": 2}, strict=True)
     with pytest.raises(ValueError, match="Outer: unknown status 'exploded'"):
         decode(Outer, {**old, "status": "exploded"})
+    assert decode(Rated, {"rate": 2}) == Rated(2)  # a number is a number, in a document
+    with pytest.raises(Mismatch, match="Rated: rate 'fast' where a number goes"):  # not compared with numbers later
+        decode(Rated, {"rate": "fast"})
+    with pytest.raises(Mismatch, match=r"Loose: b \[1\] where a number goes"):
+        decode(Loose, {"a": 1, "b": [1]})
 
 
 @dataclass(frozen=True)
@@ -84,6 +89,11 @@ class Strict:
 class Loose:
     a: int
     b: int | None
+
+
+@dataclass(frozen=True)
+class Rated:
+    rate: float | None
 
 
 @dataclass(frozen=True)
