@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from dataprof.cli.output import console, guarded, write_atomic
+from dataprof.cli.output import console, guarded, reading, write_atomic
 from dataprof.cli.params import OutputPath
 from dataprof.errors import ExitCode, UsageError
 from dataprof.results.compare import Comparison, RunComparison
@@ -31,8 +31,9 @@ def diagnose(document: Path, json_path: Path | None, debug: bool) -> None:
     from dataprof.render.documents import print_document
     from dataprof.results.load import load_document
 
-    decided = decide_again(load_document(document))
-    print_document(console(), decided)
+    with reading(document):
+        decided = decide_again(load_document(document))
+        print_document(console(), decided)
     if json_path is not None:
         write_atomic(json_path, decided.to_json())
 
@@ -60,8 +61,9 @@ def compare(old: Path, new: Path, max_regression: str, debug: bool) -> None:
         raise UsageError(f"{old} and {new}: one is a `dataprof run` document, the other a sweep's; compare two "
                          "of a kind")
     assert isinstance(before, (Report, RunReport)) and isinstance(after, (Report, RunReport))
-    comparison = compare_documents(before, after, threshold)
-    print_document(console(), comparison)
+    with reading(old, new):
+        comparison = compare_documents(before, after, threshold)
+        print_document(console(), comparison)
     if comparison.regressed(threshold):
         click.echo(_regression(comparison, threshold), err=True)
         sys.exit(int(ExitCode.GATE_FAILED))
@@ -89,5 +91,7 @@ def report(document: Path, html_path: Path, debug: bool) -> None:
     from dataprof.render.documents import HtmlRenderer
     from dataprof.results.load import load_document
 
-    write_atomic(html_path, HtmlRenderer().render(load_document(document)))
+    with reading(document):
+        page = HtmlRenderer().render(load_document(document))
+    write_atomic(html_path, page)
     click.echo(f"wrote {html_path}", err=True)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sys
 import tempfile
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,20 @@ def _write_atomic(path: Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+@contextlib.contextmanager
+def reading(*paths: Path) -> Iterator[None]:
+    """The block works on saved documents, input like any other: what it raises that is no DataprofError (a
+    document's figures that no run of dataprof writes, a zero where a time goes, a null where a rate goes) is a
+    UsageError naming the files (the exception and its traceback with --debug), not a traceback."""
+    try:
+        yield
+    except DataprofError:
+        raise
+    except Exception as exc:
+        named = " or ".join(str(path) for path in paths)
+        raise UsageError(f"{named}: a malformed dataprof document ({type(exc).__name__}: {exc})") from exc
 
 
 def fail(exc: DataprofError, debug: bool) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from dataprof.cli.documents import DOCUMENT
-from dataprof.cli.output import console, guarded, write_atomic
+from dataprof.cli.output import console, guarded, reading, write_atomic
 from dataprof.cli.params import BYTES, OutputPath
 
 
@@ -42,8 +42,9 @@ def plan(document: Path, cpus: float | None, ranks_per_node: int, ram: int | Non
     from dataprof.api import plan as make
     from dataprof.render.documents import print_document
 
-    planned = make(document, cpus=cpus, ranks_per_node=ranks_per_node, ram=ram, shm=shm, step_ms=step_ms,
-                   batch_size=batch_size, node_groups=node_groups)
-    print_document(console(), planned)
+    with reading(document):
+        planned = make(document, cpus=cpus, ranks_per_node=ranks_per_node, ram=ram, shm=shm, step_ms=step_ms,
+                       batch_size=batch_size, node_groups=node_groups)
+        print_document(console(), planned)
     if json_path is not None:
         write_atomic(json_path, planned.to_json())
