@@ -9,6 +9,7 @@ from dataprof.decide.thresholds import Thresholds
 from dataprof.results.knobs import LoaderConfig
 from dataprof.results.stats import best_by_workers, noise_between, rate
 from dataprof.results.sweep import Report
+from dataprof.results.threads import gil_untold
 from dataprof.results.trial import TrialResult
 from dataprof.results.units import fmt_change
 from dataprof.results.vocabulary import Framework, Severity, TrialStatus
@@ -262,3 +263,17 @@ def still_rising(report: Report) -> bool:
     """Whether the last worker count tried was faster than the one before, beyond the noise."""
     curve = worker_curve(report)
     return len(curve) >= 2 and faster(curve[-1], curve[-2])
+
+
+def gil_cpus(report: Report, trial: TrialResult) -> tuple[float, float] | None:
+    """For a thread config, where the GIL binds before the CPUs do: the share of a sample's time that releases it
+    (the probe's, where its rounds settle it) and the CPUs one process's threads can use at most with it (the
+    held part runs one thread at a time: 1 / the held share); None for processes, a free-threaded Python, a share
+    not told, or one that leaves every usable CPU to the threads."""
+    space = report.settings.space
+    release = space.gil_release
+    if not trial.config.threads or space.free_threaded or release is None or \
+            gil_untold(release, space.gil_release_high) or release >= 1:
+        return None
+    most = 1.0 / (1.0 - release)
+    return (release, most) if most < available_cpus(trial, report.environment.usable_cpus) else None

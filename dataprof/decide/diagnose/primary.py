@@ -18,6 +18,7 @@ from dataprof.decide.diagnose.facts import (
     cpu_ceiling,
     cpu_s_per_sample,
     cpus_text,
+    gil_cpus,
     growth_text,
     iteration_ms,
     lead_text,
@@ -41,8 +42,6 @@ from dataprof.decide.thresholds import Thresholds
 from dataprof.results.findings import Finding
 from dataprof.results.stats import rate
 from dataprof.results.sweep import Report
-from dataprof.results.threads import gil_untold
-from dataprof.results.trial import TrialResult
 from dataprof.results.units import fmt_bytes
 from dataprof.results.vocabulary import FindingId, TrialStatus
 
@@ -149,7 +148,7 @@ def memory_bound(report: Report, th: Thresholds) -> Finding | None:
 
 def cpu_bound(report: Report, th: Thresholds) -> Finding | None:
     """The usable CPUs are saturated and more workers stop helping: the samples' CPU cost is the limit; for thread
-    workers, the CPUs the GIL lets one process's threads use (:func:`gil_cpus`)."""
+    workers, the CPUs the GIL lets one process's threads use (``facts.gil_cpus``)."""
     rec = loader_limited(report, th)
     if rec is None:
         return None
@@ -202,20 +201,6 @@ def cpu_bound(report: Report, th: Thresholds) -> Finding | None:
                   f"{sustains_text(rec, batch)}"),
         recommendation=_cpu_change(saturated, crowded, workers, usable, capped is not None),
     )
-
-
-def gil_cpus(report: Report, trial: TrialResult) -> tuple[float, float] | None:
-    """For a thread config, where the GIL binds before the CPUs do: the share of a sample's time that releases it
-    (the probe's, where its rounds settle it) and the CPUs one process's threads can use at most with it (the
-    held part runs one thread at a time: 1 / the held share); None for processes, a free-threaded Python, a share
-    not told, or one that leaves every usable CPU to the threads."""
-    space = report.settings.space
-    release = space.gil_release
-    if not trial.config.threads or space.free_threaded or release is None or \
-            gil_untold(release, space.gil_release_high) or release >= 1:
-        return None
-    most = 1.0 / (1.0 - release)
-    return (release, most) if most < available_cpus(trial, report.environment.usable_cpus) else None
 
 
 def _cpu_change(saturated: bool, crowded: bool, workers: int, usable: int, gil: bool) -> str:
