@@ -124,12 +124,13 @@ def sweep(dataset_or_target: Any, *, batch_size: int | None = None, workers: Any
     return shown(run_sweep(sweep_settings(request), observer=observer, objects=objects), NotebookReport)
 
 
-def inspect(dataset_or_target: Any, *, samples: int = 200, seed: int = 0, batch_size: int = 64,
-            prefetch_factor: int = 2, max_seconds: float = 60.0,
+def inspect(dataset_or_target: Any, *, samples: int = 200, seed: int = 0, batch_size: int | None = None,
+            prefetch_factor: int | None = None, max_seconds: float = 60.0,
             collate_fn: str | Callable[[list[Any]], Any] | None = None,
             args: Mapping[str, Any] | None = None, framework: str = "auto", cpus: int | None = None) -> Inspection:
     """Time samples, transform stages and collation in this process; return the
-    :class:`~dataprof.results.inspect.Inspection` the CLI renders (``.to_json()``; displays itself in Jupyter)."""
+    :class:`~dataprof.results.inspect.Inspection` the CLI renders (``.to_json()``; displays itself in Jupyter).
+    ``batch_size``, ``prefetch_factor`` None: a DataLoader's own, else 64 and 2."""
     from dataprof.decide.inspect import analyse
     from dataprof.decide.settings import pinned
     from dataprof.measure.environment import cpu_budget

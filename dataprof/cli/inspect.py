@@ -19,10 +19,12 @@ from dataprof.errors import ExitCode
 @click.option("--samples", type=click.IntRange(min=1), default=200, show_default=True,
               help="Samples to time: random indices (the first N items of an IterableDataset).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random indices.")
-@click.option("--batch-size", type=click.IntRange(min=1), default=64, show_default=True,
-              help="Batch size for the collate, /dev/shm and open-file figures.")
-@click.option("--prefetch-factor", type=click.IntRange(min=1), default=2, show_default=True,
-              help="Batches each worker keeps in flight, for the /dev/shm and open-file checks.")
+@click.option("--batch-size", type=click.IntRange(min=1), default=None,
+              help="Batch size for the collate, /dev/shm and open-file figures [default: a DataLoader target's "
+                   "own, else 64].")
+@click.option("--prefetch-factor", type=click.IntRange(min=1), default=None,
+              help="Batches each worker keeps in flight, for the /dev/shm and open-file checks [default: a "
+                   "DataLoader target's own, else 2].")
 @click.option("--max-seconds", type=click.FloatRange(min=0.1), default=60.0, show_default=True,
               help="Stop fetching samples after this long and report what was measured.")
 @click.option("--collate-fn", default=None, metavar="MOD:ATTR", help="Collate function to use.")
@@ -34,8 +36,8 @@ from dataprof.errors import ExitCode
               help="Write the inspect document here.")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 @guarded
-def inspect(target: str, args: tuple[tuple[str, Any], ...], samples: int, seed: int, batch_size: int,
-            prefetch_factor: int, max_seconds: float, collate_fn: str | None, framework: str, cpus: int | None,
+def inspect(target: str, args: tuple[tuple[str, Any], ...], samples: int, seed: int, batch_size: int | None,
+            prefetch_factor: int | None, max_seconds: float, collate_fn: str | None, framework: str, cpus: int | None,
             json_path: Path | None, debug: bool) -> None:
     """Time TARGET's samples, transform stages and collation in this process; check its limits."""
     from dataprof.decide.inspect import analyse, fatal

@@ -78,7 +78,7 @@ def decide_inspection(ins: Inspection, thresholds: Thresholds | None = None) -> 
     in /dev/shm and in the open-file limit, and every check (``dataprof diagnose`` re-applies improved rules)."""
     th = thresholds or Thresholds()
     env, ds = ins.environment, ins.dataset
-    prefetch = ins.settings.prefetch_factor
+    prefetch = ins.settings.prefetch
     shm_fit = shm_workers(env.shm_free_bytes, ds.batch_bytes, prefetch) \
         if env.shm_free_bytes is not None and ds.batch_bytes else None
     file_workers = None

@@ -148,7 +148,7 @@ def check_shm(ins: Inspection, th: Thresholds) -> Finding | None:
     env = ins.environment
     if ins.max_workers_shm is None:
         return None
-    prefetch = ins.settings.prefetch_factor
+    prefetch = ins.settings.prefetch
     return _capacity(
         FindingId.SHM_SPACE, ins.max_workers_shm,
         f"/dev/shm has {fmt_bytes(env.shm_free_bytes)} free; each worker keeps {prefetch} batches of "
@@ -175,7 +175,7 @@ def check_open_files(ins: Inspection, th: Thresholds) -> Finding | None:
         return Finding(id=FindingId.OPEN_FILES, severity=Severity.INFO,
                        evidence=f"{limit}; sharing strategy {strategy}",
                        recommendation="Tensors in flight do not hold open files with this strategy.")
-    prefetch = ins.settings.prefetch_factor
+    prefetch = ins.settings.prefetch
     return _capacity(
         FindingId.OPEN_FILES, ins.max_workers_files,
         f"{limit}; with the file_descriptor sharing strategy every tensor in flight holds one: "

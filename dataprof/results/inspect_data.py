@@ -12,6 +12,7 @@ from typing import Any
 from dataprof.results.cache import StorageReads
 from dataprof.results.codec import AS_TEXT, HIDDEN, named
 from dataprof.results.environment import DatasetInfo, Environment
+from dataprof.results.knobs import DEFAULT_BATCH_SIZE, DEFAULT_PREFETCH_FACTOR
 from dataprof.results.threads import GilShare
 
 
@@ -48,9 +49,12 @@ class InspectSettings:
     """Whose default collate and thread settings apply: ``auto`` (from the dataset), ``torch`` or ``paddle``."""
     samples: int = 200
     seed: int = 0
-    batch_size: int = 64
-    prefetch_factor: int = 2
-    """For the /dev/shm and open-file checks: batches each worker keeps in flight."""
+    batch_size: int | None = None
+    """Samples a batch holds, for the collate, /dev/shm and open-file figures; None: a DataLoader target's own,
+    else 64 (an inspection's document holds the one it used)."""
+    prefetch_factor: int | None = None
+    """For the /dev/shm and open-file checks: batches each worker keeps in flight; None: a DataLoader target's
+    own, else 2."""
     max_seconds: float = 60.0
     """Stop fetching samples after this long."""
     collate_fn: str | None = None
@@ -63,6 +67,16 @@ class InspectSettings:
     """A Dataset object (Python API); ``target`` is then only its name."""
     collate: Any = field(default=None, metadata=HIDDEN)
     """A collate callable (Python API), instead of ``collate_fn``."""
+
+    @property
+    def batch(self) -> int:
+        """:attr:`batch_size`, 64 where none was given."""
+        return self.batch_size or DEFAULT_BATCH_SIZE
+
+    @property
+    def prefetch(self) -> int:
+        """:attr:`prefetch_factor`, 2 where none was given."""
+        return self.prefetch_factor or DEFAULT_PREFETCH_FACTOR
 
 
 @dataclass(frozen=True)

@@ -129,24 +129,29 @@ def _sample(fetcher: _Fetcher, order: list[int], settings: InspectSettings, pipe
             got.sizes.append(footprint(sample)["bytes"])
             if got.described is None:
                 got.described = describe_sample(sample)
-            if len(got.kept) < settings.batch_size:
+            if len(got.kept) < settings.batch:
                 got.kept.append(sample)
     except KeyboardInterrupt:
         got.interrupted, got.stopped = True, "interrupted"
     return got
 
 
-def _build(settings: InspectSettings) -> tuple[Any, float, Any]:
+def _build(settings: InspectSettings) -> tuple[Any, float, Any, InspectSettings]:
     """The dataset (the object given, or the target built: a DataLoader's or a DataModule's own), the seconds
-    building took, and the loader's collate function (None for a Dataset target)."""
+    building took, the loader's collate function (None for a Dataset target), and ``settings`` with the batch size
+    and prefetch it measures at: those given, else a DataLoader target's own, else 64 and 2."""
     start = time.perf_counter()
-    if settings.dataset is not None:
-        return settings.dataset, 0.0, None
-    obj = load_object(settings.target, settings.cwd)
-    made = build_dataset(obj, dict(settings.kwargs), settings.target)
-    if loader_framework(made) is not None:
-        return made.dataset, time.perf_counter() - start, getattr(made, "collate_fn", None)
-    return made, time.perf_counter() - start, None
+    made = settings.dataset
+    if made is None:
+        made = build_dataset(load_object(settings.target, settings.cwd), dict(settings.kwargs), settings.target)
+    took = time.perf_counter() - start if settings.dataset is None else 0.0
+    loader = made if loader_framework(made) is not None else None
+    settings = dataclasses.replace(
+        settings, batch_size=settings.batch_size or getattr(loader, "batch_size", None) or settings.batch,
+        prefetch_factor=settings.prefetch_factor or getattr(loader, "prefetch_factor", None) or settings.prefetch)
+    if loader is not None:
+        return loader.dataset, took, getattr(loader, "collate_fn", None), settings
+    return made, took, None, settings
 
 
 def run_inspection(settings: InspectSettings) -> InspectionData:
@@ -160,7 +165,7 @@ def _inspect(settings: InspectSettings) -> InspectionData:
     from dataprof.backends import detect_framework, get_backend
     from dataprof.backends.common import dataset_length
 
-    dataset, init_s, own_collate = _build(settings)
+    dataset, init_s, own_collate, settings = _build(settings)
     backend = get_backend(detect_framework(dataset, settings.framework))
     collate = settings.collate or load_collate(settings.collate_fn, settings.cwd) or own_collate or \
         backend.default_collate()

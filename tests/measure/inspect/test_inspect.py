@@ -202,3 +202,18 @@ def test_each_costly_stage_is_measured_for_the_gil() -> None:
     assert released["Sleep"] is not None and released["Sleep"] >= 0.6
     assert released["Spin"] is None or released["Spin"] <= 0.2
     assert ins.gil is not None and ins.gil.release is not None and ins.gil.calls >= 1
+
+
+def test_a_loader_target_is_inspected_at_its_own_batch_size_and_prefetch_unless_told_others() -> None:
+    import dataclasses
+
+    from torch.utils.data import DataLoader, TensorDataset
+
+    loader = DataLoader(TensorDataset(torch.zeros(100, 4)), batch_size=8, num_workers=2, prefetch_factor=4)
+    settings = InspectSettings(target="train:loader", samples=30, dataset=loader)
+    own = run_inspection(settings)
+    assert (own.settings.batch_size, own.settings.prefetch_factor, own.dataset.batch_samples) == (8, 4, 8)
+    told = run_inspection(dataclasses.replace(settings, batch_size=16, prefetch_factor=2))
+    assert (told.settings.batch_size, told.settings.prefetch_factor, told.dataset.batch_samples) == (16, 2, 16)
+    plain = run_inspection(dataclasses.replace(settings, dataset=TensorDataset(torch.zeros(100, 4))))
+    assert (plain.settings.batch_size, plain.settings.prefetch_factor) == (64, 2)  # a dataset: the defaults
