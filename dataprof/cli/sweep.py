@@ -127,16 +127,17 @@ def _lead(settings: Any, json_path: Path | None, resume: Any, coordinator: Any, 
     out = console()
     observer, finish = make_observer(out)
     latest: list[Any] = []
-    unsaved: list[UsageError] = []
+    warned = False
 
     def update(report: Any) -> None:
+        nonlocal warned
         latest[:] = [report]
         try:
             _save(json_path, report)
         except UsageError as exc:  # the sweep goes on: its report is printed, and the file tried again at its end
-            if not unsaved:
+            if not warned:
                 click.echo(f"warning: {exc}; the sweep goes on", err=True)
-            unsaved[:] = [exc]
+            warned = True
 
     def gone(why: str, say: bool = True) -> None:
         finish()

@@ -160,9 +160,10 @@ def from_fields(cls: type[T], data: Mapping[str, Any], *, strict: bool = False) 
                 if isinstance(raw, (dict, list)):
                     raise
                 raise ValueError(f"{cls.__name__}: unknown {key} {raw!r}") from exc
-            if strict and not _fits(hints[field.name], raw):
-                raise Mismatch(f"{cls.__name__}: {key} {raw!r} is not a {hints[field.name]}")
-            if not _a_number(hints[field.name], values[field.name]):
+            if strict:
+                if not _fits(hints[field.name], raw):
+                    raise Mismatch(f"{cls.__name__}: {key} {raw!r} is not a {hints[field.name]}")
+            elif not _a_number(hints[field.name], values[field.name]):
                 raise Mismatch(f"{cls.__name__}: {key} {raw!r} where a number goes")
     return cls(**values)
 
