@@ -37,7 +37,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "examples")]
 from _bare import interleaved, median, median_error  # noqa: E402
 
 from dataprof.measure.cache.page_cache import evict  # noqa: E402
-from dataprof.measure.timing import warmup_batches  # noqa: E402
+from dataprof.results.knobs import warmup_batches  # noqa: E402
 
 TARGET = f"{ROOT}/examples/files.py:NpyFiles"
 

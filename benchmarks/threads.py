@@ -38,7 +38,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "examples")]
 from _bare import interleaved, median, median_error  # noqa: E402
 
 import dataprof  # noqa: E402
-from dataprof.measure.timing import warmup_batches  # noqa: E402
+from dataprof.results.knobs import warmup_batches  # noqa: E402
 
 PIPELINES = ("CompressedRecords", "PythonTokens", "NumpyAugment")
 

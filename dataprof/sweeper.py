@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from dataprof.decide.cache import (
+    cold_climb_end,
     cold_notes,
     next_cold,
     read_from_storage,
@@ -262,6 +263,8 @@ class _Sweep:
             self.observer(Event.TRIAL_DONE, {"result": result, "index": len(self.trials) + len(self.cold) - 1})
             report = self.report(False)
             on_update(report)
+        if (end := cold_climb_end(report)) is not None:
+            self.checks.append(end)
 
 
 def run_sweep(

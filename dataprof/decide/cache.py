@@ -10,10 +10,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
+from dataprof.decide.diagnose.facts import batch_size
 from dataprof.decide.recommend import recommend
 from dataprof.decide.search.common import climb_config
 from dataprof.results.cache import FITS_SHARE, Eviction, ReadBack, StorageOutlook
-from dataprof.results.knobs import LoaderConfig
+from dataprof.results.knobs import LoaderConfig, warmup_batches
 from dataprof.results.sweep import Report
 from dataprof.results.trial import TrialResult
 from dataprof.results.units import fmt_bytes
@@ -64,6 +65,13 @@ def next_cold(report: Report) -> tuple[LoaderConfig, str] | None:
         return None
     if warm.config not in measured:
         return warm.config, "the warm recommendation, measured cold"
+    step = _more_workers(report)
+    return None if step is None or step[0] in measured or no_cold_window(report, step[0]) else step
+
+
+def _more_workers(report: Report) -> tuple[LoaderConfig, str] | None:
+    """The cold climb's next config: the fastest cold config's workers doubled (the next count the space has),
+    while no config with more workers was measured cold and the climb has trials left; None else."""
     cold = _ok(report.cold_trials)
     if not cold or len(report.cold_trials) >= MAX_COLD_TRIALS:
         return None
@@ -75,12 +83,34 @@ def next_cold(report: Report) -> tuple[LoaderConfig, str] | None:
     above = sorted(w for w in space.workers if w >= max(2 * workers, workers + 1))
     if not above:
         return None
-    more = above[0]
-    config = dataclasses.replace(best.config, num_workers=more) if workers else climb_config(space, more)
-    if config in measured:
-        return None
+    config = dataclasses.replace(best.config, num_workers=above[0]) if workers else climb_config(space, above[0])
     return config, (f"cold {best.config.label()} reads {best.samples_per_s:,.0f} samples/s; do more workers "
                     "hide the storage's latency?")
+
+
+def no_cold_window(report: Report, config: LoaderConfig) -> str | None:
+    """Why ``config`` can have no cold window, or None: a cold window opens once the workers' prefetched batches are
+    drained (:func:`~dataprof.results.knobs.warmup_batches`) and ends with the dataset's first pass, so a map-style
+    dataset whose pass holds no more batches than that warm-up leaves none (its run would fail)."""
+    length = report.dataset.length if report.dataset is not None else None
+    if not length or report.dataset is None or report.dataset.kind != DatasetKind.MAP:
+        return None
+    batches = -(-length // batch_size(report))
+    warmup = warmup_batches(config.num_workers, config.prefetch_factor)
+    if batches > warmup:
+        return None
+    return (f"{config.label()} was not measured cold: its {warmup} warm-up batches (the batches its workers "
+            f"prefetch, and a round more) fill the dataset's first pass of {batches} batches, so no cold window "
+            "could open")
+
+
+def cold_climb_end(report: Report) -> str | None:
+    """A note when the cold climb stopped short of the config it would have measured next (:func:`next_cold`):
+    that config could have no cold window (:func:`no_cold_window`)."""
+    if report.settings.cache == CacheMode.BOTH or not report.cold_trials:
+        return None
+    step = _more_workers(report)
+    return None if step is None else no_cold_window(report, step[0])
 
 
 def dataset_bytes(report: Report) -> tuple[int, bool]:

@@ -13,7 +13,6 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from dataprof.results.knobs import DEFAULT_PREFETCH_FACTOR
 from dataprof.results.stats import noise_of, percentile
 
 
@@ -43,18 +42,6 @@ class BatchLog:
 
     def __len__(self) -> int:
         return len(self.end_t)
-
-
-def warmup_batches(num_workers: int, prefetch_factor: int | None) -> int:
-    """Iterations to drain before the window opens.
-
-    Workers pre-buffer ``num_workers × prefetch_factor`` batches; draining them
-    plus one more round of every worker means the window sees the pipeline's
-    production rate, not its buffer.
-    """
-    if num_workers == 0:
-        return 2
-    return num_workers * (prefetch_factor or DEFAULT_PREFETCH_FACTOR) + num_workers
 
 
 STEADY_SPREAD = 0.01

@@ -112,6 +112,18 @@ DEFAULT_PREFETCH_FACTOR = 2
 """The batches each worker keeps ready where ``prefetch_factor`` is not given (torch's and Paddle's default)."""
 
 
+def warmup_batches(num_workers: int, prefetch_factor: int | None) -> int:
+    """Iterations to drain before the window opens.
+
+    Workers pre-buffer ``num_workers × prefetch_factor`` batches; draining them
+    plus one more round of every worker means the window sees the pipeline's
+    production rate, not its buffer.
+    """
+    if num_workers == 0:
+        return 2
+    return num_workers * (prefetch_factor or DEFAULT_PREFETCH_FACTOR) + num_workers
+
+
 @total_ordering
 @dataclass(frozen=True)
 class LoaderConfig:

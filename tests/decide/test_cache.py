@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from dataprof.decide.cache import (
+    cold_climb_end,
     next_cold,
     read_from_storage,
     steady_case,
@@ -76,6 +77,26 @@ def test_cold_starts_at_the_warm_recommendation_then_climbs_while_it_pays() -> N
     after_t2 = next_cold(with_(report, cold_trials=(w2, threads)))
     assert after_t2 is not None and after_t2[1].startswith("cold t2 ")  # threads, not worker processes
     assert next_cold(report) is None  # w4 is the most workers the space holds
+
+
+def test_the_cold_climb_stops_before_a_config_whose_warm_up_fills_the_dataset_s_first_pass() -> None:
+    report = recorded("cold_fits")
+    w2 = next(t for t in report.cold_trials if t.config.num_workers == 2)
+    assert report.dataset is not None and report.settings.batch_size == 32
+    # w4 pf2 drains 4 × 2 + 4 = 12 batches before its window opens: a pass of 12 batches leaves it none
+    for length, climbs in ((12 * 32, False), (11 * 32 + 1, False), (12 * 32 + 1, True)):
+        small = with_(report, cold_trials=(w2,), dataset=dataclasses.replace(report.dataset, length=length))
+        step = next_cold(small)
+        assert (step is not None and step[0].num_workers == 4) is climbs, length
+        end = cold_climb_end(small)
+        assert (end is None) is climbs
+    assert cold_climb_end(with_(report, cold_trials=(w2,))) is None  # 4,096 samples: 128 batches
+    short = with_(report, cold_trials=(w2,), dataset=dataclasses.replace(report.dataset, length=12 * 32))
+    assert cold_climb_end(short) == ("w4 pf2 persist was not measured cold: its 12 warm-up batches (the batches its "
+                                     "workers prefetch, and a round more) fill the dataset's first pass of 12 "
+                                     "batches, so no cold window could open")
+    stream = dataclasses.replace(short.dataset, kind="iterable")  # type: ignore[arg-type]
+    assert next_cold(with_(short, dataset=stream)) is not None  # a stream's pass is not known in advance
 
 
 def test_a_climb_that_lost_stops() -> None:

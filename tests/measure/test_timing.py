@@ -8,8 +8,9 @@ from unittest import mock
 import pytest
 
 from dataprof.measure.sweep.failures import Live
-from dataprof.measure.timing import BatchLog, Rival, summarize, warmup_batches, window_done
+from dataprof.measure.timing import BatchLog, Rival, summarize, window_done
 from dataprof.results.codec import encode
+from dataprof.results.knobs import warmup_batches
 from dataprof.results.stats import percentile
 
 

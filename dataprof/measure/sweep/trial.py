@@ -57,11 +57,10 @@ from dataprof.measure.timing import (
     Rival,
     rate_spread,
     summarize,
-    warmup_batches,
     window_done,
     window_unit,
 )
-from dataprof.results.knobs import LoaderConfig
+from dataprof.results.knobs import LoaderConfig, warmup_batches
 from dataprof.results.vocabulary import DatasetKind, TrialStatus
 
 Emit = Callable[[dict[str, Any]], None]

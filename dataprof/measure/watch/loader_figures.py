@@ -8,9 +8,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dataprof.measure.timing import warmup_batches
 from dataprof.measure.watch.events import BuiltLoader
 from dataprof.results.codec import decode, encode
+from dataprof.results.knobs import warmup_batches
 from dataprof.results.run import LoaderRun
 from dataprof.results.stats import percentile
 from dataprof.results.trial import Percentiles
