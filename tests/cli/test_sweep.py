@@ -182,6 +182,19 @@ def test_worker_faults_mark_the_trial_and_the_sweep_goes_on(tmp_path: Path, cli:
 
 
 @pytest.mark.slow
+def test_a_worker_that_dies_on_its_way_out_after_the_window_leaves_the_trial_measured(
+        tmp_path: Path, cli: Invoke, datasets: str, quick: list[str]) -> None:
+    out = tmp_path / "run.json"
+    code, _, stderr = cli("sweep", f"{datasets}:WorkerAbortsAtExit", "--batch-size", "4", "--workers", "0,2",
+                          "--start-method", "spawn", *quick, "--json", str(out))
+    assert code == 0, stderr
+    trials = json.loads(out.read_text())["trials"]
+    spawned = [t for t in trials if t["config"]["multiprocessing_context"] == "spawn"]
+    assert spawned and all(t["status"] == "ok" and t["samples_per_s"] for t in spawned), spawned
+    assert not leftover_processes()
+
+
+@pytest.mark.slow
 def test_memory_limit_kills_a_leaking_trial(tmp_path: Path, cli: Invoke, datasets: str) -> None:
     out = tmp_path / "run.json"
     code, _, stderr = cli("sweep", f"{datasets}:LeakInWorker", "--batch-size", "4", "--workers", "0,2",

@@ -3,6 +3,7 @@ a trial the framework would leave blocked (a reader thread's error, a worker dea
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import re
@@ -10,7 +11,7 @@ import signal
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,6 +68,26 @@ def worker_signals(iterator: Any, wait_s: float = 0.0) -> list[str]:
             return names
         for worker in running:
             worker.join(min(WORKER_POLL_S, max(0.0, deadline - time.monotonic())))
+
+
+@contextlib.contextmanager
+def quiet_worker_ends() -> Iterator[None]:
+    """SIGCHLD at its default while a trial shuts its workers down after its window (in the main thread), the
+    framework's handler put back after.
+
+    A worker told to stop with a batch still in flight (the window ends mid-epoch) can die by a signal on its
+    way out: one started by spawn or forkserver ends through the interpreter's exit, and its queue's feeder
+    thread, still pickling that batch, aborts it (SIGABRT, ``terminate called without an active exception``).
+    The framework's handler would raise that as the trial's failure, its window measured, though nothing of the
+    config's made it (a training that ends or breaks mid-epoch ends its workers the same way)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    handler = signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGCHLD, handler)
 
 
 def message_of(exc: BaseException) -> str:

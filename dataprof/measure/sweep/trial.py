@@ -45,6 +45,7 @@ from dataprof.measure.sweep.failures import (
     classify_loader_error,
     locate_failure,
     may_be_a_dead_worker,
+    quiet_worker_ends,
     worker_pids,
     worker_signals,
 )
@@ -245,6 +246,7 @@ class TimedLoop:
                         self.rival.settled_by(sum(self.log.size[self.window_first + 1:]) / elapsed, spread)
                 if window_done(batches, elapsed, self.trial_s, self.config.num_workers, spread, settled, unit):
                     break
+        live.iterator = None  # the window is measured: how its workers end from here is no failure of the trial's
         return self._finish(iterator, backend, first_batch_s)
 
     def _epoch_batches(self, length: int | None) -> int | None:
@@ -314,7 +316,8 @@ class TimedLoop:
             hold_for_the_end_mark(self.emit)  # the parent reads the workers' memory now: they must still be there
         else:
             self.emit(said(WindowEnd()))
-        backend.shutdown(iterator)
+        with quiet_worker_ends():
+            backend.shutdown(iterator)
         assert self.window_first is not None  # the loop ends only inside the window
         figures = summarize(self.log, self.window_first, self.config.num_workers)
         return TrialFigures(
