@@ -90,10 +90,10 @@ def _more_workers(report: Report) -> tuple[LoaderConfig, str] | None:
 
 def no_cold_window(report: Report, config: LoaderConfig) -> str | None:
     """Why ``config`` can have no cold window, or None: a cold window opens once the workers' prefetched batches are
-    drained (:func:`~dataprof.results.knobs.warmup_batches`) and ends with the dataset's first pass, so a map-style
-    dataset whose pass holds no more batches than that warm-up leaves none (its run would fail)."""
-    length = report.dataset.length if report.dataset is not None else None
-    if not length or report.dataset is None or report.dataset.kind != DatasetKind.MAP:
+    drained (:func:`~dataprof.results.knobs.warmup_batches`) and ends with the dataset's first pass, so a pass that
+    holds no more batches than that warm-up leaves none (its run would fail)."""
+    length = _pass_samples(report)
+    if not length:
         return None
     batches = -(-length // batch_size(report))
     warmup = warmup_batches(config.num_workers, config.prefetch_factor)
@@ -102,6 +102,17 @@ def no_cold_window(report: Report, config: LoaderConfig) -> str | None:
     return (f"{config.label()} was not measured cold: its {warmup} warm-up batches (the batches its workers "
             f"prefetch, and a round more) fill the dataset's first pass of {batches} batches, so no cold window "
             "could open")
+
+
+def _pass_samples(report: Report) -> int | None:
+    """The samples of the dataset's one pass: a map-style dataset's length; a stream's first epoch as every warm
+    trial that ended one counted it alike (split among the workers, whatever their number); else None."""
+    if report.dataset is None:
+        return None
+    if report.dataset.kind == DatasetKind.MAP:
+        return report.dataset.length or None
+    counted = {t.epochs.epoch_samples for t in _ok(report.trials) if t.epochs.epoch_samples}
+    return counted.pop() if len(counted) == 1 else None  # a stream each worker yields whole grows with them
 
 
 def cold_climb_end(report: Report) -> str | None:

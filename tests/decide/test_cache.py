@@ -95,8 +95,17 @@ def test_the_cold_climb_stops_before_a_config_whose_warm_up_fills_the_dataset_s_
     assert cold_climb_end(short) == ("w4 pf2 persist was not measured cold: its 12 warm-up batches (the batches its "
                                      "workers prefetch, and a round more) fill the dataset's first pass of 12 "
                                      "batches, so no cold window could open")
-    stream = dataclasses.replace(short.dataset, kind="iterable")  # type: ignore[arg-type]
-    assert next_cold(with_(short, dataset=stream)) is not None  # a stream's pass is not known in advance
+    stream = with_(short, dataset=dataclasses.replace(short.dataset, kind="iterable"))  # type: ignore[arg-type]
+    assert next_cold(stream) is not None  # no warm trial ended an epoch: a stream's pass is not known
+
+    def epochs(*samples: int) -> Report:
+        return with_(stream, trials=tuple(dataclasses.replace(t, epochs=dataclasses.replace(t.epochs, epoch_samples=n))
+                                          for t, n in zip(stream.trials, samples, strict=True)))
+
+    counts = [12 * 32] * len(stream.trials)
+    assert next_cold(epochs(*counts)) is None and cold_climb_end(epochs(*counts)) == cold_climb_end(short)
+    counts[-1] *= 2  # a stream each worker yields whole: its pass depends on the workers
+    assert next_cold(epochs(*counts)) is not None
 
 
 def test_a_climb_that_lost_stops() -> None:
