@@ -66,12 +66,13 @@ def next_cold(report: Report) -> tuple[LoaderConfig, str] | None:
     if warm.config not in measured:
         return warm.config, "the warm recommendation, measured cold"
     step = _more_workers(report)
-    return None if step is None or step[0] in measured or no_cold_window(report, step[0]) else step
+    return None if step is None or no_cold_window(report, step[0]) else step
 
 
 def _more_workers(report: Report) -> tuple[LoaderConfig, str] | None:
     """The cold climb's next config: the fastest cold config's workers doubled (the next count the space has),
-    while no config with more workers was measured cold and the climb has trials left; None else."""
+    while no config with more workers was measured cold (so it is never one measured) and the climb has trials
+    left; None else."""
     cold = _ok(report.cold_trials)
     if not cold or len(report.cold_trials) >= MAX_COLD_TRIALS:
         return None
