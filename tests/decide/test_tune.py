@@ -18,6 +18,7 @@ from dataprof.decide.tune import (
     sweep_target,
 )
 from dataprof.decide.tune.answer import key, rate, rates
+from dataprof.decide.tune.refine import refinement
 from dataprof.results.codec import decode, encode
 from dataprof.results.knobs import KnobValues
 from dataprof.results.load import TYPES, load_as
@@ -253,7 +254,7 @@ def test_refinements_need_workers_and_a_value_to_try() -> None:
     on_zero = report(*yours, run({"num_workers": 2}, 30.0), loader=zero)
     assert next_run(on_zero) == ({"num_workers": 1}, "candidate")  # two take the step's CPUs: does one overlap it?
     on_zero = report(*yours, run({"num_workers": 2}, 30.0), run({"num_workers": 1}, 40.0), loader=zero)
-    assert next_run(on_zero) is None  # w0 stays recommended: no prefetch or persistence to try on it
+    assert next_run(on_zero) is None  # w0 leads, and the loader has no persistence nor start method to try
     climbed = [run({}, 50.0, "current"), run({}, 200.0, "headspace"), run({}, 50.0, "current"),
                run({}, 200.0, "headspace"), run({"num_workers": 8}, 48.0), run({"num_workers": 2}, 49.0)]
     # w2 is within the noise of the script's w4 and cheaper: the climb goes on around it, to w1
@@ -267,6 +268,27 @@ def test_refinements_need_workers_and_a_value_to_try() -> None:
     assert next_run(report(*climbed, loader=FOUR)) == ({"num_workers": 8}, "candidate")  # 4% short: 1.3 bands
     climbed.append(run({"num_workers": 8}, 48.5))
     assert next_run(report(*climbed, loader=FOUR)) == ({"num_workers": 2}, "candidate")
+
+
+def test_where_no_workers_lead_what_workers_cost_is_refined_on_the_fastest_config_with_workers() -> None:
+    """dcgan on 600 images (ten batches an epoch, its two workers started anew at each): the climb found no count
+    faster than none, but its workers made persistent ran 40% faster by hand; the start they pay at every epoch is
+    tried away on the fastest config with workers, not left untried because none leads."""
+    two = TunedLoader("main.py:107", "DataLoader", 64, {"num_workers": 2, "prefetch_factor": 2,
+                                                         "persistent_workers": False})
+    runs = [run({}, 4.6, "current"), run({}, 7.4, "headspace"), run({}, 4.8, "current"), run({}, 7.7, "headspace"),
+            run({"num_workers": 4}, 4.5), run({"num_workers": 1}, 4.1), run({"num_workers": 0}, 5.1),
+            run({}, 5.1, "current"), run({"num_workers": 0}, 4.8)]
+    tuned = report(*runs, loader=two)
+    assert tuned.answer is not None and tuned.trials[tuned.answer.leading].config == {"num_workers": 0}
+    assert next_run(tuned) == ({"persistent_workers": True}, "candidate")  # on yours: w2 ran fastest of those
+    tried = report(*runs, run({"persistent_workers": True}, 4.9), loader=two)
+    assert next_run(tried) != ({"persistent_workers": True}, "candidate")
+    faster_four = report(*runs[:4], run({"num_workers": 4}, 4.9), *runs[5:], loader=two)
+    assert next_run(faster_four) == ({"num_workers": 4, "persistent_workers": True}, "candidate")
+    persistent = dataclasses.replace(two, settings={**two.settings, "persistent_workers": True})
+    # a deeper prefetch rides out a slow batch, and costs the workers nothing less: not tried where none lead
+    assert refinement(report(*runs, loader=persistent), set()) is None
 
 
 def test_the_loader_only_sweep_s_pick_runs_in_the_training_and_the_climb_goes_on_from_it() -> None:

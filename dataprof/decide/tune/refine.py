@@ -1,5 +1,5 @@
 """``dataprof tune``'s refinements (pure): the knobs tried after the worker climb, one run each, on top of the
-config leading then (:data:`REFINE`)."""
+config leading then, or of the fastest with workers where none leads (:data:`REFINE`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dataprof.decide.tune.cost import without_idle_knobs
-from dataprof.decide.tune.noise import Key, key
+from dataprof.decide.tune.noise import Key, key, rate, rates
 from dataprof.results.knobs import KnobValues
 from dataprof.results.registry import REGISTRY, Knob
 from dataprof.results.tune import TunedLoader, TuneReport
@@ -32,10 +32,16 @@ loader's own default where neither the script nor the config sets it) and the lo
 there). A knob not here is not refined (``in_order`` changes the order the training sees its batches, which is
 the user's call)."""
 
+WORKER_COST = ("persistent_workers", "multiprocessing_context", "worker_kind")
+"""The refinements that change what workers cost (their start at every epoch, how they start, processes or
+threads): where the config leading has no workers they are tried on top of the fastest config with workers, as
+they can make workers pay where the climb found them not to (short epochs that start workers anew, a dataset
+pickled into each spawned worker)."""
+
 
 def refinements() -> tuple[Knob, ...]:
-    """The knobs tried after the worker climb, one run each, on top of the config leading so far when it has
-    workers, in the registry's order: those :data:`REFINE` has a value for."""
+    """The knobs tried after the worker climb, one run each, in the registry's order: those :data:`REFINE` has a
+    value for."""
     return tuple(k for k in REGISTRY if k.name in REFINE)
 
 
@@ -53,16 +59,18 @@ def refined(config: KnobValues, report: TuneReport) -> bool:
 
 
 def refinement(report: TuneReport, seen: set[Key]) -> KnobValues | None:
-    """The first of :func:`refinements` no run has set its own way yet, on top of the config leading so far,
-    when that has workers and the knob has a value to try there (on threads, a knob a thread loader has); None
-    when none is left."""
+    """The first of :func:`refinements` no run has set its own way yet, on top of the config leading so far when
+    that has workers (else of :data:`WORKER_COST`, on top of the fastest config with workers), where the knob has
+    a value to try there (on threads, a knob a thread loader has); None when none is left."""
     assert report.answer is not None and report.answer.leading is not None and report.loader is not None
-    base = report.trials[report.answer.leading].config
-    settings = report.loader.settings | base
-    if not settings.workers:
+    leading = report.trials[report.answer.leading].config
+    base, knobs = (leading, refinements()) if (report.loader.settings | leading).workers else \
+        (_fastest_with_workers(report), tuple(k for k in refinements() if k.name in WORKER_COST))
+    if base is None:
         return None
+    settings = report.loader.settings | base
     threads = settings.threads
-    for record in refinements():
+    for record in knobs:
         knob = record.name
         if (threads and not record.threads and record.name != "worker_kind") or \
                 any(refined(KnobValues({knob: t.config[knob]}), report) for t in report.trials if knob in t.config):
@@ -72,3 +80,12 @@ def refinement(report: TuneReport, seen: set[Key]) -> KnobValues | None:
         if value is not None and key(config) not in seen:
             return config
     return None
+
+
+def _fastest_with_workers(report: TuneReport) -> KnobValues | None:
+    """The config with workers (for every node alike) whose runs went fastest; None when none ran."""
+    assert report.loader is not None
+    settings = report.loader.settings
+    found = [runs for runs in rates(report.trials).values()
+             if (settings | runs[0][1].config).workers and not runs[0][1].node_knobs]
+    return max(found, key=rate)[0][1].config if found else None
