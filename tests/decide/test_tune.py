@@ -18,7 +18,7 @@ from dataprof.decide.tune import (
     sweep_target,
 )
 from dataprof.decide.tune.answer import key, rate, rates
-from dataprof.decide.tune.refine import refinement
+from dataprof.decide.tune.refine import cost_climb, refinement
 from dataprof.results.codec import decode, encode
 from dataprof.results.knobs import KnobValues
 from dataprof.results.load import TYPES, load_as
@@ -289,6 +289,26 @@ def test_where_no_workers_lead_what_workers_cost_is_refined_on_the_fastest_confi
     persistent = dataclasses.replace(two, settings={**two.settings, "persistent_workers": True})
     # a deeper prefetch rides out a slow batch, and costs the workers nothing less: not tried where none lead
     assert refinement(report(*runs, loader=persistent), set()) is None
+
+
+def test_where_no_workers_lead_persistent_workers_as_fast_are_doubled_while_their_runs_are_not_shown_slower() -> None:
+    """dcgan with no workers of its own: two workers, then one, ran slower than none; two persistent ones as fast
+    as none; by hand eight persistent ones ran 18% faster than none. Persistence gives the workers a curve of
+    their own, climbed while it is not shown slower than none."""
+    zero = TunedLoader("main.py:107", "DataLoader", 64, {"num_workers": 0, "persistent_workers": False})
+    runs = [run({}, 5.1, "current"), run({}, 8.2, "headspace"), run({}, 5.1, "current"), run({}, 8.3, "headspace"),
+            run({"num_workers": 2}, 4.4), run({"num_workers": 1}, 3.8),
+            run({"num_workers": 2, "persistent_workers": True}, 4.9), run({}, 4.4, "current"),
+            run({"num_workers": 2}, 4.4), run({"num_workers": 2, "persistent_workers": True}, 4.8)]
+    climbed = report(*runs, loader=zero)
+    assert climbed.answer is not None and climbed.trials[climbed.answer.leading].config == {}
+    assert next_run(climbed) == ({"num_workers": 4, "persistent_workers": True}, "candidate")
+    runs.append(run({"num_workers": 4, "persistent_workers": True}, 5.3))
+    assert next_run(report(*runs, loader=zero)) == ({"num_workers": 8, "persistent_workers": True}, "candidate")
+    slower = [*runs[:6], run({"num_workers": 2, "persistent_workers": True}, 3.0), run({}, 4.9, "current"),
+              run({"num_workers": 2, "persistent_workers": True}, 3.1)]
+    assert cost_climb(report(*slower, loader=zero), set()) is None  # shown slower than none: not climbed
+    assert next_run(report(*slower, loader=zero)) is None
 
 
 def test_the_loader_only_sweep_s_pick_runs_in_the_training_and_the_climb_goes_on_from_it() -> None:

@@ -20,7 +20,7 @@ from dataprof.decide.tune.answer import unsettled
 from dataprof.decide.tune.cost import node_workers
 from dataprof.decide.tune.memory import over_memory
 from dataprof.decide.tune.noise import MIN_RUNS, Key, Runs, band, faster, key, key_of, pooled_noise, rate, rates
-from dataprof.decide.tune.refine import as_changed, refinement
+from dataprof.decide.tune.refine import as_changed, cost_climb, refinement
 from dataprof.decide.workers import CLIMB_TOP
 from dataprof.results.knobs import KnobValues
 from dataprof.results.tune import TuneReport, TuneTrial
@@ -83,12 +83,13 @@ def _headspace_again(report: TuneReport, seen: set[Key], runs_left: int | None) 
 
 
 def _candidate(report: TuneReport, seen: set[Key], runs_left: int | None) -> Step | None:
-    """The worker climb around the leading config, then its refinements (not around a config of its own for
-    some nodes); none once the budget holds no second run (:func:`_unconfirmable`)."""
+    """The worker climb around the leading config, then its refinements, then where no workers lead the climb
+    along what workers cost (not around a config of its own for some nodes); none once the budget holds no second
+    run (:func:`_unconfirmable`)."""
     assert report.answer is not None and report.answer.leading is not None
     if report.trials[report.answer.leading].node_knobs or _unconfirmable(report, runs_left):
         return None
-    step = _climb(report, seen) or refinement(report, seen)
+    step = _climb(report, seen) or refinement(report, seen) or cost_climb(report, seen)
     return None if step is None else (step, "candidate")
 
 
