@@ -8,11 +8,11 @@ from typing import Any
 
 from dataprof.decide.tune.cost import without_idle_knobs
 from dataprof.decide.tune.memory import over_memory
-from dataprof.decide.tune.noise import Key, bounds, key, key_of, pooled_noise, rate, rates
+from dataprof.decide.tune.noise import Key, Runs, bounds, key, key_of, pooled_noise, rate, rates
 from dataprof.decide.workers import CLIMB_TOP
 from dataprof.results.knobs import KnobValues
 from dataprof.results.registry import REGISTRY, Knob
-from dataprof.results.tune import TunedLoader, TuneReport
+from dataprof.results.tune import TunedLoader, TuneReport, TuneTrial
 from dataprof.results.vocabulary import StartMethod, WorkerKind
 
 REFINE: dict[str, Callable[[Any, TunedLoader], Any]] = {
@@ -66,9 +66,10 @@ def refinement(report: TuneReport, seen: set[Key]) -> KnobValues | None:
     a value to try there (on threads, a knob a thread loader has); None when none is left."""
     assert report.answer is not None and report.answer.leading is not None and report.loader is not None
     leading = report.trials[report.answer.leading].config
-    base, knobs = (leading, refinements()) if (report.loader.settings | leading).workers else \
-        (_fastest_with_workers(report), tuple(k for k in refinements() if k.name in WORKER_COST))
-    if base is None:
+    fastest = None if (report.loader.settings | leading).workers else _fastest_with_workers(report)
+    base, knobs = (leading, refinements()) if fastest is None else \
+        (fastest[0][1].config, tuple(k for k in refinements() if k.name in WORKER_COST))
+    if not (report.loader.settings | base).workers:
         return None
     settings = report.loader.settings | base
     threads = settings.threads
@@ -84,13 +85,18 @@ def refinement(report: TuneReport, seen: set[Key]) -> KnobValues | None:
     return None
 
 
-def _fastest_with_workers(report: TuneReport) -> KnobValues | None:
-    """The config with workers (for every node alike) whose runs went fastest; None when none ran."""
+def _fastest_with_workers(report: TuneReport, cost_knob: bool = False) -> Runs | None:
+    """The runs of the config with workers (for every node alike) that went fastest; with ``cost_knob``, of those of
+    worker processes that set a knob of :data:`WORKER_COST` their own way. None when none ran."""
     assert report.loader is not None
     settings = report.loader.settings
-    found = [runs for runs in rates(report.trials).values()
-             if (settings | runs[0][1].config).workers and not runs[0][1].node_knobs]
-    return max(found, key=rate)[0][1].config if found else None
+
+    def counts(trial: TuneTrial) -> bool:
+        config = settings | trial.config
+        return bool(config.workers) and not trial.node_knobs and (not cost_knob or (not config.threads and any(
+            k in trial.config and refined(KnobValues({k: trial.config[k]}), report) for k in WORKER_COST)))
+
+    return max((runs for runs in rates(report.trials).values() if counts(runs[0][1])), key=rate, default=None)
 
 
 def cost_climb(report: TuneReport, seen: set[Key]) -> KnobValues | None:
@@ -100,17 +106,10 @@ def cost_climb(report: TuneReport, seen: set[Key]) -> KnobValues | None:
     persistent workers: two as fast as none, eight 18% faster). None when none is left to double."""
     assert report.answer is not None and report.answer.leading is not None and report.loader is not None
     settings = report.loader.settings
-    by_config = rates(report.trials)
-    lead = by_config[key_of(report.trials[report.answer.leading])]
-    if (settings | lead[0][1].config).workers:
+    lead = rates(report.trials)[key_of(report.trials[report.answer.leading])]
+    best = None if (settings | lead[0][1].config).workers else _fastest_with_workers(report, cost_knob=True)
+    if best is None:
         return None
-    found = [runs for runs in by_config.values() if not runs[0][1].node_knobs
-             and (settings | runs[0][1].config).workers and not (settings | runs[0][1].config).threads
-             and any(k in runs[0][1].config and refined(KnobValues({k: runs[0][1].config[k]}), report)
-                     for k in WORKER_COST)]
-    if not found:
-        return None
-    best = max(found, key=rate)
     workers = 2 * (settings | best[0][1].config).workers
     more = as_changed(best[0][1].config | {"num_workers": workers}, settings)
     if bounds(pooled_noise(report.trials), best, lead)[1] < 0 or workers > CLIMB_TOP or key(more) in seen or \

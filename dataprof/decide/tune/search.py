@@ -1,14 +1,14 @@
 """``dataprof tune``'s search (pure): the next run of the training to try.
 
-The search measures the script as it is
-(``current``), then with its first batches replayed (``headspace``: data for free, the training's ceiling), the
-loader-only sweep's pick when there is one, the script as it is again (so the noise of its runs is known before
-anything is judged against it), then climbs ``num_workers`` around the config leading so far while the runs show a
-doubling faster, and down while fewer are as fast (to none, when the runs show the workers slowing the step), tries
-each of ``refine.refinements()`` once on top of the config leading then (what workers cost on the fastest config
-with workers, where none leads), across nodes climbs the workers of the node whose ranks wait most for data on that
-node alone, and runs again the configs that one run cannot settle: the leading one until it has two runs interleaved
-with the script's own, and the contenders of a close call."""
+The search measures the script as it is (``current``), then with its first batches replayed (``headspace``: data for
+free, the training's ceiling), the loader-only sweep's pick when there is one, the script as it is again (so the
+noise of its runs is known before anything is judged against it), then climbs ``num_workers`` around the config
+leading so far while the runs show a doubling faster, and down while fewer are as fast (to none, when the runs show
+the workers slowing the step), tries each of ``refine.refinements()`` once on top of the config leading then (where
+none with workers leads, those that change what workers cost, on the fastest config with workers, whose workers are
+then doubled while its runs are not shown slower), across nodes climbs the workers of the node whose ranks wait most
+for data on that node alone, and runs again the configs that one run cannot settle: the leading one until it has two
+runs interleaved with the script's own, and the contenders of a close call."""
 
 from __future__ import annotations
 
