@@ -9,11 +9,12 @@ keys in their order (its fields' and its derived properties', as the contract or
 form of its own (``to_dict`` / ``from_dict``: a loader config by its framework's names, a document's header) is
 written and read with it.
 
-Reading is lenient, as a document of an older dataprof needs: keys it does not know are left out, a key it lacks
-(or holds null for a field that is not optional) takes the field's default, or None where the field may be None;
-any other field the data lacks is a KeyError, and a number's field holding anything but a number (``"fast"`` for a
-rate) a :class:`Mismatch`. :func:`decode` with ``strict=True`` (messages between dataprof's own processes, and
-what comes over the network) refuses an unknown or missing key too, and a number, text or flag of another kind.
+Reading is lenient, as a document of an older dataprof needs: keys it does not know are left out, a key it lacks (or
+holds null for a field that is not optional) takes the field's default, or None where the field may be None; any
+other field the data lacks is a KeyError (one it holds null, a ValueError), and a number's field holding anything
+but a number (``"fast"`` for a rate) a :class:`Mismatch`. :func:`decode` with ``strict=True`` (messages between
+dataprof's own processes, and what comes over the network) refuses an unknown or missing key too, and a number, text
+or flag of another kind.
 """
 
 from __future__ import annotations
@@ -142,10 +143,10 @@ def from_fields(cls: type[T], data: Mapping[str, Any], *, strict: bool = False) 
             continue
         key = meta.get(_NAME, field.name)
         optional = _optional(hints[field.name])
-        if key not in data or (data[key] is None and not optional and _has_default(field)):
+        if key not in data or (data[key] is None and not optional):
             if not _has_default(field):
                 if not optional:
-                    raise KeyError(key)
+                    raise KeyError(key) if key not in data else ValueError(f"{key!r} is null, where a value is needed")
                 values[field.name] = None  # an optional figure a document lacks: not known
             continue
         raw = data[key]

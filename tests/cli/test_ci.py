@@ -117,13 +117,18 @@ def test_compare_rejects_what_is_not_a_result(tmp_path: Path, cli: Invoke) -> No
 def test_a_saved_document_with_figures_no_run_writes_is_malformed_in_one_line_not_a_traceback(
         tmp_path: Path, cli: Invoke) -> None:
     data = json.loads(decided("io_bound").to_json())
-    data["trials"][0]["window_s"] = 0  # a window of no time: the pipeline's model divides by it
-    data["dataset"]["init_s"] = None
+    data["environment"]["usable_cpus"] = 0  # no CPU to run on: the pipeline's model divides by it
     broken = tmp_path / "broken.json"
     broken.write_text(json.dumps(data))
-    for command in (["diagnose", str(broken)], ["report", str(broken), "--html", str(tmp_path / "r.html")]):
+    code, stdout, stderr = cli("diagnose", str(broken))
+    assert code == 2 and f"error: {broken}: a malformed dataprof document (ZeroDivisionError" in stderr, stderr
+    assert "Traceback" not in stdout + stderr
+    data["dataset"]["init_s"] = None  # null where a time goes: said as it is read, the field named
+    nulled = tmp_path / "nulled.json"
+    nulled.write_text(json.dumps(data))
+    for command in (["diagnose", str(nulled)], ["report", str(nulled), "--html", str(tmp_path / "r.html")]):
         code, stdout, stderr = cli(*command)
-        assert code == 2 and f"error: {broken}: a malformed dataprof document (" in stderr, (command, stderr)
+        assert code == 2 and f"error: {nulled}: malformed dataprof result (ValueError: 'init_s' is null" in stderr
         assert "Traceback" not in stdout + stderr
     code, _, stderr = cli("diagnose", str(broken), "--debug")
     assert code == 2 and "Traceback" in stderr  # --debug shows where it failed

@@ -62,6 +62,8 @@ def test_reading_is_lenient_for_older_documents_and_strict_for_messages() -> Non
     assert decode(Outer, {**old, "config": None}) == Outer(TrialStatus.OK, "L")  # null where not optional: default
     with pytest.raises(KeyError):
         decode(Outer, {"status": "ok"})
+    with pytest.raises(ValueError, match="'b' is null, where a value is needed"):  # a tune's wall_s, say
+        decode(Strict, {"a": 1, "b": None})  # not a None the renderers then format as a number
     assert decode(Strict, {"a": 1, "b": 2}) == Strict(1, 2)
     assert decode(Loose, {"a": 1}) == Loose(1, None)  # an optional figure an older document lacks: not known
     with pytest.raises(Mismatch, match=r"unknown keys \['x'\], missing keys \['b'\]"):
