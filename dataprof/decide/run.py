@@ -54,15 +54,9 @@ def _verdict(report: RunReport, loader: LoaderRun, th: Thresholds) -> Finding:
                f"num_workers={loader.num_workers}): waiting for data {share:.0%} of each iteration (next() p50 "
                f"{wait:.1f} ms, step p50 {step:.1f} ms, {loader.samples_per_s or 0:,.0f} samples/s)")
     level = band(share, th)
-    warm = loader.warmup_wait_fraction
-    if level == "fine" and warm is not None and warm >= th.critical_wait:
-        return Finding(id=FindingId.EPOCH_START, severity=Severity.WARNING,
-                       evidence=f"{numbers} in the steady state, but each epoch's start (first batch "
-                                f"{', '.join(f'{s:.2f}' for s in loader.first_batch_s[:3])} s, then the prefetch) "
-                                f"took {warm:.0%} of the loader's whole time over {loader.epochs} epoch(s) of "
-                                f"{loader.batches // max(1, loader.epochs)} batches",
-                       recommendation="Epochs are short next to the workers' start: keep the workers "
-                                      "(persistent_workers=True), or run longer epochs (fewer, larger passes).")
+    starts = _epoch_starts(loader, numbers, share, th)
+    if starts is not None:
+        return starts
     if level == "fine":
         busy = report.resources.cpu_percent_system
         if busy is not None and busy >= 100 * th.machine_saturated:
@@ -102,6 +96,35 @@ def _verdict(report: RunReport, loader: LoaderRun, th: Thresholds) -> Finding:
                                                                   f"of {usable})"),
                    recommendation="Samples wait on something other than CPU (storage, network, locks): more "
                                   "workers or a larger prefetch_factor hide it; the sweep below measures how many.")
+
+
+def _epoch_starts(loader: LoaderRun, numbers: str, share: float, th: Thresholds) -> Finding | None:
+    """The epochs' starts as the verdict, where those after the first (:func:`restart_share`) take
+    ``critical_wait`` of the loader's time or more, and more than its steady ``share`` waits; None otherwise."""
+    restarts = restart_share(loader)
+    if restarts is None or restarts < th.critical_wait or restarts <= share:
+        return None
+    return Finding(id=FindingId.EPOCH_START, severity=Severity.WARNING,
+                   evidence=f"{numbers} in the steady state, but each epoch's start after the first (first batch "
+                            f"{', '.join(f'{s:.2f}' for s in loader.first_batch_s[1:4])} s, then the prefetch) took "
+                            f"{restarts:.0%} of the loader's whole time over {loader.epochs} epochs of "
+                            f"{loader.batches // max(1, loader.epochs)} batches",
+                   recommendation="The workers persist already: what each epoch's iterator does as it starts (a "
+                                  "sampler, an IterableDataset's __iter__, the prefetch refilled) sets the pace; run "
+                                  "longer epochs (fewer, larger passes)." if loader.persistent_workers else
+                                  "Epochs are short next to the workers' start: keep the workers "
+                                  "(persistent_workers=True), or run longer epochs (fewer, larger passes).")
+
+
+def restart_share(loader: LoaderRun) -> float | None:
+    """The share of the loader's whole time its epochs after the first spent waiting at their starts: the waits at
+    every epoch's start (``warmup_wait_fraction``: the first batch, the prefetch after it) in the proportion of
+    the later epochs' first batches; the first epoch's start is the training's start-up, not a cost of short
+    epochs. None with one epoch."""
+    starts = loader.first_batch_s
+    if loader.warmup_wait_fraction is None or len(starts) < 2 or not sum(starts):
+        return None
+    return loader.warmup_wait_fraction * sum(starts[1:]) / sum(starts)
 
 
 def next_command(report: RunReport, loader: LoaderRun) -> str:
