@@ -76,8 +76,9 @@ class TuneTrial:
     epoch_samples: int | None = None
     """The samples of the loader's first epoch that ran out in this run; None when none did."""
     warmup_wait_fraction: float | None = None
-    """Share of the loader's whole time spent waiting at each epoch's start (its first batch and the rest of its
-    warm-up): what the steady ``data_wait_fraction`` leaves out, and more workers shorten."""
+    """Share of the loader's whole time spent waiting at the starts of its epochs after the first (their first
+    batch and the rest of their warm-up; the first epoch's start is the training's start-up, ``startup_s``): what
+    the steady ``data_wait_fraction`` leaves out, and more workers shorten. None with one epoch."""
     no_training: bool = False
     """The run delivered no training batch (an evaluation before the training, longer than the run): the next
     run's start-up allowance is longer."""

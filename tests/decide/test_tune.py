@@ -512,6 +512,21 @@ def test_a_run_that_fails_again_is_not_asked_for_forever() -> None:
     assert step is None or step[0] != {"num_workers": 2}  # three tries, two failed: not a fourth
 
 
+def test_a_run_s_wait_at_epoch_starts_leaves_its_first_epoch_s_start_up_out() -> None:
+    """A data-for-free run of a script that spawns its workers with a 200 MB dataset: its first batch took 3.3 s,
+    a quarter of the run, and it replays every later epoch from memory. Counted as waits at epoch starts, the
+    climb's rule for short epochs would take that start-up for short epochs and double the workers once more."""
+    from dataprof.decide.tune import trial_of
+
+    base = run_report(0.05)
+    loader = dataclasses.replace(base.loaders[0], iterations_per_s=30.0, warmup_wait_fraction=0.25,
+                                 first_batch_s=(3.3,), epochs=1)
+    assert trial_of(dataclasses.replace(base, loaders=(loader,)), {}, "candidate", None).warmup_wait_fraction is None
+    restarted = dataclasses.replace(loader, first_batch_s=(3.3, 3.3, 3.4), epochs=3, warmup_wait_fraction=0.9)
+    share = trial_of(dataclasses.replace(base, loaders=(restarted,)), {}, "candidate", None).warmup_wait_fraction
+    assert share is not None and abs(share - 0.9 * 6.7 / 10.0) < 1e-9  # the two starts after the first
+
+
 def test_a_headspace_whose_replay_never_began_or_timed_too_few_batches_is_failed_not_the_loader_s_figure() -> None:
     from dataprof.decide.tune import trial_of
     from dataprof.results.run import RunChanges

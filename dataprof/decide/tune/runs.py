@@ -8,6 +8,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
+from dataprof.decide.run import restart_share
 from dataprof.results.knobs import KnobValues, knob_words
 from dataprof.results.run import LoaderRun, RunReport
 from dataprof.results.sweep import Report
@@ -132,7 +133,7 @@ def trial_of(run: RunReport, config: KnobValues, role: str, site: str | None,
                      step_ms=None if step is None else Percentiles(step.p50, step.p95),
                      startup_s=loader.first_batch_s[0] if loader.first_batch_s else None,
                      epoch_samples=loader.epoch_samples[0] if loader.epoch_samples else None,
-                     warmup_wait_fraction=loader.warmup_wait_fraction, **resources)
+                     warmup_wait_fraction=restart_share(loader), **resources)
 
 
 def no_training(run: RunReport, site: str | None, split: str | None = None) -> str | None:
