@@ -36,13 +36,16 @@ def _num(value: float | None, fmt: str = "{:,.1f}") -> str:
 
 def trials_table(report: TuneReport) -> Table:
     """One row per run of the training, the recommended one starred; a failed run's reason is a note below. Runs of
-    several ranks show each rank's data wait (rank 0 first): the rank that waits most paces the others."""
+    several ranks show each rank's data wait (rank 0 first): the rank that waits most paces the others. The data
+    wait is the steady state's; the waits at the starts of the epochs after the first are a column of their own
+    where a run saw a second epoch (workers started anew at each short epoch: 11% steady, 76% at the starts)."""
     answer = report.answer
     table = Table(title="Runs of your training (steady iterations; start-up apart)", title_justify="left")
     gpu = any(t.gpu_util_percent is not None for t in report.trials)
     ranks = any(t.ranks for t in report.trials)
+    starts = any(t.warmup_wait_fraction is not None for t in report.trials)
     columns = ("", "run", "it/s", "data wait") + (("by rank",) if ranks else ()) + \
-        ("step p50", "vs free", "start-up") + (("GPU",) if gpu else ())
+        (("epoch\nstarts",) if starts else ()) + ("step p50", "vs free", "start-up") + (("GPU",) if gpu else ())
     for column in columns:
         table.add_column(column, justify="left" if column in ("", "run") else "right")
     for index, trial in enumerate(report.trials):
@@ -54,6 +57,7 @@ def trials_table(report: TuneReport) -> Table:
         slowdown = None if answer is None else answer.step_slowdown.get(index)
         by_rank = (" / ".join(_num(r.data_wait_fraction, "{:.0%}") for r in trial.ranks),) if ranks else ()
         table.add_row(star, name, _num(trial.iterations_per_s), _num(trial.data_wait_fraction, "{:.0%}"), *by_rank,
+                      *((_num(trial.warmup_wait_fraction, "{:.0%}"),) if starts else ()),
                       _num(None if trial.step_ms is None else trial.step_ms.p50, "{:.1f} ms"),
                       "–" if slowdown is None else fmt_change(slowdown),
                       _num(trial.startup_s, "{:.2f} s"), *((_num(trial.gpu_util_percent, "{:.0f}%"),) if gpu else ()))

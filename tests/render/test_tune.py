@@ -66,6 +66,24 @@ def test_the_gpu_column_shows_only_when_the_training_used_a_gpu() -> None:
     assert "GPU" in text(on_gpu) and "37%" in text(on_gpu)
 
 
+def test_the_waits_at_later_epoch_starts_show_beside_the_steady_wait_where_a_run_saw_a_second_epoch() -> None:
+    import io
+
+    from rich.console import Console
+
+    from dataprof.render.tune import trials_table
+
+    def text(*trials: TuneTrial) -> str:
+        buffer = io.StringIO()
+        Console(file=buffer, width=150, color_system=None).print(trials_table(tuned(*trials, swept=None)))
+        return buffer.getvalue()
+
+    assert "starts" not in text(run({}, 8.8, "current"))  # one epoch a run: no column
+    restarting = dataclasses.replace(run({}, 4.1, "current"), data_wait_fraction=0.11, warmup_wait_fraction=0.76)
+    row = next(line for line in text(restarting, run({}, 33.0, "headspace")).splitlines() if "yours" in line)
+    assert "11%" in row and "76%" in row  # workers started anew at each short epoch: 11% steady, 76% at starts
+
+
 def test_threads_recommended_are_said_as_the_loader_that_runs_them() -> None:
     for threads, how in (("torchdata.nodes", "the torchdata.nodes pipeline of docs/threads.md"),
                          ("torch", 'worker_method="thread"')):
