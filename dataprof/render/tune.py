@@ -47,7 +47,8 @@ def trials_table(report: TuneReport) -> Table:
     columns = ("", "run", "it/s", "data wait") + (("by rank",) if ranks else ()) + \
         (("epoch\nstarts",) if starts else ()) + ("step p50", "vs free", "start-up") + (("GPU",) if gpu else ())
     for column in columns:
-        table.add_column(column, justify="left" if column in ("", "run") else "right")
+        table.add_column(column, justify="left" if column in ("", "run") else "right",
+                         overflow="fold")  # a config's words broken across lines, never cut short
     for index, trial in enumerate(report.trials):
         star = "★" if answer is not None and answer.recommended == index else ""
         name = f"{ROLES[trial.role]}: {_config(trial)}"

@@ -82,6 +82,11 @@ def test_the_waits_at_later_epoch_starts_show_beside_the_steady_wait_where_a_run
     restarting = dataclasses.replace(run({}, 4.1, "current"), data_wait_fraction=0.11, warmup_wait_fraction=0.76)
     row = next(line for line in text(restarting, run({}, 33.0, "headspace")).splitlines() if "yours" in line)
     assert "11%" in row and "76%" in row  # workers started anew at each short epoch: 11% steady, 76% at starts
+    narrow = io.StringIO()  # on 80 columns a config's words are broken across lines, never cut short
+    Console(file=narrow, width=80, color_system=None).print(trials_table(tuned(
+        restarting, run({}, 33.0, "headspace"), run({"num_workers": 16, "persistent_workers": True}, 6.0),
+        swept=None)))
+    assert "…" not in narrow.getvalue() and "persistent_" in narrow.getvalue()
 
 
 def test_threads_recommended_are_said_as_the_loader_that_runs_them() -> None:
