@@ -305,6 +305,12 @@ def test_where_no_workers_lead_persistent_workers_as_fast_are_doubled_while_thei
     assert next_run(climbed) == ({"num_workers": 4, "persistent_workers": True}, "candidate")
     runs.append(run({"num_workers": 4, "persistent_workers": True}, 5.3))
     assert next_run(report(*runs, loader=zero)) == ({"num_workers": 8, "persistent_workers": True}, "candidate")
+    # four persistent workers ran once, faster than none: until their second run no config is recommended, so a
+    # budget of two more runs gives them that run rather than start eight, which could not be confirmed either
+    assert next_run(report(*runs, loader=zero), runs_left=2) == \
+        ({"num_workers": 4, "persistent_workers": True}, "candidate")
+    assert next_run(report(*runs, loader=zero), runs_left=3) == \
+        ({"num_workers": 8, "persistent_workers": True}, "candidate")
     slower = [*runs[:6], run({"num_workers": 2, "persistent_workers": True}, 3.0), run({}, 4.9, "current"),
               run({"num_workers": 2, "persistent_workers": True}, 3.1)]
     assert cost_climb(report(*slower, loader=zero), set()) is None  # shown slower than none: not climbed

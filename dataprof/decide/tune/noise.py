@@ -64,6 +64,18 @@ def _by_config(trials: Sequence[TuneTrial], headspace: bool = False) -> dict[Key
     return found
 
 
+def unconfirmed_ahead(trials: Sequence[TuneTrial], leading: Key) -> int:
+    """The configs run once, the ``leading`` one apart, whose run beat it and the fastest config run twice (or the
+    script's own): each keeps the leading config from being recommended until its second run (the answer's "near
+    what ran faster once")."""
+    by_config = rates(trials)
+    settled = [runs for config, runs in by_config.items()
+               if len(runs) >= MIN_RUNS or runs[0][1].role == "current" or config == leading]
+    top = max((rate(runs) for runs in settled), default=0.0)
+    return sum(1 for config, runs in by_config.items() if len(runs) < MIN_RUNS and config != leading
+               and runs[0][1].role != "current" and rate(runs) > top)
+
+
 def on_pace(trials: Sequence[TuneTrial]) -> list[TuneTrial]:
     """The runs, each but the script's own with its figures scaled by the script's median pace over its pace around
     that run (between the script's runs before and after it, by their order; the nearest when it has them on one

@@ -19,7 +19,19 @@ from dataprof.decide.search.common import first_of
 from dataprof.decide.tune.answer import unsettled
 from dataprof.decide.tune.cost import node_workers
 from dataprof.decide.tune.memory import over_memory
-from dataprof.decide.tune.noise import MIN_RUNS, Key, Runs, band, faster, key, key_of, pooled_noise, rate, rates
+from dataprof.decide.tune.noise import (
+    MIN_RUNS,
+    Key,
+    Runs,
+    band,
+    faster,
+    key,
+    key_of,
+    pooled_noise,
+    rate,
+    rates,
+    unconfirmed_ahead,
+)
 from dataprof.decide.tune.refine import as_changed, cost_climb, refinement
 from dataprof.decide.workers import CLIMB_TOP
 from dataprof.results.knobs import KnobValues
@@ -95,9 +107,12 @@ def _candidate(report: TuneReport, seen: set[Key], runs_left: int | None) -> Ste
 
 def _unconfirmable(report: TuneReport, runs_left: int | None) -> bool:
     """Whether a config first run now could not run again within the budget beside the runs the leading config
-    still needs (:func:`_needed`): run once, it is never recommended, and one that beat the fastest keeps every
+    still needs (:func:`_needed`) and the second runs of those run once that beat the fastest
+    (:func:`unconfirmed_ahead`): run once, it is never recommended, and one that beat the fastest keeps every
     config from being recommended until it runs again, so those runs go to the answer's confirmation instead."""
-    return runs_left is not None and runs_left < _needed(report) + MIN_RUNS
+    assert report.answer is not None and report.answer.leading is not None
+    ahead = unconfirmed_ahead(report.trials, key_of(report.trials[report.answer.leading]))
+    return runs_left is not None and runs_left < _needed(report) + ahead + MIN_RUNS
 
 
 HEADSPACE_RUNS = 2
