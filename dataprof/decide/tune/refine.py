@@ -66,7 +66,8 @@ def refinement(report: TuneReport, seen: set[Key]) -> KnobValues | None:
     a value to try there (on threads, a knob a thread loader has); None when none is left."""
     assert report.answer is not None and report.answer.leading is not None and report.loader is not None
     leading = report.trials[report.answer.leading].config
-    fastest = None if (report.loader.settings | leading).workers else _fastest_with_workers(report)
+    workers = (report.loader.settings | leading).workers
+    fastest = None if workers else _fastest_with_workers(report, rates(report.trials))
     base, knobs = (leading, refinements()) if fastest is None else \
         (fastest[0][1].config, tuple(k for k in refinements() if k.name in WORKER_COST))
     if not (report.loader.settings | base).workers:
@@ -85,9 +86,10 @@ def refinement(report: TuneReport, seen: set[Key]) -> KnobValues | None:
     return None
 
 
-def _fastest_with_workers(report: TuneReport, cost_knob: bool = False) -> Runs | None:
-    """The runs of the config with workers (for every node alike) that went fastest; with ``cost_knob``, of those of
-    worker processes that set a knob of :data:`WORKER_COST` their own way. None when none ran."""
+def _fastest_with_workers(report: TuneReport, by_config: dict[Key, Runs], cost_knob: bool = False) -> Runs | None:
+    """The runs (of ``by_config``: the runs by config) of the config with workers (for every node alike) that went
+    fastest; with ``cost_knob``, of those of worker processes that set a knob of :data:`WORKER_COST` their own way.
+    None when none ran."""
     assert report.loader is not None
     settings = report.loader.settings
 
@@ -96,7 +98,7 @@ def _fastest_with_workers(report: TuneReport, cost_knob: bool = False) -> Runs |
         return bool(config.workers) and not trial.node_knobs and (not cost_knob or (not config.threads and any(
             k in trial.config and refined(KnobValues({k: trial.config[k]}), report) for k in WORKER_COST)))
 
-    return max((runs for runs in rates(report.trials).values() if counts(runs[0][1])), key=rate, default=None)
+    return max((runs for runs in by_config.values() if counts(runs[0][1])), key=rate, default=None)
 
 
 def cost_climb(report: TuneReport, seen: set[Key]) -> KnobValues | None:
@@ -105,9 +107,11 @@ def cost_climb(report: TuneReport, seen: set[Key]) -> KnobValues | None:
     leading: that knob gives the workers a curve of their own, which the climb from none never walked (dcgan's
     persistent workers: two as fast as none, eight 18% faster). None when none is left to double."""
     assert report.answer is not None and report.answer.leading is not None and report.loader is not None
-    settings = report.loader.settings
-    lead = rates(report.trials)[key_of(report.trials[report.answer.leading])]
-    best = None if (settings | lead[0][1].config).workers else _fastest_with_workers(report, cost_knob=True)
+    settings, leading = report.loader.settings, report.trials[report.answer.leading]
+    if (settings | leading.config).workers:
+        return None
+    by_config = rates(report.trials)
+    best, lead = _fastest_with_workers(report, by_config, cost_knob=True), by_config[key_of(leading)]
     if best is None:
         return None
     workers = 2 * (settings | best[0][1].config).workers

@@ -111,8 +111,10 @@ def _unconfirmable(report: TuneReport, runs_left: int | None) -> bool:
     (:func:`unconfirmed_ahead`): run once, it is never recommended, and one that beat the fastest keeps every
     config from being recommended until it runs again, so those runs go to the answer's confirmation instead."""
     assert report.answer is not None and report.answer.leading is not None
+    if runs_left is None:
+        return False
     ahead = unconfirmed_ahead(report.trials, key_of(report.trials[report.answer.leading]))
-    return runs_left is not None and runs_left < _needed(report) + ahead + MIN_RUNS
+    return runs_left < _needed(report) + ahead + MIN_RUNS
 
 
 HEADSPACE_RUNS = 2
