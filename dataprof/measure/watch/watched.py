@@ -28,7 +28,7 @@ from typing import Any
 from dataprof.backends.common import batch_size_of, footprint
 from dataprof.backends.construction import loader_class, patch_loader_modules
 from dataprof.backends.frameworks import in_package
-from dataprof.measure.forked import PR_SET_PDEATHSIG, prctl
+from dataprof.measure.forked import PR_SET_PDEATHSIG, freeze_own_objects, prctl
 from dataprof.measure.protocol import QueuedChannel, read
 from dataprof.measure.watch.changes import Replay, lost_knobs, overridden, override_nodes, thread_epoch
 from dataprof.measure.watch.events import Ended, EpochEnded, EpochStarted, Exit, Factory, Overridden, RanksStarted, said
@@ -202,7 +202,9 @@ def _length(loader: Any) -> int | None:
 
 
 def run(mode: str, target: str, args: list[str]) -> None:
-    """Run the script (``mode`` ``script``) or module (``module``) as ``python`` would, as ``__main__``."""
+    """Run the script (``mode`` ``script``) or module (``module``) as ``python`` would, as ``__main__``, with
+    dataprof's objects out of its collector's books (:func:`~dataprof.measure.forked.freeze_own_objects`)."""
+    freeze_own_objects()
     if mode == "module":
         sys.argv = [target, *args]
         if os.environ.get(HOME_ENV):  # run elsewhere (tune --workdir): the module is found where the user is
