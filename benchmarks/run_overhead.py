@@ -5,7 +5,8 @@ steady state. ``--pipeline sleep`` (``_sleep_train.py``: each sample sleeps) is 
 ``--pipeline jpeg`` is PyTorch's ImageNet example's shape (``examples/frameworks/imagenet_train.py``: PIL decodes
 and augments JPEGs in ``--workers`` workers started afresh each epoch, a validation loader beside), timed by its
 own epoch log over the epochs after the first: a real pipeline, whose forked workers pay for whatever the watch
-leaves in the training's heap (a script parsed there once cost it 30%). Target: watched / plain ≥ 0.99 for
+leaves in the training's heap (a script parsed there once cost it 30%; dataprof's objects left in the
+garbage collector's books, which each forked worker inherits, cost it 31%). Target: watched / plain ≥ 0.99 for
 ``sleep``, ≥ 0.95 for ``jpeg`` (its epochs are short, so noisier; median of the pairs).
 
     python benchmarks/run_overhead.py [--pipeline sleep|jpeg] [--pairs 4] [--workers 2] [--sleep-ms 1] [--step-ms 2]
