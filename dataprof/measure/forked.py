@@ -44,6 +44,7 @@ def freeze_own_objects() -> None:
     gc.freeze()
     gc.collect()  # on empty generations: no objects pending promotion, none counted as long-lived
 
+
 class ForkFailed(Exception):
     """The forked work raised, died or ran out of time: the message says which, in one line."""
 
