@@ -190,6 +190,27 @@ def test_a_loader_iterated_beside_the_training_s_keeps_its_time() -> None:
     assert paces(zipped)["0"] == pytest.approx(10.0)  # the other's epochs hold this one's batches: nothing left out
 
 
+def test_the_training_s_time_is_its_whole_epochs_from_their_workers_start_to_their_end() -> None:
+    """As the training's own epoch log times it: each epoch from its workers' start to its end, a checkpoint
+    between epochs left out, and a last epoch the window cut short not weighing its start against one batch."""
+    def train_and_checkpoint(DataLoader: Any, now: list[float]) -> None:
+        class Starting(list[list[int]]):  # its workers take 0.5 s to start each epoch
+            def __iter__(self) -> Any:
+                now[0] += 0.5
+                yield from list.__iter__(self)
+
+        loader = DataLoader(Starting([[i] for i in range(4)]))
+        for epoch in range(5):
+            for _ in loader:
+                now[0] += 0.1  # the step
+                if epoch == 4:
+                    return  # the window ends one batch into the fifth epoch
+            now[0] += 1.0  # a checkpoint after each epoch
+    # epochs 2-4 whole: 4 batches in 0.5 + 4 × 0.1 s each; from the first batch past the warm-up to the last,
+    # checkpoints in, it would be 14 / 7.4 s
+    assert paces(train_and_checkpoint)["0"] == pytest.approx(4 / 0.9)
+
+
 def test_epochs_shorter_than_the_warm_up_are_timed_over_every_batch_past_the_start_up() -> None:
     def short_epochs(DataLoader: Any, now: list[float]) -> None:
         class Slow(list[list[int]]):  # each batch loads in 0.05 s
@@ -226,9 +247,10 @@ def test_a_peek_at_one_batch_is_not_an_epoch_whose_end_opens_the_window() -> Non
             for _ in loader:
                 now[0] += 0.1  # the step
     run = watched(peek_then_train)["0"]
-    # from the 7th batch of the first full epoch: 23 batches at 0.3 s, then the next epoch's 6 at 0.1 s and 24 at
-    # 0.3 s, as the training pays them; from its first batch it would be 59 / 15.4 s, the buffer counted as pace
-    assert run.iterations_per_s == pytest.approx(53 / 14.7)
+    # past the 6th batch of the first full epoch, the next epoch is whole: its 6 buffered at 0.1 s and 24 at 0.3 s,
+    # as the training pays them and its own epoch log times them; from the first full epoch's first batch it
+    # would be 59 / 15.4 s, the buffer counted as pace
+    assert run.iterations_per_s == pytest.approx(30 / 7.8)
 
 
 def test_a_loader_built_again_each_epoch_is_one_loader_whose_epochs_count_on() -> None:
