@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -17,6 +18,24 @@ from tests.conftest import ROOT
 
 SCRIPT = "tests/fixtures/train_script.py"
 TRIAL = "tests/fixtures/trial_script.py"
+START_S = 2.5
+"""The seconds to start a process that imports torch and dataprof's watch that these tests' budgets allow for:
+where it takes longer (a slower machine, a CUDA build's libraries loaded), they grow in proportion, so that each
+still holds the runs its test needs."""
+
+
+@functools.cache
+def start_s() -> float:
+    """Seconds a process takes here to start and import torch and dataprof's watch, as each of tune's runs does."""
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "import torch, dataprof.measure.watch.watched"], check=True, cwd=ROOT,
+                   env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    return time.perf_counter() - start
+
+
+def budget(seconds: float) -> str:
+    """``--budget`` for as many runs as ``seconds`` holds where a run starts in :data:`START_S`."""
+    return str(round(seconds * max(1.0, start_s() / START_S)))
 
 
 def dataprof_tune(*args: str) -> subprocess.CompletedProcess[str]:
@@ -27,7 +46,7 @@ def dataprof_tune(*args: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.slow
 def test_a_latency_bound_training_is_tuned_in_itself_and_told_what_data_costs_it(tmp_path: Path) -> None:
     out = tmp_path / "tune.json"
-    done = dataprof_tune("--budget", "50", "--trial-seconds", "1.5", "--max-data-cost", "10%", "--json", str(out),
+    done = dataprof_tune("--budget", budget(50), "--trial-seconds", "1.5", "--max-data-cost", "10%", "--json", str(out),
                          SCRIPT, "--epochs", "50", "--length", "256", "--workers", "1", "--sleep-ms", "2",
                          "--step-ms", "5", "--factory")
     assert done.returncode == 1, done.stderr  # the gate: data loading costs this training far more than 10%
@@ -61,8 +80,8 @@ def test_a_latency_bound_training_is_tuned_in_itself_and_told_what_data_costs_it
 def test_when_every_config_with_workers_fails_for_one_cause_nothing_is_recommended_and_the_cause_is_named(
         tmp_path: Path) -> None:
     out = tmp_path / "tune.json"
-    done = dataprof_tune("--budget", "40", "--trial-seconds", "1", "--no-loader-sweep", "--json", str(out), SCRIPT,
-                         "--epochs", "50", "--length", "64", "--worker-error",
+    done = dataprof_tune("--budget", budget(40), "--trial-seconds", "1", "--no-loader-sweep", "--json", str(out),
+                         SCRIPT, "--epochs", "50", "--length", "64", "--worker-error",
                          "unable to write to file </torch_812_0>: No space left on device (28)")
     assert done.returncode == 4, done.stderr
     doc = json.loads(out.read_text())
@@ -92,7 +111,7 @@ def test_a_slow_step_gets_a_headspace_timed_on_replayed_batches_not_the_loader_s
 @pytest.mark.slow
 def test_under_workdir_each_run_writes_in_its_own_directory_told_it_is_a_trial(tmp_path: Path) -> None:
     work = tmp_path / "runs"
-    done = dataprof_tune("--budget", "20", "--trial-seconds", "1", "--no-loader-sweep", "--workdir", str(work),
+    done = dataprof_tune("--budget", budget(20), "--trial-seconds", "1", "--no-loader-sweep", "--workdir", str(work),
                          TRIAL, "--checkpoint", "ckpt.pt", "--record", "seen.jsonl", "--output-dir", "out")
     assert done.returncode in (0, 4), done.stderr
     assert "the script runs several times" in done.stderr and "DATAPROF_TRIAL=1" in done.stderr
@@ -128,7 +147,8 @@ def test_a_run_that_does_not_end_after_its_window_is_ended_and_failed(tmp_path: 
 def test_more_workers_over_a_stream_that_is_not_sharded_are_not_recommended(tmp_path: Path) -> None:
     out = tmp_path / "tune.json"
     # 32 samples an epoch at 5 ms each, a 1 ms step: more workers look faster, and each yields the whole stream
-    done = dataprof_tune("--budget", "35", "--trial-seconds", "1.5", "--no-loader-sweep", "--json", str(out), SCRIPT,
+    done = dataprof_tune("--budget", budget(35), "--trial-seconds", "1.5", "--no-loader-sweep", "--json", str(out),
+                         SCRIPT,
                          "--epochs", "400", "--length", "32", "--sleep-ms", "5", "--step-ms", "1", "--stream")
     assert done.returncode == 0, done.stderr
     doc = json.loads(out.read_text())
