@@ -107,7 +107,8 @@ def _pace(loader: WatchedLoader, rows: Sequence[list[float]], warmup: int,
     """Batches per second of the training's time past the start-up (:func:`_start`). Where epochs ended after
     it, over whole epochs, as a training's own log times them: from the start of the first that starts after it
     (else from its batch) to the end of the last that ended (a partial last epoch would weigh its workers' start
-    against a few of its batches); else from its batch to the last. The training's time is the loader's own epochs
+    against a few of its batches); else, or where most of its batches came after that end (a long epoch the window
+    cut short), from its batch to the last. The training's time is the loader's own epochs
     (:func:`_epochs`), less an epoch of another loader (``elsewhere``: its spans) during which this one delivered
     nothing (a validation pass every N steps); a span that holds one of its batches is kept (a ``zip``)."""
     if not rows or len(rows[0]) < 6:
@@ -120,8 +121,8 @@ def _pace(loader: WatchedLoader, rows: Sequence[list[float]], warmup: int,
     capped = len(loader.rows) >= MAX_RECORDED  # past the cap, an epoch's last row is not known
     last = next((n for n in range(len(rows) - 1, start - 1, -1) if int(rows[n][0]) in ended
                  and (rows[n + 1][0] != rows[n][0] if n + 1 < len(rows) else not capped)), None)
-    if last is None:  # no epoch ended: from one arrival to another, a step and a wait for each batch
-        begin, end, count = rows[start][5], rows[-1][5], len(rows) - 1 - start
+    if last is None or 2 * (last - start) < len(rows) - 1 - start:  # no epoch ended, or most batches came after
+        begin, end, count = rows[start][5], rows[-1][5], len(rows) - 1 - start  # a step and a wait for each batch
     else:
         first = next((n for n in range(start, last + 1) if rows[n][1] == 0), None)
         if first is not None:  # whole epochs, from the first one's start

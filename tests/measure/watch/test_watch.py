@@ -211,6 +211,26 @@ def test_the_training_s_time_is_its_whole_epochs_from_their_workers_start_to_the
     assert paces(train_and_checkpoint)["0"] == pytest.approx(4 / 0.9)
 
 
+def test_a_long_epoch_the_window_cut_short_counts_its_batches_without_the_time_between_epochs() -> None:
+    def one_epoch_and_most_of_the_next(DataLoader: Any, now: list[float]) -> None:
+        class Starting(list[list[int]]):  # its workers take 0.5 s to start each epoch
+            def __iter__(self) -> Any:
+                now[0] += 0.5
+                yield from list.__iter__(self)
+
+        loader = DataLoader(Starting([[i] for i in range(20)]))
+        for _ in loader:
+            now[0] += 0.1
+        now[0] += 1.0  # a checkpoint
+        for index, _ in enumerate(loader):
+            now[0] += 0.1
+            if index == 18:
+                return  # the window ends a batch short of the second epoch's end
+    # the first epoch's rest holds fewer of the batches than the second's 19: from the first batch past the
+    # warm-up to the last, its start in, the checkpoint out: 36 batches in 1.8 + 2.3 s
+    assert paces(one_epoch_and_most_of_the_next)["0"] == pytest.approx(36 / 4.1)
+
+
 def test_epochs_shorter_than_the_warm_up_are_timed_over_every_batch_past_the_start_up() -> None:
     def short_epochs(DataLoader: Any, now: list[float]) -> None:
         class Slow(list[list[int]]):  # each batch loads in 0.05 s
