@@ -148,8 +148,7 @@ def test_more_workers_over_a_stream_that_is_not_sharded_are_not_recommended(tmp_
     out = tmp_path / "tune.json"
     # 32 samples an epoch at 5 ms each, a 1 ms step: more workers look faster, and each yields the whole stream
     done = dataprof_tune("--budget", budget(35), "--trial-seconds", "1.5", "--no-loader-sweep", "--json", str(out),
-                         SCRIPT,
-                         "--epochs", "400", "--length", "32", "--sleep-ms", "5", "--step-ms", "1", "--stream")
+                         SCRIPT, "--epochs", "400", "--length", "32", "--sleep-ms", "5", "--step-ms", "1", "--stream")
     assert done.returncode == 0, done.stderr
     doc = json.loads(out.read_text())
     assert doc["loader"]["iterable"] is True and doc["recommended"]["config"] == {}
