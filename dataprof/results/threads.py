@@ -10,6 +10,10 @@ from dataprof.results.vocabulary import ThreadVerdict
 
 UNSETTLED = 0.5
 """How far the most a GIL share can be may lie above the share read before the share is not told."""
+DISAGREE = 0.3
+"""How far below the share read (the least time alone against the least time paired, each from its own round) one
+round may read before the share is not told: the machine's speed moved between the rounds (a host that lends its
+CPUs elsewhere for a moment), and the two least times, from two moments, would read held work as released."""
 
 
 def gil_untold(release: float, high: float | None) -> bool:
@@ -42,10 +46,16 @@ class GilShare:
 
     @property
     def settled(self) -> float | None:
-        """``release``, where the rounds settle it: None when not measured, or when the most it can be is
+        """``release``, where the rounds settle it: None when not measured, when the most it can be is
         :data:`UNSETTLED` above it (other processes kept the pair's threads waiting for a CPU: released work
-        could not overlap, held work waited beside its own)."""
-        return None if self.release is None or gil_untold(self.release, self.release_high) else self.release
+        could not overlap, held work waited beside its own), or when one round read :data:`DISAGREE` below it."""
+        return None if self.release is None or gil_untold(self.release, self.release_high) \
+            or self._rounds_disagree() else self.release
+
+    def _rounds_disagree(self) -> bool:
+        """Whether one round read :data:`DISAGREE` or more below ``release``."""
+        return self.release is not None and self.release_low is not None and \
+            self.release - self.release_low >= DISAGREE
 
     def words(self) -> str:
         """``releases the GIL 92% of its time (C code, I/O or sleep)`` / ``holds the GIL (pure Python, …)`` /
@@ -54,6 +64,9 @@ class GilShare:
             return "runs without a GIL (free-threaded Python)"
         if self.release is None:
             return f"was not measured for the GIL ({self.why})"
+        if self._rounds_disagree():
+            return (f"read as releasing the GIL {self.release:.0%} of its time, one of its rounds "
+                    f"{self.release_low:.0%}: the machine's speed moved between them, so the measure cannot tell")
         if self.settled is None:
             return (f"releases the GIL {100 * self.release:.0f}–{self.release_high:.0%} of its time: other "
                     "processes kept its threads waiting for a CPU, so the measure cannot tell")
