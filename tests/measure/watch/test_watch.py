@@ -190,16 +190,21 @@ def test_a_loader_iterated_beside_the_training_s_keeps_its_time() -> None:
     assert paces(zipped)["0"] == pytest.approx(10.0)  # the other's epochs hold this one's batches: nothing left out
 
 
+def starting(batches: int, now: list[float]) -> list[list[int]]:
+    """``batches`` one-sample batches whose workers take 0.5 s on ``now``'s clock to start each epoch."""
+    class Starting(list[list[int]]):
+        def __iter__(self) -> Any:
+            now[0] += 0.5
+            yield from list.__iter__(self)
+
+    return Starting([[i] for i in range(batches)])
+
+
 def test_the_training_s_time_is_its_whole_epochs_from_their_workers_start_to_their_end() -> None:
     """As the training's own epoch log times it: each epoch from its workers' start to its end, a checkpoint
     between epochs left out, and a last epoch the window cut short not weighing its start against one batch."""
     def train_and_checkpoint(DataLoader: Any, now: list[float]) -> None:
-        class Starting(list[list[int]]):  # its workers take 0.5 s to start each epoch
-            def __iter__(self) -> Any:
-                now[0] += 0.5
-                yield from list.__iter__(self)
-
-        loader = DataLoader(Starting([[i] for i in range(4)]))
+        loader = DataLoader(starting(4, now))
         for epoch in range(5):
             for _ in loader:
                 now[0] += 0.1  # the step
@@ -213,12 +218,7 @@ def test_the_training_s_time_is_its_whole_epochs_from_their_workers_start_to_the
 
 def test_a_long_epoch_the_window_cut_short_counts_its_batches_without_the_time_between_epochs() -> None:
     def one_epoch_and_most_of_the_next(DataLoader: Any, now: list[float]) -> None:
-        class Starting(list[list[int]]):  # its workers take 0.5 s to start each epoch
-            def __iter__(self) -> Any:
-                now[0] += 0.5
-                yield from list.__iter__(self)
-
-        loader = DataLoader(Starting([[i] for i in range(20)]))
+        loader = DataLoader(starting(20, now))
         for _ in loader:
             now[0] += 0.1
         now[0] += 1.0  # a checkpoint
